@@ -1,0 +1,1 @@
+"""Beam-free mathematics of locally differentially private frequency estimation."""

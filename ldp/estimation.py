@@ -1,0 +1,67 @@
+"""The support-set estimator shared by every pure frequency oracle.
+
+A pure protocol lets the server compute, for every value v, the support count c_v: how many
+reports "support" v. A user holding v supports it with probability p*, a user holding any other
+value with probability q* < p*. From consistency-norm-hyb.txt §2 (§2.2 and §2.4):
+
+    unbiased estimate   f~_v = (c_v / n - q*) / (p* - q*)
+    exact variance      Var[f~_v] = (q*(1 - q*) + f_v (p* - q*)(1 - p* - q*)) / (n (p* - q*)^2)   (eq. 2)
+    uniform noise       sigma^2   = q*(1 - q*) / (n (p* - q*)^2)                                      (eq. 7)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SupportNoise:
+    """The noise model of one window's estimate: support probabilities and report count."""
+
+    p_star: float
+    q_star: float
+    n: int
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.q_star < self.p_star <= 1.0:
+            raise ValueError(f"need 0 <= q* < p* <= 1, got p*={self.p_star}, q*={self.q_star}")
+        if self.n < 0:
+            raise ValueError(f"n must be >= 0, got {self.n}")
+
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of the f-independent part of the noise (eq. 7); inf when n = 0."""
+        if self.n == 0:
+            return float("inf")
+        p, q = self.p_star, self.q_star
+        return float(np.sqrt(q * (1.0 - q) / (self.n * (p - q) ** 2)))
+
+    def variance(self, f: np.ndarray) -> np.ndarray:
+        """Exact variance of the unbiased estimate when the true frequencies are f (eq. 2).
+
+        Frequencies are clipped to [0, 1] first, so a plug-in estimate (which may be negative or
+        above 1) gives the variance at the nearest valid frequency.
+        """
+        f = np.clip(np.asarray(f, dtype=np.float64), 0.0, 1.0)
+        if self.n == 0:
+            return np.full_like(f, np.inf)
+        p, q = self.p_star, self.q_star
+        return (q * (1.0 - q) + f * (p - q) * (1.0 - p - q)) / (self.n * (p - q) ** 2)
+
+
+def unbiased_estimate(support_counts: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """f~_v = (c_v / n - q*) / (p* - q*) for every value (§2.2); NaN everywhere when n = 0."""
+    counts = np.asarray(support_counts, dtype=np.float64)
+    if noise.n == 0:
+        return np.full_like(counts, np.nan)
+    return (counts / noise.n - noise.q_star) / (noise.p_star - noise.q_star)
+
+
+def standard_error(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Plug-in standard error: sqrt of eq. 2 evaluated at the estimate clipped to [0, 1].
+
+    The f-dependent term of eq. 2 is small next to q*(1 - q*) unless epsilon is large, so the
+    plug-in error of that term moves the standard error by a fraction of a percent in practice.
+    """
+    return np.sqrt(noise.variance(estimate))
