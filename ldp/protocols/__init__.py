@@ -1,0 +1,21 @@
+"""Frequency oracles by registry name."""
+from __future__ import annotations
+
+from ldp.protocols.base import FrequencyOracle
+from ldp.protocols.grr import GRR
+from ldp.protocols.olh import OLH
+from ldp.protocols.oue import OUE
+
+PROTOCOLS: dict[str, type[FrequencyOracle]] = {cls.name: cls for cls in (GRR, OUE, OLH)}
+
+
+def make_protocol(name: str, epsilon: float, d: int) -> FrequencyOracle:
+    """The oracle `name` at privacy level epsilon over [0, d); ValueError when unknown."""
+    try:
+        cls = PROTOCOLS[name]
+    except KeyError:
+        raise ValueError(f"unknown protocol {name!r}; expected one of {sorted(PROTOCOLS)}") from None
+    return cls(epsilon=epsilon, d=d)
+
+
+__all__ = ["FrequencyOracle", "PROTOCOLS", "make_protocol"]

@@ -1,0 +1,93 @@
+"""Optimised Local Hashing (consistency-norm-hyb.txt §2.4; rws-frequency-protocols.txt §3.3).
+
+The client draws a 64-bit seed, hashes v to H(seed, v) in [0, g) (ldp.hashing.local_hash) and
+reports <seed, GRR_g(H(seed, v))> with p = e^ε / (e^ε + g - 1). A report <seed, y> supports
+{v : H(seed, v) = y}: p* = p, q* = 1/g (not the GRR q of the hashed domain).
+
+g is floor(e^ε + 1) or ceil(e^ε + 1), whichever gives the lower analytical MSE (eq. 4), and
+at least 2. The seed travels as an Avro long: the two's-complement view of the uint64.
+
+Aggregation tests every (report, value) pair with the interval form of the hash described in
+ldp.hashing: three numpy operations per pair on cache-sized blocks, no Python call per pair.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterator
+
+import numpy as np
+
+from ldp import hashing
+from ldp.protocols.base import Columns, FrequencyOracle, grr_perturb, int_column
+
+
+@dataclass(frozen=True)
+class LocalHashing(FrequencyOracle):
+    """Shared machinery of the local-hashing protocols; subclasses choose g."""
+
+    g: int = field(init=False)
+    payload_rule: ClassVar[str] = "local-hashing y must lie in [0, g)"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "g", self.choose_g())
+
+    def choose_g(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def p_star(self) -> float:
+        e = math.exp(self.epsilon)
+        return e / (e + self.g - 1)
+
+    @property
+    def q_star(self) -> float:
+        return 1.0 / self.g
+
+    def perturb(self, values, rng):
+        values = np.asarray(values, dtype=np.int64)
+        seeds = rng.integers(0, np.iinfo(np.uint64).max, size=values.shape, dtype=np.uint64,
+                             endpoint=True)
+        hashed = hashing.local_hash(seeds, values, self.g)
+        return {"seed": seeds.view(np.int64), "y": grr_perturb(hashed, self.g, self.p_star, rng)}
+
+    def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
+        return ({"seed": s, "y": y}
+                for s, y in zip(columns["seed"].tolist(), columns["y"].tolist()))
+
+    def payloads_from_avro(self, payloads):
+        seed = int_column(payloads, "seed")
+        y = int_column(payloads, "y")
+        invalid = (y < 0) | (y >= self.g)
+        return {"seed": seed, "y": np.where(invalid, 0, y)}, invalid
+
+    def new_statistic(self) -> np.ndarray:
+        return np.zeros(self.d, dtype=np.int64)
+
+    def accumulate(self, statistic, columns) -> None:
+        hashing.add_local_hash_support(statistic, columns["seed"].view(np.uint64),
+                                       columns["y"], self.g)
+
+
+def better_rounding(candidates, n_mse_of) -> int:
+    """The candidate integer with the lowest n·MSE (ties: the smaller one)."""
+    return min(sorted(set(candidates)), key=n_mse_of)
+
+
+@dataclass(frozen=True)
+class OLH(LocalHashing):
+    name: ClassVar[str] = "olh"
+    payload_record: ClassVar[str] = "OlhPayload"
+
+    def choose_g(self) -> int:
+        target = math.exp(self.epsilon) + 1
+        candidates = [max(2, math.floor(target)), max(2, math.ceil(target))]
+        return better_rounding(candidates, lambda g: _local_hashing_n_mse(self.epsilon, self.d, g))
+
+
+def _local_hashing_n_mse(epsilon: float, d: int, g: int) -> float:
+    """n·MSE of eq. 4 for local hashing with hash range g."""
+    e = math.exp(epsilon)
+    p, q = e / (e + g - 1), 1.0 / g
+    return q * (1 - q) / (p - q) ** 2 + (1 - p - q) / (d * (p - q))

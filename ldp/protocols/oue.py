@@ -1,0 +1,86 @@
+"""Optimised Unary Encoding (consistency-norm-hyb.txt §2.3).
+
+The one-hot vector of v is perturbed bit by bit: the 1 bit is *drawn* as 1 with p = 1/2, each
+0 bit becomes 1 with q = 1 / (e^ε + 1) (errata: not 1/(e^{ε/2} + 1)). A report supports the
+values whose bits are set: p* = p, q* = q.
+
+Wire format: the d bits packed little-endian into ceil(d/8) bytes (bit v is bit v % 8 of byte
+v // 8); padding bits above d must be 0.
+
+Statistic: for every byte position, the histogram of its 256 possible values — a
+(ceil(d/8), 256) table filled by one `bincount` per batch. Support counts follow from the table
+times the 256 x 8 matrix of bits of each byte value, so no bit is unpacked per report.
+"""
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Iterator
+
+import numpy as np
+
+from ldp.protocols.base import Columns, FrequencyOracle
+
+_BITS_OF_BYTE = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+_PERTURB_ROWS = 4096
+
+
+class UnaryEncoding(FrequencyOracle):
+    """Shared machinery of the unary-encoding protocols; subclasses choose p and q."""
+
+    payload_rule: ClassVar[str] = "bit vector must have ceil(d/8) bytes with padding bits clear"
+
+    @property
+    def n_bytes(self) -> int:
+        return (self.d + 7) // 8
+
+    def perturb(self, values, rng):
+        values = np.asarray(values, dtype=np.int64)
+        packed = np.empty((len(values), self.n_bytes), dtype=np.uint8)
+        for start in range(0, len(values), _PERTURB_ROWS):
+            rows = values[start:start + _PERTURB_ROWS]
+            bits = rng.random((len(rows), self.d), dtype=np.float32) < self.q_star
+            bits[np.arange(len(rows)), rows] = rng.random(len(rows)) < self.p_star
+            packed[start:start + len(rows)] = np.packbits(bits, axis=1, bitorder="little")
+        return {"bits": packed}
+
+    def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
+        return ({"bits": row.tobytes()} for row in columns["bits"])
+
+    def payloads_from_avro(self, payloads):
+        blobs = [p["bits"] for p in payloads]
+        lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
+        invalid = lengths != self.n_bytes
+        if invalid.any():
+            empty = bytes(self.n_bytes)
+            blobs = [empty if bad else blob for blob, bad in zip(blobs, invalid.tolist())]
+        bits = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), self.n_bytes)
+        padding = self.n_bytes * 8 - self.d
+        if padding and len(blobs):
+            invalid |= (bits[:, -1] >> np.uint8(8 - padding)) != 0
+        return {"bits": bits}, invalid
+
+    def new_statistic(self) -> np.ndarray:
+        return np.zeros((self.n_bytes, 256), dtype=np.int64)
+
+    def accumulate(self, statistic, columns) -> None:
+        bits = columns["bits"]
+        if len(bits) == 0:
+            return
+        cells = bits.astype(np.intp) + (np.arange(self.n_bytes, dtype=np.intp) * 256)
+        statistic += np.bincount(cells.ravel(), minlength=statistic.size).reshape(statistic.shape)
+
+    def support_counts(self, statistic):
+        return (statistic @ _BITS_OF_BYTE).ravel()[: self.d]
+
+
+class OUE(UnaryEncoding):
+    name: ClassVar[str] = "oue"
+    payload_record: ClassVar[str] = "OuePayload"
+
+    @property
+    def p_star(self) -> float:
+        return 0.5
+
+    @property
+    def q_star(self) -> float:
+        return 1.0 / (math.exp(self.epsilon) + 1.0)
