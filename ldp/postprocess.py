@@ -11,8 +11,8 @@ from ldp.estimation import SupportNoise
 
 def _project(f: np.ndarray, mass: float) -> np.ndarray:
     """Norm-Sub: max(f + δ, 0) with δ chosen so the sum is `mass`."""
-    if f.size == 0:
-        return f.copy()
+    if f.size == 0 or mass <= 0:
+        return np.zeros_like(f)
     ordered = np.sort(f)[::-1]
     k = np.arange(1, f.size + 1)
     deltas = (mass - np.cumsum(ordered)) / k

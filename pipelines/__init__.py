@@ -1,0 +1,1 @@
+"""Runnable jobs: windowed estimation and the report simulator."""

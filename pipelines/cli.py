@@ -1,0 +1,82 @@
+"""The `ldp` command line: simulate reports, run the estimation job."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ldp.registry import RegistryError, load_registry
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "run":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        return args.handler(args, extra)
+    except (RegistryError, ValueError, OSError) as error:
+        print(f"ldp {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ldp", description="Streaming aggregation of locally differentially private telemetry.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    simulate = commands.add_parser(
+        "simulate", help="perturb real values from a CSV into Avro report files",
+        description="Read true values and event times from a CSV (optionally .gz), perturb each "
+                    "value with the metric's ε-LDP protocol, and write Avro report files.")
+    simulate.add_argument("--registry", required=True, help="metric registry JSON file")
+    simulate.add_argument("--metric", required=True, help="metric name in the registry")
+    simulate.add_argument("--input", required=True, help="CSV file with a header row")
+    simulate.add_argument("--value-column", required=True,
+                          help="column of true values: labels of the domain, or indices "
+                               "0..size-1 for a sized domain")
+    simulate.add_argument("--time-column", required=True,
+                          help="column of event times: epoch seconds or ISO-8601 (UTC if naive)")
+    simulate.add_argument("--out", required=True, help="directory for the report files")
+    simulate.add_argument("--seed", type=int, default=None,
+                          help="seed of the perturbation randomness (default: fresh entropy)")
+    simulate.add_argument("--reports-per-file", type=int, default=None,
+                          help="split output into files of at most this many reports")
+    simulate.set_defaults(handler=_simulate)
+
+    run = commands.add_parser(
+        "run", help="run the windowed-estimation Beam job",
+        description="Read Avro reports, count support per metric and event-time window, and "
+                    "write per-window estimates with standard errors to OUTPUT/estimates-*.jsonl "
+                    "(and .avro) and rejected input to OUTPUT/dead_letters-*.jsonl. Any other "
+                    "option is a Beam pipeline option, e.g. --runner=PortableRunner "
+                    "--job_endpoint=localhost:8099; without --runner the job runs on FnApiRunner "
+                    "in this process.")
+    from pipelines.estimate import add_job_arguments
+    add_job_arguments(run)
+    run.set_defaults(handler=_run)
+    return parser
+
+
+def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
+    from pipelines.simulate import DEFAULT_REPORTS_PER_FILE, read_true_values, simulate_reports
+    config = load_registry(args.registry)[args.metric]
+    truth = read_true_values(args.input, config, args.value_column, args.time_column)
+    per_file = args.reports_per_file or DEFAULT_REPORTS_PER_FILE
+    if per_file <= 0:
+        raise ValueError("--reports-per-file must be positive")
+    paths = simulate_reports(config, truth, args.out, args.seed, per_file)
+    print(f"{len(truth.values):,} reports of {config.name} ({config.protocol_name}, "
+          f"ε={config.epsilon:g}) written to {len(paths)} file(s) in {args.out}")
+    return 0
+
+
+def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from pipelines.estimate import job_from_arguments, run_job
+    job = job_from_arguments(args)
+    run_job(job, beam_args)
+    print(f"estimates: {job.output}/estimates-*.jsonl; dead letters: {job.output}/dead_letters-*.jsonl")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

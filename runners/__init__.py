@@ -1,0 +1,30 @@
+"""Which Beam runner executes a job, named explicitly.
+
+Without `--runner` the job runs on Beam's FnApiRunner in this process: it never downloads
+anything (Beam's default DirectRunner first tries to fetch a "Prism" binary). Any other runner is
+passed to Beam by name with its own options:
+
+* `--runner=FnApiRunner [--direct_running_mode=multi_processing --direct_num_workers=2]`
+* `--runner=BundleBasedDirectRunner --streaming` (local streaming semantics)
+* `--runner=PortableRunner --job_endpoint=localhost:PORT --environment_type=LOOPBACK`
+  (a local job service, or a Flink job server exposing the same Job API)
+* `--runner=FlinkRunner --flink_master=HOST:PORT`
+* `--runner=DataflowRunner --project ... --region ... --temp_location gs://...`
+  (`--dry_run=True` builds and validates the job without submitting it)
+
+Remote workers import the project, so they need it installed: pass `--setup_file ./setup.py`.
+"""
+from __future__ import annotations
+
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+DEFAULT_RUNNER = "FnApiRunner"
+
+
+def make_runner(options: PipelineOptions):
+    """The runner object (FnApiRunner when unnamed) or name to hand to `beam.Pipeline`."""
+    name = options.view_as(StandardOptions).runner
+    if name in (None, DEFAULT_RUNNER):
+        return FnApiRunner()
+    return name

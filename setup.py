@@ -1,0 +1,15 @@
+"""Packaging of ldp-telemetry."""
+from setuptools import setup
+
+setup(
+    name="ldp-telemetry",
+    version="0.1.0",
+    description="Streaming aggregation of telemetry collected under local differential privacy, "
+                "on Apache Beam.",
+    python_requires=">=3.10",
+    packages=["ldp", "ldp.protocols", "schemas", "transforms", "pipelines", "runners"],
+    package_data={"schemas": ["*.avsc"], "pipelines": ["demo/*"]},
+    install_requires=["apache-beam>=2.60", "numpy>=1.24", "scipy>=1.10", "fastavro>=1.9"],
+    extras_require={"test": ["pytest>=7", "avro>=1.11"]},
+    entry_points={"console_scripts": ["ldp=pipelines.cli:main"]},
+)

@@ -1,0 +1,31 @@
+"""Shared test fixtures: the real datasets (skipped when absent) and the named local runner."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def datasets_dir() -> Path:
+    """The real-data folder: $LDP_DATASETS, else ../shared/datasets beside the repository."""
+    return Path(os.environ.get("LDP_DATASETS", REPO_ROOT.parent / "shared" / "datasets"))
+
+
+@pytest.fixture
+def dataset():
+    """dataset("name.csv.gz") -> its Path, or skip the test when the file is not here."""
+    def find(name: str) -> Path:
+        path = datasets_dir() / name
+        if not path.exists():
+            pytest.skip(f"real dataset {name} is not available at {path.parent}")
+        return path
+    return find
+
+
+def local_runner():
+    """The runner every pipeline test uses: FnApiRunner, which never downloads anything."""
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    return FnApiRunner()

@@ -1,0 +1,1 @@
+"""Beam transforms: thin steps that move numpy batches and call `ldp`."""

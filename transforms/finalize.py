@@ -1,0 +1,52 @@
+"""Turn each window's SupportStatistic into a window-estimate record."""
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.utils.windowed_value import PaneInfoTiming
+
+from ldp.finalize import finalize_window
+from ldp.registry import Registry
+from transforms.count import SupportStatistic
+
+
+def window_estimate_record(config, result, window_start: str, window_end: str, pane) -> dict:
+    """The JSON/Avro record of one window (fields as in schemas/window_estimate.avsc)."""
+    spec = config.postprocess
+    return {
+        "metric": config.name,
+        "window_start": window_start,
+        "window_end": window_end,
+        "n": result.n,
+        "protocol": config.protocol_name,
+        "epsilon": config.epsilon,
+        "postprocess": {"method": spec.method,
+                        "params": {k: float(v) for k, v in spec.as_dict().items()
+                                   if k != "method"}},
+        "labels": config.value_labels,
+        "estimate": result.estimate.tolist(),
+        "unbiased_estimate": result.unbiased.tolist(),
+        "std_error": result.std_error.tolist(),
+        "pane": pane,
+    }
+
+
+class FinalizeEstimatesFn(beam.DoFn):
+    """(metric, SupportStatistic) in a window -> window-estimate record (plain Python values)."""
+
+    def __init__(self, registry: Registry):
+        self._registry = registry
+
+    def setup(self):
+        self._windows = Metrics.counter("ldp", "windows_finalized")
+
+    def process(self, element: tuple[str, SupportStatistic], window=beam.DoFn.WindowParam,
+                pane_info=beam.DoFn.PaneInfoParam):
+        metric, statistic = element
+        config = self._registry[metric]
+        result = finalize_window(config, statistic.table, statistic.n)
+        pane = {"timing": PaneInfoTiming.to_string(pane_info.timing),
+                "index": int(pane_info.index), "is_last": bool(pane_info.is_last)}
+        self._windows.inc()
+        yield window_estimate_record(config, result, window.start.to_rfc3339(),
+                                     window.end.to_rfc3339(), pane)
