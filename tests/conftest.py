@@ -25,7 +25,8 @@ def dataset():
     return find
 
 
-def local_runner():
-    """The runner every pipeline test uses: FnApiRunner, which never downloads anything."""
+@pytest.fixture
+def beam_runner():
+    """The runner every pipeline test names: FnApiRunner, which never downloads anything."""
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
     return FnApiRunner()
