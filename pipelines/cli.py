@@ -2,12 +2,21 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from ldp.registry import RegistryError, load_registry
 
 
+def _drop_optional_gcp_notice(record: logging.LogRecord) -> bool:
+    """Beam logs a warning about optional GCP client libraries on import; it is noise here."""
+    return "apitools not found" not in record.getMessage()
+
+
 def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_drop_optional_gcp_notice)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "run":
@@ -54,6 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.estimate import add_job_arguments
     add_job_arguments(run)
     run.set_defaults(handler=_run)
+
+    show = commands.add_parser(
+        "show", help="print the largest estimates of each window of a finished job",
+        description="Print, per metric and window, the K largest post-processed estimates with "
+                    "95%% error bars (1.96 standard errors of the unbiased estimate).")
+    show.add_argument("--output", required=True, help="the job's output directory")
+    show.add_argument("--metric", default=None, help="only this metric")
+    show.add_argument("--top", type=int, default=5, help="values per window (default 5)")
+    show.add_argument("--windows", type=int, default=None, help="at most this many windows per metric")
+    show.set_defaults(handler=_show)
     return parser
 
 
@@ -75,6 +94,17 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     job = job_from_arguments(args)
     run_job(job, beam_args)
     print(f"estimates: {job.output}/estimates-*.jsonl; dead letters: {job.output}/dead_letters-*.jsonl")
+    return 0
+
+
+def _show(args: argparse.Namespace, _extra: list[str]) -> int:
+    from pipelines.results import format_top, load_estimates
+    shown: dict[str, int] = {}
+    for record in load_estimates(args.output, args.metric):
+        count = shown.get(record["metric"], 0)
+        if args.windows is None or count < args.windows:
+            print(format_top(record, args.top))
+            shown[record["metric"]] = count + 1
     return 0
 
 

