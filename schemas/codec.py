@@ -150,13 +150,16 @@ class ReportDecoder:
     def decode_records(self, records: list[dict], source: str
                        ) -> Iterator[ReportBatch | DeadLetter]:
         """Validate decoded report records and split the valid ones by (metric, slice)."""
-        codes: dict[str, int] = {}
-        metric_code = np.fromiter((codes.setdefault(r["metric"], len(codes)) for r in records),
-                                  dtype=np.intp, count=len(records))
-        for metric, code in codes.items():
-            rows = np.flatnonzero(metric_code == code) if len(codes) > 1 else None
-            group = records if rows is None else [records[i] for i in rows.tolist()]
-            yield from self._decode_metric(metric, group, source)
+        names = [r["metric"] for r in records]
+        distinct = set(names)
+        if len(distinct) == 1:
+            yield from self._decode_metric(names[0], records, source)
+            return
+        code_of = {name: code for code, name in enumerate(distinct)}
+        codes = np.array([code_of[name] for name in names], dtype=np.intp)
+        for name, code in code_of.items():
+            rows = np.flatnonzero(codes == code).tolist()
+            yield from self._decode_metric(name, [records[i] for i in rows], source)
 
     def _decode_metric(self, metric: str, records: list[dict], source: str
                        ) -> Iterator[ReportBatch | DeadLetter]:
@@ -178,8 +181,7 @@ class ReportDecoder:
                                  report=report_as_json(records[i]))
             records = [r for r, bad in zip(records, wrong.tolist()) if not bad]
         columns, invalid = protocol.payloads_from_avro([r["payload"][1] for r in records])
-        times = np.fromiter((r["event_time"] for r in records), dtype=np.int64,
-                            count=len(records))
+        times = np.array([r["event_time"] for r in records], dtype=np.int64)
         if invalid.any():
             for i in np.flatnonzero(invalid).tolist():
                 yield DeadLetter(source, Reason.INVALID_PAYLOAD,

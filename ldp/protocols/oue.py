@@ -7,9 +7,11 @@ values whose bits are set: p* = p, q* = q.
 Wire format: the d bits packed little-endian into ceil(d/8) bytes (bit v is bit v % 8 of byte
 v // 8); padding bits above d must be 0.
 
-Statistic: for every byte position, the histogram of its 256 possible values — a
-(ceil(d/8), 256) table filled by one `bincount` per batch. Support counts follow from the table
-times the 256 x 8 matrix of bits of each byte value, so no bit is unpacked per report.
+Statistic: the support counts themselves. They are added without unpacking a bit per report:
+a 256-entry table maps each byte to a uint64 holding its 8 bits in 8 separate bytes; summing
+those words over at most 255 reports cannot carry from one byte into the next, so the sum,
+viewed as bytes, is the count of every bit of that byte position. One table lookup and one
+addition per (report, byte) pair, all in numpy.
 """
 from __future__ import annotations
 
@@ -20,7 +22,11 @@ import numpy as np
 
 from ldp.protocols.base import Columns, FrequencyOracle
 
-_BITS_OF_BYTE = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+#: _SPREAD_BITS[b] holds bit k of byte b in byte k of a uint64 (little-endian byte order).
+_SPREAD_BITS = (np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+                .astype("<u1").copy().view("<u8").ravel())
+#: The largest number of reports whose spread bytes can be summed without a carry.
+_ROWS_PER_SUM = 255
 _PERTURB_ROWS = 4096
 
 
@@ -60,17 +66,13 @@ class UnaryEncoding(FrequencyOracle):
         return {"bits": bits}, invalid
 
     def new_statistic(self) -> np.ndarray:
-        return np.zeros((self.n_bytes, 256), dtype=np.int64)
+        return np.zeros(self.d, dtype=np.int64)
 
     def accumulate(self, statistic, columns) -> None:
         bits = columns["bits"]
-        if len(bits) == 0:
-            return
-        cells = bits.astype(np.intp) + (np.arange(self.n_bytes, dtype=np.intp) * 256)
-        statistic += np.bincount(cells.ravel(), minlength=statistic.size).reshape(statistic.shape)
-
-    def support_counts(self, statistic):
-        return (statistic @ _BITS_OF_BYTE).ravel()[: self.d]
+        for start in range(0, len(bits), _ROWS_PER_SUM):
+            sums = _SPREAD_BITS[bits[start:start + _ROWS_PER_SUM]].sum(axis=0, dtype="<u8")
+            statistic += sums.view(np.uint8)[: self.d]
 
 
 class OUE(UnaryEncoding):

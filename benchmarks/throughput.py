@@ -1,0 +1,129 @@
+"""Throughput of the pipeline, measured against fastavro's raw decode of the same file.
+
+For every protocol: one Avro file of N reports (d values, ε) is written once; then, each a
+median of --repeats runs in this process,
+  raw decode   fastavro.reader over the file, records discarded (the floor any reader pays);
+  decode       schemas.codec.ReportDecoder: records -> validated numpy batches;
+  end to end   the whole Beam job (FnApiRunner): read, validate, count, finalize, write;
+  aggregate    CountSupportFn.add_input over already-decoded batches (the counting alone).
+Rates are reports/s; `e2e/raw` is the figure that matters on a shared, noisy machine.
+
+    python benchmarks/throughput.py --reports 1000000 --domain 1024
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import fastavro
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ldp.protocols import PROTOCOLS  # noqa: E402
+from ldp.registry import parse_registry  # noqa: E402
+from pipelines.estimate import EstimateJob, run_job  # noqa: E402
+from schemas.batches import ReportBatch  # noqa: E402
+from schemas.codec import ReportDecoder, write_reports  # noqa: E402
+from transforms.count import CountSupportFn  # noqa: E402
+from transforms.windows import WindowSpec  # noqa: E402
+
+DAY_S = 86_400
+START_MS = 1_700_000_000_000 - 1_700_000_000_000 % (DAY_S * 1000)
+
+
+def median_seconds(action, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def make_report_file(path: str, registry, metric: str, n: int, seed: int) -> None:
+    """n reports of a Zipf(1.1)-shaped distribution over the domain, spread over one day."""
+    config = registry[metric]
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, config.d + 1) ** 1.1
+    values = rng.choice(config.d, size=n, p=weights / weights.sum())
+    times = START_MS + np.sort(rng.integers(0, DAY_S * 1000, size=n))
+    write_reports(path, metric, config.protocol, np.arange(n), times,
+                  config.protocol.perturb(values, rng))
+
+
+def raw_decode(path: str) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for _ in fastavro.reader(handle))
+
+
+def decode_batches(registry, path: str) -> list[ReportBatch]:
+    return list(ReportDecoder(registry, DAY_S * 1000).decode_file(path))
+
+
+def aggregate(protocol, batches: list[ReportBatch]) -> None:
+    combine = CountSupportFn(protocol)
+    accumulator = combine.create_accumulator()
+    for batch in batches:
+        accumulator = combine.add_input(accumulator, batch)
+
+
+def end_to_end(registry, path: str, beam_args: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as output:
+        job = EstimateJob(registry, (path,), output, WindowSpec.from_seconds(DAY_S))
+        run_job(job, beam_args, out=io.StringIO())
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", type=int, default=1_000_000)
+    parser.add_argument("--domain", type=int, default=1024)
+    parser.add_argument("--epsilon", type=float, default=2.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS),
+                        help="comma-separated registry names (default: all)")
+    parser.add_argument("--workdir", default=None, help="keep the report files here")
+    parser.add_argument("--skip-end-to-end", action="store_true")
+    args, beam_args = parser.parse_known_args(argv)
+
+    workdir = args.workdir or tempfile.mkdtemp(prefix="ldp-bench-")
+    os.makedirs(workdir, exist_ok=True)
+    names = args.protocols.split(",")
+    registry = parse_registry({"metrics": [
+        {"name": f"bench.{name}", "protocol": name, "epsilon": args.epsilon,
+         "domain": {"size": args.domain}} for name in names]})
+    print(f"{args.reports:,} reports per protocol, d={args.domain}, ε={args.epsilon:g}, "
+          f"median of {args.repeats} runs, files in {workdir}")
+    header = (f"{'protocol':<9}{'raw decode/s':>14}{'decode/s':>12}{'end-to-end/s':>14}"
+              f"{'e2e/raw':>9}{'aggregate/s':>14}")
+    print(header)
+    for name in names:
+        metric = f"bench.{name}"
+        path = os.path.join(workdir, f"{name}-{args.reports}-{args.domain}-{args.epsilon:g}.avro")
+        if not os.path.exists(path):
+            make_report_file(path, registry, metric, args.reports, seed=1)
+        n = args.reports
+        raw = n / median_seconds(lambda: raw_decode(path), args.repeats)
+        decode = n / median_seconds(lambda: decode_batches(registry, path), args.repeats)
+        batches = decode_batches(registry, path)
+        protocol = registry[metric].protocol
+        agg = n / median_seconds(lambda: aggregate(protocol, batches), args.repeats)
+        if args.skip_end_to_end:
+            e2e_text, ratio_text = "-", "-"
+        else:
+            with contextlib.redirect_stderr(io.StringIO()):
+                e2e = n / median_seconds(lambda: end_to_end(registry, path, beam_args),
+                                         args.repeats)
+            e2e_text, ratio_text = f"{e2e:,.0f}", f"{e2e / raw:.2f}"
+        print(f"{name:<9}{raw:>14,.0f}{decode:>12,.0f}{e2e_text:>14}{ratio_text:>9}{agg:>14,.0f}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
