@@ -1,0 +1,283 @@
+"""Consistency post-processing of frequency-oracle estimates (consistency-norm-hyb.txt §3).
+
+Every method takes the unbiased estimate f~ (length d, may be negative, sums to about 1) and its
+SupportNoise, and returns a new float64 array; the input is never modified. What this
+implementation guarantees (Table 1 of the paper, corrected):
+
+    method     non-negative  sums to 1  order-preserving  time
+    base       no            no         yes               O(d)
+    base-pos   yes           no         yes               O(d)
+    base-cut   yes           no         yes               O(d)
+    norm       no            yes        yes               O(d)
+    norm-mul   yes           yes        yes               O(d)
+    norm-sub   yes           yes        yes               O(d log d)
+    norm-cut   yes           <= 1       yes               O(d log d)
+    norm-hyb   yes           yes        yes (see below)   O(d log d)
+    mle-apx    yes           yes        yes               O(d) per pass, at most d passes
+
+"Sums to 1" holds up to floating-point rounding. "Order-preserving" means f~_a <= f~_b implies
+f'_a <= f'_b, so equal estimates get equal outputs. Where this differs from the paper's table:
+Base-Cut is non-negative only because T is clamped at 0 (eq. 9 is negative when alpha/d > 1/2);
+Norm-Hyb preserves order only because of a cap the paper does not state (see `norm_hyb`); the
+sort-based methods are O(d log d) rather than O(d); MLE-Apx needs a few passes in practice.
+
+"post-pos" clips query answers (`post_pos`); as a distribution method it is the identity (base).
+`cls` solves §3.5 numerically: it exists to check that Norm-Sub is the CLS solution.
+
+When n = 0 the estimate is all NaN (see estimation.unbiased_estimate) and every method returns
+it unchanged.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from scipy import optimize, stats
+
+from ldp.estimation import SupportNoise
+
+Postprocessor = Callable[..., np.ndarray]
+
+
+def _postprocessor(method: Postprocessor) -> Postprocessor:
+    """Shared contract: copy the estimate to a 1-D float64 array; pass NaN input (n = 0) through."""
+
+    @functools.wraps(method)
+    def checked(estimate: np.ndarray, noise: SupportNoise, **params: Any) -> np.ndarray:
+        estimate = np.array(estimate, dtype=np.float64)
+        if estimate.ndim != 1:
+            raise ValueError(f"estimate must be 1-D, got shape {estimate.shape}")
+        if estimate.size == 0 or noise.n == 0 or np.isnan(estimate).all():
+            return estimate
+        if not np.isfinite(estimate).all():
+            raise ValueError("estimate mixes finite and non-finite values")
+        return method(estimate, noise, **params)
+
+    return checked
+
+
+# ---------------------------------------------------------------------------------------------
+# Building blocks
+
+
+def significance_threshold(noise: SupportNoise, d: int, alpha: float = 2.0) -> float:
+    """T = Phi^-1(1 - alpha/d) * sigma (eq. 9, sigma of eq. 7, in frequency units).
+
+    When alpha/d >= 1 the quantile is undefined and T = +inf: no estimate counts as significant.
+    T is negative when alpha/d > 1/2; callers that promise non-negative output use max(T, 0).
+    """
+    if alpha / d >= 1.0:
+        return math.inf
+    return float(stats.norm.ppf(1.0 - alpha / d) * noise.sigma)
+
+
+def project_to_simplex(values: np.ndarray, mass: float = 1.0) -> np.ndarray:
+    """Euclidean projection of values onto {x >= 0, sum x = mass}, exact, O(d log d).
+
+    x_v = max(values_v - tau, 0), with tau read off the sorted cumulative sums (the CLS / KKT
+    solution of Appendix B, computed by sorting instead of iterating).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if mass < 0:
+        raise ValueError(f"mass must be >= 0, got {mass}")
+    if values.size == 0 or mass == 0:
+        return np.zeros_like(values)
+    descending = np.sort(values)[::-1]
+    shifts = (np.cumsum(descending) - mass) / np.arange(1, values.size + 1)
+    support = np.flatnonzero(descending > shifts)[-1]  # index 0 always qualifies when mass > 0
+    return np.maximum(values - shifts[support], 0.0)
+
+
+def _project_to_capped_simplex(values: np.ndarray, mass: float, cap: float) -> np.ndarray:
+    """Euclidean projection onto {0 <= x <= cap, sum x = mass}; needs 0 <= mass <= cap * d.
+
+    x_v = clip(values_v - tau, 0, cap). The sum is continuous, piecewise linear and
+    non-increasing in tau with breakpoints at values and values - cap, so tau is interpolated
+    exactly between the two sorted breakpoints that bracket the target mass.
+    """
+    if not 0.0 <= mass <= cap * values.size:
+        raise ValueError(f"mass {mass} cannot be spread over {values.size} values capped at {cap}")
+    ascending = np.sort(values)
+    prefix = np.concatenate(([0.0], np.cumsum(ascending)))
+    taus = np.sort(np.concatenate((values, values - cap)))
+    below = np.searchsorted(ascending, taus, side="right")  # values <= tau map to 0
+    uncapped = np.searchsorted(ascending, taus + cap, side="right")  # values > tau + cap map to cap
+    totals = (cap * (values.size - uncapped) + prefix[uncapped] - prefix[below]
+              - (uncapped - below) * taus)
+    j = np.flatnonzero(totals >= mass)[-1]
+    if j + 1 == taus.size:
+        tau = taus[j]
+    else:
+        tau = taus[j] + (totals[j] - mass) / (totals[j] - totals[j + 1]) * (taus[j + 1] - taus[j])
+    return np.clip(values - tau, 0.0, cap)
+
+
+def norm_cut_threshold(estimate: np.ndarray) -> float:
+    """Smallest positive estimate theta with sum of {f~_v : f~_v >= theta} <= 1 (§3.3).
+
+    Candidates are the estimates themselves (the kept sum only changes there); restricting to
+    positive theta keeps negative estimates out. +inf when no positive theta qualifies (no
+    positive estimate, or the largest one exceeds 1).
+    """
+    ascending = np.sort(np.asarray(estimate, dtype=np.float64))
+    sum_from = np.cumsum(ascending[::-1])[::-1]  # sum_from[i] = sum(ascending[i:])
+    kept_sum = sum_from[np.searchsorted(ascending, ascending, side="left")]  # ties kept together
+    valid = (ascending > 0) & (kept_sum <= 1.0)
+    return float(ascending[valid][0]) if valid.any() else math.inf
+
+
+def post_pos(answers: float | np.ndarray) -> float | np.ndarray:
+    """Post-Pos (§3.1): max(answer, 0) for a query answer or an array of answers."""
+    clipped = np.maximum(np.asarray(answers, dtype=np.float64), 0.0)
+    return float(clipped) if clipped.ndim == 0 else clipped
+
+
+# ---------------------------------------------------------------------------------------------
+# Methods of §3.1-§3.3
+
+
+@_postprocessor
+def base(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Base (§3.1): the unbiased estimate unchanged."""
+    return estimate
+
+
+@_postprocessor
+def base_pos(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Base-Pos (§3.1): max(f~_v, 0)."""
+    return np.maximum(estimate, 0.0)
+
+
+@_postprocessor
+def base_cut(estimate: np.ndarray, noise: SupportNoise, *, alpha: float = 2.0) -> np.ndarray:
+    """Base-Cut (§3.1, eq. 9): keep f~_v >= max(T, 0), set the rest to 0.
+
+    With d <= alpha, T = +inf and every value is set to 0 (nothing is significant).
+    """
+    cut = max(significance_threshold(noise, estimate.size, alpha), 0.0)
+    return np.where(estimate >= cut, estimate, 0.0)
+
+
+@_postprocessor
+def norm(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Norm (§3.2): f~_v + delta with delta = (1 - sum f~) / d; unbiased, may be negative."""
+    return estimate + (1.0 - estimate.sum()) / estimate.size
+
+
+@_postprocessor
+def norm_mul(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Norm-Mul (§3.3): gamma * max(f~_v, 0) with gamma making the sum 1.
+
+    With no positive estimate no gamma exists; the result is then Norm-Sub's.
+    """
+    positive = np.maximum(estimate, 0.0)
+    total = positive.sum()
+    return positive / total if total > 0 else project_to_simplex(estimate)
+
+
+@_postprocessor
+def norm_sub(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Norm-Sub (§3.3): max(f~_v + delta, 0) summing to 1, i.e. the CLS solution (§3.5)."""
+    return project_to_simplex(estimate, 1.0)
+
+
+@_postprocessor
+def norm_cut(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Norm-Cut (§3.3): keep f~_v >= theta (`norm_cut_threshold`), set the rest to 0; sum <= 1.
+
+    When sum max(f~, 0) <= 1, theta is the smallest positive estimate, which is Base-Pos.
+    """
+    return np.where(estimate >= norm_cut_threshold(estimate), estimate, 0.0)
+
+
+@_postprocessor
+def norm_hyb(estimate: np.ndarray, noise: SupportNoise, *, alpha: float = 2.0) -> np.ndarray:
+    """Norm-Hyb (§3.3): keep the estimates above T = max(eq. 9, 0), Norm-Sub the rest to 1 - kept.
+
+    If the kept estimates sum to more than 1, keep instead the largest k whose top-k sum is
+    below 1 (a tie at the boundary is left out as a whole) and Norm-Sub the rest.
+    Additions to the paper, so that the output stays non-negative, sums to 1 and keeps order:
+    - the rest is capped at T (it may only exceed T when Norm-Sub adds a positive delta, which
+      would lift it over kept values); the capped projection is the CLS solution on [0, T];
+    - if the rest cannot hold the missing mass even at the cap (for instance every estimate is
+      above T and they sum to less than 1), the result is Norm-Sub over all values;
+    - d <= alpha gives T = +inf, so Norm-Hyb is Norm-Sub.
+    """
+    threshold = max(significance_threshold(noise, estimate.size, alpha), 0.0)
+    kept = estimate > threshold
+    cap = threshold
+    if estimate[kept].sum() > 1.0:
+        descending = np.sort(estimate)[::-1]
+        first_left_out = np.argmax(np.cumsum(descending) >= 1.0)
+        kept = estimate > descending[first_left_out]
+        cap = math.inf  # the rest then has mass to remove, never to add
+    rest = ~kept
+    mass = 1.0 - estimate[kept].sum()
+    if not rest.any():
+        return estimate if mass == 0 else project_to_simplex(estimate)
+    adjusted = project_to_simplex(estimate[rest], mass)
+    if adjusted.max() > cap:
+        if cap * np.count_nonzero(rest) < mass:
+            return project_to_simplex(estimate)
+        adjusted = _project_to_capped_simplex(estimate[rest], mass, cap)
+    result = estimate.copy()
+    result[rest] = adjusted
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# §3.4-§3.5: MLE-Apx and the CLS reference solver
+
+
+@_postprocessor
+def mle_apx(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """MLE-Apx (§3.4, Appendix A): eq. 14 on D1, 0 on D0, summing to 1.
+
+    With c_v/n - q* = (p* - q*) f~_v, eq. 14 reads
+        f'_v = (f~_v - q*(1-q*) x / (p*-q*)) / (1 + (1-p*-q*) x),
+        x = (p*-q*)(sum_{D1} f~ - 1) / ((p*-q*)(1-p*-q*) + |D1| q*(1-q*)).
+    D1 starts as the whole domain; every pass moves the values with f'_v < 0 to D0, until none is
+    left. If the formula degenerates (a non-positive denominator: no noise at all, or an input
+    far from a distribution) the result is Norm-Sub's.
+    """
+    gap = noise.p_star - noise.q_star
+    curvature = 1.0 - noise.p_star - noise.q_star
+    base_variance = noise.q_star * (1.0 - noise.q_star)
+    support = np.ones(estimate.size, dtype=bool)
+    while True:
+        denominator = gap * curvature + np.count_nonzero(support) * base_variance
+        if denominator <= 0:
+            return project_to_simplex(estimate)
+        x = gap * (estimate[support].sum() - 1.0) / denominator
+        scale = 1.0 + curvature * x
+        if scale <= 0:
+            return project_to_simplex(estimate)
+        result = np.where(support, (estimate - base_variance * x / gap) / scale, 0.0)
+        negative = result < 0
+        if not negative.any():
+            return result
+        support &= ~negative
+
+
+@_postprocessor
+def cls(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """CLS (§3.5): argmin ||f' - f~||_2 s.t. f' >= 0, sum f' = 1, by SLSQP from the uniform point.
+
+    A numerical reference for tests (Norm-Sub must equal it); slow, meant for small d.
+    """
+    d = estimate.size
+    solution = optimize.minimize(
+        lambda x: 0.5 * np.sum((x - estimate) ** 2),
+        np.full(d, 1.0 / d),
+        jac=lambda x: x - estimate,
+        method="SLSQP",
+        bounds=[(0.0, None)] * d,
+        constraints=[{"type": "eq", "fun": lambda x: x.sum() - 1.0, "jac": lambda x: np.ones(d)}],
+        options={"ftol": 1e-15, "maxiter": 1000},
+    )
+    if not solution.success:
+        raise RuntimeError(f"CLS did not converge: {solution.message}")
+    return solution.x
