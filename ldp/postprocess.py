@@ -23,8 +23,9 @@ Base-Cut is non-negative only because T is clamped at 0 (eq. 9 is negative when 
 Norm-Hyb preserves order only because of a cap the paper does not state (see `norm_hyb`); the
 sort-based methods are O(d log d) rather than O(d); MLE-Apx needs a few passes in practice.
 
-"post-pos" clips query answers (`post_pos`); as a distribution method it is the identity (base).
-`cls` solves §3.5 numerically: it exists to check that Norm-Sub is the CLS solution.
+"post-pos" clips query answers (`post_pos`); as a distribution method it is the identity, like
+"base" and its alias "none". `cls` solves §3.5 numerically and is kept out of METHODS: it exists
+to check that Norm-Sub is the CLS solution.
 
 When n = 0 the estimate is all NaN (see estimation.unbiased_estimate) and every method returns
 it unchanged.
@@ -32,8 +33,10 @@ it unchanged.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -367,3 +370,105 @@ def power_ns(estimate: np.ndarray, noise: SupportNoise, *,
              exponent: float | None = None) -> np.ndarray:
     """PowerNS (consistency-arxiv.txt §IV-E): Norm-Sub applied to Power's output."""
     return project_to_simplex(power(estimate, noise, exponent=exponent), 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Method table and configuration
+
+METHODS: dict[str, Postprocessor] = {
+    "base": base,
+    "post-pos": base,  # the distribution is left as is; clip query answers with post_pos
+    "base-pos": base_pos,
+    "base-cut": base_cut,
+    "norm": norm,
+    "norm-mul": norm_mul,
+    "norm-sub": norm_sub,
+    "norm-cut": norm_cut,
+    "norm-hyb": norm_hyb,
+    "mle-apx": mle_apx,
+    "power": power,
+    "power-ns": power_ns,
+}
+ALIASES: dict[str, str] = {"none": "base"}
+DEFAULT_METHOD = "norm-hyb"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+_PARAMETER_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "alpha": (lambda v: _is_number(v) and math.isfinite(v) and v > 0, "a finite number > 0"),
+    "exponent": (lambda v: v is None or (_is_number(v) and math.isfinite(v) and v >= 0),
+                 "null (fit it) or a finite number >= 0"),
+}
+
+
+def _defaults(method: str) -> dict[str, Any]:
+    """The keyword-only parameters of a method and their defaults."""
+    signature = inspect.signature(METHODS[method])
+    return {name: parameter.default for name, parameter in signature.parameters.items()
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+@dataclass(frozen=True)
+class PostprocessSpec:
+    """A validated choice of method and parameters; defaults are filled in, aliases resolved."""
+
+    method: str = DEFAULT_METHOD
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        method = ALIASES.get(self.method, self.method) if isinstance(self.method, str) else None
+        if method not in METHODS:
+            known = ", ".join(sorted([*METHODS, *ALIASES]))
+            raise ValueError(f"unknown post-processing method {self.method!r}; known: {known}")
+        try:
+            given = dict(self.params)
+        except (TypeError, ValueError):
+            raise ValueError(f"params must be (name, value) pairs, got {self.params!r}") from None
+        accepted = _defaults(method)
+        unknown = sorted(set(given) - set(accepted), key=str)
+        if unknown:
+            allowed = ", ".join(accepted) or "none"
+            raise ValueError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for method "
+                             f"{method!r}; accepted: {allowed}")
+        for name, value in given.items():
+            is_valid, expected = _PARAMETER_RULES[name]
+            if not is_valid(value):
+                raise ValueError(f"parameter {name!r} of method {method!r} must be {expected}, "
+                                 f"got {value!r}")
+            accepted[name] = None if value is None else float(value)
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "params", tuple(sorted(accepted.items())))
+
+    @classmethod
+    def parse(cls, value: str | Mapping[str, Any] | PostprocessSpec | None) -> PostprocessSpec:
+        """From a JSON config value: a name, {"method": name, **params}, or None (the default)."""
+        if value is None:
+            return cls()
+        if isinstance(value, PostprocessSpec):
+            return value
+        if isinstance(value, str):
+            return cls(value)
+        if isinstance(value, Mapping):
+            if "method" not in value:
+                raise ValueError(
+                    f"post-processing config needs a 'method' field, got {dict(value)!r}")
+            params = tuple((name, v) for name, v in value.items() if name != "method")
+            return cls(value["method"], params)
+        raise ValueError("post-processing config must be a method name or an object with a "
+                         f"'method' field, got {type(value).__name__}: {value!r}")
+
+    def apply(self, estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+        """Run the method on one estimate."""
+        return METHODS[self.method](estimate, noise, **dict(self.params))
+
+    def as_dict(self) -> dict[str, Any]:
+        """{"method": name, **params} for output records; parse(as_dict()) gives an equal spec."""
+        return {"method": self.method, **dict(self.params)}
+
+
+def apply(method: str, estimate: np.ndarray, noise: SupportNoise, **params: Any) -> np.ndarray:
+    """Validate the method name and parameters (ValueError naming the bad one), then run it."""
+    return PostprocessSpec(method, tuple(params.items())).apply(estimate, noise)

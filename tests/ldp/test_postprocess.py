@@ -58,8 +58,8 @@ SUM_TO_ONE = ["norm", "norm-mul", "norm-sub", "norm-hyb", "mle-apx"]
 
 
 def run(method: str, estimate: np.ndarray, noise: SupportNoise, **params) -> np.ndarray:
-    """Run a method by its name in the paper."""
-    return getattr(pp, method.replace("-", "_"))(estimate, noise, **params)
+    """Run a method by its name in the paper, through the public entry point."""
+    return pp.apply(method, estimate, noise, **params)
 
 
 def assert_order_preserved(estimate: np.ndarray, result: np.ndarray) -> None:
@@ -409,3 +409,134 @@ def test_power_law_exponent_fit_recovers_the_exponent():
 def test_power_law_exponent_is_zero_without_significant_counts():
     noise = oue_noise()
     assert pp.fit_power_law_exponent(np.full(10, noise.sigma), noise) == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Method table, apply and PostprocessSpec
+
+
+def test_method_table_uses_the_papers_names():
+    assert set(pp.METHODS) == {"base", "post-pos", "base-pos", "base-cut", "norm", "norm-mul",
+                               "norm-sub", "norm-cut", "norm-hyb", "mle-apx", "power", "power-ns"}
+    assert pp.ALIASES == {"none": "base"} and "cls" not in pp.METHODS
+
+
+def test_none_is_base():
+    truth, estimate, noise = CASES[0].values
+    np.testing.assert_array_equal(pp.apply("none", estimate, noise), estimate)
+    assert pp.PostprocessSpec.parse("none") == pp.PostprocessSpec.parse("base")
+    assert pp.PostprocessSpec.parse("none").as_dict() == {"method": "base"}
+
+
+def test_post_pos_leaves_the_distribution_to_the_queries():
+    np.testing.assert_array_equal(pp.apply("post-pos", [0.5, -0.1], oue_noise()), [0.5, -0.1])
+
+
+def test_spec_parses_names_and_objects_and_fills_defaults():
+    default = pp.PostprocessSpec.parse(None)
+    assert default == pp.PostprocessSpec() == pp.PostprocessSpec.parse("norm-hyb")
+    assert default == pp.PostprocessSpec.parse({"method": "norm-hyb", "alpha": 2})
+    assert default.as_dict() == {"method": "norm-hyb", "alpha": 2.0}
+    spec = pp.PostprocessSpec.parse({"method": "base-cut", "alpha": 0.05})
+    assert spec.params == (("alpha", 0.05),)
+    assert pp.PostprocessSpec.parse(spec.as_dict()) == spec
+    assert pp.PostprocessSpec.parse({"method": "power", "exponent": None}).as_dict() == {
+        "method": "power", "exponent": None}
+    hash(spec)
+
+
+def test_spec_apply_runs_the_method_with_its_parameters():
+    truth, estimate, noise = CASES[3].values
+    spec = pp.PostprocessSpec.parse({"method": "base-cut", "alpha": 0.05})
+    np.testing.assert_array_equal(spec.apply(estimate, noise),
+                                  pp.base_cut(estimate, noise, alpha=0.05))
+    np.testing.assert_array_equal(pp.apply("norm-hyb", estimate, noise, alpha=5),
+                                  pp.norm_hyb(estimate, noise, alpha=5.0))
+
+
+@pytest.mark.parametrize("config, named", [
+    ("norm-hyd", "'norm-hyd'"),
+    ("cls", "'cls'"),
+    ({"method": "Norm-Sub"}, "'Norm-Sub'"),
+    ({"method": 3}, "3"),
+    ({"alpha": 2}, "'method'"),
+    ({"method": "norm-hyb", "aplha": 2}, "'aplha'"),
+    ({"method": "norm-sub", "alpha": 2}, "'alpha'"),
+    ({"method": "norm-hyb", "alpha": 0}, "'alpha'"),
+    ({"method": "norm-hyb", "alpha": "2"}, "'2'"),
+    ({"method": "norm-hyb", "alpha": True}, "True"),
+    ({"method": "base-cut", "alpha": float("nan")}, "nan"),
+    ({"method": "power", "exponent": -1}, "'exponent'"),
+    (["norm-sub"], "list"),
+])
+def test_spec_rejects_bad_configs_naming_the_bad_field(config, named):
+    with pytest.raises(ValueError, match=named.replace("(", r"\(")):
+        pp.PostprocessSpec.parse(config)
+
+
+def test_apply_rejects_unknown_methods_and_parameters():
+    truth, estimate, noise = CASES[0].values
+    with pytest.raises(ValueError, match="'bogus'"):
+        pp.apply("bogus", estimate, noise)
+    with pytest.raises(ValueError, match="'beta'"):
+        pp.apply("norm-hyb", estimate, noise, beta=1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Degenerate inputs
+
+
+ALL_METHODS = sorted([*pp.METHODS, *pp.ALIASES])
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_no_reports_returns_the_nan_estimate_unchanged(method):
+    noise = oue_noise(1.0, 0)
+    estimate = np.full(16, np.nan)
+    result = run(method, estimate, noise)
+    assert result.shape == (16,) and np.isnan(result).all() and result is not estimate
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_a_partly_nan_estimate_is_rejected(method):
+    with pytest.raises(ValueError, match="non-finite"):
+        pp.apply(method, np.array([0.5, np.nan]), oue_noise())
+
+
+@pytest.mark.parametrize("value", [1.04, 0.97, -0.2])
+def test_a_single_value_domain(value):
+    noise, estimate = oue_noise(), np.array([value])
+    expected = {
+        "base": [value], "none": [value], "post-pos": [value], "base-pos": [max(value, 0)],
+        "base-cut": [0.0],  # d <= alpha: T = +inf, nothing is significant
+        "norm": [1.0], "norm-mul": [1.0], "norm-sub": [1.0], "norm-hyb": [1.0], "mle-apx": [1.0],
+        "power-ns": [1.0],
+        "norm-cut": [value] if 0 < value <= 1 else [0.0],  # above 1 no theta keeps anything
+    }
+    for method, want in expected.items():
+        np.testing.assert_allclose(run(method, estimate, noise), want, err_msg=method)
+    assert 0 < pp.power(estimate, noise)[0] <= 1
+
+
+def test_a_two_value_domain_has_no_threshold():
+    noise, estimate = oue_noise(), np.array([0.9, 0.3])
+    assert pp.significance_threshold(noise, 2) == math.inf
+    np.testing.assert_array_equal(pp.base_cut(estimate, noise), [0.0, 0.0])
+    np.testing.assert_allclose(pp.norm_hyb(estimate, noise), pp.norm_sub(estimate, noise))
+    np.testing.assert_allclose(pp.norm_sub(estimate, noise), [0.8, 0.2])
+    # with alpha < d the threshold is defined again
+    np.testing.assert_array_equal(pp.base_cut(estimate, noise, alpha=0.5), [0.9, 0.3])
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_all_negative_estimates(method):
+    noise = oue_noise()
+    estimate = np.array([-0.01, -0.02, -0.005, -0.03, -0.015, -0.01])
+    result = run(method, estimate, noise)
+    assert_order_preserved(estimate, result)
+    if method in ("norm-mul", "norm-sub", "norm-hyb", "mle-apx", "power-ns"):
+        assert result.min() >= 0 and result.sum() == pytest.approx(1.0, abs=1e-12)
+    if method in ("base-pos", "base-cut", "norm-cut"):
+        np.testing.assert_array_equal(result, np.zeros(6))
+    if method == "power":
+        assert result.min() > 0
