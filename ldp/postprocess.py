@@ -1,69 +1,474 @@
-"""Consistency post-processing (consistency-norm-hyb.txt §3): interim Norm-Sub / Norm-Hyb."""
+"""Consistency post-processing of frequency-oracle estimates (consistency-norm-hyb.txt §3).
+
+Every method takes the unbiased estimate f~ (length d, may be negative, sums to about 1) and its
+SupportNoise, and returns a new float64 array; the input is never modified. What this
+implementation guarantees (Table 1 of the paper, corrected):
+
+    method     non-negative  sums to 1  order-preserving  time
+    base       no            no         yes               O(d)
+    base-pos   yes           no         yes               O(d)
+    base-cut   yes           no         yes               O(d)
+    norm       no            yes        yes               O(d)
+    norm-mul   yes           yes        yes               O(d)
+    norm-sub   yes           yes        yes               O(d log d)
+    norm-cut   yes           <= 1       yes               O(d log d)
+    norm-hyb   yes           yes        yes (see below)   O(d log d)
+    mle-apx    yes           yes        yes               O(d) per pass, at most d passes
+    power      yes (> 0)     no         yes               O(d sigma n) = O(d sqrt(n))
+    power-ns   yes           yes        yes               O(d sqrt(n))
+
+"Sums to 1" holds up to floating-point rounding. "Order-preserving" means f~_a <= f~_b implies
+f'_a <= f'_b, so equal estimates get equal outputs. Where this differs from the paper's table:
+Base-Cut is non-negative only because T is clamped at 0 (eq. 9 is negative when alpha/d > 1/2);
+Norm-Hyb preserves order only because of a cap the paper does not state (see `norm_hyb`); the
+sort-based methods are O(d log d) rather than O(d); MLE-Apx needs a few passes in practice.
+
+"post-pos" clips query answers (`post_pos`); as a distribution method it is the identity, like
+"base" and its alias "none". `cls` solves §3.5 numerically and is kept out of METHODS: it exists
+to check that Norm-Sub is the CLS solution.
+
+When n = 0 the estimate is all NaN (see estimation.unbiased_estimate) and every method returns
+it unchanged.
+"""
 from __future__ import annotations
 
+import functools
+import inspect
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from scipy.stats import norm as _normal
+from scipy import optimize, special, stats
 
 from ldp.estimation import SupportNoise
 
-
-def _project(f: np.ndarray, mass: float) -> np.ndarray:
-    """Norm-Sub: max(f + δ, 0) with δ chosen so the sum is `mass`."""
-    if f.size == 0 or mass <= 0:
-        return np.zeros_like(f)
-    ordered = np.sort(f)[::-1]
-    k = np.arange(1, f.size + 1)
-    deltas = (mass - np.cumsum(ordered)) / k
-    last = np.nonzero(ordered + deltas > 0)[0][-1]
-    return np.maximum(f + deltas[last], 0.0)
+Postprocessor = Callable[..., np.ndarray]
 
 
-def norm_sub(f: np.ndarray, noise: SupportNoise) -> np.ndarray:
-    return _project(np.asarray(f, float), 1.0)
+def _postprocessor(method: Postprocessor) -> Postprocessor:
+    """Shared contract: copy the estimate to a 1-D float64 array; pass NaN input (n = 0) through."""
+
+    @functools.wraps(method)
+    def checked(estimate: np.ndarray, noise: SupportNoise, **params: Any) -> np.ndarray:
+        estimate = np.array(estimate, dtype=np.float64)
+        if estimate.ndim != 1:
+            raise ValueError(f"estimate must be 1-D, got shape {estimate.shape}")
+        if estimate.size == 0 or noise.n == 0 or np.isnan(estimate).all():
+            return estimate
+        if not np.isfinite(estimate).all():
+            raise ValueError("estimate mixes finite and non-finite values")
+        return method(estimate, noise, **params)
+
+    return checked
 
 
-def norm_hyb(f: np.ndarray, noise: SupportNoise, alpha: float = 2.0) -> np.ndarray:
-    f = np.asarray(f, float)
-    d = f.size
-    if alpha >= d:
-        return norm_sub(f, noise)
-    threshold = _normal.ppf(1 - alpha / d) * noise.sigma
-    keep = f > threshold
-    out = f.copy()
-    if keep.sum() == d:
-        return norm_sub(f, noise)
-    out[~keep] = _project(f[~keep], 1.0 - f[keep].sum())
-    return out
+# ---------------------------------------------------------------------------------------------
+# Building blocks
 
 
-METHODS = {"base": lambda f, noise: np.asarray(f, float).copy(), "norm-sub": norm_sub,
-           "norm-hyb": norm_hyb}
+def significance_threshold(noise: SupportNoise, d: int, alpha: float = 2.0) -> float:
+    """T = Phi^-1(1 - alpha/d) * sigma (eq. 9, sigma of eq. 7, in frequency units).
+
+    When alpha/d >= 1 the quantile is undefined and T = +inf: no estimate counts as significant.
+    T is negative when alpha/d > 1/2; callers that promise non-negative output use max(T, 0).
+    """
+    if alpha / d >= 1.0:
+        return math.inf
+    return float(stats.norm.ppf(1.0 - alpha / d) * noise.sigma)
+
+
+def project_to_simplex(values: np.ndarray, mass: float = 1.0) -> np.ndarray:
+    """Euclidean projection of values onto {x >= 0, sum x = mass}, exact, O(d log d).
+
+    x_v = max(values_v - tau, 0), with tau read off the sorted cumulative sums (the CLS / KKT
+    solution of Appendix B, computed by sorting instead of iterating).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if mass < 0:
+        raise ValueError(f"mass must be >= 0, got {mass}")
+    if values.size == 0 or mass == 0:
+        return np.zeros_like(values)
+    descending = np.sort(values)[::-1]
+    shifts = (np.cumsum(descending) - mass) / np.arange(1, values.size + 1)
+    support = np.flatnonzero(descending > shifts)[-1]  # index 0 always qualifies when mass > 0
+    return np.maximum(values - shifts[support], 0.0)
+
+
+def _project_to_capped_simplex(values: np.ndarray, mass: float, cap: float) -> np.ndarray:
+    """Euclidean projection onto {0 <= x <= cap, sum x = mass}; needs 0 <= mass <= cap * d.
+
+    x_v = clip(values_v - tau, 0, cap). The sum is continuous, piecewise linear and
+    non-increasing in tau with breakpoints at values and values - cap, so tau is interpolated
+    exactly between the two sorted breakpoints that bracket the target mass.
+    """
+    if not 0.0 <= mass <= cap * values.size:
+        raise ValueError(f"mass {mass} cannot be spread over {values.size} values capped at {cap}")
+    ascending = np.sort(values)
+    prefix = np.concatenate(([0.0], np.cumsum(ascending)))
+    taus = np.sort(np.concatenate((values, values - cap)))
+    below = np.searchsorted(ascending, taus, side="right")  # values <= tau map to 0
+    uncapped = np.searchsorted(ascending, taus + cap, side="right")  # values > tau + cap map to cap
+    totals = (cap * (values.size - uncapped) + prefix[uncapped] - prefix[below]
+              - (uncapped - below) * taus)
+    j = np.flatnonzero(totals >= mass)[-1]
+    if j + 1 == taus.size:
+        tau = taus[j]
+    else:
+        tau = taus[j] + (totals[j] - mass) / (totals[j] - totals[j + 1]) * (taus[j + 1] - taus[j])
+    return np.clip(values - tau, 0.0, cap)
+
+
+def norm_cut_threshold(estimate: np.ndarray) -> float:
+    """Smallest positive estimate theta with sum of {f~_v : f~_v >= theta} <= 1 (§3.3).
+
+    Candidates are the estimates themselves (the kept sum only changes there); restricting to
+    positive theta keeps negative estimates out. +inf when no positive theta qualifies (no
+    positive estimate, or the largest one exceeds 1).
+    """
+    ascending = np.sort(np.asarray(estimate, dtype=np.float64))
+    sum_from = np.cumsum(ascending[::-1])[::-1]  # sum_from[i] = sum(ascending[i:])
+    kept_sum = sum_from[np.searchsorted(ascending, ascending, side="left")]  # ties kept together
+    valid = (ascending > 0) & (kept_sum <= 1.0)
+    return float(ascending[valid][0]) if valid.any() else math.inf
+
+
+def post_pos(answers: float | np.ndarray) -> float | np.ndarray:
+    """Post-Pos (§3.1): max(answer, 0) for a query answer or an array of answers."""
+    clipped = np.maximum(np.asarray(answers, dtype=np.float64), 0.0)
+    return float(clipped) if clipped.ndim == 0 else clipped
+
+
+# ---------------------------------------------------------------------------------------------
+# Methods of §3.1-§3.3
+
+
+@_postprocessor
+def base(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Base (§3.1): the unbiased estimate unchanged."""
+    return estimate
+
+
+@_postprocessor
+def base_pos(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Base-Pos (§3.1): max(f~_v, 0)."""
+    return np.maximum(estimate, 0.0)
+
+
+@_postprocessor
+def base_cut(estimate: np.ndarray, noise: SupportNoise, *, alpha: float = 2.0) -> np.ndarray:
+    """Base-Cut (§3.1, eq. 9): keep f~_v >= max(T, 0), set the rest to 0.
+
+    With d <= alpha, T = +inf and every value is set to 0 (nothing is significant).
+    """
+    cut = max(significance_threshold(noise, estimate.size, alpha), 0.0)
+    return np.where(estimate >= cut, estimate, 0.0)
+
+
+@_postprocessor
+def norm(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Norm (§3.2): f~_v + delta with delta = (1 - sum f~) / d; unbiased, may be negative."""
+    return estimate + (1.0 - estimate.sum()) / estimate.size
+
+
+@_postprocessor
+def norm_mul(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Norm-Mul (§3.3): gamma * max(f~_v, 0) with gamma making the sum 1.
+
+    With no positive estimate no gamma exists; the result is then Norm-Sub's.
+    """
+    positive = np.maximum(estimate, 0.0)
+    total = positive.sum()
+    return positive / total if total > 0 else project_to_simplex(estimate)
+
+
+@_postprocessor
+def norm_sub(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Norm-Sub (§3.3): max(f~_v + delta, 0) summing to 1, i.e. the CLS solution (§3.5)."""
+    return project_to_simplex(estimate, 1.0)
+
+
+@_postprocessor
+def norm_cut(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Norm-Cut (§3.3): keep f~_v >= theta (`norm_cut_threshold`), set the rest to 0; sum <= 1.
+
+    When sum max(f~, 0) <= 1, theta is the smallest positive estimate, which is Base-Pos.
+    """
+    return np.where(estimate >= norm_cut_threshold(estimate), estimate, 0.0)
+
+
+@_postprocessor
+def norm_hyb(estimate: np.ndarray, noise: SupportNoise, *, alpha: float = 2.0) -> np.ndarray:
+    """Norm-Hyb (§3.3): keep the estimates above T = max(eq. 9, 0), Norm-Sub the rest to 1 - kept.
+
+    If the kept estimates sum to more than 1, keep instead the largest k whose top-k sum is
+    below 1 (a tie at the boundary is left out as a whole) and Norm-Sub the rest.
+    Additions to the paper, so that the output stays non-negative, sums to 1 and keeps order:
+    - the rest is capped at T (it may only exceed T when Norm-Sub adds a positive delta, which
+      would lift it over kept values); the capped projection is the CLS solution on [0, T];
+    - if the rest cannot hold the missing mass even at the cap (for instance every estimate is
+      above T and they sum to less than 1), the result is Norm-Sub over all values;
+    - d <= alpha gives T = +inf, so Norm-Hyb is Norm-Sub.
+    """
+    threshold = max(significance_threshold(noise, estimate.size, alpha), 0.0)
+    kept = estimate > threshold
+    cap = threshold
+    if estimate[kept].sum() > 1.0:
+        descending = np.sort(estimate)[::-1]
+        first_left_out = np.argmax(np.cumsum(descending) >= 1.0)
+        kept = estimate > descending[first_left_out]
+        cap = math.inf  # the rest then has mass to remove, never to add
+    rest = ~kept
+    mass = 1.0 - estimate[kept].sum()
+    if not rest.any():
+        return estimate if mass == 0 else project_to_simplex(estimate)
+    adjusted = project_to_simplex(estimate[rest], mass)
+    if adjusted.max() > cap:
+        if cap * np.count_nonzero(rest) < mass:
+            return project_to_simplex(estimate)
+        adjusted = _project_to_capped_simplex(estimate[rest], mass, cap)
+    result = estimate.copy()
+    result[rest] = adjusted
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# §3.4-§3.5: MLE-Apx and the CLS reference solver
+
+
+@_postprocessor
+def mle_apx(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """MLE-Apx (§3.4, Appendix A): eq. 14 on D1, 0 on D0, summing to 1.
+
+    With c_v/n - q* = (p* - q*) f~_v, eq. 14 reads
+        f'_v = (f~_v - q*(1-q*) x / (p*-q*)) / (1 + (1-p*-q*) x),
+        x = (p*-q*)(sum_{D1} f~ - 1) / ((p*-q*)(1-p*-q*) + |D1| q*(1-q*)).
+    D1 starts as the whole domain; every pass moves the values with f'_v < 0 to D0, until none is
+    left. If the formula degenerates (a non-positive denominator: no noise at all, or an input
+    far from a distribution) the result is Norm-Sub's.
+    """
+    gap = noise.p_star - noise.q_star
+    curvature = 1.0 - noise.p_star - noise.q_star
+    base_variance = noise.q_star * (1.0 - noise.q_star)
+    support = np.ones(estimate.size, dtype=bool)
+    while True:
+        denominator = gap * curvature + np.count_nonzero(support) * base_variance
+        if denominator <= 0:
+            return project_to_simplex(estimate)
+        x = gap * (estimate[support].sum() - 1.0) / denominator
+        scale = 1.0 + curvature * x
+        if scale <= 0:
+            return project_to_simplex(estimate)
+        result = np.where(support, (estimate - base_variance * x / gap) / scale, 0.0)
+        negative = result < 0
+        if not negative.any():
+            return result
+        support &= ~negative
+
+
+@_postprocessor
+def cls(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """CLS (§3.5): argmin ||f' - f~||_2 s.t. f' >= 0, sum f' = 1, by SLSQP from the uniform point.
+
+    A numerical reference for tests (Norm-Sub must equal it); slow, meant for small d.
+    """
+    d = estimate.size
+    solution = optimize.minimize(
+        lambda x: 0.5 * np.sum((x - estimate) ** 2),
+        np.full(d, 1.0 / d),
+        jac=lambda x: x - estimate,
+        method="SLSQP",
+        bounds=[(0.0, None)] * d,
+        constraints=[{"type": "eq", "fun": lambda x: x.sum() - 1.0, "jac": lambda x: np.ones(d)}],
+        options={"ftol": 1e-15, "maxiter": 1000},
+    )
+    if not solution.success:
+        raise RuntimeError(f"CLS did not converge: {solution.message}")
+    return solution.x
+
+
+# ---------------------------------------------------------------------------------------------
+# §3.2 Power and PowerNS
+
+_WINDOW_LOG_RATIO = 50.0  # terms left out of eq. 10 weigh at most e^-50 times a kept term
+_FIT_SIGMAS = 3.0  # the exponent is fitted on estimated counts at least 3 sigma n
+_MAX_EXPONENT = 10.0
+_CHUNK_ELEMENTS = 1 << 21  # at most this many (value, count) pairs in memory at once
+
+
+def fit_power_law_exponent(estimate: np.ndarray, noise: SupportNoise) -> float:
+    """Exponent s of the count prior Pr[c] ~ c^-s of eq. 10, by maximum likelihood.
+
+    Fitted on the estimated counts c_v = f~_v n with c_v >= x_min = max(3 sigma n, 1), where the
+    noise no longer dominates, as a continuous power law truncated to [x_min, n] (counts above n
+    are clipped to n). The log-likelihood -s mean(log(c/x_min)) - log Z(s),
+    Z(s) = integral_1^{n/x_min} y^-s dy, is concave; s is searched in [0, 10]. Returns 0 (a flat
+    prior over counts) when no estimated count reaches x_min.
+    """
+    n = noise.n
+    x_min = max(_FIT_SIGMAS * noise.sigma * n, 1.0)
+    counts = np.asarray(estimate, dtype=np.float64) * n
+    tail = np.minimum(counts[counts >= x_min], n)
+    if tail.size == 0 or x_min >= n:
+        return 0.0
+    mean_log = float(np.mean(np.log(tail / x_min)))
+    log_range = math.log(n / x_min)
+
+    def negative_log_likelihood(s: float) -> float:
+        # log Z(s) = log(log_range) + log(exprel((1 - s) log_range)), exprel(u) = (e^u - 1) / u
+        return s * mean_log + math.log(special.exprel((1.0 - s) * log_range))
+
+    fit = optimize.minimize_scalar(negative_log_likelihood, bounds=(0.0, _MAX_EXPONENT),
+                                   method="bounded", options={"xatol": 1e-8})
+    return float(fit.x)
+
+
+@_postprocessor
+def power(estimate: np.ndarray, noise: SupportNoise, *,
+          exponent: float | None = None) -> np.ndarray:
+    """Power (§3.2, eq. 10): the posterior mean of f_v given f~_v under the prior Pr[c] ~ c^-s.
+
+    f'_v = sum_i (i/n) w_i / sum_i w_i, w_i = exp(-(i - x)^2 / (2 (sigma n)^2)) i^-s, x = f~_v n
+    clipped to [1, n], summed over the true counts i in [1, n] from x - L to x + 10 sigma n.
+    The right reach is the paper's 10 sigma n; the left reach L = sigma n sqrt(100 + 2 s ln n)
+    also beats the prior's growth towards small counts (n^s at most), so every term left out
+    weighs at most e^-50 times the term at i = x: a relative error below n e^-50.
+    Every value uses a window of the same width, so chunks of values are evaluated as 2-D
+    arrays: O(d sigma n) time, bounded memory. s is `exponent`, or fitted by
+    `fit_power_law_exponent` when None. With sigma = 0 eq. 10 tends to the nearest count in [1, n].
+    """
+    n = noise.n
+    s = fit_power_law_exponent(estimate, noise) if exponent is None else float(exponent)
+    spread = noise.sigma * n
+    counts = estimate * n
+    if spread == 0:
+        return np.clip(np.rint(counts), 1, n) / n
+    right = math.ceil(spread * math.sqrt(2 * _WINDOW_LOG_RATIO))
+    left = math.ceil(spread * math.sqrt(2 * (_WINDOW_LOG_RATIO + s * math.log(n))))
+    width = min(left + right + 1, n)
+    offsets = np.arange(width, dtype=np.float64)
+    starts = np.clip(np.floor(np.clip(counts, 1, n)) - left, 1, n - width + 1)
+    result = np.empty_like(estimate)
+    rows = max(1, _CHUNK_ELEMENTS // width)
+    for first in range(0, estimate.size, rows):
+        chunk = slice(first, first + rows)
+        true_counts = starts[chunk, None] + offsets
+        log_weights = (true_counts - counts[chunk, None]) / spread
+        log_weights *= log_weights
+        log_weights *= -0.5
+        if s != 0:
+            log_weights -= s * np.log(true_counts)
+        log_weights -= log_weights.max(axis=1, keepdims=True)
+        weights = np.exp(log_weights, out=log_weights)
+        result[chunk] = (weights * true_counts).sum(axis=1) / weights.sum(axis=1)
+    return result / n
+
+
+@_postprocessor
+def power_ns(estimate: np.ndarray, noise: SupportNoise, *,
+             exponent: float | None = None) -> np.ndarray:
+    """PowerNS (consistency-arxiv.txt §IV-E): Norm-Sub applied to Power's output."""
+    return project_to_simplex(power(estimate, noise, exponent=exponent), 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Method table and configuration
+
+METHODS: dict[str, Postprocessor] = {
+    "base": base,
+    "post-pos": base,  # the distribution is left as is; clip query answers with post_pos
+    "base-pos": base_pos,
+    "base-cut": base_cut,
+    "norm": norm,
+    "norm-mul": norm_mul,
+    "norm-sub": norm_sub,
+    "norm-cut": norm_cut,
+    "norm-hyb": norm_hyb,
+    "mle-apx": mle_apx,
+    "power": power,
+    "power-ns": power_ns,
+}
+ALIASES: dict[str, str] = {"none": "base"}
+DEFAULT_METHOD = "norm-hyb"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+_PARAMETER_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "alpha": (lambda v: _is_number(v) and math.isfinite(v) and v > 0, "a finite number > 0"),
+    "exponent": (lambda v: v is None or (_is_number(v) and math.isfinite(v) and v >= 0),
+                 "null (fit it) or a finite number >= 0"),
+}
+
+
+def _defaults(method: str) -> dict[str, Any]:
+    """The keyword-only parameters of a method and their defaults."""
+    signature = inspect.signature(METHODS[method])
+    return {name: parameter.default for name, parameter in signature.parameters.items()
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY}
 
 
 @dataclass(frozen=True)
 class PostprocessSpec:
-    method: str = "norm-hyb"
-    params: tuple = ()
+    """A validated choice of method and parameters; defaults are filled in, aliases resolved."""
+
+    method: str = DEFAULT_METHOD
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        method = ALIASES.get(self.method, self.method) if isinstance(self.method, str) else None
+        if method not in METHODS:
+            known = ", ".join(sorted([*METHODS, *ALIASES]))
+            raise ValueError(f"unknown post-processing method {self.method!r}; known: {known}")
+        try:
+            given = dict(self.params)
+        except (TypeError, ValueError):
+            raise ValueError(f"params must be (name, value) pairs, got {self.params!r}") from None
+        accepted = _defaults(method)
+        unknown = sorted(set(given) - set(accepted), key=str)
+        if unknown:
+            allowed = ", ".join(accepted) or "none"
+            raise ValueError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for method "
+                             f"{method!r}; accepted: {allowed}")
+        for name, value in given.items():
+            is_valid, expected = _PARAMETER_RULES[name]
+            if not is_valid(value):
+                raise ValueError(f"parameter {name!r} of method {method!r} must be {expected}, "
+                                 f"got {value!r}")
+            accepted[name] = None if value is None else float(value)
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "params", tuple(sorted(accepted.items())))
 
     @classmethod
-    def parse(cls, value) -> "PostprocessSpec":
-        if isinstance(value, dict):
-            value = dict(value)
-            method = value.pop("method", None)
-            params = tuple(sorted(value.items()))
-        else:
-            method, params = value, ()
-        method = "base" if method == "none" else method
-        if method not in METHODS:
-            raise ValueError(f"unknown method {method!r}; expected one of {sorted(METHODS)}")
-        return cls(method, params)
+    def parse(cls, value: str | Mapping[str, Any] | PostprocessSpec | None) -> PostprocessSpec:
+        """From a JSON config value: a name, {"method": name, **params}, or None (the default)."""
+        if value is None:
+            return cls()
+        if isinstance(value, PostprocessSpec):
+            return value
+        if isinstance(value, str):
+            return cls(value)
+        if isinstance(value, Mapping):
+            if "method" not in value:
+                raise ValueError(
+                    f"post-processing config needs a 'method' field, got {dict(value)!r}")
+            params = tuple((name, v) for name, v in value.items() if name != "method")
+            return cls(value["method"], params)
+        raise ValueError("post-processing config must be a method name or an object with a "
+                         f"'method' field, got {type(value).__name__}: {value!r}")
 
-    def apply(self, f, noise):
-        if noise.n == 0:
-            return np.asarray(f, float).copy()
-        return METHODS[self.method](f, noise, **dict(self.params))
+    def apply(self, estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
+        """Run the method on one estimate."""
+        return METHODS[self.method](estimate, noise, **dict(self.params))
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
+        """{"method": name, **params} for output records; parse(as_dict()) gives an equal spec."""
         return {"method": self.method, **dict(self.params)}
+
+
+def apply(method: str, estimate: np.ndarray, noise: SupportNoise, **params: Any) -> np.ndarray:
+    """Validate the method name and parameters (ValueError naming the bad one), then run it."""
+    return PostprocessSpec(method, tuple(params.items())).apply(estimate, noise)
