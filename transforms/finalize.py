@@ -21,8 +21,8 @@ def window_estimate_record(config, result, window_start: str, window_end: str, p
         "protocol": config.protocol_name,
         "epsilon": config.epsilon,
         "postprocess": {"method": spec.method,
-                        "params": {k: float(v) for k, v in spec.as_dict().items()
-                                   if k != "method"}},
+                        "params": {k: None if v is None else float(v)
+                                   for k, v in spec.as_dict().items() if k != "method"}},
         "labels": config.value_labels,
         "estimate": result.estimate.tolist(),
         "unbiased_estimate": result.unbiased.tolist(),
