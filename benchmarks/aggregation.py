@@ -5,6 +5,22 @@ Perturbs N reports once per protocol (uniform values, fixed seed), then times
 prints a table. Only the server's aggregation step is timed: no decoding, no Beam.
 
     python -m benchmarks.aggregation [--d 1024] [--epsilon 2] [--reports 200000]
+
+Measured on a shared 2-core AMD EPYC VM (d = 1024, ε = 2, 200k reports, median of 5; other
+jobs were running, so expect ±40% between runs):
+
+| protocol | reports/s | how |
+|---|---:|---|
+| grr | 830,000,000 | bincount of y |
+| oue | 661,000 | byte-value histogram per byte position |
+| sue | 1,139,000 | same |
+| rue | 997,000 | same |
+| olh | 249,000 | (report x value) interval hash test, g = 8 |
+| blh | 157,000 | same, g = 2 |
+| rlh | 299,000 | same, g = 8 |
+| hr | 661,000,000 | bincount of (row, bit); the Walsh-Hadamard transform runs at finalisation |
+| ss | 6,398,000 | bincount of the items, k = 122 |
+| rws | 216,000 | k-step seeded Fisher-Yates over report blocks, one bincount, k = 122 |
 """
 from __future__ import annotations
 
