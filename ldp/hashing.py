@@ -29,8 +29,24 @@ top 32 bits of t to [0, g) is monotone, H(seed, v) = y exactly when t lies in
 
 That test is one multiply, one add and one compare per (report, value) pair, done by numpy on
 a (reports x values) block; no Python call runs per pair.
+
+A seeded k-subset of [0, d) (the wheel subset of RWS) is the first k entries of a partial
+Fisher-Yates shuffle driven by the same function:
+
+    perm = [0, 1, ..., d - 1]
+    for i in 0 .. k - 1:
+        j = i + bounded(splitmix64(seed, i), d - i)
+        swap perm[i], perm[j]
+    subset(seed) = perm[0 .. k - 1]        (perm[k .. d - 1] is its complement)
+
+with bounded(x, m) = floor(x * m / 2^64), the top word of a 64 x 64-bit product (exact here
+for m < 2^32 with 64-bit arithmetic only, see `bounded`). Each j is uniform on [i, d) up to a
+relative bias below m / 2^64, so the subset is a uniform k-subset for all practical purposes.
+numpy runs the k steps over a block of reports at once: k vectorised swaps per block.
 """
 from __future__ import annotations
+
+from typing import Iterator
 
 import numpy as np
 
@@ -39,8 +55,11 @@ _GOLDEN_GAMMA = _U64(0x9E3779B97F4A7C15)
 _MIX_1 = _U64(0xBF58476D1CE4E5B9)
 _MIX_2 = _U64(0x94D049BB133111EB)
 _TOP_BITS = _U64(32)
+_LOW_WORD = _U64(0xFFFFFFFF)
 #: (reports x values) block size for the support test; ~2 MiB of uint64 stays in cache.
 _BLOCK_CELLS = 1 << 18
+#: reports per block of seeded permutations (rows x d int16/int32 entries).
+_PERMUTATION_ROWS = 2048
 
 
 def splitmix64(seed: np.ndarray | int, index: np.ndarray | int) -> np.ndarray:
@@ -52,6 +71,18 @@ def splitmix64(seed: np.ndarray | int, index: np.ndarray | int) -> np.ndarray:
         z = (z ^ (z >> _U64(30))) * _MIX_1
         z = (z ^ (z >> _U64(27))) * _MIX_2
     return z ^ (z >> _U64(31))
+
+
+def bounded(x: np.ndarray, m: np.ndarray | int) -> np.ndarray:
+    """floor(x * m / 2^64) for uint64 x and 0 < m < 2^32 (broadcasting), exactly.
+
+    With x = xh * 2^32 + xl: x * m / 2^64 = (xh * m + xl * m / 2^32) / 2^32, and both partial
+    products fit in 64 bits, so floor((xh * m + floor(xl * m / 2^32)) / 2^32) is exact.
+    """
+    x = np.asarray(x).astype(_U64, copy=False)
+    m = np.asarray(m).astype(_U64, copy=False)
+    with np.errstate(over="ignore"):
+        return ((x >> _TOP_BITS) * m + (((x & _LOW_WORD) * m) >> _TOP_BITS)) >> _TOP_BITS
 
 
 def hash_coefficients(seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -100,3 +131,43 @@ def add_local_hash_support(counts: np.ndarray, seeds: np.ndarray, y: np.ndarray,
             t += offset[start:stop, None]
             np.less(t, width[start:stop, None], out=hit)
             counts += np.count_nonzero(hit, axis=0)
+
+
+def seeded_permutations(seeds: np.ndarray, d: int, k: int, rows: int = _PERMUTATION_ROWS
+                        ) -> Iterator[tuple[int, np.ndarray]]:
+    """Partial Fisher-Yates shuffles of [0, d), k steps, one per seed (module docstring).
+
+    Yields (start, block): block[i] is the permutation of seeds[start + i]; its first k entries
+    are the seeded k-subset, the rest its complement. Blocks are reused between yields.
+    """
+    if not 0 <= k <= d or d >= 1 << 31:
+        raise ValueError(f"need 0 <= k <= d < 2^31, got k={k}, d={d}")
+    seeds = np.asarray(seeds).astype(_U64, copy=False)
+    dtype = np.int16 if d <= np.iinfo(np.int16).max else np.int32
+    identity = np.arange(d, dtype=dtype)
+    steps = np.arange(k, dtype=_U64)
+    spans = d - steps
+    buffer = np.empty((min(rows, len(seeds)), d), dtype=dtype)
+    for start in range(0, len(seeds), rows):
+        block = buffer[: min(rows, len(seeds) - start)]
+        block[...] = identity
+        flat = block.reshape(-1)
+        # flat position of the swap partner of step i in every row
+        partner = bounded(splitmix64(seeds[start:start + len(block), None], steps), spans)
+        partner = partner.astype(np.intp)
+        partner += np.arange(k, dtype=np.intp)
+        partner += (np.arange(len(block), dtype=np.intp) * d)[:, None]
+        partner = np.ascontiguousarray(partner.T)
+        for i in range(k):
+            held = block[:, i].copy()
+            block[:, i] = flat.take(partner[i])
+            flat.put(partner[i], held)
+        yield start, block
+
+
+def seeded_subsets(seeds: np.ndarray, d: int, k: int) -> np.ndarray:
+    """The seeded k-subset of [0, d) of every seed, as an (n, k) int64 array (in draw order)."""
+    out = np.empty((len(seeds), k), dtype=np.int64)
+    for start, block in seeded_permutations(seeds, d, k):
+        out[start:start + len(block)] = block[:, :k]
+    return out

@@ -6,22 +6,29 @@ JSON of the form
                   "domain": {"labels": ["ATL", ...]} | {"size": 105},
                   "postprocess": "norm-hyb"}]}
 
-is loaded into frozen `MetricConfig` objects. Every problem raises `RegistryError` naming the
+is loaded into frozen `MetricConfig` objects. `"protocol": "auto"` is resolved when the registry
+is loaded by ldp.planner.recommend (lowest analytical MSE for the metric's ε and domain size);
+the choice and its reason are logged, and the resolved name is the metric's protocol from then
+on (the estimates report it). Every problem raises `RegistryError` naming the
 metric and the field, before any report is read.
 """
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
+from ldp.planner import recommend
 from ldp.postprocess import PostprocessSpec
 from ldp.protocols import PROTOCOLS, FrequencyOracle, make_protocol
 
 _METRIC_FIELDS = {"name", "protocol", "epsilon", "domain", "postprocess"}
+AUTO = "auto"
+log = logging.getLogger(__name__)
 
 
 class RegistryError(ValueError):
@@ -110,13 +117,17 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
     if unknown:
         raise fail(unknown[0], f"is not a registry field (expected {sorted(_METRIC_FIELDS)})")
     protocol = entry.get("protocol")
-    if protocol not in PROTOCOLS:
-        raise fail("protocol", f"must be one of {sorted(PROTOCOLS)}, got {protocol!r}")
+    if protocol not in PROTOCOLS and protocol != AUTO:
+        raise fail("protocol", f"must be one of {sorted(PROTOCOLS) + [AUTO]}, got {protocol!r}")
     epsilon = entry.get("epsilon")
     if (isinstance(epsilon, bool) or not isinstance(epsilon, (int, float))
             or not math.isfinite(epsilon) or epsilon <= 0):
         raise fail("epsilon", f"must be a positive finite number, got {epsilon!r}")
     labels, d = _parse_domain(entry.get("domain"), fail)
+    if protocol == AUTO:
+        protocol, reason = recommend(float(epsilon), d)
+        log.info("metric %r: protocol 'auto' resolved to %r for ε=%g, d=%d: %s",
+                 name, protocol, epsilon, d, reason)
     try:
         postprocess = PostprocessSpec.parse(entry.get("postprocess", "norm-hyb"))
     except ValueError as error:

@@ -1,7 +1,8 @@
-"""The `ldp` command line: simulate reports, run the estimation job."""
+"""The `ldp` command line: simulate reports, run the estimation job, plan a protocol."""
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 
@@ -52,6 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
                           help="split output into files of at most this many reports")
     simulate.set_defaults(handler=_simulate)
 
+    plan = commands.add_parser(
+        "plan", help="compare every protocol for a privacy level and domain size",
+        description="For every protocol: p*, q*, the analytical n·MSE (eq. 4 of "
+                    "rws-frequency-protocols.txt, with the rounded g or k the protocol uses), "
+                    "the largest Avro payload in bytes, the aggregation cost, and the "
+                    "recommended protocol (lowest n·MSE; ties: fewest bytes, then cheapest "
+                    "aggregation).")
+    plan.add_argument("--epsilon", required=True, type=float, help="privacy level ε > 0")
+    plan.add_argument("--domain", required=True, type=int, help="domain size d >= 2")
+    plan.add_argument("--n", type=int, default=None,
+                      help="number of reports per window: also print MSE and its square root")
+    plan.add_argument("--max-bytes", type=int, default=None,
+                      help="recommend only among protocols with at most this many bytes per report")
+    plan.add_argument("--json", action="store_true",
+                      help="print a JSON list of objects (protocol, n_mse, ...) instead of a table")
+    plan.set_defaults(handler=_plan)
+
     run = commands.add_parser(
         "run", help="run the windowed-estimation Beam job",
         description="Read Avro reports, count support per metric and event-time window, and "
@@ -86,6 +104,29 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     paths = simulate_reports(config, truth, args.out, args.seed, per_file)
     print(f"{len(truth.values):,} reports of {config.name} ({config.protocol_name}, "
           f"ε={config.epsilon:g}) written to {len(paths)} file(s) in {args.out}")
+    return 0
+
+
+def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
+    from ldp.planner import guideline, plan, recommend
+    rows = plan(args.epsilon, args.domain, args.n, args.max_bytes)
+    if args.json:
+        print(json.dumps([row.as_dict() for row in rows], indent=1))
+        return 0
+    choice, reason = recommend(args.epsilon, args.domain, args.max_bytes)
+    print(f"ε = {args.epsilon:g}, d = {args.domain:,}" + (f", n = {args.n:,}" if args.n else ""))
+    header = f"  {'protocol':<8} {'param':<9} {'p*':>9} {'q*':>9} {'n·MSE':>10}"
+    if args.n:
+        header += f" {'MSE':>10} {'√MSE':>9}"
+    print(header + f" {'bytes':>6}  server cost")
+    for row in rows:
+        line = (f"{'*' if row.recommended else ' '} {row.protocol:<8} {row.parameter:<9} "
+                f"{row.p_star:>9.4g} {row.q_star:>9.4g} {row.n_mse:>10.4g}")
+        if args.n:
+            line += f" {row.mse:>10.4g} {row.mse ** 0.5:>9.4g}"
+        print(line + f" {row.bytes_per_report:>6}  {row.server_cost}")
+    print(f"recommended: {choice} — {reason}")
+    print(f"paper guideline (§4.4): {guideline(args.epsilon, args.domain)}")
     return 0
 
 

@@ -2,11 +2,29 @@
 from __future__ import annotations
 
 from ldp.protocols.base import FrequencyOracle
+from ldp.protocols.blh import BLH
 from ldp.protocols.grr import GRR
+from ldp.protocols.hr import HR
 from ldp.protocols.olh import OLH
 from ldp.protocols.oue import OUE
+from ldp.protocols.rlh import RLH
+from ldp.protocols.rue import RUE
+from ldp.protocols.rws import RWS
+from ldp.protocols.ss import SS
+from ldp.protocols.sue import SUE
 
-PROTOCOLS: dict[str, type[FrequencyOracle]] = {cls.name: cls for cls in (GRR, OUE, OLH)}
+PROTOCOLS: dict[str, type[FrequencyOracle]] = {cls.name: cls for cls in (
+    GRR,
+    OUE,
+    SUE,
+    RUE,
+    OLH,
+    BLH,
+    RLH,
+    HR,
+    SS,
+    RWS,
+)}
 
 
 def make_protocol(name: str, epsilon: float, d: int) -> FrequencyOracle:

@@ -28,7 +28,8 @@ class FrequencyOracle(abc.ABC):
     """An ε-LDP frequency oracle over the domain [0, d).
 
     Subclasses set `name` (the registry name), `payload_record` (the Avro record name of their
-    report payload) and `payload_rule` (what makes a payload valid, for dead-letter reasons).
+    report payload), `payload_rule` (what makes a payload valid, for dead-letter reasons) and
+    `server_cost` (the aggregation cost in O-notation, n reports).
     """
 
     epsilon: float
@@ -37,6 +38,7 @@ class FrequencyOracle(abc.ABC):
     name: ClassVar[str]
     payload_record: ClassVar[str]
     payload_rule: ClassVar[str]
+    server_cost: ClassVar[str]
 
     def __post_init__(self) -> None:
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)):
@@ -73,6 +75,10 @@ class FrequencyOracle(abc.ABC):
 
     # -- wire format ------------------------------------------------------------------------
     @abc.abstractmethod
+    def payload_bytes(self) -> int:
+        """Largest Avro-encoded size of one payload, the union branch index included."""
+
+    @abc.abstractmethod
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         """Payload columns -> Avro payload records (dicts), one per report."""
 
@@ -96,6 +102,18 @@ class FrequencyOracle(abc.ABC):
     def support_counts(self, statistic: np.ndarray) -> np.ndarray:
         """Support count of every value (length d) from the statistic."""
         return statistic
+
+
+def varint_bytes(value: int) -> int:
+    """Bytes of an Avro int/long: the zig-zag value as a base-128 varint."""
+    zigzag = 2 * value if value >= 0 else -2 * value - 1
+    return max(1, -(-zigzag.bit_length() // 7))
+
+
+#: The union branch index of every report payload (fewer than 64 branches: one byte).
+BRANCH_BYTES = 1
+#: Largest encoding of an Avro long (a uniformly drawn 64-bit seed needs 9 or 10 bytes).
+LONG_BYTES = 10
 
 
 def int_column(payloads: list[dict], field: str) -> np.ndarray:

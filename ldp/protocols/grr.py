@@ -10,13 +10,15 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
-from ldp.protocols.base import Columns, FrequencyOracle, grr_perturb, int_column
+from ldp.protocols.base import (BRANCH_BYTES, Columns, FrequencyOracle, grr_perturb, int_column,
+                                varint_bytes)
 
 
 class GRR(FrequencyOracle):
     name: ClassVar[str] = "grr"
     payload_record: ClassVar[str] = "GrrPayload"
     payload_rule: ClassVar[str] = "GRR value must lie in [0, d)"
+    server_cost: ClassVar[str] = "O(n + d): histogram of y"
 
     @property
     def p_star(self) -> float:
@@ -29,6 +31,9 @@ class GRR(FrequencyOracle):
 
     def perturb(self, values, rng):
         return {"value": grr_perturb(values, self.d, self.p_star, rng)}
+
+    def payload_bytes(self) -> int:
+        return BRANCH_BYTES + varint_bytes(self.d - 1)
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"value": v} for v in columns["value"].tolist())

@@ -4,8 +4,10 @@ The client draws a 64-bit seed, hashes v to H(seed, v) in [0, g) (ldp.hashing.lo
 reports <seed, GRR_g(H(seed, v))> with p = e^ε / (e^ε + g - 1). A report <seed, y> supports
 {v : H(seed, v) = y}: p* = p, q* = 1/g (not the GRR q of the hashed domain).
 
-g is floor(e^ε + 1) or ceil(e^ε + 1), whichever gives the lower analytical MSE (eq. 4), and
-at least 2. The seed travels as an Avro long: the two's-complement view of the uint64.
+g is e^ε + 1 rounded to the nearest integer (halves up), and at least 2: OLH's g minimises
+the approximate variance (eq. 3), whose continuous optimum is e^ε + 1. This is the rounding
+behind Table 3 of rws-frequency-protocols.txt (ε = 4: g = 56, n·MSE 0.5798 at d = 2); the
+better of floor/ceil by eq. 4 would give g = 55 and 0.5703, which the table does not print. The seed travels as an Avro long: the two's-complement view of the uint64.
 
 Aggregation tests every (report, value) pair with the interval form of the hash described in
 ldp.hashing: three numpy operations per pair on cache-sized blocks, no Python call per pair.
@@ -19,7 +21,8 @@ from typing import ClassVar, Iterator
 import numpy as np
 
 from ldp import hashing
-from ldp.protocols.base import Columns, FrequencyOracle, grr_perturb, int_column
+from ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, FrequencyOracle, grr_perturb,
+                                int_column, varint_bytes)
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class LocalHashing(FrequencyOracle):
 
     g: int = field(init=False)
     payload_rule: ClassVar[str] = "local-hashing y must lie in [0, g)"
+    server_cost: ClassVar[str] = "O(n·d): interval hash test per (report, value)"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -51,6 +55,9 @@ class LocalHashing(FrequencyOracle):
                              endpoint=True)
         hashed = hashing.local_hash(seeds, values, self.g)
         return {"seed": seeds.view(np.int64), "y": grr_perturb(hashed, self.g, self.p_star, rng)}
+
+    def payload_bytes(self) -> int:
+        return BRANCH_BYTES + LONG_BYTES + varint_bytes(self.g - 1)
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"seed": s, "y": y}
@@ -81,12 +88,10 @@ class OLH(LocalHashing):
     payload_record: ClassVar[str] = "OlhPayload"
 
     def choose_g(self) -> int:
-        target = math.exp(self.epsilon) + 1
-        candidates = [max(2, math.floor(target)), max(2, math.ceil(target))]
-        return better_rounding(candidates, lambda g: _local_hashing_n_mse(self.epsilon, self.d, g))
+        return max(2, math.floor(math.exp(self.epsilon) + 1.5))
 
 
-def _local_hashing_n_mse(epsilon: float, d: int, g: int) -> float:
+def local_hashing_n_mse(epsilon: float, d: int, g: int) -> float:
     """n·MSE of eq. 4 for local hashing with hash range g."""
     e = math.exp(epsilon)
     p, q = e / (e + g - 1), 1.0 / g

@@ -20,7 +20,7 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
-from ldp.protocols.base import Columns, FrequencyOracle
+from ldp.protocols.base import BRANCH_BYTES, Columns, FrequencyOracle, varint_bytes
 
 #: _SPREAD_BITS[b] holds bit k of byte b in byte k of a uint64 (little-endian byte order).
 _SPREAD_BITS = (np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
@@ -34,6 +34,7 @@ class UnaryEncoding(FrequencyOracle):
     """Shared machinery of the unary-encoding protocols; subclasses choose p and q."""
 
     payload_rule: ClassVar[str] = "bit vector must have ceil(d/8) bytes with padding bits clear"
+    server_cost: ClassVar[str] = "O(n·d/8 + d): byte-value histogram per byte position"
 
     @property
     def n_bytes(self) -> int:
@@ -48,6 +49,9 @@ class UnaryEncoding(FrequencyOracle):
             bits[np.arange(len(rows)), rows] = rng.random(len(rows)) < self.p_star
             packed[start:start + len(rows)] = np.packbits(bits, axis=1, bitorder="little")
         return {"bits": packed}
+
+    def payload_bytes(self) -> int:
+        return BRANCH_BYTES + varint_bytes(self.n_bytes) + self.n_bytes
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"bits": row.tobytes()} for row in columns["bits"])

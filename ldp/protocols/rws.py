@@ -1,0 +1,75 @@
+"""Random Wheel Spinner (rws-frequency-protocols.txt §4.3).
+
+The client draws a 64-bit seed s; the seed fixes a uniform k-subset S(s) of [0, d) (the
+partial Fisher-Yates shuffle of ldp.hashing, driven by splitmix64(s, i) — portable, never a
+library's random stream). The client reports <s, y> with y in [0, d) and
+
+    Pr[y | v, s] = e^ε / Z  if (v - y) mod d ∈ S(s),   1 / Z otherwise,   Z = k e^ε + d - k,
+
+i.e. it picks u = (v - y) mod d inside S(s) with probability k e^ε / Z (uniformly there), else
+uniformly outside, and sends y = (v - u) mod d. Given s, the probabilities of any y under two
+inputs differ by at most the factor e^ε (Theorem 2); s does not depend on v.
+
+A report supports (S(s) + y) mod d: p* = k e^ε / Z, q* = p* (k-1)/(d-1) + (1 - p*) k/(d-1) —
+the same as SS, and k is chosen the same way (ldp.protocols.ss.FixedSizeSubset).
+
+Aggregation re-derives S(s) for a block of reports at once — k vectorised swap steps over the
+block (ldp.hashing.seeded_permutations) — then adds y, folds [d, 2d) onto [0, d) and counts all
+k·n supported values with one bincount. Cost O(n·(k + d)) numpy work with no Python call per
+report or value; the d term is the copy of the identity permutation into the block.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Iterator
+
+import numpy as np
+
+from ldp import hashing
+from ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, int_column, varint_bytes)
+from ldp.protocols.ss import FixedSizeSubset
+
+
+@dataclass(frozen=True)
+class RWS(FixedSizeSubset):
+    name: ClassVar[str] = "rws"
+    payload_record: ClassVar[str] = "RwsPayload"
+    payload_rule: ClassVar[str] = "RWS y must lie in [0, d)"
+    server_cost: ClassVar[str] = "O(n·(k + d)): seeded k-step shuffle per report, one bincount"
+
+    def perturb(self, values, rng):
+        values = np.asarray(values, dtype=np.int64)
+        seeds = rng.integers(0, np.iinfo(np.uint64).max, size=values.shape, dtype=np.uint64,
+                             endpoint=True)
+        inside = rng.random(values.shape) < self.p_star
+        position = np.where(inside, rng.integers(0, self.k, size=values.shape),
+                            rng.integers(self.k, self.d, size=values.shape))
+        landed = np.empty_like(values)
+        for start, block in hashing.seeded_permutations(seeds, self.d, self.k):
+            rows = slice(start, start + len(block))
+            landed[rows] = block[np.arange(len(block)), position[rows]]
+        return {"seed": seeds.view(np.int64), "y": (values - landed) % self.d}
+
+    def payload_bytes(self) -> int:
+        return BRANCH_BYTES + LONG_BYTES + varint_bytes(self.d - 1)
+
+    def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
+        return ({"seed": s, "y": y}
+                for s, y in zip(columns["seed"].tolist(), columns["y"].tolist()))
+
+    def payloads_from_avro(self, payloads):
+        seed = int_column(payloads, "seed")
+        y = int_column(payloads, "y")
+        invalid = (y < 0) | (y >= self.d)
+        return {"seed": seed, "y": np.where(invalid, 0, y)}, invalid
+
+    def new_statistic(self) -> np.ndarray:
+        return np.zeros(self.d, dtype=np.int64)
+
+    def accumulate(self, statistic, columns) -> None:
+        seeds, y = columns["seed"].view(np.uint64), np.asarray(columns["y"], dtype=np.int64)
+        for start, block in hashing.seeded_permutations(seeds, self.d, self.k):
+            supported = block[:, : self.k] + y[start:start + len(block), None]
+            folded = np.bincount(supported.ravel(), minlength=2 * self.d)
+            statistic += folded[: self.d]
+            statistic += folded[self.d:]

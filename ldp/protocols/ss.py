@@ -1,0 +1,113 @@
+"""Subset Selection (consistency-norm-hyb.txt §2.4; rws-frequency-protocols.txt §3.4).
+
+The client reports a k-subset Y of [0, d): with p = k e^ε / (k e^ε + d - k) a subset that
+contains v (v plus k - 1 values drawn uniformly without replacement from the others),
+otherwise k values drawn uniformly from the others. Every subset with v has probability
+e^ε / Z, every subset without v 1 / Z (Z = C(d-1, k-1)(k e^ε + d - k)/k), so the ratio of any
+output's probabilities under two inputs is at most e^ε.
+
+Y supports its members: p* = p, q* = p (k-1)/(d-1) + (1 - p) k/(d-1). k is floor or ceil of
+d / (e^ε + 1), whichever has the lower n·MSE (eq. 4), clipped to [1, d - 1] (k = 1 is GRR).
+
+Payload: the k members as an Avro array<int>; valid when it holds exactly k distinct values
+of [0, d). Statistic: the histogram of all members (one bincount per batch).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterator
+
+import numpy as np
+
+from ldp.protocols.base import BRANCH_BYTES, Columns, FrequencyOracle, varint_bytes
+from ldp.protocols.olh import better_rounding
+
+#: (reports x d) keys drawn at once when perturbing: ~16 MiB of float64.
+_PERTURB_CELLS = 1 << 21
+
+
+def subset_n_mse(epsilon: float, d: int, k: int) -> float:
+    """n·MSE (eq. 4) of a fixed-size-k subset protocol (SS, RWS; eq. 15)."""
+    p, q = subset_support(epsilon, d, k)
+    return q * (1 - q) / (p - q) ** 2 + (1 - p - q) / (d * (p - q))
+
+
+def subset_support(epsilon: float, d: int, k: int) -> tuple[float, float]:
+    """(p*, q*) of a protocol whose output supports a k-subset holding v with k e^ε/(k e^ε+d-k)."""
+    e = math.exp(epsilon)
+    p = k * e / (k * e + d - k)
+    return p, p * (k - 1) / (d - 1) + (1 - p) * k / (d - 1)
+
+
+@dataclass(frozen=True)
+class FixedSizeSubset(FrequencyOracle):
+    """Shared parameters of the fixed-size subset protocols (SS, RWS): k, p*, q*."""
+
+    k: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        target = self.d / (math.exp(self.epsilon) + 1)
+        candidates = [min(self.d - 1, max(1, f(target))) for f in (math.floor, math.ceil)]
+        object.__setattr__(self, "k", better_rounding(
+            candidates, lambda k: subset_n_mse(self.epsilon, self.d, k)))
+
+    @property
+    def p_star(self) -> float:
+        return subset_support(self.epsilon, self.d, self.k)[0]
+
+    @property
+    def q_star(self) -> float:
+        return subset_support(self.epsilon, self.d, self.k)[1]
+
+
+@dataclass(frozen=True)
+class SS(FixedSizeSubset):
+    name: ClassVar[str] = "ss"
+    payload_record: ClassVar[str] = "SsPayload"
+    payload_rule: ClassVar[str] = "SS items must be exactly k distinct values in [0, d)"
+    server_cost: ClassVar[str] = "O(n·k + d): histogram of the reported items"
+
+    def perturb(self, values, rng):
+        """Draw the k members by sorting uniform keys; v's key is forced in front or behind."""
+        values = np.asarray(values, dtype=np.int64)
+        items = np.empty((len(values), self.k), dtype=np.int64)
+        step = max(1, _PERTURB_CELLS // self.d)
+        for start in range(0, len(values), step):
+            rows = values[start:start + step]
+            keys = rng.random((len(rows), self.d))
+            keep = rng.random(len(rows)) < self.p_star
+            keys[np.arange(len(rows)), rows] = np.where(keep, -1.0, 2.0)
+            chosen = np.argpartition(keys, self.k - 1, axis=1)[:, : self.k]
+            items[start:start + len(rows)] = chosen
+        return {"items": items}
+
+    def payload_bytes(self) -> int:
+        # block count, k items, the closing zero-count block
+        return BRANCH_BYTES + varint_bytes(self.k) + self.k * varint_bytes(self.d - 1) + 1
+
+    def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
+        return ({"items": row} for row in columns["items"].tolist())
+
+    def payloads_from_avro(self, payloads):
+        lists = [p["items"] for p in payloads]
+        lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        invalid = lengths != self.k
+        placeholder = list(range(self.k))
+        if invalid.any():
+            lists = [placeholder if bad else items for items, bad in zip(lists, invalid.tolist())]
+        items = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64,
+                            count=len(lists) * self.k).reshape(len(lists), self.k)
+        invalid |= ((items < 0) | (items >= self.d)).any(axis=1)
+        ordered = np.sort(items, axis=1)
+        invalid |= (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
+        items[invalid] = placeholder
+        return {"items": items}, invalid
+
+    def new_statistic(self) -> np.ndarray:
+        return np.zeros(self.d, dtype=np.int64)
+
+    def accumulate(self, statistic, columns) -> None:
+        statistic += np.bincount(columns["items"].ravel(), minlength=self.d)

@@ -1,0 +1,26 @@
+"""Symmetric Unary Encoding, i.e. basic RAPPOR (rws-frequency-protocols.txt §3.2).
+
+Unary encoding (ldp.protocols.oue.UnaryEncoding) with the symmetric choice: the 1 bit stays 1
+with p = e^{ε/2} / (e^{ε/2} + 1), each 0 bit becomes 1 with q = 1 / (e^{ε/2} + 1). Then
+p(1 - q) / ((1 - p) q) = e^ε (Theorem 1). p* = p, q* = q.
+"""
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+from ldp.protocols.oue import UnaryEncoding
+
+
+class SUE(UnaryEncoding):
+    name: ClassVar[str] = "sue"
+    payload_record: ClassVar[str] = "SuePayload"
+
+    @property
+    def p_star(self) -> float:
+        half = math.exp(self.epsilon / 2)
+        return half / (half + 1.0)
+
+    @property
+    def q_star(self) -> float:
+        return 1.0 / (math.exp(self.epsilon / 2) + 1.0)
