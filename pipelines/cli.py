@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_drop_optional_gcp_notice)
+    logging.getLogger("ldp").setLevel(logging.INFO)  # e.g. how "protocol": "auto" was resolved
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "run":

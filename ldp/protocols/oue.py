@@ -34,7 +34,7 @@ class UnaryEncoding(FrequencyOracle):
     """Shared machinery of the unary-encoding protocols; subclasses choose p and q."""
 
     payload_rule: ClassVar[str] = "bit vector must have ceil(d/8) bytes with padding bits clear"
-    server_cost: ClassVar[str] = "O(n·d/8 + d): byte-value histogram per byte position"
+    server_cost: ClassVar[str] = "O(n·d/8): one spread-bit table lookup per report byte"
 
     @property
     def n_bytes(self) -> int:
