@@ -9,8 +9,8 @@ the R estimates of every value must have mean f_v and variance eq. 2. Tolerances
   we allow K = 4.5 of those.
 
 3 protocols × 8 values × 2 checks = 48 checks at 4.5 s.d. (two-sided 6.8e-6 each, a little more
-for the χ² tail): family-wise false-failure rate ≈ 5e-4 for a random seed; seeds are fixed. R = 3000 gives a relative variance tolerance
-of 4.5·sqrt(2/2999) = 11.6%.
+for the χ² tail): family-wise false-failure rate ≈ 5e-4 for a random seed; seeds are fixed.
+R = 3000 repetitions give a relative variance tolerance of 4.5·sqrt(2/2999) = 11.6%.
 """
 from __future__ import annotations
 
