@@ -31,6 +31,12 @@ def norm_hyb(f: np.ndarray, noise: SupportNoise, alpha: float = 2.0) -> np.ndarr
         return norm_sub(f, noise)
     threshold = _normal.ppf(1 - alpha / d) * noise.sigma
     keep = f > threshold
+    if f[keep].sum() > 1:
+        # §3.3: keep only the k highest estimates, k the largest with a sum below 1.
+        order = np.flatnonzero(keep)[np.argsort(f[keep], kind="stable")[::-1]]
+        k = int(np.argmax(np.cumsum(f[order]) >= 1))
+        keep = np.zeros(d, dtype=bool)
+        keep[order[:k]] = True
     out = f.copy()
     if keep.sum() == d:
         return norm_sub(f, noise)
