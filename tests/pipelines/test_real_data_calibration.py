@@ -24,7 +24,7 @@ series (a first-order effect of relative size 1/sqrt(n·q*) ≈ 0.08 on the vari
 the tolerances (≥ 0.2 there). For GRR over 229 airports the plug-in bias is of
 the order of 1/sqrt(n·q*) ≈ 0.2 in relative variance terms (n·q* ≈ 20 reports of support noise
 per value), comparable to the tolerance, so that one series is checked with z_exact only.
-5 + 6 series × 2 checks = 22 checks ≈ 2e-3 family-wise.
+(6 + 5) series × 2 checks = 22 checks ≈ 2e-3 family-wise.
 """
 from __future__ import annotations
 
