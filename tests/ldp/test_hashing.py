@@ -1,0 +1,143 @@
+"""The portable hash: SplitMix64 and the local hash, against an independent pure-Python reference.
+
+The reference below uses only Python integers (arbitrary precision, reduced mod 2^64 by hand),
+so it shares no code and no numpy overflow behaviour with ldp.hashing.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ldp import hashing
+
+MASK = (1 << 64) - 1
+
+
+def ref_splitmix64(seed: int, index: int) -> int:
+    z = (seed + (index + 1) * 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+def ref_local_hash(seed: int, v: int, g: int) -> int:
+    a = ref_splitmix64(seed, 0) | 1
+    b = ref_splitmix64(seed, 1)
+    t = (a * v + b) & MASK
+    return ((t >> 32) * g) >> 32
+
+
+# (seed, index, output). The first row is the well-known first output of SplitMix64 seeded
+# with 0 (0xE220A8397B1DCDAF); the seed-1234567 rows are its first five outputs.
+SPLITMIX_VECTORS = [
+    (0, 0, 16294208416658607535),
+    (0, 1, 7960286522194355700),
+    (1, 0, 10451216379200822465),
+    (1234567, 0, 6457827717110365317),
+    (1234567, 1, 3203168211198807973),
+    (1234567, 2, 9817491932198370423),
+    (1234567, 3, 4593380528125082431),
+    (1234567, 4, 16408922859458223821),
+    (2**64 - 1, 0, 16490336266968443936),
+    (2**64 - 1, 7, 4638043754431676516),
+    (2**63, 3, 6426116064599561977),
+    (42, 1000, 6153847732809348270),
+    (0xDEADBEEFCAFEBABE, 2**32 + 5, 14079980161782618549),
+]
+
+# (seed, v, g, H(seed, v)).
+LOCAL_HASH_VECTORS = [
+    (0, 0, 2, 0),
+    (1, 5, 4, 2),
+    (1234567, 3, 5, 1),
+    (2**64 - 1, 2**32 - 1, 8, 1),
+    (2**63 + 11, 100, 1000, 465),
+    (987654321, 228, 9, 3),
+    (0xDEADBEEFCAFEBABE, 17, 3, 0),
+]
+
+
+def test_reference_reproduces_the_literal_tables():
+    assert [ref_splitmix64(s, i) for s, i, _ in SPLITMIX_VECTORS] == [o for *_, o in SPLITMIX_VECTORS]
+    assert [ref_local_hash(s, v, g) for s, v, g, _ in LOCAL_HASH_VECTORS] == \
+        [h for *_, h in LOCAL_HASH_VECTORS]
+
+
+@pytest.mark.parametrize("seed, index, expected", SPLITMIX_VECTORS)
+def test_splitmix64_vectors(seed, index, expected):
+    assert int(hashing.splitmix64(np.uint64(seed), index)) == expected
+
+
+def test_splitmix64_first_outputs_of_a_stream_vectorised():
+    out = hashing.splitmix64(np.uint64(1234567), np.arange(5))
+    assert out.dtype == np.uint64
+    assert out.tolist() == [6457827717110365317, 3203168211198807973, 9817491932198370423,
+                            4593380528125082431, 16408922859458223821]
+
+
+def test_splitmix64_matches_reference_on_random_seeds_and_broadcasts():
+    rng = np.random.default_rng(20240501)
+    seeds = rng.integers(0, 2**64 - 1, size=200, dtype=np.uint64, endpoint=True)
+    indices = np.array([0, 1, 2, 31, 2**40])
+    out = hashing.splitmix64(seeds[:, None], indices[None, :])
+    assert out.shape == (200, 5)
+    expected = [[ref_splitmix64(int(s), int(i)) for i in indices] for s in seeds]
+    assert out.tolist() == expected
+
+
+def test_splitmix64_accepts_the_int64_view_of_a_seed():
+    # Seeds travel as Avro longs (two's complement); the int64 view must hash like the uint64.
+    seeds = np.array([2**64 - 1, 2**63, 5], dtype=np.uint64)
+    assert hashing.splitmix64(seeds.view(np.int64), 0).tolist() == \
+        hashing.splitmix64(seeds, 0).tolist()
+
+
+@pytest.mark.parametrize("seed, v, g, expected", LOCAL_HASH_VECTORS)
+def test_local_hash_vectors(seed, v, g, expected):
+    assert int(hashing.local_hash(np.uint64(seed), np.uint64(v), g)) == expected
+
+
+@pytest.mark.parametrize("g", [2, 3, 7, 1000])
+def test_local_hash_matches_reference(g):
+    rng = np.random.default_rng(g)
+    seeds = rng.integers(0, 2**64 - 1, size=300, dtype=np.uint64, endpoint=True)
+    values = rng.integers(0, 5000, size=300)
+    out = hashing.local_hash(seeds, values, g)
+    assert out.tolist() == [ref_local_hash(int(s), int(v), g) for s, v in zip(seeds, values)]
+    assert out.min() >= 0 and out.max() < g
+
+
+def brute_force_support(seeds, y, d, g):
+    h = hashing.local_hash(seeds[:, None], np.arange(d)[None, :], g)
+    return (h == y[:, None]).sum(axis=0)
+
+
+@pytest.mark.parametrize("d, g, n", [(8, 2, 1000), (8, 5, 70_000), (229, 9, 5000),
+                                     (3000, 1000, 400), (2, 3, 50)])
+def test_add_local_hash_support_equals_brute_force(d, g, n):
+    # (8, 5, 70_000) spans several (reports x values) blocks; y covers 0 and g - 1.
+    rng = np.random.default_rng(d * 7919 + g)
+    seeds = rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
+    y = rng.integers(0, g, size=n)
+    y[:2] = [0, g - 1]
+    counts = np.full(d, 3, dtype=np.int64)  # the function adds onto existing counts
+    hashing.add_local_hash_support(counts, seeds, y, g)
+    np.testing.assert_array_equal(counts, 3 + brute_force_support(seeds, y, d, g))
+
+
+def test_add_local_hash_support_of_reports_built_from_the_hash_itself():
+    # Each report names the bucket of a chosen value: that value is supported by every report.
+    rng = np.random.default_rng(5)
+    seeds = rng.integers(0, 2**64 - 1, size=500, dtype=np.uint64, endpoint=True)
+    y = hashing.local_hash(seeds, np.full(500, 3), 6)
+    counts = np.zeros(10, dtype=np.int64)
+    hashing.add_local_hash_support(counts, seeds, y, 6)
+    assert counts[3] == 500
+    np.testing.assert_array_equal(counts, brute_force_support(seeds, y, 10, 6))
+
+
+def test_add_local_hash_support_with_no_reports_changes_nothing():
+    counts = np.arange(5, dtype=np.int64)
+    hashing.add_local_hash_support(counts, np.array([], dtype=np.uint64),
+                                   np.array([], dtype=np.int64), 4)
+    assert counts.tolist() == [0, 1, 2, 3, 4]

@@ -1,0 +1,215 @@
+"""ReportDecoder: valid reports become batches, everything else a dead letter with its reason."""
+from __future__ import annotations
+
+import json
+
+import fastavro
+import fastavro.read
+import numpy as np
+import pytest
+
+from ldp.registry import parse_registry
+from schemas import load_schema
+from schemas.batches import DeadLetter, Reason, ReportBatch
+from schemas.codec import ReportDecoder, write_reports
+
+REGISTRY = parse_registry({"metrics": [
+    {"name": "g", "protocol": "grr", "epsilon": 1.0, "domain": {"size": 8}},
+    {"name": "o", "protocol": "oue", "epsilon": 1.0, "domain": {"size": 10}},  # 2 bytes, 6 pad bits
+    {"name": "h", "protocol": "olh", "epsilon": 1.0, "domain": {"size": 8}},
+]})
+HOUR = 3_600_000
+T0 = 1_700_000_000_000 // HOUR * HOUR  # a slice boundary
+GRR, OUE, OLH = (f"ldp.telemetry.{n}" for n in ("GrrPayload", "OuePayload", "OlhPayload"))
+
+
+def report(rid, metric, payload, t=T0):
+    return {"report_id": rid, "metric": metric, "event_time": t, "payload": payload}
+
+
+def good(rid, metric, t=T0):
+    """A valid report of `metric` whose payload encodes rid where it can."""
+    payload = {"g": (GRR, {"value": rid % 8}),
+               "o": (OUE, {"bits": bytes([rid % 256, rid % 4])}),
+               "h": (OLH, {"seed": rid, "y": rid % 3})}[metric]
+    return report(rid, metric, payload, t)
+
+
+def write_blocks(path, blocks, codec="null"):
+    """Write lists of records, one Avro block per list; returns the number of records written."""
+    with open(path, "wb") as out:
+        writer = fastavro.write.Writer(out, load_schema("report"), codec=codec,
+                                       sync_interval=1 << 30)
+        for block in blocks:
+            for record in block:
+                writer.write(record)
+            writer.flush()
+    return sum(len(block) for block in blocks)
+
+
+def decode(path, chunk_records=65_536, slice_ms=HOUR):
+    decoder = ReportDecoder(REGISTRY, slice_ms, chunk_records=chunk_records)
+    items = list(decoder.decode_file(str(path)))
+    batches = [i for i in items if isinstance(i, ReportBatch)]
+    letters = [i for i in items if isinstance(i, DeadLetter)]
+    assert len(batches) + len(letters) == len(items)
+    return decoder, batches, letters
+
+
+def accepted(batches):
+    return sum(b.n for b in batches)
+
+
+def dead_lettered(letters):
+    return sum(letter.records for letter in letters)
+
+
+def report_ids(letters):
+    return sorted(json.loads(letter.report)["report_id"] for letter in letters)
+
+
+def sync_positions(data: bytes):
+    marker = data[-16:]
+    return [i for i in range(len(data) - 15) if data[i:i + 16] == marker]
+
+
+def test_valid_reports_of_every_protocol_decode_to_their_columns(tmp_path):
+    rng = np.random.default_rng(1)
+    for name in ("g", "o", "h"):
+        protocol = REGISTRY[name].protocol
+        columns = protocol.perturb(rng.integers(0, protocol.d, 500), rng)
+        path = tmp_path / f"{name}.avro"
+        written = write_reports(str(path), name, protocol, np.arange(500),
+                                np.full(500, T0 + 5), columns, codec="deflate")
+        decoder, batches, letters = decode(path)
+        assert (written, decoder.records_read, letters) == (500, 500, [])
+        [batch] = batches
+        assert (batch.metric, batch.slice_start_ms, batch.n) == (name, T0, 500)
+        assert batch.columns.keys() == columns.keys()
+        for key in columns:
+            np.testing.assert_array_equal(batch.columns[key], columns[key])
+
+
+def test_truncated_file(tmp_path):
+    path = tmp_path / "r.avro"
+    blocks = [[good(i, "g") for i in range(k * 100, k * 100 + 100)] for k in range(3)]
+    write_blocks(path, blocks)
+    data = path.read_bytes()
+    path.write_bytes(data[:sync_positions(data)[2] + 30])  # block 3 cut short
+    decoder, batches, letters = decode(path)
+    assert accepted(batches) == 200  # the two complete blocks
+    [letter] = letters
+    assert letter.reason == Reason.UNDECODABLE and "unreadable from this point on" in letter.detail
+    assert (letter.records, letter.report, letter.source) == (1, None, str(path))
+    assert decoder.records_read == accepted(batches) + dead_lettered(letters)
+
+
+def test_corrupted_block_in_the_middle_only_loses_that_block(tmp_path):
+    path = tmp_path / "r.avro"
+    blocks = [[good(i, m) for i in range(k * 100, k * 100 + 100) for m in ("g", "h")]
+              for k in range(3)]
+    written = write_blocks(path, blocks)
+    data = bytearray(path.read_bytes())
+    start = sync_positions(bytes(data))[1] + 16  # first byte of block 2
+    data[start + 8:start + 200] = b"\xff" * 192   # its records; count, size and sync intact
+    path.write_bytes(bytes(data))
+    decoder, batches, letters = decode(path)
+    [letter] = letters
+    assert letter.reason == Reason.UNDECODABLE and letter.records == 200
+    assert "block of 200 records failed to decode" in letter.detail
+    # Blocks 1 and 3 decode: their GRR values are the report ids mod 8, in order.
+    grr = np.concatenate([b.columns["value"] for b in batches if b.metric == "g"])
+    expected = [i % 8 for i in list(range(100)) + list(range(200, 300))]
+    assert grr.tolist() == expected
+    assert accepted(batches) == 400
+    assert accepted(batches) + dead_lettered(letters) == written == decoder.records_read
+
+
+@pytest.mark.parametrize("content", [b"", b"PAR1 this is not an avro container\n" * 20,
+                                     b"Obj\x01garbage"])
+def test_non_avro_file(tmp_path, content):
+    path = tmp_path / "r.avro"
+    path.write_bytes(content)
+    decoder, batches, letters = decode(path)
+    assert batches == []
+    [letter] = letters
+    assert letter.reason == Reason.UNDECODABLE and "not a readable Avro file" in letter.detail
+    assert letter.records == 1 and decoder.records_read == 1
+
+
+def bad_records():
+    """(record, reason, words the detail must contain) for every per-report problem."""
+    return [
+        (report(1001, "nope", (GRR, {"value": 1})), Reason.UNKNOWN_METRIC, "'nope'"),
+        (report(1002, "g", (OUE, {"bits": b"\x01"})), Reason.PROTOCOL_MISMATCH, "grr"),
+        (report(1003, "h", (GRR, {"value": 1})), Reason.PROTOCOL_MISMATCH, "olh"),
+        (report(1004, "o", (OLH, {"seed": 1, "y": 0})), Reason.PROTOCOL_MISMATCH, "oue"),
+        (report(1005, "g", (GRR, {"value": 8})), Reason.INVALID_PAYLOAD, "[0, d)"),
+        (report(1006, "g", (GRR, {"value": -1})), Reason.INVALID_PAYLOAD, "[0, d)"),
+        (report(1007, "o", (OUE, {"bits": b"\x01"})), Reason.INVALID_PAYLOAD, "ceil(d/8)"),
+        (report(1008, "o", (OUE, {"bits": b"\x01\x00\x00"})), Reason.INVALID_PAYLOAD, "ceil(d/8)"),
+        (report(1009, "o", (OUE, {"bits": b"\x00\x04"})), Reason.INVALID_PAYLOAD, "padding"),
+        (report(1010, "o", (OUE, {"bits": b"\x00\x80"})), Reason.INVALID_PAYLOAD, "padding"),
+        (report(1011, "h", (OLH, {"seed": -5, "y": 3})), Reason.INVALID_PAYLOAD, "[0, g)"),
+        (report(1012, "h", (OLH, {"seed": 7, "y": -1})), Reason.INVALID_PAYLOAD, "[0, g)"),
+    ]
+
+
+@pytest.mark.parametrize("chunk_records", [65_536, 5])
+def test_each_bad_report_is_one_dead_letter_with_its_reason(tmp_path, chunk_records):
+    assert REGISTRY["h"].protocol.g == 3
+    bad = bad_records()
+    valid = [good(i, m) for i in range(60) for m in ("g", "o", "h")]
+    records = valid[:]
+    for k, (record, *_) in enumerate(bad):  # interleave the bad reports with the good ones
+        records.insert(7 * k + 3, record)
+    path = tmp_path / "mixed.avro"
+    written = write_blocks(path, [records[:90], records[90:]])
+    decoder, batches, letters = decode(path, chunk_records=chunk_records)
+
+    assert len(letters) == len(bad)
+    by_id = {json.loads(letter.report)["report_id"]: letter for letter in letters}
+    for record, reason, words in bad:
+        letter = by_id[record["report_id"]]
+        assert letter.reason == reason and letter.records == 1 and letter.source == str(path)
+        assert words in letter.detail, letter.detail
+        decoded = json.loads(letter.report)
+        assert decoded["metric"] == record["metric"]
+        assert decoded["event_time"] == record["event_time"]
+    assert accepted(batches) == len(valid)
+    assert accepted(batches) + dead_lettered(letters) == written == decoder.records_read
+    assert {b.metric for b in batches} == {"g", "o", "h"}
+
+
+def test_slicing_by_time_puts_every_report_in_its_slice(tmp_path):
+    # A sized GRR domain large enough that each report's value is its own index.
+    registry = parse_registry({"metrics": [
+        {"name": "id", "protocol": "grr", "epsilon": 1.0, "domain": {"size": 100_000}}]})
+    slice_ms = 15 * 60_000
+    rng = np.random.default_rng(8)
+    n = 5000
+    times = T0 + rng.integers(-3 * slice_ms, 7 * slice_ms, n)
+    times[:4] = [T0, T0 - 1, T0 + slice_ms - 1, T0 + slice_ms]  # both sides of the boundaries
+    path = tmp_path / "t.avro"
+    protocol = registry["id"].protocol
+    write_reports(str(path), "id", protocol, np.arange(n), times, {"value": np.arange(n)})
+    decoder = ReportDecoder(registry, slice_ms, chunk_records=1000)
+    batches = list(decoder.decode_file(str(path)))
+    assert all(isinstance(b, ReportBatch) for b in batches)
+    seen = np.concatenate([b.columns["value"] for b in batches])
+    assert sorted(seen.tolist()) == list(range(n))  # every report exactly once
+    for batch in batches:
+        assert batch.slice_start_ms % slice_ms == 0
+        t = times[batch.columns["value"]]
+        assert np.all((batch.slice_start_ms <= t) & (t < batch.slice_start_ms + slice_ms))
+    # Slices are per chunk: 5 chunks × at most 10 slices, each slice of a chunk in one batch.
+    assert len({b.slice_start_ms for b in batches}) == 10
+
+
+def test_decoding_leaves_fastavro_timestamps_as_it_found_them(tmp_path):
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[good(1, "g")]])
+    decode(path)
+    with open(path, "rb") as handle:
+        [record] = list(fastavro.reader(handle))
+    assert record["event_time"].timestamp() * 1000 == T0  # a datetime again, not raw millis
