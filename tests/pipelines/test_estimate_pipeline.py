@@ -127,7 +127,8 @@ def test_fixed_windows_with_known_contents(tmp_path):
         assert record["n"] == WINDOW_N[k]
         assert record["labels"] == (LABELS if config.name == "w.grr" else list("012345"))
         assert (record["protocol"], record["epsilon"]) == (config.protocol_name, 2.0)
-        assert record["postprocess"] == {"method": config.postprocess.method, "params": {}}
+        assert record["postprocess"] == {"method": config.postprocess.method,
+                                         "params": dict(config.postprocess.params)}
         assert record["pane"]["timing"] == "ON_TIME" and record["pane"]["index"] == 0
         assert isinstance(record["pane"]["is_last"], bool)
         estimate, unbiased, se = (np.array(record[f]) for f in
@@ -358,7 +359,7 @@ def test_cli_simulate_then_run_on_the_demo_data(tmp_path):
         assert start.hour == start.minute == 0
         assert record["window_start"].endswith("Z") and record["window_end"].endswith("Z")
         assert (record["protocol"], record["epsilon"]) == ("grr", 2.0)
-        assert record["postprocess"] == {"method": "norm-hyb", "params": {}}
+        assert record["postprocess"] == {"method": "norm-hyb", "params": {"alpha": 2.0}}
         assert record["labels"] == carriers["domain"]["labels"]
         for field in ("estimate", "unbiased_estimate", "std_error"):
             assert len(record[field]) == len(record["labels"])

@@ -150,14 +150,14 @@ def bad_records():
         (report(1008, "o", (OUE, {"bits": b"\x01\x00\x00"})), Reason.INVALID_PAYLOAD, "ceil(d/8)"),
         (report(1009, "o", (OUE, {"bits": b"\x00\x04"})), Reason.INVALID_PAYLOAD, "padding"),
         (report(1010, "o", (OUE, {"bits": b"\x00\x80"})), Reason.INVALID_PAYLOAD, "padding"),
-        (report(1011, "h", (OLH, {"seed": -5, "y": 3})), Reason.INVALID_PAYLOAD, "[0, g)"),
+        (report(1011, "h", (OLH, {"seed": -5, "y": 4})), Reason.INVALID_PAYLOAD, "[0, g)"),
         (report(1012, "h", (OLH, {"seed": 7, "y": -1})), Reason.INVALID_PAYLOAD, "[0, g)"),
     ]
 
 
 @pytest.mark.parametrize("chunk_records", [65_536, 5])
 def test_each_bad_report_is_one_dead_letter_with_its_reason(tmp_path, chunk_records):
-    assert REGISTRY["h"].protocol.g == 3
+    assert REGISTRY["h"].protocol.g == 4  # e^1 + 1 = 3.72 rounded
     bad = bad_records()
     valid = [good(i, m) for i in range(60) for m in ("g", "o", "h")]
     records = valid[:]
