@@ -173,10 +173,8 @@ def evaluate(counts: np.ndarray, protocol_name: str, epsilon: float, repeats: in
         for method in methods:
             if method == "power-ns" and "power" in outputs:
                 outputs[method] = pp.project_to_simplex(outputs["power"], 1.0)
-            elif method == "power-ns" or method not in ("post-pos",):
+            else:  # post-pos leaves the distribution as is; its answers are clipped below
                 outputs[method] = pp.apply(method, unbiased, noise)
-            else:
-                outputs[method] = unbiased
             values = outputs[method]
             clip = method == "post-pos"
             point = np.maximum(values, 0.0) if clip else values
