@@ -1,4 +1,5 @@
-"""The `ldp` command line: simulate reports, run the estimation job, plan a protocol."""
+"""The `ldp` command line: simulate reports, run the estimation job, show and query estimates,
+plan a protocol."""
 from __future__ import annotations
 
 import argparse
@@ -92,6 +93,30 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--top", type=int, default=5, help="values per window (default 5)")
     show.add_argument("--windows", type=int, default=None, help="at most this many windows per metric")
     show.set_defaults(handler=_show)
+
+    query = commands.add_parser(
+        "query", help="answer a point, set, top-k or range query on one window",
+        description="Answer a query on one window of a finished job: the sum over --labels "
+                    "(one label: a point query), the --top K values, or the --range LO HI of an "
+                    "ordinal domain (inclusive, in the registry's label order; LO and HI are "
+                    "labels or indices). Prints the answer, its standard error and what kind of "
+                    "error it is (see ldp/queries.py).")
+    query.add_argument("--output", required=True, help="the job's output directory")
+    query.add_argument("--metric", required=True, help="metric name")
+    query.add_argument("--window", required=True,
+                       help="the window's start as ISO-8601 (UTC if naive), or an integer index "
+                            "into the metric's windows sorted by start (0 first, -1 last)")
+    what = query.add_mutually_exclusive_group(required=True)
+    what.add_argument("--labels", help="comma-separated labels (or indices) to sum")
+    what.add_argument("--top", type=int, metavar="K", help="the K largest estimates")
+    what.add_argument("--range", nargs=2, metavar=("LO", "HI"), help="values LO..HI inclusive")
+    query.add_argument("--method", default=None,
+                       help="post-process the unbiased estimate again with this method "
+                            "(default: the window's own method)")
+    query.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                       help="a parameter of --method, e.g. alpha=1 (repeatable)")
+    query.add_argument("--json", action="store_true", help="print one JSON object")
+    query.set_defaults(handler=_query)
     return parser
 
 
@@ -148,6 +173,63 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
             print(format_top(record, args.top))
             shown[record["metric"]] = count + 1
     return 0
+
+
+def _query(args: argparse.Namespace, _extra: list[str]) -> int:
+    import json
+
+    from ldp.queries import STD_ERROR_KINDS, WindowEstimate
+    from pipelines.results import load_estimates, select_window
+    record = select_window(load_estimates(args.output), args.metric, args.window)
+    window = WindowEstimate.from_record(record)
+    if args.method is not None:
+        window = window.with_method(args.method, **_method_params(args.param))
+    elif args.param:
+        raise ValueError("--param needs --method")
+    if args.top is not None:
+        answers = window.top_k(args.top)
+    elif args.range is not None:
+        answers = [window.range_sum(*args.range)]
+    else:
+        labels = [label.strip() for label in args.labels.split(",")]
+        answers = [window.point(labels[0]) if len(labels) == 1 else window.set_sum(labels)]
+    if args.json:
+        print(json.dumps({"metric": window.metric, "window_start": window.window_start,
+                          "window_end": window.window_end, "n": window.n,
+                          "protocol": window.protocol.name, "epsilon": window.protocol.epsilon,
+                          "postprocess": {"method": window.spec.method,
+                                          "params": dict(window.spec.params)},
+                          "answers": [a.as_dict() for a in answers]}))
+        return 0
+    params = ", ".join(f"{k}={v:g}" if v is not None else f"{k}=fitted"
+                       for k, v in window.spec.params)
+    print(f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
+          f"{window.protocol.name} ε={window.protocol.epsilon:g}  "
+          f"{window.spec.method}{f' ({params})' if params else ''}")
+    for answer in answers:
+        print(f"  {_describe(answer):<40} {answer.value:9.5f} ± {answer.std_error:.5f}")
+    kind = answers[0].std_error_kind
+    print(f"  (± one standard error; {kind}: {STD_ERROR_KINDS[kind]})")
+    return 0
+
+
+def _method_params(pairs: list[str]) -> dict:
+    params = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--param must be NAME=VALUE, got {pair!r}")
+        params[name.strip()] = None if value.strip().lower() in ("null", "none") else float(value)
+    return params
+
+
+def _describe(answer) -> str:
+    if answer.query in ("point", "top-k"):
+        return answer.labels[0]
+    if answer.query == "range":
+        return f"range {answer.labels[0]}..{answer.labels[-1]} ({len(answer.labels)} values)"
+    shown = ", ".join(answer.labels[:5]) + (", ..." if len(answer.labels) > 5 else "")
+    return f"set {{{shown}}} ({len(answer.labels)} values)"
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Read a job's window estimates back and present them."""
 from __future__ import annotations
 
+import datetime as dt
 import glob
 import json
 import os
@@ -33,3 +34,42 @@ def format_top(record: dict, k: int = 5) -> str:
     for i in top.tolist():
         lines.append(f"    {record['labels'][i]:>12}  {estimate[i]:7.4f} ± {1.96 * error[i]:.4f}")
     return "\n".join(lines)
+
+
+def select_window(records: list[dict], metric: str, window: str) -> dict:
+    """The record of `metric` whose window starts at `window` (ISO-8601, UTC if naive) or, when
+    `window` is an integer, the one at that index of the metric's windows sorted by start.
+
+    When a window has several panes the last one is returned. ValueError lists the metrics or the
+    windows that exist when nothing matches.
+    """
+    mine = [r for r in records if r["metric"] == metric]
+    if not mine:
+        known = sorted({r["metric"] for r in records})
+        raise ValueError(f"no estimates of metric {metric!r} (metrics: {', '.join(known)})")
+    by_start: dict[str, dict] = {}
+    for record in mine:  # sorted by pane index: the last pane wins
+        by_start[record["window_start"]] = record
+    starts = sorted(by_start, key=_parse_time)
+    try:
+        position = int(window)
+    except ValueError:
+        wanted = _parse_time(window, what="--window")
+        for start in starts:
+            if _parse_time(start) == wanted:
+                return by_start[start]
+    else:
+        if -len(starts) <= position < len(starts):
+            return by_start[starts[position]]
+    listing = ", ".join(f"[{i}] {s}" for i, s in enumerate(starts[:20]))
+    more = f", ... ({len(starts) - 20} more)" if len(starts) > 20 else ""
+    raise ValueError(f"metric {metric!r} has no window {window!r}; its {len(starts)} window(s) "
+                     f"start at: {listing}{more}")
+
+
+def _parse_time(text: str, what: str = "window_start") -> dt.datetime:
+    try:
+        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is neither ISO-8601 nor an integer index") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)

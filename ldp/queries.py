@@ -1,0 +1,373 @@
+"""Queries on one window's estimates: point, set, range and top-k, each with a standard error.
+
+A query answers from the window's post-processed distribution f' (consistency-norm-hyb.txt §3):
+
+    point  f'_v                                  (one value, by label or index)
+    set    sum_{v in S} f'_v                     (S a set of distinct values)
+    range  sum_{lo <= v <= hi} f'_v              (the domain's own order: the registry's label
+                                                  order, or 0..d-1 for a sized domain)
+    top-k  the k largest f'_v, with their labels (each reported as a point answer)
+
+Post-Pos is the one method applied to answers rather than to the distribution: its answer is
+max(Base answer, 0) (§3.1).
+
+Standard errors
+---------------
+Only Base and Norm give unbiased answers that are linear in the unbiased estimate f~, so only
+they have an exact standard error; for every other method the answer is a non-linear,
+biased function of f~ with no closed-form error, and the reported number is the exact standard
+error of an unbiased answer to the same query, named by `std_error_kind`:
+
+    method                                        std_error                          kind
+    base                                          exact, of sum_S f~                 exact
+    norm                                          exact, of sum_S (f~ + delta)       exact
+    post-pos; base-pos (point queries only)       Base's; bounds the RMS error       upper-bound
+    norm-mul, norm-sub, norm-hyb, mle-apx,        Norm's (they too sum to 1: the      norm-reference
+      power-ns                                      full-domain answer has error 0)
+    base-pos (sets), base-cut, norm-cut, power    Base's                             base-reference
+
+"upper-bound": the truth is >= 0, so |max(x, 0) - f| <= |x - f| and the RMS error of the
+clipped answer is at most the standard error of the unbiased one. A top-k answer reports every
+selected value with its point standard error; it does not account for the selection itself
+(the largest estimates are more likely to be over-estimates).
+
+The exact variance of a linear answer
+-------------------------------------
+Let the window hold n reports from users whose true values have distribution f, let report i
+support the set S_i and let Y_i = sum_v w_v [v in S_i]. Reports are independent, so for any
+weights w (a set: w = 1_S; Norm's set answer: w = 1_S - |S|/d, plus a constant)
+
+    Var[sum_v w_v f~_v] = sum_x f_x Var[Y | x] / (n (p* - q*)^2),
+
+with Var[Y | x] the variance of one report's Y given its true value x. This is eq. 2 for
+w = e_v. It is *not* the sum of eq. 2 over S whenever the support indicators of one report are
+correlated. Per protocol, with m_x = p* w_x + q* (sum w - w_x) the mean of Y given x:
+
+* GRR: a report supports exactly one value, so Y = w_y and (the multinomial covariances
+  Cov(c_u, c_v) = -n_x P[y=u|x] P[y=v|x] summed over users)
+      Var[Y | x] = p* w_x^2 + q* (sum w^2 - w_x^2) - m_x^2.
+  For a set of k values: Var = (f_S P_in (1 - P_in) + (1 - f_S) k q* (1 - k q*)) / (n (p*-q*)^2),
+  P_in = p* + (k - 1) q*; the whole domain has variance 0 (the estimates sum to 1).
+* OUE: every bit is perturbed independently, so
+      Var[Y | x] = p*(1 - p*) w_x^2 + q*(1 - q*) (sum w^2 - w_x^2),
+  and a set's variance is exactly the sum of eq. 2 over its values.
+* OLH: u != v are both supported when H(u) = H(v) = y. Under a fully random hash the
+  indicators are uncorrelated and OLH would behave like OUE. The hash of ldp.hashing is
+  multiply-add-shift: pairwise independent (so eq. 2 holds per value) but not 3-wise
+  independent. Three values in arithmetic progression, for example, share a bucket with
+  probability about 2/g^2 rather than 1/g^2, and that raises the variance of a sum (by 5% to
+  100% for ranges and random sets at epsilon 1 to 4). Given the seed, Y = W_y with
+  W_t = sum_{v : H(v) = t} w_v and y the GRR_g output, so
+      Var[Y | x] = E_seed[ p (W_{H(x)} - m_x)^2 + q_g sum_{t != H(x)} (W_t - m_x)^2 ],
+  p = e^eps/(e^eps + g - 1), q_g = (1 - p)/(g - 1), and m_x as above with q* = 1/g. The
+  expectation over the hash family is a Monte Carlo average over `olh_hash_samples(d)` fixed
+  seeds (4,096 to 65,536 hash functions; deterministic). Its error comes from rare hash
+  functions that put most of S in one bucket: about 1% of the variance for g <= 8, up to ~10%
+  for large g (epsilon >= 4) and small samples (large d). For a single value no sampling is
+  needed (eq. 2 is exact).
+
+These variances assume the true frequencies f; the reported standard errors plug in an
+estimate: the set's mass f_S is clip(sum_S f~, 0, 1) (for Norm and the sum-to-one methods:
+clip of Norm's answer, so that S and its complement get the same error), and the rest of the
+distribution's mass (1 - f_S) lies outside S. Within S and within its complement the mass is spread in proportion to
+max(f~, 0), which matters for OLH only (for GRR and OUE Var[Y | x] is constant on each side). A
+point query's standard error is therefore the record's `std_error` (eq. 2 at f~_v clipped to
+[0, 1]). The variance describes the perturbation of a fixed population of n users; if the users
+are instead thought of as sampled from a larger population, add f_S (1 - f_S) / n.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ldp import hashing
+from ldp.estimation import SupportNoise
+from ldp.postprocess import PostprocessSpec, post_pos
+from ldp.protocols import FrequencyOracle, make_protocol
+
+#: Cells (hash functions x domain values) evaluated to average OLH's collision terms: the
+#: number of hash functions sampled is OLH_HASH_CELLS // d, within [4096, 65536].
+OLH_HASH_CELLS = 1 << 24
+_OLH_SEED = 20_200_217
+_BLOCK_CELLS = 1 << 20
+
+#: Methods whose output sums to 1, for which Norm's standard error is the reference.
+_SUM_TO_ONE = frozenset({"norm-mul", "norm-sub", "norm-hyb", "mle-apx", "power-ns"})
+
+STD_ERROR_KINDS = {
+    "exact": "the exact standard error of the (unbiased) answer",
+    "upper-bound": "the answer clips an unbiased answer at 0: its RMS error is at most this",
+    "norm-reference": "no closed form: the exact standard error of Norm's answer to the query",
+    "base-reference": "no closed form: the exact standard error of Base's answer to the query",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Variance of a linear function of the unbiased estimate
+
+
+def report_variance(protocol: FrequencyOracle, weights: np.ndarray) -> np.ndarray:
+    """Var[Y | x] for every true value x, Y = sum_v w_v [report supports v] (module docstring)."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (protocol.d,):
+        raise ValueError(f"weights must have length d = {protocol.d}, got shape {w.shape}")
+    p, q = protocol.p_star, protocol.q_star
+    total, squares = w.sum(), np.dot(w, w)
+    if protocol.name == "grr":
+        mean = p * w + q * (total - w)
+        return p * w ** 2 + q * (squares - w ** 2) - mean ** 2
+    if protocol.name == "oue":
+        return p * (1 - p) * w ** 2 + q * (1 - q) * (squares - w ** 2)
+    if protocol.name == "olh":
+        return _local_hashing_report_variance(protocol, w)
+    raise ValueError(f"no support-correlation model for protocol {protocol.name!r}; "
+                     "known: grr, oue, olh")
+
+
+def olh_hash_samples(d: int) -> int:
+    """How many hash functions OLH's collision terms are averaged over, for domain size d."""
+    return int(np.clip(OLH_HASH_CELLS // d, 4096, 65536))
+
+
+def _local_hashing_report_variance(protocol, w: np.ndarray) -> np.ndarray:
+    """OLH's Var[Y | x], averaged over `olh_hash_samples(d)` fixed hash seeds."""
+    g, p = protocol.g, protocol.p_star
+    q_g = (1.0 - p) / (g - 1)
+    d = w.size
+    nonzero = np.flatnonzero(w)
+    if nonzero.size <= 1:  # Y is w_v times one support indicator: Bernoulli(p) or (1/g)
+        v = nonzero[0] if nonzero.size else 0
+        indicator = np.full(d, (1.0 / g) * (1.0 - 1.0 / g))
+        indicator[v] = p * (1.0 - p)
+        return w[v] ** 2 * indicator
+    mean = p * w + (w.sum() - w) / g  # m_x: H is pairwise independent and uniform
+    samples = olh_hash_samples(d)
+    seeds = np.random.default_rng(_OLH_SEED).integers(
+        0, np.iinfo(np.uint64).max, size=samples, dtype=np.uint64, endpoint=True)
+    values = np.arange(d, dtype=np.uint64)
+    accumulated = np.zeros(d)
+    rows = max(1, _BLOCK_CELLS // max(d, g))
+    for start in range(0, seeds.size, rows):
+        block = seeds[start:start + rows]
+        buckets = hashing.local_hash(block[:, None], values[None, :], g)  # (seeds, d)
+        flat = buckets + g * np.arange(block.size)[:, None]
+        bucket_weights = np.bincount(flat.ravel(), weights=np.broadcast_to(w, buckets.shape).ravel(),
+                                     minlength=block.size * g).reshape(block.size, g)
+        own = np.take_along_axis(bucket_weights, buckets, axis=1)  # W_{H(x)} for every x
+        # sum_t (W_t - m_x)^2 = sum W^2 - 2 m_x sum W + g m_x^2, per seed and x
+        spread = ((bucket_weights ** 2).sum(axis=1)[:, None] - 2 * mean * w.sum()
+                  + g * mean ** 2)
+        own_dev = (own - mean) ** 2
+        accumulated += (p * own_dev + q_g * (spread - own_dev)).sum(axis=0)
+    return accumulated / seeds.size
+
+
+def linear_variance(protocol: FrequencyOracle, n: int, weights: np.ndarray,
+                    frequencies: np.ndarray) -> float:
+    """Var[sum_v w_v f~_v] for n reports from users with true distribution `frequencies`.
+
+    sum_x f_x Var[Y | x] / (n (p* - q*)^2) (module docstring); inf when n = 0.
+    """
+    f = np.asarray(frequencies, dtype=np.float64)
+    if n == 0:
+        return math.inf
+    per_report = float(np.dot(f, report_variance(protocol, weights)))
+    return max(per_report, 0.0) / (n * (protocol.p_star - protocol.q_star) ** 2)
+
+
+def set_indicator(d: int, indices: Iterable[int]) -> np.ndarray:
+    indicator = np.zeros(d)
+    indicator[list(indices)] = 1.0
+    return indicator
+
+
+def plug_in_distribution(unbiased: np.ndarray, indices: Sequence[int]) -> np.ndarray:
+    """The distribution the standard error of a query on S is evaluated at.
+
+    Mass clip(sum_S f~, 0, 1) on S and the rest off S, spread on each side in proportion to
+    max(f~, 0) (evenly where those are all 0).
+    """
+    d = unbiased.size
+    inside = set_indicator(d, indices).astype(bool)
+    mass = float(np.clip(unbiased[inside].sum(), 0.0, 1.0))
+    positive = np.maximum(unbiased, 0.0)
+    f = np.zeros(d)
+    for part, part_mass in ((inside, mass), (~inside, 1.0 - mass)):
+        if not part.any():
+            continue
+        share = positive[part]
+        f[part] = part_mass * (share / share.sum() if share.sum() > 0
+                               else np.full(share.size, 1.0 / share.size))
+    return f
+
+
+# ---------------------------------------------------------------------------------------------
+# One window and its answers
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer to one query on one window."""
+
+    query: str  # "point", "set", "range" or "top-k"
+    indices: tuple[int, ...]
+    labels: tuple[str, ...]
+    value: float
+    std_error: float
+    std_error_kind: str
+    unbiased_value: float  # Base's answer to the same query
+    method: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"query": self.query, "indices": list(self.indices), "labels": list(self.labels),
+                "value": self.value, "std_error": self.std_error,
+                "std_error_kind": self.std_error_kind, "unbiased_value": self.unbiased_value,
+                "method": self.method, "params": dict(self.params)}
+
+
+@dataclass(frozen=True)
+class WindowEstimate:
+    """One window's arrays and noise model, post-processed with `spec`."""
+
+    metric: str
+    window_start: str
+    window_end: str
+    protocol: FrequencyOracle
+    n: int
+    labels: tuple[str, ...]
+    unbiased: np.ndarray
+    estimate: np.ndarray
+    spec: PostprocessSpec
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> WindowEstimate:
+        """From a window-estimate record (transforms.finalize.window_estimate_record)."""
+        labels = tuple(record["labels"])
+        protocol = make_protocol(record["protocol"], float(record["epsilon"]), len(labels))
+        post = record["postprocess"]
+        spec = PostprocessSpec(post["method"], tuple((post.get("params") or {}).items()))
+        return cls(record["metric"], record["window_start"], record["window_end"], protocol,
+                   int(record["n"]), labels,
+                   np.asarray(record["unbiased_estimate"], dtype=np.float64),
+                   np.asarray(record["estimate"], dtype=np.float64), spec)
+
+    @classmethod
+    def from_unbiased(cls, protocol: FrequencyOracle, n: int, unbiased: np.ndarray,
+                      spec: PostprocessSpec | str | Mapping | None = None,
+                      labels: Sequence[str] | None = None, metric: str = "",
+                      window_start: str = "", window_end: str = "") -> WindowEstimate:
+        """From an unbiased estimate; the post-processed one is computed with `spec`."""
+        unbiased = np.asarray(unbiased, dtype=np.float64)
+        spec = PostprocessSpec.parse(spec)
+        labels = tuple(labels) if labels is not None else tuple(map(str, range(protocol.d)))
+        return cls(metric, window_start, window_end, protocol, int(n), labels, unbiased,
+                   spec.apply(unbiased, protocol.noise(n)), spec)
+
+    def with_method(self, method: str | Mapping | PostprocessSpec, **params: Any
+                    ) -> WindowEstimate:
+        """The same window post-processed again from its unbiased estimate."""
+        spec = (PostprocessSpec(method, tuple(params.items())) if isinstance(method, str)
+                else PostprocessSpec.parse(method))
+        return replace(self, spec=spec, estimate=spec.apply(self.unbiased, self.noise))
+
+    def __post_init__(self) -> None:
+        if not (len(self.labels) == self.unbiased.size == self.estimate.size == self.protocol.d):
+            raise ValueError("labels, unbiased_estimate and estimate must all have length d")
+        if self.n <= 0:
+            raise ValueError(f"window of {self.metric!r} holds no reports: nothing to query")
+
+    @property
+    def noise(self) -> SupportNoise:
+        return self.protocol.noise(self.n)
+
+    @property
+    def d(self) -> int:
+        return self.protocol.d
+
+    @cached_property
+    def _label_index(self) -> dict[str, int]:
+        return {label: i for i, label in enumerate(self.labels)}
+
+    def index_of(self, value: int | str) -> int:
+        """A value given by label (str) or index (int); a str that is no label but an integer
+        in [0, d) is taken as an index."""
+        if isinstance(value, str):
+            if value in self._label_index:
+                return self._label_index[value]
+            try:
+                value = int(value)
+            except ValueError:
+                raise ValueError(f"{value!r} is not a label of metric {self.metric!r} "
+                                 f"(labels: {_preview(self.labels)})") from None
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"a value is a label or an index, got {value!r}")
+        if not 0 <= value < self.d:
+            raise ValueError(f"index {value} is outside the domain [0, {self.d})")
+        return int(value)
+
+    # -- answers ------------------------------------------------------------------------------
+    def _answer(self, query: str, indices: Sequence[int]) -> Answer:
+        method, params = self.spec.method, dict(self.spec.params)
+        d = self.d
+        indicator = set_indicator(d, indices)
+        unbiased_value = float(self.unbiased[list(indices)].sum())
+        value = float(self.estimate[list(indices)].sum())
+        f_hat = plug_in_distribution(self.unbiased, indices)
+        base_se = math.sqrt(linear_variance(self.protocol, self.n, indicator, f_hat))
+        if method == "post-pos":
+            value, kind, se = post_pos(unbiased_value), "upper-bound", base_se
+        elif method == "base":
+            kind, se = "exact", base_se
+        elif method == "base-pos" and len(indices) == 1:
+            kind, se = "upper-bound", base_se
+        elif method == "norm" or method in _SUM_TO_ONE:
+            weights = indicator - len(indices) / d
+            normalised = self.unbiased + (1.0 - self.unbiased.sum()) / d  # Norm's estimate
+            f_norm = plug_in_distribution(normalised, indices)
+            se = math.sqrt(linear_variance(self.protocol, self.n, weights, f_norm))
+            kind = "exact" if method == "norm" else "norm-reference"
+        else:
+            kind, se = "base-reference", base_se
+        return Answer(query, tuple(int(i) for i in indices),
+                      tuple(self.labels[i] for i in indices), value, se, kind, unbiased_value,
+                      method, params)
+
+    def point(self, value: int | str) -> Answer:
+        """f'_v for one value (label or index)."""
+        return self._answer("point", [self.index_of(value)])
+
+    def set_sum(self, values: Iterable[int | str]) -> Answer:
+        """sum_{v in S} f'_v for a set of distinct values (labels or indices)."""
+        indices = [self.index_of(v) for v in values]
+        if not indices:
+            raise ValueError("a set query needs at least one value")
+        if len(set(indices)) != len(indices):
+            repeated = next(self.labels[i] for i in indices if indices.count(i) > 1)
+            raise ValueError(f"value {repeated!r} appears more than once in the set")
+        return self._answer("set", indices)
+
+    def range_sum(self, lo: int | str, hi: int | str) -> Answer:
+        """sum of f'_v over lo..hi inclusive, in the domain's order (labels or indices)."""
+        first, last = self.index_of(lo), self.index_of(hi)
+        if first > last:
+            raise ValueError(f"empty range: {lo!r} (index {first}) comes after {hi!r} "
+                             f"(index {last})")
+        return self._answer("range", list(range(first, last + 1)))
+
+    def top_k(self, k: int) -> list[Answer]:
+        """The k largest post-processed values (ties in domain order), as point answers."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        order = np.argsort(-self.estimate, kind="stable")[: int(k)]
+        return [replace(self._answer("point", [int(i)]), query="top-k") for i in order]
+
+
+def _preview(labels: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(labels[:limit])
+    return shown + (f", ... ({len(labels) - limit} more)" if len(labels) > limit else "")

@@ -1,0 +1,158 @@
+"""`ldp query` on the output of a small real job (simulated reports, FnApiRunner)."""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+from ldp.queries import WindowEstimate
+from ldp.registry import parse_registry
+from pipelines.cli import main
+from pipelines.estimate import EstimateJob, run_job
+from pipelines.results import load_estimates
+from pipelines.simulate import TrueValues, simulate_reports
+from transforms.windows import WindowSpec
+
+DAY_MS = 86_400_000
+START_MS = 1_600_000_000_000 - 1_600_000_000_000 % DAY_MS  # 2020-09-13T00:00:00Z
+LABELS = ["red", "green", "blue", "cyan", "magenta", "yellow", "black", "white"]
+
+
+@pytest.fixture(scope="module")
+def output(tmp_path_factory):
+    root = tmp_path_factory.mktemp("query")
+    registry = parse_registry({"metrics": [
+        {"name": "colour", "protocol": "oue", "epsilon": 1.5, "domain": {"labels": LABELS},
+         "postprocess": {"method": "norm-hyb", "alpha": 2}},
+        {"name": "hour", "protocol": "grr", "epsilon": 2.0, "domain": {"size": 24},
+         "postprocess": "norm"},
+    ]})
+    rng = np.random.default_rng(5)
+    for config in registry.metrics:
+        n = 3000
+        f = np.arange(config.d, 0, -1, dtype=float)
+        values = rng.choice(config.d, size=n, p=f / f.sum())
+        times = START_MS + rng.integers(0, 3 * DAY_MS, size=n)
+        simulate_reports(config, TrueValues(values, times), str(root / "reports"), seed=1,
+                         progress=None)
+    job = EstimateJob(registry, tuple(sorted(str(p) for p in (root / "reports").glob("*.avro"))),
+                      str(root / "out"), WindowSpec.from_seconds(86_400))
+    run_job(job, [], out=io.StringIO())
+    return str(root / "out")
+
+
+def query(capsys, out, *args):
+    code = main(["query", "--output", out, *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def query_json(capsys, out, *args):
+    code, text, err = query(capsys, out, *args, "--json")
+    assert code == 0, err
+    return json.loads(text)
+
+
+def window_record(out, metric, index):
+    return [r for r in load_estimates(out) if r["metric"] == metric][index]
+
+
+def test_set_query_text_and_json(output, capsys):
+    code, text, _ = query(capsys, output, "--metric", "colour", "--window", "0",
+                          "--labels", "red,blue,white")
+    assert code == 0
+    assert "colour" in text and "norm-hyb (alpha=2)" in text and "set {red, blue, white}" in text
+    assert "norm-reference" in text
+    result = query_json(capsys, output, "--metric", "colour", "--window", "0",
+                        "--labels", "red,blue,white")
+    expected = WindowEstimate.from_record(window_record(output, "colour", 0)).set_sum(
+        ["red", "blue", "white"])
+    (answer,) = result["answers"]
+    assert answer["value"] == pytest.approx(expected.value)
+    assert answer["std_error"] == pytest.approx(expected.std_error)
+    assert answer["labels"] == ["red", "blue", "white"] and answer["query"] == "set"
+    assert result["postprocess"] == {"method": "norm-hyb", "params": {"alpha": 2.0}}
+
+
+def test_point_query_matches_the_record(output, capsys):
+    record = window_record(output, "hour", 1)
+    result = query_json(capsys, output, "--metric", "hour", "--window", record["window_start"],
+                        "--labels", "5")
+    (answer,) = result["answers"]
+    assert answer["query"] == "point" and answer["std_error_kind"] == "exact"
+    assert answer["value"] == pytest.approx(record["estimate"][5])
+    assert answer["unbiased_value"] == pytest.approx(record["unbiased_estimate"][5])
+
+
+def test_window_by_iso_variants_and_index(output, capsys):
+    starts = [r["window_start"] for r in load_estimates(output, "colour")]
+    assert len(starts) == 3
+    by_index = query_json(capsys, output, "--metric", "colour", "--window", "-1", "--top", "2")
+    for spelling in (starts[-1], starts[-1].replace("Z", "+00:00"), starts[-1].rstrip("Z")):
+        again = query_json(capsys, output, "--metric", "colour", "--window", spelling,
+                           "--top", "2")
+        assert again == by_index
+    assert by_index["window_start"] == starts[-1]
+
+
+def test_top_k_and_range(output, capsys):
+    top = query_json(capsys, output, "--metric", "colour", "--window", "0", "--top", "3")
+    values = [a["value"] for a in top["answers"]]
+    assert len(values) == 3 and values == sorted(values, reverse=True)
+    record = window_record(output, "colour", 0)
+    assert [a["labels"][0] for a in top["answers"]] == \
+        [LABELS[i] for i in np.argsort(-np.asarray(record["estimate"]), kind="stable")[:3]]
+    by_label = query_json(capsys, output, "--metric", "colour", "--window", "0",
+                          "--range", "green", "cyan")
+    by_index = query_json(capsys, output, "--metric", "colour", "--window", "0",
+                          "--range", "1", "3")
+    assert by_label["answers"] == by_index["answers"]
+    assert by_label["answers"][0]["labels"] == ["green", "blue", "cyan"]
+    hours = query_json(capsys, output, "--metric", "hour", "--window", "0", "--range", "6", "17")
+    assert hours["answers"][0]["indices"] == list(range(6, 18))
+    code, text, _ = query(capsys, output, "--metric", "hour", "--window", "0", "--range", "6", "17")
+    assert code == 0 and "range 6..17 (12 values)" in text and "exact" in text
+
+
+def test_method_override(output, capsys):
+    record = window_record(output, "colour", 0)
+    result = query_json(capsys, output, "--metric", "colour", "--window", "0", "--labels",
+                        "red,green", "--method", "post-pos")
+    (answer,) = result["answers"]
+    assert result["postprocess"]["method"] == "post-pos"
+    assert answer["std_error_kind"] == "upper-bound"
+    assert answer["value"] == pytest.approx(max(0.0, sum(record["unbiased_estimate"][:2])))
+    hyb = query_json(capsys, output, "--metric", "colour", "--window", "0", "--top", "1",
+                     "--method", "norm-hyb", "--param", "alpha=0.5")
+    assert hyb["postprocess"] == {"method": "norm-hyb", "params": {"alpha": 0.5}}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--metric", "colour", "--window", "2001-01-01T00:00:00Z", "--top", "1"],
+     "has no window '2001-01-01T00:00:00Z'; its 3 window(s) start at: [0] 2020-09-13T00:00:00Z"),
+    (["--metric", "colour", "--window", "7", "--top", "1"], "has no window '7'"),
+    (["--metric", "colour", "--window", "yesterday", "--top", "1"], "neither ISO-8601"),
+    (["--metric", "size", "--window", "0", "--top", "1"], "metrics: colour, hour"),
+    (["--metric", "colour", "--window", "0", "--labels", "red,mauve"], "'mauve' is not a label"),
+    (["--metric", "colour", "--window", "0", "--labels", "red,red"], "more than once"),
+    (["--metric", "colour", "--window", "0", "--range", "cyan", "red"], "empty range"),
+    (["--metric", "colour", "--window", "0", "--top", "0"], "positive integer"),
+    (["--metric", "colour", "--window", "0", "--top", "1", "--param", "alpha=1"],
+     "--param needs --method"),
+    (["--metric", "colour", "--window", "0", "--top", "1", "--method", "norm-sub", "--param",
+      "alpha=1"], "unknown parameter(s) 'alpha'"),
+    (["--metric", "colour", "--window", "0", "--top", "1", "--method", "best"],
+     "unknown post-processing method"),
+])
+def test_errors(output, capsys, args, message):
+    code, _, err = query(capsys, output, *args)
+    assert code == 2 and message in err, err
+
+
+def test_query_needs_exactly_one_kind_of_query(output, capsys):
+    with pytest.raises(SystemExit):
+        main(["query", "--output", output, "--metric", "colour", "--window", "0",
+              "--top", "1", "--labels", "red"])
+    capsys.readouterr()
