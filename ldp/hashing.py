@@ -11,21 +11,28 @@ Everything a seed-based protocol shares between client and server comes from one
 It is a dozen lines in any language with 64-bit unsigned arithmetic, it never changes with a
 library version, and numpy evaluates it over whole arrays of seeds and indices at once.
 
-Local hashing (OLH and its relatives) hashes a value v in [0, d) to [0, g) with the
-multiply-add-shift family (Dietzfelbinger 1996), whose two words come from the seed:
+Local hashing (OLH and its relatives) hashes a value v in [0, d) to [0, g) with a
+multiply-add-shift hash (Dietzfelbinger 1996) of the value's fixed 64-bit key, its two words
+coming from the seed:
 
+    k_v = splitmix64(0, v)                                  (the same for every client)
     a = splitmix64(seed, 0) | 1,   b = splitmix64(seed, 1)
-    t = (a * v + b) mod 2^64
+    t = (a * k_v + b) mod 2^64
     H(seed, v) = ((t >> 32) * g) >> 32
 
-For v < 2^32 the top 32 bits of t are pairwise independent and uniform over the choice of
-(a, b); the final multiply-shift maps them to [0, g) with a bias below g / 2^32.
+Over the choice of (a, b), t_v is uniform and t_u - t_v = a (k_u - k_v) has uniform top bits
+whenever k_u - k_v has fewer than ~30 trailing zero bits, so the hashes of two values are
+independent and uniform on [0, g) up to a bias of order g / 2^32 — what the estimator's
+unbiasedness and eq. 2 need. The keys matter for sets of values: hashing the raw index v would
+put consecutive values on an arithmetic progression (t_{v+1} - t_v = a for all v), so that
+three consecutive values share a bucket twice as often as independent ones, inflating the
+variance of range and set queries; pseudo-random keys remove that structure.
 
 The server needs, per report (seed, y), the set {v : H(seed, v) = y}. Because the map from the
 top 32 bits of t to [0, g) is monotone, H(seed, v) = y exactly when t lies in
 [L_y * 2^32, L_{y+1} * 2^32) with L_y = ceil(y * 2^32 / g); written with unsigned wrap-around,
 
-    (a * v + (b - L_y * 2^32)) mod 2^64  <  (L_{y+1} - L_y) * 2^32.
+    (a * k_v + (b - L_y * 2^32)) mod 2^64  <  (L_{y+1} - L_y) * 2^32.
 
 That test is one multiply, one add and one compare per (report, value) pair, done by numpy on
 a (reports x values) block; no Python call runs per pair.
@@ -91,12 +98,16 @@ def hash_coefficients(seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return splitmix64(seeds, 0) | _U64(1), splitmix64(seeds, 1)
 
 
+def value_keys(values: np.ndarray | int) -> np.ndarray:
+    """k_v = splitmix64(0, v): the fixed 64-bit key every client and the server hash for v."""
+    return splitmix64(0, values)
+
+
 def local_hash(seeds: np.ndarray, values: np.ndarray, g: int) -> np.ndarray:
     """H(seed, v) in [0, g) for paired arrays of seeds and values (broadcasting)."""
     a, b = hash_coefficients(seeds)
-    values = np.asarray(values).astype(_U64, copy=False)
     with np.errstate(over="ignore"):
-        t = a * values + b
+        t = a * value_keys(values) + b
     return (((t >> _TOP_BITS) * _U64(g)) >> _TOP_BITS).astype(np.int64)
 
 
@@ -119,7 +130,7 @@ def add_local_hash_support(counts: np.ndarray, seeds: np.ndarray, y: np.ndarray,
     width = (bucket_bounds(np.asarray(y) + 1, g) - low) << _TOP_BITS
     with np.errstate(over="ignore"):
         offset = b - (low << _TOP_BITS)
-    values = np.arange(d, dtype=_U64)
+    keys = value_keys(np.arange(d))
     rows = max(1, _BLOCK_CELLS // d)
     block = np.empty((min(rows, len(seeds)), d), dtype=_U64)
     inside = np.empty(block.shape, dtype=bool)
@@ -127,7 +138,7 @@ def add_local_hash_support(counts: np.ndarray, seeds: np.ndarray, y: np.ndarray,
         for start in range(0, len(seeds), rows):
             stop = min(start + rows, len(seeds))
             t, hit = block[: stop - start], inside[: stop - start]
-            np.multiply.outer(a[start:stop], values, out=t)
+            np.multiply.outer(a[start:stop], keys, out=t)
             t += offset[start:stop, None]
             np.less(t, width[start:stop, None], out=hit)
             counts += np.count_nonzero(hit, axis=0)

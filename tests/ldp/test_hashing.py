@@ -23,7 +23,8 @@ def ref_splitmix64(seed: int, index: int) -> int:
 def ref_local_hash(seed: int, v: int, g: int) -> int:
     a = ref_splitmix64(seed, 0) | 1
     b = ref_splitmix64(seed, 1)
-    t = (a * v + b) & MASK
+    key = ref_splitmix64(0, v)
+    t = (a * key + b) & MASK
     return ((t >> 32) * g) >> 32
 
 
@@ -49,11 +50,11 @@ SPLITMIX_VECTORS = [
 LOCAL_HASH_VECTORS = [
     (0, 0, 2, 0),
     (1, 5, 4, 2),
-    (1234567, 3, 5, 1),
-    (2**64 - 1, 2**32 - 1, 8, 1),
-    (2**63 + 11, 100, 1000, 465),
-    (987654321, 228, 9, 3),
-    (0xDEADBEEFCAFEBABE, 17, 3, 0),
+    (1234567, 3, 5, 2),
+    (2**64 - 1, 2**32 - 1, 8, 0),
+    (2**63 + 11, 100, 1000, 29),
+    (987654321, 228, 9, 0),
+    (0xDEADBEEFCAFEBABE, 17, 3, 2),
 ]
 
 

@@ -26,7 +26,7 @@ def ref_splitmix64(seed: int, index: int) -> int:
 
 def ref_local_hash(seed: int, v: int, g: int) -> int:
     a, b = ref_splitmix64(seed, 0) | 1, ref_splitmix64(seed, 1)
-    return ((((a * v + b) & MASK) >> 32) * g) >> 32
+    return ((((a * ref_splitmix64(0, v) + b) & MASK) >> 32) * g) >> 32
 
 
 def ref_subset(seed: int, d: int, k: int) -> list[int]:
@@ -45,11 +45,11 @@ SPLITMIX_TABLE = {  # seed: outputs at index 0, 1, 7
     0xFFFFFFFFFFFFFFFF: [0xE4D971771B652C20, 0xE99FF867DBF682C9, 0x405DA438A39E8064],
 }
 LOCAL_HASH_TABLE = {  # seed: H(seed, v) for v = 0..7 with g = 56 (OLH at ε = 4) and g = 2 (BLH)
-    0: ([24, 17, 11, 4, 54, 47, 40, 34], [0, 0, 0, 0, 1, 1, 1, 1]),
-    1: ([41, 17, 49, 24, 0, 32, 8, 39], [1, 0, 1, 0, 0, 1, 0, 1]),
-    42: ([8, 50, 36, 21, 7, 48, 34, 19], [0, 1, 1, 0, 0, 1, 1, 0]),
-    0xDEADBEEFCAFEBABE: ([15, 18, 21, 24, 27, 30, 33, 36], [0, 0, 0, 0, 0, 1, 1, 1]),
-    0xFFFFFFFFFFFFFFFF: ([51, 45, 39, 33, 27, 21, 15, 9], [1, 1, 1, 1, 0, 0, 0, 0]),
+    0: ([0, 30, 34, 17, 50, 42, 38, 37], [0, 1, 1, 0, 1, 1, 1, 1]),
+    1: ([52, 30, 20, 27, 8, 31, 34, 42], [1, 1, 0, 0, 0, 1, 1, 1]),
+    42: ([45, 14, 43, 30, 43, 17, 7, 39], [1, 0, 1, 1, 1, 0, 0, 1]),
+    0xDEADBEEFCAFEBABE: ([1, 28, 46, 48, 40, 22, 9, 18], [0, 1, 1, 1, 1, 0, 0, 0]),
+    0xFFFFFFFFFFFFFFFF: ([39, 21, 31, 45, 52, 18, 44, 51], [1, 0, 1, 1, 1, 0, 1, 1]),
 }
 SUBSET_TABLE = {  # seed: RWS subset (draw order) for (d, k) = (10, 3) and (1024, 6)
     0: ([8, 4, 2], [904, 442, 29, 994, 112, 338]),

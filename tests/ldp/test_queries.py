@@ -77,16 +77,24 @@ def test_linear_variance_matches_simulation(simulations, protocol_name):
         assert abs(observed / expected - 1) < tolerance, (case, observed, expected)
 
 
-def test_naive_sum_of_eq2_is_wrong_for_grr_and_olh(simulations):
-    """The correlation of support indicators is visible: GRR below, OLH above the naive sum."""
+def test_naive_sum_of_eq2_is_wrong_for_grr_only(simulations):
+    """GRR's support indicators are negatively correlated (a report names one value), so a range
+    sum varies less than the naive sum of eq. 2; OLH's keyed hash makes the buckets of distinct
+    values independent, so there the naive sum holds."""
     sims, f, random_set = simulations
     n = int(POPULATION.sum())
     contiguous = queries.set_indicator(D, range(4, 12))
-    for name, direction in (("grr", -1), ("olh", +1)):
-        protocol, estimates = sims[name]
-        naive = float(protocol.noise(n).variance(f) @ contiguous)
-        observed = (estimates @ contiguous).var(ddof=1)
-        assert direction * (observed / naive - 1) > 0.15, (name, observed, naive)
+    protocol, estimates = sims["grr"]
+    naive = float(protocol.noise(n).variance(f) @ contiguous)
+    observed = (estimates @ contiguous).var(ddof=1)
+    assert observed / naive - 1 < -0.15, (observed, naive)
+    protocol, estimates = sims["olh"]
+    naive = float(protocol.noise(n).variance(f) @ contiguous)
+    observed = (estimates @ contiguous).var(ddof=1)
+    # A sample variance of R runs has relative standard error sqrt(2/(R-1)); 4.5 of them
+    # (false-failure rate ~7e-6).
+    runs = len(estimates)
+    assert abs(observed / naive - 1) < 4.5 * np.sqrt(2 / (runs - 1)), (observed, naive)
     protocol, estimates = sims["oue"]
     naive = float(protocol.noise(n).variance(f) @ contiguous)
     assert linear_variance(protocol, n, contiguous, f) == pytest.approx(naive, rel=1e-12)
