@@ -3,6 +3,11 @@
     files -> ReadReportBatches -+-> dead letters -> OUT/dead_letters-*.{jsonl,avro}
                                 +-> CountSupport[metric] per slice -> windows
                                     -> FinalizeEstimates -> OUT/estimates-*.{jsonl,avro}
+
+`build_pipeline` is that batch job. `build_streaming_pipeline` is the same graph behind any
+source of timestamped (metric, ReportBatch) elements and dead letters (e.g.
+`transforms.replay.ReplayReportFiles` locally), returning the estimate and dead-letter records
+for the caller's sinks; the job's WindowSpec says which panes (early, on-time, late) it emits.
 """
 from __future__ import annotations
 
@@ -13,12 +18,13 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from ldp.registry import Registry, load_registry
 from runners import make_runner
 from transforms.finalize import FinalizeEstimatesFn
-from transforms.read import COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches, expand_file_patterns
+from transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
+                             expand_file_patterns)
 from transforms.windows import CountSupportPerWindow, WindowSpec
 from transforms.write import WriteRecords
 
@@ -34,17 +40,50 @@ class EstimateJob:
 
 
 def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
-    """Add the estimation graph to `pipeline`."""
+    """Add the batch estimation graph to `pipeline`: report files in, estimate files out.
+
+    Raises ValueError for `--early-every`: a fixed set of files gives each window one ON_TIME
+    pane (early panes need a streaming source, see `build_streaming_pipeline`).
+    """
+    if job.windows.early_every_ms is not None:
+        raise ValueError("--early-every needs a streaming source: reading a fixed set of files "
+                         "gives each window one on-time pane")
     read = (pipeline
             | "ListFiles" >> beam.Create(list(job.files))
             | "ReadReports" >> ReadReportBatches(job.registry, job.windows.slice_ms))
-    (read.batches
-     | "CountSupport" >> CountSupportPerWindow(job.registry, job.windows)
-     | "FinalizeEstimates" >> beam.ParDo(FinalizeEstimatesFn(job.registry))
-     | "WriteEstimates" >> WriteRecords(job.output, "estimates", "window_estimate"))
-    (read[DEAD_LETTERS]
-     | "DeadLetterRecords" >> beam.Map(lambda letter: letter.as_dict())
-     | "WriteDeadLetters" >> WriteRecords(job.output, "dead_letters", "dead_letter"))
+    streaming = pipeline.options.view_as(StandardOptions).streaming
+    estimates, dead_letters = _estimate(read, job, streaming)
+    estimates | "WriteEstimates" >> WriteRecords(job.output, "estimates", "window_estimate")
+    dead_letters | "WriteDeadLetters" >> WriteRecords(job.output, "dead_letters", "dead_letter")
+
+
+def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: beam.PTransform
+                             ) -> tuple[beam.PCollection, beam.PCollection]:
+    """Add the estimation graph behind `source`; returns (estimate records, dead-letter records).
+
+    `source` is applied to the pipeline's root and must give `batches`: (metric, ReportBatch)
+    stamped with the batch's slice start, and `dead_letters`: DeadLetter (as `ReadReportBatches`
+    and `transforms.replay.ReplayReportFiles` do). Records are plain dicts in the
+    window_estimate and dead_letter schemas, one estimate per (metric, window, pane), emitted in
+    the windows they describe. `job.files` and `job.output` are not used.
+
+    Raises ValueError for `--early-every` when the pipeline is not streaming (`--streaming`).
+    """
+    streaming = pipeline.options.view_as(StandardOptions).streaming
+    if job.windows.early_every_ms is not None and not streaming:
+        raise ValueError("--early-every needs a streaming pipeline (--streaming): processing-time "
+                         "panes do not exist in a batch run")
+    return _estimate(pipeline | "ReadReports" >> source, job, streaming)
+
+
+def _estimate(read, job: EstimateJob, streaming: bool
+              ) -> tuple[beam.PCollection, beam.PCollection]:
+    estimates = (read[BATCHES]
+                 | "CountSupport" >> CountSupportPerWindow(job.registry, job.windows, streaming)
+                 | "FinalizeEstimates" >> beam.ParDo(FinalizeEstimatesFn(job.registry)))
+    dead_letters = (read[DEAD_LETTERS]
+                    | "DeadLetterRecords" >> beam.Map(lambda letter: letter.as_dict()))
+    return estimates, dead_letters
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,22 +96,29 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--period", type=float, default=None,
                         help="start a window every PERIOD seconds (sliding windows); "
                              "default: the window length (fixed windows)")
+    parser.add_argument("--allowed-lateness", type=float, default=0.0, metavar="SECONDS",
+                        help="keep counting a report while the watermark is at most SECONDS past "
+                             "the end of its slice; each late batch fires a LATE pane (default 0)")
+    parser.add_argument("--early-every", type=float, default=None, metavar="SECONDS",
+                        help="streaming sources: an EARLY pane SECONDS of processing time after "
+                             "new reports enter a window (default: none)")
 
 
 def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
     """Validate the job's arguments; raises ValueError (or RegistryError) naming the problem."""
     registry = load_registry(args.registry)
-    windows = WindowSpec.from_seconds(args.window, args.period)
+    windows = WindowSpec.from_seconds(args.window, args.period, args.allowed_lateness,
+                                      args.early_every)
     files = expand_file_patterns(args.input)
     return EstimateJob(registry, tuple(files), args.output, windows)
 
 
 def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str, int]:
     """Run the job to completion; print and return the record counters."""
-    os.makedirs(job.output, exist_ok=True)
     options = PipelineOptions(beam_args)
     pipeline = beam.Pipeline(runner=make_runner(options), options=options)
     build_pipeline(pipeline, job)
+    os.makedirs(job.output, exist_ok=True)
     result = pipeline.run()
     result.wait_until_finish()
     counters = record_counters(result)
@@ -90,11 +136,22 @@ def record_counters(result) -> dict[str, int]:
     return totals
 
 
+def too_late(counters: dict[str, int]) -> int:
+    """Accepted reports the runner dropped as later than the allowed lateness.
+
+    Beam drops them without a trace; they are the accepted reports that never entered a slice.
+    """
+    return counters.get("records_accepted", 0) - counters.get("records_counted", 0)
+
+
 def summary_line(counters: dict[str, int]) -> str:
+    """One line that adds up: read = accepted + dead-lettered; `too late` is part of accepted."""
     dead = {k.split(".", 1)[1]: v for k, v in sorted(counters.items())
             if k.startswith("dead_letter.")}
     dead_text = ", ".join(f"{reason}={count}" for reason, count in dead.items()) or "none"
+    late = too_late(counters)
     return (f"records read: {counters.get('records_read', 0)}, "
             f"accepted: {counters.get('records_accepted', 0)}, "
             f"dead-lettered: {sum(dead.values())} ({dead_text}), "
-            f"windows: {counters.get('windows_finalized', 0)}")
+            f"windows: {counters.get('windows_finalized', 0)}"
+            + (f", too late (dropped): {late}" if late else ""))

@@ -10,6 +10,7 @@ from ldp.registry import Registry
 from schemas.batches import DeadLetter
 from schemas.codec import ReportDecoder
 
+BATCHES = "batches"
 DEAD_LETTERS = "dead_letters"
 COUNTER_NAMESPACE = "ldp"
 
@@ -52,18 +53,23 @@ def _open_file(path: str, mode: str):
 
 
 class ReadReportBatches(beam.PTransform):
-    """PCollection of file paths -> tagged outputs: main (metric, batch) and `dead_letters`."""
+    """PCollection of file paths -> tagged outputs: `batches` (metric, batch) and `dead_letters`.
 
-    def __init__(self, registry: Registry, slice_ms: int):
+    `spread` reshuffles the paths first so that files are decoded in parallel (batch jobs).
+    """
+
+    def __init__(self, registry: Registry, slice_ms: int, spread: bool = True):
         super().__init__()
         self._registry = registry
         self._slice_ms = slice_ms
+        self._spread = spread
 
     def expand(self, paths):
+        if self._spread:
+            paths = paths | "SpreadFiles" >> beam.Reshuffle()
         return (paths
-                | "SpreadFiles" >> beam.Reshuffle()
                 | "DecodeReports" >> beam.ParDo(DecodeReportFilesFn(self._registry, self._slice_ms))
-                .with_outputs(DEAD_LETTERS, main="batches"))
+                .with_outputs(DEAD_LETTERS, main=BATCHES))
 
 
 def expand_file_patterns(patterns: list[str]) -> list[str]:
