@@ -58,10 +58,10 @@ def unbiased_estimate(support_counts: np.ndarray, noise: SupportNoise) -> np.nda
     return (counts / noise.n - noise.q_star) / (noise.p_star - noise.q_star)
 
 
-def standard_error(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
-    """Plug-in standard error: sqrt of eq. 2 evaluated at the estimate clipped to [0, 1].
+def standard_error(frequencies: np.ndarray, noise: SupportNoise) -> np.ndarray:
+    """Standard error of the unbiased estimate: sqrt of eq. 2 at `frequencies` clipped to [0, 1].
 
-    The f-dependent term of eq. 2 is small next to q*(1 - q*) unless epsilon is large, so the
-    plug-in error of that term moves the standard error by a fraction of a percent in practice.
+    `frequencies` is an estimate of the true distribution to plug into eq. 2; ldp.finalize uses
+    the Norm-Sub projection of the unbiased estimate (see finalize_window for why).
     """
-    return np.sqrt(noise.variance(estimate))
+    return np.sqrt(noise.variance(frequencies))
