@@ -81,12 +81,18 @@ def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str,
 
 
 def record_counters(result) -> dict[str, int]:
-    """The job's `ldp` counters by name (committed values)."""
+    """The job's `ldp` counters by name, summed over steps.
+
+    Committed values where the runner reports them (FnApiRunner, the local job service,
+    Dataflow), else attempted ones (runners that report only those, such as Flink's job server);
+    a committed 0 is a real 0, not a missing value.
+    """
     query = result.metrics().query(MetricsFilter().with_namespace(COUNTER_NAMESPACE))
     totals: dict[str, int] = {}
     for counter in query["counters"]:
         name = counter.key.metric.name
-        totals[name] = totals.get(name, 0) + int(counter.committed or counter.attempted or 0)
+        value = counter.committed if counter.committed is not None else counter.attempted
+        totals[name] = totals.get(name, 0) + int(value or 0)
     return totals
 
 
