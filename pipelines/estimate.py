@@ -12,8 +12,9 @@ import sys
 from dataclasses import dataclass
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 
 from ldp.registry import Registry, load_registry
 from runners import make_runner
@@ -68,13 +69,21 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
 
 
 def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str, int]:
-    """Run the job to completion; print and return the record counters."""
-    os.makedirs(job.output, exist_ok=True)
+    """Run the job to completion; print and return the record counters.
+
+    A dry run (`--dry_run=True`, e.g. on Dataflow) builds and validates the job without running
+    it: nothing is counted, and the empty counters are returned.
+    """
+    if FileSystems.get_scheme(job.output) is None:  # a local path; gs:// and the like need none
+        os.makedirs(job.output, exist_ok=True)
     options = PipelineOptions(beam_args)
     pipeline = beam.Pipeline(runner=make_runner(options), options=options)
     build_pipeline(pipeline, job)
     result = pipeline.run()
     result.wait_until_finish()
+    if options.view_as(TestOptions).dry_run:
+        print("dry run: the job was built and validated, and not run", file=out)
+        return {}
     counters = record_counters(result)
     print(summary_line(counters), file=out)
     return counters
