@@ -40,7 +40,7 @@ STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 
 
-class ServiceStartError(RuntimeError):
+class ServiceStartError(OSError):
     """A local service exited or did not accept connections in time."""
 
 
@@ -184,7 +184,7 @@ def runner_name(beam_args: Sequence[str]) -> str | None:
 
 
 @contextlib.contextmanager
-def with_local_job_service(beam_args: Sequence[str], out=sys.stderr) -> Iterator[list[str]]:
+def with_local_job_service(beam_args: Sequence[str], out=None) -> Iterator[list[str]]:
     """`--runner=PortableRunner` without `--job_endpoint`: start a local job service for the run.
 
     Yields the arguments with `--job_endpoint` added (and `--environment_type=LOOPBACK` unless
@@ -195,7 +195,8 @@ def with_local_job_service(beam_args: Sequence[str], out=sys.stderr) -> Iterator
         yield args
         return
     with local_job_service() as endpoint:
-        print(f"started a local job service at {endpoint} for this run", file=out)
+        print(f"started a local job service at {endpoint} for this run",
+              file=out or sys.stderr)
         args.append(f"--job_endpoint={endpoint}")
         if not has_option(args, "environment_type"):
             args.append("--environment_type=LOOPBACK")
