@@ -206,18 +206,22 @@ def with_local_job_service(beam_args: Sequence[str], out=None) -> Iterator[list[
 # -- the worker pool service -------------------------------------------------------------------
 
 def serve_worker_pool(port_file: str, use_process: bool = False) -> None:
-    """Serve Beam's SDK worker pool on localhost (Beam's own launcher binds every interface)."""
+    """Serve Beam's SDK worker pool on localhost until SIGTERM or SIGINT.
+
+    Beam's own launcher (`worker_pool_main`) binds every interface; this one binds localhost
+    and writes the chosen port to `port_file` once it is serving.
+    """
     import signal
     import threading
+    from concurrent import futures
 
     import grpc
-    from apache_beam.portability.api import beam_fn_api_pb2_grpc
+    from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
     from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
 
     if use_process:  # Beam starts process workers as `python`: make that this interpreter
         os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable),
                                               os.environ.get("PATH", "")])
-    from concurrent import futures
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
                          options=[("grpc.http2.max_pings_without_data", 0),
                                   ("grpc.http2.max_ping_strikes", 0)])
@@ -232,14 +236,10 @@ def serve_worker_pool(port_file: str, use_process: bool = False) -> None:
     os.replace(port_file + ".tmp", port_file)
     print(f"worker pool serving at localhost:{port}", flush=True)
     stopped.wait()
+    # Process workers the job service did not stop (Beam's launcher does this at exit too).
     for worker_id in list(pool._worker_processes):
-        pool.StopWorker(_stop_request(worker_id), None)
+        pool.StopWorker(beam_fn_api_pb2.StopWorkerRequest(worker_id=worker_id), None)
     server.stop(1).wait()
-
-
-def _stop_request(worker_id: str):
-    from apache_beam.portability.api import beam_fn_api_pb2
-    return beam_fn_api_pb2.StopWorkerRequest(worker_id=worker_id)
 
 
 def main(argv: list[str] | None = None) -> int:
