@@ -106,3 +106,15 @@ def test_portable_options():
         portable_options("localhost:8099", "EXTERNAL")
     with pytest.raises(ValueError):
         portable_options("localhost:8099", "LOOPBACK", "localhost:50000")
+
+
+def test_step_labels_in_the_portable_pipeline_are_stable(comparison_input):
+    import apache_beam as beam
+
+    from pipelines.estimate import build_pipeline
+    pipeline = beam.Pipeline(runner="PortableRunner")
+    build_pipeline(pipeline, comparison_input.job)
+    names = {t.unique_name for t in pipeline.to_runner_api().components.transforms.values()}
+    for metric in ("r.grr", "r.oue", "r.olh"):
+        assert {f"CountSupport/CountSupport[{metric}]", f"CountSupport/IntoWindows[{metric}]",
+                f"CountSupport/MergeSlices[{metric}]"} <= names
