@@ -10,6 +10,8 @@ setup(
     packages=["ldp", "ldp.protocols", "schemas", "transforms", "pipelines", "runners"],
     package_data={"schemas": ["*.avsc"], "pipelines": ["demo/*"]},
     install_requires=["apache-beam>=2.60", "numpy>=1.24", "scipy>=1.10", "fastavro>=1.9"],
-    extras_require={"test": ["pytest>=7", "avro>=1.11"]},
+    extras_require={"test": ["pytest>=7", "avro>=1.11"],
+                    # DataflowRunner, including its offline dry run (about 85 more packages)
+                    "dataflow": ["apache-beam[gcp]"]},
     entry_points={"console_scripts": ["ldp=pipelines.cli:main"]},
 )

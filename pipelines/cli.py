@@ -79,7 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "(and .avro) and rejected input to OUTPUT/dead_letters-*.jsonl. Any other "
                     "option is a Beam pipeline option, e.g. --runner=PortableRunner "
                     "--job_endpoint=localhost:8099; without --runner the job runs on FnApiRunner "
-                    "in this process.")
+                    "in this process. --runner=PortableRunner without --job_endpoint starts a "
+                    "local job service for the run (LOOPBACK workers unless "
+                    "--environment_type is given).")
     from pipelines.estimate import add_job_arguments
     add_job_arguments(run)
     run.set_defaults(handler=_run)
@@ -158,8 +160,10 @@ def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
 
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipelines.estimate import job_from_arguments, run_job
+    from runners.portable import with_local_job_service
     job = job_from_arguments(args)
-    run_job(job, beam_args)
+    with with_local_job_service(beam_args) as beam_args:  # PortableRunner without an endpoint
+        run_job(job, beam_args)
     print(f"estimates: {job.output}/estimates-*.jsonl; dead letters: {job.output}/dead_letters-*.jsonl")
     return 0
 

@@ -17,8 +17,9 @@ import sys
 from dataclasses import dataclass
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
 from ldp.registry import Registry, load_registry
 from runners import make_runner
@@ -114,25 +115,39 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
 
 
 def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str, int]:
-    """Run the job to completion; print and return the record counters."""
+    """Run the job to completion; print and return the record counters.
+
+    A dry run (`--dry_run=True`, e.g. on Dataflow) builds and validates the job without running
+    it: nothing is counted, and the empty counters are returned.
+    """
+    if FileSystems.get_scheme(job.output) is None:  # a local path; gs:// and the like need none
+        os.makedirs(job.output, exist_ok=True)
     options = PipelineOptions(beam_args)
     pipeline = beam.Pipeline(runner=make_runner(options), options=options)
     build_pipeline(pipeline, job)
-    os.makedirs(job.output, exist_ok=True)
     result = pipeline.run()
     result.wait_until_finish()
+    if options.view_as(TestOptions).dry_run:
+        print("dry run: the job was built and validated, and not run", file=out)
+        return {}
     counters = record_counters(result)
     print(summary_line(counters), file=out)
     return counters
 
 
 def record_counters(result) -> dict[str, int]:
-    """The job's `ldp` counters by name (committed values)."""
+    """The job's `ldp` counters by name, summed over steps.
+
+    Committed values where the runner reports them (FnApiRunner, the local job service,
+    Dataflow), else attempted ones (runners that report only those, such as Flink's job server);
+    a committed 0 is a real 0, not a missing value.
+    """
     query = result.metrics().query(MetricsFilter().with_namespace(COUNTER_NAMESPACE))
     totals: dict[str, int] = {}
     for counter in query["counters"]:
         name = counter.key.metric.name
-        totals[name] = totals.get(name, 0) + int(counter.committed or counter.attempted or 0)
+        value = counter.committed if counter.committed is not None else counter.attempted
+        totals[name] = totals.get(name, 0) + int(value or 0)
     return totals
 
 

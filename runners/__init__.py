@@ -13,6 +13,10 @@ passed to Beam by name with its own options:
   (`--dry_run=True` builds and validates the job without submitting it)
 
 Remote workers import the project, so they need it installed: pass `--setup_file ./setup.py`.
+
+One module per runner family holds its option profiles and launch helpers: `runners.direct`
+(FnApiRunner in process or in worker processes, streaming), `runners.portable` (a local job
+service and worker pool), `runners.flink` and `runners.dataflow`.
 """
 from __future__ import annotations
 

@@ -1,0 +1,90 @@
+"""The job built for Dataflow offline (`--dry_run=True --no_auth`); needs apache-beam[gcp]."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.portability.api import beam_runner_api_pb2
+
+from ldp.registry import load_registry
+from pipelines.estimate import EstimateJob, build_pipeline, run_job
+from runners import dataflow
+from transforms.windows import WindowSpec
+
+HOUR = 3_600_000
+REGISTRY_DOC = {"metrics": [
+    {"name": "d.grr", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": ["x", "y", "z"]}},
+    {"name": "d.olh", "protocol": "olh", "epsilon": 2.0, "domain": {"size": 8}},
+]}
+
+needs_gcp = pytest.mark.skipif(dataflow.unavailable_reason() is not None,
+                               reason=str(dataflow.unavailable_reason()))
+
+
+def job(tmp_path, output="gs://ldp-example-bucket/out"):
+    path = tmp_path / "registry.json"
+    path.write_text(json.dumps(REGISTRY_DOC))
+    return EstimateJob(load_registry(path), ("gs://ldp-example-bucket/in/reports-0.avro",),
+                       output, WindowSpec(HOUR, HOUR))
+
+
+def dry_run_args(**kwargs):
+    return dataflow.dataflow_options("ldp-example", "europe-west1",
+                                     "gs://ldp-example-bucket/tmp", dry_run=True, **kwargs)
+
+
+@needs_gcp
+def test_dry_run_builds_the_job_with_stable_step_names_and_the_project_staged(tmp_path):
+    options = PipelineOptions(dry_run_args(job_name="ldp-estimate-dry-run"))
+    pipeline = beam.Pipeline(options=options)
+    build_pipeline(pipeline, job(tmp_path))
+    result = pipeline.run()
+    result.wait_until_finish()
+
+    proto = dataflow.built_pipeline(result)
+    names = {t.unique_name for t in proto.components.transforms.values()}
+    for metric in ("d.grr", "d.olh"):
+        assert f"CountSupport/CountSupport[{metric}]" in names
+    assert {"ListFiles", "ReadReports", "FinalizeEstimates", "WriteEstimates",
+            "WriteDeadLetters"} <= names
+    assert result.job.proto.name == "ldp-estimate-dry-run"
+
+    # The workers get the project as an sdist built from setup.py, schemas included.
+    [environment] = proto.components.environments.values()
+    assert environment.urn == "beam:env:docker:v1"
+    staged = {}
+    for artifact in environment.dependencies:
+        role = beam_runner_api_pb2.ArtifactStagingToRolePayload.FromString(artifact.role_payload)
+        source = beam_runner_api_pb2.ArtifactFilePayload.FromString(artifact.type_payload)
+        staged[role.staged_name] = source.path
+    assert "workflow.tar.gz" in staged
+    with tarfile.open(staged["workflow.tar.gz"]) as sdist:
+        members = {Path(name).relative_to(Path(name).parts[0]).as_posix()
+                   for name in sdist.getnames() if len(Path(name).parts) > 1}
+    assert {"setup.py", "schemas/report.avsc", "schemas/window_estimate.avsc",
+            "schemas/dead_letter.avsc", "transforms/count.py", "ldp/registry.py",
+            "runners/dataflow.py"} <= members
+
+
+@needs_gcp
+def test_run_job_reports_a_dry_run_and_creates_no_local_output_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    printed = io.StringIO()
+    counters = run_job(job(tmp_path), dry_run_args(setup_file=None), out=printed)
+    assert counters == {}
+    assert printed.getvalue().strip() == "dry run: the job was built and validated, and not run"
+    assert not os.path.exists(tmp_path / "gs:")
+
+
+def test_bucket_names_are_checked_before_beam_looks_one_up_online():
+    with pytest.raises(ValueError, match="temp_location"):
+        dataflow.dataflow_options("p", "europe-west1", "gs://b/tmp")
+    with pytest.raises(ValueError, match="staging_location"):
+        dataflow.dataflow_options("p", "europe-west1", "gs://ok-bucket/tmp",
+                                  staging_location="/local/dir")
