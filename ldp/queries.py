@@ -41,39 +41,53 @@ weights w (a set: w = 1_S; Norm's set answer: w = 1_S - |S|/d, plus a constant)
 
 with Var[Y | x] the variance of one report's Y given its true value x. This is eq. 2 for
 w = e_v. It is *not* the sum of eq. 2 over S whenever the support indicators of one report are
-correlated. Per protocol, with m_x = p* w_x + q* (sum w - w_x) the mean of Y given x:
+correlated. Per protocol family, with W = sum w, Q = sum w^2 and m_x = p* w_x + q* (W - w_x) the
+mean of Y given x:
 
 * GRR: a report supports exactly one value, so Y = w_y and (the multinomial covariances
   Cov(c_u, c_v) = -n_x P[y=u|x] P[y=v|x] summed over users)
-      Var[Y | x] = p* w_x^2 + q* (sum w^2 - w_x^2) - m_x^2.
+      Var[Y | x] = p* w_x^2 + q* (Q - w_x^2) - m_x^2.
   For a set of k values: Var = (f_S P_in (1 - P_in) + (1 - f_S) k q* (1 - k q*)) / (n (p*-q*)^2),
   P_in = p* + (k - 1) q*; the whole domain has variance 0 (the estimates sum to 1).
-* OUE: every bit is perturbed independently, so
-      Var[Y | x] = p*(1 - p*) w_x^2 + q*(1 - q*) (sum w^2 - w_x^2),
-  and a set's variance is exactly the sum of eq. 2 over its values.
-* OLH: u != v are both supported when H(u) = H(v) = y. Under a fully random hash the
-  indicators are uncorrelated and OLH would behave like OUE. The hash of ldp.hashing is
-  multiply-add-shift: pairwise independent (so eq. 2 holds per value) but not 3-wise
-  independent. Three values in arithmetic progression, for example, share a bucket with
-  probability about 2/g^2 rather than 1/g^2, and that raises the variance of a sum (by 5% to
-  100% for ranges and random sets at epsilon 1 to 4). Given the seed, Y = W_y with
-  W_t = sum_{v : H(v) = t} w_v and y the GRR_g output, so
-      Var[Y | x] = E_seed[ p (W_{H(x)} - m_x)^2 + q_g sum_{t != H(x)} (W_t - m_x)^2 ],
-  p = e^eps/(e^eps + g - 1), q_g = (1 - p)/(g - 1), and m_x as above with q* = 1/g. The
-  expectation over the hash family is a Monte Carlo average over `olh_hash_samples(d)` fixed
-  seeds (4,096 to 65,536 hash functions; deterministic). Its error comes from rare hash
-  functions that put most of S in one bucket: about 1% of the variance for g <= 8, up to ~10%
-  for large g (epsilon >= 4) and small samples (large d). For a single value no sampling is
-  needed (eq. 2 is exact).
+* Unary encoding (OUE, SUE, RUE) and local hashing (OLH, BLH, RLH): the support indicators of
+  distinct values are independent, so
+      Var[Y | x] = p*(1 - p*) w_x^2 + q*(1 - q*) (Q - w_x^2),
+  and a set's variance is exactly the sum of eq. 2 over its values. For unary encoding every
+  bit is perturbed independently. For local hashing (q* = 1/g) x is supported when the GRR_g
+  coin keeps H(x), and v != x when H(v) = y; the indicators of two values u, v != x are
+  uncorrelated when the buckets of u, v and x are independent (3-wise independence). The
+  keyed hash of ldp.hashing gives that in practice: it hashes a pseudo-random 64-bit key per
+  value, so the buckets of a few values, consecutive ones included, behave as independent.
+* Fixed-size subsets (SS, RWS): the support is x plus k - 1 values drawn uniformly without
+  replacement from the N = d - 1 others with probability p*, else k such values. For RWS the
+  support (S - u + x) mod d, u uniform in the wheel S or uniform outside it, is such a subset
+  because the seeded wheel is a uniform k-subset: S - u is then uniform over the k-subsets
+  that contain 0, or over those that do not. With mu = (W - w_x)/N and
+  s^2 = (Q - w_x^2)/N - mu^2 the mean and population variance of the others' weights, a sum
+  of m of them has variance
+  V_m = m (N - m) / (N - 1) s^2 (0 when N = 1), and by the law of total variance
+      Var[Y | x] = p* V_{k-1} + (1 - p*) V_k + p*(1 - p*) (w_x - mu)^2.
+  A report supports exactly k values, so the whole domain has variance 0.
+* HR (K = smallest power of two >= d, w padded with zeros to length K): with
+  s_r(v) = (-1)^popcount(r & v), the report <r, b> supports v with indicator
+  (1 + (-1)^b s_r(v)) / 2, and (-1)^b = sigma s_r(x), sigma = +1 with probability
+  p* = e^eps/(e^eps + 1), else -1. So Y = (W + sigma s_r(x) h_r) / 2 with h_r = sum_v s_r(v) w_v
+  the Walsh-Hadamard transform of w and r uniform on [1, K). Parseval (sum_r h_r^2 = K Q) and
+  the inverse transform (sum_r s_r(x) h_r = K w_x), both over r in [0, K) with h_0 = W, give
+      Var[Y | x] = [ (K Q - W^2)/(K - 1) - (2p* - 1)^2 ((K w_x - W)/(K - 1))^2 ] / 4.
+  When d = K a report supports exactly K/2 values and the whole domain has variance 0.
+
+For every protocol Var[Y | x] depends on x only through w_x.
 
 These variances assume the true frequencies f; the reported standard errors plug in an
 estimate: the set's mass f_S is clip(sum_S f~, 0, 1) (for Norm and the sum-to-one methods:
 clip of Norm's answer, so that S and its complement get the same error), and the rest of the
-distribution's mass (1 - f_S) lies outside S. Within S and within its complement the mass is spread in proportion to
-max(f~, 0), which matters for OLH only (for GRR and OUE Var[Y | x] is constant on each side). A
-point query's standard error is therefore the record's `std_error` (eq. 2 at f~_v clipped to
-[0, 1]). The variance describes the perturbation of a fixed population of n users; if the users
-are instead thought of as sampled from a larger population, add f_S (1 - f_S) / n.
+distribution's mass (1 - f_S) lies outside S, spread on each side in proportion to max(f~, 0)
+(a set's and Norm's weights take one value on S and one off it, so Var[Y | x] is constant on
+each side and only f_S matters). A point query's standard error is therefore the record's
+`std_error` (eq. 2 at f~_v clipped to [0, 1]). The variance describes the perturbation of a
+fixed population of n users; if the users are instead thought of as sampled from a larger
+population, add f_S (1 - f_S) / n.
 """
 from __future__ import annotations
 
@@ -85,16 +99,14 @@ from typing import Any
 
 import numpy as np
 
-from ldp import hashing
 from ldp.estimation import SupportNoise
 from ldp.postprocess import PostprocessSpec, post_pos
 from ldp.protocols import FrequencyOracle, make_protocol
-
-#: Cells (hash functions x domain values) evaluated to average OLH's collision terms: the
-#: number of hash functions sampled is OLH_HASH_CELLS // d, within [4096, 65536].
-OLH_HASH_CELLS = 1 << 24
-_OLH_SEED = 20_200_217
-_BLOCK_CELLS = 1 << 20
+from ldp.protocols.grr import GRR
+from ldp.protocols.hr import HR
+from ldp.protocols.olh import LocalHashing
+from ldp.protocols.oue import UnaryEncoding
+from ldp.protocols.ss import FixedSizeSubset
 
 #: Methods whose output sums to 1, for which Norm's standard error is the reference.
 _SUM_TO_ONE = frozenset({"norm-mul", "norm-sub", "norm-hyb", "mle-apx", "power-ns"})
@@ -112,59 +124,43 @@ STD_ERROR_KINDS = {
 
 
 def report_variance(protocol: FrequencyOracle, weights: np.ndarray) -> np.ndarray:
-    """Var[Y | x] for every true value x, Y = sum_v w_v [report supports v] (module docstring)."""
+    """Var[Y | x] for every true value x, Y = sum_v w_v [report supports v] (module docstring).
+
+    Closed form per protocol family: GRR, unary encoding, local hashing, Hadamard response and
+    fixed-size subsets; ValueError for any other protocol.
+    """
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (protocol.d,):
         raise ValueError(f"weights must have length d = {protocol.d}, got shape {w.shape}")
     p, q = protocol.p_star, protocol.q_star
-    total, squares = w.sum(), np.dot(w, w)
-    if protocol.name == "grr":
-        mean = p * w + q * (total - w)
-        return p * w ** 2 + q * (squares - w ** 2) - mean ** 2
-    if protocol.name == "oue":
-        return p * (1 - p) * w ** 2 + q * (1 - q) * (squares - w ** 2)
-    if protocol.name == "olh":
-        return _local_hashing_report_variance(protocol, w)
-    raise ValueError(f"no support-correlation model for protocol {protocol.name!r}; "
-                     "known: grr, oue, olh")
+    if isinstance(protocol, GRR):
+        w = w - w.mean()  # one value supported per report: Y shifts by the constant
+        mean = p * w + q * (w.sum() - w)
+        return p * w ** 2 + q * (np.dot(w, w) - w ** 2) - mean ** 2
+    if isinstance(protocol, (UnaryEncoding, LocalHashing)):
+        return p * (1 - p) * w ** 2 + q * (1 - q) * (np.dot(w, w) - w ** 2)
+    if isinstance(protocol, HR):
+        K, total, squares = protocol.K, w.sum(), np.dot(w, w)
+        bias = (2 * p - 1) * (K * w - total) / (K - 1)
+        return ((K * squares - total ** 2) / (K - 1) - bias ** 2) / 4
+    if isinstance(protocol, FixedSizeSubset):
+        return _subset_report_variance(protocol.k, p, w - w.mean())
+    raise ValueError(f"no support-correlation model for protocol {protocol.name!r}; known "
+                     "families: GRR, unary encoding, local hashing, HR, fixed-size subsets")
 
 
-def olh_hash_samples(d: int) -> int:
-    """How many hash functions OLH's collision terms are averaged over, for domain size d."""
-    return int(np.clip(OLH_HASH_CELLS // d, 4096, 65536))
+def _subset_report_variance(k: int, p: float, w: np.ndarray) -> np.ndarray:
+    """Var[Y | x] when the support is x plus k - 1 uniform others (probability p), else k
+    uniform others."""
+    others = w.size - 1
+    mean = (w.sum() - w) / others  # of the others' weights
+    spread = np.maximum((np.dot(w, w) - w ** 2) / others - mean ** 2, 0.0)
 
+    def draw_variance(m: int) -> np.ndarray:  # sum of m of the others, without replacement
+        return m * (others - m) / (others - 1) * spread if others > 1 else np.zeros_like(w)
 
-def _local_hashing_report_variance(protocol, w: np.ndarray) -> np.ndarray:
-    """OLH's Var[Y | x], averaged over `olh_hash_samples(d)` fixed hash seeds."""
-    g, p = protocol.g, protocol.p_star
-    q_g = (1.0 - p) / (g - 1)
-    d = w.size
-    nonzero = np.flatnonzero(w)
-    if nonzero.size <= 1:  # Y is w_v times one support indicator: Bernoulli(p) or (1/g)
-        v = nonzero[0] if nonzero.size else 0
-        indicator = np.full(d, (1.0 / g) * (1.0 - 1.0 / g))
-        indicator[v] = p * (1.0 - p)
-        return w[v] ** 2 * indicator
-    mean = p * w + (w.sum() - w) / g  # m_x: H is pairwise independent and uniform
-    samples = olh_hash_samples(d)
-    seeds = np.random.default_rng(_OLH_SEED).integers(
-        0, np.iinfo(np.uint64).max, size=samples, dtype=np.uint64, endpoint=True)
-    values = np.arange(d, dtype=np.uint64)
-    accumulated = np.zeros(d)
-    rows = max(1, _BLOCK_CELLS // max(d, g))
-    for start in range(0, seeds.size, rows):
-        block = seeds[start:start + rows]
-        buckets = hashing.local_hash(block[:, None], values[None, :], g)  # (seeds, d)
-        flat = buckets + g * np.arange(block.size)[:, None]
-        bucket_weights = np.bincount(flat.ravel(), weights=np.broadcast_to(w, buckets.shape).ravel(),
-                                     minlength=block.size * g).reshape(block.size, g)
-        own = np.take_along_axis(bucket_weights, buckets, axis=1)  # W_{H(x)} for every x
-        # sum_t (W_t - m_x)^2 = sum W^2 - 2 m_x sum W + g m_x^2, per seed and x
-        spread = ((bucket_weights ** 2).sum(axis=1)[:, None] - 2 * mean * w.sum()
-                  + g * mean ** 2)
-        own_dev = (own - mean) ** 2
-        accumulated += (p * own_dev + q_g * (spread - own_dev)).sum(axis=0)
-    return accumulated / seeds.size
+    return (p * draw_variance(k - 1) + (1 - p) * draw_variance(k)
+            + p * (1 - p) * (w - mean) ** 2)
 
 
 def linear_variance(protocol: FrequencyOracle, n: int, weights: np.ndarray,

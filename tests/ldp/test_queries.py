@@ -4,26 +4,38 @@ The variance checks perturb a fixed population with the real protocols (perturb,
 support_counts, unbiased_estimate), R times with a fixed seed, and compare the sample variance
 s^2 of a linear answer with the formula at the true distribution. For a near-normal answer
 (R - 1) s^2 / sigma^2 is chi-square with R - 1 degrees of freedom, so s^2 / sigma^2 has standard
-deviation sqrt(2 / (R - 1)); a check fails beyond 4.5 of those, a false-failure rate below
-1e-5 per check (about 1e-4 over this file's checks).
+deviation sqrt(2 / (R - 1)); a check fails beyond 4.5 of those, a false-failure rate below 1e-5
+per check (chi-square with R = 3000: 1.4e-6 below, 7e-6 above; about 4e-4 over this file's 48
+such checks). The closed forms are also checked exactly, to 1e-12, against an enumeration of
+every output of each protocol's mechanism on a small domain.
 """
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from ldp import queries
+from ldp import hashing, queries
 from ldp.estimation import standard_error, unbiased_estimate
 from ldp.postprocess import METHODS, PostprocessSpec
-from ldp.protocols import make_protocol
-from ldp.queries import WindowEstimate, linear_variance
+from ldp.protocols import PROTOCOLS, make_protocol
+from ldp.protocols.hr import hadamard_parity
+from ldp.queries import WindowEstimate, linear_variance, report_variance
 
-D = 16
-POPULATION = np.array([120, 80, 60, 40, 30, 20, 15, 10, 8, 6, 5, 3, 2, 1, 0, 0])  # n = 400
+D = 20
+POPULATION = np.array([110, 75, 55, 40, 30, 22, 17, 12, 9, 7,
+                       6, 5, 4, 3, 2, 1, 1, 1, 0, 0])  # n = 400
 REPEATS = 3000
 Z = 4.5
+#: The privacy level each protocol is simulated at (d = 20: HR has K = 32, SS k = 5, RWS k = 2).
+EPSILONS = {"grr": 1.0, "oue": 1.0, "sue": 1.0, "rue": 2.0, "olh": 2.0, "blh": 1.0, "rlh": 2.0,
+            "hr": 1.0, "ss": 1.0, "rws": 2.0}
+#: Weights whose answer has variance 0: every report supports the same number of values.
+FIXED_SUPPORT_SIZE = {"grr", "ss", "rws"}
 
 
 def simulate_unbiased(protocol, values: np.ndarray, repeats: int, seed: int) -> np.ndarray:
@@ -40,64 +52,66 @@ def simulate_unbiased(protocol, values: np.ndarray, repeats: int, seed: int) -> 
     return out
 
 
-@pytest.fixture(scope="module")
-def simulations():
+@functools.cache
+def simulated(name: str):
+    """(protocol, R unbiased estimates) of POPULATION under protocol `name`, seeded."""
+    protocol = make_protocol(name, EPSILONS[name], D)
     values = np.repeat(np.arange(D), POPULATION)
-    rng = np.random.default_rng(7)
-    random_set = np.sort(rng.choice(D, size=6, replace=False))
-    out = {}
-    for name, epsilon in (("grr", 1.0), ("oue", 1.0), ("olh", 2.0)):
-        protocol = make_protocol(name, epsilon, D)
-        out[name] = (protocol, simulate_unbiased(protocol, values, REPEATS, seed=len(name)))
-    return out, POPULATION / POPULATION.sum(), random_set
+    seed = sorted(EPSILONS).index(name)
+    return protocol, simulate_unbiased(protocol, values, REPEATS, seed)
 
 
-def weight_cases(random_set):
+def weight_cases():
     whole = np.ones(D)
     contiguous = queries.set_indicator(D, range(4, 12))
-    scattered = queries.set_indicator(D, random_set)
-    return {"range 4..11": contiguous, "random 6": scattered, "top 3": queries.set_indicator(D, [0, 1, 2]),
-            "norm on range": contiguous - contiguous.sum() / D, "whole domain": whole}
+    scattered = queries.set_indicator(D, np.random.default_rng(7).choice(D, 6, replace=False))
+    return {"range 4..11": contiguous, "random 6": scattered,
+            "top 3": queries.set_indicator(D, [0, 1, 2]), "norm on range": contiguous - contiguous.sum() / D, "whole domain": whole}
 
 
-@pytest.mark.parametrize("protocol_name", ["grr", "oue", "olh"])
-def test_linear_variance_matches_simulation(simulations, protocol_name):
-    sims, f, random_set = simulations
-    protocol, estimates = sims[protocol_name]
+def test_every_protocol_is_simulated():
+    assert set(EPSILONS) == set(PROTOCOLS)
+
+
+@pytest.mark.parametrize("protocol_name", sorted(EPSILONS))
+def test_linear_variance_matches_simulation(protocol_name):
+    protocol, estimates = simulated(protocol_name)
+    f = POPULATION / POPULATION.sum()
     tolerance = Z * math.sqrt(2.0 / (REPEATS - 1))
     n = int(POPULATION.sum())
-    for case, weights in weight_cases(random_set).items():
+    for case, weights in weight_cases().items():
         answers = estimates @ weights
         expected = linear_variance(protocol, n, weights, f)
         observed = answers.var(ddof=1)
-        if protocol_name == "grr" and case == "whole domain":
+        if protocol_name in FIXED_SUPPORT_SIZE and case == "whole domain":
             assert expected == pytest.approx(0.0, abs=1e-15)
             assert observed == pytest.approx(0.0, abs=1e-20)
             continue
         assert abs(observed / expected - 1) < tolerance, (case, observed, expected)
 
 
-def test_naive_sum_of_eq2_is_wrong_for_grr_only(simulations):
+def test_naive_sum_of_eq2_holds_for_independent_supports_only():
     """GRR's support indicators are negatively correlated (a report names one value), so a range
-    sum varies less than the naive sum of eq. 2; OLH's keyed hash makes the buckets of distinct
-    values independent, so there the naive sum holds."""
-    sims, f, random_set = simulations
+    sum varies less than the naive sum of eq. 2. Unary encoding and local hashing support
+    distinct values independently (local hashing: through the keyed hash), so there the naive
+    sum is exact; OLH's simulation confirms it for the real hash."""
+    f = POPULATION / POPULATION.sum()
     n = int(POPULATION.sum())
     contiguous = queries.set_indicator(D, range(4, 12))
-    protocol, estimates = sims["grr"]
+    protocol, estimates = simulated("grr")
     naive = float(protocol.noise(n).variance(f) @ contiguous)
     observed = (estimates @ contiguous).var(ddof=1)
     assert observed / naive - 1 < -0.15, (observed, naive)
-    protocol, estimates = sims["olh"]
+    protocol, estimates = simulated("olh")
     naive = float(protocol.noise(n).variance(f) @ contiguous)
     observed = (estimates @ contiguous).var(ddof=1)
     # A sample variance of R runs has relative standard error sqrt(2/(R-1)); 4.5 of them
-    # (false-failure rate ~7e-6).
-    runs = len(estimates)
-    assert abs(observed / naive - 1) < 4.5 * np.sqrt(2 / (runs - 1)), (observed, naive)
-    protocol, estimates = sims["oue"]
-    naive = float(protocol.noise(n).variance(f) @ contiguous)
-    assert linear_variance(protocol, n, contiguous, f) == pytest.approx(naive, rel=1e-12)
+    # (false-failure rate below 1e-5).
+    assert abs(observed / naive - 1) < Z * np.sqrt(2 / (REPEATS - 1)), (observed, naive)
+    for name in ("oue", "sue", "rue", "olh", "blh", "rlh"):  # independent support indicators
+        protocol = make_protocol(name, EPSILONS[name], D)
+        naive = float(protocol.noise(n).variance(f) @ contiguous)
+        assert linear_variance(protocol, n, contiguous, f) == pytest.approx(naive, rel=1e-12)
 
 
 def test_grr_set_variance_closed_form():
@@ -111,6 +125,157 @@ def test_grr_set_variance_closed_form():
     closed = (f_s * p_in * (1 - p_in) + (1 - f_s) * k * q * (1 - k * q)) / (n * (p - q) ** 2)
     assert linear_variance(protocol, n, queries.set_indicator(10, indices), f) == \
         pytest.approx(closed, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact checks of the closed forms
+
+
+def support_distribution(protocol, x: int) -> list[tuple[float, np.ndarray]]:
+    """Every (probability, support indicator over [0, d)) of one report of true value x,
+    enumerated from the mechanism's definition (local hashing: over all functions [0, d) ->
+    [0, g), a fully random hash; RWS: over all k-subsets as the wheel subset)."""
+    d, p = protocol.d, protocol.p_star
+    out = []
+
+    def indicator(members):
+        return queries.set_indicator(d, list(members))
+
+    if protocol.name == "grr":
+        out = [(p if y == x else protocol.q_star, indicator([y])) for y in range(d)]
+    elif protocol.name in ("oue", "sue", "rue"):
+        for bits in itertools.product((0, 1), repeat=d):
+            bits = np.array(bits, dtype=float)
+            rates = np.full(d, protocol.q_star)
+            rates[x] = p
+            out.append((float(np.prod(np.where(bits == 1, rates, 1 - rates))), bits))
+    elif protocol.name in ("olh", "blh", "rlh"):
+        g = protocol.g
+        for h in itertools.product(range(g), repeat=d):
+            h = np.array(h)
+            for y in range(g):
+                chance = p if y == h[x] else (1 - p) / (g - 1)
+                out.append((chance / g ** d, (h == y).astype(float)))
+    elif protocol.name == "hr":
+        K = protocol.K
+        for row in range(1, K):
+            for bit in (0, 1):
+                chance = p if bit == hadamard_parity(row, x) else 1 - p
+                members = hadamard_parity(row, np.arange(d)) == bit
+                out.append((chance / (K - 1), members.astype(float)))
+    elif protocol.name == "ss":
+        k = protocol.k
+        for subset in itertools.combinations(range(d), k):
+            chance = (p / math.comb(d - 1, k - 1) if x in subset
+                      else (1 - p) / math.comb(d - 1, k))
+            out.append((chance, indicator(subset)))
+    elif protocol.name == "rws":
+        k = protocol.k
+        for wheel in itertools.combinations(range(d), k):
+            for u in range(d):
+                chance = p / k if u in wheel else (1 - p) / (d - k)
+                out.append((chance / math.comb(d, k), indicator((s - u + x) % d for s in wheel)))
+    return out
+
+
+#: (epsilon, d) of each exact enumeration: small enough to list every output.
+EXACT_CASES = {"grr": (1.0, 6), "oue": (1.0, 6), "sue": (0.5, 6), "rue": (2.0, 6),
+               "olh": (1.0, 6), "blh": (1.0, 6), "rlh": (2.0, 5), "hr": (1.0, 6),
+               "ss": (0.5, 7), "rws": (1.0, 7)}
+
+
+@pytest.mark.parametrize("protocol_name", sorted(EXACT_CASES))
+def test_report_variance_is_exact_on_the_enumerated_mechanism(protocol_name):
+    protocol = make_protocol(protocol_name, *EXACT_CASES[protocol_name])
+    d = protocol.d
+    rng = np.random.default_rng(11)
+    weight_sets = [rng.normal(size=d), queries.set_indicator(d, [1, 2, 4]),
+                   queries.set_indicator(d, [0, 3]) - 2 / d, np.ones(d)]
+    for x in range(d):
+        outcomes = support_distribution(protocol, x)
+        chances = np.array([c for c, _ in outcomes])
+        supports = np.array([s for _, s in outcomes])
+        assert chances.sum() == pytest.approx(1.0, abs=1e-12)
+        support_rates = chances @ supports  # the mechanism has the protocol's p*, q*
+        assert support_rates[x] == pytest.approx(protocol.p_star, abs=1e-12)
+        assert np.delete(support_rates, x) == pytest.approx(protocol.q_star, abs=1e-12)
+        for w in weight_sets:
+            y = supports @ w
+            mean = chances @ y
+            exact = chances @ (y - mean) ** 2
+            assert report_variance(protocol, w)[x] == pytest.approx(exact, abs=1e-12), (x, w)
+
+
+@pytest.mark.parametrize("protocol_name", sorted(PROTOCOLS))
+def test_a_single_value_reproduces_eq2(protocol_name):
+    n = 1234
+    for d in (5, 16, 20):
+        protocol = make_protocol(protocol_name, 1.3, d)
+        f = np.random.default_rng(d).dirichlet(np.ones(d))
+        eq2 = protocol.noise(n).variance(f)
+        for v in range(d):
+            assert linear_variance(protocol, n, queries.set_indicator(d, [v]), f) == \
+                pytest.approx(eq2[v], rel=1e-12)
+
+
+def test_whole_domain_variance_is_zero_when_the_support_size_is_fixed():
+    """GRR supports 1 value, SS and RWS k, HR with d = K exactly K/2: the whole-domain sum is a
+    constant. HR with d < K supports a varying number of the d values."""
+    f = np.random.default_rng(2).dirichlet(np.ones(16))
+    for name in ("grr", "ss", "rws", "hr"):
+        for epsilon in (0.5, 1.0, 3.0):
+            protocol = make_protocol(name, epsilon, 16)
+            assert np.abs(report_variance(protocol, np.ones(16))).max() < 1e-12
+            assert linear_variance(protocol, 100, np.ones(16), f) < 1e-12
+    hr = make_protocol("hr", 1.0, 12)
+    assert report_variance(hr, np.ones(12)).min() > 0.1
+
+
+def test_subset_selection_with_one_item_is_grr():
+    ss, grr = make_protocol("ss", 3.0, 10), make_protocol("grr", 3.0, 10)
+    assert ss.k == 1 and ss.p_star == pytest.approx(grr.p_star, rel=1e-12)
+    w = np.random.default_rng(4).normal(size=10)
+    assert report_variance(ss, w) == pytest.approx(report_variance(grr, w), rel=1e-10)
+
+
+def test_shifted_wheel_subset_is_uniform():
+    """RWS supports (S - u + v) mod d. For a uniform k-subset S and u uniform in S, S - u is
+    uniform over the k-subsets that contain 0; for u uniform outside S, over those without 0.
+    Exact enumeration: every target subset arises from the same number of (S, u) pairs."""
+    for d, k in ((7, 3), (8, 2), (9, 4)):
+        inside, outside = {}, {}
+        for wheel in itertools.combinations(range(d), k):
+            for u in range(d):
+                shifted = frozenset((s - u) % d for s in wheel)
+                tally = inside if u in wheel else outside
+                tally[shifted] = tally.get(shifted, 0) + 1
+        assert len(inside) == math.comb(d - 1, k - 1) and set(inside.values()) == {d}
+        assert all(0 in subset for subset in inside)
+        assert len(outside) == math.comb(d - 1, k) and set(outside.values()) == {d}
+        assert not any(0 in subset for subset in outside)
+
+
+def test_real_rws_and_ss_supports_are_uniform_given_membership():
+    """The real clients' support sets (RWS: seeded wheel plus y) for one true value: every
+    k-subset holding it has chance p*/C(d-1, k-1), every other (1 - p*)/C(d-1, k). Pearson's
+    chi-square test, failing below p-value 1e-6."""
+    n, x = 40_000, 2
+    for name, epsilon in (("rws", 0.5), ("ss", 0.5)):
+        protocol = make_protocol(name, epsilon, 7)
+        d, k, p = protocol.d, protocol.k, protocol.p_star
+        columns = protocol.perturb(np.full(n, x), np.random.default_rng(5))
+        if name == "rws":
+            wheels = hashing.seeded_subsets(columns["seed"].view(np.uint64), d, k)
+            supports = (wheels + columns["y"][:, None]) % d
+        else:
+            supports = columns["items"]
+        codes = (np.left_shift(1, supports)).sum(axis=1)  # distinct members: a bit mask
+        subsets = list(itertools.combinations(range(d), k))
+        observed = np.array([np.count_nonzero(codes == sum(1 << v for v in s)) for s in subsets])
+        assert observed.sum() == n
+        expected = np.array([n * (p / math.comb(d - 1, k - 1) if x in s
+                                  else (1 - p) / math.comb(d - 1, k)) for s in subsets])
+        assert stats.chisquare(observed, expected).pvalue > 1e-6
 
 
 # ---------------------------------------------------------------------------------------------

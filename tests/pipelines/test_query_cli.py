@@ -18,6 +18,8 @@ from transforms.windows import WindowSpec
 DAY_MS = 86_400_000
 START_MS = 1_600_000_000_000 - 1_600_000_000_000 % DAY_MS  # 2020-09-13T00:00:00Z
 LABELS = ["red", "green", "blue", "cyan", "magenta", "yellow", "black", "white"]
+#: One metric per protocol beyond the GRR and OUE metrics, d = 12 (HR: K = 16 > d).
+OTHER_PROTOCOLS = ("sue", "rue", "olh", "blh", "rlh", "hr", "ss", "rws")
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +30,8 @@ def output(tmp_path_factory):
          "postprocess": {"method": "norm-hyb", "alpha": 2}},
         {"name": "hour", "protocol": "grr", "epsilon": 2.0, "domain": {"size": 24},
          "postprocess": "norm"},
+        *({"name": f"size-{name}", "protocol": name, "epsilon": 1.0, "domain": {"size": 12},
+           "postprocess": "base"} for name in OTHER_PROTOCOLS),
     ]})
     rng = np.random.default_rng(5)
     for config in registry.metrics:
@@ -129,12 +133,30 @@ def test_method_override(output, capsys):
     assert hyb["postprocess"] == {"method": "norm-hyb", "params": {"alpha": 0.5}}
 
 
+@pytest.mark.parametrize("protocol", OTHER_PROTOCOLS)
+def test_set_and_range_queries_on_every_protocol(output, capsys, protocol):
+    metric = f"size-{protocol}"
+    window = WindowEstimate.from_record(window_record(output, metric, 0))
+    result = query_json(capsys, output, "--metric", metric, "--window", "0", "--labels", "1,4,7")
+    (answer,) = result["answers"]
+    expected = window.set_sum(["1", "4", "7"])
+    assert answer["value"] == pytest.approx(expected.value)
+    assert answer["std_error"] == pytest.approx(expected.std_error)
+    assert answer["std_error_kind"] == "exact" and 0 < answer["std_error"] < 1
+    ranged = query_json(capsys, output, "--metric", metric, "--window", "0", "--range", "2", "9",
+                        "--method", "norm")
+    (answer,) = ranged["answers"]
+    assert answer["indices"] == list(range(2, 10)) and answer["std_error_kind"] == "exact"
+    assert answer["std_error"] == pytest.approx(
+        window.with_method("norm").range_sum(2, 9).std_error)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--metric", "colour", "--window", "2001-01-01T00:00:00Z", "--top", "1"],
      "has no window '2001-01-01T00:00:00Z'; its 3 window(s) start at: [0] 2020-09-13T00:00:00Z"),
     (["--metric", "colour", "--window", "7", "--top", "1"], "has no window '7'"),
     (["--metric", "colour", "--window", "yesterday", "--top", "1"], "neither ISO-8601"),
-    (["--metric", "size", "--window", "0", "--top", "1"], "metrics: colour, hour"),
+    (["--metric", "size", "--window", "0", "--top", "1"], "metrics: colour, hour, size-blh"),
     (["--metric", "colour", "--window", "0", "--labels", "red,mauve"], "'mauve' is not a label"),
     (["--metric", "colour", "--window", "0", "--labels", "red,red"], "more than once"),
     (["--metric", "colour", "--window", "0", "--range", "cyan", "red"], "empty range"),
