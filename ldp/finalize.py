@@ -24,6 +24,15 @@ class WindowResult:
     noise: SupportNoise
 
 
+def error_plug_in(unbiased: np.ndarray) -> np.ndarray:
+    """The estimate of f that variances are evaluated at: the Norm-Sub projection of f~.
+
+    NaN (no reports) stays NaN. See finalize_window for why this plug-in.
+    """
+    unbiased = np.asarray(unbiased, dtype=np.float64)
+    return unbiased if np.isnan(unbiased).any() else project_to_simplex(unbiased)
+
+
 def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int) -> WindowResult:
     """Estimate the window's distribution from the protocol's sufficient statistic.
 
@@ -41,6 +50,6 @@ def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int) -> Wind
     noise = protocol.noise(n)
     counts = np.asarray(protocol.support_counts(statistic), dtype=np.int64)
     unbiased = unbiased_estimate(counts, noise)
-    plug_in = project_to_simplex(unbiased) if n > 0 else unbiased
-    return WindowResult(n=int(n), unbiased=unbiased, std_error=standard_error(plug_in, noise),
+    return WindowResult(n=int(n), unbiased=unbiased,
+                        std_error=standard_error(error_plug_in(unbiased), noise),
                         estimate=config.postprocess.apply(unbiased, noise), noise=noise)

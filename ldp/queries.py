@@ -79,15 +79,13 @@ mean of Y given x:
 
 For every protocol Var[Y | x] depends on x only through w_x.
 
-These variances assume the true frequencies f; the reported standard errors plug in an
-estimate: the set's mass f_S is clip(sum_S f~, 0, 1) (for Norm and the sum-to-one methods:
-clip of Norm's answer, so that S and its complement get the same error), and the rest of the
-distribution's mass (1 - f_S) lies outside S, spread on each side in proportion to max(f~, 0)
-(a set's and Norm's weights take one value on S and one off it, so Var[Y | x] is constant on
-each side and only f_S matters). A point query's standard error is therefore the record's
-`std_error` (eq. 2 at f~_v clipped to [0, 1]). The variance describes the perturbation of a
-fixed population of n users; if the users are instead thought of as sampled from a larger
-population, add f_S (1 - f_S) / n.
+These variances assume the true frequencies f; the reported standard errors plug in the
+Norm-Sub projection of f~ (non-negative, summing to 1: the constrained least-squares estimate of
+f), as the window records do, so a point query's standard error is the record's `std_error`.
+The projection does not move when a constant is added to f~, so Norm's answers use the same
+plug-in, and a set and its complement get the same error under a sum-to-one method. The
+variance describes the perturbation of a fixed population of n users; if the users are instead
+thought of as sampled from a larger population, add f_S (1 - f_S) / n.
 """
 from __future__ import annotations
 
@@ -100,6 +98,7 @@ from typing import Any
 import numpy as np
 
 from ldp.estimation import SupportNoise
+from ldp.finalize import error_plug_in
 from ldp.postprocess import PostprocessSpec, post_pos
 from ldp.protocols import FrequencyOracle, make_protocol
 from ldp.protocols.grr import GRR
@@ -180,26 +179,6 @@ def set_indicator(d: int, indices: Iterable[int]) -> np.ndarray:
     indicator = np.zeros(d)
     indicator[list(indices)] = 1.0
     return indicator
-
-
-def plug_in_distribution(unbiased: np.ndarray, indices: Sequence[int]) -> np.ndarray:
-    """The distribution the standard error of a query on S is evaluated at.
-
-    Mass clip(sum_S f~, 0, 1) on S and the rest off S, spread on each side in proportion to
-    max(f~, 0) (evenly where those are all 0).
-    """
-    d = unbiased.size
-    inside = set_indicator(d, indices).astype(bool)
-    mass = float(np.clip(unbiased[inside].sum(), 0.0, 1.0))
-    positive = np.maximum(unbiased, 0.0)
-    f = np.zeros(d)
-    for part, part_mass in ((inside, mass), (~inside, 1.0 - mass)):
-        if not part.any():
-            continue
-        share = positive[part]
-        f[part] = part_mass * (share / share.sum() if share.sum() > 0
-                               else np.full(share.size, 1.0 / share.size))
-    return f
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,6 +266,11 @@ class WindowEstimate:
         return self.protocol.d
 
     @cached_property
+    def plug_in(self) -> np.ndarray:
+        """The distribution standard errors are evaluated at: Norm-Sub's projection of f~."""
+        return error_plug_in(self.unbiased)
+
+    @cached_property
     def _label_index(self) -> dict[str, int]:
         return {label: i for i, label in enumerate(self.labels)}
 
@@ -314,8 +298,7 @@ class WindowEstimate:
         indicator = set_indicator(d, indices)
         unbiased_value = float(self.unbiased[list(indices)].sum())
         value = float(self.estimate[list(indices)].sum())
-        f_hat = plug_in_distribution(self.unbiased, indices)
-        base_se = math.sqrt(linear_variance(self.protocol, self.n, indicator, f_hat))
+        base_se = math.sqrt(linear_variance(self.protocol, self.n, indicator, self.plug_in))
         if method == "post-pos":
             value, kind, se = post_pos(unbiased_value), "upper-bound", base_se
         elif method == "base":
@@ -324,9 +307,7 @@ class WindowEstimate:
             kind, se = "upper-bound", base_se
         elif method == "norm" or method in _SUM_TO_ONE:
             weights = indicator - len(indices) / d
-            normalised = self.unbiased + (1.0 - self.unbiased.sum()) / d  # Norm's estimate
-            f_norm = plug_in_distribution(normalised, indices)
-            se = math.sqrt(linear_variance(self.protocol, self.n, weights, f_norm))
+            se = math.sqrt(linear_variance(self.protocol, self.n, weights, self.plug_in))
             kind = "exact" if method == "norm" else "norm-reference"
         else:
             kind, se = "base-reference", base_se

@@ -23,11 +23,12 @@ def counter(name, value, step="ReadReports/DecodeReports", namespace="ldp"):
 
 def test_committed_only_as_the_local_job_service_reports():
     result = FakeResult(committed=[counter("records_read", 10), counter("records_accepted", 9),
+                                   counter("records_counted", 9),
                                    counter("dead_letter.undecodable", 1),
                                    counter("windows_finalized", 2, step="FinalizeEstimates"),
                                    counter("records_read", 99, namespace="other")])
     counters = record_counters(result)
-    assert counters == {"records_read": 10, "records_accepted": 9,
+    assert counters == {"records_read": 10, "records_accepted": 9, "records_counted": 9,
                         "dead_letter.undecodable": 1, "windows_finalized": 2}
     assert summary_line(counters) == ("records read: 10, accepted: 9, dead-lettered: 1 "
                                       "(undecodable=1), windows: 2")
