@@ -13,7 +13,8 @@ fi
 out=demo-output
 rm -rf "$out"
 data=demo/nycflights13_2013-01.csv.gz
-for metric_column in flight.dest:dest flight.carrier:carrier flight.dep_hour:sched_dep_hour; do
+for metric_column in flight.dest:dest flight.carrier:carrier flight.dep_hour:sched_dep_hour \
+                     flight.origin:origin; do
   .venv/bin/ldp simulate --registry demo/registry.json --metric "${metric_column%%:*}" \
     --input "$data" --value-column "${metric_column##*:}" --time-column event_time \
     --out "$out/reports" --seed 2013

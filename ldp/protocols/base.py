@@ -91,9 +91,9 @@ class FrequencyOracle(abc.ABC):
         """
 
     # -- server -----------------------------------------------------------------------------
-    @abc.abstractmethod
     def new_statistic(self) -> np.ndarray:
-        """An empty sufficient statistic (int64, fixed shape)."""
+        """An empty sufficient statistic (int64, fixed shape): by default the d support counts."""
+        return np.zeros(self.d, dtype=np.int64)
 
     @abc.abstractmethod
     def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
@@ -114,6 +114,20 @@ def varint_bytes(value: int) -> int:
 BRANCH_BYTES = 1
 #: Largest encoding of an Avro long (a uniformly drawn 64-bit seed needs 9 or 10 bytes).
 LONG_BYTES = 10
+
+
+def seeded_payloads_to_avro(columns: Columns) -> Iterator[dict]:
+    """<seed, y> payload records; the seed column holds the int64 view of the uint64 seed."""
+    return ({"seed": s, "y": y} for s, y in zip(columns["seed"].tolist(), columns["y"].tolist()))
+
+
+def seeded_payloads_from_avro(payloads: list[dict], y_bound: int
+                              ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """<seed, y> payload records -> columns, flagging y outside [0, y_bound) as invalid."""
+    seed = int_column(payloads, "seed")
+    y = int_column(payloads, "y")
+    invalid = (y < 0) | (y >= y_bound)
+    return {"seed": seed, "y": np.where(invalid, 0, y)}, invalid
 
 
 def int_column(payloads: list[dict], field: str) -> np.ndarray:

@@ -43,8 +43,5 @@ class GRR(FrequencyOracle):
         invalid = (value < 0) | (value >= self.d)
         return {"value": np.where(invalid, 0, value)}, invalid
 
-    def new_statistic(self) -> np.ndarray:
-        return np.zeros(self.d, dtype=np.int64)
-
     def accumulate(self, statistic, columns) -> None:
         statistic += np.bincount(columns["value"], minlength=self.d)

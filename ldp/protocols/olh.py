@@ -22,7 +22,8 @@ import numpy as np
 
 from ldp import hashing
 from ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, FrequencyOracle, grr_perturb,
-                                int_column, varint_bytes)
+                                seeded_payloads_from_avro, seeded_payloads_to_avro,
+                                varint_bytes)
 
 
 @dataclass(frozen=True)
@@ -60,17 +61,10 @@ class LocalHashing(FrequencyOracle):
         return BRANCH_BYTES + LONG_BYTES + varint_bytes(self.g - 1)
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
-        return ({"seed": s, "y": y}
-                for s, y in zip(columns["seed"].tolist(), columns["y"].tolist()))
+        return seeded_payloads_to_avro(columns)
 
     def payloads_from_avro(self, payloads):
-        seed = int_column(payloads, "seed")
-        y = int_column(payloads, "y")
-        invalid = (y < 0) | (y >= self.g)
-        return {"seed": seed, "y": np.where(invalid, 0, y)}, invalid
-
-    def new_statistic(self) -> np.ndarray:
-        return np.zeros(self.d, dtype=np.int64)
+        return seeded_payloads_from_avro(payloads, self.g)
 
     def accumulate(self, statistic, columns) -> None:
         hashing.add_local_hash_support(statistic, columns["seed"].view(np.uint64),

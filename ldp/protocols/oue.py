@@ -69,9 +69,6 @@ class UnaryEncoding(FrequencyOracle):
             invalid |= (bits[:, -1] >> np.uint8(8 - padding)) != 0
         return {"bits": bits}, invalid
 
-    def new_statistic(self) -> np.ndarray:
-        return np.zeros(self.d, dtype=np.int64)
-
     def accumulate(self, statistic, columns) -> None:
         bits = columns["bits"]
         for start in range(0, len(bits), _ROWS_PER_SUM):

@@ -26,7 +26,8 @@ from typing import ClassVar, Iterator
 import numpy as np
 
 from ldp import hashing
-from ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, int_column, varint_bytes)
+from ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, seeded_payloads_from_avro,
+                                seeded_payloads_to_avro, varint_bytes)
 from ldp.protocols.ss import FixedSizeSubset
 
 
@@ -54,17 +55,10 @@ class RWS(FixedSizeSubset):
         return BRANCH_BYTES + LONG_BYTES + varint_bytes(self.d - 1)
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
-        return ({"seed": s, "y": y}
-                for s, y in zip(columns["seed"].tolist(), columns["y"].tolist()))
+        return seeded_payloads_to_avro(columns)
 
     def payloads_from_avro(self, payloads):
-        seed = int_column(payloads, "seed")
-        y = int_column(payloads, "y")
-        invalid = (y < 0) | (y >= self.d)
-        return {"seed": seed, "y": np.where(invalid, 0, y)}, invalid
-
-    def new_statistic(self) -> np.ndarray:
-        return np.zeros(self.d, dtype=np.int64)
+        return seeded_payloads_from_avro(payloads, self.d)
 
     def accumulate(self, statistic, columns) -> None:
         seeds, y = columns["seed"].view(np.uint64), np.asarray(columns["y"], dtype=np.int64)

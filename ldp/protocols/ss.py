@@ -106,8 +106,5 @@ class SS(FixedSizeSubset):
         items[invalid] = placeholder
         return {"items": items}, invalid
 
-    def new_statistic(self) -> np.ndarray:
-        return np.zeros(self.d, dtype=np.int64)
-
     def accumulate(self, statistic, columns) -> None:
         statistic += np.bincount(columns["items"].ravel(), minlength=self.d)

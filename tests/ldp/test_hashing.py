@@ -1,7 +1,7 @@
 """The portable hash: SplitMix64 and the local hash, against an independent pure-Python reference.
 
-The reference below uses only Python integers (arbitrary precision, reduced mod 2^64 by hand),
-so it shares no code and no numpy overflow behaviour with ldp.hashing.
+The reference (tests/ldp/hashing_reference.py) uses only Python integers, so it shares no code
+and no numpy overflow behaviour with ldp.hashing.
 """
 from __future__ import annotations
 
@@ -10,22 +10,7 @@ import pytest
 
 from ldp import hashing
 
-MASK = (1 << 64) - 1
-
-
-def ref_splitmix64(seed: int, index: int) -> int:
-    z = (seed + (index + 1) * 0x9E3779B97F4A7C15) & MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-    return z ^ (z >> 31)
-
-
-def ref_local_hash(seed: int, v: int, g: int) -> int:
-    a = ref_splitmix64(seed, 0) | 1
-    b = ref_splitmix64(seed, 1)
-    key = ref_splitmix64(0, v)
-    t = (a * key + b) & MASK
-    return ((t >> 32) * g) >> 32
+from tests.ldp.hashing_reference import ref_local_hash, ref_splitmix64
 
 
 # (seed, index, output). The first row is the well-known first output of SplitMix64 seeded

@@ -1,6 +1,6 @@
 """Test vectors of the portable (seed, index) function and every structure derived from it.
 
-The reference below is plain Python integer arithmetic, written from the ldp.hashing docstring
+The reference (hashing_reference.py) is plain Python integer arithmetic, written from the ldp.hashing docstring
 alone; the tables are literal numbers a client in another language can check itself against.
 splitmix64(0, 0) = 0xE220A8397B1DCDAF is also the first output of Vigna's published SplitMix64
 started at state 0.
@@ -13,28 +13,9 @@ import pytest
 from ldp import hashing
 from ldp.protocols import make_protocol
 
-MASK = (1 << 64) - 1
+from tests.ldp.hashing_reference import ref_local_hash, ref_splitmix64, ref_subset
+
 SEEDS = [0, 1, 42, 0xDEADBEEFCAFEBABE, 0xFFFFFFFFFFFFFFFF]
-
-
-def ref_splitmix64(seed: int, index: int) -> int:
-    z = (seed + (index + 1) * 0x9E3779B97F4A7C15) & MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-    return z ^ (z >> 31)
-
-
-def ref_local_hash(seed: int, v: int, g: int) -> int:
-    a, b = ref_splitmix64(seed, 0) | 1, ref_splitmix64(seed, 1)
-    return ((((a * ref_splitmix64(0, v) + b) & MASK) >> 32) * g) >> 32
-
-
-def ref_subset(seed: int, d: int, k: int) -> list[int]:
-    perm = list(range(d))
-    for i in range(k):
-        j = i + ((ref_splitmix64(seed, i) * (d - i)) >> 64)
-        perm[i], perm[j] = perm[j], perm[i]
-    return perm[:k]
 
 
 SPLITMIX_TABLE = {  # seed: outputs at index 0, 1, 7
