@@ -51,7 +51,8 @@ def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
                          "gives each window one on-time pane")
     read = (pipeline
             | "ListFiles" >> beam.Create(list(job.files))
-            | "ReadReports" >> ReadReportBatches(job.registry, job.windows.slice_ms))
+            | "ReadReports" >> ReadReportBatches(job.registry, job.windows.slice_ms,
+                                                slice_offset_ms=job.windows.slice_offset_ms))
     streaming = pipeline.options.view_as(StandardOptions).streaming
     estimates, dead_letters = _estimate(read, job, streaming)
     estimates | "WriteEstimates" >> WriteRecords(job.output, "estimates", "window_estimate")
@@ -97,6 +98,10 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--period", type=float, default=None,
                         help="start a window every PERIOD seconds (sliding windows); "
                              "default: the window length (fixed windows)")
+    parser.add_argument("--window-offset", type=float, default=0.0, metavar="SECONDS",
+                        help="windows start at OFFSET + k * PERIOD seconds after the Unix epoch "
+                             "(default 0: midnight UTC for daily windows, Thursday for weekly "
+                             "ones; 345600 starts weekly windows on Monday)")
     parser.add_argument("--allowed-lateness", type=float, default=0.0, metavar="SECONDS",
                         help="keep counting a report while the watermark is at most SECONDS past "
                              "the end of its slice; each late batch fires a LATE pane (default 0)")
@@ -109,7 +114,7 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
     """Validate the job's arguments; raises ValueError (or RegistryError) naming the problem."""
     registry = load_registry(args.registry)
     windows = WindowSpec.from_seconds(args.window, args.period, args.allowed_lateness,
-                                      args.early_every)
+                                      args.early_every, args.window_offset)
     files = expand_file_patterns(args.input)
     return EstimateJob(registry, tuple(files), args.output, windows)
 

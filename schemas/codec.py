@@ -118,11 +118,13 @@ def report_as_json(record: dict) -> str:
 class ReportDecoder:
     """Decodes report files into `ReportBatch`es (per metric and slice) and `DeadLetter`s."""
 
-    def __init__(self, registry: Registry, slice_ms: int, chunk_records: int = CHUNK_RECORDS):
+    def __init__(self, registry: Registry, slice_ms: int, chunk_records: int = CHUNK_RECORDS,
+                 slice_offset_ms: int = 0):
         if slice_ms <= 0:
             raise ValueError(f"slice length must be positive, got {slice_ms} ms")
         self.registry = registry
         self.slice_ms = int(slice_ms)
+        self.slice_offset_ms = int(slice_offset_ms) % self.slice_ms
         self.chunk_records = chunk_records
         self.records_read = 0
 
@@ -216,18 +218,22 @@ class ReportDecoder:
             keep = ~invalid
             columns = {name: column[keep] for name, column in columns.items()}
             times = times[keep]
-        yield from split_by_slice(metric, times, columns, self.slice_ms)
+        yield from split_by_slice(metric, times, columns, self.slice_ms, self.slice_offset_ms)
 
 
-def split_by_slice(metric: str, times_ms: np.ndarray, columns: Columns, slice_ms: int
-                   ) -> Iterator[ReportBatch]:
-    """One ReportBatch per time slice present, in one vectorised pass."""
+def split_by_slice(metric: str, times_ms: np.ndarray, columns: Columns, slice_ms: int,
+                   offset_ms: int = 0) -> Iterator[ReportBatch]:
+    """One ReportBatch per time slice present, in one vectorised pass.
+
+    Slices are [offset + i * slice_ms, offset + (i + 1) * slice_ms), as Beam's
+    FixedWindows(slice, offset).
+    """
     if len(times_ms) == 0:
         return
-    slices = times_ms // slice_ms
+    slices = (times_ms - offset_ms) // slice_ms
     first = slices[0]
     if (slices == first).all():
-        yield ReportBatch(metric, int(first) * slice_ms, dict(columns))
+        yield ReportBatch(metric, int(first) * slice_ms + offset_ms, dict(columns))
         return
     order = np.argsort(slices, kind="stable")
     ordered = slices[order]
@@ -235,5 +241,5 @@ def split_by_slice(metric: str, times_ms: np.ndarray, columns: Columns, slice_ms
     bounds = np.r_[starts, len(order)]
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         rows = order[lo:hi]
-        yield ReportBatch(metric, int(ordered[lo]) * slice_ms,
+        yield ReportBatch(metric, int(ordered[lo]) * slice_ms + offset_ms,
                           {name: column[rows] for name, column in columns.items()})

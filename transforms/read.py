@@ -22,12 +22,14 @@ class DecodeReportFilesFn(beam.DoFn):
     dead_letter.<reason> in records.
     """
 
-    def __init__(self, registry: Registry, slice_ms: int):
+    def __init__(self, registry: Registry, slice_ms: int, slice_offset_ms: int = 0):
         self._registry = registry
         self._slice_ms = slice_ms
+        self._slice_offset_ms = slice_offset_ms
 
     def setup(self):
-        self._decoder = ReportDecoder(self._registry, self._slice_ms)
+        self._decoder = ReportDecoder(self._registry, self._slice_ms,
+                                      slice_offset_ms=self._slice_offset_ms)
         self._read = Metrics.counter(COUNTER_NAMESPACE, "records_read")
         self._accepted = Metrics.counter(COUNTER_NAMESPACE, "records_accepted")
         self._batches = Metrics.counter(COUNTER_NAMESPACE, "batches")
@@ -58,17 +60,20 @@ class ReadReportBatches(beam.PTransform):
     `spread` reshuffles the paths first so that files are decoded in parallel (batch jobs).
     """
 
-    def __init__(self, registry: Registry, slice_ms: int, spread: bool = True):
+    def __init__(self, registry: Registry, slice_ms: int, spread: bool = True,
+                 slice_offset_ms: int = 0):
         super().__init__()
         self._registry = registry
         self._slice_ms = slice_ms
+        self._slice_offset_ms = slice_offset_ms
         self._spread = spread
 
     def expand(self, paths):
         if self._spread:
             paths = paths | "SpreadFiles" >> beam.Reshuffle()
         return (paths
-                | "DecodeReports" >> beam.ParDo(DecodeReportFilesFn(self._registry, self._slice_ms))
+                | "DecodeReports" >> beam.ParDo(
+                    DecodeReportFilesFn(self._registry, self._slice_ms, self._slice_offset_ms))
                 .with_outputs(DEAD_LETTERS, main=BATCHES))
 
 

@@ -49,10 +49,12 @@ class ReplayReportFiles(beam.PTransform):
     After the last step the watermark advances to infinity, which closes every window.
     """
 
-    def __init__(self, registry: Registry, slice_ms: int, steps: Sequence[ReplayStep]):
+    def __init__(self, registry: Registry, slice_ms: int, steps: Sequence[ReplayStep],
+                 slice_offset_ms: int = 0):
         super().__init__()
         self._registry = registry
         self._slice_ms = slice_ms
+        self._slice_offset_ms = slice_offset_ms
         self._steps = tuple(steps)
 
     def expand(self, pbegin):
@@ -69,4 +71,5 @@ class ReplayReportFiles(beam.PTransform):
         return (pbegin
                 | "Arrivals" >> stream.advance_watermark_to_infinity()
                 | "DecodeReports" >> ReadReportBatches(self._registry, self._slice_ms,
-                                                       spread=False))
+                                                       spread=False,
+                                                       slice_offset_ms=self._slice_offset_ms))

@@ -16,7 +16,8 @@ from transforms.read import COUNTER_NAMESPACE
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """Event-time windows of `size_ms`, starting every `period_ms` (fixed when equal), and panes.
+    """Event-time windows of `size_ms` starting at `offset_ms` + k * `period_ms` (fixed windows
+    when size equals period; offset 0 aligns them to the Unix epoch), and their panes.
 
     Reports are counted per slice of gcd(size, period): every window is a union of whole slices,
     so a window that overlaps k others costs k additions of small statistics, not k passes over
@@ -37,6 +38,7 @@ class WindowSpec:
     period_ms: int
     allowed_lateness_ms: int = 0
     early_every_ms: int | None = None
+    offset_ms: int = 0
 
     def __post_init__(self):
         if self.size_ms <= 0:
@@ -54,20 +56,26 @@ class WindowSpec:
 
     @classmethod
     def from_seconds(cls, window: float, period: float | None = None,
-                     allowed_lateness: float = 0.0, early_every: float | None = None
-                     ) -> "WindowSpec":
+                     allowed_lateness: float = 0.0, early_every: float | None = None,
+                     offset: float = 0.0) -> "WindowSpec":
         for flag, value in (("--window", window), ("--period", period),
                             ("--allowed-lateness", allowed_lateness),
-                            ("--early-every", early_every)):
+                            ("--early-every", early_every), ("--window-offset", offset)):
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"{flag} must be a finite number of seconds, got {value}")
         return cls(round(window * 1000), round((period or window) * 1000),
                    round(allowed_lateness * 1000),
-                   None if early_every is None else round(early_every * 1000))
+                   None if early_every is None else round(early_every * 1000),
+                   round(offset * 1000))
 
     @property
     def slice_ms(self) -> int:
         return math.gcd(self.size_ms, self.period_ms)
+
+    @property
+    def slice_offset_ms(self) -> int:
+        """Slices start at slice_offset_ms + k * slice_ms, so that windows are unions of slices."""
+        return self.offset_ms % self.slice_ms
 
     @property
     def is_fixed(self) -> bool:
@@ -80,8 +88,9 @@ class WindowSpec:
 
     def window_fn(self) -> beam_window.WindowFn:
         size, period = self.size_ms / 1000, self.period_ms / 1000
-        return (beam_window.FixedWindows(size) if self.is_fixed
-                else beam_window.SlidingWindows(size, period))
+        offset = self.offset_ms / 1000
+        return (beam_window.FixedWindows(size, offset) if self.is_fixed
+                else beam_window.SlidingWindows(size, period, offset))
 
 
 class CountReportsFn(beam.DoFn):
@@ -155,7 +164,8 @@ class CountSupportPerWindow(beam.PTransform):
         return counted | "AllMetrics" >> beam.Flatten()
 
     def _into_slices(self) -> beam.WindowInto:
-        slices = beam_window.FixedWindows(self._windows.slice_ms / 1000)
+        slices = beam_window.FixedWindows(self._windows.slice_ms / 1000,
+                                          self._windows.slice_offset_ms / 1000)
         if not self._panes:
             return beam.WindowInto(slices)
         return beam.WindowInto(
