@@ -180,8 +180,6 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
 
 
 def _query(args: argparse.Namespace, _extra: list[str]) -> int:
-    import json
-
     from ldp.queries import STD_ERROR_KINDS, WindowEstimate
     from pipelines.results import load_estimates, select_window
     record = select_window(load_estimates(args.output), args.metric, args.window)
