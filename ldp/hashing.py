@@ -65,8 +65,8 @@ _TOP_BITS = _U64(32)
 _LOW_WORD = _U64(0xFFFFFFFF)
 #: (reports x values) block size for the support test; ~2 MiB of uint64 stays in cache.
 _BLOCK_CELLS = 1 << 18
-#: reports per block of seeded permutations (rows x d int16/int32 entries).
-_PERMUTATION_ROWS = 2048
+#: entries per block of seeded permutations (rows x d int16/int32 entries: 4-8 MiB).
+_PERMUTATION_CELLS = 1 << 21
 
 
 def splitmix64(seed: np.ndarray | int, index: np.ndarray | int) -> np.ndarray:
@@ -144,7 +144,7 @@ def add_local_hash_support(counts: np.ndarray, seeds: np.ndarray, y: np.ndarray,
             counts += np.count_nonzero(hit, axis=0)
 
 
-def seeded_permutations(seeds: np.ndarray, d: int, k: int, rows: int = _PERMUTATION_ROWS
+def seeded_permutations(seeds: np.ndarray, d: int, k: int, rows: int | None = None
                         ) -> Iterator[tuple[int, np.ndarray]]:
     """Partial Fisher-Yates shuffles of [0, d), k steps, one per seed (module docstring).
 
@@ -154,6 +154,7 @@ def seeded_permutations(seeds: np.ndarray, d: int, k: int, rows: int = _PERMUTAT
     if not 0 <= k <= d or d >= 1 << 31:
         raise ValueError(f"need 0 <= k <= d < 2^31, got k={k}, d={d}")
     seeds = np.asarray(seeds).astype(_U64, copy=False)
+    rows = rows or max(1, _PERMUTATION_CELLS // max(d, 1))
     dtype = np.int16 if d <= np.iinfo(np.int16).max else np.int32
     identity = np.arange(d, dtype=dtype)
     steps = np.arange(k, dtype=_U64)

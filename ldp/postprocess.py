@@ -71,11 +71,12 @@ def _postprocessor(method: Postprocessor) -> Postprocessor:
 def significance_threshold(noise: SupportNoise, d: int, alpha: float = 2.0) -> float:
     """T = Phi^-1(1 - alpha/d) * sigma (eq. 9, sigma of eq. 7, in frequency units).
 
-    When alpha/d >= 1 the quantile is undefined and T = +inf: no estimate counts as significant.
-    T is negative when alpha/d > 1/2; callers that promise non-negative output use max(T, 0).
+    T is negative when alpha/d > 1/2 and falls to -inf as alpha/d rises to 1, so for alpha/d >= 1
+    (where the quantile is undefined) T = -inf. Callers that promise non-negative output use
+    max(T, 0); Norm-Hyb treats d <= alpha on its own (see norm_hyb).
     """
     if alpha / d >= 1.0:
-        return math.inf
+        return -math.inf
     return float(stats.norm.ppf(1.0 - alpha / d) * noise.sigma)
 
 
@@ -160,7 +161,8 @@ def base_pos(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
 def base_cut(estimate: np.ndarray, noise: SupportNoise, *, alpha: float = 2.0) -> np.ndarray:
     """Base-Cut (§3.1, eq. 9): keep f~_v >= max(T, 0), set the rest to 0.
 
-    With d <= alpha, T = +inf and every value is set to 0 (nothing is significant).
+    With d <= 2 alpha the cut is 0 and Base-Cut equals Base-Pos: the union bound of eq. 9
+    gives no threshold above 0 on so few values.
     """
     cut = max(significance_threshold(noise, estimate.size, alpha), 0.0)
     return np.where(estimate >= cut, estimate, 0.0)
@@ -209,8 +211,10 @@ def norm_hyb(estimate: np.ndarray, noise: SupportNoise, *, alpha: float = 2.0) -
       would lift it over kept values); the capped projection is the CLS solution on [0, T];
     - if the rest cannot hold the missing mass even at the cap (for instance every estimate is
       above T and they sum to less than 1), the result is Norm-Sub over all values;
-    - d <= alpha gives T = +inf, so Norm-Hyb is Norm-Sub.
+    - d <= alpha, where eq. 9 names no threshold, is Norm-Sub: no value is trusted as signal.
     """
+    if alpha >= estimate.size:
+        return project_to_simplex(estimate)
     threshold = max(significance_threshold(noise, estimate.size, alpha), 0.0)
     kept = estimate > threshold
     cap = threshold

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any, Mapping
 from ldp.planner import recommend
 from ldp.postprocess import PostprocessSpec
 from ldp.protocols import PROTOCOLS, FrequencyOracle, make_protocol
+from ldp.protocols.base import epsilon_problem
 
 _METRIC_FIELDS = {"name", "protocol", "epsilon", "domain", "postprocess"}
 AUTO = "auto"
@@ -120,9 +120,9 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
     if protocol not in PROTOCOLS and protocol != AUTO:
         raise fail("protocol", f"must be one of {sorted(PROTOCOLS) + [AUTO]}, got {protocol!r}")
     epsilon = entry.get("epsilon")
-    if (isinstance(epsilon, bool) or not isinstance(epsilon, (int, float))
-            or not math.isfinite(epsilon) or epsilon <= 0):
-        raise fail("epsilon", f"must be a positive finite number, got {epsilon!r}")
+    problem = epsilon_problem(epsilon)
+    if problem:
+        raise fail("epsilon", problem)
     labels, d = _parse_domain(entry.get("domain"), fail)
     if protocol == AUTO:
         protocol, reason = recommend(float(epsilon), d)

@@ -41,10 +41,9 @@ class FrequencyOracle(abc.ABC):
     server_cost: ClassVar[str]
 
     def __post_init__(self) -> None:
-        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)):
-            raise ValueError(f"epsilon must be a number, got {self.epsilon!r}")
-        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
-            raise ValueError(f"epsilon must be a positive finite number, got {self.epsilon!r}")
+        problem = epsilon_problem(self.epsilon)
+        if problem:
+            raise ValueError(f"epsilon {problem}")
         if isinstance(self.d, bool) or not isinstance(self.d, int) or self.d < 2:
             raise ValueError(f"domain size must be an integer >= 2, got {self.d!r}")
 
@@ -114,6 +113,22 @@ def varint_bytes(value: int) -> int:
 BRANCH_BYTES = 1
 #: Largest encoding of an Avro long (a uniformly drawn 64-bit seed needs 9 or 10 bytes).
 LONG_BYTES = 10
+
+
+#: The privacy levels every protocol supports. Below MIN_EPSILON, e^ε is 1 to within a few ulps
+#: and p* - q* vanishes; above MAX_EPSILON a report keeps its value with probability above
+#: 1 - 2e-9 (no privacy is left) and local hashing's range g ~ e^ε would leave 32 bits.
+MIN_EPSILON = 1e-6
+MAX_EPSILON = 20.0
+
+
+def epsilon_problem(epsilon) -> str | None:
+    """Why `epsilon` is not a usable privacy level (a phrase), or None when it is."""
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+        return f"must be a number, got {epsilon!r}"
+    if not (math.isfinite(epsilon) and MIN_EPSILON <= epsilon <= MAX_EPSILON):
+        return f"must lie in [{MIN_EPSILON:g}, {MAX_EPSILON:g}], got {epsilon!r}"
+    return None
 
 
 def seeded_payloads_to_avro(columns: Columns) -> Iterator[dict]:

@@ -508,7 +508,7 @@ def test_a_single_value_domain(value):
     noise, estimate = oue_noise(), np.array([value])
     expected = {
         "base": [value], "none": [value], "post-pos": [value], "base-pos": [max(value, 0)],
-        "base-cut": [0.0],  # d <= alpha: T = +inf, nothing is significant
+        "base-cut": [max(value, 0)],  # d <= alpha: the cut is 0, Base-Cut is Base-Pos
         "norm": [1.0], "norm-mul": [1.0], "norm-sub": [1.0], "norm-hyb": [1.0], "mle-apx": [1.0],
         "power-ns": [1.0],
         "norm-cut": [value] if 0 < value <= 1 else [0.0],  # above 1 no theta keeps anything
@@ -520,8 +520,8 @@ def test_a_single_value_domain(value):
 
 def test_a_two_value_domain_has_no_threshold():
     noise, estimate = oue_noise(), np.array([0.9, 0.3])
-    assert pp.significance_threshold(noise, 2) == math.inf
-    np.testing.assert_array_equal(pp.base_cut(estimate, noise), [0.0, 0.0])
+    assert pp.significance_threshold(noise, 2) == -math.inf  # the limit of eq. 9 as d -> alpha
+    np.testing.assert_array_equal(pp.base_cut(estimate, noise), pp.base_pos(estimate, noise))
     np.testing.assert_allclose(pp.norm_hyb(estimate, noise), pp.norm_sub(estimate, noise))
     np.testing.assert_allclose(pp.norm_sub(estimate, noise), [0.8, 0.2])
     # with alpha < d the threshold is defined again

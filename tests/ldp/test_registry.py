@@ -175,3 +175,14 @@ def test_cli_run_registry_error_comes_before_input_errors(tmp_path):
     assert "metric 'app.color': field 'domain.labels' repeats the label 'red'" in proc.stderr
     assert "matches no file" not in proc.stderr
     assert not output.exists()
+
+
+@pytest.mark.parametrize("epsilon", [25.0, 800.0, 1e-9, 1e-17])
+def test_epsilon_outside_the_supported_range_names_the_field(epsilon):
+    # Above 20, local hashing's range g ~ e^ε leaves 32 bits and exp() overflows by 710; below
+    # 1e-6, p* - q* vanishes in floating point. Both stop the job at load, naming the field.
+    for protocol in ("grr", "olh", "auto"):
+        document = {"metrics": [{"name": "m", "protocol": protocol, "epsilon": epsilon,
+                                 "domain": {"size": 10}}]}
+        with pytest.raises(RegistryError, match=r"metric 'm': field 'epsilon' must lie in"):
+            parse_registry(document)
