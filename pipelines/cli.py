@@ -3,6 +3,7 @@ plan a protocol."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import sys
@@ -25,10 +26,31 @@ def main(argv: list[str] | None = None) -> int:
     if extra and args.command != "run":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        if args.command == "run":
+            _reject_misspelt_job_flags(extra)
         return args.handler(args, extra)
     except (RegistryError, ValueError, OSError) as error:
         print(f"ldp {args.command}: error: {error}", file=sys.stderr)
         return 2
+
+
+def _reject_misspelt_job_flags(beam_args: list[str]) -> None:
+    """ValueError for an option Beam does not know that is close to one of `ldp run`'s own.
+
+    `ldp run` hands every option it does not define to Beam, which only warns about unknown
+    ones: without this check `--window-ofset 1800` would run with the default offset.
+    """
+    from pipelines.estimate import add_job_arguments
+    from runners import unknown_pipeline_flags
+    job_parser = argparse.ArgumentParser(add_help=False)
+    add_job_arguments(job_parser)
+    job_flags = {flag.lstrip("-").replace("-", "_"): flag
+                 for action in job_parser._actions for flag in action.option_strings}
+    for name in unknown_pipeline_flags(beam_args):
+        close = difflib.get_close_matches(name, job_flags, n=1, cutoff=0.75)
+        if close:
+            raise ValueError(f"unknown option --{name.replace('_', '-')}: "
+                             f"did you mean {job_flags[close[0]]}?")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="seed of the perturbation randomness (default: fresh entropy)")
     simulate.add_argument("--reports-per-file", type=int, default=None,
                           help="split output into files of at most this many reports")
+    simulate.add_argument("--overwrite", action="store_true",
+                          help="replace this metric's report files already in --out")
     simulate.set_defaults(handler=_simulate)
 
     plan = commands.add_parser(
@@ -89,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser(
         "show", help="print the largest estimates of each window of a finished job",
         description="Print, per metric and window, the K largest post-processed estimates with "
-                    "95%% error bars (1.96 standard errors of the unbiased estimate).")
+                    "95% error bars (1.96 standard errors of the unbiased estimate).")
     show.add_argument("--output", required=True, help="the job's output directory")
     show.add_argument("--metric", default=None, help="only this metric")
     show.add_argument("--top", type=int, default=5, help="values per window (default 5)")
@@ -126,10 +150,12 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     from pipelines.simulate import DEFAULT_REPORTS_PER_FILE, read_true_values, simulate_reports
     config = load_registry(args.registry)[args.metric]
     truth = read_true_values(args.input, config, args.value_column, args.time_column)
-    per_file = args.reports_per_file or DEFAULT_REPORTS_PER_FILE
+    per_file = (DEFAULT_REPORTS_PER_FILE if args.reports_per_file is None
+                else args.reports_per_file)
     if per_file <= 0:
-        raise ValueError("--reports-per-file must be positive")
-    paths = simulate_reports(config, truth, args.out, args.seed, per_file)
+        raise ValueError(f"--reports-per-file must be positive, got {per_file}")
+    paths = simulate_reports(config, truth, args.out, args.seed, per_file,
+                             overwrite=args.overwrite)
     print(f"{len(truth.values):,} reports of {config.name} ({config.protocol_name}, "
           f"ε={config.epsilon:g}) written to {len(paths)} file(s) in {args.out}")
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import glob
 import gzip
 import os
 import sys
@@ -45,10 +46,17 @@ def read_true_values(path: str, config: MetricConfig, value_column: str, time_co
             if column not in header:
                 raise InputError(f"{path} has no column {column!r} (columns: {header})")
         value_at, time_at = header.index(value_column), header.index(time_column)
+        needed = max(value_at, time_at) + 1
         raw_values, raw_times = [], []
-        for row in reader:
-            raw_values.append(row[value_at])
-            raw_times.append(row[time_at])
+        try:
+            for row in reader:
+                if len(row) < needed:
+                    raise InputError(f"{path} row {reader.line_num}: {len(row)} fields, "
+                                     f"the header has {len(header)}")
+                raw_values.append(row[value_at])
+                raw_times.append(row[time_at])
+        except csv.Error as error:
+            raise InputError(f"{path} row {reader.line_num}: {error}") from None
     return TrueValues(map_to_domain(raw_values, config), parse_event_times(raw_times))
 
 
@@ -69,7 +77,7 @@ def map_to_domain(raw: list[str], config: MetricConfig) -> np.ndarray:
         count = int(outside[inverse].sum())
         example = distinct[np.flatnonzero(outside)[0]]
         raise InputError(f"{count} values are outside the domain of metric {config.name!r} "
-                         f"(for example {example!r})")
+                         f"(for example {str(example)!r})")
     return mapped[inverse]
 
 
@@ -81,32 +89,66 @@ def _index_or_missing(text: str, d: int) -> int:
     return value if 0 <= value < d else -1
 
 
+#: Event times a report may carry: [1970-01-01, 2200-01-01) UTC, in epoch milliseconds.
+EVENT_TIME_RANGE_MS = (0, 7_258_118_400_000)
+
+
 def parse_event_times(raw: list[str]) -> np.ndarray:
-    """Epoch seconds (numbers) or ISO-8601 strings (naive ones are UTC) -> epoch milliseconds."""
+    """Epoch seconds (numbers) or ISO-8601 strings (naive ones are UTC) -> epoch milliseconds.
+
+    One format per column. Times outside EVENT_TIME_RANGE_MS (epoch milliseconds mistaken for
+    seconds land in year ~45,000) are an InputError naming the first such row.
+    """
     try:
         seconds = np.asarray(raw, dtype=np.float64)
-        return np.round(seconds * 1000).astype(np.int64)
     except ValueError:
-        pass
-    millis = np.empty(len(raw), dtype=np.int64)
-    for i, text in enumerate(raw):
-        try:
-            moment = dt.datetime.fromisoformat(text)
-        except ValueError:
-            raise InputError(f"row {i + 2}: event time {text!r} is neither epoch seconds "
-                             "nor ISO-8601") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=dt.timezone.utc)
-        millis[i] = round(moment.timestamp() * 1000)
-    return millis
+        millis = np.array([_iso_millis(text, row) for row, text in enumerate(raw, start=2)],
+                          dtype=np.int64)
+    else:
+        millis = np.round(seconds * 1000)
+    low, high = EVENT_TIME_RANGE_MS
+    outside = ~((millis >= low) & (millis < high))  # NaN is outside too
+    if outside.any():
+        first = int(np.flatnonzero(outside)[0])
+        raise InputError(f"row {first + 2}: event time {raw[first]!r} is outside 1970-01-01 .. "
+                         "2200-01-01 UTC (epoch seconds are expected, not milliseconds)")
+    return millis.astype(np.int64)
+
+
+def _iso_millis(text: str, row: int) -> int:
+    """One ISO-8601 time (a trailing Z means UTC; naive times are UTC) in epoch milliseconds."""
+    normalised = text.strip()
+    if normalised[-1:] in ("Z", "z"):
+        normalised = normalised[:-1] + "+00:00"
+    try:
+        moment = dt.datetime.fromisoformat(normalised)
+    except ValueError:
+        raise InputError(f"row {row}: event time {text!r} is neither epoch seconds nor ISO-8601 "
+                         "(one format per column)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    return round(moment.timestamp() * 1000)
 
 
 def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed: int | None,
-                     reports_per_file: int = DEFAULT_REPORTS_PER_FILE, progress=sys.stderr
-                     ) -> list[str]:
-    """Perturb every true value and write the reports to `out_dir`; returns the file paths."""
+                     reports_per_file: int = DEFAULT_REPORTS_PER_FILE, progress=sys.stderr,
+                     overwrite: bool = False) -> list[str]:
+    """Perturb every true value and write the reports to `out_dir`; returns the file paths.
+
+    The files are `<metric>-NNNNN.avro`. If `out_dir` already holds such files of this metric
+    (an earlier run, perhaps split differently) that is an InputError, since a job reading the
+    folder would count both runs; `overwrite` deletes them first instead.
+    """
     rng = np.random.default_rng(seed)
     os.makedirs(out_dir, exist_ok=True)
+    earlier = sorted(glob.glob(os.path.join(glob.escape(out_dir),
+                                            f"{glob.escape(_file_stem(config.name))}-*.avro")))
+    if earlier and not overwrite:
+        raise InputError(f"{out_dir} already holds {len(earlier)} report file(s) of "
+                         f"{config.name} (e.g. {os.path.basename(earlier[0])}); a job reading "
+                         "the folder would count both runs: pass --overwrite or pick another --out")
+    for path in earlier:
+        os.remove(path)
     n = len(truth.values)
     paths = []
     for part, start in enumerate(range(0, max(n, 1), reports_per_file)):

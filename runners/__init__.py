@@ -26,6 +26,17 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 DEFAULT_RUNNER = "FnApiRunner"
 
 
+def unknown_pipeline_flags(args: list[str]) -> list[str]:
+    """Names of the options in `args` that no Beam PipelineOptions class defines.
+
+    Beam passes such options on to portable job servers (they may be the Java runner's own) and
+    only logs a warning, so a misspelt flag silently keeps its default.
+    """
+    known = set(PipelineOptions([]).get_all_options())
+    given = PipelineOptions(args).get_all_options(retain_unknown_options=True)
+    return sorted(set(given) - known)
+
+
 def make_runner(options: PipelineOptions):
     """The runner object (FnApiRunner when unnamed) or name to hand to `beam.Pipeline`."""
     name = options.view_as(StandardOptions).runner

@@ -1,6 +1,8 @@
 """Turn each window's SupportStatistic into a window-estimate record."""
 from __future__ import annotations
 
+import datetime as dt
+
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import PaneInfoTiming
@@ -8,6 +10,13 @@ from apache_beam.utils.windowed_value import PaneInfoTiming
 from ldp.finalize import finalize_window
 from ldp.registry import Registry
 from transforms.count import SupportStatistic
+
+
+def iso_utc(moment) -> str:
+    """A Beam Timestamp as ISO-8601 UTC: seconds, and milliseconds only when there are some."""
+    seconds, micros = divmod(moment.micros, 1_000_000)
+    text = dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{micros // 1000:03d}Z" if micros else f"{text}Z"
 
 
 def window_estimate_record(config, result, window_start: str, window_end: str, pane) -> dict:
@@ -48,5 +57,5 @@ class FinalizeEstimatesFn(beam.DoFn):
         pane = {"timing": PaneInfoTiming.to_string(pane_info.timing),
                 "index": int(pane_info.index), "is_last": bool(pane_info.is_last)}
         self._windows.inc()
-        yield window_estimate_record(config, result, window.start.to_rfc3339(),
-                                     window.end.to_rfc3339(), pane)
+        yield window_estimate_record(config, result, iso_utc(window.start), iso_utc(window.end),
+                                     pane)

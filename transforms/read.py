@@ -5,6 +5,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
 
 from ldp.registry import Registry
 from schemas.batches import DeadLetter
@@ -45,7 +46,8 @@ class DecodeReportFilesFn(beam.DoFn):
                 self._accepted.inc(item.n)
                 self._batches.inc()
                 self._batch_sizes.update(item.n)
-                yield TimestampedValue((item.metric, item), item.slice_start_ms / 1000.0)
+                yield TimestampedValue((item.metric, item),
+                                       Timestamp(micros=item.slice_start_ms * 1000))
         self._read.inc(self._decoder.records_read - before)
 
 

@@ -8,6 +8,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger as beam_trigger
 from apache_beam.transforms import window as beam_window
+from apache_beam.utils.timestamp import Duration, Timestamp
 
 from ldp.registry import Registry
 from transforms.count import CountSupportFn, MergeSupportFn, SupportStatistic
@@ -63,7 +64,7 @@ class WindowSpec:
                             ("--early-every", early_every), ("--window-offset", offset)):
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"{flag} must be a finite number of seconds, got {value}")
-        return cls(round(window * 1000), round((period or window) * 1000),
+        return cls(round(window * 1000), round((window if period is None else period) * 1000),
                    round(allowed_lateness * 1000),
                    None if early_every is None else round(early_every * 1000),
                    round(offset * 1000))
@@ -87,10 +88,15 @@ class WindowSpec:
         return self.allowed_lateness_ms > 0 or self.early_every_ms is not None
 
     def window_fn(self) -> beam_window.WindowFn:
-        size, period = self.size_ms / 1000, self.period_ms / 1000
-        offset = self.offset_ms / 1000
+        size, period = _duration(self.size_ms), _duration(self.period_ms)
+        offset = Timestamp(micros=self.offset_ms * 1000)
         return (beam_window.FixedWindows(size, offset) if self.is_fixed
                 else beam_window.SlidingWindows(size, period, offset))
+
+
+def _duration(ms: int) -> Duration:
+    """Exact Beam duration of `ms` milliseconds (Beam truncates float seconds * 1e6)."""
+    return Duration(micros=ms * 1000)
 
 
 class CountReportsFn(beam.DoFn):
@@ -164,14 +170,14 @@ class CountSupportPerWindow(beam.PTransform):
         return counted | "AllMetrics" >> beam.Flatten()
 
     def _into_slices(self) -> beam.WindowInto:
-        slices = beam_window.FixedWindows(self._windows.slice_ms / 1000,
-                                          self._windows.slice_offset_ms / 1000)
+        slices = beam_window.FixedWindows(_duration(self._windows.slice_ms),
+                                          Timestamp(micros=self._windows.slice_offset_ms * 1000))
         if not self._panes:
             return beam.WindowInto(slices)
         return beam.WindowInto(
             slices, trigger=beam_trigger.Repeatedly(beam_trigger.AfterCount(1)),
             accumulation_mode=beam_trigger.AccumulationMode.DISCARDING,
-            allowed_lateness=self._windows.allowed_lateness_ms / 1000)
+            allowed_lateness=_duration(self._windows.allowed_lateness_ms))
 
     def _into_windows(self) -> beam.WindowInto:
         spec = self._windows
@@ -183,4 +189,4 @@ class CountSupportPerWindow(beam.PTransform):
             spec.window_fn(),
             trigger=beam_trigger.AfterWatermark(early=early, late=beam_trigger.AfterCount(1)),
             accumulation_mode=beam_trigger.AccumulationMode.ACCUMULATING,
-            allowed_lateness=spec.allowed_lateness_ms / 1000)
+            allowed_lateness=_duration(spec.allowed_lateness_ms))

@@ -20,7 +20,10 @@ REGISTRY = parse_registry({"metrics": [
 
 
 def iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """As the job writes it: RFC 3339 UTC, with milliseconds only when there are some."""
+    moment = dt.datetime.fromtimestamp(ms // 1000, dt.timezone.utc)
+    millis = ms % 1000
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{millis:03d}Z" if millis else "Z")
 
 
 def test_slices_start_at_the_offset():
@@ -30,27 +33,35 @@ def test_slices_start_at_the_offset():
         (-30 * 60_000, [0, 1]), (30 * 60_000, [2, 3])]
 
 
-@pytest.mark.parametrize("window_h, period_h, offset_h", [(6, 6, 2), (6, 2, 1), (24, 24, 5)])
-def test_window_bounds_and_counts_follow_the_offset(tmp_path, window_h, period_h, offset_h):
+@pytest.mark.parametrize("window_ms, period_ms, offset_ms, span_ms", [
+    (6 * HOUR, 6 * HOUR, 2 * HOUR, 48 * HOUR),
+    (6 * HOUR, 2 * HOUR, HOUR, 48 * HOUR),
+    (24 * HOUR, 24 * HOUR, 5 * HOUR, 48 * HOUR),
+    # Not whole microseconds as float seconds: Beam would truncate 1.001 s to 1000999 µs.
+    (1001, 1001, 0, 20_000),
+    (3003, 1001, 500, 20_000),
+])
+def test_window_bounds_and_counts_follow_the_offset(tmp_path, window_ms, period_ms, offset_ms,
+                                                     span_ms):
     rng = np.random.default_rng(11)
-    times = T0 + rng.integers(0, 48 * HOUR, 3000)
+    times = T0 + rng.integers(0, span_ms, 3000)
     protocol = REGISTRY["m"].protocol
     path = tmp_path / "reports.avro"
     write_reports(str(path), "m", protocol, np.arange(times.size), times,
                   protocol.perturb(rng.integers(0, 4, times.size), rng))
-    spec = WindowSpec(window_h * HOUR, period_h * HOUR, offset_ms=offset_h * HOUR)
+    spec = WindowSpec(window_ms, period_ms, offset_ms=offset_ms)
     job = EstimateJob(REGISTRY, (str(path),), str(tmp_path / "out"), spec)
     run_job(job, [], out=io.StringIO())
     records = [json.loads(line) for p in sorted((tmp_path / "out").glob("estimates-*.jsonl"))
                for line in open(p, encoding="utf-8")]
 
     # Brute force: every window [offset + k·period, + window) holding at least one report.
-    first = (times.min() - offset_h * HOUR - window_h * HOUR) // (period_h * HOUR) + 1
-    last = (times.max() - offset_h * HOUR) // (period_h * HOUR)
+    first = (times.min() - offset_ms - window_ms) // period_ms + 1
+    last = (times.max() - offset_ms) // period_ms
     expected = {}
     for k in range(int(first), int(last) + 1):
-        start = offset_h * HOUR + k * period_h * HOUR
-        inside = int(((times >= start) & (times < start + window_h * HOUR)).sum())
+        start = offset_ms + k * period_ms
+        inside = int(((times >= start) & (times < start + window_ms)).sum())
         if inside:
-            expected[(iso(start), iso(start + window_h * HOUR))] = inside
+            expected[(iso(start), iso(start + window_ms))] = inside
     assert {(r["window_start"], r["window_end"]): r["n"] for r in records} == expected
