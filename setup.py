@@ -8,7 +8,7 @@ setup(
                 "on Apache Beam.",
     python_requires=">=3.10",
     packages=["ldp", "ldp.protocols", "schemas", "transforms", "pipelines", "runners"],
-    package_data={"schemas": ["*.avsc"], "pipelines": ["demo/*"]},
+    package_data={"schemas": ["*.avsc"]},
     install_requires=["apache-beam>=2.60", "numpy>=2.0", "scipy>=1.10", "fastavro>=1.9"],
     extras_require={"test": ["pytest>=7", "avro>=1.11"],
                     # DataflowRunner, including its offline dry run (about 85 more packages)
