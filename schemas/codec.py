@@ -5,10 +5,22 @@ Reading walks a file block by block with fastavro, gathers records into chunks o
 and per metric the protocol's payload columns. Everything after that is vectorised: the
 registry check, the payload validity rule and the split into time slices.
 
-Nothing is lost. A block that fails to decode becomes one dead letter standing for the number
-of records its header announced; a file that ends early or is not Avro becomes one dead letter
-for the unreadable rest; reports for an unknown metric, with a payload of another protocol, or
-with a payload outside the protocol's output space become one dead letter each.
+Nothing is lost: `records_read` grows by exactly the records that the batches and dead letters
+of a file stand for, so that for every file read = accepted + dead-lettered. An Avro container
+file is a header (ending in a 16-byte sync marker), then blocks of [record count] [byte size]
+[data, compressed by the file's codec] [the sync marker]. Dead letters (reason `undecodable`
+unless stated) stand for:
+
+- a block whose records fail to decode: the record count its framing announced;
+- a block that fails to be read or decompressed, with intact framing (its sync marker right
+  after its announced byte size): its announced record count; reading continues with the next
+  block;
+- bytes without intact framing: 1 record, as the number of records they held cannot be known;
+  reading continues after the next sync marker, or, with none left, they are the rest of the
+  file ("unreadable from this point on");
+- a file that is not an Avro container: 1 record;
+- a report for an unknown metric, with a payload of another protocol, or with a payload outside
+  the protocol's output space: 1 record each.
 """
 from __future__ import annotations
 
@@ -18,6 +30,7 @@ import datetime as dt
 import gc
 import json
 import threading
+from dataclasses import dataclass
 from typing import Iterator
 
 import fastavro
@@ -135,11 +148,12 @@ class ReportDecoder:
 
     def _decode_stream(self, handle, source: str) -> Iterator[ReportBatch | DeadLetter]:
         try:
-            blocks = fastavro.block_reader(handle, return_record_name=True)
+            reader = fastavro.block_reader(handle, return_record_name=True)
         except Exception as error:  # not an Avro file at all
             self.records_read += 1
             yield DeadLetter(source, Reason.UNDECODABLE, f"not a readable Avro file: {error}")
             return
+        blocks = iter(_Blocks(handle, reader))
         finished = False
         while not finished:
             with gc_paused():
@@ -153,16 +167,14 @@ class ReportDecoder:
         chunk: list[dict] = []
         letters: list[DeadLetter] = []
         while len(chunk) < self.chunk_records:
-            try:
-                block = next(blocks)
-            except StopIteration:
+            block = next(blocks, None)
+            if block is None:
                 return chunk, letters, True
-            except Exception as error:  # truncated or unsynchronised: the rest is unreadable
-                self.records_read += 1
-                letters.append(DeadLetter(
-                    source, Reason.UNDECODABLE,
-                    f"unreadable from this point on: {type(error).__name__}: {error}"))
-                return chunk, letters, True
+            if isinstance(block, _Lost):
+                self.records_read += block.records
+                letters.append(DeadLetter(source, Reason.UNDECODABLE, block.detail,
+                                          records=block.records))
+                continue
             self.records_read += block.num_records
             decoded_before = len(chunk)
             try:
@@ -243,3 +255,161 @@ def split_by_slice(metric: str, times_ms: np.ndarray, columns: Columns, slice_ms
         rows = order[lo:hi]
         yield ReportBatch(metric, int(ordered[lo]) * slice_ms + offset_ms,
                           {name: column[rows] for name, column in columns.items()})
+
+
+SYNC_SIZE = 16
+_SEARCH_STEP = 1 << 20
+
+
+@dataclass(frozen=True)
+class _Lost:
+    """Bytes of a file that could not be read as blocks, standing for `records` records."""
+
+    records: int
+    detail: str
+
+
+class _Blocks:
+    """The blocks of one Avro container file: fastavro's, resumed after a block it cannot read.
+
+    Iterating yields fastavro `Block`s and `_Lost` runs of bytes. fastavro reads (and
+    decompresses) a block inside `next()`, and its reader is finished once that raises; then the
+    bad block is skipped using the container framing (header, then blocks of [record count]
+    [byte size] [data] [16-byte sync marker], counts and sizes as zigzag varints) and a new
+    fastavro reader continues from the next block, reading the file's header followed by the
+    remaining bytes.
+    """
+
+    def __init__(self, handle, reader):
+        self._handle = handle
+        self._reader = reader
+        self._header_end = handle.tell()  # fastavro reads no further than it needs
+
+    def __iter__(self):
+        reader, shift = self._reader, 0  # shift: file offset minus the offset the reader sees
+        position = self._header_end  # file offset of the next block
+        while True:
+            try:
+                block = next(reader)
+            except StopIteration:
+                return
+            except Exception as error:
+                why = f"{type(error).__name__}: {error}"
+                try:
+                    lost, position = self._skip(position, why)
+                    if position is not None:
+                        reader, shift = self._resume(position)
+                except Exception as failure:  # the file itself cannot be read any more
+                    lost, position = _Lost(1, f"unreadable from this point on (byte {position}): "
+                                              f"{why}; {type(failure).__name__}: {failure}"), None
+                yield lost
+                if position is None:
+                    return
+                continue
+            position = block.offset + block.size + shift
+            yield block
+
+    def _header(self) -> bytes:
+        self._handle.seek(0)
+        header = self._handle.read(self._header_end)
+        if len(header) != self._header_end:
+            raise EOFError("the file is shorter than its header")
+        return header
+
+    def _skip(self, position: int, why: str) -> tuple[_Lost, int | None]:
+        """The bad block at `position` as lost bytes, and the offset of the next block (if any).
+
+        A block whose framing is intact (its sync marker follows its announced byte size)
+        stands for its announced record count; otherwise the bytes up to the next sync marker
+        stand for one record, since how many they held cannot be known.
+        """
+        sync = self._header()[-SYNC_SIZE:]
+        frame = _frame(self._handle, position, sync)
+        if frame is not None and frame is not _END:
+            count, end = frame
+            return _Lost(count, f"block of {count} records at byte {position} failed to read: "
+                                f"{why}"), end
+        found = _find(self._handle, position, sync)
+        if found is None:
+            return _Lost(1, f"unreadable from this point on (byte {position}): {why}"), None
+        return _Lost(1, f"bytes {position}-{found + SYNC_SIZE} are not a readable block (record "
+                        f"count unknown, reading resumes after the next sync marker): {why}"), \
+            found + SYNC_SIZE
+
+    def _resume(self, position: int):
+        """A fastavro block reader of the file's header followed by its bytes from `position`."""
+        header = self._header()
+        self._handle.seek(position)
+        reader = fastavro.block_reader(_Spliced(header, self._handle), return_record_name=True)
+        return reader, position - len(header)
+
+
+class _Spliced:
+    """Read-only stream: `head`, then `rest` from its current position."""
+
+    def __init__(self, head: bytes, rest):
+        self._head, self._rest, self._offset = head, rest, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = b""
+        if self._offset < len(self._head):
+            stop = len(self._head) if size < 0 else min(len(self._head), self._offset + size)
+            data = self._head[self._offset:stop]
+            size = -1 if size < 0 else size - len(data)
+        if size != 0:
+            data += self._rest.read(size)
+        self._offset += len(data)
+        return data
+
+    def tell(self) -> int:
+        return self._offset
+
+
+_END = object()
+
+
+def _frame(handle, position: int, sync: bytes):
+    """(record count, offset after the sync marker) of the block at `position`.
+
+    `_END` at the end of the file; None when the bytes there are not a well-framed block.
+    """
+    handle.seek(position)
+    first = handle.read(1)
+    if not first:
+        return _END
+    count, size = _varint(handle, first), _varint(handle)
+    if count is None or size is None or count < 0 or size < 0:
+        return None
+    handle.seek(size, 1)
+    if handle.read(SYNC_SIZE) != sync:
+        return None
+    return count, handle.tell()
+
+
+def _varint(handle, first: bytes = b""):
+    """A zigzag varint (Avro long) read from `handle`, or None if it is not one."""
+    shift, value = 0, 0
+    for _ in range(10):
+        byte = first or handle.read(1)
+        first = b""
+        if not byte:
+            return None
+        value |= (byte[0] & 0x7F) << shift
+        if byte[0] < 0x80:
+            return (value >> 1) ^ -(value & 1)
+        shift += 7
+    return None
+
+
+def _find(handle, position: int, sync: bytes) -> int | None:
+    """Offset of the first sync marker at or after `position`, or None."""
+    handle.seek(position)
+    window = b""
+    while True:
+        data = handle.read(_SEARCH_STEP)
+        if not data:
+            return None
+        window = window[-(SYNC_SIZE - 1):] + data if window else data
+        at = window.find(sync)
+        if at >= 0:
+            return handle.tell() - len(window) + at

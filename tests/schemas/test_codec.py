@@ -125,6 +125,50 @@ def test_corrupted_block_in_the_middle_only_loses_that_block(tmp_path):
     assert accepted(batches) + dead_lettered(letters) == written == decoder.records_read
 
 
+def corrupt_file(path, codec, damage):
+    """Three blocks of 100 GRR reports (ids 0..299); `damage(data, block_starts)` edits the bytes."""
+    written = write_blocks(path, [[good(i, "g") for i in range(k * 100, k * 100 + 100)]
+                                  for k in range(3)], codec=codec)
+    data = bytearray(path.read_bytes())
+    syncs = sync_positions(bytes(data))  # the header's marker, then one after each block
+    damage(data, [s + 16 for s in syncs[:3]])
+    path.write_bytes(bytes(data))
+    return written
+
+
+def grr_values(batches):
+    return np.concatenate([b.columns["value"] for b in batches]).tolist()
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate", "bzip2", "xz"])
+def test_a_block_that_fails_to_read_loses_only_that_block(tmp_path, codec):
+    def damage(data, starts):  # block 2's data, past its count and size; its sync intact
+        data[starts[1] + 6:starts[1] + 30] = b"\xff" * 24
+    path = tmp_path / "r.avro"
+    written = corrupt_file(path, codec, damage)
+    decoder, batches, letters = decode(path)
+    [letter] = letters
+    assert letter.reason == Reason.UNDECODABLE and letter.records == 100, letter.detail
+    assert "block of 100 records" in letter.detail
+    assert grr_values(batches) == [i % 8 for i in list(range(100)) + list(range(200, 300))]
+    assert accepted(batches) + dead_lettered(letters) == written == decoder.records_read
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate"])
+def test_broken_framing_resumes_after_the_next_sync_marker(tmp_path, codec):
+    def damage(data, starts):  # block 1's count and size, and block 2's sync marker
+        data[starts[0]:starts[0] + 2] = b"\x81\x81"
+        data[starts[2] - 10:starts[2] - 5] = b"\x00" * 5
+    path = tmp_path / "r.avro"
+    corrupt_file(path, codec, damage)
+    decoder, batches, letters = decode(path)
+    # Block 1 has no readable framing: one record up to its sync marker. Block 2 is framed but
+    # its sync marker is damaged: the next marker found is block 3's, which goes with it.
+    assert [letter.records for letter in letters] == [1, 1]
+    assert all("record count unknown" in letter.detail for letter in letters)
+    assert batches == [] and decoder.records_read == 2
+
+
 @pytest.mark.parametrize("content", [b"", b"PAR1 this is not an avro container\n" * 20,
                                      b"Obj\x01garbage"])
 def test_non_avro_file(tmp_path, content):
