@@ -19,6 +19,9 @@ unless stated) stand for:
   reading continues after the next sync marker, or, with none left, they are the rest of the
   file ("unreadable from this point on");
 - a file that is not an Avro container: 1 record;
+- a file whose codec cannot be read here (unknown, or its library is not installed): the sum
+  of the record counts its blocks announce, walked by their framing without decompressing (plus
+  1 record for each run of bytes without framing, as above);
 - a report for an unknown metric, with a payload of another protocol, or with a payload outside
   the protocol's output space: 1 record each.
 """
@@ -153,7 +156,14 @@ class ReportDecoder:
             self.records_read += 1
             yield DeadLetter(source, Reason.UNDECODABLE, f"not a readable Avro file: {error}")
             return
-        blocks = iter(_Blocks(handle, reader))
+        blocks = _Blocks(handle, reader)
+        problem = _codec_problem(reader.codec)
+        if problem is not None:
+            for lost in blocks.undecoded(problem):
+                self.records_read += lost.records
+                yield DeadLetter(source, lost.reason, lost.detail, records=lost.records)
+            return
+        blocks = iter(blocks)
         finished = False
         while not finished:
             with gc_paused():
@@ -172,7 +182,7 @@ class ReportDecoder:
                 return chunk, letters, True
             if isinstance(block, _Lost):
                 self.records_read += block.records
-                letters.append(DeadLetter(source, Reason.UNDECODABLE, block.detail,
+                letters.append(DeadLetter(source, block.reason, block.detail,
                                           records=block.records))
                 continue
             self.records_read += block.num_records
@@ -267,6 +277,7 @@ class _Lost:
 
     records: int
     detail: str
+    reason: str = Reason.UNDECODABLE
 
 
 class _Blocks:
@@ -325,16 +336,46 @@ class _Blocks:
         """
         sync = self._header()[-SYNC_SIZE:]
         frame = _frame(self._handle, position, sync)
-        if frame is not None and frame is not _END:
-            count, end = frame
-            return _Lost(count, f"block of {count} records at byte {position} failed to read: "
-                                f"{why}"), end
+        if frame is None or frame is _END:
+            return self._unframed(position, sync, why)
+        count, end = frame
+        return _Lost(count, f"block of {count} records at byte {position} failed to read: "
+                            f"{why}"), end
+
+    def _unframed(self, position: int, sync: bytes, why: str) -> tuple[_Lost, int | None]:
         found = _find(self._handle, position, sync)
         if found is None:
             return _Lost(1, f"unreadable from this point on (byte {position}): {why}"), None
         return _Lost(1, f"bytes {position}-{found + SYNC_SIZE} are not a readable block (record "
                         f"count unknown, reading resumes after the next sync marker): {why}"), \
             found + SYNC_SIZE
+
+    def undecoded(self, detail: str, reason: str = Reason.UNDECODABLE) -> Iterator[_Lost]:
+        """All the file's records, counted from the block framing without decompressing.
+
+        One `_Lost` with `detail` for the blocks with intact framing, and one of 1 record for
+        each run of bytes without (as in `_skip`).
+        """
+        records = blocks = 0
+        position = self._header_end
+        try:
+            sync = self._header()[-SYNC_SIZE:]
+            while position is not None:
+                frame = _frame(self._handle, position, sync)
+                if frame is _END:
+                    break
+                if frame is None:
+                    lost, position = self._unframed(position, sync, "no block framing")
+                    yield lost
+                    continue
+                count, position = frame
+                records, blocks = records + count, blocks + 1
+        except Exception as error:  # the file itself cannot be read any more
+            yield _Lost(1, f"unreadable from this point on (byte {position}): "
+                           f"{type(error).__name__}: {error}")
+        if records:
+            yield _Lost(records, f"{detail} ({records} records in {blocks} blocks, not decoded)",
+                        reason)
 
     def _resume(self, position: int):
         """A fastavro block reader of the file's header followed by its bytes from `position`."""
@@ -413,3 +454,16 @@ def _find(handle, position: int, sync: bytes) -> int | None:
         at = window.find(sync)
         if at >= 0:
             return handle.tell() - len(window) + at
+
+
+def _codec_problem(codec: str) -> str | None:
+    """Why fastavro cannot decompress blocks of `codec` here, or None when it can."""
+    read_block = fastavro.read.BLOCK_READERS.get(codec)
+    if read_block is None:
+        return f"unknown codec {codec!r}"
+    if "missing_codec_lib" in getattr(read_block, "__qualname__", ""):
+        try:  # fastavro's stand-in for a codec whose library is not installed
+            read_block(None)
+        except ValueError as error:
+            return f"codec {codec!r} cannot be read here: {error}"
+    return None

@@ -5,6 +5,7 @@ import json
 
 import fastavro
 import fastavro.read
+from fastavro._read_common import missing_codec_lib
 import numpy as np
 import pytest
 
@@ -140,7 +141,7 @@ def grr_values(batches):
     return np.concatenate([b.columns["value"] for b in batches]).tolist()
 
 
-@pytest.mark.parametrize("codec", ["null", "deflate", "bzip2", "xz"])
+@pytest.mark.parametrize("codec", ["null", "deflate", "bzip2", "xz", "snappy"])
 def test_a_block_that_fails_to_read_loses_only_that_block(tmp_path, codec):
     def damage(data, starts):  # block 2's data, past its count and size; its sync intact
         data[starts[1] + 6:starts[1] + 30] = b"\xff" * 24
@@ -167,6 +168,52 @@ def test_broken_framing_resumes_after_the_next_sync_marker(tmp_path, codec):
     assert [letter.records for letter in letters] == [1, 1]
     assert all("record count unknown" in letter.detail for letter in letters)
     assert batches == [] and decoder.records_read == 2
+
+
+def test_snappy_files_decode(tmp_path):
+    path = tmp_path / "r.avro"
+    protocol = REGISTRY["g"].protocol
+    write_reports(str(path), "g", protocol, np.arange(300), np.full(300, T0),
+                  {"value": np.arange(300) % 8}, codec="snappy")
+    decoder, batches, letters = decode(path)
+    assert letters == [] and grr_values(batches) == [i % 8 for i in range(300)]
+
+
+def relabel_codec(path, codec):
+    """Rename the codec in a null-codec file's header, leaving its blocks as they are."""
+    data = path.read_bytes()
+    name = codec.encode()
+    path.write_bytes(data.replace(b"\x08null", bytes([2 * len(name)]) + name, 1))
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_a_file_of_a_codec_that_cannot_be_read_is_accounted_block_by_block(
+        tmp_path, monkeypatch, cut):
+    monkeypatch.setitem(fastavro.read.BLOCK_READERS, "snappy",
+                        missing_codec_lib("snappy", "cramjam"))
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[good(i, "g") for i in range(k * 100, k * 100 + 100)] for k in range(3)],
+                 codec="snappy")
+    if cut:  # and its last block cut short
+        path.write_bytes(path.read_bytes()[:-20])
+    decoder, batches, letters = decode(path)
+    assert batches == []
+    *unreadable, letter = letters
+    assert letter.reason == Reason.UNDECODABLE
+    assert "'snappy'" in letter.detail and "cramjam" in letter.detail, letter.detail
+    assert letter.records == (200 if cut else 300)
+    assert [u.records for u in unreadable] == ([1] if cut else [])
+    assert decoder.records_read == dead_lettered(letters)
+
+
+def test_a_file_of_an_unknown_codec_is_accounted(tmp_path):
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[good(i, "g") for i in range(k * 100, k * 100 + 100)] for k in range(3)])
+    relabel_codec(path, "brotli")
+    decoder, batches, letters = decode(path)
+    [letter] = letters
+    assert "unknown codec 'brotli'" in letter.detail and letter.records == 300
+    assert decoder.records_read == 300
 
 
 @pytest.mark.parametrize("content", [b"", b"PAR1 this is not an avro container\n" * 20,
