@@ -19,9 +19,10 @@ unless stated) stand for:
   reading continues after the next sync marker, or, with none left, they are the rest of the
   file ("unreadable from this point on");
 - a file that is not an Avro container: 1 record;
-- a file whose codec cannot be read here (unknown, or its library is not installed): the sum
-  of the record counts its blocks announce, walked by their framing without decompressing (plus
-  1 record for each run of bytes without framing, as above);
+- a file written with a schema other than the report schema (`schema_problem`; reason
+  `incompatible_schema`) or in a codec that cannot be read here (unknown, or its library is not
+  installed): the sum of the record counts its blocks announce, walked by their framing
+  without decompressing (plus 1 record for each run of bytes without framing, as above);
 - a report for an unknown metric, with a payload of another protocol, or with a payload outside
   the protocol's output space: 1 record each.
 """
@@ -34,6 +35,7 @@ import gc
 import json
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterator
 
 import fastavro
@@ -116,6 +118,59 @@ def write_reports(path: str, metric: str, protocol: FrequencyOracle, report_ids:
     return len(report_ids)
 
 
+def schema_problem(writer_schema) -> str | None:
+    """Why a file's writer schema (as fastavro parses it) does not hold reports; None if it does.
+
+    It must be a record with exactly the fields of the report schema: report_id (long), metric
+    (string), event_time (long, timestamp-millis) and payload, a union of payload records of the
+    report schema (all of them or some, in any order), each by its full name and with the same
+    fields. Checked once per file: decoding each record against a reader schema would halve the
+    decode rate.
+    """
+    expected = _report_shapes()
+    if not isinstance(writer_schema, dict) or writer_schema.get("type") != "record":
+        return "not a record"
+    fields = {field["name"]: field["type"] for field in writer_schema["fields"]}
+    if fields.keys() != expected.keys():
+        return f"fields {sorted(fields)}, expected {sorted(expected)}"
+    for name in ("report_id", "metric", "event_time"):
+        if _shape(fields[name]) != expected[name]:
+            return f"field {name!r} is {json.dumps(fields[name])}, expected {expected[name]}"
+    if not isinstance(fields["payload"], list):
+        return "field 'payload' is not a union of payload records"
+    for branch in fields["payload"]:
+        if _shape(branch) not in expected["payload"]:
+            name = branch.get("name") if isinstance(branch, dict) else branch
+            return f"payload branch {name!r} is not a payload record of the report schema"
+    return None
+
+
+@lru_cache(maxsize=None)
+def _report_shapes() -> dict:
+    fields = {field["name"]: field["type"] for field in load_schema("report")["fields"]}
+    shapes = {name: _shape(schema) for name, schema in fields.items()}
+    shapes["payload"] = frozenset(shapes["payload"])
+    return shapes
+
+
+def _shape(schema):
+    """What decoding depends on in a parsed schema: types, logical types, record names, fields."""
+    if isinstance(schema, list):
+        return tuple(_shape(branch) for branch in schema)
+    if isinstance(schema, str):
+        return schema
+    kind = schema.get("type")
+    if kind == "record":
+        return ("record", schema.get("name"),
+                tuple(sorted((field["name"], _shape(field["type"])) for field in schema["fields"])))
+    if kind == "array":
+        return ("array", _shape(schema.get("items")))
+    if kind in ("null", "boolean", "int", "long", "float", "double", "bytes", "string"):
+        logical = schema.get("logicalType")
+        return kind if logical is None else f"{kind} ({logical})"
+    return json.dumps(schema, sort_keys=True)
+
+
 def report_as_json(record: dict) -> str:
     """A decoded report as JSON text (bytes as base64, event time as ISO-8601)."""
     def plain(value):
@@ -157,9 +212,13 @@ class ReportDecoder:
             yield DeadLetter(source, Reason.UNDECODABLE, f"not a readable Avro file: {error}")
             return
         blocks = _Blocks(handle, reader)
-        problem = _codec_problem(reader.codec)
+        problem, reason = schema_problem(reader.writer_schema), Reason.INCOMPATIBLE_SCHEMA
         if problem is not None:
-            for lost in blocks.undecoded(problem):
+            problem = f"the writer schema is not a report schema: {problem}"
+        else:
+            problem, reason = _codec_problem(reader.codec), Reason.UNDECODABLE
+        if problem is not None:
+            for lost in blocks.undecoded(problem, reason):
                 self.records_read += lost.records
                 yield DeadLetter(source, lost.reason, lost.detail, records=lost.records)
             return

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ldp.registry import parse_registry
-from schemas import load_schema
+from schemas import SCHEMA_DIR, load_schema, report_schema_json
 from schemas.batches import DeadLetter, Reason, ReportBatch
 from schemas.codec import ReportDecoder, write_reports
 
@@ -36,11 +36,11 @@ def good(rid, metric, t=T0):
     return report(rid, metric, payload, t)
 
 
-def write_blocks(path, blocks, codec="null"):
+def write_blocks(path, blocks, codec="null", schema=None):
     """Write lists of records, one Avro block per list; returns the number of records written."""
+    schema = load_schema("report") if schema is None else fastavro.parse_schema(schema)
     with open(path, "wb") as out:
-        writer = fastavro.write.Writer(out, load_schema("report"), codec=codec,
-                                       sync_interval=1 << 30)
+        writer = fastavro.write.Writer(out, schema, codec=codec, sync_interval=1 << 30)
         for block in blocks:
             for record in block:
                 writer.write(record)
@@ -214,6 +214,59 @@ def test_a_file_of_an_unknown_codec_is_accounted(tmp_path):
     [letter] = letters
     assert "unknown codec 'brotli'" in letter.detail and letter.records == 300
     assert decoder.records_read == 300
+
+
+def foreign_schemas():
+    """(name, writer schema, a record of it, words the detail must contain)."""
+    def report_schema(edit):
+        schema = report_schema_json()
+        fields = {field["name"]: field for field in schema["fields"]}
+        edit(schema, fields)
+        return schema
+    micros = report_schema(lambda s, f: f["event_time"]["type"].update(
+        logicalType="timestamp-micros"))
+    nullable = report_schema(lambda s, f: f["event_time"].update(
+        type=["null", f["event_time"]["type"]]))
+    bare = report_schema(lambda s, f: f["payload"].update(type=f["payload"]["type"][0]))
+    extra = report_schema(lambda s, f: s["fields"].append({"name": "device", "type": "string"}))
+    other_payload = report_schema(lambda s, f: f["payload"]["type"].append(
+        {"type": "record", "name": "MyPayload", "fields": [{"name": "v", "type": "int"}]}))
+    grr_fields = report_schema(lambda s, f: f["payload"]["type"][0]["fields"].__setitem__(
+        0, {"name": "value", "type": "long"}))
+    dead_letter = json.loads((SCHEMA_DIR / "dead_letter.avsc").read_text())
+    return [
+        ("dead letters", dead_letter, DeadLetter("x", "r", "d").as_dict(), "fields"),
+        ("micros", micros, good(1, "g", T0 * 1000), "timestamp-micros"),
+        ("nullable time", nullable, report(1, "g", (GRR, {"value": 1}), None), "event_time"),
+        ("bare payload", bare, report(1, "g", {"value": 1}), "not a union"),
+        ("extra field", extra, {**good(1, "g"), "device": "d"}, "device"),
+        ("unknown branch", other_payload, report(1, "g", ("ldp.telemetry.MyPayload", {"v": 1})), "MyPayload"),
+        ("other field type", grr_fields, good(1, "g"), "GrrPayload"),
+    ]
+
+
+@pytest.mark.parametrize("name, schema, record, words", foreign_schemas(),
+                         ids=[case[0] for case in foreign_schemas()])
+def test_a_file_of_another_schema_is_one_dead_letter_for_all_its_records(
+        tmp_path, name, schema, record, words):
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[record] * 3, [record] * 4], codec="deflate", schema=schema)
+    decoder, batches, letters = decode(path)
+    [letter] = letters
+    assert letter.reason == Reason.INCOMPATIBLE_SCHEMA and letter.records == 7
+    assert words in letter.detail, letter.detail
+    assert batches == [] and decoder.records_read == 7
+
+
+def test_a_union_of_some_payload_records_in_another_order_is_read(tmp_path):
+    schema = report_schema_json()
+    payload = next(field for field in schema["fields"] if field["name"] == "payload")
+    payload["type"] = [b for b in reversed(payload["type"]) if b["name"] in ("OlhPayload",
+                                                                            "GrrPayload")]
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[good(i, m) for i in range(50) for m in ("g", "h")]], schema=schema)
+    decoder, batches, letters = decode(path)
+    assert letters == [] and accepted(batches) == 100 == decoder.records_read
 
 
 @pytest.mark.parametrize("content", [b"", b"PAR1 this is not an avro container\n" * 20,
