@@ -47,3 +47,4 @@ class Reason:
     PROTOCOL_MISMATCH = "protocol_mismatch"
     INVALID_PAYLOAD = "invalid_payload"
     INCOMPATIBLE_SCHEMA = "incompatible_schema"
+    INVALID_EVENT_TIME = "invalid_event_time"

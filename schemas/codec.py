@@ -23,8 +23,10 @@ unless stated) stand for:
   `incompatible_schema`) or in a codec that cannot be read here (unknown, or its library is not
   installed): the sum of the record counts its blocks announce, walked by their framing
   without decompressing (plus 1 record for each run of bytes without framing, as above);
-- a report for an unknown metric, with a payload of another protocol, or with a payload outside
-  the protocol's output space: 1 record each.
+- a report for an unknown metric, with a payload of another protocol, with a payload outside
+  the protocol's output space, or with an event time outside [`EVENT_TIME_MIN_MS`,
+  `EVENT_TIME_END_MS`) = [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z) (reason
+  `invalid_event_time`): 1 record each.
 """
 from __future__ import annotations
 
@@ -48,6 +50,12 @@ from schemas import NAMESPACE, load_schema
 from schemas.batches import DeadLetter, Reason, ReportBatch
 
 CHUNK_RECORDS = 65_536
+# Valid event times, epoch milliseconds: [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z). A device
+# clock reset to the epoch gives times >= 0, which stay valid; times outside are not real
+# (seconds or microseconds taken for milliseconds, NaN cast to int64 min) and would overflow
+# the window arithmetic.
+EVENT_TIME_MIN_MS = 0
+EVENT_TIME_END_MS = 7_258_118_400_000
 _TIMESTAMP_READER = "long-timestamp-millis"
 _raw_lock = threading.Lock()
 _raw_users = 0
@@ -291,12 +299,18 @@ class ReportDecoder:
             records = [r for r, bad in zip(records, wrong.tolist()) if not bad]
         columns, invalid = protocol.payloads_from_avro([r["payload"][1] for r in records])
         times = np.array([r["event_time"] for r in records], dtype=np.int64)
-        if invalid.any():
+        untimely = (times < EVENT_TIME_MIN_MS) | (times >= EVENT_TIME_END_MS)
+        if invalid.any() or untimely.any():
             for i in np.flatnonzero(invalid).tolist():
                 yield DeadLetter(source, Reason.INVALID_PAYLOAD,
                                  f"metric {metric!r}: {protocol.payload_rule}",
                                  report=report_as_json(records[i]))
-            keep = ~invalid
+            for i in np.flatnonzero(untimely & ~invalid).tolist():
+                yield DeadLetter(source, Reason.INVALID_EVENT_TIME,
+                                 f"event time {times[i]} ms since the epoch is outside "
+                                 f"[1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)",
+                                 report=report_as_json(records[i]))
+            keep = ~(invalid | untimely)
             columns = {name: column[keep] for name, column in columns.items()}
             times = times[keep]
         yield from split_by_slice(metric, times, columns, self.slice_ms, self.slice_offset_ms)

@@ -325,6 +325,27 @@ def test_each_bad_report_is_one_dead_letter_with_its_reason(tmp_path, chunk_reco
     assert {b.metric for b in batches} == {"g", "o", "h"}
 
 
+def test_event_times_outside_1970_to_2200_are_dead_letters(tmp_path):
+    end = 7_258_118_400_000  # 2200-01-01T00:00:00Z
+    valid = [0, 1, T0, end - 1]  # a device clock reset to the epoch gives times >= 0
+    invalid = [-1, end, T0 * 1000, 2 ** 62, -2 ** 63, 2 ** 63 - 1]
+    records = [good(i, "g", t) for i, t in enumerate(valid + invalid)]
+    records.append(report(99, "g", (GRR, {"value": 8}), -5))  # both wrong: one dead letter
+    path = tmp_path / "r.avro"
+    written = write_blocks(path, [records])
+    decoder, batches, letters = decode(path)
+    assert sorted(b.slice_start_ms for b in batches) == [0, T0, (end - 1) // HOUR * HOUR]
+    assert grr_values(sorted(batches, key=lambda b: b.slice_start_ms)) == [0, 1, 2, 3]
+    by_reason = {}
+    for letter in letters:
+        by_reason.setdefault(letter.reason, []).append(json.loads(letter.report))
+    assert [r["event_time"] for r in by_reason[Reason.INVALID_EVENT_TIME]] == invalid
+    assert [r["report_id"] for r in by_reason[Reason.INVALID_PAYLOAD]] == [99]
+    assert all("2200-01-01" in letter.detail for letter in letters
+               if letter.reason == Reason.INVALID_EVENT_TIME)
+    assert accepted(batches) + dead_lettered(letters) == written == decoder.records_read
+
+
 def test_slicing_by_time_puts_every_report_in_its_slice(tmp_path):
     # A sized GRR domain large enough that each report's value is its own index.
     registry = parse_registry({"metrics": [
