@@ -18,7 +18,8 @@ unless stated) stand for:
 - bytes without intact framing: 1 record, as the number of records they held cannot be known;
   reading continues after the next sync marker, or, with none left, they are the rest of the
   file ("unreadable from this point on");
-- a file that is not an Avro container: 1 record;
+- a file that cannot be opened (OSError) or is not an Avro container: 1 record; reading that
+  fails part way (OSError) is a block that fails to be read, as above;
 - a file written with a schema other than the report schema (`schema_problem`; reason
   `incompatible_schema`) or in a codec that cannot be read here (unknown, or its library is not
   installed): the sum of the record counts its blocks announce, walked by their framing
@@ -208,18 +209,28 @@ class ReportDecoder:
         self.records_read = 0
 
     def decode_file(self, path: str, opener=open) -> Iterator[ReportBatch | DeadLetter]:
-        """Every batch and dead letter of one file; `records_read` grows by its record count."""
-        with raw_timestamps(), opener(path, "rb") as handle:
-            yield from self._decode_stream(handle, path)
+        """Every batch and dead letter of one file; `records_read` grows by its record count.
+
+        A file that cannot be opened (OSError) is one `undecodable` dead letter of 1 record.
+        """
+        with raw_timestamps():
+            try:
+                handle = opener(path, "rb")
+            except OSError as error:
+                self.records_read += 1
+                yield DeadLetter(path, Reason.UNDECODABLE, f"cannot open the file: {error}")
+                return
+            with handle:
+                yield from self._decode_stream(handle, path)
 
     def _decode_stream(self, handle, source: str) -> Iterator[ReportBatch | DeadLetter]:
         try:
             reader = fastavro.block_reader(handle, return_record_name=True)
-        except Exception as error:  # not an Avro file at all
+            blocks = _Blocks(handle, reader)
+        except Exception as error:  # not an Avro file at all, or not readable
             self.records_read += 1
             yield DeadLetter(source, Reason.UNDECODABLE, f"not a readable Avro file: {error}")
             return
-        blocks = _Blocks(handle, reader)
         problem, reason = schema_problem(reader.writer_schema), Reason.INCOMPATIBLE_SCHEMA
         if problem is not None:
             problem = f"the writer schema is not a report schema: {problem}"

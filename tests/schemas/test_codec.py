@@ -1,6 +1,7 @@
 """ReportDecoder: valid reports become batches, everything else a dead letter with its reason."""
 from __future__ import annotations
 
+import io
 import json
 
 import fastavro
@@ -279,6 +280,41 @@ def test_non_avro_file(tmp_path, content):
     [letter] = letters
     assert letter.reason == Reason.UNDECODABLE and "not a readable Avro file" in letter.detail
     assert letter.records == 1 and decoder.records_read == 1
+
+
+def test_a_file_that_cannot_be_opened_is_one_dead_letter(tmp_path):
+    for path in (tmp_path / "missing.avro", tmp_path):  # no such file; a directory
+        decoder, batches, letters = decode(path)
+        [letter] = letters
+        assert letter.reason == Reason.UNDECODABLE and "cannot open" in letter.detail
+        assert (batches, letter.records, decoder.records_read) == ([], 1, 1)
+
+
+class FailingFile(io.FileIO):
+    """A file whose reads fail once they reach byte `limit`."""
+
+    def __init__(self, path, limit):
+        super().__init__(path, "rb")
+        self.limit = limit
+
+    def read(self, size=-1):
+        if self.tell() + (size if size >= 0 else 1) > self.limit:
+            raise OSError(5, "Input/output error")
+        return super().read(size)
+
+
+def test_a_file_that_fails_to_read_part_way_keeps_what_was_read(tmp_path):
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[good(i, "g") for i in range(k * 100, k * 100 + 100)] for k in range(3)])
+    limit = sync_positions(path.read_bytes())[2] + 40  # inside block 3
+    decoder = ReportDecoder(REGISTRY, HOUR)
+    items = list(decoder.decode_file(str(path), opener=lambda p, mode: FailingFile(p, limit)))
+    [letter] = [item for item in items if isinstance(item, DeadLetter)]
+    assert grr_values([item for item in items if item is not letter]) == [
+        i % 8 for i in range(200)]
+    assert letter.reason == Reason.UNDECODABLE and letter.records == 1
+    assert "unreadable from this point on" in letter.detail and "OSError" in letter.detail
+    assert decoder.records_read == 201
 
 
 def bad_records():
