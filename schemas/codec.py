@@ -505,7 +505,10 @@ def _frame(handle, position: int, sync: bytes):
     count, size = _varint(handle, first), _varint(handle)
     if count is None or size is None or count < 0 or size < 0:
         return None
-    handle.seek(size, 1)
+    try:
+        handle.seek(size, 1)
+    except (OSError, ValueError):  # some remote files refuse to seek past their end
+        return None
     if handle.read(SYNC_SIZE) != sync:
         return None
     return count, handle.tell()
