@@ -9,7 +9,8 @@ setup(
     python_requires=">=3.10",
     packages=["ldp", "ldp.protocols", "schemas", "transforms", "pipelines", "runners"],
     package_data={"schemas": ["*.avsc"]},
-    install_requires=["apache-beam>=2.60", "numpy>=2.0", "scipy>=1.10", "fastavro>=1.9"],
+    install_requires=["apache-beam>=2.60", "numpy>=2.0", "scipy>=1.10", "fastavro>=1.9",
+                      "cramjam>=2.6"],  # fastavro's snappy codec
     extras_require={"test": ["pytest>=7", "avro>=1.11"],
                     # DataflowRunner, including its offline dry run (about 85 more packages)
                     "dataflow": ["apache-beam[gcp]"]},

@@ -46,3 +46,5 @@ class Reason:
     UNKNOWN_METRIC = "unknown_metric"
     PROTOCOL_MISMATCH = "protocol_mismatch"
     INVALID_PAYLOAD = "invalid_payload"
+    INCOMPATIBLE_SCHEMA = "incompatible_schema"
+    INVALID_EVENT_TIME = "invalid_event_time"

@@ -1,6 +1,8 @@
 """Read report files into timestamped numpy batches, with dead letters on a side output."""
 from __future__ import annotations
 
+import os
+
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
@@ -80,11 +82,19 @@ class ReadReportBatches(beam.PTransform):
 
 
 def expand_file_patterns(patterns: list[str]) -> list[str]:
-    """All files matching the glob patterns, sorted; ValueError when a pattern matches none."""
-    files = []
+    """The files matching the glob patterns: by pattern, sorted, each file once (first seen).
+
+    ValueError naming the pattern when it matches no file or is a local directory.
+    """
+    files: dict[str, str] = {}  # identity (the real path of a local file) -> path as matched
     for pattern in patterns:
+        local = FileSystems.get_scheme(pattern) is None
+        if local and os.path.isdir(pattern):
+            raise ValueError(f"--input {pattern!r} is a directory; give its files, e.g. "
+                             f"{os.path.join(pattern, '*.avro')!r}")
         matches = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
         if not matches:
             raise ValueError(f"--input {pattern!r} matches no file")
-        files.extend(sorted(matches))
-    return files
+        for path in sorted(matches):
+            files.setdefault(os.path.realpath(path) if local else path, path)
+    return list(files.values())

@@ -1,15 +1,17 @@
 """ReportDecoder: valid reports become batches, everything else a dead letter with its reason."""
 from __future__ import annotations
 
+import io
 import json
 
 import fastavro
 import fastavro.read
+from fastavro._read_common import missing_codec_lib
 import numpy as np
 import pytest
 
 from ldp.registry import parse_registry
-from schemas import load_schema
+from schemas import SCHEMA_DIR, load_schema, report_schema_json
 from schemas.batches import DeadLetter, Reason, ReportBatch
 from schemas.codec import ReportDecoder, write_reports
 
@@ -35,11 +37,11 @@ def good(rid, metric, t=T0):
     return report(rid, metric, payload, t)
 
 
-def write_blocks(path, blocks, codec="null"):
+def write_blocks(path, blocks, codec="null", schema=None):
     """Write lists of records, one Avro block per list; returns the number of records written."""
+    schema = load_schema("report") if schema is None else fastavro.parse_schema(schema)
     with open(path, "wb") as out:
-        writer = fastavro.write.Writer(out, load_schema("report"), codec=codec,
-                                       sync_interval=1 << 30)
+        writer = fastavro.write.Writer(out, schema, codec=codec, sync_interval=1 << 30)
         for block in blocks:
             for record in block:
                 writer.write(record)
@@ -125,6 +127,149 @@ def test_corrupted_block_in_the_middle_only_loses_that_block(tmp_path):
     assert accepted(batches) + dead_lettered(letters) == written == decoder.records_read
 
 
+def corrupt_file(path, codec, damage):
+    """Three blocks of 100 GRR reports (ids 0..299); `damage(data, block_starts)` edits the bytes."""
+    written = write_blocks(path, [[good(i, "g") for i in range(k * 100, k * 100 + 100)]
+                                  for k in range(3)], codec=codec)
+    data = bytearray(path.read_bytes())
+    syncs = sync_positions(bytes(data))  # the header's marker, then one after each block
+    damage(data, [s + 16 for s in syncs[:3]])
+    path.write_bytes(bytes(data))
+    return written
+
+
+def grr_values(batches):
+    return np.concatenate([b.columns["value"] for b in batches]).tolist()
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate", "bzip2", "xz", "snappy"])
+def test_a_block_that_fails_to_read_loses_only_that_block(tmp_path, codec):
+    def damage(data, starts):  # block 2's data, past its count and size; its sync intact
+        data[starts[1] + 6:starts[1] + 30] = b"\xff" * 24
+    path = tmp_path / "r.avro"
+    written = corrupt_file(path, codec, damage)
+    decoder, batches, letters = decode(path)
+    [letter] = letters
+    assert letter.reason == Reason.UNDECODABLE and letter.records == 100, letter.detail
+    assert "block of 100 records" in letter.detail
+    assert grr_values(batches) == [i % 8 for i in list(range(100)) + list(range(200, 300))]
+    assert accepted(batches) + dead_lettered(letters) == written == decoder.records_read
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate"])
+def test_broken_framing_resumes_after_the_next_sync_marker(tmp_path, codec):
+    def damage(data, starts):  # block 1's count and size, and block 2's sync marker
+        data[starts[0]:starts[0] + 2] = b"\x81\x81"
+        data[starts[2] - 10:starts[2] - 5] = b"\x00" * 5
+    path = tmp_path / "r.avro"
+    corrupt_file(path, codec, damage)
+    decoder, batches, letters = decode(path)
+    # Block 1 has no readable framing: one record up to its sync marker. Block 2 is framed but
+    # its sync marker is damaged: the next marker found is block 3's, which goes with it.
+    assert [letter.records for letter in letters] == [1, 1]
+    assert all("record count unknown" in letter.detail for letter in letters)
+    assert batches == [] and decoder.records_read == 2
+
+
+def test_snappy_files_decode(tmp_path):
+    path = tmp_path / "r.avro"
+    protocol = REGISTRY["g"].protocol
+    write_reports(str(path), "g", protocol, np.arange(300), np.full(300, T0),
+                  {"value": np.arange(300) % 8}, codec="snappy")
+    decoder, batches, letters = decode(path)
+    assert letters == [] and grr_values(batches) == [i % 8 for i in range(300)]
+
+
+def relabel_codec(path, codec):
+    """Rename the codec in a null-codec file's header, leaving its blocks as they are."""
+    data = path.read_bytes()
+    name = codec.encode()
+    path.write_bytes(data.replace(b"\x08null", bytes([2 * len(name)]) + name, 1))
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_a_file_of_a_codec_that_cannot_be_read_is_accounted_block_by_block(
+        tmp_path, monkeypatch, cut):
+    monkeypatch.setitem(fastavro.read.BLOCK_READERS, "snappy",
+                        missing_codec_lib("snappy", "cramjam"))
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[good(i, "g") for i in range(k * 100, k * 100 + 100)] for k in range(3)],
+                 codec="snappy")
+    if cut:  # and its last block cut short
+        path.write_bytes(path.read_bytes()[:-20])
+    decoder, batches, letters = decode(path)
+    assert batches == []
+    *unreadable, letter = letters
+    assert letter.reason == Reason.UNDECODABLE
+    assert "'snappy'" in letter.detail and "cramjam" in letter.detail, letter.detail
+    assert letter.records == (200 if cut else 300)
+    assert [u.records for u in unreadable] == ([1] if cut else [])
+    assert decoder.records_read == dead_lettered(letters)
+
+
+def test_a_file_of_an_unknown_codec_is_accounted(tmp_path):
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[good(i, "g") for i in range(k * 100, k * 100 + 100)] for k in range(3)])
+    relabel_codec(path, "brotli")
+    decoder, batches, letters = decode(path)
+    [letter] = letters
+    assert "unknown codec 'brotli'" in letter.detail and letter.records == 300
+    assert decoder.records_read == 300
+
+
+def foreign_schemas():
+    """(name, writer schema, a record of it, words the detail must contain)."""
+    def report_schema(edit):
+        schema = report_schema_json()
+        fields = {field["name"]: field for field in schema["fields"]}
+        edit(schema, fields)
+        return schema
+    micros = report_schema(lambda s, f: f["event_time"]["type"].update(
+        logicalType="timestamp-micros"))
+    nullable = report_schema(lambda s, f: f["event_time"].update(
+        type=["null", f["event_time"]["type"]]))
+    bare = report_schema(lambda s, f: f["payload"].update(type=f["payload"]["type"][0]))
+    extra = report_schema(lambda s, f: s["fields"].append({"name": "device", "type": "string"}))
+    other_payload = report_schema(lambda s, f: f["payload"]["type"].append(
+        {"type": "record", "name": "MyPayload", "fields": [{"name": "v", "type": "int"}]}))
+    grr_fields = report_schema(lambda s, f: f["payload"]["type"][0]["fields"].__setitem__(
+        0, {"name": "value", "type": "long"}))
+    dead_letter = json.loads((SCHEMA_DIR / "dead_letter.avsc").read_text())
+    return [
+        ("dead letters", dead_letter, DeadLetter("x", "r", "d").as_dict(), "fields"),
+        ("micros", micros, good(1, "g", T0 * 1000), "timestamp-micros"),
+        ("nullable time", nullable, report(1, "g", (GRR, {"value": 1}), None), "event_time"),
+        ("bare payload", bare, report(1, "g", {"value": 1}), "not a union"),
+        ("extra field", extra, {**good(1, "g"), "device": "d"}, "device"),
+        ("unknown branch", other_payload, report(1, "g", ("ldp.telemetry.MyPayload", {"v": 1})), "MyPayload"),
+        ("other field type", grr_fields, good(1, "g"), "GrrPayload"),
+    ]
+
+
+@pytest.mark.parametrize("name, schema, record, words", foreign_schemas(),
+                         ids=[case[0] for case in foreign_schemas()])
+def test_a_file_of_another_schema_is_one_dead_letter_for_all_its_records(
+        tmp_path, name, schema, record, words):
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[record] * 3, [record] * 4], codec="deflate", schema=schema)
+    decoder, batches, letters = decode(path)
+    [letter] = letters
+    assert letter.reason == Reason.INCOMPATIBLE_SCHEMA and letter.records == 7
+    assert words in letter.detail, letter.detail
+    assert batches == [] and decoder.records_read == 7
+
+
+def test_a_union_of_some_payload_records_in_another_order_is_read(tmp_path):
+    schema = report_schema_json()
+    payload = next(field for field in schema["fields"] if field["name"] == "payload")
+    payload["type"] = [b for b in reversed(payload["type"]) if b["name"] in ("OlhPayload",
+                                                                            "GrrPayload")]
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[good(i, m) for i in range(50) for m in ("g", "h")]], schema=schema)
+    decoder, batches, letters = decode(path)
+    assert letters == [] and accepted(batches) == 100 == decoder.records_read
+
+
 @pytest.mark.parametrize("content", [b"", b"PAR1 this is not an avro container\n" * 20,
                                      b"Obj\x01garbage"])
 def test_non_avro_file(tmp_path, content):
@@ -135,6 +280,41 @@ def test_non_avro_file(tmp_path, content):
     [letter] = letters
     assert letter.reason == Reason.UNDECODABLE and "not a readable Avro file" in letter.detail
     assert letter.records == 1 and decoder.records_read == 1
+
+
+def test_a_file_that_cannot_be_opened_is_one_dead_letter(tmp_path):
+    for path in (tmp_path / "missing.avro", tmp_path):  # no such file; a directory
+        decoder, batches, letters = decode(path)
+        [letter] = letters
+        assert letter.reason == Reason.UNDECODABLE and "cannot open" in letter.detail
+        assert (batches, letter.records, decoder.records_read) == ([], 1, 1)
+
+
+class FailingFile(io.FileIO):
+    """A file whose reads fail once they reach byte `limit`."""
+
+    def __init__(self, path, limit):
+        super().__init__(path, "rb")
+        self.limit = limit
+
+    def read(self, size=-1):
+        if self.tell() + (size if size >= 0 else 1) > self.limit:
+            raise OSError(5, "Input/output error")
+        return super().read(size)
+
+
+def test_a_file_that_fails_to_read_part_way_keeps_what_was_read(tmp_path):
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[good(i, "g") for i in range(k * 100, k * 100 + 100)] for k in range(3)])
+    limit = sync_positions(path.read_bytes())[2] + 40  # inside block 3
+    decoder = ReportDecoder(REGISTRY, HOUR)
+    items = list(decoder.decode_file(str(path), opener=lambda p, mode: FailingFile(p, limit)))
+    [letter] = [item for item in items if isinstance(item, DeadLetter)]
+    assert grr_values([item for item in items if item is not letter]) == [
+        i % 8 for i in range(200)]
+    assert letter.reason == Reason.UNDECODABLE and letter.records == 1
+    assert "unreadable from this point on" in letter.detail and "OSError" in letter.detail
+    assert decoder.records_read == 201
 
 
 def bad_records():
@@ -179,6 +359,27 @@ def test_each_bad_report_is_one_dead_letter_with_its_reason(tmp_path, chunk_reco
     assert accepted(batches) == len(valid)
     assert accepted(batches) + dead_lettered(letters) == written == decoder.records_read
     assert {b.metric for b in batches} == {"g", "o", "h"}
+
+
+def test_event_times_outside_1970_to_2200_are_dead_letters(tmp_path):
+    end = 7_258_118_400_000  # 2200-01-01T00:00:00Z
+    valid = [0, 1, T0, end - 1]  # a device clock reset to the epoch gives times >= 0
+    invalid = [-1, end, T0 * 1000, 2 ** 62, -2 ** 63, 2 ** 63 - 1]
+    records = [good(i, "g", t) for i, t in enumerate(valid + invalid)]
+    records.append(report(99, "g", (GRR, {"value": 8}), -5))  # both wrong: one dead letter
+    path = tmp_path / "r.avro"
+    written = write_blocks(path, [records])
+    decoder, batches, letters = decode(path)
+    assert sorted(b.slice_start_ms for b in batches) == [0, T0, (end - 1) // HOUR * HOUR]
+    assert grr_values(sorted(batches, key=lambda b: b.slice_start_ms)) == [0, 1, 2, 3]
+    by_reason = {}
+    for letter in letters:
+        by_reason.setdefault(letter.reason, []).append(json.loads(letter.report))
+    assert [r["event_time"] for r in by_reason[Reason.INVALID_EVENT_TIME]] == invalid
+    assert [r["report_id"] for r in by_reason[Reason.INVALID_PAYLOAD]] == [99]
+    assert all("2200-01-01" in letter.detail for letter in letters
+               if letter.reason == Reason.INVALID_EVENT_TIME)
+    assert accepted(batches) + dead_lettered(letters) == written == decoder.records_read
 
 
 def test_slicing_by_time_puts_every_report_in_its_slice(tmp_path):

@@ -1,0 +1,155 @@
+"""Reading report files: input patterns, and a job on every kind of bad input."""
+from __future__ import annotations
+
+import glob
+import io
+import json
+import os
+
+import fastavro
+import pytest
+
+from ldp.registry import parse_registry
+from pipelines.estimate import EstimateJob, run_job
+from schemas import load_schema, report_schema_json
+from transforms.read import expand_file_patterns
+from transforms.windows import WindowSpec
+
+
+@pytest.fixture
+def reports(tmp_path):
+    for name in ("a.avro", "b.avro", "c.json"):
+        (tmp_path / name).write_bytes(b"")
+    return tmp_path
+
+
+def test_overlapping_patterns_give_each_file_once_in_first_seen_order(reports, monkeypatch):
+    monkeypatch.chdir(reports)
+    files = expand_file_patterns([str(reports / "b.avro"), "./*.avro", "a.avro", "./*"])
+    assert files == [str(reports / "b.avro"), "./a.avro", "./c.json"]
+
+
+@pytest.mark.parametrize("suffix", ["", "/"])
+def test_a_directory_is_refused_with_a_pattern_to_use_instead(reports, suffix):
+    pattern = str(reports) + suffix
+    with pytest.raises(ValueError, match="is a directory") as error:
+        expand_file_patterns([pattern])
+    assert repr(pattern) in str(error.value)
+    assert repr(os.path.join(pattern, "*.avro")) in str(error.value)
+
+
+def test_a_pattern_matching_nothing_is_refused(reports):
+    with pytest.raises(ValueError, match="matches no file"):
+        expand_file_patterns([str(reports / "*.parquet")])
+
+
+HOUR = 3_600_000
+T0 = 1_717_200_000_000  # 2024-06-01T00:00:00Z
+GRR, OLH = "ldp.telemetry.GrrPayload", "ldp.telemetry.OlhPayload"
+
+
+def good(rid, metric, t=T0):
+    payload = (GRR, {"value": rid % 3}) if metric == "g" else (OLH, {"seed": rid, "y": rid % 2})
+    return {"report_id": rid, "metric": metric, "event_time": t, "payload": payload}
+
+
+def write_blocks(path, blocks, codec="null", schema="report"):
+    """One Avro block per list of records; returns the number of records written."""
+    schema = load_schema(schema) if isinstance(schema, str) else fastavro.parse_schema(schema)
+    with open(path, "wb") as out:
+        writer = fastavro.write.Writer(out, schema, codec=codec, sync_interval=1 << 30)
+        for block in blocks:
+            for record in block:
+                writer.write(record)
+            writer.flush()
+    return sum(len(block) for block in blocks)
+
+
+def adversarial_inputs(root):
+    """Report files and paths of every kind the reader must survive; (paths, expected counts)."""
+    root.mkdir()
+    expected = {"records_read": 0, "records_accepted": 0}
+
+    def add(read, accepted=0, **dead):
+        expected["records_read"] += read
+        expected["records_accepted"] += accepted
+        for reason, n in dead.items():
+            expected[f"dead_letter.{reason}"] = expected.get(f"dead_letter.{reason}", 0) + n
+
+    hundreds = [[good(i, "g", T0 + i * 60_000) for i in range(k * 100, k * 100 + 100)]
+                for k in range(3)]
+    valid = root / "valid.avro"
+    write_blocks(valid, [[good(i, m, T0 + i * 30_000) for i in range(200) for m in "gh"],
+                         [good(500, "g", 5)]])  # a device clock reset to 1970
+    add(401, 401)
+    times = root / "times.avro"
+    write_blocks(times, [[good(1, "h", t) for t in (-1, 7_258_118_400_000, T0 * 1000, 2 ** 62,
+                                                    -2 ** 63)] + [good(2, "g"), good(3, "h")],
+                         [good(4, "nope"), {**good(5, "g"), "payload": (GRR, {"value": 7})}]])
+    add(9, 2, invalid_event_time=5, unknown_metric=1, invalid_payload=1)
+    corrupt = root / "corrupt.avro"
+    write_blocks(corrupt, hundreds, codec="deflate")
+    data = bytearray(corrupt.read_bytes())
+    second = data.find(data[-16:], data.find(data[-16:]) + 16) + 16  # after block 1's marker
+    data[second + 6:second + 30] = b"\xff" * 24
+    corrupt.write_bytes(bytes(data))
+    add(300, 200, undecodable=100)
+    snappy = root / "snappy.avro"
+    write_blocks(snappy, hundreds[:1], codec="snappy")
+    add(100, 100)
+    brotli = root / "brotli.avro"
+    write_blocks(brotli, hundreds)
+    brotli.write_bytes(brotli.read_bytes().replace(b"\x08null", b"\x0cbrotli", 1))
+    add(300, undecodable=300)
+    letters = root / "dead_letters-00000-of-00001.avro"  # an earlier job's output
+    write_blocks(letters, [[{"source": "x", "reason": "r", "detail": "d", "records": 1,
+                             "report": None}] * 2], schema="dead_letter")
+    add(2, incompatible_schema=2)
+    micros = report_schema_json()
+    micros["fields"][2]["type"]["logicalType"] = "timestamp-micros"
+    micros_file = root / "micros.avro"
+    write_blocks(micros_file, [[good(i, "g", T0 * 1000) for i in range(3)]], schema=micros)
+    add(3, incompatible_schema=3)
+    truncated = root / "truncated.avro"
+    write_blocks(truncated, hundreds, codec="deflate")
+    truncated.write_bytes(truncated.read_bytes()[:-30])
+    add(201, 200, undecodable=1)
+    (root / "junk.avro").write_bytes(b"not avro at all")
+    add(1, undecodable=1)
+
+    files = expand_file_patterns([str(root / "*.avro"), str(valid), str(root / "c*.avro")])
+    assert len(files) == 9
+    (root / "a_directory").mkdir()
+    files += [str(root / "a_directory"), str(root / "gone.avro")]  # matched, then not readable
+    add(2, undecodable=2)
+    return files, expected
+
+
+def test_an_adversarial_job_accounts_for_every_record(tmp_path):
+    registry = parse_registry({"metrics": [
+        {"name": "g", "protocol": "grr", "epsilon": 1.0, "domain": {"size": 3}},
+        {"name": "h", "protocol": "olh", "epsilon": 1.0, "domain": {"size": 4}}]})
+    assert registry["h"].protocol.g == 4
+    files, expected = adversarial_inputs(tmp_path / "in")
+    out = tmp_path / "out"
+    counters = run_job(EstimateJob(registry, tuple(files), str(out), WindowSpec(HOUR, HOUR)), [],
+                       out=io.StringIO())
+    dead = {k: v for k, v in counters.items() if k.startswith("dead_letter.")}
+    assert counters["records_read"] == counters["records_accepted"] + sum(dead.values())
+    assert {k: counters.get(k, 0) for k in expected} == expected
+    assert counters["records_counted"] == counters["records_accepted"]
+
+    letters = [json.loads(line) for path in glob.glob(str(out / "dead_letters-*.jsonl"))
+               for line in open(path, encoding="utf-8")]
+    by_reason = {}
+    for letter in letters:
+        key = f"dead_letter.{letter['reason']}"
+        by_reason[key] = by_reason.get(key, 0) + letter["records"]
+    assert by_reason == dead
+    [avro_letters] = glob.glob(str(out / "dead_letters-*.avro"))
+    with open(avro_letters, "rb") as handle:
+        assert sorted(json.dumps(r, sort_keys=True) for r in fastavro.reader(handle)) == \
+            sorted(json.dumps(r, sort_keys=True) for r in letters)
+    estimates = [json.loads(line) for path in glob.glob(str(out / "estimates-*.jsonl"))
+                 for line in open(path, encoding="utf-8")]
+    assert sum(e["n"] for e in estimates) == counters["records_accepted"]
