@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldp.registry import MetricConfig
-from schemas.codec import write_reports
+from schemas.codec import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, write_reports
 
 DEFAULT_REPORTS_PER_FILE = 500_000
 
@@ -89,15 +89,12 @@ def _index_or_missing(text: str, d: int) -> int:
     return value if 0 <= value < d else -1
 
 
-#: Event times a report may carry: [1970-01-01, 2200-01-01) UTC, in epoch milliseconds.
-EVENT_TIME_RANGE_MS = (0, 7_258_118_400_000)
-
-
 def parse_event_times(raw: list[str]) -> np.ndarray:
     """Epoch seconds (numbers) or ISO-8601 strings (naive ones are UTC) -> epoch milliseconds.
 
-    One format per column. Times outside EVENT_TIME_RANGE_MS (epoch milliseconds mistaken for
-    seconds land in year ~45,000) are an InputError naming the first such row.
+    One format per column. Times outside [1970-01-01, 2200-01-01) UTC, which the job would
+    dead-letter (schemas.codec.EVENT_TIME_MIN_MS .. EVENT_TIME_END_MS), are an InputError naming
+    the first such row: epoch milliseconds mistaken for seconds land in year ~45,000.
     """
     try:
         seconds = np.asarray(raw, dtype=np.float64)
@@ -106,8 +103,7 @@ def parse_event_times(raw: list[str]) -> np.ndarray:
                           dtype=np.int64)
     else:
         millis = np.round(seconds * 1000)
-    low, high = EVENT_TIME_RANGE_MS
-    outside = ~((millis >= low) & (millis < high))  # NaN is outside too
+    outside = ~((millis >= EVENT_TIME_MIN_MS) & (millis < EVENT_TIME_END_MS))  # NaN too
     if outside.any():
         first = int(np.flatnonzero(outside)[0])
         raise InputError(f"row {first + 2}: event time {raw[first]!r} is outside 1970-01-01 .. "
