@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from ldp.registry import parse_registry
-from schemas import SCHEMA_DIR, load_schema, report_schema_json
+from schemas import SCHEMA_DIR, report_schema_json
 from schemas.batches import DeadLetter, Reason, ReportBatch
 from schemas.codec import ReportDecoder, write_reports
+from tests.schemas.avro_blocks import write_blocks
 
 REGISTRY = parse_registry({"metrics": [
     {"name": "g", "protocol": "grr", "epsilon": 1.0, "domain": {"size": 8}},
@@ -35,18 +36,6 @@ def good(rid, metric, t=T0):
                "o": (OUE, {"bits": bytes([rid % 256, rid % 4])}),
                "h": (OLH, {"seed": rid, "y": rid % 3})}[metric]
     return report(rid, metric, payload, t)
-
-
-def write_blocks(path, blocks, codec="null", schema=None):
-    """Write lists of records, one Avro block per list; returns the number of records written."""
-    schema = load_schema("report") if schema is None else fastavro.parse_schema(schema)
-    with open(path, "wb") as out:
-        writer = fastavro.write.Writer(out, schema, codec=codec, sync_interval=1 << 30)
-        for block in blocks:
-            for record in block:
-                writer.write(record)
-            writer.flush()
-    return sum(len(block) for block in blocks)
 
 
 def decode(path, chunk_records=65_536, slice_ms=HOUR):

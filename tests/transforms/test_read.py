@@ -11,8 +11,9 @@ import pytest
 
 from ldp.registry import parse_registry
 from pipelines.estimate import EstimateJob, run_job
-from schemas import load_schema, report_schema_json
+from schemas import report_schema_json
 from transforms.read import expand_file_patterns
+from tests.schemas.avro_blocks import write_blocks
 from transforms.windows import WindowSpec
 
 
@@ -51,18 +52,6 @@ GRR, OLH = "ldp.telemetry.GrrPayload", "ldp.telemetry.OlhPayload"
 def good(rid, metric, t=T0):
     payload = (GRR, {"value": rid % 3}) if metric == "g" else (OLH, {"seed": rid, "y": rid % 2})
     return {"report_id": rid, "metric": metric, "event_time": t, "payload": payload}
-
-
-def write_blocks(path, blocks, codec="null", schema="report"):
-    """One Avro block per list of records; returns the number of records written."""
-    schema = load_schema(schema) if isinstance(schema, str) else fastavro.parse_schema(schema)
-    with open(path, "wb") as out:
-        writer = fastavro.write.Writer(out, schema, codec=codec, sync_interval=1 << 30)
-        for block in blocks:
-            for record in block:
-                writer.write(record)
-            writer.flush()
-    return sum(len(block) for block in blocks)
 
 
 def adversarial_inputs(root):
