@@ -131,6 +131,11 @@ def epsilon_problem(epsilon) -> str | None:
     return None
 
 
+def random_seeds(shape, rng: np.random.Generator) -> np.ndarray:
+    """Fresh uniform 64-bit client seeds (uint64), from which the server re-derives structure."""
+    return rng.integers(0, np.iinfo(np.uint64).max, size=shape, dtype=np.uint64, endpoint=True)
+
+
 def seeded_payloads_to_avro(columns: Columns) -> Iterator[dict]:
     """<seed, y> payload records; the seed column holds the int64 view of the uint64 seed."""
     return ({"seed": s, "y": y} for s, y in zip(columns["seed"].tolist(), columns["y"].tolist()))

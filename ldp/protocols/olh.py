@@ -22,7 +22,7 @@ import numpy as np
 
 from ldp import hashing
 from ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, FrequencyOracle, grr_perturb,
-                                seeded_payloads_from_avro, seeded_payloads_to_avro,
+                                random_seeds, seeded_payloads_from_avro, seeded_payloads_to_avro,
                                 varint_bytes)
 
 
@@ -52,8 +52,7 @@ class LocalHashing(FrequencyOracle):
 
     def perturb(self, values, rng):
         values = np.asarray(values, dtype=np.int64)
-        seeds = rng.integers(0, np.iinfo(np.uint64).max, size=values.shape, dtype=np.uint64,
-                             endpoint=True)
+        seeds = random_seeds(values.shape, rng)
         hashed = hashing.local_hash(seeds, values, self.g)
         return {"seed": seeds.view(np.int64), "y": grr_perturb(hashed, self.g, self.p_star, rng)}
 

@@ -26,7 +26,8 @@ from typing import ClassVar, Iterator
 import numpy as np
 
 from ldp import hashing
-from ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, seeded_payloads_from_avro,
+from ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, random_seeds,
+                                seeded_payloads_from_avro,
                                 seeded_payloads_to_avro, varint_bytes)
 from ldp.protocols.ss import FixedSizeSubset
 
@@ -40,8 +41,7 @@ class RWS(FixedSizeSubset):
 
     def perturb(self, values, rng):
         values = np.asarray(values, dtype=np.int64)
-        seeds = rng.integers(0, np.iinfo(np.uint64).max, size=values.shape, dtype=np.uint64,
-                             endpoint=True)
+        seeds = random_seeds(values.shape, rng)
         inside = rng.random(values.shape) < self.p_star
         position = np.where(inside, rng.integers(0, self.k, size=values.shape),
                             rng.integers(self.k, self.d, size=values.shape))
