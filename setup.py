@@ -1,18 +1,40 @@
-"""Packaging of ldp-telemetry."""
+"""Packaging of ldp-telemetry.
+
+One import name is installed, `ldp_telemetry`; its subpackages are the folders at the top of the
+repository (`ldp/` the Beam-free mathematics, `schemas/`, `transforms/`, `pipelines/`,
+`runners/`), mapped with `package_dir`. `ldp_telemetry` itself is a namespace package (it has no
+`__init__.py`), so no folder of the checkout can stand in for the installed package: code and
+tests always import what was installed.
+"""
 from setuptools import setup
+
+SUBPACKAGES = {
+    "ldp": ["ldp", "ldp.protocols"],
+    "schemas": ["schemas"],
+    "transforms": ["transforms"],
+    "pipelines": ["pipelines"],
+    "runners": ["runners"],
+}
+
+packages, package_dir = [], {}
+for folder, names in SUBPACKAGES.items():
+    for name in names:
+        packages.append(f"ldp_telemetry.{name}")
+        package_dir[f"ldp_telemetry.{name}"] = name.replace(".", "/")
 
 setup(
     name="ldp-telemetry",
-    version="0.1.0",
+    version="0.2.0",
     description="Streaming aggregation of telemetry collected under local differential privacy, "
                 "on Apache Beam.",
     python_requires=">=3.10",
-    packages=["ldp", "ldp.protocols", "schemas", "transforms", "pipelines", "runners"],
-    package_data={"schemas": ["*.avsc"]},
+    packages=packages,
+    package_dir=package_dir,
+    package_data={"ldp_telemetry.schemas": ["*.avsc"]},
     install_requires=["apache-beam>=2.60", "numpy>=2.0", "scipy>=1.10", "fastavro>=1.9",
                       "cramjam>=2.6"],  # fastavro's snappy codec
-    extras_require={"test": ["pytest>=7", "avro>=1.11"],
+    extras_require={"test": ["pytest>=7", "avro>=1.11", "hypothesis>=6.100"],
                     # DataflowRunner, including its offline dry run (about 85 more packages)
                     "dataflow": ["apache-beam[gcp]"]},
-    entry_points={"console_scripts": ["ldp=pipelines.cli:main"]},
+    entry_points={"console_scripts": ["ldp=ldp_telemetry.pipelines.cli:main"]},
 )

@@ -3,7 +3,7 @@
 For every protocol: one Avro file of N reports (d values, ε) is written once; then, each a
 median of --repeats runs in this process,
   raw decode   fastavro.reader over the file, records discarded (the floor any reader pays);
-  decode       schemas.codec.ReportDecoder: records -> validated numpy batches;
+  decode       ldp_telemetry.schemas.codec.ReportDecoder: records -> validated numpy batches;
   end to end   the whole Beam job (FnApiRunner): read, validate, count, finalize, write;
   aggregate    CountSupportFn.add_input over already-decoded batches (the counting alone).
 Rates are reports/s; `e2e/raw` is the figure that matters on a shared, noisy machine.
@@ -26,13 +26,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ldp.protocols import PROTOCOLS  # noqa: E402
-from ldp.registry import parse_registry  # noqa: E402
-from pipelines.estimate import EstimateJob, run_job  # noqa: E402
-from schemas.batches import ReportBatch  # noqa: E402
-from schemas.codec import ReportDecoder, write_reports  # noqa: E402
-from transforms.count import CountSupportFn  # noqa: E402
-from transforms.windows import WindowSpec  # noqa: E402
+from ldp_telemetry.ldp.protocols import PROTOCOLS  # noqa: E402
+from ldp_telemetry.ldp.registry import parse_registry  # noqa: E402
+from ldp_telemetry.pipelines.estimate import EstimateJob, run_job  # noqa: E402
+from ldp_telemetry.schemas.batches import ReportBatch  # noqa: E402
+from ldp_telemetry.schemas.codec import ReportDecoder, write_reports  # noqa: E402
+from ldp_telemetry.transforms.count import CountSupportFn  # noqa: E402
+from ldp_telemetry.transforms.windows import WindowSpec  # noqa: E402
 
 DAY_S = 86_400
 START_MS = 1_700_000_000_000 - 1_700_000_000_000 % (DAY_S * 1000)

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldp.estimation import SupportNoise, standard_error, unbiased_estimate
-from ldp.postprocess import project_to_simplex
-from ldp.registry import MetricConfig
+from ldp_telemetry.ldp.estimation import SupportNoise, standard_error, unbiased_estimate
+from ldp_telemetry.ldp.postprocess import project_to_simplex
+from ldp_telemetry.ldp.registry import MetricConfig
 
 
 @dataclass(frozen=True)

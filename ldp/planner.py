@@ -1,6 +1,6 @@
 """Which frequency oracle to use for a metric: every protocol's exact cost and accuracy.
 
-For a privacy level ε and domain size d, every protocol of ldp.protocols is instantiated with
+For a privacy level ε and domain size d, every protocol of ldp_telemetry.ldp.protocols is instantiated with
 the parameters it really uses (OLH's, RLH's and BLH's g, SS's and RWS's k, HR's K) and
 reported with p*, q*, the analytical n·MSE of rws-frequency-protocols.txt eq. 4, the largest
 Avro-encoded payload, and the aggregation cost.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from ldp.protocols import PROTOCOLS, FrequencyOracle, make_protocol
+from ldp_telemetry.ldp.protocols import PROTOCOLS, FrequencyOracle, make_protocol
 
 #: Aggregation cost, cheapest first (tie-break of the recommendation).
 AGGREGATION_RANK = ("grr", "hr", "ss", "oue", "sue", "rue", "rws", "rlh", "olh", "blh")

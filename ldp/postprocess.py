@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special, stats
 
-from ldp.estimation import SupportNoise
+from ldp_telemetry.ldp.estimation import SupportNoise
 
 Postprocessor = Callable[..., np.ndarray]
 

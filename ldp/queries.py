@@ -56,7 +56,7 @@ mean of Y given x:
   bit is perturbed independently. For local hashing (q* = 1/g) x is supported when the GRR_g
   coin keeps H(x), and v != x when H(v) = y; the indicators of two values u, v != x are
   uncorrelated when the buckets of u, v and x are independent (3-wise independence). The
-  keyed hash of ldp.hashing gives that in practice: it hashes a pseudo-random 64-bit key per
+  keyed hash of ldp_telemetry.ldp.hashing gives that in practice: it hashes a pseudo-random 64-bit key per
   value, so the buckets of a few values, consecutive ones included, behave as independent.
 * Fixed-size subsets (SS, RWS): the support is x plus k - 1 values drawn uniformly without
   replacement from the N = d - 1 others with probability p*, else k such values. For RWS the
@@ -97,15 +97,15 @@ from typing import Any
 
 import numpy as np
 
-from ldp.estimation import SupportNoise
-from ldp.finalize import error_plug_in
-from ldp.postprocess import PostprocessSpec, post_pos
-from ldp.protocols import FrequencyOracle, make_protocol
-from ldp.protocols.grr import GRR
-from ldp.protocols.hr import HR
-from ldp.protocols.olh import LocalHashing
-from ldp.protocols.oue import UnaryEncoding
-from ldp.protocols.ss import FixedSizeSubset
+from ldp_telemetry.ldp.estimation import SupportNoise
+from ldp_telemetry.ldp.finalize import error_plug_in
+from ldp_telemetry.ldp.postprocess import PostprocessSpec, post_pos
+from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
+from ldp_telemetry.ldp.protocols.grr import GRR
+from ldp_telemetry.ldp.protocols.hr import HR
+from ldp_telemetry.ldp.protocols.olh import LocalHashing
+from ldp_telemetry.ldp.protocols.oue import UnaryEncoding
+from ldp_telemetry.ldp.protocols.ss import FixedSizeSubset
 
 #: Methods whose output sums to 1, for which Norm's standard error is the reference.
 _SUM_TO_ONE = frozenset({"norm-mul", "norm-sub", "norm-hyb", "mle-apx", "power-ns"})
@@ -222,7 +222,7 @@ class WindowEstimate:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> WindowEstimate:
-        """From a window-estimate record (transforms.finalize.window_estimate_record)."""
+        """From a window-estimate record (ldp_telemetry.transforms.finalize.window_estimate_record)."""
         labels = tuple(record["labels"])
         protocol = make_protocol(record["protocol"], float(record["epsilon"]), len(labels))
         post = record["postprocess"]

@@ -7,7 +7,7 @@ JSON of the form
                   "postprocess": "norm-hyb"}]}
 
 is loaded into frozen `MetricConfig` objects. `"protocol": "auto"` is resolved when the registry
-is loaded by ldp.planner.recommend (lowest analytical MSE for the metric's ε and domain size);
+is loaded by ldp_telemetry.ldp.planner.recommend (lowest analytical MSE for the metric's ε and domain size);
 the choice and its reason are logged, and the resolved name is the metric's protocol from then
 on (the estimates report it). Every problem raises `RegistryError` naming the
 metric and the field, before any report is read.
@@ -21,10 +21,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
-from ldp.planner import recommend
-from ldp.postprocess import PostprocessSpec
-from ldp.protocols import PROTOCOLS, FrequencyOracle, make_protocol
-from ldp.protocols.base import epsilon_problem
+from ldp_telemetry.ldp.planner import recommend
+from ldp_telemetry.ldp.postprocess import PostprocessSpec
+from ldp_telemetry.ldp.protocols import PROTOCOLS, FrequencyOracle, make_protocol
+from ldp_telemetry.ldp.protocols.base import epsilon_problem
 
 _METRIC_FIELDS = {"name", "protocol", "epsilon", "domain", "postprocess"}
 AUTO = "auto"

@@ -8,7 +8,7 @@ import json
 import logging
 import sys
 
-from ldp.registry import RegistryError, load_registry
+from ldp_telemetry.ldp.registry import RegistryError, load_registry
 
 
 def _drop_optional_gcp_notice(record: logging.LogRecord) -> bool:
@@ -40,8 +40,8 @@ def _reject_misspelt_job_flags(beam_args: list[str]) -> None:
     `ldp run` hands every option it does not define to Beam, which only warns about unknown
     ones: without this check `--window-ofset 1800` would run with the default offset.
     """
-    from pipelines.estimate import add_job_arguments
-    from runners import unknown_pipeline_flags
+    from ldp_telemetry.pipelines.estimate import add_job_arguments
+    from ldp_telemetry.runners import unknown_pipeline_flags
     job_parser = argparse.ArgumentParser(add_help=False)
     add_job_arguments(job_parser)
     job_flags = {flag.lstrip("-").replace("-", "_"): flag
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "in this process. --runner=PortableRunner without --job_endpoint starts a "
                     "local job service for the run (LOOPBACK workers unless "
                     "--environment_type is given).")
-    from pipelines.estimate import add_job_arguments
+    from ldp_telemetry.pipelines.estimate import add_job_arguments
     add_job_arguments(run)
     run.set_defaults(handler=_run)
 
@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
-    from pipelines.simulate import DEFAULT_REPORTS_PER_FILE, read_true_values, simulate_reports
+    from ldp_telemetry.pipelines.simulate import DEFAULT_REPORTS_PER_FILE, read_true_values, simulate_reports
     config = load_registry(args.registry)[args.metric]
     truth = read_true_values(args.input, config, args.value_column, args.time_column)
     per_file = (DEFAULT_REPORTS_PER_FILE if args.reports_per_file is None
@@ -162,7 +162,7 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
 
 
 def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
-    from ldp.planner import guideline, plan, recommend
+    from ldp_telemetry.ldp.planner import guideline, plan, recommend
     rows = plan(args.epsilon, args.domain, args.n, args.max_bytes)
     if args.json:
         print(json.dumps([row.as_dict() for row in rows], indent=1))
@@ -185,8 +185,8 @@ def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipelines.estimate import job_from_arguments, run_job
-    from runners.portable import with_local_job_service
+    from ldp_telemetry.pipelines.estimate import job_from_arguments, run_job
+    from ldp_telemetry.runners.portable import with_local_job_service
     job = job_from_arguments(args)
     with with_local_job_service(beam_args) as beam_args:  # PortableRunner without an endpoint
         run_job(job, beam_args)
@@ -195,7 +195,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
 
 
 def _show(args: argparse.Namespace, _extra: list[str]) -> int:
-    from pipelines.results import format_top, load_estimates
+    from ldp_telemetry.pipelines.results import format_top, load_estimates
     shown: dict[str, int] = {}
     for record in load_estimates(args.output, args.metric):
         count = shown.get(record["metric"], 0)
@@ -206,8 +206,8 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
 
 
 def _query(args: argparse.Namespace, _extra: list[str]) -> int:
-    from ldp.queries import STD_ERROR_KINDS, WindowEstimate
-    from pipelines.results import load_estimates, select_window
+    from ldp_telemetry.ldp.queries import STD_ERROR_KINDS, WindowEstimate
+    from ldp_telemetry.pipelines.results import load_estimates, select_window
     record = select_window(load_estimates(args.output), args.metric, args.window)
     window = WindowEstimate.from_record(record)
     if args.method is not None:

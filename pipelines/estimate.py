@@ -6,7 +6,7 @@
 
 `build_pipeline` is that batch job. `build_streaming_pipeline` is the same graph behind any
 source of timestamped (metric, ReportBatch) elements and dead letters (e.g.
-`transforms.replay.ReplayReportFiles` locally), returning the estimate and dead-letter records
+`ldp_telemetry.transforms.replay.ReplayReportFiles` locally), returning the estimate and dead-letter records
 for the caller's sinks; the job's WindowSpec says which panes (early, on-time, late) it emits.
 """
 from __future__ import annotations
@@ -21,13 +21,13 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
-from ldp.registry import Registry, load_registry
-from runners import make_runner
-from transforms.finalize import FinalizeEstimatesFn
-from transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
+from ldp_telemetry.ldp.registry import Registry, load_registry
+from ldp_telemetry.runners import make_runner
+from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn
+from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
                              expand_file_patterns)
-from transforms.windows import CountSupportPerWindow, WindowSpec
-from transforms.write import WriteRecords
+from ldp_telemetry.transforms.windows import CountSupportPerWindow, WindowSpec
+from ldp_telemetry.transforms.write import WriteRecords
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: 
 
     `source` is applied to the pipeline's root and must give `batches`: (metric, ReportBatch)
     stamped with the batch's slice start, and `dead_letters`: DeadLetter (as `ReadReportBatches`
-    and `transforms.replay.ReplayReportFiles` do). Records are plain dicts in the
+    and `ldp_telemetry.transforms.replay.ReplayReportFiles` do). Records are plain dicts in the
     window_estimate and dead_letter schemas, one estimate per (metric, window, pane), emitted in
     the windows they describe. `job.files` and `job.output` are not used.
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldp.registry import MetricConfig
-from schemas.codec import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, write_reports
+from ldp_telemetry.ldp.registry import MetricConfig
+from ldp_telemetry.schemas.codec import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, write_reports
 
 DEFAULT_REPORTS_PER_FILE = 500_000
 
@@ -93,7 +93,7 @@ def parse_event_times(raw: list[str]) -> np.ndarray:
     """Epoch seconds (numbers) or ISO-8601 strings (naive ones are UTC) -> epoch milliseconds.
 
     One format per column. Times outside [1970-01-01, 2200-01-01) UTC, which the job would
-    dead-letter (schemas.codec.EVENT_TIME_MIN_MS .. EVENT_TIME_END_MS), are an InputError naming
+    dead-letter (ldp_telemetry.schemas.codec.EVENT_TIME_MIN_MS .. EVENT_TIME_END_MS), are an InputError naming
     the first such row: epoch milliseconds mistaken for seconds land in year ~45,000.
     """
     try:

@@ -14,25 +14,32 @@ a-z 0-9 - _ .): an invalid temp location makes Beam look up a default bucket onl
 """
 from __future__ import annotations
 
+import os
 import re
-
-from runners.portable import PROJECT_ROOT
 
 _GCS_PATH = re.compile(r"gs://[a-z0-9][-_a-z0-9.]{1,61}[a-z0-9]/.+")
 
 
 def dataflow_options(project: str, region: str, temp_location: str,
                      staging_location: str | None = None,
-                     setup_file: str | None = str(PROJECT_ROOT / "setup.py"),
+                     setup_file: str | None = None,
                      sdk_container_image: str | None = None,
                      requirements_file: str | None = None, job_name: str | None = None,
                      max_num_workers: int | None = None, dry_run: bool = False) -> list[str]:
     """Pipeline arguments for DataflowRunner (batch).
 
-    By default the workers install the project from `setup_file`; with `sdk_container_image`
-    (an image with the project installed) pass `setup_file=None`. `dry_run` adds
+    The workers need the project: name its `setup.py` as `setup_file` (an sdist is built and
+    installed on every worker), or an `sdk_container_image` with the project installed. With
+    neither, ValueError: a job whose workers cannot import `ldp_telemetry` would fail on its
+    first bundle. A `setup_file` that does not exist is a ValueError too. `dry_run` adds
     `--dry_run=True --no_auth`: build and validate offline, submit nothing.
     """
+    if not setup_file and not sdk_container_image:
+        raise ValueError("Dataflow workers need the project: pass setup_file (the project's "
+                         "setup.py) or sdk_container_image (an image with it installed)")
+    if setup_file and not os.path.isfile(setup_file):
+        raise ValueError(f"setup_file {setup_file!r} does not exist (give the path of the "
+                         f"project's setup.py in a checkout or unpacked sdist)")
     for name, path in (("temp_location", temp_location), ("staging_location", staging_location)):
         if path is not None and not _GCS_PATH.fullmatch(path):
             raise ValueError(f"{name} must be gs://BUCKET/PATH with a valid bucket name, "

@@ -13,7 +13,7 @@ and as the Docker image `apache/beam_flink<flink version>_job_server`):
   `--flink_job_server_jar`, Beam downloads the jar from Maven Central. `--flink_master=[local]`
   runs an embedded Flink mini-cluster inside the job server.
 
-Where the Python workers run (see `runners.portable`): LOOPBACK only when the Flink task managers
+Where the Python workers run (see `ldp_telemetry.runners.portable`): LOOPBACK only when the Flink task managers
 can connect back to the submitting machine (true for `[local]`); on a cluster, EXTERNAL with a
 worker pool beside each task manager (the SDK image `apache/beam_python3.11_sdk:2.77.0` started
 with `--worker_pool`, the project pip-installed in it) or DOCKER on the task managers with

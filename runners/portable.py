@@ -3,7 +3,7 @@
 A Flink job server exposes the same Job API as Beam's local job service
 (`apache_beam.runners.portability.local_job_service_main`), so a job that runs here with
 `--runner=PortableRunner --job_endpoint=localhost:PORT` is submitted to Flink by changing the
-endpoint (see `runners.flink`).
+endpoint (see `ldp_telemetry.runners.flink`).
 
 Where the Python SDK workers run is the *environment*:
 
@@ -35,7 +35,6 @@ from typing import Iterator, Sequence
 
 _LOGGER = logging.getLogger(__name__)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 
@@ -84,17 +83,14 @@ def local_worker_pool(startup_timeout: float = STARTUP_TIMEOUT_S, python: str = 
                       use_process: bool = False) -> Iterator[str]:
     """Run an SDK worker pool for the EXTERNAL environment; yields `localhost:PORT`.
 
-    The pool (`python -m runners.portable worker-pool`) binds localhost only and runs each worker
-    as a thread of the pool process, or with `use_process` as a process of `python`. This checkout
-    is put on the pool's PYTHONPATH, so its workers import the same code as the client.
+    The pool (`python -m ldp_telemetry.runners.portable worker-pool`) binds localhost only and runs each worker
+    as a thread of the pool process, or with `use_process` as a process of `python`. Its workers
+    import the package installed in `python`'s environment, as workers on a cluster do.
     """
-    command = [python, "-m", "runners.portable", "worker-pool"]
+    command = [python, "-m", "ldp_telemetry.runners.portable", "worker-pool"]
     if use_process:
         command.append("--use-process")
-    pythonpath = os.pathsep.join(
-        p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    with _service(command, "--port-file", "worker pool", startup_timeout,
-                  env={**os.environ, "PYTHONPATH": pythonpath}) as endpoint:
+    with _service(command, "--port-file", "worker pool", startup_timeout) as endpoint:
         yield endpoint
 
 
@@ -243,7 +239,7 @@ def serve_worker_pool(port_file: str, use_process: bool = False) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runners.portable")
+    parser = argparse.ArgumentParser(prog="python -m ldp_telemetry.runners.portable")
     commands = parser.add_subparsers(dest="command", required=True)
     pool = commands.add_parser("worker-pool", help="serve an SDK worker pool on localhost")
     pool.add_argument("--port-file", required=True, help="write the chosen port here")

@@ -45,10 +45,10 @@ import fastavro
 import fastavro.read
 import numpy as np
 
-from ldp.protocols.base import Columns, FrequencyOracle
-from ldp.registry import Registry
-from schemas import NAMESPACE, load_schema
-from schemas.batches import DeadLetter, Reason, ReportBatch
+from ldp_telemetry.ldp.protocols.base import Columns, FrequencyOracle
+from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.schemas import NAMESPACE, load_schema
+from ldp_telemetry.schemas.batches import DeadLetter, Reason, ReportBatch
 
 CHUNK_RECORDS = 65_536
 # Valid event times, epoch milliseconds: [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z). A device

@@ -6,8 +6,8 @@ from typing import Iterable
 import apache_beam as beam
 import numpy as np
 
-from ldp.protocols.base import FrequencyOracle
-from schemas.batches import ReportBatch
+from ldp_telemetry.ldp.protocols.base import FrequencyOracle
+from ldp_telemetry.schemas.batches import ReportBatch
 
 
 class SupportStatistic:

@@ -7,9 +7,9 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
-from ldp.finalize import finalize_window
-from ldp.registry import Registry
-from transforms.count import SupportStatistic
+from ldp_telemetry.ldp.finalize import finalize_window
+from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.transforms.count import SupportStatistic
 
 
 def iso_utc(moment) -> str:

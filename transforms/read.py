@@ -9,9 +9,9 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
-from ldp.registry import Registry
-from schemas.batches import DeadLetter
-from schemas.codec import ReportDecoder
+from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.schemas.batches import DeadLetter
+from ldp_telemetry.schemas.codec import ReportDecoder
 
 BATCHES = "batches"
 DEAD_LETTERS = "dead_letters"

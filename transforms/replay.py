@@ -15,8 +15,8 @@ from typing import Sequence, Union
 import apache_beam as beam
 from apache_beam.testing.test_stream import TestStream
 
-from ldp.registry import Registry
-from transforms.read import ReadReportBatches
+from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.transforms.read import ReadReportBatches
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from apache_beam.transforms import trigger as beam_trigger
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Duration, Timestamp
 
-from ldp.registry import Registry
-from transforms.count import CountSupportFn, MergeSupportFn, SupportStatistic
-from transforms.read import COUNTER_NAMESPACE
+from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.transforms.count import CountSupportFn, MergeSupportFn, SupportStatistic
+from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import os
 
 import apache_beam as beam
 
-from schemas import load_schema
+from ldp_telemetry.schemas import load_schema
 
 
 class WriteRecords(beam.PTransform):

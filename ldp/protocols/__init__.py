@@ -1,17 +1,17 @@
 """Frequency oracles by registry name."""
 from __future__ import annotations
 
-from ldp.protocols.base import FrequencyOracle
-from ldp.protocols.blh import BLH
-from ldp.protocols.grr import GRR
-from ldp.protocols.hr import HR
-from ldp.protocols.olh import OLH
-from ldp.protocols.oue import OUE
-from ldp.protocols.rlh import RLH
-from ldp.protocols.rue import RUE
-from ldp.protocols.rws import RWS
-from ldp.protocols.ss import SS
-from ldp.protocols.sue import SUE
+from ldp_telemetry.ldp.protocols.base import FrequencyOracle
+from ldp_telemetry.ldp.protocols.blh import BLH
+from ldp_telemetry.ldp.protocols.grr import GRR
+from ldp_telemetry.ldp.protocols.hr import HR
+from ldp_telemetry.ldp.protocols.olh import OLH
+from ldp_telemetry.ldp.protocols.oue import OUE
+from ldp_telemetry.ldp.protocols.rlh import RLH
+from ldp_telemetry.ldp.protocols.rue import RUE
+from ldp_telemetry.ldp.protocols.rws import RWS
+from ldp_telemetry.ldp.protocols.ss import SS
+from ldp_telemetry.ldp.protocols.sue import SUE
 
 PROTOCOLS: dict[str, type[FrequencyOracle]] = {cls.name: cls for cls in (
     GRR,

@@ -7,7 +7,7 @@ server therefore only needs, per window, the support count of every value; each 
 does not depend on the number of reports.
 
 One protocol = one module: client perturbation over numpy arrays, the payload's Avro record and
-its validity rule, the statistic, and p*/q*. Estimation is shared (ldp.estimation).
+its validity rule, the statistic, and p*/q*. Estimation is shared (ldp_telemetry.ldp.estimation).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import ClassVar, Iterator, Mapping
 
 import numpy as np
 
-from ldp.estimation import SupportNoise
+from ldp_telemetry.ldp.estimation import SupportNoise
 
 Columns = Mapping[str, np.ndarray]
 

@@ -10,7 +10,7 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
-from ldp.protocols.base import (BRANCH_BYTES, Columns, FrequencyOracle, grr_perturb, int_column,
+from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, Columns, FrequencyOracle, grr_perturb, int_column,
                                 varint_bytes)
 
 

@@ -30,7 +30,7 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
-from ldp.protocols.base import BRANCH_BYTES, Columns, FrequencyOracle, int_column, varint_bytes
+from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns, FrequencyOracle, int_column, varint_bytes
 
 
 def hadamard_parity(rows: np.ndarray, columns: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Optimised Local Hashing (consistency-norm-hyb.txt §2.4; rws-frequency-protocols.txt §3.3).
 
-The client draws a 64-bit seed, hashes v to H(seed, v) in [0, g) (ldp.hashing.local_hash) and
+The client draws a 64-bit seed, hashes v to H(seed, v) in [0, g) (ldp_telemetry.ldp.hashing.local_hash) and
 reports <seed, GRR_g(H(seed, v))> with p = e^ε / (e^ε + g - 1). A report <seed, y> supports
 {v : H(seed, v) = y}: p* = p, q* = 1/g (not the GRR q of the hashed domain).
 
@@ -10,7 +10,7 @@ behind Table 3 of rws-frequency-protocols.txt (ε = 4: g = 56, n·MSE 0.5798 at 
 better of floor/ceil by eq. 4 would give g = 55 and 0.5703, which the table does not print. The seed travels as an Avro long: the two's-complement view of the uint64.
 
 Aggregation tests every (report, value) pair with the interval form of the hash described in
-ldp.hashing: three numpy operations per pair on cache-sized blocks, no Python call per pair.
+ldp_telemetry.ldp.hashing: three numpy operations per pair on cache-sized blocks, no Python call per pair.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
-from ldp import hashing
-from ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, FrequencyOracle, grr_perturb,
+from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, FrequencyOracle, grr_perturb,
                                 random_seeds, seeded_payloads_from_avro, seeded_payloads_to_avro,
                                 varint_bytes)
 

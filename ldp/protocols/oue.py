@@ -20,7 +20,7 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
-from ldp.protocols.base import BRANCH_BYTES, Columns, FrequencyOracle, varint_bytes
+from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns, FrequencyOracle, varint_bytes
 
 #: _SPREAD_BITS[b] holds bit k of byte b in byte k of a uint64 (little-endian byte order).
 _SPREAD_BITS = (np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")

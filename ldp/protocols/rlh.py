@@ -1,12 +1,12 @@
 """Re-optimised Local Hashing (rws-frequency-protocols.txt §4.1.2 and §4.2).
 
-Local hashing (ldp.protocols.olh.LocalHashing) whose g minimises the analytical MSE (eq. 12):
-the continuous optimum is g = h·e^ε + 1 with h of ldp.protocols.rue.similarity_factor; g is
+Local hashing (ldp_telemetry.ldp.protocols.olh.LocalHashing) whose g minimises the analytical MSE (eq. 12):
+the continuous optimum is g = h·e^ε + 1 with h of ldp_telemetry.ldp.protocols.rue.similarity_factor; g is
 floor or ceil of it, whichever has the lower n·MSE (eq. 4), and at least 2.
 
 The paper's §4.2 replaces the hash by a "randomized grouping vector" B drawn from numpy's
 generator with seed s, which no other language (nor a later numpy) reproduces. Here the
-grouping vector is B(v) = H(seed, v) of ldp.hashing.local_hash, the portable SplitMix64
+grouping vector is B(v) = H(seed, v) of ldp_telemetry.ldp.hashing.local_hash, the portable SplitMix64
 multiply-add-shift hash shared with OLH: the same O(nd) aggregation, with a (report x value)
 block test instead of a d-long random vector per report.
 """
@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ldp.protocols.olh import LocalHashing, better_rounding, local_hashing_n_mse
-from ldp.protocols.rue import similarity_factor
+from ldp_telemetry.ldp.protocols.olh import LocalHashing, better_rounding, local_hashing_n_mse
+from ldp_telemetry.ldp.protocols.rue import similarity_factor
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Random Wheel Spinner (rws-frequency-protocols.txt §4.3).
 
 The client draws a 64-bit seed s; the seed fixes a uniform k-subset S(s) of [0, d) (the
-partial Fisher-Yates shuffle of ldp.hashing, driven by splitmix64(s, i) — portable, never a
+partial Fisher-Yates shuffle of ldp_telemetry.ldp.hashing, driven by splitmix64(s, i) — portable, never a
 library's random stream). The client reports <s, y> with y in [0, d) and
 
     Pr[y | v, s] = e^ε / Z  if (v - y) mod d ∈ S(s),   1 / Z otherwise,   Z = k e^ε + d - k,
@@ -11,10 +11,10 @@ uniformly outside, and sends y = (v - u) mod d. Given s, the probabilities of an
 inputs differ by at most the factor e^ε (Theorem 2); s does not depend on v.
 
 A report supports (S(s) + y) mod d: p* = k e^ε / Z, q* = p* (k-1)/(d-1) + (1 - p*) k/(d-1) —
-the same as SS, and k is chosen the same way (ldp.protocols.ss.FixedSizeSubset).
+the same as SS, and k is chosen the same way (ldp_telemetry.ldp.protocols.ss.FixedSizeSubset).
 
 Aggregation re-derives S(s) for a block of reports at once — k vectorised swap steps over the
-block (ldp.hashing.seeded_permutations) — then adds y, folds [d, 2d) onto [0, d) and counts all
+block (ldp_telemetry.ldp.hashing.seeded_permutations) — then adds y, folds [d, 2d) onto [0, d) and counts all
 k·n supported values with one bincount. Cost O(n·(k + d)) numpy work with no Python call per
 report or value; the d term is the copy of the identity permutation into the block.
 """
@@ -25,11 +25,11 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
-from ldp import hashing
-from ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, random_seeds,
+from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, random_seeds,
                                 seeded_payloads_from_avro,
                                 seeded_payloads_to_avro, varint_bytes)
-from ldp.protocols.ss import FixedSizeSubset
+from ldp_telemetry.ldp.protocols.ss import FixedSizeSubset
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
-from ldp.protocols.base import BRANCH_BYTES, Columns, FrequencyOracle, varint_bytes
-from ldp.protocols.olh import better_rounding
+from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns, FrequencyOracle, varint_bytes
+from ldp_telemetry.ldp.protocols.olh import better_rounding
 
 #: (reports x d) keys drawn at once when perturbing: ~16 MiB of float64.
 _PERTURB_CELLS = 1 << 21

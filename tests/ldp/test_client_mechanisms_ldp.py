@@ -16,8 +16,8 @@ import math
 import numpy as np
 import pytest
 
-from ldp import hashing
-from ldp.protocols import make_protocol
+from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols import make_protocol
 
 K = 4.5
 SLACK = 1e-9

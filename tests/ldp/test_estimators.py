@@ -19,9 +19,9 @@ import math
 import numpy as np
 import pytest
 
-from ldp.estimation import SupportNoise, standard_error, unbiased_estimate
-from ldp.protocols import make_protocol
-from ldp.protocols.olh import OLH
+from ldp_telemetry.ldp.estimation import SupportNoise, standard_error, unbiased_estimate
+from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols.olh import OLH
 
 K = 4.5
 R = 3000

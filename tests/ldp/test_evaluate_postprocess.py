@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols import make_protocol
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "evaluate_postprocess.py"
 
@@ -76,7 +76,7 @@ def test_tiny_evaluation_runs_every_method(evaluation, capsys):
 
 
 def test_power_ns_from_power_output_is_power_ns(evaluation):
-    from ldp import postprocess as pp
+    from ldp_telemetry.ldp import postprocess as pp
     protocol = make_protocol("oue", 1.0, 32)
     rng = np.random.default_rng(2)
     counts = evaluation.zipf_counts(32, 1.5, 4000, rng)

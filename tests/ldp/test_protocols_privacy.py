@@ -2,7 +2,7 @@
 
 For each protocol the exact probability of every output (or output class) is computed from the
 mechanism's definition with the protocol's own parameters (p*, q*, g, k, K) and its own seed-
-derived structures (ldp.hashing): seed-based protocols are conditioned on the seed, which does
+derived structures (ldp_telemetry.ldp.hashing): seed-based protocols are conditioned on the seed, which does
 not depend on the input, so each of SEEDS many seeds is enumerated separately. For every pair
 of inputs the largest probability ratio must be <= e^ε (1 + 1e-9), and equal e^ε (every one of
 these mechanisms is tight). A second test checks that `perturb` really samples that
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldp import hashing
-from ldp.protocols import PROTOCOLS, make_protocol
-from ldp.protocols.hr import hadamard_parity
+from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
+from ldp_telemetry.ldp.protocols.hr import hadamard_parity
 
 DOMAINS = [2, 3, 4, 5, 6]
 EPSILONS = [0.1, 0.7, 1.0, 2.5, 4.0]

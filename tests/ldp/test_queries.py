@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldp import hashing, queries
-from ldp.estimation import standard_error, unbiased_estimate
-from ldp.postprocess import METHODS, PostprocessSpec, project_to_simplex
-from ldp.protocols import PROTOCOLS, make_protocol
-from ldp.protocols.hr import hadamard_parity
-from ldp.queries import WindowEstimate, linear_variance, report_variance
+from ldp_telemetry.ldp import hashing, queries
+from ldp_telemetry.ldp.estimation import standard_error, unbiased_estimate
+from ldp_telemetry.ldp.postprocess import METHODS, PostprocessSpec, project_to_simplex
+from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
+from ldp_telemetry.ldp.protocols.hr import hadamard_parity
+from ldp_telemetry.ldp.queries import WindowEstimate, linear_variance, report_variance
 
 D = 20
 POPULATION = np.array([110, 75, 55, 40, 30, 22, 17, 12, 9, 7,
@@ -294,7 +294,7 @@ def window(method="base", protocol_name="oue", n=5000, seed=3, **params) -> Wind
 
 def test_point_query_standard_error_is_the_records():
     w = window()
-    record_se = standard_error(project_to_simplex(w.unbiased), w.noise)  # as ldp.finalize
+    record_se = standard_error(project_to_simplex(w.unbiased), w.noise)  # as ldp_telemetry.ldp.finalize
     for i, label in enumerate(w.labels):
         answer = w.point(label)
         assert answer.value == pytest.approx(w.unbiased[i])
@@ -369,9 +369,9 @@ def test_with_method_reprocesses_from_the_unbiased_estimate():
 
 
 def test_from_record_round_trip():
-    from ldp.finalize import finalize_window
-    from ldp.registry import parse_registry
-    from transforms.finalize import window_estimate_record
+    from ldp_telemetry.ldp.finalize import finalize_window
+    from ldp_telemetry.ldp.registry import parse_registry
+    from ldp_telemetry.transforms.finalize import window_estimate_record
     registry = parse_registry({"metrics": [{"name": "m", "protocol": "olh", "epsilon": 1.0,
                                             "domain": {"labels": list("abcd")},
                                             "postprocess": {"method": "base-cut", "alpha": 1}}]})

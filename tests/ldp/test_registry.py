@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ldp.registry import MetricConfig, Registry, RegistryError, load_registry, parse_registry
-from pipelines import cli
+from ldp_telemetry.ldp.registry import MetricConfig, Registry, RegistryError, load_registry, parse_registry
+from ldp_telemetry.pipelines import cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -144,12 +144,12 @@ def test_missing_file_names_the_file(tmp_path):
 
 def test_cli_run_fails_before_reading_any_data(tmp_path, monkeypatch, capsys):
     """`ldp run` with a bad registry: exit code 2, the message, no report decoded, no output."""
-    import schemas.codec
+    import ldp_telemetry.schemas.codec
 
     def must_not_read(*args, **kwargs):
         raise AssertionError("a report file was opened")
 
-    monkeypatch.setattr(schemas.codec.ReportDecoder, "decode_file", must_not_read)
+    monkeypatch.setattr(ldp_telemetry.schemas.codec.ReportDecoder, "decode_file", must_not_read)
     registry = write(tmp_path, BAD["epsilon zero"][0])
     reports = tmp_path / "reports.avro"
     reports.write_bytes(b"not even avro")
@@ -168,7 +168,7 @@ def test_cli_run_registry_error_comes_before_input_errors(tmp_path):
     registry = write(tmp_path, BAD["duplicate labels"][0])
     output = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "run", "--registry", str(registry),
+        [sys.executable, "-m", "ldp_telemetry.pipelines.cli", "run", "--registry", str(registry),
          "--input", str(tmp_path / "no-such-*.avro"), "--output", str(output), "--window", "60"],
         cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2

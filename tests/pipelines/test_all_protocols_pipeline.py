@@ -10,10 +10,10 @@ import fastavro
 import numpy as np
 import pytest
 
-from ldp.protocols import PROTOCOLS
-from ldp.registry import load_registry
-from pipelines import cli
-from schemas import NAMESPACE, load_schema
+from ldp_telemetry.ldp.protocols import PROTOCOLS
+from ldp_telemetry.ldp.registry import load_registry
+from ldp_telemetry.pipelines import cli
+from ldp_telemetry.schemas import NAMESPACE, load_schema
 
 USERS = 3000
 START = 1_699_999_200          # a multiple of the 3600 s window: one window per metric

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from pipelines import cli
-from pipelines.simulate import parse_event_times
+from ldp_telemetry.pipelines import cli
+from ldp_telemetry.pipelines.simulate import parse_event_times
 
 REGISTRY = {"metrics": [{"name": "m", "protocol": "grr", "epsilon": 1.0,
                          "domain": {"labels": ["a", "b", "c"]}}]}

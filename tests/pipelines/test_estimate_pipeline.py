@@ -15,13 +15,13 @@ import fastavro
 import numpy as np
 import pytest
 
-from ldp.estimation import unbiased_estimate
-from ldp.postprocess import project_to_simplex
-from ldp.registry import load_registry
-from pipelines.estimate import EstimateJob, run_job
-from schemas import load_schema
-from schemas.codec import write_reports
-from transforms.windows import WindowSpec
+from ldp_telemetry.ldp.estimation import unbiased_estimate
+from ldp_telemetry.ldp.postprocess import project_to_simplex
+from ldp_telemetry.ldp.registry import load_registry
+from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.schemas import load_schema
+from ldp_telemetry.schemas.codec import write_reports
+from ldp_telemetry.transforms.windows import WindowSpec
 
 REPO = Path(__file__).resolve().parents[2]
 HOUR = 3_600_000
@@ -321,7 +321,7 @@ def test_mixed_input_accounts_for_every_record(tmp_path):
 # -- the command line, end to end ------------------------------------------------------------------
 
 def cli(*args):
-    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", *map(str, args)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "ldp_telemetry.pipelines.cli", *map(str, args)], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout

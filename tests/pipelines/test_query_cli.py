@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from ldp.queries import WindowEstimate
-from ldp.registry import parse_registry
-from pipelines.cli import main
-from pipelines.estimate import EstimateJob, run_job
-from pipelines.results import load_estimates
-from pipelines.simulate import TrueValues, simulate_reports
-from transforms.windows import WindowSpec
+from ldp_telemetry.ldp.queries import WindowEstimate
+from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.pipelines.cli import main
+from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.pipelines.results import load_estimates
+from ldp_telemetry.pipelines.simulate import TrueValues, simulate_reports
+from ldp_telemetry.transforms.windows import WindowSpec
 
 DAY_MS = 86_400_000
 START_MS = 1_600_000_000_000 - 1_600_000_000_000 % DAY_MS  # 2020-09-13T00:00:00Z

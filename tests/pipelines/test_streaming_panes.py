@@ -25,15 +25,15 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.testing.util import assert_that, equal_to
 
-from ldp.estimation import unbiased_estimate
-from ldp.protocols import make_protocol
-from ldp.registry import parse_registry
-from pipelines.estimate import (EstimateJob, add_job_arguments, build_pipeline,
+from ldp_telemetry.ldp.estimation import unbiased_estimate
+from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.pipelines.estimate import (EstimateJob, add_job_arguments, build_pipeline,
                                 build_streaming_pipeline, job_from_arguments, run_job,
                                 summary_line)
-from schemas.codec import write_reports
-from transforms.replay import FilesArrive, ProcessingTimePasses, ReplayReportFiles, WatermarkTo
-from transforms.windows import WindowSpec
+from ldp_telemetry.schemas.codec import write_reports
+from ldp_telemetry.transforms.replay import FilesArrive, ProcessingTimePasses, ReplayReportFiles, WatermarkTo
+from ldp_telemetry.transforms.windows import WindowSpec
 
 T0 = 1_709_251_200  # 2024-03-01T00:00:00Z, in seconds
 METRIC = "s.grr"

@@ -12,12 +12,13 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from ldp.registry import load_registry
-from pipelines.estimate import EstimateJob, build_pipeline, run_job
-from runners import dataflow
-from transforms.windows import WindowSpec
+from ldp_telemetry.ldp.registry import load_registry
+from ldp_telemetry.pipelines.estimate import EstimateJob, build_pipeline, run_job
+from ldp_telemetry.runners import dataflow
+from ldp_telemetry.transforms.windows import WindowSpec
 
 HOUR = 3_600_000
+SETUP_FILE = str(Path(__file__).resolve().parents[2] / "setup.py")
 REGISTRY_DOC = {"metrics": [
     {"name": "d.grr", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": ["x", "y", "z"]}},
     {"name": "d.olh", "protocol": "olh", "epsilon": 2.0, "domain": {"size": 8}},
@@ -35,6 +36,7 @@ def job(tmp_path, output="gs://ldp-example-bucket/out"):
 
 
 def dry_run_args(**kwargs):
+    kwargs.setdefault("setup_file", SETUP_FILE)
     return dataflow.dataflow_options("ldp-example", "europe-west1",
                                      "gs://ldp-example-bucket/tmp", dry_run=True, **kwargs)
 
@@ -76,7 +78,8 @@ def test_dry_run_builds_the_job_with_stable_step_names_and_the_project_staged(tm
 def test_run_job_reports_a_dry_run_and_creates_no_local_output_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     printed = io.StringIO()
-    counters = run_job(job(tmp_path), dry_run_args(setup_file=None), out=printed)
+    counters = run_job(job(tmp_path), dry_run_args(setup_file=None,
+                                                  sdk_container_image="example/ldp:1"), out=printed)
     assert counters == {}
     assert printed.getvalue().strip() == "dry run: the job was built and validated, and not run"
     assert not os.path.exists(tmp_path / "gs:")
@@ -84,7 +87,15 @@ def test_run_job_reports_a_dry_run_and_creates_no_local_output_dir(tmp_path, mon
 
 def test_bucket_names_are_checked_before_beam_looks_one_up_online():
     with pytest.raises(ValueError, match="temp_location"):
-        dataflow.dataflow_options("p", "europe-west1", "gs://b/tmp")
+        dataflow.dataflow_options("p", "europe-west1", "gs://b/tmp", setup_file=SETUP_FILE)
     with pytest.raises(ValueError, match="staging_location"):
         dataflow.dataflow_options("p", "europe-west1", "gs://ok-bucket/tmp",
-                                  staging_location="/local/dir")
+                                  staging_location="/local/dir", setup_file=SETUP_FILE)
+
+
+def test_workers_need_the_project_named_explicitly(tmp_path):
+    with pytest.raises(ValueError, match="setup_file .* or sdk_container_image"):
+        dataflow.dataflow_options("p", "europe-west1", "gs://ok-bucket/tmp")
+    with pytest.raises(ValueError, match="does not exist"):
+        dataflow.dataflow_options("p", "europe-west1", "gs://ok-bucket/tmp",
+                                  setup_file=str(tmp_path / "setup.py"))

@@ -8,7 +8,7 @@ import pytest
 from apache_beam.options.pipeline_options import (FlinkRunnerOptions, PipelineOptions,
                                                   PortableOptions, StandardOptions)
 
-from runners import flink
+from ldp_telemetry.runners import flink
 
 FLINK_ARGS = flink.options_from_environment()
 

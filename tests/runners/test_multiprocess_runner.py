@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runners.direct import multi_process_options
+from ldp_telemetry.runners.direct import multi_process_options
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

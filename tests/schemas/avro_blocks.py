@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import fastavro
 
-from schemas import load_schema
+from ldp_telemetry.schemas import load_schema
 
 
 def write_blocks(path, blocks, codec="null", schema="report"):

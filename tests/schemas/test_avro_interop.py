@@ -13,12 +13,12 @@ import avro.schema
 import numpy as np
 import pytest
 
-from ldp.registry import parse_registry
-from pipelines.estimate import EstimateJob, run_job
-from schemas import SCHEMA_DIR, report_schema_json
-from schemas.batches import ReportBatch
-from schemas.codec import ReportDecoder, write_reports
-from transforms.windows import WindowSpec
+from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.schemas import SCHEMA_DIR, report_schema_json
+from ldp_telemetry.schemas.batches import ReportBatch
+from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
+from ldp_telemetry.transforms.windows import WindowSpec
 
 REGISTRY = parse_registry({"metrics": [
     {"name": "a.grr", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": ["x", "y", "z"]}},

@@ -10,10 +10,10 @@ from fastavro._read_common import missing_codec_lib
 import numpy as np
 import pytest
 
-from ldp.registry import parse_registry
-from schemas import SCHEMA_DIR, report_schema_json
-from schemas.batches import DeadLetter, Reason, ReportBatch
-from schemas.codec import ReportDecoder, write_reports
+from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.schemas import SCHEMA_DIR, report_schema_json
+from ldp_telemetry.schemas.batches import DeadLetter, Reason, ReportBatch
+from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
 from tests.schemas.avro_blocks import write_blocks
 
 REGISTRY = parse_registry({"metrics": [

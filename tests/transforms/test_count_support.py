@@ -7,10 +7,10 @@ import pickle
 import numpy as np
 import pytest
 
-from ldp import hashing
-from ldp.protocols import make_protocol
-from schemas.batches import ReportBatch
-from transforms.count import CountSupportFn, MergeSupportFn, SupportStatistic
+from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.schemas.batches import ReportBatch
+from ldp_telemetry.transforms.count import CountSupportFn, MergeSupportFn, SupportStatistic
 
 PROTOCOLS = [("grr", 1.0, 10), ("oue", 1.0, 13), ("olh", 1.5, 10)]  # OUE d=13: padding bits
 

@@ -9,12 +9,12 @@ import os
 import fastavro
 import pytest
 
-from ldp.registry import parse_registry
-from pipelines.estimate import EstimateJob, run_job
-from schemas import report_schema_json
-from transforms.read import expand_file_patterns
+from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.schemas import report_schema_json
+from ldp_telemetry.transforms.read import expand_file_patterns
 from tests.schemas.avro_blocks import write_blocks
-from transforms.windows import WindowSpec
+from ldp_telemetry.transforms.windows import WindowSpec
 
 
 @pytest.fixture
