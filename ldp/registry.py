@@ -4,7 +4,7 @@ JSON of the form
 
     {"metrics": [{"name": "flight.dest", "protocol": "grr", "epsilon": 2.0,
                   "domain": {"labels": ["ATL", ...]} | {"size": 105},
-                  "postprocess": "norm-hyb"}]}
+                  "estimator": "unbiased", "postprocess": "norm-hyb"}]}
 
 is loaded into frozen `MetricConfig` objects. `"protocol": "auto"` is resolved when the registry
 is loaded by ldp_telemetry.ldp.planner.recommend (lowest analytical MSE for the metric's ε and domain size);
@@ -21,12 +21,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
+from ldp_telemetry.ldp.estimators import FREQUENCY, EstimatorSpec
 from ldp_telemetry.ldp.planner import recommend
 from ldp_telemetry.ldp.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.protocols import PROTOCOLS, FrequencyOracle, make_protocol
 from ldp_telemetry.ldp.protocols.base import epsilon_problem
 
-_METRIC_FIELDS = {"name", "protocol", "epsilon", "domain", "postprocess"}
+_METRIC_FIELDS = {"name", "protocol", "epsilon", "domain", "estimator", "postprocess"}
 AUTO = "auto"
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class RegistryError(ValueError):
 
 @dataclass(frozen=True)
 class MetricConfig:
-    """One metric: its protocol, privacy level, domain and post-processing."""
+    """One metric: its protocol, privacy level, domain, estimator and post-processing."""
 
     name: str
     protocol_name: str
@@ -45,6 +46,7 @@ class MetricConfig:
     d: int
     labels: tuple[str, ...] | None
     postprocess: PostprocessSpec
+    estimator: EstimatorSpec = EstimatorSpec("unbiased")
 
     @cached_property
     def protocol(self) -> FrequencyOracle:
@@ -132,7 +134,16 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
         postprocess = PostprocessSpec.parse(entry.get("postprocess", "norm-hyb"))
     except ValueError as error:
         raise fail("postprocess", str(error)) from None
-    config = MetricConfig(name, protocol, float(epsilon), d, labels, postprocess)
+    try:
+        estimator = EstimatorSpec.parse(entry.get("estimator", "unbiased"))
+        estimator.check_family(FREQUENCY, protocol)
+    except ValueError as error:
+        raise fail("estimator", str(error)) from None
+    if estimator.definition.ordinal and labels is not None:
+        log.warning("metric %r: estimator %r assumes neighbouring values are similar, and the "
+                    "domain is a list of labels: check that their order means something",
+                    name, estimator.method)
+    config = MetricConfig(name, protocol, float(epsilon), d, labels, postprocess, estimator)
     try:
         config.protocol
     except ValueError as error:

@@ -29,6 +29,7 @@ def window_estimate_record(config, result, window_start: str, window_end: str, p
         "n": result.n,
         "protocol": config.protocol_name,
         "epsilon": config.epsilon,
+        "estimator": config.estimator.record(result.estimator),
         "postprocess": {"method": spec.method,
                         "params": {k: None if v is None else float(v)
                                    for k, v in spec.as_dict().items() if k != "method"}},
