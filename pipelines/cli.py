@@ -41,9 +41,11 @@ def _reject_misspelt_job_flags(beam_args: list[str]) -> None:
     ones: without this check `--window-ofset 1800` would run with the default offset.
     """
     from ldp_telemetry.pipelines.estimate import add_job_arguments
+    from ldp_telemetry.pipelines.live import add_live_arguments
     from ldp_telemetry.runners import unknown_pipeline_flags
     job_parser = argparse.ArgumentParser(add_help=False)
     add_job_arguments(job_parser)
+    add_live_arguments(job_parser)
     job_flags = {flag.lstrip("-").replace("-", "_"): flag
                  for action in job_parser._actions for flag in action.option_strings}
     for name in unknown_pipeline_flags(beam_args):
@@ -107,7 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "local job service for the run (LOOPBACK workers unless "
                     "--environment_type is given).")
     from ldp_telemetry.pipelines.estimate import add_job_arguments
+    from ldp_telemetry.pipelines.live import add_live_arguments
     add_job_arguments(run)
+    add_live_arguments(run)
     run.set_defaults(handler=_run)
 
     show = commands.add_parser(
@@ -188,6 +192,12 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from ldp_telemetry.pipelines.estimate import job_from_arguments, run_job
     from ldp_telemetry.runners.portable import with_local_job_service
     job = job_from_arguments(args)
+    if args.follow is not None:
+        from ldp_telemetry.pipelines.live import live_config_from_arguments, run_live
+        live = live_config_from_arguments(args)
+        with with_local_job_service(beam_args) as beam_args:
+            run_live(job, live, beam_args)
+        return 0
     with with_local_job_service(beam_args) as beam_args:  # PortableRunner without an endpoint
         run_job(job, beam_args)
     print(f"estimates: {job.output}/estimates-*.jsonl; dead letters: {job.output}/dead_letters-*.jsonl")
