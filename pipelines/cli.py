@@ -79,6 +79,18 @@ def build_parser() -> argparse.ArgumentParser:
                           help="split output into files of at most this many reports")
     simulate.add_argument("--overwrite", action="store_true",
                           help="replace this metric's report files already in --out")
+    live = simulate.add_argument_group(
+        "live mode", "write the reports into --out over time, as a collector would: one file "
+        "every --file-every seconds holding the reports that came due, written under a hidden "
+        "temporary name and renamed (what `ldp run --follow` expects)")
+    live.add_argument("--live", action="store_true", help="write over time instead of at once")
+    pace = live.add_mutually_exclusive_group()
+    pace.add_argument("--speedup", type=float, default=None,
+                      help="replay event times this many times faster than real time")
+    pace.add_argument("--rate", type=float, default=None,
+                      help="write this many reports per second, in event-time order")
+    live.add_argument("--file-every", type=float, default=1.0, metavar="SECONDS",
+                      help="close a report file this often (default 1)")
     simulate.set_defaults(handler=_simulate)
 
     plan = commands.add_parser(
@@ -151,9 +163,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
-    from ldp_telemetry.pipelines.simulate import DEFAULT_REPORTS_PER_FILE, read_true_values, simulate_reports
+    from ldp_telemetry.pipelines.simulate import (DEFAULT_REPORTS_PER_FILE, read_true_values,
+                                                  simulate_live, simulate_reports)
     config = load_registry(args.registry)[args.metric]
+    if not args.live and (args.speedup is not None or args.rate is not None):
+        raise ValueError("--speedup and --rate need --live")
     truth = read_true_values(args.input, config, args.value_column, args.time_column)
+    if args.live:
+        speedup = args.speedup if args.speedup is not None or args.rate is not None else 1.0
+        paths = simulate_live(config, truth, args.out, args.seed, speedup, args.rate,
+                              args.file_every, overwrite=args.overwrite)
+        print(f"{len(truth.values):,} reports of {config.name} written live to "
+              f"{len(paths)} file(s) in {args.out}")
+        return 0
     per_file = (DEFAULT_REPORTS_PER_FILE if args.reports_per_file is None
                 else args.reports_per_file)
     if per_file <= 0:
