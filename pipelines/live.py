@@ -32,10 +32,11 @@ from apache_beam.runners.runner import PipelineState
 
 from ldp_telemetry.pipelines.estimate import (EstimateJob, build_streaming_pipeline,
                                               record_counters, summary_line)
-from ldp_telemetry.pipelines.follow import (DirectoryFollower, EventStream, WatermarkPolicy,
-                                            write_atomically)
+from ldp_telemetry.pipelines.follow import (TOO_LATE_LOG, DirectoryFollower, EventStream,
+                                            WatermarkPolicy, write_atomically)
 from ldp_telemetry.runners import make_runner
-from ldp_telemetry.transforms.panes import PANE_LOG, WritePanesFn, latest_panes, read_pane_log
+from ldp_telemetry.transforms.panes import (PANE_LOG, WritePanesFn, latest_panes, read_pane_log,
+                                            truncate_torn_tail)
 from ldp_telemetry.transforms.sources import SOURCE_KINDS, make_source
 
 STATUS = "status.json"
@@ -114,6 +115,8 @@ def run_live(job: EstimateJob, live: LiveConfig, beam_args: list[str],
 
 
 def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
+    for log in (PANE_LOG, TOO_LATE_LOG):  # a killed run may have left half a line
+        truncate_torn_tail(os.path.join(job.output, log))
     follower = DirectoryFollower(job.registry, job.windows, live.location, job.output, stream,
                                  live.policy)
     replay = follower.replay_after_restart()

@@ -64,6 +64,16 @@ def read_pane_log(output_dir: str) -> list[dict]:
     return entries
 
 
+def truncate_torn_tail(path: str) -> None:
+    """Cut an append-only log back to its last complete line (a crash may leave half a line)."""
+    if not os.path.exists(path):
+        return
+    with open(path, "rb+") as handle:
+        data = handle.read()
+        if data and not data.endswith(b"\n"):
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
 def latest_panes(output_dir: str) -> dict[WindowKey, dict]:
     """Per window, the log entry of its pane with the highest index."""
     latest: dict[WindowKey, dict] = {}
