@@ -119,7 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "--job_endpoint=localhost:8099; without --runner the job runs on FnApiRunner "
                     "in this process. --runner=PortableRunner without --job_endpoint starts a "
                     "local job service for the run (LOOPBACK workers unless "
-                    "--environment_type is given).")
+                    "--environment_type is given). With --follow DIR instead of --input the run is "
+                    "live: it follows the directory and writes each pane as it fires under "
+                    "OUTPUT/panes/ (see the live-run options).")
     from ldp_telemetry.pipelines.estimate import add_job_arguments
     from ldp_telemetry.pipelines.live import add_live_arguments
     add_job_arguments(run)

@@ -94,6 +94,8 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
 def live_config_from_arguments(args: argparse.Namespace) -> LiveConfig:
     if args.max_out_of_order is None or not args.max_out_of_order >= 0:
         raise ValueError(f"--max-out-of-order must be >= 0 seconds, got {args.max_out_of_order}")
+    if args.source == "directory" and not os.path.isdir(args.follow):
+        raise ValueError(f"--follow {args.follow!r} is not a directory")
     policy = WatermarkPolicy(round(args.max_out_of_order * 1000),
                              args.idle_advance if args.idle_advance else None)
     return LiveConfig(args.source, args.follow, policy, args.poll, args.until,
@@ -142,8 +144,10 @@ def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
     result = pipeline.run()
 
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # only it may set handlers
+        previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()
     try:
         while not stop.is_set():
