@@ -45,6 +45,7 @@ import logging
 import os
 import queue
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -84,13 +85,20 @@ def is_complete_report_file(name: str) -> bool:
 class EventStream:
     """A TestStream service on 127.0.0.1 whose events are whatever the follower puts in.
 
-    Beam's TestStream client waits at most 30 s for an event, so the follower must advance
-    processing time at least that often (it does each poll).
+    Processing time is the wall time elapsed since `start()`: `tick()` advances it to now.
+    Beam's TestStream client gives up after 30 s without an event, so a heartbeat thread ticks
+    whenever no event was put for HEARTBEAT_S (e.g. while a large file is decoded).
     """
 
-    def __init__(self):
+    HEARTBEAT_S = 5.0
+
+    def __init__(self, clock=time.monotonic):
         self._events: queue.Queue = queue.Queue()
         self._coder = FastPrimitivesCoder()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_tick = self._last_put = clock()
+        self._closed = threading.Event()
         self.endpoint = None
         self._controller = None
 
@@ -108,10 +116,14 @@ class EventStream:
                 continue
             controller.start()
             self._controller, self.endpoint = controller, endpoint
+            self._last_tick = self._last_put = self._clock()
+            threading.Thread(target=self._heartbeat, name="ldp-stream-heartbeat",
+                             daemon=True).start()
             return endpoint
         raise OSError("no free 127.0.0.1 port for the TestStream service")
 
     def stop(self) -> None:
+        self._closed.set()
         if self._controller is not None:
             self._controller.stop()
             self._controller = None
@@ -124,30 +136,47 @@ class EventStream:
                 return
             yield event
 
+    def _put(self, event) -> None:
+        with self._lock:
+            self._events.put(event)
+            self._last_put = self._clock()
+
+    def _heartbeat(self) -> None:
+        while not self._closed.wait(self.HEARTBEAT_S / 5):
+            if self._clock() - self._last_put >= self.HEARTBEAT_S:
+                self.tick()
+
+    def tick(self) -> None:
+        """Advance processing time by the wall time elapsed since the last tick."""
+        with self._lock:
+            now = self._clock()
+            advance = max(1, round((now - self._last_tick) * 1e6))
+            self._last_tick = now
+            self._events.put(_Event(processing_time_event=_Event.AdvanceProcessingTime(
+                advance_duration=advance)))
+            self._last_put = now
+
     def add_batches(self, batches: list[ReportBatch]) -> None:
         for batch in batches:
             for piece in _split(batch):
-                self._events.put(_Event(element_event=_Event.AddElements(tag=BATCHES, elements=[
+                self._put(_Event(element_event=_Event.AddElements(tag=BATCHES, elements=[
                     _Element(encoded_element=self._coder.encode((piece.metric, piece)),
                              timestamp=piece.slice_start_ms * 1000)])))
 
     def add_dead_letters(self, letters: list[DeadLetter], at_ms: int) -> None:
         if letters:
-            self._events.put(_Event(element_event=_Event.AddElements(tag=DEAD_LETTERS, elements=[
+            self._put(_Event(element_event=_Event.AddElements(tag=DEAD_LETTERS, elements=[
                 _Element(encoded_element=self._coder.encode(letter), timestamp=at_ms * 1000)
                 for letter in letters])))
 
     def advance_watermark(self, watermark_ms: int) -> None:
         for tag in (BATCHES, DEAD_LETTERS):
-            self._events.put(_Event(watermark_event=_Event.AdvanceWatermark(
+            self._put(_Event(watermark_event=_Event.AdvanceWatermark(
                 tag=tag, new_watermark=watermark_ms * 1000)))
-
-    def advance_processing_time(self, seconds: float) -> None:
-        self._events.put(_Event(processing_time_event=_Event.AdvanceProcessingTime(
-            advance_duration=max(1, round(seconds * 1e6)))))
 
     def close(self) -> None:
         """End the stream: Beam then moves the watermark to +infinity and finishes."""
+        self._closed.set()
         self._events.put(None)
 
 
@@ -280,7 +309,7 @@ class DirectoryFollower:
         self.state = (FollowState.from_json(open(self._checkpoint, encoding="utf-8").read())
                       if os.path.exists(self._checkpoint) else FollowState())
         self.restarted = os.path.exists(self._checkpoint)
-        self._last_arrival = self._last_tick = clock()
+        self._last_arrival = clock()
 
     # Restart -------------------------------------------------------------------------------
 
@@ -325,49 +354,51 @@ class DirectoryFollower:
         return [name for _, name in sorted(found)]
 
     def poll(self) -> int:
-        """One step: read new files, checkpoint, send their elements, move the watermark and
-        processing time. Returns the number of files read."""
+        """One step: read each new file (checkpoint, then hand its elements to the stream),
+        then move the watermark and processing time. Returns the number of files read."""
         names = self.new_files()
-        state, now = self.state, self._clock()
-        accepted, letters, late_windows = [], [], {}
         for name in names:
-            before = self._decoder.records_read
-            file_letters = []
-            for item in self._decoder.decode_file(os.path.join(self._directory, name)):
-                if isinstance(item, DeadLetter):
-                    file_letters.append(item)
-                    state.dead_letters[item.reason] = (state.dead_letters.get(item.reason, 0)
-                                                       + item.records)
-                    continue
-                state.records_accepted += item.n
-                state.max_slice_start_ms = max(item.slice_start_ms,
-                                               state.max_slice_start_ms or item.slice_start_ms)
-                late = self._is_too_late(item, state.watermark_ms)
-                if late:
-                    state.too_late += item.n
-                else:
-                    accepted.append(item)
-                for key, counts in self._windows_of(item):
-                    if late:
-                        counts.too_late += item.n
-                        late_windows[key] = counts
-                    else:
-                        counts.accepted += item.n
-            state.records_read += self._decoder.records_read - before
-            state.files[name] = state.watermark_ms
-            if file_letters:
-                self._write_dead_letters(name, file_letters)
-            letters.extend(file_letters)
+            self._read_file(name)
+            self._stream.tick()
+        now = self._clock()
         if names:
             self._last_arrival = now
-            write_atomically(self._checkpoint, state.to_json())
-            self._stream.add_batches(accepted)
-            self._stream.add_dead_letters(letters, state.watermark_ms or 0)
-            self._log_too_late(late_windows.values())
         self._advance_watermark(now)
-        self._stream.advance_processing_time(now - self._last_tick)
-        self._last_tick = now
+        self._stream.tick()
         return len(names)
+
+    def _read_file(self, name: str) -> None:
+        state = self.state
+        accepted, letters, late_windows = [], [], {}
+        before = self._decoder.records_read
+        for item in self._decoder.decode_file(os.path.join(self._directory, name)):
+            if isinstance(item, DeadLetter):
+                letters.append(item)
+                state.dead_letters[item.reason] = (state.dead_letters.get(item.reason, 0)
+                                                   + item.records)
+                continue
+            state.records_accepted += item.n
+            state.max_slice_start_ms = max(item.slice_start_ms,
+                                           state.max_slice_start_ms or item.slice_start_ms)
+            late = self._is_too_late(item, state.watermark_ms)
+            if late:
+                state.too_late += item.n
+            else:
+                accepted.append(item)
+            for key, counts in self._windows_of(item):
+                if late:
+                    counts.too_late += item.n
+                    late_windows[key] = counts
+                else:
+                    counts.accepted += item.n
+        state.records_read += self._decoder.records_read - before
+        state.files[name] = state.watermark_ms
+        if letters:
+            self._write_dead_letters(name, letters)
+        write_atomically(self._checkpoint, state.to_json())
+        self._stream.add_batches(accepted)
+        self._stream.add_dead_letters(letters, state.watermark_ms or 0)
+        self._log_too_late(late_windows.values())
 
     def idle_for(self) -> float:
         """Seconds since the last new file (or since the start)."""
