@@ -107,6 +107,11 @@ def run_live(job: EstimateJob, live: LiveConfig, beam_args: list[str],
     """Run until stopped; print and return the counters. Other sources: see `run_remote`."""
     if live.source != "directory":
         return run_remote(job, live, beam_args, out)
+    runner = PipelineOptions(list(beam_args)).view_as(StandardOptions).runner
+    if runner not in (None, "BundleBasedDirectRunner"):
+        raise ValueError(f"--source directory runs here, on BundleBasedDirectRunner, not on "
+                         f"{runner}: use --source match-continuously (Flink) or --source "
+                         f"pubsub (Dataflow) on other runners")
     os.makedirs(job.output, exist_ok=True)
     stream = EventStream()
     stream.start()
