@@ -15,8 +15,8 @@ Prints, as medians of --repeats runs:
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import io
-import json
 import os
 import shutil
 import signal
@@ -144,7 +144,6 @@ def _iso(ms: int) -> str:
 
 
 def _epoch(iso: str) -> float:
-    import datetime as dt
     return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 

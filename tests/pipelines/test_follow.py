@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.registry import parse_registry

@@ -2,11 +2,9 @@
 structure (MatchContinuously, built and inspected, not run), and the one flag that picks."""
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import apache_beam as beam
-import fastavro
 import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
