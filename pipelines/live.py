@@ -224,6 +224,10 @@ def run_remote(job: EstimateJob, live: LiveConfig, beam_args: list[str],
                out=sys.stdout) -> dict[str, int]:
     """Submit the Pub/Sub or MatchContinuously graph to the runner of `beam_args` (streaming)."""
     options = PipelineOptions(list(beam_args))
+    if options.view_as(StandardOptions).runner is None:
+        raise ValueError(f"--source {live.source} needs a streaming runner named explicitly: "
+                         f"--runner=DataflowRunner (pubsub) or --runner=PortableRunner "
+                         f"--job_endpoint=FLINK_JOB_SERVER (match-continuously)")
     options.view_as(StandardOptions).streaming = True
     pipeline = beam.Pipeline(runner=make_runner(options), options=options)
     build_remote_pipeline(pipeline, job, live)

@@ -83,6 +83,8 @@ def test_run_follow_and_input_are_exclusive_and_flags_are_checked(tmp_path, caps
     assert "--poll" in capsys.readouterr().err
     assert cli.main(base + ["--follow", str(tmp_path), "--runner=FnApiRunner"]) == 2
     assert "--source match-continuously" in capsys.readouterr().err
+    assert cli.main(base + ["--follow", str(tmp_path), "--source", "match-continuously"]) == 2
+    assert "needs a streaming runner named explicitly" in capsys.readouterr().err
     assert cli.main(base + ["--follow", str(tmp_path), "--stop-when-idel", "3"]) == 2
     assert "did you mean --stop-when-idle" in capsys.readouterr().err
     assert cli.main(["simulate", "--registry", str(registry), "--metric", "m", "--input", "x",
