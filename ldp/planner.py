@@ -2,7 +2,7 @@
 
 For a privacy level ε and domain size d, every protocol of ldp_telemetry.ldp.protocols is instantiated with
 the parameters it really uses (OLH's, RLH's and BLH's g, SS's and RWS's k, HR's K) and
-reported with p*, q*, the analytical n·MSE of rws-frequency-protocols.txt eq. 4, the largest
+reported with p*, q*, the analytical n·MSE of [Fang25] eq. 4, the largest
 Avro-encoded payload, and the aggregation cost.
 
 Everything the plan shows comes from the protocol classes themselves (n_mse, parameter,
@@ -12,7 +12,7 @@ without any change here.
 Recommendation (`recommend`): the protocol with the lowest n·MSE; protocols whose n·MSE is
 within a relative 1e-9 of it tie, and ties go to the fewest bytes per report, then to the
 cheaper aggregation (the smaller `aggregation_rank`), then to registry order. Eq. 4 with the rounded parameters is the
-quantity the paper's §4.4 guideline approximates, so this rule reproduces the guideline and
+quantity the [Fang25] §4.4 guideline approximates, so this rule reproduces the guideline and
 settles its open choices exactly:
 
 - d < sqrt(2 e^{2ε} + 1/4) + 3/2, where the optimal k is 1: GRR, SS and RWS have the same
@@ -94,7 +94,7 @@ def _choose(rows: list[ProtocolPlan], max_bytes: int | None) -> tuple[str, str]:
 
 
 def guideline(epsilon: float, d: int) -> str:
-    """The protocol-choice guideline at the end of rws-frequency-protocols.txt §4.4."""
+    """The protocol-choice guideline at the end of [Fang25] §4.4."""
     threshold = math.sqrt(2 * math.exp(2 * epsilon) + 0.25) + 1.5
     if d < threshold:
         return f"d < {threshold:.4g} (optimal k = 1): GRR, SS and RWS have the optimal MSE"

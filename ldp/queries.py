@@ -1,6 +1,6 @@
 """Queries on one window's estimates: point, set, range and top-k, each with a standard error.
 
-A query answers from the window's post-processed distribution f' (consistency-norm-hyb.txt §3):
+A query answers from the window's post-processed distribution f' ([Wang20] journal §3):
 
     point  f'_v                                  (one value, by label or index)
     set    sum_{v in S} f'_v                     (S a set of distinct values)
@@ -9,7 +9,7 @@ A query answers from the window's post-processed distribution f' (consistency-no
     top-k  the k largest f'_v, with their labels (each reported as a point answer)
 
 Post-Pos is the one method applied to answers rather than to the distribution: its answer is
-max(Base answer, 0) (§3.1).
+max(Base answer, 0) ([Wang20] journal §3.1).
 
 Standard errors
 ---------------
@@ -39,7 +39,7 @@ weights w (a set: w = 1_S; Norm's set answer: w = 1_S - |S|/d, plus a constant)
 
     Var[sum_v w_v f~_v] = sum_x f_x Var[Y | x] / (n (p* - q*)^2),
 
-with Var[Y | x] the variance of one report's Y given its true value x. This is eq. 2 for
+with Var[Y | x] the variance of one report's Y given its true value x. This is [Wang20] journal eq. 2 for
 w = e_v. It is *not* the sum of eq. 2 over S whenever the support indicators of one report are
 correlated. Each protocol class gives Var[Y | x] in closed form, with its derivation, as
 `report_variance(w)` (ldp_telemetry.ldp.protocols): GRR supports exactly one value (multinomial

@@ -93,8 +93,8 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
 
     plan = commands.add_parser(
         "plan", help="compare every protocol for a privacy level and domain size",
-        description="For every protocol: p*, q*, the analytical n·MSE (eq. 4 of "
-                    "rws-frequency-protocols.txt, with the rounded g or k the protocol uses), "
+        description="For every protocol: p*, q*, the analytical n·MSE ([Fang25] eq. 4, "
+                    "with the rounded g or k the protocol uses), "
                     "the largest Avro payload in bytes, the aggregation cost, and the "
                     "recommended protocol (lowest n·MSE; ties: fewest bytes, then cheapest "
                     "aggregation).")
@@ -194,7 +194,7 @@ def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
             line += f" {row.mse:>10.4g} {row.mse ** 0.5:>9.4g}"
         print(line + f" {row.bytes_per_report:>6}  {row.server_cost}")
     print(f"recommended: {choice} — {reason}")
-    print(f"paper guideline (§4.4): {guideline(args.epsilon, args.domain)}")
+    print(f"guideline of [Fang25] §4.4: {guideline(args.epsilon, args.domain)}")
     return 0
 
 

@@ -1,6 +1,6 @@
 """The surface every frequency oracle exposes.
 
-A protocol is pure (rws-frequency-protocols.txt Definition 2): each report supports a set of
+A protocol is pure ([Fang25] Definition 2): each report supports a set of
 values, the true value with probability p*, every other value with probability q* < p*. The
 server therefore only needs, per window, the support count of every value; each protocol keeps a
 *sufficient statistic* from which those counts follow, mergeable by addition and of a size that
@@ -9,7 +9,7 @@ does not depend on the number of reports.
 One protocol = one module. Its class carries everything the rest of the project asks of it:
 client perturbation over numpy arrays; the payload's Avro schema (`payload_schema`, one branch
 of the report union in schemas/report.avsc) and its validity rule; the sufficient statistic and
-the support counts; p* and q*, hence the analytical n·MSE (`n_mse`, eq. 4 with the protocol's
+the support counts; p* and q*, hence the analytical n·MSE (`n_mse`, [Fang25] eq. 4 with the protocol's
 own p*, q*) that the planner ranks by; the aggregation cost (`server_cost`, `aggregation_rank`)
 for the planner's tie-break; and `report_variance`, the variance of any weighted sum of one
 report's support indicators, from which ldp_telemetry.ldp.queries computes the exact variance of
@@ -100,7 +100,8 @@ class FrequencyOracle(abc.ABC):
         """Var[Y | x] for every true value x, where Y = Σ_v w_v [the report supports v].
 
         One report's weighted support, the building block of the exact variance of any linear
-        answer Σ_v w_v f~_v (ldp_telemetry.ldp.queries); w = e_v gives the numerator of eq. 2.
+        answer Σ_v w_v f~_v (ldp_telemetry.ldp.queries); w = e_v gives the numerator of
+        [Wang20] journal eq. 2.
         `weights`: length d. Returns an array of length d, indexed by the true value x.
         """
         w = np.asarray(weights, dtype=np.float64)
@@ -161,14 +162,14 @@ class FrequencyOracle(abc.ABC):
 
 def pure_n_mse(p_star: float, q_star: float, d: int) -> float:
     """n times the analytical full-domain MSE of a pure protocol over d values
-    (rws-frequency-protocols.txt eq. 4): q*(1 - q*)/(p* - q*)^2 + (1 - p* - q*)/(d (p* - q*))."""
+    ([Fang25] eq. 4): q*(1 - q*)/(p* - q*)^2 + (1 - p* - q*)/(d (p* - q*))."""
     p, q = p_star, q_star
     return q * (1 - q) / (p - q) ** 2 + (1 - p - q) / (d * (p - q))
 
 
 def independent_support_variance(p_star: float, q_star: float, w: np.ndarray) -> np.ndarray:
     """Var[Y | x] when a report's support indicators of distinct values are independent:
-    p*(1 - p*) w_x^2 + q*(1 - q*) (Σ w^2 - w_x^2), so a set's variance is the sum of eq. 2 over
+    p*(1 - p*) w_x^2 + q*(1 - q*) (Σ w^2 - w_x^2), so a set's variance is the sum of [Wang20] journal eq. 2 over
     its values (unary encoding, local hashing)."""
     p, q = p_star, q_star
     return p * (1 - p) * w ** 2 + q * (1 - q) * (np.dot(w, w) - w ** 2)
@@ -234,7 +235,7 @@ def int_column(payloads: list[dict], field: str) -> np.ndarray:
 
 
 def grr_perturb(values: np.ndarray, k: int, p: float, rng: np.random.Generator) -> np.ndarray:
-    """Generalised randomised response over [0, k) (consistency-norm-hyb.txt eq. 1).
+    """Generalised randomised response over [0, k) ([Wang20] journal eq. 1).
 
     Keeps the value with probability p, otherwise reports one of the k - 1 other values
     uniformly: each other value has probability (1 - p) / (k - 1).

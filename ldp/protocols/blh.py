@@ -1,4 +1,4 @@
-"""Binary Local Hashing: local hashing with g = 2 (consistency-norm-hyb.txt §2.4, the
+"""Binary Local Hashing: local hashing with g = 2 ([Wang20] journal §2.4, the
 "Random Matrix Projection" of its reference [6]).
 
 Everything but g is ldp_telemetry.ldp.protocols.local_hashing.LocalHashing: report

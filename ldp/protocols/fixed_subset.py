@@ -1,4 +1,4 @@
-"""Fixed-size subsets, the family of SS and RWS (rws-frequency-protocols.txt §3.4, §4.3).
+"""Fixed-size subsets, the family of SS and RWS ([Fang25] §3.4, §4.3).
 
 A report supports k values: with probability p = k e^ε / (k e^ε + d - k) the true value plus
 k - 1 others, otherwise k others, the others a uniform subset of the d - 1 values != v. So

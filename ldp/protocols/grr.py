@@ -1,4 +1,4 @@
-"""Generalised Randomised Response (consistency-norm-hyb.txt §2.2, eq. 1).
+"""Generalised Randomised Response ([Wang20] journal §2.2, eq. 1).
 
 Report y = v with p = e^ε / (e^ε + d - 1), any other value with q = 1 / (e^ε + d - 1).
 A report supports exactly the value it names: p* = p, q* = q. Statistic: the histogram of y.

@@ -1,4 +1,4 @@
-"""Hadamard Response (consistency-norm-hyb.txt §2.4), the randomised-response-on-a-row variant.
+"""Hadamard Response ([Wang20] journal §2.4), the randomised-response-on-a-row variant.
 
 Embedding: the values [0, d) are the first d columns of the K x K Sylvester-Hadamard matrix,
 K the smallest power of two >= d (K >= 2), whose entries are H[j, v] = (-1)^popcount(j & v).

@@ -1,5 +1,5 @@
-"""Local hashing, the family of OLH, BLH and RLH (consistency-norm-hyb.txt §2.4;
-rws-frequency-protocols.txt §3.3).
+"""Local hashing, the family of OLH, BLH and RLH ([Wang20] journal §2.4;
+[Fang25] §3.3).
 
 The client draws a 64-bit seed, hashes v to H(seed, v) in [0, g) (ldp_telemetry.ldp.hashing.local_hash)
 and reports <seed, GRR_g(H(seed, v))> with p = e^ε / (e^ε + g - 1). A report <seed, y> supports

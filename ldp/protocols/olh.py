@@ -1,10 +1,10 @@
-"""Optimised Local Hashing (consistency-norm-hyb.txt §2.4; rws-frequency-protocols.txt §3.3).
+"""Optimised Local Hashing ([Wang20] journal §2.4; [Fang25] §3.3).
 
 Local hashing (ldp_telemetry.ldp.protocols.local_hashing) with g = e^ε + 1 rounded to the nearest
-integer (halves up), and at least 2: OLH's g minimises the approximate variance (eq. 3), whose
-continuous optimum is e^ε + 1. This is the rounding behind Table 3 of
-rws-frequency-protocols.txt (ε = 4: g = 56, n·MSE 0.5798 at d = 2); the better of floor/ceil by
-eq. 4 would give g = 55 and 0.5703, which the table does not print.
+integer (halves up), and at least 2: OLH's g minimises the approximate variance ([Fang25]
+eq. 3), whose continuous optimum is e^ε + 1. This is the rounding behind [Fang25] Table 3
+(ε = 4: g = 56, n·MSE 0.5798 at d = 2); the better of floor/ceil by eq. 4 would give g = 55
+and 0.5703, which the table does not print.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Optimised Unary Encoding (consistency-norm-hyb.txt §2.3).
+"""Optimised Unary Encoding ([Wang20] journal §2.3).
 
 Unary encoding (ldp_telemetry.ldp.protocols.unary_encoding) with p = 1/2 and
 q = 1 / (e^ε + 1) (errata: not 1/(e^{ε/2} + 1)). p* = p, q* = q.

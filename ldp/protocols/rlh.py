@@ -1,4 +1,4 @@
-"""Re-optimised Local Hashing (rws-frequency-protocols.txt §4.1.2 and §4.2).
+"""Re-optimised Local Hashing ([Fang25] §4.1.2 and §4.2).
 
 Local hashing (ldp_telemetry.ldp.protocols.local_hashing) whose g minimises the analytical MSE
 (eq. 12): the continuous optimum is g = h·e^ε + 1 with h of

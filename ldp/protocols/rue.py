@@ -1,4 +1,4 @@
-"""Re-optimised Unary Encoding (rws-frequency-protocols.txt §4.1.1).
+"""Re-optimised Unary Encoding ([Fang25] §4.1.1).
 
 Unary encoding (ldp_telemetry.ldp.protocols.unary_encoding) with p and q minimising the analytical MSE
 (eq. 4/10) under the UE privacy constraint p = e^ε q / (1 - q + e^ε q) (eq. 9):
@@ -16,7 +16,7 @@ from ldp_telemetry.ldp.protocols.unary_encoding import UnaryEncoding, bits_paylo
 
 
 def similarity_factor(epsilon: float, d: int) -> float:
-    """The coefficient h of RUE and RLH (rws-frequency-protocols.txt §4.1, Table 1)."""
+    """The coefficient h of RUE and RLH ([Fang25] §4.1, Table 1)."""
     e = math.exp(epsilon)
     return math.sqrt((d - 1 + 1 / e) / (d - 1 + e))
 

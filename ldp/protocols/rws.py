@@ -1,4 +1,4 @@
-"""Random Wheel Spinner (rws-frequency-protocols.txt §4.3).
+"""Random Wheel Spinner ([Fang25] §4.3).
 
 The client draws a 64-bit seed s; the seed fixes a uniform k-subset S(s) of [0, d) (the
 partial Fisher-Yates shuffle of ldp_telemetry.ldp.hashing, driven by splitmix64(s, i) — portable, never a

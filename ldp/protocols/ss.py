@@ -1,4 +1,4 @@
-"""Subset Selection (consistency-norm-hyb.txt §2.4; rws-frequency-protocols.txt §3.4).
+"""Subset Selection ([Wang20] journal §2.4; [Fang25] §3.4).
 
 The client reports a k-subset Y of [0, d): with p = k e^ε / (k e^ε + d - k) a subset that
 contains v (v plus k - 1 values drawn uniformly without replacement from the others),

@@ -1,4 +1,4 @@
-"""Unary encoding, the family of OUE, SUE and RUE (consistency-norm-hyb.txt §2.3).
+"""Unary encoding, the family of OUE, SUE and RUE ([Wang20] journal §2.3).
 
 The one-hot vector of v is perturbed bit by bit: the 1 bit is *drawn* as 1 with probability p,
 each 0 bit becomes 1 with probability q (members choose p and q). A report supports the values

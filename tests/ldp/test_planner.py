@@ -1,4 +1,4 @@
-"""The planner: Table 3 of rws-frequency-protocols.txt, payload sizes, the recommendation,
+"""The planner: [Fang25] Table 3, payload sizes, the recommendation,
 `ldp plan --json` and `"protocol": "auto"` in the registry."""
 from __future__ import annotations
 
