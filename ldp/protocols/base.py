@@ -25,7 +25,6 @@ from typing import ClassVar, Iterator, Mapping
 import numpy as np
 
 from ldp_telemetry.ldp.estimation import SupportNoise
-from ldp_telemetry.ldp.estimators import FREQUENCY
 
 Columns = Mapping[str, np.ndarray]
 
@@ -56,8 +55,10 @@ class FrequencyOracle(abc.ABC):
     payload_rule: ClassVar[str]
     server_cost: ClassVar[str]
     aggregation_rank: ClassVar[float]
-    #: The estimator family whose methods read this protocol's statistic (ldp_telemetry.ldp.estimators).
-    estimator_family: ClassVar[str] = FREQUENCY
+    #: The estimator family whose methods read this protocol's statistic:
+    #: ldp_telemetry.ldp.estimators.FREQUENCY (spelt out here so that estimator modules may
+    #: import protocols).
+    estimator_family: ClassVar[str] = "frequency"
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
