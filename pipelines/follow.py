@@ -59,7 +59,7 @@ from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.transforms.finalize import iso_utc
-from ldp_telemetry.transforms.panes import latest_panes
+from ldp_telemetry.transforms.pane_log import latest_panes
 from ldp_telemetry.transforms.read import BATCHES, DEAD_LETTERS
 from ldp_telemetry.transforms.windows import WindowSpec
 

@@ -35,8 +35,9 @@ from ldp_telemetry.pipelines.estimate import (EstimateJob, build_streaming_pipel
 from ldp_telemetry.pipelines.follow import (TOO_LATE_LOG, DirectoryFollower, EventStream,
                                             WatermarkPolicy, write_atomically)
 from ldp_telemetry.runners import make_runner
-from ldp_telemetry.transforms.panes import (PANE_LOG, WritePanesFn, latest_panes, read_pane_log,
-                                            truncate_torn_tail)
+from ldp_telemetry.transforms.pane_log import (PANE_LOG, latest_panes, read_pane_log,
+                                               truncate_torn_tail)
+from ldp_telemetry.transforms.panes import WritePanesFn
 from ldp_telemetry.transforms.sources import SOURCE_KINDS, make_source
 
 STATUS = "status.json"

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from ldp_telemetry.transforms.panes import PANE_LOG, latest_panes
+from ldp_telemetry.transforms.pane_log import PANE_LOG, latest_panes
 
 
 def load_estimates(output_dir: str, metric: str | None = None) -> list[dict]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 
-from ldp_telemetry.transforms.panes import (PANE_LOG, WritePanesFn, latest_panes, pane_path,
-                                            read_pane_log, truncate_torn_tail)
+from ldp_telemetry.transforms.pane_log import (PANE_LOG, latest_panes, pane_path,
+                                               read_pane_log, truncate_torn_tail)
+from ldp_telemetry.transforms.panes import WritePanesFn
 
 
 def record(index, timing="EARLY", n=10, start="2024-03-01T00:00:00Z", metric="m/x"):
