@@ -75,7 +75,8 @@ def panes_of(output, window_start):
     return [e for e in read_pane_log(output) if e["window_start"] == window_start]
 
 
-def test_live_run_streams_panes_and_counts_late_reports_per_window(tmp_path):
+def test_live_run_streams_panes_and_counts_late_reports_per_window(tmp_path, hard_deadline):
+    hard_deadline(900)
     inbox, output = tmp_path / "in", tmp_path / "out"
     inbox.mkdir()
     files = Files(inbox, seed=31)

@@ -16,7 +16,8 @@ from ldp_telemetry.pipelines.live import LiveConfig, run_live
 from ldp_telemetry.transforms.pane_log import latest_panes
 
 
-def test_live_final_panes_equal_the_batch_estimates(comparison_input, tmp_path):
+def test_live_final_panes_equal_the_batch_estimates(comparison_input, tmp_path, hard_deadline):
+    hard_deadline(900)
     inbox = tmp_path / "in"
     inbox.mkdir()
     for path in comparison_input.job.files:
