@@ -1,0 +1,202 @@
+"""Where the dashboard reads windows from: an estimate store, or a job's output folder.
+
+Both give the same view of a metric: the latest pane of each window (the window-estimate record)
+with its accounting added — `late_reports` (reports counted after the ON_TIME pane, None before
+one), `rejects` ({reason: records} of dead letters whose event time falls in the window) and
+`smallest_resolvable` (2 standard errors at frequency 0 at the window's n, None when the
+protocol has no p*/q*) — and a `since` cursor: `windows(metric, since)` returns only the windows
+whose pane or rejects changed after `since`, so a page that follows a live run never re-reads
+the whole history.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import threading
+
+from ldp_telemetry.store.records import dead_letter_origin, describe_window, pane_of, window_key
+
+#: A page shows at most this many windows of a metric (the latest ones).
+MAX_WINDOWS_PER_PAGE = 2000
+
+#: Longest line of a JSON-lines file the folder source reads (longer ones are skipped).
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+def _view(record: dict, late_reports, rejects: dict, seq: int) -> dict:
+    view = dict(record)
+    view["late_reports"] = late_reports
+    view["rejects"] = dict(sorted(rejects.items()))
+    view["smallest_resolvable"] = describe_window(record)["smallest_resolvable"]
+    view["pane_seq"] = seq
+    return view
+
+
+class StoreSource:
+    """Windows from an estimate store (`ldp_telemetry.store.open_store(url)`)."""
+
+    def __init__(self, url: str):
+        from ldp_telemetry.store import open_store
+        self.description = url
+        self._store = open_store(url)
+        self._lock = threading.Lock()  # one connection, shared by the server's threads
+
+    def metrics(self) -> list[str]:
+        with self._lock:
+            return self._store.metrics()
+
+    def windows(self, metric: str, since: int = 0) -> tuple[int, list[dict]]:
+        """(cursor, the latest pane of each window of `metric` changed after `since`)."""
+        with self._lock:
+            cursor = self._store.latest_seq()
+            records = self._store.windows(metric, since)[-MAX_WINDOWS_PER_PAGE:]
+            rejects = self._store.rejects(metric, [window_key(r)[1:] for r in records])
+        views = []
+        for record in records:
+            late = record.pop("late_reports")
+            seq = record.pop("pane_seq")
+            views.append(_view(record, late, rejects.get(window_key(record)[1:], {}), seq))
+        return cursor, views
+
+    def unattributed_rejects(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            return self._store.unattributed_rejects()
+
+    def close(self) -> None:
+        self._store.close()
+
+
+class FolderSource:
+    """Windows from a job's output folder: `estimates-*.jsonl` and `dead_letters-*.jsonl`, in
+    the folder or below it (a live run's per-pane files).
+
+    Files are followed: each refresh reads only the complete lines appended since the last one,
+    and new files as they appear. The cursor counts the changes seen.
+    """
+
+    def __init__(self, output_dir: str):
+        if not os.path.isdir(output_dir):
+            raise ValueError(f"output folder {output_dir!r} does not exist")
+        self.description = output_dir
+        self._folder = output_dir
+        self._lock = threading.Lock()
+        self._offsets: dict[str, int] = {}
+        self._seq = 0
+        self._latest: dict[tuple[str, int, int], dict] = {}  # window key -> latest record
+        self._changed: dict[tuple[str, int, int], int] = {}  # window key -> seq of last change
+        self._n_on_time: dict[tuple[str, int, int], int] = {}
+        self._dead: dict[tuple[str, str, int | None], int] = {}  # (metric, reason, ms) -> records
+        self.refresh()
+        if not self._offsets:
+            raise ValueError(f"no estimates-*.jsonl or dead_letters-*.jsonl files in "
+                             f"{output_dir!r}")
+
+    def refresh(self) -> None:
+        """Read what was appended to the output files since the last refresh."""
+        with self._lock:
+            for name, handle_line in (("estimates", self._add_estimate),
+                                      ("dead_letters", self._add_dead_letter)):
+                paths = set(glob.glob(os.path.join(self._folder, f"{name}-*.jsonl")))
+                paths |= set(glob.glob(os.path.join(self._folder, "**", f"{name}-*.jsonl"),
+                                       recursive=True))
+                for path in sorted(paths):
+                    for line in self._new_lines(path):
+                        handle_line(line)
+
+    def metrics(self) -> list[str]:
+        self.refresh()
+        with self._lock:
+            return sorted({key[0] for key in self._latest})
+
+    def windows(self, metric: str, since: int = 0) -> tuple[int, list[dict]]:
+        self.refresh()
+        with self._lock:
+            keys = sorted((key for key in self._latest
+                           if key[0] == metric and self._changed[key] > since),
+                          key=lambda key: key[1:])[-MAX_WINDOWS_PER_PAGE:]
+            views = []
+            for key in keys:
+                n_on_time = self._n_on_time.get(key)
+                record = self._latest[key]
+                late = None if n_on_time is None else int(record["n"]) - n_on_time
+                views.append(_view(record, late, self._rejects_in(key), self._changed[key]))
+            return self._seq, views
+
+    def unattributed_rejects(self) -> dict[tuple[str, str], int]:
+        self.refresh()
+        with self._lock:
+            windows_of = {}
+            for key in self._latest:
+                windows_of.setdefault(key[0], []).append(key[1:])
+            totals: dict[tuple[str, str], int] = {}
+            for (metric, reason, moment), count in self._dead.items():
+                inside = moment is not None and any(
+                    start <= moment < end for start, end in windows_of.get(metric, ()))
+                if not inside:
+                    totals[(metric, reason)] = totals.get((metric, reason), 0) + count
+            return totals
+
+    def close(self) -> None:
+        pass
+
+    # -- internals ----------------------------------------------------------------------------
+    def _new_lines(self, path: str):
+        offset = self._offsets.get(path, 0)
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                data = handle.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1  # a line still being written waits for its newline
+        self._offsets[path] = offset + end
+        for line in data[:end].splitlines():
+            if line.strip() and len(line) <= MAX_LINE_BYTES:
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue  # not a record: the dashboard shows what it can read
+
+    def _add_estimate(self, record) -> None:
+        if not isinstance(record, dict) or "metric" not in record:
+            return
+        key = window_key(record)
+        pane = pane_of(record)
+        if pane["timing"] == "ON_TIME":
+            self._n_on_time.setdefault(key, int(record["n"]))
+        current = self._latest.get(key)
+        if current is None or pane_of(current)["index"] < pane["index"]:
+            self._latest[key] = record
+        self._seq += 1
+        self._changed[key] = self._seq
+
+    def _add_dead_letter(self, letter) -> None:
+        if not isinstance(letter, dict):
+            return
+        metric, moment = dead_letter_origin(letter)
+        if letter.get("reason") in ("invalid_event_time", "unknown_metric"):
+            moment = None
+        key = (metric, str(letter.get("reason", "")), moment)
+        self._dead[key] = self._dead.get(key, 0) + int(letter.get("records", 1))
+        self._seq += 1
+        if moment is not None:
+            for window in self._latest:
+                if window[0] == metric and window[1] <= moment < window[2]:
+                    self._changed[window] = self._seq
+
+    def _rejects_in(self, key: tuple[str, int, int]) -> dict[str, int]:
+        metric, start, end = key
+        rejects: dict[str, int] = {}
+        for (name, reason, moment), count in self._dead.items():
+            if name == metric and moment is not None and start <= moment < end:
+                rejects[reason] = rejects.get(reason, 0) + count
+        return rejects
+
+
+def open_source(store: str | None = None, output: str | None = None):
+    """A StoreSource for a store URL or a FolderSource for an output folder (exactly one)."""
+    if (store is None) == (output is None):
+        raise ValueError("give exactly one of --store URL or --output DIR")
+    return StoreSource(store) if store is not None else FolderSource(output)
+
