@@ -86,7 +86,9 @@ class FolderSource:
         self._latest: dict[tuple[str, int, int], dict] = {}  # window key -> latest record
         self._changed: dict[tuple[str, int, int], int] = {}  # window key -> seq of last change
         self._n_on_time: dict[tuple[str, int, int], int] = {}
-        self._dead: dict[tuple[str, str, int | None], int] = {}  # (metric, reason, ms) -> records
+        # metric -> {(reason, event time ms or None): records}
+        self._dead: dict[str, dict[tuple[str, int | None], int]] = {}
+        self._windows_of: dict[str, set[tuple[str, int, int]]] = {}  # metric -> window keys
         self.refresh()
         if not self._offsets:
             raise ValueError(f"no estimates-*.jsonl or dead_letters-*.jsonl files in "
@@ -126,15 +128,14 @@ class FolderSource:
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
         self.refresh()
         with self._lock:
-            windows_of = {}
-            for key in self._latest:
-                windows_of.setdefault(key[0], []).append(key[1:])
             totals: dict[tuple[str, str], int] = {}
-            for (metric, reason, moment), count in self._dead.items():
-                inside = moment is not None and any(
-                    start <= moment < end for start, end in windows_of.get(metric, ()))
-                if not inside:
-                    totals[(metric, reason)] = totals.get((metric, reason), 0) + count
+            for metric, letters in self._dead.items():
+                windows = self._windows_of.get(metric, ())
+                for (reason, moment), count in letters.items():
+                    inside = moment is not None and any(
+                        start <= moment < end for _, start, end in windows)
+                    if not inside:
+                        totals[(metric, reason)] = totals.get((metric, reason), 0) + count
             return totals
 
     def close(self) -> None:
@@ -166,6 +167,7 @@ class FolderSource:
         if pane["timing"] == "ON_TIME":
             self._n_on_time.setdefault(key, int(record["n"]))
         current = self._latest.get(key)
+        self._windows_of.setdefault(key[0], set()).add(key)
         if current is None or pane_of(current)["index"] < pane["index"]:
             self._latest[key] = record
         self._seq += 1
@@ -177,19 +179,20 @@ class FolderSource:
         metric, moment = dead_letter_origin(letter)
         if letter.get("reason") in ("invalid_event_time", "unknown_metric"):
             moment = None
-        key = (metric, str(letter.get("reason", "")), moment)
-        self._dead[key] = self._dead.get(key, 0) + int(letter.get("records", 1))
+        letters = self._dead.setdefault(metric, {})
+        key = (str(letter.get("reason", "")), moment)
+        letters[key] = letters.get(key, 0) + int(letter.get("records", 1))
         self._seq += 1
         if moment is not None:
-            for window in self._latest:
-                if window[0] == metric and window[1] <= moment < window[2]:
+            for window in self._windows_of.get(metric, ()):
+                if window[1] <= moment < window[2]:
                     self._changed[window] = self._seq
 
     def _rejects_in(self, key: tuple[str, int, int]) -> dict[str, int]:
         metric, start, end = key
         rejects: dict[str, int] = {}
-        for (name, reason, moment), count in self._dead.items():
-            if name == metric and moment is not None and start <= moment < end:
+        for (reason, moment), count in self._dead.get(metric, {}).items():
+            if moment is not None and start <= moment < end:
                 rejects[reason] = rejects.get(reason, 0) + count
         return rejects
 

@@ -19,7 +19,7 @@ UNATTRIBUTED_MS = -(2 ** 63)
 Z95 = 1.959963984540054
 
 #: The smallest frequency a window resolves is this many standard errors of a value of
-#: frequency 0 ([Wang20] eq. 2 at f_v = 0).
+#: frequency 0 ([Wang20] journal eq. 2 at f_v = 0).
 RESOLVABLE_STD_ERRORS = 2.0
 
 #: Longest metric name or dead-letter reason the store keeps (longer ones are cut).
@@ -63,7 +63,7 @@ def support_probabilities(protocol: str, epsilon: float, d: int) -> tuple[float,
 
 def smallest_resolvable(p_star: float, q_star: float, n: int) -> float | None:
     """RESOLVABLE_STD_ERRORS standard errors of the unbiased estimate of a value of frequency 0
-    at n reports: 2·sqrt(q*(1 − q*) / n) / (p* − q*)  ([Wang20] eq. 2 with f_v = 0).
+    at n reports: 2·sqrt(q*(1 − q*) / n) / (p* − q*)  ([Wang20] journal eq. 2 with f_v = 0).
 
     A true frequency below it is indistinguishable from 0 in this window; None when n = 0.
     """

@@ -246,6 +246,7 @@
       });
       if (typeof w.mean === "number") {
         svg.appendChild(svgEl("line", {x1: x(w.mean), x2: x(w.mean), y1: box.top, y2: box.top + box.height, "class": "mean"}));
+        svg.appendChild(svgEl("text", {x: x(w.mean) + 3, y: box.top + 26, "class": "mean-label"}, "mean = " + Number(w.mean.toPrecision(4))));
       }
     }
     holder.appendChild(svg);
@@ -421,7 +422,7 @@
       .then(function (update) {
         if (update.windows.length) { merge(update.windows); state.cursor = update.cursor; render(); }
         else { state.cursor = update.cursor; }
-        status.textContent = "live \u00b7 updated " + new Date().toLocaleTimeString("en-GB") + " \u00b7 " + windows.length + " windows";
+        status.textContent = "live \u00b7 updated " + new Date().toLocaleTimeString("en-GB") + " \u00b7 " + windows.length + (windows.length === 1 ? " window" : " windows");
       })
       .catch(function () { status.textContent = "live \u00b7 server unreachable, retrying"; })
       .then(function () { setTimeout(poll, state.poll_ms); });

@@ -214,3 +214,49 @@ def test_exported_pages_open_from_files_without_any_request_elsewhere(
     assert requests and all(r.startswith(("file://", "data:")) for r in requests), requests
     assert browser.console_errors() == []
     browser.screenshot(str(artifacts / "export-flight.dest.png"))
+
+
+def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_path, artifacts):
+    """A record with bucket_edges (a numeric metric) is drawn as a density: bar heights are the
+    bucket's estimate over its width; quantiles are marked; estimator iterations are shown."""
+    edges = [0.0, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0]
+    estimate = [0.05, 0.15, 0.3, 0.25, 0.15, 0.1]
+    record = {"metric": "latency.seconds", "window_start": "2024-03-01T00:00:00Z",
+              "window_end": "2024-03-01T01:00:00Z", "n": 20000, "protocol": "sw",
+              "epsilon": 1.0,
+              "estimator": {"method": "ems", "params": {"tolerance": 1e-6}, "iterations": 42,
+                            "last_change": 3.2e-7},
+              "postprocess": {"method": "none", "params": {}},
+              "labels": [f"[{a}, {b})" for a, b in zip(edges, edges[1:])],
+              "bucket_edges": edges, "estimate": estimate,
+              "unbiased_estimate": estimate, "std_error": [0.01] * 6,
+              "mean": 0.47, "variance": 0.05,
+              "quantiles": {"0.5": 0.45, "0.9": 0.82},
+              "pane": {"timing": "EARLY", "index": 0, "is_last": False}}
+    url_db = f"sqlite:///{tmp_path}/numeric.db"
+    with open_store(url_db) as store:
+        store.write_panes([record])
+    url = served(StoreSource(url_db))
+    browser.get(url + metric_page_name("latency.seconds"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
+    quantiles = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#distribution .quantile-label'))"
+        ".map(t => t.textContent)")
+    assert quantiles == ["q50 = 0.45", "q90 = 0.82"]
+    heights = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#distribution rect.bar'))"
+        ".map(r => r.getBoundingClientRect().height)")
+    densities = [e / (b - a) for e, a, b in zip(estimate, edges, edges[1:])]
+    ratios = [h / d for h, d in zip(heights, densities)]
+    assert max(ratios) == pytest.approx(min(ratios), rel=0.02)  # heights ∝ density
+    facts = browser.driver.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
+        ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
+    assert facts["pane"] == "early #0" and facts["mean"] == "0.4700"
+    assert facts["estimator"].startswith("ems, 42 iterations")
+    header = browser.driver.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('header dl.facts div'))"
+        ".map(d => [d.querySelector('dt').textContent, d.querySelector('dd').textContent]))")
+    assert header["p*"] == "—" and header["estimator"].startswith("ems")
+    browser.screenshot(str(artifacts / "numeric-density.png"))
+    check_clean(browser)

@@ -123,3 +123,23 @@ def test_ldp_dashboard_does_not_import_apache_beam(tmp_path):
     assert done.stdout.strip().splitlines()[-1] == "False"
     assert (tmp_path / "site" / "index.html").exists()
     assert (tmp_path / "site" / "static" / "dashboard.js").exists()
+
+
+def test_ldp_dashboard_serves_until_stopped(tmp_path):
+    (tmp_path / "estimates-0.jsonl").write_text(
+        json.dumps(record("2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z", 10)) + "\n")
+    code = ("import sys\nfrom ldp_telemetry.pipelines.cli import main\n"
+            f"sys.exit(main(['dashboard', '--output', {str(tmp_path)!r}, '--port', '0']))\n")
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("dashboard: http://127.0.0.1:"), line
+        base = line.split()[1]
+        _, body = get(base)
+        assert b"metric-m-" in body
+        _, page = get(base + metric_page_name("m"))
+        assert b'id="ldp-data"' in page
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        process.stdout.close()
