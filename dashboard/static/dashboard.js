@@ -199,7 +199,7 @@
     if (floorLine) { high = Math.max(high, floorLine); }
     var perBar = edges ? 0 : 14;
     var widthPx = chartWidth(holder, 70 + d * perBar);
-    var labelRoom = edges ? 40 : Math.min(90, 14 + 6.5 * Math.max.apply(null, w.labels.map(function (l) { return String(l).length; })));
+    var labelRoom = edges ? 40 : 14 + 5.6 * Math.min(14, Math.max.apply(null, w.labels.map(function (l) { return String(l).length; })));
     var height = 290 + labelRoom;
     var box = {left: 58, top: 16, width: widthPx - 58 - 18, height: height - 16 - labelRoom - 22};
     var svg = svgEl("svg", {width: widthPx, height: height, viewBox: "0 0 " + widthPx + " " + height, role: "img", "aria-label": "distribution of the selected window"});
@@ -231,7 +231,8 @@
       }
       if (!edges) {
         var ty = box.top + box.height + 10;
-        svg.appendChild(svgEl("text", {x: mid, y: ty, "class": "tick category", "text-anchor": "end", transform: "rotate(-60 " + mid + " " + ty + ")"}, String(w.labels[i])));
+        var name = String(w.labels[i]);
+        svg.appendChild(svgEl("text", {x: mid, y: ty, "class": "tick category", "text-anchor": "end", transform: "rotate(-60 " + mid + " " + ty + ")"}, name.length > 14 ? name.slice(0, 13) + "\u2026" : name));
       }
     });
     if (floorLine) {
