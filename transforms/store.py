@@ -8,6 +8,8 @@ stale pane changes nothing). `WriteToStore` wires it and the dead-letter counts 
 from __future__ import annotations
 
 import apache_beam as beam
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.pvalue import PDone
 
 from ldp_telemetry.store.records import Z95, describe_window, pane_of, reject_slice
 
@@ -93,8 +95,7 @@ class WriteToStore(beam.PTransform):
 
     def expand(self, estimates_and_dead_letters):
         estimates, dead_letters = estimates_and_dead_letters
-        streaming = estimates.pipeline.options.view_as(
-            beam.options.pipeline_options.StandardOptions).streaming
+        streaming = estimates.pipeline.options.view_as(StandardOptions).streaming
         slice_ms, offset_ms = self._slice_ms, self._slice_offset_ms
         keyed = (dead_letters
                  | "RejectSlices" >> beam.Map(
@@ -114,9 +115,10 @@ class WriteToStore(beam.PTransform):
                     table_prefix + "ldp_rejects", schema=BIGQUERY_REJECTS_SCHEMA,
                     create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
                     write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND)
-            return
+            return PDone(estimates.pipeline)
         estimates | "WritePanes" >> beam.ParDo(WritePanesToStoreFn(self._url))
         keyed | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(self._url, add=streaming))
+        return PDone(estimates.pipeline)
 
 
 def check_store_url(url: str) -> None:
