@@ -16,8 +16,9 @@ def add_dashboard_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--store", metavar="URL",
                         help="an estimate store: sqlite:///FILE.db or postgresql://USER@HOST/DB")
     source.add_argument("--output", metavar="DIR",
-                        help="a job's output folder (estimates-*.jsonl, dead_letters-*.jsonl; "
-                             "followed as files grow)")
+                        help="a job's output folder, followed as files grow: a batch job's "
+                             "estimates-*.jsonl and dead_letters-*.jsonl, or a live run's "
+                             "panes.log, dead_letters/ and too_late.jsonl")
     parser.add_argument("--host", default=DEFAULT_HOST,
                         help=f"address to listen on (default {DEFAULT_HOST}: this machine only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,

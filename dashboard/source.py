@@ -20,8 +20,12 @@ from ldp_telemetry.store.records import dead_letter_origin, describe_window, pan
 #: A page shows at most this many windows of a metric (the latest ones).
 MAX_WINDOWS_PER_PAGE = 2000
 
-#: Longest line of a JSON-lines file the folder source reads (longer ones are skipped).
+#: Longest line of a JSON-lines file, or pane file, the folder source reads (longer: skipped).
 MAX_LINE_BYTES = 64 * 1024 * 1024
+
+#: A live run's append-only pane index, and its log of too-late reports per window.
+PANE_LOG = "panes.log"
+TOO_LATE_LOG = "too_late.jsonl"
 
 
 def _view(record: dict, late_reports, rejects: dict, seq: int) -> dict:
@@ -68,11 +72,16 @@ class StoreSource:
 
 
 class FolderSource:
-    """Windows from a job's output folder: `estimates-*.jsonl` and `dead_letters-*.jsonl`, in
-    the folder or below it (a live run's per-pane files).
+    """Windows from a job's output folder, followed while a job writes it:
 
-    Files are followed: each refresh reads only the complete lines appended since the last one,
-    and new files as they appear. The cursor counts the changes seen.
+    * a batch job's `estimates-*.jsonl` and `dead_letters-*.jsonl` (in the folder or below it);
+    * a live run's `panes.log` (one JSON line per pane written, whose `path` names the pane's
+      record file, relative to the folder), its `dead_letters/*.jsonl` and its `too_late.jsonl`
+      (the cumulative count of reports dropped as too late per window, shown as the reject
+      reason `too_late`).
+
+    Each refresh reads only the complete lines appended since the last one, and new files as
+    they appear. The cursor counts the changes seen.
     """
 
     def __init__(self, output_dir: str):
@@ -80,31 +89,42 @@ class FolderSource:
             raise ValueError(f"output folder {output_dir!r} does not exist")
         self.description = output_dir
         self._folder = output_dir
+        self._root = os.path.realpath(output_dir)
         self._lock = threading.Lock()
         self._offsets: dict[str, int] = {}
         self._seq = 0
         self._latest: dict[tuple[str, int, int], dict] = {}  # window key -> latest record
         self._changed: dict[tuple[str, int, int], int] = {}  # window key -> seq of last change
         self._n_on_time: dict[tuple[str, int, int], int] = {}
+        self._too_late: dict[tuple[str, int, int], int] = {}
         # metric -> {(reason, event time ms or None): records}
         self._dead: dict[str, dict[tuple[str, int | None], int]] = {}
         self._windows_of: dict[str, set[tuple[str, int, int]]] = {}  # metric -> window keys
         self.refresh()
         if not self._offsets:
-            raise ValueError(f"no estimates-*.jsonl or dead_letters-*.jsonl files in "
+            raise ValueError(f"no estimates-*.jsonl, dead_letters-*.jsonl or {PANE_LOG} in "
                              f"{output_dir!r}")
 
     def refresh(self) -> None:
         """Read what was appended to the output files since the last refresh."""
+        folder = self._folder
         with self._lock:
+            for entry in self._new_lines(os.path.join(folder, PANE_LOG)):
+                record = self._pane_file(entry)
+                if record is not None:
+                    self._add_estimate(record)
             for name, handle_line in (("estimates", self._add_estimate),
                                       ("dead_letters", self._add_dead_letter)):
-                paths = set(glob.glob(os.path.join(self._folder, f"{name}-*.jsonl")))
-                paths |= set(glob.glob(os.path.join(self._folder, "**", f"{name}-*.jsonl"),
+                paths = set(glob.glob(os.path.join(folder, f"{name}-*.jsonl")))
+                paths |= set(glob.glob(os.path.join(folder, "**", f"{name}-*.jsonl"),
                                        recursive=True))
+                if name == "dead_letters":
+                    paths |= set(glob.glob(os.path.join(folder, "dead_letters", "*.jsonl")))
                 for path in sorted(paths):
                     for line in self._new_lines(path):
                         handle_line(line)
+            for entry in self._new_lines(os.path.join(folder, TOO_LATE_LOG)):
+                self._add_too_late(entry)
 
     def metrics(self) -> list[str]:
         self.refresh()
@@ -159,11 +179,45 @@ class FolderSource:
                 except ValueError:
                     continue  # not a record: the dashboard shows what it can read
 
-    def _add_estimate(self, record) -> None:
-        if not isinstance(record, dict) or "metric" not in record:
+    def _pane_file(self, entry) -> dict | None:
+        """The record a pane-log entry points to; None when the entry names no file inside the
+        folder, or the file is missing or unreadable (the log is data: it cannot send the
+        reader elsewhere)."""
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+            return None
+        path = os.path.realpath(os.path.join(self._root, entry["path"]))
+        if os.path.commonpath([path, self._root]) != self._root:
+            return None
+        try:
+            if os.path.getsize(path) > MAX_LINE_BYTES:
+                return None
+            with open(path, encoding="utf-8") as handle:
+                record = json.load(handle)
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
+    def _add_too_late(self, entry) -> None:
+        if not isinstance(entry, dict) or not isinstance(entry.get("too_late"), int):
             return
-        key = window_key(record)
-        pane = pane_of(record)
+        try:
+            key = window_key(entry)
+        except (KeyError, TypeError, ValueError):
+            return
+        self._too_late[key] = entry["too_late"]  # cumulative: the last line is the count
+        self._seq += 1
+        if key in self._latest:
+            self._changed[key] = self._seq
+
+    def _add_estimate(self, record) -> None:
+        if not isinstance(record, dict):
+            return
+        try:
+            key = window_key(record)
+            pane = pane_of(record)
+            int(record["n"])
+        except (KeyError, TypeError, ValueError):
+            return  # not a window-estimate record: the page shows what it can read
         if pane["timing"] == "ON_TIME":
             self._n_on_time.setdefault(key, int(record["n"]))
         current = self._latest.get(key)
@@ -194,6 +248,8 @@ class FolderSource:
         for (reason, moment), count in self._dead.get(metric, {}).items():
             if moment is not None and start <= moment < end:
                 rejects[reason] = rejects.get(reason, 0) + count
+        if self._too_late.get(key):
+            rejects["too_late"] = rejects.get("too_late", 0) + self._too_late[key]
         return rejects
 
 

@@ -143,3 +143,44 @@ def test_ldp_dashboard_serves_until_stopped(tmp_path):
         process.terminate()
         process.wait(timeout=30)
         process.stdout.close()
+
+
+def test_a_live_runs_pane_log_dead_letters_and_too_late_counts_are_followed(tmp_path):
+    """The live layout: panes.log lines point to one record file per pane; dead letters in
+    dead_letters/*.jsonl; too_late.jsonl holds cumulative too-late counts per window."""
+    start, end = "2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z"
+
+    def pane(index: int, timing: str, n: int) -> None:
+        relative = f"panes/metric=m/date=2024-03-01/w/pane-{index:05d}-{timing}.json"
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record(start, end, n, index, timing)))
+        with open(tmp_path / "panes.log", "a", encoding="utf-8") as log:
+            log.write(json.dumps({"metric": "m", "window_start": start, "window_end": end,
+                                  "pane": {"timing": timing, "index": index, "is_last": False},
+                                  "n": n, "path": relative}) + "\n")
+
+    pane(0, "EARLY", 40)
+    with open(tmp_path / "panes.log", "a", encoding="utf-8") as log:  # hostile or broken lines
+        log.write(json.dumps({"path": "../../../etc/passwd"}) + "\n")
+        log.write(json.dumps({"path": "panes/missing.json"}) + "\n")
+    source = FolderSource(str(tmp_path))
+    cursor, [window] = source.windows("m")
+    assert (window["n"], window["late_reports"]) == (40, None)
+    pane(1, "ON_TIME", 100)
+    pane(2, "LATE", 130)
+    (tmp_path / "dead_letters").mkdir()
+    (tmp_path / "dead_letters" / "reports-7.avro.jsonl").write_text(json.dumps(
+        {"source": "reports-7.avro", "reason": "invalid_payload", "detail": "", "records": 1,
+         "report": json.dumps({"metric": "m", "event_time": "2024-03-01T00:30:00+00:00"})})
+        + "\n")
+    (tmp_path / "too_late.jsonl").write_text(
+        json.dumps({"metric": "m", "window_start": start, "window_end": end, "too_late": 5,
+                    "accepted": 140}) + "\n"
+        + json.dumps({"metric": "m", "window_start": start, "window_end": end, "too_late": 9,
+                      "accepted": 144}) + "\n")
+    cursor2, [window] = source.windows("m", cursor)
+    assert cursor2 > cursor
+    assert (window["pane"]["index"], window["n"], window["late_reports"]) == (2, 130, 30)
+    assert window["rejects"] == {"invalid_payload": 1, "too_late": 9}
+    assert source.windows("m", cursor2) == (cursor2, [])
