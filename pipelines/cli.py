@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_drop_optional_gcp_notice)
-    logging.getLogger("ldp").setLevel(logging.INFO)  # e.g. how "protocol": "auto" was resolved
+    logging.getLogger("ldp_telemetry").setLevel(logging.INFO)  # e.g. how "protocol": "auto" was resolved
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(job_arguments=_command(argv) == "run")
     args, extra = parser.parse_known_args(argv)
@@ -37,6 +37,20 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as error:  # RegistryError is a ValueError
         print(f"ldp {args.command}: error: {error}", file=sys.stderr)
         return 2
+
+
+def _add_dashboard_command(commands) -> None:
+    from ldp_telemetry.dashboard.cli import add_dashboard_arguments
+    dashboard = commands.add_parser(
+        "dashboard", help="serve (or export) pages of window estimates for a browser",
+        description="Serve an index of metrics and one page per metric, read from an estimate "
+                    "store or a job's output folder: the top values over windows with 95% "
+                    "bands, the distribution of a selected window with error bars, and n, "
+                    "rejects and late reports per window. A page follows a live run (new panes "
+                    "appear without a reload). Listens on 127.0.0.1 unless --host says "
+                    "otherwise; --export DIR writes the same pages as files.")
+    add_dashboard_arguments(dashboard)
+    dashboard.set_defaults(handler=_dashboard)
 
 
 def _reject_misspelt_job_flags(beam_args: list[str]) -> None:
@@ -156,6 +170,8 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                        help="a parameter of --method, e.g. alpha=1 (repeatable)")
     query.add_argument("--json", action="store_true", help="print one JSON object")
     query.set_defaults(handler=_query)
+
+    _add_dashboard_command(commands)
     return parser
 
 
@@ -253,6 +269,11 @@ def _query(args: argparse.Namespace, _extra: list[str]) -> int:
     kind = answers[0].std_error_kind
     print(f"  (± one standard error; {kind}: {STD_ERROR_KINDS[kind]})")
     return 0
+
+
+def _dashboard(args: argparse.Namespace, _extra: list[str]) -> int:
+    from ldp_telemetry.dashboard.cli import run_dashboard
+    return run_dashboard(args)
 
 
 def _method_params(pairs: list[str]) -> dict:
