@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import fft as sfft
@@ -313,22 +314,62 @@ def amrp_standard_error(unbiased: np.ndarray, noise: SupportNoise, protocol,
 
 
 # ---------------------------------------------------------------------------------------------
-# Registered methods: run(unbiased, noise, protocol, **params) -> EstimatorOutput
+# Fixed-gain filters and the registered methods
 
 
-def _noise_level(noise: SupportNoise, protocol) -> float:
-    return estimate_noise_level(protocol, noise)
+@dataclass(frozen=True)
+class FixedGainFilter:
+    """A method's filter with its gains frozen: a linear map x -> A x with A 1 = 1, A = A^T.
+
+    Circulant (one rfft gain row, `permutations` None) or AMRP's average over permutations
+    (one gain row per permutation).
+    """
+
+    gains: np.ndarray
+    permutations: np.ndarray | None = None
+
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        values = np.asarray(values, dtype=np.float64)
+        d = values.size
+        if self.permutations is None:
+            return sfft.irfft(self.gains * sfft.rfft(values), n=d)
+        total = np.zeros(d)
+        step = max(1, _AMRP_CELLS // d)
+        for start in range(0, self.permutations.shape[0], step):
+            block = self.permutations[start:start + step]
+            filtered = sfft.irfft(self.gains[start:start + step]
+                                  * sfft.rfft(values[block], axis=1), n=d, axis=1)
+            restored = np.empty_like(filtered)
+            np.put_along_axis(restored, block, filtered, axis=1)
+            total += restored.sum(axis=0)
+        return total / self.permutations.shape[0]
+
+    def standard_error(self, unbiased: np.ndarray, noise: SupportNoise, protocol) -> np.ndarray:
+        """Standard error of A f~ at these gains (exact when circulant, approximate for AMRP)."""
+        if self.permutations is None:
+            return filtered_standard_error(unbiased, noise, protocol, self.gains)
+        return amrp_standard_error(unbiased, noise, protocol,
+                                   self(project_to_simplex(unbiased)), self.gains)
 
 
-def _run_dw(unbiased, noise, protocol) -> EstimatorOutput:
-    estimate, gain = direct_wiener(unbiased, _noise_level(noise, protocol))
-    return EstimatorOutput(estimate, filtered_standard_error(unbiased, noise, protocol, gain))
+@dataclass(frozen=True)
+class Fit:
+    """One method's result on one window: estimate, frozen filter, iterations, last change."""
+
+    estimate: np.ndarray
+    filter: FixedGainFilter
+    iterations: int | None = None
+    last_change: float | None = None
 
 
-def _run_iiw(unbiased, noise, protocol, iterations: int) -> EstimatorOutput:
-    estimate, gain, change = iterative_wiener(unbiased, _noise_level(noise, protocol), iterations)
-    return EstimatorOutput(estimate, filtered_standard_error(unbiased, noise, protocol, gain),
-                           iterations, change)
+def _fit_dw(unbiased, level, noise) -> Fit:
+    estimate, gain = direct_wiener(unbiased, level)
+    return Fit(estimate, FixedGainFilter(gain))
+
+
+def _fit_iiw(unbiased, level, noise, iterations: int) -> Fit:
+    estimate, gain, change = iterative_wiener(unbiased, level, iterations)
+    return Fit(estimate, FixedGainFilter(gain), iterations, change)
 
 
 def iiw_g_initial_power(unbiased: np.ndarray, noise: SupportNoise) -> np.ndarray:
@@ -336,47 +377,45 @@ def iiw_g_initial_power(unbiased: np.ndarray, noise: SupportNoise) -> np.ndarray
     return (noise.p_star - noise.q_star) ** 2 * np.abs(sfft.rfft(unbiased)) ** 2
 
 
-def _run_iiw_g(unbiased, noise, protocol, iterations: int) -> EstimatorOutput:
-    estimate, gain, change = iterative_wiener(unbiased, _noise_level(noise, protocol), iterations,
+def _fit_iiw_g(unbiased, level, noise, iterations: int) -> Fit:
+    estimate, gain, change = iterative_wiener(unbiased, level, iterations,
                                               iiw_g_initial_power(unbiased, noise))
-    return EstimatorOutput(estimate, filtered_standard_error(unbiased, noise, protocol, gain),
-                           iterations, change)
+    return Fit(estimate, FixedGainFilter(gain), iterations, change)
 
 
-def _run_amrp(unbiased, noise, protocol, permutations: int, seed: int) -> EstimatorOutput:
-    level = _noise_level(noise, protocol)
+def _fit_amrp(unbiased, level, noise, permutations: int, seed: int) -> Fit:
     orders = amrp_permutations(seed, permutations, np.size(unbiased))
     estimate, gains = amrp(unbiased, level, orders)
-    plug_in_image = _apply_fixed_amrp(project_to_simplex(unbiased), orders, gains)
-    return EstimatorOutput(estimate, amrp_standard_error(unbiased, noise, protocol,
-                                                         plug_in_image, gains))
+    return Fit(estimate, FixedGainFilter(gains, orders))
 
 
-def _apply_fixed_amrp(values: np.ndarray, permutations: np.ndarray,
-                      gains: np.ndarray) -> np.ndarray:
-    """B x for AMRP's linear operator at the given gains."""
-    d = values.size
-    total = np.zeros(d)
-    step = max(1, _AMRP_CELLS // d)
-    for start in range(0, permutations.shape[0], step):
-        block = permutations[start:start + step]
-        filtered = sfft.irfft(gains[start:start + step] * sfft.rfft(values[block], axis=1),
-                              n=d, axis=1)
-        restored = np.empty_like(filtered)
-        np.put_along_axis(restored, block, filtered, axis=1)
-        total += restored.sum(axis=0)
-    return total / permutations.shape[0]
+def _fit_smooth(unbiased, level, noise) -> Fit:
+    return Fit(smooth(unbiased), FixedGainFilter(smoothing_gain(np.size(unbiased))))
 
 
-def _run_smooth(unbiased, noise, protocol) -> EstimatorOutput:
-    gain = smoothing_gain(np.size(unbiased))
-    return EstimatorOutput(smooth(unbiased),
-                           filtered_standard_error(unbiased, noise, protocol, gain))
+def _fit_gf_dw(unbiased, level, noise, sigma: float) -> Fit:
+    estimate, gain = gaussian_wiener(unbiased, level, sigma)
+    return Fit(estimate, FixedGainFilter(gain))
 
 
-def _run_gf_dw(unbiased, noise, protocol, sigma: float) -> EstimatorOutput:
-    estimate, gain = gaussian_wiener(unbiased, _noise_level(noise, protocol), sigma)
-    return EstimatorOutput(estimate, filtered_standard_error(unbiased, noise, protocol, gain))
+_FITS = {"dw": _fit_dw, "iiw": _fit_iiw, "iiw-g": _fit_iiw_g, "amrp": _fit_amrp,
+         "smooth": _fit_smooth, "gf-dw": _fit_gf_dw}
+
+
+def fit(method: str, unbiased: np.ndarray, noise: SupportNoise, protocol, **params) -> Fit:
+    """Run Wiener-family `method` with `params` on one window's unbiased estimate."""
+    unbiased = np.asarray(unbiased, dtype=np.float64)
+    return _FITS[method](unbiased, estimate_noise_level(protocol, noise), noise, **params)
+
+
+def _runner(method: str):
+    def run(unbiased, noise, protocol, **params) -> EstimatorOutput:
+        result = fit(method, unbiased, noise, protocol, **params)
+        return EstimatorOutput(result.estimate,
+                               result.filter.standard_error(unbiased, noise, protocol),
+                               result.iterations, result.last_change)
+    run.__name__ = f"run_{method.replace('-', '_')}"
+    return run
 
 
 def _iterations(default: int) -> Parameter:
@@ -385,16 +424,16 @@ def _iterations(default: int) -> Parameter:
 
 
 register(EstimatorMethod(
-    "dw", FREQUENCY, _run_dw, ordinal=True,
+    "dw", FREQUENCY, _runner("dw"), ordinal=True,
     summary="Direct Wiener deconvolution [Fang23] §IV-C"))
 register(EstimatorMethod(
-    "iiw", FREQUENCY, _run_iiw, {"iterations": _iterations(30)}, ordinal=True,
+    "iiw", FREQUENCY, _runner("iiw"), {"iterations": _iterations(30)}, ordinal=True,
     summary="Improved Iterative Wiener [Fang23] Algorithm 1 (30 iterations)"))
 register(EstimatorMethod(
-    "iiw-g", FREQUENCY, _run_iiw_g, {"iterations": _iterations(10)}, ordinal=True,
+    "iiw-g", FREQUENCY, _runner("iiw-g"), {"iterations": _iterations(10)}, ordinal=True,
     summary="IIW started from |G|^2 [Fang23] §IV-C (10 iterations, §V-B)"))
 register(EstimatorMethod(
-    "amrp", FREQUENCY, _run_amrp,
+    "amrp", FREQUENCY, _runner("amrp"),
     {"permutations": Parameter(100, lambda v: isinstance(v, int) and not isinstance(v, bool)
                                and 1 <= v <= MAX_PERMUTATIONS,
                                f"an integer in [1, {MAX_PERMUTATIONS}]"),
@@ -402,10 +441,10 @@ register(EstimatorMethod(
                        and 0 <= v < 2 ** 64, "an integer in [0, 2^64)")},
     ordinal=True, summary="DW averaged over seeded random permutations [Fang23] §IV-C"))
 register(EstimatorMethod(
-    "smooth", FREQUENCY, _run_smooth, ordinal=True,
+    "smooth", FREQUENCY, _runner("smooth"), ordinal=True,
     summary="the (1/4, 1/2, 1/4) smoothing baseline [Fang23] eq. 25"))
 register(EstimatorMethod(
-    "gf-dw", FREQUENCY, _run_gf_dw,
+    "gf-dw", FREQUENCY, _runner("gf-dw"),
     {"sigma": Parameter(3.0, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
                         and math.isfinite(v) and 0 < v <= MAX_SIGMA,
                         f"a number in (0, {MAX_SIGMA:g}]")},
