@@ -438,7 +438,7 @@ register(EstimatorMethod(
                                and 1 <= v <= MAX_PERMUTATIONS,
                                f"an integer in [1, {MAX_PERMUTATIONS}]"),
      "seed": Parameter(0, lambda v: isinstance(v, int) and not isinstance(v, bool)
-                       and 0 <= v < 2 ** 64, "an integer in [0, 2^64)")},
+                       and 0 <= v < 2 ** 63, "an integer in [0, 2^63)")},
     ordinal=True, summary="DW averaged over seeded random permutations [Fang23] §IV-C"))
 register(EstimatorMethod(
     "smooth", FREQUENCY, _runner("smooth"), ordinal=True,
