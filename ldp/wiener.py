@@ -138,9 +138,8 @@ def wiener_gain(signal_power: np.ndarray, noise_level: float) -> np.ndarray:
     signal_power = np.asarray(signal_power, dtype=np.float64)
     if noise_level <= 0.0:
         gain = np.ones_like(signal_power)
-    else:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            gain = np.where(signal_power > 0.0, signal_power / (signal_power + noise_level), 0.0)
+    else:  # P_f >= 0 and S > 0: the denominator is positive
+        gain = signal_power / (signal_power + noise_level)
     gain[..., 0] = 1.0
     return gain
 
@@ -197,13 +196,11 @@ def iterative_wiener(unbiased: np.ndarray, noise_level: float, iterations: int,
     spectrum = sfft.rfft(unbiased)
     observed = np.abs(spectrum) ** 2
     power = observed.copy() if initial_power is None else np.array(initial_power, dtype=float)
-    gain = wiener_gain(power, noise_level)
-    change = 0.0
+    gain = previous = wiener_gain(power, noise_level)
     for _ in range(iterations):
         power = iiw_update(power, observed, noise_level)
-        new_gain = wiener_gain(power, noise_level)
-        change = _rms_change(new_gain - gain, spectrum, d)
-        gain = new_gain
+        previous, gain = gain, wiener_gain(power, noise_level)
+    change = _rms_change(gain - previous, spectrum, d)
     return sfft.irfft(gain * spectrum, n=d), gain, change
 
 
