@@ -51,6 +51,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 from scipy import fft as sfft
@@ -70,6 +71,9 @@ MAX_PERMUTATIONS = 10_000
 MAX_SIGMA = 1_000.0
 #: (permutations x d) entries AMRP holds at once (~32 MiB of float64 with the transforms).
 _AMRP_CELLS = 1 << 20
+#: Largest permutations x d that AMRP keeps between its passes (~24 MiB); larger ones are
+#: regenerated from the seed for each pass.
+_AMRP_KEPT_CELLS = 1 << 21
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,39 +228,112 @@ def gaussian_wiener(unbiased: np.ndarray, noise_level: float, sigma: float
     return direct_wiener(unbiased, noise_level, np.abs(sfft.rfft(smoothed)) ** 2)
 
 
-def amrp_permutations(seed: int, count: int, d: int) -> np.ndarray:
-    """The `count` permutations of [0, d) AMRP uses: the r-th orders the values by the keys
-    splitmix64(splitmix64(seed, r), v) (ldp_telemetry.ldp.hashing; portable across runners and
-    library versions; ties, of probability ~d^2/2^65, broken by value)."""
-    rows = hashing.splitmix64(np.uint64(seed), np.arange(count, dtype=np.uint64))
+def amrp_permutations(seed: int, count: int, d: int, first: int = 0) -> np.ndarray:
+    """Permutations first .. first+count-1 of [0, d) that AMRP uses: the r-th orders the values
+    by the keys splitmix64(splitmix64(seed, r), v) (ldp_telemetry.ldp.hashing; portable across
+    runners and library versions; ties, of probability ~d^2/2^65, broken by value)."""
+    rows = hashing.splitmix64(np.uint64(seed), np.arange(first, first + count, dtype=np.uint64))
     keys = hashing.splitmix64(rows[:, None], np.arange(d, dtype=np.uint64)[None, :])
     return np.argsort(keys, axis=1, kind="stable")
 
 
-def amrp(unbiased: np.ndarray, noise_level: float, permutations: np.ndarray
-         ) -> tuple[np.ndarray, np.ndarray]:
-    """Average of Multiple Random Permutations ([Fang23] §IV-C, DW-AMRP): DW on f~ reordered by
-    each permutation, each result put back in the original order, averaged.
+@dataclass(frozen=True)
+class SeededPermutations:
+    """AMRP's `count` seeded permutations of [0, d), generated in blocks of at most
+    _AMRP_CELLS entries: memory never holds all count x d of them."""
 
-    `permutations`: (R, d) rows, each a permutation of [0, d). Vectorised over permutations
-    and values (blocks of rows bound the memory). Returns (estimate, the (R, d//2+1) gains).
-    """
-    unbiased = np.asarray(unbiased, dtype=np.float64)
+    seed: int
+    count: int
+    d: int
+
+    def blocks(self) -> Iterator[np.ndarray]:
+        step = max(1, _AMRP_CELLS // self.d)
+        for first in range(0, self.count, step):
+            yield amrp_permutations(self.seed, min(step, self.count - first), self.d, first)
+
+
+def _permutation_blocks(permutations) -> Iterator[np.ndarray]:
+    if isinstance(permutations, SeededPermutations):
+        yield from permutations.blocks()
+        return
     permutations = np.asarray(permutations)
-    count, d = permutations.shape
-    total = np.zeros(d)
-    gains = np.empty((count, d // 2 + 1))
-    step = max(1, _AMRP_CELLS // d)
-    for start in range(0, count, step):
-        block = permutations[start:start + step]
-        spectra = sfft.rfft(unbiased[block], axis=1)
-        gain = wiener_gain(np.abs(spectra) ** 2, noise_level)
-        gains[start:start + step] = gain
-        filtered = sfft.irfft(gain * spectra, n=d, axis=1)
-        restored = np.empty_like(filtered)
-        np.put_along_axis(restored, block, filtered, axis=1)
-        total += restored.sum(axis=0)
-    return total / count, gains
+    step = max(1, _AMRP_CELLS // permutations.shape[1])
+    for first in range(0, permutations.shape[0], step):
+        yield permutations[first:first + step]
+
+
+@dataclass(frozen=True)
+class AmrpFilter:
+    """AMRP's filter at fixed gains ([Fang23] §IV-C, DW-AMRP): x -> mean_r P_r^T A_r P_r x,
+    where A_r is the DW filter of f~ reordered by permutation r. Gains are recomputed block by
+    block from `unbiased` whenever the filter is applied (memory O(block), not O(R d)).
+
+    `permutations`: SeededPermutations, or an explicit (R, d) array of permutation rows.
+    """
+
+    unbiased: np.ndarray
+    noise_level: float
+    permutations: object
+
+    @property
+    def count(self) -> int:
+        p = self.permutations
+        return p.count if isinstance(p, SeededPermutations) else np.shape(p)[0]
+
+    def _computed_blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for block in _permutation_blocks(self.permutations):
+            spectra = sfft.rfft(self.unbiased[block], axis=1)
+            yield block, wiener_gain(np.abs(spectra) ** 2, self.noise_level)
+
+    @functools.cached_property
+    def _kept_blocks(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """All (permutations, gains) blocks when they fit in _AMRP_KEPT_CELLS, else None."""
+        if self.count * self.unbiased.size > _AMRP_KEPT_CELLS:
+            return None
+        return list(self._computed_blocks())
+
+    def _blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        kept = self._kept_blocks
+        return iter(kept) if kept is not None else self._computed_blocks()
+
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        values = np.asarray(values, dtype=np.float64)
+        d = values.size
+        total = np.zeros(d)
+        for block, gain in self._blocks():
+            filtered = sfft.irfft(gain * sfft.rfft(values[block], axis=1), n=d, axis=1)
+            restored = np.empty_like(filtered)
+            np.put_along_axis(restored, block, filtered, axis=1)
+            total += restored.sum(axis=0)
+        return total / self.count
+
+    def standard_error(self, unbiased: np.ndarray, noise: SupportNoise, protocol) -> np.ndarray:
+        """Approximate standard error at these gains (amrp_standard_error)."""
+        d = self.unbiased.size
+        plug_in = project_to_simplex(unbiased)
+        diagonal = off_sum = off_squares = 0.0
+        image = np.zeros(d)
+        for block, gain in self._blocks():
+            kernels = sfft.irfft(gain, n=d, axis=1)
+            diagonal += kernels[:, 0].sum()
+            off_sum += kernels[:, 1:].sum()
+            off_squares += (kernels[:, 1:] ** 2).sum()
+            filtered = sfft.irfft(gain * sfft.rfft(plug_in[block], axis=1), n=d, axis=1)
+            restored = np.empty_like(filtered)
+            np.put_along_axis(restored, block, filtered, axis=1)
+            image += restored.sum(axis=0)
+        count = self.count
+        lags = count * max(d - 1, 1)
+        return amrp_standard_error(unbiased, noise, protocol, image / count, diagonal / count,
+                                   off_sum / lags, off_squares / lags, count)
+
+
+def amrp(unbiased: np.ndarray, noise_level: float, permutations) -> np.ndarray:
+    """Average of Multiple Random Permutations ([Fang23] §IV-C, DW-AMRP): DW on f~ reordered by
+    each permutation, each result put back in the original order, averaged. Vectorised over
+    the permutations of a block and their values."""
+    unbiased = np.asarray(unbiased, dtype=np.float64)
+    return AmrpFilter(unbiased, noise_level, permutations)(unbiased)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,28 +363,22 @@ def filtered_standard_error(unbiased: np.ndarray, noise: SupportNoise, protocol,
 
 
 def amrp_standard_error(unbiased: np.ndarray, noise: SupportNoise, protocol,
-                        estimate_of_plug_in: np.ndarray, gains: np.ndarray) -> np.ndarray:
+                        image_of_plug_in: np.ndarray, diagonal: float, m1: float, m2: float,
+                        count: int) -> np.ndarray:
     """Approximate standard error of AMRP at its fixed gains.
 
-    f^ = B f~ with B = mean_r P_r^T A_r P_r, B 1 = 1. B_uu = mean_r w_r(0) exactly (w_r the
-    kernel of permutation r); for u != v, B_uv averages w_r at the lag the r-th permutation puts
-    between u and v, treated here as R independent uniform draws among the lags != 0:
-    E[B_uv^2] ~ m1^2 + (m2 - m1^2) / R with m1, m2 the mean and mean square of the kernels off
-    lag 0. `estimate_of_plug_in`: B applied to the plug-in f (for the gamma' term).
+    f^ = B f~ with B = mean_r P_r^T A_r P_r, B 1 = 1. B_uu = mean_r w_r(0) = `diagonal` exactly
+    (w_r the kernel of permutation r); for u != v, B_uv averages w_r at the lag the r-th
+    permutation puts between u and v, treated here as `count` independent uniform draws among
+    the lags != 0: E[B_uv^2] ~ m1^2 + (m2 - m1^2) / count with m1, m2 the mean and mean square
+    of the kernels off lag 0. `image_of_plug_in`: B applied to the plug-in f (the gamma' term).
     """
-    unbiased = np.asarray(unbiased, dtype=np.float64)
-    d = unbiased.size
-    count = gains.shape[0]
-    plug_in = project_to_simplex(unbiased)
+    plug_in = project_to_simplex(np.asarray(unbiased, dtype=np.float64))
     beta, gamma = covariance_terms(protocol, noise)
     delta = noise.variance(plug_in) - beta - 2 * gamma * plug_in
-    kernels = sfft.irfft(gains, n=d, axis=1)
-    diagonal = kernels[:, 0].mean()
-    off = kernels[:, 1:]
-    m1, m2 = off.mean(), (off ** 2).mean() if d > 1 else 0.0
     off_square = m1 ** 2 + max(m2 - m1 ** 2, 0.0) / count
     spread = diagonal ** 2 * delta + off_square * (delta.sum() - delta)
-    return np.sqrt(np.maximum(spread + beta + 2 * gamma * estimate_of_plug_in, 0.0))
+    return np.sqrt(np.maximum(spread + beta + 2 * gamma * image_of_plug_in, 0.0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,37 +387,17 @@ def amrp_standard_error(unbiased: np.ndarray, noise: SupportNoise, protocol,
 
 @dataclass(frozen=True)
 class FixedGainFilter:
-    """A method's filter with its gains frozen: a linear map x -> A x with A 1 = 1, A = A^T.
-
-    Circulant (one rfft gain row, `permutations` None) or AMRP's average over permutations
-    (one gain row per permutation).
-    """
+    """A circulant filter with its gains frozen: x -> A x with A 1 = 1, A = A^T (rfft gains)."""
 
     gains: np.ndarray
-    permutations: np.ndarray | None = None
 
     def __call__(self, values: np.ndarray) -> np.ndarray:
         values = np.asarray(values, dtype=np.float64)
-        d = values.size
-        if self.permutations is None:
-            return sfft.irfft(self.gains * sfft.rfft(values), n=d)
-        total = np.zeros(d)
-        step = max(1, _AMRP_CELLS // d)
-        for start in range(0, self.permutations.shape[0], step):
-            block = self.permutations[start:start + step]
-            filtered = sfft.irfft(self.gains[start:start + step]
-                                  * sfft.rfft(values[block], axis=1), n=d, axis=1)
-            restored = np.empty_like(filtered)
-            np.put_along_axis(restored, block, filtered, axis=1)
-            total += restored.sum(axis=0)
-        return total / self.permutations.shape[0]
+        return sfft.irfft(self.gains * sfft.rfft(values), n=values.size)
 
     def standard_error(self, unbiased: np.ndarray, noise: SupportNoise, protocol) -> np.ndarray:
-        """Standard error of A f~ at these gains (exact when circulant, approximate for AMRP)."""
-        if self.permutations is None:
-            return filtered_standard_error(unbiased, noise, protocol, self.gains)
-        return amrp_standard_error(unbiased, noise, protocol,
-                                   self(project_to_simplex(unbiased)), self.gains)
+        """Exact standard error of A f~ at these gains (filtered_standard_error)."""
+        return filtered_standard_error(unbiased, noise, protocol, self.gains)
 
 
 @dataclass(frozen=True)
@@ -354,7 +405,7 @@ class Fit:
     """One method's result on one window: estimate, frozen filter, iterations, last change."""
 
     estimate: np.ndarray
-    filter: FixedGainFilter
+    filter: FixedGainFilter | AmrpFilter
     iterations: int | None = None
     last_change: float | None = None
 
@@ -381,9 +432,8 @@ def _fit_iiw_g(unbiased, level, noise, iterations: int) -> Fit:
 
 
 def _fit_amrp(unbiased, level, noise, permutations: int, seed: int) -> Fit:
-    orders = amrp_permutations(seed, permutations, np.size(unbiased))
-    estimate, gains = amrp(unbiased, level, orders)
-    return Fit(estimate, FixedGainFilter(gains, orders))
+    frozen = AmrpFilter(unbiased, level, SeededPermutations(seed, permutations, unbiased.size))
+    return Fit(frozen(unbiased), frozen)
 
 
 def _fit_smooth(unbiased, level, noise) -> Fit:

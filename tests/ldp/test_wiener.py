@@ -137,13 +137,18 @@ def test_dw_is_iiw_with_no_iterations_and_keeps_the_sum():
         assert out.estimate.sum() == pytest.approx(unbiased.sum(), abs=1e-12)
 
 
-def test_amrp_with_one_identity_permutation_is_dw():
+def test_amrp_with_one_identity_permutation_is_dw(monkeypatch):
     protocol, noise, _, unbiased = window("grr", 100, 5000, 3.0, seed=4)
     level = wiener.estimate_noise_level(protocol, noise)
-    dw, gain = wiener.direct_wiener(unbiased, level)
-    one, gains = wiener.amrp(unbiased, level, np.arange(100)[None, :])
+    dw, _ = wiener.direct_wiener(unbiased, level)
+    one = wiener.amrp(unbiased, level, np.arange(100)[None, :])
     np.testing.assert_allclose(one, dw, atol=1e-15)
-    np.testing.assert_allclose(gains[0], gain)
+    # blocks of seeded permutations give what the same permutations given at once give
+    monkeypatch.setattr(wiener, "_AMRP_CELLS", 1000)  # 10 permutations a block: 4 blocks
+    seeded = wiener.SeededPermutations(4, 37, 100)
+    np.testing.assert_allclose(wiener.amrp(unbiased, level, seeded),
+                               wiener.amrp(unbiased, level, wiener.amrp_permutations(4, 37, 100)),
+                               atol=1e-15)
 
 
 def test_amrp_permutations_are_portable_and_reproducible_from_the_seed():
@@ -153,6 +158,7 @@ def test_amrp_permutations_are_portable_and_reproducible_from_the_seed():
     assert wiener.amrp_permutations(12345, 1, 10).tolist() == [[0, 4, 2, 5, 1, 9, 3, 7, 6, 8]]
     orders = wiener.amrp_permutations(7, 50, 300)
     assert np.all(np.sort(orders, axis=1) == np.arange(300))
+    np.testing.assert_array_equal(wiener.amrp_permutations(7, 20, 300, first=30), orders[30:])
     protocol, noise, _, unbiased = window("oue", 300, 3000, 2.0, seed=6)
     first = EstimatorSpec.parse({"method": "amrp", "seed": 7}).run(unbiased, noise, protocol)
     again = EstimatorSpec.parse({"method": "amrp", "seed": 7}).run(unbiased, noise, protocol)
