@@ -3,7 +3,10 @@
 Times `ldp_telemetry.ldp.finalize.finalize_window` (unbiased estimate, the metric's estimator
 with its standard errors, Norm-Hyb post-processing) on the support counts of one simulated
 window, and the estimator alone (`EstimatorSpec.run`), as medians of --repeats runs after one
-warm-up run (the first run also builds the cached noise model). Reported in milliseconds.
+warm-up run (the first run also builds the cached noise model). Reported in milliseconds of
+wall-clock time and, for finalize, of this process's CPU time: on a shared machine a call
+longer than the scheduler's time slice waits for the other processes, so its wall time grows
+with the machine's load while its CPU time does not.
 
     python benchmarks/wiener_speed.py                     # the two cases the docs quote
     python benchmarks/wiener_speed.py --cases iiw:4096 amrp:1024 dw:65536 --repeats 50
@@ -25,13 +28,13 @@ from ldp_telemetry.ldp.finalize import finalize_window  # noqa: E402
 from ldp_telemetry.ldp.registry import parse_registry  # noqa: E402
 
 
-def median_ms(call, repeats: int) -> float:
+def median_ms(call, repeats: int, clock=time.perf_counter) -> float:
     call()
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         call()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return 1e3 * statistics.median(times)
 
 
@@ -57,7 +60,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
     rng = np.random.default_rng(1)
-    print(f"{'estimator':<10} {'d':>6} {'finalize ms':>12} {'estimator ms':>13}   "
+    print(f"{'estimator':<10} {'d':>6} {'finalize ms':>12} {'(CPU ms)':>9} {'estimator ms':>13}   "
           f"(medians of {args.repeats}; {args.protocol}, ε={args.epsilon:g}, "
           f"n={args.reports:,}, Norm-Hyb)")
     for case in args.cases:
@@ -70,9 +73,11 @@ def main() -> None:
         noise = config.protocol.noise(args.reports)
         unbiased = unbiased_estimate(counts, noise)
         whole = median_ms(lambda: finalize_window(config, counts, args.reports), args.repeats)
+        cpu = median_ms(lambda: finalize_window(config, counts, args.reports), args.repeats,
+                        time.process_time)
         alone = median_ms(lambda: config.estimator.run(unbiased, noise, config.protocol),
                           args.repeats)
-        print(f"{method:<10} {d:>6} {whole:>12.2f} {alone:>13.2f}")
+        print(f"{method:<10} {d:>6} {whole:>12.2f} {cpu:>9.2f} {alone:>13.2f}")
 
 
 if __name__ == "__main__":
