@@ -132,6 +132,10 @@ def test_dw_is_iiw_with_no_iterations_and_keeps_the_sum():
     iiw0, _, change = wiener.iterative_wiener(unbiased, level, 0)
     np.testing.assert_allclose(dw, iiw0, atol=1e-15)
     assert change == 0.0
+    for size, count in [(64, 5), (63, 5)]:  # the last change is the RMS step of the estimate
+        before, _, _ = wiener.iterative_wiener(unbiased[:size], level, count - 1)
+        after, _, change = wiener.iterative_wiener(unbiased[:size], level, count)
+        assert change == pytest.approx(np.sqrt(np.mean((after - before) ** 2)), rel=1e-9)
     for method in WIENER:
         out = EstimatorSpec(method).run(unbiased, noise, protocol)
         assert out.estimate.sum() == pytest.approx(unbiased.sum(), abs=1e-12)
