@@ -24,6 +24,12 @@ METRICS = [
      "estimator": {"method": "amrp", "permutations": 20, "seed": 5}, "postprocess": "none"},
     {"name": "slot.gf", "protocol": "olh", "epsilon": 2.0, "domain": {"size": D},
      "estimator": {"method": "gf-dw", "sigma": 2}, "postprocess": "norm-sub"},
+    {"name": "slot.dw", "protocol": "hr", "epsilon": 2.0, "domain": {"size": D},
+     "estimator": "dw", "postprocess": "base-pos"},
+    {"name": "slot.iiwg", "protocol": "grr", "epsilon": 4.0, "domain": {"size": D},
+     "estimator": {"method": "iiw-g", "iterations": 5}, "postprocess": "norm"},
+    {"name": "slot.smooth", "protocol": "ss", "epsilon": 2.0, "domain": {"size": D},
+     "estimator": "smooth", "postprocess": "none"},
 ]
 
 
@@ -116,3 +122,15 @@ def test_query_starts_from_the_estimator_output(output, capsys):
     assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
                  "--top", "3"]) == 0
     assert "iiw (iterations=30) + norm-hyb" in capsys.readouterr().out
+
+
+def test_every_metric_is_its_estimator_then_its_postprocessing(output):
+    for metric in METRICS:
+        for record in records_of(output, metric["name"]):
+            filtered, protocol = rerun(record)
+            spec = PostprocessSpec.parse(metric.get("postprocess", "norm-hyb"))
+            post = spec.apply(filtered.estimate, protocol.noise(record["n"]))
+            np.testing.assert_allclose(record["estimate"], post, atol=1e-15)
+            np.testing.assert_allclose(record["std_error"], filtered.std_error, rtol=1e-12)
+            assert record["estimator"]["method"] == EstimatorSpec.parse(
+                metric["estimator"]).method
