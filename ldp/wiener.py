@@ -23,7 +23,7 @@ power 0 every filter returns f~ itself, and constants pass through unchanged.
 Noise power. Theorem 3 assumes independent n_v. The exact expectation of |N_k|^2 adds the
 covariance of one report's support indicators of two distinct values; by the symmetry of pure
 protocols it takes two values, c1 (the user holds one of the two) and c0 (the user holds
-neither), read from the per-protocol closed forms of ldp_telemetry.ldp.queries. Summing the
+neither), read from each protocol's closed form of Var[Y | x] (report_variance). Summing the
 covariances against the DFT kernel (with sum f = 1) gives, with beta = c0 / n and
 gamma = (c1 - c0) / n,
 
@@ -85,15 +85,14 @@ def support_covariances(protocol) -> tuple[float, float]:
     """(c1, c0): covariance of one report's support indicators of two distinct values u != v
     when the user holds u (c1) and when the user holds neither (c0).
 
-    Read from Var[Y | x] of ldp_telemetry.ldp.queries.report_variance with Y the indicator sum
-    of values 0 and 1: Var = Var[S_0] + Var[S_1] + 2 Cov. c0 needs d >= 3 (0 otherwise: no
-    value is then held by neither).
+    Read from the protocol's closed form of Var[Y | x] (FrequencyOracle.report_variance) with
+    Y the indicator sum of values 0 and 1: Var = Var[S_0] + Var[S_1] + 2 Cov. c0 needs d >= 3
+    (0 otherwise: no value is then held by neither).
     """
-    from ldp_telemetry.ldp.queries import report_variance  # queries imports the registry
     p, q, d = protocol.p_star, protocol.q_star, protocol.d
     weights = np.zeros(d)
     weights[:2] = 1.0
-    variance = report_variance(protocol, weights)
+    variance = protocol.report_variance(weights)
     c1 = (variance[0] - p * (1 - p) - q * (1 - q)) / 2
     c0 = (variance[2] - 2 * q * (1 - q)) / 2 if d >= 3 else 0.0
     return float(c1), float(c0)
