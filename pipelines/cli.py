@@ -140,7 +140,8 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     show = commands.add_parser(
         "show", help="print the largest estimates of each window of a finished job",
         description="Print, per metric and window, the K largest post-processed estimates with "
-                    "95% error bars (1.96 standard errors of the unbiased estimate).")
+                    "95% error bars (1.96 standard errors: of the unbiased estimate, or of the "
+                    "metric's estimator at its final gains when the registry names one).")
     show.add_argument("--output", required=True, help="the job's output directory")
     show.add_argument("--metric", default=None, help="only this metric")
     show.add_argument("--top", type=int, default=5, help="values per window (default 5)")
@@ -164,7 +165,8 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     what.add_argument("--top", type=int, metavar="K", help="the K largest estimates")
     what.add_argument("--range", nargs=2, metavar=("LO", "HI"), help="values LO..HI inclusive")
     query.add_argument("--method", default=None,
-                       help="post-process the unbiased estimate again with this method "
+                       help="post-process the estimator's output (the unbiased estimate "
+                            "unless the metric has an estimator) again with this method "
                             "(default: the window's own method)")
     query.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                        help="a parameter of --method, e.g. alpha=1 (repeatable)")
@@ -235,6 +237,14 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     return 0
 
 
+def _estimator_prefix(window) -> str:
+    """'iiw (iterations=30) + ' when the window has an estimator, else ''."""
+    if window.estimator.method == "unbiased":
+        return ""
+    params = ", ".join(f"{k}={v}" for k, v in window.estimator.params)
+    return f"{window.estimator.method}{f' ({params})' if params else ''} + "
+
+
 def _query(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.ldp.queries import STD_ERROR_KINDS, WindowEstimate
     from ldp_telemetry.pipelines.results import load_estimates, select_window
@@ -255,6 +265,8 @@ def _query(args: argparse.Namespace, _extra: list[str]) -> int:
         print(json.dumps({"metric": window.metric, "window_start": window.window_start,
                           "window_end": window.window_end, "n": window.n,
                           "protocol": window.protocol.name, "epsilon": window.protocol.epsilon,
+                          "estimator": {"method": window.estimator.method,
+                                        "params": dict(window.estimator.params)},
                           "postprocess": {"method": window.spec.method,
                                           "params": dict(window.spec.params)},
                           "answers": [a.as_dict() for a in answers]}))
@@ -263,7 +275,7 @@ def _query(args: argparse.Namespace, _extra: list[str]) -> int:
                        for k, v in window.spec.params)
     print(f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
           f"{window.protocol.name} ε={window.protocol.epsilon:g}  "
-          f"{window.spec.method}{f' ({params})' if params else ''}")
+          f"{_estimator_prefix(window)}{window.spec.method}{f' ({params})' if params else ''}")
     for answer in answers:
         print(f"  {_describe(answer):<40} {answer.value:9.5f} ± {answer.std_error:.5f}")
     kind = answers[0].std_error_kind
