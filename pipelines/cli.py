@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_drop_optional_gcp_notice)
-    logging.getLogger("ldp").setLevel(logging.INFO)  # e.g. how "protocol": "auto" was resolved
+    logging.getLogger("ldp_telemetry").setLevel(logging.INFO)  # e.g. how "protocol": "auto" was resolved
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(job_arguments=_command(argv) == "run")
     args, extra = parser.parse_known_args(argv)
@@ -37,6 +37,20 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as error:  # RegistryError is a ValueError
         print(f"ldp {args.command}: error: {error}", file=sys.stderr)
         return 2
+
+
+def _add_dashboard_command(commands) -> None:
+    from ldp_telemetry.dashboard.cli import add_dashboard_arguments
+    dashboard = commands.add_parser(
+        "dashboard", help="serve (or export) pages of window estimates for a browser",
+        description="Serve an index of metrics and one page per metric, read from an estimate "
+                    "store or a job's output folder: the top values over windows with 95% "
+                    "bands, the distribution of a selected window with error bars, and n, "
+                    "rejects and late reports per window. A page follows a live run (new panes "
+                    "appear without a reload). Listens on 127.0.0.1 unless --host says "
+                    "otherwise; --export DIR writes the same pages as files.")
+    add_dashboard_arguments(dashboard)
+    dashboard.set_defaults(handler=_dashboard)
 
 
 def _reject_misspelt_job_flags(beam_args: list[str]) -> None:
@@ -144,7 +158,8 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     show = commands.add_parser(
         "show", help="print the largest estimates of each window of a finished job",
         description="Print, per metric and window, the K largest post-processed estimates with "
-                    "95% error bars (1.96 standard errors of the unbiased estimate).")
+                    "95% error bars (1.96 standard errors: of the unbiased estimate, or of the "
+                    "metric's estimator at its final gains when the registry names one).")
     show.add_argument("--output", required=True, help="the job's output directory")
     show.add_argument("--metric", default=None, help="only this metric")
     show.add_argument("--top", type=int, default=5, help="values per window (default 5)")
@@ -168,12 +183,15 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     what.add_argument("--top", type=int, metavar="K", help="the K largest estimates")
     what.add_argument("--range", nargs=2, metavar=("LO", "HI"), help="values LO..HI inclusive")
     query.add_argument("--method", default=None,
-                       help="post-process the unbiased estimate again with this method "
+                       help="post-process the estimator's output (the unbiased estimate "
+                            "unless the metric has an estimator) again with this method "
                             "(default: the window's own method)")
     query.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                        help="a parameter of --method, e.g. alpha=1 (repeatable)")
     query.add_argument("--json", action="store_true", help="print one JSON object")
     query.set_defaults(handler=_query)
+
+    _add_dashboard_command(commands)
     return parser
 
 
@@ -253,6 +271,14 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     return 0
 
 
+def _estimator_prefix(window) -> str:
+    """'iiw (iterations=30) + ' when the window has an estimator, else ''."""
+    if window.estimator.method == "unbiased":
+        return ""
+    params = ", ".join(f"{k}={v}" for k, v in window.estimator.params)
+    return f"{window.estimator.method}{f' ({params})' if params else ''} + "
+
+
 def _query(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.ldp.queries import STD_ERROR_KINDS, WindowEstimate
     from ldp_telemetry.pipelines.results import load_estimates, select_window
@@ -273,6 +299,8 @@ def _query(args: argparse.Namespace, _extra: list[str]) -> int:
         print(json.dumps({"metric": window.metric, "window_start": window.window_start,
                           "window_end": window.window_end, "n": window.n,
                           "protocol": window.protocol.name, "epsilon": window.protocol.epsilon,
+                          "estimator": {"method": window.estimator.method,
+                                        "params": dict(window.estimator.params)},
                           "postprocess": {"method": window.spec.method,
                                           "params": dict(window.spec.params)},
                           "answers": [a.as_dict() for a in answers]}))
@@ -281,12 +309,17 @@ def _query(args: argparse.Namespace, _extra: list[str]) -> int:
                        for k, v in window.spec.params)
     print(f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
           f"{window.protocol.name} ε={window.protocol.epsilon:g}  "
-          f"{window.spec.method}{f' ({params})' if params else ''}")
+          f"{_estimator_prefix(window)}{window.spec.method}{f' ({params})' if params else ''}")
     for answer in answers:
         print(f"  {_describe(answer):<40} {answer.value:9.5f} ± {answer.std_error:.5f}")
     kind = answers[0].std_error_kind
     print(f"  (± one standard error; {kind}: {STD_ERROR_KINDS[kind]})")
     return 0
+
+
+def _dashboard(args: argparse.Namespace, _extra: list[str]) -> int:
+    from ldp_telemetry.dashboard.cli import run_dashboard
+    return run_dashboard(args)
 
 
 def _method_params(pairs: list[str]) -> dict:

@@ -39,6 +39,7 @@ from ldp_telemetry.transforms.pane_log import (PANE_LOG, latest_panes, read_pane
                                                truncate_torn_tail)
 from ldp_telemetry.transforms.panes import WritePanesFn
 from ldp_telemetry.transforms.sources import SOURCE_KINDS, make_source
+from ldp_telemetry.transforms.store import WriteToStore
 
 STATUS = "status.json"
 
@@ -134,12 +135,15 @@ def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
     options = PipelineOptions(list(beam_args))
     options.view_as(StandardOptions).streaming = True
     pipeline = beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
-    estimates, _ = build_streaming_pipeline(pipeline, job,
+    estimates, dead_letters = build_streaming_pipeline(pipeline, job,
                                             make_source("directory", live.location, job.registry,
                                                         job.windows.slice_ms,
                                                         endpoint=stream.endpoint))
-    estimates | "WritePanes" >> beam.ParDo(
+    written = estimates | "WritePanes" >> beam.ParDo(
         WritePanesFn(job.output, offsets, replay.complete_windows, live.echo))
+    if job.store is not None:  # the panes as written (indices continued after a restart)
+        (written, dead_letters) | "WriteToStore" >> WriteToStore(
+            job.store, job.windows.slice_ms, job.windows.slice_offset_ms)
 
     if follower.restarted:
         print(f"restart: {len(follower.state.files)} file(s) consumed before; "
@@ -200,8 +204,11 @@ def build_remote_pipeline(pipeline: beam.Pipeline, job: EstimateJob, live: LiveC
     source = make_source(live.source, live.location, job.registry, job.windows.slice_ms,
                          job.windows.slice_offset_ms)
     estimates, dead_letters = build_streaming_pipeline(pipeline, job, source)
-    estimates | "WritePanes" >> beam.ParDo(WritePanesFn(job.output))
+    written = estimates | "WritePanes" >> beam.ParDo(WritePanesFn(job.output))
     dead_letters | "WriteDeadLetters" >> beam.ParDo(_WriteDeadLetterFn(job.output))
+    if job.store is not None:
+        (written, dead_letters) | "WriteToStore" >> WriteToStore(
+            job.store, job.windows.slice_ms, job.windows.slice_offset_ms)
     return estimates, dead_letters
 
 

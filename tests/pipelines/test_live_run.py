@@ -23,6 +23,7 @@ from ldp_telemetry.pipelines.estimate import EstimateJob
 from ldp_telemetry.pipelines.follow import CHECKPOINT, WatermarkPolicy
 from ldp_telemetry.pipelines.live import STATUS, LiveConfig, run_live
 from ldp_telemetry.schemas.codec import write_reports
+from ldp_telemetry.store import open_store
 from ldp_telemetry.transforms.pane_log import LATEST, read_pane_log
 from ldp_telemetry.transforms.windows import WindowSpec
 
@@ -106,8 +107,10 @@ def test_live_run_streams_panes_and_counts_late_reports_per_window(tmp_path, har
             os.kill(os.getpid(), signal.SIGTERM)
 
     feeder = threading.Thread(target=feed, daemon=True)
+    store = f"sqlite:///{tmp_path / 'estimates.db'}"
     job = EstimateJob(REGISTRY, (), str(output),
-                      WindowSpec(MINUTE, MINUTE, allowed_lateness_ms=MINUTE, early_every_ms=1000))
+                      WindowSpec(MINUTE, MINUTE, allowed_lateness_ms=MINUTE, early_every_ms=1000),
+                      store)
     printed = io.StringIO()
     feeder.start()
     counters = run_live(job, LiveConfig("directory", str(inbox), WatermarkPolicy(0, None),
@@ -153,3 +156,9 @@ def test_live_run_streams_panes_and_counts_late_reports_per_window(tmp_path, har
             / LATEST).read_text())
         assert latest == last
     assert counters["windows_finalized"] == len(log)
+
+    # the estimate store holds the latest pane of each window, as on disk
+    stored = open_store(store).windows(METRIC)
+    assert {(w["window_start"], w["pane"]["index"], w["n"]) for w in stored} == {
+        (r["window_start"], r["pane"]["index"], r["n"])
+        for r in (max(rs, key=lambda r: r["pane"]["index"]) for rs in by_window.values())}
