@@ -66,8 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--metric", required=True, help="metric name in the registry")
     simulate.add_argument("--input", required=True, help="CSV file with a header row")
     simulate.add_argument("--value-column", required=True,
-                          help="column of true values: labels of the domain, or indices "
-                               "0..size-1 for a sized domain")
+                          help="column of true values: labels of the domain, indices "
+                               "0..size-1 for a sized domain, or numbers in [low, high] for "
+                               "a numeric metric")
     simulate.add_argument("--time-column", required=True,
                           help="column of event times: epoch seconds or ISO-8601 (UTC if naive)")
     simulate.add_argument("--out", required=True, help="directory for the report files")

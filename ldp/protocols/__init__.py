@@ -12,6 +12,8 @@ from ldp_telemetry.ldp.protocols.rue import RUE
 from ldp_telemetry.ldp.protocols.rws import RWS
 from ldp_telemetry.ldp.protocols.ss import SS
 from ldp_telemetry.ldp.protocols.sue import SUE
+from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
+from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
 
 PROTOCOLS: dict[str, type[FrequencyOracle]] = {cls.name: cls for cls in (
     GRR,
@@ -27,6 +29,24 @@ PROTOCOLS: dict[str, type[FrequencyOracle]] = {cls.name: cls for cls in (
 )}
 
 
+#: Numeric protocols by registry name: values in [low, high], estimated as a histogram.
+NUMERIC_PROTOCOLS: dict[str, type[NumericProtocol]] = {cls.name: cls for cls in (
+    SquareWave,
+    DiscreteSquareWave,
+)}
+
+
+def make_numeric_protocol(name: str, epsilon: float, buckets: int,
+                          output_buckets: int | None = None) -> NumericProtocol:
+    """The numeric protocol `name` over `buckets` input buckets; ValueError when unknown."""
+    try:
+        cls = NUMERIC_PROTOCOLS[name]
+    except KeyError:
+        raise ValueError(f"unknown numeric protocol {name!r}; expected one of "
+                         f"{sorted(NUMERIC_PROTOCOLS)}") from None
+    return cls(epsilon=epsilon, d=buckets, output_buckets=output_buckets)
+
+
 def make_protocol(name: str, epsilon: float, d: int) -> FrequencyOracle:
     """The oracle `name` at privacy level epsilon over [0, d); ValueError when unknown."""
     try:
@@ -36,4 +56,5 @@ def make_protocol(name: str, epsilon: float, d: int) -> FrequencyOracle:
     return cls(epsilon=epsilon, d=d)
 
 
-__all__ = ["FrequencyOracle", "PROTOCOLS", "make_protocol"]
+__all__ = ["FrequencyOracle", "NUMERIC_PROTOCOLS", "NumericProtocol", "PROTOCOLS",
+           "make_numeric_protocol", "make_protocol"]
