@@ -95,7 +95,7 @@ def map_to_unit_interval(raw: list[str], config: MetricConfig) -> np.ndarray:
         numbers = np.array([_number_or_nan(t) for t in text.tolist()])
         bad = ~((numbers >= config.low) & (numbers <= config.high))
     if bad.any():
-        example = text[np.flatnonzero(bad)[0]]
+        example = str(text[np.flatnonzero(bad)[0]])
         raise InputError(f"{int(bad.sum())} values are outside the domain [{config.low:g}, "
                          f"{config.high:g}] of metric {config.name!r} (for example {example!r})")
     return np.clip(config.to_unit(numbers), 0.0, 1.0)
