@@ -46,8 +46,13 @@ class EmResult:
 
 def smooth(x: np.ndarray) -> np.ndarray:
     """The binomial (1, 2, 1)/4 smoothing of EMS with mass-keeping edges (see module docstring)."""
-    padded = np.concatenate((x[:1], x, x[-1:]))
-    return 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:]
+    out = np.convolve(x, _KERNEL, mode="same")
+    out[0] += 0.25 * x[0]
+    out[-1] += 0.25 * x[-1]
+    return out
+
+
+_KERNEL = np.array([0.25, 0.5, 0.25])
 
 
 def paper_tolerance(epsilon: float, smoothing: bool) -> float:
@@ -56,9 +61,8 @@ def paper_tolerance(epsilon: float, smoothing: bool) -> float:
 
 
 def log_likelihood(counts: np.ndarray, predicted: np.ndarray) -> float:
-    """L = Σ_j n_j ln y_j over the buckets with reports (y = M x, probabilities)."""
-    seen = counts > 0
-    return float(np.dot(counts[seen], np.log(predicted[seen])))
+    """L = Σ_j n_j ln y_j (y = M x, report-bucket probabilities, all positive)."""
+    return float(np.asarray(counts, dtype=np.float64) @ np.log(predicted))
 
 
 def expectation_maximisation(channel: Channel, counts: np.ndarray, *, smoothing: bool,
@@ -72,28 +76,28 @@ def expectation_maximisation(channel: Channel, counts: np.ndarray, *, smoothing:
     counts = np.asarray(counts, dtype=np.float64)
     if counts.shape != (channel.d_out,):
         raise ValueError(f"expected {channel.d_out} report counts, got shape {counts.shape}")
+    n = counts.sum()
+    if n == 0:
+        return EmResult(np.full(channel.d, np.nan), 0, math.nan, 0.0)
     x = np.full(channel.d, 1.0 / channel.d) if start is None else np.asarray(start, float)
-    predicted = channel.forward(x)
-    current = log_likelihood(counts, predicted)
+    predicted = channel.forward(x)  # > 0 everywhere: every column of M is at least q·width
+    current = float(counts @ np.log(predicted))
     change = math.inf
     iterations = 0
-    if counts.sum() == 0:
-        return EmResult(np.full(channel.d, np.nan), 0, math.nan, 0.0)
     while iterations < max_iterations:
-        ratio = np.divide(counts, predicted, out=np.zeros_like(counts), where=counts > 0)
-        x = x * channel.backward(ratio)
-        x /= x.sum()
+        # E- and M-step in one: Σ_i x_i (Mᵀ(n/Mx))_i = Σ_j n_j = n, so dividing by n normalises
+        x = x * channel.backward(counts / predicted) / n
         if smoothing:
-            x = smooth(x)
-            x /= x.sum()
+            x = smooth(x)  # keeps the mass
         predicted = channel.forward(x)
-        updated = log_likelihood(counts, predicted)
+        updated = float(counts @ np.log(predicted))
         change = abs(updated - current)
         current = updated
         iterations += 1
         if change < tolerance:
             break
-    return EmResult(x, iterations, change, current)
+    x = np.clip(x, 0.0, None)
+    return EmResult(x / x.sum(), iterations, change, current)
 
 
 # -- the registry's NUMERIC methods ----------------------------------------------------------
