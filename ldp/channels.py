@@ -33,30 +33,62 @@ class Channel:
         return np.column_stack([self.forward(e) for e in np.eye(self.d)])
 
 
-class _DoubleIntegral:
-    """Q(s) = ∫∫ ρ at fixed points s, for a density ρ constant on each bucket of a grid.
+class _PlateauOperator:
+    """The product with a Square Wave model's matrix from one side, in O(buckets + points).
 
-    With C the integral of ρ up to each edge and Q its integral, inside bucket k at distance δ
-    from its left edge Q(s) = Q_k + C_k δ + ρ_k δ²/2; left of the grid Q = 0, right of it
-    Q grows with slope C_last. Two cumulative sums and three gathers: O(buckets + points).
+    A density constant on each of K equal buckets (width w, masses m_k) has the running
+    integral c (c_0 = 0, c_{k+1} = c_k + m_k) and the double integral Q, which at distance δ
+    into bucket k is Q = w Σ_{t<k} c_t + (w/2 + δ) c_k + (δ²/2w) m_k (right of the grid: k = K,
+    m_K = 0; left of it: Q = 0). The product's output i is
+
+        scale · ((Q(s⁺_{i+1}) − Q(s⁻_{i+1})) − (Q(s⁺_i) − Q(s⁻_i))) + flat · c_K
+
+    at fixed points s±, linear in v = [Σ_{t≤k} c_t, c_k, m_k]: one sparse matrix with at most
+    13 entries a row, built once. A product is then two cumulative sums and one sparse product.
     """
 
-    def __init__(self, edges: np.ndarray, points: np.ndarray):
-        k = np.clip(np.searchsorted(edges, points, side="right") - 1, 0, len(edges) - 1)
-        self._k = k
-        self._delta = np.clip(points - edges[k], 0.0, None)  # 0 left of the grid
-        self._half_delta2 = 0.5 * self._delta ** 2
-        self._widths = np.diff(edges)
+    def __init__(self, edges: np.ndarray, plus: np.ndarray, minus: np.ndarray, scale: float,
+                 flat: float):
+        from scipy import sparse
+        buckets = len(edges) - 1
+        width = (edges[-1] - edges[0]) / buckets
+        size = buckets + 1  # each block of v: indices 0..K
+        rows, cols, values = [], [], []
+        for sign, points in ((1.0, plus), (-1.0, minus)):
+            k = np.clip(np.floor((points - edges[0]) / width).astype(np.int64), 0, buckets)
+            delta = np.where(points < edges[0], 0.0, points - (edges[0] + k * width))
+            inside = points >= edges[0]
+            for row_sign, offset in ((1.0, 1), (-1.0, 0)):  # output i: point i+1 minus point i
+                point_rows = np.arange(len(points)) - offset
+                valid = (point_rows >= 0) & (point_rows < len(points) - 1) & inside
+                r = point_rows[valid]
+                kk, dd = k[valid], delta[valid]
+                factor = sign * row_sign * scale
+                # w Σ_{t<k} c_t = w (Σ_{t≤k−1} c_t): block 0 at index k − 1 (nothing for k = 0)
+                has_prefix = kk >= 1
+                rows += [r[has_prefix], r, r]
+                cols += [kk[has_prefix] - 1, size + kk, 2 * size + kk]
+                values += [np.full(has_prefix.sum(), factor * width),
+                           factor * (0.5 * width + dd), factor * dd * dd / (2.0 * width)]
+        n_out = len(plus) - 1
+        rows.append(np.arange(n_out))
+        cols.append(np.full(n_out, size + buckets))  # c_K, the total mass
+        values.append(np.full(n_out, flat))
+        self._matrix = sparse.csr_matrix(
+            (np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))),
+            shape=(n_out, 3 * size))
+        self._size = size
 
-    def __call__(self, density: np.ndarray) -> np.ndarray:
-        mass = density * self._widths
-        c = np.zeros(len(mass) + 1)
+    def __call__(self, mass: np.ndarray) -> np.ndarray:
+        size = self._size
+        v = np.empty(3 * size)
+        c = v[size:2 * size]
+        c[0] = 0.0
         np.cumsum(mass, out=c[1:])
-        q = np.zeros(len(mass) + 1)
-        np.cumsum(self._widths * (c[:-1] + 0.5 * mass), out=q[1:])
-        k = self._k
-        rho = np.append(density, 0.0)  # no density right of the grid
-        return q[k] + c[k] * self._delta + rho[k] * self._half_delta2
+        np.cumsum(c, out=v[:size])
+        v[2 * size:3 * size - 1] = mass
+        v[-1] = 0.0
+        return self._matrix @ v
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,24 +121,23 @@ class SquareWaveChannel(Channel):
         in_edges = np.linspace(0.0, 1.0, self.d + 1)
         object.__setattr__(self, "out_edges", out_edges)
         object.__setattr__(self, "in_edges", in_edges)
-        b = self.b
-        object.__setattr__(self, "_of_input", _DoubleIntegral(
-            in_edges, np.concatenate((out_edges + b, out_edges - b))))
-        object.__setattr__(self, "_of_output", _DoubleIntegral(
-            out_edges, np.concatenate((in_edges + b, in_edges - b))))
-        object.__setattr__(self, "_flat", self.q * (1.0 + 2.0 * b) / self.d_out)
+        b, band = self.b, self.p - self.q
+        flat = self.q * (1.0 + 2.0 * b) / self.d_out
+        width_out = (1.0 + 2.0 * b) / self.d_out
+        # M x: masses x_i on the input grid, read at the output edges ± b
+        object.__setattr__(self, "_forward", _PlateauOperator(
+            in_edges, out_edges + b, out_edges - b, band, flat))
+        # Mᵀ r: masses r_j · w̃ on the output grid (density r_j), read at the input edges ± b;
+        # divided by h = 1/d; the flat part q w̃ Σ r = flat · (c_K / w̃)
+        object.__setattr__(self, "_backward", _PlateauOperator(
+            out_edges, in_edges + b, in_edges - b, band * self.d, flat / width_out))
+        object.__setattr__(self, "_width_out", width_out)
 
     def forward(self, x):
-        x = np.asarray(x, dtype=np.float64)
-        h = self._of_input(x * self.d)  # density x_i / (1/d)
-        n = self.d_out + 1
-        return self._flat * x.sum() + (self.p - self.q) * np.diff(h[:n] - h[n:])
+        return self._forward(np.asarray(x, dtype=np.float64))
 
     def backward(self, r):
-        r = np.asarray(r, dtype=np.float64)
-        h = self._of_output(r)
-        n = self.d + 1
-        return self._flat * r.sum() + (self.p - self.q) * self.d * np.diff(h[:n] - h[n:])
+        return self._backward(np.asarray(r, dtype=np.float64) * self._width_out)
 
 
 @dataclass(frozen=True, eq=False)
