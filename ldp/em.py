@@ -111,8 +111,9 @@ def _is_iteration_limit(value) -> bool:
 
 
 def _run(smoothing: bool):
-    def run(counts: np.ndarray, protocol, *, tolerance=None, max_iterations=DEFAULT_MAX_ITERATIONS,
-            **_bootstrap) -> EstimatorOutput:
+    def run(counts: np.ndarray, n: int, protocol, *, tolerance=None,
+            max_iterations=DEFAULT_MAX_ITERATIONS, **_bootstrap) -> EstimatorOutput:
+        """The NUMERIC estimator surface: (statistic, n, protocol, **params)."""
         tau = paper_tolerance(protocol.epsilon, smoothing) if tolerance is None else tolerance
         result = expectation_maximisation(protocol.channel(), counts, smoothing=smoothing,
                                           tolerance=float(tau), max_iterations=max_iterations)

@@ -110,15 +110,15 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
         nan = float("nan")
         estimate = np.full(config.d, nan)
         output = EstimatorOutput(estimate)
-        errors = parametric_bootstrap(np.ones(1), 0, None, edges, params.get("bootstrap", 0), 0)
+        errors = parametric_bootstrap(None, 0, None, edges, params.get("bootstrap", 0), 0)
         return NumericWindowResult(0, estimate, edges, nan, nan,
                                    {key: nan for key in QUANTILE_LEVELS}, errors, output)
-    output = spec.run(counts, protocol)
+    output = spec.run(counts, int(n), protocol)
     estimate = np.asarray(output.estimate, dtype=np.float64)
     stats = summary(estimate, edges)
     errors = parametric_bootstrap(
-        protocol.channel().forward(estimate), int(n),
-        lambda replicate: spec.run(replicate, protocol).estimate, edges,
+        lambda rng, size: protocol.resample(estimate, int(n), rng, size), int(n),
+        lambda replicate: spec.run(replicate, int(n), protocol).estimate, edges,
         params.get("bootstrap", 0), params.get("seed", 0))
     return NumericWindowResult(int(n), estimate, edges, stats["mean"], stats["variance"],
                                stats["quantiles"], errors, output)

@@ -1,8 +1,8 @@
 """Standard errors of a numeric estimate by a seeded parametric bootstrap.
 
-An estimator maps the report histogram of a window to a distribution x̂ with no closed-form
-error. The bootstrap draws R report histograms from the model the estimate implies,
-n_r ~ Multinomial(n, π(x̂)) (π the protocol's report distribution, M x̂ for Square Wave), runs
+An estimator maps the statistic of a window to a distribution x̂ with no closed-form error. The
+bootstrap draws R statistics of n reports from the model the estimate implies (the protocol's
+`resample`: for Square Wave the report histogram n_r ~ Multinomial(n, M x̂)), runs
 the *same* estimator on each from its usual start, and reports the standard deviation over the
 replicates of every bucket probability, of the mean and of each quantile. It measures the noise
 of the estimator, not its bias: smoothing bias (EMS) is not in it, so intervals built from these
@@ -44,23 +44,22 @@ class BootstrapErrors:
     quantiles: dict[str, float]
 
 
-def parametric_bootstrap(report_probabilities: np.ndarray, n: int,
+def parametric_bootstrap(resample: Callable, n: int,
                          estimate: Callable[[np.ndarray], np.ndarray], edges: np.ndarray,
                          replicates: int, seed: int) -> BootstrapErrors:
-    """Standard errors of `estimate` (report counts -> distribution) at the fitted model.
+    """Standard errors of `estimate` (statistic -> distribution) at the fitted model.
 
-    `report_probabilities`: the report distribution implied by the point estimate; `seed`
-    makes the draws reproducible (the stream is numpy's PCG64 seeded with (seed, n)).
+    `resample(rng, size)` draws `size` statistics of n reports from the model of the point
+    estimate (e.g. Multinomial(n, M x̂) for Square Wave); `seed` makes the draws reproducible
+    (the stream is numpy's PCG64 seeded with (seed, n)).
     """
     levels = [float(level) for level in QUANTILE_LEVELS]
     buckets = len(edges) - 1
     if replicates < 2 or n <= 0:
         return BootstrapErrors(int(replicates), np.full(buckets, np.nan), float("nan"),
                                {key: float("nan") for key in QUANTILE_LEVELS})
-    pi = np.clip(np.asarray(report_probabilities, dtype=np.float64), 0.0, None)
-    pi /= pi.sum()
     rng = np.random.default_rng([int(seed), int(n)])
-    draws = np.array([estimate(counts) for counts in rng.multinomial(int(n), pi, size=replicates)])
+    draws = np.array([estimate(statistic) for statistic in resample(rng, replicates)])
     quantiles = histogram_quantiles(draws, edges, levels).std(axis=0, ddof=1)
     return BootstrapErrors(int(replicates), draws.std(axis=0, ddof=1),
                            float(histogram_mean(draws, edges).std(ddof=1)),

@@ -14,6 +14,7 @@ from ldp_telemetry.ldp.protocols.ss import SS
 from ldp_telemetry.ldp.protocols.sue import SUE
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
+from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
 
 PROTOCOLS: dict[str, type[FrequencyOracle]] = {cls.name: cls for cls in (
     GRR,
@@ -33,6 +34,8 @@ PROTOCOLS: dict[str, type[FrequencyOracle]] = {cls.name: cls for cls in (
 NUMERIC_PROTOCOLS: dict[str, type[NumericProtocol]] = {cls.name: cls for cls in (
     SquareWave,
     DiscreteSquareWave,
+    CfoGrr,
+    CfoOlh,
 )}
 
 

@@ -102,6 +102,12 @@ class NumericProtocol(abc.ABC):
     def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         """Add the reports of valid payload columns into `statistic`, in place."""
 
+    @abc.abstractmethod
+    def resample(self, estimate: np.ndarray, n: int, rng: np.random.Generator, size: int
+                 ) -> np.ndarray:
+        """`size` statistics of n reports drawn from the model of the distribution `estimate`
+        (the parametric bootstrap of ldp_telemetry.ldp.uncertainty)."""
+
 
 def float_column(payloads: list[dict], field: str) -> np.ndarray:
     """One floating-point field of every payload as a float64 column."""

@@ -52,6 +52,12 @@ def discrete_sw_parameters(epsilon: float, d: int) -> tuple[int, float, float]:
     return b, e / total, 1.0 / total
 
 
+def _multinomial(probabilities: np.ndarray, n: int, rng: np.random.Generator, size: int
+                 ) -> np.ndarray:
+    probabilities = np.clip(probabilities, 0.0, None)
+    return rng.multinomial(int(n), probabilities / probabilities.sum(), size=size)
+
+
 class SquareWave(NumericProtocol):
     name: ClassVar[str] = "sw"
     payload_record: ClassVar[str] = "SwPayload"
@@ -85,6 +91,11 @@ class SquareWave(NumericProtocol):
 
     def channel(self) -> SquareWaveChannel:
         return square_wave_channel(float(self.epsilon), self.d, self.output_buckets)
+
+    def resample(self, estimate: np.ndarray, n: int, rng: np.random.Generator, size: int
+                 ) -> np.ndarray:
+        """`size` report histograms ~ Multinomial(n, M x) for the distribution x = `estimate`."""
+        return _multinomial(self.channel().forward(estimate), n, rng, size)
 
     def perturb(self, values, rng):
         v = np.asarray(values, dtype=np.float64)
@@ -143,6 +154,11 @@ class DiscreteSquareWave(NumericProtocol):
 
     def channel(self) -> DiscreteSquareWaveChannel:
         return discrete_square_wave_channel(float(self.epsilon), self.d)
+
+    def resample(self, estimate: np.ndarray, n: int, rng: np.random.Generator, size: int
+                 ) -> np.ndarray:
+        """`size` report histograms ~ Multinomial(n, M x) for the distribution x = `estimate`."""
+        return _multinomial(self.channel().forward(estimate), n, rng, size)
 
     def perturb(self, values, rng):
         i = unit_buckets(values, self.d)

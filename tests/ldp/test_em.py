@@ -111,7 +111,7 @@ def test_registry_methods_run_with_their_parameters():
     sw = SquareWave(1.0, 64)
     counts = report_counts(sw, np.random.default_rng(4).beta(5, 2, 10_000), seed=5)
     spec = EstimatorSpec.parse({"method": "ems", "tolerance": 0.5, "max_iterations": 50})
-    output = spec.run(counts, sw)
+    output = spec.run(counts, int(counts.sum()), sw)
     assert output.iterations <= 50 and output.estimate.sum() == pytest.approx(1.0)
     assert spec.record(output)["iterations"] == output.iterations
     with pytest.raises(ValueError, match="max_iterations"):
