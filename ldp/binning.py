@@ -1,4 +1,4 @@
-"""The `norm-sub` NUMERIC estimator of CFO-binning ([Li20] §4.1).
+"""The `norm-sub` NUMERIC estimator of CFO-binning ([Li20] §4.1), and `mean` of SR and PM.
 
 The unbiased support-set estimate of the bucket frequencies, f~ = (c/n − q*)/(p* − q*)
 ([Wang20] journal eq. 2), projected onto the probability simplex by Norm-Sub ([Wang20] §3:
@@ -18,6 +18,16 @@ def _norm_sub(statistic: np.ndarray, n: int, protocol, **_bootstrap) -> Estimato
     unbiased = unbiased_estimate(protocol.support_counts(statistic), protocol.noise(n))
     return EstimatorOutput(project_to_simplex(unbiased))
 
+
+def _mean(statistic: np.ndarray, n: int, protocol) -> EstimatorOutput:
+    """The mean-only estimate of SR / PM ([Li20] §2.2): (mean of t, its standard error)."""
+    mean, error = protocol.mean_and_error(statistic, n)
+    return EstimatorOutput(np.array([mean]), std_error=np.array([error]))
+
+
+MEAN = register(EstimatorMethod(
+    "mean", NUMERIC, _mean,
+    summary="the unbiased mean of a mean-only protocol (sr, pm) and its standard error"))
 
 NORM_SUB = register(EstimatorMethod(
     "norm-sub", NUMERIC, _norm_sub, dict(BOOTSTRAP_PARAMETERS),

@@ -104,8 +104,10 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
     """
     protocol, spec = config.protocol, config.estimator
     edges = config.bucket_edges
-    counts = np.asarray(statistic, dtype=np.int64)
+    counts = np.asarray(statistic)
     params = dict(spec.params)
+    if getattr(protocol, "mean_only", False):
+        return _finalize_mean_only(config, statistic, int(n))
     if n == 0:
         nan = float("nan")
         estimate = np.full(config.d, nan)
@@ -123,3 +125,18 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
     return NumericWindowResult(int(n), estimate, edges, stats["mean"], stats["variance"],
                                stats["quantiles"], errors, output)
 
+
+
+def _finalize_mean_only(config: MetricConfig, statistic: np.ndarray, n: int
+                        ) -> NumericWindowResult:
+    """SR / PM: the mean in metric units and its closed-form standard error; no histogram
+    (`estimate` is empty, `quantiles` and `variance` are NaN/empty)."""
+    scale = 0.5 * (config.high - config.low)  # t = 2v − 1 in [−1, 1] -> [low, high]
+    if n == 0:
+        output = EstimatorOutput(np.array([np.nan]), std_error=np.array([np.nan]))
+    else:
+        output = config.estimator.run(statistic, n, config.protocol)
+    mean = config.low + scale * (float(output.estimate[0]) + 1.0)
+    errors = BootstrapErrors(0, np.zeros(0), scale * float(output.std_error[0]), {})
+    return NumericWindowResult(n, np.zeros(0), np.array([config.low, config.high]), mean,
+                               float("nan"), {}, errors, output)

@@ -191,7 +191,9 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
 def _parse_numeric_metric(entry: Mapping, name: str, protocol: str, epsilon: float,
                           fail) -> MetricConfig:
     """A metric of a numeric protocol: numeric domain, NUMERIC estimator that fits it."""
-    low, high, buckets, output_buckets = _parse_numeric_domain(entry.get("domain"), fail)
+    mean_only = getattr(NUMERIC_PROTOCOLS[protocol], "mean_only", False)
+    low, high, buckets, output_buckets = _parse_numeric_domain(entry.get("domain"), fail,
+                                                               needs_buckets=not mean_only)
     if "postprocess" in entry and entry["postprocess"] not in ("none", "base", {"method": "none"}):
         raise fail("postprocess", f"does not apply to numeric protocol {protocol!r} (its "
                                   "estimator returns a distribution); leave it out")
@@ -215,10 +217,15 @@ def _parse_numeric_metric(entry: Mapping, name: str, protocol: str, epsilon: flo
     return config
 
 
-def _parse_numeric_domain(domain: Any, fail) -> tuple[float, float, int, int | None]:
+def _parse_numeric_domain(domain: Any, fail, needs_buckets: bool = True
+                          ) -> tuple[float, float, int, int | None]:
+    """low, high, buckets, output_buckets; a mean-only protocol (sr, pm) needs no buckets."""
     expected = '{"low": L, "high": H, "buckets": B} (optionally "output_buckets")'
-    if not isinstance(domain, Mapping) or not {"low", "high", "buckets"} <= set(domain):
+    required = {"low", "high", "buckets"} if needs_buckets else {"low", "high"}
+    if not isinstance(domain, Mapping) or not required <= set(domain):
         raise fail("domain", f"of a numeric protocol must be {expected}")
+    if not needs_buckets:
+        domain = {"buckets": 2, **domain}
     unknown = sorted(set(domain) - {"low", "high", "buckets", "output_buckets"})
     if unknown:
         raise fail(f"domain.{unknown[0]}", f"is not a numeric domain field ({expected})")

@@ -44,13 +44,14 @@ def format_numeric(record: dict) -> str:
     estimator = record["estimator"]
     lines = [f"{record['metric']}  [{record['window_start']} .. {record['window_end']})  "
              f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  "
-             f"{estimator['method']} ({estimator['iterations']} iterations)"]
+             f"{estimator['method']}"
+             + (f" ({estimator['iterations']} iterations)" if estimator.get("iterations") else "")]
 
     def bar(error):
         return "" if error is None or error != error else f" ± {1.96 * error:.4g}"
     lines.append(f"    {'mean':>12}  {record['mean']:.4g}{bar(record.get('mean_std_error'))}")
     errors = record.get("quantile_std_errors") or {}
-    for level in ("0.1", "0.25", "0.5", "0.75", "0.9"):
+    for level in ("0.1", "0.25", "0.5", "0.75", "0.9") if record.get("quantiles") else ():
         lines.append(f"    {'q' + level:>12}  {record['quantiles'][level]:.4g}"
                      f"{bar(errors.get(level))}")
     return "\n".join(lines)

@@ -61,7 +61,7 @@ def numeric_estimate_record(config, result: NumericWindowResult, window_start: s
         "epsilon": config.epsilon,
         "estimator": config.estimator.record(result.estimator),
         "postprocess": {"method": "none", "params": {}},
-        "labels": config.value_labels,
+        "labels": config.value_labels if len(result.estimate) == config.d else [],
         "estimate": result.estimate.tolist(),
         "unbiased_estimate": None,
         "std_error": errors.buckets.tolist(),

@@ -15,6 +15,7 @@ from ldp_telemetry.ldp.protocols.sue import SUE
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
+from ldp_telemetry.ldp.protocols.mean_mechanisms import PiecewiseMechanism, StochasticRounding
 
 PROTOCOLS: dict[str, type[FrequencyOracle]] = {cls.name: cls for cls in (
     GRR,
@@ -36,6 +37,8 @@ NUMERIC_PROTOCOLS: dict[str, type[NumericProtocol]] = {cls.name: cls for cls in 
     DiscreteSquareWave,
     CfoGrr,
     CfoOlh,
+    StochasticRounding,
+    PiecewiseMechanism,
 )}
 
 
