@@ -130,7 +130,7 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
 def _finalize_mean_only(config: MetricConfig, statistic: np.ndarray, n: int
                         ) -> NumericWindowResult:
     """SR / PM: the mean in metric units and its closed-form standard error; no histogram
-    (`estimate` is empty, `quantiles` and `variance` are NaN/empty)."""
+    (`estimate` and `quantiles` are empty, `variance` is None: not estimated)."""
     scale = 0.5 * (config.high - config.low)  # t = 2v − 1 in [−1, 1] -> [low, high]
     if n == 0:
         output = EstimatorOutput(np.array([np.nan]), std_error=np.array([np.nan]))
@@ -139,4 +139,4 @@ def _finalize_mean_only(config: MetricConfig, statistic: np.ndarray, n: int
     mean = config.low + scale * (float(output.estimate[0]) + 1.0)
     errors = BootstrapErrors(0, np.zeros(0), scale * float(output.std_error[0]), {})
     return NumericWindowResult(n, np.zeros(0), np.array([config.low, config.high]), mean,
-                               float("nan"), {}, errors, output)
+                               None, {}, errors, output)
