@@ -21,7 +21,7 @@ from apache_beam.testing.util import assert_that
 
 from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS
-from ldp_telemetry.ldp.registry import load_registry, parse_registry
+from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.pipelines.estimate import EstimateJob, build_streaming_pipeline, run_job
 from ldp_telemetry.pipelines.simulate import InputError, map_to_domain
 from ldp_telemetry.schemas import load_schema
