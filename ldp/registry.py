@@ -173,7 +173,7 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
         raise fail("postprocess", str(error)) from None
     try:
         estimator = EstimatorSpec.parse(entry.get("estimator", "unbiased"))
-        estimator.check_family(FREQUENCY, protocol)
+        estimator.check_family(PROTOCOLS[protocol].estimator_family, protocol)
     except ValueError as error:
         raise fail("estimator", str(error)) from None
     if estimator.definition.ordinal and labels is not None:

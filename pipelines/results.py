@@ -32,6 +32,9 @@ def format_top(record: dict, k: int = 5) -> str:
     error = np.asarray(record["std_error"])
     top = np.argsort(-estimate, kind="stable")[:k]
     method = record["postprocess"]["method"]
+    estimator = (record.get("estimator") or {}).get("method", "unbiased")
+    if estimator != "unbiased":
+        method = f"{estimator} + {method}"
     lines = [f"{record['metric']}  [{record['window_start']} .. {record['window_end']})  "
              f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  {method}"]
     for i in top.tolist():
