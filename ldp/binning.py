@@ -1,7 +1,7 @@
 """The `norm-sub` NUMERIC estimator of CFO-binning ([Li20] §4.1), and `mean` of SR and PM.
 
 The unbiased support-set estimate of the bucket frequencies, f~ = (c/n − q*)/(p* − q*)
-([Wang20] journal eq. 2), projected onto the probability simplex by Norm-Sub ([Wang20] §3:
+([Wang20] journal eq. 2), projected onto the probability simplex by Norm-Sub ([Wang20] journal §3:
 subtract one constant from every value and clip at 0 so the rest sums to 1).
 """
 from __future__ import annotations

@@ -3,8 +3,8 @@
 The client puts its value in one of B equal buckets and reports the bucket with GRR (`cfo-grr`)
 or OLH (`cfo-olh`) at the full ε; the payload, its validity rule and the server's statistic are
 the frequency oracle's own. The estimator (`norm-sub`) takes the unbiased support-set estimate
-and projects it onto the probability simplex with Norm-Sub ([Wang20] §3), as [Li20] §4.1 does;
-within a bucket the mass is spread uniformly. [Li20] §4.1 chooses GRR or OLH by the lower
+and projects it onto the probability simplex with Norm-Sub ([Wang20] journal §3), as [Li20]
+§4.1 does; within a bucket the mass is spread uniformly. [Li20] §4.1 chooses GRR or OLH by the lower
 variance at ε and d; here the registry names it (`ldp plan` compares them).
 """
 from __future__ import annotations

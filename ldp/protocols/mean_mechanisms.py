@@ -40,6 +40,9 @@ class MeanMechanism(NumericProtocol):
 class StochasticRounding(MeanMechanism):
     name: ClassVar[str] = "sr"
     payload_record: ClassVar[str] = "SrPayload"
+    payload_schema: ClassVar[dict] = {"type": "record", "name": "SrPayload", "fields": [
+        {"name": "up", "type": "boolean",
+         "doc": "Stochastic rounding: true for +1, false for -1."}]}
     payload_rule: ClassVar[str] = "stochastic-rounding reports are a boolean"
     server_cost: ClassVar[str] = "O(n): counts of -1 and +1"
 
@@ -80,6 +83,9 @@ class StochasticRounding(MeanMechanism):
 class PiecewiseMechanism(MeanMechanism):
     name: ClassVar[str] = "pm"
     payload_record: ClassVar[str] = "PmPayload"
+    payload_schema: ClassVar[dict] = {"type": "record", "name": "PmPayload", "fields": [
+        {"name": "y", "type": "double",
+         "doc": "Piecewise Mechanism report in [-s, s]."}]}
     payload_rule: ClassVar[str] = "Piecewise Mechanism report must be a finite number in [-s, s]"
     server_cost: ClassVar[str] = "O(n): sum and sum of squares of the reports"
 

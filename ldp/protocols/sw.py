@@ -61,6 +61,9 @@ def _multinomial(probabilities: np.ndarray, n: int, rng: np.random.Generator, si
 class SquareWave(NumericProtocol):
     name: ClassVar[str] = "sw"
     payload_record: ClassVar[str] = "SwPayload"
+    payload_schema: ClassVar[dict] = {"type": "record", "name": "SwPayload", "fields": [
+        {"name": "y", "type": "double",
+         "doc": "Square Wave report in [-b, 1 + b] (the value mapped onto [0, 1], randomised)."}]}
     payload_rule: ClassVar[str] = "Square Wave report y must be a finite number in [-b, 1 + b]"
     server_cost: ClassVar[str] = "O(n + d̃): histogram of y over d̃ buckets of [-b, 1 + b]"
     estimators: ClassVar[tuple[str, ...]] = ("ems", "em")
@@ -132,6 +135,9 @@ class SquareWave(NumericProtocol):
 class DiscreteSquareWave(NumericProtocol):
     name: ClassVar[str] = "sw-discrete"
     payload_record: ClassVar[str] = "SwDiscretePayload"
+    payload_schema: ClassVar[dict] = {"type": "record", "name": "SwDiscretePayload", "fields": [
+        {"name": "y", "type": "int",
+         "doc": "Discrete Square Wave report in [0, B + 2b)."}]}
     payload_rule: ClassVar[str] = "discrete Square Wave report y must lie in [0, B + 2b)"
     server_cost: ClassVar[str] = "O(n + B): histogram of y"
     estimators: ClassVar[tuple[str, ...]] = ("ems", "em")
