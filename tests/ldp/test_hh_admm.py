@@ -114,7 +114,8 @@ def test_tree_projection_is_the_weighted_least_squares_projection():
     m = tree_matrix(h)
     w = np.repeat(weights, [1, 4, 16]) * np.r_[0.0, np.ones(20)]  # the root is not a target
     y = np.concatenate(targets)
-    kkt = np.block([[m.T @ (w[:, None] * m), np.ones((16, 1))], [np.ones((1, 16)), np.zeros((1, 1))]])
+    kkt = np.block([[m.T @ (w[:, None] * m), np.ones((16, 1))],
+                    [np.ones((1, 16)), np.zeros((1, 1))]])
     leaves = np.linalg.solve(kkt, np.r_[m.T @ (w * y), 1.0])[:16]
     np.testing.assert_allclose(np.concatenate(levels), m @ leaves, atol=1e-12)
 
@@ -140,7 +141,10 @@ def test_admm_output_satisfies_the_constraints_and_solves_eq_2():
     def objective(leaves):
         return 0.5 * np.sum((m[1:] @ leaves - target) ** 2)
 
-    reference = minimize(objective, np.full(16, 1 / 16), jac=lambda l: m[1:].T @ (m[1:] @ l - target),
+    def gradient(leaves):
+        return m[1:].T @ (m[1:] @ leaves - target)
+
+    reference = minimize(objective, np.full(16, 1 / 16), jac=gradient,
                          method="SLSQP", bounds=[(0, None)] * 16,
                          constraints=[{"type": "eq", "fun": lambda l: l.sum() - 1}],
                          options={"ftol": 1e-14, "maxiter": 1000})
