@@ -6,9 +6,10 @@ import json
 
 import fastavro
 import fastavro.read
-from fastavro._read_common import missing_codec_lib
 import numpy as np
 import pytest
+
+import ldp_telemetry.schemas.decompress
 
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.schemas import SCHEMA_DIR, report_schema_json
@@ -179,8 +180,7 @@ def relabel_codec(path, codec):
 @pytest.mark.parametrize("cut", [False, True])
 def test_a_file_of_a_codec_that_cannot_be_read_is_accounted_block_by_block(
         tmp_path, monkeypatch, cut):
-    monkeypatch.setitem(fastavro.read.BLOCK_READERS, "snappy",
-                        missing_codec_lib("snappy", "cramjam"))
+    monkeypatch.setitem(ldp_telemetry.schemas.decompress._LIBRARIES, "snappy", ("cramjam", None))
     path = tmp_path / "r.avro"
     write_blocks(path, [[good(i, "g") for i in range(k * 100, k * 100 + 100)] for k in range(3)],
                  codec="snappy")
@@ -272,10 +272,11 @@ def test_non_avro_file(tmp_path, content):
 
 
 def test_a_file_that_cannot_be_opened_is_one_dead_letter(tmp_path):
-    for path in (tmp_path / "missing.avro", tmp_path):  # no such file; a directory
+    for path, reason, words in ((tmp_path / "missing.avro", Reason.UNDECODABLE, "cannot open"),
+                                (tmp_path, Reason.NOT_A_REGULAR_FILE, "a directory")):
         decoder, batches, letters = decode(path)
         [letter] = letters
-        assert letter.reason == Reason.UNDECODABLE and "cannot open" in letter.detail
+        assert letter.reason == reason and words in letter.detail
         assert (batches, letter.records, decoder.records_read) == ([], 1, 1)
 
 

@@ -110,7 +110,7 @@ def adversarial_inputs(root):
     assert len(files) == 9
     (root / "a_directory").mkdir()
     files += [str(root / "a_directory"), str(root / "gone.avro")]  # matched, then not readable
-    add(2, undecodable=2)
+    add(2, undecodable=1, not_a_regular_file=1)
     return files, expected
 
 
