@@ -12,6 +12,7 @@ for the caller's sinks; the job's WindowSpec says which panes (early, on-time, l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from ldp_telemetry.ldp.registry import Registry, load_registry
 from ldp_telemetry.runners import make_runner
+from ldp_telemetry.schemas.limits import HELP as LIMITS_HELP, DecodeLimits
 from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn
 from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
                              expand_file_patterns)
@@ -38,6 +40,7 @@ class EstimateJob:
     files: tuple[str, ...]
     output: str
     windows: WindowSpec
+    limits: DecodeLimits = DecodeLimits()
 
 
 def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
@@ -52,7 +55,8 @@ def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
     read = (pipeline
             | "ListFiles" >> beam.Create(list(job.files))
             | "ReadReports" >> ReadReportBatches(job.registry, job.windows.slice_ms,
-                                                slice_offset_ms=job.windows.slice_offset_ms))
+                                                slice_offset_ms=job.windows.slice_offset_ms,
+                                                limits=job.limits))
     streaming = pipeline.options.view_as(StandardOptions).streaming
     estimates, dead_letters = _estimate(read, job, streaming)
     estimates | "WriteEstimates" >> WriteRecords(job.output, "estimates", "window_estimate")
@@ -108,6 +112,15 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--early-every", type=float, default=None, metavar="SECONDS",
                         help="streaming sources: an EARLY pane SECONDS of processing time after "
                              "new reports enter a window (default: none)")
+    add_limit_arguments(parser)
+
+
+def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per reader limit (`DecodeLimits`): --max-block-bytes and so on."""
+    for field in dataclasses.fields(DecodeLimits):
+        parser.add_argument("--" + field.name.replace("_", "-"), type=int, default=field.default,
+                            metavar="N", help=f"{LIMITS_HELP[field.name]} "
+                                              f"(default {field.default})")
 
 
 def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
@@ -116,7 +129,9 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
     windows = WindowSpec.from_seconds(args.window, args.period, args.allowed_lateness,
                                       args.early_every, args.window_offset)
     files = expand_file_patterns(args.input)
-    return EstimateJob(registry, tuple(files), args.output, windows)
+    limits = DecodeLimits(**{field.name: getattr(args, field.name)
+                             for field in dataclasses.fields(DecodeLimits)})
+    return EstimateJob(registry, tuple(files), args.output, windows, limits)
 
 
 def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str, int]:

@@ -27,6 +27,11 @@ except ImportError:
     lz4 = None
 
 
+# Memory a codec may use besides its output (its window or dictionary, which a stream states):
+# enough for every preset of xz (64 MiB dictionary at -9) and zstandard's default window limit.
+CODEC_MEMORY_LIMIT = 128 << 20
+
+
 class CorruptBlock(ValueError):
     """A block's data is not valid data of its codec."""
 
@@ -120,7 +125,8 @@ def _snappy(data: bytes, limit: int) -> bytes:
 
 def _zstandard(data: bytes, limit: int) -> bytes:
     try:
-        with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True) as reader:
+        decompressor = zstandard.ZstdDecompressor(max_window_size=CODEC_MEMORY_LIMIT)
+        with decompressor.stream_reader(data, read_across_frames=True) as reader:
             out = bytearray()
             while len(out) <= limit:
                 piece = reader.read(limit + 1 - len(out))
@@ -150,7 +156,8 @@ _DECOMPRESSORS = {
     "null": _null,
     "deflate": _streamed(_RawDeflate, (zlib.error,)),
     "bzip2": _streamed(bz2.BZ2Decompressor, (OSError, EOFError)),
-    "xz": _streamed(lzma.LZMADecompressor, (lzma.LZMAError, EOFError)),
+    "xz": _streamed(lambda: lzma.LZMADecompressor(memlimit=CODEC_MEMORY_LIMIT),
+                    (lzma.LZMAError, EOFError)),
     "snappy": _snappy,
     "zstandard": _zstandard,
     "lz4": _lz4,

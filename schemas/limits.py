@@ -39,8 +39,24 @@ class DecodeLimits:
         for field in fields(self):
             value = getattr(self, field.name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{field.name} must be a positive integer, got {value!r}")
+                raise ValueError(f"--{field.name.replace('_', '-')} must be a positive integer, "
+                                 f"got {value!r}")
         if self.max_record_bytes > self.max_block_bytes:
-            raise ValueError(f"max_record_bytes ({self.max_record_bytes}) cannot exceed "
-                             f"max_block_bytes ({self.max_block_bytes}): a record is inside "
+            raise ValueError(f"--max-record-bytes ({self.max_record_bytes}) cannot exceed "
+                             f"--max-block-bytes ({self.max_block_bytes}): a record is inside "
                              f"a block")
+
+
+HELP = {
+    "max_block_bytes": "largest Avro block, bytes, as stored and once decompressed; a larger "
+                       "block is a dead letter, refused while decompressing",
+    "max_block_records": "most records an Avro block may announce; a block announcing more is "
+                         "a dead letter",
+    "max_record_bytes": "largest encoded report, bytes; a larger one is a dead letter",
+    "max_metric_name_chars": "longest metric name in a report, characters; a report with a "
+                             "longer one is a dead letter",
+    "max_dead_letter_report_chars": "longest report text stored in a dead letter; a longer one "
+                                    "is cut, its encoded size kept",
+    "max_header_bytes": "longest Avro file header (writer schema included), bytes; a file with "
+                        "a longer one is a dead letter",
+}
