@@ -62,6 +62,7 @@ CHUNK_RECORDS = 65_536
 EVENT_TIME_MIN_MS = 0
 EVENT_TIME_END_MS = 7_258_118_400_000
 _NAME_IN_DETAIL_CHARS = 100
+_SCHEMAS_KEPT = 16  # writer schemas whose check and record decoder a ReportDecoder keeps
 
 
 def report_as_json(record: dict, limit: int | None = None) -> str:
@@ -107,6 +108,8 @@ class ReportDecoder:
         self.chunk_records = chunk_records
         self.limits = limits
         self.records_read = 0
+        self._schemas: dict[str, tuple[str | None, BlockRecords | None]] = {}
+        self._block_records: BlockRecords | None = None  # of the file being decoded
 
     def decode_file(self, path: str, opener=open_report_file
                     ) -> Iterator[ReportBatch | DeadLetter]:
@@ -144,10 +147,9 @@ class ReportDecoder:
             yield self._letter(source, Reason.UNDECODABLE, f"not a readable Avro file: {error}")
             return
         container = Container(handle, header, self.limits)
-        problem, reason = schema_problem(header.schema), Reason.INCOMPATIBLE_SCHEMA
-        if problem is not None:
-            problem = f"the writer schema is not a report schema: {problem}"
-        else:
+        problem, block_records = self._schema(header)
+        reason = Reason.INCOMPATIBLE_SCHEMA
+        if problem is None:
             problem, reason = codec_problem(header.codec), Reason.UNDECODABLE
         if problem is not None:
             for lost in container.undecoded(problem, reason):
@@ -155,91 +157,101 @@ class ReportDecoder:
                 yield self._letter(source, lost.reason, lost.detail, lost.records)
             return
         blocks = container.blocks()
-        block_records = BlockRecords(header.schema)
         finished = False
         while not finished:
             with decoding_switches():
-                chunk, sizes, letters, finished = self._read_chunk(blocks, block_records, source)
-                outputs = list(self.decode_records(chunk, source, sizes)) if chunk else []
+                self._block_records = block_records
+                chunk, letters, finished = self._read_chunk(blocks, source)
+                outputs = list(self.decode_records(chunk, source)) if chunk else []
+                self._block_records = None
             yield from letters
             yield from outputs
 
-    def _read_chunk(self, blocks: Iterator[Block | Lost], block_records: BlockRecords,
-                    source: str) -> tuple[list[dict], list[int], list[DeadLetter], bool]:
-        """Whole blocks until about `chunk_records` records: (records, their sizes in bytes,
-        dead letters, at the end of the file?)."""
+    def _schema(self, header) -> tuple[str | None, BlockRecords | None]:
+        """(why the writer schema holds no reports, or None; its record decoder), kept per
+        schema text: files of one writer share them."""
+        if header.schema_text not in self._schemas:
+            if len(self._schemas) >= _SCHEMAS_KEPT:
+                self._schemas.clear()
+            problem = schema_problem(header.schema)
+            self._schemas[header.schema_text] = (
+                (f"the writer schema is not a report schema: {problem}", None)
+                if problem is not None else (None, BlockRecords(header.schema)))
+        return self._schemas[header.schema_text]
+
+    def _read_chunk(self, blocks: Iterator[Block | Lost], source: str
+                    ) -> tuple[list[dict], list[DeadLetter], bool]:
+        """Whole blocks until about `chunk_records` records: (records, dead letters, at end?)."""
         chunk: list[dict] = []
-        sizes: list[int] = []
         letters: list[DeadLetter] = []
         max_record = self.limits.max_record_bytes
         while len(chunk) < self.chunk_records:
             block = next(blocks, None)
             if block is None:
-                return chunk, sizes, letters, True
+                return chunk, letters, True
             self.records_read += block.records
             if isinstance(block, Lost):
                 letters.append(self._letter(source, block.reason, block.detail, block.records))
                 continue
+            may_hold_large = len(block.data) > max_record
             try:
-                records, record_sizes = block_records.decode(block.records, block.data)
+                records, sizes = self._block_records.decode(block.records, block.data,
+                                                            sizes=may_hold_large)
             except CorruptBlock as error:
                 letters.append(self._letter(
-                    source, Reason.UNDECODABLE, f"block of {block.records} records failed to decode "
-                    f"(at byte {block.offset}): {error}", block.records))
+                    source, Reason.UNDECODABLE, f"block of {block.records} records failed to "
+                    f"decode (at byte {block.offset}): {error}", block.records))
                 continue
-            if len(block.data) > max_record and max(record_sizes) > max_record:
-                for record, size in zip(records, record_sizes):
+            if may_hold_large and max(sizes) > max_record:
+                for record, size in zip(records, sizes):
                     if size > max_record:
                         letters.append(self._letter(
                             source, Reason.RECORD_TOO_LARGE, f"a record of {size} bytes, more "
                             f"than --max-record-bytes {max_record}", record=record, size=size))
-                kept = [i for i, size in enumerate(record_sizes) if size <= max_record]
-                records = [records[i] for i in kept]
-                record_sizes = [record_sizes[i] for i in kept]
+                records = [record for record, size in zip(records, sizes) if size <= max_record]
             chunk.extend(records)
-            sizes.extend(record_sizes)
-        return chunk, sizes, letters, False
+        return chunk, letters, False
 
-    def decode_records(self, records: list[dict], source: str, sizes: list[int] | None = None
+    def decode_records(self, records: list[dict], source: str
                        ) -> Iterator[ReportBatch | DeadLetter]:
         """Validate decoded report records and split the valid ones by (metric, slice).
 
-        `sizes` are the records' encoded sizes in bytes (kept in their dead letters). The
-        records are already counted in `records_read`; their dead letters are not counted again.
+        The records are already counted in `records_read`; their dead letters are not counted
+        again.
         """
-        if sizes is None:
-            sizes = [None] * len(records)
         names = [r["metric"] for r in records]
         distinct = set(names)
         if len(distinct) == 1:
-            yield from self._decode_metric(names[0], records, sizes, source)
+            yield from self._decode_metric(names[0], records, source)
             return
         code_of = {name: code for code, name in enumerate(distinct)}
         codes = np.array([code_of[name] for name in names], dtype=np.intp)
         for name, code in code_of.items():
             rows = np.flatnonzero(codes == code).tolist()
-            yield from self._decode_metric(name, [records[i] for i in rows],
-                                           [sizes[i] for i in rows], source)
+            yield from self._decode_metric(name, [records[i] for i in rows], source)
 
-    def _record_letter(self, source: str, reason: str, detail: str, record: dict, size
+    def _record_letter(self, source: str, reason: str, detail: str, record: dict
                        ) -> DeadLetter:
+        size = None
+        if self._block_records is not None:
+            size = self._block_records.encoded_size(record)
         return self._letter(source, reason, detail, record=record, size=size)
 
-    def _decode_metric(self, metric: str, records: list[dict], sizes: list, source: str
+    def _decode_metric(self, metric: str, records: list[dict], source: str
                        ) -> Iterator[ReportBatch | DeadLetter]:
         shown = repr(clip(metric, _NAME_IN_DETAIL_CHARS))
         if len(metric) > self.limits.max_metric_name_chars:
-            for record, size in zip(records, sizes):
+            for record in records:
                 yield self._record_letter(
                     source, Reason.METRIC_NAME_TOO_LONG,
                     f"metric name of {len(metric)} characters, more than "
                     f"--max-metric-name-chars {self.limits.max_metric_name_chars}: {shown}",
-                    record, size)
+                    record)
             return
         if metric not in self.registry:
-            for record, size in zip(records, sizes):
+            for record in records:
                 yield self._record_letter(source, Reason.UNKNOWN_METRIC,
-                                          f"metric {shown} is not in the registry", record, size)
+                                          f"metric {shown} is not in the registry", record)
             return
         protocol = self.registry[metric].protocol
         branch = payload_branch(protocol)
@@ -249,9 +261,8 @@ class ReportDecoder:
             for i in np.flatnonzero(wrong).tolist():
                 yield self._record_letter(
                     source, Reason.PROTOCOL_MISMATCH, f"metric {shown} uses {protocol.name} "
-                    f"but the payload is {records[i]['payload'][0]}", records[i], sizes[i])
-            keep = np.flatnonzero(~wrong).tolist()
-            records, sizes = [records[i] for i in keep], [sizes[i] for i in keep]
+                    f"but the payload is {records[i]['payload'][0]}", records[i])
+            records = [r for r, bad in zip(records, wrong.tolist()) if not bad]
         columns, invalid = protocol.payloads_from_avro([r["payload"][1] for r in records])
         times = np.array([r["event_time"] for r in records], dtype=np.int64)
         untimely = (times < EVENT_TIME_MIN_MS) | (times >= EVENT_TIME_END_MS)
@@ -259,12 +270,12 @@ class ReportDecoder:
             for i in np.flatnonzero(invalid).tolist():
                 yield self._record_letter(source, Reason.INVALID_PAYLOAD,
                                           f"metric {shown}: {protocol.payload_rule}",
-                                          records[i], sizes[i])
+                                          records[i])
             for i in np.flatnonzero(untimely & ~invalid).tolist():
                 yield self._record_letter(
                     source, Reason.INVALID_EVENT_TIME, f"event time {times[i]} ms since the "
                     f"epoch is outside [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)",
-                    records[i], sizes[i])
+                    records[i])
             keep = ~(invalid | untimely)
             columns = {name: column[keep] for name, column in columns.items()}
             times = times[keep]

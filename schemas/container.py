@@ -53,8 +53,10 @@ class NotAContainer(Exception):
 
 @dataclass(frozen=True)
 class Header:
-    """A container file's header: writer schema (parsed JSON), codec, sync marker, length."""
+    """A container file's header: writer schema (its JSON text, parsed), codec, sync marker,
+    length."""
 
+    schema_text: str
     schema: object
     codec: str
     sync: bytes
@@ -94,7 +96,8 @@ def read_header(handle, limits: DecodeLimits) -> Header:
         meta = header["meta"]
         if "avro.schema" not in meta:
             raise NotAContainer("its header has no writer schema ('avro.schema')")
-        schema = json.loads(meta["avro.schema"].decode("utf-8"))
+        schema_text = meta["avro.schema"].decode("utf-8")
+        schema = json.loads(schema_text)
         codec = meta.get("avro.codec", b"null").decode("utf-8")
     except RecursionError:  # json.loads of a schema nested thousands deep
         raise NotAContainer("its writer schema is nested too deeply") from None
@@ -104,7 +107,7 @@ def read_header(handle, limits: DecodeLimits) -> Header:
             detail += (f" (or its header is longer than --max-header-bytes "
                        f"{limits.max_header_bytes})")
         raise NotAContainer(f"its header cannot be read: {detail}") from None
-    return Header(schema, codec, header["sync"], handle.tell())
+    return Header(schema_text, schema, codec, header["sync"], handle.tell())
 
 
 class _Bounded:

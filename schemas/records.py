@@ -31,28 +31,39 @@ class BlockRecords:
         self._feed = _Feed(header.getvalue())
         self._reader = fastavro.block_reader(self._feed, return_record_name=True)
 
-    def decode(self, records: int, data: bytes) -> tuple[list[dict], list[int]]:
-        """The `records` records of a block's decompressed `data`, and each one's size in bytes.
+    def decode(self, records: int, data: bytes, sizes: bool = False
+               ) -> tuple[list[dict], list[int] | None]:
+        """The `records` records of a block's decompressed `data`, and with `sizes` each one's
+        size in bytes (None without: decoding runs at fastavro's own pace).
 
         Raises CorruptBlock when they fail to decode or do not end exactly at the end of `data`.
         """
         self._feed.put(_long(records) + _long(len(data)), data, _SYNC)
         block = next(self._reader)
         stream = block.bytes_  # the block's data, as fastavro reads it
-        decoded, sizes, position = [], [], 0
+        decoded, record_sizes = [], None
         try:
-            for record in block:
-                end = stream.tell()
-                decoded.append(record)
-                sizes.append(end - position)
-                position = end
+            if sizes:
+                record_sizes, position = [], 0
+                for record in block:
+                    decoded.append(record)
+                    record_sizes.append(stream.tell() - position)
+                    position += record_sizes[-1]
+            else:
+                decoded.extend(block)
         except FASTAVRO_DATA_ERRORS as error:
-            raise CorruptBlock(f"record {len(decoded) + 1} of {records} fails to decode at byte "
-                               f"{position}: {type(error).__name__}: {error}") from None
-        if position != len(data):
-            raise CorruptBlock(f"its {records} records end at byte {position} of its {len(data)}: "
-                               f"its record count or data is damaged")
-        return decoded, sizes
+            raise CorruptBlock(f"record {len(decoded) + 1} of {records} fails to decode (byte "
+                               f"{stream.tell()}): {type(error).__name__}: {error}") from None
+        if stream.tell() != len(data):
+            raise CorruptBlock(f"its {records} records end at byte {stream.tell()} of its "
+                               f"{len(data)}: its record count or data is damaged")
+        return decoded, record_sizes
+
+    def encoded_size(self, record: dict) -> int:
+        """Size in bytes of a decoded record encoded again (as every standard writer stores it)."""
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, self._reader.writer_schema, record)
+        return buffer.tell()
 
 
 class _Feed:

@@ -9,8 +9,12 @@ from ldp_telemetry.schemas import load_schema, payload_branch
 
 
 def write_reports(path: str, metric: str, protocol: FrequencyOracle, report_ids: np.ndarray,
-                  event_times_ms: np.ndarray, columns: Columns, codec: str = "null") -> int:
-    """Write one metric's reports to an Avro file; returns the number written."""
+                  event_times_ms: np.ndarray, columns: Columns, codec: str = "null",
+                  block_bytes: int = 16_000) -> int:
+    """Write one metric's reports to an Avro file; returns the number written.
+
+    A block is closed once it holds about `block_bytes` bytes of encoded reports.
+    """
     branch = payload_branch(protocol)
     records = (
         {"report_id": rid, "metric": metric, "event_time": t, "payload": (branch, payload)}
@@ -18,5 +22,6 @@ def write_reports(path: str, metric: str, protocol: FrequencyOracle, report_ids:
                                    np.asarray(event_times_ms).tolist(),
                                    protocol.payloads_to_avro(columns)))
     with open(path, "wb") as out:
-        fastavro.writer(out, load_schema("report"), records, codec=codec)
+        fastavro.writer(out, load_schema("report"), records, codec=codec,
+                        sync_interval=block_bytes)
     return len(report_ids)
