@@ -42,7 +42,7 @@ from ldp_telemetry.ldp.protocols.base import Columns
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.schemas import payload_branch
 from ldp_telemetry.schemas.batches import MAX_DETAIL_CHARS, DeadLetter, Reason, ReportBatch, clip
-from ldp_telemetry.schemas.compatibility import schema_problem
+from ldp_telemetry.schemas.compatibility import check_writer_schema
 from ldp_telemetry.schemas.container import Block, Container, Lost, NotAContainer, read_header
 from ldp_telemetry.schemas.decompress import CorruptBlock, codec_problem
 from ldp_telemetry.schemas.files import RefusedInput, open_report_file
@@ -173,19 +173,26 @@ class ReportDecoder:
         if header.schema_text not in self._schemas:
             if len(self._schemas) >= _SCHEMAS_KEPT:
                 self._schemas.clear()
-            problem = schema_problem(header.schema)
+            verdict = check_writer_schema(header.schema)
             self._schemas[header.schema_text] = (
-                (f"the writer schema is not a report schema: {problem}", None)
-                if problem is not None else (None, BlockRecords(header.schema)))
+                (f"the writer schema is not a report schema: {verdict.problem}", None)
+                if verdict.problem is not None else (None, BlockRecords(verdict.canonical)))
         return self._schemas[header.schema_text]
 
     def _read_chunk(self, blocks: Iterator[Block | Lost], source: str
                     ) -> tuple[list[dict], list[DeadLetter], bool]:
-        """Whole blocks until about `chunk_records` records: (records, dead letters, at end?)."""
+        """Whole blocks until about `chunk_records` records, `max_block_bytes` bytes of data or
+        `chunk_records` dead letters, whichever comes first: (records, dead letters, at end?).
+
+        The last two bound a chunk's memory whatever its blocks hold (huge records, or millions
+        of damaged blocks of a few bytes each).
+        """
         chunk: list[dict] = []
         letters: list[DeadLetter] = []
         max_record = self.limits.max_record_bytes
-        while len(chunk) < self.chunk_records:
+        data_bytes = 0
+        while (len(chunk) < self.chunk_records and len(letters) < self.chunk_records
+               and data_bytes < self.limits.max_block_bytes):
             block = next(blocks, None)
             if block is None:
                 return chunk, letters, True
@@ -193,6 +200,7 @@ class ReportDecoder:
             if isinstance(block, Lost):
                 letters.append(self._letter(source, block.reason, block.detail, block.records))
                 continue
+            data_bytes += len(block.data)
             may_hold_large = len(block.data) > max_record
             try:
                 records, sizes = self._block_records.decode(block.records, block.data,

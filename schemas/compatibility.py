@@ -1,120 +1,148 @@
-"""Whether a file's writer schema holds reports: checked once per file, on the schema's JSON.
+"""Whether a file's writer schema holds reports: checked once per schema, on the header's JSON.
 
-The check runs on the JSON text of the header, before fastavro parses it: any JSON value is
-accepted as input (a hostile header can hold anything), and only a schema shaped like the report
-schema is ever handed to fastavro.
+The check runs on the JSON of the header before fastavro sees it: any JSON value is accepted
+as input (a hostile header can hold anything). A schema that holds reports is then handed to
+fastavro only in its canonical form (`WriterSchema.canonical`): the types, names, logical types
+and the writer's field and branch order, nothing else, so that no other key of a header (a
+namespace, alias, default or doc of an unexpected type) ever reaches fastavro's parser.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 
-from ldp_telemetry.schemas import SCHEMA_DIR
+from ldp_telemetry.schemas import NAMESPACE, SCHEMA_DIR
 
 _PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 _MAX_DEPTH = 8  # the report schema nests 4 deep (record, union, record, array)
+_TOP_LEVEL_NAME = f"{NAMESPACE}.Report"
 
 
-def schema_problem(schema) -> str | None:
-    """Why a writer schema (parsed JSON) does not hold reports; None if it does.
+@dataclass(frozen=True)
+class WriterSchema:
+    """The verdict on a writer schema: why it does not hold reports (`problem`), or, when it
+    does, the canonical schema to decode its records with."""
 
-    It must be a record with exactly the fields of the report schema: report_id (long), metric
-    (string), event_time (long, timestamp-millis) and payload, a union of payload records of the
-    report schema (all of them or some, in any order), each by its full name and with the same
-    fields. Decoding each record against a reader schema instead would halve the decode rate.
+    problem: str | None
+    canonical: dict | None = None
+
+
+def check_writer_schema(schema) -> WriterSchema:
+    """Check a writer schema (parsed JSON, any value) against the report schema.
+
+    It must be a record with exactly the fields of the report schema, in any order:
+    report_id (long), metric (string), event_time (long, timestamp-millis) and payload, a union
+    of payload records of the report schema (all of them or some, each once, in any order),
+    each by its full name and with the same fields. Decoding each record against a reader
+    schema instead would halve the decode rate.
     """
     expected = _report_shapes()
     if not isinstance(schema, dict) or schema.get("type") != "record":
-        return "not a record"
-    fields = _fields(schema)
-    if fields is None:
-        return "its fields are not a list of named fields"
-    namespace = _namespace(schema, "")
-    types = {name: field.get("type") for name, field in fields.items()}
+        return WriterSchema("not a record")
+    canonical = _canonical(schema, "", 0)
+    if canonical is None:
+        return WriterSchema("it is not a well-formed Avro schema of records, unions, arrays and "
+                            "primitive types")
+    types = {field["name"]: field["type"] for field in canonical["fields"]}
     if types.keys() != expected.keys():
-        return f"fields {sorted(types)}, expected {sorted(expected)}"
+        return WriterSchema(f"fields {_clip(sorted(types))}, expected {sorted(expected)}")
     for name in ("report_id", "metric", "event_time"):
-        if _shape(types[name], namespace) != expected[name]:
-            return f"field {name!r} is {_clip(json.dumps(types[name]))}, expected {expected[name]}"
+        if _shape(types[name]) != expected[name]:
+            return WriterSchema(f"field {name!r} is {_clip(types[name])}, expected "
+                                f"{expected[name]}")
     if not isinstance(types["payload"], list):
-        return "field 'payload' is not a union of payload records"
+        return WriterSchema("field 'payload' is not a union of payload records")
+    seen = set()
     for branch in types["payload"]:
-        if _shape(branch, namespace) not in expected["payload"]:
-            name = branch.get("name") if isinstance(branch, dict) else branch
-            return (f"payload branch {_clip(json.dumps(name))} is not a payload record of the "
-                    f"report schema")
-    return None
+        name = branch.get("name") if isinstance(branch, dict) else branch
+        if _shape(branch) not in expected["payload"]:
+            return WriterSchema(f"payload branch {_clip(name)} is not a payload record of the "
+                                f"report schema")
+        if name in seen:
+            return WriterSchema(f"payload branch {_clip(name)} appears twice")
+        seen.add(name)
+    return WriterSchema(None, {**canonical, "name": _TOP_LEVEL_NAME})
+
+
+def schema_problem(schema) -> str | None:
+    """Why a writer schema does not hold reports; None if it does."""
+    return check_writer_schema(schema).problem
 
 
 @lru_cache(maxsize=None)
 def _report_shapes() -> dict:
     with open(SCHEMA_DIR / "report.avsc", encoding="utf-8") as handle:
-        schema = json.load(handle)
-    namespace = _namespace(schema, "")
-    shapes = {name: _shape(field["type"], namespace) for name, field in _fields(schema).items()}
+        canonical = _canonical(json.load(handle), "", 0)
+    shapes = {field["name"]: _shape(field["type"]) for field in canonical["fields"]}
     shapes["payload"] = frozenset(shapes["payload"])
     return shapes
 
 
-def _fields(record: dict) -> dict | None:
-    fields = record.get("fields")
-    if not isinstance(fields, list) or not all(
-            isinstance(f, dict) and isinstance(f.get("name"), str) for f in fields):
-        return None
-    named = {field["name"]: field for field in fields}
-    return named if len(named) == len(fields) else None
-
-
-def _namespace(named: dict, enclosing: str) -> str:
-    """The namespace a named type defines for what it encloses (Avro spec: Names)."""
-    name = named.get("name")
-    if isinstance(name, str) and "." in name:
-        return name.rsplit(".", 1)[0]
-    namespace = named.get("namespace", enclosing)
-    return namespace if isinstance(namespace, str) else enclosing
-
-
-def _full_name(named: dict, enclosing: str) -> str | None:
-    name = named.get("name")
-    if not isinstance(name, str):
-        return None
-    if "." in name:
-        return name
-    namespace = _namespace(named, enclosing)
-    return f"{namespace}.{name}" if namespace else name
-
-
-def _shape(schema, namespace: str, depth: int = 0):
-    """What decoding depends on in a schema's JSON: types, logical types, record names, fields.
-
-    None for anything the report schema cannot contain (including nesting deeper than it).
-    """
+def _canonical(schema, namespace: str, depth: int):
+    """The schema with only what decoding depends on, names made full; None for anything the
+    report schema cannot contain (named references, maps, enums, fixed, deeper nesting)."""
     if depth > _MAX_DEPTH:
         return None
     if isinstance(schema, str):
-        return schema
+        return schema if schema in _PRIMITIVES else None
     if isinstance(schema, list):
-        return tuple(_shape(branch, namespace, depth + 1) for branch in schema)
+        branches = [_canonical(branch, namespace, depth + 1) for branch in schema]
+        return None if any(branch is None for branch in branches) else branches
     if not isinstance(schema, dict):
         return None
     kind = schema.get("type")
     if kind == "record":
-        fields, name = _fields(schema), _full_name(schema, namespace)
-        if fields is None or name is None:
+        name, inner = _full_name(schema, namespace)
+        fields = schema.get("fields")
+        if name is None or not isinstance(fields, list):
             return None
-        inner = _namespace(schema, namespace)
-        return ("record", name, tuple(sorted(
-            ((field_name, _shape(field.get("type"), inner, depth + 1))
-             for field_name, field in fields.items()), key=lambda pair: pair[0])))
+        canonical_fields = []
+        for field in fields:
+            if not isinstance(field, dict) or not isinstance(field.get("name"), str):
+                return None
+            field_type = _canonical(field.get("type"), inner, depth + 1)
+            if field_type is None:
+                return None
+            canonical_fields.append({"name": field["name"], "type": field_type})
+        if len({field["name"] for field in canonical_fields}) != len(canonical_fields):
+            return None
+        return {"type": "record", "name": name, "fields": canonical_fields}
     if kind == "array":
-        return ("array", _shape(schema.get("items"), namespace, depth + 1))
+        items = _canonical(schema.get("items"), namespace, depth + 1)
+        return None if items is None else {"type": "array", "items": items}
     if kind in _PRIMITIVES:
         logical = schema.get("logicalType")
         if logical is None:
             return kind
-        return f"{kind} ({logical})" if isinstance(logical, str) else None
+        return {"type": kind, "logicalType": logical} if isinstance(logical, str) else None
     return None
 
 
-def _clip(text: str, limit: int = 200) -> str:
+def _full_name(named: dict, enclosing: str) -> tuple[str | None, str]:
+    """(full name, namespace for what it encloses) of a named type (Avro spec: Names)."""
+    name, namespace = named.get("name"), named.get("namespace", enclosing)
+    if not isinstance(name, str) or not name or not isinstance(namespace, str):
+        return None, enclosing
+    if "." in name:
+        return name, name.rsplit(".", 1)[0]
+    return (f"{namespace}.{name}" if namespace else name), namespace
+
+
+def _shape(canonical):
+    """A canonical schema as a hashable value, record fields in name order."""
+    if isinstance(canonical, str):
+        return canonical
+    if isinstance(canonical, list):
+        return tuple(_shape(branch) for branch in canonical)
+    if canonical["type"] == "record":
+        return ("record", canonical["name"], tuple(sorted(
+            (field["name"], _shape(field["type"])) for field in canonical["fields"])))
+    if canonical["type"] == "array":
+        return ("array", _shape(canonical["items"]))
+    return f"{canonical['type']} ({canonical['logicalType']})"
+
+
+def _clip(value, limit: int = 200) -> str:
+    text = json.dumps(value)
     return text if len(text) <= limit else text[:limit] + "…"

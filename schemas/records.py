@@ -21,7 +21,8 @@ _SYNC = bytes(SYNC_SIZE)
 
 
 class BlockRecords:
-    """Decodes blocks of records of one writer schema (its JSON, checked to be a report schema)."""
+    """Decodes blocks of records of one writer schema (canonical JSON of a report schema, see
+    `ldp_telemetry.schemas.compatibility`)."""
 
     def __init__(self, schema):
         header = io.BytesIO()

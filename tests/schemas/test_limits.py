@@ -18,6 +18,7 @@ from ldp_telemetry.pipelines.estimate import add_job_arguments, job_from_argumen
 from ldp_telemetry.schemas import load_schema, report_schema_json
 from ldp_telemetry.schemas.batches import CUT_MARK, DeadLetter, Reason, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
+from ldp_telemetry.schemas.container import Container
 from ldp_telemetry.schemas.decompress import codec_problem
 from ldp_telemetry.schemas.limits import MIB, DecodeLimits
 from ldp_telemetry.transforms.read import ReadReportBatches
@@ -216,3 +217,40 @@ def test_each_limit_has_a_job_flag(tmp_path):
         1000, 20, 500, 30, 100, 5000)
     with pytest.raises(ValueError, match="--max-block-records must be a positive integer"):
         job_from_arguments(parser.parse_args(common + ["--max-block-records", "0"]))
+
+
+def test_a_chunk_is_bounded_by_its_dead_letters_and_bytes(tmp_path, monkeypatch):
+    """Thousands of damaged blocks of a few bytes, or blocks of big records: the decoder hands
+    them out chunk by chunk instead of gathering a whole file first."""
+    walked = []
+    real_blocks = Container.blocks
+
+    def counted_blocks(self):
+        for block in real_blocks(self):
+            walked.append(block)
+            yield block
+    monkeypatch.setattr(Container, "blocks", counted_blocks)
+
+    def blocks_walked_before_the_first_output(decoder, path):
+        items = decoder.decode_file(str(path))
+        next(items)
+        before = len(walked)
+        rest = list(items)
+        return before, rest
+
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[good(0, "g")]])
+    header, [(_, data)], sync = split_container(path.read_bytes())
+    path.write_bytes(join_container(header, [(-5, data)] * 5000 + [(1, data)], sync))
+    decoder = ReportDecoder(REGISTRY, HOUR, chunk_records=100)
+    before, _ = blocks_walked_before_the_first_output(decoder, path)
+    assert before == 100 and len(walked) == 5001
+    assert decoder.records_read == 5 * 5000 + 1
+
+    walked.clear()
+    limits = DecodeLimits(max_block_bytes=8192, max_record_bytes=1024)
+    write_blocks(path, [[good(i, "o") for i in range(k * 100, k * 100 + 100)] for k in range(40)])
+    block_bytes = len(split_container(path.read_bytes())[1][0][1])
+    decoder = ReportDecoder(REGISTRY, HOUR, limits=limits)
+    before, _ = blocks_walked_before_the_first_output(decoder, path)
+    assert 8192 // block_bytes <= before <= 8192 // block_bytes + 2 and decoder.records_read == 4000
