@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
-from ldp_telemetry.ldp.estimators import FREQUENCY, EstimatorSpec
+from ldp_telemetry.ldp.estimators import EstimatorSpec
 from ldp_telemetry.ldp.planner import recommend
 from ldp_telemetry.ldp.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.protocols import PROTOCOLS, FrequencyOracle, make_protocol
@@ -136,7 +136,7 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
         raise fail("postprocess", str(error)) from None
     try:
         estimator = EstimatorSpec.parse(entry.get("estimator", "unbiased"))
-        estimator.check_family(FREQUENCY, protocol)
+        estimator.check_family(PROTOCOLS[protocol].estimator_family, protocol)
     except ValueError as error:
         raise fail("estimator", str(error)) from None
     if estimator.definition.ordinal and labels is not None:

@@ -28,6 +28,7 @@ from ldp_telemetry.schemas.limits import HELP as LIMITS_HELP, DecodeLimits
 from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn
 from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
                              expand_file_patterns)
+from ldp_telemetry.transforms.store import WriteToStore, check_store_url
 from ldp_telemetry.transforms.windows import CountSupportPerWindow, WindowSpec
 from ldp_telemetry.transforms.write import WriteRecords
 
@@ -40,6 +41,7 @@ class EstimateJob:
     files: tuple[str, ...]
     output: str
     windows: WindowSpec
+    store: str | None = None  # also write estimates and dead-letter counts here (docs/store.md)
     limits: DecodeLimits = DecodeLimits()
 
 
@@ -61,6 +63,9 @@ def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
     estimates, dead_letters = _estimate(read, job, streaming)
     estimates | "WriteEstimates" >> WriteRecords(job.output, "estimates", "window_estimate")
     dead_letters | "WriteDeadLetters" >> WriteRecords(job.output, "dead_letters", "dead_letter")
+    if job.store is not None:
+        (estimates, dead_letters) | "WriteStore" >> WriteToStore(
+            job.store, job.windows.slice_ms, job.windows.slice_offset_ms)
 
 
 def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: beam.PTransform
@@ -112,6 +117,10 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--early-every", type=float, default=None, metavar="SECONDS",
                         help="streaming sources: an EARLY pane SECONDS of processing time after "
                              "new reports enter a window (default: none)")
+    parser.add_argument("--store", default=None, metavar="URL",
+                        help="also write each window's latest pane and the dead-letter counts to "
+                             "an estimate store: sqlite:///FILE.db, postgresql://USER@HOST/DB or "
+                             "bigquery://PROJECT/DATASET (docs/store.md)")
     add_limit_arguments(parser)
 
 
@@ -129,9 +138,12 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
     windows = WindowSpec.from_seconds(args.window, args.period, args.allowed_lateness,
                                       args.early_every, args.window_offset)
     files = expand_file_patterns(args.input)
+    store = getattr(args, "store", None)
+    if store is not None:
+        check_store_url(store)
     limits = DecodeLimits(**{field.name: getattr(args, field.name)
                              for field in dataclasses.fields(DecodeLimits)})
-    return EstimateJob(registry, tuple(files), args.output, windows, limits)
+    return EstimateJob(registry, tuple(files), args.output, windows, store, limits)
 
 
 def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str, int]:
