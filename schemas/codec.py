@@ -98,7 +98,8 @@ class ReportDecoder:
                  slice_offset_ms: int = 0, limits: DecodeLimits = DecodeLimits()):
         if slice_ms <= 0:
             raise ValueError(f"slice length must be positive, got {slice_ms} ms")
-        long_names = [m.name for m in registry.metrics if len(m.name) > limits.max_metric_name_chars]
+        long_names = [metric.name for metric in registry.metrics
+                      if len(metric.name) > limits.max_metric_name_chars]
         if long_names:
             raise ValueError(f"metric {clip(long_names[0], _NAME_IN_DETAIL_CHARS)!r} is longer "
                              f"than --max-metric-name-chars {limits.max_metric_name_chars}")

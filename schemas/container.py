@@ -1,4 +1,4 @@
-"""Walking an Avro object container file block by block, checking its framing, recovering from damage.
+"""Walking an Avro container file block by block, checking its framing, recovering from damage.
 
 A container file is a header (magic, metadata with the writer schema and codec, a 16-byte sync
 marker), then blocks of [record count] [byte size] [data, compressed by the file's codec] [the
@@ -243,7 +243,7 @@ class Container:
         return position, count, size, data, handle.tell()
 
     def _unframed(self, position: int) -> tuple[Lost, int | None]:
-        """The bytes from `position` to the next sync marker as 1 lost record, and where to resume."""
+        """The bytes from `position` to the next sync marker as 1 lost record; where to resume."""
         found = _find(self._handle, position, self._header.sync)
         if found is None:
             return Lost(1, f"unreadable from this point on (byte {position}): no block framing "

@@ -4,8 +4,9 @@ A case is a seed file (one per codec the project can write here) and a plan of 1
 each aimed at one part of the container: the header, a block's record count or byte size (bit
 and byte flips, or a new value, 2^62 and negative ones included), its data, its sync marker, or
 anywhere, by flipping a bit, setting, inserting or deleting bytes, or truncating the file. The
-plan is drawn as bytes, 8 per edit. The property, checked on the decoder directly: no exception, read = accepted + dead-lettered, every
-dead letter of bounded size, and memory bounded by the limits.
+plan is drawn as bytes, 8 per edit. The property, checked on the decoder directly: no
+exception, read = accepted + dead-lettered, every dead letter of bounded size, and memory
+bounded by the limits.
 """
 from __future__ import annotations
 
@@ -154,7 +155,8 @@ def apply(data: bytes, layout: Layout, plan: list[Edit]) -> bytes:
             old, end = _varint_at(out, lo)
             if old is None:
                 continue
-            new = INTERESTING[edit.value % len(INTERESTING)] if edit.value >= 0 else old + edit.value
+            new = (INTERESTING[edit.value % len(INTERESTING)] if edit.value >= 0
+                   else old + edit.value)
             out[lo:end] = encode_long(new)
         else:  # "value" elsewhere: a run of one byte
             out[at:at + 1 + edit.position % 16] = bytes([edit.value % 256]) * (
