@@ -37,21 +37,22 @@ def main(argv=None) -> None:
     seeds = {name: (data, fuzz.Layout.of(data)) for name, data in files.items()}
     totals = {"cases": 0, "read": 0, "accepted": 0, "dead": 0}
 
-    @settings(max_examples=args.cases, deadline=None, database=None,
+    @settings(max_examples=-(-args.cases // len(fuzz.CODECS)), deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
-    @given(name=st.sampled_from(sorted(seeds)),
-           blob=fuzz.plans())
-    def case(name, blob):
-        data, layout = seeds[name]
-        damaged = fuzz.apply(data, layout, fuzz.plan_of(blob))
-        if args.memory_every and totals["cases"] % args.memory_every == 0:
-            read, accepted, dead = fuzz.check_with_memory(damaged, name.split()[1])
-        else:
-            read, accepted, dead = fuzz.check(damaged)
-        totals["cases"] += 1
-        totals["read"] += read
-        totals["accepted"] += accepted
-        totals["dead"] += dead
+    @given(metric=st.sampled_from(fuzz.METRICS), blob=fuzz.plans())
+    def case(metric, blob):  # one plan, applied to the metric's seed file in every codec
+        plan = fuzz.plan_of(blob)
+        for codec in fuzz.CODECS:
+            data, layout = seeds[f"{metric} {codec}"]
+            damaged = fuzz.apply(data, layout, plan)
+            if args.memory_every and totals["cases"] % args.memory_every == 0:
+                read, accepted, dead = fuzz.check_with_memory(damaged, codec)
+            else:
+                read, accepted, dead = fuzz.check(damaged)
+            totals["cases"] += 1
+            totals["read"] += read
+            totals["accepted"] += accepted
+            totals["dead"] += dead
 
     if args.seed is not None:
         case = seed(args.seed)(case)

@@ -23,7 +23,7 @@ def write_blocks(path, blocks, codec="null", schema="report"):
 
 def encode_long(value: int) -> bytes:
     """An Avro long (zigzag varint) of any Python int, as a hostile writer could write it."""
-    value = (value << 1) ^ (value >> 63) if -2 ** 63 <= value < 2 ** 63 else value << 1
+    value = 2 * value if value >= 0 else -2 * value - 1  # zigzag, for ints of any size
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
