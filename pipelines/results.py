@@ -24,15 +24,39 @@ def load_estimates(output_dir: str, metric: str | None = None) -> list[dict]:
 
 
 def format_top(record: dict, k: int = 5) -> str:
-    """One window as text: its header, then the k largest estimates with 95% error bars."""
+    """One window as text: its header, then the k largest estimates with 95% error bars
+    (for a numeric metric: its mean and quantiles with 95% error bars)."""
+    if record.get("bucket_edges") is not None:
+        return format_numeric(record)
     estimate = np.asarray(record["estimate"])
     error = np.asarray(record["std_error"])
     top = np.argsort(-estimate, kind="stable")[:k]
     method = record["postprocess"]["method"]
+    estimator = (record.get("estimator") or {}).get("method", "unbiased")
+    if estimator != "unbiased":
+        method = f"{estimator} + {method}"
     lines = [f"{record['metric']}  [{record['window_start']} .. {record['window_end']})  "
              f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  {method}"]
     for i in top.tolist():
         lines.append(f"    {record['labels'][i]:>12}  {estimate[i]:7.4f} ± {1.96 * error[i]:.4f}")
+    return "\n".join(lines)
+
+
+def format_numeric(record: dict) -> str:
+    """A numeric metric's window: mean and quantiles, each ± 1.96 bootstrap standard errors."""
+    estimator = record["estimator"]
+    lines = [f"{record['metric']}  [{record['window_start']} .. {record['window_end']})  "
+             f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  "
+             f"{estimator['method']}"
+             + (f" ({estimator['iterations']} iterations)" if estimator.get("iterations") else "")]
+
+    def bar(error):
+        return "" if error is None or error != error else f" ± {1.96 * error:.4g}"
+    lines.append(f"    {'mean':>12}  {record['mean']:.4g}{bar(record.get('mean_std_error'))}")
+    errors = record.get("quantile_std_errors") or {}
+    for level in ("0.1", "0.25", "0.5", "0.75", "0.9") if record.get("quantiles") else ():
+        lines.append(f"    {'q' + level:>12}  {record['quantiles'][level]:.4g}"
+                     f"{bar(errors.get(level))}")
     return "\n".join(lines)
 
 
