@@ -78,6 +78,7 @@ class ReadReportBatches(beam.PTransform):
     def __init__(self, registry: Registry, slice_ms: int, spread: bool = True,
                  slice_offset_ms: int = 0, limits: DecodeLimits = DecodeLimits()):
         super().__init__()
+        # The decoder checks the registry against the limits: now, before any file is read.
         ReportDecoder(registry, slice_ms, slice_offset_ms=slice_offset_ms, limits=limits)
         self._registry = registry
         self._slice_ms = slice_ms
