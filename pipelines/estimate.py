@@ -99,8 +99,9 @@ def _estimate(read, job: EstimateJob, streaming: bool
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--registry", required=True, help="metric registry JSON file")
-    parser.add_argument("--input", required=True, action="append",
-                        help="Avro report files: a glob such as 'reports/*.avro' (repeatable)")
+    parser.add_argument("--input", action="append", default=None,
+                        help="Avro report files: a glob such as 'reports/*.avro' (repeatable); "
+                             "required unless the run is live (--follow)")
     parser.add_argument("--output", required=True, help="directory for estimates and dead letters")
     parser.add_argument("--window", required=True, type=float,
                         help="event-time window length in seconds")
@@ -137,12 +138,18 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
     registry = load_registry(args.registry)
     windows = WindowSpec.from_seconds(args.window, args.period, args.allowed_lateness,
                                       args.early_every, args.window_offset)
-    files = expand_file_patterns(args.input)
     store = getattr(args, "store", None)
     if store is not None:
         check_store_url(store)
     limits = DecodeLimits(**{field.name: getattr(args, field.name)
                              for field in dataclasses.fields(DecodeLimits)})
+    if getattr(args, "follow", None) is not None:
+        if args.input:
+            raise ValueError("give either --input (a batch run) or --follow (a live run), not both")
+        return EstimateJob(registry, (), args.output, windows, store, limits)
+    if not args.input:
+        raise ValueError("--input is required (or --follow DIR for a live run)")
+    files = expand_file_patterns(args.input)
     return EstimateJob(registry, tuple(files), args.output, windows, store, limits)
 
 
