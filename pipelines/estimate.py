@@ -12,6 +12,7 @@ for the caller's sinks; the job's WindowSpec says which panes (early, on-time, l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from ldp_telemetry.ldp.registry import Registry, load_registry
 from ldp_telemetry.runners import make_runner
+from ldp_telemetry.schemas.limits import HELP as LIMITS_HELP, DecodeLimits
 from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn
 from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
                              expand_file_patterns)
@@ -40,6 +42,7 @@ class EstimateJob:
     output: str
     windows: WindowSpec
     store: str | None = None  # also write estimates and dead-letter counts here (docs/store.md)
+    limits: DecodeLimits = DecodeLimits()
 
 
 def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
@@ -54,7 +57,8 @@ def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
     read = (pipeline
             | "ListFiles" >> beam.Create(list(job.files))
             | "ReadReports" >> ReadReportBatches(job.registry, job.windows.slice_ms,
-                                                slice_offset_ms=job.windows.slice_offset_ms))
+                                                slice_offset_ms=job.windows.slice_offset_ms,
+                                                limits=job.limits))
     streaming = pipeline.options.view_as(StandardOptions).streaming
     estimates, dead_letters = _estimate(read, job, streaming)
     estimates | "WriteEstimates" >> WriteRecords(job.output, "estimates", "window_estimate")
@@ -118,6 +122,15 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write each window's latest pane and the dead-letter counts to "
                              "an estimate store: sqlite:///FILE.db, postgresql://USER@HOST/DB or "
                              "bigquery://PROJECT/DATASET (docs/store.md)")
+    add_limit_arguments(parser)
+
+
+def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per reader limit (`DecodeLimits`): --max-block-bytes and so on."""
+    for field in dataclasses.fields(DecodeLimits):
+        parser.add_argument("--" + field.name.replace("_", "-"), type=int, default=field.default,
+                            metavar="N", help=f"{LIMITS_HELP[field.name]} "
+                                              f"(default {field.default})")
 
 
 def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
@@ -128,14 +141,16 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
     store = getattr(args, "store", None)
     if store is not None:
         check_store_url(store)
+    limits = DecodeLimits(**{field.name: getattr(args, field.name)
+                             for field in dataclasses.fields(DecodeLimits)})
     if getattr(args, "follow", None) is not None:
         if args.input:
             raise ValueError("give either --input (a batch run) or --follow (a live run), not both")
-        return EstimateJob(registry, (), args.output, windows, store)
+        return EstimateJob(registry, (), args.output, windows, store, limits)
     if not args.input:
         raise ValueError("--input is required (or --follow DIR for a live run)")
     files = expand_file_patterns(args.input)
-    return EstimateJob(registry, tuple(files), args.output, windows, store)
+    return EstimateJob(registry, tuple(files), args.output, windows, store, limits)
 
 
 def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str, int]:

@@ -31,6 +31,11 @@ def report_schema_json(payload_record: str | None = None) -> dict:
     return schema
 
 
+def payload_branch(protocol) -> str:
+    """Full Avro name of the protocol's payload record (its branch of the report's union)."""
+    return f"{NAMESPACE}.{protocol.payload_record}"
+
+
 @lru_cache(maxsize=None)
 def load_schema(name: str) -> dict:
     """The parsed fastavro schema of `<name>.avsc` (report, window_estimate, dead_letter)."""

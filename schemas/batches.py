@@ -26,17 +26,34 @@ class ReportBatch:
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """Input that was not counted: where it came from, why, and how many records it holds."""
+    """Input that was not counted: where it came from, why, and how many records it holds.
+
+    `report` is the decoded report as JSON text when there is one, cut to the reader's
+    `max_dead_letter_report_chars` (a cut text ends with `CUT_MARK`); `report_bytes` is the size
+    of the report as encoded in its file, cut or not.
+    """
 
     source: str
     reason: str
     detail: str
     records: int = 1
     report: str | None = None
+    report_bytes: int | None = None
 
     def as_dict(self) -> dict:
         return {"source": self.source, "reason": self.reason, "detail": self.detail,
-                "records": self.records, "report": self.report}
+                "records": self.records, "report": self.report, "report_bytes": self.report_bytes}
+
+
+CUT_MARK = "…[cut]"
+MAX_DETAIL_CHARS = 1000
+
+
+def clip(text: str, limit: int) -> str:
+    """`text`, or its first characters ending with CUT_MARK so that it is `limit` long."""
+    if len(text) <= limit:
+        return text
+    return text[:max(limit - len(CUT_MARK), 0)] + CUT_MARK
 
 
 class Reason:
@@ -48,3 +65,8 @@ class Reason:
     INVALID_PAYLOAD = "invalid_payload"
     INCOMPATIBLE_SCHEMA = "incompatible_schema"
     INVALID_EVENT_TIME = "invalid_event_time"
+    BLOCK_TOO_LARGE = "block_too_large"
+    RECORD_TOO_LARGE = "record_too_large"
+    METRIC_NAME_TOO_LONG = "metric_name_too_long"
+    NOT_A_REGULAR_FILE = "not_a_regular_file"
+    BROKEN_LINK = "broken_link"

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import os
+import re
 
 import apache_beam as beam
+from apache_beam.io.filesystem import FileSystem
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import TimestampedValue
@@ -12,6 +14,8 @@ from apache_beam.utils.timestamp import Timestamp
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.schemas.batches import DeadLetter
 from ldp_telemetry.schemas.codec import ReportDecoder
+from ldp_telemetry.schemas.files import open_report_file
+from ldp_telemetry.schemas.limits import DecodeLimits
 
 BATCHES = "batches"
 DEAD_LETTERS = "dead_letters"
@@ -25,14 +29,16 @@ class DecodeReportFilesFn(beam.DoFn):
     dead_letter.<reason> in records.
     """
 
-    def __init__(self, registry: Registry, slice_ms: int, slice_offset_ms: int = 0):
+    def __init__(self, registry: Registry, slice_ms: int, slice_offset_ms: int = 0,
+                 limits: DecodeLimits = DecodeLimits()):
         self._registry = registry
         self._slice_ms = slice_ms
         self._slice_offset_ms = slice_offset_ms
+        self._limits = limits
 
     def setup(self):
         self._decoder = ReportDecoder(self._registry, self._slice_ms,
-                                      slice_offset_ms=self._slice_offset_ms)
+                                      slice_offset_ms=self._slice_offset_ms, limits=self._limits)
         self._read = Metrics.counter(COUNTER_NAMESPACE, "records_read")
         self._accepted = Metrics.counter(COUNTER_NAMESPACE, "records_accepted")
         self._batches = Metrics.counter(COUNTER_NAMESPACE, "batches")
@@ -54,7 +60,10 @@ class DecodeReportFilesFn(beam.DoFn):
 
 
 def _open_file(path: str, mode: str):
-    """Open local or remote files (gs://, s3://, ...) through Beam's filesystems."""
+    """Open a local regular file (nothing else: see `open_report_file`), or a remote one
+    (gs://, s3://, ...) through Beam's filesystems."""
+    if FileSystems.get_scheme(path) is None:
+        return open_report_file(path, mode)
     return FileSystems.open(path, compression_type="uncompressed")
 
 
@@ -62,14 +71,19 @@ class ReadReportBatches(beam.PTransform):
     """PCollection of file paths -> tagged outputs: `batches` (metric, batch) and `dead_letters`.
 
     `spread` reshuffles the paths first so that files are decoded in parallel (batch jobs).
+    `limits` bound what a file can make the reader allocate; ValueError when a registry metric
+    name is longer than `limits.max_metric_name_chars` (its reports could never be read).
     """
 
     def __init__(self, registry: Registry, slice_ms: int, spread: bool = True,
-                 slice_offset_ms: int = 0):
+                 slice_offset_ms: int = 0, limits: DecodeLimits = DecodeLimits()):
         super().__init__()
+        # The decoder checks the registry against the limits: now, before any file is read.
+        ReportDecoder(registry, slice_ms, slice_offset_ms=slice_offset_ms, limits=limits)
         self._registry = registry
         self._slice_ms = slice_ms
         self._slice_offset_ms = slice_offset_ms
+        self._limits = limits
         self._spread = spread
 
     def expand(self, paths):
@@ -77,14 +91,18 @@ class ReadReportBatches(beam.PTransform):
             paths = paths | "SpreadFiles" >> beam.Reshuffle()
         return (paths
                 | "DecodeReports" >> beam.ParDo(
-                    DecodeReportFilesFn(self._registry, self._slice_ms, self._slice_offset_ms))
+                    DecodeReportFilesFn(self._registry, self._slice_ms, self._slice_offset_ms,
+                                        self._limits))
                 .with_outputs(DEAD_LETTERS, main=BATCHES))
 
 
 def expand_file_patterns(patterns: list[str]) -> list[str]:
     """The files matching the glob patterns: by pattern, sorted, each file once (first seen).
 
-    ValueError naming the pattern when it matches no file or is a local directory.
+    Local entries that are not regular files are kept (the reader turns each into a dead
+    letter without opening it), including the dangling links and link loops that Beam's
+    matching skips. ValueError naming the pattern when it matches nothing or is a local
+    directory.
     """
     files: dict[str, str] = {}  # identity (the real path of a local file) -> path as matched
     for pattern in patterns:
@@ -93,8 +111,28 @@ def expand_file_patterns(patterns: list[str]) -> list[str]:
             raise ValueError(f"--input {pattern!r} is a directory; give its files, e.g. "
                              f"{os.path.join(pattern, '*.avro')!r}")
         matches = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+        if local:
+            matches += _broken_links(pattern)
         if not matches:
             raise ValueError(f"--input {pattern!r} matches no file")
         for path in sorted(matches):
             files.setdefault(os.path.realpath(path) if local else path, path)
     return list(files.values())
+
+
+def _broken_links(pattern: str) -> list[str]:
+    """Symbolic links matching a local pattern that lead nowhere (dangling, or a loop).
+
+    Beam's local matching lists the same entries (walking the directory before the first glob
+    character, matching `FileSystem.translate_pattern`) but drops those it cannot stat.
+    """
+    prefix = re.match(r"^[^[*?]*", pattern).group(0)
+    if prefix == pattern:
+        candidates = [pattern]
+    else:
+        root = os.path.dirname(prefix)
+        matcher = re.compile(FileSystem.translate_pattern(pattern))
+        candidates = [os.path.join(folder, name) for folder, _, names in os.walk(root)
+                      for name in names if matcher.match(os.path.join(folder, name))] \
+            if root else []
+    return [path for path in candidates if os.path.islink(path) and not os.path.exists(path)]

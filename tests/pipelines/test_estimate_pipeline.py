@@ -305,13 +305,14 @@ def test_mixed_input_accounts_for_every_record(tmp_path):
     assert sum(letter["records"] for letter in dead) == int(dead_total)
     got = {}
     for letter in dead:
-        assert set(letter) == {"source", "reason", "detail", "records", "report"}
+        assert set(letter) == {"source", "reason", "detail", "records", "report", "report_bytes"}
         assert letter["detail"]
         got.setdefault(letter["source"], []).append((letter["reason"], letter["records"]))
         if letter["reason"] == "undecodable":
             assert letter["report"] is None
         else:
             report = json.loads(letter["report"])
+            assert letter["report_bytes"] > 0  # its encoded size
             i = report["report_id"] - 900_000
             assert (bad[i][0], bad[i][1]) == (letter["reason"], report["metric"])
             assert report["payload"]["branch"] == bad[i][2][0]

@@ -6,15 +6,16 @@ import json
 
 import fastavro
 import fastavro.read
-from fastavro._read_common import missing_codec_lib
 import numpy as np
 import pytest
+
+import ldp_telemetry.schemas.decompress
 
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.schemas import SCHEMA_DIR, report_schema_json
 from ldp_telemetry.schemas.batches import DeadLetter, Reason, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
-from tests.schemas.avro_blocks import write_blocks
+from tests.schemas.avro_blocks import encode_long, join_container, split_container, write_blocks
 
 REGISTRY = parse_registry({"metrics": [
     {"name": "g", "protocol": "grr", "epsilon": 1.0, "domain": {"size": 8}},
@@ -179,8 +180,7 @@ def relabel_codec(path, codec):
 @pytest.mark.parametrize("cut", [False, True])
 def test_a_file_of_a_codec_that_cannot_be_read_is_accounted_block_by_block(
         tmp_path, monkeypatch, cut):
-    monkeypatch.setitem(fastavro.read.BLOCK_READERS, "snappy",
-                        missing_codec_lib("snappy", "cramjam"))
+    monkeypatch.setitem(ldp_telemetry.schemas.decompress._LIBRARIES, "snappy", ("cramjam", None))
     path = tmp_path / "r.avro"
     write_blocks(path, [[good(i, "g") for i in range(k * 100, k * 100 + 100)] for k in range(3)],
                  codec="snappy")
@@ -272,10 +272,11 @@ def test_non_avro_file(tmp_path, content):
 
 
 def test_a_file_that_cannot_be_opened_is_one_dead_letter(tmp_path):
-    for path in (tmp_path / "missing.avro", tmp_path):  # no such file; a directory
+    for path, reason, words in ((tmp_path / "missing.avro", Reason.UNDECODABLE, "cannot open"),
+                                (tmp_path, Reason.NOT_A_REGULAR_FILE, "a directory")):
         decoder, batches, letters = decode(path)
         [letter] = letters
-        assert letter.reason == Reason.UNDECODABLE and "cannot open" in letter.detail
+        assert letter.reason == reason and words in letter.detail
         assert (batches, letter.records, decoder.records_read) == ([], 1, 1)
 
 
@@ -403,3 +404,43 @@ def test_decoding_leaves_fastavro_timestamps_as_it_found_them(tmp_path):
     with open(path, "rb") as handle:
         [record] = list(fastavro.reader(handle))
     assert record["event_time"].timestamp() * 1000 == T0  # a datetime again, not raw millis
+
+
+def hostile_schemas():
+    """Writer schemas that are JSON but that fastavro's parser chokes on (KeyError, TypeError)."""
+    def report_schema(edit):
+        schema = report_schema_json()
+        edit(schema, {field["name"]: field for field in schema["fields"]})
+        return schema
+    grr_branch = report_schema_json()["fields"][3]["type"][0]
+    return [  # (schema, whether it holds reports: keys that decoding ignores are ignored)
+        (report_schema(lambda s, f: s.pop("name")), False),
+        (report_schema(lambda s, f: s.update(namespace=5)), False),
+        (report_schema(lambda s, f: f["payload"]["type"].append(grr_branch)), False),  # twice
+        (report_schema(lambda s, f: f["payload"]["type"].append("GrrPayload")), False),  # a name
+        (report_schema(lambda s, f: f["payload"]["type"][0].update(name=7)), False),
+        (report_schema(lambda s, f: f["event_time"].update(type={"type": {"type": "long"}})),
+         False),
+        ([], False), (5, False), (None, False), ("string", False),
+        ({"type": "record", "name": "x", "fields": 5}, False),
+        (report_schema(lambda s, f: s.update(aliases=5, doc=[1])), True),
+        (report_schema(lambda s, f: f["metric"].update(aliases=5, default=[1], order=2)), True),
+    ]
+
+
+@pytest.mark.parametrize("schema, holds_reports", hostile_schemas())
+def test_a_hostile_writer_schema_never_reaches_fastavro(tmp_path, schema, holds_reports):
+    path = tmp_path / "r.avro"
+    write_blocks(path, [[good(i, "g") for i in range(3)]] * 2)
+    header, blocks, sync = split_container(path.read_bytes())
+    text = json.dumps(schema).encode()
+    meta = (encode_long(2) + encode_long(11) + b"avro.schema" + encode_long(len(text)) + text +
+            encode_long(10) + b"avro.codec" + encode_long(4) + b"null" + encode_long(0))
+    path.write_bytes(join_container(b"Obj\x01" + meta + sync, blocks, sync))
+    decoder, batches, letters = decode(path)
+    if holds_reports:
+        assert letters == [] and grr_values(batches) == [0, 1, 2] * 2
+        return
+    [letter] = letters
+    assert letter.reason == Reason.INCOMPATIBLE_SCHEMA and letter.records == 6, letter.detail
+    assert batches == [] and decoder.records_read == 6

@@ -5,6 +5,7 @@ import glob
 import io
 import json
 import os
+import zlib
 
 import fastavro
 import pytest
@@ -13,7 +14,7 @@ from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
 from ldp_telemetry.schemas import report_schema_json
 from ldp_telemetry.transforms.read import expand_file_patterns
-from tests.schemas.avro_blocks import write_blocks
+from tests.schemas.avro_blocks import join_container, split_container, write_blocks
 from ldp_telemetry.transforms.windows import WindowSpec
 
 
@@ -105,12 +106,33 @@ def adversarial_inputs(root):
     add(201, 200, undecodable=1)
     (root / "junk.avro").write_bytes(b"not avro at all")
     add(1, undecodable=1)
+    negative = root / "negative_count.avro"  # block 3's count 100 with its sign bit flipped
+    write_blocks(negative, hundreds)
+    header, blocks, sync = split_container(negative.read_bytes())
+    negative.write_bytes(join_container(header, blocks[:2] + [(-101, blocks[2][1])], sync))
+    add(301, 200, undecodable=101)  # the block stands for the 101 it announces
+    for name in ("count_2_62_a.avro", "count_2_62_b.avro"):  # crashed the job; wrapped counters
+        (root / name).write_bytes(join_container(header, [(2 ** 62, blocks[0][1])], sync))
+        add(1_000_000, block_too_large=1_000_000)
+    bomb = root / "bomb.avro"  # 128 MiB of zeros in a deflate block of 128 KiB
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    header = header.replace(b"\x08null", b"\x0edeflate", 1)
+    bomb.write_bytes(join_container(header, [(3, deflate.compress(bytes(128 << 20)) +
+                                              deflate.flush())], sync))
+    add(3, block_too_large=3)
+    write_blocks(root / "long_name.avro", [[{**good(7, "g"), "metric": "x" * (2 << 20)},
+                                            {**good(8, "g"), "metric": "y" * 300}, good(9, "g")]])
+    add(3, 1, record_too_large=1, metric_name_too_long=1)
+    os.mkfifo(root / "pipe.avro")  # hung the job forever
+    os.symlink(root / "nowhere", root / "dangling.avro")
+    os.symlink(root / "loop.avro", root / "loop.avro")
+    add(3, not_a_regular_file=1, broken_link=2)
 
     files = expand_file_patterns([str(root / "*.avro"), str(valid), str(root / "c*.avro")])
-    assert len(files) == 9
+    assert len(files) == 17
     (root / "a_directory").mkdir()
     files += [str(root / "a_directory"), str(root / "gone.avro")]  # matched, then not readable
-    add(2, undecodable=2)
+    add(2, undecodable=1, not_a_regular_file=1)
     return files, expected
 
 
@@ -135,6 +157,7 @@ def test_an_adversarial_job_accounts_for_every_record(tmp_path):
         key = f"dead_letter.{letter['reason']}"
         by_reason[key] = by_reason.get(key, 0) + letter["records"]
     assert by_reason == dead
+    assert max(len(json.dumps(letter)) for letter in letters) < 6000  # stored reports are cut
     [avro_letters] = glob.glob(str(out / "dead_letters-*.avro"))
     with open(avro_letters, "rb") as handle:
         assert sorted(json.dumps(r, sort_keys=True) for r in fastavro.reader(handle)) == \

@@ -1,0 +1,148 @@
+"""Whether a file's writer schema holds reports: checked once per schema, on the header's JSON.
+
+The check runs on the JSON of the header before fastavro sees it: any JSON value is accepted
+as input (a hostile header can hold anything). A schema that holds reports is then handed to
+fastavro only in its canonical form (`WriterSchema.canonical`): the types, names, logical types
+and the writer's field and branch order, nothing else, so that no other key of a header (a
+namespace, alias, default or doc of an unexpected type) ever reaches fastavro's parser.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ldp_telemetry.schemas import NAMESPACE, SCHEMA_DIR
+
+_PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
+_MAX_DEPTH = 8  # the report schema nests 4 deep (record, union, record, array)
+_TOP_LEVEL_NAME = f"{NAMESPACE}.Report"
+
+
+@dataclass(frozen=True)
+class WriterSchema:
+    """The verdict on a writer schema: why it does not hold reports (`problem`), or, when it
+    does, the canonical schema to decode its records with."""
+
+    problem: str | None
+    canonical: dict | None = None
+
+
+def check_writer_schema(schema) -> WriterSchema:
+    """Check a writer schema (parsed JSON, any value) against the report schema.
+
+    It must be a record with exactly the fields of the report schema, in any order:
+    report_id (long), metric (string), event_time (long, timestamp-millis) and payload, a union
+    of payload records of the report schema (all of them or some, each once, in any order),
+    each by its full name and with the same fields. Decoding each record against a reader
+    schema instead would halve the decode rate.
+    """
+    expected = _report_shapes()
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        return WriterSchema("not a record")
+    canonical = _canonical(schema, "", 0)
+    if canonical is None:
+        return WriterSchema("it is not a well-formed Avro schema of records, unions, arrays and "
+                            "primitive types")
+    types = {field["name"]: field["type"] for field in canonical["fields"]}
+    if types.keys() != expected.keys():
+        return WriterSchema(f"fields {_clip(sorted(types))}, expected {sorted(expected)}")
+    for name in ("report_id", "metric", "event_time"):
+        if _shape(types[name]) != expected[name]:
+            return WriterSchema(f"field {name!r} is {_clip(types[name])}, expected "
+                                f"{expected[name]}")
+    if not isinstance(types["payload"], list):
+        return WriterSchema("field 'payload' is not a union of payload records")
+    seen = set()
+    for branch in types["payload"]:
+        name = branch.get("name") if isinstance(branch, dict) else branch
+        if _shape(branch) not in expected["payload"]:
+            return WriterSchema(f"payload branch {_clip(name)} is not a payload record of the "
+                                f"report schema")
+        if name in seen:
+            return WriterSchema(f"payload branch {_clip(name)} appears twice")
+        seen.add(name)
+    return WriterSchema(None, {**canonical, "name": _TOP_LEVEL_NAME})
+
+
+def schema_problem(schema) -> str | None:
+    """Why a writer schema does not hold reports; None if it does."""
+    return check_writer_schema(schema).problem
+
+
+@lru_cache(maxsize=None)
+def _report_shapes() -> dict:
+    with open(SCHEMA_DIR / "report.avsc", encoding="utf-8") as handle:
+        canonical = _canonical(json.load(handle), "", 0)
+    shapes = {field["name"]: _shape(field["type"]) for field in canonical["fields"]}
+    shapes["payload"] = frozenset(shapes["payload"])
+    return shapes
+
+
+def _canonical(schema, namespace: str, depth: int):
+    """The schema with only what decoding depends on, names made full; None for anything the
+    report schema cannot contain (named references, maps, enums, fixed, deeper nesting)."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(schema, str):
+        return schema if schema in _PRIMITIVES else None
+    if isinstance(schema, list):
+        branches = [_canonical(branch, namespace, depth + 1) for branch in schema]
+        return None if any(branch is None for branch in branches) else branches
+    if not isinstance(schema, dict):
+        return None
+    kind = schema.get("type")
+    if kind == "record":
+        name, inner = _full_name(schema, namespace)
+        fields = schema.get("fields")
+        if name is None or not isinstance(fields, list):
+            return None
+        canonical_fields = []
+        for field in fields:
+            if not isinstance(field, dict) or not isinstance(field.get("name"), str):
+                return None
+            field_type = _canonical(field.get("type"), inner, depth + 1)
+            if field_type is None:
+                return None
+            canonical_fields.append({"name": field["name"], "type": field_type})
+        if len({field["name"] for field in canonical_fields}) != len(canonical_fields):
+            return None
+        return {"type": "record", "name": name, "fields": canonical_fields}
+    if kind == "array":
+        items = _canonical(schema.get("items"), namespace, depth + 1)
+        return None if items is None else {"type": "array", "items": items}
+    if kind in _PRIMITIVES:
+        logical = schema.get("logicalType")
+        if logical is None:
+            return kind
+        return {"type": kind, "logicalType": logical} if isinstance(logical, str) else None
+    return None
+
+
+def _full_name(named: dict, enclosing: str) -> tuple[str | None, str]:
+    """(full name, namespace for what it encloses) of a named type (Avro spec: Names)."""
+    name, namespace = named.get("name"), named.get("namespace", enclosing)
+    if not isinstance(name, str) or not name or not isinstance(namespace, str):
+        return None, enclosing
+    if "." in name:
+        return name, name.rsplit(".", 1)[0]
+    return (f"{namespace}.{name}" if namespace else name), namespace
+
+
+def _shape(canonical):
+    """A canonical schema as a hashable value, record fields in name order."""
+    if isinstance(canonical, str):
+        return canonical
+    if isinstance(canonical, list):
+        return tuple(_shape(branch) for branch in canonical)
+    if canonical["type"] == "record":
+        return ("record", canonical["name"], tuple(sorted(
+            (field["name"], _shape(field["type"])) for field in canonical["fields"])))
+    if canonical["type"] == "array":
+        return ("array", _shape(canonical["items"]))
+    return f"{canonical['type']} ({canonical['logicalType']})"
+
+
+def _clip(value, limit: int = 200) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= limit else text[:limit] + "…"
