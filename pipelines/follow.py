@@ -58,6 +58,7 @@ from apache_beam.utils.timestamp import Timestamp
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
+from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.transforms.finalize import iso_utc
 from ldp_telemetry.transforms.pane_log import latest_panes
 from ldp_telemetry.transforms.read import BATCHES, DEAD_LETTERS
@@ -291,7 +292,7 @@ class DirectoryFollower:
 
     def __init__(self, registry: Registry, windows: WindowSpec, directory: str, output_dir: str,
                  stream: EventStream, policy: WatermarkPolicy = WatermarkPolicy(),
-                 clock=time.monotonic):
+                 clock=time.monotonic, limits: DecodeLimits = DecodeLimits()):
         if not os.path.isdir(directory):
             raise ValueError(f"--follow {directory!r} is not a directory")
         self._registry = registry
@@ -303,7 +304,7 @@ class DirectoryFollower:
         self._policy = policy
         self._clock = clock
         self._decoder = ReportDecoder(registry, windows.slice_ms,
-                                      slice_offset_ms=windows.slice_offset_ms)
+                                      slice_offset_ms=windows.slice_offset_ms, limits=limits)
         self._checkpoint = os.path.join(output_dir, CHECKPOINT)
         os.makedirs(output_dir, exist_ok=True)
         self.state = (FollowState.from_json(open(self._checkpoint, encoding="utf-8").read())

@@ -127,7 +127,7 @@ def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
     for log in (PANE_LOG, TOO_LATE_LOG):  # a killed run may have left half a line
         truncate_torn_tail(os.path.join(job.output, log))
     follower = DirectoryFollower(job.registry, job.windows, live.location, job.output, stream,
-                                 live.policy)
+                                 live.policy, limits=job.limits)
     replay = follower.replay_after_restart()
     offsets = {key: entry["pane"]["index"] + 1 for key, entry in latest_panes(job.output).items()}
     panes_before = len(read_pane_log(job.output))
@@ -202,7 +202,7 @@ def _write_status(output: str, follower: DirectoryFollower, finished: bool) -> N
 def build_remote_pipeline(pipeline: beam.Pipeline, job: EstimateJob, live: LiveConfig):
     """The live graph behind Pub/Sub or MatchContinuously, panes written to `job.output`."""
     source = make_source(live.source, live.location, job.registry, job.windows.slice_ms,
-                         job.windows.slice_offset_ms)
+                         job.windows.slice_offset_ms, limits=job.limits)
     estimates, dead_letters = build_streaming_pipeline(pipeline, job, source)
     written = estimates | "WritePanes" >> beam.ParDo(WritePanesFn(job.output))
     dead_letters | "WriteDeadLetters" >> beam.ParDo(_WriteDeadLetterFn(job.output))

@@ -41,6 +41,7 @@ from apache_beam.utils.timestamp import Timestamp
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.schemas.batches import DeadLetter
 from ldp_telemetry.schemas.codec import ReportDecoder
+from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS,
                                            ReadReportBatches)
 
@@ -89,8 +90,10 @@ class MatchedReportFiles(ReportSource):
     """
 
     def __init__(self, registry: Registry, slice_ms: int, pattern: str,
-                 interval_s: float = DEFAULT_MATCH_INTERVAL_S, slice_offset_ms: int = 0):
+                 interval_s: float = DEFAULT_MATCH_INTERVAL_S, slice_offset_ms: int = 0,
+                 limits: DecodeLimits = DecodeLimits()):
         super().__init__()
+        self._limits = limits
         if interval_s <= 0:
             raise ValueError(f"the match interval must be positive, got {interval_s} s")
         self._registry = registry
@@ -106,7 +109,8 @@ class MatchedReportFiles(ReportSource):
                                                            has_deduplication=True)
                 | "FilePaths" >> beam.Map(lambda metadata: metadata.path)
                 | "DecodeFiles" >> ReadReportBatches(self._registry, self._slice_ms,
-                                                     slice_offset_ms=self._slice_offset_ms))
+                                                     slice_offset_ms=self._slice_offset_ms,
+                                                     limits=self._limits))
 
 
 class PubSubReports(ReportSource):
@@ -117,8 +121,10 @@ class PubSubReports(ReportSource):
     """
 
     def __init__(self, registry: Registry, slice_ms: int, subscription: str | None = None,
-                 topic: str | None = None, slice_offset_ms: int = 0):
+                 topic: str | None = None, slice_offset_ms: int = 0,
+                 limits: DecodeLimits = DecodeLimits()):
         super().__init__()
+        self._limits = limits
         if (subscription is None) == (topic is None):
             raise ValueError("Pub/Sub: give exactly one of a subscription "
                              "(projects/P/subscriptions/S) or a topic (projects/P/topics/T)")
@@ -134,7 +140,7 @@ class PubSubReports(ReportSource):
                     subscription=self._subscription, topic=self._topic, with_attributes=True,
                     timestamp_attribute=EVENT_TIME_ATTRIBUTE, id_label=MESSAGE_ID_ATTRIBUTE)
                 | "DecodeMessages" >> beam.ParDo(DecodeReportMessagesFn(
-                    self._registry, self._slice_ms, self._slice_offset_ms))
+                    self._registry, self._slice_ms, self._slice_offset_ms, self._limits))
                 .with_outputs(DEAD_LETTERS, main=BATCHES))
 
 
@@ -146,14 +152,16 @@ class DecodeReportMessagesFn(beam.DoFn):
     dead_letter.<reason>) are those a file of the same bytes would give.
     """
 
-    def __init__(self, registry: Registry, slice_ms: int, slice_offset_ms: int = 0):
+    def __init__(self, registry: Registry, slice_ms: int, slice_offset_ms: int = 0,
+                 limits: DecodeLimits = DecodeLimits()):
         self._registry = registry
         self._slice_ms = slice_ms
         self._slice_offset_ms = slice_offset_ms
+        self._limits = limits
 
     def setup(self):
         self._decoder = ReportDecoder(self._registry, self._slice_ms,
-                                      slice_offset_ms=self._slice_offset_ms)
+                                      slice_offset_ms=self._slice_offset_ms, limits=self._limits)
         self._read = Metrics.counter(COUNTER_NAMESPACE, "records_read")
         self._accepted = Metrics.counter(COUNTER_NAMESPACE, "records_accepted")
         self._batches = Metrics.counter(COUNTER_NAMESPACE, "batches")
@@ -177,7 +185,8 @@ class DecodeReportMessagesFn(beam.DoFn):
 
 def make_source(kind: str, location: str, registry: Registry, slice_ms: int,
                 slice_offset_ms: int = 0, endpoint: str | None = None,
-                match_interval_s: float = DEFAULT_MATCH_INTERVAL_S) -> ReportSource:
+                match_interval_s: float = DEFAULT_MATCH_INTERVAL_S,
+                limits: DecodeLimits = DecodeLimits()) -> ReportSource:
     """The source named by `--source KIND` following `location` (ValueError naming the flag).
 
     `directory`: `location` is the followed directory, `endpoint` the follower's TestStream
@@ -191,15 +200,15 @@ def make_source(kind: str, location: str, registry: Registry, slice_ms: int,
     if kind == "pubsub":
         if "/subscriptions/" in location:
             return PubSubReports(registry, slice_ms, subscription=location,
-                                 slice_offset_ms=slice_offset_ms)
+                                 slice_offset_ms=slice_offset_ms, limits=limits)
         if "/topics/" in location:
             return PubSubReports(registry, slice_ms, topic=location,
-                                 slice_offset_ms=slice_offset_ms)
+                                 slice_offset_ms=slice_offset_ms, limits=limits)
         raise ValueError(f"--source pubsub: --follow must be projects/P/subscriptions/S or "
                          f"projects/P/topics/T, got {location!r}")
     if kind == "match-continuously":
         pattern = (location if any(c in location for c in "*?[")
                    else os.path.join(location, REPORT_FILE_PATTERN))
         return MatchedReportFiles(registry, slice_ms, pattern, match_interval_s,
-                                  slice_offset_ms)
+                                  slice_offset_ms, limits)
     raise ValueError(f"--source must be one of {', '.join(SOURCE_KINDS)}, got {kind!r}")
