@@ -1,7 +1,7 @@
 """The windowed-estimation job: Avro reports in, per-window estimates with error bars out.
 
     files -> ReadReportBatches -+-> dead letters -> OUT/dead_letters-*.{jsonl,avro}
-                                +-> CountSupport[metric] per slice -> windows
+                                +-> CountSupport per (metric, slice) -> windows
                                     -> FinalizeEstimates -> OUT/estimates-*.{jsonl,avro}
 
 `build_pipeline` is that batch job. `build_streaming_pipeline` is the same graph behind any
@@ -23,10 +23,11 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from ldp_telemetry.ldp.registry import Registry, load_registry
 from ldp_telemetry.runners import make_runner
+from ldp_telemetry.schemas.batches import Reason
 from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn
 from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
                              expand_file_patterns)
-from ldp_telemetry.transforms.windows import CountSupportPerWindow, WindowSpec
+from ldp_telemetry.transforms.windows import DUPLICATES, CountSupportPerWindow, WindowSpec
 from ldp_telemetry.transforms.write import WriteRecords
 
 
@@ -80,10 +81,12 @@ def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: 
 
 def _estimate(read, job: EstimateJob, streaming: bool
               ) -> tuple[beam.PCollection, beam.PCollection]:
-    estimates = (read[BATCHES]
-                 | "CountSupport" >> CountSupportPerWindow(job.registry, job.windows, streaming)
-                 | "FinalizeEstimates" >> beam.ParDo(FinalizeEstimatesFn(job.registry)))
-    dead_letters = (read[DEAD_LETTERS]
+    counted = read[BATCHES] | "CountSupport" >> CountSupportPerWindow(job.registry, job.windows,
+                                                                      streaming)
+    estimates = counted["windows"] | "FinalizeEstimates" >> beam.ParDo(
+        FinalizeEstimatesFn(job.registry))
+    dead_letters = ((read[DEAD_LETTERS], counted[DUPLICATES])
+                    | "AllDeadLetters" >> beam.Flatten()
                     | "DeadLetterRecords" >> beam.Map(lambda letter: letter.as_dict()))
     return estimates, dead_letters
 
@@ -156,12 +159,22 @@ def record_counters(result) -> dict[str, int]:
     return totals
 
 
+def accepted(counters: dict[str, int]) -> int:
+    """Reports that passed the decoder's checks and were not duplicates of counted ones.
+
+    The decoder counts `records_accepted`; a duplicate is found later, when its slice is
+    counted, and moves from accepted to dead-lettered (`dead_letter.duplicate`).
+    """
+    return (counters.get("records_accepted", 0)
+            - counters.get(f"dead_letter.{Reason.DUPLICATE}", 0))
+
+
 def too_late(counters: dict[str, int]) -> int:
     """Accepted reports the runner dropped as later than the allowed lateness.
 
     Beam drops them without a trace; they are the accepted reports that never entered a slice.
     """
-    return counters.get("records_accepted", 0) - counters.get("records_counted", 0)
+    return accepted(counters) - counters.get("records_counted", 0)
 
 
 def summary_line(counters: dict[str, int]) -> str:
@@ -171,7 +184,7 @@ def summary_line(counters: dict[str, int]) -> str:
     dead_text = ", ".join(f"{reason}={count}" for reason, count in dead.items()) or "none"
     late = too_late(counters)
     return (f"records read: {counters.get('records_read', 0)}, "
-            f"accepted: {counters.get('records_accepted', 0)}, "
+            f"accepted: {accepted(counters)}, "
             f"dead-lettered: {sum(dead.values())} ({dead_text}), "
             f"windows: {counters.get('windows_finalized', 0)}"
             + (f", too late (dropped): {late}" if late else ""))

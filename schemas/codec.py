@@ -48,7 +48,7 @@ import numpy as np
 from ldp_telemetry.ldp.protocols.base import Columns, FrequencyOracle
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.schemas import NAMESPACE, load_schema
-from ldp_telemetry.schemas.batches import DeadLetter, Reason, ReportBatch
+from ldp_telemetry.schemas.batches import REPORT_ID, DeadLetter, Reason, ReportBatch
 
 CHUNK_RECORDS = 65_536
 # Valid event times, epoch milliseconds: [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z). A device
@@ -310,8 +310,12 @@ class ReportDecoder:
             records = [r for r, bad in zip(records, wrong.tolist()) if not bad]
         columns, invalid = protocol.payloads_from_avro([r["payload"][1] for r in records])
         times = np.array([r["event_time"] for r in records], dtype=np.int64)
+        columns[REPORT_ID] = np.array([r["report_id"] for r in records], dtype=np.int64)
         untimely = (times < EVENT_TIME_MIN_MS) | (times >= EVENT_TIME_END_MS)
-        if invalid.any() or untimely.any():
+        not_before = self.registry[metric].not_before_ms
+        early = (np.zeros(len(times), dtype=bool) if not_before is None
+                 else (times < not_before) & ~untimely & ~invalid)
+        if invalid.any() or untimely.any() or early.any():
             for i in np.flatnonzero(invalid).tolist():
                 yield DeadLetter(source, Reason.INVALID_PAYLOAD,
                                  f"metric {metric!r}: {protocol.payload_rule}",
@@ -321,7 +325,13 @@ class ReportDecoder:
                                  f"event time {times[i]} ms since the epoch is outside "
                                  f"[1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)",
                                  report=report_as_json(records[i]))
-            keep = ~(invalid | untimely)
+            for i in np.flatnonzero(early).tolist():
+                yield DeadLetter(source, Reason.BEFORE_NOT_BEFORE,
+                                 f"metric {metric!r}: event time {times[i]} ms since the epoch "
+                                 f"is before the metric's not_before "
+                                 f"({self.registry[metric].not_before})",
+                                 report=report_as_json(records[i]))
+            keep = ~(invalid | untimely | early)
             columns = {name: column[keep] for name, column in columns.items()}
             times = times[keep]
         yield from split_by_slice(metric, times, columns, self.slice_ms, self.slice_offset_ms)

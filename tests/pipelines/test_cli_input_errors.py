@@ -79,7 +79,7 @@ def test_zero_reports_per_file_is_refused(files, capsys):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--window", "60", "--period", "0"], "--period must be in (0, window]"),
+    (["--window", "60", "--period", "0"], "--period must be in [0.001 s, window]"),
     (["--window", "60", "--window-ofset", "30"], "did you mean --window-offset?"),
     (["--window", "60", "--perod", "30"], "did you mean --period?"),
 ])
