@@ -209,7 +209,11 @@ def _query(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.ldp.queries import STD_ERROR_KINDS, WindowEstimate
     from ldp_telemetry.pipelines.results import load_estimates, select_window
     record = select_window(load_estimates(args.output), args.metric, args.window)
-    window = WindowEstimate.from_record(record)
+    try:
+        window = WindowEstimate.from_record(record)
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"the estimate of metric {args.metric!r} at {record['window_start']} in "
+                         f"{args.output} cannot be read: {type(error).__name__}: {error}") from None
     if args.method is not None:
         window = window.with_method(args.method, **_method_params(args.param))
     elif args.param:

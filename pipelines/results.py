@@ -16,11 +16,59 @@ def load_estimates(output_dir: str, metric: str | None = None) -> list[dict]:
         raise ValueError(f"no estimates-*.jsonl files in {output_dir}")
     records = []
     for path in paths:
-        with open(path, encoding="utf-8") as handle:
-            records.extend(json.loads(line) for line in handle if line.strip())
+        records.extend(_read_records(path))
     if metric is not None:
         records = [r for r in records if r["metric"] == metric]
     return sorted(records, key=lambda r: (r["metric"], r["window_start"], r["pane"]["index"]))
+
+
+#: Fields `show` and `query` read from every estimate record, and their JSON types.
+_RECORD_FIELDS = {"metric": str, "window_start": str, "window_end": str, "n": int,
+                  "protocol": str, "epsilon": (int, float), "labels": list, "estimate": list,
+                  "std_error": list, "unbiased_estimate": list, "postprocess": dict, "pane": dict}
+
+
+def _read_records(path: str) -> list[dict]:
+    """The estimate records of one JSON-lines file; ValueError naming the file and line."""
+    records = []
+    try:
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                where = f"{path} line {number}"
+                try:
+                    record = json.loads(raw.decode("utf-8"))
+                except UnicodeDecodeError as error:
+                    raise ValueError(f"{where}: not UTF-8 text ({error.reason})") from None
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+                except RecursionError:
+                    raise ValueError(f"{where}: nested too deeply to be an estimate") from None
+                problem = _record_problem(record)
+                if problem:
+                    raise ValueError(f"{where}: not a window estimate: {problem}")
+                records.append(record)
+    except OSError as error:
+        raise ValueError(f"cannot read {path}: {error.strerror}") from None
+    return records
+
+
+def _record_problem(record) -> str | None:
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    for field, kind in _RECORD_FIELDS.items():
+        if not isinstance(record.get(field), kind) or isinstance(record.get(field), bool):
+            return f"field {field!r} is missing or not a {getattr(kind, '__name__', 'number')}"
+    d = len(record["labels"])
+    for field in ("estimate", "std_error", "unbiased_estimate"):
+        values = record[field]
+        if len(values) != d or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                       for v in values):
+            return f"field {field!r} must hold {d} numbers, one per label"
+    if not isinstance(record["pane"].get("index"), int):
+        return "field 'pane' has no integer 'index'"
+    return None
 
 
 def format_top(record: dict, k: int = 5) -> str:

@@ -66,7 +66,7 @@ def test_simulating_twice_into_one_folder_needs_overwrite(files, capsys):
     assert simulate(registry, values, tmp / "out", "--reports-per-file", "1") == 0
     assert len(list((tmp / "out").glob("m-*.avro"))) == 3
     assert simulate(registry, values, tmp / "out") == 2
-    assert "already holds 3 report file(s) of m" in error_of(capsys)
+    assert "already holds 3 report file(s) of metric 'm'" in error_of(capsys)
     assert simulate(registry, values, tmp / "out", "--overwrite") == 0
     assert [p.name for p in (tmp / "out").glob("m-*.avro")] == ["m-00000.avro"]
 
