@@ -1,10 +1,12 @@
 """Time per window of the batch job, with finalize's own cost measured apart.
 
 One GRR metric (d values, ε = 2), `--reports-per-window` reports in each of W consecutive
-windows of `--window` seconds (one Avro file). For each W:
+windows of `--window` seconds (one Avro file). Each W runs in its own process (so that its
+peak memory is its own), as does a job of 1 window, the start-up cost of any job:
   job          the whole Beam job (FnApiRunner): read, count, windows, finalize, write;
   finalize     `finalize_window` + the estimate record alone, W times (no Beam);
-  per window   (job - finalize) / W: what the pipeline adds per window beyond finalize.
+  beyond       (job - job of 1 window - finalize) / W: what the pipeline adds per window
+               beyond finalize and start-up.
 
     python benchmarks/windows.py --windows 1000 10000 100000
 """
@@ -13,8 +15,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -62,22 +66,43 @@ def measure(windows: int, per_window: int, window_s: float, d: int, tmp: str) ->
             "finalize_ms": 1000 * finalize_s / windows}
 
 
+def one(windows: int, args) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        row = measure(windows, args.reports_per_window, args.window, args.domain, tmp)
+    row["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return row
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, nargs="+", default=[1000, 10_000, 100_000])
     parser.add_argument("--reports-per-window", type=int, default=1)
     parser.add_argument("--window", type=float, default=1.0, help="window length, seconds")
     parser.add_argument("--domain", type=int, default=8)
+    parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    print(f"{'windows':>8} {'job s':>8} {'finalize s':>11} {'finalize ms/w':>14} "
-          f"{'beyond finalize ms/w':>21} {'peak RSS MB':>12}")
-    with tempfile.TemporaryDirectory() as tmp:
-        for windows in args.windows:
-            row = measure(windows, args.reports_per_window, args.window, args.domain, tmp)
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            print(f"{row['windows']:>8} {row['job_s']:>8.1f} {row['finalize_s']:>11.2f} "
-                  f"{row['finalize_ms']:>14.3f} {row['per_window_ms']:>21.3f} {peak:>12.0f}",
-                  flush=True)
+    if args.one is not None:
+        with contextlib.redirect_stdout(io.StringIO()):
+            row = one(args.one, args)
+        print(json.dumps(row))
+        return
+
+    def run(windows: int) -> dict:
+        command = [sys.executable, os.path.abspath(__file__), "--one", str(windows),
+                   "--reports-per-window", str(args.reports_per_window),
+                   "--window", str(args.window), "--domain", str(args.domain)]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    start_up = run(1)["job_s"]
+    print(f"start-up (a job of 1 window): {start_up:.1f} s")
+    print(f"{'windows':>8} {'job s':>8} {'finalize ms/w':>14} {'beyond finalize ms/w':>21} "
+          f"{'peak RSS MB':>12}")
+    for windows in args.windows:
+        row = run(windows)
+        beyond = 1000 * (row["job_s"] - start_up - row["finalize_s"]) / windows
+        print(f"{windows:>8} {row['job_s']:>8.1f} {row['finalize_ms']:>14.3f} {beyond:>21.3f} "
+              f"{row['peak_mb']:>12.0f}", flush=True)
 
 
 if __name__ == "__main__":

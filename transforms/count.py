@@ -13,6 +13,7 @@ within a slice (for fixed windows, the window), not across slices or forever.
 """
 from __future__ import annotations
 
+import copy
 from typing import Iterable
 
 import apache_beam as beam
@@ -48,8 +49,8 @@ class SupportStatistic:
         """Add `other` into this statistic (in place) and return it."""
         if other.metric is None:
             return self
-        if self.metric is None:
-            self.metric, self.table = other.metric, other.table.copy()
+        if self.metric is None:  # never add into an input: start from a copy
+            self.metric, self.table = other.metric, copy.deepcopy(other.table)
         elif other.metric != self.metric:
             raise ValueError(f"cannot add a statistic of metric {other.metric!r} to one of "
                              f"{self.metric!r}")
