@@ -1,4 +1,4 @@
-"""Accuracy of every post-processing method on real and synthetic values (consistency-norm-hyb.txt §4).
+"""Accuracy of every post-processing method on real and synthetic values ([Wang20] journal §4).
 
 A fixed population of n users (true counts n_v, true frequencies f_v = n_v / n) is perturbed
 and estimated --repeats times with the project's protocol code; every method post-processes the

@@ -2,7 +2,7 @@
 
 A pure protocol lets the server compute, for every value v, the support count c_v: how many
 reports "support" v. A user holding v supports it with probability p*, a user holding any other
-value with probability q* < p*. From consistency-norm-hyb.txt §2 (§2.2 and §2.4):
+value with probability q* < p*. From [Wang20] journal §2 (§2.2 and §2.4):
 
     unbiased estimate   f~_v = (c_v / n - q*) / (p* - q*)
     exact variance      Var[f~_v] = (q*(1 - q*) + f_v (p* - q*)(1 - p* - q*)) / (n (p* - q*)^2)   (eq. 2)

@@ -23,7 +23,7 @@ coming from the seed:
 Over the choice of (a, b), t_v is uniform and t_u - t_v = a (k_u - k_v) has uniform top bits
 whenever k_u - k_v has fewer than ~30 trailing zero bits, so the hashes of two values are
 independent and uniform on [0, g) up to a bias of order g / 2^32 — what the estimator's
-unbiasedness and eq. 2 need. The keys matter for sets of values: hashing the raw index v would
+unbiasedness and [Wang20] journal eq. 2 need. The keys matter for sets of values: hashing the raw index v would
 put consecutive values on an arithmetic progression (t_{v+1} - t_v = a for all v), so that
 three consecutive values share a bucket twice as often as independent ones, inflating the
 variance of range and set queries; pseudo-random keys remove that structure.

@@ -2,13 +2,17 @@
 
 For a privacy level ε and domain size d, every protocol of ldp_telemetry.ldp.protocols is instantiated with
 the parameters it really uses (OLH's, RLH's and BLH's g, SS's and RWS's k, HR's K) and
-reported with p*, q*, the analytical n·MSE of rws-frequency-protocols.txt eq. 4, the largest
+reported with p*, q*, the analytical n·MSE of [Fang25] eq. 4, the largest
 Avro-encoded payload, and the aggregation cost.
+
+Everything the plan shows comes from the protocol classes themselves (n_mse, parameter,
+payload_bytes, server_cost, aggregation_rank), so a newly registered protocol is planned
+without any change here.
 
 Recommendation (`recommend`): the protocol with the lowest n·MSE; protocols whose n·MSE is
 within a relative 1e-9 of it tie, and ties go to the fewest bytes per report, then to the
-cheaper aggregation (order of AGGREGATION_RANK). Eq. 4 with the rounded parameters is the
-quantity the paper's §4.4 guideline approximates, so this rule reproduces the guideline and
+cheaper aggregation (the smaller `aggregation_rank`), then to registry order. Eq. 4 with the rounded parameters is the
+quantity the [Fang25] §4.4 guideline approximates, so this rule reproduces the guideline and
 settles its open choices exactly:
 
 - d < sqrt(2 e^{2ε} + 1/4) + 3/2, where the optimal k is 1: GRR, SS and RWS have the same
@@ -25,10 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from ldp_telemetry.ldp.protocols import PROTOCOLS, FrequencyOracle, make_protocol
+from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
 
-#: Aggregation cost, cheapest first (tie-break of the recommendation).
-AGGREGATION_RANK = ("grr", "hr", "ss", "oue", "sue", "rue", "rws", "rlh", "olh", "blh")
 _TIE = 1e-9
 
 
@@ -50,14 +52,6 @@ class ProtocolPlan:
         return asdict(self)
 
 
-def protocol_parameter(protocol: FrequencyOracle) -> str:
-    """The rounded parameter a protocol really uses, as text ('g=56', 'k=122', 'K=1024', '')."""
-    for attribute in ("g", "k", "K"):
-        if hasattr(protocol, attribute):
-            return f"{attribute}={getattr(protocol, attribute)}"
-    return ""
-
-
 def plan(epsilon: float, d: int, n: int | None = None, max_bytes: int | None = None
          ) -> list[ProtocolPlan]:
     """Every protocol's plan row, in registry order, the recommended one flagged."""
@@ -67,7 +61,7 @@ def plan(epsilon: float, d: int, n: int | None = None, max_bytes: int | None = N
     for name in PROTOCOLS:
         protocol = make_protocol(name, epsilon, d)
         n_mse = protocol.n_mse()
-        rows.append(ProtocolPlan(name, protocol_parameter(protocol), protocol.p_star,
+        rows.append(ProtocolPlan(name, protocol.parameter, protocol.p_star,
                                  protocol.q_star, n_mse, None if n is None else n_mse / n,
                                  protocol.payload_bytes(), protocol.server_cost))
     choice, _ = _choose(rows, max_bytes)
@@ -88,7 +82,7 @@ def _choose(rows: list[ProtocolPlan], max_bytes: int | None) -> tuple[str, str]:
                          f"(the smallest needs {smallest})")
     best = min(r.n_mse for r in allowed)
     tied = [r for r in allowed if r.n_mse <= best * (1 + _TIE)]
-    chosen = min(tied, key=lambda r: (r.bytes_per_report, AGGREGATION_RANK.index(r.protocol)))
+    chosen = min(tied, key=lambda r: (r.bytes_per_report, PROTOCOLS[r.protocol].aggregation_rank))
     others = [r.protocol for r in tied if r is not chosen]
     reason = f"lowest analytical n·MSE {chosen.n_mse:.4g}"
     if others:
@@ -100,7 +94,7 @@ def _choose(rows: list[ProtocolPlan], max_bytes: int | None) -> tuple[str, str]:
 
 
 def guideline(epsilon: float, d: int) -> str:
-    """The protocol-choice guideline at the end of rws-frequency-protocols.txt §4.4."""
+    """The protocol-choice guideline at the end of [Fang25] §4.4."""
     threshold = math.sqrt(2 * math.exp(2 * epsilon) + 0.25) + 1.5
     if d < threshold:
         return f"d < {threshold:.4g} (optimal k = 1): GRR, SS and RWS have the optimal MSE"

@@ -1,4 +1,4 @@
-"""Consistency post-processing of frequency-oracle estimates (consistency-norm-hyb.txt §3).
+"""Consistency post-processing of frequency-oracle estimates ([Wang20] journal §3).
 
 Every method takes the unbiased estimate f~ (length d, may be negative, sums to about 1) and its
 SupportNoise, and returns a new float64 array; the input is never modified. What this
@@ -372,7 +372,7 @@ def power(estimate: np.ndarray, noise: SupportNoise, *,
 @_postprocessor
 def power_ns(estimate: np.ndarray, noise: SupportNoise, *,
              exponent: float | None = None) -> np.ndarray:
-    """PowerNS (consistency-arxiv.txt §IV-E): Norm-Sub applied to Power's output."""
+    """PowerNS ([Wang20] NDSS §IV-E): Norm-Sub applied to Power's output."""
     return project_to_simplex(power(estimate, noise, exponent=exponent), 1.0)
 
 

@@ -1,6 +1,6 @@
 """Queries on one window's estimates: point, set, range and top-k, each with a standard error.
 
-A query answers from the window's post-processed distribution f' (consistency-norm-hyb.txt §3):
+A query answers from the window's post-processed distribution f' ([Wang20] journal §3):
 
     point  f'_v                                  (one value, by label or index)
     set    sum_{v in S} f'_v                     (S a set of distinct values)
@@ -9,7 +9,7 @@ A query answers from the window's post-processed distribution f' (consistency-no
     top-k  the k largest f'_v, with their labels (each reported as a point answer)
 
 Post-Pos is the one method applied to answers rather than to the distribution: its answer is
-max(Base answer, 0) (§3.1).
+max(Base answer, 0) ([Wang20] journal §3.1).
 
 Standard errors
 ---------------
@@ -39,45 +39,15 @@ weights w (a set: w = 1_S; Norm's set answer: w = 1_S - |S|/d, plus a constant)
 
     Var[sum_v w_v f~_v] = sum_x f_x Var[Y | x] / (n (p* - q*)^2),
 
-with Var[Y | x] the variance of one report's Y given its true value x. This is eq. 2 for
+with Var[Y | x] the variance of one report's Y given its true value x. This is [Wang20] journal eq. 2 for
 w = e_v. It is *not* the sum of eq. 2 over S whenever the support indicators of one report are
-correlated. Per protocol family, with W = sum w, Q = sum w^2 and m_x = p* w_x + q* (W - w_x) the
-mean of Y given x:
-
-* GRR: a report supports exactly one value, so Y = w_y and (the multinomial covariances
-  Cov(c_u, c_v) = -n_x P[y=u|x] P[y=v|x] summed over users)
-      Var[Y | x] = p* w_x^2 + q* (Q - w_x^2) - m_x^2.
-  For a set of k values: Var = (f_S P_in (1 - P_in) + (1 - f_S) k q* (1 - k q*)) / (n (p*-q*)^2),
-  P_in = p* + (k - 1) q*; the whole domain has variance 0 (the estimates sum to 1).
-* Unary encoding (OUE, SUE, RUE) and local hashing (OLH, BLH, RLH): the support indicators of
-  distinct values are independent, so
-      Var[Y | x] = p*(1 - p*) w_x^2 + q*(1 - q*) (Q - w_x^2),
-  and a set's variance is exactly the sum of eq. 2 over its values. For unary encoding every
-  bit is perturbed independently. For local hashing (q* = 1/g) x is supported when the GRR_g
-  coin keeps H(x), and v != x when H(v) = y; the indicators of two values u, v != x are
-  uncorrelated when the buckets of u, v and x are independent (3-wise independence). The
-  keyed hash of ldp_telemetry.ldp.hashing gives that in practice: it hashes a pseudo-random 64-bit key per
-  value, so the buckets of a few values, consecutive ones included, behave as independent.
-* Fixed-size subsets (SS, RWS): the support is x plus k - 1 values drawn uniformly without
-  replacement from the N = d - 1 others with probability p*, else k such values. For RWS the
-  support (S - u + x) mod d, u uniform in the wheel S or uniform outside it, is such a subset
-  because the seeded wheel is a uniform k-subset: S - u is then uniform over the k-subsets
-  that contain 0, or over those that do not. With mu = (W - w_x)/N and
-  s^2 = (Q - w_x^2)/N - mu^2 the mean and population variance of the others' weights, a sum
-  of m of them has variance
-  V_m = m (N - m) / (N - 1) s^2 (0 when N = 1), and by the law of total variance
-      Var[Y | x] = p* V_{k-1} + (1 - p*) V_k + p*(1 - p*) (w_x - mu)^2.
-  A report supports exactly k values, so the whole domain has variance 0.
-* HR (K = smallest power of two >= d, w padded with zeros to length K): with
-  s_r(v) = (-1)^popcount(r & v), the report <r, b> supports v with indicator
-  (1 + (-1)^b s_r(v)) / 2, and (-1)^b = sigma s_r(x), sigma = +1 with probability
-  p* = e^eps/(e^eps + 1), else -1. So Y = (W + sigma s_r(x) h_r) / 2 with h_r = sum_v s_r(v) w_v
-  the Walsh-Hadamard transform of w and r uniform on [1, K). Parseval (sum_r h_r^2 = K Q) and
-  the inverse transform (sum_r s_r(x) h_r = K w_x), both over r in [0, K) with h_0 = W, give
-      Var[Y | x] = [ (K Q - W^2)/(K - 1) - (2p* - 1)^2 ((K w_x - W)/(K - 1))^2 ] / 4.
-  When d = K a report supports exactly K/2 values and the whole domain has variance 0.
-
-For every protocol Var[Y | x] depends on x only through w_x.
+correlated. Each protocol class gives Var[Y | x] in closed form, with its derivation, as
+`report_variance(w)` (ldp_telemetry.ldp.protocols): GRR supports exactly one value (multinomial
+covariances); unary encoding and local hashing have independent support indicators, so a set's
+variance is exactly the sum of eq. 2 over its values; fixed-size subsets (SS, RWS) draw the
+other supported values without replacement; HR's follows from Parseval's identity. For every
+protocol Var[Y | x] depends on x only through w_x, and it is 0 for the whole domain when every
+report supports the same number of values (GRR, SS, RWS, HR with d = K).
 
 These variances assume the true frequencies f; the reported standard errors plug in the
 Norm-Sub projection of f~ (non-negative, summing to 1: the constrained least-squares estimate of
@@ -101,11 +71,6 @@ from ldp_telemetry.ldp.estimation import SupportNoise
 from ldp_telemetry.ldp.finalize import error_plug_in
 from ldp_telemetry.ldp.postprocess import PostprocessSpec, post_pos
 from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
-from ldp_telemetry.ldp.protocols.grr import GRR
-from ldp_telemetry.ldp.protocols.hr import HR
-from ldp_telemetry.ldp.protocols.olh import LocalHashing
-from ldp_telemetry.ldp.protocols.oue import UnaryEncoding
-from ldp_telemetry.ldp.protocols.ss import FixedSizeSubset
 
 #: Methods whose output sums to 1, for which Norm's standard error is the reference.
 _SUM_TO_ONE = frozenset({"norm-mul", "norm-sub", "norm-hyb", "mle-apx", "power-ns"})
@@ -125,41 +90,13 @@ STD_ERROR_KINDS = {
 def report_variance(protocol: FrequencyOracle, weights: np.ndarray) -> np.ndarray:
     """Var[Y | x] for every true value x, Y = sum_v w_v [report supports v] (module docstring).
 
-    Closed form per protocol family: GRR, unary encoding, local hashing, Hadamard response and
-    fixed-size subsets; ValueError for any other protocol.
+    The protocol's own closed form (FrequencyOracle.report_variance); ValueError for an object
+    that is not a frequency oracle.
     """
-    w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (protocol.d,):
-        raise ValueError(f"weights must have length d = {protocol.d}, got shape {w.shape}")
-    p, q = protocol.p_star, protocol.q_star
-    if isinstance(protocol, GRR):
-        w = w - w.mean()  # one value supported per report: Y shifts by the constant
-        mean = p * w + q * (w.sum() - w)
-        return p * w ** 2 + q * (np.dot(w, w) - w ** 2) - mean ** 2
-    if isinstance(protocol, (UnaryEncoding, LocalHashing)):
-        return p * (1 - p) * w ** 2 + q * (1 - q) * (np.dot(w, w) - w ** 2)
-    if isinstance(protocol, HR):
-        K, total, squares = protocol.K, w.sum(), np.dot(w, w)
-        bias = (2 * p - 1) * (K * w - total) / (K - 1)
-        return ((K * squares - total ** 2) / (K - 1) - bias ** 2) / 4
-    if isinstance(protocol, FixedSizeSubset):
-        return _subset_report_variance(protocol.k, p, w - w.mean())
-    raise ValueError(f"no support-correlation model for protocol {protocol.name!r}; known "
-                     "families: GRR, unary encoding, local hashing, HR, fixed-size subsets")
-
-
-def _subset_report_variance(k: int, p: float, w: np.ndarray) -> np.ndarray:
-    """Var[Y | x] when the support is x plus k - 1 uniform others (probability p), else k
-    uniform others."""
-    others = w.size - 1
-    mean = (w.sum() - w) / others  # of the others' weights
-    spread = np.maximum((np.dot(w, w) - w ** 2) / others - mean ** 2, 0.0)
-
-    def draw_variance(m: int) -> np.ndarray:  # sum of m of the others, without replacement
-        return m * (others - m) / (others - 1) * spread if others > 1 else np.zeros_like(w)
-
-    return (p * draw_variance(k - 1) + (1 - p) * draw_variance(k)
-            + p * (1 - p) * (w - mean) ** 2)
+    if not isinstance(protocol, FrequencyOracle):
+        raise ValueError(f"no support-correlation model for protocol "
+                         f"{getattr(protocol, 'name', protocol)!r}: not a FrequencyOracle")
+    return protocol.report_variance(weights)
 
 
 def linear_variance(protocol: FrequencyOracle, n: int, weights: np.ndarray,
@@ -168,11 +105,7 @@ def linear_variance(protocol: FrequencyOracle, n: int, weights: np.ndarray,
 
     sum_x f_x Var[Y | x] / (n (p* - q*)^2) (module docstring); inf when n = 0.
     """
-    f = np.asarray(frequencies, dtype=np.float64)
-    if n == 0:
-        return math.inf
-    per_report = float(np.dot(f, report_variance(protocol, weights)))
-    return max(per_report, 0.0) / (n * (protocol.p_star - protocol.q_star) ** 2)
+    return protocol.linear_variance(n, weights, frequencies)
 
 
 def set_indicator(d: int, indices: Iterable[int]) -> np.ndarray:

@@ -28,7 +28,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ldp_telemetry.ldp.estimation import SupportNoise
-from ldp_telemetry.ldp.estimators import FREQUENCY, EstimatorSpec
+from ldp_telemetry.ldp.estimators import EstimatorSpec
 from ldp_telemetry.ldp.planner import recommend
 from ldp_telemetry.ldp.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.protocols import PROTOCOLS, FrequencyOracle, make_protocol
@@ -172,7 +172,7 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
         raise fail("postprocess", str(error)) from None
     try:
         estimator = EstimatorSpec.parse(entry.get("estimator", "unbiased"))
-        estimator.check_family(FREQUENCY, protocol)
+        estimator.check_family(PROTOCOLS[protocol].estimator_family, protocol)
     except ValueError as error:
         raise fail("estimator", str(error)) from None
     if estimator.definition.ordinal and labels is not None:

@@ -1,5 +1,11 @@
 """The `ldp` command line: simulate reports, run the estimation job, show and query estimates,
-plan a protocol."""
+plan a protocol.
+
+Only `ldp run` imports Apache Beam (seconds of start-up): its job arguments come from
+ldp_telemetry.pipelines.estimate and are added to the parser only when the command is `run`, so
+`plan`, `show`, `query`, `simulate` and `--help` never import it. Every command imports what it
+needs inside its handler: `ldp plan` and `--help` need numpy alone (not even scipy).
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,8 +13,6 @@ import difflib
 import json
 import logging
 import sys
-
-from ldp_telemetry.ldp.registry import RegistryError, load_registry
 
 
 def _drop_optional_gcp_notice(record: logging.LogRecord) -> bool:
@@ -21,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:
         handler.addFilter(_drop_optional_gcp_notice)
     logging.getLogger("ldp").setLevel(logging.INFO)  # e.g. how "protocol": "auto" was resolved
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(job_arguments=_command(argv) == "run")
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "run":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -29,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             _reject_misspelt_job_flags(extra)
         return args.handler(args, extra)
-    except (RegistryError, ValueError, OSError) as error:
+    except (ValueError, OSError) as error:  # RegistryError is a ValueError
         print(f"ldp {args.command}: error: {error}", file=sys.stderr)
         return 2
 
@@ -53,7 +58,14 @@ def _reject_misspelt_job_flags(beam_args: list[str]) -> None:
                              f"did you mean {job_flags[close[0]]}?")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command(argv: list[str]) -> str | None:
+    """The subcommand named in `argv` (its first argument that is not an option), if any."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
+    """The `ldp` parser. `job_arguments=False` leaves out the arguments of `ldp run`, whose
+    definition imports Apache Beam: the parser then serves every other command."""
     parser = argparse.ArgumentParser(
         prog="ldp", description="Streaming aggregation of locally differentially private telemetry.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -81,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     plan = commands.add_parser(
         "plan", help="compare every protocol for a privacy level and domain size",
-        description="For every protocol: p*, q*, the analytical n·MSE (eq. 4 of "
-                    "rws-frequency-protocols.txt, with the rounded g or k the protocol uses), "
+        description="For every protocol: p*, q*, the analytical n·MSE ([Fang25] eq. 4, "
+                    "with the rounded g or k the protocol uses), "
                     "the largest Avro payload in bytes, the aggregation cost, and the "
                     "recommended protocol (lowest n·MSE; ties: fewest bytes, then cheapest "
                     "aggregation).")
@@ -106,8 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "in this process. --runner=PortableRunner without --job_endpoint starts a "
                     "local job service for the run (LOOPBACK workers unless "
                     "--environment_type is given).")
-    from ldp_telemetry.pipelines.estimate import add_job_arguments
-    add_job_arguments(run)
+    if job_arguments:
+        from ldp_telemetry.pipelines.estimate import add_job_arguments
+        add_job_arguments(run)
     run.set_defaults(handler=_run)
 
     show = commands.add_parser(
@@ -148,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.pipelines.simulate import DEFAULT_REPORTS_PER_FILE, read_true_values, simulate_reports
+    from ldp_telemetry.ldp.registry import load_registry
     config = load_registry(args.registry)[args.metric]
     truth = read_true_values(args.input, config, args.value_column, args.time_column)
     per_file = (DEFAULT_REPORTS_PER_FILE if args.reports_per_file is None
@@ -180,7 +194,7 @@ def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
             line += f" {row.mse:>10.4g} {row.mse ** 0.5:>9.4g}"
         print(line + f" {row.bytes_per_report:>6}  {row.server_cost}")
     print(f"recommended: {choice} — {reason}")
-    print(f"paper guideline (§4.4): {guideline(args.epsilon, args.domain)}")
+    print(f"guideline of [Fang25] §4.4: {guideline(args.epsilon, args.domain)}")
     return 0
 
 

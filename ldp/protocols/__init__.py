@@ -1,30 +1,39 @@
-"""Frequency oracles by registry name."""
+"""Frequency oracles by registry name.
+
+Each protocol is one module of this package holding one FrequencyOracle subclass; REGISTERED
+names it as "module.Class", one line per protocol, in the order `ldp plan` lists them.
+"""
 from __future__ import annotations
 
-from ldp_telemetry.ldp.protocols.base import FrequencyOracle
-from ldp_telemetry.ldp.protocols.blh import BLH
-from ldp_telemetry.ldp.protocols.grr import GRR
-from ldp_telemetry.ldp.protocols.hr import HR
-from ldp_telemetry.ldp.protocols.olh import OLH
-from ldp_telemetry.ldp.protocols.oue import OUE
-from ldp_telemetry.ldp.protocols.rlh import RLH
-from ldp_telemetry.ldp.protocols.rue import RUE
-from ldp_telemetry.ldp.protocols.rws import RWS
-from ldp_telemetry.ldp.protocols.ss import SS
-from ldp_telemetry.ldp.protocols.sue import SUE
+import importlib
 
-PROTOCOLS: dict[str, type[FrequencyOracle]] = {cls.name: cls for cls in (
-    GRR,
-    OUE,
-    SUE,
-    RUE,
-    OLH,
-    BLH,
-    RLH,
-    HR,
-    SS,
-    RWS,
-)}
+from ldp_telemetry.ldp.protocols.base import FrequencyOracle
+
+REGISTERED = (
+    "grr.GRR",
+    "oue.OUE",
+    "sue.SUE",
+    "rue.RUE",
+    "olh.OLH",
+    "blh.BLH",
+    "rlh.RLH",
+    "hr.HR",
+    "ss.SS",
+    "rws.RWS",
+)
+
+
+def _load(entry: str) -> type[FrequencyOracle]:
+    module, _, class_name = entry.rpartition(".")
+    cls = getattr(importlib.import_module(f"{__name__}.{module}"), class_name)
+    if not (isinstance(cls, type) and issubclass(cls, FrequencyOracle)):
+        raise TypeError(f"protocol registry entry {entry!r} is not a FrequencyOracle subclass")
+    return cls
+
+
+PROTOCOLS: dict[str, type[FrequencyOracle]] = {cls.name: cls for cls in map(_load, REGISTERED)}
+if len(PROTOCOLS) != len(REGISTERED):
+    raise TypeError("two registered protocols share a registry name")
 
 
 def make_protocol(name: str, epsilon: float, d: int) -> FrequencyOracle:

@@ -1,13 +1,19 @@
 """The surface every frequency oracle exposes.
 
-A protocol is pure (rws-frequency-protocols.txt Definition 2): each report supports a set of
+A protocol is pure ([Fang25] Definition 2): each report supports a set of
 values, the true value with probability p*, every other value with probability q* < p*. The
 server therefore only needs, per window, the support count of every value; each protocol keeps a
 *sufficient statistic* from which those counts follow, mergeable by addition and of a size that
 does not depend on the number of reports.
 
-One protocol = one module: client perturbation over numpy arrays, the payload's Avro record and
-its validity rule, the statistic, and p*/q*. Estimation is shared (ldp_telemetry.ldp.estimation).
+One protocol = one module. Its class carries everything the rest of the project asks of it:
+client perturbation over numpy arrays; the payload's Avro schema (`payload_schema`, one branch
+of the report union in schemas/report.avsc) and its validity rule; the sufficient statistic and
+the support counts; p* and q*, hence the analytical n·MSE (`n_mse`, [Fang25] eq. 4 with the protocol's
+own p*, q*) that the planner ranks by; the aggregation cost (`server_cost`, `aggregation_rank`)
+for the planner's tie-break; and `report_variance`, the variance of any weighted sum of one
+report's support indicators, from which ldp_telemetry.ldp.queries computes the exact variance of
+any linear answer. Estimation is shared (ldp_telemetry.ldp.estimation).
 """
 from __future__ import annotations
 
@@ -27,18 +33,37 @@ Columns = Mapping[str, np.ndarray]
 class FrequencyOracle(abc.ABC):
     """An ε-LDP frequency oracle over the domain [0, d).
 
-    Subclasses set `name` (the registry name), `payload_record` (the Avro record name of their
-    report payload), `payload_rule` (what makes a payload valid, for dead-letter reasons) and
-    `server_cost` (the aggregation cost in O-notation, n reports).
+    Subclasses set the class attributes
+      `name`              the registry name;
+      `payload_schema`    the Avro record of their report payload (a dict, as in an .avsc);
+                          `payload_record`, its name, follows from it;
+      `payload_rule`      what makes a payload valid, for dead-letter reasons;
+      `server_cost`       the aggregation cost in O-notation, n reports;
+      `aggregation_rank`  a number, smaller = cheaper aggregation: the planner's tie-break
+                          between protocols of equal accuracy and report size;
+    and implement p_star, q_star, perturb, payload_bytes, payloads_to_avro, payloads_from_avro,
+    accumulate and _report_variance (plus new_statistic / support_counts when the statistic is
+    not the d support counts).
     """
 
     epsilon: float
     d: int
 
     name: ClassVar[str]
+    payload_schema: ClassVar[dict]
     payload_record: ClassVar[str]
     payload_rule: ClassVar[str]
     server_cost: ClassVar[str]
+    aggregation_rank: ClassVar[float]
+    #: The estimator family whose methods read this protocol's statistic:
+    #: ldp_telemetry.ldp.estimators.FREQUENCY (spelt out here so that estimator modules may
+    #: import protocols).
+    estimator_family: ClassVar[str] = "frequency"
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "payload_schema" in cls.__dict__:
+            cls.payload_record = cls.payload_schema["name"]
 
     def __post_init__(self) -> None:
         problem = epsilon_problem(self.epsilon)
@@ -63,9 +88,42 @@ class FrequencyOracle(abc.ABC):
         return SupportNoise(self.p_star, self.q_star, int(n))
 
     def n_mse(self) -> float:
-        """n times the analytical full-domain MSE (rws-frequency-protocols.txt eq. 4)."""
-        p, q, d = self.p_star, self.q_star, self.d
-        return q * (1 - q) / (p - q) ** 2 + (1 - p - q) / (d * (p - q))
+        """n times the analytical full-domain MSE, with this protocol's p*, q* (pure_n_mse)."""
+        return pure_n_mse(self.p_star, self.q_star, self.d)
+
+    @property
+    def parameter(self) -> str:
+        """The rounded parameter the protocol really uses, as text ('g=56', 'k=122'; '' if none)."""
+        return ""
+
+    # -- variance of linear answers ---------------------------------------------------------
+    def report_variance(self, weights: np.ndarray) -> np.ndarray:
+        """Var[Y | x] for every true value x, where Y = Σ_v w_v [the report supports v].
+
+        One report's weighted support, the building block of the exact variance of any linear
+        answer Σ_v w_v f~_v (ldp_telemetry.ldp.queries); w = e_v gives the numerator of
+        [Wang20] journal eq. 2.
+        `weights`: length d. Returns an array of length d, indexed by the true value x.
+        """
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (self.d,):
+            raise ValueError(f"weights must have length d = {self.d}, got shape {w.shape}")
+        return self._report_variance(w)
+
+    @abc.abstractmethod
+    def _report_variance(self, w: np.ndarray) -> np.ndarray:
+        """report_variance for validated float64 weights of length d (closed form)."""
+
+    def linear_variance(self, n: int, weights: np.ndarray, frequencies: np.ndarray) -> float:
+        """Var[Σ_v w_v f~_v] for n reports from users with true distribution `frequencies`.
+
+        Reports are independent: Σ_x f_x Var[Y | x] / (n (p* - q*)^2); inf when n = 0.
+        """
+        f = np.asarray(frequencies, dtype=np.float64)
+        if n == 0:
+            return math.inf
+        per_report = float(np.dot(f, self.report_variance(weights)))
+        return max(per_report, 0.0) / (n * (self.p_star - self.q_star) ** 2)
 
     # -- client -----------------------------------------------------------------------------
     @abc.abstractmethod
@@ -105,6 +163,28 @@ class FrequencyOracle(abc.ABC):
     def support_counts(self, statistic: np.ndarray) -> np.ndarray:
         """Support count of every value (length d) from the statistic."""
         return statistic
+
+
+def pure_n_mse(p_star: float, q_star: float, d: int) -> float:
+    """n times the analytical full-domain MSE of a pure protocol over d values
+    ([Fang25] eq. 4): q*(1 - q*)/(p* - q*)^2 + (1 - p* - q*)/(d (p* - q*))."""
+    p, q = p_star, q_star
+    return q * (1 - q) / (p - q) ** 2 + (1 - p - q) / (d * (p - q))
+
+
+def independent_support_variance(p_star: float, q_star: float, w: np.ndarray) -> np.ndarray:
+    """Var[Y | x] when a report's support indicators of distinct values are independent:
+    p*(1 - p*) w_x^2 + q*(1 - q*) (Σ w^2 - w_x^2), so a set's variance is the sum of [Wang20] journal eq. 2 over
+    its values (unary encoding, local hashing)."""
+    p, q = p_star, q_star
+    return p * (1 - p) * w ** 2 + q * (1 - q) * (np.dot(w, w) - w ** 2)
+
+
+def seed_payload_schema(record: str, seed_doc: str, y_doc: str) -> dict:
+    """The Avro record of a <seed, y> payload (local hashing, RWS)."""
+    return {"type": "record", "name": record, "fields": [
+        {"name": "seed", "type": "long", "doc": seed_doc},
+        {"name": "y", "type": "int", "doc": y_doc}]}
 
 
 def varint_bytes(value: int) -> int:
@@ -160,7 +240,7 @@ def int_column(payloads: list[dict], field: str) -> np.ndarray:
 
 
 def grr_perturb(values: np.ndarray, k: int, p: float, rng: np.random.Generator) -> np.ndarray:
-    """Generalised randomised response over [0, k) (consistency-norm-hyb.txt eq. 1).
+    """Generalised randomised response over [0, k) ([Wang20] journal eq. 1).
 
     Keeps the value with probability p, otherwise reports one of the k - 1 other values
     uniformly: each other value has probability (1 - p) / (k - 1).

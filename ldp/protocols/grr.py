@@ -1,4 +1,4 @@
-"""Generalised Randomised Response (consistency-norm-hyb.txt §2.2, eq. 1).
+"""Generalised Randomised Response ([Wang20] journal §2.2, eq. 1).
 
 Report y = v with p = e^ε / (e^ε + d - 1), any other value with q = 1 / (e^ε + d - 1).
 A report supports exactly the value it names: p* = p, q* = q. Statistic: the histogram of y.
@@ -10,15 +10,17 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
-from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, Columns, FrequencyOracle, grr_perturb, int_column,
-                                varint_bytes)
+from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, Columns, FrequencyOracle, grr_perturb,
+                                              int_column, varint_bytes)
 
 
 class GRR(FrequencyOracle):
     name: ClassVar[str] = "grr"
-    payload_record: ClassVar[str] = "GrrPayload"
+    payload_schema: ClassVar[dict] = {"type": "record", "name": "GrrPayload", "fields": [
+        {"name": "value", "type": "int", "doc": "Reported value in [0, d)."}]}
     payload_rule: ClassVar[str] = "GRR value must lie in [0, d)"
     server_cost: ClassVar[str] = "O(n + d): histogram of y"
+    aggregation_rank: ClassVar[float] = 10
 
     @property
     def p_star(self) -> float:
@@ -28,6 +30,20 @@ class GRR(FrequencyOracle):
     @property
     def q_star(self) -> float:
         return 1.0 / (math.exp(self.epsilon) + self.d - 1)
+
+    def _report_variance(self, w: np.ndarray) -> np.ndarray:
+        """A report supports exactly one value, so Y = w_y and, with m_x = p* w_x + q* (W - w_x)
+        the mean of Y given x (W = Σ w, Q = Σ w^2),
+            Var[Y | x] = p* w_x^2 + q* (Q - w_x^2) - m_x^2
+        (the multinomial covariances Cov(c_u, c_v) = -n_x P[y=u|x] P[y=v|x] summed over users).
+        For a set of k values: Var = (f_S P_in (1 - P_in) + (1 - f_S) k q* (1 - k q*)) /
+        (n (p*-q*)^2), P_in = p* + (k - 1) q*; the whole domain has variance 0. Y shifts by a
+        constant with w, so w is centred first (for accuracy).
+        """
+        p, q = self.p_star, self.q_star
+        w = w - w.mean()
+        mean = p * w + q * (w.sum() - w)
+        return p * w ** 2 + q * (np.dot(w, w) - w ** 2) - mean ** 2
 
     def perturb(self, values, rng):
         return {"value": grr_perturb(values, self.d, self.p_star, rng)}

@@ -1,4 +1,4 @@
-"""Hadamard Response (consistency-norm-hyb.txt §2.4), the randomised-response-on-a-row variant.
+"""Hadamard Response ([Wang20] journal §2.4), the randomised-response-on-a-row variant.
 
 Embedding: the values [0, d) are the first d columns of the K x K Sylvester-Hadamard matrix,
 K the smallest power of two >= d (K >= 2), whose entries are H[j, v] = (-1)^popcount(j & v).
@@ -30,7 +30,8 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
-from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns, FrequencyOracle, int_column, varint_bytes
+from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, Columns, FrequencyOracle, int_column,
+                                              varint_bytes)
 
 
 def hadamard_parity(rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
@@ -55,9 +56,13 @@ def walsh_hadamard(vector: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class HR(FrequencyOracle):
     name: ClassVar[str] = "hr"
-    payload_record: ClassVar[str] = "HrPayload"
+    payload_schema: ClassVar[dict] = {"type": "record", "name": "HrPayload", "fields": [
+        {"name": "row", "type": "int",
+         "doc": "Hadamard row in [1, K), K = smallest power of 2 >= d."},
+        {"name": "bit", "type": "boolean", "doc": "Perturbed parity of popcount(row & value)."}]}
     payload_rule: ClassVar[str] = "HR row must lie in [1, K), K the smallest power of 2 >= d"
     server_cost: ClassVar[str] = "O(n + K log K): (row, bit) histogram, one Hadamard transform"
+    aggregation_rank: ClassVar[float] = 20
 
     K: int = field(init=False)
 
@@ -73,6 +78,25 @@ class HR(FrequencyOracle):
     @property
     def q_star(self) -> float:
         return (self.K / 2 - self.p_star) / (self.K - 1)
+
+    @property
+    def parameter(self) -> str:
+        return f"K={self.K}"
+
+    def _report_variance(self, w: np.ndarray) -> np.ndarray:
+        """Var[Y | x] with w padded with zeros to length K (W = Σ w, Q = Σ w^2).
+
+        With s_r(v) = (-1)^popcount(r & v), the report <r, b> supports v with indicator
+        (1 + (-1)^b s_r(v)) / 2, and (-1)^b = sigma s_r(x), sigma = +1 with probability p*,
+        else -1. So Y = (W + sigma s_r(x) h_r) / 2 with h_r = Σ_v s_r(v) w_v the Walsh-Hadamard
+        transform of w and r uniform on [1, K). Parseval (Σ_r h_r^2 = K Q) and the inverse
+        transform (Σ_r s_r(x) h_r = K w_x), both over r in [0, K) with h_0 = W, give
+            Var[Y | x] = [ (K Q - W^2)/(K - 1) - (2p* - 1)^2 ((K w_x - W)/(K - 1))^2 ] / 4.
+        When d = K a report supports exactly K/2 values and the whole domain has variance 0.
+        """
+        p, K, total, squares = self.p_star, self.K, w.sum(), np.dot(w, w)
+        bias = (2 * p - 1) * (K * w - total) / (K - 1)
+        return ((K * squares - total ** 2) / (K - 1) - bias ** 2) / 4
 
     def perturb(self, values, rng):
         values = np.asarray(values, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Random Wheel Spinner (rws-frequency-protocols.txt §4.3).
+"""Random Wheel Spinner ([Fang25] §4.3).
 
 The client draws a 64-bit seed s; the seed fixes a uniform k-subset S(s) of [0, d) (the
 partial Fisher-Yates shuffle of ldp_telemetry.ldp.hashing, driven by splitmix64(s, i) — portable, never a
@@ -11,7 +11,10 @@ uniformly outside, and sends y = (v - u) mod d. Given s, the probabilities of an
 inputs differ by at most the factor e^ε (Theorem 2); s does not depend on v.
 
 A report supports (S(s) + y) mod d: p* = k e^ε / Z, q* = p* (k-1)/(d-1) + (1 - p*) k/(d-1) —
-the same as SS, and k is chosen the same way (ldp_telemetry.ldp.protocols.ss.FixedSizeSubset).
+the same as SS, and k is chosen the same way (ldp_telemetry.ldp.protocols.fixed_subset).
+The support (S - u + x) mod d, u uniform in the wheel S or uniform outside it, is such a
+fixed-size subset because the seeded wheel is a uniform k-subset: S - u is then uniform over
+the k-subsets that contain 0, or over those that do not, so RWS shares SS's variances.
 
 Aggregation re-derives S(s) for a block of reports at once — k vectorised swap steps over the
 block (ldp_telemetry.ldp.hashing.seeded_permutations) — then adds y, folds [d, 2d) onto [0, d) and counts all
@@ -27,15 +30,18 @@ import numpy as np
 
 from ldp_telemetry.ldp import hashing
 from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, random_seeds,
-                                seeded_payloads_from_avro,
-                                seeded_payloads_to_avro, varint_bytes)
-from ldp_telemetry.ldp.protocols.ss import FixedSizeSubset
+                                              seed_payload_schema, seeded_payloads_from_avro,
+                                              seeded_payloads_to_avro, varint_bytes)
+from ldp_telemetry.ldp.protocols.fixed_subset import FixedSizeSubset
 
 
 @dataclass(frozen=True)
 class RWS(FixedSizeSubset):
     name: ClassVar[str] = "rws"
-    payload_record: ClassVar[str] = "RwsPayload"
+    payload_schema: ClassVar[dict] = seed_payload_schema(
+        "RwsPayload", "Subset seed: the uint64 as two's complement.",
+        "Wheel displacement in [0, d).")
+    aggregation_rank: ClassVar[float] = 70
     payload_rule: ClassVar[str] = "RWS y must lie in [0, d)"
     server_cost: ClassVar[str] = "O(n·(k + d)): seeded k-step shuffle per report, one bincount"
 

@@ -1,4 +1,4 @@
-"""Subset Selection (consistency-norm-hyb.txt §2.4; rws-frequency-protocols.txt §3.4).
+"""Subset Selection ([Wang20] journal §2.4; [Fang25] §3.4).
 
 The client reports a k-subset Y of [0, d): with p = k e^ε / (k e^ε + d - k) a subset that
 contains v (v plus k - 1 values drawn uniformly without replacement from the others),
@@ -6,8 +6,8 @@ otherwise k values drawn uniformly from the others. Every subset with v has prob
 e^ε / Z, every subset without v 1 / Z (Z = C(d-1, k-1)(k e^ε + d - k)/k), so the ratio of any
 output's probabilities under two inputs is at most e^ε.
 
-Y supports its members: p* = p, q* = p (k-1)/(d-1) + (1 - p) k/(d-1). k is floor or ceil of
-d / (e^ε + 1), whichever has the lower n·MSE (eq. 4), clipped to [1, d - 1] (k = 1 is GRR).
+Y supports its members: p* = p, q* = p (k-1)/(d-1) + (1 - p) k/(d-1), with k chosen as for
+every fixed-size subset protocol (ldp_telemetry.ldp.protocols.fixed_subset).
 
 Payload: the k members as an Avro array<int>; valid when it holds exactly k distinct values
 of [0, d). Statistic: the histogram of all members (one bincount per batch).
@@ -15,58 +15,25 @@ of [0, d). Statistic: the histogram of all members (one bincount per batch).
 from __future__ import annotations
 
 import itertools
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Iterator
 
 import numpy as np
 
-from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns, FrequencyOracle, varint_bytes
-from ldp_telemetry.ldp.protocols.olh import better_rounding
+from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns, varint_bytes
+from ldp_telemetry.ldp.protocols.fixed_subset import FixedSizeSubset
 
 #: (reports x d) keys drawn at once when perturbing: ~16 MiB of float64.
 _PERTURB_CELLS = 1 << 21
 
 
-def subset_n_mse(epsilon: float, d: int, k: int) -> float:
-    """n·MSE (eq. 4) of a fixed-size-k subset protocol (SS, RWS; eq. 15)."""
-    p, q = subset_support(epsilon, d, k)
-    return q * (1 - q) / (p - q) ** 2 + (1 - p - q) / (d * (p - q))
-
-
-def subset_support(epsilon: float, d: int, k: int) -> tuple[float, float]:
-    """(p*, q*) of a protocol whose output supports a k-subset holding v with k e^ε/(k e^ε+d-k)."""
-    e = math.exp(epsilon)
-    p = k * e / (k * e + d - k)
-    return p, p * (k - 1) / (d - 1) + (1 - p) * k / (d - 1)
-
-
-@dataclass(frozen=True)
-class FixedSizeSubset(FrequencyOracle):
-    """Shared parameters of the fixed-size subset protocols (SS, RWS): k, p*, q*."""
-
-    k: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        target = self.d / (math.exp(self.epsilon) + 1)
-        candidates = [min(self.d - 1, max(1, f(target))) for f in (math.floor, math.ceil)]
-        object.__setattr__(self, "k", better_rounding(
-            candidates, lambda k: subset_n_mse(self.epsilon, self.d, k)))
-
-    @property
-    def p_star(self) -> float:
-        return subset_support(self.epsilon, self.d, self.k)[0]
-
-    @property
-    def q_star(self) -> float:
-        return subset_support(self.epsilon, self.d, self.k)[1]
-
-
 @dataclass(frozen=True)
 class SS(FixedSizeSubset):
     name: ClassVar[str] = "ss"
-    payload_record: ClassVar[str] = "SsPayload"
+    payload_schema: ClassVar[dict] = {"type": "record", "name": "SsPayload", "fields": [
+        {"name": "items", "type": {"type": "array", "items": "int"},
+         "doc": "Exactly k distinct values in [0, d)."}]}
+    aggregation_rank: ClassVar[float] = 30
     payload_rule: ClassVar[str] = "SS items must be exactly k distinct values in [0, d)"
     server_cost: ClassVar[str] = "O(n·k + d): histogram of the reported items"
 

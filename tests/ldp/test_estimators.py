@@ -106,8 +106,8 @@ def olh_n_mse(epsilon, d, g):
 @pytest.mark.parametrize("epsilon", [0.01, 0.3, 0.69, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0])
 @pytest.mark.parametrize("d", [2, 24, 5000])
 def test_olh_g_is_e_eps_plus_1_rounded(epsilon, d):
-    # Rounded to the nearest integer (at least 2): the rounding that reproduces Table 3 of
-    # rws-frequency-protocols.txt. Off tiny domains its n·MSE is within 2% of the better of
+    # Rounded to the nearest integer (at least 2): the rounding that reproduces [Fang25]
+    # Table 3. Off tiny domains its n·MSE is within 2% of the better of
     # floor/ceil (RLH is the protocol tuned by eq. 4 for small d).
     olh = OLH(epsilon=epsilon, d=d)
     target = math.exp(epsilon) + 1

@@ -1,4 +1,4 @@
-"""The planner: Table 3 of rws-frequency-protocols.txt, payload sizes, the recommendation,
+"""The planner: [Fang25] Table 3, payload sizes, the recommendation,
 `ldp plan --json` and `"protocol": "auto"` in the registry."""
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 
 from ldp_telemetry.ldp.planner import guideline, plan, recommend
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
-from ldp_telemetry.ldp.protocols.olh import local_hashing_n_mse
-from ldp_telemetry.ldp.protocols.ss import subset_n_mse
+from ldp_telemetry.ldp.protocols.local_hashing import local_hashing_n_mse
+from ldp_telemetry.ldp.protocols.fixed_subset import subset_n_mse
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.pipelines import cli
 from ldp_telemetry.schemas import load_schema

@@ -1,4 +1,4 @@
-"""Properties of the consistency post-processing methods (consistency-norm-hyb.txt §3).
+"""Properties of the consistency post-processing methods ([Wang20] journal §3).
 
 Realistic inputs: a true distribution f over d values (Zipf or a few heavy hitters over a flat
 tail, shuffled), and f~ = f + Gaussian noise with the exact per-value variance of eq. 2 for OUE

@@ -1,4 +1,4 @@
-"""Invariants of Norm-Sub and Norm-Hyb (consistency-norm-hyb.txt §3.3), through PostprocessSpec.
+"""Invariants of Norm-Sub and Norm-Hyb ([Wang20] journal §3.3), through PostprocessSpec.
 
 Both give non-negative frequencies summing to 1. Norm-Hyb keeps every estimate above
 T = Φ⁻¹(1 − 2/d)·σ (σ from eq. 7) unchanged whenever those estimates sum to at most 1.

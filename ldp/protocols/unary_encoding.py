@@ -1,0 +1,86 @@
+"""Unary encoding, the family of OUE, SUE and RUE ([Wang20] journal §2.3).
+
+The one-hot vector of v is perturbed bit by bit: the 1 bit is *drawn* as 1 with probability p,
+each 0 bit becomes 1 with probability q (members choose p and q). A report supports the values
+whose bits are set: p* = p, q* = q.
+
+Wire format: the d bits packed little-endian into ceil(d/8) bytes (bit v is bit v % 8 of byte
+v // 8); padding bits above d must be 0.
+
+Statistic: the support counts themselves. They are added without unpacking a bit per report:
+a 256-entry table maps each byte to a uint64 holding its 8 bits in 8 separate bytes; summing
+those words over at most 255 reports cannot carry from one byte into the next, so the sum,
+viewed as bytes, is the count of every bit of that byte position. One table lookup and one
+addition per (report, byte) pair, all in numpy.
+"""
+from __future__ import annotations
+
+from typing import ClassVar, Iterator
+
+import numpy as np
+
+from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, Columns, FrequencyOracle,
+                                              independent_support_variance, varint_bytes)
+
+#: _SPREAD_BITS[b] holds bit k of byte b in byte k of a uint64 (little-endian byte order).
+_SPREAD_BITS = (np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+                .astype("<u1").copy().view("<u8").ravel())
+#: The largest number of reports whose spread bytes can be summed without a carry.
+_ROWS_PER_SUM = 255
+_PERTURB_ROWS = 4096
+
+
+def bits_payload_schema(record: str) -> dict:
+    """The Avro record of a unary-encoding payload: the packed bit vector."""
+    return {"type": "record", "name": record, "fields": [
+        {"name": "bits", "type": "bytes", "doc": "d bits packed little-endian in ceil(d/8) bytes."}]}
+
+
+class UnaryEncoding(FrequencyOracle):
+    """Shared machinery of the unary-encoding protocols; subclasses choose p and q."""
+
+    payload_rule: ClassVar[str] = "bit vector must have ceil(d/8) bytes with padding bits clear"
+    server_cost: ClassVar[str] = "O(n·d/8): one spread-bit table lookup per report byte"
+
+    @property
+    def n_bytes(self) -> int:
+        return (self.d + 7) // 8
+
+    def _report_variance(self, w: np.ndarray) -> np.ndarray:
+        """Every bit is perturbed independently: base.independent_support_variance."""
+        return independent_support_variance(self.p_star, self.q_star, w)
+
+    def perturb(self, values, rng):
+        values = np.asarray(values, dtype=np.int64)
+        packed = np.empty((len(values), self.n_bytes), dtype=np.uint8)
+        for start in range(0, len(values), _PERTURB_ROWS):
+            rows = values[start:start + _PERTURB_ROWS]
+            bits = rng.random((len(rows), self.d), dtype=np.float32) < self.q_star
+            bits[np.arange(len(rows)), rows] = rng.random(len(rows)) < self.p_star
+            packed[start:start + len(rows)] = np.packbits(bits, axis=1, bitorder="little")
+        return {"bits": packed}
+
+    def payload_bytes(self) -> int:
+        return BRANCH_BYTES + varint_bytes(self.n_bytes) + self.n_bytes
+
+    def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
+        return ({"bits": row.tobytes()} for row in columns["bits"])
+
+    def payloads_from_avro(self, payloads):
+        blobs = [p["bits"] for p in payloads]
+        lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
+        invalid = lengths != self.n_bytes
+        if invalid.any():
+            empty = bytes(self.n_bytes)
+            blobs = [empty if bad else blob for blob, bad in zip(blobs, invalid.tolist())]
+        bits = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), self.n_bytes)
+        padding = self.n_bytes * 8 - self.d
+        if padding and len(blobs):
+            invalid |= (bits[:, -1] >> np.uint8(8 - padding)) != 0
+        return {"bits": bits}, invalid
+
+    def accumulate(self, statistic, columns) -> None:
+        bits = columns["bits"]
+        for start in range(0, len(bits), _ROWS_PER_SUM):
+            sums = _SPREAD_BITS[bits[start:start + _ROWS_PER_SUM]].sum(axis=0, dtype="<u8")
+            statistic += sums.view(np.uint8)[: self.d]
