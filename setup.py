@@ -14,6 +14,8 @@ SUBPACKAGES = {
     "transforms": ["transforms"],
     "pipelines": ["pipelines"],
     "runners": ["runners"],
+    "store": ["store"],
+    "dashboard": ["dashboard"],
 }
 
 packages, package_dir = [], {}
@@ -30,10 +32,15 @@ setup(
     python_requires=">=3.10",
     packages=packages,
     package_dir=package_dir,
-    package_data={"ldp_telemetry.schemas": ["*.avsc"]},
+    package_data={"ldp_telemetry.schemas": ["*.avsc"],
+                  "ldp_telemetry.dashboard": ["static/*.js", "static/*.css"]},
     install_requires=["apache-beam>=2.60", "numpy>=2.0", "scipy>=1.10", "fastavro>=1.9",
                       "cramjam>=2.6"],  # fastavro's snappy codec
-    extras_require={"test": ["pytest>=7", "avro>=1.11", "hypothesis>=6.100"],
+    extras_require={"test": ["pytest>=7", "avro>=1.11", "hypothesis>=6.100",
+                             "psycopg[binary]>=3.1",  # the PostgreSQL store's test
+                             "selenium>=4.10"],  # the dashboard's browser tests (system chromium)
+                    # the estimate store on PostgreSQL (SQLite needs nothing)
+                    "postgres": ["psycopg[binary]>=3.1"],
                     # DataflowRunner, including its offline dry run (about 85 more packages)
                     "dataflow": ["apache-beam[gcp]"]},
     entry_points={"console_scripts": ["ldp=ldp_telemetry.pipelines.cli:main"]},

@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ldp_telemetry.ldp.protocols import PROTOCOLS  # noqa: E402
+from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS  # noqa: E402
 from ldp_telemetry.ldp.registry import parse_registry  # noqa: E402
 from ldp_telemetry.pipelines.estimate import EstimateJob, run_job  # noqa: E402
 from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch  # noqa: E402
@@ -49,11 +49,14 @@ def median_seconds(action, repeats: int) -> float:
 
 
 def make_report_file(path: str, registry, metric: str, n: int, seed: int) -> None:
-    """n reports of a Zipf(1.1)-shaped distribution over the domain, spread over one day."""
+    """n reports of a Zipf(1.1)-shaped distribution over the domain, spread over one day
+    (numeric protocols: the bucket's midpoint on [0, 1])."""
     config = registry[metric]
     rng = np.random.default_rng(seed)
     weights = 1.0 / np.arange(1, config.d + 1) ** 1.1
     values = rng.choice(config.d, size=n, p=weights / weights.sum())
+    if config.kind == "numeric":
+        values = (values + 0.5) / config.d
     times = START_MS + np.sort(rng.integers(0, DAY_S * 1000, size=n))
     write_reports(path, metric, config.protocol, np.arange(n), times,
                   config.protocol.perturb(values, rng))
@@ -92,8 +95,9 @@ def main(argv=None) -> None:
     parser.add_argument("--domain", type=int, default=1024)
     parser.add_argument("--epsilon", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--protocols", default=",".join(PROTOCOLS),
-                        help="comma-separated registry names (default: all)")
+    parser.add_argument("--protocols", default=",".join([*PROTOCOLS, *NUMERIC_PROTOCOLS]),
+                        help="comma-separated registry names (default: all, numeric ones "
+                             "with d buckets of [0, 1] and EMS without bootstrap)")
     parser.add_argument("--workdir", default=None, help="keep the report files here")
     parser.add_argument("--skip-end-to-end", action="store_true")
     args, beam_args = parser.parse_known_args(argv)
@@ -103,7 +107,10 @@ def main(argv=None) -> None:
     names = args.protocols.split(",")
     registry = parse_registry({"metrics": [
         {"name": f"bench.{name}", "protocol": name, "epsilon": args.epsilon,
-         "domain": {"size": args.domain}} for name in names]})
+         "domain": {"size": args.domain}} if name not in NUMERIC_PROTOCOLS else
+        {"name": f"bench.{name}", "protocol": name, "epsilon": args.epsilon,
+         "domain": {"low": 0, "high": 1, "buckets": args.domain},
+         "estimator": {"method": "ems", "bootstrap": 0}} for name in names]})
     print(f"{args.reports:,} reports per protocol, d={args.domain}, ε={args.epsilon:g}, "
           f"median of {args.repeats} runs, files in {workdir}")
     header = (f"{'protocol':<9}{'raw decode/s':>14}{'decode/s':>12}{'end-to-end/s':>14}"

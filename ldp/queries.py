@@ -26,6 +26,15 @@ error of an unbiased answer to the same query, named by `std_error_kind`:
       power-ns                                      full-domain answer has error 0)
     base-pos (sets), base-cut, norm-cut, power    Base's                             base-reference
 
+With an estimator (the record's `estimator`, e.g. a Wiener filter of ldp_telemetry.ldp.wiener),
+queries start from the estimator's output f^ = A f~ instead of f~ (re-run from f~: it is a
+deterministic function of it; `--method` post-processes f^ again). A linear answer
+sum_v w_v f^_v = sum_v (A w)_v f~_v (A symmetric), so the variances below hold with weights
+A w: kind "fixed-gain" replaces "exact" (and "upper-bound"), the exact error of the filter at
+its final gains, which leaves out its bias and the randomness of its gains (docs/wiener.md
+measures both). For AMRP this is exact at fixed gains, while the record's per-value
+`std_error` uses an O(d) approximation of the same quantity (within about 1%).
+
 "upper-bound": the truth is >= 0, so |max(x, 0) - f| <= |x - f| and the RMS error of the
 clipped answer is at most the standard error of the unbiased one. A top-k answer reports every
 selected value with its point standard error; it does not account for the selection itself
@@ -68,6 +77,7 @@ from typing import Any
 import numpy as np
 
 from ldp_telemetry.ldp.estimation import SupportNoise
+from ldp_telemetry.ldp.estimators import EstimatorSpec
 from ldp_telemetry.ldp.finalize import error_plug_in
 from ldp_telemetry.ldp.postprocess import PostprocessSpec, post_pos
 from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
@@ -77,6 +87,8 @@ _SUM_TO_ONE = frozenset({"norm-mul", "norm-sub", "norm-hyb", "mle-apx", "power-n
 
 STD_ERROR_KINDS = {
     "exact": "the exact standard error of the (unbiased) answer",
+    "fixed-gain": "the exact standard error of the estimator's linear answer at its final "
+                  "gains (without the filter's bias or the randomness of its gains)",
     "upper-bound": "the answer clips an unbiased answer at 0: its RMS error is at most this",
     "norm-reference": "no closed form: the exact standard error of Norm's answer to the query",
     "base-reference": "no closed form: the exact standard error of Base's answer to the query",
@@ -152,6 +164,7 @@ class WindowEstimate:
     unbiased: np.ndarray
     estimate: np.ndarray
     spec: PostprocessSpec
+    estimator: EstimatorSpec = EstimatorSpec("unbiased")
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> WindowEstimate:
@@ -160,10 +173,12 @@ class WindowEstimate:
         protocol = make_protocol(record["protocol"], float(record["epsilon"]), len(labels))
         post = record["postprocess"]
         spec = PostprocessSpec(post["method"], tuple((post.get("params") or {}).items()))
+        chosen = record.get("estimator") or {"method": "unbiased"}
+        estimator = EstimatorSpec(chosen["method"], tuple((chosen.get("params") or {}).items()))
         return cls(record["metric"], record["window_start"], record["window_end"], protocol,
                    int(record["n"]), labels,
                    np.asarray(record["unbiased_estimate"], dtype=np.float64),
-                   np.asarray(record["estimate"], dtype=np.float64), spec)
+                   np.asarray(record["estimate"], dtype=np.float64), spec, estimator)
 
     @classmethod
     def from_unbiased(cls, protocol: FrequencyOracle, n: int, unbiased: np.ndarray,
@@ -179,10 +194,12 @@ class WindowEstimate:
 
     def with_method(self, method: str | Mapping | PostprocessSpec, **params: Any
                     ) -> WindowEstimate:
-        """The same window post-processed again from its unbiased estimate."""
+        """The same window post-processed again from its estimator's output (the unbiased
+        estimate unless the record names another estimator, which is re-run: it is a
+        deterministic function of the unbiased estimate)."""
         spec = (PostprocessSpec(method, tuple(params.items())) if isinstance(method, str)
                 else PostprocessSpec.parse(method))
-        return replace(self, spec=spec, estimate=spec.apply(self.unbiased, self.noise))
+        return replace(self, spec=spec, estimate=spec.apply(self.filtered, self.noise))
 
     def __post_init__(self) -> None:
         if not (len(self.labels) == self.unbiased.size == self.estimate.size == self.protocol.d):
@@ -197,6 +214,25 @@ class WindowEstimate:
     @property
     def d(self) -> int:
         return self.protocol.d
+
+    @cached_property
+    def _fit(self):
+        """The Wiener-family fit of the window's estimator, or None for the unbiased estimate."""
+        if self.estimator.method == "unbiased":
+            return None
+        from ldp_telemetry.ldp import wiener
+        return wiener.fit(self.estimator.method, self.unbiased, self.noise, self.protocol,
+                          **dict(self.estimator.params))
+
+    @property
+    def filtered(self) -> np.ndarray:
+        """The estimator's output before post-processing (f~ itself for "unbiased")."""
+        return self.unbiased if self._fit is None else self._fit.estimate
+
+    def _weights(self, weights: np.ndarray) -> np.ndarray:
+        """Weights on f~ of the linear answer sum_v weights_v (A f~)_v: A^T w = A w (A is
+        symmetric), or w itself without an estimator."""
+        return weights if self._fit is None else self._fit.filter(weights)
 
     @cached_property
     def plug_in(self) -> np.ndarray:
@@ -231,17 +267,21 @@ class WindowEstimate:
         indicator = set_indicator(d, indices)
         unbiased_value = float(self.unbiased[list(indices)].sum())
         value = float(self.estimate[list(indices)].sum())
-        base_se = math.sqrt(linear_variance(self.protocol, self.n, indicator, self.plug_in))
+        exact = "exact" if self._fit is None else "fixed-gain"
+        base_se = math.sqrt(linear_variance(self.protocol, self.n, self._weights(indicator),
+                                            self.plug_in))
         if method == "post-pos":
-            value, kind, se = post_pos(unbiased_value), "upper-bound", base_se
+            linear_value = float(self.filtered[list(indices)].sum())
+            kind = "upper-bound" if self._fit is None else exact
+            value, se = post_pos(linear_value), base_se
         elif method == "base":
-            kind, se = "exact", base_se
+            kind, se = exact, base_se
         elif method == "base-pos" and len(indices) == 1:
-            kind, se = "upper-bound", base_se
+            kind, se = "upper-bound" if self._fit is None else exact, base_se
         elif method == "norm" or method in _SUM_TO_ONE:
-            weights = indicator - len(indices) / d
+            weights = self._weights(indicator - len(indices) / d)
             se = math.sqrt(linear_variance(self.protocol, self.n, weights, self.plug_in))
-            kind = "exact" if method == "norm" else "norm-reference"
+            kind = exact if method == "norm" else "norm-reference"
         else:
             kind, se = "base-reference", base_se
         return Answer(query, tuple(int(i) for i in indices),

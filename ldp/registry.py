@@ -5,16 +5,21 @@ JSON of the form
     {"metrics": [{"name": "flight.dest", "protocol": "grr", "epsilon": 2.0,
                   "domain": {"labels": ["ATL", ...]} | {"size": 105},
                   "estimator": "unbiased", "postprocess": "norm-hyb",
-                  "not_before": "2020-01-01"}]}
+                  "not_before": "2020-01-01"},
+                 {"name": "rtt_ms", "protocol": "sw", "epsilon": 1.0,
+                  "domain": {"low": 0, "high": 800, "buckets": 256}, "estimator": "ems"}]}
 
 is loaded into frozen `MetricConfig` objects. `"protocol": "auto"` is resolved when the registry
 is loaded by ldp_telemetry.ldp.planner.recommend (lowest analytical MSE for the metric's ε and domain size);
 the choice and its reason are logged, and the resolved name is the metric's protocol from then
-on (the estimates report it). Every problem raises `RegistryError` naming the
+on (the estimates report it). A numeric protocol (`sw`, ...; ldp_telemetry.ldp.protocols.NUMERIC_PROTOCOLS)
+takes a numeric domain {"low", "high", "buckets"[, "output_buckets"]} and a NUMERIC estimator
+that fits it (default: the protocol's first, "ems" for sw). Every problem raises `RegistryError` naming the
 metric and the field, before any report is read.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -28,11 +33,14 @@ from typing import Any, Mapping
 import numpy as np
 
 from ldp_telemetry.ldp.estimation import SupportNoise
-from ldp_telemetry.ldp.estimators import EstimatorSpec
+from ldp_telemetry.ldp.estimators import FREQUENCY, NUMERIC, EstimatorSpec
 from ldp_telemetry.ldp.planner import recommend
 from ldp_telemetry.ldp.postprocess import PostprocessSpec
-from ldp_telemetry.ldp.protocols import PROTOCOLS, FrequencyOracle, make_protocol
+from ldp_telemetry.ldp.histograms import bucket_edges
+from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, FrequencyOracle,
+                                         NumericProtocol, make_numeric_protocol, make_protocol)
 from ldp_telemetry.ldp.protocols.base import epsilon_problem
+from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
 
 _METRIC_FIELDS = {"name", "protocol", "epsilon", "domain", "estimator", "postprocess",
                   "not_before"}
@@ -65,6 +73,14 @@ class MetricConfig:
     labels: tuple[str, ...] | None
     postprocess: PostprocessSpec
     estimator: EstimatorSpec = EstimatorSpec("unbiased")
+    low: float | None = None  # numeric metrics: the domain [low, high] in the metric's units
+    high: float | None = None
+    output_buckets: int | None = None  # numeric metrics: d̃ as given (None: the protocol's default)
+
+    @property
+    def kind(self) -> str:
+        """"frequency" for a frequency oracle, "numeric" for a numeric protocol."""
+        return NUMERIC if self.protocol_name in NUMERIC_PROTOCOLS else FREQUENCY
     not_before: str | None = None
 
     @cached_property
@@ -75,15 +91,33 @@ class MetricConfig:
     @property
     def statistic_nbytes(self) -> int:
         """Bytes of one accumulator's statistic (per slice or window)."""
-        return self.protocol.statistic_nbytes()
+        size = getattr(self.protocol, "statistic_nbytes", None)
+        return size() if size is not None else int(np.asarray(self.protocol.new_statistic()).nbytes)
 
     @cached_property
-    def protocol(self) -> FrequencyOracle:
+    def protocol(self) -> FrequencyOracle | NumericProtocol:
+        if self.kind == NUMERIC:
+            return make_numeric_protocol(self.protocol_name, self.epsilon, self.d,
+                                         self.output_buckets)
         return make_protocol(self.protocol_name, self.epsilon, self.d)
+
+    @cached_property
+    def bucket_edges(self):
+        """Numeric metrics: the d + 1 bucket edges in the metric's units."""
+        return bucket_edges(self.low, self.high, self.d)
+
+    def to_unit(self, values):
+        """Numeric metrics: values in [low, high] mapped onto [0, 1]."""
+        return (values - self.low) / (self.high - self.low)
 
     @property
     def value_labels(self) -> list[str]:
-        """Labels of the domain values (their index as text for a sized domain)."""
+        """Labels of the domain values (their index as text for a sized domain; for a numeric
+        domain each bucket as "[lo, hi)", the last one closed)."""
+        if self.kind == NUMERIC:
+            edges = self.bucket_edges.tolist()
+            return [f"[{lo:g}, {hi:g}{']' if i == self.d - 1 else ')'}"
+                    for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:]))]
         return list(self.labels) if self.labels is not None else [str(v) for v in range(self.d)]
 
 
@@ -155,12 +189,22 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
     if unknown:
         raise fail(unknown[0], f"is not a registry field (expected {sorted(_METRIC_FIELDS)})")
     protocol = entry.get("protocol")
-    if protocol not in PROTOCOLS and protocol != AUTO:
-        raise fail("protocol", f"must be one of {sorted(PROTOCOLS) + [AUTO]}, got {protocol!r}")
+    if protocol not in PROTOCOLS and protocol not in NUMERIC_PROTOCOLS and protocol != AUTO:
+        raise fail("protocol", f"must be one of "
+                               f"{sorted(PROTOCOLS) + sorted(NUMERIC_PROTOCOLS) + [AUTO]}, "
+                               f"got {protocol!r}")
     epsilon = entry.get("epsilon")
     problem = epsilon_problem(epsilon)
     if problem:
         raise fail("epsilon", problem)
+    not_before = entry.get("not_before")
+    if not_before is not None:
+        problem = _instant_problem(not_before)
+        if problem:
+            raise fail("not_before", problem)
+    if protocol in NUMERIC_PROTOCOLS:
+        config = _parse_numeric_metric(entry, name, protocol, float(epsilon), fail)
+        return dataclasses.replace(config, not_before=not_before)
     labels, d = _parse_domain(entry.get("domain"), fail)
     if protocol == AUTO:
         protocol, reason = recommend(float(epsilon), d)
@@ -179,13 +223,8 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
         log.warning("metric %r: estimator %r assumes neighbouring values are similar, and the "
                     "domain is a list of labels: check that their order means something",
                     name, estimator.method)
-    not_before = entry.get("not_before")
-    if not_before is not None:
-        problem = _instant_problem(not_before)
-        if problem:
-            raise fail("not_before", problem)
     config = MetricConfig(name, protocol, float(epsilon), d, labels, postprocess, estimator,
-                          not_before)
+                          not_before=not_before)
     try:
         config.protocol
     except ValueError as error:
@@ -253,6 +292,67 @@ def _parse_instant(text: str) -> dt.datetime:
 def _parse_instant_ms(text: str) -> int:
     delta = _parse_instant(text) - _NOT_BEFORE_RANGE[0]
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def _parse_numeric_metric(entry: Mapping, name: str, protocol: str, epsilon: float,
+                          fail) -> MetricConfig:
+    """A metric of a numeric protocol: numeric domain, NUMERIC estimator that fits it."""
+    mean_only = getattr(NUMERIC_PROTOCOLS[protocol], "mean_only", False)
+    low, high, buckets, output_buckets = _parse_numeric_domain(entry.get("domain"), fail,
+                                                               needs_buckets=not mean_only)
+    if "postprocess" in entry and entry["postprocess"] not in ("none", "base", {"method": "none"}):
+        raise fail("postprocess", f"does not apply to numeric protocol {protocol!r} (its "
+                                  "estimator returns a distribution); leave it out")
+    default = NUMERIC_PROTOCOLS[protocol].estimators[0]
+    try:
+        estimator = EstimatorSpec.parse(entry.get("estimator", default))
+        estimator.check_family(NUMERIC, protocol)
+        fitting = NUMERIC_PROTOCOLS[protocol].estimators
+        if estimator.method not in fitting:
+            raise ValueError(f"estimator {estimator.method!r} does not fit protocol "
+                             f"{protocol!r}; it takes one of {list(fitting)}")
+    except ValueError as error:
+        raise fail("estimator", str(error)) from None
+    config = MetricConfig(name, protocol, epsilon, buckets, None, PostprocessSpec.parse("none"),
+                          estimator, low, high, output_buckets)
+    try:
+        config.protocol
+    except ValueError as error:
+        field = "domain.output_buckets" if "output_buckets" in str(error) else "protocol"
+        raise fail(field, str(error)) from None
+    return config
+
+
+def _parse_numeric_domain(domain: Any, fail, needs_buckets: bool = True
+                          ) -> tuple[float, float, int, int | None]:
+    """low, high, buckets, output_buckets; a mean-only protocol (sr, pm) needs no buckets."""
+    expected = '{"low": L, "high": H, "buckets": B} (optionally "output_buckets")'
+    required = {"low", "high", "buckets"} if needs_buckets else {"low", "high"}
+    if not isinstance(domain, Mapping) or not required <= set(domain):
+        raise fail("domain", f"of a numeric protocol must be {expected}")
+    if not needs_buckets:
+        domain = {"buckets": 2, **domain}
+    unknown = sorted(set(domain) - {"low", "high", "buckets", "output_buckets"})
+    if unknown:
+        raise fail(f"domain.{unknown[0]}", f"is not a numeric domain field ({expected})")
+    bounds = []
+    for key in ("low", "high"):
+        value = domain[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            raise fail(f"domain.{key}", f"must be a finite number, got {value!r}")
+        bounds.append(float(value))
+    if not bounds[0] < bounds[1]:
+        raise fail("domain.high", f"must be greater than low ({bounds[0]:g}), got {bounds[1]:g}")
+    problem = bucket_count_problem(domain["buckets"])
+    if problem:
+        raise fail("domain.buckets", problem)
+    output_buckets = domain.get("output_buckets")
+    if output_buckets is not None:
+        problem = bucket_count_problem(output_buckets)
+        if problem:
+            raise fail("domain.output_buckets", problem)
+    return bounds[0], bounds[1], domain["buckets"], output_buckets
 
 
 def _parse_domain(domain: Any, fail) -> tuple[tuple[str, ...] | None, int]:

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_drop_optional_gcp_notice)
-    logging.getLogger("ldp").setLevel(logging.INFO)  # e.g. how "protocol": "auto" was resolved
+    logging.getLogger("ldp_telemetry").setLevel(logging.INFO)  # e.g. how "protocol": "auto" was resolved
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(job_arguments=_command(argv) == "run")
     args, extra = parser.parse_known_args(argv)
@@ -37,6 +37,20 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as error:  # RegistryError is a ValueError
         print(f"ldp {args.command}: error: {error}", file=sys.stderr)
         return 2
+
+
+def _add_dashboard_command(commands) -> None:
+    from ldp_telemetry.dashboard.cli import add_dashboard_arguments
+    dashboard = commands.add_parser(
+        "dashboard", help="serve (or export) pages of window estimates for a browser",
+        description="Serve an index of metrics and one page per metric, read from an estimate "
+                    "store or a job's output folder: the top values over windows with 95% "
+                    "bands, the distribution of a selected window with error bars, and n, "
+                    "rejects and late reports per window. A page follows a live run (new panes "
+                    "appear without a reload). Listens on 127.0.0.1 unless --host says "
+                    "otherwise; --export DIR writes the same pages as files.")
+    add_dashboard_arguments(dashboard)
+    dashboard.set_defaults(handler=_dashboard)
 
 
 def _reject_misspelt_job_flags(beam_args: list[str]) -> None:
@@ -78,8 +92,9 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     simulate.add_argument("--metric", required=True, help="metric name in the registry")
     simulate.add_argument("--input", required=True, help="CSV file with a header row")
     simulate.add_argument("--value-column", required=True,
-                          help="column of true values: labels of the domain, or indices "
-                               "0..size-1 for a sized domain")
+                          help="column of true values: labels of the domain, indices "
+                               "0..size-1 for a sized domain, or numbers in [low, high] for "
+                               "a numeric metric")
     simulate.add_argument("--time-column", required=True,
                           help="column of event times: epoch seconds or ISO-8601 (UTC if naive)")
     simulate.add_argument("--out", required=True, help="directory for the report files")
@@ -126,7 +141,8 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     show = commands.add_parser(
         "show", help="print the largest estimates of each window of a finished job",
         description="Print, per metric and window, the K largest post-processed estimates with "
-                    "95% error bars (1.96 standard errors of the unbiased estimate).")
+                    "95% error bars (1.96 standard errors: of the unbiased estimate, or of the "
+                    "metric's estimator at its final gains when the registry names one).")
     show.add_argument("--output", required=True, help="the job's output directory")
     show.add_argument("--metric", default=None, help="only this metric")
     show.add_argument("--top", type=int, default=5, help="values per window (default 5)")
@@ -148,14 +164,21 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     what = query.add_mutually_exclusive_group(required=True)
     what.add_argument("--labels", help="comma-separated labels (or indices) to sum")
     what.add_argument("--top", type=int, metavar="K", help="the K largest estimates")
-    what.add_argument("--range", nargs=2, metavar=("LO", "HI"), help="values LO..HI inclusive")
+    what.add_argument("--range", nargs=2, metavar=("LO", "HI"),
+                      help="values LO..HI inclusive (numeric metrics: the probability of "
+                           "[LO, HI] in the metric's units)")
+    what.add_argument("--quantile", metavar="LEVELS",
+                      help="numeric metrics: comma-separated quantile levels in [0, 1]")
     query.add_argument("--method", default=None,
-                       help="post-process the unbiased estimate again with this method "
+                       help="post-process the estimator's output (the unbiased estimate "
+                            "unless the metric has an estimator) again with this method "
                             "(default: the window's own method)")
     query.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                        help="a parameter of --method, e.g. alpha=1 (repeatable)")
     query.add_argument("--json", action="store_true", help="print one JSON object")
     query.set_defaults(handler=_query)
+
+    _add_dashboard_command(commands)
     return parser
 
 
@@ -219,10 +242,22 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     return 0
 
 
+def _estimator_prefix(window) -> str:
+    """'iiw (iterations=30) + ' when the window has an estimator, else ''."""
+    if window.estimator.method == "unbiased":
+        return ""
+    params = ", ".join(f"{k}={v}" for k, v in window.estimator.params)
+    return f"{window.estimator.method}{f' ({params})' if params else ''} + "
+
+
 def _query(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.ldp.queries import STD_ERROR_KINDS, WindowEstimate
     from ldp_telemetry.pipelines.results import load_estimates, select_window
     record = select_window(load_estimates(args.output), args.metric, args.window)
+    if record.get("bucket_edges") is not None:
+        return _numeric_query(record, args)
+    if args.quantile is not None:
+        raise ValueError(f"--quantile needs a numeric metric; {args.metric!r} is not one")
     try:
         window = WindowEstimate.from_record(record)
     except (KeyError, TypeError, ValueError) as error:
@@ -243,6 +278,8 @@ def _query(args: argparse.Namespace, _extra: list[str]) -> int:
         print(json.dumps({"metric": window.metric, "window_start": window.window_start,
                           "window_end": window.window_end, "n": window.n,
                           "protocol": window.protocol.name, "epsilon": window.protocol.epsilon,
+                          "estimator": {"method": window.estimator.method,
+                                        "params": dict(window.estimator.params)},
                           "postprocess": {"method": window.spec.method,
                                           "params": dict(window.spec.params)},
                           "answers": [a.as_dict() for a in answers]}))
@@ -251,12 +288,57 @@ def _query(args: argparse.Namespace, _extra: list[str]) -> int:
                        for k, v in window.spec.params)
     print(f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
           f"{window.protocol.name} ε={window.protocol.epsilon:g}  "
-          f"{window.spec.method}{f' ({params})' if params else ''}")
+          f"{_estimator_prefix(window)}{window.spec.method}{f' ({params})' if params else ''}")
     for answer in answers:
         print(f"  {_describe(answer):<40} {answer.value:9.5f} ± {answer.std_error:.5f}")
     kind = answers[0].std_error_kind
     print(f"  (± one standard error; {kind}: {STD_ERROR_KINDS[kind]})")
     return 0
+
+
+def _numeric_query(record: dict, args: argparse.Namespace) -> int:
+    from ldp_telemetry.ldp.numeric_queries import NumericWindow
+    if args.labels is not None or args.top is not None or args.method is not None:
+        raise ValueError(f"metric {args.metric!r} is numeric: ask --range LO HI (its units) or "
+                         "--quantile LEVELS")
+    window = NumericWindow.from_record(record)
+    if args.range is not None:
+        try:
+            lo, hi = (float(bound) for bound in args.range)
+        except ValueError:
+            raise ValueError(f"--range of a numeric metric takes two numbers, got "
+                             f"{args.range}") from None
+        answers = [window.range_probability(lo, hi)]
+    else:
+        try:
+            levels = [float(level) for level in args.quantile.split(",")]
+        except ValueError:
+            raise ValueError(f"--quantile takes numbers in [0, 1], got {args.quantile!r}") from None
+        answers = [window.quantile(level) for level in levels]
+    if args.json:
+        print(json.dumps({"metric": window.metric, "window_start": window.window_start,
+                          "window_end": window.window_end, "n": window.n,
+                          "protocol": record["protocol"], "epsilon": record["epsilon"],
+                          "estimator": record["estimator"],
+                          "answers": [a.as_dict() for a in answers]}))
+        return 0
+    print(f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
+          f"{record['protocol']} ε={record['epsilon']:g}  {record['estimator']['method']}")
+    for answer in answers:
+        what = (f"P[{answer.argument[0]:g} <= X <= {answer.argument[1]:g}]"
+                if answer.query == "range" else f"quantile {answer.argument[0]:g}")
+        error = ("" if answer.std_error is None
+                 else f" ± {answer.std_error:.5g} (bootstrap standard error)")
+        print(f"  {what:<40} {answer.value:.6g}{error}")
+    if any(answer.std_error is None for answer in answers):
+        print("  (no standard error: the record keeps bootstrap errors for the mean and the "
+              "quantiles at levels 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99 only)")
+    return 0
+
+
+def _dashboard(args: argparse.Namespace, _extra: list[str]) -> int:
+    from ldp_telemetry.dashboard.cli import run_dashboard
+    return run_dashboard(args)
 
 
 def _method_params(pairs: list[str]) -> dict:

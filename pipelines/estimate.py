@@ -28,6 +28,7 @@ from ldp_telemetry.schemas.batches import Reason
 from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn
 from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
                              expand_file_patterns)
+from ldp_telemetry.transforms.store import WriteToStore, check_store_url
 from ldp_telemetry.transforms.windows import DUPLICATES, CountSupportPerWindow, WindowSpec
 from ldp_telemetry.transforms.write import WriteRecords
 
@@ -40,6 +41,7 @@ class EstimateJob:
     files: tuple[str, ...]
     output: str
     windows: WindowSpec
+    store: str | None = None  # also write estimates and dead-letter counts here (docs/store.md)
 
 
 def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
@@ -59,6 +61,9 @@ def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
     estimates, dead_letters = _estimate(read, job, streaming)
     estimates | "WriteEstimates" >> WriteRecords(job.output, "estimates", "window_estimate")
     dead_letters | "WriteDeadLetters" >> WriteRecords(job.output, "dead_letters", "dead_letter")
+    if job.store is not None:
+        (estimates, dead_letters) | "WriteStore" >> WriteToStore(
+            job.store, job.windows.slice_ms, job.windows.slice_offset_ms)
 
 
 def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: beam.PTransform
@@ -117,6 +122,10 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--early-every", type=float, default=None, metavar="SECONDS",
                         help="streaming sources: an EARLY pane SECONDS of processing time after "
                              "new reports enter a window (default: none)")
+    parser.add_argument("--store", default=None, metavar="URL",
+                        help="also write each window's latest pane and the dead-letter counts to "
+                             "an estimate store: sqlite:///FILE.db, postgresql://USER@HOST/DB or "
+                             "bigquery://PROJECT/DATASET (docs/store.md)")
 
 
 def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
@@ -132,8 +141,11 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
     check_memory_budget(registry, windows, getattr(args, "memory_budget",
                                                    DEFAULT_MEMORY_BUDGET_MB))
     files = expand_file_patterns(args.input)
+    store = getattr(args, "store", None)
+    if store is not None:
+        check_store_url(store)
     prepare_output(args.output)
-    return EstimateJob(registry, tuple(files), args.output, windows)
+    return EstimateJob(registry, tuple(files), args.output, windows, store)
 
 
 #: Default memory for accumulators (MB): one slice statistic of every metric, plus the

@@ -25,7 +25,7 @@ def load_estimates(output_dir: str, metric: str | None = None) -> list[dict]:
 #: Fields `show` and `query` read from every estimate record, and their JSON types.
 _RECORD_FIELDS = {"metric": str, "window_start": str, "window_end": str, "n": int,
                   "protocol": str, "epsilon": (int, float), "labels": list, "estimate": list,
-                  "std_error": list, "unbiased_estimate": list, "postprocess": dict, "pane": dict}
+                  "std_error": list, "postprocess": dict, "pane": dict}
 
 
 def _read_records(path: str) -> list[dict]:
@@ -54,33 +54,73 @@ def _read_records(path: str) -> list[dict]:
     return records
 
 
+def _is_numbers(values) -> bool:
+    return isinstance(values, list) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
 def _record_problem(record) -> str | None:
+    """Why a decoded JSON value is not a window estimate `show` and `query` can read, or None.
+
+    `estimate` and `std_error` hold one number per value; `labels` names them (or is empty, for
+    a numeric metric whose buckets are given by `bucket_edges`); `unbiased_estimate` is such a
+    list, or null for a numeric metric.
+    """
     if not isinstance(record, dict):
         return f"a JSON {type(record).__name__}, not an object"
     for field, kind in _RECORD_FIELDS.items():
         if not isinstance(record.get(field), kind) or isinstance(record.get(field), bool):
             return f"field {field!r} is missing or not a {getattr(kind, '__name__', 'number')}"
-    d = len(record["labels"])
-    for field in ("estimate", "std_error", "unbiased_estimate"):
-        values = record[field]
-        if len(values) != d or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                       for v in values):
-            return f"field {field!r} must hold {d} numbers, one per label"
+    size = len(record["estimate"])
+    for field in ("estimate", "std_error"):
+        if len(record[field]) != size or not _is_numbers(record[field]):
+            return f"field {field!r} must hold {size} numbers"
+    if record["labels"] and len(record["labels"]) != size:
+        return f"field 'labels' must hold {size} labels, one per estimate"
+    unbiased = record.get("unbiased_estimate")
+    if unbiased is not None and (len(unbiased) != size if isinstance(unbiased, list) else True):
+        return f"field 'unbiased_estimate' must be null or hold {size} numbers"
+    if unbiased is not None and not _is_numbers(unbiased):
+        return f"field 'unbiased_estimate' must be null or hold {size} numbers"
     if not isinstance(record["pane"].get("index"), int):
         return "field 'pane' has no integer 'index'"
     return None
 
 
 def format_top(record: dict, k: int = 5) -> str:
-    """One window as text: its header, then the k largest estimates with 95% error bars."""
+    """One window as text: its header, then the k largest estimates with 95% error bars
+    (for a numeric metric: its mean and quantiles with 95% error bars)."""
+    if record.get("bucket_edges") is not None:
+        return format_numeric(record)
     estimate = np.asarray(record["estimate"])
     error = np.asarray(record["std_error"])
     top = np.argsort(-estimate, kind="stable")[:k]
     method = record["postprocess"]["method"]
+    estimator = (record.get("estimator") or {}).get("method", "unbiased")
+    if estimator != "unbiased":
+        method = f"{estimator} + {method}"
     lines = [f"{record['metric']}  [{record['window_start']} .. {record['window_end']})  "
              f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  {method}"]
     for i in top.tolist():
         lines.append(f"    {record['labels'][i]:>12}  {estimate[i]:7.4f} ± {1.96 * error[i]:.4f}")
+    return "\n".join(lines)
+
+
+def format_numeric(record: dict) -> str:
+    """A numeric metric's window: mean and quantiles, each ± 1.96 bootstrap standard errors."""
+    estimator = record["estimator"]
+    lines = [f"{record['metric']}  [{record['window_start']} .. {record['window_end']})  "
+             f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  "
+             f"{estimator['method']}"
+             + (f" ({estimator['iterations']} iterations)" if estimator.get("iterations") else "")]
+
+    def bar(error):
+        return "" if error is None or error != error else f" ± {1.96 * error:.4g}"
+    lines.append(f"    {'mean':>12}  {record['mean']:.4g}{bar(record.get('mean_std_error'))}")
+    errors = record.get("quantile_std_errors") or {}
+    for level in ("0.1", "0.25", "0.5", "0.75", "0.9") if record.get("quantiles") else ():
+        lines.append(f"    {'q' + level:>12}  {record['quantiles'][level]:.4g}"
+                     f"{bar(errors.get(level))}")
     return "\n".join(lines)
 
 

@@ -74,10 +74,13 @@ def _row(reader) -> int:
 
 
 def map_to_domain(raw: list[str], config: MetricConfig) -> np.ndarray:
-    """Labels (or integer indices for a sized domain) -> indices in [0, d).
+    """Labels (or integer indices for a sized domain) -> indices in [0, d); for a numeric
+    metric, numbers in [low, high] -> the unit interval, (x − low)/(high − low).
 
     Raises InputError naming how many values fall outside the domain and one example.
     """
+    if config.kind == "numeric":
+        return map_to_unit_interval(raw, config)
     distinct, inverse = np.unique(np.asarray(raw, dtype=object).astype(str), return_inverse=True)
     if config.labels is not None:
         position = {label: i for i, label in enumerate(config.labels)}
@@ -92,6 +95,30 @@ def map_to_domain(raw: list[str], config: MetricConfig) -> np.ndarray:
         raise InputError(f"{count} values are outside the domain of metric {config.name!r} "
                          f"(for example {str(example)!r})")
     return mapped[inverse]
+
+
+def map_to_unit_interval(raw: list[str], config: MetricConfig) -> np.ndarray:
+    """Numbers in [low, high] -> [0, 1]; anything else (outside, NaN, not a number) is an
+    InputError with how many and one example, never a report."""
+    text = np.asarray(raw, dtype=object).astype(str)
+    try:
+        numbers = text.astype(np.float64)
+        bad = ~((numbers >= config.low) & (numbers <= config.high))  # NaN too
+    except ValueError:  # some entry is not a number: find them one by one
+        numbers = np.array([_number_or_nan(t) for t in text.tolist()])
+        bad = ~((numbers >= config.low) & (numbers <= config.high))
+    if bad.any():
+        example = str(text[np.flatnonzero(bad)[0]])
+        raise InputError(f"{int(bad.sum())} values are outside the domain [{config.low:g}, "
+                         f"{config.high:g}] of metric {config.name!r} (for example {example!r})")
+    return np.clip(config.to_unit(numbers), 0.0, 1.0)
+
+
+def _number_or_nan(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")
 
 
 def _index_or_missing(text: str, d: int) -> int:

@@ -8,7 +8,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
-from ldp_telemetry.ldp.finalize import finalize_window
+from ldp_telemetry.ldp.finalize import NumericWindowResult, finalize_window
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.transforms.count import SupportStatistic
 
@@ -31,6 +31,8 @@ BATCH_PANE = {"timing": "ON_TIME", "index": 0, "is_last": False}
 
 def window_estimate_record(config, result, window_start: str, window_end: str, pane) -> dict:
     """The JSON/Avro record of one window (fields as in schemas/window_estimate.avsc)."""
+    if isinstance(result, NumericWindowResult):
+        return numeric_estimate_record(config, result, window_start, window_end, pane)
     spec = config.postprocess
     return {
         "metric": config.name,
@@ -48,6 +50,39 @@ def window_estimate_record(config, result, window_start: str, window_end: str, p
         "unbiased_estimate": result.unbiased.tolist(),
         "std_error": result.std_error.tolist(),
         "pane": pane,
+    }
+
+
+def numeric_estimate_record(config, result: NumericWindowResult, window_start: str,
+                            window_end: str, pane) -> dict:
+    """The record of a numeric metric: the common fields, then the distribution over its buckets.
+
+    `estimate`: B probabilities of the buckets [bucket_edges[i], bucket_edges[i+1]);
+    `std_error`: their bootstrap standard errors; `mean`, `variance`, `quantiles` in metric
+    units with `mean_std_error`, `quantile_std_errors`; `unbiased_estimate` is null.
+    """
+    errors = result.errors
+    return {
+        "metric": config.name,
+        "window_start": window_start,
+        "window_end": window_end,
+        "n": result.n,
+        "protocol": config.protocol_name,
+        "epsilon": config.epsilon,
+        "estimator": config.estimator.record(result.estimator),
+        "postprocess": {"method": "none", "params": {}},
+        "labels": config.value_labels if len(result.estimate) == config.d else [],
+        "estimate": result.estimate.tolist(),
+        "unbiased_estimate": None,
+        "std_error": errors.buckets.tolist(),
+        "pane": pane,
+        "bucket_edges": result.bucket_edges.tolist(),
+        "mean": result.mean,
+        "variance": result.variance,
+        "quantiles": dict(result.quantiles),
+        "mean_std_error": errors.mean,
+        "quantile_std_errors": dict(errors.quantiles),
+        "bootstrap_replicates": errors.replicates,
     }
 
 

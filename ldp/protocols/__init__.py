@@ -8,6 +8,10 @@ from __future__ import annotations
 import importlib
 
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle
+from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
+from ldp_telemetry.ldp.protocols.mean_mechanisms import PiecewiseMechanism, StochasticRounding
+from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
+from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
 
 REGISTERED = (
     "grr.GRR",
@@ -36,6 +40,29 @@ if len(PROTOCOLS) != len(REGISTERED):
     raise TypeError("two registered protocols share a registry name")
 
 
+#: Numeric protocols by registry name: values in [low, high], estimated as a histogram (or,
+#: for sr and pm, as a mean).
+NUMERIC_PROTOCOLS: dict[str, type[NumericProtocol]] = {cls.name: cls for cls in (
+    SquareWave,
+    DiscreteSquareWave,
+    CfoGrr,
+    CfoOlh,
+    StochasticRounding,
+    PiecewiseMechanism,
+)}
+
+
+def make_numeric_protocol(name: str, epsilon: float, buckets: int,
+                          output_buckets: int | None = None) -> NumericProtocol:
+    """The numeric protocol `name` over `buckets` input buckets; ValueError when unknown."""
+    try:
+        cls = NUMERIC_PROTOCOLS[name]
+    except KeyError:
+        raise ValueError(f"unknown numeric protocol {name!r}; expected one of "
+                         f"{sorted(NUMERIC_PROTOCOLS)}") from None
+    return cls(epsilon=epsilon, d=buckets, output_buckets=output_buckets)
+
+
 def make_protocol(name: str, epsilon: float, d: int) -> FrequencyOracle:
     """The oracle `name` at privacy level epsilon over [0, d); ValueError when unknown."""
     try:
@@ -45,4 +72,5 @@ def make_protocol(name: str, epsilon: float, d: int) -> FrequencyOracle:
     return cls(epsilon=epsilon, d=d)
 
 
-__all__ = ["FrequencyOracle", "PROTOCOLS", "make_protocol"]
+__all__ = ["FrequencyOracle", "NUMERIC_PROTOCOLS", "NumericProtocol", "PROTOCOLS",
+           "make_numeric_protocol", "make_protocol"]

@@ -54,7 +54,7 @@ def test_valid_registry_loads_into_frozen_objects(tmp_path):
 
 def test_demo_registry_loads():
     registry = load_registry(REPO / "demo" / "registry.json")
-    assert {m.protocol_name for m in registry.metrics} == {"grr", "oue", "olh"}
+    assert {m.protocol_name for m in registry.metrics} == {"grr", "oue", "olh", "sw"}
     assert all(isinstance(m, MetricConfig) for m in registry.metrics)
 
 

@@ -1,0 +1,109 @@
+"""Measure the estimate store: panes written per second (SQLite file; PostgreSQL when a server
+can be started here), and how long a dashboard poll takes with a `since` cursor against reading
+every window.
+
+    python benchmarks/store_write.py [--windows 200] [--domain 105] [--repeats 3]
+
+Prints medians over the repeats; asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ldp_telemetry.dashboard.source import StoreSource
+from ldp_telemetry.store import open_store
+
+T0_MS = 1_709_251_200_000
+HOUR_MS = 3_600_000
+
+
+def panes(windows: int, d: int, index: int, rng) -> list[dict]:
+    """One pane per window of a GRR metric over d labels (random but well-formed numbers)."""
+    out = []
+    for k in range(windows):
+        estimate = rng.dirichlet(np.ones(d))
+        start = T0_MS + k * HOUR_MS
+        out.append({"metric": "bench.metric", "n": 10_000 + index,
+                    "window_start": _iso(start), "window_end": _iso(start + HOUR_MS),
+                    "protocol": "grr", "epsilon": 2.0,
+                    "estimator": {"method": "unbiased", "params": {}},
+                    "postprocess": {"method": "norm-sub", "params": {}},
+                    "labels": [f"v{i}" for i in range(d)], "estimate": estimate.tolist(),
+                    "unbiased_estimate": estimate.tolist(),
+                    "std_error": np.full(d, 0.01).tolist(),
+                    "pane": {"timing": "EARLY" if index == 0 else "LATE", "index": index,
+                             "is_last": False}})
+    return out
+
+
+def _iso(ms: int) -> str:
+    import datetime as dt
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def measure(url_factory, args, name: str) -> None:
+    rng = np.random.default_rng(1)
+    rates, full_reads, polls = [], [], []
+    for repeat in range(args.repeats):
+        url = url_factory(repeat)
+        with open_store(url) as store:
+            first = panes(args.windows, args.domain, 0, rng)
+            started = time.perf_counter()
+            for record in first:  # one pane per call: how a live sink writes
+                store.write_panes([record])
+            rates.append(len(first) / (time.perf_counter() - started))
+        source = StoreSource(url)
+        started = time.perf_counter()
+        cursor, everything = source.windows("bench.metric")
+        full_reads.append(time.perf_counter() - started)
+        with open_store(url) as store:
+            store.write_panes(panes(1, args.domain, 1, rng))
+        started = time.perf_counter()
+        _, changed = source.windows("bench.metric", cursor)
+        polls.append(time.perf_counter() - started)
+        source.close()
+        assert len(everything) == args.windows and len(changed) == 1
+    print(f"{name:<11} panes written/s (one per transaction, d={args.domain}): "
+          f"{statistics.median(rates):,.0f}; read all {args.windows} windows: "
+          f"{statistics.median(full_reads) * 1000:.1f} ms; poll since cursor (1 new pane): "
+          f"{statistics.median(polls) * 1000:.1f} ms; ratio "
+          f"{statistics.median(full_reads) / statistics.median(polls):.1f}x")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--windows", type=int, default=200)
+    parser.add_argument("--domain", type=int, default=105)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        measure(lambda r: f"sqlite:///{folder}/bench-{r}.db", args, "SQLite")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.store.postgres_server import Unavailable, start_server
+    try:
+        base, stop = start_server()
+    except Unavailable as reason:
+        print(f"PostgreSQL  not measured: {reason}")
+        return 0
+    try:
+        import psycopg
+
+        def database(repeat: int) -> str:
+            with psycopg.connect(base, autocommit=True) as admin:
+                admin.execute(f"CREATE DATABASE bench_{repeat}")
+            return base.replace("/postgres?", f"/bench_{repeat}?")
+        measure(database, args, "PostgreSQL")
+    finally:
+        stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

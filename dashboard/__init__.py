@@ -1,0 +1,1 @@
+"""`ldp dashboard`: pages of window estimates, served locally or exported as files."""

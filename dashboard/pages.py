@@ -1,0 +1,162 @@
+"""The dashboard's HTML: an index of metrics and one page per metric.
+
+Every value from the data is escaped (`html.escape` in markup; JSON embedded in a
+`<script type="application/json">` with `<`, `>` and `&` written as \\u escapes), and the page
+loads nothing but its own `static/dashboard.css` and `static/dashboard.js`, drawn as inline SVG.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import math
+import re
+
+from ldp_telemetry.store.records import describe_window
+
+#: Values listed in the top-k chart of a metric page.
+DEFAULT_TOP_K = 5
+
+
+def metric_page_name(metric: str) -> str:
+    """The file name of a metric's page: readable, safe in a URL and a file system, unique."""
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", metric)[:60]
+    digest = hashlib.sha1(metric.encode("utf-8")).hexdigest()[:8]
+    return f"metric-{readable}-{digest}.html"
+
+
+def finite(value):
+    """`value` with every NaN or infinite float replaced by None (JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def embedded_json(value) -> str:
+    """JSON safe inside a <script> element: no '<', '>' or '&' can end it or open a tag."""
+    text = json.dumps(finite(value), separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _page(title: str, body: str) -> str:
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title>
+<link rel="stylesheet" href="static/dashboard.css">
+<link rel="icon" href="data:,">
+</head>
+<body>
+{body}
+</body>
+</html>
+"""
+
+
+def _number(value, digits: int = 4) -> str:
+    return "—" if value is None else f"{value:.{digits}g}"
+
+
+def _params(spec: dict | None) -> str:
+    params = (spec or {}).get("params") or {}
+    shown = ", ".join(f"{k}={'fitted' if v is None else v}" for k, v in sorted(params.items()))
+    return f" ({shown})" if shown else ""
+
+
+def index_page(summaries: list[dict], unattributed: dict[tuple[str, str], int],
+               source: str, live: bool) -> str:
+    """The index: one row per metric (its latest window, n and rejects), and dead letters that
+    belong to no window."""
+    rows = []
+    for s in summaries:
+        rows.append(
+            f'<tr><td><a href="{html.escape(metric_page_name(s["metric"]))}">'
+            f'{html.escape(s["metric"])}</a></td>'
+            f'<td>{html.escape(str(s["protocol"]))}</td><td class="num">{s["epsilon"]:g}</td>'
+            f'<td class="num">{s["windows"]:,}</td>'
+            f'<td>{html.escape(s["latest_start"].replace("T", " ").replace(":00Z", ""))}</td>'
+            f'<td class="num">{s["latest_n"]:,}</td>'
+            f'<td class="num">{s["rejects"]:,}</td>'
+            f'<td>{html.escape(s["latest_timing"].replace("_", " ").lower())}</td></tr>')
+    table = ("<table class=\"grid\" id=\"metrics\"><thead><tr><th>metric</th><th>protocol</th>"
+             "<th class=\"num\">ε</th><th class=\"num\">windows</th><th>latest window (UTC)</th>"
+             "<th class=\"num\">n</th><th class=\"num\">rejected</th><th>latest pane</th>"
+             "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+             if rows else "<p class=\"empty\">No windows yet.</p>")
+    apart = ""
+    if unattributed:
+        items = "".join(
+            f"<tr><td>{html.escape(metric) or '<i>unknown</i>'}</td>"
+            f"<td>{html.escape(reason)}</td><td class=\"num\">{count:,}</td></tr>"
+            for (metric, reason), count in sorted(unattributed.items()))
+        apart = ("<h2>Dead letters in no window</h2><p class=\"note\">Input that could not be "
+                 "decoded, names no known metric, or has no valid event time.</p>"
+                 "<table class=\"grid\"><thead><tr><th>metric</th><th>reason</th>"
+                 f"<th>records</th></tr></thead><tbody>{items}</tbody></table>")
+    mode = "live: reload for new metrics" if live else "static export"
+    body = f"""<header class="top"><h1>LDP telemetry</h1>
+<p class="source">windows from <code>{html.escape(source)}</code> · {mode}</p></header>
+<main><section class="card"><h2>Metrics</h2>{table}</section>
+{f'<section class="card">{apart}</section>' if apart else ""}</main>"""
+    return _page("LDP telemetry — metrics", body)
+
+
+def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live: bool,
+                top_k: int = DEFAULT_TOP_K, poll_ms: int = 2000) -> str:
+    """One metric: a header (protocol, ε, p*, q*, estimator, post-processing) and the data the
+    script draws (top-k over windows, the selected window's distribution, accounting)."""
+    latest = windows[-1] if windows else {"metric": metric}
+    facts = describe_window(latest) if windows else {}
+    estimator = latest.get("estimator") or {}
+    iterations = estimator.get("iterations")
+    estimator_text = (html.escape(str(estimator.get("method", "—")))
+                      + html.escape(_params(estimator))
+                      + (f", {iterations} iterations" if iterations is not None else ""))
+    postprocess = latest.get("postprocess") or {}
+    header = f"""<header class="top">
+<p class="crumbs"><a href="index.html">← all metrics</a></p>
+<h1>{html.escape(metric)}</h1>
+<dl class="facts">
+<div><dt>protocol</dt><dd>{html.escape(str(latest.get("protocol", "—")))}</dd></div>
+<div><dt>ε</dt><dd>{_number(latest.get("epsilon"))}</dd></div>
+<div><dt>domain</dt><dd>{facts.get("d", 0):,} values</dd></div>
+<div><dt>p*</dt><dd>{_number(facts.get("p_star"))}</dd></div>
+<div><dt>q*</dt><dd>{_number(facts.get("q_star"))}</dd></div>
+<div><dt>estimator</dt><dd>{estimator_text}</dd></div>
+<div><dt>post-processing</dt><dd>{html.escape(str(postprocess.get("method", "—")))}{html.escape(_params(postprocess))}</dd></div>
+</dl>
+<p class="source">windows from <code>{html.escape(source)}</code> · <span id="status">{"live" if live else "static export"}</span></p>
+</header>"""
+    data = {"metric": metric, "windows": windows, "cursor": cursor, "live": live,
+            "top_k": top_k, "poll_ms": poll_ms}
+    body = f"""{header}
+<main>
+<section class="card"><h2>Top {top_k} values over windows <span class="hint">estimate, 95% band (± 1.96 standard errors); click a window</span></h2>
+<div id="topk" class="chart"></div><div id="topk-legend" class="legend"></div></section>
+<section class="card"><h2>Window <select id="window-select" aria-label="window"></select></h2>
+<dl class="facts small" id="window-facts"></dl>
+<div id="distribution" class="chart wide"></div>
+<details open><summary>Values of this window</summary><div id="values" class="scroll"></div></details>
+</section>
+<section class="card"><h2>Reports per window <span class="hint">n counted (late part shaded), rejected by reason</span></h2>
+<div id="accounting" class="chart"></div><div id="accounting-table" class="scroll"></div></section>
+</main>
+<script id="ldp-data" type="application/json">{embedded_json(data)}</script>
+<script src="static/dashboard.js"></script>"""
+    return _page(f"{metric} — LDP telemetry", body)
+
+
+def metric_summary(metric: str, windows: list[dict]) -> dict:
+    """The index row of a metric from its windows (sorted by start)."""
+    latest = windows[-1]
+    return {"metric": metric, "protocol": latest.get("protocol", "—"),
+            "epsilon": float(latest.get("epsilon", 0)), "windows": len(windows),
+            "latest_start": latest["window_start"], "latest_n": int(latest["n"]),
+            "latest_timing": (latest.get("pane") or {}).get("timing", "ON_TIME"),
+            "rejects": sum(sum(w["rejects"].values()) for w in windows)}

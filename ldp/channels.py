@@ -1,0 +1,188 @@
+"""Transition models of numeric mechanisms: M[j, i] = Pr[report in output bucket j | input in bucket i].
+
+EM ([Li20] Algorithm 1) needs two products per iteration, y = M x and z = Mᵀ r. For Square Wave
+M is a constant plus a band ([Li20] §5.5: the report density is q everywhere and p inside the
+plateau |ỹ − v| ≤ b), so both products take O(d + d̃) operations with cumulative sums instead
+of O(d · d̃) with a dense matrix. Each model also builds its dense matrix (for tests and small
+domains). Models are cached per configuration (`square_wave_channel`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+
+class Channel:
+    """A d̃ × d column-stochastic transition matrix, applied without forming it."""
+
+    d: int  # input buckets
+    d_out: int  # output buckets
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """M x (length d̃) for x of length d."""
+        raise NotImplementedError
+
+    def backward(self, r: np.ndarray) -> np.ndarray:
+        """Mᵀ r (length d) for r of length d̃."""
+        raise NotImplementedError
+
+    def dense(self) -> np.ndarray:
+        """M as a (d̃, d) array, column by column."""
+        return np.column_stack([self.forward(e) for e in np.eye(self.d)])
+
+
+class _PlateauOperator:
+    """The product with a Square Wave model's matrix from one side, in O(buckets + points).
+
+    A density constant on each of K equal buckets (width w, masses m_k) has the running
+    integral c (c_0 = 0, c_{k+1} = c_k + m_k) and the double integral Q, which at distance δ
+    into bucket k is Q = w Σ_{t<k} c_t + (w/2 + δ) c_k + (δ²/2w) m_k (right of the grid: k = K,
+    m_K = 0; left of it: Q = 0). The product's output i is
+
+        scale · ((Q(s⁺_{i+1}) − Q(s⁻_{i+1})) − (Q(s⁺_i) − Q(s⁻_i))) + flat · c_K
+
+    at fixed points s±, linear in v = [Σ_{t≤k} c_t, c_k, m_k]: one sparse matrix with at most
+    13 entries a row, built once. A product is then two cumulative sums and one sparse product.
+    """
+
+    def __init__(self, edges: np.ndarray, plus: np.ndarray, minus: np.ndarray, scale: float,
+                 flat: float):
+        from scipy import sparse
+        buckets = len(edges) - 1
+        width = (edges[-1] - edges[0]) / buckets
+        size = buckets + 1  # each block of v: indices 0..K
+        rows, cols, values = [], [], []
+        for sign, points in ((1.0, plus), (-1.0, minus)):
+            k = np.clip(np.floor((points - edges[0]) / width).astype(np.int64), 0, buckets)
+            delta = np.where(points < edges[0], 0.0, points - (edges[0] + k * width))
+            inside = points >= edges[0]
+            for row_sign, offset in ((1.0, 1), (-1.0, 0)):  # output i: point i+1 minus point i
+                point_rows = np.arange(len(points)) - offset
+                valid = (point_rows >= 0) & (point_rows < len(points) - 1) & inside
+                r = point_rows[valid]
+                kk, dd = k[valid], delta[valid]
+                factor = sign * row_sign * scale
+                # w Σ_{t<k} c_t = w (Σ_{t≤k−1} c_t): block 0 at index k − 1 (nothing for k = 0)
+                has_prefix = kk >= 1
+                rows += [r[has_prefix], r, r]
+                cols += [kk[has_prefix] - 1, size + kk, 2 * size + kk]
+                values += [np.full(has_prefix.sum(), factor * width),
+                           factor * (0.5 * width + dd), factor * dd * dd / (2.0 * width)]
+        n_out = len(plus) - 1
+        rows.append(np.arange(n_out))
+        cols.append(np.full(n_out, size + buckets))  # c_K, the total mass
+        values.append(np.full(n_out, flat))
+        self._matrix = sparse.csr_matrix(
+            (np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))),
+            shape=(n_out, 3 * size))
+        self._size = size
+
+    def __call__(self, mass: np.ndarray) -> np.ndarray:
+        size = self._size
+        v = np.empty(3 * size)
+        c = v[size:2 * size]
+        c[0] = 0.0
+        np.cumsum(mass, out=c[1:])
+        np.cumsum(c, out=v[:size])
+        v[2 * size:3 * size - 1] = mass
+        v[-1] = 0.0
+        return self._matrix @ v
+
+
+@dataclass(frozen=True, eq=False)
+class SquareWaveChannel(Channel):
+    """Continuous Square Wave, randomise-then-bucketise ([Li20] §5.4 "R-B").
+
+    Inputs: B buckets of [0, 1], the value uniform within its bucket. Reports: density p on
+    [v − b, v + b], q elsewhere on [−b, 1 + b] ([Li20] eq. 3), counted in d̃ equal buckets of
+    [−b, 1 + b]. With a_j the output edges and l_i the input edges (width h = 1/B),
+
+        M[j, i] = q (a_{j+1} − a_j) + (p − q)/h ∫_{l_i}^{l_{i+1}} |[a_j, a_{j+1}) ∩ [t − b, t + b]| dt
+
+    (the plateau's overlap with output bucket j, averaged over the input bucket). Column sums
+    are q(1 + 2b) + (p − q) 2b = 1. Products without M: for an input density f (x_i/h on
+    bucket i), the band part of (M x)_j is (p − q) ∫_{a_j}^{a_{j+1}} (F(s + b) − F(s − b)) ds,
+    a difference of the double integral H of f at a_j ± b; for Mᵀ r, the same with the
+    density r_j on output bucket j, integrated over each input bucket and divided by h.
+    """
+
+    d: int
+    d_out: int
+    b: float
+    p: float
+    q: float
+    out_edges: np.ndarray = field(init=False, repr=False)
+    in_edges: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self):
+        out_edges = np.linspace(-self.b, 1.0 + self.b, self.d_out + 1)
+        in_edges = np.linspace(0.0, 1.0, self.d + 1)
+        object.__setattr__(self, "out_edges", out_edges)
+        object.__setattr__(self, "in_edges", in_edges)
+        b, band = self.b, self.p - self.q
+        flat = self.q * (1.0 + 2.0 * b) / self.d_out
+        width_out = (1.0 + 2.0 * b) / self.d_out
+        # M x: masses x_i on the input grid, read at the output edges ± b
+        object.__setattr__(self, "_forward", _PlateauOperator(
+            in_edges, out_edges + b, out_edges - b, band, flat))
+        # Mᵀ r: masses r_j · w̃ on the output grid (density r_j), read at the input edges ± b;
+        # divided by h = 1/d; the flat part q w̃ Σ r = flat · (c_K / w̃)
+        object.__setattr__(self, "_backward", _PlateauOperator(
+            out_edges, in_edges + b, in_edges - b, band * self.d, flat / width_out))
+        object.__setattr__(self, "_width_out", width_out)
+
+    def forward(self, x):
+        return self._forward(np.asarray(x, dtype=np.float64))
+
+    def backward(self, r):
+        return self._backward(np.asarray(r, dtype=np.float64) * self._width_out)
+
+
+@dataclass(frozen=True, eq=False)
+class DiscreteSquareWaveChannel(Channel):
+    """Discrete Square Wave, bucketise-then-randomise ([Li20] §5.4 "B-R").
+
+    Input i in [0, d), output j in [0, d + 2b): M[j, i] = p if i ≤ j ≤ i + 2b, else q. Products
+    are a constant plus a moving sum of width 2b + 1 (prefix sums).
+    """
+
+    d: int
+    b: int
+    p: float
+    q: float
+
+    @property
+    def d_out(self) -> int:
+        return self.d + 2 * self.b
+
+    def forward(self, x):
+        x = np.asarray(x, dtype=np.float64)
+        c = np.concatenate(([0.0], np.cumsum(x)))
+        j = np.arange(self.d_out)
+        window = c[np.minimum(j + 1, self.d)] - c[np.clip(j - 2 * self.b, 0, self.d)]
+        return self.q * c[-1] + (self.p - self.q) * window
+
+    def backward(self, r):
+        r = np.asarray(r, dtype=np.float64)
+        c = np.concatenate(([0.0], np.cumsum(r)))
+        i = np.arange(self.d)
+        return self.q * c[-1] + (self.p - self.q) * (c[i + 2 * self.b + 1] - c[i])
+
+
+@lru_cache(maxsize=64)
+def square_wave_channel(epsilon: float, d: int, d_out: int) -> SquareWaveChannel:
+    """The continuous Square Wave model of one configuration, built once."""
+    from ldp_telemetry.ldp.protocols.sw import sw_b, sw_pq
+    b = sw_b(epsilon)
+    p, q = sw_pq(epsilon, b)
+    return SquareWaveChannel(d, d_out, b, p, q)
+
+
+@lru_cache(maxsize=64)
+def discrete_square_wave_channel(epsilon: float, d: int) -> DiscreteSquareWaveChannel:
+    """The discrete Square Wave model of one configuration, built once."""
+    from ldp_telemetry.ldp.protocols.sw import discrete_sw_parameters
+    b, p, q = discrete_sw_parameters(epsilon, d)
+    return DiscreteSquareWaveChannel(d, b, p, q)

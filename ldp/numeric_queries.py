@@ -1,0 +1,72 @@
+"""Range and quantile queries on a numeric metric's window-estimate record.
+
+The record holds B bucket probabilities over `bucket_edges` (metric units). Mass is uniform
+within a bucket (as in ldp_telemetry.ldp.histograms), so
+
+    range    Pr[lo ≤ X ≤ hi] = Σ_i x_i |[lo, hi] ∩ bucket_i| / width_i
+    quantile the point where the piecewise-linear CDF reaches the level
+
+A quantile at one of the record's levels comes with its bootstrap standard error
+(`quantile_std_errors`); other answers have none (the record keeps per-bucket errors only,
+not their correlations), and say so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS, histogram_quantiles
+
+
+@dataclass(frozen=True)
+class NumericAnswer:
+    query: str  # "range" or "quantile"
+    argument: tuple[float, ...]
+    value: float
+    std_error: float | None
+
+    def as_dict(self) -> dict:
+        return {"query": self.query, "argument": list(self.argument), "value": self.value,
+                "std_error": self.std_error}
+
+
+@dataclass(frozen=True)
+class NumericWindow:
+    """One numeric window: its distribution over buckets and the record's standard errors."""
+
+    metric: str
+    window_start: str
+    window_end: str
+    n: int
+    edges: np.ndarray
+    estimate: np.ndarray
+    quantile_errors: dict
+
+    @classmethod
+    def from_record(cls, record: dict) -> NumericWindow:
+        if record.get("bucket_edges") is None:
+            raise ValueError(f"metric {record['metric']!r} is not numeric (its records have no "
+                             "bucket_edges)")
+        return cls(record["metric"], record["window_start"], record["window_end"],
+                   int(record["n"]), np.asarray(record["bucket_edges"], dtype=np.float64),
+                   np.asarray(record["estimate"], dtype=np.float64),
+                   dict(record.get("quantile_std_errors") or {}))
+
+    def range_probability(self, lo: float, hi: float) -> NumericAnswer:
+        """Pr[lo ≤ X ≤ hi], in metric units; ValueError when lo > hi."""
+        if not lo <= hi:
+            raise ValueError(f"range needs LO <= HI, got {lo:g} > {hi:g}")
+        left, right = self.edges[:-1], self.edges[1:]
+        overlap = np.clip(np.minimum(right, hi) - np.maximum(left, lo), 0.0, None)
+        value = float(self.estimate @ (overlap / (right - left)))
+        return NumericAnswer("range", (float(lo), float(hi)), value, None)
+
+    def quantile(self, level: float) -> NumericAnswer:
+        """The level-quantile in metric units; level in [0, 1]."""
+        if not 0.0 <= level <= 1.0:
+            raise ValueError(f"a quantile level lies in [0, 1], got {level:g}")
+        value = float(histogram_quantiles(self.estimate, self.edges, [level])[0])
+        key = next((k for k in QUANTILE_LEVELS if float(k) == level), None)
+        error = self.quantile_errors.get(key) if key is not None else None
+        return NumericAnswer("quantile", (float(level),), value, error)

@@ -1,0 +1,378 @@
+"""The estimate store: window estimates and per-window accounting in SQL (SQLite or PostgreSQL).
+
+    store = open_store("sqlite:///estimates.db")        # or "postgresql://user@host/db"
+    store.write_panes(records)                           # upsert: each window keeps its latest pane
+    store.write_rejects({(metric, reason, slice_start_ms, slice_end_ms): records, ...})
+
+`write_panes` is the entry point for any sink that sees panes one by one (the batch job's
+`WriteToStore`, a live run writing each pane as it fires): it is idempotent (a pane written twice,
+or an older pane arriving after a newer one, changes nothing) and safe from several processes.
+Tables and example queries: docs/store.md.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import Iterable, Mapping
+from urllib.parse import unquote, urlsplit
+
+from ldp_telemetry.store.records import (MAX_NAME_CHARS, UNATTRIBUTED_MS, Z95, describe_window,
+                                         iso_to_ms, ms_to_datetime, pane_of, window_key)
+
+SCHEMES = ("sqlite", "postgresql", "postgres")
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS ldp_windows (
+  metric TEXT NOT NULL,
+  window_start {time} NOT NULL,
+  window_end {time} NOT NULL,
+  window_start_ms BIGINT NOT NULL,
+  window_end_ms BIGINT NOT NULL,
+  n BIGINT NOT NULL,
+  n_on_time BIGINT,
+  late_reports BIGINT,
+  protocol TEXT NOT NULL,
+  epsilon DOUBLE PRECISION NOT NULL,
+  p_star DOUBLE PRECISION,
+  q_star DOUBLE PRECISION,
+  smallest_resolvable DOUBLE PRECISION,
+  estimator TEXT,
+  postprocess TEXT,
+  pane_timing TEXT NOT NULL,
+  pane_index BIGINT NOT NULL,
+  pane_is_last BOOLEAN NOT NULL,
+  pane_seq BIGINT NOT NULL,
+  record TEXT NOT NULL,
+  PRIMARY KEY (metric, window_start_ms, window_end_ms));
+CREATE TABLE IF NOT EXISTS ldp_window_values (
+  metric TEXT NOT NULL,
+  window_start {time} NOT NULL,
+  window_end {time} NOT NULL,
+  window_start_ms BIGINT NOT NULL,
+  window_end_ms BIGINT NOT NULL,
+  value_index INTEGER NOT NULL,
+  label TEXT NOT NULL,
+  estimate DOUBLE PRECISION NOT NULL,
+  unbiased_estimate DOUBLE PRECISION,
+  std_error DOUBLE PRECISION,
+  lower95 DOUBLE PRECISION,
+  upper95 DOUBLE PRECISION,
+  pane_index BIGINT NOT NULL,
+  PRIMARY KEY (metric, window_start_ms, window_end_ms, value_index));
+CREATE TABLE IF NOT EXISTS ldp_panes (
+  seq {serial},
+  metric TEXT NOT NULL,
+  window_start_ms BIGINT NOT NULL,
+  window_end_ms BIGINT NOT NULL,
+  pane_index BIGINT NOT NULL,
+  pane_timing TEXT NOT NULL,
+  n BIGINT NOT NULL,
+  written_at_ms BIGINT NOT NULL,
+  UNIQUE (metric, window_start_ms, window_end_ms, pane_index));
+CREATE TABLE IF NOT EXISTS ldp_rejects (
+  metric TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  slice_start_ms BIGINT NOT NULL,
+  slice_end_ms BIGINT NOT NULL,
+  records BIGINT NOT NULL,
+  PRIMARY KEY (metric, reason, slice_start_ms, slice_end_ms));
+CREATE INDEX IF NOT EXISTS ldp_panes_by_metric ON ldp_panes (metric, seq);
+CREATE INDEX IF NOT EXISTS ldp_rejects_by_slice ON ldp_rejects (metric, slice_start_ms);
+"""
+
+_UPSERT_WINDOW = """
+INSERT INTO ldp_windows (metric, window_start, window_end, window_start_ms, window_end_ms, n,
+  n_on_time, late_reports, protocol, epsilon, p_star, q_star, smallest_resolvable, estimator,
+  postprocess, pane_timing, pane_index, pane_is_last, pane_seq, record)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (metric, window_start_ms, window_end_ms) DO UPDATE SET
+  n = excluded.n,
+  n_on_time = COALESCE(excluded.n_on_time, ldp_windows.n_on_time),
+  late_reports = excluded.n - COALESCE(excluded.n_on_time, ldp_windows.n_on_time),
+  protocol = excluded.protocol, epsilon = excluded.epsilon, p_star = excluded.p_star,
+  q_star = excluded.q_star, smallest_resolvable = excluded.smallest_resolvable,
+  estimator = excluded.estimator, postprocess = excluded.postprocess,
+  pane_timing = excluded.pane_timing, pane_index = excluded.pane_index,
+  pane_is_last = excluded.pane_is_last, pane_seq = excluded.pane_seq, record = excluded.record
+WHERE ldp_windows.pane_index < excluded.pane_index
+"""
+
+_KEEP_ON_TIME = """
+UPDATE ldp_windows SET n_on_time = ?, late_reports = n - ?
+WHERE metric = ? AND window_start_ms = ? AND window_end_ms = ? AND n_on_time IS NULL
+"""
+
+_UPSERT_VALUE = """
+INSERT INTO ldp_window_values (metric, window_start, window_end, window_start_ms, window_end_ms,
+  value_index, label, estimate, unbiased_estimate, std_error, lower95, upper95, pane_index)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (metric, window_start_ms, window_end_ms, value_index) DO UPDATE SET
+  label = excluded.label, estimate = excluded.estimate,
+  unbiased_estimate = excluded.unbiased_estimate, std_error = excluded.std_error,
+  lower95 = excluded.lower95, upper95 = excluded.upper95, pane_index = excluded.pane_index
+WHERE ldp_window_values.pane_index < excluded.pane_index
+"""
+
+_LOG_PANE = """
+INSERT INTO ldp_panes (metric, window_start_ms, window_end_ms, pane_index, pane_timing, n,
+  written_at_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (metric, window_start_ms, window_end_ms, pane_index) DO NOTHING
+"""
+
+_SET_REJECTS = """
+INSERT INTO ldp_rejects (metric, reason, slice_start_ms, slice_end_ms, records)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (metric, reason, slice_start_ms, slice_end_ms) DO UPDATE SET records = {value}
+"""
+
+_REJECTS_PER_WINDOW = """
+SELECT w.window_start_ms, w.window_end_ms, r.reason, SUM(r.records)
+FROM ldp_windows w JOIN ldp_rejects r
+  ON r.metric = w.metric AND r.slice_start_ms >= w.window_start_ms
+  AND r.slice_end_ms <= w.window_end_ms
+WHERE w.metric = ?{extra}
+GROUP BY w.window_start_ms, w.window_end_ms, r.reason
+"""
+
+
+class StoreError(ValueError):
+    """A store URL that cannot be used, with the reason."""
+
+
+def open_store(url: str) -> "EstimateStore":
+    """The store at `url`: `sqlite:///relative.db`, `sqlite:////absolute.db` or
+    `postgresql://user:password@host:port/database` (`?host=/socket/dir` for a Unix socket).
+
+    Creates the tables when they are missing. StoreError for an unknown scheme, or when
+    PostgreSQL is asked for without psycopg installed (`pip install 'ldp-telemetry[postgres]'`).
+    """
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        path = unquote(url[len("sqlite://"):])
+        path = path[1:] if path.startswith("/") else path  # sqlite:////abs.db keeps one '/'
+        if not path:
+            raise StoreError(f"store {url!r}: sqlite URLs name a file, e.g. sqlite:///estimates.db")
+        return EstimateStore(_connect_sqlite(path), "sqlite")
+    if scheme in ("postgresql", "postgres"):
+        try:
+            import psycopg
+        except ImportError:
+            raise StoreError(f"store {url!r} needs psycopg: pip install "
+                             f"'ldp-telemetry[postgres]'") from None
+        try:
+            connection = psycopg.connect(url)
+        except psycopg.OperationalError as error:
+            raise StoreError(f"cannot connect to the store: {error}") from None
+        return EstimateStore(connection, "postgresql")
+    raise StoreError(f"store {url!r}: expected a URL starting with one of "
+                     f"{', '.join(s + '://' for s in SCHEMES)}")
+
+
+def _connect_sqlite(path: str) -> sqlite3.Connection:
+    try:
+        connection = sqlite3.connect(path, timeout=30.0, isolation_level=None,
+                                     check_same_thread=False)
+        connection.execute("PRAGMA journal_mode=WAL")  # readers (a dashboard) never block a writer
+        # WAL + NORMAL: no fsync per commit, never a corrupt file; a power cut may lose the last
+        # panes, which the job writes again (the store is a view of its output, not the record)
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("PRAGMA busy_timeout=30000")
+    except sqlite3.Error as error:
+        raise StoreError(f"cannot open the SQLite store {path!r}: {error}") from None
+    return connection
+
+
+class EstimateStore:
+    """One connection to the store; `write_*` calls are each one transaction."""
+
+    def __init__(self, connection, dialect: str):
+        self._connection = connection
+        self.dialect = dialect
+        self._create_tables()
+
+    # -- writing ------------------------------------------------------------------------------
+    def write_panes(self, records: Iterable[dict]) -> int:
+        """Upsert window-estimate records (schemas/window_estimate.avsc dicts): a window's row and
+        value rows are replaced only by a pane with a higher `pane.index`; every new pane is also
+        logged in ldp_panes (whose `seq` a dashboard follows). Returns the records given.
+
+        An ON_TIME pane's n is kept as n_on_time; a later pane's n − n_on_time is the window's
+        late_reports (panes accumulate: each covers every report counted so far).
+        """
+        records = list(records)
+        if not records:
+            return 0
+        now_ms = int(time.time() * 1000)
+        with self._transaction() as cursor:
+            for record in records:
+                metric, start_ms, end_ms = window_key(record)
+                metric = metric[:MAX_NAME_CHARS]
+                pane = pane_of(record)
+                cursor.execute(self._sql(_LOG_PANE), (metric, start_ms, end_ms, pane["index"],
+                                                      pane["timing"], int(record["n"]), now_ms))
+                seq = self._pane_seq(cursor, metric, start_ms, end_ms, pane["index"])
+                facts = describe_window(record)
+                start, end = self._time(start_ms), self._time(end_ms)
+                n_on_time = int(record["n"]) if pane["timing"] == "ON_TIME" else None
+                cursor.execute(self._sql(_UPSERT_WINDOW), (
+                    metric, start, end, start_ms, end_ms, int(record["n"]), n_on_time,
+                    None if n_on_time is None else 0,
+                    record["protocol"], float(record["epsilon"]), facts["p_star"],
+                    facts["q_star"], facts["smallest_resolvable"], facts["estimator"],
+                    facts["postprocess"], pane["timing"], pane["index"], pane["is_last"], seq,
+                    json.dumps(record, sort_keys=True)))
+                if n_on_time is not None:  # also when a later pane got here first
+                    cursor.execute(self._sql(_KEEP_ON_TIME),
+                                   (n_on_time, n_on_time, metric, start_ms, end_ms))
+                cursor.executemany(self._sql(_UPSERT_VALUE),  # psycopg pipelines the rows
+                                   list(_value_rows(record, metric, start, end, start_ms, end_ms,
+                                                    pane["index"])))
+        return len(records)
+
+    def write_rejects(self, totals: Mapping[tuple[str, str, int, int], int],
+                      add: bool = False) -> None:
+        """Dead-letter counts per (metric, reason, slice_start_ms, slice_end_ms) (see
+        `records.reject_slice`): `add=False` sets each total (idempotent: a batch job's final
+        counts); `add=True` adds to it (a live run's increments)."""
+        value = "ldp_rejects.records + excluded.records" if add else "excluded.records"
+        rows = [(metric[:MAX_NAME_CHARS], reason[:MAX_NAME_CHARS], int(start), int(end),
+                 int(count)) for (metric, reason, start, end), count in totals.items()]
+        if rows:
+            with self._transaction() as cursor:
+                cursor.executemany(self._sql(_SET_REJECTS.format(value=value)), rows)
+
+    # -- reading ------------------------------------------------------------------------------
+    def metrics(self) -> list[str]:
+        """The metrics that have at least one window, sorted."""
+        return [row[0] for row in self._query(
+            "SELECT DISTINCT metric FROM ldp_windows ORDER BY metric")]
+
+    def latest_seq(self) -> int:
+        """The newest pane's sequence number (0 for an empty store): a `since` cursor."""
+        return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM ldp_panes")[0][0])
+
+    def windows(self, metric: str, since: int = 0) -> list[dict]:
+        """The latest pane of each window of `metric` whose pane was logged after `since`, sorted
+        by window start: the record with `late_reports` (None before an ON_TIME pane) and
+        `pane_seq` added."""
+        rows = self._query(
+            "SELECT record, late_reports, pane_seq FROM ldp_windows WHERE metric = ? "
+            "AND pane_seq > ? ORDER BY window_start_ms, window_end_ms", (metric, since))
+        windows = []
+        for record, late, seq in rows:
+            window = json.loads(record)
+            window["late_reports"] = None if late is None else int(late)
+            window["pane_seq"] = int(seq)
+            windows.append(window)
+        return windows
+
+    def rejects(self, metric: str, windows: Iterable[tuple[int, int]] | None = None
+                ) -> dict[tuple[int, int], dict[str, int]]:
+        """Dead letters of `metric` per window (start_ms, end_ms) and reason; only `windows`
+        when given."""
+        wanted = None if windows is None else set(windows)
+        per_window: dict[tuple[int, int], dict[str, int]] = {}
+        for start, end, reason, count in self._query(
+                _REJECTS_PER_WINDOW.format(extra=""), (metric,)):
+            if wanted is None or (start, end) in wanted:
+                per_window.setdefault((int(start), int(end)), {})[reason] = int(count)
+        return per_window
+
+    def unattributed_rejects(self) -> dict[tuple[str, str], int]:
+        """Dead letters that belong to no window: (metric or '', reason) -> records."""
+        rows = self._query("SELECT metric, reason, SUM(records) FROM ldp_rejects "
+                           "WHERE slice_start_ms = ? GROUP BY metric, reason",
+                           (UNATTRIBUTED_MS,))
+        return {(metric, reason): int(count) for metric, reason, count in rows}
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def __enter__(self) -> "EstimateStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------------
+    def _create_tables(self) -> None:
+        if self.dialect == "sqlite":
+            ddl = _TABLES.format(time="TEXT", serial="INTEGER PRIMARY KEY AUTOINCREMENT")
+        else:
+            ddl = _TABLES.format(time="TIMESTAMPTZ", serial="BIGSERIAL PRIMARY KEY")
+        with self._transaction() as cursor:
+            if self.dialect == "postgresql":  # several writers may create the tables at once
+                cursor.execute("SELECT pg_advisory_xact_lock(7411235)")
+            for statement in filter(str.strip, ddl.split(";")):
+                cursor.execute(statement)
+
+    def _sql(self, text: str) -> str:
+        return text if self.dialect == "sqlite" else text.replace("?", "%s")
+
+    def _time(self, ms: int):
+        """A window bound as the dialect's time value: ISO text in SQLite, timestamptz in PG."""
+        moment = ms_to_datetime(ms)
+        if self.dialect == "sqlite":
+            return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+        return moment
+
+    def _pane_seq(self, cursor, metric: str, start_ms: int, end_ms: int, index: int) -> int:
+        cursor.execute(self._sql("SELECT seq FROM ldp_panes WHERE metric = ? AND "
+                                 "window_start_ms = ? AND window_end_ms = ? AND pane_index = ?"),
+                       (metric, start_ms, end_ms, index))
+        return int(cursor.fetchone()[0])
+
+    def _query(self, text: str, params: tuple = ()) -> list[tuple]:
+        cursor = self._connection.cursor()
+        try:
+            cursor.execute(self._sql(text), params)
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+        if self.dialect == "postgresql":
+            self._connection.rollback()  # end the read transaction: the next read sees new panes
+        return rows
+
+    def _transaction(self):
+        return _Transaction(self._connection, self.dialect)
+
+
+class _Transaction:
+    """A cursor inside BEGIN … COMMIT (ROLLBACK when the block raises)."""
+
+    def __init__(self, connection, dialect: str):
+        self._connection = connection
+        self._dialect = dialect
+
+    def __enter__(self):
+        self._cursor = self._connection.cursor()
+        if self._dialect == "sqlite":
+            self._cursor.execute("BEGIN IMMEDIATE")  # take the write lock now, not mid-way
+        return self._cursor
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if self._dialect == "sqlite":
+                self._cursor.execute("COMMIT" if exc_type is None else "ROLLBACK")
+            elif exc_type is None:
+                self._connection.commit()
+            else:
+                self._connection.rollback()
+        finally:
+            self._cursor.close()
+
+
+def _value_rows(record: dict, metric: str, start, end, start_ms: int, end_ms: int,
+                pane_index: int):
+    labels = record.get("labels") or [str(i) for i in range(len(record["estimate"]))]
+    estimate = record["estimate"]
+    unbiased = record.get("unbiased_estimate") or [None] * len(estimate)
+    errors = record.get("std_error") or [None] * len(estimate)
+    for index, (label, value, raw, error) in enumerate(zip(labels, estimate, unbiased, errors)):
+        low = None if error is None else value - Z95 * error
+        high = None if error is None else value + Z95 * error
+        yield (metric, start, end, start_ms, end_ms, index, str(label), float(value),
+               None if raw is None else float(raw), None if error is None else float(error),
+               low, high, pane_index)

@@ -1,0 +1,262 @@
+"""The dashboard in headless Chromium, on a job run over the bundled demo data: no request leaves
+the server, no console error, the page's numbers are the job's, a new pane appears without a
+reload, and names from the data render as text. Screenshots go to test-artifacts/dashboard/."""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+
+from ldp_telemetry.dashboard.pages import metric_page_name
+from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
+from ldp_telemetry.dashboard.source import FolderSource, StoreSource
+from ldp_telemetry.store import open_store
+from ldp_telemetry.store.records import smallest_resolvable, support_probabilities
+
+Z95 = 1.959963984540054
+#: How long a page may take to show a pane written while it is open (it polls every 0.3 s).
+LIVE_TIMEOUT_S = 10
+
+
+def wait_for(browser, script: str, timeout: float = 15.0):
+    """Poll a JavaScript expression until it is truthy; returns its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = browser.driver.execute_script(f"return ({script});")
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.1)
+
+
+@pytest.fixture(autouse=True)
+def blank_page(request):
+    """Each test starts on about:blank with empty logs (a previous page's last polls of its
+    stopped server are not this test's errors)."""
+    if "browser" in request.fixturenames:
+        browser = request.getfixturevalue("browser")
+        browser.get("about:blank")
+        browser.requests(), browser.console_errors()
+    yield
+    if "browser" in request.fixturenames:
+        request.getfixturevalue("browser").get("about:blank")
+
+
+@pytest.fixture
+def served(demo_run):
+    servers = []
+
+    def serve(source, poll_ms=300):
+        server, url = serve_in_thread(Dashboard(source, top_k=5, poll_ms=poll_ms))
+        servers.append((server, source))
+        return url
+    yield serve
+    for server, source in servers:
+        server.shutdown()
+        server.server_close()
+        source.close()
+
+
+def check_clean(browser):
+    assert browser.foreign_requests("127.0.0.1") == []
+    assert browser.console_errors() == []
+
+
+def test_pages_show_the_jobs_numbers_for_a_chosen_window(browser, demo_run, served, artifacts):
+    url = served(StoreSource(demo_run["store"]))
+    browser.get(url)
+    links = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#metrics a')).map(a => a.textContent)")
+    assert links == ["flight.carrier", "flight.dest"]
+    browser.screenshot(str(artifacts / "index.png"))
+    check_clean(browser)
+
+    carrier = sorted((r for r in demo_run["records"] if r["metric"] == "flight.carrier"),
+                     key=lambda r: r["window_start"])
+    chosen = carrier[1]  # the second week, which holds one rejected report
+    browser.get(url + metric_page_name("flight.carrier"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')") == str(len(carrier))
+    browser.driver.execute_script(
+        "const s = document.getElementById('window-select');"
+        "s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+        f"{chosen['window_start']}|{chosen['window_end']}")
+    rows = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#values-table tbody tr')).map(tr => "
+        "Array.from(tr.cells).map(td => td.textContent))")
+    shown = {row[1]: row[2:] for row in rows}
+    assert set(shown) == set(chosen["labels"])
+    for label, estimate, error, unbiased in zip(chosen["labels"], chosen["estimate"],
+                                                chosen["std_error"],
+                                                chosen["unbiased_estimate"]):
+        assert shown[label] == [f"{estimate:.4f}", f"{Z95 * error:.4f}", f"{unbiased:.4f}",
+                                f"{error:.4f}"], label
+    facts = browser.driver.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
+        ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
+    assert facts["n"] == f"{chosen['n']:,}"
+    assert facts["rejected"] == "1" and facts["late reports"] == "0"
+    p, q = support_probabilities("grr", 2.0, 16)
+    assert facts["smallest resolvable"].startswith(f"{smallest_resolvable(p, q, chosen['n']):.4f}")
+    header = browser.driver.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('header dl.facts div'))"
+        ".map(d => [d.querySelector('dt').textContent, d.querySelector('dd').textContent]))")
+    assert header["protocol"] == "grr" and header["ε"] == "2"
+    assert header["p*"] == f"{p:.4g}" and header["q*"] == f"{q:.4g}"
+    assert header["estimator"].startswith("unbiased")
+    assert header["post-processing"].startswith("norm-hyb")
+    rejects = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#accounting-rows tbody tr')).map(tr => "
+        "[tr.dataset.window, tr.querySelector('.rejects').textContent])")
+    assert dict(rejects)[carrier[0]["window_start"]] == "invalid_payload 2"
+    assert dict(rejects)[chosen["window_start"]] == "invalid_payload 1"
+    browser.screenshot(str(artifacts / "metric-flight.carrier.png"))
+    check_clean(browser)
+
+    browser.get(url + metric_page_name("flight.dest"))
+    assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length") == 105
+    browser.screenshot(str(artifacts / "metric-flight.dest.png"))
+    check_clean(browser)
+
+
+@pytest.mark.parametrize("kind", ["folder", "store"])
+def test_a_pane_written_while_the_page_is_open_appears_without_a_reload(
+        kind, browser, demo_run, served, tmp_path, artifacts):
+    last = max((r for r in demo_run["records"] if r["metric"] == "flight.carrier"),
+               key=lambda r: r["window_start"])
+    late = json.loads(json.dumps(last))
+    late["n"] = last["n"] + 250
+    late["estimate"] = [round(v * 0.9 + 0.1 / len(v_all), 6) for v_all in [last["estimate"]]
+                        for v in v_all]
+    late["pane"] = {"timing": "LATE", "index": 1, "is_last": False}
+    if kind == "folder":
+        output = tmp_path / "output"
+        shutil.copytree(demo_run["output"], output)
+        source = FolderSource(str(output))
+    else:
+        db = tmp_path / "live.db"
+        shutil.copy(demo_run["store"][len("sqlite:///"):], db)
+        source = StoreSource(f"sqlite:///{db}")
+    url = served(source)
+    browser.get(url + metric_page_name("flight.carrier"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')")
+    browser.driver.execute_script("window.__notReloaded = true;")
+    if kind == "folder":  # a live run's sink adds a file per pane
+        with open(output / "estimates-live-pane-00001.jsonl", "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(late) + "\n")
+    else:
+        with open_store(f"sqlite:///{db}") as store:
+            store.write_panes([late])
+    shown = wait_for(browser, "document.querySelector('#window-facts [data-fact=\"n\"] dd')"
+                              f".textContent === '{late['n']:,}'", timeout=LIVE_TIMEOUT_S)
+    assert shown, "the new pane did not appear"
+    assert browser.driver.execute_script("return window.__notReloaded === true")
+    facts = browser.driver.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
+        ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
+    assert facts["pane"] == "late #1" and facts["late reports"] == "250"
+    top = browser.driver.execute_script(
+        "return document.querySelector('#values-table tbody tr').cells[2].textContent")
+    assert top == f"{max(late['estimate']):.4f}"
+    browser.screenshot(str(artifacts / f"live-pane-{kind}.png"))
+    check_clean(browser)
+
+
+def test_names_from_the_data_render_as_text(browser, served, tmp_path, artifacts):
+    hostile = "<script>window.__owned = 1</script><img src=x onerror=\"window.__owned=2\">"
+    label = "<b onmouseover=alert(1)>bold</b>"
+    record = {"metric": hostile, "window_start": "2024-03-01T00:00:00Z",
+              "window_end": "2024-03-01T01:00:00Z", "n": 500, "protocol": "grr",
+              "epsilon": 1.0, "estimator": {"method": "unbiased", "params": {}},
+              "postprocess": {"method": "norm-sub", "params": {}},
+              "labels": [label, "</script><script>window.__owned=3</script>", "plain"],
+              "estimate": [0.5, 0.3, 0.2], "unbiased_estimate": [0.5, 0.3, 0.2],
+              "std_error": [0.04, 0.04, 0.04],
+              "pane": {"timing": "ON_TIME", "index": 0, "is_last": False}}
+    url_db = f"sqlite:///{tmp_path}/hostile.db"
+    with open_store(url_db) as store:
+        store.write_panes([record])
+        store.write_rejects({(hostile, "<i>reason</i>", 1_709_251_200_000,
+                              1_709_251_200_000 + 3_600_000): 2})
+    url = served(StoreSource(url_db))
+    browser.get(url)
+    assert browser.driver.execute_script("return document.querySelector('#metrics a')"
+                                         ".textContent") == hostile
+    browser.get(url + metric_page_name(hostile))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
+    assert browser.driver.execute_script("return window.__owned === undefined")
+    assert browser.driver.execute_script("return document.querySelector('h1').textContent") \
+        == hostile
+    labels = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#values-table td.label'))"
+        ".map(td => td.textContent)")
+    assert labels == record["labels"]
+    assert browser.driver.execute_script(
+        "return document.querySelectorAll('main b, main img, main i').length") == 0
+    assert browser.driver.execute_script(
+        "return document.querySelector('#accounting-rows .rejects').textContent") \
+        == "<i>reason</i> 2"
+    browser.screenshot(str(artifacts / "escaped-names.png"))
+    check_clean(browser)
+
+
+def test_exported_pages_open_from_files_without_any_request_elsewhere(
+        browser, demo_run, tmp_path, artifacts):
+    source = FolderSource(str(demo_run["output"]))
+    written = Dashboard(source).export(str(tmp_path / "site"))
+    assert (tmp_path / "site" / "index.html").exists() and len(written) == 5
+    page = tmp_path / "site" / metric_page_name("flight.dest")
+    browser.get(page.as_uri())
+    assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length") == 105
+    assert browser.driver.execute_script(
+        "return document.getElementById('status').textContent") == "static export"
+    requests = browser.requests()
+    assert requests and all(r.startswith(("file://", "data:")) for r in requests), requests
+    assert browser.console_errors() == []
+    browser.screenshot(str(artifacts / "export-flight.dest.png"))
+
+
+def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_path, artifacts):
+    """A record with bucket_edges (a numeric metric) is drawn as a density: bar heights are the
+    bucket's estimate over its width; quantiles are marked; estimator iterations are shown."""
+    edges = [0.0, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0]
+    estimate = [0.05, 0.15, 0.3, 0.25, 0.15, 0.1]
+    record = {"metric": "latency.seconds", "window_start": "2024-03-01T00:00:00Z",
+              "window_end": "2024-03-01T01:00:00Z", "n": 20000, "protocol": "sw",
+              "epsilon": 1.0,
+              "estimator": {"method": "ems", "params": {"tolerance": 1e-6}, "iterations": 42,
+                            "last_change": 3.2e-7},
+              "postprocess": {"method": "none", "params": {}},
+              "labels": [f"[{a}, {b})" for a, b in zip(edges, edges[1:])],
+              "bucket_edges": edges, "estimate": estimate,
+              "unbiased_estimate": estimate, "std_error": [0.01] * 6,
+              "mean": 0.47, "variance": 0.05,
+              "quantiles": {"0.5": 0.45, "0.9": 0.82},
+              "pane": {"timing": "EARLY", "index": 0, "is_last": False}}
+    url_db = f"sqlite:///{tmp_path}/numeric.db"
+    with open_store(url_db) as store:
+        store.write_panes([record])
+    url = served(StoreSource(url_db))
+    browser.get(url + metric_page_name("latency.seconds"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
+    quantiles = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#distribution .quantile-label'))"
+        ".map(t => t.textContent)")
+    assert quantiles == ["q50 = 0.45", "q90 = 0.82"]
+    heights = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#distribution rect.bar'))"
+        ".map(r => r.getBoundingClientRect().height)")
+    densities = [e / (b - a) for e, a, b in zip(estimate, edges, edges[1:])]
+    ratios = [h / d for h, d in zip(heights, densities)]
+    assert max(ratios) == pytest.approx(min(ratios), rel=0.02)  # heights ∝ density
+    facts = browser.driver.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
+        ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
+    assert facts["pane"] == "early #0" and facts["mean"] == "0.4700"
+    assert facts["estimator"].startswith("ems, 42 iterations")
+    header = browser.driver.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('header dl.facts div'))"
+        ".map(d => [d.querySelector('dt').textContent, d.querySelector('dd').textContent]))")
+    assert header["p*"] == "—" and header["estimator"].startswith("ems")
+    browser.screenshot(str(artifacts / "numeric-density.png"))
+    check_clean(browser)

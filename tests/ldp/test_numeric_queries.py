@@ -1,0 +1,55 @@
+"""Range and quantile queries on a numeric record, by hand, and through `ldp query`."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ldp_telemetry.ldp.numeric_queries import NumericWindow
+from ldp_telemetry.pipelines.cli import main
+
+RECORD = {"metric": "rtt", "window_start": "2024-03-01T00:00:00Z",
+          "window_end": "2024-03-02T00:00:00Z", "n": 100, "protocol": "sw", "epsilon": 1.0,
+          "estimator": {"method": "ems", "params": {}, "iterations": 7, "last_change": 1e-4},
+          "bucket_edges": [0.0, 100.0, 200.0, 400.0], "estimate": [0.2, 0.3, 0.5],
+          "quantile_std_errors": {"0.5": 12.5}}
+
+
+def test_range_probability_spreads_mass_uniformly_within_buckets():
+    window = NumericWindow.from_record(RECORD)
+    assert window.range_probability(0, 400).value == pytest.approx(1.0)
+    assert window.range_probability(50, 150).value == pytest.approx(0.1 + 0.15)
+    assert window.range_probability(300, 1000).value == pytest.approx(0.25)
+    assert window.range_probability(-5, -1).value == 0
+    with pytest.raises(ValueError, match="LO <= HI"):
+        window.range_probability(5, 1)
+
+
+def test_quantiles_and_their_errors():
+    window = NumericWindow.from_record(RECORD)
+    median = window.quantile(0.5)  # CDF: 0.2 at 100, 0.5 at 200
+    assert median.value == pytest.approx(200.0) and median.std_error == 12.5
+    assert window.quantile(0.75).value == pytest.approx(300.0)
+    assert window.quantile(0.75).std_error is None
+    with pytest.raises(ValueError):
+        window.quantile(1.5)
+    with pytest.raises(ValueError, match="not numeric"):
+        NumericWindow.from_record({"metric": "x", "bucket_edges": None})
+
+
+def test_query_cli_on_a_numeric_metric(tmp_path, capsys):
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text(
+        json.dumps({**RECORD, "pane": {"timing": "ON_TIME", "index": 0, "is_last": False}})
+        + "\n")
+    assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
+                 "--quantile", "0.5,0.75", "--json"]) == 0
+    answers = json.loads(capsys.readouterr().out)["answers"]
+    assert [a["value"] for a in answers] == pytest.approx([200.0, 300.0])
+    assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
+                 "--range", "50", "150"]) == 0
+    assert "0.25" in capsys.readouterr().out
+    assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
+                 "--top", "2"]) != 0
+    assert "is numeric" in capsys.readouterr().err
+    assert np.isfinite(NumericWindow.from_record(RECORD).estimate).all()

@@ -1,0 +1,136 @@
+"""Wiener estimators end to end: `ldp simulate` -> `ldp run` -> `ldp show` / `ldp query`."""
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from ldp_telemetry.ldp.estimators import EstimatorSpec
+from ldp_telemetry.ldp.postprocess import PostprocessSpec
+from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.queries import WindowEstimate
+from ldp_telemetry.pipelines.cli import main
+from ldp_telemetry.pipelines.results import load_estimates
+
+DAY_S = 86_400
+START_S = 1_600_000_000 - 1_600_000_000 % DAY_S
+D = 48
+METRICS = [
+    {"name": "slot.iiw", "protocol": "grr", "epsilon": 3.0, "domain": {"size": D},
+     "estimator": "iiw"},
+    {"name": "slot.amrp", "protocol": "oue", "epsilon": 2.0, "domain": {"size": D},
+     "estimator": {"method": "amrp", "permutations": 20, "seed": 5}, "postprocess": "none"},
+    {"name": "slot.gf", "protocol": "olh", "epsilon": 2.0, "domain": {"size": D},
+     "estimator": {"method": "gf-dw", "sigma": 2}, "postprocess": "norm-sub"},
+    {"name": "slot.dw", "protocol": "hr", "epsilon": 2.0, "domain": {"size": D},
+     "estimator": "dw", "postprocess": "base-pos"},
+    {"name": "slot.iiwg", "protocol": "grr", "epsilon": 4.0, "domain": {"size": D},
+     "estimator": {"method": "iiw-g", "iterations": 5}, "postprocess": "norm"},
+    {"name": "slot.smooth", "protocol": "ss", "epsilon": 2.0, "domain": {"size": D},
+     "estimator": "smooth", "postprocess": "none"},
+]
+
+
+@pytest.fixture(scope="module")
+def output(tmp_path_factory):
+    root = tmp_path_factory.mktemp("wiener")
+    registry = root / "registry.json"
+    registry.write_text(json.dumps({"metrics": METRICS}))
+    rng = np.random.default_rng(3)
+    x = np.arange(D)
+    f = np.exp(-((x - 16) / 6) ** 2) + 0.7 * np.exp(-((x - 36) / 4) ** 2)
+    values = rng.choice(D, size=6000, p=f / f.sum())
+    times = START_S + rng.integers(0, 2 * DAY_S, size=values.size)  # two daily windows
+    table = root / "values.csv"
+    with open(table, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["slot", "time"])
+        writer.writerows(zip(values.tolist(), times.tolist()))
+    for metric in METRICS:
+        assert main(["simulate", "--registry", str(registry), "--metric", metric["name"],
+                     "--input", str(table), "--value-column", "slot", "--time-column", "time",
+                     "--out", str(root / "reports"), "--seed", "9"]) == 0
+    assert main(["run", "--registry", str(registry), "--input", str(root / "reports" / "*.avro"),
+                 "--output", str(root / "out"), "--window", str(DAY_S)]) == 0
+    return str(root / "out")
+
+
+def records_of(out, name):
+    mine = [r for r in load_estimates(out) if r["metric"] == name]
+    assert len(mine) == 2
+    return mine
+
+
+def rerun(record):
+    spec = EstimatorSpec(record["estimator"]["method"],
+                         tuple(record["estimator"]["params"].items()))
+    protocol = make_protocol(record["protocol"], record["epsilon"], len(record["labels"]))
+    unbiased = np.asarray(record["unbiased_estimate"])
+    return spec.run(unbiased, protocol.noise(record["n"]), protocol), protocol
+
+
+def test_records_name_the_estimator_and_keep_the_unbiased_estimate(output):
+    for record in records_of(output, "slot.iiw"):
+        assert record["estimator"]["method"] == "iiw"
+        assert record["estimator"]["params"] == {"iterations": 30}
+        assert record["estimator"]["iterations"] == 30
+        assert 0 <= record["estimator"]["last_change"] < 1e-3
+        unbiased = np.asarray(record["unbiased_estimate"])
+        assert unbiased.sum() == pytest.approx(1.0)  # GRR: the unbiased estimate itself
+        filtered, protocol = rerun(record)
+        post = PostprocessSpec.parse("norm-hyb").apply(filtered.estimate, protocol.noise(record["n"]))
+        np.testing.assert_allclose(record["estimate"], post, atol=1e-15)
+        np.testing.assert_allclose(record["std_error"], filtered.std_error, rtol=1e-12)
+        assert not np.allclose(record["estimate"], unbiased)
+
+
+def test_postprocess_none_leaves_the_estimator_output_untouched(output):
+    for record in records_of(output, "slot.amrp"):
+        assert record["estimator"]["params"] == {"permutations": 20, "seed": 5}
+        assert record["estimator"]["iterations"] is None
+        filtered, _ = rerun(record)
+        np.testing.assert_array_equal(record["estimate"], filtered.estimate)
+
+
+def test_show_names_the_estimator(output, capsys):
+    assert main(["show", "--output", output, "--metric", "slot.gf"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("gf-dw + norm-sub") == 2
+
+
+def test_query_starts_from_the_estimator_output(output, capsys):
+    record = records_of(output, "slot.iiw")[0]
+    assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
+                 "--labels", "16", "--method", "base", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["estimator"] == {"method": "iiw", "params": {"iterations": 30}}
+    point = answer["answers"][0]
+    filtered, _ = rerun(record)
+    assert point["value"] == pytest.approx(filtered.estimate[16], abs=1e-15)
+    assert point["unbiased_value"] == pytest.approx(record["unbiased_estimate"][16], abs=1e-15)
+    assert point["std_error_kind"] == "fixed-gain"
+    assert point["std_error"] == pytest.approx(record["std_error"][16], rel=1e-9)
+    window = WindowEstimate.from_record(record)
+    assert window.point(16).value == pytest.approx(record["estimate"][16], abs=1e-15)
+    # a range answer's error: the exact variance of the filter's linear answer, which smoothing
+    # makes smaller than the sum of the per-value errors
+    ranged = window.with_method("base").range_sum(10, 20)
+    assert ranged.std_error_kind == "fixed-gain"
+    assert ranged.std_error < np.sum(record["std_error"][10:21])
+    assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
+                 "--top", "3"]) == 0
+    assert "iiw (iterations=30) + norm-hyb" in capsys.readouterr().out
+
+
+def test_every_metric_is_its_estimator_then_its_postprocessing(output):
+    for metric in METRICS:
+        for record in records_of(output, metric["name"]):
+            filtered, protocol = rerun(record)
+            spec = PostprocessSpec.parse(metric.get("postprocess", "norm-hyb"))
+            post = spec.apply(filtered.estimate, protocol.noise(record["n"]))
+            np.testing.assert_allclose(record["estimate"], post, atol=1e-15)
+            np.testing.assert_allclose(record["std_error"], filtered.std_error, rtol=1e-12)
+            assert record["estimator"]["method"] == EstimatorSpec.parse(
+                metric["estimator"]).method

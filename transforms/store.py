@@ -1,0 +1,210 @@
+"""Beam sinks of the estimate store: window estimates and dead-letter counts into SQL or BigQuery.
+
+`WritePanesToStoreFn(url)` is the per-pane sink: each window-estimate record it receives is
+upserted with `EstimateStore.write_panes` at the end of its bundle, so a live run that applies it
+to its estimate PCollection writes every pane as it fires (idempotent: a retried bundle or a
+stale pane changes nothing). `WriteToStore` wires it and the dead-letter counts into a job.
+"""
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.pvalue import PDone
+
+from ldp_telemetry.store.records import Z95, describe_window, pane_of, reject_slice
+
+BIGQUERY_SCHEME = "bigquery://"
+
+
+class WritePanesToStoreFn(beam.DoFn):
+    """Window-estimate records -> `open_store(url).write_panes(...)`, once per bundle.
+
+    Emits nothing. The connection opens in `setup` (one per worker) and closes in `teardown`.
+    """
+
+    def __init__(self, url: str):
+        self._url = url
+
+    def setup(self):
+        from ldp_telemetry.store import open_store
+        self._store = open_store(self._url)
+
+    def start_bundle(self):
+        self._pending = []
+
+    def process(self, record):
+        self._pending.append(record)
+
+    def finish_bundle(self):
+        self._store.write_panes(self._pending)
+        self._pending = []
+
+    def teardown(self):
+        store = getattr(self, "_store", None)
+        if store is not None:
+            store.close()
+
+
+class WriteRejectsToStoreFn(beam.DoFn):
+    """((metric, reason, slice_start_ms, slice_end_ms), records) -> `write_rejects`.
+
+    `add=False` sets each total (the batch job's combined, final counts: idempotent);
+    `add=True` adds increments (a streaming job's dead letters as they come).
+    """
+
+    def __init__(self, url: str, add: bool):
+        self._url = url
+        self._add = add
+
+    def setup(self):
+        from ldp_telemetry.store import open_store
+        self._store = open_store(self._url)
+
+    def start_bundle(self):
+        self._pending = {}
+
+    def process(self, element):
+        key, count = element
+        self._pending[key] = self._pending.get(key, 0) + count
+
+    def finish_bundle(self):
+        self._store.write_rejects(self._pending, add=self._add)
+        self._pending = {}
+
+    def teardown(self):
+        store = getattr(self, "_store", None)
+        if store is not None:
+            store.close()
+
+
+class WriteToStore(beam.PTransform):
+    """(estimate records, dead-letter records) -> the store at `url`.
+
+    `url` is a SQL store (`sqlite:///…`, `postgresql://…`, see `ldp_telemetry.store.open_store`)
+    or `bigquery://PROJECT/DATASET`, where the same rows are appended to the tables `ldp_panes`
+    and `ldp_rejects` with `WriteToBigQuery` (BigQuery has no upsert: a query takes each window's
+    row with the highest pane_index, docs/store.md). Dead letters are counted per (metric,
+    reason, job slice) with `slice_ms`/`slice_offset_ms` (the job's `WindowSpec`).
+    """
+
+    def __init__(self, url: str, slice_ms: int, slice_offset_ms: int = 0):
+        super().__init__()
+        self._url = url
+        self._slice_ms = slice_ms
+        self._slice_offset_ms = slice_offset_ms
+
+    def expand(self, estimates_and_dead_letters):
+        estimates, dead_letters = estimates_and_dead_letters
+        streaming = estimates.pipeline.options.view_as(StandardOptions).streaming
+        slice_ms, offset_ms = self._slice_ms, self._slice_offset_ms
+        keyed = (dead_letters
+                 | "RejectSlices" >> beam.Map(
+                     lambda letter: (reject_slice(letter, slice_ms, offset_ms),
+                                     int(letter.get("records", 1)))))
+        if not streaming:  # final totals, set once: idempotent
+            keyed = keyed | "CountRejects" >> beam.CombinePerKey(sum)
+        if self._url.startswith(BIGQUERY_SCHEME):
+            table_prefix = _bigquery_table_prefix(self._url)
+            estimates | "PaneRows" >> beam.Map(bigquery_pane_row) \
+                | "WritePanesToBigQuery" >> beam.io.WriteToBigQuery(
+                    table_prefix + "ldp_panes", schema=BIGQUERY_PANES_SCHEMA,
+                    create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
+                    write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND)
+            keyed | "RejectRows" >> beam.Map(bigquery_reject_row) \
+                | "WriteRejectsToBigQuery" >> beam.io.WriteToBigQuery(
+                    table_prefix + "ldp_rejects", schema=BIGQUERY_REJECTS_SCHEMA,
+                    create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
+                    write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND)
+            return PDone(estimates.pipeline)
+        estimates | "WritePanes" >> beam.ParDo(WritePanesToStoreFn(self._url))
+        keyed | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(self._url, add=streaming))
+        return PDone(estimates.pipeline)
+
+
+def check_store_url(url: str) -> None:
+    """Fail before any report is read when the store cannot be used: a SQL store is opened (its
+    tables created), a BigQuery URL parsed. ValueError (StoreError) naming the problem."""
+    if url.startswith(BIGQUERY_SCHEME):
+        _bigquery_table_prefix(url)
+        return
+    from ldp_telemetry.store import open_store
+    from ldp_telemetry.store.sql import SCHEMES
+    if url.split("://", 1)[0] not in SCHEMES:
+        raise ValueError(f"--store {url!r}: expected sqlite:///FILE.db, "
+                         f"postgresql://USER@HOST/DB or bigquery://PROJECT/DATASET")
+    open_store(url).close()
+
+
+def _bigquery_table_prefix(url: str) -> str:
+    """`bigquery://PROJECT/DATASET` -> 'PROJECT:DATASET.'; ValueError when malformed."""
+    parts = url[len(BIGQUERY_SCHEME):].strip("/").split("/")
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(f"store {url!r}: expected bigquery://PROJECT/DATASET")
+    return f"{parts[0]}:{parts[1]}."
+
+
+BIGQUERY_PANES_SCHEMA = {"fields": [
+    {"name": "metric", "type": "STRING", "mode": "REQUIRED"},
+    {"name": "window_start", "type": "TIMESTAMP", "mode": "REQUIRED"},
+    {"name": "window_end", "type": "TIMESTAMP", "mode": "REQUIRED"},
+    {"name": "n", "type": "INT64", "mode": "REQUIRED"},
+    {"name": "protocol", "type": "STRING", "mode": "REQUIRED"},
+    {"name": "epsilon", "type": "FLOAT64", "mode": "REQUIRED"},
+    {"name": "p_star", "type": "FLOAT64", "mode": "NULLABLE"},
+    {"name": "q_star", "type": "FLOAT64", "mode": "NULLABLE"},
+    {"name": "smallest_resolvable", "type": "FLOAT64", "mode": "NULLABLE"},
+    {"name": "estimator", "type": "STRING", "mode": "NULLABLE"},
+    {"name": "postprocess", "type": "STRING", "mode": "NULLABLE"},
+    {"name": "pane_timing", "type": "STRING", "mode": "REQUIRED"},
+    {"name": "pane_index", "type": "INT64", "mode": "REQUIRED"},
+    {"name": "pane_is_last", "type": "BOOL", "mode": "REQUIRED"},
+    {"name": "record", "type": "STRING", "mode": "REQUIRED"},
+    {"name": "values", "type": "RECORD", "mode": "REPEATED", "fields": [
+        {"name": "value_index", "type": "INT64", "mode": "REQUIRED"},
+        {"name": "label", "type": "STRING", "mode": "REQUIRED"},
+        {"name": "estimate", "type": "FLOAT64", "mode": "REQUIRED"},
+        {"name": "unbiased_estimate", "type": "FLOAT64", "mode": "NULLABLE"},
+        {"name": "std_error", "type": "FLOAT64", "mode": "NULLABLE"},
+        {"name": "lower95", "type": "FLOAT64", "mode": "NULLABLE"},
+        {"name": "upper95", "type": "FLOAT64", "mode": "NULLABLE"}]},
+]}
+
+BIGQUERY_REJECTS_SCHEMA = {"fields": [
+    {"name": "metric", "type": "STRING", "mode": "REQUIRED"},
+    {"name": "reason", "type": "STRING", "mode": "REQUIRED"},
+    {"name": "slice_start_ms", "type": "INT64", "mode": "REQUIRED"},
+    {"name": "slice_end_ms", "type": "INT64", "mode": "REQUIRED"},
+    {"name": "records", "type": "INT64", "mode": "REQUIRED"},
+]}
+
+
+def bigquery_pane_row(record: dict) -> dict:
+    """One BigQuery row of `ldp_panes` per pane: the SQL store's ldp_windows columns, with the
+    value rows nested as the repeated field `values`."""
+    import json
+    facts = describe_window(record)
+    pane = pane_of(record)
+    labels = record.get("labels") or [str(i) for i in range(len(record["estimate"]))]
+    errors = record.get("std_error") or [None] * len(record["estimate"])
+    unbiased = record.get("unbiased_estimate") or [None] * len(record["estimate"])
+    values = [{"value_index": i, "label": str(label), "estimate": value,
+               "unbiased_estimate": raw, "std_error": error,
+               "lower95": None if error is None else value - Z95 * error,
+               "upper95": None if error is None else value + Z95 * error}
+              for i, (label, value, raw, error)
+              in enumerate(zip(labels, record["estimate"], unbiased, errors))]
+    return {"metric": record["metric"], "window_start": record["window_start"],
+            "window_end": record["window_end"], "n": int(record["n"]),
+            "protocol": record["protocol"], "epsilon": float(record["epsilon"]),
+            "p_star": facts["p_star"], "q_star": facts["q_star"],
+            "smallest_resolvable": facts["smallest_resolvable"],
+            "estimator": facts["estimator"], "postprocess": facts["postprocess"],
+            "pane_timing": pane["timing"], "pane_index": pane["index"],
+            "pane_is_last": pane["is_last"], "record": json.dumps(record, sort_keys=True),
+            "values": values}
+
+
+def bigquery_reject_row(element) -> dict:
+    (metric, reason, start, end), count = element
+    return {"metric": metric, "reason": reason, "slice_start_ms": start, "slice_end_ms": end,
+            "records": count}
