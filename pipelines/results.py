@@ -23,9 +23,10 @@ def load_estimates(output_dir: str, metric: str | None = None) -> list[dict]:
 
 
 #: Fields `show` and `query` read from every estimate record, and their JSON types.
-_RECORD_FIELDS = {"metric": str, "window_start": str, "window_end": str, "n": int,
-                  "protocol": str, "epsilon": (int, float), "labels": list, "estimate": list,
-                  "std_error": list, "postprocess": dict, "pane": dict}
+_COMMON_FIELDS = {"metric": str, "window_start": str, "window_end": str, "n": int,
+                  "protocol": str, "epsilon": (int, float), "estimate": list, "pane": dict}
+#: ... and from the record of a frequency metric (one without `bucket_edges`).
+_FREQUENCY_FIELDS = {"labels": list, "std_error": list, "postprocess": dict}
 
 
 def _read_records(path: str) -> list[dict]:
@@ -68,13 +69,22 @@ def _record_problem(record) -> str | None:
     """
     if not isinstance(record, dict):
         return f"a JSON {type(record).__name__}, not an object"
-    for field, kind in _RECORD_FIELDS.items():
+    numeric = record.get("bucket_edges") is not None
+    fields = _COMMON_FIELDS if numeric else {**_COMMON_FIELDS, **_FREQUENCY_FIELDS}
+    for field, kind in fields.items():
         if not isinstance(record.get(field), kind) or isinstance(record.get(field), bool):
             return f"field {field!r} is missing or not a {getattr(kind, '__name__', 'number')}"
     size = len(record["estimate"])
-    for field in ("estimate", "std_error"):
-        if len(record[field]) != size or not _is_numbers(record[field]):
-            return f"field {field!r} must hold {size} numbers"
+    if not _is_numbers(record["estimate"]):
+        return f"field 'estimate' must hold {size} numbers"
+    if numeric:
+        edges = record["bucket_edges"]
+        if not _is_numbers(edges) or len(edges) != size + 1:
+            return f"field 'bucket_edges' must hold {size + 1} numbers"
+        return None if isinstance(record["pane"].get("index"), int) \
+            else "field 'pane' has no integer 'index'"
+    if len(record["std_error"]) != size or not _is_numbers(record["std_error"]):
+        return f"field 'std_error' must hold {size} numbers"
     if record["labels"] and len(record["labels"]) != size:
         return f"field 'labels' must hold {size} labels, one per estimate"
     unbiased = record.get("unbiased_estimate")
