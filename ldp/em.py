@@ -15,7 +15,10 @@ the uniform distribution.
 
 Stopping rule ([Li20] §5.5, §6.1): stop when |L(x⁽ᵗ⁺¹⁾) − L(x⁽ᵗ⁾)| < τ, with L in report counts
 (natural log) and τ = 10⁻³ e^ε for EM, 10⁻³ for EMS unless configured; or after
-`max_iterations`. Every iteration costs two products with M, O(d + d̃) for Square Wave.
+`max_iterations`. The paper's L is ln Pr[ṽ | x], the log-likelihood of the whole sample (a sum
+over reports, not a per-report mean), so the rule is absolute and more reports take more
+iterations; it stays the default. Every iteration costs two products with M, O(d + d̃) for
+Square Wave, through the channel's `products` (work buffers reused within one run).
 """
 from __future__ import annotations
 
@@ -79,18 +82,22 @@ def expectation_maximisation(channel: Channel, counts: np.ndarray, *, smoothing:
     n = counts.sum()
     if n == 0:
         return EmResult(np.full(channel.d, np.nan), 0, math.nan, 0.0)
-    x = np.full(channel.d, 1.0 / channel.d) if start is None else np.asarray(start, float)
-    predicted = channel.forward(x)  # > 0 everywhere: every column of M is at least q·width
-    current = float(counts @ np.log(predicted))
+    x = np.full(channel.d, 1.0 / channel.d) if start is None else np.array(start, float)
+    forward, backward = channel.products()  # work buffers of this run
+    predicted = forward(x)  # > 0 everywhere: every column of M is at least q·width
+    share = counts / n
+    ratio, logs = np.empty_like(predicted), np.empty_like(predicted)
+    current = float(counts @ np.log(predicted, out=logs))
     change = math.inf
     iterations = 0
     while iterations < max_iterations:
-        # E- and M-step in one: Σ_i x_i (Mᵀ(n/Mx))_i = Σ_j n_j = n, so dividing by n normalises
-        x = x * channel.backward(counts / predicted) / n
+        # E- and M-step in one: Σ_i x_i (Mᵀ(n/Mx))_i = Σ_j n_j = n, so x ← x · Mᵀ((n/N)/Mx)
+        # is already normalised
+        x *= backward(np.divide(share, predicted, out=ratio))
         if smoothing:
             x = smooth(x)  # keeps the mass
-        predicted = channel.forward(x)
-        updated = float(counts @ np.log(predicted))
+        predicted = forward(x)
+        updated = float(counts @ np.log(predicted, out=logs))
         change = abs(updated - current)
         current = updated
         iterations += 1

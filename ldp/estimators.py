@@ -30,7 +30,7 @@ NUMERIC = "numeric"
 
 #: Modules that register estimator methods when imported (see `load_methods`).
 METHOD_MODULES: list[str] = ["ldp_telemetry.ldp.wiener", "ldp_telemetry.ldp.em",
-                              "ldp_telemetry.ldp.binning"]
+                              "ldp_telemetry.ldp.binning", "ldp_telemetry.ldp.admm"]
 
 
 @dataclass(frozen=True)

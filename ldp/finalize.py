@@ -130,13 +130,17 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
 def _finalize_mean_only(config: MetricConfig, statistic: np.ndarray, n: int
                         ) -> NumericWindowResult:
     """SR / PM: the mean in metric units and its closed-form standard error; no histogram
-    (`estimate` and `quantiles` are empty, `variance` is None: not estimated)."""
+    (`estimate` and `quantiles` are empty). `variance`: PM's estimate of the values' variance
+    from the reports' second moment; None for SR, whose reports (±1/(p − q)) carry none."""
     scale = 0.5 * (config.high - config.low)  # t = 2v − 1 in [−1, 1] -> [low, high]
+    variance = None
     if n == 0:
         output = EstimatorOutput(np.array([np.nan]), std_error=np.array([np.nan]))
     else:
         output = config.estimator.run(statistic, n, config.protocol)
+        variance_of_t = config.protocol.variance_of_t(statistic, n)
+        variance = None if variance_of_t is None else scale ** 2 * variance_of_t
     mean = config.low + scale * (float(output.estimate[0]) + 1.0)
     errors = BootstrapErrors(0, np.zeros(0), scale * float(output.std_error[0]), {})
     return NumericWindowResult(n, np.zeros(0), np.array([config.low, config.high]), mean,
-                               None, {}, errors, output)
+                               variance, {}, errors, output)

@@ -318,7 +318,8 @@ def _parse_numeric_metric(entry: Mapping, name: str, protocol: str, epsilon: flo
     try:
         config.protocol
     except ValueError as error:
-        field = "domain.output_buckets" if "output_buckets" in str(error) else "protocol"
+        field = ("domain.output_buckets" if "output_buckets" in str(error)
+                 else "domain.buckets" if "buckets" in str(error) else "protocol")
         raise fail(field, str(error)) from None
     return config
 

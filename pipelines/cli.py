@@ -60,9 +60,11 @@ def _reject_misspelt_job_flags(beam_args: list[str]) -> None:
     ones: without this check `--window-ofset 1800` would run with the default offset.
     """
     from ldp_telemetry.pipelines.estimate import add_job_arguments
+    from ldp_telemetry.pipelines.live import add_live_arguments
     from ldp_telemetry.runners import unknown_pipeline_flags
     job_parser = argparse.ArgumentParser(add_help=False)
     add_job_arguments(job_parser)
+    add_live_arguments(job_parser)
     job_flags = {flag.lstrip("-").replace("-", "_"): flag
                  for action in job_parser._actions for flag in action.option_strings}
     for name in unknown_pipeline_flags(beam_args):
@@ -104,6 +106,18 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                           help="split output into files of at most this many reports")
     simulate.add_argument("--overwrite", action="store_true",
                           help="replace this metric's report files already in --out")
+    live = simulate.add_argument_group(
+        "live mode", "write the reports into --out over time, as a collector would: one file "
+        "every --file-every seconds holding the reports that came due, written under a hidden "
+        "temporary name and renamed (what `ldp run --follow` expects)")
+    live.add_argument("--live", action="store_true", help="write over time instead of at once")
+    pace = live.add_mutually_exclusive_group()
+    pace.add_argument("--speedup", type=float, default=None,
+                      help="replay event times this many times faster than real time")
+    pace.add_argument("--rate", type=float, default=None,
+                      help="write this many reports per second, in event-time order")
+    live.add_argument("--file-every", type=float, default=1.0, metavar="SECONDS",
+                      help="close a report file this often (default 1)")
     simulate.set_defaults(handler=_simulate)
 
     plan = commands.add_parser(
@@ -132,10 +146,14 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                     "--job_endpoint=localhost:8099; without --runner the job runs on FnApiRunner "
                     "in this process. --runner=PortableRunner without --job_endpoint starts a "
                     "local job service for the run (LOOPBACK workers unless "
-                    "--environment_type is given).")
+                    "--environment_type is given). With --follow DIR instead of --input the run is "
+                    "live: it follows the directory and writes each pane as it fires under "
+                    "OUTPUT/panes/ (see the live-run options).")
     if job_arguments:
         from ldp_telemetry.pipelines.estimate import add_job_arguments
+        from ldp_telemetry.pipelines.live import add_live_arguments
         add_job_arguments(run)
+        add_live_arguments(run)
     run.set_defaults(handler=_run)
 
     show = commands.add_parser(
@@ -183,10 +201,20 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
 
 
 def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
-    from ldp_telemetry.pipelines.simulate import DEFAULT_REPORTS_PER_FILE, read_true_values, simulate_reports
     from ldp_telemetry.ldp.registry import load_registry
+    from ldp_telemetry.pipelines.simulate import (DEFAULT_REPORTS_PER_FILE, read_true_values,
+                                                  simulate_live, simulate_reports)
     config = load_registry(args.registry)[args.metric]
+    if not args.live and (args.speedup is not None or args.rate is not None):
+        raise ValueError("--speedup and --rate need --live")
     truth = read_true_values(args.input, config, args.value_column, args.time_column)
+    if args.live:
+        speedup = args.speedup if args.speedup is not None or args.rate is not None else 1.0
+        paths = simulate_live(config, truth, args.out, args.seed, speedup, args.rate,
+                              args.file_every, overwrite=args.overwrite)
+        print(f"{len(truth.values):,} reports of {config.name} written live to "
+              f"{len(paths)} file(s) in {args.out}")
+        return 0
     per_file = (DEFAULT_REPORTS_PER_FILE if args.reports_per_file is None
                 else args.reports_per_file)
     if per_file <= 0:
@@ -225,6 +253,12 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from ldp_telemetry.pipelines.estimate import job_from_arguments, run_job
     from ldp_telemetry.runners.portable import with_local_job_service
     job = job_from_arguments(args)
+    if args.follow is not None:
+        from ldp_telemetry.pipelines.live import live_config_from_arguments, run_live
+        live = live_config_from_arguments(args)
+        with with_local_job_service(beam_args) as beam_args:
+            run_live(job, live, beam_args)
+        return 0
     with with_local_job_service(beam_args) as beam_args:  # PortableRunner without an endpoint
         run_job(job, beam_args)
     print(f"estimates: {job.output}/estimates-*.jsonl; dead letters: {job.output}/dead_letters-*.jsonl")

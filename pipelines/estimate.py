@@ -99,8 +99,9 @@ def _estimate(read, job: EstimateJob, streaming: bool
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--registry", required=True, help="metric registry JSON file")
-    parser.add_argument("--input", required=True, action="append",
-                        help="Avro report files: a glob such as 'reports/*.avro' (repeatable)")
+    parser.add_argument("--input", action="append", default=None,
+                        help="Avro report files: a glob such as 'reports/*.avro' (repeatable); "
+                             "required unless the run is live (--follow)")
     parser.add_argument("--output", required=True, help="directory for estimates and dead letters")
     parser.add_argument("--window", required=True, type=float,
                         help="event-time window length in seconds")
@@ -140,10 +141,17 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
                                       args.early_every, args.window_offset)
     check_memory_budget(registry, windows, getattr(args, "memory_budget",
                                                    DEFAULT_MEMORY_BUDGET_MB))
-    files = expand_file_patterns(args.input)
     store = getattr(args, "store", None)
     if store is not None:
         check_store_url(store)
+    if getattr(args, "follow", None) is not None:
+        if args.input:
+            raise ValueError("give either --input (a batch run) or --follow (a live run), not both")
+        prepare_output(args.output)
+        return EstimateJob(registry, (), args.output, windows, store)
+    if not args.input:
+        raise ValueError("--input is required (or --follow DIR for a live run)")
+    files = expand_file_patterns(args.input)
     prepare_output(args.output)
     return EstimateJob(registry, tuple(files), args.output, windows, store)
 

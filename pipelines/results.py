@@ -8,13 +8,24 @@ import os
 
 import numpy as np
 
+from ldp_telemetry.transforms.pane_log import PANE_LOG, latest_panes
+
 
 def load_estimates(output_dir: str, metric: str | None = None) -> list[dict]:
-    """Every window-estimate record under `output_dir`, sorted by metric and window start."""
+    """Every window-estimate record under `output_dir`, sorted by metric and window start.
+
+    For the output of a live run (`panes.log`, see ldp_telemetry.transforms.panes): the latest
+    pane of each window written so far.
+    """
     paths = sorted(glob.glob(os.path.join(output_dir, "estimates-*.jsonl")))
-    if not paths:
-        raise ValueError(f"no estimates-*.jsonl files in {output_dir}")
     records = []
+    if not paths and os.path.exists(os.path.join(output_dir, PANE_LOG)):
+        for entry in latest_panes(output_dir).values():
+            with open(os.path.join(output_dir, *entry["path"].split("/")), encoding="utf-8") as f:
+                records.append(json.loads(f.read()))
+    elif not paths:
+        raise ValueError(f"no estimates-*.jsonl files (nor a live run's {PANE_LOG}) in "
+                         f"{output_dir}")
     for path in paths:
         records.extend(_read_records(path))
     if metric is not None:

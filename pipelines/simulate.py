@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import glob
 import gzip
 import os
 import re
 import sys
+import time
 import zlib
 from dataclasses import dataclass
 
@@ -221,3 +223,67 @@ def metric_report_files(out_dir: str, metric: str) -> list[str]:
     pattern = re.compile(re.escape(file_stem(metric)) + r"-\d{5,}\.avro")
     return sorted(os.path.join(out_dir, name) for name in os.listdir(out_dir)
                   if pattern.fullmatch(name))
+def live_schedule(event_times_ms: np.ndarray, speedup: float | None = None,
+                  rate: float | None = None) -> np.ndarray:
+    """Seconds after the start at which each report (in event-time order) is due.
+
+    `speedup`: event times are replayed that many times faster than real time (the first
+    report is due at once); `rate`: reports are due at `rate` per second, in event-time order.
+    """
+    if (speedup is None) == (rate is None):
+        raise ValueError("give exactly one of --speedup or --rate")
+    if speedup is not None:
+        if not speedup > 0:
+            raise ValueError(f"--speedup must be positive, got {speedup}")
+        return (event_times_ms - event_times_ms.min()) / 1000.0 / speedup
+    if not rate > 0:
+        raise ValueError(f"--rate must be positive (reports per second), got {rate}")
+    return np.arange(len(event_times_ms)) / rate
+
+
+def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: int | None,
+                  speedup: float | None = None, rate: float | None = None,
+                  file_every_s: float = 1.0, overwrite: bool = False,
+                  sleep=time.sleep, clock=time.monotonic, progress=sys.stderr) -> list[str]:
+    """Write the perturbed reports into `out_dir` over time, as a collector would.
+
+    Reports are sorted by event time and each is due at `live_schedule(...)`; every
+    `file_every_s` seconds the reports that came due are written to one file
+    `<metric>-live-NNNNN.avro`, first under a hidden temporary name and then renamed, so a
+    follower never sees a partial file. Returns the paths, in the order written.
+    """
+    if not file_every_s > 0:
+        raise ValueError(f"--file-every must be positive, got {file_every_s}")
+    rng = np.random.default_rng(seed)
+    os.makedirs(out_dir, exist_ok=True)
+    stem = file_stem(config.name)
+    earlier = sorted(glob.glob(os.path.join(glob.escape(out_dir), f"{glob.escape(stem)}-live-*.avro")))
+    if earlier and not overwrite:
+        raise InputError(f"{out_dir} already holds {len(earlier)} live report file(s) of "
+                         f"{config.name}: pass --overwrite or pick another --out")
+    for path in earlier:
+        os.remove(path)
+    order = np.argsort(truth.event_times_ms, kind="stable")
+    times = truth.event_times_ms[order]
+    columns = config.protocol.perturb(truth.values[order], rng)
+    report_ids = rng.integers(0, np.iinfo(np.int64).max, size=len(times))
+    due = live_schedule(times, speedup, rate)
+    started, written, paths, ticks = clock(), 0, [], 0
+    while written < len(times):
+        ticks += 1
+        sleep(max(0.0, started + ticks * file_every_s - clock()))
+        upto = int(np.searchsorted(due, clock() - started, side="right"))
+        if upto == written:
+            continue
+        name = f"{stem}-live-{len(paths):05d}.avro"
+        temporary = os.path.join(out_dir, f".{name}.tmp")
+        rows = slice(written, upto)
+        write_reports(temporary, config.name, config.protocol, report_ids[rows], times[rows],
+                      {k: v[rows] for k, v in columns.items()})
+        os.replace(temporary, os.path.join(out_dir, name))
+        paths.append(os.path.join(out_dir, name))
+        written = upto
+        if progress is not None:
+            print(f"  {config.name}: {written:,}/{len(times):,} reports, file {name}",
+                  file=progress, flush=True)
+    return paths

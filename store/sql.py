@@ -12,6 +12,7 @@ Tables and example queries: docs/store.md.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import time
 from typing import Iterable, Mapping
@@ -60,6 +61,17 @@ CREATE TABLE IF NOT EXISTS ldp_window_values (
   upper95 DOUBLE PRECISION,
   pane_index BIGINT NOT NULL,
   PRIMARY KEY (metric, window_start_ms, window_end_ms, value_index));
+CREATE TABLE IF NOT EXISTS ldp_window_summaries (
+  metric TEXT NOT NULL,
+  window_start {time} NOT NULL,
+  window_end {time} NOT NULL,
+  window_start_ms BIGINT NOT NULL,
+  window_end_ms BIGINT NOT NULL,
+  statistic TEXT NOT NULL,
+  value DOUBLE PRECISION,
+  std_error DOUBLE PRECISION,
+  pane_index BIGINT NOT NULL,
+  PRIMARY KEY (metric, window_start_ms, window_end_ms, statistic));
 CREATE TABLE IF NOT EXISTS ldp_panes (
   seq {serial},
   metric TEXT NOT NULL,
@@ -112,6 +124,15 @@ ON CONFLICT (metric, window_start_ms, window_end_ms, value_index) DO UPDATE SET
   unbiased_estimate = excluded.unbiased_estimate, std_error = excluded.std_error,
   lower95 = excluded.lower95, upper95 = excluded.upper95, pane_index = excluded.pane_index
 WHERE ldp_window_values.pane_index < excluded.pane_index
+"""
+
+_UPSERT_SUMMARY = """
+INSERT INTO ldp_window_summaries (metric, window_start, window_end, window_start_ms,
+  window_end_ms, statistic, value, std_error, pane_index)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (metric, window_start_ms, window_end_ms, statistic) DO UPDATE SET
+  value = excluded.value, std_error = excluded.std_error, pane_index = excluded.pane_index
+WHERE ldp_window_summaries.pane_index < excluded.pane_index
 """
 
 _LOG_PANE = """
@@ -229,6 +250,10 @@ class EstimateStore:
                 cursor.executemany(self._sql(_UPSERT_VALUE),  # psycopg pipelines the rows
                                    list(_value_rows(record, metric, start, end, start_ms, end_ms,
                                                     pane["index"])))
+                summaries = list(_summary_rows(record, metric, start, end, start_ms, end_ms,
+                                               pane["index"]))
+                if summaries:
+                    cursor.executemany(self._sql(_UPSERT_SUMMARY), summaries)
         return len(records)
 
     def write_rejects(self, totals: Mapping[tuple[str, str, int, int], int],
@@ -376,3 +401,24 @@ def _value_rows(record: dict, metric: str, start, end, start_ms: int, end_ms: in
         yield (metric, start, end, start_ms, end_ms, index, str(label), float(value),
                None if raw is None else float(raw), None if error is None else float(error),
                low, high, pane_index)
+
+
+def _number(value) -> float | None:
+    """A summary value for SQL: None for null and NaN (no reports)."""
+    return None if value is None or math.isnan(float(value)) else float(value)
+
+
+def _summary_rows(record: dict, metric: str, start, end, start_ms: int, end_ms: int,
+                  pane_index: int):
+    """A numeric record's summaries, one row each: `mean` (with its standard error),
+    `variance`, and `q<level>` per quantile (with its bootstrap standard error); nothing for
+    a frequency record (no `mean`)."""
+    if record.get("mean") is None and not record.get("quantiles"):
+        return
+    row = (metric, start, end, start_ms, end_ms)
+    yield (*row, "mean", _number(record.get("mean")), _number(record.get("mean_std_error")),
+           pane_index)
+    yield (*row, "variance", _number(record.get("variance")), None, pane_index)
+    errors = record.get("quantile_std_errors") or {}
+    for level, value in (record.get("quantiles") or {}).items():
+        yield (*row, f"q{level}", _number(value), _number(errors.get(level)), pane_index)

@@ -30,3 +30,16 @@ def beam_runner():
     """The runner every pipeline test names: FnApiRunner, which never downloads anything."""
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
     return FnApiRunner()
+
+
+@pytest.fixture
+def hard_deadline():
+    """A live run inside the test process cannot be interrupted from outside: if the test is
+    not done after this many seconds, dump every thread's stack and end the process."""
+    import faulthandler
+
+    def arm(seconds: float):
+        faulthandler.dump_traceback_later(seconds, exit=True)
+
+    yield arm
+    faulthandler.cancel_dump_traceback_later()

@@ -9,6 +9,7 @@ import importlib
 
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
+from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
 from ldp_telemetry.ldp.protocols.mean_mechanisms import PiecewiseMechanism, StochasticRounding
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
@@ -47,6 +48,7 @@ NUMERIC_PROTOCOLS: dict[str, type[NumericProtocol]] = {cls.name: cls for cls in 
     DiscreteSquareWave,
     CfoGrr,
     CfoOlh,
+    HierarchicalHistogram,
     StochasticRounding,
     PiecewiseMechanism,
 )}

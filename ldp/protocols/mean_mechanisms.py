@@ -33,6 +33,11 @@ class MeanMechanism(NumericProtocol):
         """Estimated mean of t = 2v − 1 and its standard error."""
         raise NotImplementedError
 
+    def variance_of_t(self, statistic: np.ndarray, n: int) -> float | None:
+        """An estimate of Var[t] over the users (t = 2v − 1), or None when the reports carry
+        no information about it."""
+        return None
+
     def resample(self, estimate, n, rng, size):
         raise NotImplementedError("mean-only protocols have closed-form standard errors")
 
@@ -132,3 +137,19 @@ class PiecewiseMechanism(MeanMechanism):
         """t̄ = Σ ṽ/n with the reports' sample standard error."""
         mean = float(statistic[0]) / n
         return mean, math.sqrt(max(float(statistic[1]) / n - mean ** 2, 0.0) / n)
+
+    def report_second_moment(self, t: np.ndarray) -> np.ndarray:
+        """E[ṽ² | t] = t² + Var[ṽ | t], with PM's variance t²/(z − 1) + (z + 3)/(3(z − 1)²),
+        z = e^{ε/2} (the Piecewise Mechanism's own analysis, cited by [Li20] §2.2)."""
+        z = math.exp(self.epsilon / 2.0)
+        t = np.asarray(t, dtype=np.float64)
+        return t ** 2 * z / (z - 1.0) + (z + 3.0) / (3.0 * (z - 1.0) ** 2)
+
+    def variance_of_t(self, statistic, n):
+        """Var[t] from the second moment: E[t²] = (Σṽ²/n − (z + 3)/(3(z − 1)²)) (z − 1)/z, minus
+        (t̄² − se²), an unbiased estimate of E[t]² ([Li20] §6 estimates the variance with PM);
+        clipped at 0."""
+        z = math.exp(self.epsilon / 2.0)
+        second = (float(statistic[1]) / n - (z + 3.0) / (3.0 * (z - 1.0) ** 2)) * (z - 1.0) / z
+        mean, error = self.mean_and_error(statistic, n)
+        return max(second - (mean ** 2 - error ** 2), 0.0)

@@ -12,8 +12,8 @@ from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.transforms.finalize import window_estimate_record
 
 
-def config(protocol):
-    return parse_registry({"metrics": [{"name": "m", "protocol": protocol, "epsilon": 1.0,
+def config(protocol, epsilon=1.0):
+    return parse_registry({"metrics": [{"name": "m", "protocol": protocol, "epsilon": epsilon,
                                         "domain": {"low": 10, "high": 30}}]})["m"]
 
 
@@ -63,3 +63,39 @@ def test_mean_estimates_are_unbiased_with_honest_errors(protocol):
                                     {"timing": "ON_TIME", "index": 0, "is_last": False})
     assert record["estimate"] == [] and record["labels"] == [] and record["quantiles"] == {}
     assert record["bucket_edges"] == [10, 30] and record["mean_std_error"] > 0
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+def test_pm_second_moment_formula_and_variance_estimate(epsilon):
+    """E[ṽ² | t] in closed form equals the integral of y² over PM's density; the estimated
+    variance of the values is within K = 4.5 standard errors of the truth over 30 windows
+    (mean of the standardised errors, false-failure rate < 1e-5)."""
+    protocol = config("pm", epsilon=epsilon).protocol
+    z, s = math.exp(epsilon / 2), protocol.s
+    for t in (-1.0, -0.3, 0.0, 0.8, 1.0):
+        left = (z * t - 1) / (z - 1)
+        right = left + 2 / (z - 1)
+        high_density = z / 2 * (z - 1) / (z + 1)
+        low_density = high_density / z ** 2  # density ratio e^ε
+        integral = (low_density * (left ** 3 + s ** 3) / 3
+                    + high_density * (right ** 3 - left ** 3) / 3
+                    + low_density * (s ** 3 - right ** 3) / 3)
+        assert protocol.report_second_moment(np.array(t)) == pytest.approx(integral, rel=1e-12)
+    metric = config("pm", epsilon=epsilon)
+    rng = np.random.default_rng(12)
+    errors = []
+    for _ in range(30):
+        values = rng.uniform(12, 20, 20_000)
+        statistic = metric.protocol.new_statistic()
+        metric.protocol.accumulate(statistic, metric.protocol.perturb(metric.to_unit(values), rng))
+        errors.append(finalize_window(metric, statistic, len(values)).variance - values.var())
+    errors = np.array(errors)
+    assert abs(errors.mean()) < 4.5 * errors.std(ddof=1) / math.sqrt(len(errors))
+
+
+def test_sr_variance_is_not_estimated():
+    metric = config("sr")
+    statistic = metric.protocol.new_statistic()
+    rng = np.random.default_rng(1)
+    metric.protocol.accumulate(statistic, metric.protocol.perturb(np.full(100, 0.5), rng))
+    assert finalize_window(metric, statistic, 100).variance is None

@@ -38,6 +38,9 @@ REGISTRY_DOC = {"metrics": [
     {"name": "rtt_disc", "protocol": "sw-discrete", "epsilon": 2.0,
      "domain": {"low": 0, "high": 800, "buckets": 16},
      "estimator": {"method": "em", "bootstrap": 2, "max_iterations": 200}},
+    {"name": "rtt_hh", "protocol": "hh", "epsilon": 2.0,
+     "domain": {"low": 0, "high": 800, "buckets": 16},
+     "estimator": {"method": "admm", "bootstrap": 2}},
 ]}
 REGISTRY = parse_registry(REGISTRY_DOC)
 NUMERIC_FIELDS = {"bucket_edges", "mean", "variance", "quantiles", "mean_std_error",
@@ -129,10 +132,11 @@ def test_sliding_windows_of_numeric_metrics(tmp_path):
                       WindowSpec(2 * HOUR * 1000, HOUR * 1000))
     printed = io.StringIO()
     counters = run_job(job, [], out=printed)
-    assert counters["records_accepted"] == 2 * 3600
+    assert counters["records_accepted"] == len(REGISTRY.by_name) * 3600
     records = [json.loads(line) for path in glob.glob(str(tmp_path / "out" / "estimates-*.jsonl"))
                for line in open(path, encoding="utf-8")]
-    assert len(records) == 2 * 4  # windows starting at T0 − 1 h .. T0 + 2 h, per metric
+    # windows starting at T0 − 1 h .. T0 + 2 h, per metric
+    assert len(records) == len(REGISTRY.by_name) * 4
     for record in records:
         config = REGISTRY[record["metric"]]
         start = int(np.datetime64(record["window_start"].rstrip("Z"), "s").astype(int))

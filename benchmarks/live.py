@@ -1,0 +1,189 @@
+"""Measure the live run against the batch job on the same report files.
+
+Prints, as medians of --repeats runs:
+
+* batch rate: reports / wall time of the batch job (`run_job`, FnApiRunner) on the files;
+* live rate: the same files renamed into a followed folder at once; reports / time from the
+  renames to the moment every window has a pane on disk that counts all of its reports
+  (sustained throughput of decode + stream + count + finalize + pane writes);
+* the ratio live / batch (goal >= 0.5);
+* latency: files arriving one every --gap seconds, each opening a new window; the time from a
+  file's rename to its window's first pane on disk (goal <= --early-every + 2 s).
+
+    python benchmarks/live.py [--reports 1000000] [--files 10] [--protocol oue] [--domain 32]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.pipelines.follow import WatermarkPolicy
+from ldp_telemetry.pipelines.live import STATUS, LiveConfig, run_live
+from ldp_telemetry.schemas.codec import write_reports
+from ldp_telemetry.transforms.pane_log import read_pane_log
+from ldp_telemetry.transforms.windows import WindowSpec
+
+T0 = 1_709_251_200_000
+WINDOW_MS = 60_000
+
+
+def make_files(folder: Path, registry, metric: str, reports: int, files: int, seed: int = 7):
+    """`files` files of reports/files reports; file k fills window k. Returns paths, counts."""
+    config = registry[metric]
+    rng = np.random.default_rng(seed)
+    per_file = reports // files
+    paths = []
+    for k in range(files):
+        times = (T0 + k * WINDOW_MS + rng.integers(0, WINDOW_MS, per_file)).astype(np.int64)
+        columns = config.protocol.perturb(rng.zipf(1.3, per_file) % config.d, rng)
+        path = folder / f"reports-{k:04d}.avro"
+        write_reports(str(path), metric, config.protocol, np.arange(per_file), times, columns)
+        paths.append(path)
+    return paths, per_file
+
+
+def batch_rate(registry, paths, reports, output: Path) -> float:
+    shutil.rmtree(output, ignore_errors=True)
+    job = EstimateJob(registry, tuple(map(str, paths)), str(output),
+                      WindowSpec(WINDOW_MS, WINDOW_MS))
+    started = time.perf_counter()
+    run_job(job, [], out=io.StringIO())
+    return reports / (time.perf_counter() - started)
+
+
+def live_run(registry, work: Path, arrive, early_every_s: int, idle_advance_s: float):
+    """Run the live job in this thread while `arrive(inbox, output)` (another thread) drops
+    files; `arrive` returns its result once done, then the run is stopped."""
+    inbox, output = work / "in", work / "out"
+    shutil.rmtree(work, ignore_errors=True)
+    inbox.mkdir(parents=True)
+    job = EstimateJob(registry, (), str(output),
+                      WindowSpec(WINDOW_MS, WINDOW_MS, early_every_ms=early_every_s * 1000))
+    result = {}
+
+    def drive():
+        deadline = time.monotonic() + 120
+        while not (output / STATUS).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # let the pipeline's first bundles go by
+        try:
+            result["value"] = arrive(inbox, output)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=drive, daemon=True)
+    thread.start()
+    run_live(job, LiveConfig("directory", str(inbox), WatermarkPolicy(0, idle_advance_s),
+                             poll_s=0.2, until_s=600), [], out=io.StringIO())
+    thread.join(timeout=10)
+    return result["value"]
+
+
+def wait_for_full_panes(output: Path, expected: dict, timeout_s: float = 300) -> float:
+    """perf_counter time when every window has a pane counting `expected[window_start]`."""
+    deadline = time.perf_counter() + timeout_s
+    while time.perf_counter() < deadline:
+        full = {e["window_start"] for e in read_pane_log(str(output))
+                if e["n"] == expected.get(e["window_start"])}
+        if len(full) == len(expected):
+            return time.perf_counter()
+        time.sleep(0.02)
+    raise TimeoutError("the live run did not write every window's full pane in time")
+
+
+def live_rate(registry, paths, per_file, work: Path) -> float:
+    expected = {_iso(T0 + k * WINDOW_MS): per_file for k in range(len(paths))}
+
+    def arrive(inbox, output):
+        started = time.perf_counter()
+        for path in paths:
+            os.symlink(path, inbox / f".{path.name}")
+            os.rename(inbox / f".{path.name}", inbox / path.name)
+        return per_file * len(paths) / (wait_for_full_panes(output, expected) - started)
+
+    return live_run(registry, work, arrive, early_every_s=1, idle_advance_s=1.0)
+
+
+def latencies(registry, paths, per_file, work: Path, gap_s: float, early_every_s: int):
+    def arrive(inbox, output):
+        delays = []
+        for k, path in enumerate(paths):
+            os.symlink(path, inbox / f".{path.name}")
+            os.rename(inbox / f".{path.name}", inbox / path.name)
+            arrived = time.time()
+            window = _iso(T0 + k * WINDOW_MS)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                first = [e for e in read_pane_log(str(output)) if e["window_start"] == window]
+                if first:
+                    delays.append(_epoch(first[0]["written_at"]) - arrived)
+                    break
+                time.sleep(0.02)
+            time.sleep(max(0.0, arrived + gap_s - time.time()))
+        return delays
+
+    return live_run(registry, work, arrive, early_every_s=early_every_s, idle_advance_s=None)
+
+
+def _iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def _epoch(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, default=10)
+    parser.add_argument("--protocol", default="oue")
+    parser.add_argument("--domain", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--early-every", type=int, default=2)
+    parser.add_argument("--gap", type=float, default=4.0,
+                        help="seconds between file arrivals in the latency run")
+    args = parser.parse_args(argv)
+    registry = parse_registry({"metrics": [
+        {"name": "bench", "protocol": args.protocol, "epsilon": 2.0,
+         "domain": {"size": args.domain}}]})
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        (folder / "files").mkdir()
+        paths, per_file = make_files(folder / "files", registry, "bench", args.reports,
+                                     args.files)
+        reports = per_file * len(paths)
+        print(f"{reports:,} reports of {args.protocol} (d = {args.domain}) in {len(paths)} files")
+        batch, live = [], []
+        for repeat in range(args.repeats):
+            batch.append(batch_rate(registry, paths, reports, folder / "batch-out"))
+            live.append(live_rate(registry, paths, per_file, folder / "live"))
+            print(f"  run {repeat + 1}: batch {batch[-1]:,.0f} reports/s, "
+                  f"live {live[-1]:,.0f} reports/s", flush=True)
+        delays = latencies(registry, paths, per_file, folder / "latency", args.gap,
+                           args.early_every)
+    b, l_ = statistics.median(batch), statistics.median(live)
+    print(f"batch job:  {b:,.0f} reports/s (median of {len(batch)})")
+    print(f"live run:   {l_:,.0f} reports/s (median of {len(live)}); live / batch = {l_ / b:.2f}")
+    print(f"latency from a file's arrival to its window's first pane on disk: median "
+          f"{statistics.median(delays):.2f} s over {len(delays)} files (early period "
+          f"{args.early_every} s; min {min(delays):.2f}, max {max(delays):.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

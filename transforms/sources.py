@@ -1,0 +1,205 @@
+"""Where a live run's reports come from: one interface, three implementations.
+
+Every source is a PTransform applied to the pipeline's root that gives a dict with
+`batches`: (metric, ReportBatch) stamped with the batch's slice start, and `dead_letters`:
+DeadLetter — what `ldp_telemetry.pipelines.estimate.build_streaming_pipeline` takes. Which one runs
+is chosen by one flag, `ldp run --source KIND --follow LOCATION`:
+
+* `directory` (local runners): a followed directory. A `TestStream(endpoint=...)` served by
+  `ldp_telemetry.pipelines.follow`, which picks up complete report files, decodes them with the
+  batch job's decoder and announces the watermark (`FollowedDirectory`).
+* `pubsub` (Dataflow): `ReadFromPubSub` of report messages (`PubSubReports`, message format below).
+* `match-continuously` (Flink, or any portable runner with an unbounded splittable-DoFn source):
+  `fileio.MatchContinuously` over `DIR/*.avro`, decoded by `ReadReportBatches`
+  (`MatchedReportFiles`).
+
+Pub/Sub message: `data` is ONE Avro object container file written with `schemas/report.avsc`
+(any codec the batch decoder reads; one or many reports, of any metrics) — exactly what a
+collector would write to a file; attributes:
+
+* `event_time` (`EVENT_TIME_ATTRIBUTE`): the smallest event time among the message's reports, in
+  epoch milliseconds as a decimal string (RFC 3339 is accepted too). Dataflow's watermark follows
+  it, so a report is never behind the watermark of its own message.
+* `message_id` (`MESSAGE_ID_ATTRIBUTE`): a unique id chosen by the collector; a message published
+  twice with the same id (a retry) is delivered once (Dataflow deduplicates on it).
+
+A message that is not a report container is an `undecodable` dead letter whose source is
+`pubsub:<message_id>`.
+"""
+from __future__ import annotations
+
+import io
+import os
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.metrics import Metrics
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
+
+from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.schemas.batches import DeadLetter
+from ldp_telemetry.schemas.codec import ReportDecoder
+from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS,
+                                           ReadReportBatches)
+
+SOURCE_KINDS = ("directory", "pubsub", "match-continuously")
+EVENT_TIME_ATTRIBUTE = "event_time"
+MESSAGE_ID_ATTRIBUTE = "message_id"
+REPORT_FILE_PATTERN = "*.avro"
+DEFAULT_MATCH_INTERVAL_S = 10.0
+
+
+class ReportSource(beam.PTransform):
+    """PBegin -> {`batches`: (metric, ReportBatch) at its slice start, `dead_letters`: DeadLetter}.
+
+    `streaming_only` sources need an unbounded-capable runner (`--streaming`).
+    """
+
+    streaming_only = True
+
+
+class FollowedDirectory(ReportSource):
+    """Report batches announced by a directory follower over the TestStream service protocol.
+
+    `endpoint` is the 127.0.0.1:PORT of a running `TestStreamServiceController` whose events are
+    produced by `ldp_telemetry.pipelines.follow.DirectoryFollower`: the files are decoded there
+    (with the batch decoder), so the elements are already batches and dead letters, and the
+    follower's watermark is the stream's. Runs on `BundleBasedDirectRunner` with `--streaming`.
+    """
+
+    def __init__(self, endpoint: str):
+        super().__init__()
+        self._endpoint = endpoint
+
+    def expand(self, pbegin):
+        return pbegin | "Arrivals" >> TestStream(endpoint=self._endpoint,
+                                                 output_tags=[BATCHES, DEAD_LETTERS])
+
+
+class MatchedReportFiles(ReportSource):
+    """Report files matched continuously (`fileio.MatchContinuously`) and decoded in batch style.
+
+    `pattern` is a glob such as `DIR/*.avro`: a collector's temporary `*.avro.tmp` or `.name`
+    files never match, so only complete, renamed files are read. Each file is read once
+    (deduplicated by path). The watermark is the one MatchContinuously gives (its polling
+    impulse, i.e. processing time): reports whose slice ended more than the allowed lateness
+    before the wall clock are late data for the runner.
+    """
+
+    def __init__(self, registry: Registry, slice_ms: int, pattern: str,
+                 interval_s: float = DEFAULT_MATCH_INTERVAL_S, slice_offset_ms: int = 0):
+        super().__init__()
+        if interval_s <= 0:
+            raise ValueError(f"the match interval must be positive, got {interval_s} s")
+        self._registry = registry
+        self._slice_ms = slice_ms
+        self._slice_offset_ms = slice_offset_ms
+        self._pattern = pattern
+        self._interval_s = interval_s
+
+    def expand(self, pbegin):
+        return (pbegin
+                | "MatchFiles" >> fileio.MatchContinuously(self._pattern,
+                                                           interval=self._interval_s,
+                                                           has_deduplication=True)
+                | "FilePaths" >> beam.Map(lambda metadata: metadata.path)
+                | "DecodeFiles" >> ReadReportBatches(self._registry, self._slice_ms,
+                                                     slice_offset_ms=self._slice_offset_ms))
+
+
+class PubSubReports(ReportSource):
+    """Report messages from Pub/Sub (see the module docstring for the message), decoded.
+
+    Exactly one of `subscription` (projects/P/subscriptions/S, the production choice: it
+    keeps messages while the job is down) or `topic` (projects/P/topics/T) is given.
+    """
+
+    def __init__(self, registry: Registry, slice_ms: int, subscription: str | None = None,
+                 topic: str | None = None, slice_offset_ms: int = 0):
+        super().__init__()
+        if (subscription is None) == (topic is None):
+            raise ValueError("Pub/Sub: give exactly one of a subscription "
+                             "(projects/P/subscriptions/S) or a topic (projects/P/topics/T)")
+        self._registry = registry
+        self._slice_ms = slice_ms
+        self._slice_offset_ms = slice_offset_ms
+        self._subscription = subscription
+        self._topic = topic
+
+    def expand(self, pbegin):
+        return (pbegin
+                | "ReadMessages" >> beam.io.ReadFromPubSub(
+                    subscription=self._subscription, topic=self._topic, with_attributes=True,
+                    timestamp_attribute=EVENT_TIME_ATTRIBUTE, id_label=MESSAGE_ID_ATTRIBUTE)
+                | "DecodeMessages" >> beam.ParDo(DecodeReportMessagesFn(
+                    self._registry, self._slice_ms, self._slice_offset_ms))
+                .with_outputs(DEAD_LETTERS, main=BATCHES))
+
+
+class DecodeReportMessagesFn(beam.DoFn):
+    """Pub/Sub message (`.data`: one Avro report container, `.attributes`) -> batches, dead letters.
+
+    The batch job's decoder reads the message body as it reads a file, so batches, dead letters
+    and counters (namespace "ldp": records_read, records_accepted, batches,
+    dead_letter.<reason>) are those a file of the same bytes would give.
+    """
+
+    def __init__(self, registry: Registry, slice_ms: int, slice_offset_ms: int = 0):
+        self._registry = registry
+        self._slice_ms = slice_ms
+        self._slice_offset_ms = slice_offset_ms
+
+    def setup(self):
+        self._decoder = ReportDecoder(self._registry, self._slice_ms,
+                                      slice_offset_ms=self._slice_offset_ms)
+        self._read = Metrics.counter(COUNTER_NAMESPACE, "records_read")
+        self._accepted = Metrics.counter(COUNTER_NAMESPACE, "records_accepted")
+        self._batches = Metrics.counter(COUNTER_NAMESPACE, "batches")
+
+    def process(self, message):
+        attributes = message.attributes or {}
+        source = f"pubsub:{attributes.get(MESSAGE_ID_ATTRIBUTE, '?')}"
+        body = bytes(message.data or b"")
+        before = self._decoder.records_read
+        for item in self._decoder.decode_file(source, opener=lambda _path, _mode: io.BytesIO(body)):
+            if isinstance(item, DeadLetter):
+                Metrics.counter(COUNTER_NAMESPACE, f"dead_letter.{item.reason}").inc(item.records)
+                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, item)
+            else:
+                self._accepted.inc(item.n)
+                self._batches.inc()
+                yield TimestampedValue((item.metric, item),
+                                       Timestamp(micros=item.slice_start_ms * 1000))
+        self._read.inc(self._decoder.records_read - before)
+
+
+def make_source(kind: str, location: str, registry: Registry, slice_ms: int,
+                slice_offset_ms: int = 0, endpoint: str | None = None,
+                match_interval_s: float = DEFAULT_MATCH_INTERVAL_S) -> ReportSource:
+    """The source named by `--source KIND` following `location` (ValueError naming the flag).
+
+    `directory`: `location` is the followed directory, `endpoint` the follower's TestStream
+    service; `pubsub`: a subscription or topic path; `match-continuously`: a directory (its
+    `*.avro` files are matched) or a glob.
+    """
+    if kind == "directory":
+        if endpoint is None:
+            raise ValueError("--source directory needs the follower's endpoint")
+        return FollowedDirectory(endpoint)
+    if kind == "pubsub":
+        if "/subscriptions/" in location:
+            return PubSubReports(registry, slice_ms, subscription=location,
+                                 slice_offset_ms=slice_offset_ms)
+        if "/topics/" in location:
+            return PubSubReports(registry, slice_ms, topic=location,
+                                 slice_offset_ms=slice_offset_ms)
+        raise ValueError(f"--source pubsub: --follow must be projects/P/subscriptions/S or "
+                         f"projects/P/topics/T, got {location!r}")
+    if kind == "match-continuously":
+        pattern = (location if any(c in location for c in "*?[")
+                   else os.path.join(location, REPORT_FILE_PATTERN))
+        return MatchedReportFiles(registry, slice_ms, pattern, match_interval_s,
+                                  slice_offset_ms)
+    raise ValueError(f"--source must be one of {', '.join(SOURCE_KINDS)}, got {kind!r}")
