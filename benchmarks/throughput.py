@@ -5,7 +5,8 @@ median of --repeats runs in this process,
   raw decode   fastavro.reader over the file, records discarded (the floor any reader pays);
   decode       ldp_telemetry.schemas.codec.ReportDecoder: records -> validated numpy batches;
   end to end   the whole Beam job (FnApiRunner): read, validate, count, finalize, write;
-  aggregate    CountSupportFn.add_input over already-decoded batches (the counting alone).
+  aggregate    CountSupportFn.add_input over already-decoded batches (the counting alone,
+               repeated report ids dropped); `no dedupe`: the same batches without their ids.
 Rates are reports/s; `e2e/raw` is the figure that matters on a shared, noisy machine.
 
     python benchmarks/throughput.py --reports 1000000 --domain 1024
@@ -29,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS  # noqa: E402
 from ldp_telemetry.ldp.registry import parse_registry  # noqa: E402
 from ldp_telemetry.pipelines.estimate import EstimateJob, run_job  # noqa: E402
-from ldp_telemetry.schemas.batches import ReportBatch  # noqa: E402
+from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch  # noqa: E402
 from ldp_telemetry.schemas.codec import ReportDecoder, write_reports  # noqa: E402
 from ldp_telemetry.transforms.count import CountSupportFn  # noqa: E402
 from ldp_telemetry.transforms.windows import WindowSpec  # noqa: E402
@@ -70,11 +71,16 @@ def decode_batches(registry, path: str) -> list[ReportBatch]:
     return list(ReportDecoder(registry, DAY_S * 1000).decode_file(path))
 
 
-def aggregate(protocol, batches: list[ReportBatch]) -> None:
-    combine = CountSupportFn(protocol)
+def aggregate(registry, batches: list[ReportBatch]) -> None:
+    combine = CountSupportFn(registry)
     accumulator = combine.create_accumulator()
     for batch in batches:
         accumulator = combine.add_input(accumulator, batch)
+
+
+def without_ids(batches: list[ReportBatch]) -> list[ReportBatch]:
+    return [ReportBatch(b.metric, b.slice_start_ms,
+                        {k: v for k, v in b.columns.items() if k != REPORT_ID}) for b in batches]
 
 
 def end_to_end(registry, path: str, beam_args: list[str]) -> None:
@@ -108,7 +114,7 @@ def main(argv=None) -> None:
     print(f"{args.reports:,} reports per protocol, d={args.domain}, ε={args.epsilon:g}, "
           f"median of {args.repeats} runs, files in {workdir}")
     header = (f"{'protocol':<9}{'raw decode/s':>14}{'decode/s':>12}{'end-to-end/s':>14}"
-              f"{'e2e/raw':>9}{'aggregate/s':>14}")
+              f"{'e2e/raw':>9}{'aggregate/s':>14}{'no dedupe/s':>14}")
     print(header)
     for name in names:
         metric = f"bench.{name}"
@@ -119,8 +125,9 @@ def main(argv=None) -> None:
         raw = n / median_seconds(lambda: raw_decode(path), args.repeats)
         decode = n / median_seconds(lambda: decode_batches(registry, path), args.repeats)
         batches = decode_batches(registry, path)
-        protocol = registry[metric].protocol
-        agg = n / median_seconds(lambda: aggregate(protocol, batches), args.repeats)
+        agg = n / median_seconds(lambda: aggregate(registry, batches), args.repeats)
+        bare = without_ids(batches)
+        agg_bare = n / median_seconds(lambda: aggregate(registry, bare), args.repeats)
         if args.skip_end_to_end:
             e2e_text, ratio_text = "-", "-"
         else:
@@ -128,8 +135,8 @@ def main(argv=None) -> None:
                 e2e = n / median_seconds(lambda: end_to_end(registry, path, beam_args),
                                          args.repeats)
             e2e_text, ratio_text = f"{e2e:,.0f}", f"{e2e / raw:.2f}"
-        print(f"{name:<9}{raw:>14,.0f}{decode:>12,.0f}{e2e_text:>14}{ratio_text:>9}{agg:>14,.0f}",
-              flush=True)
+        print(f"{name:<9}{raw:>14,.0f}{decode:>12,.0f}{e2e_text:>14}{ratio_text:>9}{agg:>14,.0f}"
+              f"{agg_bare:>14,.0f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -292,7 +292,11 @@ def _query(args: argparse.Namespace, _extra: list[str]) -> int:
         return _numeric_query(record, args)
     if args.quantile is not None:
         raise ValueError(f"--quantile needs a numeric metric; {args.metric!r} is not one")
-    window = WindowEstimate.from_record(record)
+    try:
+        window = WindowEstimate.from_record(record)
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"the estimate of metric {args.metric!r} at {record['window_start']} in "
+                         f"{args.output} cannot be read: {type(error).__name__}: {error}") from None
     if args.method is not None:
         window = window.with_method(args.method, **_method_params(args.param))
     elif args.param:

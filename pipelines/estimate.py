@@ -1,7 +1,7 @@
 """The windowed-estimation job: Avro reports in, per-window estimates with error bars out.
 
     files -> ReadReportBatches -+-> dead letters -> OUT/dead_letters-*.{jsonl,avro}
-                                +-> CountSupport[metric] per slice -> windows
+                                +-> CountSupport per (metric, slice) -> windows
                                     -> FinalizeEstimates -> OUT/estimates-*.{jsonl,avro}
 
 `build_pipeline` is that batch job. `build_streaming_pipeline` is the same graph behind any
@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -24,12 +25,13 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from ldp_telemetry.ldp.registry import Registry, load_registry
 from ldp_telemetry.runners import make_runner
+from ldp_telemetry.schemas.batches import Reason
 from ldp_telemetry.schemas.limits import HELP as LIMITS_HELP, DecodeLimits
 from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn
 from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
                              expand_file_patterns)
 from ldp_telemetry.transforms.store import WriteToStore, check_store_url
-from ldp_telemetry.transforms.windows import CountSupportPerWindow, WindowSpec
+from ldp_telemetry.transforms.windows import DUPLICATES, CountSupportPerWindow, WindowSpec
 from ldp_telemetry.transforms.write import WriteRecords
 
 
@@ -89,10 +91,12 @@ def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: 
 
 def _estimate(read, job: EstimateJob, streaming: bool
               ) -> tuple[beam.PCollection, beam.PCollection]:
-    estimates = (read[BATCHES]
-                 | "CountSupport" >> CountSupportPerWindow(job.registry, job.windows, streaming)
-                 | "FinalizeEstimates" >> beam.ParDo(FinalizeEstimatesFn(job.registry)))
-    dead_letters = (read[DEAD_LETTERS]
+    counted = read[BATCHES] | "CountSupport" >> CountSupportPerWindow(job.registry, job.windows,
+                                                                      streaming)
+    estimates = counted["windows"] | "FinalizeEstimates" >> beam.ParDo(
+        FinalizeEstimatesFn(job.registry))
+    dead_letters = ((read[DEAD_LETTERS], counted[DUPLICATES])
+                    | "AllDeadLetters" >> beam.Flatten()
                     | "DeadLetterRecords" >> beam.Map(lambda letter: letter.as_dict()))
     return estimates, dead_letters
 
@@ -115,6 +119,11 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allowed-lateness", type=float, default=0.0, metavar="SECONDS",
                         help="keep counting a report while the watermark is at most SECONDS past "
                              "the end of its slice; each late batch fires a LATE pane (default 0)")
+    parser.add_argument("--memory-budget", type=float, default=DEFAULT_MEMORY_BUDGET_MB,
+                        metavar="MB",
+                        help="memory for the accumulators of one slice of every metric and the "
+                             "windows it feeds, checked before any report is read (default "
+                             f"{DEFAULT_MEMORY_BUDGET_MB:g} MB)")
     parser.add_argument("--early-every", type=float, default=None, metavar="SECONDS",
                         help="streaming sources: an EARLY pane SECONDS of processing time after "
                              "new reports enter a window (default: none)")
@@ -134,10 +143,17 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
-    """Validate the job's arguments; raises ValueError (or RegistryError) naming the problem."""
+    """Validate the job's arguments; raises ValueError (or RegistryError) naming the problem.
+
+    Everything is checked before a report is read: the registry (post-processing included),
+    the windows, the accumulators against the memory budget, the inputs, and that the output
+    folder can be written (a local one is created where absent).
+    """
     registry = load_registry(args.registry)
     windows = WindowSpec.from_seconds(args.window, args.period, args.allowed_lateness,
                                       args.early_every, args.window_offset)
+    check_memory_budget(registry, windows, getattr(args, "memory_budget",
+                                                   DEFAULT_MEMORY_BUDGET_MB))
     store = getattr(args, "store", None)
     if store is not None:
         check_store_url(store)
@@ -146,11 +162,63 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
     if getattr(args, "follow", None) is not None:
         if args.input:
             raise ValueError("give either --input (a batch run) or --follow (a live run), not both")
+        prepare_output(args.output)
         return EstimateJob(registry, (), args.output, windows, store, limits)
     if not args.input:
         raise ValueError("--input is required (or --follow DIR for a live run)")
     files = expand_file_patterns(args.input)
+    prepare_output(args.output)
     return EstimateJob(registry, tuple(files), args.output, windows, store, limits)
+
+
+#: Default memory for accumulators (MB): one slice statistic of every metric, plus the
+#: statistics of the windows each slice feeds.
+DEFAULT_MEMORY_BUDGET_MB = 4096.0
+
+
+def accumulator_bytes(registry: Registry, windows: WindowSpec) -> dict[str, int]:
+    """Bytes of accumulators per metric for one slice: its statistic and those of the
+    window / period windows it is added into (d x statistic size x (1 + windows per slice)).
+    """
+    open_per_slice = 1 + (0 if windows.is_fixed else windows.windows_per_slice)
+    return {m.name: m.statistic_nbytes * open_per_slice for m in registry.metrics}
+
+
+def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: float) -> None:
+    """ValueError when one slice of every metric and its windows need more than `budget_mb`
+    MB, saying which metrics weigh most and what would fit."""
+    if not (budget_mb > 0 and budget_mb < float("inf")):
+        raise ValueError(f"--memory-budget must be a positive number of MB, got {budget_mb}")
+    need = accumulator_bytes(registry, windows)
+    total, budget = sum(need.values()), budget_mb * 2 ** 20
+    if total <= budget:
+        return
+    heaviest = sorted(need, key=need.get, reverse=True)[:3]
+    listing = ", ".join(f"{name!r} {need[name] / 2**20:,.0f} MB (d={registry[name].d:,}, "
+                        f"{registry[name].protocol_name})" for name in heaviest)
+    per_window = sum(m.statistic_nbytes for m in registry.metrics)
+    fits = int(budget // per_window) - 1
+    hint = (f"at most {fits} windows per report fit (window / period; now "
+            f"{windows.windows_per_slice})" if fits >= 1 and not windows.is_fixed else
+            "even one window of every metric does not fit: lower the domain sizes")
+    raise ValueError(
+        f"the accumulators need {total / 2**20:,.0f} MB (statistic size x (1 + windows per "
+        f"slice), summed over {len(need)} metrics) and --memory-budget is {budget_mb:,.0f} MB; "
+        f"largest: {listing}; {hint}, or raise --memory-budget")
+
+
+def prepare_output(output: str) -> None:
+    """Create a local output folder where absent and check that files can be written in it;
+    ValueError naming the folder otherwise (remote folders are checked by the runner)."""
+    if FileSystems.get_scheme(output) is not None:
+        return
+    try:
+        os.makedirs(output, exist_ok=True)
+        with tempfile.TemporaryFile(dir=output):
+            pass
+    except OSError as error:
+        raise ValueError(f"--output {output!r} cannot be written: "
+                         f"{error.strerror or error}") from None
 
 
 def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str, int]:
@@ -159,8 +227,7 @@ def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str,
     A dry run (`--dry_run=True`, e.g. on Dataflow) builds and validates the job without running
     it: nothing is counted, and the empty counters are returned.
     """
-    if FileSystems.get_scheme(job.output) is None:  # a local path; gs:// and the like need none
-        os.makedirs(job.output, exist_ok=True)
+    prepare_output(job.output)
     options = PipelineOptions(beam_args)
     pipeline = beam.Pipeline(runner=make_runner(options), options=options)
     build_pipeline(pipeline, job)
@@ -190,12 +257,22 @@ def record_counters(result) -> dict[str, int]:
     return totals
 
 
+def accepted(counters: dict[str, int]) -> int:
+    """Reports that passed the decoder's checks and were not duplicates of counted ones.
+
+    The decoder counts `records_accepted`; a duplicate is found later, when its slice is
+    counted, and moves from accepted to dead-lettered (`dead_letter.duplicate`).
+    """
+    return (counters.get("records_accepted", 0)
+            - counters.get(f"dead_letter.{Reason.DUPLICATE}", 0))
+
+
 def too_late(counters: dict[str, int]) -> int:
     """Accepted reports the runner dropped as later than the allowed lateness.
 
     Beam drops them without a trace; they are the accepted reports that never entered a slice.
     """
-    return counters.get("records_accepted", 0) - counters.get("records_counted", 0)
+    return accepted(counters) - counters.get("records_counted", 0)
 
 
 def summary_line(counters: dict[str, int]) -> str:
@@ -205,7 +282,7 @@ def summary_line(counters: dict[str, int]) -> str:
     dead_text = ", ".join(f"{reason}={count}" for reason, count in dead.items()) or "none"
     late = too_late(counters)
     return (f"records read: {counters.get('records_read', 0)}, "
-            f"accepted: {counters.get('records_accepted', 0)}, "
+            f"accepted: {accepted(counters)}, "
             f"dead-lettered: {sum(dead.values())} ({dead_text}), "
             f"windows: {counters.get('windows_finalized', 0)}"
             + (f", too late (dropped): {late}" if late else ""))

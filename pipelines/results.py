@@ -27,11 +27,85 @@ def load_estimates(output_dir: str, metric: str | None = None) -> list[dict]:
         raise ValueError(f"no estimates-*.jsonl files (nor a live run's {PANE_LOG}) in "
                          f"{output_dir}")
     for path in paths:
-        with open(path, encoding="utf-8") as handle:
-            records.extend(json.loads(line) for line in handle if line.strip())
+        records.extend(_read_records(path))
     if metric is not None:
         records = [r for r in records if r["metric"] == metric]
     return sorted(records, key=lambda r: (r["metric"], r["window_start"], r["pane"]["index"]))
+
+
+#: Fields `show` and `query` read from every estimate record, and their JSON types.
+_COMMON_FIELDS = {"metric": str, "window_start": str, "window_end": str, "n": int,
+                  "protocol": str, "epsilon": (int, float), "estimate": list, "pane": dict}
+#: ... and from the record of a frequency metric (one without `bucket_edges`).
+_FREQUENCY_FIELDS = {"labels": list, "std_error": list, "postprocess": dict}
+
+
+def _read_records(path: str) -> list[dict]:
+    """The estimate records of one JSON-lines file; ValueError naming the file and line."""
+    records = []
+    try:
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                where = f"{path} line {number}"
+                try:
+                    record = json.loads(raw.decode("utf-8"))
+                except UnicodeDecodeError as error:
+                    raise ValueError(f"{where}: not UTF-8 text ({error.reason})") from None
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+                except RecursionError:
+                    raise ValueError(f"{where}: nested too deeply to be an estimate") from None
+                problem = _record_problem(record)
+                if problem:
+                    raise ValueError(f"{where}: not a window estimate: {problem}")
+                records.append(record)
+    except OSError as error:
+        raise ValueError(f"cannot read {path}: {error.strerror}") from None
+    return records
+
+
+def _is_numbers(values) -> bool:
+    return isinstance(values, list) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def _record_problem(record) -> str | None:
+    """Why a decoded JSON value is not a window estimate `show` and `query` can read, or None.
+
+    `estimate` and `std_error` hold one number per value; `labels` names them (or is empty, for
+    a numeric metric whose buckets are given by `bucket_edges`); `unbiased_estimate` is such a
+    list, or null for a numeric metric.
+    """
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    numeric = record.get("bucket_edges") is not None
+    fields = _COMMON_FIELDS if numeric else {**_COMMON_FIELDS, **_FREQUENCY_FIELDS}
+    for field, kind in fields.items():
+        if not isinstance(record.get(field), kind) or isinstance(record.get(field), bool):
+            return f"field {field!r} is missing or not a {getattr(kind, '__name__', 'number')}"
+    size = len(record["estimate"])
+    if not _is_numbers(record["estimate"]):
+        return f"field 'estimate' must hold {size} numbers"
+    if numeric:
+        edges = record["bucket_edges"]
+        if not _is_numbers(edges) or len(edges) != size + 1:
+            return f"field 'bucket_edges' must hold {size + 1} numbers"
+        return None if isinstance(record["pane"].get("index"), int) \
+            else "field 'pane' has no integer 'index'"
+    if len(record["std_error"]) != size or not _is_numbers(record["std_error"]):
+        return f"field 'std_error' must hold {size} numbers"
+    if record["labels"] and len(record["labels"]) != size:
+        return f"field 'labels' must hold {size} labels, one per estimate"
+    unbiased = record.get("unbiased_estimate")
+    if unbiased is not None and (len(unbiased) != size if isinstance(unbiased, list) else True):
+        return f"field 'unbiased_estimate' must be null or hold {size} numbers"
+    if unbiased is not None and not _is_numbers(unbiased):
+        return f"field 'unbiased_estimate' must be null or hold {size} numbers"
+    if not isinstance(record["pane"].get("index"), int):
+        return "field 'pane' has no integer 'index'"
+    return None
 
 
 def format_top(record: dict, k: int = 5) -> str:

@@ -10,8 +10,10 @@ import datetime as dt
 import glob
 import gzip
 import os
+import re
 import sys
 import time
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,27 +40,39 @@ def read_true_values(path: str, config: MetricConfig, value_column: str, time_co
                      ) -> TrueValues:
     """Read a value column and an event-time column, mapping values into [0, d)."""
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            raise InputError(f"{path} is empty")
-        for column in (value_column, time_column):
-            if column not in header:
-                raise InputError(f"{path} has no column {column!r} (columns: {header})")
-        value_at, time_at = header.index(value_column), header.index(time_column)
-        needed = max(value_at, time_at) + 1
-        raw_values, raw_times = [], []
-        try:
+    raw_values, raw_times = [], []
+    reader = None
+    try:
+        with opener(path, "rt", encoding="utf-8", newline="") as handle:
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            if header is None:
+                raise InputError(f"{path} is empty")
+            for column in (value_column, time_column):
+                if column not in header:
+                    raise InputError(f"{path} has no column {column!r} (columns: {header})")
+            value_at, time_at = header.index(value_column), header.index(time_column)
+            needed = max(value_at, time_at) + 1
             for row in reader:
                 if len(row) < needed:
                     raise InputError(f"{path} row {reader.line_num}: {len(row)} fields, "
                                      f"the header has {len(header)}")
                 raw_values.append(row[value_at])
                 raw_times.append(row[time_at])
-        except csv.Error as error:
-            raise InputError(f"{path} row {reader.line_num}: {error}") from None
+    except csv.Error as error:
+        raise InputError(f"{path} row {_row(reader)}: {error}") from None
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path} row {_row(reader)}: not UTF-8 text (byte "
+                         f"{error.object[error.start]:#04x}: {error.reason})") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as error:
+        raise InputError(f"{path}: the gzip data is truncated or corrupt after row "
+                         f"{_row(reader) - 1} ({type(error).__name__}: {error})") from None
     return TrueValues(map_to_domain(raw_values, config), parse_event_times(raw_times))
+
+
+def _row(reader) -> int:
+    """The row (1 = the header) a csv reader was reading when it failed."""
+    return 1 if reader is None else reader.line_num + 1
 
 
 def map_to_domain(raw: list[str], config: MetricConfig) -> np.ndarray:
@@ -159,17 +173,18 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
                      overwrite: bool = False) -> list[str]:
     """Perturb every true value and write the reports to `out_dir`; returns the file paths.
 
-    The files are `<metric>-NNNNN.avro`. If `out_dir` already holds such files of this metric
+    The files are `<stem>-NNNNN.avro`, `<stem>` the metric's name percent-encoded by
+    `file_stem` (injective: no two metrics share files). If `out_dir` already holds such files
+    of this metric
     (an earlier run, perhaps split differently) that is an InputError, since a job reading the
     folder would count both runs; `overwrite` deletes them first instead.
     """
     rng = np.random.default_rng(seed)
     os.makedirs(out_dir, exist_ok=True)
-    earlier = sorted(glob.glob(os.path.join(glob.escape(out_dir),
-                                            f"{glob.escape(_file_stem(config.name))}-*.avro")))
+    earlier = metric_report_files(out_dir, config.name)
     if earlier and not overwrite:
         raise InputError(f"{out_dir} already holds {len(earlier)} report file(s) of "
-                         f"{config.name} (e.g. {os.path.basename(earlier[0])}); a job reading "
+                         f"metric {config.name!r} (e.g. {os.path.basename(earlier[0])}); a job reading "
                          "the folder would count both runs: pass --overwrite or pick another --out")
     for path in earlier:
         os.remove(path)
@@ -179,7 +194,7 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
         stop = min(start + reports_per_file, n)
         columns = config.protocol.perturb(truth.values[start:stop], rng)
         report_ids = rng.integers(0, np.iinfo(np.int64).max, size=stop - start)
-        path = os.path.join(out_dir, f"{_file_stem(config.name)}-{part:05d}.avro")
+        path = os.path.join(out_dir, f"{file_stem(config.name)}-{part:05d}.avro")
         write_reports(path, config.name, config.protocol, report_ids,
                       truth.event_times_ms[start:stop], columns)
         paths.append(path)
@@ -188,10 +203,26 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
     return paths
 
 
-def _file_stem(metric: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in metric)
+def file_stem(metric: str) -> str:
+    """The metric's name as a file-name stem, injectively: every byte of its UTF-8 text other
+    than an ASCII letter, digit, '_' or '.' is percent-encoded (%2F for '/', %2D for '-', %25
+    for '%'). A stem never holds '-', so `<stem>-NNNNN.avro` names one metric only; a leading
+    '.' is encoded too, so no file is hidden.
+    """
+    out = []
+    for position, char in enumerate(metric):
+        if char.isascii() and (char.isalnum() or char == "_" or (char == "." and position)):
+            out.append(char)
+        else:
+            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8"))
+    return "".join(out)
 
 
+def metric_report_files(out_dir: str, metric: str) -> list[str]:
+    """The report files `simulate` wrote for `metric` in `out_dir`, and no other metric's."""
+    pattern = re.compile(re.escape(file_stem(metric)) + r"-\d{5,}\.avro")
+    return sorted(os.path.join(out_dir, name) for name in os.listdir(out_dir)
+                  if pattern.fullmatch(name))
 def live_schedule(event_times_ms: np.ndarray, speedup: float | None = None,
                   rate: float | None = None) -> np.ndarray:
     """Seconds after the start at which each report (in event-time order) is due.
@@ -225,7 +256,7 @@ def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: i
         raise ValueError(f"--file-every must be positive, got {file_every_s}")
     rng = np.random.default_rng(seed)
     os.makedirs(out_dir, exist_ok=True)
-    stem = _file_stem(config.name)
+    stem = file_stem(config.name)
     earlier = sorted(glob.glob(os.path.join(glob.escape(out_dir), f"{glob.escape(stem)}-live-*.avro")))
     if earlier and not overwrite:
         raise InputError(f"{out_dir} already holds {len(earlier)} live report file(s) of "

@@ -6,13 +6,17 @@ from typing import Mapping
 
 import numpy as np
 
+#: The column of a ReportBatch holding each report's id (int64); protocols never read it.
+REPORT_ID = "report_id"
+
 
 @dataclass(frozen=True)
 class ReportBatch:
     """Valid reports of one metric inside one time slice, as payload columns.
 
     `slice_start_ms` is the start of the slice (epoch milliseconds); every report in the batch
-    has an event time in [slice_start_ms, slice_start_ms + slice length).
+    has an event time in [slice_start_ms, slice_start_ms + slice length). `columns` holds the
+    protocol's payload columns and, from the decoder, the reports' ids (`REPORT_ID`).
     """
 
     metric: str
@@ -70,3 +74,5 @@ class Reason:
     METRIC_NAME_TOO_LONG = "metric_name_too_long"
     NOT_A_REGULAR_FILE = "not_a_regular_file"
     BROKEN_LINK = "broken_link"
+    BEFORE_NOT_BEFORE = "before_not_before"
+    DUPLICATE = "duplicate"

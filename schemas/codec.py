@@ -41,7 +41,8 @@ import numpy as np
 from ldp_telemetry.ldp.protocols.base import Columns
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.schemas import payload_branch
-from ldp_telemetry.schemas.batches import MAX_DETAIL_CHARS, DeadLetter, Reason, ReportBatch, clip
+from ldp_telemetry.schemas.batches import (MAX_DETAIL_CHARS, REPORT_ID, DeadLetter, Reason,
+                                           ReportBatch, clip)
 from ldp_telemetry.schemas.compatibility import check_writer_schema
 from ldp_telemetry.schemas.container import Block, Container, Lost, NotAContainer, read_header
 from ldp_telemetry.schemas.decompress import CorruptBlock, codec_problem
@@ -274,8 +275,12 @@ class ReportDecoder:
             records = [r for r, bad in zip(records, wrong.tolist()) if not bad]
         columns, invalid = protocol.payloads_from_avro([r["payload"][1] for r in records])
         times = np.array([r["event_time"] for r in records], dtype=np.int64)
+        columns[REPORT_ID] = np.array([r["report_id"] for r in records], dtype=np.int64)
         untimely = (times < EVENT_TIME_MIN_MS) | (times >= EVENT_TIME_END_MS)
-        if invalid.any() or untimely.any():
+        not_before = self.registry[metric].not_before_ms
+        early = (np.zeros(len(times), dtype=bool) if not_before is None
+                 else (times < not_before) & ~untimely & ~invalid)
+        if invalid.any() or untimely.any() or early.any():
             for i in np.flatnonzero(invalid).tolist():
                 yield self._record_letter(source, Reason.INVALID_PAYLOAD,
                                           f"metric {shown}: {protocol.payload_rule}",
@@ -285,7 +290,12 @@ class ReportDecoder:
                     source, Reason.INVALID_EVENT_TIME, f"event time {times[i]} ms since the "
                     f"epoch is outside [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)",
                     records[i])
-            keep = ~(invalid | untimely)
+            for i in np.flatnonzero(early).tolist():
+                yield self._record_letter(
+                    source, Reason.BEFORE_NOT_BEFORE, f"metric {shown}: event time {times[i]} ms "
+                    f"since the epoch is before the metric's not_before "
+                    f"({self.registry[metric].not_before})", records[i])
+            keep = ~(invalid | untimely | early)
             columns = {name: column[keep] for name, column in columns.items()}
             times = times[keep]
         yield from split_by_slice(metric, times, columns, self.slice_ms, self.slice_offset_ms)

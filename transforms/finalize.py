@@ -5,6 +5,7 @@ import datetime as dt
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
 from ldp_telemetry.ldp.finalize import NumericWindowResult, finalize_window
@@ -17,6 +18,15 @@ def iso_utc(moment) -> str:
     seconds, micros = divmod(moment.micros, 1_000_000)
     text = dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{text}.{micros // 1000:03d}Z" if micros else f"{text}Z"
+
+
+def iso_ms(epoch_ms: int) -> str:
+    """Epoch milliseconds as ISO-8601 UTC, as `iso_utc`."""
+    return iso_utc(Timestamp(micros=epoch_ms * 1000))
+
+
+#: The pane of every window of a batch run (one pane, when the input is complete).
+BATCH_PANE = {"timing": "ON_TIME", "index": 0, "is_last": False}
 
 
 def window_estimate_record(config, result, window_start: str, window_end: str, pane) -> dict:
@@ -77,7 +87,12 @@ def numeric_estimate_record(config, result: NumericWindowResult, window_start: s
 
 
 class FinalizeEstimatesFn(beam.DoFn):
-    """(metric, SupportStatistic) in a window -> window-estimate record (plain Python values)."""
+    """(key, SupportStatistic) -> window-estimate record (plain Python values).
+
+    The key is (metric, window start ms, window end ms) on the batch path, which gives each
+    window one ON_TIME pane (`BATCH_PANE`), or the metric alone inside a Beam window, whose
+    bounds and pane the runner gives.
+    """
 
     def __init__(self, registry: Registry):
         self._registry = registry
@@ -85,13 +100,17 @@ class FinalizeEstimatesFn(beam.DoFn):
     def setup(self):
         self._windows = Metrics.counter("ldp", "windows_finalized")
 
-    def process(self, element: tuple[str, SupportStatistic], window=beam.DoFn.WindowParam,
+    def process(self, element: tuple[object, SupportStatistic], window=beam.DoFn.WindowParam,
                 pane_info=beam.DoFn.PaneInfoParam):
-        metric, statistic = element
+        key, statistic = element
+        if isinstance(key, tuple):
+            metric, start_ms, end_ms = key
+            start, end, pane = iso_ms(start_ms), iso_ms(end_ms), dict(BATCH_PANE)
+        else:
+            metric, start, end = key, iso_utc(window.start), iso_utc(window.end)
+            pane = {"timing": PaneInfoTiming.to_string(pane_info.timing),
+                    "index": int(pane_info.index), "is_last": bool(pane_info.is_last)}
         config = self._registry[metric]
         result = finalize_window(config, statistic.table, statistic.n)
-        pane = {"timing": PaneInfoTiming.to_string(pane_info.timing),
-                "index": int(pane_info.index), "is_last": bool(pane_info.is_last)}
         self._windows.inc()
-        yield window_estimate_record(config, result, iso_utc(window.start), iso_utc(window.end),
-                                     pane)
+        yield window_estimate_record(config, result, start, end, pane)

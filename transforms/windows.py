@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -11,8 +12,20 @@ from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Duration, Timestamp
 
 from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.schemas.batches import DeadLetter, Reason, ReportBatch
 from ldp_telemetry.transforms.count import CountSupportFn, MergeSupportFn, SupportStatistic
+from ldp_telemetry.transforms.finalize import iso_ms
 from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
+
+#: Most windows a report may be counted in (window / period): each slice statistic is added
+#: into that many windows, so the cost of the window stage is slices x this ratio.
+MAX_WINDOWS_PER_REPORT = 1_000
+#: Longest window, period, offset or allowed lateness: the span of valid event times
+#: [1970, 2200), about 230 years. Longer ones cannot hold two distinct windows of real data,
+#: and 1e11 s or more leaves Beam's timestamp range.
+MAX_DURATION_MS = 7_258_118_400_000
+#: Shortest window and period: event times are in milliseconds.
+MIN_DURATION_MS = 1
 
 
 @dataclass(frozen=True)
@@ -42,13 +55,26 @@ class WindowSpec:
     offset_ms: int = 0
 
     def __post_init__(self):
-        if self.size_ms <= 0:
-            raise ValueError(f"--window must be positive, got {self.size_ms / 1000} s")
-        if self.period_ms <= 0 or self.period_ms > self.size_ms:
-            raise ValueError(f"--period must be in (0, window], got {self.period_ms / 1000} s")
-        if self.allowed_lateness_ms < 0:
-            raise ValueError(f"--allowed-lateness must be >= 0 seconds, "
-                             f"got {self.allowed_lateness_ms / 1000} s")
+        if self.size_ms < MIN_DURATION_MS:
+            raise ValueError(f"--window must be at least 0.001 s (event times are in "
+                             f"milliseconds), got {self.size_ms / 1000} s")
+        if self.size_ms > MAX_DURATION_MS:
+            raise ValueError(f"--window must be at most {MAX_DURATION_MS // 1000} s (230 years, "
+                             f"the span of valid event times), got {self.size_ms / 1000:g} s")
+        if self.period_ms < MIN_DURATION_MS or self.period_ms > self.size_ms:
+            raise ValueError(f"--period must be in [0.001 s, window], got {self.period_ms / 1000} s")
+        if self.size_ms > MAX_WINDOWS_PER_REPORT * self.period_ms:
+            raise ValueError(
+                f"--window / --period must be at most {MAX_WINDOWS_PER_REPORT} "
+                f"(MAX_WINDOWS_PER_REPORT: each report is counted in that many windows), got "
+                f"{self.size_ms / self.period_ms:g}; for a {self.size_ms / 1000:g} s window use "
+                f"a period of at least {math.ceil(self.size_ms / MAX_WINDOWS_PER_REPORT) / 1000:g} s")
+        if abs(self.offset_ms) > MAX_DURATION_MS:
+            raise ValueError(f"--window-offset must be at most {MAX_DURATION_MS // 1000} s in "
+                             f"size, got {self.offset_ms / 1000:g} s")
+        if self.allowed_lateness_ms < 0 or self.allowed_lateness_ms > MAX_DURATION_MS:
+            raise ValueError(f"--allowed-lateness must be in [0, {MAX_DURATION_MS // 1000}] s, "
+                             f"got {self.allowed_lateness_ms / 1000:g} s")
         if self.early_every_ms is not None and (self.early_every_ms <= 0
                                                 or self.early_every_ms % 1000):
             # Beam's Python AfterProcessingTime carries its delay in whole seconds.
@@ -79,6 +105,23 @@ class WindowSpec:
         return self.offset_ms % self.slice_ms
 
     @property
+    def windows_per_slice(self) -> int:
+        """Most windows that hold one slice (and so one report): ceil(window / period)."""
+        return -(-self.size_ms // self.period_ms)
+
+    def window_starts(self, slice_start_ms: int) -> range:
+        """Starts (ms) of the windows that hold the slice [a, a + slice), a = `slice_start_ms`.
+
+        Windows [s, s + size) start at s = offset + k * period; the slice lies in one iff
+        a + slice - size <= s <= a (size and period are multiples of the slice).
+        """
+        period, a = self.period_ms, slice_start_ms
+        low = a + self.slice_ms - self.size_ms
+        first = low + (self.offset_ms - low) % period
+        last = a - (a - self.offset_ms) % period
+        return range(first, last + 1, period)
+
+    @property
     def is_fixed(self) -> bool:
         return self.size_ms == self.period_ms
 
@@ -99,44 +142,102 @@ def _duration(ms: int) -> Duration:
     return Duration(micros=ms * 1000)
 
 
-class CountReportsFn(beam.DoFn):
-    """Counts the reports in each slice pane (counter `records_counted`) and passes it on.
+class CountSliceFn(beam.DoFn):
+    """(key, the batches of one slice) -> (key, SupportStatistic), by `CountSupportFn`.
 
-    Slice panes never repeat a report (they are discarding), so the counter is the number of
-    reports that entered a window; records_accepted - records_counted is the number the runner
-    dropped as later than the allowed lateness. Beam's Python SDK drops those without a counter
-    or a log line (trigger.GeneralTriggerDriver.process_elements skips expired windows), and a
-    DoFn cannot read the watermark that decides it, so they cannot be dead-lettered one by one.
+    One accumulator adds the batches in turn (Beam's CombineValues would split them over
+    three partial accumulators, which cannot be merged exactly when they share a report id).
     """
+
+    def __init__(self, registry: Registry):
+        self._combine = CountSupportFn(registry)
+
+    def process(self, element):
+        key, batches = element
+        yield key, self._combine.apply(batches)
+
+
+@beam.typehints.with_output_types(tuple[Any, SupportStatistic])
+class CountReportsFn(beam.DoFn):
+    """Counts the reports of each slice statistic (counter `records_counted`) and passes it on;
+    the reports it did not count because their id repeated one already counted in the slice
+    become a `duplicate` dead letter (tagged output DUPLICATES, counter dead_letter.duplicate).
+
+    Slice statistics never repeat a report (slice panes are discarding), so the counter is the
+    number of reports that entered a window; records_accepted - duplicates - records_counted is
+    the number the runner dropped as later than the allowed lateness. Beam's Python SDK drops
+    those without a counter or a log line (trigger.GeneralTriggerDriver.process_elements skips
+    expired windows), and a DoFn cannot read the watermark that decides it, so they cannot be
+    dead-lettered one by one.
+    """
+
+    def __init__(self, slice_ms: int, window_size_ms: int | None = None):
+        self._slice_ms = slice_ms
+        self._window_size_ms = window_size_ms
 
     def setup(self):
         self._counted = Metrics.counter(COUNTER_NAMESPACE, "records_counted")
+        self._duplicates = Metrics.counter(COUNTER_NAMESPACE, f"dead_letter.{Reason.DUPLICATE}")
 
-    def process(self, element: tuple[str, SupportStatistic]):
-        self._counted.inc(element[1].n)
-        yield element
+    def process(self, element, window=beam.DoFn.WindowParam):
+        key, statistic = element
+        self._counted.inc(statistic.n)
+        if statistic.duplicates:
+            self._duplicates.inc(statistic.duplicates)
+            start_ms = key[1] if isinstance(key, tuple) else window.start.micros // 1000
+            yield beam.pvalue.TaggedOutput(DUPLICATES, _duplicate_letter(
+                statistic, start_ms, self._slice_ms))
+            statistic = SupportStatistic(statistic.metric, statistic.n, statistic.table)
+        if statistic.n:
+            if self._window_size_ms is not None:  # fixed windows, fast path: slice = window
+                metric, start_ms = key
+                key = (metric, start_ms, start_ms + self._window_size_ms)
+            yield key, statistic
+
+
+DUPLICATES = "duplicates"
+
+
+def _duplicate_letter(statistic: SupportStatistic, start_ms: int, slice_ms: int) -> DeadLetter:
+    where = f"metric {statistic.metric!r}, slice [{iso_ms(start_ms)}, {iso_ms(start_ms + slice_ms)})"
+    examples = ", ".join(str(i) for i in statistic.duplicate_ids)
+    return DeadLetter(where, Reason.DUPLICATE,
+                      f"{statistic.duplicates} report(s) repeat a report id already counted in "
+                      f"this slice (ids such as {examples}); each id is counted once",
+                      records=statistic.duplicates)
 
 
 class CountSupportPerWindow(beam.PTransform):
-    """(metric, ReportBatch) stamped in its slice -> (metric, SupportStatistic) per window pane.
+    """(metric, ReportBatch) stamped in its slice -> (key, SupportStatistic) per window pane,
+    and, on the tagged output DUPLICATES, the `duplicate` dead letters.
 
-    One CombinePerKey per metric, labelled CountSupport[<metric>] so that step names are stable.
+    ONE combine for every metric: batches are keyed by (metric, slice), grouped ("GroupSlices")
+    and counted by `CountSupportFn` ("CountSupport", one accumulator per slice, see
+    `CountSliceFn`), which dispatches to each metric's protocol;
+    step names never depend on the registry. Grouping before combining (no combiner lifting)
+    lets one accumulator see every batch of a slice, so repeated report ids are found exactly.
 
-    Stage 1 combines batches per slice (FixedWindows of the slice length); stage 2, when there is
-    one, adds slice statistics into the windows. A batch run without pane options uses Beam's
-    default trigger, and fixed windows need no stage 2. Streaming runs, and runs with pane
-    options, use both stages:
+    Batch runs without pane options (the fast path) never use Beam windows: slices are keys,
+    each slice statistic is sent to the windows holding it ("IntoWindows", window / period of
+    them) and added there ("MergeSlices"); keys are (metric, window start ms, window end ms) and
+    each window gives one ON_TIME pane. Fixed windows are their own slices: "CountReports" keys
+    them as windows, and there is no window stage. Beam's windowed GroupByKey processes timers per window
+    and key (about 10 ms per window in batch, and growing with the number of windows), which
+    plain keys avoid.
 
-    * stage 1 fires a pane per arriving batch (Repeatedly(AfterCount(1))), DISCARDING, with the
-      allowed lateness: each slice pane is a delta holding reports no other pane holds, and the
-      runner drops a batch whose slice expired (watermark past slice end + allowed lateness);
-    * stage 2 carries the dashboard trigger, AfterWatermark(early=AfterProcessingTime(early
+    Streaming runs, and runs with pane options, key by metric inside Beam's windows:
+
+    * slices are FixedWindows firing a pane per arriving batch (Repeatedly(AfterCount(1))),
+      DISCARDING, with the allowed lateness: each slice pane is a delta holding reports no
+      other pane holds, and the runner drops a batch whose slice expired (watermark past slice
+      end + allowed lateness); repeated ids are found within a pane;
+    * windows carry the dashboard trigger, AfterWatermark(early=AfterProcessingTime(early
       every), late=AfterCount(1)), ACCUMULATING, with the same allowed lateness: each window
       pane adds every delta once. A window ends no earlier than any slice in it, so a delta
-      accepted by stage 1 is never too late for stage 2 (the slice pane holds stage 2's
-      watermark until it is consumed). The late trigger is there even without lateness: a
-      batch that arrives with the watermark exactly at its slice's end is still accepted, and
-      must not meet a closed window. So no pane is marked last: a window expires silently.
+      accepted by the slice stage is never too late for the window stage. The late trigger is
+      there even without lateness: a batch that arrives with the watermark exactly at its
+      slice's end is still accepted, and must not meet a closed window. So no pane is marked
+      last: a window expires silently.
 
     Late data is therefore decided per slice: a report is either counted in every window that
     contains it or in none. For fixed windows the slice is the window.
@@ -150,30 +251,36 @@ class CountSupportPerWindow(beam.PTransform):
 
     def expand(self, batches):
         spec = self._windows
-        metrics = [m.name for m in self._registry.metrics]
-        index = {name: i for i, name in enumerate(metrics)}
-        per_metric = (batches
-                      | "IntoSlices" >> self._into_slices()
-                      | "ByMetric" >> beam.Partition(lambda kv, _: index[kv[0]], len(metrics)))
-        counted = []
-        for name, batches_of_metric in zip(metrics, per_metric):
-            protocol = self._registry[name].protocol
-            statistics = (batches_of_metric
-                          | f"CountSupport[{name}]" >> beam.CombinePerKey(CountSupportFn(protocol))
-                          | f"CountReports[{name}]" >> beam.ParDo(CountReportsFn()))
-            if self._panes or not spec.is_fixed:
-                statistics = (statistics
-                              | f"IntoWindows[{name}]" >> self._into_windows()
-                              | f"MergeSlices[{name}]" >> beam.CombinePerKey(
-                                  MergeSupportFn(protocol)))
-            counted.append(statistics)
-        return counted | "AllMetrics" >> beam.Flatten()
+        if self._panes:
+            keyed = batches | "IntoSlices" >> self._into_slices()
+        else:
+            # The reader's batches are in the global window already (timestamped, not windowed).
+            keyed = batches | "IntoSlices" >> beam.Map(_slice_key)
+        # Fixed windows on the fast path: the slice is the window, keyed as such right away.
+        window_size = spec.size_ms if not self._panes and spec.is_fixed else None
+        counted = (keyed
+                   | "GroupSlices" >> beam.GroupByKey()
+                   | "CountSupport" >> beam.ParDo(CountSliceFn(self._registry))
+                   | "CountReports" >> beam.ParDo(CountReportsFn(spec.slice_ms, window_size))
+                   .with_outputs(DUPLICATES, main="statistics"))
+        statistics, duplicates = counted.statistics, counted[DUPLICATES]
+        if self._panes:
+            duplicates = duplicates | "DuplicatesOutOfTime" >> beam.WindowInto(
+                beam_window.GlobalWindows())
+            windows = (statistics
+                       | "IntoWindows" >> self._into_windows()
+                       | "MergeSlices" >> beam.CombinePerKey(MergeSupportFn()))
+        elif spec.is_fixed:
+            windows = statistics  # keyed (metric, window start, window end) by CountReports
+        else:
+            windows = (statistics
+                       | "IntoWindows" >> beam.FlatMap(_sliding_window_keys, spec)
+                       | "MergeSlices" >> beam.CombinePerKey(MergeSupportFn()))
+        return {"windows": windows, DUPLICATES: duplicates}
 
     def _into_slices(self) -> beam.WindowInto:
         slices = beam_window.FixedWindows(_duration(self._windows.slice_ms),
                                           Timestamp(micros=self._windows.slice_offset_ms * 1000))
-        if not self._panes:
-            return beam.WindowInto(slices)
         return beam.WindowInto(
             slices, trigger=beam_trigger.Repeatedly(beam_trigger.AfterCount(1)),
             accumulation_mode=beam_trigger.AccumulationMode.DISCARDING,
@@ -181,8 +288,6 @@ class CountSupportPerWindow(beam.PTransform):
 
     def _into_windows(self) -> beam.WindowInto:
         spec = self._windows
-        if not self._panes:
-            return beam.WindowInto(spec.window_fn())
         early = (None if spec.early_every_ms is None
                  else beam_trigger.AfterProcessingTime(spec.early_every_ms // 1000))
         return beam.WindowInto(
@@ -190,3 +295,14 @@ class CountSupportPerWindow(beam.PTransform):
             trigger=beam_trigger.AfterWatermark(early=early, late=beam_trigger.AfterCount(1)),
             accumulation_mode=beam_trigger.AccumulationMode.ACCUMULATING,
             allowed_lateness=_duration(spec.allowed_lateness_ms))
+
+
+def _slice_key(element: tuple[str, ReportBatch]) -> tuple[tuple[str, int], ReportBatch]:
+    metric, batch = element
+    return (metric, batch.slice_start_ms), batch
+
+
+def _sliding_window_keys(element, spec: WindowSpec):
+    (metric, slice_start_ms), statistic = element
+    for start_ms in spec.window_starts(slice_start_ms):
+        yield (metric, start_ms, start_ms + spec.size_ms), statistic

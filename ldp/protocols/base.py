@@ -152,6 +152,10 @@ class FrequencyOracle(abc.ABC):
         """An empty sufficient statistic (int64, fixed shape): by default the d support counts."""
         return np.zeros(self.d, dtype=np.int64)
 
+    def statistic_nbytes(self) -> int:
+        """Bytes of one statistic from `new_statistic`, known without allocating it."""
+        return 8 * self.d
+
     @abc.abstractmethod
     def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         """Add the reports of valid payload columns into `statistic`, in place."""

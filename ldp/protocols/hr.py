@@ -120,6 +120,9 @@ class HR(FrequencyOracle):
     def new_statistic(self) -> np.ndarray:
         return np.zeros((self.K, 2), dtype=np.int64)
 
+    def statistic_nbytes(self) -> int:
+        return 16 * self.K
+
     def accumulate(self, statistic, columns) -> None:
         cells = 2 * np.asarray(columns["row"], dtype=np.int64) + columns["bit"]
         statistic += np.bincount(cells, minlength=statistic.size).reshape(statistic.shape)

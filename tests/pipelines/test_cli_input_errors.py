@@ -66,7 +66,7 @@ def test_simulating_twice_into_one_folder_needs_overwrite(files, capsys):
     assert simulate(registry, values, tmp / "out", "--reports-per-file", "1") == 0
     assert len(list((tmp / "out").glob("m-*.avro"))) == 3
     assert simulate(registry, values, tmp / "out") == 2
-    assert "already holds 3 report file(s) of m" in error_of(capsys)
+    assert "already holds 3 report file(s) of metric 'm'" in error_of(capsys)
     assert simulate(registry, values, tmp / "out", "--overwrite") == 0
     assert [p.name for p in (tmp / "out").glob("m-*.avro")] == ["m-00000.avro"]
 
@@ -79,7 +79,7 @@ def test_zero_reports_per_file_is_refused(files, capsys):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--window", "60", "--period", "0"], "--period must be in (0, window]"),
+    (["--window", "60", "--period", "0"], "--period must be in [0.001 s, window]"),
     (["--window", "60", "--window-ofset", "30"], "did you mean --window-offset?"),
     (["--window", "60", "--perod", "30"], "did you mean --period?"),
 ])

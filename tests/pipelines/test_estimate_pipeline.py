@@ -231,7 +231,7 @@ def test_mixed_input_accounts_for_every_record(tmp_path):
         expect["accepted"] += n
 
     # A corrupted block in the middle: 150 records lost, the other two blocks counted.
-    blocks = [avro_records(g, 150, rng, 1000 * k) for k in range(3)]
+    blocks = [avro_records(g, 150, rng, 10_000 + 1000 * k) for k in range(3)]
     path = tmp_path / "corrupted.avro"
     write_blocks(path, blocks)
     data = bytearray(path.read_bytes())
@@ -244,7 +244,7 @@ def test_mixed_input_accounts_for_every_record(tmp_path):
     sources[str(path)] = [("undecodable", 150)]
 
     # A truncated file: two complete blocks, then one dead letter for the unreadable rest.
-    blocks = [avro_records(h, 100, rng, 1000 * k) for k in range(3)]
+    blocks = [avro_records(h, 100, rng, 20_000 + 1000 * k) for k in range(3)]
     path = tmp_path / "truncated.avro"
     write_blocks(path, blocks)
     data = path.read_bytes()
@@ -272,7 +272,7 @@ def test_mixed_input_accounts_for_every_record(tmp_path):
         ("invalid_payload", "w.oue", ("ldp.telemetry.OuePayload", {"bits": b"\x01\x00"})),
         ("invalid_payload", "w.olh", ("ldp.telemetry.OlhPayload", {"seed": 1, "y": h.protocol.g})),
     ]
-    records = avro_records(o, 50, rng, 0)
+    records = avro_records(o, 50, rng, 500_000)
     for i, (_, metric, payload) in enumerate(bad):
         records.insert(5 * i, {"report_id": 900_000 + i, "metric": metric,
                                "event_time": T0 + i, "payload": payload})

@@ -57,6 +57,7 @@ class Reports:
         self._dir = tmp_path
         self._rng = np.random.default_rng(seed)
         self.files: dict[str, tuple[np.ndarray, dict]] = {}
+        self._next_id = 0  # report ids are distinct across files: repeated ones count once
 
     def write(self, name: str, truth, n: int, start_s: int, span_s: int) -> str:
         values = np.repeat(np.arange(4), np.round(np.asarray(truth) * n).astype(int))
@@ -64,7 +65,8 @@ class Reports:
         times = (start_s * 1000 + self._rng.integers(0, span_s * 1000, n)).astype(np.int64)
         columns = PROTOCOL.perturb(self._rng.permutation(values), self._rng)
         path = str(self._dir / f"{name}.avro")
-        write_reports(path, METRIC, PROTOCOL, np.arange(n), times, columns)
+        write_reports(path, METRIC, PROTOCOL, self._next_id + np.arange(n), times, columns)
+        self._next_id += n
         self.files[path] = (times, columns)
         return path
 

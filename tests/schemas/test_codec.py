@@ -13,7 +13,7 @@ import ldp_telemetry.schemas.decompress
 
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.schemas import SCHEMA_DIR, report_schema_json
-from ldp_telemetry.schemas.batches import DeadLetter, Reason, ReportBatch
+from ldp_telemetry.schemas.batches import REPORT_ID, DeadLetter, Reason, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
 from tests.schemas.avro_blocks import encode_long, join_container, split_container, write_blocks
 
@@ -77,9 +77,10 @@ def test_valid_reports_of_every_protocol_decode_to_their_columns(tmp_path):
         assert (written, decoder.records_read, letters) == (500, 500, [])
         [batch] = batches
         assert (batch.metric, batch.slice_start_ms, batch.n) == (name, T0, 500)
-        assert batch.columns.keys() == columns.keys()
+        assert batch.columns.keys() == columns.keys() | {REPORT_ID}
         for key in columns:
             np.testing.assert_array_equal(batch.columns[key], columns[key])
+        np.testing.assert_array_equal(batch.columns[REPORT_ID], np.arange(500))
 
 
 def test_truncated_file(tmp_path):

@@ -1,4 +1,6 @@
-"""CountSupportFn without a pipeline: sequential, merged and merged + compacted give one answer."""
+"""CountSupportFn without a pipeline: one CombineFn for every metric, dispatching to each
+metric's protocol; sequential, merged and merged + compacted give one answer; repeated report
+ids of a slice are counted once."""
 from __future__ import annotations
 
 import copy
@@ -8,11 +10,14 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.ldp import hashing
-from ldp_telemetry.ldp.protocols import make_protocol
-from ldp_telemetry.schemas.batches import ReportBatch
-from ldp_telemetry.transforms.count import CountSupportFn, MergeSupportFn, SupportStatistic
+from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
+from ldp_telemetry.transforms.count import CountSupportFn, IdSet, MergeSupportFn, SupportStatistic
 
 PROTOCOLS = [("grr", 1.0, 10), ("oue", 1.0, 13), ("olh", 1.5, 10)]  # OUE d=13: padding bits
+REGISTRY = parse_registry({"metrics": [
+    {"name": name, "protocol": name, "epsilon": epsilon, "domain": {"size": d}}
+    for name, epsilon, d in PROTOCOLS]})
 
 
 def empty_columns(protocol):
@@ -21,13 +26,17 @@ def empty_columns(protocol):
                                                                   np.random.default_rng(0)).items()}
 
 
-def make_batches(protocol, sizes, seed):
+def make_batches(metric, sizes, seed, ids=True):
+    protocol = REGISTRY[metric].protocol
     rng = np.random.default_rng(seed)
-    batches = []
+    batches, next_id = [], 0
     for i, size in enumerate(sizes):
         columns = (protocol.perturb(rng.integers(0, protocol.d, size), rng) if size
                    else empty_columns(protocol))
-        batches.append(ReportBatch("m", 1000 * i, columns))
+        if ids:
+            columns[REPORT_ID] = np.arange(next_id, next_id + size, dtype=np.int64)
+            next_id += size
+        batches.append(ReportBatch(metric, 1000 * i, columns))
     return batches
 
 
@@ -62,18 +71,18 @@ def merged(fn, batches, parts):
 
 
 def assert_same(a: SupportStatistic, b: SupportStatistic):
-    assert a.n == b.n
+    assert a.metric == b.metric and a.n == b.n and a.duplicates == b.duplicates
     np.testing.assert_array_equal(a.table, b.table)
 
 
-@pytest.mark.parametrize("name, epsilon, d", PROTOCOLS)
-def test_three_ways_agree_and_match_brute_force(name, epsilon, d):
-    protocol = make_protocol(name, epsilon, d)
-    fn = CountSupportFn(protocol)
-    batches = make_batches(protocol, [50, 0, 1, 333, 0, 1000, 7, 0], seed=len(name))
+@pytest.mark.parametrize("metric", REGISTRY.by_name)
+def test_three_ways_agree_and_match_brute_force(metric):
+    protocol = REGISTRY[metric].protocol
+    fn = CountSupportFn(REGISTRY)
+    batches = make_batches(metric, [50, 0, 1, 333, 0, 1000, 7, 0], seed=len(metric))
     assert batches[1].n == 0 and batches[1].columns  # a batch with columns of zero rows
-    a = sequential(fn, batches)
-    b = merged(fn, batches, parts=3)
+    a = fn.extract_output(sequential(fn, batches))
+    b = fn.extract_output(merged(fn, batches, parts=3))
     c = fn.extract_output(fn.compact(merged(fn, batches, parts=4)))
     for other in (b, c):
         assert_same(a, other)
@@ -82,66 +91,121 @@ def test_three_ways_agree_and_match_brute_force(name, epsilon, d):
                                   brute_force_support(protocol, batches))
 
 
-@pytest.mark.parametrize("name, epsilon, d", PROTOCOLS)
-def test_empty_inputs(name, epsilon, d):
-    protocol = make_protocol(name, epsilon, d)
-    fn = CountSupportFn(protocol)
-    empty = fn.create_accumulator()
-    only_empty_batches = sequential(fn, make_batches(protocol, [0, 0], seed=1))
-    assert only_empty_batches.n == 0 and not only_empty_batches.table.any()
-    assert_same(fn.merge_accumulators([fn.create_accumulator(), empty]), empty)
-    assert_same(fn.extract_output(fn.compact(empty)), empty)
-    assert not protocol.support_counts(empty.table).any()
+def test_one_combine_serves_every_metric_through_its_protocol():
+    fn = CountSupportFn(REGISTRY)
+    for metric in REGISTRY.by_name:
+        statistic = fn.apply(make_batches(metric, [40, 60], seed=1))
+        assert statistic.metric == metric and statistic.n == 100
+        assert statistic.table.shape == REGISTRY[metric].protocol.new_statistic().shape
 
 
-@pytest.mark.parametrize("name, epsilon, d", PROTOCOLS)
-def test_merge_mutates_only_the_first_accumulator(name, epsilon, d):
-    protocol = make_protocol(name, epsilon, d)
-    fn = CountSupportFn(protocol)
-    batches = make_batches(protocol, [20, 30, 40], seed=9)
+@pytest.mark.parametrize("metric", REGISTRY.by_name)
+def test_empty_inputs(metric):
+    fn = CountSupportFn(REGISTRY)
+    empty = fn.extract_output(fn.create_accumulator())
+    assert empty.metric is None and empty.n == 0
+    only_empty_batches = fn.extract_output(sequential(fn, make_batches(metric, [0, 0], seed=1)))
+    assert only_empty_batches.n == 0
+    merged_empty = fn.extract_output(fn.merge_accumulators([fn.create_accumulator(),
+                                                            fn.create_accumulator()]))
+    assert merged_empty.metric is None and merged_empty.n == 0
+
+
+@pytest.mark.parametrize("metric", REGISTRY.by_name)
+def test_merge_mutates_only_the_first_accumulator(metric):
+    fn = CountSupportFn(REGISTRY)
+    batches = make_batches(metric, [20, 30, 40], seed=9)
     accumulators = [sequential(fn, [batch]) for batch in batches]
     before = copy.deepcopy(accumulators)
     result = fn.merge_accumulators(accumulators)
     assert result is accumulators[0]
-    assert result.n == 90
+    assert result.statistic.n == 90
     for kept, original in zip(accumulators[1:], before[1:]):
-        assert_same(kept, original)
-    assert not np.shares_memory(result.table, accumulators[1].table)
+        assert_same(kept.statistic, original.statistic)
+    assert not np.shares_memory(result.statistic.table, accumulators[1].statistic.table)
 
 
-@pytest.mark.parametrize("name, epsilon, d", PROTOCOLS)
-def test_accumulator_and_fn_survive_pickling(name, epsilon, d):
-    protocol = make_protocol(name, epsilon, d)
-    fn = CountSupportFn(protocol)
-    batches = make_batches(protocol, [100, 200], seed=4)
+@pytest.mark.parametrize("metric", REGISTRY.by_name)
+def test_accumulator_and_fn_survive_pickling(metric):
+    fn = CountSupportFn(REGISTRY)
+    batches = make_batches(metric, [100, 200], seed=4)
     acc = sequential(fn, batches[:1])
     restored = pickle.loads(pickle.dumps(acc))
-    assert isinstance(restored, SupportStatistic)
-    assert_same(restored, acc)
+    assert_same(restored.statistic, acc.statistic)
+    assert len(restored.ids) == 100
     # The restored accumulator keeps working, also in a restored CombineFn.
     fn2 = pickle.loads(pickle.dumps(fn))
-    assert_same(fn2.add_input(restored, batches[1]), sequential(fn, batches))
+    assert_same(fn2.extract_output(fn2.add_input(restored, batches[1])),
+                fn.extract_output(sequential(fn, batches)))
 
 
-@pytest.mark.parametrize("name, epsilon, d", PROTOCOLS)
-def test_statistic_size_does_not_depend_on_n(name, epsilon, d):
-    protocol = make_protocol(name, epsilon, d)
-    fn = CountSupportFn(protocol)
-    small = sequential(fn, make_batches(protocol, [10], seed=2))
-    large = sequential(fn, make_batches(protocol, [20_000] * 3, seed=3))
+@pytest.mark.parametrize("metric", REGISTRY.by_name)
+def test_statistic_size_does_not_depend_on_n(metric):
+    fn = CountSupportFn(REGISTRY)
+    small = fn.extract_output(sequential(fn, make_batches(metric, [10], seed=2)))
+    large = fn.extract_output(sequential(fn, make_batches(metric, [20_000] * 3, seed=3)))
     assert large.n == 60_000
     assert small.table.shape == large.table.shape and small.table.nbytes == large.table.nbytes
-    # Pickled size differs only by the encoding of the integer n (a few bytes).
+    # The extracted statistic holds no ids: pickled sizes differ by the encoding of n only.
     assert abs(len(pickle.dumps(large)) - len(pickle.dumps(small))) <= 16
+    assert REGISTRY[metric].statistic_nbytes == large.table.nbytes
 
 
-def test_merge_support_fn_adds_statistics():
-    protocol = make_protocol("grr", 1.0, 10)
-    fn = CountSupportFn(protocol)
-    batches = make_batches(protocol, [10, 20, 30], seed=5)
-    per_slice = [sequential(fn, [batch]) for batch in batches]
-    merger = MergeSupportFn(protocol)
-    acc = merger.create_accumulator()
-    for statistic in per_slice:
-        acc = merger.add_input(acc, statistic)
-    assert_same(acc, sequential(fn, batches))
+def test_merge_support_fn_adds_statistics_of_slices():
+    fn = CountSupportFn(REGISTRY)
+    batches = make_batches("grr", [10, 20, 30], seed=5)
+    per_slice = [fn.apply([batch]) for batch in batches]
+    tables = [s.table.copy() for s in per_slice]
+    merger = MergeSupportFn()
+    window = merger.apply(per_slice)
+    assert_same(window, fn.apply(batches))
+    for statistic, table in zip(per_slice, tables):  # inputs are never added into
+        np.testing.assert_array_equal(statistic.table, table)
+
+
+def test_statistics_of_two_metrics_do_not_add():
+    fn = CountSupportFn(REGISTRY)
+    a, b = fn.apply(make_batches("grr", [5], 1)), fn.apply(make_batches("olh", [5], 1))
+    with pytest.raises(ValueError, match="metric 'olh'"):
+        MergeSupportFn().apply([a, b])
+
+
+# -- failure 11: a report id repeated within a slice is counted once ------------------------
+
+def test_repeated_ids_within_a_batch_and_across_batches_count_once():
+    fn = CountSupportFn(REGISTRY)
+    protocol = REGISTRY["grr"].protocol
+    first = ReportBatch("grr", 0, {"value": np.array([1, 2, 3, 4]),
+                                   REPORT_ID: np.array([7, 8, 7, 9])})      # 7 twice in a file
+    second = ReportBatch("grr", 0, {"value": np.array([5, 6, 0]),
+                                    REPORT_ID: np.array([9, 10, 8])})      # 9 and 8 again
+    statistic = fn.apply([first, second])
+    assert statistic.n == 4 and statistic.duplicates == 3
+    assert sorted(statistic.duplicate_ids) == [7, 8, 9]
+    # The first report of each id is the one counted: values 1, 2, 4 and 6.
+    expected = protocol.new_statistic()
+    protocol.accumulate(expected, {"value": np.array([1, 2, 4, 6])})
+    np.testing.assert_array_equal(statistic.table, expected)
+
+
+def test_partial_accumulators_sharing_an_id_refuse_to_merge():
+    fn = CountSupportFn(REGISTRY)
+    batch = make_batches("grr", [5], 1)[0]
+    with pytest.raises(ValueError, match="same report id"):
+        fn.merge_accumulators([sequential(fn, [batch]), sequential(fn, [batch])])
+
+
+def test_id_set_is_exact_over_many_batches():
+    rng = np.random.default_rng(3)
+    ids, seen = IdSet(), set()
+    for _ in range(200):
+        batch = rng.integers(0, 5_000, rng.integers(1, 100))
+        keep = ids.add_new(batch)
+        expected = np.zeros(len(batch), dtype=bool)
+        for i, value in enumerate(batch.tolist()):
+            if value not in seen:
+                seen.add(value)
+                expected[i] = True
+        np.testing.assert_array_equal(keep, expected)
+    assert len(ids) == len(seen) and len(ids.levels) <= 2 * np.log2(len(seen)) + 2
+    assert all((np.diff(level) > 0).all() for level in ids.levels)

@@ -1,6 +1,8 @@
 """Reading report files: input patterns, and a job on every kind of bad input."""
 from __future__ import annotations
 
+import itertools
+
 import glob
 import io
 import json
@@ -50,9 +52,12 @@ T0 = 1_717_200_000_000  # 2024-06-01T00:00:00Z
 GRR, OLH = "ldp.telemetry.GrrPayload", "ldp.telemetry.OlhPayload"
 
 
+_IDS = itertools.count(1)  # every report its own id: repeated ids are counted once
+
+
 def good(rid, metric, t=T0):
     payload = (GRR, {"value": rid % 3}) if metric == "g" else (OLH, {"seed": rid, "y": rid % 2})
-    return {"report_id": rid, "metric": metric, "event_time": t, "payload": payload}
+    return {"report_id": next(_IDS), "metric": metric, "event_time": t, "payload": payload}
 
 
 def adversarial_inputs(root):
@@ -66,7 +71,8 @@ def adversarial_inputs(root):
         for reason, n in dead.items():
             expected[f"dead_letter.{reason}"] = expected.get(f"dead_letter.{reason}", 0) + n
 
-    hundreds = [[good(i, "g", T0 + i * 60_000) for i in range(k * 100, k * 100 + 100)]
+    def hundreds():  # three blocks of 100 reports, each report a fresh id
+        return [[good(i, "g", T0 + i * 60_000) for i in range(k * 100, k * 100 + 100)]
                 for k in range(3)]
     valid = root / "valid.avro"
     write_blocks(valid, [[good(i, m, T0 + i * 30_000) for i in range(200) for m in "gh"],
@@ -78,17 +84,17 @@ def adversarial_inputs(root):
                          [good(4, "nope"), {**good(5, "g"), "payload": (GRR, {"value": 7})}]])
     add(9, 2, invalid_event_time=5, unknown_metric=1, invalid_payload=1)
     corrupt = root / "corrupt.avro"
-    write_blocks(corrupt, hundreds, codec="deflate")
+    write_blocks(corrupt, hundreds(), codec="deflate")
     data = bytearray(corrupt.read_bytes())
     second = data.find(data[-16:], data.find(data[-16:]) + 16) + 16  # after block 1's marker
     data[second + 6:second + 30] = b"\xff" * 24
     corrupt.write_bytes(bytes(data))
     add(300, 200, undecodable=100)
     snappy = root / "snappy.avro"
-    write_blocks(snappy, hundreds[:1], codec="snappy")
+    write_blocks(snappy, hundreds()[:1], codec="snappy")
     add(100, 100)
     brotli = root / "brotli.avro"
-    write_blocks(brotli, hundreds)
+    write_blocks(brotli, hundreds())
     brotli.write_bytes(brotli.read_bytes().replace(b"\x08null", b"\x0cbrotli", 1))
     add(300, undecodable=300)
     letters = root / "dead_letters-00000-of-00001.avro"  # an earlier job's output
@@ -101,7 +107,7 @@ def adversarial_inputs(root):
     write_blocks(micros_file, [[good(i, "g", T0 * 1000) for i in range(3)]], schema=micros)
     add(3, incompatible_schema=3)
     truncated = root / "truncated.avro"
-    write_blocks(truncated, hundreds, codec="deflate")
+    write_blocks(truncated, hundreds(), codec="deflate")
     truncated.write_bytes(truncated.read_bytes()[:-30])
     add(201, 200, undecodable=1)
     (root / "junk.avro").write_bytes(b"not avro at all")

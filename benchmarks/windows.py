@@ -1,0 +1,109 @@
+"""Time per window of the batch job, with finalize's own cost measured apart.
+
+One GRR metric (d values, ε = 2), `--reports-per-window` reports in each of W consecutive
+windows of `--window` seconds (one Avro file). Each W runs in its own process (so that its
+peak memory is its own), as does a job of 1 window, the start-up cost of any job:
+  job          the whole Beam job (FnApiRunner): read, count, windows, finalize, write;
+  finalize     `finalize_window` + the estimate record alone, W times (no Beam);
+  beyond       (job - job of 1 window - finalize) / W: what the pipeline adds per window
+               beyond finalize and start-up.
+
+    python benchmarks/windows.py --windows 1000 10000 100000
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from ldp_telemetry.ldp.finalize import finalize_window
+from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.schemas.codec import write_reports
+from ldp_telemetry.transforms.finalize import window_estimate_record
+from ldp_telemetry.transforms.windows import WindowSpec
+
+START_S = 1_700_000_000
+
+
+def measure(windows: int, per_window: int, window_s: float, d: int, tmp: str) -> dict:
+    registry = parse_registry({"metrics": [
+        {"name": "w.grr", "protocol": "grr", "epsilon": 2.0, "domain": {"size": d}}]})
+    config = registry["w.grr"]
+    rng = np.random.default_rng(windows)
+    n = windows * per_window
+    times = (START_S * 1000 + np.repeat(np.arange(windows), per_window) * round(window_s * 1000)
+             + rng.integers(0, round(window_s * 1000), n))
+    path = os.path.join(tmp, f"reports-{windows}.avro")
+    write_reports(path, "w.grr", config.protocol, np.arange(n), times,
+                  config.protocol.perturb(rng.integers(0, d, n), rng))
+    job = EstimateJob(registry, (path,), os.path.join(tmp, f"out-{windows}"),
+                      WindowSpec.from_seconds(window_s))
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        counters = run_job(job, [])
+    job_s = time.perf_counter() - start
+    assert counters.get("windows_finalized") == windows, counters
+    statistic = config.protocol.new_statistic()
+    config.protocol.accumulate(statistic, {"value": rng.integers(0, d, per_window)})
+    start = time.perf_counter()
+    for _ in range(windows):
+        result = finalize_window(config, statistic, per_window)
+        window_estimate_record(config, result, "2024-01-01T00:00:00Z", "2024-01-01T00:00:01Z",
+                               {"timing": "ON_TIME", "index": 0, "is_last": False})
+    finalize_s = time.perf_counter() - start
+    return {"windows": windows, "job_s": job_s, "finalize_s": finalize_s,
+            "per_window_ms": 1000 * (job_s - finalize_s) / windows,
+            "finalize_ms": 1000 * finalize_s / windows}
+
+
+def one(windows: int, args) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        row = measure(windows, args.reports_per_window, args.window, args.domain, tmp)
+    row["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return row
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--windows", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument("--reports-per-window", type=int, default=1)
+    parser.add_argument("--window", type=float, default=1.0, help="window length, seconds")
+    parser.add_argument("--domain", type=int, default=8)
+    parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one is not None:
+        with contextlib.redirect_stdout(io.StringIO()):
+            row = one(args.one, args)
+        print(json.dumps(row))
+        return
+
+    def run(windows: int) -> dict:
+        command = [sys.executable, os.path.abspath(__file__), "--one", str(windows),
+                   "--reports-per-window", str(args.reports_per_window),
+                   "--window", str(args.window), "--domain", str(args.domain)]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    start_up = run(1)["job_s"]
+    print(f"start-up (a job of 1 window): {start_up:.1f} s")
+    print(f"{'windows':>8} {'job s':>8} {'finalize ms/w':>14} {'beyond finalize ms/w':>21} "
+          f"{'peak RSS MB':>12}")
+    for windows in args.windows:
+        row = run(windows)
+        beyond = 1000 * (row["job_s"] - start_up - row["finalize_s"]) / windows
+        print(f"{windows:>8} {row['job_s']:>8.1f} {row['finalize_ms']:>14.3f} {beyond:>21.3f} "
+              f"{row['peak_mb']:>12.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
