@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from ldp_telemetry.store.records import (MAX_NAME_CHARS, UNATTRIBUTED_MS, Z95, describe_window,
-                                         iso_to_ms, ms_to_datetime, pane_of, window_key)
+                                         ms_to_datetime, pane_of, window_key)
 
 SCHEMES = ("sqlite", "postgresql", "postgres")
 

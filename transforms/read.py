@@ -45,8 +45,12 @@ class DecodeReportFilesFn(beam.DoFn):
         self._batch_sizes = Metrics.distribution(COUNTER_NAMESPACE, "batch_size")
 
     def process(self, path: str):
+        return self.decode(path, _open_file)
+
+    def decode(self, source: str, opener):
+        """Decode the container `opener(source, mode)` gives: tagged outputs, counters."""
         before = self._decoder.records_read
-        for item in self._decoder.decode_file(path, opener=_open_file):
+        for item in self._decoder.decode_file(source, opener=opener):
             if isinstance(item, DeadLetter):
                 Metrics.counter(COUNTER_NAMESPACE, f"dead_letter.{item.reason}").inc(item.records)
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, item)

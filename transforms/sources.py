@@ -33,16 +33,11 @@ import os
 
 import apache_beam as beam
 from apache_beam.io import fileio
-from apache_beam.metrics import Metrics
 from apache_beam.testing.test_stream import TestStream
-from apache_beam.transforms.window import TimestampedValue
-from apache_beam.utils.timestamp import Timestamp
 
 from ldp_telemetry.ldp.registry import Registry
-from ldp_telemetry.schemas.batches import DeadLetter
-from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.limits import DecodeLimits
-from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS,
+from ldp_telemetry.transforms.read import (BATCHES, DEAD_LETTERS, DecodeReportFilesFn,
                                            ReadReportBatches)
 
 SOURCE_KINDS = ("directory", "pubsub", "match-continuously")
@@ -144,7 +139,7 @@ class PubSubReports(ReportSource):
                 .with_outputs(DEAD_LETTERS, main=BATCHES))
 
 
-class DecodeReportMessagesFn(beam.DoFn):
+class DecodeReportMessagesFn(DecodeReportFilesFn):
     """Pub/Sub message (`.data`: one Avro report container, `.attributes`) -> batches, dead letters.
 
     The batch job's decoder reads the message body as it reads a file, so batches, dead letters
@@ -152,35 +147,11 @@ class DecodeReportMessagesFn(beam.DoFn):
     dead_letter.<reason>) are those a file of the same bytes would give.
     """
 
-    def __init__(self, registry: Registry, slice_ms: int, slice_offset_ms: int = 0,
-                 limits: DecodeLimits = DecodeLimits()):
-        self._registry = registry
-        self._slice_ms = slice_ms
-        self._slice_offset_ms = slice_offset_ms
-        self._limits = limits
-
-    def setup(self):
-        self._decoder = ReportDecoder(self._registry, self._slice_ms,
-                                      slice_offset_ms=self._slice_offset_ms, limits=self._limits)
-        self._read = Metrics.counter(COUNTER_NAMESPACE, "records_read")
-        self._accepted = Metrics.counter(COUNTER_NAMESPACE, "records_accepted")
-        self._batches = Metrics.counter(COUNTER_NAMESPACE, "batches")
-
     def process(self, message):
         attributes = message.attributes or {}
         source = f"pubsub:{attributes.get(MESSAGE_ID_ATTRIBUTE, '?')}"
         body = bytes(message.data or b"")
-        before = self._decoder.records_read
-        for item in self._decoder.decode_file(source, opener=lambda _path, _mode: io.BytesIO(body)):
-            if isinstance(item, DeadLetter):
-                Metrics.counter(COUNTER_NAMESPACE, f"dead_letter.{item.reason}").inc(item.records)
-                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, item)
-            else:
-                self._accepted.inc(item.n)
-                self._batches.inc()
-                yield TimestampedValue((item.metric, item),
-                                       Timestamp(micros=item.slice_start_ms * 1000))
-        self._read.inc(self._decoder.records_read - before)
+        return self.decode(source, lambda _source, _mode: io.BytesIO(body))
 
 
 def make_source(kind: str, location: str, registry: Registry, slice_ms: int,
