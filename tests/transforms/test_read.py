@@ -113,7 +113,7 @@ def adversarial_inputs(root):
     (root / "junk.avro").write_bytes(b"not avro at all")
     add(1, undecodable=1)
     negative = root / "negative_count.avro"  # block 3's count 100 with its sign bit flipped
-    write_blocks(negative, hundreds)
+    write_blocks(negative, hundreds())
     header, blocks, sync = split_container(negative.read_bytes())
     negative.write_bytes(join_container(header, blocks[:2] + [(-101, blocks[2][1])], sync))
     add(301, 200, undecodable=101)  # the block stands for the 101 it announces
