@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.pipelines.estimate import EstimateJob, accepted, run_job
 from ldp_telemetry.transforms.windows import WindowSpec
 from tests.schemas import report_fuzzing as fuzz
 
@@ -72,7 +72,10 @@ def test_damaged_files_through_the_job_lose_nothing(tmp_path):
         expected += fuzz.check(damaged)
     counters = run_job(EstimateJob(fuzz.REGISTRY, tuple(files), str(tmp_path / "out"),
                                    WindowSpec(fuzz.HOUR, fuzz.HOUR)), [], out=io.StringIO())
+    # Copies of one seed file repeat its report ids: the job finds those as duplicates after
+    # decoding, moving them from the decoder's accepted to the dead-lettered.
+    duplicates = counters.get("dead_letter.duplicate", 0)
     dead = sum(v for k, v in counters.items() if k.startswith("dead_letter."))
-    read, accepted = counters["records_read"], counters.get("records_accepted", 0)
-    assert (read, accepted, dead) == tuple(expected.tolist())
-    assert read == accepted + dead and dead > 0
+    read, decoded = counters["records_read"], counters.get("records_accepted", 0)
+    assert (read, decoded, dead - duplicates) == tuple(expected.tolist())
+    assert read == accepted(counters) + dead and dead > 0
