@@ -35,13 +35,7 @@ def window_estimate_record(config, result, window_start: str, window_end: str, p
         return numeric_estimate_record(config, result, window_start, window_end, pane)
     spec = config.postprocess
     return {
-        "metric": config.name,
-        "window_start": window_start,
-        "window_end": window_end,
-        "n": result.n,
-        "protocol": config.protocol_name,
-        "epsilon": config.epsilon,
-        "estimator": config.estimator.record(result.estimator),
+        **_common_fields(config, result, window_start, window_end, pane),
         "postprocess": {"method": spec.method,
                         "params": {k: None if v is None else float(v)
                                    for k, v in spec.as_dict().items() if k != "method"}},
@@ -49,6 +43,19 @@ def window_estimate_record(config, result, window_start: str, window_end: str, p
         "estimate": result.estimate.tolist(),
         "unbiased_estimate": result.unbiased.tolist(),
         "std_error": result.std_error.tolist(),
+    }
+
+
+def _common_fields(config, result, window_start: str, window_end: str, pane) -> dict:
+    """The fields every window-estimate record has, whatever the metric's kind."""
+    return {
+        "metric": config.name,
+        "window_start": window_start,
+        "window_end": window_end,
+        "n": result.n,
+        "protocol": config.protocol_name,
+        "epsilon": config.epsilon,
+        "estimator": config.estimator.record(result.estimator),
         "pane": pane,
     }
 
@@ -63,19 +70,12 @@ def numeric_estimate_record(config, result: NumericWindowResult, window_start: s
     """
     errors = result.errors
     return {
-        "metric": config.name,
-        "window_start": window_start,
-        "window_end": window_end,
-        "n": result.n,
-        "protocol": config.protocol_name,
-        "epsilon": config.epsilon,
-        "estimator": config.estimator.record(result.estimator),
+        **_common_fields(config, result, window_start, window_end, pane),
         "postprocess": {"method": "none", "params": {}},
         "labels": config.value_labels if len(result.estimate) == config.d else [],
         "estimate": result.estimate.tolist(),
         "unbiased_estimate": None,
         "std_error": errors.buckets.tolist(),
-        "pane": pane,
         "bucket_edges": result.bucket_edges.tolist(),
         "mean": result.mean,
         "variance": result.variance,
