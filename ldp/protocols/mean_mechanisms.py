@@ -19,7 +19,8 @@ from typing import ClassVar, Iterator
 import numpy as np
 
 from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns
-from ldp_telemetry.ldp.protocols.numeric import NumericProtocol, float_column
+from ldp_telemetry.ldp.protocols.numeric import (NumericProtocol, real_payloads_from_avro,
+                                                 real_payloads_to_avro)
 from ldp_telemetry.ldp.protocols.sw import DOUBLE_BYTES
 
 
@@ -117,14 +118,10 @@ class PiecewiseMechanism(MeanMechanism):
         return BRANCH_BYTES + DOUBLE_BYTES
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
-        return ({"y": y} for y in columns["y"].tolist())
+        return real_payloads_to_avro(columns)
 
     def payloads_from_avro(self, payloads):
-        y = float_column(payloads, "y")
-        s = self.s
-        with np.errstate(invalid="ignore"):
-            invalid = ~(np.isfinite(y) & (np.abs(y) <= s))
-        return {"y": np.where(invalid, 0.0, y)}, invalid
+        return real_payloads_from_avro(payloads, -self.s, self.s)
 
     def new_statistic(self) -> np.ndarray:
         return np.zeros(2, dtype=np.float64)

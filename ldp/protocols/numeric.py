@@ -112,3 +112,17 @@ class NumericProtocol(abc.ABC):
 def float_column(payloads: list[dict], field: str) -> np.ndarray:
     """One floating-point field of every payload as a float64 column."""
     return np.fromiter((p[field] for p in payloads), dtype=np.float64, count=len(payloads))
+
+
+def real_payloads_to_avro(columns: Columns) -> Iterator[dict]:
+    """<y> payload records of protocols that report one real number."""
+    return ({"y": y} for y in columns["y"].tolist())
+
+
+def real_payloads_from_avro(payloads: list[dict], low: float, high: float
+                            ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """<y> payload records -> the y column, flagging y outside [low, high] (or NaN) invalid."""
+    y = float_column(payloads, "y")
+    with np.errstate(invalid="ignore"):
+        invalid = ~(np.isfinite(y) & (y >= low) & (y <= high))
+    return {"y": np.where(invalid, 0.0, y)}, invalid

@@ -25,7 +25,8 @@ import numpy as np
 from ldp_telemetry.ldp.channels import (DiscreteSquareWaveChannel, SquareWaveChannel,
                                         discrete_square_wave_channel, square_wave_channel)
 from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns, int_column, varint_bytes
-from ldp_telemetry.ldp.protocols.numeric import NumericProtocol, float_column, unit_buckets
+from ldp_telemetry.ldp.protocols.numeric import (NumericProtocol, real_payloads_from_avro,
+                                                 real_payloads_to_avro, unit_buckets)
 
 #: Bytes of an Avro double.
 DOUBLE_BYTES = 8
@@ -114,14 +115,10 @@ class SquareWave(NumericProtocol):
         return BRANCH_BYTES + DOUBLE_BYTES
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
-        return ({"y": y} for y in columns["y"].tolist())
+        return real_payloads_to_avro(columns)
 
     def payloads_from_avro(self, payloads):
-        y = float_column(payloads, "y")
-        b = self.b
-        with np.errstate(invalid="ignore"):
-            invalid = ~(np.isfinite(y) & (y >= -b) & (y <= 1.0 + b))
-        return {"y": np.where(invalid, 0.0, y)}, invalid
+        return real_payloads_from_avro(payloads, -self.b, 1.0 + self.b)
 
     def new_statistic(self) -> np.ndarray:
         return np.zeros(self.output_buckets, dtype=np.int64)
