@@ -27,6 +27,7 @@ from ldp_telemetry.ldp.registry import Registry, load_registry
 from ldp_telemetry.runners import make_runner
 from ldp_telemetry.schemas.batches import Reason
 from ldp_telemetry.schemas.limits import HELP as LIMITS_HELP, DecodeLimits
+from ldp_telemetry.transforms.compact import plain_record
 from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn
 from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
                              expand_file_patterns)
@@ -62,11 +63,15 @@ def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
                                                 slice_offset_ms=job.windows.slice_offset_ms,
                                                 limits=job.limits))
     streaming = pipeline.options.view_as(StandardOptions).streaming
-    estimates, dead_letters = _estimate(read, job, streaming)
-    estimates | "WriteEstimates" >> WriteRecords(job.output, "estimates", "window_estimate")
+    # Compact records (numpy arrays, lazy labels) to the writers; plain ones to the store.
+    estimates, dead_letters = _estimate(read, job, streaming, compact=True)
+    # One shard per bundle: each window's record is written as it is made (transforms/write.py).
+    estimates | "WriteEstimates" >> WriteRecords(job.output, "estimates", "window_estimate",
+                                                 num_shards=0)
     dead_letters | "WriteDeadLetters" >> WriteRecords(job.output, "dead_letters", "dead_letter")
     if job.store is not None:
-        (estimates, dead_letters) | "WriteStore" >> WriteToStore(
+        plain = estimates | "PlainEstimates" >> beam.Map(plain_record)
+        (plain, dead_letters) | "WriteStore" >> WriteToStore(
             job.store, job.windows.slice_ms, job.windows.slice_offset_ms)
 
 
@@ -89,12 +94,12 @@ def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: 
     return _estimate(pipeline | "ReadReports" >> source, job, streaming)
 
 
-def _estimate(read, job: EstimateJob, streaming: bool
+def _estimate(read, job: EstimateJob, streaming: bool, compact: bool = False
               ) -> tuple[beam.PCollection, beam.PCollection]:
     counted = read[BATCHES] | "CountSupport" >> CountSupportPerWindow(job.registry, job.windows,
                                                                       streaming)
     estimates = counted["windows"] | "FinalizeEstimates" >> beam.ParDo(
-        FinalizeEstimatesFn(job.registry))
+        FinalizeEstimatesFn(job.registry, compact))
     dead_letters = ((read[DEAD_LETTERS], counted[DUPLICATES])
                     | "AllDeadLetters" >> beam.Flatten()
                     | "DeadLetterRecords" >> beam.Map(lambda letter: letter.as_dict()))

@@ -4,12 +4,14 @@ from __future__ import annotations
 import datetime as dt
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
 from ldp_telemetry.ldp.finalize import NumericWindowResult, finalize_window
-from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.ldp.registry import FREQUENCY, Registry
+from ldp_telemetry.transforms.compact import IndexLabels, plain_record
 from ldp_telemetry.transforms.count import SupportStatistic
 
 
@@ -29,21 +31,37 @@ def iso_ms(epoch_ms: int) -> str:
 BATCH_PANE = {"timing": "ON_TIME", "index": 0, "is_last": False}
 
 
-def window_estimate_record(config, result, window_start: str, window_end: str, pane) -> dict:
-    """The JSON/Avro record of one window (fields as in schemas/window_estimate.avsc)."""
+def window_estimate_record(config, result, window_start: str, window_end: str, pane,
+                           compact: bool = False) -> dict:
+    """The JSON/Avro record of one window (fields as in schemas/window_estimate.avsc).
+
+    Plain Python values; with `compact`, the arrays stay float64 numpy arrays and a sized
+    domain's labels are `IndexLabels` (24 instead of about 160 bytes per value; see
+    `ldp_telemetry.transforms.compact`, whose `plain_record` makes the plain record).
+    """
     if isinstance(result, NumericWindowResult):
-        return numeric_estimate_record(config, result, window_start, window_end, pane)
-    spec = config.postprocess
-    return {
-        **_common_fields(config, result, window_start, window_end, pane),
-        "postprocess": {"method": spec.method,
-                        "params": {k: None if v is None else float(v)
-                                   for k, v in spec.as_dict().items() if k != "method"}},
-        "labels": config.value_labels,
-        "estimate": result.estimate.tolist(),
-        "unbiased_estimate": result.unbiased.tolist(),
-        "std_error": result.std_error.tolist(),
-    }
+        record = numeric_estimate_record(config, result, window_start, window_end, pane,
+                                         compact=True)
+    else:
+        spec = config.postprocess
+        record = {
+            **_common_fields(config, result, window_start, window_end, pane),
+            "postprocess": {"method": spec.method,
+                            "params": {k: None if v is None else float(v)
+                                       for k, v in spec.as_dict().items() if k != "method"}},
+            "labels": _labels(config),
+            "estimate": np.asarray(result.estimate, dtype=np.float64),
+            "unbiased_estimate": np.asarray(result.unbiased, dtype=np.float64),
+            "std_error": np.asarray(result.std_error, dtype=np.float64),
+        }
+    return record if compact else plain_record(record)
+
+
+def _labels(config):
+    """The metric's labels without a string per value of a sized domain (`IndexLabels`)."""
+    if config.labels is None and config.kind == FREQUENCY:
+        return IndexLabels(config.d)
+    return config.value_labels
 
 
 def _common_fields(config, result, window_start: str, window_end: str, pane) -> dict:
@@ -61,7 +79,7 @@ def _common_fields(config, result, window_start: str, window_end: str, pane) -> 
 
 
 def numeric_estimate_record(config, result: NumericWindowResult, window_start: str,
-                            window_end: str, pane) -> dict:
+                            window_end: str, pane, compact: bool = False) -> dict:
     """The record of a numeric metric: the common fields, then the distribution over its buckets.
 
     `estimate`: B probabilities of the buckets [bucket_edges[i], bucket_edges[i+1]);
@@ -69,14 +87,14 @@ def numeric_estimate_record(config, result: NumericWindowResult, window_start: s
     units with `mean_std_error`, `quantile_std_errors`; `unbiased_estimate` is null.
     """
     errors = result.errors
-    return {
+    record = {
         **_common_fields(config, result, window_start, window_end, pane),
         "postprocess": {"method": "none", "params": {}},
         "labels": config.value_labels if len(result.estimate) == config.d else [],
-        "estimate": result.estimate.tolist(),
+        "estimate": np.asarray(result.estimate, dtype=np.float64),
         "unbiased_estimate": None,
-        "std_error": errors.buckets.tolist(),
-        "bucket_edges": result.bucket_edges.tolist(),
+        "std_error": np.asarray(errors.buckets, dtype=np.float64),
+        "bucket_edges": np.asarray(result.bucket_edges, dtype=np.float64),
         "mean": result.mean,
         "variance": result.variance,
         "quantiles": dict(result.quantiles),
@@ -84,18 +102,21 @@ def numeric_estimate_record(config, result: NumericWindowResult, window_start: s
         "quantile_std_errors": dict(errors.quantiles),
         "bootstrap_replicates": errors.replicates,
     }
+    return record if compact else plain_record(record)
 
 
 class FinalizeEstimatesFn(beam.DoFn):
-    """(key, SupportStatistic) -> window-estimate record (plain Python values).
+    """(key, SupportStatistic) -> window-estimate record (plain Python values, or compact ones
+    with `compact`, see `window_estimate_record`).
 
     The key is (metric, window start ms, window end ms) on the batch path, which gives each
     window one ON_TIME pane (`BATCH_PANE`), or the metric alone inside a Beam window, whose
     bounds and pane the runner gives.
     """
 
-    def __init__(self, registry: Registry):
+    def __init__(self, registry: Registry, compact: bool = False):
         self._registry = registry
+        self._compact = compact
 
     def setup(self):
         self._windows = Metrics.counter("ldp", "windows_finalized")
@@ -113,4 +134,4 @@ class FinalizeEstimatesFn(beam.DoFn):
         config = self._registry[metric]
         result = finalize_window(config, statistic.table, statistic.n)
         self._windows.inc()
-        yield window_estimate_record(config, result, start, end, pane)
+        yield window_estimate_record(config, result, start, end, pane, self._compact)
