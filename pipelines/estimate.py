@@ -24,6 +24,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
 from ldp_telemetry.ldp.registry import Registry, load_registry
+from ldp_telemetry.pipelines.memory import DEFAULT_MEMORY_BUDGET_MB, check_memory_budget
 from ldp_telemetry.runners import make_runner
 from ldp_telemetry.schemas.batches import Reason
 from ldp_telemetry.schemas.limits import HELP as LIMITS_HELP, DecodeLimits
@@ -127,7 +128,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-budget", type=float, default=DEFAULT_MEMORY_BUDGET_MB,
                         metavar="MB",
                         help="memory for the accumulators of one slice of every metric and the "
-                             "windows it feeds, checked before any report is read (default "
+                             "windows it feeds, plus one window being finalized and written, "
+                             "checked before any report is read (default "
                              f"{DEFAULT_MEMORY_BUDGET_MB:g} MB)")
     parser.add_argument("--early-every", type=float, default=None, metavar="SECONDS",
                         help="streaming sources: an EARLY pane SECONDS of processing time after "
@@ -174,42 +176,6 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
     files = expand_file_patterns(args.input)
     prepare_output(args.output)
     return EstimateJob(registry, tuple(files), args.output, windows, store, limits)
-
-
-#: Default memory for accumulators (MB): one slice statistic of every metric, plus the
-#: statistics of the windows each slice feeds.
-DEFAULT_MEMORY_BUDGET_MB = 4096.0
-
-
-def accumulator_bytes(registry: Registry, windows: WindowSpec) -> dict[str, int]:
-    """Bytes of accumulators per metric for one slice: its statistic and those of the
-    window / period windows it is added into (d x statistic size x (1 + windows per slice)).
-    """
-    open_per_slice = 1 + (0 if windows.is_fixed else windows.windows_per_slice)
-    return {m.name: m.statistic_nbytes * open_per_slice for m in registry.metrics}
-
-
-def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: float) -> None:
-    """ValueError when one slice of every metric and its windows need more than `budget_mb`
-    MB, saying which metrics weigh most and what would fit."""
-    if not (budget_mb > 0 and budget_mb < float("inf")):
-        raise ValueError(f"--memory-budget must be a positive number of MB, got {budget_mb}")
-    need = accumulator_bytes(registry, windows)
-    total, budget = sum(need.values()), budget_mb * 2 ** 20
-    if total <= budget:
-        return
-    heaviest = sorted(need, key=need.get, reverse=True)[:3]
-    listing = ", ".join(f"{name!r} {need[name] / 2**20:,.0f} MB (d={registry[name].d:,}, "
-                        f"{registry[name].protocol_name})" for name in heaviest)
-    per_window = sum(m.statistic_nbytes for m in registry.metrics)
-    fits = int(budget // per_window) - 1
-    hint = (f"at most {fits} windows per report fit (window / period; now "
-            f"{windows.windows_per_slice})" if fits >= 1 and not windows.is_fixed else
-            "even one window of every metric does not fit: lower the domain sizes")
-    raise ValueError(
-        f"the accumulators need {total / 2**20:,.0f} MB (statistic size x (1 + windows per "
-        f"slice), summed over {len(need)} metrics) and --memory-budget is {budget_mb:,.0f} MB; "
-        f"largest: {listing}; {hint}, or raise --memory-budget")
 
 
 def prepare_output(output: str) -> None:

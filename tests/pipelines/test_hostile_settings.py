@@ -134,10 +134,26 @@ def test_accumulators_beyond_the_memory_budget_are_refused_with_what_fits(tmp_pa
         "name": "big", "protocol": "oue", "epsilon": 1.0, "domain": {"size": 10 ** 6}})
     (tmp_path / "r.avro").write_bytes(b"")
     result = ldp("run", "--registry", registry, "--input", tmp_path / "r.avro", "--output",
-                 tmp_path / "out", "--window", "3600", "--period", "60", "--memory-budget", "100")
-    # 8 MB per statistic x (1 + 60 windows per slice) = 488 MB > 100 MB; 11 windows fit.
-    refused(result, "the accumulators need 465 MB", "'big' 465 MB (d=1,000,000, oue)",
-            "at most 12 windows per report fit (window / period; now 60)")
+                 tmp_path / "out", "--window", "3600", "--period", "60", "--memory-budget", "300")
+    # Accumulators: 8 MB per statistic x (1 + 60 windows per slice) = 465 MiB; one window being
+    # finalized and written: 160 B x 10^6 = 153 MiB. 300 MiB leave 147 MiB for the accumulators:
+    # 19 statistics, one slice's and 18 windows'.
+    refused(result, "the job needs 618 MB: the accumulators 465 MB",
+            "one window being finalized and written 153 MB (the largest, 'big')",
+            "'big' 465 + 153 MB (d=1,000,000, oue)",
+            "at most 18 windows per report fit (window / period; now 60)")
+
+
+def test_one_window_beyond_the_memory_budget_is_refused_with_the_domain_that_fits(tmp_path):
+    registry = write_registry(tmp_path / "registry.json", {
+        "name": "big", "protocol": "oue", "epsilon": 1.0, "domain": {"size": 2 ** 24}})
+    (tmp_path / "r.avro").write_bytes(b"")
+    result = ldp("run", "--registry", registry, "--input", tmp_path / "r.avro", "--output",
+                 tmp_path / "out", "--window", "3600", "--memory-budget", "1024")
+    # Fixed windows: one statistic (8 B per value) and one window being finalized and written
+    # (160 B per value): 168 B x 2^24 = 2,688 MiB > 1,024 MiB; 2^30 / 168 = 6,391,320 values fit.
+    refused(result, "the job needs 2,688 MB", "one window being finalized and written 2,560 MB",
+            "'big' fits with a domain of at most 6,391,320 values", "raise --memory-budget")
 
 
 # -- failure 8: every setting is validated before the first report is read --------------------

@@ -1,0 +1,118 @@
+"""The job's memory model, checked against `--memory-budget` before any report is read.
+
+What a job holds beyond its start-up (interpreter, Beam, numpy: about 260 MB on FnApiRunner):
+
+* accumulators: the statistic of one slice of every metric and of the window / period
+  windows it is added into, d x statistic bytes x (1 + windows per slice) per metric
+  (`accumulator_bytes`);
+* one window being finalized and written (`window_bytes`): windows are finalized one at a time
+  per worker and each record is written as it is made (transforms/write.py), so this is the
+  largest metric's working set, not a sum over windows: its statistic, finalize's arrays and
+  temporaries, the record (numpy arrays, lazy labels) and fastavro's encoded block with its
+  compressed copy. Per domain value (measured with tracemalloc and peak RSS,
+  `benchmarks/window_memory.py`): `WINDOW_BYTES_PER_VALUE` for frequency oracles,
+  `NUMERIC_WINDOW_BYTES_PER_VALUE` per bucket for numeric metrics (EMS, bootstrap), plus
+  `AMRP_WINDOW_BYTES` for AMRP's permutation blocks.
+
+Not modelled: the reports themselves, which a runner may hold while it groups them by slice
+(FnApiRunner materialises every grouped collection), and, for sliding windows in a batch run,
+the statistics of every window at the merge step (their number depends on the data's span).
+Each worker process of a multi-process runner needs the budget on its own.
+"""
+from __future__ import annotations
+
+from ldp_telemetry.ldp.estimators import NUMERIC
+from ldp_telemetry.ldp.registry import MetricConfig, Registry
+from ldp_telemetry.transforms.windows import WindowSpec
+
+#: Default budget (MB) for the accumulators and the window being finalized and written.
+DEFAULT_MEMORY_BUDGET_MB = 4096.0
+
+#: Bytes per value of one frequency-oracle window being finalized and written: statistic 8,
+#: finalize's estimate, unbiased estimate, standard error and temporaries 66-76, the Avro
+#: block and its deflated copy about 30 more, allocator slack (peak RSS: 160 at d = 10^6).
+WINDOW_BYTES_PER_VALUE = 160
+#: Bytes per bucket of one numeric metric's window (EMS iterations and the bootstrap's
+#: replicates; tracemalloc: 1,110 at B = 1,024).
+NUMERIC_WINDOW_BYTES_PER_VALUE = 1_280
+#: AMRP's permutations, made in blocks of 2^20 entries whatever d (keys, orders, transforms).
+AMRP_WINDOW_BYTES = 48 * 2 ** 20
+
+
+def accumulator_bytes(registry: Registry, windows: WindowSpec) -> dict[str, int]:
+    """Bytes of accumulators per metric for one slice: its statistic and those of the
+    window / period windows it is added into (d x statistic size x (1 + windows per slice)).
+    """
+    open_per_slice = 1 + (0 if windows.is_fixed else windows.windows_per_slice)
+    return {m.name: m.statistic_nbytes * open_per_slice for m in registry.metrics}
+
+
+def window_bytes(metric: MetricConfig) -> int:
+    """Bytes held while one window of `metric` is finalized and written (module docstring)."""
+    per_value, fixed = _window_terms(metric)
+    return metric.d * per_value + fixed
+
+
+def _window_terms(metric: MetricConfig) -> tuple[int, int]:
+    """(bytes per domain value, bytes whatever the domain) of `window_bytes`."""
+    per_value = NUMERIC_WINDOW_BYTES_PER_VALUE if metric.kind == NUMERIC else WINDOW_BYTES_PER_VALUE
+    return per_value, AMRP_WINDOW_BYTES if metric.estimator.method == "amrp" else 0
+
+
+def job_memory_bytes(registry: Registry, windows: WindowSpec) -> int:
+    """The model's total: every metric's accumulators plus the largest window working set."""
+    return (sum(accumulator_bytes(registry, windows).values())
+            + max((window_bytes(m) for m in registry.metrics), default=0))
+
+
+def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: float) -> None:
+    """ValueError when the accumulators plus one window being finalized and written need more
+    than `budget_mb` MB, saying which metrics weigh most and what would fit."""
+    if not (budget_mb > 0 and budget_mb < float("inf")):
+        raise ValueError(f"--memory-budget must be a positive number of MB, got {budget_mb}")
+    if not registry.metrics:
+        return
+    accumulators = accumulator_bytes(registry, windows)
+    window = {m.name: window_bytes(m) for m in registry.metrics}
+    largest_window = max(window, key=window.get)
+    total, budget = sum(accumulators.values()) + window[largest_window], budget_mb * 2 ** 20
+    if total <= budget:
+        return
+    mb = 2 ** 20
+    heaviest = sorted(accumulators, key=lambda name: accumulators[name] + window[name],
+                      reverse=True)[:3]
+    listing = ", ".join(f"{name!r} {accumulators[name] / mb:,.0f} + {window[name] / mb:,.0f} MB "
+                        f"(d={registry[name].d:,}, {registry[name].protocol_name})"
+                        for name in heaviest)
+    raise ValueError(
+        f"the job needs {total / mb:,.0f} MB: the accumulators "
+        f"{sum(accumulators.values()) / mb:,.0f} MB (statistic size x (1 + windows per slice), "
+        f"summed over {len(accumulators)} metrics) and one window being finalized and written "
+        f"{window[largest_window] / mb:,.0f} MB (the largest, {largest_window!r}); "
+        f"--memory-budget is {budget_mb:,.0f} MB; largest (accumulators + window): {listing}; "
+        f"{_what_fits(registry, windows, budget, accumulators, window)}, "
+        f"or raise --memory-budget")
+
+
+def _what_fits(registry: Registry, windows: WindowSpec, budget: float,
+               accumulators: dict[str, int], window: dict[str, int]) -> str:
+    """The hint of `check_memory_budget`: windows per report, else the largest domain, that fit."""
+    per_slice = sum(m.statistic_nbytes for m in registry.metrics)
+    room = budget - max(window.values())
+    fits = int(room // per_slice) - 1 if room > 0 else 0
+    if fits >= 1 and not windows.is_fixed:
+        return (f"at most {fits} windows per report fit (window / period; now "
+                f"{windows.windows_per_slice})")
+    name = max(registry.metrics, key=lambda m: accumulators[m.name] + window[m.name]).name
+    metric = registry[name]
+    others_accumulators = sum(accumulators.values()) - accumulators[name]
+    others_window = max((window[m] for m in window if m != name), default=0)
+    per_value, fixed = _window_terms(metric)
+    accumulator_per_value = accumulators[name] / metric.d
+    # need(d) = others_accumulators + d x accumulator_per_value
+    #           + max(others_window, d x per_value + fixed) <= budget
+    largest_d = min((budget - others_accumulators - fixed) / (per_value + accumulator_per_value),
+                    (budget - others_accumulators - others_window) / accumulator_per_value)
+    if largest_d >= 2:
+        return f"{name!r} fits with a domain of at most {int(largest_d):,} values"
+    return "even the other metrics alone do not fit: lower their domain sizes"
