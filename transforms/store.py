@@ -16,8 +16,15 @@ from ldp_telemetry.store.records import Z95, describe_window, pane_of, reject_sl
 BIGQUERY_SCHEME = "bigquery://"
 
 
+#: Estimate values (d per record) a store sink holds before it writes them: records are written
+#: at the end of a bundle or once this many values wait, so a bundle of many large windows is
+#: never held whole (2^18 values: about 40 MB of plain records).
+STORE_FLUSH_VALUES = 1 << 18
+
+
 class WritePanesToStoreFn(beam.DoFn):
-    """Window-estimate records -> `open_store(url).write_panes(...)`, once per bundle.
+    """Window-estimate records -> `open_store(url).write_panes(...)`, once per bundle or once
+    `STORE_FLUSH_VALUES` estimate values wait, whichever comes first.
 
     Emits nothing. The connection opens in `setup` (one per worker) and closes in `teardown`.
     """
@@ -30,14 +37,17 @@ class WritePanesToStoreFn(beam.DoFn):
         self._store = open_store(self._url)
 
     def start_bundle(self):
-        self._pending = []
+        self._pending, self._values = [], 0
 
     def process(self, record):
         self._pending.append(record)
+        self._values += len(record["estimate"])
+        if self._values >= STORE_FLUSH_VALUES:
+            self.finish_bundle()
 
     def finish_bundle(self):
         self._store.write_panes(self._pending)
-        self._pending = []
+        self._pending, self._values = [], 0
 
     def teardown(self):
         store = getattr(self, "_store", None)
