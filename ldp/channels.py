@@ -127,7 +127,7 @@ def _sparse_product(matrix, kernel=None):
     """`matrix @ v` as a function of v, through scipy's compiled CSR kernel where this scipy
     has it (`scipy.sparse._sparsetools.csr_matvec`, y += A v, without `@`'s checks: a third
     of the time of a product at d = 1024) and through `@` otherwise."""
-    kernel = _CSR_MATVEC if kernel is None else kernel
+    kernel = _csr_matvec() if kernel is None else kernel
     if not kernel:
         return matrix.__matmul__
     rows, columns = matrix.shape
@@ -141,10 +141,20 @@ def _sparse_product(matrix, kernel=None):
     return product
 
 
-try:
-    from scipy.sparse._sparsetools import csr_matvec as _CSR_MATVEC
-except ImportError:  # a scipy without the private kernel: `@` gives the same product
-    _CSR_MATVEC = False
+#: scipy's CSR kernel, looked up at the first product (so importing this module does not
+#: import scipy: `ldp plan` and `--help` start on numpy alone); False without it.
+_CSR_MATVEC = None
+
+
+def _csr_matvec():
+    global _CSR_MATVEC
+    if _CSR_MATVEC is None:
+        try:
+            from scipy.sparse._sparsetools import csr_matvec as kernel
+        except ImportError:  # a scipy without the private kernel: `@` gives the same product
+            kernel = False
+        _CSR_MATVEC = kernel
+    return _CSR_MATVEC
 
 
 @dataclass(frozen=True, eq=False)
