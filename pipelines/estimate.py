@@ -27,7 +27,7 @@ from ldp_telemetry.ldp.registry import Registry, load_registry
 from ldp_telemetry.runners import make_runner
 from ldp_telemetry.schemas.batches import Reason
 from ldp_telemetry.schemas.limits import HELP as LIMITS_HELP, DecodeLimits
-from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn
+from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn, FinalizePanesFn
 from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
                              expand_file_patterns)
 from ldp_telemetry.transforms.store import WriteToStore, check_store_url
@@ -93,8 +93,9 @@ def _estimate(read, job: EstimateJob, streaming: bool
               ) -> tuple[beam.PCollection, beam.PCollection]:
     counted = read[BATCHES] | "CountSupport" >> CountSupportPerWindow(job.registry, job.windows,
                                                                       streaming)
-    estimates = counted["windows"] | "FinalizeEstimates" >> beam.ParDo(
-        FinalizeEstimatesFn(job.registry))
+    finalize = (FinalizePanesFn if streaming or job.windows.has_pane_options
+                else FinalizeEstimatesFn)
+    estimates = counted["windows"] | "FinalizeEstimates" >> beam.ParDo(finalize(job.registry))
     dead_letters = ((read[DEAD_LETTERS], counted[DUPLICATES])
                     | "AllDeadLetters" >> beam.Flatten()
                     | "DeadLetterRecords" >> beam.Map(lambda letter: letter.as_dict()))
