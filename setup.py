@@ -37,6 +37,8 @@ setup(
     install_requires=["apache-beam>=2.60", "numpy>=2.0", "scipy>=1.10", "fastavro>=1.9",
                       "cramjam>=2.6"],  # fastavro's snappy codec
     extras_require={"test": ["pytest>=7", "avro>=1.11", "hypothesis>=6.100",
+                             # fastavro writes zstandard and lz4 files for the fuzzer's seeds
+                             "backports.zstd>=1.0; python_version < '3.14'", "lz4>=4.0",
                              "psycopg[binary]>=3.1",  # the PostgreSQL store's test
                              "selenium>=4.10"],  # the dashboard's browser tests (system chromium)
                     # the estimate store on PostgreSQL (SQLite needs nothing)

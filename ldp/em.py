@@ -18,7 +18,9 @@ Stopping rule ([Li20] §5.5, §6.1): stop when |L(x⁽ᵗ⁺¹⁾) − L(x⁽ᵗ
 `max_iterations`. The paper's L is ln Pr[ṽ | x], the log-likelihood of the whole sample (a sum
 over reports, not a per-report mean), so the rule is absolute and more reports take more
 iterations; it stays the default. Every iteration costs two products with M, O(d + d̃) for
-Square Wave, through the channel's `products` (work buffers reused within one run).
+Square Wave, through the channel's `products` (input and work buffers reused within one run),
+and two dot products that bound ΔL (see `expectation_maximisation`): the logarithms of L are
+taken only where those bounds leave the rule open, a few times a run.
 """
 from __future__ import annotations
 
@@ -75,6 +77,12 @@ def expectation_maximisation(channel: Channel, counts: np.ndarray, *, smoothing:
 
     `counts`: report counts per output bucket (length d̃). Returns the estimate over d input
     buckets (non-negative, summing to 1), the iterations run and the final |ΔL|.
+
+    The stopping rule needs ΔL = Σ_j n_j ln(y'_j / y_j) (y = M x before, y' after the
+    iteration). Its bounds 1 − 1/a ≤ ln a ≤ a − 1 give, from the ratios share/y that the
+    E-steps compute anyway, N (1 − (share/y')·y) ≤ ΔL ≤ N ((share/y)·y' − 1) for two dot
+    products; the logarithms are taken only when the bounds do not settle |ΔL| < τ, so the
+    iterations run are those of the rule itself.
     """
     counts = np.asarray(counts, dtype=np.float64)
     if counts.shape != (channel.d_out,):
@@ -82,29 +90,68 @@ def expectation_maximisation(channel: Channel, counts: np.ndarray, *, smoothing:
     n = counts.sum()
     if n == 0:
         return EmResult(np.full(channel.d, np.nan), 0, math.nan, 0.0)
-    x = np.full(channel.d, 1.0 / channel.d) if start is None else np.array(start, float)
     forward, backward = channel.products()  # work buffers of this run
-    predicted = forward(x)  # > 0 everywhere: every column of M is at least q·width
+    x, ratio = forward.input, backward.input  # M x reads x, Mᵀ r reads ratio, in place
+    # EMS keeps x scaled by 4 (the smoothing's (1, 2, 1) without its 1/4): EM's update and
+    # the stopping rule's ratios do not depend on the scale of x
+    scale = 4.0 if smoothing else 1.0
+    x[:] = scale / channel.d if start is None else scale * np.asarray(start, float)
+    smooth_step = _SmoothingStep(x) if smoothing else None
+    unsmoothed = smooth_step.input if smoothing else x
     share = counts / n
-    ratio, logs = np.empty_like(predicted), np.empty_like(predicted)
-    current = float(counts @ np.log(predicted, out=logs))
-    change = math.inf
+    # rounding of N·(a·b) − N: below N·d̃·2⁻⁵² (a·b ≈ 1, d̃ positive terms)
+    margin = 4.0 * n * channel.d_out * np.finfo(float).eps
+    undecided = tolerance - margin  # bounds within ±this settle |ΔL| < τ
+    settled = tolerance + margin  # a bound beyond ±this settles |ΔL| ≥ τ
+    predicted = forward()  # > 0 everywhere: every column of M is at least q·width
+    np.divide(share, predicted, out=ratio)
+    change = math.inf  # |ΔL| of the last iteration, where computed
     iterations = 0
     while iterations < max_iterations:
-        # E- and M-step in one: Σ_i x_i (Mᵀ(n/Mx))_i = Σ_j n_j = n, so x ← x · Mᵀ((n/N)/Mx)
-        # is already normalised
-        x *= backward(np.divide(share, predicted, out=ratio))
+        # E- and M-step in one: Σ_i x_i (Mᵀ(n/N / Mx))_i = Σ_j n_j/N = 1, so
+        # x ← x · Mᵀ(share / Mx) is already normalised
+        np.multiply(x, backward(), out=unsmoothed)
         if smoothing:
-            x = smooth(x)  # keeps the mass
-        predicted = forward(x)
-        updated = float(counts @ np.log(predicted, out=logs))
-        change = abs(updated - current)
-        current = updated
+            smooth_step()  # x ← 4 S(unsmoothed), the mass kept
+        previous, predicted = predicted, forward()
+        upper_ratio = ratio @ predicted  # ratio = share / previous
+        np.divide(share, predicted, out=ratio)  # the next E-step's ratio
+        lower = n - n * (ratio @ previous)
         iterations += 1
-        if change < tolerance:
-            break
-    x = np.clip(x, 0.0, None)
-    return EmResult(x / x.sum(), iterations, change, current)
+        change = None
+        if lower >= settled:
+            continue  # ΔL ≥ τ
+        upper = n * upper_ratio - n
+        if upper < undecided and lower > -undecided:
+            break  # |ΔL| < τ
+        if upper > -settled:  # the bounds leave it open
+            change = abs(float(counts @ np.log(predicted / previous)))
+            if change < tolerance:
+                break
+    if change is None:
+        change = abs(float(counts @ np.log(predicted / previous)))
+    estimate = np.clip(x, 0.0, None)
+    return EmResult(estimate / estimate.sum(), iterations, change,
+                    log_likelihood(counts, predicted / scale))
+
+
+class _SmoothingStep:
+    """4 S u written into `out` by two additions: u sits inside a buffer with one ghost cell
+    at each end, a copy of its edge value, so (u_{k−1} + u_k) + (u_k + u_{k+1}) is also the
+    mass-keeping edge rule 4 (3u_0 + u_1)/4. Write u into `input`, then call."""
+
+    def __init__(self, out: np.ndarray):
+        padded, pairs = np.zeros(len(out) + 2), np.empty(len(out) + 1)
+        self.input = padded[1:-1]
+        self._padded, self._out = padded, out
+        self._halves = padded[:-1], padded[1:], pairs, pairs[:-1], pairs[1:]
+
+    def __call__(self) -> None:
+        padded = self._padded
+        padded[0], padded[-1] = padded[1], padded[-2]
+        left, right, pairs, pairs_left, pairs_right = self._halves
+        np.add(left, right, out=pairs)
+        np.add(pairs_left, pairs_right, out=self._out)
 
 
 # -- the registry's NUMERIC methods ----------------------------------------------------------

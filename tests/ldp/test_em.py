@@ -124,3 +124,42 @@ def test_no_reports_gives_nan():
     sw = SquareWave(1.0, 8)
     result = expectation_maximisation(sw.channel(), np.zeros(8), smoothing=True, tolerance=1e-3)
     assert np.isnan(result.estimate).all() and result.iterations == 0
+
+
+def reference_em(channel, counts, smoothing, tolerance, max_iterations):
+    """[Li20] Algorithm 1 as written: dense M, L computed in full every iteration."""
+    matrix = channel.dense()
+    x = np.full(channel.d, 1.0 / channel.d)
+    current = log_likelihood(counts, matrix @ x)
+    for iteration in range(1, max_iterations + 1):
+        x = x * (matrix.T @ (counts / (matrix @ x)))
+        x /= x.sum()
+        if smoothing:
+            x = smooth(x)
+        updated = log_likelihood(counts, matrix @ x)
+        change, current = abs(updated - current), updated
+        if change < tolerance:
+            break
+    return x, iteration, change, current
+
+
+@pytest.mark.parametrize("smoothing", [False, True])
+@pytest.mark.parametrize("protocol,tolerance", [
+    (SquareWave(1.0, 64), None), (SquareWave(0.5, 48, 40), 1e-6), (SquareWave(4.0, 32), 0.05),
+    (DiscreteSquareWave(2.0, 32), None)])
+def test_stopping_rule_bounds_stop_where_the_full_likelihood_does(protocol, tolerance, smoothing):
+    """The loop decides |ΔL| < τ from bounds on ΔL and takes logarithms only when they leave
+    it open: it must run exactly the iterations of the rule computed in full, and end at the
+    same estimate, |ΔL| and L (deterministic: no tolerance beyond rounding). The cases cover
+    stops settled by the bounds, by the logarithms, and by the iteration cap."""
+    counts = report_counts(protocol, np.random.default_rng(6).beta(5, 2, 20_000), seed=7)
+    tau = paper_tolerance(protocol.epsilon, smoothing) if tolerance is None else tolerance
+    result = expectation_maximisation(protocol.channel(), counts, smoothing=smoothing,
+                                      tolerance=tau, max_iterations=20_000)
+    x, iterations, change, current = reference_em(protocol.channel(), counts, smoothing, tau,
+                                                  20_000)
+    assert result.iterations == iterations > 1
+    np.testing.assert_allclose(result.estimate, x, rtol=1e-8, atol=1e-12)
+    assert result.last_change == pytest.approx(change, rel=1e-4, abs=1e-7)
+    assert (result.last_change < tau) == (iterations < 20_000)  # τ = 1e-6: the cap ends EM
+    assert result.log_likelihood == pytest.approx(current, rel=1e-12)

@@ -180,3 +180,24 @@ def test_output_buckets_default_and_limits():
         SquareWave(1.0, 10**6)
     with pytest.raises(ValueError, match="B \\+ 2b"):
         DiscreteSquareWave(1.0, 16, 16)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_em_work_products_equal_the_plain_products(compiled, monkeypatch):
+    """`products()` (the in-place buffers EM uses) against forward/backward, through scipy's
+    compiled CSR kernel and through `@` (the path of a scipy without it)."""
+    from ldp_telemetry.ldp import channels
+    if not compiled:
+        monkeypatch.setattr(channels, "_CSR_MATVEC", False)
+    channel = SquareWave(1.0, 256, 200).channel()
+    forward, backward = channel.products()
+    rng = np.random.default_rng(8)
+    for _ in range(3):  # the buffers are reused call after call
+        x, r = rng.dirichlet(np.ones(256)), rng.random(200)
+        forward.input[:], backward.input[:] = x, r
+        np.testing.assert_allclose(forward(), channel.forward(x), rtol=1e-13, atol=1e-17)
+        np.testing.assert_allclose(backward(), channel.backward(r), rtol=1e-13)
+    discrete = DiscreteSquareWave(2.0, 16).channel()
+    forward, backward = discrete.products()
+    forward.input[:] = x[:16]
+    np.testing.assert_allclose(forward(), discrete.forward(x[:16]))
