@@ -127,7 +127,7 @@ def _sparse_product(matrix, kernel=None):
     """`matrix @ v` as a function of v, through scipy's compiled CSR kernel where this scipy
     has it (`scipy.sparse._sparsetools.csr_matvec`, y += A v, without `@`'s checks: a third
     of the time of a product at d = 1024) and through `@` otherwise."""
-    kernel = _CSR_MATVEC if kernel is None else kernel
+    kernel = _csr_matvec() if kernel is None else kernel
     if not kernel:
         return matrix.__matmul__
     rows, columns = matrix.shape
@@ -141,10 +141,14 @@ def _sparse_product(matrix, kernel=None):
     return product
 
 
-try:
-    from scipy.sparse._sparsetools import csr_matvec as _CSR_MATVEC
-except ImportError:  # a scipy without the private kernel: `@` gives the same product
-    _CSR_MATVEC = False
+def _csr_matvec():
+    """scipy's compiled CSR kernel, or False for a scipy without it (`@` gives the same
+    product). Imported on first use: the commands that need no estimation never load scipy."""
+    try:
+        from scipy.sparse._sparsetools import csr_matvec
+    except ImportError:
+        return False
+    return csr_matvec
 
 
 @dataclass(frozen=True, eq=False)
