@@ -141,20 +141,14 @@ def _sparse_product(matrix, kernel=None):
     return product
 
 
-#: scipy's CSR kernel, looked up at the first product (so importing this module does not
-#: import scipy: `ldp plan` and `--help` start on numpy alone); False without it.
-_CSR_MATVEC = None
-
-
 def _csr_matvec():
-    global _CSR_MATVEC
-    if _CSR_MATVEC is None:
-        try:
-            from scipy.sparse._sparsetools import csr_matvec as kernel
-        except ImportError:  # a scipy without the private kernel: `@` gives the same product
-            kernel = False
-        _CSR_MATVEC = kernel
-    return _CSR_MATVEC
+    """scipy's compiled CSR kernel, or False for a scipy without it (`@` gives the same
+    product). Imported on first use: the commands that need no estimation never load scipy."""
+    try:
+        from scipy.sparse._sparsetools import csr_matvec
+    except ImportError:
+        return False
+    return csr_matvec
 
 
 @dataclass(frozen=True, eq=False)

@@ -29,7 +29,7 @@ from ldp_telemetry.runners import make_runner
 from ldp_telemetry.schemas.batches import Reason
 from ldp_telemetry.schemas.limits import HELP as LIMITS_HELP, DecodeLimits
 from ldp_telemetry.transforms.compact import plain_record
-from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn
+from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn, FinalizePanesFn
 from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
                              expand_file_patterns)
 from ldp_telemetry.transforms.store import WriteToStore, check_store_url
@@ -99,8 +99,10 @@ def _estimate(read, job: EstimateJob, streaming: bool, compact: bool = False
               ) -> tuple[beam.PCollection, beam.PCollection]:
     counted = read[BATCHES] | "CountSupport" >> CountSupportPerWindow(job.registry, job.windows,
                                                                       streaming)
+    finalize = (FinalizePanesFn if streaming or job.windows.has_pane_options
+                else FinalizeEstimatesFn)
     estimates = counted["windows"] | "FinalizeEstimates" >> beam.ParDo(
-        FinalizeEstimatesFn(job.registry, compact))
+        finalize(job.registry, compact))
     dead_letters = ((read[DEAD_LETTERS], counted[DUPLICATES])
                     | "AllDeadLetters" >> beam.Flatten()
                     | "DeadLetterRecords" >> beam.Map(lambda letter: letter.as_dict()))

@@ -100,6 +100,10 @@ class IdSet:
     def add_new(self, ids: np.ndarray) -> np.ndarray:
         """Add `ids`; return the mask of rows to count: the first row of each id not seen before."""
         ids = np.asarray(ids, dtype=np.int64)
+        if not self.levels and len(ids) and (len(ids) == 1 or bool((ids[1:] > ids[:-1]).all())):
+            # The first batch of a slice with increasing ids (e.g. a single report): all new.
+            self.levels.append(ids.copy())
+            return np.ones(len(ids), dtype=bool)
         distinct, first = np.unique(ids, return_index=True)
         new = ~self._seen(distinct)
         keep = np.zeros(len(ids), dtype=bool)

@@ -6,7 +6,6 @@ import datetime as dt
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
-from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
 from ldp_telemetry.ldp.finalize import NumericWindowResult, finalize_window
@@ -15,16 +14,20 @@ from ldp_telemetry.transforms.compact import IndexLabels, plain_record
 from ldp_telemetry.transforms.count import SupportStatistic
 
 
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
 def iso_utc(moment) -> str:
     """A Beam Timestamp as ISO-8601 UTC: seconds, and milliseconds only when there are some."""
-    seconds, micros = divmod(moment.micros, 1_000_000)
-    text = dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{text}.{micros // 1000:03d}Z" if micros else f"{text}Z"
+    return iso_ms(moment.micros // 1000)
 
 
 def iso_ms(epoch_ms: int) -> str:
-    """Epoch milliseconds as ISO-8601 UTC, as `iso_utc`."""
-    return iso_utc(Timestamp(micros=epoch_ms * 1000))
+    """Epoch milliseconds as ISO-8601 UTC: seconds, and milliseconds only when there are some
+    (e.g. 2024-03-01T00:00:00Z, 2024-03-01T00:00:00.250Z)."""
+    seconds, ms = divmod(epoch_ms, 1000)
+    text = (_EPOCH + dt.timedelta(seconds=seconds)).isoformat()
+    return f"{text}.{ms:03d}Z" if ms else f"{text}Z"
 
 
 #: The pane of every window of a batch run (one pane, when the input is complete).
@@ -106,12 +109,12 @@ def numeric_estimate_record(config, result: NumericWindowResult, window_start: s
 
 
 class FinalizeEstimatesFn(beam.DoFn):
-    """(key, SupportStatistic) -> window-estimate record (plain Python values, or compact ones
-    with `compact`, see `window_estimate_record`).
+    """((metric, window start ms, window end ms), SupportStatistic) -> window-estimate record
+    on the batch path: each window has one ON_TIME pane (`BATCH_PANE`). Plain Python values, or
+    compact ones with `compact` (see `window_estimate_record`).
 
-    The key is (metric, window start ms, window end ms) on the batch path, which gives each
-    window one ON_TIME pane (`BATCH_PANE`), or the metric alone inside a Beam window, whose
-    bounds and pane the runner gives.
+    Counter `windows_finalized`. For windows and panes given by the runner see
+    `FinalizePanesFn`.
     """
 
     def __init__(self, registry: Registry, compact: bool = False):
@@ -121,17 +124,25 @@ class FinalizeEstimatesFn(beam.DoFn):
     def setup(self):
         self._windows = Metrics.counter("ldp", "windows_finalized")
 
-    def process(self, element: tuple[object, SupportStatistic], window=beam.DoFn.WindowParam,
-                pane_info=beam.DoFn.PaneInfoParam):
-        key, statistic = element
-        if isinstance(key, tuple):
-            metric, start_ms, end_ms = key
-            start, end, pane = iso_ms(start_ms), iso_ms(end_ms), dict(BATCH_PANE)
-        else:
-            metric, start, end = key, iso_utc(window.start), iso_utc(window.end)
-            pane = {"timing": PaneInfoTiming.to_string(pane_info.timing),
-                    "index": int(pane_info.index), "is_last": bool(pane_info.is_last)}
+    def process(self, element: tuple[tuple[str, int, int], SupportStatistic]):
+        (metric, start_ms, end_ms), statistic = element
+        yield self._record(metric, statistic, iso_ms(start_ms), iso_ms(end_ms), dict(BATCH_PANE))
+
+    def _record(self, metric: str, statistic: SupportStatistic, start: str, end: str,
+                pane: dict) -> dict:
         config = self._registry[metric]
         result = finalize_window(config, statistic.table, statistic.n)
         self._windows.inc()
-        yield window_estimate_record(config, result, start, end, pane, self._compact)
+        return window_estimate_record(config, result, start, end, pane, self._compact)
+
+
+class FinalizePanesFn(FinalizeEstimatesFn):
+    """(metric, SupportStatistic) inside a Beam window -> window-estimate record, with the
+    window's bounds and the pane the runner gives (streaming runs, runs with pane options)."""
+
+    def process(self, element: tuple[str, SupportStatistic], window=beam.DoFn.WindowParam,
+                pane_info=beam.DoFn.PaneInfoParam):
+        metric, statistic = element
+        pane = {"timing": PaneInfoTiming.to_string(pane_info.timing),
+                "index": int(pane_info.index), "is_last": bool(pane_info.is_last)}
+        yield self._record(metric, statistic, iso_utc(window.start), iso_utc(window.end), pane)

@@ -13,6 +13,7 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.schemas.batches import DeadLetter, Reason, ReportBatch
+from ldp_telemetry.transforms.coders import ReportBatchCoder  # noqa: F401 (registers it)
 from ldp_telemetry.transforms.count import CountSupportFn, MergeSupportFn, SupportStatistic
 from ldp_telemetry.transforms.finalize import iso_ms
 from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
@@ -154,7 +155,11 @@ class CountSliceFn(beam.DoFn):
 
     def process(self, element):
         key, batches = element
-        yield key, self._combine.apply(batches)
+        combine = self._combine
+        accumulator = combine.create_accumulator()
+        for batch in batches:
+            accumulator = combine.add_input(accumulator, batch)
+        yield key, combine.extract_output(accumulator)
 
 
 @beam.typehints.with_output_types(tuple[Any, SupportStatistic])
@@ -169,6 +174,9 @@ class CountReportsFn(beam.DoFn):
     those without a counter or a log line (trigger.GeneralTriggerDriver.process_elements skips
     expired windows), and a DoFn cannot read the watermark that decides it, so they cannot be
     dead-lettered one by one.
+
+    This class serves the batch path, whose keys are (metric, slice start ms);
+    `CountPaneReportsFn` the slices that are Beam windows.
     """
 
     def __init__(self, slice_ms: int, window_size_ms: int | None = None):
@@ -179,20 +187,32 @@ class CountReportsFn(beam.DoFn):
         self._counted = Metrics.counter(COUNTER_NAMESPACE, "records_counted")
         self._duplicates = Metrics.counter(COUNTER_NAMESPACE, f"dead_letter.{Reason.DUPLICATE}")
 
-    def process(self, element, window=beam.DoFn.WindowParam):
+    def process(self, element):
         key, statistic = element
+        return self._count(key, statistic, key[1])
+
+    def _count(self, key, statistic: SupportStatistic, start_ms: int) -> list:
         self._counted.inc(statistic.n)
+        out = []
         if statistic.duplicates:
             self._duplicates.inc(statistic.duplicates)
-            start_ms = key[1] if isinstance(key, tuple) else window.start.micros // 1000
-            yield beam.pvalue.TaggedOutput(DUPLICATES, _duplicate_letter(
-                statistic, start_ms, self._slice_ms))
+            out.append(beam.pvalue.TaggedOutput(DUPLICATES, _duplicate_letter(
+                statistic, start_ms, self._slice_ms)))
             statistic = SupportStatistic(statistic.metric, statistic.n, statistic.table)
         if statistic.n:
             if self._window_size_ms is not None:  # fixed windows, fast path: slice = window
                 metric, start_ms = key
                 key = (metric, start_ms, start_ms + self._window_size_ms)
-            yield key, statistic
+            out.append((key, statistic))
+        return out
+
+
+class CountPaneReportsFn(CountReportsFn):
+    """`CountReportsFn` for slices that are Beam windows: keys are metrics."""
+
+    def process(self, element, window=beam.DoFn.WindowParam):
+        key, statistic = element
+        return self._count(key, statistic, window.start.micros // 1000)
 
 
 DUPLICATES = "duplicates"
@@ -255,13 +275,16 @@ class CountSupportPerWindow(beam.PTransform):
             keyed = batches | "IntoSlices" >> self._into_slices()
         else:
             # The reader's batches are in the global window already (timestamped, not windowed).
-            keyed = batches | "IntoSlices" >> beam.Map(_slice_key)
+            keyed = batches | "IntoSlices" >> beam.Map(_slice_key).with_output_types(
+                tuple[tuple[str, int], ReportBatch])  # so that batches use ReportBatchCoder
         # Fixed windows on the fast path: the slice is the window, keyed as such right away.
         window_size = spec.size_ms if not self._panes and spec.is_fixed else None
         counted = (keyed
                    | "GroupSlices" >> beam.GroupByKey()
                    | "CountSupport" >> beam.ParDo(CountSliceFn(self._registry))
-                   | "CountReports" >> beam.ParDo(CountReportsFn(spec.slice_ms, window_size))
+                   | "CountReports" >> beam.ParDo(
+                       (CountPaneReportsFn if self._panes else CountReportsFn)(spec.slice_ms,
+                                                                               window_size))
                    .with_outputs(DUPLICATES, main="statistics"))
         statistics, duplicates = counted.statistics, counted[DUPLICATES]
         if self._panes:

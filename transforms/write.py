@@ -1,10 +1,15 @@
-"""Write window estimates and dead letters as JSON lines and Avro, one record at a time.
+"""Write window estimates and dead letters as JSON lines and Avro.
 
-Records are written in the step that makes them (no grouping before the write): with
-`num_shards=0` each bundle writes its own shard, so a window's estimate record is produced,
-written and dropped before the next one is made, and the job never holds every window's
-record at once. A fixed number of shards would group every record under one key first
-(Beam's WriteImpl), which a runner such as FnApiRunner materialises whole.
+Records reach the sinks in batches of consecutive records of one bundle (`BatchRecordsFn`):
+a batch crosses the runner once instead of once per record. A large record is a batch of its
+own and is written in pieces (`json_line_pieces`; `FloatChunks` for Avro), so that its plain
+form is never held whole.
+
+With `num_shards=0` each bundle writes its own shard and nothing is grouped: a window's estimate
+is made, written and dropped before the next one is made, and the job never holds every
+window's record at once. A fixed number of shards groups every batch under one key first
+(Beam's WriteImpl), which a runner such as FnApiRunner materialises whole: right for small
+records such as dead letters, wrong for large-domain estimates.
 """
 from __future__ import annotations
 
@@ -16,22 +21,41 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filebasedsink import FileBasedSink
 from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.transforms import window as beam_window
+from fastavro.write import Writer
 
 from ldp_telemetry.schemas import load_schema
-from ldp_telemetry.transforms.compact import avro_values
+from ldp_telemetry.transforms.compact import avro_values, plain_record
 
 #: Items of an array written to JSON per piece: bounds the text held at once for a record of
 #: d values to about 60 bytes x this, instead of the whole line (d x 60 bytes).
 JSON_PIECE_ITEMS = 16_384
+#: Most records in one batch.
+MAX_BATCH_RECORDS = 1_000
+#: Most array items and string characters in one batch (`record_weight`): a few MB of values.
+#: A record heavier than this is a batch of its own.
+MAX_BATCH_WEIGHT = 2 ** 18
+
+_JSON = json.JSONEncoder(sort_keys=True)
+
+
+def record_weight(record: dict) -> int:
+    """1 + the items of the record's top-level arrays and the characters of its strings."""
+    return 1 + sum(len(value) for value in record.values()
+                   if isinstance(value, (Sequence, np.ndarray)))
 
 
 def json_line_pieces(record: dict, piece_items: int = JSON_PIECE_ITEMS) -> Iterator[str]:
     """The text of `json.dumps(plain_record(record), sort_keys=True) + "\n"`, in pieces.
 
-    Top-level arrays (lists, tuples, numpy arrays, `IndexLabels`: any non-string Sequence) are
-    written `piece_items` items at a time, every other value in one piece. The concatenation is
-    exactly `json.dumps`'s text (same separators, float repr and escaping).
+    A record of at most `piece_items` weight is one piece. Otherwise top-level arrays (lists,
+    tuples, numpy arrays, `IndexLabels`: any non-string Sequence) are written `piece_items`
+    items at a time and every other value in one piece. The concatenation is exactly
+    `json.dumps`'s text (same separators, float repr and escaping).
     """
+    if record_weight(record) <= piece_items:
+        yield _JSON.encode(plain_record(record)) + "\n"
+        return
     yield "{"
     for i, key in enumerate(sorted(record)):
         value = record[key]
@@ -57,25 +81,80 @@ def _array_pieces(values, piece_items: int) -> Iterator[str]:
     yield "]"
 
 
+class BatchRecordsFn(beam.DoFn):
+    """Records -> lists of consecutive records of one bundle, in the global window.
+
+    A list is emitted when it holds MAX_BATCH_RECORDS records or MAX_BATCH_WEIGHT of
+    `record_weight`, and at the end of the bundle; a record heavier than the limit is a list of
+    its own. Memory: one batch. The input must be in the global window (`WriteRecords` puts it
+    there first).
+    """
+
+    def start_bundle(self):
+        self._batch, self._weight = [], 0
+
+    def process(self, record):
+        weight = record_weight(record)
+        if self._batch and self._weight + weight > MAX_BATCH_WEIGHT:
+            yield self._batch
+            self._batch, self._weight = [], 0
+        self._batch.append(record)
+        self._weight += weight
+        if len(self._batch) >= MAX_BATCH_RECORDS or self._weight >= MAX_BATCH_WEIGHT:
+            yield self._batch
+            self._batch, self._weight = [], 0
+
+    def finish_bundle(self):
+        if self._batch:
+            yield beam_window.GlobalWindows.windowed_value(self._batch)
+        self._batch, self._weight = [], 0
+
+
 class JsonLinesSink(FileBasedSink):
-    """Records (plain or compact) -> one JSON object per line (`json_line_pieces`), UTF-8."""
+    """Lists of records (plain or compact) -> one JSON object per line, keys sorted, UTF-8."""
 
     def __init__(self, file_path_prefix: str, num_shards: int):
         super().__init__(file_path_prefix, coder=None, file_name_suffix=".jsonl",
                          num_shards=num_shards, mime_type="application/json",
                          compression_type=CompressionTypes.UNCOMPRESSED)
 
-    def write_record(self, file_handle, value):
-        for piece in json_line_pieces(value):
-            file_handle.write(piece.encode("utf-8"))
+    def write_record(self, file_handle, batch):
+        for record in batch:
+            for piece in json_line_pieces(record):
+                file_handle.write(piece.encode("utf-8"))
+
+
+class AvroBatchSink(FileBasedSink):
+    """Lists of records (plain or compact) -> Avro container files (fastavro, deflate): the
+    same files as `beam.io.WriteToAvro` writes from single records."""
+
+    def __init__(self, file_path_prefix: str, schema, num_shards: int):
+        super().__init__(file_path_prefix, coder=None, file_name_suffix=".avro",
+                         num_shards=num_shards, mime_type="application/x-avro",
+                         compression_type=CompressionTypes.UNCOMPRESSED)
+        self._schema = schema
+
+    def open(self, temp_path):
+        handle = super().open(temp_path)
+        return handle, Writer(handle, self._schema, "deflate")
+
+    def write_record(self, file_writer, batch):
+        writer = file_writer[1]
+        for record in batch:
+            writer.write(avro_values(record))
+
+    def close(self, file_writer):
+        handle, writer = file_writer
+        writer.flush()
+        handle.close()
 
 
 class WriteRecords(beam.PTransform):
     """Records (plain or compact dicts, see `ldp_telemetry.transforms.compact`) ->
-    `<prefix>-SSSSS-of-NNNNN.jsonl` and `.avro` with the named schema.
+    `<prefix>-SSSSS-of-NNNNN.jsonl` and `.avro` with the named schema, the same records in both.
 
     `num_shards=0`: one shard per bundle, written as the records arrive (no grouping; use it
-    for large records); `num_shards=N`: exactly N shards, after grouping every record.
+    for large records); `num_shards=N`: exactly N shards, after grouping every batch.
     """
 
     def __init__(self, output_dir: str, name: str, schema: str, num_shards: int = 1):
@@ -85,9 +164,10 @@ class WriteRecords(beam.PTransform):
         self._num_shards = num_shards
 
     def expand(self, records):
-        records | "WriteJsonLines" >> beam.io.Write(JsonLinesSink(self._prefix, self._num_shards))
-        return (records
-                | "AvroValues" >> beam.Map(avro_values)
-                | "WriteAvro" >> beam.io.WriteToAvro(self._prefix, load_schema(self._schema),
-                                                     file_name_suffix=".avro",
-                                                     num_shards=self._num_shards))
+        if not isinstance(records.windowing.windowfn, beam_window.GlobalWindows):
+            # The sinks write every window into the same files (as Beam's own sinks do).
+            records = records | "OutOfWindows" >> beam.WindowInto(beam_window.GlobalWindows())
+        batches = records | "Batch" >> beam.ParDo(BatchRecordsFn())
+        batches | "WriteJsonLines" >> beam.io.Write(JsonLinesSink(self._prefix, self._num_shards))
+        return batches | "WriteAvro" >> beam.io.Write(AvroBatchSink(
+            self._prefix, load_schema(self._schema), self._num_shards))

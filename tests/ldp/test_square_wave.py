@@ -188,7 +188,7 @@ def test_em_work_products_equal_the_plain_products(compiled, monkeypatch):
     compiled CSR kernel and through `@` (the path of a scipy without it)."""
     from ldp_telemetry.ldp import channels
     if not compiled:
-        monkeypatch.setattr(channels, "_CSR_MATVEC", False)
+        monkeypatch.setattr(channels, "_csr_matvec", lambda: False)
     channel = SquareWave(1.0, 256, 200).channel()
     forward, backward = channel.products()
     rng = np.random.default_rng(8)

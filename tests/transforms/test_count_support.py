@@ -209,3 +209,20 @@ def test_id_set_is_exact_over_many_batches():
         np.testing.assert_array_equal(keep, expected)
     assert len(ids) == len(seen) and len(ids.levels) <= 2 * np.log2(len(seen)) + 2
     assert all((np.diff(level) > 0).all() for level in ids.levels)
+
+
+@pytest.mark.parametrize("first", [[7], [1, 5, 9, 12], [3, 3], [9, 4], []])
+def test_id_set_first_batch_shortcut_is_exact(first):
+    """A slice's first batch with increasing ids is kept whole without sorting; later batches,
+    and first batches that are not increasing, still count each id once."""
+    ids, seen = IdSet(), set()
+    for batch in (first, [5, 7, 100], [12, 12, 1], [101]):
+        batch = np.array(batch, dtype=np.int64)
+        expected = np.zeros(len(batch), dtype=bool)
+        for i, value in enumerate(batch.tolist()):
+            if value not in seen:
+                seen.add(value)
+                expected[i] = True
+        np.testing.assert_array_equal(ids.add_new(batch), expected)
+    assert len(ids) == len(seen)
+    assert all((np.diff(level) > 0).all() for level in ids.levels)

@@ -1,12 +1,16 @@
-"""Writing estimate records one at a time: JSON in pieces, compact records (numpy arrays and
-lazy labels) written to JSON and Avro exactly as their plain form, and the store sink's bound."""
+"""Writing records: batches to the sinks give the same JSON lines and Avro records; large
+records in JSON pieces; compact records (numpy arrays and lazy labels) written to JSON and Avro
+exactly as their plain form; the store sink's bound."""
 from __future__ import annotations
 
+import glob
 import io
 import json
 
+import apache_beam as beam
 import fastavro
 import numpy as np
+import pytest
 
 from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.registry import parse_registry
@@ -14,7 +18,9 @@ from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.transforms.compact import IndexLabels, avro_values, plain_record
 from ldp_telemetry.transforms.finalize import BATCH_PANE, window_estimate_record
 from ldp_telemetry.transforms.store import STORE_FLUSH_VALUES, WritePanesToStoreFn
-from ldp_telemetry.transforms.write import json_line_pieces
+from ldp_telemetry.transforms import write
+from ldp_telemetry.transforms.write import (BatchRecordsFn, WriteRecords, json_line_pieces,
+                                           record_weight)
 
 
 def test_json_pieces_are_exactly_json_dumps_for_any_piece_size():
@@ -77,3 +83,62 @@ def test_the_store_sink_writes_before_a_bundle_of_large_windows_is_held_whole():
     sink.finish_bundle()
     # Written every 4 records (the bound), then the bundle's last 2.
     assert sink._store.calls == [4, 4, 2]
+
+
+
+def letter(i: int, report: str | None = None) -> dict:
+    return {"source": f"f{i}.avro", "reason": "undecodable", "detail": "é ✓ NaN", "records": i,
+            "report": report, "report_bytes": None if report is None else len(report)}
+
+
+def run_batching(records, monkeypatch, max_records, max_weight):
+    monkeypatch.setattr(write, "MAX_BATCH_RECORDS", max_records)
+    monkeypatch.setattr(write, "MAX_BATCH_WEIGHT", max_weight)
+    fn = BatchRecordsFn()
+    fn.start_bundle()
+    batches = [b for r in records for b in fn.process(r)]
+    batches += [wv.value for wv in fn.finish_bundle()]
+    return batches
+
+
+def test_batches_keep_order_and_respect_both_limits(monkeypatch):
+    records = [letter(i, "x" * (i % 7) * 10) for i in range(50)]
+    batches = run_batching(records, monkeypatch, max_records=8, max_weight=200)
+    assert [r for b in batches for r in b] == records
+    for batch in batches:
+        assert 1 <= len(batch) <= 8
+        assert len(batch) == 1 or sum(map(record_weight, batch)) <= 200
+
+
+def test_a_record_heavier_than_the_limit_is_a_batch_of_its_own(monkeypatch):
+    records = [letter(0), letter(1, "y" * 500), letter(2)]
+    batches = run_batching(records, monkeypatch, max_records=10, max_weight=100)
+    assert batches == [[records[0]], [records[1]], [records[2]]]
+
+
+def test_a_small_record_is_one_piece_of_json_dumps_text():
+    for record in (letter(1), {"b": float("nan"), "a": [1.5, None], "c": {"z": 1, "y": "ü"}}):
+        assert list(json_line_pieces(record)) == [json.dumps(record, sort_keys=True) + "\n"]
+
+
+@pytest.mark.parametrize("num_shards", [0, 1])
+@pytest.mark.parametrize("count", [0, 1, 2_500])
+def test_files_hold_every_record_once_in_both_formats(tmp_path, count, num_shards):
+    records = [letter(i, None if i % 3 else "r" * i) for i in range(count)]
+    with beam.Pipeline() as pipeline:
+        (pipeline | beam.Create(records, reshuffle=False)
+         | WriteRecords(str(tmp_path), "dead_letters", "dead_letter", num_shards=num_shards))
+    lines, avro_records = [], []
+    for path in sorted(glob.glob(str(tmp_path / "dead_letters-*.jsonl"))):
+        with open(path, encoding="utf-8") as handle:
+            lines += handle.read().splitlines()
+    for path in sorted(glob.glob(str(tmp_path / "dead_letters-*.avro"))):
+        with open(path, "rb") as handle:
+            avro_records += list(fastavro.reader(handle))
+    if num_shards == 1:  # one file each, in the order of the records
+        assert len(glob.glob(str(tmp_path / "dead_letters-*"))) == 2
+    else:  # a file per bundle: the order across files is the runner's
+        lines.sort(key=lambda line: json.loads(line)["records"])
+        avro_records.sort(key=lambda record: record["records"])
+    assert lines == [json.dumps(r, sort_keys=True) for r in records]
+    assert avro_records == records
