@@ -66,13 +66,18 @@ class FloatChunks(Sequence):
 
 
 def avro_values(record: dict) -> dict:
-    """The record with its top-level numpy arrays as `FloatChunks` (for fastavro)."""
-    return {key: FloatChunks(value) if isinstance(value, np.ndarray) else value
+    """The record with its top-level numpy arrays as lists of floats, or as `FloatChunks` when
+    longer than CHUNK_ITEMS (for fastavro)."""
+    return {key: _avro_array(value) if isinstance(value, np.ndarray) else value
             for key, value in record.items()}
+
+
+def _avro_array(array: np.ndarray):
+    return array.tolist() if len(array) <= CHUNK_ITEMS else FloatChunks(array)
 
 
 def plain_record(record: dict) -> dict:
     """The record with plain Python values only: numpy arrays and `IndexLabels` as lists."""
     return {key: value.tolist() if isinstance(value, np.ndarray)
-            else list(value) if isinstance(value, IndexLabels) else value
+            else list(value) if type(value) is IndexLabels else value
             for key, value in record.items()}
