@@ -17,14 +17,16 @@ from ldp_telemetry.schemas.batches import ReportBatch
 
 def encode_batch(batch: ReportBatch) -> bytes:
     """(metric, slice start, [(name, dtype, shape, raw bytes) per column]) as a pickle of plain
-    values; a column of Python objects (none of the protocols has one) is pickled as is."""
+    values. A column of Python objects (none of the protocols has one) is pickled as is; a
+    structured dtype travels as its `np.dtype` (its `.str` would lose the field names)."""
     columns = []
     for name, column in batch.columns.items():
         column = np.asarray(column)
         if column.dtype.hasobject:
             columns.append((name, None, None, column))
         else:
-            columns.append((name, column.dtype.str, column.shape, column.tobytes()))
+            dtype = column.dtype if column.dtype.fields is not None else column.dtype.str
+            columns.append((name, dtype, column.shape, column.tobytes()))
     return pickle.dumps((batch.metric, batch.slice_start_ms, columns), pickle.HIGHEST_PROTOCOL)
 
 

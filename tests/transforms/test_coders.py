@@ -16,6 +16,7 @@ from ldp_telemetry.transforms.coders import ReportBatchCoder, decode_batch, enco
     {"y": np.array([0.25, -1e300, np.nan]), "up": np.array([True, False, True])},
     {"value": np.array([], dtype=np.int64)},
     {"names": np.array(["a", None], dtype=object)},
+    {"pairs": np.array([(1, 2.5), (-3, 0.0)], dtype=[("a", ">i4"), ("b", "<f8")])},
     {},
 ])
 def test_round_trip_keeps_values_dtypes_and_shapes(columns):
