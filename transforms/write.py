@@ -9,18 +9,22 @@ With `num_shards=0` each bundle writes its own shard and nothing is grouped: a w
 is made, written and dropped before the next one is made, and the job never holds every
 window's record at once. A fixed number of shards groups every batch under one key first
 (Beam's WriteImpl), which a runner such as FnApiRunner materialises whole: right for small
-records such as dead letters, wrong for large-domain estimates.
+records such as dead letters, wrong for large-domain estimates. As the number of shards is the
+runner's number of bundles, a run replaces every earlier set of shards of the same files,
+whatever its count (`ReplacesEarlierShards`), not only a set of its own count.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.io.filebasedsink import FileBasedSink
 from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import window as beam_window
 from fastavro.write import Writer
 
@@ -114,7 +118,30 @@ class BatchRecordsFn(beam.DoFn):
         self._batch, self._weight = [], 0
 
 
-class JsonLinesSink(FileBasedSink):
+class ReplacesEarlierShards(FileBasedSink):
+    """A file sink whose run deletes the shards of earlier runs with another shard count
+    (`<prefix>-SSSSS-of-MMMMM<suffix>`, M ≠ this run's N) before it renames its own into place.
+
+    Beam's sink deletes only `-of-NNNNN` files of its own count, which the rename would replace
+    anyway; with a shard per bundle the count changes from run to run, and readers of
+    `<prefix>-*` would otherwise mix an earlier run's windows into this one's. Idempotent:
+    a retried finalize finds nothing more to delete and never deletes this run's own names.
+    """
+
+    def pre_finalize(self, init_result, writer_results):
+        super().pre_finalize(init_result, writer_results)
+        num_shards = len(list(writer_results))
+        prefix, suffix = self.file_path_prefix.get(), self.file_name_suffix.get()
+        earlier = re.compile(re.escape(prefix) + r"-\d{5,}-of-(\d{5,})" + re.escape(suffix) + "$")
+        stale = [metadata.path
+                 for match in FileSystems.match([f"{prefix}-*-of-*{suffix}"])
+                 for metadata in match.metadata_list
+                 if (found := earlier.match(metadata.path)) and int(found[1]) != num_shards]
+        if stale:
+            FileSystems.delete(stale)
+
+
+class JsonLinesSink(ReplacesEarlierShards):
     """Lists of records (plain or compact) -> one JSON object per line, keys sorted, UTF-8."""
 
     def __init__(self, file_path_prefix: str, num_shards: int):
@@ -128,7 +155,7 @@ class JsonLinesSink(FileBasedSink):
                 file_handle.write(piece.encode("utf-8"))
 
 
-class AvroBatchSink(FileBasedSink):
+class AvroBatchSink(ReplacesEarlierShards):
     """Lists of records (plain or compact) -> Avro container files (fastavro, deflate): the
     same files as `beam.io.WriteToAvro` writes from single records."""
 

@@ -142,3 +142,23 @@ def test_files_hold_every_record_once_in_both_formats(tmp_path, count, num_shard
         avro_records.sort(key=lambda record: record["records"])
     assert lines == [json.dumps(r, sort_keys=True) for r in records]
     assert avro_records == records
+
+
+def test_a_run_replaces_an_earlier_run_with_another_shard_count(tmp_path):
+    """A shard per bundle: the count is the runner's, so an earlier run's shards of another count
+    must go, or readers of `<prefix>-*` would mix its records into this run's."""
+    for suffix in (".jsonl", ".avro"):
+        for index in range(3):
+            (tmp_path / f"dead_letters-{index:05d}-of-00003{suffix}").write_bytes(b"earlier")
+    (tmp_path / "dead_letters-notes.txt").write_bytes(b"kept")
+    (tmp_path / "other-00000-of-00003.jsonl").write_bytes(b"kept")
+    records = [letter(i) for i in range(5)]
+    for _ in range(2):  # the second run replaces the first run's shards of its own count
+        with beam.Pipeline() as pipeline:
+            (pipeline | beam.Create(records, reshuffle=False)
+             | WriteRecords(str(tmp_path), "dead_letters", "dead_letter", num_shards=1))
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "dead_letters-00000-of-00001.avro", "dead_letters-00000-of-00001.jsonl",
+        "dead_letters-notes.txt", "other-00000-of-00003.jsonl"]
+    lines = (tmp_path / "dead_letters-00000-of-00001.jsonl").read_text().splitlines()
+    assert lines == [json.dumps(r, sort_keys=True) for r in records]
