@@ -8,6 +8,7 @@ the accumulators plus one window being finalized and written).
 
     python benchmarks/window_memory.py --cases 100000x20 100000x200 1000000x3 4000000x2
     python benchmarks/window_memory.py --cases 100000x50 --period 1800   # sliding, 2 per report
+    python benchmarks/window_memory.py --store --cases 100000x20 1000000x3   # also to SQLite
 """
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def registry_of(d: int, estimator: str):
                                         "domain": {"size": d}, "estimator": estimator}]})
 
 
-def one(d: int, windows: int, window_s: float, period_s: float | None, estimator: str) -> dict:
+def one(d: int, windows: int, window_s: float, period_s: float | None, estimator: str,
+        store: bool) -> dict:
     registry = registry_of(d, estimator)
     protocol = registry["m"].protocol
     rng = np.random.default_rng(d + windows)
@@ -51,7 +53,8 @@ def one(d: int, windows: int, window_s: float, period_s: float | None, estimator
         write_reports(path, "m", protocol, np.arange(windows), times,
                       protocol.perturb(rng.integers(0, d, windows), rng))
         out = os.path.join(tmp, "out")
-        job = EstimateJob(registry, (path,), out, WindowSpec.from_seconds(window_s, period_s))
+        job = EstimateJob(registry, (path,), out, WindowSpec.from_seconds(window_s, period_s),
+                          store=f"sqlite:///{tmp}/store.db" if store else None)
         start = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):
             counters = run_job(job, [])
@@ -70,11 +73,12 @@ def main(argv=None) -> None:
     parser.add_argument("--window", type=float, default=3600.0, help="window length, seconds")
     parser.add_argument("--period", type=float, default=None, help="sliding period, seconds")
     parser.add_argument("--estimator", default="unbiased")
+    parser.add_argument("--store", action="store_true", help="also write a SQLite store")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one is not None:
         d, windows = map(int, args.one.split("x"))
-        print(json.dumps(one(d, windows, args.window, args.period, args.estimator)))
+        print(json.dumps(one(d, windows, args.window, args.period, args.estimator, args.store)))
         return
 
     def run(case: str) -> dict:
@@ -82,6 +86,8 @@ def main(argv=None) -> None:
                    "--window", str(args.window), "--estimator", args.estimator]
         if args.period is not None:
             command += ["--period", str(args.period)]
+        if args.store:
+            command += ["--store"]
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -93,7 +99,8 @@ def main(argv=None) -> None:
     for case in args.cases:
         d, windows = map(int, case.split("x"))
         model = job_memory_bytes(registry_of(d, args.estimator),
-                                 WindowSpec.from_seconds(args.window, args.period)) / MB
+                                 WindowSpec.from_seconds(args.window, args.period),
+                                 store=args.store) / MB
         row = run(case)
         values = d * row["windows_finalized"]
         print(f"{d:>10,} {windows:>8,} {model:>9.0f} {start_up + model:>13.0f} "

@@ -161,9 +161,9 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
     registry = load_registry(args.registry)
     windows = WindowSpec.from_seconds(args.window, args.period, args.allowed_lateness,
                                       args.early_every, args.window_offset)
-    check_memory_budget(registry, windows, getattr(args, "memory_budget",
-                                                   DEFAULT_MEMORY_BUDGET_MB))
     store = getattr(args, "store", None)
+    check_memory_budget(registry, windows, getattr(args, "memory_budget",
+                                                   DEFAULT_MEMORY_BUDGET_MB), store is not None)
     if store is not None:
         check_store_url(store)
     limits = DecodeLimits(**{field.name: getattr(args, field.name)

@@ -12,7 +12,8 @@ What a job holds beyond its start-up (interpreter, Beam, numpy: about 260 MB on 
   compressed copy. Per domain value (measured with tracemalloc and peak RSS,
   `benchmarks/window_memory.py`): `WINDOW_BYTES_PER_VALUE` for frequency oracles,
   `NUMERIC_WINDOW_BYTES_PER_VALUE` per bucket for numeric metrics (EMS, bootstrap), plus
-  `AMRP_WINDOW_BYTES` for AMRP's permutation blocks.
+  `AMRP_WINDOW_BYTES` for AMRP's permutation blocks, plus, with `--store`,
+  `STORE_BYTES_PER_VALUE` and the store sink's waiting records (`STORE_PENDING_BYTES`).
 
 Not modelled: the reports themselves, which a runner may hold while it groups them by slice
 (FnApiRunner materialises every grouped collection), and, for sliding windows in a batch run,
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from ldp_telemetry.ldp.estimators import NUMERIC
 from ldp_telemetry.ldp.registry import MetricConfig, Registry
+from ldp_telemetry.transforms.store import STORE_FLUSH_VALUES
 from ldp_telemetry.transforms.windows import WindowSpec
 
 #: Default budget (MB) for the accumulators and the window being finalized and written.
@@ -35,6 +37,14 @@ WINDOW_BYTES_PER_VALUE = 160
 #: Bytes per bucket of one numeric metric's window (EMS iterations and the bootstrap's
 #: replicates; tracemalloc: 1,110 at B = 1,024).
 NUMERIC_WINDOW_BYTES_PER_VALUE = 1_280
+#: Bytes per value of one window also written to the store (`--store`): its plain record
+#: (Python floats and label strings), its JSON text and the rows being made (peak RSS above
+#: the same job without a store: 318 at d = 10^6, `benchmarks/window_memory.py --store`).
+STORE_BYTES_PER_VALUE = 320
+#: Bytes per value of a plain record waiting in the store sink.
+PLAIN_BYTES_PER_VALUE = 200
+#: The store sink's other records waiting for a write: up to `STORE_FLUSH_VALUES` plain values.
+STORE_PENDING_BYTES = STORE_FLUSH_VALUES * PLAIN_BYTES_PER_VALUE
 #: AMRP's permutations, made in blocks of 2^20 entries whatever d (keys, orders, transforms).
 AMRP_WINDOW_BYTES = 48 * 2 ** 20
 
@@ -47,33 +57,39 @@ def accumulator_bytes(registry: Registry, windows: WindowSpec) -> dict[str, int]
     return {m.name: m.statistic_nbytes * open_per_slice for m in registry.metrics}
 
 
-def window_bytes(metric: MetricConfig) -> int:
+def window_bytes(metric: MetricConfig, store: bool = False) -> int:
     """Bytes held while one window of `metric` is finalized and written (module docstring)."""
-    per_value, fixed = _window_terms(metric)
+    per_value, fixed = _window_terms(metric, store)
     return metric.d * per_value + fixed
 
 
-def _window_terms(metric: MetricConfig) -> tuple[int, int]:
+def _window_terms(metric: MetricConfig, store: bool = False) -> tuple[int, int]:
     """(bytes per domain value, bytes whatever the domain) of `window_bytes`."""
     per_value = NUMERIC_WINDOW_BYTES_PER_VALUE if metric.kind == NUMERIC else WINDOW_BYTES_PER_VALUE
-    return per_value, AMRP_WINDOW_BYTES if metric.estimator.method == "amrp" else 0
+    fixed = AMRP_WINDOW_BYTES if metric.estimator.method == "amrp" else 0
+    if store:
+        per_value += STORE_BYTES_PER_VALUE
+        fixed += STORE_PENDING_BYTES
+    return per_value, fixed
 
 
-def job_memory_bytes(registry: Registry, windows: WindowSpec) -> int:
+def job_memory_bytes(registry: Registry, windows: WindowSpec, store: bool = False) -> int:
     """The model's total: every metric's accumulators plus the largest window working set."""
     return (sum(accumulator_bytes(registry, windows).values())
-            + max((window_bytes(m) for m in registry.metrics), default=0))
+            + max((window_bytes(m, store) for m in registry.metrics), default=0))
 
 
-def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: float) -> None:
-    """ValueError when the accumulators plus one window being finalized and written need more
-    than `budget_mb` MB, saying which metrics weigh most and what would fit."""
+def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: float,
+                        store: bool = False) -> None:
+    """ValueError when the accumulators plus one window being finalized and written (and, with
+    `store`, stored) need more than `budget_mb` MB, saying which metrics weigh most and what
+    would fit."""
     if not (budget_mb > 0 and budget_mb < float("inf")):
         raise ValueError(f"--memory-budget must be a positive number of MB, got {budget_mb}")
     if not registry.metrics:
         return
     accumulators = accumulator_bytes(registry, windows)
-    window = {m.name: window_bytes(m) for m in registry.metrics}
+    window = {m.name: window_bytes(m, store) for m in registry.metrics}
     largest_window = max(window, key=window.get)
     total, budget = sum(accumulators.values()) + window[largest_window], budget_mb * 2 ** 20
     if total <= budget:
@@ -87,15 +103,16 @@ def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: floa
     raise ValueError(
         f"the job needs {total / mb:,.0f} MB: the accumulators "
         f"{sum(accumulators.values()) / mb:,.0f} MB (statistic size x (1 + windows per slice), "
-        f"summed over {len(accumulators)} metrics) and one window being finalized and written "
+        f"summed over {len(accumulators)} metrics) and one window being finalized and written"
+        f"{' and stored' if store else ''} "
         f"{window[largest_window] / mb:,.0f} MB (the largest, {largest_window!r}); "
         f"--memory-budget is {budget_mb:,.0f} MB; largest (accumulators + window): {listing}; "
-        f"{_what_fits(registry, windows, budget, accumulators, window)}, "
+        f"{_what_fits(registry, windows, budget, accumulators, window, store)}, "
         f"or raise --memory-budget")
 
 
 def _what_fits(registry: Registry, windows: WindowSpec, budget: float,
-               accumulators: dict[str, int], window: dict[str, int]) -> str:
+               accumulators: dict[str, int], window: dict[str, int], store: bool) -> str:
     """The hint of `check_memory_budget`: windows per report, else the largest domain, that fit."""
     per_slice = sum(m.statistic_nbytes for m in registry.metrics)
     room = budget - max(window.values())
@@ -107,7 +124,7 @@ def _what_fits(registry: Registry, windows: WindowSpec, budget: float,
     metric = registry[name]
     others_accumulators = sum(accumulators.values()) - accumulators[name]
     others_window = max((window[m] for m in window if m != name), default=0)
-    per_value, fixed = _window_terms(metric)
+    per_value, fixed = _window_terms(metric, store)
     accumulator_per_value = accumulators[name] / metric.d
     # need(d) = others_accumulators + d x accumulator_per_value
     #           + max(others_window, d x per_value + fixed) <= budget

@@ -156,6 +156,26 @@ def test_one_window_beyond_the_memory_budget_is_refused_with_the_domain_that_fit
             "'big' fits with a domain of at most 6,391,320 values", "raise --memory-budget")
 
 
+def test_a_window_that_fits_but_not_with_the_store_is_refused_with_the_store(tmp_path):
+    from ldp_telemetry.ldp.registry import parse_registry
+    from ldp_telemetry.pipelines.memory import check_memory_budget
+    from ldp_telemetry.transforms.windows import WindowSpec
+    metric = {"name": "big", "protocol": "oue", "epsilon": 1.0, "domain": {"size": 10 ** 6}}
+    check_memory_budget(parse_registry({"metrics": [metric]}), WindowSpec.from_seconds(3600),
+                        300)  # without a store: 168 B x 10^6 = 160 MiB fit
+    registry = write_registry(tmp_path / "registry.json", metric)
+    (tmp_path / "r.avro").write_bytes(b"")
+    result = ldp("run", "--registry", registry, "--input", tmp_path / "r.avro", "--output",
+                 tmp_path / "out", "--window", "3600", "--memory-budget", "300",
+                 "--store", f"sqlite:///{tmp_path / 'store.db'}")
+    # With it: the statistic 8 B, the window 160 B and its stored form 320 B per value (465 MiB),
+    # plus 2^18 waiting plain values x 200 B (50 MiB); (300 MiB - 50 MiB) / 488 B = 537,180.
+    refused(result, "the job needs 515 MB",
+            "one window being finalized and written and stored 508 MB",
+            "'big' fits with a domain of at most 537,180 values")
+    assert not (tmp_path / "store.db").exists()
+
+
 # -- failure 8: every setting is validated before the first report is read --------------------
 
 def test_a_post_processing_parameter_that_overflows_is_a_registry_error(tmp_path):
