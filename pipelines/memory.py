@@ -18,7 +18,8 @@ What a job holds beyond its start-up (interpreter, Beam, numpy: about 260 MB on 
 Not modelled: the reports themselves, which a runner may hold while it groups them by slice
 (FnApiRunner materialises every grouped collection), and, for sliding windows in a batch run,
 the statistics of every window at the merge step (their number depends on the data's span).
-Each worker process of a multi-process runner needs the budget on its own.
+Each worker process of a multi-process runner needs the budget on its own, and a worker that
+runs bundles on several threads (Dataflow's) holds one window being finalized per thread.
 """
 from __future__ import annotations
 
