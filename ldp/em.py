@@ -84,8 +84,8 @@ def expectation_maximisation(channel: Channel, counts: np.ndarray, *, smoothing:
     products; the logarithms are taken only when the bounds do not settle |ΔL| < τ, so the
     iterations run are those of the rule itself. ΔL as one sum of log ratios is exact to
     rounding, where the difference of two log-likelihoods L' − L loses the digits of |L|
-    (|L| ≈ 5·10⁸ at n = 10⁸: steps of 2⁻²³ ≈ 10⁻⁷): with a τ near that floor it can stop at another
-    iteration than the difference would; at the defaults (τ ≥ 10⁻³) they agree.
+    (|L| ≈ 5·10⁸ at n = 10⁸: steps of 2⁻²³ ≈ 10⁻⁷); with a τ near that floor it can stop
+    at another iteration than the difference would; at the defaults (τ ≥ 10⁻³) they agree.
     """
     counts = np.asarray(counts, dtype=np.float64)
     if counts.shape != (channel.d_out,):
