@@ -129,8 +129,10 @@ class ReplacesEarlierShards(FileBasedSink):
     """
 
     def pre_finalize(self, init_result, writer_results):
+        writer_results = list(writer_results)
         super().pre_finalize(init_result, writer_results)
-        num_shards = len(list(writer_results))
+        # The finalize step adds empty shards up to the sink's count (at least one).
+        num_shards = max(len(writer_results), self.num_shards or 1)
         prefix, suffix = self.file_path_prefix.get(), self.file_name_suffix.get()
         earlier = re.compile(re.escape(prefix) + r"-\d{5,}-of-(\d{5,})" + re.escape(suffix) + "$")
         stale = [metadata.path

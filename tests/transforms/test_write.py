@@ -144,7 +144,9 @@ def test_files_hold_every_record_once_in_both_formats(tmp_path, count, num_shard
     assert avro_records == records
 
 
-def test_a_run_replaces_an_earlier_run_with_another_shard_count(tmp_path):
+@pytest.mark.parametrize("num_shards", [0, 1])
+@pytest.mark.parametrize("count", [0, 5])
+def test_a_run_replaces_an_earlier_run_with_another_shard_count(tmp_path, count, num_shards):
     """A shard per bundle: the count is the runner's, so an earlier run's shards of another count
     must go, or readers of `<prefix>-*` would mix its records into this run's."""
     for suffix in (".jsonl", ".avro"):
@@ -152,11 +154,11 @@ def test_a_run_replaces_an_earlier_run_with_another_shard_count(tmp_path):
             (tmp_path / f"dead_letters-{index:05d}-of-00003{suffix}").write_bytes(b"earlier")
     (tmp_path / "dead_letters-notes.txt").write_bytes(b"kept")
     (tmp_path / "other-00000-of-00003.jsonl").write_bytes(b"kept")
-    records = [letter(i) for i in range(5)]
+    records = [letter(i) for i in range(count)]
     for _ in range(2):  # the second run replaces the first run's shards of its own count
-        with beam.Pipeline() as pipeline:
+        with beam.Pipeline() as pipeline:  # one bundle here: one shard (an empty one if none)
             (pipeline | beam.Create(records, reshuffle=False)
-             | WriteRecords(str(tmp_path), "dead_letters", "dead_letter", num_shards=1))
+             | WriteRecords(str(tmp_path), "dead_letters", "dead_letter", num_shards=num_shards))
     assert sorted(path.name for path in tmp_path.iterdir()) == [
         "dead_letters-00000-of-00001.avro", "dead_letters-00000-of-00001.jsonl",
         "dead_letters-notes.txt", "other-00000-of-00003.jsonl"]
