@@ -85,7 +85,6 @@ def test_the_store_sink_writes_before_a_bundle_of_large_windows_is_held_whole():
     assert sink._store.calls == [4, 4, 2]
 
 
-
 def letter(i: int, report: str | None = None) -> dict:
     return {"source": f"f{i}.avro", "reason": "undecodable", "detail": "é ✓ NaN", "records": i,
             "report": report, "report_bytes": None if report is None else len(report)}
