@@ -1,15 +1,17 @@
 """Packaging of ldp-telemetry.
 
 One import name is installed, `ldp_telemetry`; its subpackages are the folders at the top of the
-repository (`ldp/` the Beam-free mathematics, `schemas/`, `transforms/`, `pipelines/`,
-`runners/`), mapped with `package_dir`. `ldp_telemetry` itself is a namespace package (it has no
-`__init__.py`), so no folder of the checkout can stand in for the installed package: code and
-tests always import what was installed.
+repository (`ldp/` the Beam-free mathematics, `output/` the Beam-free output contract,
+`schemas/`, `transforms/`, `pipelines/`, `runners/`, `store/`, `dashboard/`), mapped with
+`package_dir`. `ldp_telemetry` itself is a namespace package (it has no `__init__.py`), so no
+folder of the checkout can stand in for the installed package: code and tests always import what
+was installed.
 """
 from setuptools import setup
 
 SUBPACKAGES = {
     "ldp": ["ldp", "ldp.protocols"],
+    "output": ["output"],
     "schemas": ["schemas"],
     "transforms": ["transforms"],
     "pipelines": ["pipelines"],
@@ -19,7 +21,7 @@ SUBPACKAGES = {
 }
 
 packages, package_dir = [], {}
-for folder, names in SUBPACKAGES.items():
+for names in SUBPACKAGES.values():
     for name in names:
         packages.append(f"ldp_telemetry.{name}")
         package_dir[f"ldp_telemetry.{name}"] = name.replace(".", "/")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE_FOLDERS = ("ldp", "schemas", "transforms", "pipelines", "runners", "store", "dashboard")
+PACKAGE_FOLDERS = ("ldp", "output", "schemas", "transforms", "pipelines", "runners", "store", "dashboard")
 
 
 def installed_files(tmp_path) -> list[str]:

@@ -1,0 +1,53 @@
+"""Event time as text and as integer epoch milliseconds, and the span of valid event times.
+
+Every time in an output record is ISO-8601 UTC text with a trailing ``Z``: whole seconds, and
+milliseconds only when there are some (``2024-03-01T00:00:00Z``, ``2024-03-01T00:00:00.250Z``).
+Inside the job times are integer milliseconds since the Unix epoch.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+#: Valid event times are [EVENT_TIME_MIN_MS, EVENT_TIME_END_MS) = [1970-01-01, 2200-01-01) UTC:
+#: a report outside it is a dead letter (`invalid_event_time`).
+EVENT_TIME_MIN_MS = 0
+EVENT_TIME_END_MS = 7_258_118_400_000
+#: The same span as text, for messages.
+EVENT_TIME_SPAN_TEXT = "[1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)"
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def iso_from_ms(epoch_ms: int) -> str:
+    """Epoch milliseconds -> ISO-8601 UTC text (milliseconds shown only when not zero)."""
+    seconds, ms = divmod(int(epoch_ms), 1000)
+    text = (_EPOCH + dt.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{ms:03d}Z" if ms else f"{text}Z"
+
+
+def ms_from_iso(text: str) -> int:
+    """ISO-8601 text (UTC when it names no offset; a trailing ``Z`` allowed) -> epoch
+    milliseconds, rounded down. ValueError when `text` is not ISO-8601."""
+    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def datetime_from_ms(epoch_ms: int) -> dt.datetime:
+    """Epoch milliseconds -> an aware UTC datetime."""
+    return _EPOCH + dt.timedelta(milliseconds=int(epoch_ms))
+
+
+def now_iso() -> str:
+    """The wall-clock time now as ISO-8601 UTC text, always with milliseconds."""
+    now_ms = time.time_ns() // 1_000_000
+    text = iso_from_ms(now_ms)
+    return text if now_ms % 1000 else text[:-1] + ".000Z"
+
+
+def is_valid_event_time(epoch_ms: int) -> bool:
+    """True when `epoch_ms` lies in [EVENT_TIME_MIN_MS, EVENT_TIME_END_MS)."""
+    return EVENT_TIME_MIN_MS <= epoch_ms < EVENT_TIME_END_MS
