@@ -29,9 +29,10 @@ from __future__ import annotations
 import numpy as np
 
 from ldp_telemetry.ldp.estimators import (NUMERIC, EstimatorMethod, EstimatorOutput, Parameter,
-                                          is_positive_int, is_positive_number, register)
+                                          register)
 from ldp_telemetry.ldp.protocols.hh import BRANCHING
 from ldp_telemetry.ldp.uncertainty import BOOTSTRAP_PARAMETERS
+from ldp_telemetry.ldp.validation import is_positive_int, is_positive_number
 
 #: Most ADMM iterations a registry may ask for (each costs O(nodes) numpy work).
 MAX_ADMM_ITERATIONS = 100_000

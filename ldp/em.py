@@ -31,8 +31,9 @@ import numpy as np
 
 from ldp_telemetry.ldp.channels import Channel
 from ldp_telemetry.ldp.estimators import (NUMERIC, EstimatorMethod, EstimatorOutput, Parameter,
-                                          is_positive_int, is_positive_number, register)
+                                          register)
 from ldp_telemetry.ldp.uncertainty import BOOTSTRAP_PARAMETERS
+from ldp_telemetry.ldp.validation import is_positive_int, is_positive_number
 
 #: Largest number of EM iterations a registry may ask for (each is O(d + d̃)).
 MAX_ITERATIONS_LIMIT = 1_000_000

@@ -87,19 +87,6 @@ def load_methods() -> dict[str, EstimatorMethod]:
     return METHODS
 
 
-def is_positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def is_nonnegative_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def is_positive_number(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and bool(np.isfinite(value)) and value > 0)
-
-
 @dataclass(frozen=True)
 class EstimatorSpec:
     """A validated method and its parameters, defaults filled in."""
