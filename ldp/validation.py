@@ -1,6 +1,8 @@
-"""Type checks shared by every validator of user-given values (registry fields, parameters,
-limits, records read back). JSON and YAML give `True` where a number was meant, and Python's
-`bool` is an `int`: these checks never accept a bool as a number."""
+"""Checks shared by every validator of user-given values (registry fields, parameters, limits,
+records read back, event times).
+
+JSON and YAML give `True` where a number was meant, and Python's `bool` is an `int`: these checks
+never accept a bool as a number."""
 from __future__ import annotations
 
 import math
@@ -34,3 +36,17 @@ def is_nonnegative_int(value: Any) -> bool:
 def is_positive_number(value: Any) -> bool:
     """A finite number > 0."""
     return is_finite_number(value) and value > 0
+
+
+#: Valid event times are [EVENT_TIME_MIN_MS, EVENT_TIME_END_MS) = [1970-01-01, 2200-01-01) UTC in
+#: epoch milliseconds: a report outside it is a dead letter (`invalid_event_time`), a registry's
+#: `not_before` must lie in it, and no window, period or lateness is longer than the span.
+EVENT_TIME_MIN_MS = 0
+EVENT_TIME_END_MS = 7_258_118_400_000
+#: The same span as text, for messages.
+EVENT_TIME_SPAN_TEXT = "[1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)"
+
+
+def is_valid_event_time(epoch_ms: Any) -> bool:
+    """An integer number of epoch milliseconds in [EVENT_TIME_MIN_MS, EVENT_TIME_END_MS)."""
+    return is_int(epoch_ms) and EVENT_TIME_MIN_MS <= epoch_ms < EVENT_TIME_END_MS

@@ -1,4 +1,4 @@
-"""Event time as text and as integer epoch milliseconds, and the span of valid event times.
+"""Event time as text and as integer epoch milliseconds.
 
 Every time in an output record is ISO-8601 UTC text with a trailing ``Z``: whole seconds, and
 milliseconds only when there are some (``2024-03-01T00:00:00Z``, ``2024-03-01T00:00:00.250Z``).
@@ -8,13 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-
-#: Valid event times are [EVENT_TIME_MIN_MS, EVENT_TIME_END_MS) = [1970-01-01, 2200-01-01) UTC:
-#: a report outside it is a dead letter (`invalid_event_time`).
-EVENT_TIME_MIN_MS = 0
-EVENT_TIME_END_MS = 7_258_118_400_000
-#: The same span as text, for messages.
-EVENT_TIME_SPAN_TEXT = "[1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)"
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -46,8 +39,3 @@ def now_iso() -> str:
     now_ms = time.time_ns() // 1_000_000
     text = iso_from_ms(now_ms)
     return text if now_ms % 1000 else text[:-1] + ".000Z"
-
-
-def is_valid_event_time(epoch_ms: int) -> bool:
-    """True when `epoch_ms` lies in [EVENT_TIME_MIN_MS, EVENT_TIME_END_MS)."""
-    return EVENT_TIME_MIN_MS <= epoch_ms < EVENT_TIME_END_MS
