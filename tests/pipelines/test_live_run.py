@@ -24,7 +24,8 @@ from ldp_telemetry.pipelines.follow import CHECKPOINT, WatermarkPolicy
 from ldp_telemetry.pipelines.live import STATUS, LiveConfig, run_live
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.store import open_store
-from ldp_telemetry.transforms.pane_log import LATEST, read_pane_log
+from ldp_telemetry.output.layout import LATEST
+from ldp_telemetry.output.reader import read_pane_log
 from ldp_telemetry.transforms.windows import WindowSpec
 
 T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z, ms
