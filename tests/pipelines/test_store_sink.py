@@ -14,7 +14,8 @@ from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.store import open_store
-from ldp_telemetry.store.records import UNATTRIBUTED_MS, iso_to_ms
+from ldp_telemetry.output.times import ms_from_iso
+from ldp_telemetry.store.records import UNATTRIBUTED_MS
 from ldp_telemetry.transforms.windows import WindowSpec
 
 HOUR = 3_600_000
@@ -81,7 +82,7 @@ def test_the_store_holds_the_jobs_windows_and_its_dead_letters_per_window(tmp_pa
         rows = store._query("SELECT COUNT(*) FROM ldp_rejects WHERE slice_start_ms = ?",
                             (UNATTRIBUTED_MS,))
         assert rows == [(1,)]
-    assert iso_to_ms(estimates[0]["window_start"]) % HOUR == 0
+    assert ms_from_iso(estimates[0]["window_start"]) % HOUR == 0
 
 
 def test_ldp_run_takes_a_store_url_and_refuses_a_bad_one_before_reading(tmp_path, capsys):
