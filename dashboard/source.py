@@ -23,7 +23,7 @@ from ldp_telemetry.ldp.validation import is_int
 from ldp_telemetry.output.bands import band95, half_width95
 from ldp_telemetry.output.layout import PANE_LOG, WindowKey, window_key
 from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS, Reason
-from ldp_telemetry.output.records import pane_of
+from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.output.tail import OutputTail
 from ldp_telemetry.store.records import dead_letter_origin
 

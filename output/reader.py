@@ -150,6 +150,13 @@ def record_problem(record) -> str | None:
     return None
 
 
+def pane_of(record: Mapping) -> dict:
+    """The record's pane, defaulting to one ON_TIME pane (a record without one is a batch one)."""
+    pane = record.get("pane") or {}
+    return {"timing": pane.get("timing", "ON_TIME"), "index": int(pane.get("index", 0)),
+            "is_last": bool(pane.get("is_last", False))}
+
+
 # -- a live run's pane log ------------------------------------------------------------------------
 
 def read_pane_log(output_dir: str) -> list[dict]:

@@ -8,8 +8,6 @@ metric and absent from records written before they existed.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 
 from ldp_telemetry.ldp.estimation import smallest_resolvable
@@ -82,13 +80,6 @@ def support_facts(config, n: int) -> dict:
     p_star, q_star = float(config.protocol.p_star), float(config.protocol.q_star)
     return {"p_star": p_star, "q_star": q_star,
             "smallest_resolvable": smallest_resolvable(p_star, q_star, int(n))}
-
-
-def pane_of(record: Mapping) -> dict:
-    """The record's pane, defaulting to one ON_TIME pane (a record without one is a batch one)."""
-    pane = record.get("pane") or {}
-    return {"timing": pane.get("timing", "ON_TIME"), "index": int(pane.get("index", 0)),
-            "is_last": bool(pane.get("is_last", False))}
 
 
 def _labels(config):

@@ -15,7 +15,7 @@ from apache_beam.pvalue import PDone
 
 from ldp_telemetry.ldp.errors import StoreError
 from ldp_telemetry.output.bands import band95
-from ldp_telemetry.output.records import pane_of
+from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.store.records import reject_slice
 from ldp_telemetry.store.sql import SCHEMES, STORE_FIELD, SUPPORT_COLUMNS, open_store
 

@@ -11,7 +11,8 @@ import pytest
 from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.output.bands import Z95, band95, half_width95
-from ldp_telemetry.output.records import BATCH_PANE, pane_of, window_estimate_record
+from ldp_telemetry.output.reader import pane_of
+from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.output.text import format_numeric, format_pane, format_top
 from ldp_telemetry.output.times import iso_from_ms, ms_from_iso
 
