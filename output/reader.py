@@ -186,11 +186,11 @@ def _entry(raw: bytes, where: str) -> dict:
 
 def pane_entry_problem(entry) -> str | None:
     """Why a decoded JSON value is not a pane-log entry, or None. An entry holds `metric`,
-    `window_start`, `window_end` (ISO-8601), `pane` (with an integer `index`), `n` and the
-    pane file's `path` relative to the output folder."""
+    `window_start`, `window_end` (ISO-8601), `pane` (with an integer `index`), the integer `n`
+    and the pane file's `path` relative to the output folder (checked when it is read)."""
     if not isinstance(entry, dict):
         return f"a JSON {type(entry).__name__}, not an object"
-    for field in ("metric", "window_start", "window_end", "path"):
+    for field in ("metric", "window_start", "window_end"):
         if not isinstance(entry.get(field), str):
             return f"field {field!r} is missing or not a str"
     try:
@@ -199,6 +199,8 @@ def pane_entry_problem(entry) -> str | None:
         return "its window bounds are not ISO-8601 times"
     if not isinstance(entry.get("pane"), dict) or not is_int(entry["pane"].get("index")):
         return "field 'pane' has no integer 'index'"
+    if not is_int(entry.get("n")):
+        return "field 'n' is missing or not a int"
     return None
 
 
@@ -227,7 +229,7 @@ def read_pane(output_dir: str, entry: Mapping) -> dict:
     """The window-estimate record a pane-log entry names; InputError when it cannot be read."""
     path = pane_file(output_dir, entry)
     if path is None:
-        raise InputError(f"{os.path.join(output_dir, PANE_LOG)} names a pane file outside "
+        raise InputError(f"{os.path.join(output_dir, PANE_LOG)} names no pane file inside "
                          f"{output_dir}: {entry.get('path')!r}", OUTPUT_FIELD)
     try:
         with open(path, "rb") as handle:

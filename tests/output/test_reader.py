@@ -67,15 +67,15 @@ def test_problems_in_the_output_are_input_errors_naming_the_place(tmp_path):
         read_estimates(str(tmp_path))
     assert caught.value.field == "output"
     write_pane(tmp_path, record(), relative="../outside.json")
-    with pytest.raises(InputError, match="names a pane file outside"):
+    with pytest.raises(InputError, match="names no pane file inside"):
         read_estimates(str(tmp_path))
     (tmp_path / PANE_LOG).write_text(json.dumps({"metric": "m"}) + "\n")
     with pytest.raises(InputError, match=f"{PANE_LOG} line 1: not a pane-log entry: field "
                                          "'window_start' is missing"):
         read_estimates(str(tmp_path))
-    write_pane(tmp_path / "x", {**record(), "n": "ten"})
-    with pytest.raises(InputError, match="not a window estimate: field 'n' is missing or not "
-                                         "a int"):
+    write_pane(tmp_path / "x", {**record(), "epsilon": "one"})
+    with pytest.raises(InputError, match="json: not a window estimate: field 'epsilon' is "
+                                         "missing or not a number"):
         read_estimates(str(tmp_path / "x"))
 
 

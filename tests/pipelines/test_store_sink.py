@@ -8,13 +8,15 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ldp_telemetry.ldp.registry import load_registry
+from ldp_telemetry.output.bands import band95
+from ldp_telemetry.output.times import ms_from_iso
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.store import open_store
-from ldp_telemetry.output.times import ms_from_iso
 from ldp_telemetry.store.records import UNATTRIBUTED_MS
 from ldp_telemetry.transforms.windows import WindowSpec
 
@@ -71,6 +73,10 @@ def test_the_store_holds_the_jobs_windows_and_its_dead_letters_per_window(tmp_pa
         for window in stored:
             assert window.pop("late_reports") == 0  # one ON_TIME pane each
             window.pop("pane_seq")
+            bands = [band95(e, s) for e, s in zip(window["estimate"], window["std_error"],
+                                                  strict=True)]
+            assert window.pop("lower95") == pytest.approx([low for low, _ in bands])
+            assert window.pop("upper95") == pytest.approx([high for _, high in bands])
         key = lambda r: (r["metric"], r["window_start"])  # noqa: E731
         assert sorted(stored, key=key) == sorted(estimates, key=key)
         hours = [(T0 + k * HOUR, T0 + (k + 1) * HOUR) for k in range(3)]
