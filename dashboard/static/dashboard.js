@@ -25,7 +25,6 @@
   function shortTime(iso) {
     return String(iso).replace("T", " ").replace(/:00(\.000)?Z$/, "").replace(/ 00:00$/, "").replace(/Z$/, "");
   }
-  function sum(values) { var t = 0; for (var i = 0; i < values.length; i++) { t += values[i]; } return t; }
   function rejectTotal(w) { var t = 0; for (var r in (w.rejects || {})) { t += w.rejects[r]; } return t; }
   /* The 95% band of value i of a window: {low, high, half}; the estimate itself without one. */
   function band(w, i) {
