@@ -2,8 +2,8 @@
 are `ldp_telemetry.output.reasons.Reason`)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
