@@ -34,7 +34,7 @@ from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
 from ldp_telemetry.pipelines.follow import WatermarkPolicy
 from ldp_telemetry.pipelines.live import STATUS, LiveConfig, run_live
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.transforms.pane_log import read_pane_log
+from ldp_telemetry.output.reader import read_pane_log
 from ldp_telemetry.transforms.windows import WindowSpec
 
 T0 = 1_709_251_200_000

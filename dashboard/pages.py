@@ -6,23 +6,29 @@ loads nothing but its own `static/dashboard.css` and `static/dashboard.js`, draw
 """
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import math
-import re
+from urllib.parse import quote
 
-from ldp_telemetry.store.records import describe_window
+from ldp_telemetry.output.bands import Z95
+from ldp_telemetry.output.layout import metric_segment
 
 #: Values listed in the top-k chart of a metric page.
 DEFAULT_TOP_K = 5
+PAGE_PREFIX, PAGE_SUFFIX = "metric-", ".html"
 
 
 def metric_page_name(metric: str) -> str:
-    """The file name of a metric's page: readable, safe in a URL and a file system, unique."""
-    readable = re.sub(r"[^A-Za-z0-9._-]", "_", metric)[:60]
-    digest = hashlib.sha1(metric.encode("utf-8")).hexdigest()[:8]
-    return f"metric-{readable}-{digest}.html"
+    """The file name of a metric's page, `metric-<segment>.html`: the metric's name encoded by
+    `output.layout.metric_segment`, so two metrics never share a page and the name is safe in a
+    file system. Its `%` escapes are part of the name: link to it with `metric_page_link`."""
+    return f"{PAGE_PREFIX}{metric_segment(metric)}{PAGE_SUFFIX}"
+
+
+def metric_page_link(metric: str) -> str:
+    """The relative URL of a metric's page: its file name URL-quoted (`%` -> `%25`)."""
+    return quote(metric_page_name(metric), safe="")
 
 
 def finite(value):
@@ -76,7 +82,7 @@ def index_page(summaries: list[dict], unattributed: dict[tuple[str, str], int],
     rows = []
     for s in summaries:
         rows.append(
-            f'<tr><td><a href="{html.escape(metric_page_name(s["metric"]))}">'
+            f'<tr><td><a href="{html.escape(metric_page_link(s["metric"]))}">'
             f'{html.escape(s["metric"])}</a></td>'
             f'<td>{html.escape(str(s["protocol"]))}</td><td class="num">{s["epsilon"]:g}</td>'
             f'<td class="num">{s["windows"]:,}</td>'
@@ -109,42 +115,52 @@ def index_page(summaries: list[dict], unattributed: dict[tuple[str, str], int],
 
 def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live: bool,
                 top_k: int = DEFAULT_TOP_K, poll_ms: int = 2000) -> str:
-    """One metric: a header (protocol, ε, p*, q*, estimator, post-processing) and the data the
-    script draws (top-k over windows, the selected window's distribution, accounting)."""
+    """One metric: a header (protocol, ε, domain, p*, q*, estimator, post-processing) and the
+    data the script draws (top-k over windows, the selected window's distribution,
+    accounting), from `windows` as a source gives them (`dashboard.source`)."""
     latest = windows[-1] if windows else {"metric": metric}
-    facts = describe_window(latest) if windows else {}
+    d = len(latest.get("labels") or latest.get("estimate") or ())
     estimator = latest.get("estimator") or {}
     iterations = estimator.get("iterations")
     estimator_text = (html.escape(str(estimator.get("method", "—")))
                       + html.escape(_params(estimator))
                       + (f", {iterations} iterations" if iterations is not None else ""))
     postprocess = latest.get("postprocess") or {}
+    postprocess_text = (html.escape(str(postprocess.get("method", "—")))
+                        + html.escape(_params(postprocess)))
+    status = "live" if live else "static export"
+    top_hint = f"estimate, 95% band (± {Z95:.2f} standard errors); click a window"
     header = f"""<header class="top">
 <p class="crumbs"><a href="index.html">← all metrics</a></p>
 <h1>{html.escape(metric)}</h1>
 <dl class="facts">
 <div><dt>protocol</dt><dd>{html.escape(str(latest.get("protocol", "—")))}</dd></div>
 <div><dt>ε</dt><dd>{_number(latest.get("epsilon"))}</dd></div>
-<div><dt>domain</dt><dd>{facts.get("d", 0):,} values</dd></div>
-<div><dt>p*</dt><dd>{_number(facts.get("p_star"))}</dd></div>
-<div><dt>q*</dt><dd>{_number(facts.get("q_star"))}</dd></div>
+<div><dt>domain</dt><dd>{d:,} values</dd></div>
+<div><dt>p*</dt><dd>{_number(latest.get("p_star"))}</dd></div>
+<div><dt>q*</dt><dd>{_number(latest.get("q_star"))}</dd></div>
 <div><dt>estimator</dt><dd>{estimator_text}</dd></div>
-<div><dt>post-processing</dt><dd>{html.escape(str(postprocess.get("method", "—")))}{html.escape(_params(postprocess))}</dd></div>
+<div><dt>post-processing</dt><dd>{postprocess_text}</dd></div>
 </dl>
-<p class="source">windows from <code>{html.escape(source)}</code> · <span id="status">{"live" if live else "static export"}</span></p>
+<p class="source">windows from <code>{html.escape(source)}</code> ·
+<span id="status">{status}</span></p>
 </header>"""
     data = {"metric": metric, "windows": windows, "cursor": cursor, "live": live,
             "top_k": top_k, "poll_ms": poll_ms}
     body = f"""{header}
 <main>
-<section class="card"><h2>Top {top_k} values over windows <span class="hint">estimate, 95% band (± 1.96 standard errors); click a window</span></h2>
+<section class="card">
+<h2>Top {top_k} values over windows <span class="hint">{top_hint}</span></h2>
 <div id="topk" class="chart"></div><div id="topk-legend" class="legend"></div></section>
 <section class="card"><h2>Window <select id="window-select" aria-label="window"></select></h2>
 <dl class="facts small" id="window-facts"></dl>
 <div id="distribution" class="chart wide"></div>
-<details open><summary>Values of this window</summary><div id="values" class="scroll"></div></details>
+<details open><summary>Values of this window</summary>
+<div id="values" class="scroll"></div></details>
 </section>
-<section class="card"><h2>Reports per window <span class="hint">n counted (late part shaded), rejected by reason</span></h2>
+<section class="card">
+<h2>Reports per window
+<span class="hint">n counted (late part shaded), rejected by reason</span></h2>
 <div id="accounting" class="chart"></div><div id="accounting-table" class="scroll"></div></section>
 </main>
 <script id="ldp-data" type="application/json">{embedded_json(data)}</script>

@@ -1,7 +1,8 @@
 """Serve the dashboard on a local address, or export its pages as static files.
 
     GET /                                 the index of metrics
-    GET /metric-<name>-<hash>.html        one metric's page (see pages.metric_page_name)
+    GET /metric-<segment>.html            one metric's page (pages.metric_page_name, requested
+                                          URL-quoted as pages.metric_page_link links to it)
     GET /static/dashboard.{js,css}        the page's script and style, from this package
     GET /api/windows?metric=M&since=C     {"cursor": C', "windows": [...]}: the windows of M
                                           whose latest pane or rejects changed after cursor C
@@ -18,10 +19,12 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
-from ldp_telemetry.dashboard.pages import (DEFAULT_TOP_K, embedded_json, finite, index_page,
-                                           metric_page, metric_page_name, metric_summary)
+from ldp_telemetry.dashboard.pages import (DEFAULT_TOP_K, PAGE_PREFIX, PAGE_SUFFIX,
+                                           embedded_json, finite, index_page, metric_page,
+                                           metric_page_name, metric_summary)
+from ldp_telemetry.ldp.errors import ConfigError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8050
@@ -43,7 +46,7 @@ class Dashboard:
 
     def __init__(self, source, top_k: int = DEFAULT_TOP_K, poll_ms: int = 2000):
         if top_k < 1:
-            raise ValueError(f"--top must be at least 1, got {top_k}")
+            raise ConfigError(f"top must be at least 1, got {top_k}", "top")
         self.source = source
         self.top_k = top_k
         self.poll_ms = poll_ms
@@ -63,6 +66,7 @@ class Dashboard:
                            self.top_k, self.poll_ms)
 
     def metric_of_page(self, name: str) -> str | None:
+        """The metric whose page file is called `name` (already URL-unquoted), or None."""
         for metric in self.source.metrics():
             if metric_page_name(metric) == name:
                 return metric
@@ -108,8 +112,8 @@ def make_server(dashboard: Dashboard, host: str = DEFAULT_HOST, port: int = DEFA
                 return self._send(static_file(name), STATIC_FILES[name])
             if path == "/api/windows":
                 return self._windows(parse_qs(url.query))
-            if path.startswith("/metric-") and path.endswith(".html"):
-                metric = dashboard.metric_of_page(path[1:])
+            if path.startswith("/" + PAGE_PREFIX) and path.endswith(PAGE_SUFFIX):
+                metric = dashboard.metric_of_page(unquote(path[1:]))
                 if metric is not None:
                     return self._send(dashboard.page(metric, live=True).encode(),
                                       "text/html; charset=utf-8")
@@ -145,7 +149,8 @@ def make_server(dashboard: Dashboard, host: str = DEFAULT_HOST, port: int = DEFA
 
 
 def serve_in_thread(dashboard: Dashboard, host: str = DEFAULT_HOST, port: int = 0):
-    """Start a server in a daemon thread; returns (server, its base URL). Stop: server.shutdown()."""
+    """Start a server in a daemon thread; returns (server, its base URL).
+    Stop it with server.shutdown()."""
     server = make_server(dashboard, host, port)
     thread = threading.Thread(target=server.serve_forever, name="ldp-dashboard", daemon=True)
     thread.start()

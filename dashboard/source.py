@@ -1,40 +1,57 @@
 """Where the dashboard reads windows from: an estimate store, or a job's output folder.
 
 Both give the same view of a metric: the latest pane of each window (the window-estimate record)
-with its accounting added — `late_reports` (reports counted after the ON_TIME pane, None before
-one), `rejects` ({reason: records} of dead letters whose event time falls in the window) and
-`smallest_resolvable` (2 standard errors at frequency 0 at the window's n, None when the
-protocol has no p*/q*) — and a `since` cursor: `windows(metric, since)` returns only the windows
-whose pane or rejects changed after `since`, so a page that follows a live run never re-reads
-the whole history.
+with what a page draws added, computed here once so that the page's script computes nothing:
+
+* `lower95`, `upper95`, `half95`: per value, the 95% band and its half width
+  (`ldp_telemetry.output.bands`; a store source sends the bands the store saved);
+* `p_star`, `q_star`, `smallest_resolvable`: as the record (or the store's columns) gives them,
+  None when it has none;
+* `late_reports` (reports counted after the ON_TIME pane, None before one) and `rejects`
+  ({reason: records} of dead letters whose event time falls in the window).
+
+A `since` cursor: `windows(metric, since)` returns only the windows whose pane or rejects changed
+after `since`, so a page that follows a live run never re-reads the whole history.
 """
 from __future__ import annotations
 
-import glob
-import json
 import os
 import threading
 
-from ldp_telemetry.store.records import dead_letter_origin, describe_window, pane_of, window_key
+from ldp_telemetry.ldp.errors import ConfigError, InputError
+from ldp_telemetry.ldp.validation import is_int
+from ldp_telemetry.output.bands import band95, half_width95
+from ldp_telemetry.output.layout import PANE_LOG, WindowKey, window_key
+from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS, Reason
+from ldp_telemetry.output.reader import pane_of
+from ldp_telemetry.output.tail import OutputTail
+from ldp_telemetry.store.records import dead_letter_origin
 
 #: A page shows at most this many windows of a metric (the latest ones).
 MAX_WINDOWS_PER_PAGE = 2000
-
-#: Longest line of a JSON-lines file, or pane file, the folder source reads (longer: skipped).
-MAX_LINE_BYTES = 64 * 1024 * 1024
-
-#: A live run's append-only pane index, and its log of too-late reports per window.
-PANE_LOG = "panes.log"
-TOO_LATE_LOG = "too_late.jsonl"
+#: Facts of the metric's protocol a record may carry (None when it does not).
+SUPPORT_FIELDS = ("p_star", "q_star", "smallest_resolvable")
 
 
-def _view(record: dict, late_reports, rejects: dict, seq: int) -> dict:
+def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, upper: list
+          ) -> dict:
     view = dict(record)
+    for name in SUPPORT_FIELDS:
+        view.setdefault(name, None)
     view["late_reports"] = late_reports
     view["rejects"] = dict(sorted(rejects.items()))
-    view["smallest_resolvable"] = describe_window(record)["smallest_resolvable"]
     view["pane_seq"] = seq
+    view["lower95"], view["upper95"] = lower, upper
+    view["half95"] = [half_width95(error) for error in record.get("std_error") or ()]
     return view
+
+
+def _bands(record: dict) -> tuple[list, list]:
+    """The 95% band of each value of a record: (lower bounds, upper bounds)."""
+    errors = record.get("std_error") or [None] * len(record["estimate"])
+    bands = [band95(value, error) for value, error in zip(record["estimate"], errors,
+                                                          strict=False)]
+    return [low for low, _ in bands], [high for _, high in bands]
 
 
 class StoreSource:
@@ -60,7 +77,9 @@ class StoreSource:
         for record in records:
             late = record.pop("late_reports")
             seq = record.pop("pane_seq")
-            views.append(_view(record, late, rejects.get(window_key(record)[1:], {}), seq))
+            lower, upper = record.pop("lower95"), record.pop("upper95")
+            views.append(_view(record, late, rejects.get(window_key(record)[1:], {}), seq,
+                               lower, upper))
         return cursor, views
 
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
@@ -72,77 +91,59 @@ class StoreSource:
 
 
 class FolderSource:
-    """Windows from a job's output folder, followed while a job writes it:
-
-    * a batch job's `estimates-*.jsonl` and `dead_letters-*.jsonl` (in the folder or below it);
-    * a live run's `panes.log` (one JSON line per pane written, whose `path` names the pane's
-      record file, relative to the folder), its `dead_letters/*.jsonl` and its `too_late.jsonl`
-      (the cumulative count of reports dropped as too late per window, shown as the reject
-      reason `too_late`).
-
-    Each refresh reads only the complete lines appended since the last one, and new files as
-    they appear. The cursor counts the changes seen.
+    """Windows from a job's output folder, followed while a job writes it (what it reads:
+    `ldp_telemetry.output.tail`). A live run's too-late counts per window are shown as the
+    reject reason `too_late`. The cursor counts the changes seen.
     """
 
     def __init__(self, output_dir: str):
         if not os.path.isdir(output_dir):
-            raise ValueError(f"output folder {output_dir!r} does not exist")
+            raise InputError(f"output folder {output_dir!r} does not exist", "output")
         self.description = output_dir
-        self._folder = output_dir
-        self._root = os.path.realpath(output_dir)
+        self._tail = OutputTail(output_dir)
         self._lock = threading.Lock()
-        self._offsets: dict[str, int] = {}
         self._seq = 0
-        self._latest: dict[tuple[str, int, int], dict] = {}  # window key -> latest record
-        self._changed: dict[tuple[str, int, int], int] = {}  # window key -> seq of last change
-        self._n_on_time: dict[tuple[str, int, int], int] = {}
-        self._too_late: dict[tuple[str, int, int], int] = {}
+        self._latest: dict[WindowKey, dict] = {}  # window -> latest record
+        self._changed: dict[WindowKey, int] = {}  # window -> seq of its last change
+        self._n_on_time: dict[WindowKey, int] = {}
+        self._too_late: dict[WindowKey, int] = {}
         # metric -> {(reason, event time ms or None): records}
         self._dead: dict[str, dict[tuple[str, int | None], int]] = {}
-        self._windows_of: dict[str, set[tuple[str, int, int]]] = {}  # metric -> window keys
+        self._windows_of: dict[str, set[WindowKey]] = {}  # metric -> its windows
         self.refresh()
-        if not self._offsets:
-            raise ValueError(f"no estimates-*.jsonl, dead_letters-*.jsonl or {PANE_LOG} in "
-                             f"{output_dir!r}")
+        if not self._tail.found:
+            raise InputError(f"no estimates-*.jsonl, dead_letters-*.jsonl or {PANE_LOG} in "
+                             f"{output_dir!r}", "output")
 
     def refresh(self) -> None:
         """Read what was appended to the output files since the last refresh."""
-        folder = self._folder
         with self._lock:
-            for entry in self._new_lines(os.path.join(folder, PANE_LOG)):
-                record = self._pane_file(entry)
-                if record is not None:
-                    self._add_estimate(record)
-            for name, handle_line in (("estimates", self._add_estimate),
-                                      ("dead_letters", self._add_dead_letter)):
-                paths = set(glob.glob(os.path.join(folder, f"{name}-*.jsonl")))
-                paths |= set(glob.glob(os.path.join(folder, "**", f"{name}-*.jsonl"),
-                                       recursive=True))
-                if name == "dead_letters":
-                    paths |= set(glob.glob(os.path.join(folder, "dead_letters", "*.jsonl")))
-                for path in sorted(paths):
-                    for line in self._new_lines(path):
-                        handle_line(line)
-            for entry in self._new_lines(os.path.join(folder, TOO_LATE_LOG)):
-                self._add_too_late(entry)
+            appended = self._tail.read()
+            for record in appended.estimates:
+                self._add_estimate(record)
+            for letter in appended.dead_letters:
+                self._add_dead_letter(letter)
+            for key, count in appended.too_late:
+                self._add_too_late(key, count)
 
     def metrics(self) -> list[str]:
         self.refresh()
         with self._lock:
-            return sorted({key[0] for key in self._latest})
+            return sorted({key.metric for key in self._latest})
 
     def windows(self, metric: str, since: int = 0) -> tuple[int, list[dict]]:
         self.refresh()
         with self._lock:
             keys = sorted((key for key in self._latest
-                           if key[0] == metric and self._changed[key] > since),
+                           if key.metric == metric and self._changed[key] > since),
                           key=lambda key: key[1:])[-MAX_WINDOWS_PER_PAGE:]
             views = []
             for key in keys:
                 n_on_time = self._n_on_time.get(key)
                 record = self._latest[key]
                 late = None if n_on_time is None else int(record["n"]) - n_on_time
-                views.append(_view(record, late, self._rejects_in(key), self._changed[key]))
+                views.append(_view(record, late, self._rejects_in(key), self._changed[key],
+                                   *_bands(record)))
             return self._seq, views
 
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
@@ -153,7 +154,7 @@ class FolderSource:
                 windows = self._windows_of.get(metric, ())
                 for (reason, moment), count in letters.items():
                     inside = moment is not None and any(
-                        start <= moment < end for _, start, end in windows)
+                        key.start_ms <= moment < key.end_ms for key in windows)
                     if not inside:
                         totals[(metric, reason)] = totals.get((metric, reason), 0) + count
             return totals
@@ -162,100 +163,53 @@ class FolderSource:
         pass
 
     # -- internals ----------------------------------------------------------------------------
-    def _new_lines(self, path: str):
-        offset = self._offsets.get(path, 0)
-        try:
-            with open(path, "rb") as handle:
-                handle.seek(offset)
-                data = handle.read()
-        except OSError:
-            return
-        end = data.rfind(b"\n") + 1  # a line still being written waits for its newline
-        self._offsets[path] = offset + end
-        for line in data[:end].splitlines():
-            if line.strip() and len(line) <= MAX_LINE_BYTES:
-                try:
-                    yield json.loads(line)
-                except ValueError:
-                    continue  # not a record: the dashboard shows what it can read
-
-    def _pane_file(self, entry) -> dict | None:
-        """The record a pane-log entry points to; None when the entry names no file inside the
-        folder, or the file is missing or unreadable (the log is data: it cannot send the
-        reader elsewhere)."""
-        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-            return None
-        path = os.path.realpath(os.path.join(self._root, entry["path"]))
-        if os.path.commonpath([path, self._root]) != self._root:
-            return None
-        try:
-            if os.path.getsize(path) > MAX_LINE_BYTES:
-                return None
-            with open(path, encoding="utf-8") as handle:
-                record = json.load(handle)
-        except (OSError, ValueError):
-            return None
-        return record if isinstance(record, dict) else None
-
-    def _add_too_late(self, entry) -> None:
-        if not isinstance(entry, dict) or not isinstance(entry.get("too_late"), int):
-            return
-        try:
-            key = window_key(entry)
-        except (KeyError, TypeError, ValueError):
-            return
-        self._too_late[key] = entry["too_late"]  # cumulative: the last line is the count
+    def _add_too_late(self, key: WindowKey, count: int) -> None:
+        self._too_late[key] = count  # cumulative: the last line is the count
         self._seq += 1
         if key in self._latest:
             self._changed[key] = self._seq
 
-    def _add_estimate(self, record) -> None:
-        if not isinstance(record, dict):
-            return
-        try:
-            key = window_key(record)
-            pane = pane_of(record)
-            int(record["n"])
-        except (KeyError, TypeError, ValueError):
-            return  # not a window-estimate record: the page shows what it can read
+    def _add_estimate(self, record: dict) -> None:
+        key = window_key(record)
+        pane = pane_of(record)
         if pane["timing"] == "ON_TIME":
             self._n_on_time.setdefault(key, int(record["n"]))
         current = self._latest.get(key)
-        self._windows_of.setdefault(key[0], set()).add(key)
+        self._windows_of.setdefault(key.metric, set()).add(key)
         if current is None or pane_of(current)["index"] < pane["index"]:
             self._latest[key] = record
         self._seq += 1
         self._changed[key] = self._seq
 
-    def _add_dead_letter(self, letter) -> None:
-        if not isinstance(letter, dict):
-            return
+    def _add_dead_letter(self, letter: dict) -> None:
+        records = letter.get("records", 1)
+        if not is_int(records):
+            return  # not a dead letter: the page shows what it can read
         metric, moment = dead_letter_origin(letter)
-        if letter.get("reason") in ("invalid_event_time", "unknown_metric"):
+        reason = str(letter.get("reason", ""))
+        if reason in UNATTRIBUTED_REASONS:
             moment = None
         letters = self._dead.setdefault(metric, {})
-        key = (str(letter.get("reason", "")), moment)
-        letters[key] = letters.get(key, 0) + int(letter.get("records", 1))
+        letters[(reason, moment)] = letters.get((reason, moment), 0) + records
         self._seq += 1
         if moment is not None:
-            for window in self._windows_of.get(metric, ()):
-                if window[1] <= moment < window[2]:
-                    self._changed[window] = self._seq
+            for key in self._windows_of.get(metric, ()):
+                if key.start_ms <= moment < key.end_ms:
+                    self._changed[key] = self._seq
 
-    def _rejects_in(self, key: tuple[str, int, int]) -> dict[str, int]:
-        metric, start, end = key
+    def _rejects_in(self, key: WindowKey) -> dict[str, int]:
         rejects: dict[str, int] = {}
-        for (reason, moment), count in self._dead.get(metric, {}).items():
-            if moment is not None and start <= moment < end:
+        for (reason, moment), count in self._dead.get(key.metric, {}).items():
+            if moment is not None and key.start_ms <= moment < key.end_ms:
                 rejects[reason] = rejects.get(reason, 0) + count
         if self._too_late.get(key):
-            rejects["too_late"] = rejects.get("too_late", 0) + self._too_late[key]
+            rejects[Reason.TOO_LATE.value] = (rejects.get(Reason.TOO_LATE.value, 0)
+                                              + self._too_late[key])
         return rejects
 
 
 def open_source(store: str | None = None, output: str | None = None):
     """A StoreSource for a store URL or a FolderSource for an output folder (exactly one)."""
     if (store is None) == (output is None):
-        raise ValueError("give exactly one of --store URL or --output DIR")
+        raise ConfigError("give exactly one of a store URL or an output folder", "store")
     return StoreSource(store) if store is not None else FolderSource(output)
-

@@ -4,12 +4,15 @@ A pure protocol lets the server compute, for every value v, the support count c_
 reports "support" v. A user holding v supports it with probability p*, a user holding any other
 value with probability q* < p*. From [Wang20] journal §2 (§2.2 and §2.4):
 
-    unbiased estimate   f~_v = (c_v / n - q*) / (p* - q*)
-    exact variance      Var[f~_v] = (q*(1 - q*) + f_v (p* - q*)(1 - p* - q*)) / (n (p* - q*)^2)   (eq. 2)
-    uniform noise       sigma^2   = q*(1 - q*) / (n (p* - q*)^2)                                      (eq. 7)
+    unbiased estimate    f~_v = (c_v / n - q*) / (p* - q*)
+    exact variance       Var[f~_v] = (q*(1 - q*) + f_v (p* - q*)(1 - p* - q*)) / (n (p* - q*)^2)
+                                                                                         (eq. 2)
+    uniform noise        sigma^2 = q*(1 - q*) / (n (p* - q*)^2)                          (eq. 7)
+    smallest resolvable  2 sqrt(q*(1 - q*) / n) / (p* - q*)                  (eq. 2 at f_v = 0)
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,7 +64,24 @@ def unbiased_estimate(support_counts: np.ndarray, noise: SupportNoise) -> np.nda
 def standard_error(frequencies: np.ndarray, noise: SupportNoise) -> np.ndarray:
     """Standard error of the unbiased estimate: sqrt of eq. 2 at `frequencies` clipped to [0, 1].
 
-    `frequencies` is an estimate of the true distribution to plug into eq. 2; ldp_telemetry.ldp.finalize uses
-    the Norm-Sub projection of the unbiased estimate (see finalize_window for why).
+    `frequencies` is an estimate of the true distribution to plug into eq. 2;
+    ldp_telemetry.ldp.finalize uses the Norm-Sub projection of the unbiased estimate (see
+    finalize_window for why).
     """
     return np.sqrt(noise.variance(frequencies))
+
+
+#: The smallest frequency a window resolves is this many standard errors of the unbiased estimate
+#: of a value of frequency 0.
+RESOLVABLE_STD_ERRORS = 2.0
+
+
+def smallest_resolvable(p_star: float, q_star: float, n: int) -> float | None:
+    """RESOLVABLE_STD_ERRORS standard errors of the unbiased estimate of a value of frequency 0
+    at n reports: 2·sqrt(q*(1 − q*) / n) / (p* − q*)  ([Wang20] journal eq. 2 at f_v = 0).
+
+    A true frequency below it is indistinguishable from 0 in the window; None when n = 0.
+    """
+    if n <= 0:
+        return None
+    return RESOLVABLE_STD_ERRORS * math.sqrt(q_star * (1 - q_star) / n) / (p_star - q_star)

@@ -168,7 +168,7 @@ class WindowEstimate:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> WindowEstimate:
-        """From a window-estimate record (ldp_telemetry.transforms.finalize.window_estimate_record)."""
+        """From a window-estimate record (ldp_telemetry.output.records.window_estimate_record)."""
         labels = tuple(record["labels"])
         protocol = make_protocol(record["protocol"], float(record["epsilon"]), len(labels))
         post = record["postprocess"]

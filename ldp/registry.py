@@ -41,6 +41,7 @@ from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, Frequency
                                          NumericProtocol, make_numeric_protocol, make_protocol)
 from ldp_telemetry.ldp.protocols.base import epsilon_problem
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
+from ldp_telemetry.ldp.validation import is_valid_event_time
 
 _METRIC_FIELDS = {"name", "protocol", "epsilon", "domain", "estimator", "postprocess",
                   "not_before"}
@@ -52,9 +53,8 @@ MAX_DOMAIN_SIZE = 1 << 24
 PROBE_REPORT_COUNTS = (1, 1_000, 1_000_000_000)
 #: Length of the probe vector (or d, when smaller).
 PROBE_VALUES = 64
-#: `not_before` dates must lie in [1970-01-01, 2200-01-01), the event times a report may carry.
-_NOT_BEFORE_RANGE = (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc),
-                     dt.datetime(2200, 1, 1, tzinfo=dt.timezone.utc))
+#: `not_before` dates must be valid event times (`ldp.validation.is_valid_event_time`).
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 log = logging.getLogger(__name__)
 
 
@@ -276,7 +276,7 @@ def _instant_problem(value: Any) -> str | None:
         moment = _parse_instant(value)
     except ValueError:
         return f"must be an ISO-8601 date or time such as '2020-01-01', got {value!r}"
-    if not _NOT_BEFORE_RANGE[0] <= moment < _NOT_BEFORE_RANGE[1]:
+    if not is_valid_event_time(_ms_since_epoch(moment)):
         return f"must lie in [1970-01-01, 2200-01-01), got {value!r}"
     return None
 
@@ -290,7 +290,11 @@ def _parse_instant(text: str) -> dt.datetime:
 
 
 def _parse_instant_ms(text: str) -> int:
-    delta = _parse_instant(text) - _NOT_BEFORE_RANGE[0]
+    return _ms_since_epoch(_parse_instant(text))
+
+
+def _ms_since_epoch(moment: dt.datetime) -> int:
+    delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 

@@ -10,13 +10,15 @@ import datetime as dt
 import time
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_NAIVE_EPOCH = dt.datetime(1970, 1, 1)
 
 
-def iso_from_ms(epoch_ms: int) -> str:
-    """Epoch milliseconds -> ISO-8601 UTC text (milliseconds shown only when not zero)."""
+def iso_from_ms(epoch_ms: int, milliseconds: bool = False) -> str:
+    """Epoch milliseconds -> ISO-8601 UTC text: milliseconds shown when not zero, or always
+    with `milliseconds` (``2024-03-01T00:00:00.000Z``, the store's fixed-width text)."""
     seconds, ms = divmod(int(epoch_ms), 1000)
-    text = (_EPOCH + dt.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{text}.{ms:03d}Z" if ms else f"{text}Z"
+    text = (_NAIVE_EPOCH + dt.timedelta(seconds=seconds)).isoformat()
+    return f"{text}.{ms:03d}Z" if ms or milliseconds else f"{text}Z"
 
 
 def ms_from_iso(text: str) -> int:
@@ -36,6 +38,4 @@ def datetime_from_ms(epoch_ms: int) -> dt.datetime:
 
 def now_iso() -> str:
     """The wall-clock time now as ISO-8601 UTC text, always with milliseconds."""
-    now_ms = time.time_ns() // 1_000_000
-    text = iso_from_ms(now_ms)
-    return text if now_ms % 1000 else text[:-1] + ".000Z"
+    return iso_from_ms(time.time_ns() // 1_000_000, milliseconds=True)

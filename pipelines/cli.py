@@ -266,9 +266,10 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
 
 
 def _show(args: argparse.Namespace, _extra: list[str]) -> int:
-    from ldp_telemetry.pipelines.results import format_top, load_estimates
+    from ldp_telemetry.output.reader import read_estimates
+    from ldp_telemetry.output.text import format_top
     shown: dict[str, int] = {}
-    for record in load_estimates(args.output, args.metric):
+    for record in read_estimates(args.output, args.metric):
         count = shown.get(record["metric"], 0)
         if args.windows is None or count < args.windows:
             print(format_top(record, args.top))
@@ -286,8 +287,8 @@ def _estimator_prefix(window) -> str:
 
 def _query(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.ldp.queries import STD_ERROR_KINDS, WindowEstimate
-    from ldp_telemetry.pipelines.results import load_estimates, select_window
-    record = select_window(load_estimates(args.output), args.metric, args.window)
+    from ldp_telemetry.output.reader import read_estimates, select_window
+    record = select_window(read_estimates(args.output), args.metric, args.window)
     if record.get("bucket_edges") is not None:
         return _numeric_query(record, args)
     if args.quantile is not None:

@@ -25,11 +25,11 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from ldp_telemetry.ldp.registry import Registry, load_registry
 from ldp_telemetry.pipelines.memory import DEFAULT_MEMORY_BUDGET_MB, check_memory_budget
+from ldp_telemetry.output.compact import plain_record
+from ldp_telemetry.output.reasons import Reason
 from ldp_telemetry.runners import make_runner
-from ldp_telemetry.schemas.batches import Reason
 from ldp_telemetry.schemas.limits import HELP as LIMITS_HELP, DecodeLimits
-from ldp_telemetry.transforms.compact import plain_record
-from ldp_telemetry.transforms.finalize import FinalizeEstimatesFn, FinalizePanesFn
+from ldp_telemetry.transforms.estimate_windows import FinalizeEstimatesFn, FinalizePanesFn
 from ldp_telemetry.transforms.read import (BATCHES, COUNTER_NAMESPACE, DEAD_LETTERS, ReadReportBatches,
                              expand_file_patterns)
 from ldp_telemetry.transforms.store import WriteToStore, check_store_url

@@ -56,11 +56,13 @@ from apache_beam.transforms.window import WindowFn
 from apache_beam.utils.timestamp import Timestamp
 
 from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.output.atomic import write_atomically
+from ldp_telemetry.output.layout import WindowKey
+from ldp_telemetry.output.reader import latest_panes
+from ldp_telemetry.output.times import iso_from_ms, ms_from_iso
 from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.limits import DecodeLimits
-from ldp_telemetry.transforms.finalize import iso_utc
-from ldp_telemetry.transforms.pane_log import latest_panes
 from ldp_telemetry.transforms.read import BATCHES, DEAD_LETTERS
 from ldp_telemetry.transforms.windows import WindowSpec
 
@@ -207,8 +209,8 @@ class WindowCounts:
     too_late: int = 0
 
     @property
-    def key(self) -> tuple:
-        return (self.metric, self.window_start, self.window_end)
+    def key(self) -> WindowKey:
+        return WindowKey(self.metric, ms_from_iso(self.window_start), self.end_ms)
 
 
 @dataclass
@@ -222,7 +224,7 @@ class FollowState:
     records_accepted: int = 0
     too_late: int = 0
     dead_letters: dict = field(default_factory=dict)  # reason -> records
-    windows: dict = field(default_factory=dict)  # (metric, start, end) -> WindowCounts
+    windows: dict = field(default_factory=dict)  # WindowKey -> WindowCounts
 
     def to_json(self) -> str:
         return json.dumps({
@@ -248,15 +250,6 @@ class FollowState:
                     "records_counted": self.records_accepted - self.too_late}
         counters.update({f"dead_letter.{reason}": n for reason, n in self.dead_letters.items()})
         return counters
-
-
-def write_atomically(path: str, text: str) -> None:
-    temporary = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 # -- the follower -------------------------------------------------------------------------------
@@ -436,11 +429,12 @@ class DirectoryFollower:
         """(key, WindowCounts) of every window holding the batch's slice (created as needed)."""
         context = WindowFn.AssignContext(Timestamp(micros=batch.slice_start_ms * 1000))
         for window in self._window_fn.assign(context):
-            key = (batch.metric, iso_utc(window.start), iso_utc(window.end))
+            key = WindowKey(batch.metric, window.start.micros // 1000, window.end.micros // 1000)
             counts = self.state.windows.get(key)
             if counts is None:
                 counts = self.state.windows[key] = WindowCounts(
-                    *key, end_ms=window.end.micros // 1000)
+                    batch.metric, iso_from_ms(key.start_ms), iso_from_ms(key.end_ms),
+                    end_ms=key.end_ms)
             yield key, counts
 
     def _write_dead_letters(self, name: str, letters: list[DeadLetter]) -> None:
@@ -459,8 +453,8 @@ class DirectoryFollower:
                 log.write(json.dumps({
                     "metric": counts.metric, "window_start": counts.window_start,
                     "window_end": counts.window_end, "too_late": counts.too_late,
-                    "accepted": counts.accepted, "watermark": iso_utc(
-                        Timestamp(micros=self.state.watermark_ms * 1000))},
+                    "accepted": counts.accepted,
+                    "watermark": iso_from_ms(self.state.watermark_ms)},
                     sort_keys=True) + "\n")
 
     def too_late_by_window(self) -> list[WindowCounts]:

@@ -30,13 +30,14 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.runners.runner import PipelineState
 
+from ldp_telemetry.output.atomic import write_atomically
+from ldp_telemetry.output.layout import PANE_LOG
+from ldp_telemetry.output.reader import latest_panes, read_pane_log, truncate_torn_tail
 from ldp_telemetry.pipelines.estimate import (EstimateJob, build_streaming_pipeline,
                                               record_counters, summary_line)
 from ldp_telemetry.pipelines.follow import (TOO_LATE_LOG, DirectoryFollower, EventStream,
-                                            WatermarkPolicy, write_atomically)
+                                            WatermarkPolicy)
 from ldp_telemetry.runners import make_runner
-from ldp_telemetry.transforms.pane_log import (PANE_LOG, latest_panes, read_pane_log,
-                                               truncate_torn_tail)
 from ldp_telemetry.transforms.panes import WritePanesFn
 from ldp_telemetry.transforms.sources import SOURCE_KINDS, make_source
 from ldp_telemetry.transforms.store import WriteToStore
@@ -220,12 +221,7 @@ class _WriteDeadLetterFn(beam.DoFn):
 
     def process(self, record: dict):
         name = FileSystems.join(self._output, "dead_letters", f"{uuid.uuid4().hex}.json")
-        temporary = FileSystems.join(self._output, "dead_letters", f".{uuid.uuid4().hex}.tmp")
-        if FileSystems.get_scheme(self._output) is None:
-            os.makedirs(os.path.dirname(name), exist_ok=True)
-        with FileSystems.create(temporary) as handle:
-            handle.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
-        FileSystems.rename([temporary], [name])
+        write_atomically(name, json.dumps(record, sort_keys=True) + "\n", fsync=False)
 
 
 def run_remote(job: EstimateJob, live: LiveConfig, beam_args: list[str],

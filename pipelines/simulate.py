@@ -6,9 +6,9 @@ This is what a fleet of devices would send: each value is perturbed by the metri
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import glob
 import gzip
+import io
 import os
 import re
 import sys
@@ -18,14 +18,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.registry import MetricConfig
-from ldp_telemetry.schemas.codec import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, write_reports
+from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS
+from ldp_telemetry.output.atomic import write_atomically
+from ldp_telemetry.output.layout import metric_segment
+from ldp_telemetry.output.times import ms_from_iso
+from ldp_telemetry.schemas.codec import write_reports
 
 DEFAULT_REPORTS_PER_FILE = 500_000
-
-
-class InputError(ValueError):
-    """The input CSV cannot be turned into reports; the message says why."""
+#: The fields of `ldp simulate` its errors name.
+INPUT, OUT = "input", "out"
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,10 @@ class TrueValues:
 
 def read_true_values(path: str, config: MetricConfig, value_column: str, time_column: str
                      ) -> TrueValues:
-    """Read a value column and an event-time column, mapping values into [0, d)."""
+    """Read a value column and an event-time column, mapping values into [0, d).
+
+    InputError (field ``input``, or the missing column's) naming the row of any problem.
+    """
     opener = gzip.open if path.endswith(".gz") else open
     raw_values, raw_times = [], []
     reader = None
@@ -47,26 +53,27 @@ def read_true_values(path: str, config: MetricConfig, value_column: str, time_co
             reader = csv.reader(handle)
             header = next(reader, None)
             if header is None:
-                raise InputError(f"{path} is empty")
-            for column in (value_column, time_column):
+                raise InputError(f"{path} is empty", INPUT)
+            for column, field in ((value_column, "value_column"), (time_column, "time_column")):
                 if column not in header:
-                    raise InputError(f"{path} has no column {column!r} (columns: {header})")
+                    raise InputError(f"{path} has no column {column!r} (columns: {header})",
+                                     field)
             value_at, time_at = header.index(value_column), header.index(time_column)
             needed = max(value_at, time_at) + 1
             for row in reader:
                 if len(row) < needed:
                     raise InputError(f"{path} row {reader.line_num}: {len(row)} fields, "
-                                     f"the header has {len(header)}")
+                                     f"the header has {len(header)}", INPUT)
                 raw_values.append(row[value_at])
                 raw_times.append(row[time_at])
     except csv.Error as error:
-        raise InputError(f"{path} row {_row(reader)}: {error}") from None
+        raise InputError(f"{path} row {_row(reader)}: {error}", INPUT) from None
     except UnicodeDecodeError as error:
         raise InputError(f"{path} row {_row(reader)}: not UTF-8 text (byte "
-                         f"{error.object[error.start]:#04x}: {error.reason})") from None
+                         f"{error.object[error.start]:#04x}: {error.reason})", INPUT) from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as error:
         raise InputError(f"{path}: the gzip data is truncated or corrupt after row "
-                         f"{_row(reader) - 1} ({type(error).__name__}: {error})") from None
+                         f"{_row(reader) - 1} ({type(error).__name__}: {error})", INPUT) from None
     return TrueValues(map_to_domain(raw_values, config), parse_event_times(raw_times))
 
 
@@ -95,7 +102,7 @@ def map_to_domain(raw: list[str], config: MetricConfig) -> np.ndarray:
         count = int(outside[inverse].sum())
         example = distinct[np.flatnonzero(outside)[0]]
         raise InputError(f"{count} values are outside the domain of metric {config.name!r} "
-                         f"(for example {str(example)!r})")
+                         f"(for example {str(example)!r})", INPUT)
     return mapped[inverse]
 
 
@@ -112,7 +119,8 @@ def map_to_unit_interval(raw: list[str], config: MetricConfig) -> np.ndarray:
     if bad.any():
         example = str(text[np.flatnonzero(bad)[0]])
         raise InputError(f"{int(bad.sum())} values are outside the domain [{config.low:g}, "
-                         f"{config.high:g}] of metric {config.name!r} (for example {example!r})")
+                         f"{config.high:g}] of metric {config.name!r} (for example {example!r})",
+                         INPUT)
     return np.clip(config.to_unit(numbers), 0.0, 1.0)
 
 
@@ -135,8 +143,9 @@ def parse_event_times(raw: list[str]) -> np.ndarray:
     """Epoch seconds (numbers) or ISO-8601 strings (naive ones are UTC) -> epoch milliseconds.
 
     One format per column. Times outside [1970-01-01, 2200-01-01) UTC, which the job would
-    dead-letter (ldp_telemetry.schemas.codec.EVENT_TIME_MIN_MS .. EVENT_TIME_END_MS), are an InputError naming
-    the first such row: epoch milliseconds mistaken for seconds land in year ~45,000.
+    dead-letter (`ldp_telemetry.ldp.validation.EVENT_TIME_MIN_MS` .. `EVENT_TIME_END_MS`), are an
+    InputError naming the first such row: epoch milliseconds mistaken for seconds land in year
+    ~45,000.
     """
     try:
         seconds = np.asarray(raw, dtype=np.float64)
@@ -149,23 +158,17 @@ def parse_event_times(raw: list[str]) -> np.ndarray:
     if outside.any():
         first = int(np.flatnonzero(outside)[0])
         raise InputError(f"row {first + 2}: event time {raw[first]!r} is outside 1970-01-01 .. "
-                         "2200-01-01 UTC (epoch seconds are expected, not milliseconds)")
+                         "2200-01-01 UTC (epoch seconds are expected, not milliseconds)", INPUT)
     return millis.astype(np.int64)
 
 
 def _iso_millis(text: str, row: int) -> int:
     """One ISO-8601 time (a trailing Z means UTC; naive times are UTC) in epoch milliseconds."""
-    normalised = text.strip()
-    if normalised[-1:] in ("Z", "z"):
-        normalised = normalised[:-1] + "+00:00"
     try:
-        moment = dt.datetime.fromisoformat(normalised)
+        return ms_from_iso(text.strip())
     except ValueError:
         raise InputError(f"row {row}: event time {text!r} is neither epoch seconds nor ISO-8601 "
-                         "(one format per column)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    return round(moment.timestamp() * 1000)
+                         "(one format per column)", INPUT) from None
 
 
 def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed: int | None,
@@ -173,19 +176,20 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
                      overwrite: bool = False) -> list[str]:
     """Perturb every true value and write the reports to `out_dir`; returns the file paths.
 
-    The files are `<stem>-NNNNN.avro`, `<stem>` the metric's name percent-encoded by
-    `file_stem` (injective: no two metrics share files). If `out_dir` already holds such files
-    of this metric
-    (an earlier run, perhaps split differently) that is an InputError, since a job reading the
-    folder would count both runs; `overwrite` deletes them first instead.
+    The files are `<segment>-NNNNN.avro`, `<segment>` the metric's name as
+    `output.layout.metric_segment` encodes it (injective: no two metrics share files). If
+    `out_dir` already holds such files of this metric (an earlier run, perhaps split
+    differently) that is an InputError, since a job reading the folder would count both runs;
+    `overwrite` deletes them first instead.
     """
     rng = np.random.default_rng(seed)
     os.makedirs(out_dir, exist_ok=True)
     earlier = metric_report_files(out_dir, config.name)
     if earlier and not overwrite:
-        raise InputError(f"{out_dir} already holds {len(earlier)} report file(s) of "
-                         f"metric {config.name!r} (e.g. {os.path.basename(earlier[0])}); a job reading "
-                         "the folder would count both runs: pass --overwrite or pick another --out")
+        raise InputError(f"{out_dir} already holds {len(earlier)} report file(s) of metric "
+                         f"{config.name!r} (e.g. {os.path.basename(earlier[0])}); a job reading "
+                         "the folder would count both runs: overwrite them or choose another "
+                         "output folder", OUT)
     for path in earlier:
         os.remove(path)
     n = len(truth.values)
@@ -194,7 +198,7 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
         stop = min(start + reports_per_file, n)
         columns = config.protocol.perturb(truth.values[start:stop], rng)
         report_ids = rng.integers(0, np.iinfo(np.int64).max, size=stop - start)
-        path = os.path.join(out_dir, f"{file_stem(config.name)}-{part:05d}.avro")
+        path = os.path.join(out_dir, f"{metric_segment(config.name)}-{part:05d}.avro")
         write_reports(path, config.name, config.protocol, report_ids,
                       truth.event_times_ms[start:stop], columns)
         paths.append(path)
@@ -203,26 +207,13 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
     return paths
 
 
-def file_stem(metric: str) -> str:
-    """The metric's name as a file-name stem, injectively: every byte of its UTF-8 text other
-    than an ASCII letter, digit, '_' or '.' is percent-encoded (%2F for '/', %2D for '-', %25
-    for '%'). A stem never holds '-', so `<stem>-NNNNN.avro` names one metric only; a leading
-    '.' is encoded too, so no file is hidden.
-    """
-    out = []
-    for position, char in enumerate(metric):
-        if char.isascii() and (char.isalnum() or char == "_" or (char == "." and position)):
-            out.append(char)
-        else:
-            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8"))
-    return "".join(out)
-
-
 def metric_report_files(out_dir: str, metric: str) -> list[str]:
     """The report files `simulate` wrote for `metric` in `out_dir`, and no other metric's."""
-    pattern = re.compile(re.escape(file_stem(metric)) + r"-\d{5,}\.avro")
+    pattern = re.compile(re.escape(metric_segment(metric)) + r"-\d{5,}\.avro")
     return sorted(os.path.join(out_dir, name) for name in os.listdir(out_dir)
                   if pattern.fullmatch(name))
+
+
 def live_schedule(event_times_ms: np.ndarray, speedup: float | None = None,
                   rate: float | None = None) -> np.ndarray:
     """Seconds after the start at which each report (in event-time order) is due.
@@ -231,13 +222,13 @@ def live_schedule(event_times_ms: np.ndarray, speedup: float | None = None,
     report is due at once); `rate`: reports are due at `rate` per second, in event-time order.
     """
     if (speedup is None) == (rate is None):
-        raise ValueError("give exactly one of --speedup or --rate")
+        raise ConfigError("give exactly one of speedup or rate", "speedup")
     if speedup is not None:
         if not speedup > 0:
-            raise ValueError(f"--speedup must be positive, got {speedup}")
+            raise ConfigError(f"speedup must be positive, got {speedup}", "speedup")
         return (event_times_ms - event_times_ms.min()) / 1000.0 / speedup
     if not rate > 0:
-        raise ValueError(f"--rate must be positive (reports per second), got {rate}")
+        raise ConfigError(f"rate must be positive (reports per second), got {rate}", "rate")
     return np.arange(len(event_times_ms)) / rate
 
 
@@ -249,18 +240,20 @@ def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: i
 
     Reports are sorted by event time and each is due at `live_schedule(...)`; every
     `file_every_s` seconds the reports that came due are written to one file
-    `<metric>-live-NNNNN.avro`, first under a hidden temporary name and then renamed, so a
-    follower never sees a partial file. Returns the paths, in the order written.
+    `<segment>-live-NNNNN.avro` (`output.layout.metric_segment`) by
+    `output.atomic.write_atomically`, so a follower never sees a partial file. Returns the paths,
+    in the order written.
     """
     if not file_every_s > 0:
-        raise ValueError(f"--file-every must be positive, got {file_every_s}")
+        raise ConfigError(f"file_every must be positive, got {file_every_s}", "file_every")
     rng = np.random.default_rng(seed)
     os.makedirs(out_dir, exist_ok=True)
-    stem = file_stem(config.name)
-    earlier = sorted(glob.glob(os.path.join(glob.escape(out_dir), f"{glob.escape(stem)}-live-*.avro")))
+    stem = metric_segment(config.name)
+    earlier = sorted(glob.glob(os.path.join(glob.escape(out_dir),
+                                            f"{glob.escape(stem)}-live-*.avro")))
     if earlier and not overwrite:
         raise InputError(f"{out_dir} already holds {len(earlier)} live report file(s) of "
-                         f"{config.name}: pass --overwrite or pick another --out")
+                         f"{config.name}: overwrite them or choose another output folder", OUT)
     for path in earlier:
         os.remove(path)
     order = np.argsort(truth.event_times_ms, kind="stable")
@@ -276,11 +269,11 @@ def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: i
         if upto == written:
             continue
         name = f"{stem}-live-{len(paths):05d}.avro"
-        temporary = os.path.join(out_dir, f".{name}.tmp")
         rows = slice(written, upto)
-        write_reports(temporary, config.name, config.protocol, report_ids[rows], times[rows],
+        encoded = io.BytesIO()
+        write_reports(encoded, config.name, config.protocol, report_ids[rows], times[rows],
                       {k: v[rows] for k, v in columns.items()})
-        os.replace(temporary, os.path.join(out_dir, name))
+        write_atomically(os.path.join(out_dir, name), encoded.getvalue())
         paths.append(os.path.join(out_dir, name))
         written = upto
         if progress is not None:

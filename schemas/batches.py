@@ -1,8 +1,9 @@
-"""The elements that flow through the pipeline: report batches and dead letters."""
+"""The elements that flow through the pipeline: report batches and dead letters (whose reasons
+are `ldp_telemetry.output.reasons.Reason`)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -59,20 +60,3 @@ def clip(text: str, limit: int) -> str:
         return text
     return text[:max(limit - len(CUT_MARK), 0)] + CUT_MARK
 
-
-class Reason:
-    """Dead-letter reason codes (also the names of their counters)."""
-
-    UNDECODABLE = "undecodable"
-    UNKNOWN_METRIC = "unknown_metric"
-    PROTOCOL_MISMATCH = "protocol_mismatch"
-    INVALID_PAYLOAD = "invalid_payload"
-    INCOMPATIBLE_SCHEMA = "incompatible_schema"
-    INVALID_EVENT_TIME = "invalid_event_time"
-    BLOCK_TOO_LARGE = "block_too_large"
-    RECORD_TOO_LARGE = "record_too_large"
-    METRIC_NAME_TOO_LONG = "metric_name_too_long"
-    NOT_A_REGULAR_FILE = "not_a_regular_file"
-    BROKEN_LINK = "broken_link"
-    BEFORE_NOT_BEFORE = "before_not_before"
-    DUPLICATE = "duplicate"

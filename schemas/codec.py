@@ -22,8 +22,8 @@ for (reason `undecodable` unless stated):
 - a record larger than `max_record_bytes` (`record_too_large`), with a metric name longer than
   `max_metric_name_chars` (`metric_name_too_long`), for an unknown metric, with a payload of
   another protocol, with a payload outside the protocol's output space, or with an event time
-  outside [`EVENT_TIME_MIN_MS`, `EVENT_TIME_END_MS`) = [1970-01-01T00:00:00Z,
-  2200-01-01T00:00:00Z) (reason `invalid_event_time`): 1 record each, with the report (cut to
+  outside `ldp_telemetry.ldp.validation`'s [`EVENT_TIME_MIN_MS`, `EVENT_TIME_END_MS`) =
+  [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z) (reason `invalid_event_time`): 1 record each, with the report (cut to
   `max_dead_letter_report_chars`) and its encoded size.
 
 Only the failures that data can cause are caught (fastavro's decoding errors, the codecs', the
@@ -39,10 +39,13 @@ from typing import Iterator
 import numpy as np
 
 from ldp_telemetry.ldp.protocols.base import Columns
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS
+from ldp_telemetry.output.reasons import Reason
 from ldp_telemetry.schemas import payload_branch
-from ldp_telemetry.schemas.batches import (MAX_DETAIL_CHARS, REPORT_ID, DeadLetter, Reason,
-                                           ReportBatch, clip)
+from ldp_telemetry.schemas.batches import (MAX_DETAIL_CHARS, REPORT_ID, DeadLetter, ReportBatch,
+                                           clip)
 from ldp_telemetry.schemas.compatibility import check_writer_schema
 from ldp_telemetry.schemas.container import Block, Container, Lost, NotAContainer, read_header
 from ldp_telemetry.schemas.decompress import CorruptBlock, codec_problem
@@ -52,16 +55,14 @@ from ldp_telemetry.schemas.records import BlockRecords
 from ldp_telemetry.schemas.switches import decoding_switches
 from ldp_telemetry.schemas.writer import write_reports
 
-__all__ = ["CHUNK_RECORDS", "EVENT_TIME_MIN_MS", "EVENT_TIME_END_MS", "ReportDecoder",
-           "payload_branch", "report_as_json", "split_by_slice", "write_reports"]
+__all__ = ["CHUNK_RECORDS", "ReportDecoder", "payload_branch", "report_as_json",
+           "split_by_slice", "write_reports"]
 
 CHUNK_RECORDS = 65_536
-# Valid event times, epoch milliseconds: [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z). A device
-# clock reset to the epoch gives times >= 0, which stay valid; times outside are not real
-# (seconds or microseconds taken for milliseconds, NaN cast to int64 min) and would overflow
-# the window arithmetic.
-EVENT_TIME_MIN_MS = 0
-EVENT_TIME_END_MS = 7_258_118_400_000
+# Valid event times are ldp.validation's [EVENT_TIME_MIN_MS, EVENT_TIME_END_MS). A device clock
+# reset to the epoch gives times >= 0, which stay valid; times outside are not real (seconds or
+# microseconds taken for milliseconds, NaN cast to int64 min) and would overflow the window
+# arithmetic.
 _NAME_IN_DETAIL_CHARS = 100
 _SCHEMAS_KEPT = 16  # writer schemas whose check and record decoder a ReportDecoder keeps
 
@@ -102,8 +103,9 @@ class ReportDecoder:
         long_names = [metric.name for metric in registry.metrics
                       if len(metric.name) > limits.max_metric_name_chars]
         if long_names:
-            raise ValueError(f"metric {clip(long_names[0], _NAME_IN_DETAIL_CHARS)!r} is longer "
-                             f"than --max-metric-name-chars {limits.max_metric_name_chars}")
+            raise ConfigError(f"metric {clip(long_names[0], _NAME_IN_DETAIL_CHARS)!r} is longer "
+                              f"than max_metric_name_chars ({limits.max_metric_name_chars})",
+                              "max_metric_name_chars")
         self.registry = registry
         self.slice_ms = int(slice_ms)
         self.slice_offset_ms = int(slice_offset_ms) % self.slice_ms

@@ -30,7 +30,7 @@ from typing import Iterator
 
 import fastavro
 
-from ldp_telemetry.schemas.batches import Reason
+from ldp_telemetry.output.reasons import Reason
 from ldp_telemetry.schemas.decompress import BlockTooLarge, CorruptBlock, decompress
 from ldp_telemetry.schemas.limits import DecodeLimits
 

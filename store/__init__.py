@@ -1,7 +1,8 @@
 """The estimate store dashboards query: window estimates and per-window accounting in SQL.
 
-Beam-free: `open_store(url).write_panes(records)` is all a sink needs (docs/store.md).
+Beam-free: `open_store(url).write_panes(records)` is all a sink needs (docs/store.md). A store
+that cannot be opened raises `ldp_telemetry.ldp.errors.StoreError`.
 """
-from ldp_telemetry.store.sql import EstimateStore, StoreError, open_store
+from ldp_telemetry.store.sql import EstimateStore, open_store
 
-__all__ = ["EstimateStore", "StoreError", "open_store"]
+__all__ = ["EstimateStore", "open_store"]

@@ -7,6 +7,8 @@
 `write_panes` is the entry point for any sink that sees panes one by one (the batch job's
 `WriteToStore`, a live run writing each pane as it fires): it is idempotent (a pane written twice,
 or an older pane arriving after a newer one, changes nothing) and safe from several processes.
+The store keeps what each record says: its p*, q* and smallest resolvable frequency as the record
+gives them (null when it has none), and each value's 95% band (`ldp_telemetry.output.bands`).
 Tables and example queries: docs/store.md.
 """
 from __future__ import annotations
@@ -15,11 +17,15 @@ import json
 import math
 import sqlite3
 import time
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
-from ldp_telemetry.store.records import (MAX_NAME_CHARS, UNATTRIBUTED_MS, Z95, describe_window,
-                                         ms_to_datetime, pane_of, window_key)
+from ldp_telemetry.ldp.errors import StoreError
+from ldp_telemetry.output.bands import band95
+from ldp_telemetry.output.layout import window_key
+from ldp_telemetry.output.reader import pane_of
+from ldp_telemetry.output.times import datetime_from_ms, iso_from_ms
+from ldp_telemetry.store.records import MAX_NAME_CHARS, UNATTRIBUTED_MS
 
 SCHEMES = ("sqlite", "postgresql", "postgres")
 
@@ -157,12 +163,30 @@ WHERE w.metric = ?{extra}
 GROUP BY w.window_start_ms, w.window_end_ms, r.reason
 """
 
+_LATEST_WINDOWS = """
+SELECT record, late_reports, pane_seq, p_star, q_star, smallest_resolvable, window_start_ms,
+  window_end_ms
+FROM ldp_windows WHERE metric = ? AND pane_seq > ?
+ORDER BY window_start_ms, window_end_ms
+"""
 
-class StoreError(ValueError):
-    """A store URL that cannot be used, with the reason."""
+_LATEST_BANDS = """
+SELECT v.window_start_ms, v.window_end_ms, v.lower95, v.upper95
+FROM ldp_window_values v JOIN ldp_windows w
+  ON w.metric = v.metric AND w.window_start_ms = v.window_start_ms
+  AND w.window_end_ms = v.window_end_ms
+WHERE v.metric = ? AND w.pane_seq > ?
+ORDER BY v.window_start_ms, v.window_end_ms, v.value_index
+"""
+
+#: Columns of ldp_windows saved from the record's fields of the same names.
+SUPPORT_COLUMNS = ("p_star", "q_star", "smallest_resolvable")
+
+#: The field of a job's or a command's settings that names the store.
+STORE_FIELD = "store"
 
 
-def open_store(url: str) -> "EstimateStore":
+def open_store(url: str) -> EstimateStore:
     """The store at `url`: `sqlite:///relative.db`, `sqlite:////absolute.db` or
     `postgresql://user:password@host:port/database` (`?host=/socket/dir` for a Unix socket).
 
@@ -174,21 +198,22 @@ def open_store(url: str) -> "EstimateStore":
         path = unquote(url[len("sqlite://"):])
         path = path[1:] if path.startswith("/") else path  # sqlite:////abs.db keeps one '/'
         if not path:
-            raise StoreError(f"store {url!r}: sqlite URLs name a file, e.g. sqlite:///estimates.db")
+            raise StoreError(f"store {url!r}: sqlite URLs name a file, e.g. "
+                             f"sqlite:///estimates.db", STORE_FIELD)
         return EstimateStore(_connect_sqlite(path), "sqlite")
     if scheme in ("postgresql", "postgres"):
         try:
             import psycopg
         except ImportError:
             raise StoreError(f"store {url!r} needs psycopg: pip install "
-                             f"'ldp-telemetry[postgres]'") from None
+                             f"'ldp-telemetry[postgres]'", STORE_FIELD) from None
         try:
             connection = psycopg.connect(url)
         except psycopg.OperationalError as error:
-            raise StoreError(f"cannot connect to the store: {error}") from None
+            raise StoreError(f"cannot connect to the store: {error}", STORE_FIELD) from None
         return EstimateStore(connection, "postgresql")
     raise StoreError(f"store {url!r}: expected a URL starting with one of "
-                     f"{', '.join(s + '://' for s in SCHEMES)}")
+                     f"{', '.join(s + '://' for s in SCHEMES)}", STORE_FIELD)
 
 
 def _connect_sqlite(path: str) -> sqlite3.Connection:
@@ -201,7 +226,7 @@ def _connect_sqlite(path: str) -> sqlite3.Connection:
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute("PRAGMA busy_timeout=30000")
     except sqlite3.Error as error:
-        raise StoreError(f"cannot open the SQLite store {path!r}: {error}") from None
+        raise StoreError(f"cannot open the SQLite store {path!r}: {error}", STORE_FIELD) from None
     return connection
 
 
@@ -219,6 +244,9 @@ class EstimateStore:
         value rows are replaced only by a pane with a higher `pane.index`; every new pane is also
         logged in ldp_panes (whose `seq` a dashboard follows). Returns the records given.
 
+        p_star, q_star and smallest_resolvable are the record's (null when it has none); each
+        value's lower95/upper95 is its band95 (null without a standard error).
+
         An ON_TIME pane's n is kept as n_on_time; a later pane's n − n_on_time is the window's
         late_reports (panes accumulate: each covers every report counted so far).
         """
@@ -234,15 +262,16 @@ class EstimateStore:
                 cursor.execute(self._sql(_LOG_PANE), (metric, start_ms, end_ms, pane["index"],
                                                       pane["timing"], int(record["n"]), now_ms))
                 seq = self._pane_seq(cursor, metric, start_ms, end_ms, pane["index"])
-                facts = describe_window(record)
                 start, end = self._time(start_ms), self._time(end_ms)
                 n_on_time = int(record["n"]) if pane["timing"] == "ON_TIME" else None
                 cursor.execute(self._sql(_UPSERT_WINDOW), (
                     metric, start, end, start_ms, end_ms, int(record["n"]), n_on_time,
                     None if n_on_time is None else 0,
-                    record["protocol"], float(record["epsilon"]), facts["p_star"],
-                    facts["q_star"], facts["smallest_resolvable"], facts["estimator"],
-                    facts["postprocess"], pane["timing"], pane["index"], pane["is_last"], seq,
+                    record["protocol"], float(record["epsilon"]),
+                    *(_number(record.get(name)) for name in SUPPORT_COLUMNS),
+                    (record.get("estimator") or {}).get("method"),
+                    (record.get("postprocess") or {}).get("method"),
+                    pane["timing"], pane["index"], pane["is_last"], seq,
                     json.dumps(record, sort_keys=True)))
                 if n_on_time is not None:  # also when a later pane got here first
                     cursor.execute(self._sql(_KEEP_ON_TIME),
@@ -282,16 +311,27 @@ class EstimateStore:
 
     def windows(self, metric: str, since: int = 0) -> list[dict]:
         """The latest pane of each window of `metric` whose pane was logged after `since`, sorted
-        by window start: the record with `late_reports` (None before an ON_TIME pane) and
-        `pane_seq` added."""
-        rows = self._query(
-            "SELECT record, late_reports, pane_seq FROM ldp_windows WHERE metric = ? "
-            "AND pane_seq > ? ORDER BY window_start_ms, window_end_ms", (metric, since))
+        by window start: the record with what the store adds or saved from it — `late_reports`
+        (None before an ON_TIME pane), `pane_seq`, the `p_star`, `q_star` and
+        `smallest_resolvable` columns, and `lower95`/`upper95` (one per value) — read in one
+        consistent snapshot."""
+        with self._snapshot() as cursor:
+            cursor.execute(self._sql(_LATEST_WINDOWS), (metric, since))
+            rows = cursor.fetchall()
+            cursor.execute(self._sql(_LATEST_BANDS), (metric, since))
+            bands: dict[tuple[int, int], tuple[list, list]] = {}
+            for start_ms, end_ms, lower, upper in cursor.fetchall():
+                low, high = bands.setdefault((int(start_ms), int(end_ms)), ([], []))
+                low.append(lower)
+                high.append(upper)
         windows = []
-        for record, late, seq in rows:
+        for record, late, seq, p_star, q_star, resolvable, start_ms, end_ms in rows:
             window = json.loads(record)
             window["late_reports"] = None if late is None else int(late)
             window["pane_seq"] = int(seq)
+            window.update(p_star=p_star, q_star=q_star, smallest_resolvable=resolvable)
+            window["lower95"], window["upper95"] = bands.get((int(start_ms), int(end_ms)),
+                                                             ([], []))
             windows.append(window)
         return windows
 
@@ -317,7 +357,7 @@ class EstimateStore:
     def close(self) -> None:
         self._connection.close()
 
-    def __enter__(self) -> "EstimateStore":
+    def __enter__(self) -> EstimateStore:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -339,11 +379,11 @@ class EstimateStore:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")
 
     def _time(self, ms: int):
-        """A window bound as the dialect's time value: ISO text in SQLite, timestamptz in PG."""
-        moment = ms_to_datetime(ms)
+        """A window bound as the dialect's time value: ISO text with milliseconds in SQLite,
+        timestamptz in PG."""
         if self.dialect == "sqlite":
-            return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-        return moment
+            return iso_from_ms(ms, milliseconds=True)
+        return datetime_from_ms(ms)
 
     def _pane_seq(self, cursor, metric: str, start_ms: int, end_ms: int, index: int) -> int:
         cursor.execute(self._sql("SELECT seq FROM ldp_panes WHERE metric = ? AND "
@@ -364,6 +404,9 @@ class EstimateStore:
 
     def _transaction(self):
         return _Transaction(self._connection, self.dialect)
+
+    def _snapshot(self):
+        return _Snapshot(self._connection, self.dialect)
 
 
 class _Transaction:
@@ -391,15 +434,40 @@ class _Transaction:
             self._cursor.close()
 
 
+class _Snapshot:
+    """A cursor inside a read-only transaction that sees one consistent state of the store."""
+
+    def __init__(self, connection, dialect: str):
+        self._connection = connection
+        self._dialect = dialect
+
+    def __enter__(self):
+        self._cursor = self._connection.cursor()
+        if self._dialect == "sqlite":
+            self._cursor.execute("BEGIN")  # in WAL mode the first read fixes the snapshot
+        else:
+            self._cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        return self._cursor
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if self._dialect == "sqlite":
+                self._cursor.execute("COMMIT")
+            else:
+                self._connection.rollback()  # end the read: the next one sees new panes
+        finally:
+            self._cursor.close()
+
+
 def _value_rows(record: dict, metric: str, start, end, start_ms: int, end_ms: int,
                 pane_index: int):
     labels = record.get("labels") or [str(i) for i in range(len(record["estimate"]))]
     estimate = record["estimate"]
     unbiased = record.get("unbiased_estimate") or [None] * len(estimate)
     errors = record.get("std_error") or [None] * len(estimate)
-    for index, (label, value, raw, error) in enumerate(zip(labels, estimate, unbiased, errors)):
-        low = None if error is None else value - Z95 * error
-        high = None if error is None else value + Z95 * error
+    for index, (label, value, raw, error) in enumerate(zip(labels, estimate, unbiased, errors,
+                                                           strict=False)):
+        low, high = band95(value, error)
         yield (metric, start, end, start_ms, end_ms, index, str(label), float(value),
                None if raw is None else float(raw), None if error is None else float(error),
                low, high, pane_index)

@@ -7,11 +7,17 @@ stale pane changes nothing). `WriteToStore` wires it and the dead-letter counts 
 """
 from __future__ import annotations
 
+import json
+
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.pvalue import PDone
 
-from ldp_telemetry.store.records import Z95, describe_window, pane_of, reject_slice
+from ldp_telemetry.ldp.errors import StoreError
+from ldp_telemetry.output.bands import band95
+from ldp_telemetry.output.reader import pane_of
+from ldp_telemetry.store.records import reject_slice
+from ldp_telemetry.store.sql import SCHEMES, STORE_FIELD, SUPPORT_COLUMNS, open_store
 
 BIGQUERY_SCHEME = "bigquery://"
 
@@ -33,7 +39,6 @@ class WritePanesToStoreFn(beam.DoFn):
         self._url = url
 
     def setup(self):
-        from ldp_telemetry.store import open_store
         self._store = open_store(self._url)
 
     def start_bundle(self):
@@ -67,7 +72,6 @@ class WriteRejectsToStoreFn(beam.DoFn):
         self._add = add
 
     def setup(self):
-        from ldp_telemetry.store import open_store
         self._store = open_store(self._url)
 
     def start_bundle(self):
@@ -133,23 +137,21 @@ class WriteToStore(beam.PTransform):
 
 def check_store_url(url: str) -> None:
     """Fail before any report is read when the store cannot be used: a SQL store is opened (its
-    tables created), a BigQuery URL parsed. ValueError (StoreError) naming the problem."""
+    tables created), a BigQuery URL parsed. StoreError (field ``store``) naming the problem."""
     if url.startswith(BIGQUERY_SCHEME):
         _bigquery_table_prefix(url)
         return
-    from ldp_telemetry.store import open_store
-    from ldp_telemetry.store.sql import SCHEMES
     if url.split("://", 1)[0] not in SCHEMES:
-        raise ValueError(f"--store {url!r}: expected sqlite:///FILE.db, "
-                         f"postgresql://USER@HOST/DB or bigquery://PROJECT/DATASET")
+        raise StoreError(f"store {url!r}: expected sqlite:///FILE.db, "
+                         f"postgresql://USER@HOST/DB or bigquery://PROJECT/DATASET", STORE_FIELD)
     open_store(url).close()
 
 
 def _bigquery_table_prefix(url: str) -> str:
-    """`bigquery://PROJECT/DATASET` -> 'PROJECT:DATASET.'; ValueError when malformed."""
+    """`bigquery://PROJECT/DATASET` -> 'PROJECT:DATASET.'; StoreError when malformed."""
     parts = url[len(BIGQUERY_SCHEME):].strip("/").split("/")
     if len(parts) != 2 or not all(parts):
-        raise ValueError(f"store {url!r}: expected bigquery://PROJECT/DATASET")
+        raise StoreError(f"store {url!r}: expected bigquery://PROJECT/DATASET", STORE_FIELD)
     return f"{parts[0]}:{parts[1]}."
 
 
@@ -191,24 +193,21 @@ BIGQUERY_REJECTS_SCHEMA = {"fields": [
 def bigquery_pane_row(record: dict) -> dict:
     """One BigQuery row of `ldp_panes` per pane: the SQL store's ldp_windows columns, with the
     value rows nested as the repeated field `values`."""
-    import json
-    facts = describe_window(record)
     pane = pane_of(record)
     labels = record.get("labels") or [str(i) for i in range(len(record["estimate"]))]
     errors = record.get("std_error") or [None] * len(record["estimate"])
     unbiased = record.get("unbiased_estimate") or [None] * len(record["estimate"])
     values = [{"value_index": i, "label": str(label), "estimate": value,
                "unbiased_estimate": raw, "std_error": error,
-               "lower95": None if error is None else value - Z95 * error,
-               "upper95": None if error is None else value + Z95 * error}
+               **dict(zip(("lower95", "upper95"), band95(value, error), strict=True))}
               for i, (label, value, raw, error)
-              in enumerate(zip(labels, record["estimate"], unbiased, errors))]
+              in enumerate(zip(labels, record["estimate"], unbiased, errors, strict=False))]
     return {"metric": record["metric"], "window_start": record["window_start"],
             "window_end": record["window_end"], "n": int(record["n"]),
             "protocol": record["protocol"], "epsilon": float(record["epsilon"]),
-            "p_star": facts["p_star"], "q_star": facts["q_star"],
-            "smallest_resolvable": facts["smallest_resolvable"],
-            "estimator": facts["estimator"], "postprocess": facts["postprocess"],
+            **{name: record.get(name) for name in SUPPORT_COLUMNS},
+            "estimator": (record.get("estimator") or {}).get("method"),
+            "postprocess": (record.get("postprocess") or {}).get("method"),
             "pane_timing": pane["timing"], "pane_index": pane["index"],
             "pane_is_last": pane["is_last"], "record": json.dumps(record, sort_keys=True),
             "values": values}

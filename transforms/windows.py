@@ -12,10 +12,11 @@ from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Duration, Timestamp
 
 from ldp_telemetry.ldp.registry import Registry
-from ldp_telemetry.schemas.batches import DeadLetter, Reason, ReportBatch
+from ldp_telemetry.output.reasons import Reason
+from ldp_telemetry.output.times import iso_from_ms
+from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.transforms.coders import ReportBatchCoder  # noqa: F401 (registers it)
 from ldp_telemetry.transforms.count import CountSupportFn, MergeSupportFn, SupportStatistic
-from ldp_telemetry.transforms.finalize import iso_ms
 from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
 
 #: Most windows a report may be counted in (window / period): each slice statistic is added
@@ -219,7 +220,8 @@ DUPLICATES = "duplicates"
 
 
 def _duplicate_letter(statistic: SupportStatistic, start_ms: int, slice_ms: int) -> DeadLetter:
-    where = f"metric {statistic.metric!r}, slice [{iso_ms(start_ms)}, {iso_ms(start_ms + slice_ms)})"
+    where = (f"metric {statistic.metric!r}, slice [{iso_from_ms(start_ms)}, "
+             f"{iso_from_ms(start_ms + slice_ms)})")
     examples = ", ".join(str(i) for i in statistic.duplicate_ids)
     return DeadLetter(where, Reason.DUPLICATE,
                       f"{statistic.duplicates} report(s) repeat a report id already counted in "

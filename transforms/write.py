@@ -28,8 +28,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import window as beam_window
 from fastavro.write import Writer
 
+from ldp_telemetry.output.compact import IndexLabels, avro_values, plain_record
 from ldp_telemetry.schemas import load_schema
-from ldp_telemetry.transforms.compact import IndexLabels, avro_values, plain_record
 
 #: Items of an array written to JSON per piece: bounds the text held at once for a record of
 #: d values to about 60 bytes x this, instead of the whole line (d x 60 bytes).
@@ -183,7 +183,7 @@ class AvroBatchSink(ReplacesEarlierShards):
 
 
 class WriteRecords(beam.PTransform):
-    """Records (plain or compact dicts, see `ldp_telemetry.transforms.compact`) ->
+    """Records (plain or compact dicts, see `ldp_telemetry.output.compact`) ->
     `<prefix>-SSSSS-of-NNNNN.jsonl` and `.avro` with the named schema, the same records in both.
 
     `num_shards=0`: one shard per bundle, written as the records arrive (no grouping; use it

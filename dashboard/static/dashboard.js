@@ -1,11 +1,11 @@
 /* ldp-telemetry dashboard: draws one metric's windows as inline SVG and, on a live page, polls
  * api/windows with a cursor for the panes that arrived since. No library, no request to any
  * other host; every value from the data is set with textContent or an attribute, never parsed
- * as markup. */
+ * as markup. It computes no statistic: each window carries its 95% bands (lower95, upper95,
+ * half95 per value) and smallest_resolvable, computed by the server (dashboard/source.py). */
 (function () {
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
-  var Z95 = 1.959963984540054;
   var PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777",
                  "#65a30d", "#475569", "#ea580c"];
   var REASON_COLORS = ["#b91c1c", "#f97316", "#a16207", "#be185d", "#7f1d1d", "#9333ea"];
@@ -25,8 +25,13 @@
   function shortTime(iso) {
     return String(iso).replace("T", " ").replace(/:00(\.000)?Z$/, "").replace(/ 00:00$/, "").replace(/Z$/, "");
   }
-  function sum(values) { var t = 0; for (var i = 0; i < values.length; i++) { t += values[i]; } return t; }
   function rejectTotal(w) { var t = 0; for (var r in (w.rejects || {})) { t += w.rejects[r]; } return t; }
+  /* The 95% band of value i of a window: {low, high, half}; the estimate itself without one. */
+  function band(w, i) {
+    var e = w.estimate[i] || 0, low = (w.lower95 || [])[i], high = (w.upper95 || [])[i];
+    if (typeof low !== "number" || typeof high !== "number") { return {low: e, high: e, half: 0}; }
+    return {low: low, high: high, half: (w.half95 || [])[i] || 0};
+  }
 
   function svgEl(tag, attrs, text) {
     var node = document.createElementNS(SVG, tag);
@@ -93,7 +98,7 @@
     var chosen = topLabels();
     var high = 0.05;
     windows.forEach(function (w) {
-      chosen.forEach(function (i) { high = Math.max(high, (w.estimate[i] || 0) + Z95 * ((w.std_error || [])[i] || 0)); });
+      chosen.forEach(function (i) { high = Math.max(high, band(w, i).high); });
     });
     var y = frame(svg, box, 0, high * 1.08, "frequency");
     var step = box.width / windows.length;
@@ -106,17 +111,17 @@
       var color = PALETTE[rank % PALETTE.length];
       var upper = [], lower = [], line = [];
       windows.forEach(function (w, k) {
-        var e = w.estimate[i] || 0, s = (w.std_error || [])[i] || 0;
-        upper.push(x(k) + "," + y(e + Z95 * s));
-        lower.unshift(x(k) + "," + y(Math.max(0, e - Z95 * s)));
+        var e = w.estimate[i] || 0, b = band(w, i);
+        upper.push(x(k) + "," + y(b.high));
+        lower.unshift(x(k) + "," + y(Math.max(0, b.low)));
         line.push(x(k) + "," + y(e));
       });
       svg.appendChild(svgEl("polygon", {points: upper.concat(lower).join(" "), fill: color, "fill-opacity": 0.13, stroke: "none"}));
       svg.appendChild(svgEl("polyline", {points: line.join(" "), fill: "none", stroke: color, "stroke-width": 2}));
       windows.forEach(function (w, k) {
-        var e = w.estimate[i] || 0, s = (w.std_error || [])[i] || 0, timing = timingOf(w);
-        svg.appendChild(svgEl("line", {x1: x(k), x2: x(k), y1: y(e + Z95 * s), y2: y(Math.max(0, e - Z95 * s)), stroke: color, "stroke-opacity": 0.45}));
-        var text = w.labels[i] + " \u00b7 " + shortTime(w.window_start) + ": " + fmt(e) + " \u00b1 " + fmt(Z95 * s) + " (" + TIMING[timing].name + " pane " + paneIndex(w) + ")";
+        var e = w.estimate[i] || 0, b = band(w, i), timing = timingOf(w);
+        svg.appendChild(svgEl("line", {x1: x(k), x2: x(k), y1: y(b.high), y2: y(Math.max(0, b.low)), stroke: color, "stroke-opacity": 0.45}));
+        var text = w.labels[i] + " \u00b7 " + shortTime(w.window_start) + ": " + fmt(e) + " \u00b1 " + fmt(b.half) + " (" + TIMING[timing].name + " pane " + paneIndex(w) + ")";
         var marker;
         if (timing === "LATE") {
           marker = svgEl("rect", {x: x(k) - 4.5, y: y(e) - 4.5, width: 9, height: 9, transform: "rotate(45 " + x(k) + " " + y(e) + ")", fill: color, stroke: TIMING.LATE.color, "stroke-width": 2});
@@ -154,44 +159,22 @@
   }
 
   /* -- the selected window: distribution (or density) with error bars, and its values ----- */
-  function bucketEdges(w) {
-    var edges = w.bucket_edges, d = w.estimate.length;
-    if (!edges || edges.length < d) { return null; }
-    if (edges.length >= d + 1) { return edges.slice(0, d + 1); }
-    var last = edges[d - 1] + (d > 1 ? edges[d - 1] - edges[d - 2] : 1);
-    return edges.slice(0, d).concat([last]);
-  }
-
-  function quantilesOf(w) {
-    var q = w.quantiles, out = [];
-    if (!q) { return out; }
-    if (Array.isArray(q)) {
-      q.forEach(function (item, i) {
-        if (Array.isArray(item) && item.length >= 2) { out.push([Number(item[0]), Number(item[1])]); }
-        else if (item && typeof item === "object") {
-          var p = item.q !== undefined ? item.q : item.p !== undefined ? item.p : item.probability !== undefined ? item.probability : item.quantile;
-          var v = item.value !== undefined ? item.value : item.x;
-          if (p !== undefined && v !== undefined) { out.push([Number(p), Number(v)]); }
-        } else if (typeof item === "number" && Array.isArray(w.quantile_levels)) { out.push([Number(w.quantile_levels[i]), item]); }
-      });
-    } else if (typeof q === "object") {
-      for (var name in q) { out.push([Number(name), Number(q[name])]); }
-    }
-    return out.filter(function (pair) { return isFinite(pair[0]) && isFinite(pair[1]); });
+  /* A numeric window's quantiles (a map level -> value) as [level, value] pairs; a quantile of
+   * a window without reports is null and not drawn. */
+  function quantilePairs(w) {
+    return Object.keys(w.quantiles || {}).map(function (level) { return [Number(level), w.quantiles[level]]; })
+      .filter(function (pair) { return typeof pair[1] === "number"; });
   }
 
   function drawDistribution(w) {
     var holder = document.getElementById("distribution");
     clear(holder);
     var d = w.estimate.length;
-    var edges = bucketEdges(w);
-    var se = w.std_error || [];
-    var values = [], bars = [];
+    var edges = w.bucket_edges || null;  /* a numeric metric's d + 1 bucket edges */
+    var bars = [];
     for (var i = 0; i < d; i++) {
-      var width = edges ? (edges[i + 1] - edges[i]) || 1 : 1;
-      var v = w.estimate[i] / width, s = Z95 * (se[i] || 0) / width;
-      values.push(v);
-      bars.push({v: v, low: Math.max(0, v - s), high: v + s, half: s});
+      var width = edges ? (edges[i + 1] - edges[i]) || 1 : 1, b = band(w, i);
+      bars.push({v: w.estimate[i] / width, low: Math.max(0, b.low / width), high: b.high / width, half: b.half / width});
     }
     var low = Math.min(0, Math.min.apply(null, bars.map(function (b) { return b.low; })));
     var high = Math.max(1e-9, Math.max.apply(null, bars.map(function (b) { return b.high; })));
@@ -221,7 +204,7 @@
       var top = y(Math.max(0, b.v)), bottom = y(Math.min(0, b.v));
       var label = edges ? "[" + edges[i] + ", " + edges[i + 1] + ")" : w.labels[i];
       var bar = svgEl("rect", {x: left + pad, y: top, width: Math.max(1, right - left - 2 * pad), height: Math.max(0.5, bottom - top), "class": "bar"});
-      svg.appendChild(tooltip(bar, label + ": " + fmt(w.estimate[i]) + " \u00b1 " + fmt(Z95 * (se[i] || 0)) + " (95%)"));
+      svg.appendChild(tooltip(bar, label + ": " + fmt(w.estimate[i]) + " \u00b1 " + fmt(band(w, i).half) + " (95%)"));
       var mid = (left + right) / 2;
       if (b.half > 0) {
         svg.appendChild(svgEl("line", {x1: mid, x2: mid, y1: y(b.high), y2: y(b.low), "class": "errorbar"}));
@@ -240,7 +223,7 @@
       svg.appendChild(svgEl("text", {x: box.left + box.width - 4, y: y(floorLine) - 5, "class": "floor-label", "text-anchor": "end"}, "smallest resolvable: " + fmt(floorLine)));
     }
     if (edges) {
-      quantilesOf(w).forEach(function (pair) {
+      quantilePairs(w).forEach(function (pair) {
         var qx = x(pair[1]);
         svg.appendChild(svgEl("line", {x1: qx, x2: qx, y1: box.top, y2: box.top + box.height, "class": "quantile"}));
         svg.appendChild(svgEl("text", {x: qx + 3, y: box.top + 12, "class": "quantile-label"}, "q" + Number((pair[0] * 100).toPrecision(3)) + " = " + Number(pair[1].toPrecision(4))));
@@ -262,14 +245,14 @@
     head.appendChild(row);
     table.appendChild(head);
     var body = htmlEl("tbody");
-    var se = w.std_error || [], raw = w.unbiased_estimate || [];
+    var se = w.std_error || [], half = w.half95 || [], raw = w.unbiased_estimate || [];
     var order = w.estimate.map(function (_, i) { return i; }).sort(function (a, b) { return w.estimate[b] - w.estimate[a] || a - b; });
     order.forEach(function (i, rank) {
       var tr = htmlEl("tr", {"data-index": String(i)});
       tr.appendChild(htmlEl("td", {"class": "num"}, String(rank + 1)));
       tr.appendChild(htmlEl("td", {"class": "label"}, String(w.labels[i])));
       tr.appendChild(htmlEl("td", {"class": "num estimate"}, fmt(w.estimate[i])));
-      tr.appendChild(htmlEl("td", {"class": "num band"}, se[i] === undefined ? "\u2014" : fmt(Z95 * se[i])));
+      tr.appendChild(htmlEl("td", {"class": "num band"}, fmt(half[i])));
       tr.appendChild(htmlEl("td", {"class": "num unbiased"}, fmt(raw[i])));
       tr.appendChild(htmlEl("td", {"class": "num std-error"}, fmt(se[i])));
       if (w.smallest_resolvable && w.estimate[i] < w.smallest_resolvable) { tr.setAttribute("class", "unresolved"); }

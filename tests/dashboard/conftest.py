@@ -13,7 +13,7 @@ from ldp_telemetry.ldp.registry import load_registry
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.store.records import iso_to_ms
+from ldp_telemetry.output.times import ms_from_iso
 from ldp_telemetry.transforms.windows import WindowSpec
 
 from tests.dashboard.browser import Unavailable, open_browser
@@ -39,7 +39,7 @@ def demo_run(tmp_path_factory):
                      "event_time", "--out", str(folder / "reports"), "--seed", "2013"]) == 0
     registry = load_registry(registry_path)
     grr = registry["flight.carrier"].protocol
-    times = np.array([iso_to_ms(t) for t in REJECTED_AT], dtype=np.int64)
+    times = np.array([ms_from_iso(t) for t in REJECTED_AT], dtype=np.int64)
     write_reports(str(folder / "reports" / "rejected.avro"), "flight.carrier", grr,
                   np.arange(len(times)), times, {"value": np.full(len(times), 99)})
     files = tuple(sorted(str(p) for p in (folder / "reports").glob("*.avro")))

@@ -9,13 +9,14 @@ import time
 
 import pytest
 
-from ldp_telemetry.dashboard.pages import metric_page_name
+from ldp_telemetry.dashboard.pages import metric_page_link, metric_page_name
 from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource, StoreSource
+from ldp_telemetry.ldp.estimation import smallest_resolvable
+from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.store import open_store
-from ldp_telemetry.store.records import smallest_resolvable, support_probabilities
 
-Z95 = 1.959963984540054
 #: How long a page may take to show a pane written while it is open (it polls every 0.3 s).
 LIVE_TIMEOUT_S = 10
 
@@ -75,7 +76,7 @@ def test_pages_show_the_jobs_numbers_for_a_chosen_window(browser, demo_run, serv
     carrier = sorted((r for r in demo_run["records"] if r["metric"] == "flight.carrier"),
                      key=lambda r: r["window_start"])
     chosen = carrier[1]  # the second week, which holds one rejected report
-    browser.get(url + metric_page_name("flight.carrier"))
+    browser.get(url + metric_page_link("flight.carrier"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')") == str(len(carrier))
     browser.driver.execute_script(
         "const s = document.getElementById('window-select');"
@@ -96,7 +97,8 @@ def test_pages_show_the_jobs_numbers_for_a_chosen_window(browser, demo_run, serv
         ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
     assert facts["n"] == f"{chosen['n']:,}"
     assert facts["rejected"] == "1" and facts["late reports"] == "0"
-    p, q = support_probabilities("grr", 2.0, 16)
+    grr = make_protocol("grr", 2.0, 16)
+    p, q = grr.p_star, grr.q_star
     assert facts["smallest resolvable"].startswith(f"{smallest_resolvable(p, q, chosen['n']):.4f}")
     header = browser.driver.execute_script(
         "return Object.fromEntries(Array.from(document.querySelectorAll('header dl.facts div'))"
@@ -113,7 +115,7 @@ def test_pages_show_the_jobs_numbers_for_a_chosen_window(browser, demo_run, serv
     browser.screenshot(str(artifacts / "metric-flight.carrier.png"))
     check_clean(browser)
 
-    browser.get(url + metric_page_name("flight.dest"))
+    browser.get(url + metric_page_link("flight.dest"))
     assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length") == 105
     browser.screenshot(str(artifacts / "metric-flight.dest.png"))
     check_clean(browser)
@@ -138,7 +140,7 @@ def test_a_pane_written_while_the_page_is_open_appears_without_a_reload(
         shutil.copy(demo_run["store"][len("sqlite:///"):], db)
         source = StoreSource(f"sqlite:///{db}")
     url = served(source)
-    browser.get(url + metric_page_name("flight.carrier"))
+    browser.get(url + metric_page_link("flight.carrier"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')")
     browser.driver.execute_script("window.__notReloaded = true;")
     if kind == "folder":  # a live run's sink adds a file per pane
@@ -182,7 +184,7 @@ def test_names_from_the_data_render_as_text(browser, served, tmp_path, artifacts
     browser.get(url)
     assert browser.driver.execute_script("return document.querySelector('#metrics a')"
                                          ".textContent") == hostile
-    browser.get(url + metric_page_name(hostile))
+    browser.get(url + metric_page_link(hostile))
     assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
     assert browser.driver.execute_script("return window.__owned === undefined")
     assert browser.driver.execute_script("return document.querySelector('h1').textContent") \
@@ -237,7 +239,7 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
     with open_store(url_db) as store:
         store.write_panes([record])
     url = served(StoreSource(url_db))
-    browser.get(url + metric_page_name("latency.seconds"))
+    browser.get(url + metric_page_link("latency.seconds"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
     quantiles = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#distribution .quantile-label'))"

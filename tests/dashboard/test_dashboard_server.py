@@ -11,18 +11,36 @@ import urllib.request
 import pytest
 
 from ldp_telemetry.dashboard.cli import add_dashboard_arguments
-from ldp_telemetry.dashboard.pages import embedded_json, metric_page_name
+from ldp_telemetry.dashboard.pages import embedded_json, metric_page_link, metric_page_name
 from ldp_telemetry.dashboard.server import Dashboard, make_server, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource
+from ldp_telemetry.ldp.estimation import smallest_resolvable
+from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.store import open_store
+
+GRR = make_protocol("grr", 1.0, 2)
 
 
 def record(start: str, end: str, n: int, index: int = 0, timing: str = "ON_TIME") -> dict:
     return {"metric": "m", "window_start": start, "window_end": end, "n": n, "protocol": "grr",
-            "epsilon": 1.0, "estimator": {"method": "unbiased", "params": {}},
+            "epsilon": 1.0, "p_star": GRR.p_star, "q_star": GRR.q_star,
+            "smallest_resolvable": smallest_resolvable(GRR.p_star, GRR.q_star, n),
+            "estimator": {"method": "unbiased", "params": {}},
             "postprocess": {"method": "norm-sub", "params": {}}, "labels": ["a", "b"],
             "estimate": [0.6, 0.4], "unbiased_estimate": [0.6, 0.4], "std_error": [0.1, 0.1],
             "pane": {"timing": timing, "index": index, "is_last": False}}
+
+
+def assert_drawn_as_computed_once(window: dict) -> None:
+    """A window view carries what the page draws: bands, half widths, p*, q*, smallest
+    resolvable (the script computes none of them)."""
+    assert window["lower95"] == pytest.approx([0.6 - Z95 * 0.1, 0.4 - Z95 * 0.1])
+    assert window["upper95"] == pytest.approx([0.6 + Z95 * 0.1, 0.4 + Z95 * 0.1])
+    assert window["half95"] == pytest.approx([Z95 * 0.1, Z95 * 0.1])
+    assert (window["p_star"], window["q_star"]) == pytest.approx((GRR.p_star, GRR.q_star))
+    assert window["smallest_resolvable"] == pytest.approx(
+        smallest_resolvable(GRR.p_star, GRR.q_star, window["n"]))
 
 
 def get(url: str):
@@ -54,7 +72,7 @@ def test_pages_allow_no_other_origin_and_the_api_returns_only_changes(tmp_path):
     source = StoreSource(url_db)
     server, base = serve_in_thread(Dashboard(source))
     try:
-        headers, body = get(base + metric_page_name("m"))
+        headers, body = get(base + metric_page_link("m"))
         policy = headers["Content-Security-Policy"]
         assert "default-src 'none'" in policy and "connect-src 'self'" in policy
         assert "script-src 'self'" in policy and "http" not in policy
@@ -63,6 +81,7 @@ def test_pages_allow_no_other_origin_and_the_api_returns_only_changes(tmp_path):
         first = json.loads(first)
         assert [w["n"] for w in first["windows"]] == [10, 20]
         assert first["windows"][0]["smallest_resolvable"] > 0
+        assert_drawn_as_computed_once(first["windows"][0])
         with open_store(url_db) as store:
             store.write_panes([record("2024-03-01T01:00:00Z", "2024-03-01T02:00:00Z", 26,
                                       index=1, timing="LATE")])
@@ -94,6 +113,7 @@ def test_a_folder_is_followed_line_by_line_and_half_written_lines_wait(tmp_path)
         handle.write(late[20:] + "\n")
     cursor2, windows = source.windows("m", cursor)
     assert cursor2 > cursor and [(w["n"], w["late_reports"]) for w in windows] == [(15, 5)]
+    assert_drawn_as_computed_once(windows[0])
     (tmp_path / "dead_letters-live.jsonl").write_text(json.dumps(
         {"source": "x", "reason": "invalid_payload", "detail": "", "records": 1,
          "report": json.dumps({"metric": "m", "event_time": "2024-03-01T00:10:00+00:00"})})
@@ -136,8 +156,8 @@ def test_ldp_dashboard_serves_until_stopped(tmp_path):
         assert line.startswith("dashboard: http://127.0.0.1:"), line
         base = line.split()[1]
         _, body = get(base)
-        assert b"metric-m-" in body
-        _, page = get(base + metric_page_name("m"))
+        assert b'href="metric-m.html"' in body
+        _, page = get(base + metric_page_link("m"))
         assert b'id="ldp-data"' in page
     finally:
         process.terminate()
@@ -184,3 +204,58 @@ def test_a_live_runs_pane_log_dead_letters_and_too_late_counts_are_followed(tmp_
     assert (window["pane"]["index"], window["n"], window["late_reports"]) == (2, 130, 30)
     assert window["rejects"] == {"invalid_payload": 1, "too_late": 9}
     assert source.windows("m", cursor2) == (cursor2, [])
+
+
+def test_a_store_source_sends_the_bands_and_facts_the_store_saved(tmp_path):
+    url_db = f"sqlite:///{tmp_path}/s.db"
+    with open_store(url_db) as store:
+        store.write_panes([record("2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z", 10)])
+        cursor = store._connection.cursor()  # what the store saved is what a page shows
+        cursor.execute("UPDATE ldp_window_values SET lower95 = -1.5 WHERE value_index = 1")
+        cursor.execute("UPDATE ldp_windows SET smallest_resolvable = 0.125")
+    from ldp_telemetry.dashboard.source import StoreSource
+    source = StoreSource(url_db)
+    try:
+        _, [window] = source.windows("m")
+    finally:
+        source.close()
+    assert window["lower95"] == pytest.approx([0.6 - Z95 * 0.1, -1.5])
+    assert window["upper95"] == pytest.approx([0.6 + Z95 * 0.1, 0.4 + Z95 * 0.1])
+    assert window["smallest_resolvable"] == 0.125
+
+
+def test_a_record_written_before_p_star_existed_shows_no_p_star(tmp_path):
+    old = record("2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z", 10)
+    for name in ("p_star", "q_star", "smallest_resolvable"):
+        del old[name]
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text(json.dumps(old) + "\n")
+    dashboard = Dashboard(FolderSource(str(tmp_path)))
+    _, [window] = dashboard.source.windows("m")
+    assert (window["p_star"], window["q_star"], window["smallest_resolvable"]) == \
+        (None, None, None)
+    page = dashboard.page("m", live=False)
+    assert "<dt>p*</dt><dd>—</dd>" in page and "<dt>q*</dt><dd>—</dd>" in page
+
+
+def test_page_names_are_injective_and_links_reach_them(tmp_path):
+    metrics = ["a/b", "a_b", "a%2Fb", "größe.µs", "..", "x-y", "x"]
+    lines = []
+    for n, metric in enumerate(metrics, start=1):
+        lines.append(json.dumps(dict(record("2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z", n),
+                                     metric=metric)))
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text("\n".join(lines) + "\n")
+    assert len({metric_page_name(m) for m in metrics}) == len(metrics)
+    assert all("/" not in metric_page_name(m) and not metric_page_name(m).startswith(".")
+               for m in metrics)
+    server, base = serve_in_thread(Dashboard(FolderSource(str(tmp_path))))
+    try:
+        _, index = get(base)
+        for n, metric in enumerate(metrics, start=1):
+            assert f'href="{metric_page_link(metric)}"'.encode() in index
+            _, page = get(base + metric_page_link(metric))
+            data = page.split(b'<script id="ldp-data" type="application/json">')[1]
+            data = json.loads(data.split(b"</script>")[0])
+            assert data["metric"] == metric and [w["n"] for w in data["windows"]] == [n]
+    finally:
+        server.shutdown()
+        server.server_close()

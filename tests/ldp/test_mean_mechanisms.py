@@ -9,7 +9,7 @@ import pytest
 
 from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.transforms.finalize import window_estimate_record
+from ldp_telemetry.output.records import window_estimate_record
 
 
 def config(protocol, epsilon=1.0):

@@ -371,7 +371,7 @@ def test_with_method_reprocesses_from_the_unbiased_estimate():
 def test_from_record_round_trip():
     from ldp_telemetry.ldp.finalize import finalize_window
     from ldp_telemetry.ldp.registry import parse_registry
-    from ldp_telemetry.transforms.finalize import window_estimate_record
+    from ldp_telemetry.output.records import window_estimate_record
     registry = parse_registry({"metrics": [{"name": "m", "protocol": "olh", "epsilon": 1.0,
                                             "domain": {"labels": list("abcd")},
                                             "postprocess": {"method": "base-cut", "alpha": 1}}]})

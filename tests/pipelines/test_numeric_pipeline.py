@@ -23,7 +23,8 @@ from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.pipelines.estimate import EstimateJob, build_streaming_pipeline, run_job
-from ldp_telemetry.pipelines.simulate import InputError, map_to_domain
+from ldp_telemetry.ldp.errors import InputError
+from ldp_telemetry.pipelines.simulate import map_to_domain
 from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.transforms.replay import FilesArrive, ReplayReportFiles, WatermarkTo

@@ -12,7 +12,7 @@ from ldp_telemetry.ldp.postprocess import METHODS, PostprocessSpec
 from ldp_telemetry.ldp.queries import WindowEstimate
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
-from ldp_telemetry.pipelines.results import load_estimates
+from ldp_telemetry.output.reader import read_estimates
 from ldp_telemetry.pipelines.simulate import TrueValues, simulate_reports
 from ldp_telemetry.transforms.windows import WindowSpec
 
@@ -63,7 +63,7 @@ def job_output(tmp_path_factory):
 
 def test_every_method_is_named_with_its_parameters(job_output):
     registry, out = job_output
-    records = load_estimates(out)
+    records = read_estimates(out)
     assert len(records) == 2 * len(POSTPROCESS)
     assert {method for _, method, _ in POSTPROCESS} == set(METHODS)
     for i, (_, method, params) in enumerate(POSTPROCESS):
@@ -80,7 +80,7 @@ def test_every_method_is_named_with_its_parameters(job_output):
 
 def test_records_survive_a_json_round_trip_into_queries(job_output):
     _, out = job_output
-    for record in load_estimates(out):
+    for record in read_estimates(out):
         again = json.loads(json.dumps(record))
         answer = WindowEstimate.from_record(again).set_sum([0, 1, 2])
         assert np.isfinite(answer.value) and answer.std_error > 0

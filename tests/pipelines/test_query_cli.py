@@ -11,7 +11,7 @@ from ldp_telemetry.ldp.queries import WindowEstimate
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
-from ldp_telemetry.pipelines.results import load_estimates
+from ldp_telemetry.output.reader import read_estimates
 from ldp_telemetry.pipelines.simulate import TrueValues, simulate_reports
 from ldp_telemetry.transforms.windows import WindowSpec
 
@@ -60,7 +60,7 @@ def query_json(capsys, out, *args):
 
 
 def window_record(out, metric, index):
-    return [r for r in load_estimates(out) if r["metric"] == metric][index]
+    return [r for r in read_estimates(out) if r["metric"] == metric][index]
 
 
 def test_set_query_text_and_json(output, capsys):
@@ -91,7 +91,7 @@ def test_point_query_matches_the_record(output, capsys):
 
 
 def test_window_by_iso_variants_and_index(output, capsys):
-    starts = [r["window_start"] for r in load_estimates(output, "colour")]
+    starts = [r["window_start"] for r in read_estimates(output, "colour")]
     assert len(starts) == 3
     by_index = query_json(capsys, output, "--metric", "colour", "--window", "-1", "--top", "2")
     for spelling in (starts[-1], starts[-1].replace("Z", "+00:00"), starts[-1].rstrip("Z")):

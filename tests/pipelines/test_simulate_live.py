@@ -8,6 +8,7 @@ import fastavro
 import numpy as np
 import pytest
 
+from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.pipelines import cli
 from ldp_telemetry.pipelines.simulate import TrueValues, live_schedule, simulate_live
@@ -60,9 +61,11 @@ def test_live_simulation_writes_due_reports_per_tick_by_rename(tmp_path):
                                      for t in chunk]) for chunk in seen])
     assert len(flat) == n
     assert np.all(np.diff(flat) >= 0)  # event-time order across files
-    with pytest.raises(ValueError, match="--overwrite"):
+    with pytest.raises(InputError, match="overwrite them or choose another output folder") \
+            as caught:
         simulate_live(REGISTRY["sim.grr"], truth, str(tmp_path), seed=1, speedup=2.0,
                       sleep=fake.sleep, clock=fake.clock, progress=None)
+    assert caught.value.field == "out"
 
 
 def test_run_follow_and_input_are_exclusive_and_flags_are_checked(tmp_path, capsys):

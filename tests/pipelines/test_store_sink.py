@@ -8,13 +8,16 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ldp_telemetry.ldp.registry import load_registry
+from ldp_telemetry.output.bands import band95
+from ldp_telemetry.output.times import ms_from_iso
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.store import open_store
-from ldp_telemetry.store.records import UNATTRIBUTED_MS, iso_to_ms
+from ldp_telemetry.store.records import UNATTRIBUTED_MS
 from ldp_telemetry.transforms.windows import WindowSpec
 
 HOUR = 3_600_000
@@ -70,6 +73,10 @@ def test_the_store_holds_the_jobs_windows_and_its_dead_letters_per_window(tmp_pa
         for window in stored:
             assert window.pop("late_reports") == 0  # one ON_TIME pane each
             window.pop("pane_seq")
+            bands = [band95(e, s) for e, s in zip(window["estimate"], window["std_error"],
+                                                  strict=True)]
+            assert window.pop("lower95") == pytest.approx([low for low, _ in bands])
+            assert window.pop("upper95") == pytest.approx([high for _, high in bands])
         key = lambda r: (r["metric"], r["window_start"])  # noqa: E731
         assert sorted(stored, key=key) == sorted(estimates, key=key)
         hours = [(T0 + k * HOUR, T0 + (k + 1) * HOUR) for k in range(3)]
@@ -81,7 +88,7 @@ def test_the_store_holds_the_jobs_windows_and_its_dead_letters_per_window(tmp_pa
         rows = store._query("SELECT COUNT(*) FROM ldp_rejects WHERE slice_start_ms = ?",
                             (UNATTRIBUTED_MS,))
         assert rows == [(1,)]
-    assert iso_to_ms(estimates[0]["window_start"]) % HOUR == 0
+    assert ms_from_iso(estimates[0]["window_start"]) % HOUR == 0
 
 
 def test_ldp_run_takes_a_store_url_and_refuses_a_bad_one_before_reading(tmp_path, capsys):

@@ -12,7 +12,7 @@ from ldp_telemetry.ldp.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.queries import WindowEstimate
 from ldp_telemetry.pipelines.cli import main
-from ldp_telemetry.pipelines.results import load_estimates
+from ldp_telemetry.output.reader import read_estimates
 
 DAY_S = 86_400
 START_S = 1_600_000_000 - 1_600_000_000 % DAY_S
@@ -58,7 +58,7 @@ def output(tmp_path_factory):
 
 
 def records_of(out, name):
-    mine = [r for r in load_estimates(out) if r["metric"] == name]
+    mine = [r for r in read_estimates(out) if r["metric"] == name]
     assert len(mine) == 2
     return mine
 

@@ -13,7 +13,7 @@ import os
 from ldp_telemetry.pipelines.estimate import EstimateJob
 from ldp_telemetry.pipelines.follow import WatermarkPolicy
 from ldp_telemetry.pipelines.live import LiveConfig, run_live
-from ldp_telemetry.transforms.pane_log import latest_panes
+from ldp_telemetry.output.reader import latest_panes
 
 
 def test_live_final_panes_equal_the_batch_estimates(comparison_input, tmp_path, hard_deadline):

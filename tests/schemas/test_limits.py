@@ -13,10 +13,12 @@ import cramjam
 import fastavro
 import pytest
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.output.reasons import Reason
 from ldp_telemetry.pipelines.estimate import add_job_arguments, job_from_arguments
 from ldp_telemetry.schemas import load_schema, report_schema_json
-from ldp_telemetry.schemas.batches import CUT_MARK, DeadLetter, Reason, ReportBatch
+from ldp_telemetry.schemas.batches import CUT_MARK, DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.container import Container
 from ldp_telemetry.schemas.decompress import codec_problem
@@ -195,8 +197,9 @@ def test_limits_are_checked_when_made(field, value, words):
 def test_a_registry_name_beyond_the_limit_fails_when_the_job_is_built():
     registry = parse_registry({"metrics": [
         {"name": "m" * 300, "protocol": "grr", "epsilon": 1.0, "domain": {"size": 3}}]})
-    with pytest.raises(ValueError, match="longer than --max-metric-name-chars 256"):
+    with pytest.raises(ConfigError, match=r"longer than max_metric_name_chars \(256\)") as caught:
         ReadReportBatches(registry, HOUR)
+    assert caught.value.field == "max_metric_name_chars"
     ReadReportBatches(registry, HOUR, limits=DecodeLimits(max_metric_name_chars=300))
 
 

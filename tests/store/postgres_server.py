@@ -38,7 +38,8 @@ def start_server():
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        raise Unavailable("psycopg is not installed (pip install 'ldp-telemetry[postgres]')")
+        raise Unavailable("psycopg is not installed (pip install 'ldp-telemetry[postgres]')") \
+            from None
     binaries = server_binaries()
     run_as: list[str] = []
     owner = None

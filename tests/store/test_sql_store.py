@@ -1,23 +1,29 @@
 """The estimate store on SQLite (a file) and on a real PostgreSQL server started by the test."""
 from __future__ import annotations
 
-import copy
+import math
 import uuid
 
 import pytest
 
-from ldp_telemetry.store import StoreError, open_store
-from ldp_telemetry.store.records import UNATTRIBUTED_MS, Z95, iso_to_ms, reject_slice
+from ldp_telemetry.ldp.errors import StoreError
+from ldp_telemetry.output.bands import Z95
+from ldp_telemetry.output.times import ms_from_iso
+from ldp_telemetry.store import open_store
+from ldp_telemetry.store.records import UNATTRIBUTED_MS, reject_slice
 
 from tests.store.postgres_server import Unavailable, start_server
 
 HOUR = 3_600_000
+E2 = math.exp(2.0)
+P_STAR, Q_STAR = E2 / (E2 + 2), 1 / (E2 + 2)  # GRR at ε = 2, d = 3
 
 
 def record(metric="m.grr", start="2024-03-01T00:00:00Z", end="2024-03-01T01:00:00Z", n=100,
            timing="ON_TIME", index=0, estimate=(0.5, 0.3, 0.2), **extra):
     doc = {"metric": metric, "window_start": start, "window_end": end, "n": n,
-           "protocol": "grr", "epsilon": 2.0,
+           "protocol": "grr", "epsilon": 2.0, "p_star": P_STAR, "q_star": Q_STAR,
+           "smallest_resolvable": 2 * math.sqrt(Q_STAR * (1 - Q_STAR) / n) / (P_STAR - Q_STAR),
            "estimator": {"method": "unbiased", "params": {}, "iterations": None,
                          "last_change": None},
            "postprocess": {"method": "norm-hyb", "params": {"alpha": 2.0}},
@@ -59,6 +65,10 @@ def test_a_pane_reads_back_as_written_with_its_accounting(store_url):
         [window] = store.windows("m.grr")
         seq = window.pop("pane_seq")
         assert window.pop("late_reports") == 0
+        assert window.pop("lower95") == pytest.approx(
+            [e - Z95 * s for e, s in zip(written["estimate"], written["std_error"], strict=True)])
+        assert window.pop("upper95") == pytest.approx(
+            [e + Z95 * s for e, s in zip(written["estimate"], written["std_error"], strict=True)])
         assert window == written
         assert seq == store.latest_seq() >= 1
         assert store.metrics() == ["m.grr"]
@@ -117,7 +127,7 @@ def test_a_since_cursor_returns_only_windows_with_new_panes(store_url):
 
 
 def test_rejects_are_counted_per_window_and_unattributed_ones_apart(store_url):
-    start = iso_to_ms("2024-03-01T00:00:00Z")
+    start = ms_from_iso("2024-03-01T00:00:00Z")
     with open_store(store_url) as store:
         store.write_panes([record(end="2024-03-01T02:00:00Z")])  # a two-hour window
         store.write_rejects({("m.grr", "invalid_payload", start, start + HOUR): 3,
@@ -139,7 +149,8 @@ def test_optional_fields_of_numeric_metrics_and_iterative_estimators_survive(sto
                      mean=0.41, variance=0.02, quantiles={"0.5": 0.4, "0.9": 0.66},
                      estimator={"method": "ems", "params": {"smoothing": True},
                                 "iterations": 37, "last_change": 1e-7})
-    numeric["protocol"] = "sw"  # not a frequency oracle: p*, q* are unknown
+    numeric.update(protocol="sw", p_star=None, q_star=None,
+                   smallest_resolvable=None)  # not a frequency oracle: no p*, q*
     with open_store(store_url) as store:
         store.write_panes([numeric])
         [window] = store.windows("m.sw")
@@ -148,6 +159,8 @@ def test_optional_fields_of_numeric_metrics_and_iterative_estimators_survive(sto
         row = store._query("SELECT p_star, q_star, smallest_resolvable, estimator "
                            "FROM ldp_windows")[0]
         assert row == (None, None, None, "ems")
+        assert (window["p_star"], window["q_star"], window["smallest_resolvable"]) == \
+            (None, None, None)
 
 
 def test_numeric_summaries_are_rows_of_their_own_and_the_latest_pane_wins(store_url):
@@ -166,14 +179,29 @@ def test_numeric_summaries_are_rows_of_their_own_and_the_latest_pane_wins(store_
 
 
 def test_p_star_q_star_and_the_smallest_resolvable_frequency_are_stored(store_url):
-    import math
     with open_store(store_url) as store:
         store.write_panes([record(n=400)])
         p, q, resolvable = store._query(
             "SELECT p_star, q_star, smallest_resolvable FROM ldp_windows")[0]
+        [window] = store.windows("m.grr")
     e = math.exp(2.0)
     assert p == pytest.approx(e / (e + 2)) and q == pytest.approx(1 / (e + 2))
     assert resolvable == pytest.approx(2 * math.sqrt(q * (1 - q) / 400) / (p - q))
+    assert (window["p_star"], window["q_star"], window["smallest_resolvable"]) == \
+        (p, q, resolvable)
+
+
+def test_a_record_written_before_p_star_existed_stores_nulls_and_recomputes_nothing(store_url):
+    old = record()
+    for name in ("p_star", "q_star", "smallest_resolvable"):
+        del old[name]
+    with open_store(store_url) as store:
+        store.write_panes([old])
+        row = store._query("SELECT p_star, q_star, smallest_resolvable FROM ldp_windows")[0]
+        [window] = store.windows("m.grr")
+    assert row == (None, None, None)
+    assert (window["p_star"], window["q_star"], window["smallest_resolvable"]) == \
+        (None, None, None)
 
 
 def test_names_that_look_like_markup_or_sql_are_plain_data(store_url):
@@ -187,7 +215,7 @@ def test_names_that_look_like_markup_or_sql_are_plain_data(store_url):
 def test_a_dead_letter_is_counted_in_the_slice_of_its_event_time():
     letter = {"reason": "invalid_payload", "records": 1,
               "report": '{"metric": "m", "event_time": "2024-03-01T00:40:00+00:00"}'}
-    start = iso_to_ms("2024-03-01T00:00:00Z")
+    start = ms_from_iso("2024-03-01T00:00:00Z")
     assert reject_slice(letter, HOUR) == ("m", "invalid_payload", start, start + HOUR)
     assert reject_slice(letter, HOUR, 30 * 60_000) == (
         "m", "invalid_payload", start + 30 * 60_000, start + 90 * 60_000)
@@ -199,7 +227,9 @@ def test_a_dead_letter_is_counted_in_the_slice_of_its_event_time():
 
 
 def test_unusable_urls_fail_with_a_message(tmp_path):
-    with pytest.raises(StoreError, match="expected a URL starting with"):
+    with pytest.raises(StoreError, match="expected a URL starting with") as caught:
         open_store("mysql://x/y")
-    with pytest.raises(StoreError, match="cannot open the SQLite store"):
+    assert caught.value.field == "store"
+    with pytest.raises(StoreError, match="cannot open the SQLite store") as caught:
         open_store(f"sqlite:///{tmp_path}/missing-folder/x.db")
+    assert caught.value.field == "store"

@@ -15,8 +15,8 @@ import pytest
 from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.schemas import load_schema
-from ldp_telemetry.transforms.compact import IndexLabels, avro_values, plain_record
-from ldp_telemetry.transforms.finalize import BATCH_PANE, window_estimate_record
+from ldp_telemetry.output.compact import IndexLabels, avro_values, plain_record
+from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.transforms.store import STORE_FLUSH_VALUES, WritePanesToStoreFn
 from ldp_telemetry.transforms import write
 from ldp_telemetry.transforms.write import (BatchRecordsFn, WriteRecords, json_line_pieces,

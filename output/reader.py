@@ -1,0 +1,287 @@
+"""Read a job's output back: the one reader of a batch run's shards and of a live run's panes.
+
+`read_estimates` is what `ldp show` and `ldp query` read, whichever layout the folder holds
+(`ldp_telemetry.output.layout`); a restarted live run reads the pane log (`read_pane_log`,
+`latest_panes`, `truncate_torn_tail`); a follower that reads what is appended while a job runs
+(the dashboard) uses `ldp_telemetry.output.tail`, built on the same functions.
+
+A file that cannot be read, or a line that is not a window estimate, is an `InputError` (field
+``output``) naming the file and the line.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Mapping
+
+from ldp_telemetry.ldp.errors import ConfigError, InputError
+from ldp_telemetry.ldp.validation import is_int, is_number
+from ldp_telemetry.output.layout import (ESTIMATES, PANE_LOG, WindowKey, shard_pattern,
+                                         window_key)
+from ldp_telemetry.output.times import ms_from_iso
+
+#: The field of a job's settings that names its output folder.
+OUTPUT_FIELD = "output"
+
+
+def read_estimates(output_dir: str, metric: str | None = None) -> list[dict]:
+    """Every window-estimate record under `output_dir` (only `metric`'s when given), sorted by
+    metric, window start and pane index.
+
+    A batch run's `estimates-*.jsonl` shards; when there are none, the output of a live run:
+    the latest pane of each window written so far (`panes.log`). InputError when the folder
+    holds neither, or a record cannot be read.
+    """
+    paths = estimate_shards(output_dir)
+    if paths:
+        records = [record for path in paths for record in read_estimate_file(path)]
+    elif os.path.exists(os.path.join(output_dir, PANE_LOG)):
+        records = [read_pane(output_dir, entry) for entry in latest_panes(output_dir).values()]
+    else:
+        raise InputError(f"no {shard_pattern(ESTIMATES)} files (nor a live run's {PANE_LOG}) "
+                         f"in {output_dir}", OUTPUT_FIELD)
+    if metric is not None:
+        records = [r for r in records if r["metric"] == metric]
+    return sorted(records, key=lambda r: (r["metric"], ms_from_iso(r["window_start"]),
+                                          r["pane"]["index"]))
+
+
+def estimate_shards(output_dir: str) -> list[str]:
+    """The `estimates-*.jsonl` shards of a batch run in `output_dir`, sorted."""
+    return sorted(glob.glob(os.path.join(glob.escape(output_dir), shard_pattern(ESTIMATES))))
+
+
+def read_estimate_file(path: str) -> list[dict]:
+    """The window-estimate records of one JSON-lines file; InputError naming the file and line."""
+    records = []
+    try:
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if raw.strip():
+                    records.append(_estimate(raw, f"{path} line {number}"))
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror}", OUTPUT_FIELD) from None
+    return records
+
+
+def _estimate(raw: bytes, where: str) -> dict:
+    record = _json(raw, where)
+    problem = record_problem(record)
+    if problem:
+        raise InputError(f"{where}: not a window estimate: {problem}", OUTPUT_FIELD)
+    return record
+
+
+def _json(raw: bytes, where: str):
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise InputError(f"{where}: not UTF-8 text ({error.reason})", OUTPUT_FIELD) from None
+    except json.JSONDecodeError as error:
+        raise InputError(f"{where}: not valid JSON ({error.msg})", OUTPUT_FIELD) from None
+    except RecursionError:
+        raise InputError(f"{where}: nested too deeply to be an estimate", OUTPUT_FIELD) from None
+
+
+def _is_str(value) -> bool:
+    return isinstance(value, str)
+
+
+def _is_numbers(values) -> bool:
+    return isinstance(values, list) and all(is_number(v) for v in values)
+
+
+#: Fields every estimate record has: (check, what the message calls the type).
+_COMMON_FIELDS = {"metric": (_is_str, "str"), "window_start": (_is_str, "str"),
+                  "window_end": (_is_str, "str"), "n": (is_int, "int"),
+                  "protocol": (_is_str, "str"), "epsilon": (is_number, "number"),
+                  "estimate": (lambda v: isinstance(v, list), "list"),
+                  "pane": (lambda v: isinstance(v, dict), "dict")}
+#: ... and the record of a frequency metric (one without `bucket_edges`).
+_FREQUENCY_FIELDS = {"labels": (lambda v: isinstance(v, list), "list"),
+                     "std_error": (lambda v: isinstance(v, list), "list"),
+                     "postprocess": (lambda v: isinstance(v, dict), "dict")}
+#: Optional facts of the metric's protocol: null or a number.
+_OPTIONAL_NUMBERS = ("p_star", "q_star", "smallest_resolvable")
+
+
+def record_problem(record) -> str | None:
+    """Why a decoded JSON value is not a window estimate a reader can use, or None.
+
+    `window_start` and `window_end` are ISO-8601 times; `estimate` and `std_error` hold one
+    number per value; `labels` names them (or is empty, for a numeric metric whose buckets are
+    given by `bucket_edges`); `unbiased_estimate` is such a list, or null for a numeric metric;
+    `p_star`, `q_star` and `smallest_resolvable` are null or numbers when present.
+    """
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    numeric = record.get("bucket_edges") is not None
+    fields = _COMMON_FIELDS if numeric else {**_COMMON_FIELDS, **_FREQUENCY_FIELDS}
+    for field, (check, kind) in fields.items():
+        if not check(record.get(field)):
+            return f"field {field!r} is missing or not a {kind}"
+    for field in ("window_start", "window_end"):
+        try:
+            ms_from_iso(record[field])
+        except ValueError:
+            return f"field {field!r} is not an ISO-8601 time"
+    for field in _OPTIONAL_NUMBERS:
+        if record.get(field) is not None and not is_number(record[field]):
+            return f"field {field!r} must be null or a number"
+    size = len(record["estimate"])
+    if not _is_numbers(record["estimate"]):
+        return f"field 'estimate' must hold {size} numbers"
+    if numeric:
+        edges = record["bucket_edges"]
+        if not _is_numbers(edges) or len(edges) != size + 1:
+            return f"field 'bucket_edges' must hold {size + 1} numbers"
+        return None if is_int(record["pane"].get("index")) \
+            else "field 'pane' has no integer 'index'"
+    if len(record["std_error"]) != size or not _is_numbers(record["std_error"]):
+        return f"field 'std_error' must hold {size} numbers"
+    if record["labels"] and len(record["labels"]) != size:
+        return f"field 'labels' must hold {size} labels, one per estimate"
+    unbiased = record.get("unbiased_estimate")
+    if unbiased is not None and not (_is_numbers(unbiased) and len(unbiased) == size):
+        return f"field 'unbiased_estimate' must be null or hold {size} numbers"
+    if not is_int(record["pane"].get("index")):
+        return "field 'pane' has no integer 'index'"
+    return None
+
+
+def pane_of(record: Mapping) -> dict:
+    """The record's pane, defaulting to one ON_TIME pane (a record without one is a batch one)."""
+    pane = record.get("pane") or {}
+    return {"timing": pane.get("timing", "ON_TIME"), "index": int(pane.get("index", 0)),
+            "is_last": bool(pane.get("is_last", False))}
+
+
+# -- a live run's pane log ------------------------------------------------------------------------
+
+def read_pane_log(output_dir: str) -> list[dict]:
+    """The entries of `panes.log` in order ([] when there is none). A last line cut short by a
+    crash is ignored; any other line that is not an entry is an InputError naming it."""
+    path = os.path.join(output_dir, PANE_LOG)
+    if not os.path.exists(path):
+        return []
+    entries = []
+    try:
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if raw.endswith(b"\n"):
+                    entries.append(_entry(raw, f"{path} line {number}"))
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror}", OUTPUT_FIELD) from None
+    return entries
+
+
+def _entry(raw: bytes, where: str) -> dict:
+    entry = _json(raw, where)
+    problem = pane_entry_problem(entry)
+    if problem:
+        raise InputError(f"{where}: not a pane-log entry: {problem}", OUTPUT_FIELD)
+    return entry
+
+
+def pane_entry_problem(entry) -> str | None:
+    """Why a decoded JSON value is not a pane-log entry, or None. An entry holds `metric`,
+    `window_start`, `window_end` (ISO-8601), `pane` (with an integer `index`), the integer `n`
+    and the pane file's `path` relative to the output folder (checked when it is read)."""
+    if not isinstance(entry, dict):
+        return f"a JSON {type(entry).__name__}, not an object"
+    for field in ("metric", "window_start", "window_end"):
+        if not isinstance(entry.get(field), str):
+            return f"field {field!r} is missing or not a str"
+    try:
+        window_key(entry)
+    except ValueError:
+        return "its window bounds are not ISO-8601 times"
+    if not isinstance(entry.get("pane"), dict) or not is_int(entry["pane"].get("index")):
+        return "field 'pane' has no integer 'index'"
+    if not is_int(entry.get("n")):
+        return "field 'n' is missing or not a int"
+    return None
+
+
+def latest_panes(output_dir: str) -> dict[WindowKey, dict]:
+    """Per window, the pane-log entry of its pane with the highest index (panes accumulate: it
+    is the window's estimate so far)."""
+    latest: dict[WindowKey, dict] = {}
+    for entry in read_pane_log(output_dir):
+        key = window_key(entry)
+        if key not in latest or entry["pane"]["index"] > latest[key]["pane"]["index"]:
+            latest[key] = entry
+    return latest
+
+
+def pane_file(output_dir: str, entry: Mapping) -> str | None:
+    """The local path of the pane file a log entry names, or None when it names no file inside
+    `output_dir` (the log is data: it cannot send a reader elsewhere)."""
+    if not isinstance(entry.get("path"), str):
+        return None
+    root = os.path.realpath(output_dir)
+    path = os.path.realpath(os.path.join(root, *entry["path"].split("/")))
+    return path if os.path.commonpath([path, root]) == root else None
+
+
+def read_pane(output_dir: str, entry: Mapping) -> dict:
+    """The window-estimate record a pane-log entry names; InputError when it cannot be read."""
+    path = pane_file(output_dir, entry)
+    if path is None:
+        raise InputError(f"{os.path.join(output_dir, PANE_LOG)} names no pane file inside "
+                         f"{output_dir}: {entry.get('path')!r}", OUTPUT_FIELD)
+    try:
+        with open(path, "rb") as handle:
+            return _estimate(handle.read(), path)
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror}", OUTPUT_FIELD) from None
+
+
+def truncate_torn_tail(path: str) -> None:
+    """Cut an append-only log back to its last complete line (a crash may leave half a line)."""
+    if not os.path.exists(path):
+        return
+    with open(path, "rb+") as handle:
+        data = handle.read()
+        if data and not data.endswith(b"\n"):
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
+# -- choosing a window ----------------------------------------------------------------------------
+
+def select_window(records: list[dict], metric: str, window: str) -> dict:
+    """The record of `metric` whose window starts at `window` (ISO-8601, UTC if naive) or, when
+    `window` is an integer, the one at that index of the metric's windows sorted by start.
+
+    When a window has several panes the last one is returned (`records` sorted as
+    `read_estimates` sorts them). ConfigError (field ``metric`` or ``window``) lists the metrics
+    or the windows that exist when nothing matches.
+    """
+    mine = [r for r in records if r["metric"] == metric]
+    if not mine:
+        known = sorted({r["metric"] for r in records})
+        raise ConfigError(f"no estimates of metric {metric!r} (metrics: {', '.join(known)})",
+                          "metric")
+    by_start: dict[str, dict] = {}
+    for record in mine:  # sorted by pane index: the last pane wins
+        by_start[record["window_start"]] = record
+    starts = sorted(by_start, key=ms_from_iso)
+    try:
+        position = int(window)
+    except ValueError:
+        try:
+            wanted = ms_from_iso(window)
+        except ValueError:
+            raise ConfigError(f"window {window!r} is neither ISO-8601 nor an integer index",
+                              "window") from None
+        for start in starts:
+            if ms_from_iso(start) == wanted:
+                return by_start[start]
+    else:
+        if -len(starts) <= position < len(starts):
+            return by_start[starts[position]]
+    listing = ", ".join(f"[{i}] {s}" for i, s in enumerate(starts[:20]))
+    more = f", ... ({len(starts) - 20} more)" if len(starts) > 20 else ""
+    raise ConfigError(f"metric {metric!r} has no window {window!r}; its {len(starts)} "
+                      f"window(s) start at: {listing}{more}", "window")

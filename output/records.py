@@ -1,0 +1,104 @@
+"""The window-estimate record: built from a window's result, Beam-free.
+
+Fields as in `schemas/window_estimate.avsc`. Every record carries the facts of its metric's
+protocol that a reader needs and must not recompute: `p_star` and `q_star` (the support
+probabilities of a frequency oracle) and `smallest_resolvable` (the smallest frequency the window
+resolves, `ldp_telemetry.ldp.estimation.smallest_resolvable`); they are null for a numeric
+metric and absent from records written before they existed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ldp_telemetry.ldp.estimation import smallest_resolvable
+from ldp_telemetry.ldp.estimators import FREQUENCY
+from ldp_telemetry.ldp.finalize import NumericWindowResult
+from ldp_telemetry.output.compact import IndexLabels, plain_record
+
+#: The pane of every window of a batch run (one pane, when the input is complete).
+BATCH_PANE = {"timing": "ON_TIME", "index": 0, "is_last": False}
+
+
+def window_estimate_record(config, result, window_start: str, window_end: str, pane,
+                           compact: bool = False) -> dict:
+    """The JSON/Avro record of one window of the metric `config` (a registry MetricConfig).
+
+    Plain Python values; with `compact`, the arrays stay float64 numpy arrays and a sized
+    domain's labels are `IndexLabels` (24 instead of about 160 bytes per value; see
+    `ldp_telemetry.output.compact`, whose `plain_record` makes the plain record).
+    """
+    if isinstance(result, NumericWindowResult):
+        record = numeric_estimate_record(config, result, window_start, window_end, pane,
+                                         compact=True)
+    else:
+        spec = config.postprocess
+        record = {
+            **_common_fields(config, result, window_start, window_end, pane),
+            "postprocess": {"method": spec.method,
+                            "params": {k: None if v is None else float(v)
+                                       for k, v in spec.as_dict().items() if k != "method"}},
+            "labels": _labels(config),
+            "estimate": np.asarray(result.estimate, dtype=np.float64),
+            "unbiased_estimate": np.asarray(result.unbiased, dtype=np.float64),
+            "std_error": np.asarray(result.std_error, dtype=np.float64),
+        }
+    return record if compact else plain_record(record)
+
+
+def numeric_estimate_record(config, result: NumericWindowResult, window_start: str,
+                            window_end: str, pane, compact: bool = False) -> dict:
+    """The record of a numeric metric: the common fields, then the distribution over its buckets.
+
+    `estimate`: B probabilities of the buckets [bucket_edges[i], bucket_edges[i+1]);
+    `std_error`: their bootstrap standard errors; `mean`, `variance`, `quantiles` in metric
+    units with `mean_std_error`, `quantile_std_errors`; `unbiased_estimate` is null.
+    """
+    errors = result.errors
+    record = {
+        **_common_fields(config, result, window_start, window_end, pane),
+        "postprocess": {"method": "none", "params": {}},
+        "labels": config.value_labels if len(result.estimate) == config.d else [],
+        "estimate": np.asarray(result.estimate, dtype=np.float64),
+        "unbiased_estimate": None,
+        "std_error": np.asarray(errors.buckets, dtype=np.float64),
+        "bucket_edges": np.asarray(result.bucket_edges, dtype=np.float64),
+        "mean": result.mean,
+        "variance": result.variance,
+        "quantiles": dict(result.quantiles),
+        "mean_std_error": errors.mean,
+        "quantile_std_errors": dict(errors.quantiles),
+        "bootstrap_replicates": errors.replicates,
+    }
+    return record if compact else plain_record(record)
+
+
+def support_facts(config, n: int) -> dict:
+    """`p_star`, `q_star` and `smallest_resolvable` of a window of n reports of the metric
+    `config`: the protocol's own for a frequency oracle, None for a numeric metric."""
+    if config.kind != FREQUENCY:
+        return {"p_star": None, "q_star": None, "smallest_resolvable": None}
+    p_star, q_star = float(config.protocol.p_star), float(config.protocol.q_star)
+    return {"p_star": p_star, "q_star": q_star,
+            "smallest_resolvable": smallest_resolvable(p_star, q_star, int(n))}
+
+
+def _labels(config):
+    """The metric's labels without a string per value of a sized domain (`IndexLabels`)."""
+    if config.labels is None and config.kind == FREQUENCY:
+        return IndexLabels(config.d)
+    return config.value_labels
+
+
+def _common_fields(config, result, window_start: str, window_end: str, pane) -> dict:
+    """The fields every window-estimate record has, whatever the metric's kind."""
+    return {
+        "metric": config.name,
+        "window_start": window_start,
+        "window_end": window_end,
+        "n": result.n,
+        "protocol": config.protocol_name,
+        "epsilon": config.epsilon,
+        **support_facts(config, result.n),
+        "estimator": config.estimator.record(result.estimator),
+        "pane": pane,
+    }

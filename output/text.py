@@ -1,0 +1,61 @@
+"""Window-estimate records as text: what `ldp show` prints, and a live run's line per pane.
+
+Every ± is the half width of the 95% band (`ldp_telemetry.output.bands`).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ldp_telemetry.output.bands import half_width95
+
+
+def format_top(record: Mapping, k: int = 5) -> str:
+    """One window as text: its header, then the k largest estimates with 95% error bars
+    (for a numeric metric: its mean and quantiles with 95% error bars)."""
+    if record.get("bucket_edges") is not None:
+        return format_numeric(record)
+    estimate = np.asarray(record["estimate"])
+    error = np.asarray(record["std_error"])
+    top = np.argsort(-estimate, kind="stable")[:k]
+    method = record["postprocess"]["method"]
+    estimator = (record.get("estimator") or {}).get("method", "unbiased")
+    if estimator != "unbiased":
+        method = f"{estimator} + {method}"
+    lines = [f"{record['metric']}  [{record['window_start']} .. {record['window_end']})  "
+             f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  {method}"]
+    for i in top.tolist():
+        lines.append(f"    {record['labels'][i]:>12}  {estimate[i]:7.4f} ± "
+                     f"{half_width95(error[i]):.4f}")
+    return "\n".join(lines)
+
+
+def format_numeric(record: Mapping) -> str:
+    """A numeric metric's window: mean and quantiles, each with the 95% band of its bootstrap
+    standard error."""
+    estimator = record["estimator"]
+    lines = [f"{record['metric']}  [{record['window_start']} .. {record['window_end']})  "
+             f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  "
+             f"{estimator['method']}"
+             + (f" ({estimator['iterations']} iterations)" if estimator.get("iterations") else "")]
+
+    def bar(error):
+        return "" if error is None or error != error else f" ± {half_width95(error):.4g}"
+    lines.append(f"    {'mean':>12}  {record['mean']:.4g}{bar(record.get('mean_std_error'))}")
+    errors = record.get("quantile_std_errors") or {}
+    for level in ("0.1", "0.25", "0.5", "0.75", "0.9") if record.get("quantiles") else ():
+        lines.append(f"    {'q' + level:>12}  {record['quantiles'][level]:.4g}"
+                     f"{bar(errors.get(level))}")
+    return "\n".join(lines)
+
+
+def format_pane(record: Mapping, k: int = 3) -> str:
+    """One line per pane: window, pane, n and the k largest estimates with 95% error bars."""
+    estimate, error, labels = record["estimate"], record["std_error"], record["labels"]
+    top = sorted(range(len(estimate)), key=lambda i: -estimate[i])[:k]
+    values = ", ".join(f"{labels[i]} {estimate[i]:.3f}±{half_width95(error[i]):.3f}"
+                       for i in top)
+    pane = record["pane"]
+    return (f"{record['metric']:<18} [{record['window_start']} .. {record['window_end']})  "
+            f"{pane['timing']:<7} #{pane['index']:<3} n={record['n']:<7,} {values}")
