@@ -65,11 +65,6 @@ def check_writer_schema(schema) -> WriterSchema:
     return WriterSchema(None, {**canonical, "name": _TOP_LEVEL_NAME})
 
 
-def schema_problem(schema) -> str | None:
-    """Why a writer schema does not hold reports; None if it does."""
-    return check_writer_schema(schema).problem
-
-
 @lru_cache(maxsize=None)
 def _report_shapes() -> dict:
     with open(SCHEMA_DIR / "report.avsc", encoding="utf-8") as handle:
