@@ -15,9 +15,9 @@ from typing import Callable
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimators import Parameter
+from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS, histogram_mean, histogram_quantiles
+from ldp_telemetry.ldp.registration import Parameter
 from ldp_telemetry.ldp.validation import is_nonnegative_int
-from ldp_telemetry.ldp.histograms import (QUANTILE_LEVELS, histogram_mean, histogram_quantiles)
 
 #: Most bootstrap replicates a registry may ask for (each costs one estimator run per window).
 MAX_REPLICATES = 1_000

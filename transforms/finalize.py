@@ -9,7 +9,8 @@ from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
 from ldp_telemetry.ldp.finalize import NumericWindowResult, finalize_window
-from ldp_telemetry.ldp.registry import FREQUENCY, Registry
+from ldp_telemetry.ldp.protocols.base import FREQUENCY
+from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.transforms.compact import IndexLabels, plain_record
 from ldp_telemetry.transforms.count import SupportStatistic
 

@@ -24,9 +24,17 @@ from typing import ClassVar, Iterator, Mapping
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.estimation import SupportNoise
+from ldp_telemetry.ldp.validation import is_int, is_number
 
 Columns = Mapping[str, np.ndarray]
+
+#: The two kinds of protocol, by what a report carries: a value of a finite domain (a frequency
+#: oracle) or a number in an interval (a numeric protocol). A protocol class's `kind`, a metric's
+#: `kind` and an estimator method's `kind` (the protocols whose statistic it reads) are one of them.
+FREQUENCY = "frequency"
+NUMERIC = "numeric"
 
 
 @dataclass(frozen=True)
@@ -55,10 +63,8 @@ class FrequencyOracle(abc.ABC):
     payload_rule: ClassVar[str]
     server_cost: ClassVar[str]
     aggregation_rank: ClassVar[float]
-    #: The estimator family whose methods read this protocol's statistic:
-    #: ldp_telemetry.ldp.estimators.FREQUENCY (spelt out here so that estimator modules may
-    #: import protocols).
-    estimator_family: ClassVar[str] = "frequency"
+    #: The kind of protocol: estimator methods of this kind read its statistic.
+    kind: ClassVar[str] = FREQUENCY
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -68,9 +74,10 @@ class FrequencyOracle(abc.ABC):
     def __post_init__(self) -> None:
         problem = epsilon_problem(self.epsilon)
         if problem:
-            raise ValueError(f"epsilon {problem}")
-        if isinstance(self.d, bool) or not isinstance(self.d, int) or self.d < 2:
-            raise ValueError(f"domain size must be an integer >= 2, got {self.d!r}")
+            raise RegistryError(f"epsilon {problem}", "epsilon")
+        if not is_int(self.d) or self.d < 2:
+            raise RegistryError(f"domain size must be an integer >= 2, got {self.d!r}",
+                                "domain.size")
 
     # -- the pure-protocol parameters -------------------------------------------------------
     @property
@@ -208,7 +215,7 @@ MAX_EPSILON = 20.0
 
 def epsilon_problem(epsilon) -> str | None:
     """Why `epsilon` is not a usable privacy level (a phrase), or None when it is."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+    if not is_number(epsilon):
         return f"must be a number, got {epsilon!r}"
     if not (math.isfinite(epsilon) and MIN_EPSILON <= epsilon <= MAX_EPSILON):
         return f"must lie in [{MIN_EPSILON:g}, {MAX_EPSILON:g}], got {epsilon!r}"

@@ -13,6 +13,7 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.estimation import SupportNoise
 from ldp_telemetry.ldp.protocols.base import Columns, FrequencyOracle
 from ldp_telemetry.ldp.protocols.grr import GRR
@@ -29,8 +30,8 @@ class CfoBinning(NumericProtocol):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.output_buckets not in (None, self.d):
-            raise ValueError(f"output_buckets of {self.name} is the number of buckets, "
-                             f"{self.d}, got {self.output_buckets}")
+            raise RegistryError(f"output_buckets of {self.name} is the number of buckets, "
+                                f"{self.d}, got {self.output_buckets}", "domain.output_buckets")
         object.__setattr__(self, "output_buckets", self.d)
 
     @property

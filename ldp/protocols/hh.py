@@ -24,6 +24,7 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, FrequencyOracle,
                                               int_column, varint_bytes)
@@ -81,11 +82,11 @@ class HierarchicalHistogram(NumericProtocol):
         super().__post_init__()
         h = tree_depth(self.d)
         if h is None:
-            raise ValueError(f"buckets of {self.name} must be a power of {BRANCHING} "
-                             f"(4, 16, 64, ...), got {self.d}")
+            raise RegistryError(f"buckets of {self.name} must be a power of {BRANCHING} "
+                                f"(4, 16, 64, ...), got {self.d}", "domain.buckets")
         if self.output_buckets not in (None, self.d):
-            raise ValueError(f"output_buckets of {self.name} is the number of buckets, "
-                             f"{self.d}, got {self.output_buckets}")
+            raise RegistryError(f"output_buckets of {self.name} is the number of buckets, "
+                                f"{self.d}, got {self.output_buckets}", "domain.output_buckets")
         object.__setattr__(self, "output_buckets", self.d)
         object.__setattr__(self, "h", h)
 

@@ -18,7 +18,8 @@ from ldp_telemetry.ldp.estimators import EstimatorSpec
 from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.hh import node_counts, tree_depth
 from ldp_telemetry.ldp.protocols.olh import OLH
-from ldp_telemetry.ldp.registry import RegistryError, parse_registry
+from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.registry import parse_registry
 
 K = 4.5
 

@@ -6,7 +6,8 @@ import pytest
 
 from ldp_telemetry.ldp.finalize import NumericWindowResult, finalize_window
 from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS
-from ldp_telemetry.ldp.registry import RegistryError, parse_registry
+from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.registry import parse_registry
 
 CONTRACT = {"name": "rtt_ms", "protocol": "sw", "epsilon": 1.0,
             "domain": {"low": 0, "high": 800, "buckets": 256}, "estimator": "ems"}

@@ -14,7 +14,8 @@ from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.postprocess import project_to_simplex
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.queries import linear_variance
-from ldp_telemetry.ldp.registry import RegistryError, parse_registry
+from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.registry import parse_registry
 
 PROTOCOLS = ["grr", "oue", "sue", "rue", "olh", "blh", "rlh", "hr", "ss", "rws"]
 WIENER = ["dw", "iiw", "iiw-g", "amrp", "smooth", "gf-dw"]
