@@ -5,8 +5,9 @@ reports "support" v. A user holding v supports it with probability p*, a user ho
 value with probability q* < p*. From [Wang20] journal §2 (§2.2 and §2.4):
 
     unbiased estimate   f~_v = (c_v / n - q*) / (p* - q*)
-    exact variance      Var[f~_v] = (q*(1 - q*) + f_v (p* - q*)(1 - p* - q*)) / (n (p* - q*)^2)   (eq. 2)
-    uniform noise       sigma^2   = q*(1 - q*) / (n (p* - q*)^2)                                      (eq. 7)
+    exact variance      Var[f~_v] = (q*(1 - q*) + f_v (p* - q*)(1 - p* - q*))
+                                    / (n (p* - q*)^2)                               (eq. 2)
+    uniform noise       sigma^2   = q*(1 - q*) / (n (p* - q*)^2)                    (eq. 7)
 """
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def unbiased_estimate(support_counts: np.ndarray, noise: SupportNoise) -> np.nda
 def standard_error(frequencies: np.ndarray, noise: SupportNoise) -> np.ndarray:
     """Standard error of the unbiased estimate: sqrt of eq. 2 at `frequencies` clipped to [0, 1].
 
-    `frequencies` is an estimate of the true distribution to plug into eq. 2; ldp_telemetry.ldp.finalize uses
-    the Norm-Sub projection of the unbiased estimate (see finalize_window for why).
+    `frequencies` is an estimate of the true distribution to plug into eq. 2;
+    ldp_telemetry.ldp.finalize uses the Norm-Sub projection of the unbiased estimate (see
+    finalize_window for why).
     """
     return np.sqrt(noise.variance(frequencies))

@@ -1,19 +1,19 @@
 """Which frequency oracle to use for a metric: every protocol's exact cost and accuracy.
 
-For a privacy level ε and domain size d, every protocol of ldp_telemetry.ldp.protocols is instantiated with
-the parameters it really uses (OLH's, RLH's and BLH's g, SS's and RWS's k, HR's K) and
-reported with p*, q*, the analytical n·MSE of [Fang25] eq. 4, the largest
-Avro-encoded payload, and the aggregation cost.
+For a privacy level ε and domain size d, every protocol of ldp_telemetry.ldp.protocols is
+instantiated with the parameters it really uses (OLH's, RLH's and BLH's g, SS's and RWS's k, HR's K)
+and reported with p*, q*, the analytical n·MSE of [Fang25] eq. 4, the largest Avro-encoded payload,
+and the aggregation cost.
 
 Everything the plan shows comes from the protocol classes themselves (n_mse, parameter,
 payload_bytes, server_cost, aggregation_rank), so a newly registered protocol is planned
 without any change here.
 
-Recommendation (`recommend`): the protocol with the lowest n·MSE; protocols whose n·MSE is
-within a relative 1e-9 of it tie, and ties go to the fewest bytes per report, then to the
-cheaper aggregation (the smaller `aggregation_rank`), then to registry order. Eq. 4 with the rounded parameters is the
-quantity the [Fang25] §4.4 guideline approximates, so this rule reproduces the guideline and
-settles its open choices exactly:
+Recommendation (`recommend`): the protocol with the lowest n·MSE; protocols whose n·MSE is within a
+relative 1e-9 of it tie, and ties go to the fewest bytes per report, then to the cheaper aggregation
+(the smaller `aggregation_rank`), then to registry order. Eq. 4 with the rounded parameters is the
+quantity the [Fang25] §4.4 guideline approximates, so this rule reproduces the guideline and settles
+its open choices exactly:
 
 - d < sqrt(2 e^{2ε} + 1/4) + 3/2, where the optimal k is 1: GRR, SS and RWS have the same
   n·MSE (SS and RWS with k = 1 are GRR) and GRR has the smallest report -> GRR;

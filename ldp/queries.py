@@ -48,8 +48,8 @@ weights w (a set: w = 1_S; Norm's set answer: w = 1_S - |S|/d, plus a constant)
 
     Var[sum_v w_v f~_v] = sum_x f_x Var[Y | x] / (n (p* - q*)^2),
 
-with Var[Y | x] the variance of one report's Y given its true value x. This is [Wang20] journal eq. 2 for
-w = e_v. It is *not* the sum of eq. 2 over S whenever the support indicators of one report are
+with Var[Y | x] the variance of one report's Y given its true value x. This is [Wang20] journal eq.
+2 for w = e_v. It is *not* the sum of eq. 2 over S whenever the support indicators of one report are
 correlated. Each protocol class gives Var[Y | x] in closed form, with its derivation, as
 `report_variance(w)` (ldp_telemetry.ldp.protocols): GRR supports exactly one value (multinomial
 covariances); unary encoding and local hashing have independent support indicators, so a set's
@@ -170,7 +170,7 @@ class WindowEstimate:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> WindowEstimate:
-        """From a window-estimate record (ldp_telemetry.transforms.finalize.window_estimate_record)."""
+        """From a window-estimate record (as ldp_telemetry.transforms.finalize writes it)."""
         labels = tuple(record["labels"])
         protocol = make_protocol(record["protocol"], float(record["epsilon"]), len(labels))
         post = record["postprocess"]

@@ -30,7 +30,8 @@ import warnings
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -119,7 +120,7 @@ class MetricConfig:
         if self.kind == NUMERIC:
             edges = self.bucket_edges.tolist()
             return [f"[{lo:g}, {hi:g}{']' if i == self.d - 1 else ')'}"
-                    for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:]))]
+                    for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:], strict=True))]
         return list(self.labels) if self.labels is not None else [str(v) for v in range(self.d)]
 
 

@@ -11,7 +11,7 @@ errors undercover where the bias matters (see docs/numeric.md for measured cover
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -64,4 +64,4 @@ def parametric_bootstrap(resample: Callable, n: int,
     quantiles = histogram_quantiles(draws, edges, levels).std(axis=0, ddof=1)
     return BootstrapErrors(int(replicates), draws.std(axis=0, ddof=1),
                            float(histogram_mean(draws, edges).std(ddof=1)),
-                           dict(zip(QUANTILE_LEVELS, map(float, quantiles))))
+                           dict(zip(QUANTILE_LEVELS, map(float, quantiles), strict=True)))

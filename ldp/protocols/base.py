@@ -6,21 +6,22 @@ server therefore only needs, per window, the support count of every value; each 
 *sufficient statistic* from which those counts follow, mergeable by addition and of a size that
 does not depend on the number of reports.
 
-One protocol = one module. Its class carries everything the rest of the project asks of it:
-client perturbation over numpy arrays; the payload's Avro schema (`payload_schema`, one branch
-of the report union in schemas/report.avsc) and its validity rule; the sufficient statistic and
-the support counts; p* and q*, hence the analytical n·MSE (`n_mse`, [Fang25] eq. 4 with the protocol's
-own p*, q*) that the planner ranks by; the aggregation cost (`server_cost`, `aggregation_rank`)
-for the planner's tie-break; and `report_variance`, the variance of any weighted sum of one
-report's support indicators, from which ldp_telemetry.ldp.queries computes the exact variance of
-any linear answer. Estimation is shared (ldp_telemetry.ldp.estimation).
+One protocol = one module. Its class carries everything the rest of the project asks of it: client
+perturbation over numpy arrays; the payload's Avro schema (`payload_schema`, one branch of the
+report union in schemas/report.avsc) and its validity rule; the sufficient statistic and the support
+counts; p* and q*, hence the analytical n·MSE (`n_mse`, [Fang25] eq. 4 with the protocol's own p*,
+q*) that the planner ranks by; the aggregation cost (`server_cost`, `aggregation_rank`) for the
+planner's tie-break; and `report_variance`, the variance of any weighted sum of one report's support
+indicators, from which ldp_telemetry.ldp.queries computes the exact variance of any linear answer.
+Estimation is shared (ldp_telemetry.ldp.estimation).
 """
 from __future__ import annotations
 
 import abc
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Iterator, Mapping
+from typing import ClassVar
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
@@ -181,8 +182,8 @@ def pure_n_mse(p_star: float, q_star: float, d: int) -> float:
 
 def independent_support_variance(p_star: float, q_star: float, w: np.ndarray) -> np.ndarray:
     """Var[Y | x] when a report's support indicators of distinct values are independent:
-    p*(1 - p*) w_x^2 + q*(1 - q*) (Σ w^2 - w_x^2), so a set's variance is the sum of [Wang20] journal eq. 2 over
-    its values (unary encoding, local hashing)."""
+    p*(1 - p*) w_x^2 + q*(1 - q*) (Σ w^2 - w_x^2), so a set's variance is the sum of [Wang20]
+    journal eq. 2 over its values (unary encoding, local hashing)."""
     p, q = p_star, q_star
     return p * (1 - p) * w ** 2 + q * (1 - q) * (np.dot(w, w) - w ** 2)
 
@@ -229,7 +230,8 @@ def random_seeds(shape, rng: np.random.Generator) -> np.ndarray:
 
 def seeded_payloads_to_avro(columns: Columns) -> Iterator[dict]:
     """<seed, y> payload records; the seed column holds the int64 view of the uint64 seed."""
-    return ({"seed": s, "y": y} for s, y in zip(columns["seed"].tolist(), columns["y"].tolist()))
+    return ({"seed": s, "y": y}
+            for s, y in zip(columns["seed"].tolist(), columns["y"].tolist(), strict=True))
 
 
 def seeded_payloads_from_avro(payloads: list[dict], y_bound: int

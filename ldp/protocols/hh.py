@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import ClassVar, Iterator
+from typing import ClassVar
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -128,7 +129,8 @@ class HierarchicalHistogram(NumericProtocol):
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"level": level, "seed": seed, "y": y} for level, seed, y in zip(
-            columns["level"].tolist(), columns["seed"].tolist(), columns["y"].tolist()))
+            columns["level"].tolist(), columns["seed"].tolist(), columns["y"].tolist(),
+            strict=True))
 
     def payloads_from_avro(self, payloads):
         level, seed, y = (int_column(payloads, key) for key in ("level", "seed", "y"))

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterator
+from typing import ClassVar
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -109,7 +110,7 @@ class HR(FrequencyOracle):
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"row": j, "bit": bool(b)}
-                for j, b in zip(columns["row"].tolist(), columns["bit"].tolist()))
+                for j, b in zip(columns["row"].tolist(), columns["bit"].tolist(), strict=True))
 
     def payloads_from_avro(self, payloads):
         row = int_column(payloads, "row")

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import ClassVar, Iterator
+from typing import ClassVar
+from collections.abc import Iterator
 
 import numpy as np
 

@@ -18,7 +18,8 @@ b = ⌊B · b_continuous⌋.
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Iterator
+from typing import ClassVar
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -169,7 +170,8 @@ class DiscreteSquareWave(NumericProtocol):
         b, p, _ = discrete_sw_parameters(self.epsilon, self.d)
         plateau = rng.random(i.shape) < (2 * b + 1) * p
         near = i + rng.integers(0, 2 * b + 1, size=i.shape)
-        other = rng.integers(0, self.d - 1, size=i.shape)  # one of the B − 1 outputs off the plateau
+        # one of the B − 1 outputs off the plateau
+        other = rng.integers(0, self.d - 1, size=i.shape)
         far = np.where(other < i, other, other + 2 * b + 1)
         return {"y": np.where(plateau, near, far)}
 

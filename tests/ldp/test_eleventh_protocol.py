@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import io
 import math
-from typing import ClassVar, Iterator
+from typing import ClassVar
+from collections.abc import Iterator
 
 import fastavro
 import numpy as np
