@@ -25,6 +25,7 @@ from ldp_telemetry.pipelines.estimate import EstimateJob, build_pipeline, run_jo
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.transforms.windows import WindowSpec
 
+pytestmark = pytest.mark.slow  # real jobs and subprocesses
 T0_S = 1_709_251_200  # 2024-03-01T00:00:00Z
 GRR = {"name": "m", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": ["a", "b", "c"]}}
 
