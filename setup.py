@@ -42,6 +42,8 @@ setup(
                       "fastavro>=1.13,<1.14",
                       "cramjam>=2.6"],  # fastavro's snappy codec
     extras_require={"test": ["pytest>=7", "avro>=1.11", "hypothesis>=6.100",
+                             "ruff>=0.17,<0.18",  # the lint .ci/run runs (rules in pyproject.toml)
+                             "packaging>=22",  # reading the pins in the dependency contract
                              # fastavro writes zstandard and lz4 files for the fuzzer's seeds
                              "backports.zstd>=1.0; python_version < '3.14'", "lz4>=4.0",
                              "psycopg[binary]>=3.1",  # the PostgreSQL store's test

@@ -82,11 +82,13 @@ def test_a_catalog_imports_its_modules_on_first_use(monkeypatch):
             return ModuleSpec(name, loader)
 
     monkeypatch.setattr(sys, "meta_path", [Finder(), *sys.meta_path])
-    monkeypatch.delitem(sys.modules, module.__name__, raising=False)
-    catalog.register(Entry("early", {}))
-    assert imported == []
-    assert catalog.names() == ["early", "late"] and imported == [True]
-    assert "late" in catalog and imported == [True]
+    try:
+        catalog.register(Entry("early", {}))
+        assert imported == []
+        assert catalog.names() == ["early", "late"] and imported == [True]
+        assert "late" in catalog and imported == [True]
+    finally:
+        sys.modules.pop(module.__name__, None)
 
 
 def test_monkeypatch_setitem_registers_for_a_test_and_unregisters_after():
