@@ -27,11 +27,11 @@ import json
 import logging
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping
 
 import numpy as np
 

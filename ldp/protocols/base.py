@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
-from collections.abc import Iterator, Mapping
 
 import numpy as np
 

@@ -9,8 +9,8 @@ variance at ε and d; here the registry names it (`ldp plan` compares them).
 """
 from __future__ import annotations
 
-from typing import ClassVar
 from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 

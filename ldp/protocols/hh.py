@@ -18,10 +18,10 @@ of the 16 depth-2 nodes, …, of the B buckets]: h + (4B − 4)/3 counts.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import ClassVar
-from collections.abc import Iterator
 
 import numpy as np
 

@@ -25,9 +25,9 @@ c_v = Σ_j count[j, popcount(j & v) mod 2] = (N + (H t)_v) / 2, O(K log K) per w
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
-from collections.abc import Iterator
 
 import numpy as np
 

@@ -14,9 +14,9 @@ pair.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
-from collections.abc import Iterator
 
 import numpy as np
 

@@ -13,9 +13,9 @@ which reads the statistic through the protocol's `channel()` or its own rule.
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
-from collections.abc import Iterator
 
 import numpy as np
 

@@ -23,9 +23,9 @@ report or value; the d term is the copy of the identity permutation into the blo
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
-from collections.abc import Iterator
 
 import numpy as np
 

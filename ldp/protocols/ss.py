@@ -15,9 +15,9 @@ of [0, d). Statistic: the histogram of all members (one bincount per batch).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
-from collections.abc import Iterator
 
 import numpy as np
 

@@ -18,8 +18,8 @@ b = ⌊B · b_continuous⌋.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 

@@ -15,8 +15,8 @@ addition per (report, byte) pair, all in numpy.
 """
 from __future__ import annotations
 
-from typing import ClassVar
 from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 

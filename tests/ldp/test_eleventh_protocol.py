@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import io
 import math
-from typing import ClassVar
 from collections.abc import Iterator
+from typing import ClassVar
 
 import fastavro
 import numpy as np
