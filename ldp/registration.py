@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
@@ -49,6 +50,8 @@ class Catalog(MutableMapping[str, T], Generic[T]):
         self.field = field
         self._modules = tuple(modules)
         self._loaded = not self._modules
+        self._loading = False  # the thread holding _lock is importing the modules
+        self._lock = threading.RLock()
         self._entries: dict[str, T] = {}
         self._aliases: dict[str, str] = dict(aliases or {})
 
@@ -89,10 +92,20 @@ class Catalog(MutableMapping[str, T], Generic[T]):
         return list(self)
 
     def _load(self) -> None:
-        if not self._loaded:
-            self._loaded = True  # before importing: the modules register into this catalog
-            for module in self._modules:
-                importlib.import_module(module)
+        """Import the modules once. Another thread waits until they are all imported; the
+        importing thread itself (a module reading the catalog) sees what is registered so far."""
+        if self._loaded:
+            return
+        with self._lock:
+            if self._loaded or self._loading:
+                return
+            self._loading = True
+            try:
+                for module in self._modules:
+                    importlib.import_module(module)
+                self._loaded = True
+            finally:
+                self._loading = False
 
     def __getitem__(self, name: str) -> T:
         self._load()

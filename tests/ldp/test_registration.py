@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import threading
 import types
 from dataclasses import dataclass
 
@@ -89,6 +90,46 @@ def test_a_catalog_imports_its_modules_on_first_use(monkeypatch):
         assert "late" in catalog and imported == [True]
     finally:
         sys.modules.pop(module.__name__, None)
+
+
+def test_a_second_thread_waits_until_every_module_has_registered(monkeypatch):
+    catalog = Catalog("widget", "widget", modules=["slow_widget_module_of_this_test"])
+    module = types.ModuleType("slow_widget_module_of_this_test")
+    started, release = threading.Event(), threading.Event()
+
+    def exec_module(_):
+        catalog.register(Entry("first", {}))
+        assert catalog.names() == ["first"]  # the importing thread sees what is there so far
+        started.set()
+        release.wait(10)
+        catalog.register(Entry("second", {}))
+
+    class Finder:
+        def find_spec(self, name, path=None, target=None):
+            if name != module.__name__:
+                return None
+            from importlib.machinery import ModuleSpec
+            loader = types.SimpleNamespace(create_module=lambda spec: module,
+                                           exec_module=exec_module)
+            return ModuleSpec(name, loader)
+
+    monkeypatch.setattr(sys, "meta_path", [Finder(), *sys.meta_path])
+    seen = {}
+    try:
+        first = threading.Thread(target=lambda: seen.setdefault("first", catalog.names()))
+        first.start()
+        assert started.wait(10)
+        second = threading.Thread(target=lambda: seen.setdefault("second", catalog.names()))
+        second.start()
+        second.join(0.2)
+        assert second.is_alive()  # waiting for the import, not reading a partial catalog
+        release.set()
+        first.join(10)
+        second.join(10)
+    finally:
+        release.set()
+        sys.modules.pop(module.__name__, None)
+    assert seen == {"first": ["first", "second"], "second": ["first", "second"]}
 
 
 def test_monkeypatch_setitem_registers_for_a_test_and_unregisters_after():
