@@ -61,7 +61,7 @@ class Catalog(MutableMapping[str, T], Generic[T]):
         A name is registered once: a second, different entry under it is a ValueError."""
         name = entry.name if name is None else name  # type: ignore[attr-defined]
         if not isinstance(name, str) or not name:
-            raise ValueError(f"a {self.noun} needs a non-empty name, got {name!r}")
+            raise ValueError(f"every {self.noun} needs a non-empty name, got {name!r}")
         if self._entries.get(name, entry) is not entry or name in self._aliases:
             raise ValueError(f"{self.noun} {name!r} is registered twice")
         self._entries[name] = entry
