@@ -36,9 +36,14 @@ setup(
     package_dir=package_dir,
     package_data={"ldp_telemetry.schemas": ["*.avsc"],
                   "ldp_telemetry.dashboard": ["static/*.js", "static/*.css"]},
-    install_requires=["apache-beam>=2.60", "numpy>=2.0", "scipy>=1.10", "fastavro>=1.9",
+    # Beam and fastavro to the tested minor versions: the code leans on some of their internals
+    # (tests/test_dependency_contract.py lists and checks each); move a pin with that test.
+    install_requires=["apache-beam>=2.77,<2.78", "numpy>=2.0", "scipy>=1.10",
+                      "fastavro>=1.13,<1.14",
                       "cramjam>=2.6"],  # fastavro's snappy codec
     extras_require={"test": ["pytest>=7", "avro>=1.11", "hypothesis>=6.100",
+                             "ruff>=0.17,<0.18",  # the lint .ci/run runs (rules in pyproject.toml)
+                             "packaging>=22",  # reading the pins in the dependency contract
                              # fastavro writes zstandard and lz4 files for the fuzzer's seeds
                              "backports.zstd>=1.0; python_version < '3.14'", "lz4>=4.0",
                              "psycopg[binary]>=3.1",  # the PostgreSQL store's test
@@ -46,6 +51,6 @@ setup(
                     # the estimate store on PostgreSQL (SQLite needs nothing)
                     "postgres": ["psycopg[binary]>=3.1"],
                     # DataflowRunner, including its offline dry run (about 85 more packages)
-                    "dataflow": ["apache-beam[gcp]"]},
+                    "dataflow": ["apache-beam[gcp]>=2.77,<2.78"]},
     entry_points={"console_scripts": ["ldp=ldp_telemetry.pipelines.cli:main"]},
 )

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimators import (NUMERIC, EstimatorMethod, EstimatorOutput, Parameter,
-                                          register)
+from ldp_telemetry.ldp.estimators import METHODS, EstimatorMethod, EstimatorOutput
+from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.protocols.hh import BRANCHING
+from ldp_telemetry.ldp.registration import Parameter
 from ldp_telemetry.ldp.uncertainty import BOOTSTRAP_PARAMETERS
 from ldp_telemetry.ldp.validation import is_positive_int, is_positive_number
 
@@ -106,7 +107,7 @@ def _hh_admm(statistic: np.ndarray, n: int, protocol, rho: float, tolerance: flo
     return EstimatorOutput(leaves / leaves.sum(), iterations=iterations, last_change=residual)
 
 
-ADMM = register(EstimatorMethod(
+ADMM = METHODS.register(EstimatorMethod(
     "admm", NUMERIC, _hh_admm,
     {"rho": Parameter(1.0, is_positive_number, "a positive number"),
      "tolerance": Parameter(1e-7, is_positive_number, "a positive number"),

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ldp_telemetry.ldp.estimation import unbiased_estimate
-from ldp_telemetry.ldp.estimators import NUMERIC, EstimatorMethod, EstimatorOutput, register
+from ldp_telemetry.ldp.estimators import METHODS, EstimatorMethod, EstimatorOutput
 from ldp_telemetry.ldp.postprocess import project_to_simplex
+from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.uncertainty import BOOTSTRAP_PARAMETERS
 
 
@@ -25,10 +26,10 @@ def _mean(statistic: np.ndarray, n: int, protocol) -> EstimatorOutput:
     return EstimatorOutput(np.array([mean]), std_error=np.array([error]))
 
 
-MEAN = register(EstimatorMethod(
+MEAN = METHODS.register(EstimatorMethod(
     "mean", NUMERIC, _mean,
     summary="the unbiased mean of a mean-only protocol (sr, pm) and its standard error"))
 
-NORM_SUB = register(EstimatorMethod(
+NORM_SUB = METHODS.register(EstimatorMethod(
     "norm-sub", NUMERIC, _norm_sub, dict(BOOTSTRAP_PARAMETERS),
     summary="the unbiased bucket estimate projected onto the simplex (CFO-binning, [Li20] §4.1)"))

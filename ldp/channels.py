@@ -1,4 +1,5 @@
-"""Transition models of numeric mechanisms: M[j, i] = Pr[report in output bucket j | input in bucket i].
+"""Transition models of numeric mechanisms:
+M[j, i] = Pr[report in output bucket j | input in bucket i].
 
 EM ([Li20] Algorithm 1) needs two products per iteration, y = M x and z = Mᵀ r. For Square Wave
 M is a constant plus a band ([Li20] §5.5: the report density is q everywhere and p inside the
@@ -32,7 +33,7 @@ class Channel:
         """M as a (d̃, d) array, column by column."""
         return np.column_stack([self.forward(e) for e in np.eye(self.d)])
 
-    def products(self) -> tuple["Product", "Product"]:
+    def products(self) -> tuple[Product, Product]:
         """(M·, Mᵀ·) for one caller's repeated use (an EM run): each has its own `input`
         buffer to write into and work buffers of its own, so not to be shared between
         threads."""
@@ -159,7 +160,8 @@ class SquareWaveChannel(Channel):
     [v − b, v + b], q elsewhere on [−b, 1 + b] ([Li20] eq. 3), counted in d̃ equal buckets of
     [−b, 1 + b]. With a_j the output edges and l_i the input edges (width h = 1/B),
 
-        M[j, i] = q (a_{j+1} − a_j) + (p − q)/h ∫_{l_i}^{l_{i+1}} |[a_j, a_{j+1}) ∩ [t − b, t + b]| dt
+        M[j, i] = q (a_{j+1} − a_j)
+                  + (p − q)/h ∫_{l_i}^{l_{i+1}} |[a_j, a_{j+1}) ∩ [t − b, t + b]| dt
 
     (the plateau's overlap with output bucket j, averaged over the input bucket). Column sums
     are q(1 + 2b) + (p − q) 2b = 1. Products without M: for an input density f (x_i/h on

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldp_telemetry.ldp.channels import Channel
-from ldp_telemetry.ldp.estimators import (NUMERIC, EstimatorMethod, EstimatorOutput, Parameter,
-                                          register)
+from ldp_telemetry.ldp.estimators import METHODS, EstimatorMethod, EstimatorOutput
+from ldp_telemetry.ldp.protocols.base import NUMERIC
+from ldp_telemetry.ldp.registration import Parameter
 from ldp_telemetry.ldp.uncertainty import BOOTSTRAP_PARAMETERS
 from ldp_telemetry.ldp.validation import is_positive_int, is_positive_number
 
@@ -189,9 +190,9 @@ _EM_PARAMETERS = {
     **BOOTSTRAP_PARAMETERS,
 }
 
-EM = register(EstimatorMethod(
+EM = METHODS.register(EstimatorMethod(
     "em", NUMERIC, _run(False), _EM_PARAMETERS, ordinal=True,
     summary="expectation maximisation of the report likelihood ([Li20] Algorithm 1)"))
-EMS = register(EstimatorMethod(
+EMS = METHODS.register(EstimatorMethod(
     "ems", NUMERIC, _run(True), _EM_PARAMETERS, ordinal=True,
     summary="EM with the (1, 2, 1)/4 smoothing step ([Li20] §5.5); the default for sw"))

@@ -5,10 +5,10 @@ reports "support" v. A user holding v supports it with probability p*, a user ho
 value with probability q* < p*. From [Wang20] journal §2 (§2.2 and §2.4):
 
     unbiased estimate    f~_v = (c_v / n - q*) / (p* - q*)
-    exact variance       Var[f~_v] = (q*(1 - q*) + f_v (p* - q*)(1 - p* - q*)) / (n (p* - q*)^2)
-                                                                                         (eq. 2)
-    uniform noise        sigma^2 = q*(1 - q*) / (n (p* - q*)^2)                          (eq. 7)
-    smallest resolvable  2 sqrt(q*(1 - q*) / n) / (p* - q*)                  (eq. 2 at f_v = 0)
+    exact variance       Var[f~_v] = (q*(1 - q*) + f_v (p* - q*)(1 - p* - q*))
+                                     / (n (p* - q*)^2)                               (eq. 2)
+    uniform noise        sigma^2   = q*(1 - q*) / (n (p* - q*)^2)                    (eq. 7)
+    smallest resolvable  2 sqrt(q*(1 - q*) / n) / (p* - q*)                (eq. 2 at f_v = 0)
 """
 from __future__ import annotations
 

@@ -2,33 +2,35 @@
 
 A metric's registry entry chooses one with the field `"estimator"`: a method name, or an object
 `{"method": name, **params}` (for example `{"method": "iiw", "iterations": 30}`). Each method
-belongs to a family, the kind of protocol whose sufficient statistic it reads:
+has the kind of the protocols whose sufficient statistic it reads (`FREQUENCY`, `NUMERIC`: the
+protocol's own `kind`):
 
 * `frequency`: every pure frequency oracle (p*, q*). Its `run(unbiased, noise, protocol,
   **params)` takes the unbiased estimate f~ and its noise model and returns an
   `EstimatorOutput`; the metric's post-processing is applied afterwards.
 * `numeric`: numeric protocols (Square Wave and the baselines), whose methods read their own
-  statistic; they register the same way with a family of their own.
+  statistic (`run(statistic, n, protocol, **params)`); each numeric protocol names the methods
+  that fit it (`estimators`, its default first).
 
-Adding a method is one `register(EstimatorMethod(...))` call in the module that implements it,
-imported by `load_methods`. Unknown methods, unknown parameters and invalid values are
-ValueErrors naming the method and the parameter; the registry turns them into errors naming the
+Adding a method is one `METHODS.register(EstimatorMethod(...))` call in the module that
+implements it, that module named in `METHOD_MODULES`. Unknown methods, unknown parameters and
+invalid values are `RegistryError`s naming the method and the parameter; the registry adds the
 metric and the field.
 """
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.estimation import SupportNoise
+from ldp_telemetry.ldp.protocols.base import FREQUENCY
+from ldp_telemetry.ldp.registration import Catalog, MethodChoice, Parameter
 
-FREQUENCY = "frequency"
-NUMERIC = "numeric"
-
-#: Modules that register estimator methods when imported (see `load_methods`).
+#: Modules that register estimator methods when imported (loaded on the catalog's first use).
 METHOD_MODULES: list[str] = ["ldp_telemetry.ldp.wiener", "ldp_telemetry.ldp.em",
                               "ldp_telemetry.ldp.binning", "ldp_telemetry.ldp.admm"]
 
@@ -49,100 +51,36 @@ class EstimatorOutput:
 
 
 @dataclass(frozen=True)
-class Parameter:
-    """One parameter of a method: its default and what makes a value valid."""
-
-    default: Any
-    is_valid: Callable[[Any], bool]
-    expected: str
-
-
-@dataclass(frozen=True)
 class EstimatorMethod:
-    """A named estimator: its family, parameters and the function that runs it."""
+    """A named estimator: the kind of protocol it reads, its parameters and its function."""
 
     name: str
-    family: str
+    kind: str
     run: Callable[..., EstimatorOutput]
     parameters: Mapping[str, Parameter] = field(default_factory=dict)
     ordinal: bool = False  # assumes neighbouring values are similar (warn on unordered labels)
     summary: str = ""
 
 
-METHODS: dict[str, EstimatorMethod] = {}
-
-
-def register(method: EstimatorMethod) -> EstimatorMethod:
-    """Make `method` selectable by name; a name can be registered once."""
-    if method.name in METHODS and METHODS[method.name] is not method:
-        raise ValueError(f"estimator {method.name!r} is registered twice")
-    METHODS[method.name] = method
-    return method
-
-
-def load_methods() -> dict[str, EstimatorMethod]:
-    """Every registered method, after importing the modules that register them."""
-    for module in METHOD_MODULES:
-        importlib.import_module(module)
-    return METHODS
+METHODS: Catalog[EstimatorMethod] = Catalog("estimator", "estimator", modules=METHOD_MODULES)
 
 
 @dataclass(frozen=True)
-class EstimatorSpec:
-    """A validated method and its parameters, defaults filled in."""
+class EstimatorSpec(MethodChoice):
+    """A validated estimator method and its parameters, defaults filled in."""
 
-    method: str
-    params: tuple[tuple[str, Any], ...] = ()
+    catalog: ClassVar[Catalog] = METHODS
 
-    def __post_init__(self) -> None:
-        methods = load_methods()
-        if self.method not in methods:
-            raise ValueError(f"unknown estimator {self.method!r}; known: "
-                             f"{', '.join(sorted(methods))}")
-        declared = methods[self.method].parameters
-        try:
-            given = dict(self.params)
-        except (TypeError, ValueError):
-            raise ValueError(f"params must be (name, value) pairs, got {self.params!r}") from None
-        unknown = sorted(set(given) - set(declared), key=str)
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for "
-                             f"estimator {self.method!r}; accepted: "
-                             f"{', '.join(declared) or 'none'}")
-        values = {}
-        for name, parameter in declared.items():
-            value = given.get(name, parameter.default)
-            if name in given and not parameter.is_valid(value):
-                raise ValueError(f"parameter {name!r} of estimator {self.method!r} must be "
-                                 f"{parameter.expected}, got {value!r}")
-            values[name] = value
-        object.__setattr__(self, "params", tuple(sorted(values.items())))
-
-    @property
-    def definition(self) -> EstimatorMethod:
-        return METHODS[self.method]
-
-    @classmethod
-    def parse(cls, value: str | Mapping[str, Any] | EstimatorSpec) -> EstimatorSpec:
-        """From a registry value: a method name or {"method": name, **params}."""
-        if isinstance(value, EstimatorSpec):
-            return value
-        if isinstance(value, str):
-            return cls(value)
-        if isinstance(value, Mapping):
-            if "method" not in value:
-                raise ValueError(f"estimator config needs a 'method' field, got {dict(value)!r}")
-            return cls(value["method"],
-                       tuple((k, v) for k, v in value.items() if k != "method"))
-        raise ValueError("estimator must be a method name or an object with a 'method' field, "
-                         f"got {type(value).__name__}: {value!r}")
-
-    def check_family(self, family: str, protocol_name: str) -> None:
-        """ValueError unless the method reads the statistic of `protocol_name`'s family."""
-        if self.definition.family != family:
-            fitting = sorted(name for name, m in METHODS.items() if m.family == family)
-            raise ValueError(f"estimator {self.method!r} does not fit protocol "
-                             f"{protocol_name!r}; it takes one of {fitting}")
+    def check_fits(self, protocol: type) -> None:
+        """RegistryError unless the method reads the statistic of `protocol` (a protocol class):
+        a method of its kind, and one it names among its `estimators` when it names some."""
+        fitting = getattr(protocol, "estimators", None)
+        if fitting is None:
+            fitting = sorted(name for name, m in METHODS.items() if m.kind == protocol.kind)
+        if self.definition.kind != protocol.kind or self.method not in fitting:
+            raise RegistryError(f"estimator {self.method!r} does not fit protocol "
+                                f"{protocol.name!r}; it takes one of {list(fitting)}",
+                                METHODS.field)
 
     def run(self, *args, **kwargs) -> EstimatorOutput:
         return self.definition.run(*args, **kwargs, **dict(self.params))
@@ -168,6 +106,6 @@ def _unbiased(unbiased: np.ndarray, noise: SupportNoise, protocol) -> EstimatorO
     return EstimatorOutput(np.asarray(unbiased, dtype=np.float64))
 
 
-UNBIASED = register(EstimatorMethod(
+UNBIASED = METHODS.register(EstimatorMethod(
     "unbiased", FREQUENCY, _unbiased,
     summary="the unbiased support-set estimate; the default for frequency oracles"))

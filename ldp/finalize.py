@@ -10,9 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldp_telemetry.ldp.estimation import SupportNoise, standard_error, unbiased_estimate
-from ldp_telemetry.ldp.estimators import NUMERIC, EstimatorOutput
+from ldp_telemetry.ldp.estimators import EstimatorOutput
 from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS, summary
 from ldp_telemetry.ldp.postprocess import project_to_simplex
+from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.registry import MetricConfig
 from ldp_telemetry.ldp.uncertainty import BootstrapErrors, parametric_bootstrap
 

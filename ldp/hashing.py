@@ -22,11 +22,11 @@ coming from the seed:
 
 Over the choice of (a, b), t_v is uniform and t_u - t_v = a (k_u - k_v) has uniform top bits
 whenever k_u - k_v has fewer than ~30 trailing zero bits, so the hashes of two values are
-independent and uniform on [0, g) up to a bias of order g / 2^32 — what the estimator's
-unbiasedness and [Wang20] journal eq. 2 need. The keys matter for sets of values: hashing the raw index v would
-put consecutive values on an arithmetic progression (t_{v+1} - t_v = a for all v), so that
-three consecutive values share a bucket twice as often as independent ones, inflating the
-variance of range and set queries; pseudo-random keys remove that structure.
+independent and uniform on [0, g) up to a bias of order g / 2^32 — what the estimator's unbiasedness
+and [Wang20] journal eq. 2 need. The keys matter for sets of values: hashing the raw index v would
+put consecutive values on an arithmetic progression (t_{v+1} - t_v = a for all v), so that three
+consecutive values share a bucket twice as often as independent ones, inflating the variance of
+range and set queries; pseudo-random keys remove that structure.
 
 The server needs, per report (seed, y), the set {v : H(seed, v) = y}. Because the map from the
 top 32 bits of t to [0, g) is monotone, H(seed, v) = y exactly when t lies in
@@ -53,7 +53,7 @@ numpy runs the k steps over a block of reports at once: k vectorised swaps per b
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

@@ -61,4 +61,4 @@ def summary(x: np.ndarray, edges: np.ndarray) -> dict:
     quantiles = histogram_quantiles(x, edges, levels)
     return {"mean": float(histogram_mean(x, edges)),
             "variance": float(histogram_variance(x, edges)),
-            "quantiles": dict(zip(QUANTILE_LEVELS, map(float, quantiles)))}
+            "quantiles": dict(zip(QUANTILE_LEVELS, map(float, quantiles), strict=True))}

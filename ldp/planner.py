@@ -1,19 +1,19 @@
 """Which frequency oracle to use for a metric: every protocol's exact cost and accuracy.
 
-For a privacy level ε and domain size d, every protocol of ldp_telemetry.ldp.protocols is instantiated with
-the parameters it really uses (OLH's, RLH's and BLH's g, SS's and RWS's k, HR's K) and
-reported with p*, q*, the analytical n·MSE of [Fang25] eq. 4, the largest
-Avro-encoded payload, and the aggregation cost.
+For a privacy level ε and domain size d, every protocol of ldp_telemetry.ldp.protocols is
+instantiated with the parameters it really uses (OLH's, RLH's and BLH's g, SS's and RWS's k, HR's K)
+and reported with p*, q*, the analytical n·MSE of [Fang25] eq. 4, the largest Avro-encoded payload,
+and the aggregation cost.
 
 Everything the plan shows comes from the protocol classes themselves (n_mse, parameter,
 payload_bytes, server_cost, aggregation_rank), so a newly registered protocol is planned
 without any change here.
 
-Recommendation (`recommend`): the protocol with the lowest n·MSE; protocols whose n·MSE is
-within a relative 1e-9 of it tie, and ties go to the fewest bytes per report, then to the
-cheaper aggregation (the smaller `aggregation_rank`), then to registry order. Eq. 4 with the rounded parameters is the
-quantity the [Fang25] §4.4 guideline approximates, so this rule reproduces the guideline and
-settles its open choices exactly:
+Recommendation (`recommend`): the protocol with the lowest n·MSE; protocols whose n·MSE is within a
+relative 1e-9 of it tie, and ties go to the fewest bytes per report, then to the cheaper aggregation
+(the smaller `aggregation_rank`), then to registry order. Eq. 4 with the rounded parameters is the
+quantity the [Fang25] §4.4 guideline approximates, so this rule reproduces the guideline and settles
+its open choices exactly:
 
 - d < sqrt(2 e^{2ε} + 1/4) + 3/2, where the optimal k is 1: GRR, SS and RWS have the same
   n·MSE (SS and RWS with k = 1 are GRR) and GRR has the smallest report -> GRR;
@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
 
 _TIE = 1e-9
@@ -56,7 +57,7 @@ def plan(epsilon: float, d: int, n: int | None = None, max_bytes: int | None = N
          ) -> list[ProtocolPlan]:
     """Every protocol's plan row, in registry order, the recommended one flagged."""
     if n is not None and n <= 0:
-        raise ValueError(f"n must be a positive number of reports, got {n}")
+        raise ConfigError(f"n must be a positive number of reports, got {n}", "n")
     rows = []
     for name in PROTOCOLS:
         protocol = make_protocol(name, epsilon, d)
@@ -78,8 +79,8 @@ def _choose(rows: list[ProtocolPlan], max_bytes: int | None) -> tuple[str, str]:
     allowed = [r for r in rows if max_bytes is None or r.bytes_per_report <= max_bytes]
     if not allowed:
         smallest = min(r.bytes_per_report for r in rows)
-        raise ValueError(f"no protocol fits in {max_bytes} bytes per report "
-                         f"(the smallest needs {smallest})")
+        raise ConfigError(f"no protocol fits in {max_bytes} bytes per report "
+                          f"(the smallest needs {smallest})", "max_bytes")
     best = min(r.n_mse for r in allowed)
     tied = [r for r in allowed if r.n_mse <= best * (1 + _TIE)]
     chosen = min(tied, key=lambda r: (r.bytes_per_report, PROTOCOLS[r.protocol].aggregation_rank))

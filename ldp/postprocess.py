@@ -33,16 +33,17 @@ it unchanged.
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy import optimize, special, stats
 
 from ldp_telemetry.ldp.estimation import SupportNoise
+from ldp_telemetry.ldp.registration import Catalog, MethodChoice, Parameter
+from ldp_telemetry.ldp.validation import is_finite_number, is_positive_number
 
 Postprocessor = Callable[..., np.ndarray]
 
@@ -379,94 +380,65 @@ def power_ns(estimate: np.ndarray, noise: SupportNoise, *,
 # ---------------------------------------------------------------------------------------------
 # Method table and configuration
 
-METHODS: dict[str, Postprocessor] = {
-    "base": base,
-    "post-pos": base,  # the distribution is left as is; clip query answers with post_pos
-    "base-pos": base_pos,
-    "base-cut": base_cut,
-    "norm": norm,
-    "norm-mul": norm_mul,
-    "norm-sub": norm_sub,
-    "norm-cut": norm_cut,
-    "norm-hyb": norm_hyb,
-    "mle-apx": mle_apx,
-    "power": power,
-    "power-ns": power_ns,
-}
-ALIASES: dict[str, str] = {"none": "base"}
+
+@dataclass(frozen=True)
+class PostprocessMethod:
+    """A named post-processing method: its function and its parameters (the keyword-only
+    parameters of `run`, with the same defaults)."""
+
+    name: str
+    run: Postprocessor
+    parameters: Mapping[str, Parameter] = field(default_factory=dict)
+
+
+def _is_exponent(value: Any) -> bool:
+    return value is None or (is_finite_number(value) and value >= 0)
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+_ALPHA = Parameter(2.0, is_positive_number, "a finite number > 0", float)
+_EXPONENT = Parameter(None, _is_exponent, "null (fit it) or a finite number >= 0", _float_or_none)
+
+#: The methods by name; "none" is another name of "base".
+METHODS: Catalog[PostprocessMethod] = Catalog("post-processing method", "postprocess",
+                                              aliases={"none": "base"})
+for _method in (
+    PostprocessMethod("base", base),
+    PostprocessMethod("post-pos", base),  # the distribution is left as is; post_pos clips answers
+    PostprocessMethod("base-pos", base_pos),
+    PostprocessMethod("base-cut", base_cut, {"alpha": _ALPHA}),
+    PostprocessMethod("norm", norm),
+    PostprocessMethod("norm-mul", norm_mul),
+    PostprocessMethod("norm-sub", norm_sub),
+    PostprocessMethod("norm-cut", norm_cut),
+    PostprocessMethod("norm-hyb", norm_hyb, {"alpha": _ALPHA}),
+    PostprocessMethod("mle-apx", mle_apx),
+    PostprocessMethod("power", power, {"exponent": _EXPONENT}),
+    PostprocessMethod("power-ns", power_ns, {"exponent": _EXPONENT}),
+):
+    METHODS.register(_method)
 DEFAULT_METHOD = "norm-hyb"
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-
-
-_PARAMETER_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "alpha": (lambda v: _is_number(v) and math.isfinite(v) and v > 0, "a finite number > 0"),
-    "exponent": (lambda v: v is None or (_is_number(v) and math.isfinite(v) and v >= 0),
-                 "null (fit it) or a finite number >= 0"),
-}
-
-
-def _defaults(method: str) -> dict[str, Any]:
-    """The keyword-only parameters of a method and their defaults."""
-    signature = inspect.signature(METHODS[method])
-    return {name: parameter.default for name, parameter in signature.parameters.items()
-            if parameter.kind is inspect.Parameter.KEYWORD_ONLY}
-
-
 @dataclass(frozen=True)
-class PostprocessSpec:
+class PostprocessSpec(MethodChoice):
     """A validated choice of method and parameters; defaults are filled in, aliases resolved."""
 
     method: str = DEFAULT_METHOD
-    params: tuple[tuple[str, Any], ...] = ()
 
-    def __post_init__(self) -> None:
-        method = ALIASES.get(self.method, self.method) if isinstance(self.method, str) else None
-        if method not in METHODS:
-            known = ", ".join(sorted([*METHODS, *ALIASES]))
-            raise ValueError(f"unknown post-processing method {self.method!r}; known: {known}")
-        try:
-            given = dict(self.params)
-        except (TypeError, ValueError):
-            raise ValueError(f"params must be (name, value) pairs, got {self.params!r}") from None
-        accepted = _defaults(method)
-        unknown = sorted(set(given) - set(accepted), key=str)
-        if unknown:
-            allowed = ", ".join(accepted) or "none"
-            raise ValueError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for method "
-                             f"{method!r}; accepted: {allowed}")
-        for name, value in given.items():
-            is_valid, expected = _PARAMETER_RULES[name]
-            if not is_valid(value):
-                raise ValueError(f"parameter {name!r} of method {method!r} must be {expected}, "
-                                 f"got {value!r}")
-            accepted[name] = None if value is None else float(value)
-        object.__setattr__(self, "method", method)
-        object.__setattr__(self, "params", tuple(sorted(accepted.items())))
+    catalog: ClassVar[Catalog] = METHODS
 
     @classmethod
     def parse(cls, value: str | Mapping[str, Any] | PostprocessSpec | None) -> PostprocessSpec:
-        """From a JSON config value: a name, {"method": name, **params}, or None (the default)."""
-        if value is None:
-            return cls()
-        if isinstance(value, PostprocessSpec):
-            return value
-        if isinstance(value, str):
-            return cls(value)
-        if isinstance(value, Mapping):
-            if "method" not in value:
-                raise ValueError(
-                    f"post-processing config needs a 'method' field, got {dict(value)!r}")
-            params = tuple((name, v) for name, v in value.items() if name != "method")
-            return cls(value["method"], params)
-        raise ValueError("post-processing config must be a method name or an object with a "
-                         f"'method' field, got {type(value).__name__}: {value!r}")
+        """From a registry value: a name, {"method": name, **params}, or None (the default)."""
+        return cls() if value is None else super().parse(value)
 
     def apply(self, estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
         """Run the method on one estimate."""
-        return METHODS[self.method](estimate, noise, **dict(self.params))
+        return self.definition.run(estimate, noise, **dict(self.params))
 
     def as_dict(self) -> dict[str, Any]:
         """{"method": name, **params} for output records; parse(as_dict()) gives an equal spec."""
@@ -474,5 +446,5 @@ class PostprocessSpec:
 
 
 def apply(method: str, estimate: np.ndarray, noise: SupportNoise, **params: Any) -> np.ndarray:
-    """Validate the method name and parameters (ValueError naming the bad one), then run it."""
+    """Validate the method name and parameters (RegistryError naming the bad one), then run it."""
     return PostprocessSpec(method, tuple(params.items())).apply(estimate, noise)

@@ -48,8 +48,8 @@ weights w (a set: w = 1_S; Norm's set answer: w = 1_S - |S|/d, plus a constant)
 
     Var[sum_v w_v f~_v] = sum_x f_x Var[Y | x] / (n (p* - q*)^2),
 
-with Var[Y | x] the variance of one report's Y given its true value x. This is [Wang20] journal eq. 2 for
-w = e_v. It is *not* the sum of eq. 2 over S whenever the support indicators of one report are
+with Var[Y | x] the variance of one report's Y given its true value x. This is [Wang20] journal eq.
+2 for w = e_v. It is *not* the sum of eq. 2 over S whenever the support indicators of one report are
 correlated. Each protocol class gives Var[Y | x] in closed form, with its derivation, as
 `report_variance(w)` (ldp_telemetry.ldp.protocols): GRR supports exactly one value (multinomial
 covariances); unary encoding and local hashing have independent support indicators, so a set's
@@ -76,11 +76,13 @@ from typing import Any
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.estimation import SupportNoise
 from ldp_telemetry.ldp.estimators import EstimatorSpec
 from ldp_telemetry.ldp.finalize import error_plug_in
 from ldp_telemetry.ldp.postprocess import PostprocessSpec, post_pos
 from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
+from ldp_telemetry.ldp.validation import is_int, is_positive_int
 
 #: Methods whose output sums to 1, for which Norm's standard error is the reference.
 _SUM_TO_ONE = frozenset({"norm-mul", "norm-sub", "norm-hyb", "mle-apx", "power-ns"})
@@ -205,7 +207,8 @@ class WindowEstimate:
         if not (len(self.labels) == self.unbiased.size == self.estimate.size == self.protocol.d):
             raise ValueError("labels, unbiased_estimate and estimate must all have length d")
         if self.n <= 0:
-            raise ValueError(f"window of {self.metric!r} holds no reports: nothing to query")
+            raise ConfigError(f"window of {self.metric!r} holds no reports: nothing to query",
+                              "window")
 
     @property
     def noise(self) -> SupportNoise:
@@ -252,12 +255,12 @@ class WindowEstimate:
             try:
                 value = int(value)
             except ValueError:
-                raise ValueError(f"{value!r} is not a label of metric {self.metric!r} "
-                                 f"(labels: {_preview(self.labels)})") from None
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-            raise ValueError(f"a value is a label or an index, got {value!r}")
+                raise ConfigError(f"{value!r} is not a label of metric {self.metric!r} "
+                                  f"(labels: {_preview(self.labels)})", "values") from None
+        if not is_int(value):
+            raise ConfigError(f"a value is a label or an index, got {value!r}", "values")
         if not 0 <= value < self.d:
-            raise ValueError(f"index {value} is outside the domain [0, {self.d})")
+            raise ConfigError(f"index {value} is outside the domain [0, {self.d})", "values")
         return int(value)
 
     # -- answers ------------------------------------------------------------------------------
@@ -296,24 +299,24 @@ class WindowEstimate:
         """sum_{v in S} f'_v for a set of distinct values (labels or indices)."""
         indices = [self.index_of(v) for v in values]
         if not indices:
-            raise ValueError("a set query needs at least one value")
+            raise ConfigError("a set query needs at least one value", "values")
         if len(set(indices)) != len(indices):
             repeated = next(self.labels[i] for i in indices if indices.count(i) > 1)
-            raise ValueError(f"value {repeated!r} appears more than once in the set")
+            raise ConfigError(f"value {repeated!r} appears more than once in the set", "values")
         return self._answer("set", indices)
 
     def range_sum(self, lo: int | str, hi: int | str) -> Answer:
         """sum of f'_v over lo..hi inclusive, in the domain's order (labels or indices)."""
         first, last = self.index_of(lo), self.index_of(hi)
         if first > last:
-            raise ValueError(f"empty range: {lo!r} (index {first}) comes after {hi!r} "
-                             f"(index {last})")
+            raise ConfigError(f"empty range: {lo!r} (index {first}) comes after {hi!r} "
+                              f"(index {last})", "range")
         return self._answer("range", list(range(first, last + 1)))
 
     def top_k(self, k: int) -> list[Answer]:
         """The k largest post-processed values (ties in domain order), as point answers."""
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        if not is_positive_int(k):
+            raise ConfigError(f"k must be a positive integer, got {k!r}", "k")
         order = np.argsort(-self.estimate, kind="stable")[: int(k)]
         return [replace(self._answer("point", [int(i)]), query="top-k") for i in order]
 

@@ -10,12 +10,14 @@ JSON of the form
                   "domain": {"low": 0, "high": 800, "buckets": 256}, "estimator": "ems"}]}
 
 is loaded into frozen `MetricConfig` objects. `"protocol": "auto"` is resolved when the registry
-is loaded by ldp_telemetry.ldp.planner.recommend (lowest analytical MSE for the metric's ε and domain size);
-the choice and its reason are logged, and the resolved name is the metric's protocol from then
-on (the estimates report it). A numeric protocol (`sw`, ...; ldp_telemetry.ldp.protocols.NUMERIC_PROTOCOLS)
-takes a numeric domain {"low", "high", "buckets"[, "output_buckets"]} and a NUMERIC estimator
-that fits it (default: the protocol's first, "ems" for sw). Every problem raises `RegistryError` naming the
-metric and the field, before any report is read.
+is loaded by ldp_telemetry.ldp.planner.recommend (lowest analytical MSE for the metric's ε and
+domain size); the choice and its reason are logged, and the resolved name is the metric's
+protocol from then on (the estimates report it). A numeric protocol (`sw`, ...;
+ldp_telemetry.ldp.protocols.NUMERIC_PROTOCOLS) takes a numeric domain {"low", "high",
+"buckets"[, "output_buckets"]} and a numeric estimator that fits it (default: the protocol's
+first, "ems" for sw). Every problem raises ldp_telemetry.ldp.errors.RegistryError, its message
+naming the metric and the field ("metric 'rtt_ms': field 'epsilon' must ..."), its `field` the
+path of the field in the registry (``metrics[1].epsilon``), before any report is read.
 """
 from __future__ import annotations
 
@@ -25,23 +27,26 @@ import json
 import logging
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import RegistryError, UserError
 from ldp_telemetry.ldp.estimation import SupportNoise
-from ldp_telemetry.ldp.estimators import FREQUENCY, NUMERIC, EstimatorSpec
+from ldp_telemetry.ldp.estimators import UNBIASED, EstimatorSpec
+from ldp_telemetry.ldp.histograms import bucket_edges
 from ldp_telemetry.ldp.planner import recommend
 from ldp_telemetry.ldp.postprocess import PostprocessSpec
-from ldp_telemetry.ldp.histograms import bucket_edges
 from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, FrequencyOracle,
                                          NumericProtocol, make_numeric_protocol, make_protocol)
-from ldp_telemetry.ldp.protocols.base import epsilon_problem
+from ldp_telemetry.ldp.protocols.base import FREQUENCY, NUMERIC, epsilon_problem
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
-from ldp_telemetry.ldp.validation import is_valid_event_time
+from ldp_telemetry.ldp.registration import did_you_mean
+from ldp_telemetry.ldp.validation import is_finite_number, is_int, is_valid_event_time
 
 _METRIC_FIELDS = {"name", "protocol", "epsilon", "domain", "estimator", "postprocess",
                   "not_before"}
@@ -58,10 +63,6 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 log = logging.getLogger(__name__)
 
 
-class RegistryError(ValueError):
-    """A registry that cannot be used; the message names the metric and the field."""
-
-
 @dataclass(frozen=True)
 class MetricConfig:
     """One metric: its protocol, privacy level, domain, estimator and post-processing."""
@@ -72,16 +73,17 @@ class MetricConfig:
     d: int
     labels: tuple[str, ...] | None
     postprocess: PostprocessSpec
-    estimator: EstimatorSpec = EstimatorSpec("unbiased")
+    estimator: EstimatorSpec = EstimatorSpec(UNBIASED.name)
     low: float | None = None  # numeric metrics: the domain [low, high] in the metric's units
     high: float | None = None
     output_buckets: int | None = None  # numeric metrics: d̃ as given (None: the protocol's default)
 
+    not_before: str | None = None
+
     @property
     def kind(self) -> str:
-        """"frequency" for a frequency oracle, "numeric" for a numeric protocol."""
+        """The protocol's kind: FREQUENCY for a frequency oracle, NUMERIC for a numeric one."""
         return NUMERIC if self.protocol_name in NUMERIC_PROTOCOLS else FREQUENCY
-    not_before: str | None = None
 
     @cached_property
     def not_before_ms(self) -> int | None:
@@ -117,7 +119,7 @@ class MetricConfig:
         if self.kind == NUMERIC:
             edges = self.bucket_edges.tolist()
             return [f"[{lo:g}, {hi:g}{']' if i == self.d - 1 else ')'}"
-                    for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:]))]
+                    for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:], strict=True))]
         return list(self.labels) if self.labels is not None else [str(v) for v in range(self.d)]
 
 
@@ -133,8 +135,9 @@ class Registry:
         try:
             return self.by_name[name]
         except KeyError:
-            raise RegistryError(f"metric {name!r} is not in the registry "
-                                f"(known: {sorted(self.by_name)})") from None
+            raise RegistryError(f"metric {name!r} is not in the registry"
+                                f"{did_you_mean(name, self.by_name)} (known: "
+                                f"{sorted(self.by_name)})", "metric") from None
 
     def __contains__(self, name: object) -> bool:
         return name in self.by_name
@@ -146,53 +149,66 @@ def load_registry(path: str | Path) -> Registry:
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise RegistryError(f"cannot read registry {path}: {error.strerror}") from None
+        raise RegistryError(f"cannot read registry {path}: {error.strerror}",
+                            "registry") from None
     try:
         document = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as error:
         raise RegistryError(f"registry {path} is not UTF-8 text: byte {data[error.start]:#04x} "
-                            f"at offset {error.start} ({error.reason})") from None
+                            f"at offset {error.start} ({error.reason})", "registry") from None
     except json.JSONDecodeError as error:
-        raise RegistryError(f"registry {path} is not valid JSON: {error}") from None
+        raise RegistryError(f"registry {path} is not valid JSON: {error}", "registry") from None
     except RecursionError:
-        raise RegistryError(f"registry {path} is nested too deeply to be a registry") from None
+        raise RegistryError(f"registry {path} is nested too deeply to be a registry",
+                            "registry") from None
     return parse_registry(document)
 
 
 def parse_registry(document: Any) -> Registry:
     """Validate an already-parsed registry document."""
     if not isinstance(document, Mapping) or not isinstance(document.get("metrics"), list):
-        raise RegistryError('registry must be an object with a "metrics" list')
+        raise RegistryError('registry must be an object with a "metrics" list', "metrics")
     if not document["metrics"]:
-        raise RegistryError('registry field "metrics" is empty')
+        raise RegistryError('registry field "metrics" is empty', "metrics")
     metrics = []
     for position, entry in enumerate(document["metrics"]):
         metrics.append(_parse_metric(entry, position))
     names = [m.name for m in metrics]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise RegistryError(f"metric {duplicates[0]!r}: field 'name' appears more than once")
+        second = [i for i, n in enumerate(names) if n == duplicates[0]][1]
+        raise RegistryError(f"metric {duplicates[0]!r}: field 'name' appears more than once",
+                            f"metrics[{second}].name")
     return Registry(tuple(metrics))
 
 
 def _parse_metric(entry: Any, position: int) -> MetricConfig:
     if not isinstance(entry, Mapping):
-        raise RegistryError(f"metrics[{position}] must be an object")
+        raise RegistryError(f"metrics[{position}] must be an object", f"metrics[{position}]")
     name = entry.get("name")
     if not isinstance(name, str) or not name:
-        raise RegistryError(f"metrics[{position}]: field 'name' must be a non-empty string")
+        raise RegistryError(f"metrics[{position}]: field 'name' must be a non-empty string",
+                            f"metrics[{position}].name")
 
-    def fail(field: str, message: str) -> RegistryError:
-        return RegistryError(f"metric {name!r}: field '{field}' {message}")
+    def fail(field: str, message: str, path: str | None = None) -> RegistryError:
+        """The error of `field` (the name in the message); `path`: a more precise field under
+        it (``estimator.iterations``), for the error's `field`."""
+        return RegistryError(f"metric {name!r}: field '{field}' {message}",
+                             f"metrics[{position}].{path or field}")
+
+    def refail(field: str, error: ValueError) -> RegistryError:
+        """`fail` for an error raised by a part of the library that names its own field."""
+        path = error.field if isinstance(error, UserError) else None
+        return fail(field, str(error), path if path and path.startswith(field) else None)
 
     unknown = sorted(set(entry) - _METRIC_FIELDS)
     if unknown:
         raise fail(unknown[0], f"is not a registry field (expected {sorted(_METRIC_FIELDS)})")
     protocol = entry.get("protocol")
     if protocol not in PROTOCOLS and protocol not in NUMERIC_PROTOCOLS and protocol != AUTO:
-        raise fail("protocol", f"must be one of "
-                               f"{sorted(PROTOCOLS) + sorted(NUMERIC_PROTOCOLS) + [AUTO]}, "
-                               f"got {protocol!r}")
+        known = sorted(PROTOCOLS) + sorted(NUMERIC_PROTOCOLS) + [AUTO]
+        raise fail("protocol", f"must be one of {known}, got {protocol!r}"
+                               f"{did_you_mean(protocol, known)}")
     epsilon = entry.get("epsilon")
     problem = epsilon_problem(epsilon)
     if problem:
@@ -203,7 +219,7 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
         if problem:
             raise fail("not_before", problem)
     if protocol in NUMERIC_PROTOCOLS:
-        config = _parse_numeric_metric(entry, name, protocol, float(epsilon), fail)
+        config = _parse_numeric_metric(entry, name, protocol, float(epsilon), fail, refail)
         return dataclasses.replace(config, not_before=not_before)
     labels, d = _parse_domain(entry.get("domain"), fail)
     if protocol == AUTO:
@@ -211,14 +227,14 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
         log.info("metric %r: protocol 'auto' resolved to %r for ε=%g, d=%d: %s",
                  name, protocol, epsilon, d, reason)
     try:
-        postprocess = PostprocessSpec.parse(entry.get("postprocess", "norm-hyb"))
+        postprocess = PostprocessSpec.parse(entry.get("postprocess"))
     except ValueError as error:
-        raise fail("postprocess", str(error)) from None
+        raise refail("postprocess", error) from None
     try:
-        estimator = EstimatorSpec.parse(entry.get("estimator", "unbiased"))
-        estimator.check_family(PROTOCOLS[protocol].estimator_family, protocol)
+        estimator = EstimatorSpec.parse(entry.get("estimator", UNBIASED.name))
+        estimator.check_fits(PROTOCOLS[protocol])
     except ValueError as error:
-        raise fail("estimator", str(error)) from None
+        raise refail("estimator", error) from None
     if estimator.definition.ordinal and labels is not None:
         log.warning("metric %r: estimator %r assumes neighbouring values are similar, and the "
                     "domain is a list of labels: check that their order means something",
@@ -226,9 +242,9 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
     config = MetricConfig(name, protocol, float(epsilon), d, labels, postprocess, estimator,
                           not_before=not_before)
     try:
-        config.protocol
+        config.protocol  # noqa: B018 (built now: its own checks run before any report is read)
     except ValueError as error:
-        raise fail("protocol", str(error)) from None
+        raise refail("protocol", error) from None
     problem = _postprocess_problem(config)
     if problem:
         raise fail("postprocess", problem)
@@ -299,8 +315,8 @@ def _ms_since_epoch(moment: dt.datetime) -> int:
 
 
 def _parse_numeric_metric(entry: Mapping, name: str, protocol: str, epsilon: float,
-                          fail) -> MetricConfig:
-    """A metric of a numeric protocol: numeric domain, NUMERIC estimator that fits it."""
+                          fail, refail) -> MetricConfig:
+    """A metric of a numeric protocol: numeric domain, numeric estimator that fits it."""
     mean_only = getattr(NUMERIC_PROTOCOLS[protocol], "mean_only", False)
     low, high, buckets, output_buckets = _parse_numeric_domain(entry.get("domain"), fail,
                                                                needs_buckets=not mean_only)
@@ -310,20 +326,15 @@ def _parse_numeric_metric(entry: Mapping, name: str, protocol: str, epsilon: flo
     default = NUMERIC_PROTOCOLS[protocol].estimators[0]
     try:
         estimator = EstimatorSpec.parse(entry.get("estimator", default))
-        estimator.check_family(NUMERIC, protocol)
-        fitting = NUMERIC_PROTOCOLS[protocol].estimators
-        if estimator.method not in fitting:
-            raise ValueError(f"estimator {estimator.method!r} does not fit protocol "
-                             f"{protocol!r}; it takes one of {list(fitting)}")
+        estimator.check_fits(NUMERIC_PROTOCOLS[protocol])
     except ValueError as error:
-        raise fail("estimator", str(error)) from None
+        raise refail("estimator", error) from None
     config = MetricConfig(name, protocol, epsilon, buckets, None, PostprocessSpec.parse("none"),
                           estimator, low, high, output_buckets)
     try:
-        config.protocol
+        config.protocol  # noqa: B018 (built now: its own checks run before any report is read)
     except ValueError as error:
-        field = ("domain.output_buckets" if "output_buckets" in str(error)
-                 else "domain.buckets" if "buckets" in str(error) else "protocol")
+        field = error.field if isinstance(error, UserError) and error.field else "protocol"
         raise fail(field, str(error)) from None
     return config
 
@@ -343,8 +354,7 @@ def _parse_numeric_domain(domain: Any, fail, needs_buckets: bool = True
     bounds = []
     for key in ("low", "high"):
         value = domain[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value):
+        if not is_finite_number(value):
             raise fail(f"domain.{key}", f"must be a finite number, got {value!r}")
         bounds.append(float(value))
     if not bounds[0] < bounds[1]:
@@ -378,7 +388,7 @@ def _parse_domain(domain: Any, fail) -> tuple[tuple[str, ...] | None, int]:
         return tuple(labels), len(labels)
     if "size" in domain:
         size = domain["size"]
-        if isinstance(size, bool) or not isinstance(size, int) or size < 2:
+        if not is_int(size) or size < 2:
             raise fail("domain.size", f"must be an integer >= 2, got {size!r}")
         if size > MAX_DOMAIN_SIZE:
             raise fail("domain.size", f"must be at most {MAX_DOMAIN_SIZE:,} (MAX_DOMAIN_SIZE: one "

@@ -11,13 +11,13 @@ errors undercover where the bias matters (see docs/numeric.md for measured cover
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimators import Parameter
+from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS, histogram_mean, histogram_quantiles
+from ldp_telemetry.ldp.registration import Parameter
 from ldp_telemetry.ldp.validation import is_nonnegative_int
-from ldp_telemetry.ldp.histograms import (QUANTILE_LEVELS, histogram_mean, histogram_quantiles)
 
 #: Most bootstrap replicates a registry may ask for (each costs one estimator run per window).
 MAX_REPLICATES = 1_000
@@ -64,4 +64,4 @@ def parametric_bootstrap(resample: Callable, n: int,
     quantiles = histogram_quantiles(draws, edges, levels).std(axis=0, ddof=1)
     return BootstrapErrors(int(replicates), draws.std(axis=0, ddof=1),
                            float(histogram_mean(draws, edges).std(ddof=1)),
-                           dict(zip(QUANTILE_LEVELS, map(float, quantiles))))
+                           dict(zip(QUANTILE_LEVELS, map(float, quantiles), strict=True)))

@@ -51,7 +51,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 from scipy import fft as sfft
@@ -59,9 +59,11 @@ from scipy.ndimage import gaussian_filter1d
 
 from ldp_telemetry.ldp import hashing
 from ldp_telemetry.ldp.estimation import SupportNoise
-from ldp_telemetry.ldp.estimators import (FREQUENCY, EstimatorMethod, EstimatorOutput, Parameter,
-                                          register)
+from ldp_telemetry.ldp.estimators import METHODS, EstimatorMethod, EstimatorOutput
 from ldp_telemetry.ldp.postprocess import project_to_simplex
+from ldp_telemetry.ldp.protocols.base import FREQUENCY
+from ldp_telemetry.ldp.registration import Parameter
+from ldp_telemetry.ldp.validation import is_finite_number, is_int
 
 #: Largest number of IIW iterations a registry may ask for.
 MAX_ITERATIONS = 10_000
@@ -465,33 +467,30 @@ def _runner(method: str):
 
 
 def _iterations(default: int) -> Parameter:
-    return Parameter(default, lambda v: isinstance(v, int) and not isinstance(v, bool)
-                     and 0 <= v <= MAX_ITERATIONS, f"an integer in [0, {MAX_ITERATIONS}]")
+    return Parameter(default, lambda v: is_int(v) and 0 <= v <= MAX_ITERATIONS,
+                     f"an integer in [0, {MAX_ITERATIONS}]")
 
 
-register(EstimatorMethod(
+METHODS.register(EstimatorMethod(
     "dw", FREQUENCY, _runner("dw"), ordinal=True,
     summary="Direct Wiener deconvolution [Fang23] §IV-C"))
-register(EstimatorMethod(
+METHODS.register(EstimatorMethod(
     "iiw", FREQUENCY, _runner("iiw"), {"iterations": _iterations(30)}, ordinal=True,
     summary="Improved Iterative Wiener [Fang23] Algorithm 1 (30 iterations)"))
-register(EstimatorMethod(
+METHODS.register(EstimatorMethod(
     "iiw-g", FREQUENCY, _runner("iiw-g"), {"iterations": _iterations(10)}, ordinal=True,
     summary="IIW started from |G|^2 [Fang23] §IV-C (10 iterations, §V-B)"))
-register(EstimatorMethod(
+METHODS.register(EstimatorMethod(
     "amrp", FREQUENCY, _runner("amrp"),
-    {"permutations": Parameter(100, lambda v: isinstance(v, int) and not isinstance(v, bool)
-                               and 1 <= v <= MAX_PERMUTATIONS,
+    {"permutations": Parameter(100, lambda v: is_int(v) and 1 <= v <= MAX_PERMUTATIONS,
                                f"an integer in [1, {MAX_PERMUTATIONS}]"),
-     "seed": Parameter(0, lambda v: isinstance(v, int) and not isinstance(v, bool)
-                       and 0 <= v < 2 ** 63, "an integer in [0, 2^63)")},
+     "seed": Parameter(0, lambda v: is_int(v) and 0 <= v < 2 ** 63, "an integer in [0, 2^63)")},
     ordinal=True, summary="DW averaged over seeded random permutations [Fang23] §IV-C"))
-register(EstimatorMethod(
+METHODS.register(EstimatorMethod(
     "smooth", FREQUENCY, _runner("smooth"), ordinal=True,
     summary="the (1/4, 1/2, 1/4) smoothing baseline [Fang23] eq. 25"))
-register(EstimatorMethod(
+METHODS.register(EstimatorMethod(
     "gf-dw", FREQUENCY, _runner("gf-dw"),
-    {"sigma": Parameter(3.0, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-                        and math.isfinite(v) and 0 < v <= MAX_SIGMA,
+    {"sigma": Parameter(3.0, lambda v: is_finite_number(v) and 0 < v <= MAX_SIGMA,
                         f"a number in (0, {MAX_SIGMA:g}]")},
     ordinal=True, summary="Gaussian filter then DW [Fang23] Appendix C (sigma 3: GF3-DW)"))

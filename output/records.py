@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ldp_telemetry.ldp.estimation import smallest_resolvable
-from ldp_telemetry.ldp.estimators import FREQUENCY
 from ldp_telemetry.ldp.finalize import NumericWindowResult
+from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.output.compact import IndexLabels, plain_record
 
 #: The pane of every window of a batch run (one pane, when the input is complete).

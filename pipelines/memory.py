@@ -23,7 +23,7 @@ runs bundles on several threads (Dataflow's) holds one window being finalized pe
 """
 from __future__ import annotations
 
-from ldp_telemetry.ldp.estimators import NUMERIC
+from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.registry import MetricConfig, Registry
 from ldp_telemetry.transforms.store import STORE_FLUSH_VALUES
 from ldp_telemetry.transforms.windows import WindowSpec

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from ldp_telemetry.schemas import NAMESPACE, SCHEMA_DIR
 
@@ -65,12 +65,7 @@ def check_writer_schema(schema) -> WriterSchema:
     return WriterSchema(None, {**canonical, "name": _TOP_LEVEL_NAME})
 
 
-def schema_problem(schema) -> str | None:
-    """Why a writer schema does not hold reports; None if it does."""
-    return check_writer_schema(schema).problem
-
-
-@lru_cache(maxsize=None)
+@cache
 def _report_shapes() -> dict:
     with open(SCHEMA_DIR / "report.avsc", encoding="utf-8") as handle:
         canonical = _canonical(json.load(handle), "", 0)

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.validation import is_positive_int
+
 MIB = 1 << 20
 
 
 @dataclass(frozen=True)
 class DecodeLimits:
-    """The reader's limits; each has a job flag (`ldp run --max-...`) of the same name.
+    """The reader's limits, each a job setting of the same name; ConfigError (naming the
+    setting) when one is not a positive integer or a record could not fit in a block.
 
     max_block_bytes: largest block, in bytes, both as stored and once decompressed; a larger
         one (a decompression bomb, or a block no standard writer makes) is refused while it
@@ -38,13 +42,13 @@ class DecodeLimits:
     def __post_init__(self):
         for field in fields(self):
             value = getattr(self, field.name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"--{field.name.replace('_', '-')} must be a positive integer, "
-                                 f"got {value!r}")
+            if not is_positive_int(value):
+                raise ConfigError(f"{field.name} must be a positive integer, got {value!r}",
+                                  field.name)
         if self.max_record_bytes > self.max_block_bytes:
-            raise ValueError(f"--max-record-bytes ({self.max_record_bytes}) cannot exceed "
-                             f"--max-block-bytes ({self.max_block_bytes}): a record is inside "
-                             f"a block")
+            raise ConfigError(f"max_record_bytes ({self.max_record_bytes}) cannot exceed "
+                              f"max_block_bytes ({self.max_block_bytes}): a record is inside "
+                              f"a block", "max_record_bytes")
 
 
 HELP = {

@@ -1,4 +1,12 @@
-"""Shared test fixtures: the real datasets (skipped when absent) and the named local runner."""
+"""Shared test fixtures (the real datasets, skipped when absent; the named local runner) and the
+test tiers.
+
+Tiers are pytest markers (registered in pyproject.toml): `browser` for every test that uses the
+Chromium fixture, `postgres` for every test that uses a PostgreSQL server, both set here from
+the fixtures a test requests, and `slow` for files whose tests take more than about ten seconds
+(a `pytestmark` line in each). The fast lane is
+`pytest -m "not browser and not postgres and not slow"`; plain `pytest` runs everything.
+"""
 from __future__ import annotations
 
 import os
@@ -43,3 +51,24 @@ def hard_deadline():
 
     yield arm
     faulthandler.cancel_dump_traceback_later()
+
+
+#: Fixtures that drive Debian's Chromium.
+BROWSER_FIXTURES = frozenset({"browser"})
+#: Fixtures that start a PostgreSQL server, and the parameter value of a fixture parametrized
+#: over stores that selects one.
+POSTGRES_FIXTURES = frozenset({"postgres_url"})
+POSTGRES_PARAMETER = "postgresql"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests that need a browser or a database server by the fixtures they use."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if fixtures & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+        chooses_postgres = any(isinstance(value, str) and value == POSTGRES_PARAMETER
+                               for value in params.values())
+        if fixtures & POSTGRES_FIXTURES or chooses_postgres:
+            item.add_marker(pytest.mark.postgres)

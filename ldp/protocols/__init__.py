@@ -1,18 +1,17 @@
-"""Frequency oracles by registry name.
+"""Frequency oracles and numeric protocols by registry name.
 
-Each protocol is one module of this package holding one FrequencyOracle subclass; REGISTERED
-names it as "module.Class", one line per protocol, in the order `ldp plan` lists them.
+Each protocol is one module of this package holding one protocol class; REGISTERED names the
+frequency oracles and NUMERIC_REGISTERED the numeric protocols as "module.Class", one line per
+protocol, in the order `ldp plan` and the registry's messages list them. Adding a protocol is
+its module and that one line.
 """
 from __future__ import annotations
 
 import importlib
 
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle
-from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
-from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
-from ldp_telemetry.ldp.protocols.mean_mechanisms import PiecewiseMechanism, StochasticRounding
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
-from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
+from ldp_telemetry.ldp.registration import Catalog
 
 REGISTERED = (
     "grr.GRR",
@@ -27,51 +26,45 @@ REGISTERED = (
     "rws.RWS",
 )
 
+#: Numeric protocols: values in [low, high], estimated as a histogram (or, for sr and pm, as a
+#: mean).
+NUMERIC_REGISTERED = (
+    "sw.SquareWave",
+    "sw.DiscreteSquareWave",
+    "cfo_binning.CfoGrr",
+    "cfo_binning.CfoOlh",
+    "hh.HierarchicalHistogram",
+    "mean_mechanisms.StochasticRounding",
+    "mean_mechanisms.PiecewiseMechanism",
+)
 
-def _load(entry: str) -> type[FrequencyOracle]:
-    module, _, class_name = entry.rpartition(".")
-    cls = getattr(importlib.import_module(f"{__name__}.{module}"), class_name)
-    if not (isinstance(cls, type) and issubclass(cls, FrequencyOracle)):
-        raise TypeError(f"protocol registry entry {entry!r} is not a FrequencyOracle subclass")
-    return cls
+
+def _catalog(noun: str, entries: tuple[str, ...], base: type) -> Catalog:
+    """The classes `entries` name, each checked to be a `base` subclass, by registry name."""
+    catalog: Catalog = Catalog(noun, "protocol")
+    for entry in entries:
+        module, _, class_name = entry.rpartition(".")
+        cls = getattr(importlib.import_module(f"{__name__}.{module}"), class_name)
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise TypeError(f"{noun} registry entry {entry!r} is not a {base.__name__} subclass")
+        catalog.register(cls)
+    return catalog
 
 
-PROTOCOLS: dict[str, type[FrequencyOracle]] = {cls.name: cls for cls in map(_load, REGISTERED)}
-if len(PROTOCOLS) != len(REGISTERED):
-    raise TypeError("two registered protocols share a registry name")
+PROTOCOLS: Catalog[type[FrequencyOracle]] = _catalog("protocol", REGISTERED, FrequencyOracle)
+NUMERIC_PROTOCOLS: Catalog[type[NumericProtocol]] = _catalog(
+    "numeric protocol", NUMERIC_REGISTERED, NumericProtocol)
 
 
-#: Numeric protocols by registry name: values in [low, high], estimated as a histogram (or,
-#: for sr and pm, as a mean).
-NUMERIC_PROTOCOLS: dict[str, type[NumericProtocol]] = {cls.name: cls for cls in (
-    SquareWave,
-    DiscreteSquareWave,
-    CfoGrr,
-    CfoOlh,
-    HierarchicalHistogram,
-    StochasticRounding,
-    PiecewiseMechanism,
-)}
+def make_protocol(name: str, epsilon: float, d: int) -> FrequencyOracle:
+    """The oracle `name` at privacy level epsilon over [0, d); RegistryError when unknown."""
+    return PROTOCOLS.lookup(name)(epsilon=epsilon, d=d)
 
 
 def make_numeric_protocol(name: str, epsilon: float, buckets: int,
                           output_buckets: int | None = None) -> NumericProtocol:
-    """The numeric protocol `name` over `buckets` input buckets; ValueError when unknown."""
-    try:
-        cls = NUMERIC_PROTOCOLS[name]
-    except KeyError:
-        raise ValueError(f"unknown numeric protocol {name!r}; expected one of "
-                         f"{sorted(NUMERIC_PROTOCOLS)}") from None
-    return cls(epsilon=epsilon, d=buckets, output_buckets=output_buckets)
-
-
-def make_protocol(name: str, epsilon: float, d: int) -> FrequencyOracle:
-    """The oracle `name` at privacy level epsilon over [0, d); ValueError when unknown."""
-    try:
-        cls = PROTOCOLS[name]
-    except KeyError:
-        raise ValueError(f"unknown protocol {name!r}; expected one of {sorted(PROTOCOLS)}") from None
-    return cls(epsilon=epsilon, d=d)
+    """The numeric protocol `name` over `buckets` input buckets; RegistryError when unknown."""
+    return NUMERIC_PROTOCOLS.lookup(name)(epsilon=epsilon, d=buckets, output_buckets=output_buckets)
 
 
 __all__ = ["FrequencyOracle", "NUMERIC_PROTOCOLS", "NumericProtocol", "PROTOCOLS",

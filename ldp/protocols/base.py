@@ -6,27 +6,36 @@ server therefore only needs, per window, the support count of every value; each 
 *sufficient statistic* from which those counts follow, mergeable by addition and of a size that
 does not depend on the number of reports.
 
-One protocol = one module. Its class carries everything the rest of the project asks of it:
-client perturbation over numpy arrays; the payload's Avro schema (`payload_schema`, one branch
-of the report union in schemas/report.avsc) and its validity rule; the sufficient statistic and
-the support counts; p* and q*, hence the analytical n·MSE (`n_mse`, [Fang25] eq. 4 with the protocol's
-own p*, q*) that the planner ranks by; the aggregation cost (`server_cost`, `aggregation_rank`)
-for the planner's tie-break; and `report_variance`, the variance of any weighted sum of one
-report's support indicators, from which ldp_telemetry.ldp.queries computes the exact variance of
-any linear answer. Estimation is shared (ldp_telemetry.ldp.estimation).
+One protocol = one module. Its class carries everything the rest of the project asks of it: client
+perturbation over numpy arrays; the payload's Avro schema (`payload_schema`, one branch of the
+report union in schemas/report.avsc) and its validity rule; the sufficient statistic and the support
+counts; p* and q*, hence the analytical n·MSE (`n_mse`, [Fang25] eq. 4 with the protocol's own p*,
+q*) that the planner ranks by; the aggregation cost (`server_cost`, `aggregation_rank`) for the
+planner's tie-break; and `report_variance`, the variance of any weighted sum of one report's support
+indicators, from which ldp_telemetry.ldp.queries computes the exact variance of any linear answer.
+Estimation is shared (ldp_telemetry.ldp.estimation).
 """
 from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Iterator, Mapping
+from typing import ClassVar
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.estimation import SupportNoise
+from ldp_telemetry.ldp.validation import is_int, is_number
 
 Columns = Mapping[str, np.ndarray]
+
+#: The two kinds of protocol, by what a report carries: a value of a finite domain (a frequency
+#: oracle) or a number in an interval (a numeric protocol). A protocol class's `kind`, a metric's
+#: `kind` and an estimator method's `kind` (the protocols whose statistic it reads) are one of them.
+FREQUENCY = "frequency"
+NUMERIC = "numeric"
 
 
 @dataclass(frozen=True)
@@ -55,10 +64,8 @@ class FrequencyOracle(abc.ABC):
     payload_rule: ClassVar[str]
     server_cost: ClassVar[str]
     aggregation_rank: ClassVar[float]
-    #: The estimator family whose methods read this protocol's statistic:
-    #: ldp_telemetry.ldp.estimators.FREQUENCY (spelt out here so that estimator modules may
-    #: import protocols).
-    estimator_family: ClassVar[str] = "frequency"
+    #: The kind of protocol: estimator methods of this kind read its statistic.
+    kind: ClassVar[str] = FREQUENCY
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -68,9 +75,10 @@ class FrequencyOracle(abc.ABC):
     def __post_init__(self) -> None:
         problem = epsilon_problem(self.epsilon)
         if problem:
-            raise ValueError(f"epsilon {problem}")
-        if isinstance(self.d, bool) or not isinstance(self.d, int) or self.d < 2:
-            raise ValueError(f"domain size must be an integer >= 2, got {self.d!r}")
+            raise RegistryError(f"epsilon {problem}", "epsilon")
+        if not is_int(self.d) or self.d < 2:
+            raise RegistryError(f"domain size must be an integer >= 2, got {self.d!r}",
+                                "domain.size")
 
     # -- the pure-protocol parameters -------------------------------------------------------
     @property
@@ -174,8 +182,8 @@ def pure_n_mse(p_star: float, q_star: float, d: int) -> float:
 
 def independent_support_variance(p_star: float, q_star: float, w: np.ndarray) -> np.ndarray:
     """Var[Y | x] when a report's support indicators of distinct values are independent:
-    p*(1 - p*) w_x^2 + q*(1 - q*) (Σ w^2 - w_x^2), so a set's variance is the sum of [Wang20] journal eq. 2 over
-    its values (unary encoding, local hashing)."""
+    p*(1 - p*) w_x^2 + q*(1 - q*) (Σ w^2 - w_x^2), so a set's variance is the sum of [Wang20]
+    journal eq. 2 over its values (unary encoding, local hashing)."""
     p, q = p_star, q_star
     return p * (1 - p) * w ** 2 + q * (1 - q) * (np.dot(w, w) - w ** 2)
 
@@ -208,7 +216,7 @@ MAX_EPSILON = 20.0
 
 def epsilon_problem(epsilon) -> str | None:
     """Why `epsilon` is not a usable privacy level (a phrase), or None when it is."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+    if not is_number(epsilon):
         return f"must be a number, got {epsilon!r}"
     if not (math.isfinite(epsilon) and MIN_EPSILON <= epsilon <= MAX_EPSILON):
         return f"must lie in [{MIN_EPSILON:g}, {MAX_EPSILON:g}], got {epsilon!r}"
@@ -222,7 +230,8 @@ def random_seeds(shape, rng: np.random.Generator) -> np.ndarray:
 
 def seeded_payloads_to_avro(columns: Columns) -> Iterator[dict]:
     """<seed, y> payload records; the seed column holds the int64 view of the uint64 seed."""
-    return ({"seed": s, "y": y} for s, y in zip(columns["seed"].tolist(), columns["y"].tolist()))
+    return ({"seed": s, "y": y}
+            for s, y in zip(columns["seed"].tolist(), columns["y"].tolist(), strict=True))
 
 
 def seeded_payloads_from_avro(payloads: list[dict], y_bound: int

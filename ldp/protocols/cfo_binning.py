@@ -9,10 +9,12 @@ variance at ε and d; here the registry names it (`ldp plan` compares them).
 """
 from __future__ import annotations
 
-from typing import ClassVar, Iterator
+from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.estimation import SupportNoise
 from ldp_telemetry.ldp.protocols.base import Columns, FrequencyOracle
 from ldp_telemetry.ldp.protocols.grr import GRR
@@ -29,8 +31,8 @@ class CfoBinning(NumericProtocol):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.output_buckets not in (None, self.d):
-            raise ValueError(f"output_buckets of {self.name} is the number of buckets, "
-                             f"{self.d}, got {self.output_buckets}")
+            raise RegistryError(f"output_buckets of {self.name} is the number of buckets, "
+                                f"{self.d}, got {self.output_buckets}", "domain.output_buckets")
         object.__setattr__(self, "output_buckets", self.d)
 
     @property

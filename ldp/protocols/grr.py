@@ -6,7 +6,8 @@ A report supports exactly the value it names: p* = p, q* = q. Statistic: the his
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Iterator
+from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 

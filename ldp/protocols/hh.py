@@ -18,12 +18,14 @@ of the 16 depth-2 nodes, …, of the B buckets]: h + (4B − 4)/3 counts.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, FrequencyOracle,
                                               int_column, varint_bytes)
@@ -81,11 +83,11 @@ class HierarchicalHistogram(NumericProtocol):
         super().__post_init__()
         h = tree_depth(self.d)
         if h is None:
-            raise ValueError(f"buckets of {self.name} must be a power of {BRANCHING} "
-                             f"(4, 16, 64, ...), got {self.d}")
+            raise RegistryError(f"buckets of {self.name} must be a power of {BRANCHING} "
+                                f"(4, 16, 64, ...), got {self.d}", "domain.buckets")
         if self.output_buckets not in (None, self.d):
-            raise ValueError(f"output_buckets of {self.name} is the number of buckets, "
-                             f"{self.d}, got {self.output_buckets}")
+            raise RegistryError(f"output_buckets of {self.name} is the number of buckets, "
+                                f"{self.d}, got {self.output_buckets}", "domain.output_buckets")
         object.__setattr__(self, "output_buckets", self.d)
         object.__setattr__(self, "h", h)
 
@@ -127,7 +129,8 @@ class HierarchicalHistogram(NumericProtocol):
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"level": level, "seed": seed, "y": y} for level, seed, y in zip(
-            columns["level"].tolist(), columns["seed"].tolist(), columns["y"].tolist()))
+            columns["level"].tolist(), columns["seed"].tolist(), columns["y"].tolist(),
+            strict=True))
 
     def payloads_from_avro(self, payloads):
         level, seed, y = (int_column(payloads, key) for key in ("level", "seed", "y"))

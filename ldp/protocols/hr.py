@@ -25,8 +25,9 @@ c_v = Σ_j count[j, popcount(j & v) mod 2] = (N + (H t)_v) / 2, O(K log K) per w
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 
@@ -109,7 +110,7 @@ class HR(FrequencyOracle):
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"row": j, "bit": bool(b)}
-                for j, b in zip(columns["row"].tolist(), columns["bit"].tolist()))
+                for j, b in zip(columns["row"].tolist(), columns["bit"].tolist(), strict=True))
 
     def payloads_from_avro(self, payloads):
         row = int_column(payloads, "row")

@@ -1,19 +1,22 @@
 """Local hashing, the family of OLH, BLH and RLH ([Wang20] journal §2.4;
 [Fang25] §3.3).
 
-The client draws a 64-bit seed, hashes v to H(seed, v) in [0, g) (ldp_telemetry.ldp.hashing.local_hash)
-and reports <seed, GRR_g(H(seed, v))> with p = e^ε / (e^ε + g - 1). A report <seed, y> supports
-{v : H(seed, v) = y}: p* = p, q* = 1/g (not the GRR q of the hashed domain). Members differ only
-in g (`choose_g`). The seed travels as an Avro long: the two's-complement view of the uint64.
+The client draws a 64-bit seed, hashes v to H(seed, v) in [0, g)
+(ldp_telemetry.ldp.hashing.local_hash) and reports <seed, GRR_g(H(seed, v))> with
+p = e^ε / (e^ε + g - 1). A report <seed, y> supports {v : H(seed, v) = y}: p* = p, q* = 1/g
+(not the GRR q of the hashed domain). Members differ only in g (`choose_g`). The seed travels as an
+Avro long: the two's-complement view of the uint64.
 
 Aggregation tests every (report, value) pair with the interval form of the hash described in
-ldp_telemetry.ldp.hashing: three numpy operations per pair on cache-sized blocks, no Python call per pair.
+ldp_telemetry.ldp.hashing: three numpy operations per pair on cache-sized blocks, no Python call per
+pair.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 

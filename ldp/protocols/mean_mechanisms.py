@@ -14,7 +14,8 @@ PM: with z = e^{ε/2} and s = (z + 1)/(z − 1), the report is uniform on [ℓ(t
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Iterator
+from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 

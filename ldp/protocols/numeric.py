@@ -13,12 +13,15 @@ which reads the statistic through the protocol's `channel()` or its own rule.
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 
-from ldp_telemetry.ldp.protocols.base import Columns, epsilon_problem
+from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.protocols.base import NUMERIC, Columns, epsilon_problem
+from ldp_telemetry.ldp.validation import is_int
 
 #: Largest number of input or output buckets of a numeric metric (the statistic and the
 #: estimator's arrays are this long; EM costs O(buckets) per iteration).
@@ -27,7 +30,7 @@ MAX_BUCKETS = 65_536
 
 def bucket_count_problem(value) -> str | None:
     """Why `value` is not a usable bucket count (a phrase), or None."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= MAX_BUCKETS:
+    if not is_int(value) or not 2 <= value <= MAX_BUCKETS:
         return f"must be an integer in [2, {MAX_BUCKETS}], got {value!r}"
     return None
 
@@ -57,23 +60,19 @@ class NumericProtocol(abc.ABC):
     payload_rule: ClassVar[str]
     server_cost: ClassVar[str]
     estimators: ClassVar[tuple[str, ...]]
-    kind: ClassVar[str] = "numeric"
+    kind: ClassVar[str] = NUMERIC
 
     def __post_init__(self) -> None:
         problem = epsilon_problem(self.epsilon)
         if problem:
-            raise ValueError(f"epsilon {problem}")
+            raise RegistryError(f"epsilon {problem}", "epsilon")
         problem = bucket_count_problem(self.d)
         if problem:
-            raise ValueError(f"buckets {problem}")
+            raise RegistryError(f"buckets {problem}", "domain.buckets")
         if self.output_buckets is not None:
             problem = bucket_count_problem(self.output_buckets)
             if problem:
-                raise ValueError(f"output_buckets {problem}")
-
-    @property
-    def default_estimator(self) -> str:
-        return self.estimators[0]
+                raise RegistryError(f"output_buckets {problem}", "domain.output_buckets")
 
     # -- client -----------------------------------------------------------------------------
     @abc.abstractmethod

@@ -5,11 +5,11 @@ Local hashing (ldp_telemetry.ldp.protocols.local_hashing) whose g minimises the 
 ldp_telemetry.ldp.protocols.rue.similarity_factor; g is floor or ceil of it, whichever has the
 lower n·MSE (eq. 4), and at least 2.
 
-The paper's §4.2 replaces the hash by a "randomized grouping vector" B drawn from numpy's
-generator with seed s, which no other language (nor a later numpy) reproduces. Here the
-grouping vector is B(v) = H(seed, v) of ldp_telemetry.ldp.hashing.local_hash, the portable SplitMix64
-multiply-add-shift hash shared with OLH: the same O(nd) aggregation, with a (report x value)
-block test instead of a d-long random vector per report.
+The paper's §4.2 replaces the hash by a "randomized grouping vector" B drawn from numpy's generator
+with seed s, which no other language (nor a later numpy) reproduces. Here the grouping vector is
+B(v) = H(seed, v) of ldp_telemetry.ldp.hashing.local_hash, the portable SplitMix64
+multiply-add-shift hash shared with OLH: the same O(nd) aggregation, with a (report x value) block
+test instead of a d-long random vector per report.
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from ldp_telemetry.ldp.protocols.rue import similarity_factor
 class RLH(LocalHashing):
     name: ClassVar[str] = "rlh"
     payload_schema: ClassVar[dict] = seed_payload_schema(
-        "RlhPayload", "Grouping seed: the uint64 as two's complement.", "Perturbed group in [0, g).")
+        "RlhPayload", "Grouping seed: the uint64 as two's complement.",
+        "Perturbed group in [0, g).")
     aggregation_rank: ClassVar[float] = 80
 
     def choose_g(self) -> int:

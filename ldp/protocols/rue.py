@@ -1,7 +1,7 @@
 """Re-optimised Unary Encoding ([Fang25] §4.1.1).
 
-Unary encoding (ldp_telemetry.ldp.protocols.unary_encoding) with p and q minimising the analytical MSE
-(eq. 4/10) under the UE privacy constraint p = e^ε q / (1 - q + e^ε q) (eq. 9):
+Unary encoding (ldp_telemetry.ldp.protocols.unary_encoding) with p and q minimising the analytical
+MSE (eq. 4/10) under the UE privacy constraint p = e^ε q / (1 - q + e^ε q) (eq. 9):
 
     h = sqrt((d - 1 + e^{-ε}) / (d - 1 + e^ε)),   p = 1 / (h + 1),   q = 1 / (e^ε h + 1).
 

@@ -1,7 +1,7 @@
 """Random Wheel Spinner ([Fang25] §4.3).
 
-The client draws a 64-bit seed s; the seed fixes a uniform k-subset S(s) of [0, d) (the
-partial Fisher-Yates shuffle of ldp_telemetry.ldp.hashing, driven by splitmix64(s, i) — portable, never a
+The client draws a 64-bit seed s; the seed fixes a uniform k-subset S(s) of [0, d) (the partial
+Fisher-Yates shuffle of ldp_telemetry.ldp.hashing, driven by splitmix64(s, i) — portable, never a
 library's random stream). The client reports <s, y> with y in [0, d) and
 
     Pr[y | v, s] = e^ε / Z  if (v - y) mod d ∈ S(s),   1 / Z otherwise,   Z = k e^ε + d - k,
@@ -16,15 +16,16 @@ The support (S - u + x) mod d, u uniform in the wheel S or uniform outside it, i
 fixed-size subset because the seeded wheel is a uniform k-subset: S - u is then uniform over
 the k-subsets that contain 0, or over those that do not, so RWS shares SS's variances.
 
-Aggregation re-derives S(s) for a block of reports at once — k vectorised swap steps over the
-block (ldp_telemetry.ldp.hashing.seeded_permutations) — then adds y, folds [d, 2d) onto [0, d) and counts all
-k·n supported values with one bincount. Cost O(n·(k + d)) numpy work with no Python call per
+Aggregation re-derives S(s) for a block of reports at once — k vectorised swap steps over the block
+(ldp_telemetry.ldp.hashing.seeded_permutations) — then adds y, folds [d, 2d) onto [0, d) and counts
+all k·n supported values with one bincount. Cost O(n·(k + d)) numpy work with no Python call per
 report or value; the d term is the copy of the identity permutation into the block.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 

@@ -15,8 +15,9 @@ of [0, d). Statistic: the histogram of all members (one bincount per batch).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 
@@ -64,7 +65,8 @@ class SS(FixedSizeSubset):
         invalid = lengths != self.k
         placeholder = list(range(self.k))
         if invalid.any():
-            lists = [placeholder if bad else items for items, bad in zip(lists, invalid.tolist())]
+            lists = [placeholder if bad else items
+                     for items, bad in zip(lists, invalid.tolist(), strict=True)]
         items = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64,
                             count=len(lists) * self.k).reshape(len(lists), self.k)
         invalid |= ((items < 0) | (items >= self.d)).any(axis=1)

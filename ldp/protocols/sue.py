@@ -1,7 +1,7 @@
 """Symmetric Unary Encoding, i.e. basic RAPPOR ([Fang25] §3.2).
 
-Unary encoding (ldp_telemetry.ldp.protocols.unary_encoding) with the symmetric choice: the 1 bit stays 1
-with p = e^{ε/2} / (e^{ε/2} + 1), each 0 bit becomes 1 with q = 1 / (e^{ε/2} + 1). Then
+Unary encoding (ldp_telemetry.ldp.protocols.unary_encoding) with the symmetric choice: the 1 bit
+stays 1 with p = e^{ε/2} / (e^{ε/2} + 1), each 0 bit becomes 1 with q = 1 / (e^{ε/2} + 1). Then
 p(1 - q) / ((1 - p) q) = e^ε (Theorem 1). p* = p, q* = q.
 """
 from __future__ import annotations

@@ -18,12 +18,14 @@ b = ⌊B · b_continuous⌋.
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Iterator
+from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 
 from ldp_telemetry.ldp.channels import (DiscreteSquareWaveChannel, SquareWaveChannel,
                                         discrete_square_wave_channel, square_wave_channel)
+from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns, int_column, varint_bytes
 from ldp_telemetry.ldp.protocols.numeric import (NumericProtocol, real_payloads_from_avro,
                                                  real_payloads_to_avro, unit_buckets)
@@ -143,8 +145,8 @@ class DiscreteSquareWave(NumericProtocol):
         super().__post_init__()
         b, _, _ = discrete_sw_parameters(self.epsilon, self.d)
         if self.output_buckets not in (None, self.d + 2 * b):
-            raise ValueError(f"output_buckets of sw-discrete is B + 2b = {self.d + 2 * b}, "
-                             f"got {self.output_buckets}")
+            raise RegistryError(f"output_buckets of sw-discrete is B + 2b = {self.d + 2 * b}, "
+                                f"got {self.output_buckets}", "domain.output_buckets")
         object.__setattr__(self, "output_buckets", self.d + 2 * b)
 
     @property
@@ -168,7 +170,8 @@ class DiscreteSquareWave(NumericProtocol):
         b, p, _ = discrete_sw_parameters(self.epsilon, self.d)
         plateau = rng.random(i.shape) < (2 * b + 1) * p
         near = i + rng.integers(0, 2 * b + 1, size=i.shape)
-        other = rng.integers(0, self.d - 1, size=i.shape)  # one of the B − 1 outputs off the plateau
+        # one of the B − 1 outputs off the plateau
+        other = rng.integers(0, self.d - 1, size=i.shape)
         far = np.where(other < i, other, other + 2 * b + 1)
         return {"y": np.where(plateau, near, far)}
 

@@ -15,7 +15,8 @@ addition per (report, byte) pair, all in numpy.
 """
 from __future__ import annotations
 
-from typing import ClassVar, Iterator
+from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 
@@ -33,7 +34,8 @@ _PERTURB_ROWS = 4096
 def bits_payload_schema(record: str) -> dict:
     """The Avro record of a unary-encoding payload: the packed bit vector."""
     return {"type": "record", "name": record, "fields": [
-        {"name": "bits", "type": "bytes", "doc": "d bits packed little-endian in ceil(d/8) bytes."}]}
+        {"name": "bits", "type": "bytes",
+         "doc": "d bits packed little-endian in ceil(d/8) bytes."}]}
 
 
 class UnaryEncoding(FrequencyOracle):
@@ -72,7 +74,8 @@ class UnaryEncoding(FrequencyOracle):
         invalid = lengths != self.n_bytes
         if invalid.any():
             empty = bytes(self.n_bytes)
-            blobs = [empty if bad else blob for blob, bad in zip(blobs, invalid.tolist())]
+            blobs = [empty if bad else blob
+                     for blob, bad in zip(blobs, invalid.tolist(), strict=True)]
         bits = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), self.n_bytes)
         padding = self.n_bytes * 8 - self.d
         if padding and len(blobs):

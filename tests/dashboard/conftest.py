@@ -48,7 +48,7 @@ def demo_run(tmp_path_factory):
                       WindowSpec(WEEK_MS, WEEK_MS, offset_ms=MONDAY_OFFSET_MS), store=store)
     run_job(job, ["--runner=FnApiRunner"], out=io.StringIO())
     records = [json.loads(line) for path in sorted((folder / "estimates").glob("estimates-*.jsonl"))
-               for line in open(path, encoding="utf-8")]
+               for line in path.read_text(encoding="utf-8").splitlines()]
     return {"folder": folder, "output": folder / "estimates", "store": store,
             "records": records}
 

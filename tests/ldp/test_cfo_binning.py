@@ -8,7 +8,8 @@ import pytest
 from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.postprocess import project_to_simplex
-from ldp_telemetry.ldp.registry import RegistryError, parse_registry
+from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.registry import parse_registry
 
 
 def config(protocol, **estimator):

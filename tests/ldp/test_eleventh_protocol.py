@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import io
 import math
-from typing import ClassVar, Iterator
+from collections.abc import Iterator
+from typing import ClassVar
 
 import fastavro
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp import estimators, planner, queries
+from ldp_telemetry.ldp import planner, queries
 from ldp_telemetry.ldp.estimation import standard_error, unbiased_estimate
 from ldp_telemetry.ldp.finalize import error_plug_in, finalize_window
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
-from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, Columns, FrequencyOracle, int_column,
-                                              varint_bytes)
+from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, FREQUENCY, Columns, FrequencyOracle,
+                                              int_column, varint_bytes)
 from ldp_telemetry.ldp.registry import parse_registry
 
 
@@ -149,7 +150,7 @@ def test_the_registry_and_finalize_accept_the_new_protocol(registered):
     config = registry["toy.metric"]
     protocol = config.protocol
     assert isinstance(protocol, URR)
-    assert URR.estimator_family == estimators.FREQUENCY  # the default "unbiased" fits it
+    assert URR.kind == FREQUENCY  # the default "unbiased" fits it
     truth = np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.08, 0.05, 0.02])
     n = 40_000
     values = np.repeat(np.arange(8), np.round(truth * n).astype(int))

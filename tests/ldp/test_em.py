@@ -131,7 +131,7 @@ def reference_em(channel, counts, smoothing, tolerance, max_iterations):
     matrix = channel.dense()
     x = np.full(channel.d, 1.0 / channel.d)
     current = log_likelihood(counts, matrix @ x)
-    for iteration in range(1, max_iterations + 1):
+    for iteration in range(1, max_iterations + 1):  # noqa: B007 (returned: the count run)
         x = x * (matrix.T @ (counts / (matrix @ x)))
         x /= x.sum()
         if smoothing:

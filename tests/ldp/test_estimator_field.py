@@ -6,7 +6,8 @@ import pytest
 
 from ldp_telemetry.ldp.estimators import EstimatorSpec
 from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.registry import RegistryError, parse_registry
+from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.registry import parse_registry
 
 
 def registry(**fields):

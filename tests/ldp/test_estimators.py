@@ -127,7 +127,10 @@ def test_olh_g_examples():
 def test_standard_error_clips_the_estimate_to_0_1():
     noise = SupportNoise(p_star=0.6, q_star=0.1, n=500)
     se = standard_error(np.array([-0.4, 0.0, 0.25, 1.0, 1.6]), noise)
-    at = lambda f: math.sqrt(noise.variance(np.array([f]))[0])
+
+    def at(f):
+        return math.sqrt(noise.variance(np.array([f]))[0])
+
     expected = [at(0.0), at(0.0), at(0.25), at(1.0), at(1.0)]
     np.testing.assert_allclose(se, expected, rtol=1e-12)
     # At f = 0 the standard error is eq. 7's sigma; eq. 2 differs from it when f > 0.

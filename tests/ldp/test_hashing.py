@@ -44,7 +44,8 @@ LOCAL_HASH_VECTORS = [
 
 
 def test_reference_reproduces_the_literal_tables():
-    assert [ref_splitmix64(s, i) for s, i, _ in SPLITMIX_VECTORS] == [o for *_, o in SPLITMIX_VECTORS]
+    assert [ref_splitmix64(s, i) for s, i, _ in SPLITMIX_VECTORS] == \
+        [o for *_, o in SPLITMIX_VECTORS]
     assert [ref_local_hash(s, v, g) for s, v, g, _ in LOCAL_HASH_VECTORS] == \
         [h for *_, h in LOCAL_HASH_VECTORS]
 
@@ -89,7 +90,8 @@ def test_local_hash_matches_reference(g):
     seeds = rng.integers(0, 2**64 - 1, size=300, dtype=np.uint64, endpoint=True)
     values = rng.integers(0, 5000, size=300)
     out = hashing.local_hash(seeds, values, g)
-    assert out.tolist() == [ref_local_hash(int(s), int(v), g) for s, v in zip(seeds, values)]
+    assert out.tolist() == [ref_local_hash(int(s), int(v), g)
+                            for s, v in zip(seeds, values, strict=True)]
     assert out.min() >= 0 and out.max() < g
 
 

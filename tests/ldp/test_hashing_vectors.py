@@ -1,7 +1,8 @@
 """Test vectors of the portable (seed, index) function and every structure derived from it.
 
-The reference (hashing_reference.py) is plain Python integer arithmetic, written from the ldp_telemetry.ldp.hashing docstring
-alone; the tables are literal numbers a client in another language can check itself against.
+The reference (hashing_reference.py) is plain Python integer arithmetic, written from the
+ldp_telemetry.ldp.hashing docstring alone; the tables are literal numbers a client in another
+language can check itself against.
 splitmix64(0, 0) = 0xE220A8397B1DCDAF is also the first output of Vigna's published SplitMix64
 started at state 0.
 """
@@ -76,19 +77,19 @@ def test_bounded_is_the_exact_top_word():
     edge_m = np.array([1, 2**32 - 1, 3, 2**32 - 1, 1000], dtype=np.uint64)
     x, m = np.concatenate([x, edge_x]), np.concatenate([m, edge_m])
     assert [int(r) for r in hashing.bounded(x, m)] == [
-        (int(a) * int(b)) >> 64 for a, b in zip(x, m)]
+        (int(a) * int(b)) >> 64 for a, b in zip(x, m, strict=True)]
 
 
 def test_vectorised_structures_match_the_reference_on_many_seeds():
     rng = np.random.default_rng(11)
     seeds = rng.integers(0, 2**64 - 1, size=300, dtype=np.uint64, endpoint=True)
     subsets = hashing.seeded_subsets(seeds, 37, 9)
-    for seed, subset in zip(seeds.tolist(), subsets.tolist()):
+    for seed, subset in zip(seeds.tolist(), subsets.tolist(), strict=True):
         assert subset == ref_subset(seed, 37, 9)
     values = rng.integers(0, 1000, size=300)
     hashed = hashing.local_hash(seeds, values, 13)
-    assert hashed.tolist() == [ref_local_hash(s, v, 13) for s, v in zip(seeds.tolist(),
-                                                                          values.tolist())]
+    assert hashed.tolist() == [ref_local_hash(s, v, 13)
+                               for s, v in zip(seeds.tolist(), values.tolist(), strict=True)]
 
 
 def test_permutation_blocks_cover_every_report_and_stay_permutations():

@@ -18,7 +18,8 @@ from ldp_telemetry.ldp.estimators import EstimatorSpec
 from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.hh import node_counts, tree_depth
 from ldp_telemetry.ldp.protocols.olh import OLH
-from ldp_telemetry.ldp.registry import RegistryError, parse_registry
+from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.registry import parse_registry
 
 K = 4.5
 
@@ -98,7 +99,8 @@ def test_level_estimates_are_unbiased(epsilon):
     protocol.accumulate(statistic, {k: v[half:] for k, v in columns.items()})
     reports, estimates = protocol.level_estimates(statistic)
     assert reports.sum() == n
-    for depth, (oracle, estimate) in enumerate(zip(protocol.oracles, estimates), start=1):
+    levels = zip(protocol.oracles, estimates, strict=True)
+    for depth, (oracle, estimate) in enumerate(levels, start=1):
         f = node_counts(truth, depth, protocol.h)
         se = np.sqrt(oracle.noise(int(reports[depth - 1])).variance(f))
         assert np.all(np.abs(estimate - f) <= K * se), (depth, estimate, f)
@@ -146,7 +148,7 @@ def test_admm_output_satisfies_the_constraints_and_solves_eq_2():
 
     reference = minimize(objective, np.full(16, 1 / 16), jac=gradient,
                          method="SLSQP", bounds=[(0, None)] * 16,
-                         constraints=[{"type": "eq", "fun": lambda l: l.sum() - 1}],
+                         constraints=[{"type": "eq", "fun": lambda x: x.sum() - 1}],
                          options={"ftol": 1e-14, "maxiter": 1000})
     assert reference.success
     np.testing.assert_allclose(levels[2], reference.x, atol=1e-6)
@@ -172,10 +174,10 @@ def test_hh_admm_is_close_to_a_smooth_truth():
     reports, estimates = protocol.level_estimates(statistic)
     tree_truth = [node_counts(truth, d, protocol.h) for d in range(1, protocol.h + 1)]
     tree_estimate = [node_counts(estimate, d, protocol.h) for d in range(1, protocol.h + 1)]
-    raw = sum(np.sum((e - t) ** 2) for e, t in zip(estimates, tree_truth))
-    fitted = sum(np.sum((e - t) ** 2) for e, t in zip(tree_estimate, tree_truth))
+    raw = sum(np.sum((e - t) ** 2) for e, t in zip(estimates, tree_truth, strict=True))
+    fitted = sum(np.sum((e - t) ** 2) for e, t in zip(tree_estimate, tree_truth, strict=True))
     expected = sum(np.sum(o.noise(int(r)).variance(t))
-                   for o, r, t in zip(protocol.oracles, reports, tree_truth))
+                   for o, r, t in zip(protocol.oracles, reports, tree_truth, strict=True))
     assert fitted <= raw + 1e-6
     assert raw <= 2 * expected
     # and the distribution itself: Wasserstein-1 on [0, 1] well below the uniform's

@@ -418,7 +418,7 @@ def test_power_law_exponent_is_zero_without_significant_counts():
 def test_method_table_uses_the_papers_names():
     assert set(pp.METHODS) == {"base", "post-pos", "base-pos", "base-cut", "norm", "norm-mul",
                                "norm-sub", "norm-cut", "norm-hyb", "mle-apx", "power", "power-ns"}
-    assert pp.ALIASES == {"none": "base"} and "cls" not in pp.METHODS
+    assert pp.METHODS.aliases == {"none": "base"} and "cls" not in pp.METHODS
 
 
 def test_none_is_base():
@@ -486,7 +486,7 @@ def test_apply_rejects_unknown_methods_and_parameters():
 # Degenerate inputs
 
 
-ALL_METHODS = sorted([*pp.METHODS, *pp.ALIASES])
+ALL_METHODS = sorted([*pp.METHODS, *pp.METHODS.aliases])
 
 
 @pytest.mark.parametrize("method", ALL_METHODS)

@@ -2,9 +2,9 @@
 
 For each protocol the exact probability of every output (or output class) is computed from the
 mechanism's definition with the protocol's own parameters (p*, q*, g, k, K) and its own seed-
-derived structures (ldp_telemetry.ldp.hashing): seed-based protocols are conditioned on the seed, which does
-not depend on the input, so each of SEEDS many seeds is enumerated separately. For every pair
-of inputs the largest probability ratio must be <= e^ε (1 + 1e-9), and equal e^ε (every one of
+derived structures (ldp_telemetry.ldp.hashing): seed-based protocols are conditioned on the seed,
+which does not depend on the input, so each of SEEDS many seeds is enumerated separately. For every
+pair of inputs the largest probability ratio must be <= e^ε (1 + 1e-9), and equal e^ε (every one of
 these mechanisms is tight). A second test checks that `perturb` really samples that
 distribution (chi-square / binomial z tests on seeded draws).
 """

@@ -66,7 +66,8 @@ def weight_cases():
     contiguous = queries.set_indicator(D, range(4, 12))
     scattered = queries.set_indicator(D, np.random.default_rng(7).choice(D, 6, replace=False))
     return {"range 4..11": contiguous, "random 6": scattered,
-            "top 3": queries.set_indicator(D, [0, 1, 2]), "norm on range": contiguous - contiguous.sum() / D, "whole domain": whole}
+            "top 3": queries.set_indicator(D, [0, 1, 2]),
+            "norm on range": contiguous - contiguous.sum() / D, "whole domain": whole}
 
 
 def test_every_protocol_is_simulated():
@@ -294,7 +295,7 @@ def window(method="base", protocol_name="oue", n=5000, seed=3, **params) -> Wind
 
 def test_point_query_standard_error_is_the_records():
     w = window()
-    record_se = standard_error(project_to_simplex(w.unbiased), w.noise)  # as ldp_telemetry.ldp.finalize
+    record_se = standard_error(project_to_simplex(w.unbiased), w.noise)  # as ldp.finalize does
     for i, label in enumerate(w.labels):
         answer = w.point(label)
         assert answer.value == pytest.approx(w.unbiased[i])
@@ -352,8 +353,8 @@ def test_every_method_names_its_standard_error(method):
 
 def test_post_pos_clips_the_answer():
     w = window("post-pos")
-    w = WindowEstimate.from_unbiased(w.protocol, w.n, np.where(np.arange(8) == 7, -0.01, w.unbiased),
-                                     "post-pos", labels=w.labels)
+    unbiased = np.where(np.arange(8) == 7, -0.01, w.unbiased)
+    w = WindowEstimate.from_unbiased(w.protocol, w.n, unbiased, "post-pos", labels=w.labels)
     assert w.point(7).value == 0.0 and w.point(7).unbiased_value == pytest.approx(-0.01)
     assert w.set_sum([0, 7]).value == pytest.approx(w.unbiased[0] - 0.01)
 

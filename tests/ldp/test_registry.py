@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ldp_telemetry.ldp.registry import MetricConfig, Registry, RegistryError, load_registry, parse_registry
+from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.registry import MetricConfig, Registry, load_registry, parse_registry
 from ldp_telemetry.pipelines import cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,6 +75,7 @@ _DELETE = object()
 BAD = {
     "unknown protocol": (mutated(0, protocol="rappor"), "app.color", "protocol"),
     "protocol not a string": (mutated(0, protocol=3), "app.color", "protocol"),
+    "protocol a list": (mutated(0, protocol=["grr"]), "app.color", "protocol"),
     "epsilon zero": (mutated(1, epsilon=0), "app.hour", "epsilon"),
     "epsilon negative": (mutated(1, epsilon=-1.0), "app.hour", "epsilon"),
     "epsilon string": (mutated(1, epsilon="2.0"), "app.hour", "epsilon"),
@@ -106,6 +108,19 @@ def test_every_error_names_the_metric_and_the_field(tmp_path, case):
     message = str(caught.value)
     assert f"metric {metric!r}" in message, message
     assert f"'{field}'" in message, message
+    position = [i for i, m in enumerate(document["metrics"]) if m.get("name") == metric][-1]
+    assert caught.value.field == f"metrics[{position}].{field}"
+
+
+def test_an_unknown_protocol_is_answered_with_the_nearest_name():
+    with pytest.raises(RegistryError, match=r"got 'olhh' \(did you mean 'olh'\?\)"):
+        parse_registry(mutated(0, protocol="olhh"))
+
+
+def test_a_parameter_error_locates_the_parameter():
+    with pytest.raises(RegistryError, match=r"metric 'app.page': field 'postprocess'") as caught:
+        parse_registry(mutated(2, postprocess={"method": "norm-hyb", "alpha": -1}))
+    assert caught.value.field == "metrics[2].postprocess.alpha"
 
 
 def test_nan_epsilon_is_rejected(tmp_path):
@@ -118,8 +133,9 @@ def test_nan_epsilon_is_rejected(tmp_path):
 
 def test_metric_without_a_name_is_located_by_position():
     document = mutated(1, name=_DELETE)
-    with pytest.raises(RegistryError, match=r"metrics\[1\]: field 'name'"):
+    with pytest.raises(RegistryError, match=r"metrics\[1\]: field 'name'") as caught:
         parse_registry(document)
+    assert caught.value.field == "metrics[1].name"
 
 
 @pytest.mark.parametrize("document", [[], {}, {"metrics": {}}, {"metrics": []}])

@@ -14,7 +14,8 @@ from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.postprocess import project_to_simplex
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.queries import linear_variance
-from ldp_telemetry.ldp.registry import RegistryError, parse_registry
+from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.registry import parse_registry
 
 PROTOCOLS = ["grr", "oue", "sue", "rue", "olh", "blh", "rlh", "hr", "ss", "rws"]
 WIENER = ["dw", "iiw", "iiw-g", "amrp", "smooth", "gf-dw"]
@@ -22,12 +23,13 @@ WIENER = ["dw", "iiw", "iiw-g", "amrp", "smooth", "gf-dw"]
 
 def smooth_distribution(d: int) -> np.ndarray:
     x = np.arange(d)
-    f = np.exp(-((x - 0.3 * d) / (0.12 * d)) ** 2) + 0.6 * np.exp(-((x - 0.7 * d) / (0.08 * d)) ** 2)
+    f = (np.exp(-((x - 0.3 * d) / (0.12 * d)) ** 2)
+         + 0.6 * np.exp(-((x - 0.7 * d) / (0.08 * d)) ** 2))
     return f / f.sum()
 
 
 def window(protocol_name: str, d: int, n: int, epsilon: float, seed: int):
-    """(protocol, noise, true f of the sampled values, unbiased estimate) of one simulated window."""
+    """(protocol, noise, true f of the sampled values, unbiased estimate) of a simulated window."""
     rng = np.random.default_rng(seed)
     protocol = make_protocol(protocol_name, epsilon, d)
     values = rng.choice(d, size=n, p=smooth_distribution(d))
@@ -284,7 +286,8 @@ def test_iiw_record_names_iterations_and_last_change():
     protocol = config.protocol
     rng = np.random.default_rng(2)
     statistic = protocol.new_statistic()
-    protocol.accumulate(statistic, protocol.perturb(rng.choice(64, 2000, p=smooth_distribution(64)), rng))
+    values = rng.choice(64, 2000, p=smooth_distribution(64))
+    protocol.accumulate(statistic, protocol.perturb(values, rng))
     result = finalize_window(config, statistic, 2000)
     record = config.estimator.record(result.estimator)
     assert record["method"] == "iiw" and record["iterations"] == 30

@@ -19,11 +19,13 @@ import pytest
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Timestamp
 
-from ldp_telemetry.ldp.registry import RegistryError, parse_registry
+from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.pipelines.estimate import EstimateJob, build_pipeline, run_job
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.transforms.windows import WindowSpec
 
+pytestmark = pytest.mark.slow  # real jobs and subprocesses
 T0_S = 1_709_251_200  # 2024-03-01T00:00:00Z
 GRR = {"name": "m", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": ["a", "b", "c"]}}
 

@@ -18,6 +18,7 @@ from ldp_telemetry.ldp.registry import load_registry
 from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
 from ldp_telemetry.transforms.windows import WindowSpec
 
+pytestmark = pytest.mark.slow  # the command line in subprocesses
 #: Runs `ldp` with the given arguments in this interpreter, then prints its exit code and
 #: whether Beam and scipy were imported.
 PROBE = """

@@ -35,6 +35,7 @@ from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.transforms.replay import FilesArrive, ProcessingTimePasses, ReplayReportFiles, WatermarkTo
 from ldp_telemetry.transforms.windows import WindowSpec
 
+pytestmark = pytest.mark.slow  # streaming jobs
 T0 = 1_709_251_200  # 2024-03-01T00:00:00Z, in seconds
 METRIC = "s.grr"
 PROTOCOL = make_protocol("grr", 2.0, 4)

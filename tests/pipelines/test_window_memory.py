@@ -18,6 +18,7 @@ from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.pipelines.memory import job_memory_bytes
 from ldp_telemetry.transforms.windows import WindowSpec
 
+pytestmark = pytest.mark.slow  # jobs in subprocesses, peak memory measured
 CHILD = """
 import contextlib, io, json, os, resource, sys, tempfile
 import numpy as np

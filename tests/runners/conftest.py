@@ -56,7 +56,7 @@ class ComparisonInput:
         assert got.dead_letters == reference.dead_letters
         key = lambda r: (r["metric"], r["window_start"])  # noqa: E731
         assert [key(r) for r in got.estimates] == [key(r) for r in reference.estimates]
-        for mine, theirs in zip(got.estimates, reference.estimates):
+        for mine, theirs in zip(got.estimates, reference.estimates, strict=True):
             assert mine == theirs, key(mine)  # n, estimates, standard errors: bit for bit
 
 
@@ -64,7 +64,8 @@ def records(output, name) -> list:
     """The JSON-lines records, in a canonical order (runners may shard or order differently)."""
     paths = sorted(glob.glob(str(Path(output) / f"{name}-*.jsonl")))
     assert paths, f"no {name} files in {output}"
-    rows = [json.loads(line) for path in paths for line in open(path, encoding="utf-8")]
+    rows = [json.loads(line) for path in paths
+            for line in Path(path).read_text(encoding="utf-8").splitlines()]
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
 
 

@@ -10,6 +10,7 @@ from ldp_telemetry.pipelines import cli
 from ldp_telemetry.runners.portable import (ServiceStartError, local_job_service, local_worker_pool,
                               portable_options, with_local_job_service)
 
+pytestmark = pytest.mark.slow  # job services and worker pools in subprocesses
 
 @pytest.fixture(scope="module")
 def job_endpoint():

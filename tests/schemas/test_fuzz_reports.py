@@ -21,6 +21,7 @@ from ldp_telemetry.pipelines.estimate import EstimateJob, accepted, run_job
 from ldp_telemetry.transforms.windows import WindowSpec
 from tests.schemas import report_fuzzing as fuzz
 
+pytestmark = pytest.mark.slow  # fuzzing
 CI_CASES = 10_000
 MEMORY_SAMPLE = 8
 

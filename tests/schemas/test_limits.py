@@ -184,14 +184,15 @@ def test_a_header_beyond_the_limit_is_a_dead_letter(tmp_path):
 
 
 @pytest.mark.parametrize("field, value, words", [
-    ("max_block_bytes", 0, "--max-block-bytes must be a positive integer"),
-    ("max_block_records", -5, "--max-block-records"),
-    ("max_metric_name_chars", True, "--max-metric-name-chars"),
-    ("max_record_bytes", 2 * DecodeLimits().max_block_bytes, "cannot exceed --max-block-bytes"),
+    ("max_block_bytes", 0, "max_block_bytes must be a positive integer"),
+    ("max_block_records", -5, "max_block_records"),
+    ("max_metric_name_chars", True, "max_metric_name_chars"),
+    ("max_record_bytes", 2 * DecodeLimits().max_block_bytes, "cannot exceed max_block_bytes"),
 ])
 def test_limits_are_checked_when_made(field, value, words):
-    with pytest.raises(ValueError, match=words):
+    with pytest.raises(ConfigError, match=words) as caught:
         DecodeLimits(**{field: value})
+    assert caught.value.field == field and "--" not in str(caught.value)
 
 
 def test_a_registry_name_beyond_the_limit_fails_when_the_job_is_built():
@@ -218,7 +219,7 @@ def test_each_limit_has_a_job_flag(tmp_path):
              "--max-header-bytes", "5000"]
     assert job_from_arguments(parser.parse_args(common + flags)).limits == DecodeLimits(
         1000, 20, 500, 30, 100, 5000)
-    with pytest.raises(ValueError, match="--max-block-records must be a positive integer"):
+    with pytest.raises(ConfigError, match="max_block_records must be a positive integer"):
         job_from_arguments(parser.parse_args(common + ["--max-block-records", "0"]))
 
 
