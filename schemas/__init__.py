@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import fastavro
@@ -36,7 +36,7 @@ def payload_branch(protocol) -> str:
     return f"{NAMESPACE}.{protocol.payload_record}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(name: str) -> dict:
     """The parsed fastavro schema of `<name>.avsc` (report, window_estimate, dead_letter)."""
     with open(SCHEMA_DIR / f"{name}.avsc", encoding="utf-8") as handle:

@@ -23,8 +23,8 @@ for (reason `undecodable` unless stated):
   `max_metric_name_chars` (`metric_name_too_long`), for an unknown metric, with a payload of
   another protocol, with a payload outside the protocol's output space, or with an event time
   outside `ldp_telemetry.ldp.validation`'s [`EVENT_TIME_MIN_MS`, `EVENT_TIME_END_MS`) =
-  [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z) (reason `invalid_event_time`): 1 record each, with the report (cut to
-  `max_dead_letter_report_chars`) and its encoded size.
+  [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z) (reason `invalid_event_time`): 1 record each,
+  with the report (cut to `max_dead_letter_report_chars`) and its encoded size.
 
 Only the failures that data can cause are caught (fastavro's decoding errors, the codecs', the
 reader's own, OSError): an error in this code fails loudly rather than looking like bad data.
@@ -34,7 +34,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -215,12 +215,13 @@ class ReportDecoder:
                     f"decode (at byte {block.offset}): {error}", block.records))
                 continue
             if may_hold_large and max(sizes) > max_record:
-                for record, size in zip(records, sizes):
+                for record, size in zip(records, sizes, strict=True):
                     if size > max_record:
                         letters.append(self._letter(
                             source, Reason.RECORD_TOO_LARGE, f"a record of {size} bytes, more "
                             f"than --max-record-bytes {max_record}", record=record, size=size))
-                records = [record for record, size in zip(records, sizes) if size <= max_record]
+                records = [record for record, size in zip(records, sizes, strict=True)
+                           if size <= max_record]
             chunk.extend(records)
         return chunk, letters, False
 
@@ -274,7 +275,7 @@ class ReportDecoder:
                 yield self._record_letter(
                     source, Reason.PROTOCOL_MISMATCH, f"metric {shown} uses {protocol.name} "
                     f"but the payload is {records[i]['payload'][0]}", records[i])
-            records = [r for r, bad in zip(records, wrong.tolist()) if not bad]
+            records = [r for r, bad in zip(records, wrong.tolist(), strict=True) if not bad]
         columns, invalid = protocol.payloads_from_avro([r["payload"][1] for r in records])
         times = np.array([r["event_time"] for r in records], dtype=np.int64)
         columns[REPORT_ID] = np.array([r["report_id"] for r in records], dtype=np.int64)
@@ -321,7 +322,7 @@ def split_by_slice(metric: str, times_ms: np.ndarray, columns: Columns, slice_ms
     ordered = slices[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     bounds = np.r_[starts, len(order)]
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         rows = order[lo:hi]
         yield ReportBatch(metric, int(ordered[lo]) * slice_ms + offset_ms,
                           {name: column[rows] for name, column in columns.items()})

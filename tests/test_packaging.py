@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE_FOLDERS = ("ldp", "output", "schemas", "transforms", "pipelines", "runners", "store", "dashboard")
+PACKAGE_FOLDERS = ("ldp", "output", "schemas", "transforms", "pipelines", "runners", "store",
+                   "dashboard")
 
 
 def installed_files(tmp_path) -> list[str]:

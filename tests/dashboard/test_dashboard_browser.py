@@ -89,7 +89,7 @@ def test_pages_show_the_jobs_numbers_for_a_chosen_window(browser, demo_run, serv
     assert set(shown) == set(chosen["labels"])
     for label, estimate, error, unbiased in zip(chosen["labels"], chosen["estimate"],
                                                 chosen["std_error"],
-                                                chosen["unbiased_estimate"]):
+                                                chosen["unbiased_estimate"], strict=True):
         assert shown[label] == [f"{estimate:.4f}", f"{Z95 * error:.4f}", f"{unbiased:.4f}",
                                 f"{error:.4f}"], label
     facts = browser.driver.execute_script(
@@ -229,7 +229,7 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
               "estimator": {"method": "ems", "params": {"tolerance": 1e-6}, "iterations": 42,
                             "last_change": 3.2e-7},
               "postprocess": {"method": "none", "params": {}},
-              "labels": [f"[{a}, {b})" for a, b in zip(edges, edges[1:])],
+              "labels": [f"[{a}, {b})" for a, b in zip(edges, edges[1:], strict=False)],
               "bucket_edges": edges, "estimate": estimate,
               "unbiased_estimate": estimate, "std_error": [0.01] * 6,
               "mean": 0.47, "variance": 0.05,
@@ -248,8 +248,8 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
     heights = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#distribution rect.bar'))"
         ".map(r => r.getBoundingClientRect().height)")
-    densities = [e / (b - a) for e, a, b in zip(estimate, edges, edges[1:])]
-    ratios = [h / d for h, d in zip(heights, densities)]
+    densities = [e / (b - a) for e, a, b in zip(estimate, edges, edges[1:], strict=False)]
+    ratios = [h / d for h, d in zip(heights, densities, strict=True)]
     assert max(ratios) == pytest.approx(min(ratios), rel=0.02)  # heights ∝ density
     facts = browser.driver.execute_script(
         "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"

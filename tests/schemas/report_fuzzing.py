@@ -89,7 +89,7 @@ class Layout:
     blocks: tuple[tuple[tuple[int, int], ...], ...]  # per block: count, size, data, sync ranges
 
     @classmethod
-    def of(cls, data: bytes) -> "Layout":
+    def of(cls, data: bytes) -> Layout:
         sync = data[-16:]
         at = data.index(sync) + 16
         header, blocks = (0, at), []

@@ -112,7 +112,7 @@ def test_reference_library_report_files_read_by_the_project(tmp_path, codec):
         protocol = REGISTRY[name].protocol
         path = tmp_path / f"reference-{name}.avro"
         schema = avro.schema.parse(json.dumps(report_schema_json(protocol.payload_record)))
-        writer = avro.datafile.DataFileWriter(open(path, "wb"), avro.io.DatumWriter(), schema,
+        writer = avro.datafile.DataFileWriter(open(path, "wb"), avro.io.DatumWriter(), schema,  # noqa: SIM115 - closed by writer.close()
                                               codec=codec)
         for i in range(len(ids)):
             writer.append({"report_id": int(ids[i]), "metric": name,
@@ -126,7 +126,7 @@ def test_reference_library_report_files_read_by_the_project(tmp_path, codec):
     assert records_read == total
     # Expected batches: each metric's columns split by hour, in file order.
     expected = {}
-    for name, (ids, times, columns) in data.items():
+    for name, (_ids, times, columns) in data.items():
         for start in np.unique(times // HOUR * HOUR).tolist():
             rows = times // HOUR * HOUR == start
             expected[(name, start)] = {k: v[rows] for k, v in columns.items()}
@@ -179,9 +179,10 @@ def test_estimate_avro_files_read_with_the_reference_library(pipeline_output):
     records = reference_read(only(str(pipeline_output / "estimates-*.avro")))
     expected = json_lines(str(pipeline_output / "estimates-*.jsonl"))
     assert len(records) == len(expected) == 9  # 3 metrics × 3 hours
-    key = lambda r: (r["metric"], r["window_start"])
+    def key(r):
+        return (r["metric"], r["window_start"])
     # frequency records leave the numeric fields out of the JSON; Avro fills in their null default
-    for record, line in zip(sorted(records, key=key), sorted(expected, key=key)):
+    for record, line in zip(sorted(records, key=key), sorted(expected, key=key), strict=True):
         assert all(record[name] is None for name in set(record) - set(line))
         assert {name: record[name] for name in line} == line
 
@@ -189,6 +190,7 @@ def test_estimate_avro_files_read_with_the_reference_library(pipeline_output):
 def test_dead_letter_avro_files_read_with_the_reference_library(pipeline_output):
     records = reference_read(only(str(pipeline_output / "dead_letters-*.avro")))
     expected = json_lines(str(pipeline_output / "dead_letters-*.jsonl"))
-    key = lambda r: (r["source"], r["report"] or "")
+    def key(r):
+        return (r["source"], r["report"] or "")
     assert sorted(records, key=key) == sorted(expected, key=key)
     assert sorted(r["reason"] for r in records) == ["undecodable"] + ["unknown_metric"] * 4

@@ -120,7 +120,8 @@ def test_corrupted_block_in_the_middle_only_loses_that_block(tmp_path):
 
 
 def corrupt_file(path, codec, damage):
-    """Three blocks of 100 GRR reports (ids 0..299); `damage(data, block_starts)` edits the bytes."""
+    """Three blocks of 100 GRR reports (ids 0..299); `damage(data, block_starts)` edits the
+    bytes."""
     written = write_blocks(path, [[good(i, "g") for i in range(k * 100, k * 100 + 100)]
                                   for k in range(3)], codec=codec)
     data = bytearray(path.read_bytes())
@@ -232,7 +233,8 @@ def foreign_schemas():
         ("nullable time", nullable, report(1, "g", (GRR, {"value": 1}), None), "event_time"),
         ("bare payload", bare, report(1, "g", {"value": 1}), "not a union"),
         ("extra field", extra, {**good(1, "g"), "device": "d"}, "device"),
-        ("unknown branch", other_payload, report(1, "g", ("ldp.telemetry.MyPayload", {"v": 1})), "MyPayload"),
+        ("unknown branch", other_payload,
+         report(1, "g", ("ldp.telemetry.MyPayload", {"v": 1})), "MyPayload"),
         ("other field type", grr_fields, good(1, "g"), "GrrPayload"),
     ]
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import threading
+from pathlib import Path
 
 import fastavro.read
 import numpy as np
@@ -105,9 +106,9 @@ def test_the_switches_are_not_held_while_batches_are_handed_out(tmp_path):
 def test_bad_data_is_still_a_dead_letter(tmp_path):
     """The same places, fed damaged bytes instead of a bug: dead letters, no exception."""
     path = a_file(tmp_path, "deflate")
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     data[-40:-20] = np.random.default_rng(0).integers(0, 256, 20, dtype=np.uint8).tobytes()
-    open(path, "wb").write(bytes(data))
+    Path(path).write_bytes(bytes(data))
     decoder = ReportDecoder(REGISTRY, HOUR)
     items = list(decoder.decode_file(path))
     dead = sum(item.records for item in items if isinstance(item, DeadLetter))

@@ -74,8 +74,8 @@ def test_counts_beyond_64_bits_never_overflow(tmp_path):
     path = tmp_path / "r.avro"
     header, blocks, sync = three_blocks(path, "null")
     counts = [2 ** 62, -2 ** 63, 2 ** 70]  # the last one is 11 varint bytes: no framing at all
-    path.write_bytes(join_container(header, [(c, data) for c, (_, data) in zip(counts, blocks)],
-                                    sync))
+    framed = [(c, data) for c, (_, data) in zip(counts, blocks, strict=True)]
+    path.write_bytes(join_container(header, framed, sync))
     decoder, batches, letters = decode(path)
     assert batches == []
     limit = DecodeLimits().max_block_records

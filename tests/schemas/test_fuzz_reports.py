@@ -26,7 +26,7 @@ CI_CASES = 10_000
 MEMORY_SAMPLE = 8
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def seeds() -> dict[str, tuple[bytes, fuzz.Layout]]:
     with tempfile.TemporaryDirectory() as directory:
         files = fuzz.seed_files(Path(directory))

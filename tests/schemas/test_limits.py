@@ -25,7 +25,7 @@ from ldp_telemetry.schemas.decompress import codec_problem
 from ldp_telemetry.schemas.limits import MIB, DecodeLimits
 from ldp_telemetry.transforms.read import ReadReportBatches
 from tests.schemas.avro_blocks import join_container, split_container, write_blocks
-from tests.schemas.test_codec import (GRR, HOUR, OUE, REGISTRY, T0, accepted, dead_lettered, good,
+from tests.schemas.test_codec import (GRR, HOUR, OUE, REGISTRY, accepted, dead_lettered, good,
                                       grr_values, report)
 
 
