@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, urlsplit
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.dashboard.pages import (DEFAULT_TOP_K, embedded_json, finite, index_page,
                                            metric_page, metric_page_name, metric_summary)
 
@@ -43,7 +44,7 @@ class Dashboard:
 
     def __init__(self, source, top_k: int = DEFAULT_TOP_K, poll_ms: int = 2000):
         if top_k < 1:
-            raise ValueError(f"--top must be at least 1, got {top_k}")
+            raise ConfigError(f"--top must be at least 1, got {top_k}", field="top")
         self.source = source
         self.top_k = top_k
         self.poll_ms = poll_ms

@@ -15,6 +15,7 @@ import json
 import os
 import threading
 
+from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.store.records import dead_letter_origin, describe_window, pane_of, window_key
 
 #: A page shows at most this many windows of a metric (the latest ones).
@@ -86,7 +87,7 @@ class FolderSource:
 
     def __init__(self, output_dir: str):
         if not os.path.isdir(output_dir):
-            raise ValueError(f"output folder {output_dir!r} does not exist")
+            raise InputError(f"output folder {output_dir!r} does not exist", field="output")
         self.description = output_dir
         self._folder = output_dir
         self._root = os.path.realpath(output_dir)
@@ -102,8 +103,8 @@ class FolderSource:
         self._windows_of: dict[str, set[tuple[str, int, int]]] = {}  # metric -> window keys
         self.refresh()
         if not self._offsets:
-            raise ValueError(f"no estimates-*.jsonl, dead_letters-*.jsonl or {PANE_LOG} in "
-                             f"{output_dir!r}")
+            raise InputError(f"no estimates-*.jsonl, dead_letters-*.jsonl or {PANE_LOG} in "
+                             f"{output_dir!r}", field="output")
 
     def refresh(self) -> None:
         """Read what was appended to the output files since the last refresh."""
@@ -256,6 +257,6 @@ class FolderSource:
 def open_source(store: str | None = None, output: str | None = None):
     """A StoreSource for a store URL or a FolderSource for an output folder (exactly one)."""
     if (store is None) == (output is None):
-        raise ValueError("give exactly one of --store URL or --output DIR")
+        raise ConfigError("give exactly one of --store URL or --output DIR", field="store")
     return StoreSource(store) if store is not None else FolderSource(output)
 

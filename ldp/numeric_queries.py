@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS, histogram_quantiles
 
 
@@ -46,7 +47,7 @@ class NumericWindow:
     @classmethod
     def from_record(cls, record: dict) -> NumericWindow:
         if record.get("bucket_edges") is None:
-            raise ValueError(f"metric {record['metric']!r} is not numeric (its records have no "
+            raise InputError(f"metric {record['metric']!r} is not numeric (its records have no "
                              "bucket_edges)")
         return cls(record["metric"], record["window_start"], record["window_end"],
                    int(record["n"]), np.asarray(record["bucket_edges"], dtype=np.float64),
@@ -56,7 +57,7 @@ class NumericWindow:
     def range_probability(self, lo: float, hi: float) -> NumericAnswer:
         """Pr[lo ≤ X ≤ hi], in metric units; ValueError when lo > hi."""
         if not lo <= hi:
-            raise ValueError(f"range needs LO <= HI, got {lo:g} > {hi:g}")
+            raise ConfigError(f"range needs LO <= HI, got {lo:g} > {hi:g}")
         left, right = self.edges[:-1], self.edges[1:]
         overlap = np.clip(np.minimum(right, hi) - np.maximum(left, lo), 0.0, None)
         value = float(self.estimate @ (overlap / (right - left)))
@@ -65,7 +66,7 @@ class NumericWindow:
     def quantile(self, level: float) -> NumericAnswer:
         """The level-quantile in metric units; level in [0, 1]."""
         if not 0.0 <= level <= 1.0:
-            raise ValueError(f"a quantile level lies in [0, 1], got {level:g}")
+            raise ConfigError(f"a quantile level lies in [0, 1], got {level:g}")
         value = float(histogram_quantiles(self.estimate, self.edges, [level])[0])
         key = next((k for k in QUANTILE_LEVELS if float(k) == level), None)
         error = self.quantile_errors.get(key) if key is not None else None

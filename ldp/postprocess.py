@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special, stats
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.estimation import SupportNoise
 
 Postprocessor = Callable[..., np.ndarray]
@@ -426,22 +427,22 @@ class PostprocessSpec:
         method = ALIASES.get(self.method, self.method) if isinstance(self.method, str) else None
         if method not in METHODS:
             known = ", ".join(sorted([*METHODS, *ALIASES]))
-            raise ValueError(f"unknown post-processing method {self.method!r}; known: {known}")
+            raise ConfigError(f"unknown post-processing method {self.method!r}; known: {known}")
         try:
             given = dict(self.params)
         except (TypeError, ValueError):
-            raise ValueError(f"params must be (name, value) pairs, got {self.params!r}") from None
+            raise ConfigError(f"params must be (name, value) pairs, got {self.params!r}") from None
         accepted = _defaults(method)
         unknown = sorted(set(given) - set(accepted), key=str)
         if unknown:
             allowed = ", ".join(accepted) or "none"
-            raise ValueError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for method "
-                             f"{method!r}; accepted: {allowed}")
+            raise ConfigError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for method "
+                              f"{method!r}; accepted: {allowed}")
         for name, value in given.items():
             is_valid, expected = _PARAMETER_RULES[name]
             if not is_valid(value):
-                raise ValueError(f"parameter {name!r} of method {method!r} must be {expected}, "
-                                 f"got {value!r}")
+                raise ConfigError(f"parameter {name!r} of method {method!r} must be {expected}, "
+                                  f"got {value!r}")
             accepted[name] = None if value is None else float(value)
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "params", tuple(sorted(accepted.items())))

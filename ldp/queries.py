@@ -76,6 +76,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.estimation import SupportNoise
 from ldp_telemetry.ldp.estimators import EstimatorSpec
 from ldp_telemetry.ldp.finalize import error_plug_in
@@ -203,9 +204,9 @@ class WindowEstimate:
 
     def __post_init__(self) -> None:
         if not (len(self.labels) == self.unbiased.size == self.estimate.size == self.protocol.d):
-            raise ValueError("labels, unbiased_estimate and estimate must all have length d")
+            raise InputError("labels, unbiased_estimate and estimate must all have length d")
         if self.n <= 0:
-            raise ValueError(f"window of {self.metric!r} holds no reports: nothing to query")
+            raise InputError(f"window of {self.metric!r} holds no reports: nothing to query")
 
     @property
     def noise(self) -> SupportNoise:
@@ -252,12 +253,12 @@ class WindowEstimate:
             try:
                 value = int(value)
             except ValueError:
-                raise ValueError(f"{value!r} is not a label of metric {self.metric!r} "
-                                 f"(labels: {_preview(self.labels)})") from None
+                raise ConfigError(f"{value!r} is not a label of metric {self.metric!r} "
+                                  f"(labels: {_preview(self.labels)})") from None
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-            raise ValueError(f"a value is a label or an index, got {value!r}")
+            raise ConfigError(f"a value is a label or an index, got {value!r}")
         if not 0 <= value < self.d:
-            raise ValueError(f"index {value} is outside the domain [0, {self.d})")
+            raise ConfigError(f"index {value} is outside the domain [0, {self.d})")
         return int(value)
 
     # -- answers ------------------------------------------------------------------------------
@@ -296,24 +297,24 @@ class WindowEstimate:
         """sum_{v in S} f'_v for a set of distinct values (labels or indices)."""
         indices = [self.index_of(v) for v in values]
         if not indices:
-            raise ValueError("a set query needs at least one value")
+            raise ConfigError("a set query needs at least one value")
         if len(set(indices)) != len(indices):
             repeated = next(self.labels[i] for i in indices if indices.count(i) > 1)
-            raise ValueError(f"value {repeated!r} appears more than once in the set")
+            raise ConfigError(f"value {repeated!r} appears more than once in the set")
         return self._answer("set", indices)
 
     def range_sum(self, lo: int | str, hi: int | str) -> Answer:
         """sum of f'_v over lo..hi inclusive, in the domain's order (labels or indices)."""
         first, last = self.index_of(lo), self.index_of(hi)
         if first > last:
-            raise ValueError(f"empty range: {lo!r} (index {first}) comes after {hi!r} "
-                             f"(index {last})")
+            raise ConfigError(f"empty range: {lo!r} (index {first}) comes after {hi!r} "
+                              f"(index {last})")
         return self._answer("range", list(range(first, last + 1)))
 
     def top_k(self, k: int) -> list[Answer]:
         """The k largest post-processed values (ties in domain order), as point answers."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
         order = np.argsort(-self.estimate, kind="stable")[: int(k)]
         return [replace(self._answer("point", [int(i)]), query="top-k") for i in order]
 

@@ -32,6 +32,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.estimation import SupportNoise
 from ldp_telemetry.ldp.estimators import FREQUENCY, NUMERIC, EstimatorSpec
 from ldp_telemetry.ldp.planner import recommend
@@ -56,10 +57,6 @@ PROBE_VALUES = 64
 _NOT_BEFORE_RANGE = (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc),
                      dt.datetime(2200, 1, 1, tzinfo=dt.timezone.utc))
 log = logging.getLogger(__name__)
-
-
-class RegistryError(ValueError):
-    """A registry that cannot be used; the message names the metric and the field."""
 
 
 @dataclass(frozen=True)

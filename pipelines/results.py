@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.transforms.pane_log import PANE_LOG, latest_panes
 
 
@@ -24,8 +25,8 @@ def load_estimates(output_dir: str, metric: str | None = None) -> list[dict]:
             with open(os.path.join(output_dir, *entry["path"].split("/")), encoding="utf-8") as f:
                 records.append(json.loads(f.read()))
     elif not paths:
-        raise ValueError(f"no estimates-*.jsonl files (nor a live run's {PANE_LOG}) in "
-                         f"{output_dir}")
+        raise InputError(f"no estimates-*.jsonl files (nor a live run's {PANE_LOG}) in "
+                         f"{output_dir}", field="output")
     for path in paths:
         records.extend(_read_records(path))
     if metric is not None:
@@ -52,17 +53,17 @@ def _read_records(path: str) -> list[dict]:
                 try:
                     record = json.loads(raw.decode("utf-8"))
                 except UnicodeDecodeError as error:
-                    raise ValueError(f"{where}: not UTF-8 text ({error.reason})") from None
+                    raise InputError(f"{where}: not UTF-8 text ({error.reason})") from None
                 except json.JSONDecodeError as error:
-                    raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+                    raise InputError(f"{where}: not valid JSON ({error.msg})") from None
                 except RecursionError:
-                    raise ValueError(f"{where}: nested too deeply to be an estimate") from None
+                    raise InputError(f"{where}: nested too deeply to be an estimate") from None
                 problem = _record_problem(record)
                 if problem:
-                    raise ValueError(f"{where}: not a window estimate: {problem}")
+                    raise InputError(f"{where}: not a window estimate: {problem}")
                 records.append(record)
     except OSError as error:
-        raise ValueError(f"cannot read {path}: {error.strerror}") from None
+        raise InputError(f"cannot read {path}: {error.strerror}") from None
     return records
 
 
@@ -155,7 +156,8 @@ def select_window(records: list[dict], metric: str, window: str) -> dict:
     mine = [r for r in records if r["metric"] == metric]
     if not mine:
         known = sorted({r["metric"] for r in records})
-        raise ValueError(f"no estimates of metric {metric!r} (metrics: {', '.join(known)})")
+        raise ConfigError(f"no estimates of metric {metric!r} (metrics: {', '.join(known)})",
+                          field="metric")
     by_start: dict[str, dict] = {}
     for record in mine:  # sorted by pane index: the last pane wins
         by_start[record["window_start"]] = record
@@ -172,13 +174,13 @@ def select_window(records: list[dict], metric: str, window: str) -> dict:
             return by_start[starts[position]]
     listing = ", ".join(f"[{i}] {s}" for i, s in enumerate(starts[:20]))
     more = f", ... ({len(starts) - 20} more)" if len(starts) > 20 else ""
-    raise ValueError(f"metric {metric!r} has no window {window!r}; its {len(starts)} window(s) "
-                     f"start at: {listing}{more}")
+    raise ConfigError(f"metric {metric!r} has no window {window!r}; its {len(starts)} window(s) "
+                      f"start at: {listing}{more}", field="window")
 
 
 def _parse_time(text: str, what: str = "window_start") -> dt.datetime:
     try:
         moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"{what} {text!r} is neither ISO-8601 nor an integer index") from None
+        raise InputError(f"{what} {text!r} is neither ISO-8601 nor an integer index") from None
     return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)

@@ -18,14 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.ldp.registry import MetricConfig
 from ldp_telemetry.schemas.codec import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, write_reports
 
 DEFAULT_REPORTS_PER_FILE = 500_000
-
-
-class InputError(ValueError):
-    """The input CSV cannot be turned into reports; the message says why."""
 
 
 @dataclass(frozen=True)

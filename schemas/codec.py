@@ -38,6 +38,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.protocols.base import Columns
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.schemas import payload_branch
@@ -102,8 +103,9 @@ class ReportDecoder:
         long_names = [metric.name for metric in registry.metrics
                       if len(metric.name) > limits.max_metric_name_chars]
         if long_names:
-            raise ValueError(f"metric {clip(long_names[0], _NAME_IN_DETAIL_CHARS)!r} is longer "
-                             f"than --max-metric-name-chars {limits.max_metric_name_chars}")
+            raise ConfigError(f"metric {clip(long_names[0], _NAME_IN_DETAIL_CHARS)!r} is longer "
+                              f"than --max-metric-name-chars {limits.max_metric_name_chars}",
+                              field="max_metric_name_chars")
         self.registry = registry
         self.slice_ms = int(slice_ms)
         self.slice_offset_ms = int(slice_offset_ms) % self.slice_ms

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ldp_telemetry.ldp.errors import ConfigError
+
 MIB = 1 << 20
 
 
@@ -39,12 +41,12 @@ class DecodeLimits:
         for field in fields(self):
             value = getattr(self, field.name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"--{field.name.replace('_', '-')} must be a positive integer, "
-                                 f"got {value!r}")
+                raise ConfigError(f"--{field.name.replace('_', '-')} must be a positive integer, "
+                                  f"got {value!r}", field=field.name)
         if self.max_record_bytes > self.max_block_bytes:
-            raise ValueError(f"--max-record-bytes ({self.max_record_bytes}) cannot exceed "
-                             f"--max-block-bytes ({self.max_block_bytes}): a record is inside "
-                             f"a block")
+            raise ConfigError(f"--max-record-bytes ({self.max_record_bytes}) cannot exceed "
+                              f"--max-block-bytes ({self.max_block_bytes}): a record is inside "
+                              f"a block", field="max_record_bytes")
 
 
 HELP = {

@@ -18,6 +18,7 @@ import time
 from typing import Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
+from ldp_telemetry.ldp.errors import StoreError
 from ldp_telemetry.store.records import (MAX_NAME_CHARS, UNATTRIBUTED_MS, Z95, describe_window,
                                          ms_to_datetime, pane_of, window_key)
 
@@ -156,10 +157,6 @@ FROM ldp_windows w JOIN ldp_rejects r
 WHERE w.metric = ?{extra}
 GROUP BY w.window_start_ms, w.window_end_ms, r.reason
 """
-
-
-class StoreError(ValueError):
-    """A store URL that cannot be used, with the reason."""
 
 
 def open_store(url: str) -> "EstimateStore":

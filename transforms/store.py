@@ -11,6 +11,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.pvalue import PDone
 
+from ldp_telemetry.ldp.errors import StoreError
 from ldp_telemetry.store.records import Z95, describe_window, pane_of, reject_slice
 
 BIGQUERY_SCHEME = "bigquery://"
@@ -140,8 +141,8 @@ def check_store_url(url: str) -> None:
     from ldp_telemetry.store import open_store
     from ldp_telemetry.store.sql import SCHEMES
     if url.split("://", 1)[0] not in SCHEMES:
-        raise ValueError(f"--store {url!r}: expected sqlite:///FILE.db, "
-                         f"postgresql://USER@HOST/DB or bigquery://PROJECT/DATASET")
+        raise StoreError(f"--store {url!r}: expected sqlite:///FILE.db, "
+                         f"postgresql://USER@HOST/DB or bigquery://PROJECT/DATASET", field="store")
     open_store(url).close()
 
 
@@ -149,7 +150,7 @@ def _bigquery_table_prefix(url: str) -> str:
     """`bigquery://PROJECT/DATASET` -> 'PROJECT:DATASET.'; ValueError when malformed."""
     parts = url[len(BIGQUERY_SCHEME):].strip("/").split("/")
     if len(parts) != 2 or not all(parts):
-        raise ValueError(f"store {url!r}: expected bigquery://PROJECT/DATASET")
+        raise StoreError(f"store {url!r}: expected bigquery://PROJECT/DATASET", field="store")
     return f"{parts[0]}:{parts[1]}."
 
 
