@@ -15,8 +15,8 @@ from typing import Mapping
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from ldp_telemetry.transforms.pane_log import (LATEST, PANE_LOG, WindowKey, format_pane,
-                                               pane_path, window_key)
+from ldp_telemetry.output.layout import WindowKey, window_key
+from ldp_telemetry.transforms.pane_log import LATEST, PANE_LOG, format_pane, pane_path
 
 _LOCK = threading.Lock()
 _LATEST_INDEX: dict[tuple[str, WindowKey], int] = {}  # (output, window) -> highest index written

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+from ldp_telemetry.output.layout import window_key
 from ldp_telemetry.transforms.pane_log import (PANE_LOG, latest_panes, pane_path,
                                                read_pane_log, truncate_torn_tail)
 from ldp_telemetry.transforms.panes import WritePanesFn
@@ -34,8 +35,10 @@ def test_each_pane_is_a_file_listed_in_the_log_and_latest_only_moves_forward(tmp
 
 
 def test_a_restart_continues_indices_and_suppresses_complete_windows(tmp_path):
-    key = ("m/x", "2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z")
-    other = ("m/x", "2024-03-01T02:00:00Z", "2024-03-01T01:00:00Z")
+    key = window_key({"metric": "m/x", "window_start": "2024-03-01T00:00:00Z",
+                      "window_end": "2024-03-01T01:00:00Z"})
+    other = window_key({"metric": "m/x", "window_start": "2024-03-01T02:00:00Z",
+                        "window_end": "2024-03-01T01:00:00Z"})
     sink = WritePanesFn(str(tmp_path), index_offsets={key: 3}, suppressed=frozenset({other}))
     [written] = sink.process(record(0, "ON_TIME", 50))
     assert written["pane"]["index"] == 3
