@@ -6,6 +6,7 @@ import sys
 
 from ldp_telemetry.dashboard.pages import DEFAULT_TOP_K
 from ldp_telemetry.dashboard.server import DEFAULT_HOST, DEFAULT_PORT
+from ldp_telemetry.ldp.errors import ConfigError
 
 #: Shortest polling period a live page may be given, in seconds.
 MIN_POLL_S = 0.2
@@ -36,7 +37,8 @@ def run_dashboard(args: argparse.Namespace, out=sys.stdout) -> int:
     from ldp_telemetry.dashboard.server import Dashboard, make_server
     from ldp_telemetry.dashboard.source import open_source
     if args.poll < MIN_POLL_S:
-        raise ValueError(f"--poll must be at least {MIN_POLL_S} seconds, got {args.poll}")
+        raise ConfigError(f"poll must be at least {MIN_POLL_S} seconds, got {args.poll}",
+                          field="poll")
     source = open_source(args.store, args.output)
     try:
         dashboard = Dashboard(source, args.top, int(args.poll * 1000))
