@@ -8,12 +8,14 @@ import numpy as np
 
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.follow import (CHECKPOINT, TOO_LATE_LOG, DirectoryFollower,
-                                            FollowState, WatermarkPolicy, _split,
-                                            is_complete_report_file)
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.output.layout import CHECKPOINT, TOO_LATE_LOG
+from ldp_telemetry.pipelines.checkpoint import FollowState
+from ldp_telemetry.pipelines.event_stream import split_batch
+from ldp_telemetry.pipelines.follower import (DirectoryFollower, WatermarkPolicy,
+                                              is_complete_report_file)
 from ldp_telemetry.schemas.batches import ReportBatch
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.transforms.windows import WindowSpec
 
 T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z in ms
 MINUTE = 60_000
@@ -196,6 +198,6 @@ def test_restart_replays_accepted_batches_of_windows_not_complete_on_disk(tmp_pa
 def test_large_batches_are_split_under_the_message_limit():
     rows = 300_000
     batch = ReportBatch(METRIC, T0, {"bits": np.zeros((rows, 8), dtype=np.uint8)})
-    pieces = _split(batch)
+    pieces = split_batch(batch)
     assert len(pieces) == 3 and sum(p.n for p in pieces) == rows
     assert all(p.columns["bits"].nbytes <= 1 << 20 for p in pieces)

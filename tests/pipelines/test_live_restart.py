@@ -19,7 +19,7 @@ import pytest
 
 from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.protocols import make_protocol
-from ldp_telemetry.pipelines.follow import CHECKPOINT
+from ldp_telemetry.output.layout import CHECKPOINT
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.transforms.pane_log import read_pane_log
 

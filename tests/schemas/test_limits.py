@@ -14,7 +14,8 @@ import fastavro
 import pytest
 
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.estimate import add_job_arguments, job_from_arguments
+from ldp_telemetry.pipelines.arguments import add_job_arguments
+from ldp_telemetry.pipelines.job import job_from_arguments
 from ldp_telemetry.schemas import load_schema, report_schema_json
 from ldp_telemetry.schemas.batches import CUT_MARK, DeadLetter, Reason, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
