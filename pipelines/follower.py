@@ -99,7 +99,7 @@ class DirectoryFollower:
     `output_dir` holds the checkpoint, `too_late.jsonl` and `dead_letters/`. `stream` receives
     the events: an `ldp_telemetry.pipelines.event_stream.EventStream` (or anything with its
     `add_batches`, `add_dead_letters`, `advance_watermark` and `tick`). ConfigError (field
-    `follow`) when `directory` is not a directory.
+    `follow`) when `directory` is not a directory that can be listed.
     """
 
     def __init__(self, registry: Registry, windows: WindowSpec, directory: str, output_dir: str,
@@ -107,6 +107,11 @@ class DirectoryFollower:
                  clock=time.monotonic, limits: DecodeLimits = DecodeLimits()):
         if not os.path.isdir(directory):
             raise ConfigError(f"follow {directory!r} is not a directory", field="follow")
+        try:
+            os.scandir(directory).close()
+        except OSError as error:
+            raise ConfigError(f"follow {directory!r} cannot be listed: "
+                              f"{error.strerror or error}", field="follow") from None
         self._registry = registry
         self._windows = windows
         self._directory = directory
