@@ -100,6 +100,11 @@ def test_a_path_that_cannot_be_opened_is_a_user_error(job_files, tmp_path):
                   "--output", out, "--window", "60")
     assert nothing.returncode == 2 and "Traceback" not in nothing.stderr
     assert f"--input '{tmp_path / 'none-*.avro'}' matches no file" in nothing.stderr
+    no_csv = ldp("simulate", "--registry", registry, "--metric", "m", "--input",
+                 tmp_path / "none.csv", "--value-column", "v", "--time-column", "t",
+                 "--out", tmp_path / "reports")
+    assert no_csv.returncode == 2 and "Traceback" not in no_csv.stderr
+    assert f"--input: {tmp_path / 'none.csv'} cannot be read: No such file" in no_csv.stderr
 
 
 @pytest.fixture(scope="module")
