@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
 
 _TIE = 1e-9
@@ -56,7 +57,7 @@ def plan(epsilon: float, d: int, n: int | None = None, max_bytes: int | None = N
          ) -> list[ProtocolPlan]:
     """Every protocol's plan row, in registry order, the recommended one flagged."""
     if n is not None and n <= 0:
-        raise ValueError(f"n must be a positive number of reports, got {n}")
+        raise ConfigError(f"n must be a positive number of reports, got {n}", field="n")
     rows = []
     for name in PROTOCOLS:
         protocol = make_protocol(name, epsilon, d)
@@ -78,8 +79,8 @@ def _choose(rows: list[ProtocolPlan], max_bytes: int | None) -> tuple[str, str]:
     allowed = [r for r in rows if max_bytes is None or r.bytes_per_report <= max_bytes]
     if not allowed:
         smallest = min(r.bytes_per_report for r in rows)
-        raise ValueError(f"no protocol fits in {max_bytes} bytes per report "
-                         f"(the smallest needs {smallest})")
+        raise ConfigError(f"no protocol fits in {max_bytes} bytes per report "
+                          f"(the smallest needs {smallest})", field="max_bytes")
     best = min(r.n_mse for r in allowed)
     tied = [r for r in allowed if r.n_mse <= best * (1 + _TIE)]
     chosen = min(tied, key=lambda r: (r.bytes_per_report, PROTOCOLS[r.protocol].aggregation_rank))

@@ -24,6 +24,7 @@ from typing import ClassVar, Iterator, Mapping
 
 import numpy as np
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.estimation import SupportNoise
 
 Columns = Mapping[str, np.ndarray]
@@ -68,9 +69,10 @@ class FrequencyOracle(abc.ABC):
     def __post_init__(self) -> None:
         problem = epsilon_problem(self.epsilon)
         if problem:
-            raise ValueError(f"epsilon {problem}")
+            raise ConfigError(f"epsilon {problem}", field="epsilon")
         if isinstance(self.d, bool) or not isinstance(self.d, int) or self.d < 2:
-            raise ValueError(f"domain size must be an integer >= 2, got {self.d!r}")
+            raise ConfigError(f"domain size must be an integer >= 2, got {self.d!r}",
+                              field="domain")
 
     # -- the pure-protocol parameters -------------------------------------------------------
     @property

@@ -156,3 +156,17 @@ def test_one_table_maps_every_setting_to_its_flag(flags):
 ])
 def test_user_message_writes_the_setting_as_its_flag(flags, error, shown):
     assert user_message(error, flags) == shown
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--epsilon", "0", "--domain", "10"], "--epsilon must lie in [1e-06, 20], got 0.0"),
+    (["--epsilon", "1", "--domain", "1"], "--domain size must be an integer >= 2, got 1"),
+    (["--epsilon", "1", "--domain", "10", "--n", "0"],
+     "--n must be a positive number of reports, got 0"),
+    (["--epsilon", "1", "--domain", "10", "--max-bytes", "0"],
+     "--max-bytes: no protocol fits in 0 bytes per report"),
+])
+def test_plan_refuses_what_no_protocol_can_do_naming_the_flag(capsys, args, message):
+    from ldp_telemetry.pipelines.cli import main
+    assert main(["plan", *args]) == 2
+    assert f"ldp plan: error: {message}" in capsys.readouterr().err
