@@ -170,3 +170,23 @@ def test_plan_refuses_what_no_protocol_can_do_naming_the_flag(capsys, args, mess
     from ldp_telemetry.pipelines.cli import main
     assert main(["plan", *args]) == 2
     assert f"ldp plan: error: {message}" in capsys.readouterr().err
+
+
+def test_dashboard_port_in_use_and_unwritable_export_name_their_flags(tmp_path, capsys):
+    import socket
+
+    from ldp_telemetry.pipelines.cli import main
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "estimates-00000-of-00001.jsonl").write_text("")
+    (tmp_path / "a-file").write_text("")
+    assert main(["dashboard", "--output", str(tmp_path / "out"), "--export",
+                 str(tmp_path / "a-file" / "site")]) == 2
+    assert (f"ldp dashboard: error: --export '{tmp_path / 'a-file' / 'site'}' cannot be "
+            f"written") in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["dashboard", "--output", str(tmp_path / "out"), "--port", str(port)]) == 2
+    assert (f"ldp dashboard: error: --port {port} on 127.0.0.1 cannot be served"
+            in capsys.readouterr().err)
