@@ -68,13 +68,12 @@ def user_message(error: UserError, flags: Mapping[str, str]) -> str:
     if flag is None:
         return message
     subject = _SUBJECT.match(message)
-    if subject:
-        names = _JOINER.split(subject.group(0))[::2]
-        if error.field in names and all(name in flags for name in names):
-            parts = _JOINER.split(subject.group(0))
-            written = "".join(flags[part] if i % 2 == 0 else f" {part} "
-                              for i, part in enumerate(parts))
-            return written + message[subject.end():]
+    parts = _JOINER.split(subject.group(0)) if subject else []  # name, joiner, name, ...
+    names = parts[::2]
+    if error.field in names and all(name in flags for name in names):
+        written = "".join(flags[part] if i % 2 == 0 else f" {part} "
+                          for i, part in enumerate(parts))
+        return written + message[subject.end():]
     return message if flag in message else f"{flag}: {message}"
 
 
