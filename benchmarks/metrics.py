@@ -23,9 +23,10 @@ import fastavro
 import numpy as np
 
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas import NAMESPACE, load_schema
-from ldp_telemetry.transforms.windows import WindowSpec
 
 START_MS = 1_700_000_000_000 - 1_700_000_000_000 % 86_400_000
 HOUR_MS = 3_600_000

@@ -5,7 +5,7 @@ median of --repeats runs in this process,
   raw decode   fastavro.reader over the file, records discarded (the floor any reader pays);
   decode       ldp_telemetry.schemas.codec.ReportDecoder: records -> validated numpy batches;
   end to end   the whole Beam job (FnApiRunner): read, validate, count, finalize, write;
-  aggregate    CountSupportFn.add_input over already-decoded batches (the counting alone,
+  aggregate    SliceCounter.add over already-decoded batches (the counting alone,
                repeated report ids dropped); `no dedupe`: the same batches without their ids.
 Rates are reports/s; `e2e/raw` is the figure that matters on a shared, noisy machine.
 
@@ -29,11 +29,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS  # noqa: E402
 from ldp_telemetry.ldp.registry import parse_registry  # noqa: E402
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job  # noqa: E402
+from ldp_telemetry.ldp.windows import WindowSpec  # noqa: E402
+from ldp_telemetry.pipelines.batch import run_job  # noqa: E402
+from ldp_telemetry.pipelines.job import EstimateJob  # noqa: E402
 from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch  # noqa: E402
 from ldp_telemetry.schemas.codec import ReportDecoder, write_reports  # noqa: E402
-from ldp_telemetry.transforms.count import CountSupportFn  # noqa: E402
-from ldp_telemetry.transforms.windows import WindowSpec  # noqa: E402
+from ldp_telemetry.transforms.count import SliceCounter  # noqa: E402
 
 DAY_S = 86_400
 START_MS = 1_700_000_000_000 - 1_700_000_000_000 % (DAY_S * 1000)
@@ -72,10 +73,9 @@ def decode_batches(registry, path: str) -> list[ReportBatch]:
 
 
 def aggregate(registry, batches: list[ReportBatch]) -> None:
-    combine = CountSupportFn(registry)
-    accumulator = combine.create_accumulator()
+    counter = SliceCounter(registry)
     for batch in batches:
-        accumulator = combine.add_input(accumulator, batch)
+        counter.add(batch)
 
 
 def without_ids(batches: list[ReportBatch]) -> list[ReportBatch]:

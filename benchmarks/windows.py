@@ -33,10 +33,11 @@ import numpy as np
 
 from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.output.records import window_estimate_record
-from ldp_telemetry.transforms.windows import WindowSpec
 
 START_S = 1_700_000_000
 

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 
 from ldp_telemetry.dashboard.pages import DEFAULT_TOP_K
 from ldp_telemetry.dashboard.server import DEFAULT_HOST, DEFAULT_PORT
@@ -38,6 +40,8 @@ def run_dashboard(args: argparse.Namespace, out=sys.stdout) -> int:
     from ldp_telemetry.dashboard.source import open_source
     if args.poll < MIN_POLL_S:
         raise ConfigError(f"poll must be at least {MIN_POLL_S} seconds, got {args.poll}", "poll")
+    if args.export:
+        _check_writable(args.export)
     source = open_source(args.store, args.output)
     try:
         dashboard = Dashboard(source, args.top, int(args.poll * 1000))
@@ -46,7 +50,11 @@ def run_dashboard(args: argparse.Namespace, out=sys.stdout) -> int:
             print(f"{len(written)} files written to {args.export}; open "
                   f"{args.export}/index.html", file=out)
             return 0
-        server = make_server(dashboard, args.host, args.port)
+        try:
+            server = make_server(dashboard, args.host, args.port)
+        except OSError as error:  # in use, not ours to bind, or no such address
+            raise ConfigError(f"port {args.port} on {args.host} cannot be served: "
+                              f"{error.strerror or error}", "port") from None
         host, port = server.server_address[:2]
         print(f"dashboard: http://{host}:{port}/  (Ctrl-C stops it)", file=out, flush=True)
         try:
@@ -58,3 +66,15 @@ def run_dashboard(args: argparse.Namespace, out=sys.stdout) -> int:
         return 0
     finally:
         source.close()
+
+
+def _check_writable(folder: str) -> None:
+    """Create `folder` where absent and check that files can be written in it; ConfigError
+    (field `export`) naming it otherwise."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ConfigError(f"export {folder!r} cannot be written: {error.strerror or error}",
+                          "export") from None

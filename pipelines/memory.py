@@ -23,10 +23,11 @@ runs bundles on several threads (Dataflow's) holds one window being finalized pe
 """
 from __future__ import annotations
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.registry import MetricConfig, Registry
+from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.transforms.store import STORE_FLUSH_VALUES
-from ldp_telemetry.transforms.windows import WindowSpec
 
 #: Default budget (MB) for the accumulators and the window being finalized and written.
 DEFAULT_MEMORY_BUDGET_MB = 4096.0
@@ -84,11 +85,12 @@ def job_memory_bytes(registry: Registry, windows: WindowSpec, store: bool = Fals
 
 def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: float,
                         store: bool = False) -> None:
-    """ValueError when the accumulators plus one window being finalized and written (and, with
-    `store`, stored) need more than `budget_mb` MB, saying which metrics weigh most and what
-    would fit."""
+    """ConfigError (field `memory_budget`) when the accumulators plus one window being finalized
+    and written (and, with `store`, stored) need more than `budget_mb` MB, saying which metrics
+    weigh most and what would fit."""
     if not (budget_mb > 0 and budget_mb < float("inf")):
-        raise ValueError(f"--memory-budget must be a positive number of MB, got {budget_mb}")
+        raise ConfigError(f"memory_budget must be a positive number of MB, got {budget_mb}",
+                          field="memory_budget")
     if not registry.metrics:
         return
     accumulators = accumulator_bytes(registry, windows)
@@ -103,15 +105,16 @@ def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: floa
     listing = ", ".join(f"{name!r} {accumulators[name] / mb:,.0f} + {window[name] / mb:,.0f} MB "
                         f"(d={registry[name].d:,}, {registry[name].protocol_name})"
                         for name in heaviest)
-    raise ValueError(
-        f"the job needs {total / mb:,.0f} MB: the accumulators "
+    raise ConfigError(
+        f"memory_budget of {budget_mb:,.0f} MB is too small: the job needs {total / mb:,.0f} MB: "
+        f"the accumulators "
         f"{sum(accumulators.values()) / mb:,.0f} MB (statistic size x (1 + windows per slice), "
         f"summed over {len(accumulators)} metrics) and one window being finalized and written"
         f"{' and stored' if store else ''} "
         f"{window[largest_window] / mb:,.0f} MB (the largest, {largest_window!r}); "
-        f"--memory-budget is {budget_mb:,.0f} MB; largest (accumulators + window): {listing}; "
+        f"largest (accumulators + window): {listing}; "
         f"{_what_fits(registry, windows, budget, accumulators, window, store)}, "
-        f"or raise --memory-budget")
+        f"or raise the memory budget", field="memory_budget")
 
 
 def _what_fits(registry: Registry, windows: WindowSpec, budget: float,

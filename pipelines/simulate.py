@@ -74,6 +74,8 @@ def read_true_values(path: str, config: MetricConfig, value_column: str, time_co
     except (EOFError, zlib.error, gzip.BadGzipFile) as error:
         raise InputError(f"{path}: the gzip data is truncated or corrupt after row "
                          f"{_row(reader) - 1} ({type(error).__name__}: {error})", INPUT) from None
+    except OSError as error:  # after BadGzipFile, an OSError too
+        raise InputError(f"{path} cannot be read: {error.strerror or error}", INPUT) from None
     return TrueValues(map_to_domain(raw_values, config), parse_event_times(raw_times))
 
 

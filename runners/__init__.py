@@ -14,9 +14,10 @@ passed to Beam by name with its own options:
 
 Remote workers import the project, so they need it installed: pass `--setup_file ./setup.py`.
 
-One module per runner family holds its option profiles and launch helpers: `ldp_telemetry.runners.direct`
-(FnApiRunner in process or in worker processes, streaming), `ldp_telemetry.runners.portable` (a local job
-service and worker pool), `ldp_telemetry.runners.flink` and `ldp_telemetry.runners.dataflow`.
+One module per runner family holds its option profiles and launch helpers:
+`ldp_telemetry.runners.direct` (FnApiRunner in worker processes), `ldp_telemetry.runners.portable`
+(a local job service and worker pool), `ldp_telemetry.runners.flink` and
+`ldp_telemetry.runners.dataflow`.
 """
 from __future__ import annotations
 

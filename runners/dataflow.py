@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import re
 
+from ldp_telemetry.ldp.errors import ConfigError
+
 _GCS_PATH = re.compile(r"gs://[a-z0-9][-_a-z0-9.]{1,61}[a-z0-9]/.+")
 
 
@@ -30,20 +32,22 @@ def dataflow_options(project: str, region: str, temp_location: str,
 
     The workers need the project: name its `setup.py` as `setup_file` (an sdist is built and
     installed on every worker), or an `sdk_container_image` with the project installed. With
-    neither, ValueError: a job whose workers cannot import `ldp_telemetry` would fail on its
-    first bundle. A `setup_file` that does not exist is a ValueError too. `dry_run` adds
+    neither, ConfigError: a job whose workers cannot import `ldp_telemetry` would fail on its
+    first bundle. A `setup_file` that does not exist is a ConfigError too. `dry_run` adds
     `--dry_run=True --no_auth`: build and validate offline, submit nothing.
     """
     if not setup_file and not sdk_container_image:
-        raise ValueError("Dataflow workers need the project: pass setup_file (the project's "
-                         "setup.py) or sdk_container_image (an image with it installed)")
+        raise ConfigError("Dataflow workers need the project: pass setup_file (the project's "
+                          "setup.py) or sdk_container_image (an image with it installed)",
+                          field="setup_file")
     if setup_file and not os.path.isfile(setup_file):
-        raise ValueError(f"setup_file {setup_file!r} does not exist (give the path of the "
-                         f"project's setup.py in a checkout or unpacked sdist)")
+        raise ConfigError(f"setup_file {setup_file!r} does not exist (give the path of the "
+                          f"project's setup.py in a checkout or unpacked sdist)",
+                          field="setup_file")
     for name, path in (("temp_location", temp_location), ("staging_location", staging_location)):
         if path is not None and not _GCS_PATH.fullmatch(path):
-            raise ValueError(f"{name} must be gs://BUCKET/PATH with a valid bucket name, "
-                             f"got {path!r}")
+            raise ConfigError(f"{name} must be gs://BUCKET/PATH with a valid bucket name, "
+                              f"got {path!r}", field=name)
     args = ["--runner=DataflowRunner", f"--project={project}", f"--region={region}",
             f"--temp_location={temp_location}",
             f"--staging_location={staging_location or temp_location.rstrip('/') + '/staging'}"]

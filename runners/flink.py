@@ -13,11 +13,11 @@ and as the Docker image `apache/beam_flink<flink version>_job_server`):
   `--flink_job_server_jar`, Beam downloads the jar from Maven Central. `--flink_master=[local]`
   runs an embedded Flink mini-cluster inside the job server.
 
-Where the Python workers run (see `ldp_telemetry.runners.portable`): LOOPBACK only when the Flink task managers
-can connect back to the submitting machine (true for `[local]`); on a cluster, EXTERNAL with a
-worker pool beside each task manager (the SDK image `apache/beam_python3.11_sdk:2.77.0` started
-with `--worker_pool`, the project pip-installed in it) or DOCKER on the task managers with
-`--setup_file ./setup.py`.
+Where the Python workers run (see `ldp_telemetry.runners.portable`): LOOPBACK only when the Flink
+task managers can connect back to the submitting machine (true for `[local]`); on a cluster,
+EXTERNAL with a worker pool beside each task manager (the SDK image
+`apache/beam_python3.11_sdk:2.77.0` started with `--worker_pool`, the project pip-installed in
+it) or DOCKER on the task managers with `--setup_file ./setup.py`.
 
 The runner-comparison test runs against Flink when one of these is set:
 `LDP_FLINK_JOB_ENDPOINT=HOST:PORT` (a running job server) or
@@ -26,7 +26,9 @@ The runner-comparison test runs against Flink when one of these is set:
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
+
+from ldp_telemetry.ldp.errors import ConfigError
 
 JOB_ENDPOINT_VARIABLE = "LDP_FLINK_JOB_ENDPOINT"
 JOB_SERVER_JAR_VARIABLE = "LDP_FLINK_JOB_SERVER_JAR"
@@ -59,7 +61,8 @@ def options_from_environment(environ: Mapping[str, str] = os.environ) -> list[st
     jar = environ.get(JOB_SERVER_JAR_VARIABLE, "").strip()
     if jar:
         if not os.path.isfile(jar):
-            raise ValueError(f"{JOB_SERVER_JAR_VARIABLE}={jar} is not a file")
+            raise ConfigError(f"{JOB_SERVER_JAR_VARIABLE}={jar} is not a file",
+                              field=JOB_SERVER_JAR_VARIABLE)
         return flink_runner_options(environ.get(MASTER_VARIABLE, "").strip() or "[local]", jar)
     return None
 
@@ -69,7 +72,8 @@ def _environment_args(environment: str, environment_config: str | None) -> list[
     if environment_config:
         args.append(f"--environment_config={environment_config}")
     elif environment.upper() == "EXTERNAL":
-        raise ValueError("the EXTERNAL environment needs --environment_config=HOST:PORT")
+        raise ConfigError("the EXTERNAL environment needs environment_config=HOST:PORT",
+                          field="environment_config")
     return args
 
 

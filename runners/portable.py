@@ -30,8 +30,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
+
+from ldp_telemetry.ldp.errors import ConfigError
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -55,11 +57,12 @@ def portable_options(job_endpoint: str, environment: str = "LOOPBACK",
             f"--environment_type={environment}"]
     if environment == "EXTERNAL":
         if not worker_pool:
-            raise ValueError("the EXTERNAL environment needs a worker pool address")
+            raise ConfigError("the EXTERNAL environment needs a worker pool address",
+                              field="worker_pool")
         args.append(f"--environment_config={worker_pool}")
     elif worker_pool:
-        raise ValueError(f"a worker pool is only used by the EXTERNAL environment, "
-                         f"not {environment}")
+        raise ConfigError(f"a worker pool is only used by the EXTERNAL environment, "
+                          f"not {environment}", field="worker_pool")
     return args
 
 
@@ -83,9 +86,10 @@ def local_worker_pool(startup_timeout: float = STARTUP_TIMEOUT_S, python: str = 
                       use_process: bool = False) -> Iterator[str]:
     """Run an SDK worker pool for the EXTERNAL environment; yields `localhost:PORT`.
 
-    The pool (`python -m ldp_telemetry.runners.portable worker-pool`) binds localhost only and runs each worker
-    as a thread of the pool process, or with `use_process` as a process of `python`. Its workers
-    import the package installed in `python`'s environment, as workers on a cluster do.
+    The pool (`python -m ldp_telemetry.runners.portable worker-pool`) binds localhost only and
+    runs each worker as a thread of the pool process, or with `use_process` as a process of
+    `python`. Its workers import the package installed in `python`'s environment, as workers on
+    a cluster do.
     """
     command = [python, "-m", "ldp_telemetry.runners.portable", "worker-pool"]
     if use_process:

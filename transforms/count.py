@@ -1,37 +1,69 @@
-"""Count support per (metric, slice) with ONE CombineFn for every metric.
+"""Counting: reports into slice statistics, each report id once, and slices into windows.
 
-The accumulator is the protocol's sufficient statistic: the combine dispatches to the metric's
+The statistic is the protocol's sufficient statistic: counting dispatches to the metric's
 protocol object through `new_statistic()`, `accumulate(statistic, columns)` and the statistic's
-addition (`+=`), and knows nothing else about any protocol. The metric is read from the input
-(a ReportBatch, or a statistic for merges), so one step serves a registry of any size.
+addition (`+=`), and knows nothing else about any protocol. The metric is read from the input,
+so one step serves a registry of any size and step names never depend on the registry.
 
-Duplicates. A slice's accumulator also keeps the report ids it has counted (`IdSet`, 8 bytes
-per distinct report), so a report id seen again in the same slice is not counted: it is
-reported as `duplicates` on the output statistic (the job turns them into `duplicate` dead
-letters). The ids are dropped when the slice's statistic is extracted: deduplication holds
-within a slice (for fixed windows, the window), not across slices or forever.
+    (metric, ReportBatch) stamped in its slice
+        -> "IntoSlices" -> "GroupSlices" (every batch of one slice together)
+        -> "CountSupport": `CountSliceFn`, a `SliceCounter` per slice
+        -> "CountReports": counter records_counted; duplicates split off as dead letters
+        -> windows: "IntoWindows" -> "MergeSlices" (`MergeSupportFn`, a CombineFn)
+
+Duplicates. A slice's counter also keeps the report ids it has counted (`IdSet`, 8 bytes per
+distinct report), so a report id seen again in the same slice is not counted: it is reported
+as `duplicates` on the slice's statistic and becomes a `duplicate` dead letter. The ids are
+dropped with the counter: deduplication holds within a slice (for fixed windows, the window),
+not across slices or forever. This is why a slice is counted by one plain counter that sees
+every batch of the slice, after a GroupByKey, and not by a CombineFn: Beam may split a
+combine's inputs over partial accumulators, and two partial statistics that hold the same id
+cannot be added exactly (a statistic cannot remove a report again).
+
+Two transforms count windows, one per kind of run:
+
+* `CountKeyedWindows` (batch runs without pane options): no Beam windows; slices and windows
+  are plain keys (metric, start ms, end ms), each window one ON_TIME pane. Beam's windowed
+  GroupByKey processes timers per window and key (about 10 ms per window in batch, growing with
+  the number of windows), which plain keys avoid.
+* `CountWindowPanes` (streaming runs, and batch runs with pane options): slices and windows are
+  Beam windows with triggers (`ldp_telemetry.transforms.windows`), keyed by metric.
+
+Late data is decided per slice: a report is either counted in every window that contains it or
+in none. For fixed windows the slice is the window.
 """
 from __future__ import annotations
 
 import copy
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.metrics import Metrics
+from apache_beam.transforms import window as beam_window
 
 from ldp_telemetry.ldp.registry import Registry
-from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.output.reasons import Reason
+from ldp_telemetry.output.times import iso_from_ms
+from ldp_telemetry.schemas.batches import REPORT_ID, DeadLetter, ReportBatch
+from ldp_telemetry.transforms.coders import ReportBatchCoder  # noqa: F401 (registers it)
+from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
+from ldp_telemetry.transforms.windows import into_slices, into_windows
 
 #: How many repeated report ids a statistic keeps as examples for its dead letter.
 DUPLICATE_EXAMPLES = 5
+#: The tagged output of the `duplicate` dead letters.
+DUPLICATES = "duplicates"
 
 
 class SupportStatistic:
-    """Accumulator of one metric: report count n and the protocol's statistic (`table`).
+    """One metric's report count n and the protocol's statistic (`table`).
 
-    `metric` None (and `table` None) is the empty accumulator of a combine that has seen no
-    input yet. Merging is addition, so the size never depends on the number of reports.
-    `duplicates` counts reports not added because their id was already counted in the slice;
+    `metric` None (and `table` None) is the empty statistic that has seen no input yet. Adding is
+    addition of the tables, so the size never depends on the number of reports. `duplicates`
+    counts reports not added because their id was already counted in the slice;
     `duplicate_ids` holds a few of their ids.
     """
 
@@ -45,7 +77,7 @@ class SupportStatistic:
         self.duplicates = duplicates
         self.duplicate_ids = duplicate_ids
 
-    def add(self, other: "SupportStatistic") -> "SupportStatistic":
+    def add(self, other: SupportStatistic) -> SupportStatistic:
         """Add `other` into this statistic (in place) and return it."""
         if other.metric is None:
             return self
@@ -115,56 +147,33 @@ class IdSet:
                 self.levels.append(np.sort(np.concatenate([older, newer]), kind="stable"))
         return keep
 
-    def intersects(self, other: "IdSet") -> bool:
-        return any(self._seen(level).any() for level in other.levels)
 
-    def union(self, other: "IdSet") -> "IdSet":
-        """Both sets, assumed disjoint (check with `intersects`)."""
-        return IdSet(self.levels + other.levels)
+class SliceCounter:
+    """Counts the report batches of ONE (metric, slice) into its SupportStatistic.
 
-
-class _SliceAccumulator:
-    """A statistic being counted, with the ids it holds."""
-
-    __slots__ = ("statistic", "ids")
-
-    def __init__(self, statistic: SupportStatistic, ids: IdSet):
-        self.statistic = statistic
-        self.ids = ids
-
-    def __reduce__(self):
-        return _restore_accumulator, (self.statistic, self.ids.levels)
-
-
-def _restore_accumulator(statistic: SupportStatistic, levels: list) -> _SliceAccumulator:
-    return _SliceAccumulator(statistic, IdSet(levels))
-
-
-class CountSupportFn(beam.CombineFn):
-    """ReportBatch inputs of one (metric, slice) -> its SupportStatistic, for every metric.
-
-    Reports whose id the accumulator already holds are not counted (see the module doc).
-    Use it WITHOUT combiner lifting (GroupByKey, then CombineValues): partial accumulators of
-    one slice that hold the same id cannot be merged exactly, as the statistic cannot remove a
-    report again, and merge_accumulators raises ValueError when that happens.
+    `add(batch)` for each batch of the slice, in any order, then `result()`. A report whose id
+    the counter has already counted is not counted again (see the module docstring): the
+    first report of each id is the one counted, and the others are `duplicates` of the result.
     """
+
+    __slots__ = ("_registry", "_statistic", "_ids")
 
     def __init__(self, registry: Registry):
         self._registry = registry
+        self._statistic = SupportStatistic(None, 0, None)
+        self._ids = IdSet()
 
-    def create_accumulator(self) -> _SliceAccumulator:
-        return _SliceAccumulator(SupportStatistic(None, 0, None), IdSet())
-
-    def add_input(self, accumulator: _SliceAccumulator, batch: ReportBatch) -> _SliceAccumulator:
+    def add(self, batch: ReportBatch) -> None:
         if not batch.n:
-            return accumulator
-        statistic = accumulator.statistic
+            return
+        statistic = self._statistic
+        protocol = self._registry[batch.metric].protocol
         if statistic.metric is None:
             statistic.metric = batch.metric
-            statistic.table = self._registry[batch.metric].protocol.new_statistic()
+            statistic.table = protocol.new_statistic()
         columns = batch.columns
         if REPORT_ID in columns:
-            keep = accumulator.ids.add_new(columns[REPORT_ID])
+            keep = self._ids.add_new(columns[REPORT_ID])
             columns = {k: v for k, v in columns.items() if k != REPORT_ID}
             if not keep.all():
                 repeated = batch.columns[REPORT_ID][~keep]
@@ -174,26 +183,12 @@ class CountSupportFn(beam.CombineFn):
                 columns = {k: v[keep] for k, v in columns.items()}
         kept = len(next(iter(columns.values())))
         if kept:
-            self._registry[batch.metric].protocol.accumulate(statistic.table, columns)
+            protocol.accumulate(statistic.table, columns)
             statistic.n += kept
-        return accumulator
 
-    def merge_accumulators(self, accumulators: Iterable[_SliceAccumulator]) -> _SliceAccumulator:
-        accumulators = iter(accumulators)
-        merged = next(accumulators)
-        for other in accumulators:
-            if merged.ids.intersects(other.ids):
-                raise ValueError("partial accumulators of one slice hold the same report id: "
-                                 "combine a slice's batches without combiner lifting")
-            merged.statistic.add(other.statistic)
-            merged.ids = merged.ids.union(other.ids)
-        return merged
-
-    def compact(self, accumulator: _SliceAccumulator) -> _SliceAccumulator:
-        return accumulator  # nothing is buffered beyond the statistic and the ids
-
-    def extract_output(self, accumulator: _SliceAccumulator) -> SupportStatistic:
-        return accumulator.statistic  # the ids are dropped with the accumulator
+    def result(self) -> SupportStatistic:
+        """The slice's statistic so far (metric None when no report was counted)."""
+        return self._statistic
 
 
 class MergeSupportFn(beam.CombineFn):
@@ -218,3 +213,156 @@ class MergeSupportFn(beam.CombineFn):
 
     def extract_output(self, accumulator: SupportStatistic) -> SupportStatistic:
         return accumulator
+
+
+class CountSliceFn(beam.DoFn):
+    """(key, every batch of one slice) -> (key, SupportStatistic), by one `SliceCounter`."""
+
+    def __init__(self, registry: Registry):
+        self._registry = registry
+
+    def process(self, element):
+        key, batches = element
+        counter = SliceCounter(self._registry)
+        for batch in batches:
+            counter.add(batch)
+        yield key, counter.result()
+
+
+@beam.typehints.with_output_types(tuple[Any, SupportStatistic])
+class _SplitDuplicates(beam.DoFn):
+    """Counts the reports of each slice statistic (counter `records_counted`) and passes the
+    statistic on; the reports not counted because their id repeated one already counted in the
+    slice become a `duplicate` dead letter (tagged output DUPLICATES, counter
+    dead_letter.duplicate).
+
+    Slice statistics never repeat a report (slice panes are discarding), so the counter is the
+    number of reports that entered a window; records_accepted - duplicates - records_counted is
+    the number the runner dropped as later than the allowed lateness. Beam's Python SDK drops
+    those without a counter or a log line (trigger.GeneralTriggerDriver.process_elements skips
+    expired windows), and a DoFn cannot read the watermark that decides it, so they cannot be
+    dead-lettered one by one.
+    """
+
+    def __init__(self, slice_ms: int):
+        self._slice_ms = slice_ms
+
+    def setup(self):
+        self._counted = Metrics.counter(COUNTER_NAMESPACE, "records_counted")
+        self._duplicates = Metrics.counter(COUNTER_NAMESPACE, Reason.DUPLICATE.counter)
+
+    def _split(self, key, statistic: SupportStatistic, slice_start_ms: int) -> list:
+        self._counted.inc(statistic.n)
+        out = []
+        if statistic.duplicates:
+            self._duplicates.inc(statistic.duplicates)
+            out.append(beam.pvalue.TaggedOutput(DUPLICATES, duplicate_letter(
+                statistic, slice_start_ms, self._slice_ms)))
+            statistic = SupportStatistic(statistic.metric, statistic.n, statistic.table)
+        if statistic.n:
+            out.append((key, statistic))
+        return out
+
+
+class SplitDuplicatesFn(_SplitDuplicates):
+    """`_SplitDuplicates` on the batch path: ((metric, slice start ms), statistic) ->
+    ((metric, slice start ms, slice end ms), statistic)."""
+
+    def process(self, element):
+        (metric, start_ms), statistic = element
+        return self._split((metric, start_ms, start_ms + self._slice_ms), statistic, start_ms)
+
+
+class SplitPaneDuplicatesFn(_SplitDuplicates):
+    """`_SplitDuplicates` on the pane path: (metric, statistic) in its slice's Beam window."""
+
+    def process(self, element, window=beam.DoFn.WindowParam):
+        metric, statistic = element
+        return self._split(metric, statistic, window.start.micros // 1000)
+
+
+def duplicate_letter(statistic: SupportStatistic, start_ms: int, slice_ms: int) -> DeadLetter:
+    """The `duplicate` dead letter of a slice statistic's repeated report ids."""
+    where = (f"metric {statistic.metric!r}, slice [{iso_from_ms(start_ms)}, "
+             f"{iso_from_ms(start_ms + slice_ms)})")
+    examples = ", ".join(str(i) for i in statistic.duplicate_ids)
+    return DeadLetter(where, Reason.DUPLICATE,
+                      f"{statistic.duplicates} report(s) repeat a report id already counted in "
+                      f"this slice (ids such as {examples}); each id is counted once",
+                      records=statistic.duplicates)
+
+
+def _slice_key(element: tuple[str, ReportBatch]) -> tuple[tuple[str, int], ReportBatch]:
+    metric, batch = element
+    return (metric, batch.slice_start_ms), batch
+
+
+def _window_keys(element, spec: WindowSpec):
+    """((metric, slice start, slice end), statistic) -> one element per window holding it."""
+    (metric, slice_start_ms, _), statistic = element
+    for start_ms in spec.window_starts(slice_start_ms):
+        yield (metric, start_ms, start_ms + spec.size_ms), statistic
+
+
+class CountKeyedWindows(beam.PTransform):
+    """Batch path: (metric, ReportBatch) -> {"windows": ((metric, start ms, end ms),
+    SupportStatistic), DUPLICATES: DeadLetter}, one statistic per window, no Beam windows.
+
+    Slices are keys (metric, slice start ms). Fixed windows are their own slices, keyed as
+    windows by "CountReports", and there is no window stage; otherwise each slice statistic is
+    sent to the windows holding it ("IntoWindows", window / period of them) and added there
+    ("MergeSlices"). The reader's batches are in the global window already (timestamped, not
+    windowed).
+    """
+
+    def __init__(self, registry: Registry, windows: WindowSpec):
+        super().__init__()
+        self._registry = registry
+        self._windows = windows
+
+    def expand(self, batches):
+        spec = self._windows
+        counted = (batches
+                   | "IntoSlices" >> beam.Map(_slice_key).with_output_types(
+                       tuple[tuple[str, int], ReportBatch])  # so that batches use ReportBatchCoder
+                   | "GroupSlices" >> beam.GroupByKey()
+                   | "CountSupport" >> beam.ParDo(CountSliceFn(self._registry))
+                   | "CountReports" >> beam.ParDo(SplitDuplicatesFn(spec.slice_ms))
+                   .with_outputs(DUPLICATES, main="statistics"))
+        windows = counted.statistics
+        if not spec.is_fixed:
+            windows = (windows
+                       | "IntoWindows" >> beam.FlatMap(_window_keys, spec)
+                       | "MergeSlices" >> beam.CombinePerKey(MergeSupportFn()))
+        return {"windows": windows, DUPLICATES: counted[DUPLICATES]}
+
+
+class CountWindowPanes(beam.PTransform):
+    """Pane path: (metric, ReportBatch) stamped in its slice -> {"windows": (metric,
+    SupportStatistic) per window pane, in the window, DUPLICATES: DeadLetter in the global
+    window}.
+
+    Slices are Beam windows (`transforms.windows.into_slices`): each slice pane is a delta
+    holding reports no other pane holds, and repeated ids are found within a pane. Windows
+    (`into_windows`) accumulate: each window pane adds every delta once.
+    """
+
+    def __init__(self, registry: Registry, windows: WindowSpec):
+        super().__init__()
+        self._registry = registry
+        self._windows = windows
+
+    def expand(self, batches):
+        spec = self._windows
+        counted = (batches
+                   | "IntoSlices" >> into_slices(spec)
+                   | "GroupSlices" >> beam.GroupByKey()
+                   | "CountSupport" >> beam.ParDo(CountSliceFn(self._registry))
+                   | "CountReports" >> beam.ParDo(SplitPaneDuplicatesFn(spec.slice_ms))
+                   .with_outputs(DUPLICATES, main="statistics"))
+        duplicates = counted[DUPLICATES] | "DuplicatesOutOfTime" >> beam.WindowInto(
+            beam_window.GlobalWindows())
+        windows = (counted.statistics
+                   | "IntoWindows" >> into_windows(spec)
+                   | "MergeSlices" >> beam.CombinePerKey(MergeSupportFn()))
+        return {"windows": windows, DUPLICATES: duplicates}

@@ -11,6 +11,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
+from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.schemas.batches import DeadLetter
 from ldp_telemetry.schemas.codec import ReportDecoder
@@ -105,20 +106,20 @@ def expand_file_patterns(patterns: list[str]) -> list[str]:
 
     Local entries that are not regular files are kept (the reader turns each into a dead
     letter without opening it), including the dangling links and link loops that Beam's
-    matching skips. ValueError naming the pattern when it matches nothing or is a local
-    directory.
+    matching skips. InputError (field `input`) naming the pattern when it matches nothing or is
+    a local directory.
     """
     files: dict[str, str] = {}  # identity (the real path of a local file) -> path as matched
     for pattern in patterns:
         local = FileSystems.get_scheme(pattern) is None
         if local and os.path.isdir(pattern):
-            raise ValueError(f"--input {pattern!r} is a directory; give its files, e.g. "
-                             f"{os.path.join(pattern, '*.avro')!r}")
+            raise InputError(f"input {pattern!r} is a directory; give its files, e.g. "
+                             f"{os.path.join(pattern, '*.avro')!r}", field="input")
         matches = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
         if local:
             matches += _broken_links(pattern)
         if not matches:
-            raise ValueError(f"--input {pattern!r} matches no file")
+            raise InputError(f"input {pattern!r} matches no file", field="input")
         for path in sorted(matches):
             files.setdefault(os.path.realpath(path) if local else path, path)
     return list(files.values())

@@ -9,8 +9,8 @@ when its file arrives is late data.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence, Union
 
 import apache_beam as beam
 from apache_beam.testing.test_stream import TestStream
@@ -40,7 +40,7 @@ class ProcessingTimePasses:
     seconds: float
 
 
-ReplayStep = Union[FilesArrive, WatermarkTo, ProcessingTimePasses]
+ReplayStep = FilesArrive | WatermarkTo | ProcessingTimePasses
 
 
 class ReplayReportFiles(beam.PTransform):

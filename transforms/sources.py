@@ -1,12 +1,13 @@
-"""Where a live run's reports come from: one interface, three implementations.
+"""Where a live run's reports come from: one interface, a registry of named sources.
 
-Every source is a PTransform applied to the pipeline's root that gives a dict with
-`batches`: (metric, ReportBatch) stamped with the batch's slice start, and `dead_letters`:
-DeadLetter — what `ldp_telemetry.pipelines.estimate.build_streaming_pipeline` takes. Which one runs
-is chosen by one flag, `ldp run --source KIND --follow LOCATION`:
+Every source is a `ReportSource`: a PTransform applied to the pipeline's root that gives a dict
+with `batches`: (metric, ReportBatch) stamped with the batch's slice start, and `dead_letters`:
+DeadLetter — what `ldp_telemetry.pipelines.graph.build_streaming_pipeline` takes. Sources are
+registered by name (`register_source`); `make_source(name, location, ...)` makes the one a job
+names (`ldp run --source NAME --follow LOCATION`):
 
 * `directory` (local runners): a followed directory. A `TestStream(endpoint=...)` served by
-  `ldp_telemetry.pipelines.follow`, which picks up complete report files, decodes them with the
+  `ldp_telemetry.pipelines.follower`, which picks up complete report files, decodes them with the
   batch job's decoder and announces the watermark (`FollowedDirectory`).
 * `pubsub` (Dataflow): `ReadFromPubSub` of report messages (`PubSubReports`, message format below).
 * `match-continuously` (Flink, or any portable runner with an unbounded splittable-DoFn source):
@@ -30,17 +31,19 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.testing.test_stream import TestStream
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.transforms.read import (BATCHES, DEAD_LETTERS, DecodeReportFilesFn,
                                            ReadReportBatches)
 
-SOURCE_KINDS = ("directory", "pubsub", "match-continuously")
 EVENT_TIME_ATTRIBUTE = "event_time"
 MESSAGE_ID_ATTRIBUTE = "message_id"
 REPORT_FILE_PATTERN = "*.avro"
@@ -48,19 +51,66 @@ DEFAULT_MATCH_INTERVAL_S = 10.0
 
 
 class ReportSource(beam.PTransform):
-    """PBegin -> {`batches`: (metric, ReportBatch) at its slice start, `dead_letters`: DeadLetter}.
+    """The interface of every source: PBegin -> {`batches`: (metric, ReportBatch) stamped with
+    its slice start, `dead_letters`: DeadLetter}."""
 
-    `streaming_only` sources need an unbounded-capable runner (`--streaming`).
+
+@dataclass(frozen=True)
+class SourceSettings:
+    """What a source needs besides its location: how to decode reports as the batch job does,
+    and, for the followed directory, the follower's TestStream endpoint."""
+
+    registry: Registry
+    slice_ms: int
+    slice_offset_ms: int = 0
+    limits: DecodeLimits = DecodeLimits()
+    endpoint: str | None = None
+    match_interval_s: float = DEFAULT_MATCH_INTERVAL_S
+
+
+#: A source factory: (location, settings) -> the source.
+SourceFactory = Callable[[str, SourceSettings], ReportSource]
+#: Every source by name, in the order registered (the first is the default).
+SOURCES: dict[str, SourceFactory] = {}
+
+
+def register_source(name: str) -> Callable[[SourceFactory], SourceFactory]:
+    """Decorator: register `factory(location, settings)` as the source called `name`."""
+    def register(factory: SourceFactory) -> SourceFactory:
+        if name in SOURCES:
+            raise ValueError(f"a source called {name!r} is registered already")
+        SOURCES[name] = factory
+        return factory
+    return register
+
+
+def source_names() -> tuple[str, ...]:
+    """The registered source names, the default first."""
+    return tuple(SOURCES)
+
+
+def make_source(name: str, location: str, registry: Registry, slice_ms: int,
+                slice_offset_ms: int = 0, endpoint: str | None = None,
+                match_interval_s: float = DEFAULT_MATCH_INTERVAL_S,
+                limits: DecodeLimits = DecodeLimits()) -> ReportSource:
+    """The source registered as `name`, following `location`.
+
+    ConfigError (field `source`) for an unknown name; each factory checks its location
+    (field `follow`).
     """
-
-    streaming_only = True
+    factory = SOURCES.get(name)
+    if factory is None:
+        raise ConfigError(f"source must be one of {', '.join(SOURCES)}, got {name!r}",
+                          field="source")
+    return factory(location, SourceSettings(registry, slice_ms, slice_offset_ms, limits,
+                                            endpoint, match_interval_s))
 
 
 class FollowedDirectory(ReportSource):
     """Report batches announced by a directory follower over the TestStream service protocol.
 
     `endpoint` is the 127.0.0.1:PORT of a running `TestStreamServiceController` whose events are
-    produced by `ldp_telemetry.pipelines.follow.DirectoryFollower`: the files are decoded there
+    produced by `ldp_telemetry.pipelines.follower.DirectoryFollower`: the files are decoded there
     (with the batch decoder), so the elements are already batches and dead letters, and the
     follower's watermark is the stream's. Runs on `BundleBasedDirectRunner` with `--streaming`.
     """
@@ -90,7 +140,8 @@ class MatchedReportFiles(ReportSource):
         super().__init__()
         self._limits = limits
         if interval_s <= 0:
-            raise ValueError(f"the match interval must be positive, got {interval_s} s")
+            raise ConfigError(f"match_interval_s must be positive, got {interval_s} s",
+                              field="match_interval_s")
         self._registry = registry
         self._slice_ms = slice_ms
         self._slice_offset_ms = slice_offset_ms
@@ -121,8 +172,9 @@ class PubSubReports(ReportSource):
         super().__init__()
         self._limits = limits
         if (subscription is None) == (topic is None):
-            raise ValueError("Pub/Sub: give exactly one of a subscription "
-                             "(projects/P/subscriptions/S) or a topic (projects/P/topics/T)")
+            raise ConfigError("follow must name exactly one Pub/Sub subscription "
+                              "(projects/P/subscriptions/S) or topic (projects/P/topics/T)",
+                              field="follow")
         self._registry = registry
         self._slice_ms = slice_ms
         self._slice_offset_ms = slice_offset_ms
@@ -154,32 +206,34 @@ class DecodeReportMessagesFn(DecodeReportFilesFn):
         return self.decode(source, lambda _source, _mode: io.BytesIO(body))
 
 
-def make_source(kind: str, location: str, registry: Registry, slice_ms: int,
-                slice_offset_ms: int = 0, endpoint: str | None = None,
-                match_interval_s: float = DEFAULT_MATCH_INTERVAL_S,
-                limits: DecodeLimits = DecodeLimits()) -> ReportSource:
-    """The source named by `--source KIND` following `location` (ValueError naming the flag).
+# -- the registered sources (the first is the default) ------------------------------------------
 
-    `directory`: `location` is the followed directory, `endpoint` the follower's TestStream
-    service; `pubsub`: a subscription or topic path; `match-continuously`: a directory (its
-    `*.avro` files are matched) or a glob.
-    """
-    if kind == "directory":
-        if endpoint is None:
-            raise ValueError("--source directory needs the follower's endpoint")
-        return FollowedDirectory(endpoint)
-    if kind == "pubsub":
-        if "/subscriptions/" in location:
-            return PubSubReports(registry, slice_ms, subscription=location,
-                                 slice_offset_ms=slice_offset_ms, limits=limits)
-        if "/topics/" in location:
-            return PubSubReports(registry, slice_ms, topic=location,
-                                 slice_offset_ms=slice_offset_ms, limits=limits)
-        raise ValueError(f"--source pubsub: --follow must be projects/P/subscriptions/S or "
-                         f"projects/P/topics/T, got {location!r}")
-    if kind == "match-continuously":
-        pattern = (location if any(c in location for c in "*?[")
-                   else os.path.join(location, REPORT_FILE_PATTERN))
-        return MatchedReportFiles(registry, slice_ms, pattern, match_interval_s,
-                                  slice_offset_ms, limits)
-    raise ValueError(f"--source must be one of {', '.join(SOURCE_KINDS)}, got {kind!r}")
+@register_source("directory")
+def followed_directory(location: str, settings: SourceSettings) -> ReportSource:
+    """`location` is the followed directory; its follower serves `settings.endpoint`."""
+    if settings.endpoint is None:
+        raise ValueError("the directory source needs its follower's TestStream endpoint")
+    return FollowedDirectory(settings.endpoint)
+
+
+@register_source("pubsub")
+def pubsub_reports(location: str, settings: SourceSettings) -> ReportSource:
+    """`location` is a subscription (projects/P/subscriptions/S) or a topic
+    (projects/P/topics/T)."""
+    kind = ("subscription" if "/subscriptions/" in location
+            else "topic" if "/topics/" in location else None)
+    if kind is None:
+        raise ConfigError(f"follow must be projects/P/subscriptions/S or projects/P/topics/T "
+                          f"for the source pubsub, got {location!r}", field="follow")
+    return PubSubReports(settings.registry, settings.slice_ms, **{kind: location},
+                         slice_offset_ms=settings.slice_offset_ms, limits=settings.limits)
+
+
+@register_source("match-continuously")
+def matched_report_files(location: str, settings: SourceSettings) -> ReportSource:
+    """`location` is a directory (its `*.avro` files are matched) or a glob."""
+    pattern = (location if any(c in location for c in "*?[")
+               else os.path.join(location, REPORT_FILE_PATTERN))
+    return MatchedReportFiles(settings.registry, settings.slice_ms, pattern,
+                              settings.match_interval_s, settings.slice_offset_ms,
+                              settings.limits)

@@ -11,10 +11,11 @@ import pytest
 
 from ldp_telemetry.ldp.registry import load_registry
 from ldp_telemetry.pipelines.cli import main
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.output.times import ms_from_iso
-from ldp_telemetry.transforms.windows import WindowSpec
 
 from tests.dashboard.browser import Unavailable, open_browser
 

@@ -20,11 +20,11 @@ from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.output.layout import LATEST, PANES_DIR, metric_segment
 from ldp_telemetry.output.reader import latest_panes, read_estimates, read_pane_log
-from ldp_telemetry.pipelines.estimate import EstimateJob
-from ldp_telemetry.pipelines.follow import WatermarkPolicy
-from ldp_telemetry.pipelines.live import LiveConfig, run_live
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.follower import WatermarkPolicy
+from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
+from ldp_telemetry.pipelines.live import run_live
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.transforms.windows import WindowSpec
 
 pytestmark = pytest.mark.slow
 

@@ -18,10 +18,11 @@ import pytest
 from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.postprocess import project_to_simplex
 from ldp_telemetry.ldp.registry import load_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.transforms.windows import WindowSpec
 
 REPO = Path(__file__).resolve().parents[2]
 HOUR = 3_600_000

@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.follow import (CHECKPOINT, TOO_LATE_LOG, DirectoryFollower,
-                                            FollowState, WatermarkPolicy, _split,
-                                            is_complete_report_file)
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.output.layout import CHECKPOINT, TOO_LATE_LOG, WindowKey
+from ldp_telemetry.pipelines.checkpoint import FollowState
+from ldp_telemetry.pipelines.event_stream import split_batch
+from ldp_telemetry.pipelines.follower import (DirectoryFollower, WatermarkPolicy,
+                                              is_complete_report_file)
 from ldp_telemetry.schemas.batches import ReportBatch
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.transforms.windows import WindowSpec
 
 T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z in ms
 MINUTE = 60_000
@@ -57,8 +61,13 @@ def write(folder, name, times_ms, seed=0):
     write_reports(str(folder / name), METRIC, PROTOCOL, np.arange(len(times)), times, columns)
 
 
-def follower(tmp_path, windows=WindowSpec(MINUTE, MINUTE, allowed_lateness_ms=30_000),
-             policy=WatermarkPolicy(0, 5.0), clock=None, stream=None):
+#: The follower's defaults in these tests: 1-minute windows with 30 s of lateness, a watermark
+#: that trails by nothing and moves on after 5 s without a file.
+WINDOWS = WindowSpec(MINUTE, MINUTE, allowed_lateness_ms=30_000)
+POLICY = WatermarkPolicy(0, 5.0)
+
+
+def follower(tmp_path, windows=WINDOWS, policy=POLICY, clock=None, stream=None):
     (tmp_path / "in").mkdir(exist_ok=True)
     return DirectoryFollower(REGISTRY, windows, str(tmp_path / "in"), str(tmp_path / "out"),
                              stream or RecordingStream(), policy, clock or Clock())
@@ -163,6 +172,8 @@ def test_checkpoint_round_trips(tmp_path):
     again = FollowState.from_json(text)
     assert again.to_json() == f.state.to_json()
     assert again.files == {"a.avro": None}
+    assert list(again.windows) == [WindowKey(METRIC, T0, T0 + MINUTE),
+                                   WindowKey(METRIC, T0 + MINUTE, T0 + 2 * MINUTE)]
 
 
 def test_restart_replays_accepted_batches_of_windows_not_complete_on_disk(tmp_path):
@@ -196,6 +207,16 @@ def test_restart_replays_accepted_batches_of_windows_not_complete_on_disk(tmp_pa
 def test_large_batches_are_split_under_the_message_limit():
     rows = 300_000
     batch = ReportBatch(METRIC, T0, {"bits": np.zeros((rows, 8), dtype=np.uint8)})
-    pieces = _split(batch)
+    pieces = split_batch(batch)
     assert len(pieces) == 3 and sum(p.n for p in pieces) == rows
     assert all(p.columns["bits"].nbytes <= 1 << 20 for p in pieces)
+
+
+def test_a_follow_location_that_is_no_listable_directory_names_the_setting(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    for location, words in ((tmp_path / "missing", "is not a directory"),
+                            (tmp_path / "a-file", "is not a directory")):
+        with pytest.raises(ConfigError, match=f"^follow '{location}' {words}") as error:
+            DirectoryFollower(REGISTRY, WindowSpec(MINUTE, MINUTE), str(location),
+                              str(tmp_path / "out"), RecordingStream())
+        assert error.value.field == "follow"

@@ -19,13 +19,14 @@ import pytest
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Timestamp
 
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, build_pipeline, run_job
+from ldp_telemetry.ldp.registry import RegistryError, parse_registry
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.graph import build_pipeline
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.transforms.windows import WindowSpec
+from ldp_telemetry.transforms.windows import beam_window_fn
 
-pytestmark = pytest.mark.slow  # real jobs and subprocesses
 T0_S = 1_709_251_200  # 2024-03-01T00:00:00Z
 GRR = {"name": "m", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": ["a", "b", "c"]}}
 
@@ -93,7 +94,7 @@ def test_a_thousand_metrics_run_to_a_summary_line(tmp_path):
                                                   (3600, 60, 17), (5, 1, -3)])
 def test_slices_go_to_exactly_the_windows_beam_assigns(size, period, offset):
     spec = WindowSpec(size, period, offset_ms=offset)
-    beam_fn = spec.window_fn()
+    beam_fn = beam_window_fn(spec)
     for slice_start in range(-50 * spec.slice_ms + spec.slice_offset_ms, 50 * spec.slice_ms,
                              spec.slice_ms):
         # Every instant of the slice lies in the same windows; Beam assigns its first one.
@@ -140,7 +141,8 @@ def test_accumulators_beyond_the_memory_budget_are_refused_with_what_fits(tmp_pa
     # Accumulators: 8 MB per statistic x (1 + 60 windows per slice) = 465 MiB; one window being
     # finalized and written: 160 B x 10^6 = 153 MiB. 300 MiB leave 147 MiB for the accumulators:
     # 19 statistics, one slice's and 18 windows'.
-    refused(result, "the job needs 618 MB: the accumulators 465 MB",
+    refused(result, "--memory-budget of 300 MB is too small: the job needs 618 MB: "
+                    "the accumulators 465 MB",
             "one window being finalized and written 153 MB (the largest, 'big')",
             "'big' 465 + 153 MB (d=1,000,000, oue)",
             "at most 18 windows per report fit (window / period; now 60)")
@@ -154,14 +156,15 @@ def test_one_window_beyond_the_memory_budget_is_refused_with_the_domain_that_fit
                  tmp_path / "out", "--window", "3600", "--memory-budget", "1024")
     # Fixed windows: one statistic (8 B per value) and one window being finalized and written
     # (160 B per value): 168 B x 2^24 = 2,688 MiB > 1,024 MiB; 2^30 / 168 = 6,391,320 values fit.
-    refused(result, "the job needs 2,688 MB", "one window being finalized and written 2,560 MB",
-            "'big' fits with a domain of at most 6,391,320 values", "raise --memory-budget")
+    refused(result, "--memory-budget of 1,024 MB is too small: the job needs 2,688 MB",
+            "one window being finalized and written 2,560 MB",
+            "'big' fits with a domain of at most 6,391,320 values", "raise the memory budget")
 
 
 def test_a_window_that_fits_but_not_with_the_store_is_refused_with_the_store(tmp_path):
     from ldp_telemetry.ldp.registry import parse_registry
+    from ldp_telemetry.ldp.windows import WindowSpec
     from ldp_telemetry.pipelines.memory import check_memory_budget
-    from ldp_telemetry.transforms.windows import WindowSpec
     metric = {"name": "big", "protocol": "oue", "epsilon": 1.0, "domain": {"size": 10 ** 6}}
     check_memory_budget(parse_registry({"metrics": [metric]}), WindowSpec.from_seconds(3600),
                         300)  # without a store: 168 B x 10^6 = 160 MiB fit
@@ -318,7 +321,7 @@ def test_simulate_overwrite_removes_exactly_its_own_metric_files(tmp_path, mine,
 
 def test_a_repeated_report_id_is_counted_once_and_dead_lettered(tmp_path):
     registry = parse_registry({"metrics": [GRR, {**GRR, "name": "other"}]})
-    config, protocol = registry["m"], registry["m"].protocol
+    protocol = registry["m"].protocol
     rng = np.random.default_rng(11)
     hour = 3_600_000
     times = T0_S * 1000 + rng.integers(0, hour, 100)

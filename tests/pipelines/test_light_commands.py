@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.registry import load_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
-from ldp_telemetry.transforms.windows import WindowSpec
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
 
 pytestmark = pytest.mark.slow  # the command line in subprocesses
 #: Runs `ldp` with the given arguments in this interpreter, then prints its exit code and

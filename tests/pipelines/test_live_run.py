@@ -19,14 +19,14 @@ import numpy as np
 from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.output.layout import LATEST
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.output.layout import CHECKPOINT, LATEST, STATUS
 from ldp_telemetry.output.reader import read_pane_log
-from ldp_telemetry.pipelines.estimate import EstimateJob
-from ldp_telemetry.pipelines.follow import CHECKPOINT, WatermarkPolicy
-from ldp_telemetry.pipelines.live import STATUS, LiveConfig, run_live
+from ldp_telemetry.pipelines.follower import WatermarkPolicy
+from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
+from ldp_telemetry.pipelines.live import run_live
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.store import open_store
-from ldp_telemetry.transforms.windows import WindowSpec
 
 T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z, ms
 MINUTE = 60_000

@@ -22,13 +22,14 @@ from apache_beam.testing.util import assert_that
 from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, build_streaming_pipeline, run_job
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.pipelines.simulate import map_to_domain
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.graph import build_streaming_pipeline
+from ldp_telemetry.pipelines.job import EstimateJob
+from ldp_telemetry.pipelines.simulate import InputError, map_to_domain
 from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.transforms.replay import FilesArrive, ReplayReportFiles, WatermarkTo
-from ldp_telemetry.transforms.windows import WindowSpec
 
 T0 = 1_709_251_200  # 2024-03-01T00:00:00Z, seconds
 HOUR = 3600

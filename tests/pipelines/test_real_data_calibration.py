@@ -31,9 +31,10 @@ import json
 import numpy as np
 
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.pipelines.simulate import TrueValues, simulate_reports
-from ldp_telemetry.transforms.windows import WindowSpec
 
 DAYS = range(40, 60)  # 20 windows
 PER_DAY = 5000

@@ -75,17 +75,19 @@ def test_run_follow_and_input_are_exclusive_and_flags_are_checked(tmp_path, caps
     base = ["run", "--registry", str(registry), "--output", str(tmp_path / "o"),
             "--window", "60"]
     assert cli.main(base) == 2
-    assert "--input is required (or --follow" in capsys.readouterr().err
+    assert "--input or --follow is required" in capsys.readouterr().err
     assert cli.main(base + ["--follow", str(tmp_path), "--input", "x"]) == 2
-    assert "either --input" in capsys.readouterr().err
+    assert "--input and --follow exclude each other" in capsys.readouterr().err
     assert cli.main(base + ["--follow", str(tmp_path / "missing")]) == 2
-    assert "is not a directory" in capsys.readouterr().err
+    assert f"--follow '{tmp_path / 'missing'}' is not a directory" in capsys.readouterr().err
     assert cli.main(base + ["--follow", str(tmp_path), "--max-out-of-order", "-1"]) == 2
-    assert "--max-out-of-order" in capsys.readouterr().err
+    assert "--max-out-of-order must be >= 0 seconds" in capsys.readouterr().err
     assert cli.main(base + ["--follow", str(tmp_path), "--poll", "0"]) == 2
-    assert "--poll" in capsys.readouterr().err
+    assert "--poll must be in (0, 10] seconds" in capsys.readouterr().err
     assert cli.main(base + ["--follow", str(tmp_path), "--runner=FnApiRunner"]) == 2
-    assert "--source match-continuously" in capsys.readouterr().err
+    assert ("--source directory runs here, on BundleBasedDirectRunner, not on FnApiRunner: on "
+            "other runners use the source match-continuously (Flink) or pubsub (Dataflow)"
+            in capsys.readouterr().err)
     assert cli.main(base + ["--follow", str(tmp_path), "--source", "match-continuously"]) == 2
     assert "needs a streaming runner named explicitly" in capsys.readouterr().err
     assert cli.main(base + ["--follow", str(tmp_path), "--stop-when-idel", "3"]) == 2

@@ -11,14 +11,15 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.registry import load_registry
+from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.output.bands import band95
 from ldp_telemetry.output.times import ms_from_iso
 from ldp_telemetry.pipelines.cli import main
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.store import open_store
 from ldp_telemetry.store.records import UNATTRIBUTED_MS
-from ldp_telemetry.transforms.windows import WindowSpec
 
 HOUR = 3_600_000
 T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z

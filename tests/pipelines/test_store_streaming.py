@@ -7,12 +7,13 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 
-from ldp_telemetry.pipelines.estimate import EstimateJob, build_streaming_pipeline
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.graph import build_streaming_pipeline
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.store import open_store
-from ldp_telemetry.transforms.replay import (FilesArrive, ProcessingTimePasses,
-                                             ReplayReportFiles, WatermarkTo)
+from ldp_telemetry.transforms.replay import (FilesArrive, ProcessingTimePasses, ReplayReportFiles,
+                                             WatermarkTo)
 from ldp_telemetry.transforms.store import WriteToStore
-from ldp_telemetry.transforms.windows import WindowSpec
 
 from tests.pipelines.test_streaming_panes import METRIC, REGISTRY, T0, Reports, iso
 

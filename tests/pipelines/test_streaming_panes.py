@@ -25,15 +25,19 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.testing.util import assert_that, equal_to
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.estimate import (EstimateJob, add_job_arguments, build_pipeline,
-                                build_streaming_pipeline, job_from_arguments, run_job,
-                                summary_line)
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.arguments import add_job_arguments
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.counters import summary_line
+from ldp_telemetry.pipelines.graph import build_pipeline, build_streaming_pipeline
+from ldp_telemetry.pipelines.job import EstimateJob, job_from_arguments
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.transforms.replay import FilesArrive, ProcessingTimePasses, ReplayReportFiles, WatermarkTo
-from ldp_telemetry.transforms.windows import WindowSpec
+from ldp_telemetry.transforms.replay import (FilesArrive, ProcessingTimePasses, ReplayReportFiles,
+                                             WatermarkTo)
 
 pytestmark = pytest.mark.slow  # streaming jobs
 T0 = 1_709_251_200  # 2024-03-01T00:00:00Z, in seconds
@@ -111,7 +115,8 @@ def pane_checker(expected):
         for window, panes in expected.items():
             actual = sorted(got[window], key=lambda pane: pane[1])
             assert [p[:4] for p in actual] == [p[:4] for p in panes], (window, actual)
-            for (_, _, _, _, estimate, se), (timing, _, _, _, want, truth) in zip(actual, panes):
+            for (_, _, _, _, estimate, se), (timing, _, _, _, want, truth) in zip(
+                    actual, panes, strict=True):
                 np.testing.assert_allclose(estimate, want, rtol=1e-12, err_msg=str(window))
                 if timing == "ON_TIME":
                     assert np.all(np.abs(np.array(estimate) - truth) <= K * np.array(se)), window
@@ -267,7 +272,7 @@ def parse(*argv):
     return parser.parse_args(["--registry", "r.json", "--input", "x", "--output", "o", *argv])
 
 
-def test_pane_options_are_parsed_and_validated_naming_the_flag():
+def test_pane_options_are_parsed_and_validated_naming_the_setting():
     args = parse("--window", "60", "--allowed-lateness", "30.5", "--early-every", "2")
     spec = WindowSpec.from_seconds(args.window, args.period, args.allowed_lateness,
                                    args.early_every)
@@ -275,13 +280,14 @@ def test_pane_options_are_parsed_and_validated_naming_the_flag():
     defaults = parse("--window", "60")
     assert (defaults.allowed_lateness, defaults.early_every) == (0.0, None)
     assert not WindowSpec.from_seconds(60, None, 0.0, None).has_pane_options
-    for kwargs, flag in (({"allowed_lateness": -1}, "--allowed-lateness"),
-                         ({"allowed_lateness": float("inf")}, "--allowed-lateness"),
-                         ({"early_every": 0}, "--early-every"),
-                         ({"early_every": 2.5}, "--early-every"),
-                         ({"early_every": float("nan")}, "--early-every")):
-        with pytest.raises(ValueError, match=flag):
+    for kwargs, field in (({"allowed_lateness": -1}, "allowed_lateness"),
+                          ({"allowed_lateness": float("inf")}, "allowed_lateness"),
+                          ({"early_every": 0}, "early_every"),
+                          ({"early_every": 2.5}, "early_every"),
+                          ({"early_every": float("nan")}, "early_every")):
+        with pytest.raises(ConfigError, match=f"^{field} must be") as error:
             WindowSpec.from_seconds(60, **kwargs)
+        assert error.value.field == field
 
 
 def test_early_panes_need_a_streaming_pipeline(tmp_path):
@@ -292,7 +298,9 @@ def test_early_panes_need_a_streaming_pipeline(tmp_path):
     args = parse("--window", "60", "--early-every", "5")
     args.registry, args.input = str(registry), [str(tmp_path / "r.avro")]
     job = job_from_arguments(args)
-    with pytest.raises(ValueError, match="--early-every"):
+    with pytest.raises(ConfigError, match="^early_every needs a streaming source") as error:
         build_pipeline(beam.Pipeline(), job)
-    with pytest.raises(ValueError, match="--early-every"):
+    assert error.value.field == "early_every"
+    with pytest.raises(ConfigError, match="^early_every needs a streaming pipeline") as error:
         build_streaming_pipeline(beam.Pipeline(), job, ReplayReportFiles(REGISTRY, 60_000, []))
+    assert error.value.field == "early_every"

@@ -15,17 +15,18 @@ import sys
 import pytest
 
 from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.memory import job_memory_bytes
-from ldp_telemetry.transforms.windows import WindowSpec
 
 pytestmark = pytest.mark.slow  # jobs in subprocesses, peak memory measured
 CHILD = """
 import contextlib, io, json, os, resource, sys, tempfile
 import numpy as np
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.transforms.windows import WindowSpec
 
 d, windows, store = int(sys.argv[1]), int(sys.argv[2]), sys.argv[4] == "store"
 registry = parse_registry(json.loads(sys.argv[3]))

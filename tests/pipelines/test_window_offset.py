@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import split_by_slice, write_reports
-from ldp_telemetry.transforms.windows import WindowSpec
 
 HOUR = 3_600_000
 T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z

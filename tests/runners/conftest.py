@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.registry import load_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.transforms.windows import WindowSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HOUR = 3_600_000

@@ -13,9 +13,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
 from ldp_telemetry.ldp.registry import load_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, build_pipeline, run_job
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.graph import build_pipeline
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.runners import dataflow
-from ldp_telemetry.transforms.windows import WindowSpec
 
 HOUR = 3_600_000
 SETUP_FILE = str(Path(__file__).resolve().parents[2] / "setup.py")

@@ -11,10 +11,11 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from ldp_telemetry.ldp.registry import load_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob
-from ldp_telemetry.pipelines.live import LiveConfig, build_remote_pipeline, run_live
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
+from ldp_telemetry.pipelines.live import run_live
+from ldp_telemetry.pipelines.remote import build_remote_pipeline
 from ldp_telemetry.runners import dataflow
-from ldp_telemetry.transforms.windows import WindowSpec
 
 SETUP_FILE = str(Path(__file__).resolve().parents[2] / "setup.py")
 SUBSCRIPTION = "projects/ldp-example/subscriptions/reports"

@@ -7,10 +7,9 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from ldp_telemetry.pipelines.estimate import build_pipeline
+from ldp_telemetry.pipelines.graph import build_pipeline
 from ldp_telemetry.runners import dataflow
-from ldp_telemetry.transforms.store import (BIGQUERY_PANES_SCHEMA, bigquery_pane_row,
-                                            check_store_url)
+from ldp_telemetry.transforms.store import BIGQUERY_PANES_SCHEMA, bigquery_pane_row, check_store_url
 from tests.runners.test_dataflow_dry_run import dry_run_args, job, needs_gcp
 
 

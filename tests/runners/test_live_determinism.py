@@ -10,9 +10,9 @@ import io
 import json
 import os
 
-from ldp_telemetry.pipelines.estimate import EstimateJob
-from ldp_telemetry.pipelines.follow import WatermarkPolicy
-from ldp_telemetry.pipelines.live import LiveConfig, run_live
+from ldp_telemetry.pipelines.follower import WatermarkPolicy
+from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
+from ldp_telemetry.pipelines.live import run_live
 from ldp_telemetry.output.reader import latest_panes
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from ldp_telemetry.pipelines import cli
 from ldp_telemetry.runners.portable import (ServiceStartError, local_job_service, local_worker_pool,
-                              portable_options, with_local_job_service)
+                                            portable_options, with_local_job_service)
 
 pytestmark = pytest.mark.slow  # job services and worker pools in subprocesses
 
@@ -61,9 +61,9 @@ def test_auto_started_job_service_for_a_portable_run_without_endpoint(capsys):
 
 def test_ldp_run_passes_the_started_endpoint_to_the_job(monkeypatch, tmp_path):
     seen = {}
-    monkeypatch.setattr("ldp_telemetry.pipelines.estimate.run_job",
+    monkeypatch.setattr("ldp_telemetry.pipelines.batch.run_job",
                         lambda job, beam_args, out=None: seen.setdefault("args", beam_args))
-    monkeypatch.setattr("ldp_telemetry.pipelines.estimate.job_from_arguments",
+    monkeypatch.setattr("ldp_telemetry.pipelines.job.job_from_arguments",
                         lambda args: type("Job", (), {"output": str(tmp_path)})())
     monkeypatch.setattr("ldp_telemetry.runners.portable.local_job_service", fake_service)
     assert cli.main(["run", "--registry", "r.json", "--input", "x.avro", "--output",
@@ -112,7 +112,7 @@ def test_portable_options():
 def test_step_labels_in_the_portable_pipeline_are_stable(comparison_input):
     import apache_beam as beam
 
-    from ldp_telemetry.pipelines.estimate import build_pipeline
+    from ldp_telemetry.pipelines.graph import build_pipeline
     pipeline = beam.Pipeline(runner="PortableRunner")
     build_pipeline(pipeline, comparison_input.job)
     names = {t.unique_name for t in pipeline.to_runner_api().components.transforms.values()}

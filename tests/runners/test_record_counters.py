@@ -5,7 +5,7 @@ from apache_beam.metrics import monitoring_infos
 from apache_beam.portability.api import beam_job_api_pb2
 from apache_beam.runners.portability.portable_runner import PortableMetrics
 
-from ldp_telemetry.pipelines.estimate import record_counters, summary_line
+from ldp_telemetry.pipelines.counters import record_counters, summary_line
 
 
 class FakeResult:

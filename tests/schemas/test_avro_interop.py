@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas import SCHEMA_DIR, report_schema_json
 from ldp_telemetry.schemas.batches import ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
-from ldp_telemetry.transforms.windows import WindowSpec
 
 REGISTRY = parse_registry({"metrics": [
     {"name": "a.grr", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": ["x", "y", "z"]}},

@@ -17,8 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ldp_telemetry.pipelines.estimate import EstimateJob, accepted, run_job
-from ldp_telemetry.transforms.windows import WindowSpec
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.counters import accepted
+from ldp_telemetry.pipelines.job import EstimateJob
 from tests.schemas import report_fuzzing as fuzz
 
 pytestmark = pytest.mark.slow  # fuzzing

@@ -16,7 +16,8 @@ import pytest
 from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.output.reasons import Reason
-from ldp_telemetry.pipelines.estimate import add_job_arguments, job_from_arguments
+from ldp_telemetry.pipelines.arguments import add_job_arguments
+from ldp_telemetry.pipelines.job import job_from_arguments
 from ldp_telemetry.schemas import load_schema, report_schema_json
 from ldp_telemetry.schemas.batches import CUT_MARK, DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder

@@ -44,8 +44,9 @@ def test_the_batch_job_sends_batches_to_the_grouping_with_the_coder(tmp_path):
     import apache_beam as beam
 
     from ldp_telemetry.ldp.registry import parse_registry
-    from ldp_telemetry.pipelines.estimate import EstimateJob, build_pipeline
-    from ldp_telemetry.transforms.windows import WindowSpec
+    from ldp_telemetry.ldp.windows import WindowSpec
+    from ldp_telemetry.pipelines.graph import build_pipeline
+    from ldp_telemetry.pipelines.job import EstimateJob
     registry = parse_registry({"metrics": [
         {"name": "m", "protocol": "grr", "epsilon": 1.0, "domain": {"size": 4}}]})
     pipeline = beam.Pipeline()

@@ -1,6 +1,6 @@
-"""CountSupportFn without a pipeline: one CombineFn for every metric, dispatching to each
-metric's protocol; sequential, merged and merged + compacted give one answer; repeated report
-ids of a slice are counted once."""
+"""SliceCounter without a pipeline: one counter for every metric, dispatching to each metric's
+protocol; the order of a slice's batches does not change its statistic; repeated report ids of
+a slice are counted once. MergeSupportFn, a CombineFn, adds slice statistics into windows."""
 from __future__ import annotations
 
 import copy
@@ -12,7 +12,7 @@ import pytest
 from ldp_telemetry.ldp import hashing
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
-from ldp_telemetry.transforms.count import CountSupportFn, IdSet, MergeSupportFn, SupportStatistic
+from ldp_telemetry.transforms.count import IdSet, MergeSupportFn, SliceCounter, SupportStatistic
 
 PROTOCOLS = [("grr", 1.0, 10), ("oue", 1.0, 13), ("olh", 1.5, 10)]  # OUE d=13: padding bits
 REGISTRY = parse_registry({"metrics": [
@@ -57,17 +57,16 @@ def brute_force_support(protocol, batches):
     return counts
 
 
-def sequential(fn, batches):
-    acc = fn.create_accumulator()
+def counted(batches, counter=None) -> SliceCounter:
+    """A counter (`counter`, or a new one) after adding `batches` in turn."""
+    counter = counter or SliceCounter(REGISTRY)
     for batch in batches:
-        acc = fn.add_input(acc, batch)
-    return acc
+        counter.add(batch)
+    return counter
 
 
-def merged(fn, batches, parts):
-    accumulators = [sequential(fn, batches[i::parts]) for i in range(parts)]
-    accumulators.insert(1, fn.create_accumulator())  # an accumulator that never saw input
-    return fn.merge_accumulators(accumulators)
+def count(batches) -> SupportStatistic:
+    return counted(batches).result()
 
 
 def assert_same(a: SupportStatistic, b: SupportStatistic):
@@ -76,14 +75,13 @@ def assert_same(a: SupportStatistic, b: SupportStatistic):
 
 
 @pytest.mark.parametrize("metric", REGISTRY.by_name)
-def test_three_ways_agree_and_match_brute_force(metric):
+def test_any_order_gives_one_answer_that_matches_brute_force(metric):
     protocol = REGISTRY[metric].protocol
-    fn = CountSupportFn(REGISTRY)
     batches = make_batches(metric, [50, 0, 1, 333, 0, 1000, 7, 0], seed=len(metric))
     assert batches[1].n == 0 and batches[1].columns  # a batch with columns of zero rows
-    a = fn.extract_output(sequential(fn, batches))
-    b = fn.extract_output(merged(fn, batches, parts=3))
-    c = fn.extract_output(fn.compact(merged(fn, batches, parts=4)))
+    a = count(batches)
+    b = count(batches[::-1])
+    c = count(batches[1::2] + batches[::2])
     for other in (b, c):
         assert_same(a, other)
     assert a.n == sum(batch.n for batch in batches) == 1391
@@ -91,59 +89,47 @@ def test_three_ways_agree_and_match_brute_force(metric):
                                   brute_force_support(protocol, batches))
 
 
-def test_one_combine_serves_every_metric_through_its_protocol():
-    fn = CountSupportFn(REGISTRY)
+def test_one_counter_serves_every_metric_through_its_protocol():
     for metric in REGISTRY.by_name:
-        statistic = fn.apply(make_batches(metric, [40, 60], seed=1))
+        statistic = count(make_batches(metric, [40, 60], seed=1))
         assert statistic.metric == metric and statistic.n == 100
         assert statistic.table.shape == REGISTRY[metric].protocol.new_statistic().shape
 
 
 @pytest.mark.parametrize("metric", REGISTRY.by_name)
 def test_empty_inputs(metric):
-    fn = CountSupportFn(REGISTRY)
-    empty = fn.extract_output(fn.create_accumulator())
+    empty = SliceCounter(REGISTRY).result()
     assert empty.metric is None and empty.n == 0
-    only_empty_batches = fn.extract_output(sequential(fn, make_batches(metric, [0, 0], seed=1)))
+    only_empty_batches = count(make_batches(metric, [0, 0], seed=1))
     assert only_empty_batches.n == 0
-    merged_empty = fn.extract_output(fn.merge_accumulators([fn.create_accumulator(),
-                                                            fn.create_accumulator()]))
-    assert merged_empty.metric is None and merged_empty.n == 0
 
 
 @pytest.mark.parametrize("metric", REGISTRY.by_name)
-def test_merge_mutates_only_the_first_accumulator(metric):
-    fn = CountSupportFn(REGISTRY)
+def test_a_counter_never_writes_into_its_batches(metric):
     batches = make_batches(metric, [20, 30, 40], seed=9)
-    accumulators = [sequential(fn, [batch]) for batch in batches]
-    before = copy.deepcopy(accumulators)
-    result = fn.merge_accumulators(accumulators)
-    assert result is accumulators[0]
-    assert result.statistic.n == 90
-    for kept, original in zip(accumulators[1:], before[1:]):
-        assert_same(kept.statistic, original.statistic)
-    assert not np.shares_memory(result.statistic.table, accumulators[1].statistic.table)
+    before = copy.deepcopy(batches)
+    count(batches)
+    for batch, original in zip(batches, before, strict=True):
+        for name, column in batch.columns.items():
+            np.testing.assert_array_equal(column, original.columns[name])
 
 
 @pytest.mark.parametrize("metric", REGISTRY.by_name)
-def test_accumulator_and_fn_survive_pickling(metric):
-    fn = CountSupportFn(REGISTRY)
+def test_counter_survives_pickling_with_its_ids(metric):
     batches = make_batches(metric, [100, 200], seed=4)
-    acc = sequential(fn, batches[:1])
-    restored = pickle.loads(pickle.dumps(acc))
-    assert_same(restored.statistic, acc.statistic)
-    assert len(restored.ids) == 100
-    # The restored accumulator keeps working, also in a restored CombineFn.
-    fn2 = pickle.loads(pickle.dumps(fn))
-    assert_same(fn2.extract_output(fn2.add_input(restored, batches[1])),
-                fn.extract_output(sequential(fn, batches)))
+    counter = counted(batches[:1])
+    restored = pickle.loads(pickle.dumps(counter))
+    assert_same(restored.result(), counter.result())
+    # The restored counter keeps working, and still knows the ids it has counted.
+    assert_same(counted(batches[1:], restored).result(), count(batches))
+    counted(batches[:1], restored)
+    assert restored.result().duplicates == 100
 
 
 @pytest.mark.parametrize("metric", REGISTRY.by_name)
 def test_statistic_size_does_not_depend_on_n(metric):
-    fn = CountSupportFn(REGISTRY)
-    small = fn.extract_output(sequential(fn, make_batches(metric, [10], seed=2)))
-    large = fn.extract_output(sequential(fn, make_batches(metric, [20_000] * 3, seed=3)))
+    small = count(make_batches(metric, [10], seed=2))
+    large = count(make_batches(metric, [20_000] * 3, seed=3))
     assert large.n == 60_000
     assert small.table.shape == large.table.shape and small.table.nbytes == large.table.nbytes
     # The extracted statistic holds no ids: pickled sizes differ by the encoding of n only.
@@ -152,20 +138,31 @@ def test_statistic_size_does_not_depend_on_n(metric):
 
 
 def test_merge_support_fn_adds_statistics_of_slices():
-    fn = CountSupportFn(REGISTRY)
     batches = make_batches("grr", [10, 20, 30], seed=5)
-    per_slice = [fn.apply([batch]) for batch in batches]
+    per_slice = [count([batch]) for batch in batches]
     tables = [s.table.copy() for s in per_slice]
     merger = MergeSupportFn()
     window = merger.apply(per_slice)
-    assert_same(window, fn.apply(batches))
-    for statistic, table in zip(per_slice, tables):  # inputs are never added into
+    assert_same(window, count(batches))
+    for statistic, table in zip(per_slice, tables, strict=True):  # inputs are never added into
         np.testing.assert_array_equal(statistic.table, table)
 
 
+def test_merge_support_fn_merges_partial_sums_into_the_first_only():
+    batches = make_batches("oue", [10, 20, 30, 40], seed=6)
+    merger = MergeSupportFn()
+    partials = [merger.create_accumulator(), merger.create_accumulator()]
+    for i, batch in enumerate(batches):
+        merger.add_input(partials[i % 2], count([batch]))
+    second = copy.deepcopy(partials[1])
+    merged = merger.merge_accumulators([*partials, merger.create_accumulator()])
+    assert merged is partials[0]
+    assert_same(merger.extract_output(merged), count(batches))
+    assert_same(partials[1], second)  # the other partial sums are left as they were
+
+
 def test_statistics_of_two_metrics_do_not_add():
-    fn = CountSupportFn(REGISTRY)
-    a, b = fn.apply(make_batches("grr", [5], 1)), fn.apply(make_batches("olh", [5], 1))
+    a, b = count(make_batches("grr", [5], 1)), count(make_batches("olh", [5], 1))
     with pytest.raises(ValueError, match="metric 'olh'"):
         MergeSupportFn().apply([a, b])
 
@@ -173,13 +170,12 @@ def test_statistics_of_two_metrics_do_not_add():
 # -- failure 11: a report id repeated within a slice is counted once ------------------------
 
 def test_repeated_ids_within_a_batch_and_across_batches_count_once():
-    fn = CountSupportFn(REGISTRY)
     protocol = REGISTRY["grr"].protocol
     first = ReportBatch("grr", 0, {"value": np.array([1, 2, 3, 4]),
                                    REPORT_ID: np.array([7, 8, 7, 9])})      # 7 twice in a file
     second = ReportBatch("grr", 0, {"value": np.array([5, 6, 0]),
                                     REPORT_ID: np.array([9, 10, 8])})      # 9 and 8 again
-    statistic = fn.apply([first, second])
+    statistic = count([first, second])
     assert statistic.n == 4 and statistic.duplicates == 3
     assert sorted(statistic.duplicate_ids) == [7, 8, 9]
     # The first report of each id is the one counted: values 1, 2, 4 and 6.
@@ -188,11 +184,15 @@ def test_repeated_ids_within_a_batch_and_across_batches_count_once():
     np.testing.assert_array_equal(statistic.table, expected)
 
 
-def test_partial_accumulators_sharing_an_id_refuse_to_merge():
-    fn = CountSupportFn(REGISTRY)
-    batch = make_batches("grr", [5], 1)[0]
-    with pytest.raises(ValueError, match="same report id"):
-        fn.merge_accumulators([sequential(fn, [batch]), sequential(fn, [batch])])
+def test_a_batch_sent_twice_counts_once_whatever_else_came_between():
+    """One counter sees every batch of a slice, so a repeat is found wherever it arrives (two
+    partial counts of the slice could not be added exactly: a statistic cannot remove a
+    report again)."""
+    batch, other = make_batches("grr", [5, 7], 1)
+    statistic = count([batch, other, batch])
+    assert statistic.n == 12 and statistic.duplicates == 5
+    assert_same(SupportStatistic(statistic.metric, statistic.n, statistic.table),
+                count([other, batch]))
 
 
 def test_id_set_is_exact_over_many_batches():

@@ -13,11 +13,12 @@ import fastavro
 import pytest
 
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob, run_job
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas import report_schema_json
 from ldp_telemetry.transforms.read import expand_file_patterns
 from tests.schemas.avro_blocks import join_container, split_container, write_blocks
-from ldp_telemetry.transforms.windows import WindowSpec
+from ldp_telemetry.ldp.windows import WindowSpec
 
 
 @pytest.fixture

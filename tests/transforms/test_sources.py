@@ -10,15 +10,18 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.pipelines.estimate import EstimateJob
-from ldp_telemetry.pipelines.live import LiveConfig, build_remote_pipeline
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
+from ldp_telemetry.pipelines.remote import build_remote_pipeline
 from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import write_reports
+from ldp_telemetry.transforms import sources
 from ldp_telemetry.transforms.sources import (DecodeReportMessagesFn, FollowedDirectory,
-                                              MatchedReportFiles, PubSubReports, make_source)
-from ldp_telemetry.transforms.windows import WindowSpec
+                                              MatchedReportFiles, PubSubReports, ReportSource,
+                                              make_source)
 
 T0 = 1_709_251_200_000
 MINUTE = 60_000
@@ -95,9 +98,34 @@ def test_one_flag_picks_the_source():
                       PubSubReports)
     assert isinstance(make_source("match-continuously", "d/*.avro", REGISTRY, MINUTE),
                       MatchedReportFiles)
-    with pytest.raises(ValueError, match="--follow must be projects"):
+    with pytest.raises(ConfigError, match="^follow must be projects") as error:
         make_source("pubsub", "my-topic", REGISTRY, MINUTE)
-    with pytest.raises(ValueError, match="--source must be one of"):
+    assert error.value.field == "follow"
+    with pytest.raises(ConfigError, match="^source must be one of directory, pubsub, "
+                                          "match-continuously, got 'kafka'") as error:
         make_source("kafka", "x", REGISTRY, MINUTE)
-    with pytest.raises(ValueError, match="--source"):
+    assert error.value.field == "source"
+    with pytest.raises(ConfigError, match="^source must be one of") as error:
         LiveConfig("kafka", "x")
+    assert error.value.field == "source"
+
+
+def test_a_registered_source_is_made_by_name(monkeypatch):
+    """Adding a source is one registered factory: `make_source`, `--source`'s choices and
+    LiveConfig's check all read the registry."""
+    monkeypatch.setattr(sources, "SOURCES", dict(sources.SOURCES))
+    made = []
+
+    @sources.register_source("replayed")
+    def replayed(location, settings):
+        made.append((location, settings))
+        return sources.ReportSource()
+
+    assert sources.source_names() == ("directory", "pubsub", "match-continuously", "replayed")
+    assert isinstance(make_source("replayed", "somewhere", REGISTRY, MINUTE, 5), ReportSource)
+    [(location, settings)] = made
+    assert location == "somewhere" and settings.registry is REGISTRY
+    assert (settings.slice_ms, settings.slice_offset_ms) == (MINUTE, 5)
+    assert LiveConfig("replayed", "x").source == "replayed"
+    with pytest.raises(ValueError, match="registered already"):
+        sources.register_source("replayed")(replayed)

@@ -1,4 +1,4 @@
-"""Follow a directory of report files: the local live source and its durable state.
+"""Follow a directory of report files: the local live source and its watermark policy.
 
 The collector's contract (atomic rename): a report file is written under a name the follower
 ignores — ending in `.tmp` (e.g. `batch-0042.avro.tmp`) or starting with `.` — and renamed to
@@ -14,8 +14,9 @@ Each poll, `DirectoryFollower`
    `--allowed-lateness` before that watermark (watermark > slice end + lateness, Beam's rule)
    is TOO LATE — counted per (metric, window) for every window holding the slice, never sent;
    the others are sent as elements, so Beam never drops one silently;
-3. writes its checkpoint (consumed files with the watermark each was decided at, counters,
-   per-window accepted and too-late counts) atomically, then hands the elements to the stream;
+3. writes its checkpoint (`ldp_telemetry.pipelines.checkpoint`: consumed files with the
+   watermark each was decided at, counters, per-window accepted and too-late counts)
+   atomically, then hands the elements to the stream (`ldp_telemetry.pipelines.event_stream`);
 4. moves the watermark (policy below) and advances processing time by the wall time elapsed.
 
 Watermark policy (event time, announced to Beam, never moves back):
@@ -43,216 +44,30 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
-import socket
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from apache_beam.coders import FastPrimitivesCoder
-from apache_beam.portability.api import beam_runner_api_pb2
-from apache_beam.testing.test_stream_service import TestStreamServiceController
-from apache_beam.transforms.window import WindowFn
-from apache_beam.utils.timestamp import Timestamp
-
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.output.atomic import write_atomically
-from ldp_telemetry.output.layout import WindowKey
-from ldp_telemetry.output.reader import latest_panes
-from ldp_telemetry.output.times import iso_from_ms, ms_from_iso
+from ldp_telemetry.output.layout import DEAD_LETTER_DIR, TOO_LATE_LOG, WindowKey, window_key
+from ldp_telemetry.output.times import iso_from_ms
+from ldp_telemetry.pipelines.checkpoint import (FollowState, WindowCounts, read_checkpoint,
+                                                write_checkpoint)
 from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.limits import DecodeLimits
-from ldp_telemetry.transforms.read import BATCHES, DEAD_LETTERS
-from ldp_telemetry.transforms.windows import WindowSpec
+from ldp_telemetry.output.reader import latest_panes
 
 LOG = logging.getLogger("ldp.follow")
-CHECKPOINT = "live-checkpoint.json"
-TOO_LATE_LOG = "too_late.jsonl"
-DEAD_LETTER_DIR = "dead_letters"
 REPORT_SUFFIX = ".avro"
-# One stream element is at most this many bytes of payload columns: the TestStream service's
-# client (inside Beam) accepts gRPC messages of at most 4 MiB.
-MAX_ELEMENT_BYTES = 1 << 20
-_Event = beam_runner_api_pb2.TestStreamPayload.Event
-_Element = beam_runner_api_pb2.TestStreamPayload.TimestampedElement
 
 
 def is_complete_report_file(name: str) -> bool:
     """True for a final report-file name (`*.avro`, not hidden, not a `.tmp`)."""
     return name.endswith(REPORT_SUFFIX) and not name.startswith(".")
 
-
-# -- the stream: TestStream service events produced by the follower --------------------------
-
-class EventStream:
-    """A TestStream service on 127.0.0.1 whose events are whatever the follower puts in.
-
-    Processing time is the wall time elapsed since `start()`: `tick()` advances it to now.
-    Beam's TestStream client gives up after 30 s without an event, so a heartbeat thread ticks
-    whenever no event was put for HEARTBEAT_S (e.g. while a large file is decoded).
-    """
-
-    HEARTBEAT_S = 5.0
-
-    def __init__(self, clock=time.monotonic):
-        self._events: queue.Queue = queue.Queue()
-        self._coder = FastPrimitivesCoder()
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._last_tick = self._last_put = clock()
-        self._closed = threading.Event()
-        self.endpoint = None
-        self._controller = None
-
-    def start(self, attempts: int = 5) -> str:
-        """Serve on a free 127.0.0.1 port; returns the endpoint (HOST:PORT)."""
-        for _ in range(attempts):
-            probe = socket.socket()
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-            probe.close()
-            endpoint = f"127.0.0.1:{port}"
-            try:
-                controller = TestStreamServiceController(self, endpoint=endpoint)
-            except RuntimeError:  # the port was taken in between
-                continue
-            controller.start()
-            self._controller, self.endpoint = controller, endpoint
-            self._last_tick = self._last_put = self._clock()
-            threading.Thread(target=self._heartbeat, name="ldp-stream-heartbeat",
-                             daemon=True).start()
-            return endpoint
-        raise OSError("no free 127.0.0.1 port for the TestStream service")
-
-    def stop(self) -> None:
-        self._closed.set()
-        if self._controller is not None:
-            self._controller.stop()
-            self._controller = None
-
-    def read_multiple(self, _tags):
-        """The service's event reader: blocks for the next event; ends at `close()`."""
-        while True:
-            event = self._events.get()
-            if event is None:
-                return
-            yield event
-
-    def _put(self, event) -> None:
-        with self._lock:
-            self._events.put(event)
-            self._last_put = self._clock()
-
-    def _heartbeat(self) -> None:
-        while not self._closed.wait(self.HEARTBEAT_S / 5):
-            if self._clock() - self._last_put >= self.HEARTBEAT_S:
-                self.tick()
-
-    def tick(self) -> None:
-        """Advance processing time by the wall time elapsed since the last tick."""
-        with self._lock:
-            now = self._clock()
-            advance = max(1, round((now - self._last_tick) * 1e6))
-            self._last_tick = now
-            self._events.put(_Event(processing_time_event=_Event.AdvanceProcessingTime(
-                advance_duration=advance)))
-            self._last_put = now
-
-    def add_batches(self, batches: list[ReportBatch]) -> None:
-        for batch in batches:
-            for piece in _split(batch):
-                self._put(_Event(element_event=_Event.AddElements(tag=BATCHES, elements=[
-                    _Element(encoded_element=self._coder.encode((piece.metric, piece)),
-                             timestamp=piece.slice_start_ms * 1000)])))
-
-    def add_dead_letters(self, letters: list[DeadLetter], at_ms: int) -> None:
-        if letters:
-            self._put(_Event(element_event=_Event.AddElements(tag=DEAD_LETTERS, elements=[
-                _Element(encoded_element=self._coder.encode(letter), timestamp=at_ms * 1000)
-                for letter in letters])))
-
-    def advance_watermark(self, watermark_ms: int) -> None:
-        for tag in (BATCHES, DEAD_LETTERS):
-            self._put(_Event(watermark_event=_Event.AdvanceWatermark(
-                tag=tag, new_watermark=watermark_ms * 1000)))
-
-    def close(self) -> None:
-        """End the stream: Beam then moves the watermark to +infinity and finishes."""
-        self._closed.set()
-        self._events.put(None)
-
-
-def _split(batch: ReportBatch) -> list[ReportBatch]:
-    """The batch in row ranges of at most MAX_ELEMENT_BYTES of columns each."""
-    size = sum(column.nbytes for column in batch.columns.values())
-    pieces = -(-size // MAX_ELEMENT_BYTES)
-    if pieces <= 1:
-        return [batch]
-    step = -(-batch.n // pieces)
-    return [ReportBatch(batch.metric, batch.slice_start_ms,
-                        {k: v[lo:lo + step] for k, v in batch.columns.items()})
-            for lo in range(0, batch.n, step)]
-
-
-# -- durable state ------------------------------------------------------------------------------
-
-@dataclass
-class WindowCounts:
-    """Reports of one (metric, window) the follower accepted, and those it found too late."""
-
-    metric: str
-    window_start: str
-    window_end: str
-    end_ms: int
-    accepted: int = 0
-    too_late: int = 0
-
-    @property
-    def key(self) -> WindowKey:
-        return WindowKey(self.metric, ms_from_iso(self.window_start), self.end_ms)
-
-
-@dataclass
-class FollowState:
-    """What the checkpoint holds (JSON, replaced atomically)."""
-
-    watermark_ms: int | None = None
-    max_slice_start_ms: int | None = None
-    files: dict = field(default_factory=dict)  # name -> decision watermark (ms or None)
-    records_read: int = 0
-    records_accepted: int = 0
-    too_late: int = 0
-    dead_letters: dict = field(default_factory=dict)  # reason -> records
-    windows: dict = field(default_factory=dict)  # WindowKey -> WindowCounts
-
-    def to_json(self) -> str:
-        return json.dumps({
-            "version": 1, "watermark_ms": self.watermark_ms,
-            "max_slice_start_ms": self.max_slice_start_ms, "files": self.files,
-            "records_read": self.records_read, "records_accepted": self.records_accepted,
-            "too_late": self.too_late, "dead_letters": self.dead_letters,
-            "windows": [vars(w) for w in self.windows.values()]}, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> "FollowState":
-        doc = json.loads(text)
-        if doc.get("version") != 1:
-            raise ValueError(f"unknown checkpoint version {doc.get('version')!r}")
-        windows = [WindowCounts(**w) for w in doc["windows"]]
-        return cls(doc["watermark_ms"], doc["max_slice_start_ms"], doc["files"],
-                   doc["records_read"], doc["records_accepted"], doc["too_late"],
-                   doc["dead_letters"], {w.key: w for w in windows})
-
-    def counters(self) -> dict[str, int]:
-        """The batch job's counter names (`summary_line` reads them)."""
-        counters = {"records_read": self.records_read, "records_accepted": self.records_accepted,
-                    "records_counted": self.records_accepted - self.too_late}
-        counters.update({f"dead_letter.{reason}": n for reason, n in self.dead_letters.items()})
-        return counters
-
-
-# -- the follower -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class WatermarkPolicy:
@@ -263,10 +78,11 @@ class WatermarkPolicy:
 
     def __post_init__(self):
         if self.max_out_of_order_ms < 0:
-            raise ValueError(f"--max-out-of-order must be >= 0 seconds, "
-                             f"got {self.max_out_of_order_ms / 1000}")
+            raise ConfigError(f"max_out_of_order must be >= 0 seconds, "
+                              f"got {self.max_out_of_order_ms / 1000}", field="max_out_of_order")
         if self.idle_advance_s is not None and self.idle_advance_s <= 0:
-            raise ValueError(f"--idle-advance must be positive, got {self.idle_advance_s}")
+            raise ConfigError(f"idle_advance must be positive, got {self.idle_advance_s}",
+                              field="idle_advance")
 
 
 @dataclass(frozen=True)
@@ -280,17 +96,24 @@ class Replay:
 class DirectoryFollower:
     """Turns a directory of arriving report files into stream events (see the module docstring).
 
-    `output_dir` holds the checkpoint, `too_late.jsonl` and `dead_letters/`.
+    `output_dir` holds the checkpoint, `too_late.jsonl` and `dead_letters/`. `stream` receives
+    the events: an `ldp_telemetry.pipelines.event_stream.EventStream` (or anything with its
+    `add_batches`, `add_dead_letters`, `advance_watermark` and `tick`). ConfigError (field
+    `follow`) when `directory` is not a directory that can be listed.
     """
 
     def __init__(self, registry: Registry, windows: WindowSpec, directory: str, output_dir: str,
-                 stream: EventStream, policy: WatermarkPolicy = WatermarkPolicy(),
+                 stream, policy: WatermarkPolicy = WatermarkPolicy(),
                  clock=time.monotonic, limits: DecodeLimits = DecodeLimits()):
         if not os.path.isdir(directory):
-            raise ValueError(f"--follow {directory!r} is not a directory")
+            raise ConfigError(f"follow {directory!r} is not a directory", field="follow")
+        try:
+            os.scandir(directory).close()
+        except OSError as error:
+            raise ConfigError(f"follow {directory!r} cannot be listed: "
+                              f"{error.strerror or error}", field="follow") from None
         self._registry = registry
         self._windows = windows
-        self._window_fn = windows.window_fn()
         self._directory = directory
         self._output = output_dir
         self._stream = stream
@@ -298,11 +121,10 @@ class DirectoryFollower:
         self._clock = clock
         self._decoder = ReportDecoder(registry, windows.slice_ms,
                                       slice_offset_ms=windows.slice_offset_ms, limits=limits)
-        self._checkpoint = os.path.join(output_dir, CHECKPOINT)
         os.makedirs(output_dir, exist_ok=True)
-        self.state = (FollowState.from_json(open(self._checkpoint, encoding="utf-8").read())
-                      if os.path.exists(self._checkpoint) else FollowState())
-        self.restarted = os.path.exists(self._checkpoint)
+        checkpointed = read_checkpoint(output_dir)
+        self.restarted = checkpointed is not None
+        self.state = checkpointed if checkpointed is not None else FollowState()
         self._last_arrival = clock()
 
     # Restart -------------------------------------------------------------------------------
@@ -313,7 +135,7 @@ class DirectoryFollower:
         if not self.restarted:
             return Replay([], frozenset())
         watermark = self.state.watermark_ms
-        on_disk = latest_panes(self._output)
+        on_disk = {window_key(entry): entry for entry in latest_panes(self._output).values()}
         complete = {key for key, counts in self.state.windows.items()
                     if watermark is not None
                     and watermark > counts.end_ms + self._windows.allowed_lateness_ms
@@ -389,7 +211,7 @@ class DirectoryFollower:
         state.files[name] = state.watermark_ms
         if letters:
             self._write_dead_letters(name, letters)
-        write_atomically(self._checkpoint, state.to_json())
+        write_checkpoint(self._output, state)
         self._stream.add_batches(accepted)
         self._stream.add_dead_letters(letters, state.watermark_ms or 0)
         self._log_too_late(late_windows.values())
@@ -408,7 +230,7 @@ class DirectoryFollower:
             target = state.max_slice_start_ms + self._windows.slice_ms
         if state.watermark_ms is None or target > state.watermark_ms:
             state.watermark_ms = target
-            write_atomically(self._checkpoint, state.to_json())
+            write_checkpoint(self._output, state)
             self._stream.advance_watermark(target)
 
     def announce_restart_watermark(self) -> None:
@@ -427,20 +249,17 @@ class DirectoryFollower:
 
     def _windows_of(self, batch: ReportBatch):
         """(key, WindowCounts) of every window holding the batch's slice (created as needed)."""
-        context = WindowFn.AssignContext(Timestamp(micros=batch.slice_start_ms * 1000))
-        for window in self._window_fn.assign(context):
-            key = WindowKey(batch.metric, window.start.micros // 1000, window.end.micros // 1000)
+        size = self._windows.size_ms
+        for start_ms in self._windows.window_starts(batch.slice_start_ms):
+            key = WindowKey(batch.metric, start_ms, start_ms + size)
             counts = self.state.windows.get(key)
             if counts is None:
                 counts = self.state.windows[key] = WindowCounts(
-                    batch.metric, iso_from_ms(key.start_ms), iso_from_ms(key.end_ms),
-                    end_ms=key.end_ms)
+                    batch.metric, iso_from_ms(start_ms), iso_from_ms(key.end_ms), key.end_ms)
             yield key, counts
 
     def _write_dead_letters(self, name: str, letters: list[DeadLetter]) -> None:
-        folder = os.path.join(self._output, DEAD_LETTER_DIR)
-        os.makedirs(folder, exist_ok=True)
-        write_atomically(os.path.join(folder, f"{name}.jsonl"),
+        write_atomically(os.path.join(self._output, DEAD_LETTER_DIR, f"{name}.jsonl"),
                          "".join(json.dumps(letter.as_dict(), sort_keys=True) + "\n"
                                  for letter in letters))
 
@@ -453,8 +272,8 @@ class DirectoryFollower:
                 log.write(json.dumps({
                     "metric": counts.metric, "window_start": counts.window_start,
                     "window_end": counts.window_end, "too_late": counts.too_late,
-                    "accepted": counts.accepted,
-                    "watermark": iso_from_ms(self.state.watermark_ms)},
+                    "accepted": counts.accepted, "watermark": iso_from_ms(
+                        self.state.watermark_ms)},
                     sort_keys=True) + "\n")
 
     def too_late_by_window(self) -> list[WindowCounts]:

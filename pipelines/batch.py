@@ -1,0 +1,32 @@
+"""Run the batch job: build the graph on the runner the Beam options name, run it to the end,
+print the summary line."""
+from __future__ import annotations
+
+import sys
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
+
+from ldp_telemetry.pipelines.counters import record_counters, summary_line
+from ldp_telemetry.pipelines.graph import build_pipeline
+from ldp_telemetry.pipelines.job import EstimateJob
+from ldp_telemetry.runners import make_runner
+
+
+def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str, int]:
+    """Run the job to completion; print and return the record counters.
+
+    A dry run (`--dry_run=True`, e.g. on Dataflow) builds and validates the job without running
+    it: nothing is counted, and the empty counters are returned.
+    """
+    options = PipelineOptions(beam_args)
+    pipeline = beam.Pipeline(runner=make_runner(options), options=options)
+    build_pipeline(pipeline, job)
+    result = pipeline.run()
+    result.wait_until_finish()
+    if options.view_as(TestOptions).dry_run:
+        print("dry run: the job was built and validated, and not run", file=out)
+        return {}
+    counters = record_counters(result)
+    print(summary_line(counters), file=out)
+    return counters

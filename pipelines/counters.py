@@ -1,0 +1,59 @@
+"""A job's record counters and the summary line that adds them up.
+
+Counters (namespace "ldp", `transforms.read.COUNTER_NAMESPACE`): records_read,
+records_accepted, batches, dead_letter.<reason>, records_counted, windows_finalized. A live run
+keeps the same names in its checkpoint (`pipelines.checkpoint.FollowState.counters`).
+"""
+from __future__ import annotations
+
+from apache_beam.metrics.metric import MetricsFilter
+
+from ldp_telemetry.output.reasons import Reason
+from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
+
+
+def record_counters(result) -> dict[str, int]:
+    """The job's `ldp` counters by name, summed over steps.
+
+    Committed values where the runner reports them (FnApiRunner, the local job service,
+    Dataflow), else attempted ones (runners that report only those, such as Flink's job server);
+    a committed 0 is a real 0, not a missing value.
+    """
+    query = result.metrics().query(MetricsFilter().with_namespace(COUNTER_NAMESPACE))
+    totals: dict[str, int] = {}
+    for counter in query["counters"]:
+        name = counter.key.metric.name
+        value = counter.committed if counter.committed is not None else counter.attempted
+        totals[name] = totals.get(name, 0) + int(value or 0)
+    return totals
+
+
+def accepted(counters: dict[str, int]) -> int:
+    """Reports that passed the decoder's checks and were not duplicates of counted ones.
+
+    The decoder counts `records_accepted`; a duplicate is found later, when its slice is
+    counted, and moves from accepted to dead-lettered (`dead_letter.duplicate`).
+    """
+    return (counters.get("records_accepted", 0)
+            - counters.get(Reason.DUPLICATE.counter, 0))
+
+
+def too_late(counters: dict[str, int]) -> int:
+    """Accepted reports the runner dropped as later than the allowed lateness.
+
+    Beam drops them without a trace; they are the accepted reports that never entered a slice.
+    """
+    return accepted(counters) - counters.get("records_counted", 0)
+
+
+def summary_line(counters: dict[str, int]) -> str:
+    """One line that adds up: read = accepted + dead-lettered; `too late` is part of accepted."""
+    dead = {k.split(".", 1)[1]: v for k, v in sorted(counters.items())
+            if k.startswith("dead_letter.")}
+    dead_text = ", ".join(f"{reason}={count}" for reason, count in dead.items()) or "none"
+    late = too_late(counters)
+    return (f"records read: {counters.get('records_read', 0)}, "
+            f"accepted: {accepted(counters)}, "
+            f"dead-lettered: {sum(dead.values())} ({dead_text}), "
+            f"windows: {counters.get('windows_finalized', 0)}"
+            + (f", too late (dropped): {late}" if late else ""))

@@ -1,0 +1,100 @@
+"""The estimation graph: Avro reports in, per-window estimates with error bars out.
+
+    files -> ReadReportBatches -+-> dead letters ---------------------------+-> the job's sinks
+                                +-> CountSupport per (metric, slice) -> windows |
+                                    -> FinalizeEstimates -> estimate records ---+
+
+`build_pipeline` is the batch job. `build_streaming_pipeline` is the same graph behind any
+source of timestamped (metric, ReportBatch) elements and dead letters (`transforms.sources`, or
+`ldp_telemetry.transforms.replay.ReplayReportFiles` locally), returning the estimate and
+dead-letter records for the caller's sinks; the job's WindowSpec says which panes (early,
+on-time, late) it emits. `job_sinks` is the one list of sinks of every kind of run.
+"""
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import StandardOptions
+
+from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.pipelines.job import EstimateJob
+from ldp_telemetry.transforms.count import DUPLICATES, CountKeyedWindows, CountWindowPanes
+from ldp_telemetry.transforms.estimate_windows import FinalizeEstimatesFn, FinalizePanesFn
+from ldp_telemetry.transforms.read import BATCHES, DEAD_LETTERS, ReadReportBatches
+from ldp_telemetry.transforms.sinks import (DeadLetterFiles, DeadLetterShards, EstimateShards,
+                                            PaneFiles, Sink, StoreSink, write_to_sinks)
+
+
+def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
+    """Add the batch job to `pipeline`: report files in, `job_sinks(job)` out.
+
+    ConfigError (field `early_every`) for early panes: a fixed set of files gives each window
+    one ON_TIME pane (early panes need a streaming source, see `build_streaming_pipeline`).
+    """
+    if job.windows.early_every_ms is not None:
+        raise ConfigError("early_every needs a streaming source: reading a fixed set of files "
+                          "gives each window one on-time pane", field="early_every")
+    read = (pipeline
+            | "ListFiles" >> beam.Create(list(job.files))
+            | "ReadReports" >> ReadReportBatches(job.registry, job.windows.slice_ms,
+                                                slice_offset_ms=job.windows.slice_offset_ms,
+                                                limits=job.limits))
+    streaming = pipeline.options.view_as(StandardOptions).streaming
+    # Compact records (numpy arrays, lazy labels) to the sinks: the file writers take them as
+    # they are, the store sink makes them plain.
+    estimates, dead_letters = _estimate(read, job, streaming, compact=True)
+    write_to_sinks(job_sinks(job), estimates, dead_letters)
+
+
+def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: beam.PTransform
+                             ) -> tuple[beam.PCollection, beam.PCollection]:
+    """Add the estimation graph behind `source`; returns (estimate records, dead-letter records).
+
+    `source` is applied to the pipeline's root and must give `batches`: (metric, ReportBatch)
+    stamped with the batch's slice start, and `dead_letters`: DeadLetter (as `ReadReportBatches`
+    and every `transforms.sources.ReportSource` do). Records are plain dicts in the
+    window_estimate and dead_letter schemas, one estimate per (metric, window, pane), emitted in
+    the windows they describe. `job.files` and `job.output` are not used.
+
+    ConfigError (field `early_every`) for early panes when the pipeline is not streaming.
+    """
+    streaming = pipeline.options.view_as(StandardOptions).streaming
+    if job.windows.early_every_ms is not None and not streaming:
+        raise ConfigError("early_every needs a streaming pipeline (the pipeline option "
+                          "streaming): processing-time panes do not exist in a batch run",
+                          field="early_every")
+    return _estimate(pipeline | "ReadReports" >> source, job, streaming)
+
+
+def job_sinks(job: EstimateJob, panes: PaneFiles | None = None,
+              dead_letters: bool = True) -> list[Sink]:
+    """The job's sinks, in the order they are applied.
+
+    Estimates: a batch run's shard files, or `panes` (a live run's pane files). Dead letters
+    (unless `dead_letters` is False: a followed directory's follower writes them itself): a
+    batch run's shard files, or one file each in a live run. Then the store, when the job names
+    one; it receives the estimates as the pane sink wrote them (pane indices continued after a
+    restart), and a batch run's compact records made plain.
+    """
+    batch = panes is None
+    sinks: list[Sink] = [EstimateShards(job.output) if batch else panes]
+    if dead_letters:
+        sinks.append(DeadLetterShards(job.output) if batch else DeadLetterFiles(job.output))
+    if job.store is not None:
+        sinks.append(StoreSink(job.store, job.windows, compact_records=batch))
+    return sinks
+
+
+def _estimate(read, job: EstimateJob, streaming: bool, compact: bool = False
+              ) -> tuple[beam.PCollection, beam.PCollection]:
+    """Count and finalize: on the pane path (streaming, or pane options) in Beam windows, else
+    with plain window keys (`transforms.count`)."""
+    panes = streaming or job.windows.has_pane_options
+    count = CountWindowPanes if panes else CountKeyedWindows
+    counted = read[BATCHES] | "CountSupport" >> count(job.registry, job.windows)
+    finalize = FinalizePanesFn if panes else FinalizeEstimatesFn
+    estimates = counted["windows"] | "FinalizeEstimates" >> beam.ParDo(
+        finalize(job.registry, compact))
+    dead_letters = ((read[DEAD_LETTERS], counted[DUPLICATES])
+                    | "AllDeadLetters" >> beam.Flatten()
+                    | "DeadLetterRecords" >> beam.Map(lambda letter: letter.as_dict()))
+    return estimates, dead_letters

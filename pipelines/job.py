@@ -1,0 +1,120 @@
+"""What a job is told to do, validated before any report is read.
+
+`EstimateJob` is the estimation job (registry, input files, output folder, windows, store,
+reader limits); `LiveConfig` says how a live run follows its source and when it stops.
+`job_from_arguments` and `live_config_from_arguments` make them from `ldp run`'s arguments
+(`ldp_telemetry.pipelines.arguments`). Every problem is a `ldp.errors.UserError` naming the
+setting (`window`, `input`, `follow`, ...): the command line maps it to its flag.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import tempfile
+from dataclasses import dataclass
+
+from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.registry import Registry, load_registry
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.output.atomic import is_remote
+from ldp_telemetry.pipelines.follower import WatermarkPolicy
+from ldp_telemetry.pipelines.memory import DEFAULT_MEMORY_BUDGET_MB, check_memory_budget
+from ldp_telemetry.schemas.limits import DecodeLimits
+from ldp_telemetry.transforms.read import expand_file_patterns
+from ldp_telemetry.transforms.sources import source_names
+from ldp_telemetry.transforms.store import check_store_url
+
+
+@dataclass(frozen=True)
+class EstimateJob:
+    """Everything the estimation job needs. A live run has no `files`: it follows a source
+    (`LiveConfig`)."""
+
+    registry: Registry
+    files: tuple[str, ...]
+    output: str
+    windows: WindowSpec
+    store: str | None = None  # also write estimates and dead-letter counts here (docs/store.md)
+    limits: DecodeLimits = DecodeLimits()
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    """How a live run follows its source and when it stops (seconds of wall time)."""
+
+    source: str
+    location: str
+    policy: WatermarkPolicy = WatermarkPolicy()
+    poll_s: float = 0.5
+    until_s: float | None = None
+    stop_when_idle_s: float | None = None
+    echo: bool = False
+
+    def __post_init__(self):
+        if self.source not in source_names():
+            raise ConfigError(f"source must be one of {', '.join(source_names())}, "
+                              f"got {self.source!r}", field="source")
+        if not 0 < self.poll_s <= 10:
+            raise ConfigError(f"poll must be in (0, 10] seconds, got {self.poll_s}",
+                              field="poll")
+        for field, value in (("until", self.until_s), ("stop_when_idle", self.stop_when_idle_s)):
+            if value is not None and value <= 0:
+                raise ConfigError(f"{field} must be positive, got {value}", field=field)
+
+
+def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
+    """The job of `ldp run`'s arguments, validated; raises a UserError naming the problem.
+
+    Everything is checked before a report is read: the registry (post-processing included),
+    the windows, the accumulators against the memory budget, the store, the inputs (a batch
+    run) and that the output folder can be written (a local one is created where absent).
+    """
+    registry = load_registry(args.registry)
+    windows = WindowSpec.from_seconds(args.window, args.period, args.allowed_lateness,
+                                      args.early_every, args.window_offset)
+    store = getattr(args, "store", None)
+    check_memory_budget(registry, windows, getattr(args, "memory_budget",
+                                                   DEFAULT_MEMORY_BUDGET_MB), store is not None)
+    if store is not None:
+        check_store_url(store)
+    limits = DecodeLimits(**{field.name: getattr(args, field.name)
+                             for field in dataclasses.fields(DecodeLimits)})
+    live = getattr(args, "follow", None) is not None
+    if live and args.input:
+        raise ConfigError("input and follow exclude each other: give report files to read (a "
+                          "batch run) or a location to follow (a live run)", field="input")
+    if not live and not args.input:
+        raise ConfigError("input or follow is required: report files to read (a batch run) or "
+                          "a location to follow (a live run)", field="input")
+    files = () if live else tuple(expand_file_patterns(args.input))
+    prepare_output(args.output)
+    return EstimateJob(registry, files, args.output, windows, store, limits)
+
+
+def live_config_from_arguments(args: argparse.Namespace) -> LiveConfig:
+    """The live settings of `ldp run --follow`'s arguments, validated."""
+    if args.max_out_of_order is None or not args.max_out_of_order >= 0:
+        raise ConfigError(f"max_out_of_order must be >= 0 seconds, got {args.max_out_of_order}",
+                          field="max_out_of_order")
+    if args.source == "directory" and not os.path.isdir(args.follow):
+        raise ConfigError(f"follow {args.follow!r} is not a directory", field="follow")
+    policy = WatermarkPolicy(round(args.max_out_of_order * 1000),
+                             args.idle_advance if args.idle_advance else None)
+    return LiveConfig(args.source, args.follow, policy, args.poll, args.until,
+                      args.stop_when_idle, args.print_panes)
+
+
+def prepare_output(output: str) -> None:
+    """Create a local output folder where absent and check that files can be written in it;
+    ConfigError (field `output`) naming the folder otherwise. Remote folders are checked by the
+    runner."""
+    if is_remote(output):
+        return
+    try:
+        os.makedirs(output, exist_ok=True)
+        with tempfile.TemporaryFile(dir=output):
+            pass
+    except OSError as error:
+        raise ConfigError(f"output {output!r} cannot be written: {error.strerror or error}",
+                          field="output") from None

@@ -1,0 +1,185 @@
+"""The `ldp` command line's parser: every command and its options.
+
+`ldp run`'s options are defined with the job (`ldp_telemetry.pipelines.arguments`), whose
+imports include Apache Beam: `build_parser(job_arguments=False)` leaves them out, so `plan`,
+`show`, `query`, `simulate` and `--help` never import Beam. Each option's destination is the
+setting it fills; `flag_table` maps those settings (the `field` of a `UserError`) to flags.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+
+from ldp_telemetry.ldp.errors import ConfigError
+
+
+def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
+    """The `ldp` parser. `job_arguments=False` leaves out the arguments of `ldp run`, whose
+    definition imports Apache Beam: the parser then serves every other command."""
+    parser = argparse.ArgumentParser(
+        prog="ldp",
+        description="Streaming aggregation of locally differentially private telemetry.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    simulate = commands.add_parser(
+        "simulate", help="perturb real values from a CSV into Avro report files",
+        description="Read true values and event times from a CSV (optionally .gz), perturb each "
+                    "value with the metric's ε-LDP protocol, and write Avro report files.")
+    simulate.add_argument("--registry", required=True, help="metric registry JSON file")
+    simulate.add_argument("--metric", required=True, help="metric name in the registry")
+    simulate.add_argument("--input", required=True, help="CSV file with a header row")
+    simulate.add_argument("--value-column", required=True,
+                          help="column of true values: labels of the domain, indices "
+                               "0..size-1 for a sized domain, or numbers in [low, high] for "
+                               "a numeric metric")
+    simulate.add_argument("--time-column", required=True,
+                          help="column of event times: epoch seconds or ISO-8601 (UTC if naive)")
+    simulate.add_argument("--out", required=True, help="directory for the report files")
+    simulate.add_argument("--seed", type=int, default=None,
+                          help="seed of the perturbation randomness (default: fresh entropy)")
+    simulate.add_argument("--reports-per-file", type=int, default=None,
+                          help="split output into files of at most this many reports")
+    simulate.add_argument("--overwrite", action="store_true",
+                          help="replace this metric's report files already in --out")
+    live = simulate.add_argument_group(
+        "live mode", "write the reports into --out over time, as a collector would: one file "
+        "every --file-every seconds holding the reports that came due, written under a hidden "
+        "temporary name and renamed (what `ldp run --follow` expects)")
+    live.add_argument("--live", action="store_true", help="write over time instead of at once")
+    pace = live.add_mutually_exclusive_group()
+    pace.add_argument("--speedup", type=float, default=None,
+                      help="replay event times this many times faster than real time")
+    pace.add_argument("--rate", type=float, default=None,
+                      help="write this many reports per second, in event-time order")
+    live.add_argument("--file-every", type=float, default=1.0, metavar="SECONDS",
+                      help="close a report file this often (default 1)")
+
+    plan = commands.add_parser(
+        "plan", help="compare every protocol for a privacy level and domain size",
+        description="For every protocol: p*, q*, the analytical n·MSE ([Fang25] eq. 4, "
+                    "with the rounded g or k the protocol uses), "
+                    "the largest Avro payload in bytes, the aggregation cost, and the "
+                    "recommended protocol (lowest n·MSE; ties: fewest bytes, then cheapest "
+                    "aggregation).")
+    plan.add_argument("--epsilon", required=True, type=float, help="privacy level ε > 0")
+    plan.add_argument("--domain", required=True, type=int, help="domain size d >= 2")
+    plan.add_argument("--n", type=int, default=None,
+                      help="number of reports per window: also print MSE and its square root")
+    plan.add_argument("--max-bytes", type=int, default=None,
+                      help="recommend only among protocols with at most this many bytes per report")
+    plan.add_argument("--json", action="store_true",
+                      help="print a JSON list of objects (protocol, n_mse, ...) instead of a table")
+
+    run = commands.add_parser(
+        "run", help="run the windowed-estimation Beam job",
+        description="Read Avro reports, count support per metric and event-time window, and "
+                    "write per-window estimates with standard errors to OUTPUT/estimates-*.jsonl "
+                    "(and .avro) and rejected input to OUTPUT/dead_letters-*.jsonl. Any other "
+                    "option is a Beam pipeline option, e.g. --runner=PortableRunner "
+                    "--job_endpoint=localhost:8099; without --runner the job runs on FnApiRunner "
+                    "in this process. --runner=PortableRunner without --job_endpoint starts a "
+                    "local job service for the run (LOOPBACK workers unless "
+                    "--environment_type is given). With --follow DIR instead of --input the run is "
+                    "live: it follows the directory and writes each pane as it fires under "
+                    "OUTPUT/panes/ (see the live-run options).")
+    if job_arguments:
+        from ldp_telemetry.pipelines.arguments import add_job_arguments, add_live_arguments
+        add_job_arguments(run)
+        add_live_arguments(run)
+
+    show = commands.add_parser(
+        "show", help="print the largest estimates of each window of a finished job",
+        description="Print, per metric and window, the K largest post-processed estimates with "
+                    "95% error bars (1.96 standard errors: of the unbiased estimate, or of the "
+                    "metric's estimator at its final gains when the registry names one).")
+    show.add_argument("--output", required=True, help="the job's output directory")
+    show.add_argument("--metric", default=None, help="only this metric")
+    show.add_argument("--top", type=int, default=5, help="values per window (default 5)")
+    show.add_argument("--windows", type=int, default=None,
+                      help="at most this many windows per metric")
+
+    query = commands.add_parser(
+        "query", help="answer a point, set, top-k or range query on one window",
+        description="Answer a query on one window of a finished job: the sum over --labels "
+                    "(one label: a point query), the --top K values, or the --range LO HI of an "
+                    "ordinal domain (inclusive, in the registry's label order; LO and HI are "
+                    "labels or indices). Prints the answer, its standard error and what kind of "
+                    "error it is (see ldp/queries.py).")
+    query.add_argument("--output", required=True, help="the job's output directory")
+    query.add_argument("--metric", required=True, help="metric name")
+    query.add_argument("--window", required=True,
+                       help="the window's start as ISO-8601 (UTC if naive), or an integer index "
+                            "into the metric's windows sorted by start (0 first, -1 last)")
+    what = query.add_mutually_exclusive_group(required=True)
+    what.add_argument("--labels", help="comma-separated labels (or indices) to sum")
+    what.add_argument("--top", type=int, metavar="K", help="the K largest estimates")
+    what.add_argument("--range", nargs=2, metavar=("LO", "HI"),
+                      help="values LO..HI inclusive (numeric metrics: the probability of "
+                           "[LO, HI] in the metric's units)")
+    what.add_argument("--quantile", metavar="LEVELS",
+                      help="numeric metrics: comma-separated quantile levels in [0, 1]")
+    query.add_argument("--method", default=None,
+                       help="post-process the estimator's output (the unbiased estimate "
+                            "unless the metric has an estimator) again with this method "
+                            "(default: the window's own method)")
+    query.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                       help="a parameter of --method, e.g. alpha=1 (repeatable)")
+    query.add_argument("--json", action="store_true", help="print one JSON object")
+
+    _add_dashboard_command(commands)
+    return parser
+
+
+def _add_dashboard_command(commands) -> None:
+    from ldp_telemetry.dashboard.cli import add_dashboard_arguments
+    dashboard = commands.add_parser(
+        "dashboard", help="serve (or export) pages of window estimates for a browser",
+        description="Serve an index of metrics and one page per metric, read from an estimate "
+                    "store or a job's output folder: the top values over windows with 95% "
+                    "bands, the distribution of a selected window with error bars, and n, "
+                    "rejects and late reports per window. A page follows a live run (new panes "
+                    "appear without a reload). Listens on 127.0.0.1 unless --host says "
+                    "otherwise; --export DIR writes the same pages as files.")
+    add_dashboard_arguments(dashboard)
+
+
+def reject_misspelt_job_flags(beam_args: list[str]) -> None:
+    """ConfigError for an option Beam does not know that is close to one of `ldp run`'s own.
+
+    `ldp run` hands every option it does not define to Beam, which only warns about unknown
+    ones: without this check `--window-ofset 1800` would run with the default offset.
+    """
+    from ldp_telemetry.pipelines.arguments import add_job_arguments, add_live_arguments
+    from ldp_telemetry.runners import unknown_pipeline_flags
+    job_parser = argparse.ArgumentParser(add_help=False)
+    add_job_arguments(job_parser)
+    add_live_arguments(job_parser)
+    job_flags = {flag.lstrip("-").replace("-", "_"): flag
+                 for action in job_parser._actions for flag in action.option_strings}
+    for name in unknown_pipeline_flags(beam_args):
+        close = difflib.get_close_matches(name, job_flags, n=1, cutoff=0.75)
+        if close:
+            raise ConfigError(f"unknown option --{name.replace('_', '-')}: "
+                              f"did you mean {job_flags[close[0]]}?")
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The subcommand named in `argv` (its first argument that is not an option), if any."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def flag_table(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Setting -> flag over every command of `parser`: each option's destination (the field a
+    `UserError` names, e.g. ``window_offset``) -> its long option string (``--window-offset``).
+    Commands that share a setting share its flag."""
+    table: dict[str, str] = {}
+    pending = [parser]
+    while pending:
+        current = pending.pop()
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                pending.extend(action.choices.values())
+            flags = [flag for flag in action.option_strings if flag.startswith("--")]
+            if flags and action.dest != "help":
+                table.setdefault(action.dest, flags[0])
+    return table

@@ -1,0 +1,135 @@
+"""The text of `ldp query`: a query on one window estimate, answered and formatted.
+
+Frequency metrics take `--labels`, `--top` and `--range` (`ldp.queries.WindowEstimate`),
+optionally post-processed again (`--method`, `--param`); numeric metrics take `--range` in their
+units and `--quantile` (`ldp.numeric_queries.NumericWindow`). `--json` gives one JSON object.
+This is the command line's own formatting: its messages name flags.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from ldp_telemetry.ldp.errors import ConfigError, InputError, UserError
+from ldp_telemetry.ldp.queries import STD_ERROR_KINDS, WindowEstimate
+
+
+def answer_query(record: dict, args: argparse.Namespace) -> str:
+    """The text `ldp query` prints for `record` (a window estimate) and its query arguments
+    (`--labels`, `--top`, `--range` or `--quantile`; `--method`, `--param`, `--json`).
+    ConfigError for arguments that do not fit the record's metric."""
+    if record.get("bucket_edges") is not None:
+        return _numeric_answer(record, args)
+    if args.quantile is not None:
+        raise ConfigError(f"--quantile needs a numeric metric; {args.metric!r} is not one",
+                          field="quantile")
+    try:
+        window = WindowEstimate.from_record(record)
+    except UserError as error:
+        raise InputError(f"the estimate of metric {args.metric!r} at {record['window_start']} "
+                         f"cannot be queried: {error}", field=error.field) from None
+    if args.method is not None:
+        window = window.with_method(args.method, **_method_params(args.param))
+    elif args.param:
+        raise ConfigError("--param needs --method", field="param")
+    if args.top is not None:
+        answers = window.top_k(args.top)
+    elif args.range is not None:
+        answers = [window.range_sum(*args.range)]
+    else:
+        labels = [label.strip() for label in args.labels.split(",")]
+        answers = [window.point(labels[0]) if len(labels) == 1 else window.set_sum(labels)]
+    if args.json:
+        return json.dumps({"metric": window.metric, "window_start": window.window_start,
+                           "window_end": window.window_end, "n": window.n,
+                           "protocol": window.protocol.name, "epsilon": window.protocol.epsilon,
+                           "estimator": {"method": window.estimator.method,
+                                         "params": dict(window.estimator.params)},
+                           "postprocess": {"method": window.spec.method,
+                                           "params": dict(window.spec.params)},
+                           "answers": [a.as_dict() for a in answers]})
+    params = ", ".join(f"{k}={v:g}" if v is not None else f"{k}=fitted"
+                       for k, v in window.spec.params)
+    lines = [f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
+             f"{window.protocol.name} ε={window.protocol.epsilon:g}  "
+             f"{_estimator_prefix(window)}{window.spec.method}{f' ({params})' if params else ''}"]
+    for answer in answers:
+        lines.append(f"  {_describe(answer):<40} {answer.value:9.5f} ± {answer.std_error:.5f}")
+    kind = answers[0].std_error_kind
+    lines.append(f"  (± one standard error; {kind}: {STD_ERROR_KINDS[kind]})")
+    return "\n".join(lines)
+
+
+def _numeric_answer(record: dict, args: argparse.Namespace) -> str:
+    from ldp_telemetry.ldp.numeric_queries import NumericWindow
+    if args.labels is not None or args.top is not None or args.method is not None:
+        raise ConfigError(f"metric {args.metric!r} is numeric: ask --range LO HI (its units) or "
+                          "--quantile LEVELS", field="metric")
+    window = NumericWindow.from_record(record)
+    if args.range is not None:
+        try:
+            lo, hi = (float(bound) for bound in args.range)
+        except ValueError:
+            raise ConfigError(f"--range of a numeric metric takes two numbers, got "
+                              f"{args.range}", field="range") from None
+        answers = [window.range_probability(lo, hi)]
+    else:
+        try:
+            levels = [float(level) for level in args.quantile.split(",")]
+        except ValueError:
+            raise ConfigError(f"--quantile takes numbers in [0, 1], got {args.quantile!r}",
+                              field="quantile") from None
+        answers = [window.quantile(level) for level in levels]
+    if args.json:
+        return json.dumps({"metric": window.metric, "window_start": window.window_start,
+                           "window_end": window.window_end, "n": window.n,
+                           "protocol": record["protocol"], "epsilon": record["epsilon"],
+                           "estimator": record["estimator"],
+                           "answers": [a.as_dict() for a in answers]})
+    lines = [f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
+             f"{record['protocol']} ε={record['epsilon']:g}  {record['estimator']['method']}"]
+    for answer in answers:
+        what = (f"P[{answer.argument[0]:g} <= X <= {answer.argument[1]:g}]"
+                if answer.query == "range" else f"quantile {answer.argument[0]:g}")
+        error = ("" if answer.std_error is None
+                 else f" ± {answer.std_error:.5g} (bootstrap standard error)")
+        lines.append(f"  {what:<40} {answer.value:.6g}{error}")
+    if any(answer.std_error is None for answer in answers):
+        lines.append("  (no standard error: the record keeps bootstrap errors for the mean and "
+                     "the quantiles at levels 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99 "
+                     "only)")
+    return "\n".join(lines)
+
+
+def _estimator_prefix(window) -> str:
+    """'iiw (iterations=30) + ' when the window has an estimator, else ''."""
+    if window.estimator.method == "unbiased":
+        return ""
+    params = ", ".join(f"{k}={v}" for k, v in window.estimator.params)
+    return f"{window.estimator.method}{f' ({params})' if params else ''} + "
+
+
+def _method_params(pairs: list[str]) -> dict:
+    params = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--param must be NAME=VALUE, got {pair!r}", field="param")
+        if value.strip().lower() in ("null", "none"):
+            params[name.strip()] = None
+            continue
+        try:
+            params[name.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(f"--param {name.strip()}: the value must be a number (or null), "
+                              f"got {value!r}", field="param") from None
+    return params
+
+
+def _describe(answer) -> str:
+    if answer.query in ("point", "top-k"):
+        return answer.labels[0]
+    if answer.query == "range":
+        return f"range {answer.labels[0]}..{answer.labels[-1]} ({len(answer.labels)} values)"
+    shown = ", ".join(answer.labels[:5]) + (", ..." if len(answer.labels) > 5 else "")
+    return f"set {{{shown}}} ({len(answer.labels)} values)"

@@ -1,0 +1,22 @@
+"""OUT/status.json of a live run: its counters, watermark and per-window too-late counts,
+rewritten whole at every poll (`output.atomic`) so that a reader never sees half of it."""
+from __future__ import annotations
+
+import json
+import os
+
+from ldp_telemetry.output.atomic import write_atomically
+from ldp_telemetry.output.layout import STATUS
+from ldp_telemetry.pipelines.follower import DirectoryFollower
+
+
+def write_status(output: str, follower: DirectoryFollower, finished: bool) -> None:
+    """Replace OUT/status.json with the follower's state (`finished`: the run has ended)."""
+    state = follower.state
+    write_atomically(os.path.join(output, STATUS), json.dumps({
+        "finished": finished, "watermark_ms": state.watermark_ms,
+        "files_consumed": len(state.files), "counters": state.counters(),
+        "too_late": [{"metric": w.metric, "window_start": w.window_start,
+                      "window_end": w.window_end, "too_late": w.too_late,
+                      "accepted": w.accepted} for w in follower.too_late_by_window()]},
+        sort_keys=True, indent=1))

@@ -1,0 +1,192 @@
+"""The command line's error taxonomy: a problem in what the user gave (`ldp.errors.UserError`)
+is one line naming the flag and exit status 2; anything else is a bug, shown with its traceback
+(exit status 1), never dressed up as a mistyped flag."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ldp_telemetry.ldp.errors import ConfigError, InputError, RegistryError, UserError
+from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.pipelines.cli import user_message
+from ldp_telemetry.pipelines.parser import build_parser, flag_table
+from ldp_telemetry.schemas.codec import write_reports
+
+T0_MS = 1_709_251_200_000  # 2024-03-01T00:00:00Z
+GRR = {"name": "m", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": ["a", "b", "c"]}}
+
+#: `ldp` with a bug injected into finalize: GRR's support counts come back as a 2-D array (a
+#: shape mismatch numpy reports as a ValueError deep inside the job).
+INJECTED_BUG = """
+import sys
+import numpy as np
+from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.pipelines.cli import main
+GRR = type(make_protocol("grr", 1.0, 3))
+counts = GRR.support_counts
+GRR.support_counts = lambda self, statistic: np.stack([counts(self, statistic)] * 2)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.fixture
+def job_files(tmp_path):
+    registry = tmp_path / "registry.json"
+    registry.write_text(json.dumps({"metrics": [GRR]}))
+    protocol = make_protocol("grr", 1.0, 3)
+    rng = np.random.default_rng(1)
+    write_reports(str(tmp_path / "r.avro"), "m", protocol, np.arange(50),
+                  T0_MS + rng.integers(0, 3_600_000, 50),
+                  protocol.perturb(rng.integers(0, 3, 50), rng))
+    return registry, tmp_path / "r.avro", tmp_path / "out"
+
+
+def ldp(*args, code: str | None = None) -> subprocess.CompletedProcess:
+    command = ([sys.executable, "-c", code] if code is not None
+               else [sys.executable, "-m", "ldp_telemetry.pipelines.cli"])
+    return subprocess.run([*command, *map(str, args)], capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow  # subprocesses
+def test_a_bug_in_the_job_is_a_traceback_with_exit_status_1(job_files):
+    registry, reports, out = job_files
+    done = ldp("run", "--registry", registry, "--input", reports, "--output", out,
+               "--window", "3600", code=INJECTED_BUG)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback (most recent call last)" in done.stderr
+    assert "ValueError" in done.stderr
+    assert "ldp run: error:" not in done.stderr
+
+
+@pytest.mark.slow  # subprocesses
+def test_the_same_job_without_the_bug_succeeds(job_files):
+    registry, reports, out = job_files
+    done = ldp("run", "--registry", registry, "--input", reports, "--output", out,
+               "--window", "3600")
+    assert done.returncode == 0, done.stderr
+    assert "records read: 50, accepted: 50" in done.stdout
+
+
+@pytest.mark.slow  # subprocesses
+@pytest.mark.parametrize("flags, message", [
+    (["--window", "3600", "--window-offset", "1e20"],
+     "ldp run: error: --window-offset must be at most 7258118400 s in size"),
+    (["--window", "3600", "--period", "0"],
+     "ldp run: error: --period must be in [0.001 s, window]"),
+    (["--window", "3600", "--memory-budget", "-1"],
+     "ldp run: error: --memory-budget must be a positive number of MB, got -1.0"),
+])
+def test_a_user_error_exits_2_naming_the_flag(job_files, flags, message):
+    registry, reports, out = job_files
+    done = ldp("run", "--registry", registry, "--input", reports, "--output", out, *flags)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow  # subprocesses
+def test_a_path_that_cannot_be_opened_is_a_user_error(job_files, tmp_path):
+    registry, reports, out = job_files
+    missing = ldp("run", "--registry", tmp_path / "nowhere.json", "--input", reports,
+                  "--output", out, "--window", "60")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert f"cannot read registry {tmp_path / 'nowhere.json'}" in missing.stderr
+    nothing = ldp("run", "--registry", registry, "--input", tmp_path / "none-*.avro",
+                  "--output", out, "--window", "60")
+    assert nothing.returncode == 2 and "Traceback" not in nothing.stderr
+    assert f"--input '{tmp_path / 'none-*.avro'}' matches no file" in nothing.stderr
+    no_csv = ldp("simulate", "--registry", registry, "--metric", "m", "--input",
+                 tmp_path / "none.csv", "--value-column", "v", "--time-column", "t",
+                 "--out", tmp_path / "reports")
+    assert no_csv.returncode == 2 and "Traceback" not in no_csv.stderr
+    assert f"--input: {tmp_path / 'none.csv'} cannot be read: No such file" in no_csv.stderr
+
+
+@pytest.fixture(scope="module")
+def flags():
+    return flag_table(build_parser(job_arguments=True))
+
+
+def test_one_table_maps_every_setting_to_its_flag(flags):
+    assert {field: flags[field] for field in (
+        "window", "period", "window_offset", "allowed_lateness", "early_every", "registry",
+        "input", "output", "memory_budget", "store", "follow", "source", "max_out_of_order",
+        "idle_advance", "poll", "until", "stop_when_idle", "max_block_bytes",
+        "reports_per_file", "top", "param")} == {
+        "window": "--window", "period": "--period", "window_offset": "--window-offset",
+        "allowed_lateness": "--allowed-lateness", "early_every": "--early-every",
+        "registry": "--registry", "input": "--input", "output": "--output",
+        "memory_budget": "--memory-budget", "store": "--store", "follow": "--follow",
+        "source": "--source", "max_out_of_order": "--max-out-of-order",
+        "idle_advance": "--idle-advance", "poll": "--poll", "until": "--until",
+        "stop_when_idle": "--stop-when-idle", "max_block_bytes": "--max-block-bytes",
+        "reports_per_file": "--reports-per-file", "top": "--top", "param": "--param"}
+    assert "help" not in flags
+
+
+@pytest.mark.parametrize("error, shown", [
+    (ConfigError("window must be at least 0.001 s", field="window"),
+     "--window must be at least 0.001 s"),
+    (ConfigError("window / period must be at most 1000; for a 3600 s window use a period of "
+                 "at least 3.6 s", field="period"),
+     "--window / --period must be at most 1000; for a 3600 s window use a period of at least "
+     "3.6 s"),
+    (ConfigError("input or follow is required", field="input"), "--input or --follow is required"),
+    (ConfigError("window_offset must be at most 1 s", field="window_offset"),
+     "--window-offset must be at most 1 s"),
+    (InputError("output '/x' cannot be written", field="output"),
+     "--output '/x' cannot be written"),
+    # not led by its field: the flag goes in front
+    (ConfigError("the job needs 618 MB", field="memory_budget"),
+     "--memory-budget: the job needs 618 MB"),
+    # a leading word that is a setting but not the error's field is left alone
+    (ConfigError("metric 'x' is numeric", field="quantile"), "--quantile: metric 'x' is numeric"),
+    # the command line's own checks name their flags already
+    (ConfigError("--speedup and --rate need --live", field="speedup"),
+     "--speedup and --rate need --live"),
+    # registry field paths, and errors without a field, are shown as they are
+    (RegistryError("metric 'm': field 'epsilon' must be positive", field="metrics[0].epsilon"),
+     "metric 'm': field 'epsilon' must be positive"),
+    (UserError("window of 'm' holds no reports"), "window of 'm' holds no reports"),
+])
+def test_user_message_writes_the_setting_as_its_flag(flags, error, shown):
+    assert user_message(error, flags) == shown
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--epsilon", "0", "--domain", "10"], "--epsilon must lie in [1e-06, 20], got 0.0"),
+    (["--epsilon", "1", "--domain", "1"], "--domain size must be an integer >= 2, got 1"),
+    (["--epsilon", "1", "--domain", "10", "--n", "0"],
+     "--n must be a positive number of reports, got 0"),
+    (["--epsilon", "1", "--domain", "10", "--max-bytes", "0"],
+     "--max-bytes: no protocol fits in 0 bytes per report"),
+])
+def test_plan_refuses_what_no_protocol_can_do_naming_the_flag(capsys, args, message):
+    from ldp_telemetry.pipelines.cli import main
+    assert main(["plan", *args]) == 2
+    assert f"ldp plan: error: {message}" in capsys.readouterr().err
+
+
+def test_dashboard_port_in_use_and_unwritable_export_name_their_flags(tmp_path, capsys):
+    import socket
+
+    from ldp_telemetry.pipelines.cli import main
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "estimates-00000-of-00001.jsonl").write_text("")
+    (tmp_path / "a-file").write_text("")
+    assert main(["dashboard", "--output", str(tmp_path / "out"), "--export",
+                 str(tmp_path / "a-file" / "site")]) == 2
+    assert (f"ldp dashboard: error: --export '{tmp_path / 'a-file' / 'site'}' cannot be "
+            f"written") in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["dashboard", "--output", str(tmp_path / "out"), "--port", str(port)]) == 2
+    assert (f"ldp dashboard: error: --port {port} on 127.0.0.1 cannot be served"
+            in capsys.readouterr().err)
