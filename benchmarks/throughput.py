@@ -33,6 +33,7 @@ from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
 from ldp_telemetry.transforms.count import CountSupportFn
 from ldp_telemetry.transforms.windows import WindowSpec
 
+SQUARE_WAVE = ("sw", "sw-discrete")
 DAY_S = 86_400
 START_MS = 1_700_000_000_000 - 1_700_000_000_000 % (DAY_S * 1000)
 
@@ -93,9 +94,10 @@ def main(argv=None) -> None:
     parser.add_argument("--domain", type=int, default=1024)
     parser.add_argument("--epsilon", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--protocols", default=",".join([*PROTOCOLS, *NUMERIC_PROTOCOLS]),
-                        help="comma-separated registry names (default: all, numeric ones "
-                             "with d buckets of [0, 1] and EMS without bootstrap)")
+    parser.add_argument("--protocols", default=",".join([*PROTOCOLS, *SQUARE_WAVE]),
+                        help="comma-separated registry names (default: every frequency oracle "
+                             "and Square Wave; numeric ones with d buckets of [0, 1], Square "
+                             "Wave with EMS without bootstrap, others their default estimator)")
     parser.add_argument("--workdir", default=None, help="keep the report files here")
     parser.add_argument("--skip-end-to-end", action="store_true")
     add_json_argument(parser)
@@ -105,17 +107,23 @@ def main(argv=None) -> None:
         run.save({"unit": "reports/s", "protocols": rows})
 
 
+def metric_entry(name: str, args) -> dict:
+    """The registry entry of protocol `name`'s benchmark metric."""
+    entry = {"name": f"bench.{name}", "protocol": name, "epsilon": args.epsilon,
+             "domain": {"size": args.domain}}
+    if name in NUMERIC_PROTOCOLS:
+        entry["domain"] = {"low": 0, "high": 1, "buckets": args.domain}
+    if name in SQUARE_WAVE:
+        entry["estimator"] = {"method": "ems", "bootstrap": 0}
+    return entry
+
+
 def measure(args, beam_args: list[str]) -> list[dict]:
     """Print and return one row of rates per protocol."""
     workdir = args.workdir or tempfile.mkdtemp(prefix="ldp-bench-")
     os.makedirs(workdir, exist_ok=True)
     names = args.protocols.split(",")
-    registry = parse_registry({"metrics": [
-        {"name": f"bench.{name}", "protocol": name, "epsilon": args.epsilon,
-         "domain": {"size": args.domain}} if name not in NUMERIC_PROTOCOLS else
-        {"name": f"bench.{name}", "protocol": name, "epsilon": args.epsilon,
-         "domain": {"low": 0, "high": 1, "buckets": args.domain},
-         "estimator": {"method": "ems", "bootstrap": 0}} for name in names]})
+    registry = parse_registry({"metrics": [metric_entry(name, args) for name in names]})
     print(f"{args.reports:,} reports per protocol, d={args.domain}, ε={args.epsilon:g}, "
           f"median of {args.repeats} runs, files in {workdir}")
     header = (f"{'protocol':<9}{'raw decode/s':>14}{'decode/s':>12}{'end-to-end/s':>14}"
