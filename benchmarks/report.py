@@ -156,7 +156,7 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "`--memory-budget` checks (the accumulators plus one window being finalized and written; "
      "see [hostile input and limits](hostile-input.md#the-memory-budget)); *measured* is the "
      "process's peak resident memory (ru_maxrss). The model leaves out a residual that grows with "
-     "the number of windows (about 0.3 MB per window in the 200-window case), found neither in "
+     "the number of windows (see the 200-window case), found neither in "
      "Python's heap nor in malloc's per-thread arenas.",
      window_memory,
      "python benchmarks/window_memory.py --cases 100000x20 100000x200 1000000x3 4000000x2"),
