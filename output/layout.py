@@ -16,7 +16,7 @@ A live run (``ldp run --follow …``) writes each pane as it fires::
     OUT/dead_letters/<file>.jsonl         dead letters of each report file read
     OUT/too_late.jsonl                    per window, the reports found later than allowed
     OUT/status.json                       counters, watermark, too-late counts (rewritten)
-    OUT/checkpoint.json                   what a restart resumes from
+    OUT/live-checkpoint.json              what a restart resumes from
 
 Every file is written whole or not at all (`ldp_telemetry.output.atomic`). `metric_segment`
 turns a metric name into one path segment injectively, so two metrics never share a file;
@@ -38,7 +38,7 @@ LATEST = "latest.json"
 DEAD_LETTER_DIR = "dead_letters"
 TOO_LATE_LOG = "too_late.jsonl"
 STATUS = "status.json"
-CHECKPOINT = "checkpoint.json"
+CHECKPOINT = "live-checkpoint.json"
 
 #: Longest encoded segment kept whole; a longer one keeps its first bytes and a digest of the
 #: whole name (file systems allow 255 bytes per name, and a segment gets a prefix and suffix).
