@@ -5,7 +5,7 @@ command alike), and prints per command the median wall time and the median CPU t
 system of the child process; the steadier figure on a shared machine), and the ratio of its
 CPU time to `ldp run --help`, the one command here that imports Apache Beam.
 
-    python benchmarks/cli_startup.py --runs 5
+    python benchmarks/cli_startup.py --runs 5 [--json PATH]
 """
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from bench_json import Run, add_json_argument
 
 COMMANDS = {
     "plan": ["plan", "--epsilon", "1", "--domain", "100"],
@@ -41,19 +43,30 @@ def time_once(args: list[str]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    runs = parser.parse_args().runs
+    add_json_argument(parser)
+    args = parser.parse_args()
+    with Run("cli_startup", args.json, vars(args)) as run:
+        run.save(measure(args.runs))
+
+
+def measure(runs: int) -> dict:
+    """Print and return the medians of each command."""
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
-    for name, args in COMMANDS.items():  # warm-up: file caches, .pyc files
+    for args in COMMANDS.values():  # warm-up: file caches, .pyc files
         time_once(args)
     for _ in range(runs):
         for name, args in COMMANDS.items():
             times[name].append(time_once(args))
     reference = statistics.median(cpu for _, cpu in times["run --help"])
     print(f"{'command':<18} {'wall median':>12} {'CPU median':>11} {'CPU / run --help':>17}")
+    rows = []
     for name, samples in times.items():
         wall = statistics.median(w for w, _ in samples)
         cpu = statistics.median(c for _, c in samples)
         print(f"{'ldp ' + name:<18} {wall:>11.3f}s {cpu:>10.3f}s {cpu / reference:>17.2f}")
+        rows.append({"command": f"ldp {' '.join(COMMANDS[name])}", "wall_s": wall, "cpu_s": cpu,
+                     "cpu_over_run_help": cpu / reference})
+    return {"commands": rows}
 
 
 if __name__ == "__main__":

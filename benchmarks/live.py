@@ -11,6 +11,7 @@ Prints, as medians of --repeats runs:
   file's rename to its window's first pane on disk (goal <= --early-every + 2 s).
 
     python benchmarks/live.py [--reports 1000000] [--files 10] [--protocol oue] [--domain 32]
+                              [--json PATH]
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_json import Run, add_json_argument
 
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.ldp.windows import WindowSpec
@@ -159,7 +161,15 @@ def main(argv=None) -> int:
     parser.add_argument("--early-every", type=int, default=2)
     parser.add_argument("--gap", type=float, default=4.0,
                         help="seconds between file arrivals in the latency run")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
+    with Run("live", args.json, vars(args)) as run:
+        run.save(measure(args))
+    return 0
+
+
+def measure(args) -> dict:
+    """Print and return the batch and live rates of each run and the latencies."""
     registry = parse_registry({"metrics": [
         {"name": "bench", "protocol": args.protocol, "epsilon": 2.0,
          "domain": {"size": args.domain}}]})
@@ -184,7 +194,10 @@ def main(argv=None) -> int:
     print(f"latency from a file's arrival to its window's first pane on disk: median "
           f"{statistics.median(delays):.2f} s over {len(delays)} files (early period "
           f"{args.early_every} s; min {min(delays):.2f}, max {max(delays):.2f})")
-    return 0
+    return {"reports": reports, "files": len(paths), "batch_reports_per_s": batch,
+            "live_reports_per_s": live, "batch_median": b, "live_median": l_,
+            "live_over_batch": l_ / b, "latency_s": delays,
+            "latency_median_s": statistics.median(delays)}
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 and over `--windows` hourly windows. Each M runs in its own process, so that its peak resident
 memory is its own. The job must end with its summary line.
 
-    python benchmarks/metrics.py --metrics 50 5000 --reports 100000
+    python benchmarks/metrics.py --metrics 50 5000 --reports 100000 [--json PATH]
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import time
 
 import fastavro
 import numpy as np
+from bench_json import Run, add_json_argument
 
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.ldp.windows import WindowSpec
@@ -64,25 +65,38 @@ def main(argv=None) -> None:
     parser.add_argument("--windows", type=int, default=1)
     parser.add_argument("--domain", type=int, default=16)
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.one is not None:
         with contextlib.redirect_stdout(io.StringIO()):
             row = one(args.one, args.reports, args.windows, args.domain)
         print(json.dumps(row))
         return
+    with Run("metrics", args.json, vars(args)) as run:
+        run.save(measure_all(args))
+
+
+def measure_all(args) -> dict:
+    """Print and return one row per number of metrics (a failed job: its last error line)."""
     print(f"{args.reports:,} GRR reports (d={args.domain}) over {args.windows} hourly window(s)")
     print(f"{'metrics':>8} {'job s':>8} {'peak RSS MB':>12}  summary")
+    rows = []
     for metrics in args.metrics:
         command = [sys.executable, os.path.abspath(__file__), "--one", str(metrics),
                    "--reports", str(args.reports), "--windows", str(args.windows),
                    "--domain", str(args.domain)]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode:
-            print(f"{metrics:>8} failed: {done.stderr.strip().splitlines()[-1]}", flush=True)
+            error = done.stderr.strip().splitlines()[-1]
+            print(f"{metrics:>8} failed: {error}", flush=True)
+            rows.append({"metrics": metrics, "failed": error})
             continue
         row = json.loads(done.stdout.strip().splitlines()[-1])
         print(f"{metrics:>8} {row['job_s']:>8.1f} {row['peak_mb']:>12.0f}  {row['summary']}",
               flush=True)
+        rows.append({"metrics": metrics, "job_s": row["job_s"], "peak_rss_mb": row["peak_mb"],
+                     "summary": row["summary"]})
+    return {"rows": rows}
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ median of --repeats runs in this process,
                repeated report ids dropped); `no dedupe`: the same batches without their ids.
 Rates are reports/s; `e2e/raw` is the figure that matters on a shared, noisy machine.
 
-    python benchmarks/throughput.py --reports 1000000 --domain 1024
+    python benchmarks/throughput.py --reports 1000000 --domain 1024 [--json PATH]
 """
 from __future__ import annotations
 
@@ -18,24 +18,23 @@ import contextlib
 import io
 import os
 import statistics
-import sys
 import tempfile
 import time
 
 import fastavro
 import numpy as np
+from bench_json import Run, add_json_argument
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS
+from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.job import EstimateJob
+from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
+from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
+from ldp_telemetry.transforms.count import SliceCounter
 
-from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS  # noqa: E402
-from ldp_telemetry.ldp.registry import parse_registry  # noqa: E402
-from ldp_telemetry.ldp.windows import WindowSpec  # noqa: E402
-from ldp_telemetry.pipelines.batch import run_job  # noqa: E402
-from ldp_telemetry.pipelines.job import EstimateJob  # noqa: E402
-from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch  # noqa: E402
-from ldp_telemetry.schemas.codec import ReportDecoder, write_reports  # noqa: E402
-from ldp_telemetry.transforms.count import SliceCounter  # noqa: E402
-
+SQUARE_WAVE = ("sw", "sw-discrete")
 DAY_S = 86_400
 START_MS = 1_700_000_000_000 - 1_700_000_000_000 % (DAY_S * 1000)
 
@@ -95,48 +94,73 @@ def main(argv=None) -> None:
     parser.add_argument("--domain", type=int, default=1024)
     parser.add_argument("--epsilon", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--protocols", default=",".join([*PROTOCOLS, *NUMERIC_PROTOCOLS]),
-                        help="comma-separated registry names (default: all, numeric ones "
-                             "with d buckets of [0, 1] and EMS without bootstrap)")
+    parser.add_argument("--protocols", default=",".join([*PROTOCOLS, *SQUARE_WAVE]),
+                        help="comma-separated registry names (default: every frequency oracle "
+                             "and Square Wave; numeric ones with d buckets of [0, 1], Square "
+                             "Wave with EMS without bootstrap, others their default estimator)")
     parser.add_argument("--workdir", default=None, help="keep the report files here")
     parser.add_argument("--skip-end-to-end", action="store_true")
+    add_json_argument(parser)
     args, beam_args = parser.parse_known_args(argv)
+    with Run("throughput", args.json, {**vars(args), "beam_args": beam_args}) as run:
+        rows = measure(args, beam_args)
+        run.save({"unit": "reports/s", "protocols": rows})
 
+
+def metric_entry(name: str, args) -> dict:
+    """The registry entry of protocol `name`'s benchmark metric."""
+    entry = {"name": f"bench.{name}", "protocol": name, "epsilon": args.epsilon,
+             "domain": {"size": args.domain}}
+    if name in NUMERIC_PROTOCOLS:
+        entry["domain"] = {"low": 0, "high": 1, "buckets": args.domain}
+    if name in SQUARE_WAVE:
+        entry["estimator"] = {"method": "ems", "bootstrap": 0}
+    return entry
+
+
+def measure(args, beam_args: list[str]) -> list[dict]:
+    """Print and return one row of rates per protocol."""
     workdir = args.workdir or tempfile.mkdtemp(prefix="ldp-bench-")
     os.makedirs(workdir, exist_ok=True)
     names = args.protocols.split(",")
-    registry = parse_registry({"metrics": [
-        {"name": f"bench.{name}", "protocol": name, "epsilon": args.epsilon,
-         "domain": {"size": args.domain}} if name not in NUMERIC_PROTOCOLS else
-        {"name": f"bench.{name}", "protocol": name, "epsilon": args.epsilon,
-         "domain": {"low": 0, "high": 1, "buckets": args.domain},
-         "estimator": {"method": "ems", "bootstrap": 0}} for name in names]})
+    registry = parse_registry({"metrics": [metric_entry(name, args) for name in names]})
     print(f"{args.reports:,} reports per protocol, d={args.domain}, ε={args.epsilon:g}, "
           f"median of {args.repeats} runs, files in {workdir}")
     header = (f"{'protocol':<9}{'raw decode/s':>14}{'decode/s':>12}{'end-to-end/s':>14}"
               f"{'e2e/raw':>9}{'aggregate/s':>14}{'no dedupe/s':>14}")
     print(header)
+    rows = []
     for name in names:
-        metric = f"bench.{name}"
         path = os.path.join(workdir, f"{name}-{args.reports}-{args.domain}-{args.epsilon:g}.avro")
         if not os.path.exists(path):
-            make_report_file(path, registry, metric, args.reports, seed=1)
-        n = args.reports
-        raw = n / median_seconds(lambda: raw_decode(path), args.repeats)
-        decode = n / median_seconds(lambda: decode_batches(registry, path), args.repeats)
-        batches = decode_batches(registry, path)
-        agg = n / median_seconds(lambda: aggregate(registry, batches), args.repeats)
-        bare = without_ids(batches)
-        agg_bare = n / median_seconds(lambda: aggregate(registry, bare), args.repeats)
-        if args.skip_end_to_end:
-            e2e_text, ratio_text = "-", "-"
-        else:
-            with contextlib.redirect_stderr(io.StringIO()):
-                e2e = n / median_seconds(lambda: end_to_end(registry, path, beam_args),
-                                         args.repeats)
-            e2e_text, ratio_text = f"{e2e:,.0f}", f"{e2e / raw:.2f}"
-        print(f"{name:<9}{raw:>14,.0f}{decode:>12,.0f}{e2e_text:>14}{ratio_text:>9}{agg:>14,.0f}"
-              f"{agg_bare:>14,.0f}", flush=True)
+            make_report_file(path, registry, f"bench.{name}", args.reports, seed=1)
+        row = measure_file(registry, path, args, beam_args)
+        e2e, ratio = row["end_to_end"], row["end_to_end_over_raw"]
+        print(f"{name:<9}{row['raw_decode']:>14,.0f}{row['decode']:>12,.0f}"
+              f"{'-' if e2e is None else f'{e2e:,.0f}':>14}"
+              f"{'-' if ratio is None else f'{ratio:.2f}':>9}{row['aggregate']:>14,.0f}"
+              f"{row['aggregate_without_ids']:>14,.0f}", flush=True)
+        rows.append({"protocol": name, **row})
+    return rows
+
+
+def measure_file(registry, path: str, args, beam_args: list[str]) -> dict:
+    """The rates of one protocol's report file (reports/s)."""
+    n = args.reports
+    raw = n / median_seconds(lambda: raw_decode(path), args.repeats)
+    decode = n / median_seconds(lambda: decode_batches(registry, path), args.repeats)
+    batches = decode_batches(registry, path)
+    agg = n / median_seconds(lambda: aggregate(registry, batches), args.repeats)
+    bare = without_ids(batches)
+    agg_bare = n / median_seconds(lambda: aggregate(registry, bare), args.repeats)
+    e2e = None
+    if not args.skip_end_to_end:
+        with contextlib.redirect_stderr(io.StringIO()):
+            e2e = n / median_seconds(lambda: end_to_end(registry, path, beam_args),
+                                     args.repeats)
+    return {"raw_decode": raw, "decode": decode, "end_to_end": e2e,
+            "end_to_end_over_raw": None if e2e is None else e2e / raw,
+            "aggregate": agg, "aggregate_without_ids": agg_bare}
 
 
 if __name__ == "__main__":

@@ -10,22 +10,21 @@ with the machine's load while its CPU time does not.
 
     python benchmarks/wiener_speed.py                     # the two cases the docs quote
     python benchmarks/wiener_speed.py --cases iiw:4096 amrp:1024 dw:65536 --repeats 50
+    python benchmarks/wiener_speed.py --json PATH        # also the rows as JSON
 """
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
+from functools import partial
 
 import numpy as np
+from bench_json import Run, add_json_argument
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from ldp_telemetry.ldp.estimation import unbiased_estimate  # noqa: E402
-from ldp_telemetry.ldp.finalize import finalize_window  # noqa: E402
-from ldp_telemetry.ldp.registry import parse_registry  # noqa: E402
+from ldp_telemetry.ldp.estimation import unbiased_estimate
+from ldp_telemetry.ldp.finalize import finalize_window
+from ldp_telemetry.ldp.registry import parse_registry
 
 
 def median_ms(call, repeats: int, clock=time.perf_counter) -> float:
@@ -58,11 +57,19 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=2.0)
     parser.add_argument("--reports", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=30)
+    add_json_argument(parser)
     args = parser.parse_args()
+    with Run("wiener_speed", args.json, vars(args)) as run:
+        run.save(measure(args))
+
+
+def measure(args) -> dict:
+    """Print and return one row per case (milliseconds)."""
     rng = np.random.default_rng(1)
     print(f"{'estimator':<10} {'d':>6} {'finalize ms':>12} {'(CPU ms)':>9} {'estimator ms':>13}   "
           f"(medians of {args.repeats}; {args.protocol}, ε={args.epsilon:g}, "
           f"n={args.reports:,}, Norm-Hyb)")
+    rows = []
     for case in args.cases:
         method, _, size = case.partition(":")
         d = int(size)
@@ -72,12 +79,15 @@ def main() -> None:
         counts = window_counts(config.protocol, args.reports, rng)
         noise = config.protocol.noise(args.reports)
         unbiased = unbiased_estimate(counts, noise)
-        whole = median_ms(lambda: finalize_window(config, counts, args.reports), args.repeats)
-        cpu = median_ms(lambda: finalize_window(config, counts, args.reports), args.repeats,
-                        time.process_time)
-        alone = median_ms(lambda: config.estimator.run(unbiased, noise, config.protocol),
+        finalize = partial(finalize_window, config, counts, args.reports)
+        whole = median_ms(finalize, args.repeats)
+        cpu = median_ms(finalize, args.repeats, time.process_time)
+        alone = median_ms(partial(config.estimator.run, unbiased, noise, config.protocol),
                           args.repeats)
         print(f"{method:<10} {d:>6} {whole:>12.2f} {cpu:>9.2f} {alone:>13.2f}")
+        rows.append({"estimator": method, "d": d, "finalize_ms": whole, "finalize_cpu_ms": cpu,
+                     "estimator_ms": alone})
+    return {"cases": rows}
 
 
 if __name__ == "__main__":

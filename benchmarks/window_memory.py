@@ -9,6 +9,8 @@ the accumulators plus one window being finalized and written).
     python benchmarks/window_memory.py --cases 100000x20 100000x200 1000000x3 4000000x2
     python benchmarks/window_memory.py --cases 100000x50 --period 1800   # sliding, 2 per report
     python benchmarks/window_memory.py --store --cases 100000x20 1000000x3   # also to SQLite
+
+`--json PATH` also writes the rows as JSON (benchmarks/bench_json.py).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import tempfile
 import time
 
 import numpy as np
+from bench_json import Run, add_json_argument
 
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.ldp.windows import WindowSpec
@@ -76,11 +79,18 @@ def main(argv=None) -> None:
     parser.add_argument("--estimator", default="unbiased")
     parser.add_argument("--store", action="store_true", help="also write a SQLite store")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.one is not None:
         d, windows = map(int, args.one.split("x"))
         print(json.dumps(one(d, windows, args.window, args.period, args.estimator, args.store)))
         return
+    with Run("window_memory", args.json, vars(args)) as run:
+        run.save(measure_all(args))
+
+
+def measure_all(args) -> dict:
+    """Print and return the start-up's peak and one row per case."""
 
     def run(case: str) -> dict:
         command = [sys.executable, os.path.abspath(__file__), "--one", case,
@@ -97,6 +107,7 @@ def main(argv=None) -> None:
     print(f"{'d':>10} {'windows':>8} {'model MB':>9} {'predicted MB':>13} {'measured MB':>12} "
           f"{'measured/predicted':>19} {'JSON MB':>8} {'JSON B/value':>13} {'Avro MB':>8} "
           f"{'job s':>7}")
+    rows = []
     for case in args.cases:
         d, windows = map(int, case.split("x"))
         model = job_memory_bytes(registry_of(d, args.estimator),
@@ -108,6 +119,13 @@ def main(argv=None) -> None:
               f"{row['peak_mb']:>12.0f} {row['peak_mb'] / (start_up + model):>19.2f} "
               f"{row['jsonl_bytes'] / MB:>8.0f} {row['jsonl_bytes'] / values:>13.1f} "
               f"{row['avro_bytes'] / MB:>8.1f} {row['job_s']:>7.1f}", flush=True)
+        rows.append({"domain": d, "windows": windows, "model_mb": model,
+                     "predicted_mb": start_up + model, "measured_mb": row["peak_mb"],
+                     "measured_over_predicted": row["peak_mb"] / (start_up + model),
+                     "jsonl_mb": row["jsonl_bytes"] / MB,
+                     "jsonl_bytes_per_value": row["jsonl_bytes"] / values,
+                     "avro_mb": row["avro_bytes"] / MB, "job_s": row["job_s"]})
+    return {"start_up_peak_mb": start_up, "cases": rows}
 
 
 if __name__ == "__main__":

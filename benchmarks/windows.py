@@ -11,7 +11,7 @@ Each figure is given in wall time and in CPU time of the process (children inclu
 shared machine the CPU times stay readable when other work slows the wall clock. The load
 average (1 minute) at the start of each run is printed with it.
 
-    python benchmarks/windows.py --windows 1000 10000 100000 [--repeat 3]
+    python benchmarks/windows.py --windows 1000 10000 100000 [--repeat 3] [--json PATH]
 
 With `--repeat R` every job (the 1-window one included) runs R times and each column is the
 median of its R runs.
@@ -30,6 +30,7 @@ import tempfile
 import time
 
 import numpy as np
+from bench_json import Run, add_json_argument
 
 from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.registry import parse_registry
@@ -97,12 +98,19 @@ def main(argv=None) -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs per number of windows; the figures are their medians")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.one is not None:
         with contextlib.redirect_stdout(io.StringIO()):
             row = one(args.one, args)
         print(json.dumps(row))
         return
+    with Run("windows", args.json, vars(args)) as run:
+        run.save(measure_all(args))
+
+
+def measure_all(args) -> dict:
+    """Print and return the start-up job and one row per number of windows."""
 
     def run(windows: int) -> dict:
         rows = [run_once(windows) for _ in range(args.repeat)]
@@ -122,6 +130,7 @@ def main(argv=None) -> None:
     print(f"{'windows':>8} {'job s':>8} {'job CPU s':>10} {'finalize ms/w':>14} "
           f"{'(CPU)':>6} {'beyond finalize ms/w':>21} {'(CPU)':>6} {'peak RSS MB':>12} "
           f"{'load':>5}")
+    rows = []
     for windows in args.windows:
         load = os.getloadavg()[0]
         row = run(windows)
@@ -131,6 +140,15 @@ def main(argv=None) -> None:
               f"{row['finalize_ms']:>14.3f} {1000 * row['finalize_cpu_s'] / windows:>6.3f} "
               f"{beyond:>21.3f} {beyond_cpu:>6.3f} {row['peak_mb']:>12.0f} {load:>5.2f}",
               flush=True)
+        rows.append({"windows": windows, "job_s": row["job_s"], "job_cpu_s": row["job_cpu_s"],
+                     "finalize_ms_per_window": row["finalize_ms"],
+                     "finalize_cpu_ms_per_window": 1000 * row["finalize_cpu_s"] / windows,
+                     "beyond_finalize_ms_per_window": beyond,
+                     "beyond_finalize_cpu_ms_per_window": beyond_cpu,
+                     "peak_rss_mb": row["peak_mb"], "load_average_at_start": load})
+    return {"start_up": {"job_s": start_up, "job_cpu_s": start_up_cpu,
+                         "peak_rss_mb": first["peak_mb"]},
+            "windows": rows}
 
 
 if __name__ == "__main__":

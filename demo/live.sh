@@ -3,6 +3,7 @@
 # into a folder over time (event times replayed 40,000x faster than real time: a day every
 # 2.2 s), while `ldp run --follow` picks each file up and prints every pane as it fires
 # (EARLY every 2 s, ON_TIME when the watermark passes a window's end). Weekly windows.
+# docs/live.md explains panes, the watermark, lateness and restarts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

