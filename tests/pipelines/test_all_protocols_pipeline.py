@@ -2,7 +2,6 @@
 input set, and invalid payloads of every protocol written with fastavro becoming dead letters."""
 from __future__ import annotations
 
-import glob
 import json
 import os
 
@@ -14,6 +13,7 @@ from ldp_telemetry.ldp.protocols import PROTOCOLS
 from ldp_telemetry.ldp.registry import load_registry
 from ldp_telemetry.pipelines import cli
 from ldp_telemetry.schemas import NAMESPACE, load_schema
+from tests.json_lines import json_lines
 
 USERS = 3000
 START = 1_699_999_200          # a multiple of the 3600 s window: one window per metric
@@ -87,17 +87,9 @@ def write_invalid_reports(path, registry) -> dict[str, int]:
     return counts
 
 
-def read_jsonl(pattern: str) -> list[dict]:
-    rows = []
-    for path in sorted(glob.glob(pattern)):
-        with open(path, encoding="utf-8") as handle:
-            rows += [json.loads(line) for line in handle if line.strip()]
-    return rows
-
-
 def test_every_protocol_estimates_its_metric(job):
     registry, out, _ = job
-    estimates = {row["metric"]: row for row in read_jsonl(os.path.join(out, "estimates-*.jsonl"))}
+    estimates = {row["metric"]: row for row in json_lines(os.path.join(out, "estimates-*.jsonl"))}
     assert set(estimates) == {m.name for m in registry.metrics}
     for config in registry.metrics:
         row = estimates[config.name]
@@ -112,7 +104,7 @@ def test_every_protocol_estimates_its_metric(job):
 
 def test_invalid_payloads_of_every_protocol_are_dead_letters_with_the_rule(job):
     registry, out, invalid = job
-    letters = read_jsonl(os.path.join(out, "dead_letters-*.jsonl"))
+    letters = json_lines(os.path.join(out, "dead_letters-*.jsonl"))
     assert all(letter["reason"] == "invalid_payload" for letter in letters)
     for config in registry.metrics:
         mine = [x for x in letters if f"metric {config.name!r}" in x["detail"]]

@@ -23,6 +23,7 @@ from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.schemas.codec import write_reports
+from tests.json_lines import job_json_lines
 
 REPO = Path(__file__).resolve().parents[2]
 HOUR = 3_600_000
@@ -37,7 +38,8 @@ REGISTRY_DOC = {"metrics": [
 ]}
 ESTIMATE_FIELDS = {"metric", "window_start", "window_end", "n", "protocol", "epsilon",
                    "p_star", "q_star", "smallest_resolvable",
-                   "estimator", "postprocess", "labels", "estimate", "unbiased_estimate", "std_error", "pane"}
+                   "estimator", "postprocess", "labels", "estimate", "unbiased_estimate",
+                   "std_error", "pane"}
 SUMMARY = re.compile(r"records read: (\d+), accepted: (\d+), dead-lettered: (\d+) \((.*)\), "
                      r"windows: (\d+)")
 
@@ -63,9 +65,8 @@ def run(registry_, files, output, window_ms, period_ms=None):
 
 
 def json_lines(output, name):
-    paths = sorted(glob.glob(str(Path(output) / f"{name}-*.jsonl")))
-    assert paths, f"no {name} files"
-    return [json.loads(line) for path in paths for line in open(path, encoding="utf-8")]
+    assert glob.glob(str(Path(output) / f"{name}-*.jsonl")), f"no {name} files"
+    return job_json_lines(output, name)
 
 
 def direct_unbiased(protocol, columns):
@@ -90,7 +91,7 @@ WINDOW_TRUTH = [np.array([0.5, 0.2, 0.1, 0.1, 0.1, 0.0]),
 
 def known_window_reports(protocol, rng):
     times, values = [], []
-    for k, (n, f) in enumerate(zip(WINDOW_N, WINDOW_TRUTH)):
+    for k, (n, f) in enumerate(zip(WINDOW_N, WINDOW_TRUTH, strict=True)):
         v = np.repeat(np.arange(6), np.round(f * n).astype(int))
         assert len(v) == n
         t = T0 + k * HOUR + rng.integers(0, HOUR, n)
@@ -119,7 +120,8 @@ def test_fixed_windows_with_known_contents(tmp_path):
     assert dead == []
     total = 3 * sum(WINDOW_N)
     assert counters["records_read"] == counters["records_accepted"] == total
-    assert summary == f"records read: {total}, accepted: {total}, dead-lettered: 0 (none), windows: 9"
+    assert summary == (f"records read: {total}, accepted: {total}, dead-lettered: 0 (none), "
+                       "windows: 9")
     assert len(estimates) == 9
     for record in estimates:
         assert set(record) == ESTIMATE_FIELDS
@@ -324,7 +326,8 @@ def test_mixed_input_accounts_for_every_record(tmp_path):
 # -- the command line, end to end ------------------------------------------------------------------
 
 def cli(*args):
-    proc = subprocess.run([sys.executable, "-m", "ldp_telemetry.pipelines.cli", *map(str, args)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "ldp_telemetry.pipelines.cli",
+                           *map(str, args)], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout

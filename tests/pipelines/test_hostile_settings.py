@@ -6,7 +6,6 @@ names the file (and row or field), and that no Python traceback is printed.
 """
 from __future__ import annotations
 
-import glob
 import gzip
 import io
 import json
@@ -26,6 +25,7 @@ from ldp_telemetry.pipelines.graph import build_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.transforms.windows import beam_window_fn
+from tests.json_lines import job_json_lines
 
 T0_S = 1_709_251_200  # 2024-03-01T00:00:00Z
 GRR = {"name": "m", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": ["a", "b", "c"]}}
@@ -46,11 +46,6 @@ def refused(result, *fragments):
 def write_registry(path: Path, *metrics) -> Path:
     path.write_text(json.dumps({"metrics": list(metrics) or [GRR]}))
     return path
-
-
-def json_lines(output, name):
-    return [json.loads(line) for path in sorted(glob.glob(str(Path(output) / f"{name}-*.jsonl")))
-            for line in open(path, encoding="utf-8")]
 
 
 # -- failure 7: thousands of metrics share one counting step -----------------------------------
@@ -85,7 +80,7 @@ def test_a_thousand_metrics_run_to_a_summary_line(tmp_path):
                         WindowSpec(3_600_000, 3_600_000)), [], out=printed)
     assert printed.getvalue().strip() == ("records read: 3000, accepted: 3000, dead-lettered: 0 "
                                           "(none), windows: 1000")
-    assert len(json_lines(tmp_path / "out", "estimates")) == 1000
+    assert len(job_json_lines(tmp_path / "out", "estimates")) == 1000
 
 
 # -- failure 5: windows are assembled from slices, and window / period is bounded --------------
@@ -212,7 +207,7 @@ def test_an_absent_output_folder_is_created(tmp_path):
     result = ldp("run", "--registry", registry, "--input", tmp_path / "in" / "*.avro",
                  "--output", tmp_path / "deep" / "er" / "out", "--window", "60")
     assert result.returncode == 0, result.stderr
-    assert json_lines(tmp_path / "deep" / "er" / "out", "estimates")
+    assert job_json_lines(tmp_path / "deep" / "er" / "out", "estimates")
 
 
 # -- failure 9: messages, not tracebacks, for malformed input files ---------------------------
@@ -344,10 +339,10 @@ def test_a_repeated_report_id_is_counted_once_and_dead_lettered(tmp_path):
         "records read: 240, accepted: 125, dead-lettered: 115 (duplicate=115), windows: 3")
     # Each 20-report file repeats 5 of its own ids (ids[10:15] == ids[:5]).
     estimates = {(r["metric"], r["window_start"]): r["n"]
-                 for r in json_lines(tmp_path / "out", "estimates")}
+                 for r in job_json_lines(tmp_path / "out", "estimates")}
     assert estimates == {("m", "2024-03-01T00:00:00Z"): 95, ("m", "2024-03-01T01:00:00Z"): 15,
                          ("other", "2024-03-01T00:00:00Z"): 15}
-    letters = {r["source"]: r for r in json_lines(tmp_path / "out", "dead_letters")}
+    letters = {r["source"]: r for r in job_json_lines(tmp_path / "out", "dead_letters")}
     assert {r["reason"] for r in letters.values()} == {"duplicate"}
     first = letters["metric 'm', slice [2024-03-01T00:00:00Z, 2024-03-01T01:00:00Z)"]
     assert first["records"] == 105 and "105 report(s) repeat a report id" in first["detail"]
@@ -367,7 +362,7 @@ def test_event_times_before_not_before_are_dead_letters(tmp_path):
                         WindowSpec(3_600_000, 3_600_000)), [], out=printed)
     assert printed.getvalue().strip() == ("records read: 10, accepted: 6, dead-lettered: 4 "
                                           "(before_not_before=4), windows: 1")
-    letters = json_lines(tmp_path / "out", "dead_letters")
+    letters = job_json_lines(tmp_path / "out", "dead_letters")
     assert {r["reason"] for r in letters} == {"before_not_before"} and len(letters) == 4
     assert "before the metric's not_before (2020-01-01)" in letters[0]["detail"]
 

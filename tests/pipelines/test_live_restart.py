@@ -107,7 +107,7 @@ def test_kill_and_restart_neither_loses_nor_double_counts(tmp_path, processes):
     assert "records read: 2100, accepted: 2100, dead-lettered: 0 (none)" in out
 
     truth = {}
-    for name, (times, columns) in written.items():
+    for times, columns in written.values():
         for start_ms in (T0, T0 + MINUTE, T0 + 2 * MINUTE):
             inside = (times >= start_ms) & (times < start_ms + MINUTE)
             if inside.any():

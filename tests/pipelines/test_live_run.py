@@ -147,7 +147,7 @@ def test_live_run_streams_panes_and_counts_late_reports_per_window(tmp_path, har
     n, estimate = files.window(["w0-a.avro", "w0-b.avro"], T0)
     np.testing.assert_allclose(panes0[-1]["unbiased_estimate"], estimate, rtol=1e-12)
     for start, names in ((T0 + MINUTE, ["w1.avro"]), (T0 + 3 * MINUTE, ["w3.avro"])):
-        records = by_window["2024-03-01T00:0%d:00Z" % ((start - T0) // MINUTE)]
+        records = by_window[f"2024-03-01T00:0{(start - T0) // MINUTE}:00Z"]
         last = max(records, key=lambda r: r["pane"]["index"])
         n, estimate = files.window(names, start)
         assert last["n"] == n

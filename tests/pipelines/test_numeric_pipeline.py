@@ -30,6 +30,7 @@ from ldp_telemetry.pipelines.simulate import InputError, map_to_domain
 from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.transforms.replay import FilesArrive, ReplayReportFiles, WatermarkTo
+from tests.json_lines import job_json_lines
 
 T0 = 1_709_251_200  # 2024-03-01T00:00:00Z, seconds
 HOUR = 3600
@@ -53,7 +54,7 @@ def write_csv(path: Path, values, times) -> None:
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["t", "rtt"])
-        writer.writerows(zip(times, values))
+        writer.writerows(zip(times, values, strict=True))
 
 
 def test_map_to_domain_scales_onto_the_unit_interval_and_refuses_outside_values():
@@ -104,7 +105,7 @@ def direct(config, parts, start_s, end_s):
 
 def check_record(record, config, expected):
     assert record["n"] == expected.n
-    assert NUMERIC_FIELDS <= set(record)
+    assert set(record) >= NUMERIC_FIELDS
     assert record["protocol"] == config.protocol_name and record["epsilon"] == config.epsilon
     assert record["estimator"]["method"] == config.estimator.method
     assert record["estimator"]["iterations"] == expected.estimator.iterations
@@ -135,8 +136,7 @@ def test_sliding_windows_of_numeric_metrics(tmp_path):
     printed = io.StringIO()
     counters = run_job(job, [], out=printed)
     assert counters["records_accepted"] == len(REGISTRY.by_name) * 3600
-    records = [json.loads(line) for path in glob.glob(str(tmp_path / "out" / "estimates-*.jsonl"))
-               for line in open(path, encoding="utf-8")]
+    records = job_json_lines(tmp_path / "out", "estimates")
     # windows starting at T0 − 1 h .. T0 + 2 h, per metric
     assert len(records) == len(REGISTRY.by_name) * 4
     for record in records:
@@ -144,8 +144,10 @@ def test_sliding_windows_of_numeric_metrics(tmp_path):
         start = int(np.datetime64(record["window_start"].rstrip("Z"), "s").astype(int))
         check_record(record, config, direct(config, parts[record["metric"]], start,
                                             start + 2 * HOUR))
-    avro_records = [r for path in glob.glob(str(tmp_path / "out" / "estimates-*.avro"))
-                    for r in fastavro.reader(open(path, "rb"))]
+    avro_records = []
+    for path in glob.glob(str(tmp_path / "out" / "estimates-*.avro")):
+        with open(path, "rb") as handle:
+            avro_records += list(fastavro.reader(handle))
     assert len(avro_records) == len(records)
 
 
@@ -165,7 +167,7 @@ def test_streaming_panes_of_a_numeric_metric(tmp_path):
         records = sorted((r for r in records if r["metric"] == "rtt_ms"),
                          key=lambda r: r["pane"]["index"])
         assert [r["pane"]["timing"] for r in records] == ["ON_TIME", "LATE"]
-        for record, (_, result) in zip(records, expected):
+        for record, (_, result) in zip(records, expected, strict=True):
             check_record(record, config, result)
 
     options = PipelineOptions([])
@@ -190,7 +192,6 @@ def test_dead_letters_for_bad_square_wave_payloads(tmp_path):
     counters = run_job(job, [], out=io.StringIO())
     assert counters["records_accepted"] == 2
     assert counters["dead_letter.invalid_payload"] == 2
-    letters = [json.loads(line) for p in glob.glob(str(tmp_path / "out" / "dead_letters-*.jsonl"))
-               for line in open(p, encoding="utf-8")]
+    letters = job_json_lines(tmp_path / "out", "dead_letters")
     assert {letter["reason"] for letter in letters} == {"invalid_payload"}
     assert all("Square Wave" in letter["detail"] for letter in letters)

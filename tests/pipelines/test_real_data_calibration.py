@@ -26,7 +26,6 @@ over 229 airports, the noisiest plug-in here), inside the tolerances.
 from __future__ import annotations
 
 import io
-import json
 
 import numpy as np
 
@@ -35,6 +34,7 @@ from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.pipelines.simulate import TrueValues, simulate_reports
+from tests.json_lines import job_json_lines
 
 DAYS = range(40, 60)  # 20 windows
 PER_DAY = 5000
@@ -77,8 +77,7 @@ def test_standardized_errors_are_calibrated_on_real_flights(dataset, tmp_path):
     counters = run_job(job, [], out=io.StringIO())
     assert counters["records_accepted"] == 6 * len(rows) == 6 * PER_DAY * len(DAYS)
 
-    estimates = [json.loads(line) for path in sorted((tmp_path / "out").glob("estimates-*.jsonl"))
-                 for line in open(path, encoding="utf-8")]
+    estimates = job_json_lines(tmp_path / "out", "estimates")
     assert len(estimates) == 6 * len(DAYS)
     failures = []
     for config in registry.metrics:

@@ -2,7 +2,6 @@
 window, into the estimate store."""
 from __future__ import annotations
 
-import glob
 import io
 import json
 from pathlib import Path
@@ -20,6 +19,7 @@ from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.store import open_store
 from ldp_telemetry.store.records import UNATTRIBUTED_MS
+from tests.json_lines import job_json_lines
 
 HOUR = 3_600_000
 T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z
@@ -55,11 +55,6 @@ def write_input(folder: Path):
     return registry, sorted(files)
 
 
-def jsonl(output: Path, name: str) -> list[dict]:
-    return [json.loads(line) for path in sorted(glob.glob(str(output / f"{name}-*.jsonl")))
-            for line in open(path, encoding="utf-8")]
-
-
 def test_the_store_holds_the_jobs_windows_and_its_dead_letters_per_window(tmp_path):
     registry, files = write_input(tmp_path)
     url = f"sqlite:///{tmp_path}/store.db"
@@ -67,7 +62,7 @@ def test_the_store_holds_the_jobs_windows_and_its_dead_letters_per_window(tmp_pa
                       store=url)
     run_job(job, ["--runner=FnApiRunner"], out=io.StringIO())
 
-    estimates = jsonl(tmp_path / "out", "estimates")
+    estimates = job_json_lines(tmp_path / "out", "estimates")
     with open_store(url) as store:
         assert store.metrics() == ["s.grr", "s.olh"]
         stored = [window for metric in store.metrics() for window in store.windows(metric)]

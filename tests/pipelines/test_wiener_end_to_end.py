@@ -47,7 +47,7 @@ def output(tmp_path_factory):
     with open(table, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["slot", "time"])
-        writer.writerows(zip(values.tolist(), times.tolist()))
+        writer.writerows(zip(values.tolist(), times.tolist(), strict=True))
     for metric in METRICS:
         assert main(["simulate", "--registry", str(registry), "--metric", metric["name"],
                      "--input", str(table), "--value-column", "slot", "--time-column", "time",
@@ -80,7 +80,8 @@ def test_records_name_the_estimator_and_keep_the_unbiased_estimate(output):
         unbiased = np.asarray(record["unbiased_estimate"])
         assert unbiased.sum() == pytest.approx(1.0)  # GRR: the unbiased estimate itself
         filtered, protocol = rerun(record)
-        post = PostprocessSpec.parse("norm-hyb").apply(filtered.estimate, protocol.noise(record["n"]))
+        post = PostprocessSpec.parse("norm-hyb").apply(filtered.estimate,
+                                                       protocol.noise(record["n"]))
         np.testing.assert_allclose(record["estimate"], post, atol=1e-15)
         np.testing.assert_allclose(record["std_error"], filtered.std_error, rtol=1e-12)
         assert not np.allclose(record["estimate"], unbiased)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import json
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import split_by_slice, write_reports
+from tests.json_lines import job_json_lines
 
 HOUR = 3_600_000
 T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z
@@ -53,8 +53,7 @@ def test_window_bounds_and_counts_follow_the_offset(tmp_path, window_ms, period_
     spec = WindowSpec(window_ms, period_ms, offset_ms=offset_ms)
     job = EstimateJob(REGISTRY, (str(path),), str(tmp_path / "out"), spec)
     run_job(job, [], out=io.StringIO())
-    records = [json.loads(line) for p in sorted((tmp_path / "out").glob("estimates-*.jsonl"))
-               for line in open(p, encoding="utf-8")]
+    records = job_json_lines(tmp_path / "out", "estimates")
 
     # Brute force: every window [offset + k·period, + window) holding at least one report.
     first = (times.min() - offset_ms - window_ms) // period_ms + 1

@@ -37,7 +37,7 @@ def test_live_final_panes_equal_the_batch_estimates(comparison_input, tmp_path, 
                     key=lambda r: (r["metric"], r["window_start"]))
     expected = sorted(reference.estimates, key=lambda r: (r["metric"], r["window_start"]))
     assert len(finals) == len(expected)
-    for mine, theirs in zip(finals, expected):
+    for mine, theirs in zip(finals, expected, strict=True):
         assert {k: v for k, v in mine.items() if k != "pane"} == \
             {k: v for k, v in theirs.items() if k != "pane"}, mine["window_start"]
     letters = [json.loads(line) for line in

@@ -84,18 +84,18 @@ def fake_service():
 
 
 def test_a_service_that_exits_at_once_is_reported():
-    with pytest.raises(ServiceStartError, match="exited with code 1"):
-        with local_job_service(python="/bin/false"):
-            pass
+    with pytest.raises(ServiceStartError, match="exited with code 1"), \
+            local_job_service(python="/bin/false"):
+        pass
 
 
 def test_a_service_that_never_listens_is_stopped_after_the_bounded_wait(tmp_path):
     silent = tmp_path / "silent"
     silent.write_text("#!/bin/sh\nexec sleep 60\n")
     silent.chmod(0o755)
-    with pytest.raises(ServiceStartError, match="did not accept connections within 0.5 s"):
-        with local_job_service(startup_timeout=0.5, python=str(silent)):
-            pass
+    with pytest.raises(ServiceStartError, match="did not accept connections within 0.5 s"), \
+            local_job_service(startup_timeout=0.5, python=str(silent)):
+        pass
 
 
 def test_portable_options():

@@ -20,6 +20,7 @@ from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas import SCHEMA_DIR, report_schema_json
 from ldp_telemetry.schemas.batches import ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
+from tests.json_lines import json_lines
 
 REGISTRY = parse_registry({"metrics": [
     {"name": "a.grr", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": ["x", "y", "z"]}},
@@ -164,11 +165,6 @@ def pipeline_output(tmp_path_factory):
     job = EstimateJob(REGISTRY, tuple(files), str(root / "out"), WindowSpec(HOUR, HOUR))
     run_job(job, [], out=io.StringIO())
     return root / "out"
-
-
-def json_lines(pattern):
-    return [json.loads(line) for path in sorted(glob.glob(pattern))
-            for line in open(path, encoding="utf-8")]
 
 
 def only(pattern):

@@ -19,6 +19,7 @@ from ldp_telemetry.schemas import report_schema_json
 from ldp_telemetry.transforms.read import expand_file_patterns
 from tests.schemas.avro_blocks import join_container, split_container, write_blocks
 from ldp_telemetry.ldp.windows import WindowSpec
+from tests.json_lines import job_json_lines
 
 
 @pytest.fixture
@@ -157,8 +158,7 @@ def test_an_adversarial_job_accounts_for_every_record(tmp_path):
     assert {k: counters.get(k, 0) for k in expected} == expected
     assert counters["records_counted"] == counters["records_accepted"]
 
-    letters = [json.loads(line) for path in glob.glob(str(out / "dead_letters-*.jsonl"))
-               for line in open(path, encoding="utf-8")]
+    letters = job_json_lines(out, "dead_letters")
     by_reason = {}
     for letter in letters:
         key = f"dead_letter.{letter['reason']}"
@@ -169,6 +169,5 @@ def test_an_adversarial_job_accounts_for_every_record(tmp_path):
     with open(avro_letters, "rb") as handle:
         assert sorted(json.dumps(r, sort_keys=True) for r in fastavro.reader(handle)) == \
             sorted(json.dumps(r, sort_keys=True) for r in letters)
-    estimates = [json.loads(line) for path in glob.glob(str(out / "estimates-*.jsonl"))
-                 for line in open(path, encoding="utf-8")]
+    estimates = job_json_lines(out, "estimates")
     assert sum(e["n"] for e in estimates) == counters["records_accepted"]
