@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.errors import RegistryError, UserError
 
 T = TypeVar("T")
 
@@ -45,9 +45,11 @@ class Catalog(MutableMapping[str, T], Generic[T]):
     """
 
     def __init__(self, noun: str, field: str, *, modules: Iterable[str] = (),
-                 aliases: Mapping[str, str] | None = None):
+                 aliases: Mapping[str, str] | None = None,
+                 error: type[UserError] = RegistryError):
         self.noun = noun
         self.field = field
+        self._error = error
         self._modules = tuple(modules)
         self._loaded = not self._modules
         self._loading = False  # the thread holding _lock is importing the modules
@@ -78,8 +80,8 @@ class Catalog(MutableMapping[str, T], Generic[T]):
         resolved = self._aliases.get(name, name) if isinstance(name, str) else None
         if resolved not in self._entries:
             known = [*self._entries, *self._aliases]
-            raise RegistryError(f"unknown {self.noun} {name!r}{did_you_mean(name, known)}; "
-                                f"known: {', '.join(sorted(known))}", self.field)
+            raise self._error(f"unknown {self.noun} {name!r}{did_you_mean(name, known)}; "
+                              f"known: {', '.join(sorted(known))}", self.field)
         return resolved
 
     def lookup(self, name: Any) -> T:

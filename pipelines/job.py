@@ -22,7 +22,7 @@ from ldp_telemetry.pipelines.follower import WatermarkPolicy
 from ldp_telemetry.pipelines.memory import DEFAULT_MEMORY_BUDGET_MB, check_memory_budget
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.transforms.read import expand_file_patterns
-from ldp_telemetry.transforms.sources import source_names
+from ldp_telemetry.transforms.sources import SOURCES
 from ldp_telemetry.transforms.store import check_store_url
 
 
@@ -52,9 +52,7 @@ class LiveConfig:
     echo: bool = False
 
     def __post_init__(self):
-        if self.source not in source_names():
-            raise ConfigError(f"source must be one of {', '.join(source_names())}, "
-                              f"got {self.source!r}", field="source")
+        SOURCES.canonical(self.source)  # ConfigError naming the known sources
         if not 0 < self.poll_s <= 10:
             raise ConfigError(f"poll must be in (0, 10] seconds, got {self.poll_s}",
                               field="poll")

@@ -39,6 +39,7 @@ from apache_beam.io import fileio
 from apache_beam.testing.test_stream import TestStream
 
 from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.registration import Catalog
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.transforms.read import (BATCHES, DEAD_LETTERS, DecodeReportFilesFn,
@@ -70,17 +71,15 @@ class SourceSettings:
 
 #: A source factory: (location, settings) -> the source.
 SourceFactory = Callable[[str, SourceSettings], ReportSource]
-#: Every source by name, in the order registered (the first is the default).
-SOURCES: dict[str, SourceFactory] = {}
+#: Every source by name, in the order registered (the first is the default); an unknown name is
+#: a ConfigError of the job setting `source`.
+SOURCES: Catalog[SourceFactory] = Catalog("source", "source", error=ConfigError)
 
 
 def register_source(name: str) -> Callable[[SourceFactory], SourceFactory]:
     """Decorator: register `factory(location, settings)` as the source called `name`."""
     def register(factory: SourceFactory) -> SourceFactory:
-        if name in SOURCES:
-            raise ValueError(f"a source called {name!r} is registered already")
-        SOURCES[name] = factory
-        return factory
+        return SOURCES.register(factory, name)
     return register
 
 
@@ -98,12 +97,9 @@ def make_source(name: str, location: str, registry: Registry, slice_ms: int,
     ConfigError (field `source`) for an unknown name; each factory checks its location
     (field `follow`).
     """
-    factory = SOURCES.get(name)
-    if factory is None:
-        raise ConfigError(f"source must be one of {', '.join(SOURCES)}, got {name!r}",
-                          field="source")
-    return factory(location, SourceSettings(registry, slice_ms, slice_offset_ms, limits,
-                                            endpoint, match_interval_s))
+    settings = SourceSettings(registry, slice_ms, slice_offset_ms, limits, endpoint,
+                              match_interval_s)
+    return SOURCES.lookup(name)(location, settings)
 
 
 class FollowedDirectory(ReportSource):
