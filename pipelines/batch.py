@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
+from apache_beam.options.pipeline_options import PipelineOptions
 
-from ldp_telemetry.pipelines.counters import record_counters, summary_line
+from ldp_telemetry.pipelines.counters import run_and_count
 from ldp_telemetry.pipelines.graph import build_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.runners import make_runner
@@ -22,11 +22,4 @@ def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str,
     options = PipelineOptions(beam_args)
     pipeline = beam.Pipeline(runner=make_runner(options), options=options)
     build_pipeline(pipeline, job)
-    result = pipeline.run()
-    result.wait_until_finish()
-    if options.view_as(TestOptions).dry_run:
-        print("dry run: the job was built and validated, and not run", file=out)
-        return {}
-    counters = record_counters(result)
-    print(summary_line(counters), file=out)
-    return counters
+    return run_and_count(pipeline, out)

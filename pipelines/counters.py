@@ -7,9 +7,26 @@ keeps the same names in its checkpoint (`pipelines.checkpoint.FollowState.counte
 from __future__ import annotations
 
 from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import TestOptions
 
 from ldp_telemetry.output.reasons import Reason
 from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
+
+
+def run_and_count(pipeline, out) -> dict[str, int]:
+    """Run a built job to its end; print and return its record counters.
+
+    A dry run (`--dry_run=True`, e.g. on Dataflow) builds and validates the job without running
+    it: nothing is counted, and the empty counters are returned.
+    """
+    result = pipeline.run()
+    result.wait_until_finish()
+    if pipeline.options.view_as(TestOptions).dry_run:
+        print("dry run: the job was built and validated, and not run", file=out)
+        return {}
+    counters = record_counters(result)
+    print(summary_line(counters), file=out)
+    return counters
 
 
 def record_counters(result) -> dict[str, int]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.pipelines.counters import record_counters, summary_line
+from ldp_telemetry.pipelines.counters import run_and_count
 from ldp_telemetry.pipelines.graph import build_streaming_pipeline, job_sinks
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.runners import make_runner
@@ -41,11 +41,4 @@ def run_remote(job: EstimateJob, live: LiveConfig, beam_args: list[str],
     options.view_as(StandardOptions).streaming = True
     pipeline = beam.Pipeline(runner=make_runner(options), options=options)
     build_remote_pipeline(pipeline, job, live)
-    result = pipeline.run()
-    result.wait_until_finish()
-    if options.view_as(TestOptions).dry_run:
-        print("dry run: the job was built and validated, and not run", file=out)
-        return {}
-    counters = record_counters(result)
-    print(summary_line(counters), file=out)
-    return counters
+    return run_and_count(pipeline, out)
