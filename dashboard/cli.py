@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 
 from ldp_telemetry.dashboard.pages import DEFAULT_TOP_K
 from ldp_telemetry.dashboard.server import DEFAULT_HOST, DEFAULT_PORT
 from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.output.atomic import check_writable_folder
 
 #: Shortest polling period a live page may be given, in seconds.
 MIN_POLL_S = 0.2
@@ -41,7 +40,7 @@ def run_dashboard(args: argparse.Namespace, out=sys.stdout) -> int:
     if args.poll < MIN_POLL_S:
         raise ConfigError(f"poll must be at least {MIN_POLL_S} seconds, got {args.poll}", "poll")
     if args.export:
-        _check_writable(args.export)
+        check_writable_folder(args.export, "export")
     source = open_source(args.store, args.output)
     try:
         dashboard = Dashboard(source, args.top, int(args.poll * 1000))
@@ -66,15 +65,3 @@ def run_dashboard(args: argparse.Namespace, out=sys.stdout) -> int:
         return 0
     finally:
         source.close()
-
-
-def _check_writable(folder: str) -> None:
-    """Create `folder` where absent and check that files can be written in it; ConfigError
-    (field `export`) naming it otherwise."""
-    try:
-        os.makedirs(folder, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        raise ConfigError(f"export {folder!r} cannot be written: {error.strerror or error}",
-                          "export") from None

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import threading
 import uuid
+
+from ldp_telemetry.ldp.errors import ConfigError
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -25,6 +28,21 @@ def is_remote(path: str) -> bool:
 def temporary_name(name: str) -> str:
     """The hidden temporary name a file called `name` is written under before its rename."""
     return f".{name}.{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}.tmp"
+
+
+def check_writable_folder(folder: str, field: str) -> None:
+    """Create the local `folder` where absent and check that a file can be written in it, before
+    a job or an export starts; ConfigError naming the setting `field` and the folder otherwise.
+    A remote folder is left to the runner to check."""
+    if is_remote(folder):
+        return
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ConfigError(f"{field} {folder!r} cannot be written: {error.strerror or error}",
+                          field) from None
 
 
 def write_atomically(path: str, data: str | bytes, fsync: bool = True) -> None:

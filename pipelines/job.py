@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import tempfile
 from dataclasses import dataclass
 
 from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.registry import Registry, load_registry
 from ldp_telemetry.ldp.windows import WindowSpec
-from ldp_telemetry.output.atomic import is_remote
+from ldp_telemetry.output.atomic import check_writable_folder
 from ldp_telemetry.pipelines.follower import WatermarkPolicy
 from ldp_telemetry.pipelines.memory import DEFAULT_MEMORY_BUDGET_MB, check_memory_budget
 from ldp_telemetry.schemas.limits import DecodeLimits
@@ -86,7 +85,7 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
         raise ConfigError("input or follow is required: report files to read (a batch run) or "
                           "a location to follow (a live run)", field="input")
     files = () if live else tuple(expand_file_patterns(args.input))
-    prepare_output(args.output)
+    check_writable_folder(args.output, "output")
     return EstimateJob(registry, files, args.output, windows, store, limits)
 
 
@@ -101,18 +100,3 @@ def live_config_from_arguments(args: argparse.Namespace) -> LiveConfig:
                              args.idle_advance if args.idle_advance else None)
     return LiveConfig(args.source, args.follow, policy, args.poll, args.until,
                       args.stop_when_idle, args.print_panes)
-
-
-def prepare_output(output: str) -> None:
-    """Create a local output folder where absent and check that files can be written in it;
-    ConfigError (field `output`) naming the folder otherwise. Remote folders are checked by the
-    runner."""
-    if is_remote(output):
-        return
-    try:
-        os.makedirs(output, exist_ok=True)
-        with tempfile.TemporaryFile(dir=output):
-            pass
-    except OSError as error:
-        raise ConfigError(f"output {output!r} cannot be written: {error.strerror or error}",
-                          field="output") from None
