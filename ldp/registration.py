@@ -1,12 +1,14 @@
-"""Named catalogs: how protocols, numeric protocols, estimators and post-processing methods are
-registered, looked up and listed.
+"""Named catalogs: how protocols, numeric protocols, estimators, post-processing methods and
+live-run sources are registered, looked up and listed.
 
-A `Catalog` maps registry names to entries (a protocol class, an `EstimatorMethod`, a
-`PostprocessMethod`; each has a `name`), in the order they were registered. An entry joins with
+A `Catalog` maps names to entries (a protocol class, an `EstimatorMethod`, a
+`PostprocessMethod`, a source factory), in the order they were registered. An entry joins with
 `register(entry)`; a catalog may also name `modules` that register their entries when imported,
 imported on first use (estimator modules import the catalog, so it cannot import them first).
-`lookup(name)` resolves a name or one of its `aliases` and fails with a `RegistryError` that
-names the catalog's registry field, the nearest known name ("did you mean") and every known one.
+`lookup(name)` resolves a name or one of its `aliases` and fails with a user error (a
+`RegistryError` unless the catalog names another class, such as the `ConfigError` of a job
+setting) that names the catalog's field, the nearest known name ("did you mean") and every known
+one.
 
 A method's parameters are declared as `Parameter`s (default, check from
 ldp_telemetry.ldp.validation, what a valid value is); `MethodChoice` is a validated choice of a

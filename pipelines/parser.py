@@ -90,8 +90,8 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     show = commands.add_parser(
         "show", help="print the largest estimates of each window of a finished job",
         description="Print, per metric and window, the K largest post-processed estimates with "
-                    "95% error bars (1.96 standard errors: of the unbiased estimate, or of the "
-                    "metric's estimator at its final gains when the registry names one).")
+                    "95% error bars (± 1.95996 standard errors: of the unbiased estimate, or of "
+                    "the metric's estimator at its final gains when the registry names one).")
     show.add_argument("--output", required=True, help="the job's output directory")
     show.add_argument("--metric", default=None, help="only this metric")
     show.add_argument("--top", type=int, default=5, help="values per window (default 5)")

@@ -89,14 +89,15 @@ class PaneFiles(Sink):
 
 
 class WriteDeadLetterFileFn(beam.DoFn):
-    """Dead-letter record -> one small file OUT/dead_letters/<unique>.json, written whole
-    (`output.atomic`), locally or remotely."""
+    """Dead-letter record -> one small JSON-lines file OUT/dead_letters/<unique>.jsonl, written
+    whole (`output.atomic`), locally or remotely; the folder's readers (`output.tail`) read the
+    live run's dead letters from the same place."""
 
     def __init__(self, output: str):
         self._output = output
 
     def process(self, record: dict):
-        path = FileSystems.join(self._output, DEAD_LETTER_DIR, f"{uuid.uuid4().hex}.json")
+        path = FileSystems.join(self._output, DEAD_LETTER_DIR, f"{uuid.uuid4().hex}.jsonl")
         write_atomically(path, json.dumps(record, sort_keys=True) + "\n", fsync=False)
 
 

@@ -8,6 +8,7 @@ import apache_beam as beam
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
+from ldp_telemetry.dashboard.source import FolderSource
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.graph import job_sinks
@@ -60,13 +61,17 @@ def test_each_sink_gets_the_estimates_as_the_one_before_wrote_them():
         assert_that(last, equal_to([("e", "A", "B")]))
 
 
-def test_a_live_dead_letter_is_one_whole_file(tmp_path):
+def test_a_live_dead_letter_is_one_whole_file_the_folder_source_reads(tmp_path):
     fn = WriteDeadLetterFileFn(str(tmp_path))
     letters = [{"source": f"f{i}.avro", "reason": "undecodable", "detail": "x", "records": 1}
                for i in range(3)]
     for letter in letters:
         assert list(fn.process(letter) or []) == []
     files = sorted((tmp_path / "dead_letters").iterdir())
-    assert len(files) == 3 and all(f.suffix == ".json" for f in files)
+    assert len(files) == 3 and all(f.suffix == ".jsonl" for f in files)
     assert sorted(json.loads(f.read_text())["source"] for f in files) == [
         "f0.avro", "f1.avro", "f2.avro"]
+    # A dashboard on the output folder counts them (undecodable: in no window).
+    (tmp_path / "panes.log").write_text("")
+    source = FolderSource(str(tmp_path))
+    assert source.unattributed_rejects() == {("", "undecodable"): 3}
