@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
             reject_misspelt_job_flags(extra)
         return COMMANDS[args.command](args, extra)
     except UserError as error:
-        print(f"ldp {args.command}: error: {user_message(error, flag_table(parser))}",
+        flags = flag_table(parser, args.command)
+        print(f"ldp {args.command}: error: {user_message(error, flags)}",
               file=sys.stderr)
         return 2
 
@@ -66,7 +67,7 @@ def user_message(error: UserError, flags: Mapping[str, str]) -> str:
     message = str(error)
     setting = _setting_with_flag(error.field, flags)
     if setting is None:
-        return message
+        return _other_settings(message, flags)
     flag = flags[setting]
     subject = _SUBJECT.match(message)
     parts = _JOINER.split(subject.group(0)) if subject else []  # name, joiner, name, ...
@@ -74,8 +75,19 @@ def user_message(error: UserError, flags: Mapping[str, str]) -> str:
     if setting in names and all(name in flags for name in names):
         written = "".join(flags[part] if i % 2 == 0 else f" {part} "
                           for i, part in enumerate(parts))
-        return written + message[subject.end():]
+        return written + _other_settings(message[subject.end():], flags)
+    message = _other_settings(message, flags)
     return message if flag in message else f"{flag}: {message}"
+
+
+#: A setting named inside a message: a snake_case name of two words or more.
+_SNAKE_NAME = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w/-])")
+
+
+def _other_settings(text: str, flags: Mapping[str, str]) -> str:
+    """`text` with every other multi-word setting it names (``max_block_bytes``) written as its
+    flag (``--max-block-bytes``)."""
+    return _SNAKE_NAME.sub(lambda found: flags.get(found.group(0), found.group(0)), text)
 
 
 def _setting_with_flag(field: str | None, flags: Mapping[str, str]) -> str | None:

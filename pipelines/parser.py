@@ -168,17 +168,19 @@ def command_of(argv: list[str]) -> str | None:
     return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
-def flag_table(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """Setting -> flag over every command of `parser`: each option's destination (the field a
-    `UserError` names, e.g. ``window_offset``) -> its long option string (``--window-offset``).
-    Commands that share a setting share its flag."""
+def flag_table(parser: argparse.ArgumentParser, command: str | None = None) -> dict[str, str]:
+    """Setting -> flag: each option's destination (the field a `UserError` names, e.g.
+    ``window_offset``) -> its long option string (``--window-offset``), over the options of
+    `command` (and the top-level ones), or of every command when `command` is None (commands
+    that share a setting share its flag)."""
     table: dict[str, str] = {}
     pending = [parser]
     while pending:
         current = pending.pop()
         for action in current._actions:
             if isinstance(action, argparse._SubParsersAction):
-                pending.extend(action.choices.values())
+                pending.extend(parsed for name, parsed in action.choices.items()
+                               if command is None or name == command)
             flags = [flag for flag in action.option_strings if flag.startswith("--")]
             if flags and action.dest != "help":
                 table.setdefault(action.dest, flags[0])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ldp_telemetry.ldp.errors import ConfigError, InputError, UserError
+from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.queries import STD_ERROR_KINDS, WindowEstimate
 
 
@@ -23,11 +23,7 @@ def answer_query(record: dict, args: argparse.Namespace) -> str:
     if args.quantile is not None:
         raise ConfigError(f"--quantile needs a numeric metric; {args.metric!r} is not one",
                           field="quantile")
-    try:
-        window = WindowEstimate.from_record(record)
-    except UserError as error:
-        raise InputError(f"the estimate of metric {args.metric!r} at {record['window_start']} "
-                         f"cannot be queried: {error}", field=error.field) from None
+    window = _read_window(WindowEstimate, record, args)
     if args.method is not None:
         window = window.with_method(args.method, **_method_params(args.param))
     elif args.param:
@@ -65,7 +61,7 @@ def _numeric_answer(record: dict, args: argparse.Namespace) -> str:
     if args.labels is not None or args.top is not None or args.method is not None:
         raise ConfigError(f"metric {args.metric!r} is numeric: ask --range LO HI (its units) or "
                           "--quantile LEVELS", field="metric")
-    window = NumericWindow.from_record(record)
+    window = _read_window(NumericWindow, record, args)
     if args.range is not None:
         try:
             lo, hi = (float(bound) for bound in args.range)
@@ -133,3 +129,14 @@ def _describe(answer) -> str:
         return f"range {answer.labels[0]}..{answer.labels[-1]} ({len(answer.labels)} values)"
     shown = ", ".join(answer.labels[:5]) + (", ..." if len(answer.labels) > 5 else "")
     return f"set {{{shown}}} ({len(answer.labels)} values)"
+
+
+def _read_window(kind, record: dict, args: argparse.Namespace):
+    """`kind.from_record(record)`; InputError (field `output`) naming the window when the record
+    holds what no job of ours writes (the reader checks its shape, not every field's meaning)."""
+    try:
+        return kind.from_record(record)
+    except (KeyError, TypeError, ValueError) as error:
+        raise InputError(f"the estimate of metric {args.metric!r} at {record['window_start']} in "
+                         f"{args.output} cannot be read: {type(error).__name__}: {error}",
+                         field="output") from None

@@ -21,7 +21,7 @@ import numpy as np
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.registry import MetricConfig
 from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS
-from ldp_telemetry.output.atomic import write_atomically
+from ldp_telemetry.output.atomic import check_writable_folder, write_atomically
 from ldp_telemetry.output.layout import metric_segment
 from ldp_telemetry.output.times import ms_from_iso
 from ldp_telemetry.schemas.codec import write_reports
@@ -185,13 +185,13 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
     `overwrite` deletes them first instead.
     """
     rng = np.random.default_rng(seed)
-    os.makedirs(out_dir, exist_ok=True)
+    check_writable_folder(out_dir, OUT)
     earlier = metric_report_files(out_dir, config.name)
     if earlier and not overwrite:
-        raise InputError(f"{out_dir} already holds {len(earlier)} report file(s) of metric "
-                         f"{config.name!r} (e.g. {os.path.basename(earlier[0])}); a job reading "
-                         "the folder would count both runs: overwrite them or choose another "
-                         "output folder", OUT)
+        raise InputError(f"overwrite is not set and {out_dir} already holds {len(earlier)} report "
+                         f"file(s) of metric {config.name!r} (e.g. "
+                         f"{os.path.basename(earlier[0])}); a job reading the folder would count "
+                         "both runs: overwrite them or choose another output folder", "overwrite")
     for path in earlier:
         os.remove(path)
     n = len(truth.values)
@@ -249,13 +249,14 @@ def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: i
     if not file_every_s > 0:
         raise ConfigError(f"file_every must be positive, got {file_every_s}", "file_every")
     rng = np.random.default_rng(seed)
-    os.makedirs(out_dir, exist_ok=True)
+    check_writable_folder(out_dir, OUT)
     stem = metric_segment(config.name)
     earlier = sorted(glob.glob(os.path.join(glob.escape(out_dir),
                                             f"{glob.escape(stem)}-live-*.avro")))
     if earlier and not overwrite:
-        raise InputError(f"{out_dir} already holds {len(earlier)} live report file(s) of "
-                         f"{config.name}: overwrite them or choose another output folder", OUT)
+        raise InputError(f"overwrite is not set and {out_dir} already holds {len(earlier)} live "
+                         f"report file(s) of {config.name}: overwrite them or choose another "
+                         "output folder", "overwrite")
     for path in earlier:
         os.remove(path)
     order = np.argsort(truth.event_times_ms, kind="stable")

@@ -80,6 +80,15 @@ def test_the_same_job_without_the_bug_succeeds(job_files):
      "ldp run: error: --period must be in [0.001 s, window]"),
     (["--window", "3600", "--memory-budget", "-1"],
      "ldp run: error: --memory-budget must be a positive number of MB, got -1.0"),
+    (["--window", "3600", "--allowed-lateness", "-1"],
+     "ldp run: error: --allowed-lateness must be in [0, 7258118400] s, got -1 s"),
+    (["--window", "3600", "--early-every", "1.5"],
+     "ldp run: error: --early-every must be a positive whole number of seconds, got 1.5 s"),
+    (["--window", "3600", "--max-block-records", "0"],
+     "ldp run: error: --max-block-records must be a positive integer, got 0"),
+    (["--window", "3600", "--max-record-bytes", "99999999999"],
+     "ldp run: error: --max-record-bytes (99999999999) cannot exceed --max-block-bytes "
+     "(67108864): a record is inside a block"),
 ])
 def test_a_user_error_exits_2_naming_the_flag(job_files, flags, message):
     registry, reports, out = job_files
@@ -153,6 +162,12 @@ def test_one_table_maps_every_setting_to_its_flag(flags):
     (RegistryError("metric 'm': field 'epsilon' must be positive", field="metrics[0].epsilon"),
      "metric 'm': field 'epsilon' must be positive"),
     (UserError("window of 'm' holds no reports"), "window of 'm' holds no reports"),
+    # other multi-word settings inside the message are written as their flags too
+    (ConfigError("max_record_bytes (9) cannot exceed max_block_bytes (5)",
+                 field="max_record_bytes"),
+     "--max-record-bytes (9) cannot exceed --max-block-bytes (5)"),
+    (ConfigError("the file /tmp/max_block_bytes/x is odd", field="max_record_bytes"),
+     "--max-record-bytes: the file /tmp/max_block_bytes/x is odd"),
 ])
 def test_user_message_writes_the_setting_as_its_flag(flags, error, shown):
     assert user_message(error, flags) == shown
@@ -190,3 +205,51 @@ def test_dashboard_port_in_use_and_unwritable_export_name_their_flags(tmp_path, 
         assert main(["dashboard", "--output", str(tmp_path / "out"), "--port", str(port)]) == 2
     assert (f"ldp dashboard: error: --port {port} on 127.0.0.1 cannot be served"
             in capsys.readouterr().err)
+
+
+def test_a_command_names_only_its_own_flags():
+    """`ldp query` never shows a flag of `ldp plan` (both read settings called epsilon)."""
+    parser = build_parser(job_arguments=False)
+    assert flag_table(parser, "plan")["epsilon"] == "--epsilon"
+    assert "epsilon" not in flag_table(parser, "query")
+    assert user_message(ConfigError("epsilon must be positive", field="epsilon"),
+                        flag_table(parser, "query")) == "epsilon must be positive"
+
+
+def test_simulate_into_a_folder_that_cannot_be_made_or_holds_reports(tmp_path, capsys):
+    from ldp_telemetry.pipelines.cli import main
+    registry = tmp_path / "registry.json"
+    registry.write_text(json.dumps({"metrics": [GRR]}))
+    table = tmp_path / "in.csv"
+    table.write_text("v,t\na,1700000000\n")
+    (tmp_path / "a-file").write_text("")
+    args = ["simulate", "--registry", str(registry), "--metric", "m", "--input", str(table),
+            "--value-column", "v", "--time-column", "t", "--out"]
+    assert main([*args, str(tmp_path / "a-file" / "reports")]) == 2
+    assert (f"ldp simulate: error: --out '{tmp_path / 'a-file' / 'reports'}' cannot be "
+            "written: Not a directory") in capsys.readouterr().err
+    assert main([*args, str(tmp_path / "reports")]) == 0
+    assert main([*args, str(tmp_path / "reports")]) == 2
+    assert "ldp simulate: error: --overwrite is not set and " in capsys.readouterr().err
+
+
+def test_a_record_no_job_wrote_is_a_user_error_of_query(job_files, capsys):
+    """Records that pass the reader's shape check but hold what no job writes: exit 2 naming
+    the output folder, not a traceback."""
+    from ldp_telemetry.pipelines.cli import main
+    registry, reports, out = job_files
+    assert main(["run", "--registry", str(registry), "--input", str(reports), "--output",
+                 str(out), "--window", "3600"]) == 0
+    [shard] = sorted(out.glob("estimates-*.jsonl"))
+    records = [json.loads(line) for line in shard.read_text().splitlines()]
+    for damage in ({"postprocess": {"params": {}}},  # no method
+                   {"estimator": "iiw"},  # not an object
+                   {"unbiased_estimate": None}):  # a frequency record without it
+        shard.write_text("".join(json.dumps({**r, **damage}) + "\n" for r in records))
+        capsys.readouterr()
+        assert main(["query", "--output", str(out), "--metric", "m", "--window", "0",
+                     "--top", "2"]) == 2, damage
+        error = capsys.readouterr().err
+        assert error.startswith("ldp query: error: --output: the estimate of metric 'm' at "), \
+            error
+        assert f" in {out} cannot be read: " in error

@@ -65,7 +65,7 @@ def test_live_simulation_writes_due_reports_per_tick_by_rename(tmp_path):
             as caught:
         simulate_live(REGISTRY["sim.grr"], truth, str(tmp_path), seed=1, speedup=2.0,
                       sleep=fake.sleep, clock=fake.clock, progress=None)
-    assert caught.value.field == "out"
+    assert caught.value.field == "overwrite"
 
 
 def test_run_follow_and_input_are_exclusive_and_flags_are_checked(tmp_path, capsys):
