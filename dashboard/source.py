@@ -21,7 +21,8 @@ import threading
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.validation import is_int
 from ldp_telemetry.output.bands import band95, half_width95
-from ldp_telemetry.output.layout import PANE_LOG, WindowKey, window_key
+from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, WindowKey,
+                                          shard_pattern, window_key)
 from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS, Reason
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.output.tail import OutputTail
@@ -112,8 +113,8 @@ class FolderSource:
         self._windows_of: dict[str, set[WindowKey]] = {}  # metric -> its windows
         self.refresh()
         if not self._tail.found:
-            raise InputError(f"no estimates-*.jsonl, dead_letters-*.jsonl or {PANE_LOG} in "
-                             f"{output_dir!r}", "output")
+            raise InputError(f"no {shard_pattern(ESTIMATES)}, {shard_pattern(DEAD_LETTERS)} or "
+                             f"{PANE_LOG} in {output_dir!r}", "output")
 
     def refresh(self) -> None:
         """Read what was appended to the output files since the last refresh."""

@@ -46,7 +46,8 @@ from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, Frequency
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, NUMERIC, epsilon_problem
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
 from ldp_telemetry.ldp.registration import did_you_mean
-from ldp_telemetry.ldp.validation import is_finite_number, is_int, is_valid_event_time
+from ldp_telemetry.ldp.validation import (EVENT_TIME_SPAN_TEXT, is_finite_number, is_int,
+                                          is_valid_event_time)
 
 _METRIC_FIELDS = {"name", "protocol", "epsilon", "domain", "estimator", "postprocess",
                   "not_before"}
@@ -293,7 +294,7 @@ def _instant_problem(value: Any) -> str | None:
     except ValueError:
         return f"must be an ISO-8601 date or time such as '2020-01-01', got {value!r}"
     if not is_valid_event_time(_ms_since_epoch(moment)):
-        return f"must lie in [1970-01-01, 2200-01-01), got {value!r}"
+        return f"must lie in {EVENT_TIME_SPAN_TEXT}, got {value!r}"
     return None
 
 

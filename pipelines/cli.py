@@ -164,8 +164,9 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         return 0
     with with_local_job_service(beam_args) as beam_args:  # PortableRunner without an endpoint
         run_job(job, beam_args)
-    print(f"estimates: {job.output}/estimates-*.jsonl; "
-          f"dead letters: {job.output}/dead_letters-*.jsonl")
+    from ldp_telemetry.output.layout import DEAD_LETTERS, ESTIMATES, shard_pattern
+    print(f"estimates: {job.output}/{shard_pattern(ESTIMATES)}; "
+          f"dead letters: {job.output}/{shard_pattern(DEAD_LETTERS)}")
     return 0
 
 

@@ -11,6 +11,7 @@ import argparse
 import difflib
 
 from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.output.bands import Z95
 
 
 def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
@@ -90,7 +91,7 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     show = commands.add_parser(
         "show", help="print the largest estimates of each window of a finished job",
         description="Print, per metric and window, the K largest post-processed estimates with "
-                    "95% error bars (± 1.95996 standard errors: of the unbiased estimate, or of "
+                    f"95% error bars (± {Z95:.6g} standard errors: of the unbiased estimate, or of "
                     "the metric's estimator at its final gains when the registry names one).")
     show.add_argument("--output", required=True, help="the job's output directory")
     show.add_argument("--metric", default=None, help="only this metric")

@@ -20,7 +20,7 @@ import numpy as np
 
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.registry import MetricConfig
-from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS
+from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, EVENT_TIME_SPAN_TEXT
 from ldp_telemetry.output.atomic import check_writable_folder, write_atomically
 from ldp_telemetry.output.layout import metric_segment
 from ldp_telemetry.output.times import ms_from_iso
@@ -159,8 +159,9 @@ def parse_event_times(raw: list[str]) -> np.ndarray:
     outside = ~((millis >= EVENT_TIME_MIN_MS) & (millis < EVENT_TIME_END_MS))  # NaN too
     if outside.any():
         first = int(np.flatnonzero(outside)[0])
-        raise InputError(f"row {first + 2}: event time {raw[first]!r} is outside 1970-01-01 .. "
-                         "2200-01-01 UTC (epoch seconds are expected, not milliseconds)", INPUT)
+        raise InputError(f"row {first + 2}: event time {raw[first]!r} is outside "
+                         f"{EVENT_TIME_SPAN_TEXT} (epoch seconds are expected, not milliseconds)",
+                         INPUT)
     return millis.astype(np.int64)
 
 

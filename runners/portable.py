@@ -34,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.output.atomic import write_atomically
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -232,8 +233,7 @@ def serve_worker_pool(port_file: str, use_process: bool = False) -> None:
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     signal.signal(signal.SIGINT, lambda *_: stopped.set())
-    Path(port_file + ".tmp").write_text(str(port))
-    os.replace(port_file + ".tmp", port_file)
+    write_atomically(port_file, str(port), fsync=False)
     print(f"worker pool serving at localhost:{port}", flush=True)
     stopped.wait()
     # Process workers the job service did not stop (Beam's launcher does this at exit too).

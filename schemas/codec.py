@@ -41,7 +41,7 @@ import numpy as np
 from ldp_telemetry.ldp.protocols.base import Columns
 from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.registry import Registry
-from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS
+from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, EVENT_TIME_SPAN_TEXT
 from ldp_telemetry.output.reasons import Reason
 from ldp_telemetry.schemas import payload_branch
 from ldp_telemetry.schemas.batches import (MAX_DETAIL_CHARS, REPORT_ID, DeadLetter, ReportBatch,
@@ -291,7 +291,7 @@ class ReportDecoder:
             for i in np.flatnonzero(untimely & ~invalid).tolist():
                 yield self._record_letter(
                     source, Reason.INVALID_EVENT_TIME, f"event time {times[i]} ms since the "
-                    f"epoch is outside [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)",
+                    f"epoch is outside {EVENT_TIME_SPAN_TEXT}",
                     records[i])
             for i in np.flatnonzero(early).tolist():
                 yield self._record_letter(

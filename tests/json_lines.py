@@ -7,11 +7,12 @@ from pathlib import Path
 
 
 def json_lines(pattern: str | Path) -> list[dict]:
-    """One object per non-empty line of every file matching the glob `pattern`, in path order."""
+    """One object per line of every file matching the glob `pattern`, in path order (a blank
+    line is an error: the job never writes one)."""
     rows = []
     for path in sorted(glob.glob(str(pattern))):
         with open(path, encoding="utf-8") as handle:
-            rows += [json.loads(line) for line in handle if line.strip()]
+            rows += [json.loads(line) for line in handle]
     return rows
 
 

@@ -126,6 +126,6 @@ class StoreSink(Sink):
         stored = estimates
         if self._compact:
             stored = estimates | "PlainEstimates" >> beam.Map(plain_record)
-        (stored, dead_letters) | "WriteStore" >> WriteToStore(
+        (stored, dead_letters) | "WriteToStore" >> WriteToStore(
             self._url, self._windows.slice_ms, self._windows.slice_offset_ms)
         return estimates

@@ -18,7 +18,8 @@ import pytest
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Timestamp
 
-from ldp_telemetry.ldp.registry import RegistryError, parse_registry
+from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.graph import build_pipeline
@@ -367,8 +368,9 @@ def test_event_times_before_not_before_are_dead_letters(tmp_path):
     assert "before the metric's not_before (2020-01-01)" in letters[0]["detail"]
 
 
-@pytest.mark.parametrize("value, message", [("yesterday", "ISO-8601 date"), (20200101, "ISO-8601"),
-                                            ("1900-01-01", "lie in [1970-01-01, 2200-01-01)")])
+@pytest.mark.parametrize("value, message", [
+    ("yesterday", "ISO-8601 date"), (20200101, "ISO-8601"),
+    ("1900-01-01", "lie in [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)")])
 def test_a_bad_not_before_is_a_registry_error(value, message):
     with pytest.raises(RegistryError, match=r"metric 'm': field 'not_before' must .*" +
                        message.replace("[", r"\[").replace(")", r"\)")):

@@ -26,7 +26,8 @@ from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.graph import build_streaming_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
-from ldp_telemetry.pipelines.simulate import InputError, map_to_domain
+from ldp_telemetry.ldp.errors import InputError
+from ldp_telemetry.pipelines.simulate import map_to_domain
 from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.transforms.replay import FilesArrive, ReplayReportFiles, WatermarkTo

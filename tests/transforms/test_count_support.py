@@ -161,6 +161,28 @@ def test_merge_support_fn_merges_partial_sums_into_the_first_only():
     assert_same(partials[1], second)  # the other partial sums are left as they were
 
 
+@pytest.mark.parametrize("metric", REGISTRY.by_name)
+def test_merge_support_fn_shares_no_table_with_its_inputs_whatever_comes_first(metric):
+    """The merged table is the first accumulator's own, even when that one was empty: adding
+    into it never writes into an input, and the inputs never alias the result."""
+    batches = make_batches(metric, [20, 30, 40], seed=9)
+    merger = MergeSupportFn()
+    partials = [merger.add_input(merger.create_accumulator(), count([batch]))
+                for batch in batches]
+    before = copy.deepcopy(partials)
+    for first in (merger.create_accumulator(), merger.create_accumulator()):
+        accumulators = [first, *partials]
+        merged = merger.merge_accumulators(accumulators)
+        assert merged is first and merged.n == 90
+        assert_same(merger.extract_output(merged), count(batches))
+        for kept, original in zip(partials, before, strict=True):
+            assert_same(kept, original)
+            assert not np.shares_memory(merged.table, kept.table)
+    empty = merger.merge_accumulators([merger.create_accumulator(),
+                                       merger.create_accumulator()])
+    assert empty.metric is None and empty.n == 0
+
+
 def test_statistics_of_two_metrics_do_not_add():
     a, b = count(make_batches("grr", [5], 1)), count(make_batches("olh", [5], 1))
     with pytest.raises(ValueError, match="metric 'olh'"):
