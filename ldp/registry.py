@@ -22,7 +22,6 @@ path of the field in the registry (``metrics[1].epsilon``), before any report is
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import logging
 import math
@@ -46,6 +45,7 @@ from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, Frequency
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, NUMERIC, epsilon_problem
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
 from ldp_telemetry.ldp.registration import did_you_mean
+from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.ldp.validation import (EVENT_TIME_SPAN_TEXT, is_finite_number, is_int,
                                           is_valid_event_time)
 
@@ -60,7 +60,6 @@ PROBE_REPORT_COUNTS = (1, 1_000, 1_000_000_000)
 #: Length of the probe vector (or d, when smaller).
 PROBE_VALUES = 64
 #: `not_before` dates must be valid event times (`ldp.validation.is_valid_event_time`).
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 log = logging.getLogger(__name__)
 
 
@@ -89,7 +88,7 @@ class MetricConfig:
     @cached_property
     def not_before_ms(self) -> int | None:
         """`not_before` in epoch milliseconds: earlier event times are dead letters."""
-        return None if self.not_before is None else _parse_instant_ms(self.not_before)
+        return None if self.not_before is None else ms_from_iso(self.not_before)
 
     @property
     def statistic_nbytes(self) -> int:
@@ -290,29 +289,12 @@ def _instant_problem(value: Any) -> str | None:
     if not isinstance(value, str):
         return f"must be an ISO-8601 date or time such as '2020-01-01', got {value!r}"
     try:
-        moment = _parse_instant(value)
+        moment_ms = ms_from_iso(value)
     except ValueError:
         return f"must be an ISO-8601 date or time such as '2020-01-01', got {value!r}"
-    if not is_valid_event_time(_ms_since_epoch(moment)):
+    if not is_valid_event_time(moment_ms):
         return f"must lie in {EVENT_TIME_SPAN_TEXT}, got {value!r}"
     return None
-
-
-def _parse_instant(text: str) -> dt.datetime:
-    """An ISO-8601 date or date-time (UTC unless it names an offset; 'Z' accepted)."""
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    moment = dt.datetime.fromisoformat(text)
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
-
-
-def _parse_instant_ms(text: str) -> int:
-    return _ms_since_epoch(_parse_instant(text))
-
-
-def _ms_since_epoch(moment: dt.datetime) -> int:
-    delta = moment - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def _parse_numeric_metric(entry: Mapping, name: str, protocol: str, epsilon: float,

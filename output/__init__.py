@@ -1,6 +1,8 @@
 """The output contract, Beam-free: what a job writes and how it is read back.
 
-One place for everything that a writer and its readers must agree on:
+One place for everything that a writer and its readers must agree on (the time helpers every
+layer shares, ISO-8601 text and epoch milliseconds, are `ldp_telemetry.ldp.times`; the span of
+valid event times is `ldp_telemetry.ldp.validation`'s):
 
 * `layout` — the files and folders of a batch run and of a live run, the injective encoding of
   a metric name into a path segment, the typed window key;
@@ -9,8 +11,6 @@ One place for everything that a writer and its readers must agree on:
 * `reader` — the one reader of both layouts (`show`, `query` and a restarted live run use it;
   `tail` follows a folder while a job writes it, for the dashboard);
 * `text` — records as text (`ldp show`, a live run's line per pane);
-* `times` — ISO-8601 text and epoch milliseconds (the span of valid event times is
-  `ldp_telemetry.ldp.validation`'s);
 * `reasons` — the dead-letter reasons (their strings are on the wire and in the store);
 * `bands` — the 95% error band;
 * `atomic` — writing a file so that no reader ever sees half of it, locally or remotely.

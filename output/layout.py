@@ -29,7 +29,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from ldp_telemetry.output.times import ms_from_iso
+from ldp_telemetry.ldp.times import ms_from_iso
 
 ESTIMATES = "estimates"
 DEAD_LETTERS = "dead_letters"

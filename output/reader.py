@@ -19,7 +19,7 @@ from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.validation import is_int, is_number
 from ldp_telemetry.output.layout import (ESTIMATES, PANE_LOG, WindowKey, shard_pattern,
                                          window_key)
-from ldp_telemetry.output.times import ms_from_iso
+from ldp_telemetry.ldp.times import ms_from_iso
 
 #: The field of a job's settings that names its output folder.
 OUTPUT_FIELD = "output"

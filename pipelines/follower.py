@@ -52,7 +52,7 @@ from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.output.atomic import write_atomically
 from ldp_telemetry.output.layout import DEAD_LETTER_DIR, TOO_LATE_LOG, WindowKey, window_key
-from ldp_telemetry.output.times import iso_from_ms
+from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.pipelines.checkpoint import (FollowState, WindowCounts, read_checkpoint,
                                                 write_checkpoint)
 from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch

@@ -24,7 +24,7 @@ from ldp_telemetry.ldp.errors import StoreError
 from ldp_telemetry.output.bands import band95
 from ldp_telemetry.output.layout import window_key
 from ldp_telemetry.output.reader import pane_of
-from ldp_telemetry.output.times import datetime_from_ms, iso_from_ms
+from ldp_telemetry.ldp.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.store.records import MAX_NAME_CHARS, UNATTRIBUTED_MS
 
 SCHEMES = ("sqlite", "postgresql", "postgres")

@@ -12,7 +12,7 @@ import pytest
 from ldp_telemetry.ldp.registry import load_registry
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.output.bands import band95
-from ldp_telemetry.output.times import ms_from_iso
+from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
