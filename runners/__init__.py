@@ -23,6 +23,9 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.runners.runner import create_runner
+
+from ldp_telemetry.ldp.errors import ConfigError
 
 DEFAULT_RUNNER = "FnApiRunner"
 
@@ -39,8 +42,13 @@ def unknown_pipeline_flags(args: list[str]) -> list[str]:
 
 
 def make_runner(options: PipelineOptions):
-    """The runner object (FnApiRunner when unnamed) or name to hand to `beam.Pipeline`."""
+    """The runner object to hand to `beam.Pipeline`: FnApiRunner when none is named, else the
+    runner `--runner` names; ConfigError (field `runner`) when Beam knows no such runner."""
     name = options.view_as(StandardOptions).runner
     if name in (None, DEFAULT_RUNNER):
         return FnApiRunner()
-    return name
+    try:
+        return create_runner(name)
+    except ValueError as error:  # Beam's word for an unknown runner name
+        raise ConfigError(f"runner {name!r} is not a runner Beam knows: {error}",
+                          "runner") from None

@@ -89,6 +89,8 @@ def test_the_same_job_without_the_bug_succeeds(job_files):
     (["--window", "3600", "--max-record-bytes", "99999999999"],
      "ldp run: error: --max-record-bytes (99999999999) cannot exceed --max-block-bytes "
      "(67108864): a record is inside a block"),
+    (["--window", "3600", "--runner=BogusRunner"],
+     "ldp run: error: runner 'BogusRunner' is not a runner Beam knows: "),
 ])
 def test_a_user_error_exits_2_naming_the_flag(job_files, flags, message):
     registry, reports, out = job_files
