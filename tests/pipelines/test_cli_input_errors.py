@@ -43,9 +43,11 @@ def test_a_column_mixing_formats_names_the_row(files, capsys):
     assert "row 4: event time '1709251260'" in error_of(capsys)
 
 
-@pytest.mark.parametrize("time, why", [("1709251200000", "outside 1970-01-01"),
-                                       ("nan", "outside 1970-01-01"),
-                                       ("-5", "outside 1970-01-01")])
+OUTSIDE = "outside [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)"
+
+
+@pytest.mark.parametrize("time, why", [("1709251200000", OUTSIDE), ("nan", OUTSIDE),
+                                       ("-5", OUTSIDE)])
 def test_event_times_out_of_range_are_refused(files, capsys, time, why):
     registry, values, tmp = files
     values.write_text(f"t,v\n1709251200,a\n{time},b\n")

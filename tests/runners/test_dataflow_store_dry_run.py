@@ -24,12 +24,12 @@ def test_dry_run_writes_panes_and_rejects_to_bigquery(tmp_path):
 
     proto = dataflow.built_pipeline(result)
     names = {t.unique_name for t in proto.components.transforms.values()}
-    assert {"WriteStore/PaneRows", "WriteStore/WritePanesToBigQuery",
-            "WriteStore/RejectSlices", "WriteStore/CountRejects",
-            "WriteStore/WriteRejectsToBigQuery"} <= names
+    assert {"WriteToStore/PaneRows", "WriteToStore/WritePanesToBigQuery",
+            "WriteToStore/RejectSlices", "WriteToStore/CountRejects",
+            "WriteToStore/WriteRejectsToBigQuery"} <= names
     text = str(proto)
     assert "ldp-example:telemetry.ldp_panes" in text and "ldp-example:telemetry.ldp_rejects" in text
-    assert not any(name.startswith("WriteStore/WritePanes/") for name in names)  # no SQL sink
+    assert not any(name.startswith("WriteToStore/WritePanes/") for name in names)  # no SQL sink
 
 
 def test_a_pane_becomes_one_bigquery_row_with_its_values_nested():
