@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass, field
 
 from ldp_telemetry.ldp.errors import InputError
+from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.output.atomic import write_atomically
 from ldp_telemetry.output.layout import CHECKPOINT, WindowKey
-from ldp_telemetry.ldp.times import ms_from_iso
 
 #: The checkpoint format this version reads and writes.
 VERSION = 1

@@ -55,10 +55,10 @@ from ldp_telemetry.output.layout import DEAD_LETTER_DIR, TOO_LATE_LOG, WindowKey
 from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.pipelines.checkpoint import (FollowState, WindowCounts, read_checkpoint,
                                                 write_checkpoint)
+from ldp_telemetry.output.reader import latest_panes
 from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.limits import DecodeLimits
-from ldp_telemetry.output.reader import latest_panes
 
 LOG = logging.getLogger("ldp.follow")
 REPORT_SUFFIX = ".avro"

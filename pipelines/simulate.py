@@ -20,10 +20,10 @@ import numpy as np
 
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.registry import MetricConfig
+from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, EVENT_TIME_SPAN_TEXT
 from ldp_telemetry.output.atomic import check_writable_folder, write_atomically
 from ldp_telemetry.output.layout import metric_segment
-from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.schemas.codec import write_reports
 
 DEFAULT_REPORTS_PER_FILE = 500_000

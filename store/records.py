@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
+from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.ldp.validation import is_int
 from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS
-from ldp_telemetry.ldp.times import ms_from_iso
 
 #: Slice bounds of a dead letter that names no known metric or no valid event time.
 UNATTRIBUTED_MS = -(2 ** 63)

@@ -17,17 +17,17 @@ import json
 import math
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from ldp_telemetry.ldp.errors import StoreError
+from ldp_telemetry.ldp.registration import Catalog
+from ldp_telemetry.ldp.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.output.bands import band95
 from ldp_telemetry.output.layout import window_key
 from ldp_telemetry.output.reader import pane_of
-from ldp_telemetry.ldp.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.store.records import MAX_NAME_CHARS, UNATTRIBUTED_MS
 
-SCHEMES = ("sqlite", "postgresql", "postgres")
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS ldp_windows (
@@ -190,30 +190,40 @@ def open_store(url: str) -> EstimateStore:
     """The store at `url`: `sqlite:///relative.db`, `sqlite:////absolute.db` or
     `postgresql://user:password@host:port/database` (`?host=/socket/dir` for a Unix socket).
 
-    Creates the tables when they are missing. StoreError for an unknown scheme, or when
-    PostgreSQL is asked for without psycopg installed (`pip install 'ldp-telemetry[postgres]'`).
+    Creates the tables when they are missing. StoreError for a scheme no connector serves
+    (`CONNECTORS`), or when PostgreSQL is asked for without psycopg installed
+    (`pip install 'ldp-telemetry[postgres]'`).
     """
-    scheme = urlsplit(url).scheme
-    if scheme == "sqlite":
-        path = unquote(url[len("sqlite://"):])
-        path = path[1:] if path.startswith("/") else path  # sqlite:////abs.db keeps one '/'
-        if not path:
-            raise StoreError(f"store {url!r}: sqlite URLs name a file, e.g. "
-                             f"sqlite:///estimates.db", STORE_FIELD)
-        return EstimateStore(_connect_sqlite(path), "sqlite")
-    if scheme in ("postgresql", "postgres"):
-        try:
-            import psycopg
-        except ImportError:
-            raise StoreError(f"store {url!r} needs psycopg: pip install "
-                             f"'ldp-telemetry[postgres]'", STORE_FIELD) from None
-        try:
-            connection = psycopg.connect(url)
-        except psycopg.OperationalError as error:
-            raise StoreError(f"cannot connect to the store: {error}", STORE_FIELD) from None
-        return EstimateStore(connection, "postgresql")
-    raise StoreError(f"store {url!r}: expected a URL starting with one of "
-                     f"{', '.join(s + '://' for s in SCHEMES)}", STORE_FIELD)
+    return CONNECTORS.lookup(urlsplit(url).scheme)(url)
+
+
+def _open_sqlite(url: str) -> EstimateStore:
+    path = unquote(url[len("sqlite://"):])
+    path = path[1:] if path.startswith("/") else path  # sqlite:////abs.db keeps one '/'
+    if not path:
+        raise StoreError(f"store {url!r}: sqlite URLs name a file, e.g. "
+                         f"sqlite:///estimates.db", STORE_FIELD)
+    return EstimateStore(_connect_sqlite(path), "sqlite")
+
+
+def _open_postgresql(url: str) -> EstimateStore:
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError(f"store {url!r} needs psycopg: pip install "
+                         f"'ldp-telemetry[postgres]'", STORE_FIELD) from None
+    try:
+        connection = psycopg.connect(url)
+    except psycopg.OperationalError as error:
+        raise StoreError(f"cannot connect to the store: {error}", STORE_FIELD) from None
+    return EstimateStore(connection, "postgresql")
+
+
+#: The SQL stores by URL scheme: a new database is one connector registered here.
+CONNECTORS: Catalog[Callable[[str], EstimateStore]] = Catalog(
+    "store URL scheme", STORE_FIELD, aliases={"postgres": "postgresql"}, error=StoreError)
+CONNECTORS.register(_open_sqlite, "sqlite")
+CONNECTORS.register(_open_postgresql, "postgresql")
 
 
 def _connect_sqlite(path: str) -> sqlite3.Connection:

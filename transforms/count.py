@@ -44,9 +44,9 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms import window as beam_window
 
 from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.output.reasons import Reason
-from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.schemas.batches import REPORT_ID, DeadLetter, ReportBatch
 from ldp_telemetry.transforms.coders import ReportBatchCoder  # noqa: F401 (registers it)
 from ldp_telemetry.transforms.read import COUNTER_NAMESPACE

@@ -11,8 +11,8 @@ from apache_beam.utils.windowed_value import PaneInfoTiming
 
 from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.registry import Registry
-from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.ldp.times import iso_from_ms
+from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.transforms.count import SupportStatistic
 
 

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 
 import apache_beam as beam
 
+from ldp_telemetry.ldp.times import now_iso
 from ldp_telemetry.output.atomic import is_remote, write_atomically
 from ldp_telemetry.output.layout import LATEST, PANE_LOG, WindowKey, pane_path, window_key
 from ldp_telemetry.output.text import format_pane
-from ldp_telemetry.ldp.times import now_iso
 
 _LOCK = threading.Lock()
 _LATEST_INDEX: dict[tuple[str, WindowKey], int] = {}  # (output, window) -> highest index written

@@ -8,16 +8,20 @@ stale pane changes nothing). `WriteToStore` wires it and the dead-letter counts 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.pvalue import PDone
 
 from ldp_telemetry.ldp.errors import StoreError
+from ldp_telemetry.ldp.registration import Catalog
 from ldp_telemetry.output.bands import band95
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.store.records import reject_slice
-from ldp_telemetry.store.sql import SCHEMES, STORE_FIELD, SUPPORT_COLUMNS, open_store
+from ldp_telemetry.store.sql import CONNECTORS, STORE_FIELD, SUPPORT_COLUMNS, open_store
 
 BIGQUERY_SCHEME = "bigquery://"
 
@@ -117,34 +121,43 @@ class WriteToStore(beam.PTransform):
                                      int(letter.get("records", 1)))))
         if not streaming:  # final totals, set once: idempotent
             keyed = keyed | "CountRejects" >> beam.CombinePerKey(sum)
-        if self._url.startswith(BIGQUERY_SCHEME):
-            table_prefix = _bigquery_table_prefix(self._url)
-            estimates | "PaneRows" >> beam.Map(bigquery_pane_row) \
-                | "WritePanesToBigQuery" >> beam.io.WriteToBigQuery(
-                    table_prefix + "ldp_panes", schema=BIGQUERY_PANES_SCHEMA,
-                    create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
-                    write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND)
-            keyed | "RejectRows" >> beam.Map(bigquery_reject_row) \
-                | "WriteRejectsToBigQuery" >> beam.io.WriteToBigQuery(
-                    table_prefix + "ldp_rejects", schema=BIGQUERY_REJECTS_SCHEMA,
-                    create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
-                    write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND)
-            return PDone(estimates.pipeline)
-        estimates | "WritePanes" >> beam.ParDo(WritePanesToStoreFn(self._url))
-        keyed | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(self._url, add=streaming))
+        store_kind(self._url).write(self._url, estimates, keyed, streaming)
         return PDone(estimates.pipeline)
 
 
-def check_store_url(url: str) -> None:
-    """Fail before any report is read when the store cannot be used: a SQL store is opened (its
-    tables created), a BigQuery URL parsed. StoreError (field ``store``) naming the problem."""
-    if url.startswith(BIGQUERY_SCHEME):
-        _bigquery_table_prefix(url)
-        return
-    if url.split("://", 1)[0] not in SCHEMES:
-        raise StoreError(f"store {url!r}: expected sqlite:///FILE.db, "
-                         f"postgresql://USER@HOST/DB or bigquery://PROJECT/DATASET", STORE_FIELD)
-    open_store(url).close()
+@dataclass(frozen=True)
+class StoreKind:
+    """How a job writes to one kind of store: `check(url)` before any report is read (StoreError
+    naming the problem), `write(url, estimates, rejects, streaming)` adds the steps that write
+    the estimate records and the ((metric, reason, slice), records) reject counts."""
+
+    check: Callable[[str], None]
+    write: Callable
+
+
+def _check_sql(url: str) -> None:
+    open_store(url).close()  # connects and creates the tables
+
+
+def _write_sql(url: str, estimates, rejects, streaming: bool) -> None:
+    estimates | "WritePanes" >> beam.ParDo(WritePanesToStoreFn(url))
+    rejects | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(url, add=streaming))
+
+
+def _write_bigquery(url: str, estimates, rejects, streaming: bool) -> None:
+    table_prefix = _bigquery_table_prefix(url)
+    estimates | "PaneRows" >> beam.Map(bigquery_pane_row) \
+        | "WritePanesToBigQuery" >> beam.io.WriteToBigQuery(
+            table_prefix + "ldp_panes", schema=BIGQUERY_PANES_SCHEMA,
+            create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
+            write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND)
+    rejects | "RejectRows" >> beam.Map(bigquery_reject_row) \
+        | "WriteRejectsToBigQuery" >> beam.io.WriteToBigQuery(
+            table_prefix + "ldp_rejects", schema=BIGQUERY_REJECTS_SCHEMA,
+            create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
+            write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND)
+
+
 
 
 def _bigquery_table_prefix(url: str) -> str:
@@ -217,3 +230,22 @@ def bigquery_reject_row(element) -> dict:
     (metric, reason, start, end), count = element
     return {"metric": metric, "reason": reason, "slice_start_ms": start, "slice_end_ms": end,
             "records": count}
+
+
+#: Every kind of store a job writes to, by URL scheme: the SQL stores of
+#: `ldp_telemetry.store.sql.CONNECTORS`, and BigQuery (appended rows, no upsert).
+STORE_KINDS: Catalog[StoreKind] = Catalog("store URL scheme", STORE_FIELD, error=StoreError)
+for _scheme in [*CONNECTORS, *CONNECTORS.aliases]:
+    STORE_KINDS.register(StoreKind(_check_sql, _write_sql), _scheme)
+STORE_KINDS.register(StoreKind(_bigquery_table_prefix, _write_bigquery), "bigquery")
+
+
+def store_kind(url: str) -> StoreKind:
+    """The kind of store `url` names by its scheme; StoreError listing the known schemes."""
+    return STORE_KINDS.lookup(urlsplit(url).scheme)
+
+
+def check_store_url(url: str) -> None:
+    """Fail before any report is read when the store cannot be used: a SQL store is opened (its
+    tables created), a BigQuery URL parsed. StoreError (field ``store``) naming the problem."""
+    store_kind(url).check(url)

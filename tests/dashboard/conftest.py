@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.registry import load_registry
-from ldp_telemetry.pipelines.cli import main
+from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.ldp.times import ms_from_iso
 
 from tests.dashboard.browser import Unavailable, open_browser
 

@@ -10,11 +10,11 @@ import pytest
 
 from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.times import iso_from_ms, ms_from_iso
 from ldp_telemetry.output.bands import Z95, band95, half_width95
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.output.text import format_numeric, format_pane, format_top
-from ldp_telemetry.ldp.times import iso_from_ms, ms_from_iso
 
 REGISTRY = parse_registry({"metrics": [
     {"name": "g", "protocol": "grr", "epsilon": 2.0, "domain": {"labels": ["a", "b", "c"]}},

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.registry import load_registry
+from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.output.bands import band95
-from ldp_telemetry.ldp.times import ms_from_iso
-from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.store import open_store
@@ -97,4 +97,5 @@ def test_ldp_run_takes_a_store_url_and_refuses_a_bad_one_before_reading(tmp_path
     with open_store(f"sqlite:///{db}") as store:
         assert len(store.windows("s.grr")) == 3
     assert main(common + ["--store", "mysql://nowhere/db"]) == 2
-    assert "expected sqlite:///FILE.db, postgresql://" in capsys.readouterr().err
+    assert ("ldp run: error: --store: unknown store URL scheme 'mysql'; known: bigquery, "
+            "postgres, postgresql, sqlite") in capsys.readouterr().err
