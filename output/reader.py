@@ -13,7 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.validation import is_int, is_number
@@ -54,15 +54,18 @@ def estimate_shards(output_dir: str) -> list[str]:
 
 def read_estimate_file(path: str) -> list[dict]:
     """The window-estimate records of one JSON-lines file; InputError naming the file and line."""
-    records = []
+    return [_estimate(raw, where) for raw, where in _lines(path) if raw.strip()]
+
+
+def _lines(path: str) -> Iterator[tuple[bytes, str]]:
+    """(raw line, "PATH line N") of a JSON-lines file, one at a time; InputError naming the file
+    when it cannot be read."""
     try:
         with open(path, "rb") as handle:
             for number, raw in enumerate(handle, start=1):
-                if raw.strip():
-                    records.append(_estimate(raw, f"{path} line {number}"))
+                yield raw, f"{path} line {number}"
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror}", OUTPUT_FIELD) from None
-    return records
 
 
 def _estimate(raw: bytes, where: str) -> dict:
@@ -165,15 +168,7 @@ def read_pane_log(output_dir: str) -> list[dict]:
     path = os.path.join(output_dir, PANE_LOG)
     if not os.path.exists(path):
         return []
-    entries = []
-    try:
-        with open(path, "rb") as handle:
-            for number, raw in enumerate(handle, start=1):
-                if raw.endswith(b"\n"):
-                    entries.append(_entry(raw, f"{path} line {number}"))
-    except OSError as error:
-        raise InputError(f"cannot read {path}: {error.strerror}", OUTPUT_FIELD) from None
-    return entries
+    return [_entry(raw, where) for raw, where in _lines(path) if raw.endswith(b"\n")]
 
 
 def _entry(raw: bytes, where: str) -> dict:

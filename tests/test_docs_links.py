@@ -36,8 +36,8 @@ def documents() -> list[Path]:
     return found
 
 
-def prose_lines(text: str) -> list[tuple[int, str]]:
-    """(line number, line) outside fenced code blocks, inline code blanked out."""
+def outside_fences(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of every line outside fenced code blocks."""
     lines, fence = [], None
     for number, line in enumerate(text.splitlines(), 1):
         opened = FENCE.match(line)
@@ -48,8 +48,14 @@ def prose_lines(text: str) -> list[tuple[int, str]]:
         if opened:
             fence = opened.group(1)
             continue
-        lines.append((number, INLINE_CODE.sub(lambda m: " " * len(m.group()), line)))
+        lines.append((number, line))
     return lines
+
+
+def prose_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, line) outside fenced code blocks, inline code blanked out."""
+    return [(number, INLINE_CODE.sub(lambda m: " " * len(m.group()), line))
+            for number, line in outside_fences(text)]
 
 
 def heading_anchor(heading: str) -> str:
@@ -66,16 +72,7 @@ def anchors(path: Path) -> set[str]:
     GitHub."""
     seen: dict[str, int] = {}
     result = set()
-    fence = None
-    for line in path.read_text(encoding="utf-8").splitlines():
-        opened = FENCE.match(line)
-        if fence is not None:
-            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
-                fence = None
-            continue
-        if opened:
-            fence = opened.group(1)
-            continue
+    for _, line in outside_fences(path.read_text(encoding="utf-8")):
         match = HEADING.match(line)
         if not match:
             continue
