@@ -65,10 +65,9 @@ def write_atomically(path: str, data: str | bytes, fsync: bool = True) -> None:
                 handle.flush()
                 os.fsync(handle.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    finally:  # after a failed write the temporary file is removed; after the rename it is gone
         if os.path.exists(temporary):
             os.unlink(temporary)
-        raise
 
 
 def _write_remote(path: str, payload: bytes) -> None:
