@@ -68,12 +68,22 @@ def _lines(path: str) -> Iterator[tuple[bytes, str]]:
         raise InputError(f"cannot read {path}: {error.strerror}", OUTPUT_FIELD) from None
 
 
-def _estimate(raw: bytes, where: str) -> dict:
-    record = _json(raw, where)
-    problem = record_problem(record)
+def _checked(raw: bytes, where: str, problem_of, what: str) -> dict:
+    """The JSON value of one line, which `problem_of` finds nothing wrong with; InputError
+    naming the line and `what` it should have been otherwise."""
+    value = _json(raw, where)
+    problem = problem_of(value)
     if problem:
-        raise InputError(f"{where}: not a window estimate: {problem}", OUTPUT_FIELD)
-    return record
+        raise InputError(f"{where}: not {what}: {problem}", OUTPUT_FIELD)
+    return value
+
+
+def _estimate(raw: bytes, where: str) -> dict:
+    return _checked(raw, where, record_problem, "a window estimate")
+
+
+def _entry(raw: bytes, where: str) -> dict:
+    return _checked(raw, where, pane_entry_problem, "a pane-log entry")
 
 
 def _json(raw: bytes, where: str):
@@ -169,14 +179,6 @@ def read_pane_log(output_dir: str) -> list[dict]:
     if not os.path.exists(path):
         return []
     return [_entry(raw, where) for raw, where in _lines(path) if raw.endswith(b"\n")]
-
-
-def _entry(raw: bytes, where: str) -> dict:
-    entry = _json(raw, where)
-    problem = pane_entry_problem(entry)
-    if problem:
-        raise InputError(f"{where}: not a pane-log entry: {problem}", OUTPUT_FIELD)
-    return entry
 
 
 def pane_entry_problem(entry) -> str | None:

@@ -57,6 +57,8 @@ def write_inbox(inbox) -> dict[str, np.ndarray]:
 def assert_is_the_record_of(record: dict, name: str, expected: dict) -> None:
     n, epsilon = METRICS[name]
     assert (record["metric"], record["n"], record["epsilon"]) == (name, n, epsilon)
+    # the same formula on the same counts, summed in another order: equal to rounding (1e-12),
+    # while another metric's estimate differs in the first digits
     np.testing.assert_allclose(record["unbiased_estimate"], expected[name], rtol=1e-12)
 
 
