@@ -37,6 +37,7 @@ import numpy as np
 from ldp_telemetry.ldp.errors import RegistryError, UserError
 from ldp_telemetry.ldp.estimation import SupportNoise
 from ldp_telemetry.ldp.estimators import UNBIASED, EstimatorSpec
+from ldp_telemetry.ldp.fingerprint import FINGERPRINT_BYTES, fingerprint
 from ldp_telemetry.ldp.histograms import bucket_edges
 from ldp_telemetry.ldp.planner import recommend
 from ldp_telemetry.ldp.postprocess import PostprocessSpec
@@ -49,8 +50,14 @@ from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.ldp.validation import (EVENT_TIME_SPAN_TEXT, is_finite_number, is_int,
                                           is_valid_event_time)
 
-_METRIC_FIELDS = {"name", "protocol", "epsilon", "domain", "estimator", "postprocess",
-                  "not_before"}
+_METRIC_FIELDS = {"name", "version", "protocol", "epsilon", "domain", "estimator", "postprocess",
+                  "not_before", "history"}
+#: Fields of an entry of a metric's `history` (an earlier configuration).
+_HISTORY_FIELDS = {"version", "protocol", "epsilon", "domain", "estimator", "postprocess"}
+#: Most earlier configurations one metric may list.
+MAX_HISTORY = 64
+#: Highest configuration version.
+MAX_VERSION = 1_000_000
 AUTO = "auto"
 #: Largest domain size d: a statistic of d int64 counts is then at most 128 MiB (HR's table of
 #: 2 x K, K the next power of two, at most 256 MiB), and an estimate record about 1.2 GB of JSON.
@@ -79,11 +86,22 @@ class MetricConfig:
     output_buckets: int | None = None  # numeric metrics: d̃ as given (None: the protocol's default)
 
     not_before: str | None = None
+    version: int = 1  # the configuration's version; a metric's current one is its highest
 
     @property
     def kind(self) -> str:
         """The protocol's kind: FREQUENCY for a frequency oracle, NUMERIC for a numeric one."""
         return NUMERIC if self.protocol_name in NUMERIC_PROTOCOLS else FREQUENCY
+
+    @cached_property
+    def fingerprint(self) -> bytes:
+        """The configuration fingerprint (ldp_telemetry.ldp.fingerprint) reports carry."""
+        return fingerprint(self)
+
+    @property
+    def version_label(self) -> str:
+        """The version as records name it: "v1", "v2", ..."""
+        return f"v{self.version}"
 
     @cached_property
     def not_before_ms(self) -> int | None:
@@ -125,13 +143,27 @@ class MetricConfig:
 
 @dataclass(frozen=True)
 class Registry:
+    """The metrics' current configurations (`metrics`) and their earlier ones (`history`)."""
+
     metrics: tuple[MetricConfig, ...]
+    history: tuple[MetricConfig, ...] = ()
 
     @cached_property
     def by_name(self) -> dict[str, MetricConfig]:
         return {m.name: m for m in self.metrics}
 
+    @cached_property
+    def by_fingerprint(self) -> dict[bytes, MetricConfig]:
+        """Every configuration, current or earlier, by its fingerprint."""
+        return {config.fingerprint: config for config in (*self.history, *self.metrics)}
+
+    @cached_property
+    def _versions(self) -> dict[tuple[str, int], MetricConfig]:
+        return {(config.name, config.version): config
+                for config in (*self.history, *self.metrics)}
+
     def __getitem__(self, name: str) -> MetricConfig:
+        """The current configuration of the metric `name`."""
         try:
             return self.by_name[name]
         except KeyError:
@@ -141,6 +173,22 @@ class Registry:
 
     def __contains__(self, name: object) -> bool:
         return name in self.by_name
+
+    def version(self, name: str, version: int | None) -> MetricConfig:
+        """The configuration `version` of the metric `name` (None: its current one)."""
+        if version is None:
+            return self[name]
+        try:
+            return self._versions[name, version]
+        except KeyError:
+            known = [config.version for config in self.versions(name)]
+            raise RegistryError(f"metric {name!r} has no version {version} (known: {known})",
+                                "version") from None
+
+    def versions(self, name: str) -> tuple[MetricConfig, ...]:
+        """Every configuration of the metric `name`, oldest first (the current one last)."""
+        current = self[name]
+        return (*(config for config in self.history if config.name == name), current)
 
 
 def load_registry(path: str | Path) -> Registry:
@@ -170,31 +218,91 @@ def parse_registry(document: Any) -> Registry:
         raise RegistryError('registry must be an object with a "metrics" list', "metrics")
     if not document["metrics"]:
         raise RegistryError('registry field "metrics" is empty', "metrics")
-    metrics = []
+    metrics, history = [], []
     for position, entry in enumerate(document["metrics"]):
-        metrics.append(_parse_metric(entry, position))
+        metric = _parse_metric(entry, f"metrics[{position}]")
+        metrics.append(metric)
+        history.extend(_parse_history(entry, metric, f"metrics[{position}]"))
     names = [m.name for m in metrics]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         second = [i for i, n in enumerate(names) if n == duplicates[0]][1]
         raise RegistryError(f"metric {duplicates[0]!r}: field 'name' appears more than once",
                             f"metrics[{second}].name")
-    return Registry(tuple(metrics))
+    return Registry(tuple(metrics), tuple(history))
 
 
-def _parse_metric(entry: Any, position: int) -> MetricConfig:
+def _parse_history(entry: Mapping, current: MetricConfig, where: str) -> list[MetricConfig]:
+    """The earlier configurations listed in a metric's `history`, oldest first.
+
+    Each entry holds `version` and the fields of a configuration (protocol, epsilon, domain;
+    estimator and postprocess default to the current configuration's). Versions must increase
+    along the list and stay below the current version; two versions may not share a
+    configuration (their reports could not be told apart).
+    """
+    history = entry.get("history", [])
+    name = current.name
+    if not isinstance(history, list):
+        raise RegistryError(f"metric {name!r}: field 'history' must be a list of earlier "
+                            "configurations, oldest first", f"{where}.history")
+    if len(history) > MAX_HISTORY:
+        raise RegistryError(f"metric {name!r}: field 'history' lists {len(history)} "
+                            f"configurations, more than MAX_HISTORY ({MAX_HISTORY})",
+                            f"{where}.history")
+    configs = []
+    for position, earlier in enumerate(history):
+        at = f"{where}.history[{position}]"
+        if not isinstance(earlier, Mapping):
+            raise RegistryError(f"metric {name!r}: {at[len(where) + 1:]} must be an object", at)
+        unknown = sorted(set(earlier) - _HISTORY_FIELDS)
+        if unknown:
+            raise RegistryError(f"metric {name!r}: field '{unknown[0]}' of "
+                                f"{at[len(where) + 1:]} is not a history field (expected "
+                                f"{sorted(_HISTORY_FIELDS)})", f"{at}.{unknown[0]}")
+        if "version" not in earlier:
+            raise RegistryError(f"metric {name!r}: {at[len(where) + 1:]} needs a 'version'",
+                                f"{at}.version")
+        inherited = {key: entry[key] for key in ("estimator", "postprocess") if key in entry}
+        configs.append(_parse_metric({**inherited, **earlier, "name": name}, at,
+                                     label=f"metric {name!r} version {earlier['version']!r}"))
+    previous = None
+    for position, config in enumerate(configs):
+        at = f"{where}.history[{position}].version"
+        if previous is not None and config.version <= previous.version:
+            raise RegistryError(f"metric {name!r}: history is out of order: version "
+                                f"{config.version} follows version {previous.version} (list "
+                                "earlier versions oldest first, each version once)", at)
+        if config.version >= current.version:
+            raise RegistryError(f"metric {name!r}: history version {config.version} is not "
+                                f"below the current version {current.version} (give the "
+                                f"current configuration a higher 'version')", at)
+        previous = config
+    seen: dict[bytes, MetricConfig] = {}
+    for config in (*configs, current):
+        other = seen.setdefault(config.fingerprint, config)
+        if other is not config:
+            raise RegistryError(
+                f"metric {name!r}: versions {other.version} and {config.version} have the same "
+                f"configuration (fingerprint {config.fingerprint.hex()}), so their reports "
+                "cannot be told apart: remove one", f"{where}.history")
+    return configs
+
+
+def _parse_metric(entry: Any, where: str, label: str | None = None) -> MetricConfig:
+    """One configuration; `where` is its path in the registry (``metrics[3]``), `label` how
+    messages name it (default ``metric 'name'``)."""
     if not isinstance(entry, Mapping):
-        raise RegistryError(f"metrics[{position}] must be an object", f"metrics[{position}]")
+        raise RegistryError(f"{where} must be an object", where)
     name = entry.get("name")
     if not isinstance(name, str) or not name:
-        raise RegistryError(f"metrics[{position}]: field 'name' must be a non-empty string",
-                            f"metrics[{position}].name")
+        raise RegistryError(f"{where}: field 'name' must be a non-empty string",
+                            f"{where}.name")
+    label = label or f"metric {name!r}"
 
     def fail(field: str, message: str, path: str | None = None) -> RegistryError:
         """The error of `field` (the name in the message); `path`: a more precise field under
         it (``estimator.iterations``), for the error's `field`."""
-        return RegistryError(f"metric {name!r}: field '{field}' {message}",
-                             f"metrics[{position}].{path or field}")
+        return RegistryError(f"{label}: field '{field}' {message}", f"{where}.{path or field}")
 
     def refail(field: str, error: ValueError) -> RegistryError:
         """`fail` for an error raised by a part of the library that names its own field."""
@@ -204,6 +312,9 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
     unknown = sorted(set(entry) - _METRIC_FIELDS)
     if unknown:
         raise fail(unknown[0], f"is not a registry field (expected {sorted(_METRIC_FIELDS)})")
+    version = entry.get("version", 1)
+    if not is_int(version) or not 1 <= version <= MAX_VERSION:
+        raise fail("version", f"must be an integer in [1, {MAX_VERSION}], got {version!r}")
     protocol = entry.get("protocol")
     if protocol not in PROTOCOLS and protocol not in NUMERIC_PROTOCOLS and protocol != AUTO:
         known = sorted(PROTOCOLS) + sorted(NUMERIC_PROTOCOLS) + [AUTO]
@@ -220,7 +331,7 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
             raise fail("not_before", problem)
     if protocol in NUMERIC_PROTOCOLS:
         config = _parse_numeric_metric(entry, name, protocol, float(epsilon), fail, refail)
-        return dataclasses.replace(config, not_before=not_before)
+        return dataclasses.replace(config, not_before=not_before, version=version)
     labels, d = _parse_domain(entry.get("domain"), fail)
     if protocol == AUTO:
         protocol, reason = recommend(float(epsilon), d)
@@ -240,7 +351,7 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
                     "domain is a list of labels: check that their order means something",
                     name, estimator.method)
     config = MetricConfig(name, protocol, float(epsilon), d, labels, postprocess, estimator,
-                          not_before=not_before)
+                          not_before=not_before, version=version)
     try:
         config.protocol  # noqa: B018 (built now: its own checks run before any report is read)
     except ValueError as error:

@@ -1,0 +1,85 @@
+"""The configuration fingerprint: what a report was perturbed under, in 16 bytes.
+
+A report means something only under the configuration it was made with: its metric, protocol
+and the protocol's derived parameters, ε, and the domain (labels in order, size, or the numeric
+range and buckets). The fingerprint is the first `FINGERPRINT_BYTES` bytes of the SHA-256 of the
+configuration's *canonical text*, a JSON object of exactly these keys (the format is in
+docs/fleet-contract.md; test vectors in `ldp_telemetry/client/test_vectors.json`):
+
+    {"domain":{...},"epsilon":"<hex>","format":1,"metric":"<name>","parameters":{...},
+     "protocol":"<name>"}
+
+- keys sorted, no whitespace; strings escaped as JSON with every non-ASCII character as
+  ``\\uXXXX`` (lower-case hex, UTF-16 code units), so the text is ASCII;
+- integers as JSON integers; every real number (ε, a numeric domain's ``low``/``high``, Square
+  Wave's ``b``) as the 16 lower-case hex digits of its IEEE 754 binary64 bits, big-endian, in a
+  string (``2.0`` -> ``"4000000000000000"``): exact, and the same in every language;
+- ``domain``: ``{"labels":[...]}``, ``{"size":d}``, or ``{"buckets":B,"high":H,"low":L}``
+  (``{"high":H,"low":L}`` for a mean-only protocol);
+- ``parameters``: the parameters the protocol derives from ε and d (g, k, K, b, h, d̃), so that
+  a change in how they are derived changes the fingerprint too;
+- ``format``: `WIRE_FORMAT`, the version of the report's wire format.
+
+The estimator and post-processing are not in it: they are the server's choice and do not change
+what a report means.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import struct
+
+from ldp_telemetry.ldp.protocols.base import NUMERIC
+
+#: Version of the report wire format (schemas/report.avsc and the payload encodings).
+WIRE_FORMAT = 1
+#: Length of a fingerprint in bytes (128 bits of SHA-256).
+FINGERPRINT_BYTES = 16
+
+
+def real_text(value: float) -> str:
+    """A real number as the hex of its IEEE 754 binary64 bits, big-endian."""
+    return struct.pack(">d", float(value)).hex()
+
+
+def derived_parameters(protocol) -> dict:
+    """The parameters a protocol object derives from ε and its domain (fields not given to its
+    constructor: g, k, K, h), plus a numeric protocol's report histogram size d̃ and Square
+    Wave's b."""
+    parameters = {field.name: getattr(protocol, field.name)
+                  for field in dataclasses.fields(protocol) if not field.init}
+    if protocol.kind == NUMERIC and not getattr(protocol, "mean_only", False):
+        parameters["output_buckets"] = protocol.output_buckets
+    if isinstance(getattr(type(protocol), "b", None), property):
+        parameters["b"] = protocol.b
+    return {key: real_text(value) if isinstance(value, float) else int(value)
+            for key, value in parameters.items()}
+
+
+def canonical_document(config) -> dict:
+    """The fingerprinted facts of a registry `MetricConfig`, as the canonical JSON object."""
+    protocol = config.protocol
+    if config.kind == NUMERIC:
+        domain = {"low": real_text(config.low), "high": real_text(config.high)}
+        if not getattr(protocol, "mean_only", False):
+            domain["buckets"] = config.d
+    elif config.labels is not None:
+        domain = {"labels": list(config.labels)}
+    else:
+        domain = {"size": config.d}
+    return {"format": WIRE_FORMAT, "metric": config.name, "protocol": config.protocol_name,
+            "epsilon": real_text(config.epsilon), "domain": domain,
+            "parameters": derived_parameters(protocol)}
+
+
+def canonical_text(config) -> str:
+    """The canonical text of `config` (see the module docstring)."""
+    return json.dumps(canonical_document(config), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=True)
+
+
+def fingerprint(config) -> bytes:
+    """The configuration fingerprint of a registry `MetricConfig`: SHA-256 of its canonical
+    text, cut to FINGERPRINT_BYTES."""
+    return hashlib.sha256(canonical_text(config).encode("ascii")).digest()[:FINGERPRINT_BYTES]
