@@ -17,6 +17,9 @@ from ldp_telemetry.schemas import NAMESPACE, SCHEMA_DIR
 _PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 _MAX_DEPTH = 8  # the report schema nests 4 deep (record, union, record, array)
 _TOP_LEVEL_NAME = f"{NAMESPACE}.Report"
+#: The report's configuration fingerprint: optional in a writer schema.
+FINGERPRINT = "fingerprint"
+_FINGERPRINT_SHAPES = (("null", "bytes"), ("bytes", "null"), "bytes")
 
 
 @dataclass(frozen=True)
@@ -32,9 +35,10 @@ def check_writer_schema(schema) -> WriterSchema:
     """Check a writer schema (parsed JSON, any value) against the report schema.
 
     It must be a record with exactly the fields of the report schema, in any order:
-    report_id (long), metric (string), event_time (long, timestamp-millis) and payload, a union
+    report_id (long), metric (string), event_time (long, timestamp-millis), payload, a union
     of payload records of the report schema (all of them or some, each once, in any order),
-    each by its full name and with the same fields. Decoding each record against a reader
+    each by its full name and with the same fields, and fingerprint (a union of null and bytes,
+    in either order, or bytes), which files written before it existed do not have. Decoding each record against a reader
     schema instead would halve the decode rate.
     """
     expected = _report_shapes()
@@ -45,8 +49,12 @@ def check_writer_schema(schema) -> WriterSchema:
         return WriterSchema("it is not a well-formed Avro schema of records, unions, arrays and "
                             "primitive types")
     types = {field["name"]: field["type"] for field in canonical["fields"]}
-    if types.keys() != expected.keys():
-        return WriterSchema(f"fields {_clip(sorted(types))}, expected {sorted(expected)}")
+    if types.keys() - {FINGERPRINT} != expected.keys() - {FINGERPRINT}:
+        return WriterSchema(f"fields {_clip(sorted(types))}, expected {sorted(expected)} "
+                            f"({FINGERPRINT!r} may be absent)")
+    if FINGERPRINT in types and _shape(types[FINGERPRINT]) not in _FINGERPRINT_SHAPES:
+        return WriterSchema(f"field {FINGERPRINT!r} is {_clip(types[FINGERPRINT])}, expected "
+                            '["null", "bytes"]')
     for name in ("report_id", "metric", "event_time"):
         if _shape(types[name]) != expected[name]:
             return WriterSchema(f"field {name!r} is {_clip(types[name])}, expected "
