@@ -37,7 +37,7 @@ import numpy as np
 from ldp_telemetry.ldp.errors import RegistryError, UserError
 from ldp_telemetry.ldp.estimation import SupportNoise
 from ldp_telemetry.ldp.estimators import UNBIASED, EstimatorSpec
-from ldp_telemetry.ldp.fingerprint import FINGERPRINT_BYTES, fingerprint
+from ldp_telemetry.ldp.fingerprint import fingerprint
 from ldp_telemetry.ldp.histograms import bucket_edges
 from ldp_telemetry.ldp.planner import recommend
 from ldp_telemetry.ldp.postprocess import PostprocessSpec

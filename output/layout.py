@@ -9,7 +9,8 @@ A batch run (``ldp run --input …``) writes, under its output folder OUT::
 
 A live run (``ldp run --follow …``) writes each pane as it fires::
 
-    OUT/panes/metric=<segment>/date=<YYYY-MM-DD of the window start>/<start>--<end>/
+    OUT/panes/metric=<segment>/version=<v1, v2, ... or combined>/
+        date=<YYYY-MM-DD of the window start>/<start>--<end>/
         pane-<index:05d>-<TIMING>.json    one window-estimate record
         latest.json                       a copy of the window's pane with the highest index
     OUT/panes.log                         append-only index, one JSON line per pane written
@@ -74,18 +75,39 @@ def metric_segment(metric: str) -> str:
 
 
 class WindowKey(NamedTuple):
-    """The identity of a window: its metric and its bounds in epoch milliseconds."""
+    """The identity of a window's estimate: its metric, its bounds in epoch milliseconds and
+    the configuration version its reports were made under (`version_label`)."""
 
     metric: str
     start_ms: int
     end_ms: int
+    version: str = ""
+
+    @property
+    def window(self) -> WindowKey:
+        """The key of the window itself, whatever the version (version "")."""
+        return self._replace(version="")
+
+
+#: The version label of a combined estimate (see ldp_telemetry.ldp.combine).
+COMBINED = "combined"
+
+
+def version_label(record: Mapping) -> str:
+    """Which configuration versions a record's estimate is from: ``v<N>`` for version N,
+    COMBINED for a combined estimate, "" for a record written before records named versions."""
+    if record.get("combined_versions") is not None:
+        return COMBINED
+    version = record.get("config_version")
+    return "" if version is None else f"v{version}"
 
 
 def window_key(record: Mapping) -> WindowKey:
     """The key of a window-estimate record, a pane-log entry or any dict with ``metric``,
-    ``window_start`` and ``window_end`` (ISO-8601 text)."""
+    ``window_start`` and ``window_end`` (ISO-8601 text) and, for a versioned estimate,
+    ``config_version`` or ``combined_versions``."""
     return WindowKey(record["metric"], ms_from_iso(record["window_start"]),
-                     ms_from_iso(record["window_end"]))
+                     ms_from_iso(record["window_end"]), version_label(record))
 
 
 def pane_path(record: Mapping) -> str:
@@ -93,7 +115,9 @@ def pane_path(record: Mapping) -> str:
     start, end = (record[k].replace("-", "").replace(":", "")
                   for k in ("window_start", "window_end"))
     pane = record["pane"]
+    version = version_label(record)
     return "/".join((PANES_DIR, f"metric={metric_segment(record['metric'])}",
+                     *((f"version={version}",) if version else ()),
                      f"date={record['window_start'][:10]}", f"{start}--{end}",
                      f"pane-{pane['index']:05d}-{pane['timing']}.json"))
 

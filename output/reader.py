@@ -119,13 +119,30 @@ _FREQUENCY_FIELDS = {"labels": (lambda v: isinstance(v, list), "list"),
 _OPTIONAL_NUMBERS = ("p_star", "q_star", "smallest_resolvable")
 
 
+def version_problem(record: Mapping) -> str | None:
+    """Why a record's or pane-log entry's version fields are not usable, or None:
+    `config_version` null or a positive int, `combined_versions` null or a list of positive
+    ints, `fingerprint` null or a string."""
+    version = record.get("config_version")
+    if version is not None and not (is_int(version) and version > 0):
+        return "field 'config_version' must be null or a positive integer"
+    combined = record.get("combined_versions")
+    if combined is not None and not (isinstance(combined, list)
+                                     and all(is_int(v) and v > 0 for v in combined)):
+        return "field 'combined_versions' must be null or a list of positive integers"
+    if record.get("fingerprint") is not None and not _is_str(record["fingerprint"]):
+        return "field 'fingerprint' must be null or a string"
+    return None
+
+
 def record_problem(record) -> str | None:
     """Why a decoded JSON value is not a window estimate a reader can use, or None.
 
     `window_start` and `window_end` are ISO-8601 times; `estimate` and `std_error` hold one
     number per value; `labels` names them (or is empty, for a numeric metric whose buckets are
     given by `bucket_edges`); `unbiased_estimate` is such a list, or null for a numeric metric;
-    `p_star`, `q_star` and `smallest_resolvable` are null or numbers when present.
+    `p_star`, `q_star` and `smallest_resolvable` are null or numbers when present; the version
+    fields as `version_problem` says.
     """
     if not isinstance(record, dict):
         return f"a JSON {type(record).__name__}, not an object"
@@ -142,6 +159,9 @@ def record_problem(record) -> str | None:
     for field in _OPTIONAL_NUMBERS:
         if record.get(field) is not None and not is_number(record[field]):
             return f"field {field!r} must be null or a number"
+    problem = version_problem(record)
+    if problem is not None:
+        return problem
     size = len(record["estimate"])
     if not _is_numbers(record["estimate"]):
         return f"field 'estimate' must hold {size} numbers"
@@ -190,6 +210,9 @@ def pane_entry_problem(entry) -> str | None:
     for field in ("metric", "window_start", "window_end"):
         if not isinstance(entry.get(field), str):
             return f"field {field!r} is missing or not a str"
+    problem = version_problem(entry)
+    if problem is not None:
+        return problem
     try:
         window_key(entry)
     except ValueError:

@@ -22,6 +22,9 @@ class Reason(str, Enum):
     BROKEN_LINK = "broken_link"
     BEFORE_NOT_BEFORE = "before_not_before"
     DUPLICATE = "duplicate"
+    #: The report's configuration fingerprint is none of its metric's versions in the registry
+    #: (an unknown configuration, another metric's, or not FINGERPRINT_BYTES long).
+    CONFIG_MISMATCH = "config_mismatch"
     #: Not a dead-letter record: reports a live run found later than the allowed lateness,
     #: counted per window (too_late.jsonl) and shown beside the rejects.
     TOO_LATE = "too_late"

@@ -1,5 +1,10 @@
 """The window-estimate record: built from a window's result, Beam-free.
 
+Every record names the configuration its reports were made under: `config_version` and
+`fingerprint` (ldp_telemetry.ldp.fingerprint). A window holding reports of several versions of
+a metric has one record per version and, where they share values, a combined record
+(`combined_estimate_record`, `combined_versions` set; ldp_telemetry.ldp.combine).
+
 Fields as in `schemas/window_estimate.avsc`. Every record carries the facts of its metric's
 protocol that a reader needs and must not recompute: `p_star` and `q_star` (the support
 probabilities of a frequency oracle) and `smallest_resolvable` (the smallest frequency the window
@@ -10,13 +15,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ldp_telemetry.ldp.combine import INVERSE_VARIANCE, CombinedResult
 from ldp_telemetry.ldp.estimation import smallest_resolvable
 from ldp_telemetry.ldp.finalize import NumericWindowResult
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.output.compact import IndexLabels, plain_record
+from ldp_telemetry.output.layout import COMBINED
 
 #: The pane of every window of a batch run (one pane, when the input is complete).
 BATCH_PANE = {"timing": "ON_TIME", "index": 0, "is_last": False}
+
 
 
 def window_estimate_record(config, result, window_start: str, window_end: str, pane,
@@ -72,6 +80,41 @@ def numeric_estimate_record(config, result: NumericWindowResult, window_start: s
     return record if compact else plain_record(record)
 
 
+def combined_estimate_record(configs, combined: CombinedResult, window_start: str,
+                             window_end: str, pane, compact: bool = False) -> dict:
+    """The record of a window's combined estimate over the versions `configs` (MetricConfigs,
+    oldest first) of one metric: `estimate` and `unbiased_estimate` are the combined unbiased
+    estimate of the shared `labels`, `std_error` its exact standard error; `protocol` is
+    COMBINED, `epsilon` the largest ε of the versions, `p_star` and `q_star` null."""
+    used = [config for config in configs if config.version in combined.versions]
+    estimate = np.asarray(combined.estimate, dtype=np.float64)
+    record = {
+        "metric": used[-1].name,
+        "window_start": window_start,
+        "window_end": window_end,
+        "n": combined.n,
+        "protocol": COMBINED,
+        "epsilon": max(config.epsilon for config in used),
+        "config_version": None,
+        "fingerprint": None,
+        "combined_versions": list(combined.versions),
+        "p_star": None,
+        "q_star": None,
+        "smallest_resolvable": combined.smallest_resolvable,
+        "estimator": {"method": INVERSE_VARIANCE,
+                      "params": {f"weight.v{version}": share
+                                 for version, share in combined.weights.items()},
+                      "iterations": None, "last_change": None},
+        "pane": pane,
+        "postprocess": {"method": "none", "params": {}},
+        "labels": combined.labels,
+        "estimate": estimate,
+        "unbiased_estimate": estimate.copy(),
+        "std_error": np.asarray(combined.std_error, dtype=np.float64),
+    }
+    return record if compact else plain_record(record)
+
+
 def support_facts(config, n: int) -> dict:
     """`p_star`, `q_star` and `smallest_resolvable` of a window of n reports of the metric
     `config`: the protocol's own for a frequency oracle, None for a numeric metric."""
@@ -98,6 +141,9 @@ def _common_fields(config, result, window_start: str, window_end: str, pane) -> 
         "n": result.n,
         "protocol": config.protocol_name,
         "epsilon": config.epsilon,
+        "config_version": config.version,
+        "fingerprint": config.fingerprint.hex(),
+        "combined_versions": None,
         **support_facts(config, result.n),
         "estimator": config.estimator.record(result.estimator),
         "pane": pane,

@@ -51,7 +51,8 @@ from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.output.atomic import write_atomically
-from ldp_telemetry.output.layout import DEAD_LETTER_DIR, TOO_LATE_LOG, WindowKey, window_key
+from ldp_telemetry.output.layout import (COMBINED, DEAD_LETTER_DIR, TOO_LATE_LOG, WindowKey,
+                                         window_key)
 from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.pipelines.checkpoint import (FollowState, WindowCounts, read_checkpoint,
                                                 write_checkpoint)
@@ -135,11 +136,15 @@ class DirectoryFollower:
         if not self.restarted:
             return Replay([], frozenset())
         watermark = self.state.watermark_ms
-        on_disk = {window_key(entry): entry for entry in latest_panes(self._output).values()}
+        on_disk: dict[WindowKey, int] = {}  # reports in each window's latest panes, all versions
+        for entry in latest_panes(self._output).values():
+            key = window_key(entry)
+            if key.version != COMBINED:
+                on_disk[key.window] = on_disk.get(key.window, 0) + entry["n"]
         complete = {key for key, counts in self.state.windows.items()
                     if watermark is not None
                     and watermark > counts.end_ms + self._windows.allowed_lateness_ms
-                    and key in on_disk and on_disk[key]["n"] == counts.accepted}
+                    and on_disk.get(key) == counts.accepted}
         batches, touched = [], set()
         for name, decided_at in self.state.files.items():
             path = os.path.join(self._directory, name)

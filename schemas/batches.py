@@ -13,16 +13,20 @@ REPORT_ID = "report_id"
 
 @dataclass(frozen=True)
 class ReportBatch:
-    """Valid reports of one metric inside one time slice, as payload columns.
+    """Valid reports of one configuration of one metric inside one time slice, as payload
+    columns.
 
     `slice_start_ms` is the start of the slice (epoch milliseconds); every report in the batch
     has an event time in [slice_start_ms, slice_start_ms + slice length). `columns` holds the
     protocol's payload columns and, from the decoder, the reports' ids (`REPORT_ID`).
+    `version`: the registry version of the metric's configuration the reports were made under
+    (None: the metric's current configuration).
     """
 
     metric: str
     slice_start_ms: int
     columns: Mapping[str, np.ndarray]
+    version: int | None = None
 
     @property
     def n(self) -> int:

@@ -6,6 +6,9 @@ them into chunks of about `CHUNK_RECORDS`, and turns each chunk into numpy colum
 metric codes, event times, and per metric the protocol's payload columns. Everything after that
 is vectorised: the registry check, the payload validity rule and the split into time slices.
 
+Each report is read under the configuration its fingerprint names (`ldp_telemetry.ldp.fingerprint`;
+the registry's current configuration when it has none), and its batches carry that version.
+
 Nothing is lost: `records_read` grows by exactly the records that the batches and dead letters
 of a file stand for, so that for every file read = accepted + dead-lettered. Dead letters stand
 for (reason `undecodable` unless stated):
@@ -20,7 +23,9 @@ for (reason `undecodable` unless stated):
   in a codec that cannot be read here: the record counts its blocks announce, walked by their
   framing without decompressing;
 - a record larger than `max_record_bytes` (`record_too_large`), with a metric name longer than
-  `max_metric_name_chars` (`metric_name_too_long`), for an unknown metric, with a payload of
+  `max_metric_name_chars` (`metric_name_too_long`), for an unknown metric, with a
+  configuration fingerprint that names none of the metric's versions (`config_mismatch`: an
+  unknown configuration, another metric's, or a fingerprint of the wrong length), with a payload of
   another protocol, with a payload outside the protocol's output space, or with an event time
   outside `ldp_telemetry.ldp.validation`'s [`EVENT_TIME_MIN_MS`, `EVENT_TIME_END_MS`) =
   [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z) (reason `invalid_event_time`): 1 record each,
@@ -40,13 +45,14 @@ import numpy as np
 
 from ldp_telemetry.ldp.protocols.base import Columns
 from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.ldp.fingerprint import FINGERPRINT_BYTES
+from ldp_telemetry.ldp.registry import MetricConfig, Registry
 from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, EVENT_TIME_SPAN_TEXT
 from ldp_telemetry.output.reasons import Reason
 from ldp_telemetry.schemas import payload_branch
 from ldp_telemetry.schemas.batches import (MAX_DETAIL_CHARS, REPORT_ID, DeadLetter, ReportBatch,
                                            clip)
-from ldp_telemetry.schemas.compatibility import check_writer_schema
+from ldp_telemetry.schemas.compatibility import FINGERPRINT, check_writer_schema
 from ldp_telemetry.schemas.container import Block, Container, Lost, NotAContainer, read_header
 from ldp_telemetry.schemas.decompress import CorruptBlock, codec_problem
 from ldp_telemetry.schemas.files import RefusedInput, open_report_file
@@ -266,7 +272,54 @@ class ReportDecoder:
                 yield self._record_letter(source, Reason.UNKNOWN_METRIC,
                                           f"metric {shown} is not in the registry", record)
             return
-        protocol = self.registry[metric].protocol
+        for config, problem, group in self._by_configuration(metric, records):
+            if problem is not None:
+                for record in group:
+                    yield self._record_letter(source, Reason.CONFIG_MISMATCH,
+                                              f"metric {shown}: {problem}", record)
+            else:
+                yield from self._decode_configuration(config, group, source, shown)
+
+    def _by_configuration(self, metric: str, records: list[dict]):
+        """The records of one metric grouped by the configuration their fingerprint names:
+        (MetricConfig, None, records) per version present, (None, why, records) per fingerprint
+        that names no version of the metric. A report without a fingerprint is read under the
+        metric's current configuration."""
+        fingerprints = [r.get(FINGERPRINT) for r in records]
+        if len(set(fingerprints)) == 1:
+            yield (*self._configuration(metric, fingerprints[0]), records)
+            return
+        groups: dict[bytes | None, list[dict]] = {}
+        for fingerprint, record in zip(fingerprints, records, strict=True):
+            groups.setdefault(fingerprint, []).append(record)
+        for fingerprint, group in groups.items():
+            yield (*self._configuration(metric, fingerprint), group)
+
+    def _configuration(self, metric: str, fingerprint: bytes | None
+                       ) -> tuple[MetricConfig | None, str | None]:
+        """(the configuration a report of `metric` with `fingerprint` was made under, None) or
+        (None, why it names none of the metric's versions)."""
+        if fingerprint is None:
+            return self.registry[metric], None
+        if len(fingerprint) != FINGERPRINT_BYTES:
+            return None, (f"the report's configuration fingerprint is {len(fingerprint)} bytes "
+                          f"long, not {FINGERPRINT_BYTES}")
+        config = self.registry.by_fingerprint.get(fingerprint)
+        if config is None:
+            known = ", ".join(f"{c.version_label} {c.fingerprint.hex()}"
+                              for c in self.registry.versions(metric))
+            return None, (f"the report was made under configuration {fingerprint.hex()}, which "
+                          f"is none of the metric's versions in the registry ({known})")
+        if config.name != metric:
+            return None, (f"the report's configuration fingerprint {fingerprint.hex()} is that "
+                          f"of metric {clip(config.name, _NAME_IN_DETAIL_CHARS)!r} "
+                          f"{config.version_label}")
+        return config, None
+
+    def _decode_configuration(self, config: MetricConfig, records: list[dict], source: str,
+                              shown: str) -> Iterator[ReportBatch | DeadLetter]:
+        """Validate the reports of one configuration and split the valid ones by slice."""
+        protocol = config.protocol
         branch = payload_branch(protocol)
         wrong = np.fromiter((r["payload"][0] != branch for r in records), dtype=bool,
                             count=len(records))
@@ -280,7 +333,7 @@ class ReportDecoder:
         times = np.array([r["event_time"] for r in records], dtype=np.int64)
         columns[REPORT_ID] = np.array([r["report_id"] for r in records], dtype=np.int64)
         untimely = (times < EVENT_TIME_MIN_MS) | (times >= EVENT_TIME_END_MS)
-        not_before = self.registry[metric].not_before_ms
+        not_before = config.not_before_ms
         early = (np.zeros(len(times), dtype=bool) if not_before is None
                  else (times < not_before) & ~untimely & ~invalid)
         if invalid.any() or untimely.any() or early.any():
@@ -297,16 +350,18 @@ class ReportDecoder:
                 yield self._record_letter(
                     source, Reason.BEFORE_NOT_BEFORE, f"metric {shown}: event time {times[i]} ms "
                     f"since the epoch is before the metric's not_before "
-                    f"({self.registry[metric].not_before})", records[i])
+                    f"({config.not_before})", records[i])
             keep = ~(invalid | untimely | early)
             columns = {name: column[keep] for name, column in columns.items()}
             times = times[keep]
-        yield from split_by_slice(metric, times, columns, self.slice_ms, self.slice_offset_ms)
+        yield from split_by_slice(config.name, times, columns, self.slice_ms,
+                                  self.slice_offset_ms, config.version)
 
 
 def split_by_slice(metric: str, times_ms: np.ndarray, columns: Columns, slice_ms: int,
-                   offset_ms: int = 0) -> Iterator[ReportBatch]:
-    """One ReportBatch per time slice present, in one vectorised pass.
+                   offset_ms: int = 0, version: int | None = None) -> Iterator[ReportBatch]:
+    """One ReportBatch per time slice present, in one vectorised pass (of the metric's
+    configuration `version`).
 
     Slices are [offset + i * slice_ms, offset + (i + 1) * slice_ms), as Beam's
     FixedWindows(slice, offset).
@@ -316,7 +371,7 @@ def split_by_slice(metric: str, times_ms: np.ndarray, columns: Columns, slice_ms
     slices = (times_ms - offset_ms) // slice_ms
     first = slices[0]
     if (slices == first).all():
-        yield ReportBatch(metric, int(first) * slice_ms + offset_ms, dict(columns))
+        yield ReportBatch(metric, int(first) * slice_ms + offset_ms, dict(columns), version)
         return
     order = np.argsort(slices, kind="stable")
     ordered = slices[order]
@@ -325,4 +380,4 @@ def split_by_slice(metric: str, times_ms: np.ndarray, columns: Columns, slice_ms
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         rows = order[lo:hi]
         yield ReportBatch(metric, int(ordered[lo]) * slice_ms + offset_ms,
-                          {name: column[rows] for name, column in columns.items()})
+                          {name: column[rows] for name, column in columns.items()}, version)

@@ -38,8 +38,8 @@ def check_writer_schema(schema) -> WriterSchema:
     report_id (long), metric (string), event_time (long, timestamp-millis), payload, a union
     of payload records of the report schema (all of them or some, each once, in any order),
     each by its full name and with the same fields, and fingerprint (a union of null and bytes,
-    in either order, or bytes), which files written before it existed do not have. Decoding each record against a reader
-    schema instead would halve the decode rate.
+    in either order, or bytes), which files written before it existed do not have. Decoding
+    each record against a reader schema instead would halve the decode rate.
     """
     expected = _report_shapes()
     if not isinstance(schema, dict) or schema.get("type") != "record":

@@ -7,8 +7,10 @@
 `write_panes` is the entry point for any sink that sees panes one by one (the batch job's
 `WriteToStore`, a live run writing each pane as it fires): it is idempotent (a pane written twice,
 or an older pane arriving after a newer one, changes nothing) and safe from several processes.
-The store keeps what each record says: its p*, q* and smallest resolvable frequency as the record
-gives them (null when it has none), and each value's 95% band (`ldp_telemetry.output.bands`).
+Each window of a metric is kept per configuration `version` (`output.layout.version_label`:
+"v1", "v2", "combined"). The store keeps what each record says: its p*, q* and smallest
+resolvable frequency as the record gives them (null when it has none), and each value's 95%
+band (`ldp_telemetry.output.bands`).
 Tables and example queries: docs/store.md.
 """
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ldp_telemetry.store.records import MAX_NAME_CHARS, UNATTRIBUTED_MS
 _TABLES = """
 CREATE TABLE IF NOT EXISTS ldp_windows (
   metric TEXT NOT NULL,
+  version TEXT NOT NULL,
   window_start {time} NOT NULL,
   window_end {time} NOT NULL,
   window_start_ms BIGINT NOT NULL,
@@ -51,9 +54,10 @@ CREATE TABLE IF NOT EXISTS ldp_windows (
   pane_is_last BOOLEAN NOT NULL,
   pane_seq BIGINT NOT NULL,
   record TEXT NOT NULL,
-  PRIMARY KEY (metric, window_start_ms, window_end_ms));
+  PRIMARY KEY (metric, version, window_start_ms, window_end_ms));
 CREATE TABLE IF NOT EXISTS ldp_window_values (
   metric TEXT NOT NULL,
+  version TEXT NOT NULL,
   window_start {time} NOT NULL,
   window_end {time} NOT NULL,
   window_start_ms BIGINT NOT NULL,
@@ -66,9 +70,10 @@ CREATE TABLE IF NOT EXISTS ldp_window_values (
   lower95 DOUBLE PRECISION,
   upper95 DOUBLE PRECISION,
   pane_index BIGINT NOT NULL,
-  PRIMARY KEY (metric, window_start_ms, window_end_ms, value_index));
+  PRIMARY KEY (metric, version, window_start_ms, window_end_ms, value_index));
 CREATE TABLE IF NOT EXISTS ldp_window_summaries (
   metric TEXT NOT NULL,
+  version TEXT NOT NULL,
   window_start {time} NOT NULL,
   window_end {time} NOT NULL,
   window_start_ms BIGINT NOT NULL,
@@ -77,17 +82,18 @@ CREATE TABLE IF NOT EXISTS ldp_window_summaries (
   value DOUBLE PRECISION,
   std_error DOUBLE PRECISION,
   pane_index BIGINT NOT NULL,
-  PRIMARY KEY (metric, window_start_ms, window_end_ms, statistic));
+  PRIMARY KEY (metric, version, window_start_ms, window_end_ms, statistic));
 CREATE TABLE IF NOT EXISTS ldp_panes (
   seq {serial},
   metric TEXT NOT NULL,
+  version TEXT NOT NULL,
   window_start_ms BIGINT NOT NULL,
   window_end_ms BIGINT NOT NULL,
   pane_index BIGINT NOT NULL,
   pane_timing TEXT NOT NULL,
   n BIGINT NOT NULL,
   written_at_ms BIGINT NOT NULL,
-  UNIQUE (metric, window_start_ms, window_end_ms, pane_index));
+  UNIQUE (metric, version, window_start_ms, window_end_ms, pane_index));
 CREATE TABLE IF NOT EXISTS ldp_rejects (
   metric TEXT NOT NULL,
   reason TEXT NOT NULL,
@@ -100,11 +106,12 @@ CREATE INDEX IF NOT EXISTS ldp_rejects_by_slice ON ldp_rejects (metric, slice_st
 """
 
 _UPSERT_WINDOW = """
-INSERT INTO ldp_windows (metric, window_start, window_end, window_start_ms, window_end_ms, n,
-  n_on_time, late_reports, protocol, epsilon, p_star, q_star, smallest_resolvable, estimator,
-  postprocess, pane_timing, pane_index, pane_is_last, pane_seq, record)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (metric, window_start_ms, window_end_ms) DO UPDATE SET
+INSERT INTO ldp_windows (metric, version, window_start, window_end, window_start_ms,
+  window_end_ms, n, n_on_time, late_reports, protocol, epsilon, p_star, q_star,
+  smallest_resolvable, estimator, postprocess, pane_timing, pane_index, pane_is_last, pane_seq,
+  record)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (metric, version, window_start_ms, window_end_ms) DO UPDATE SET
   n = excluded.n,
   n_on_time = COALESCE(excluded.n_on_time, ldp_windows.n_on_time),
   late_reports = excluded.n - COALESCE(excluded.n_on_time, ldp_windows.n_on_time),
@@ -118,14 +125,16 @@ WHERE ldp_windows.pane_index < excluded.pane_index
 
 _KEEP_ON_TIME = """
 UPDATE ldp_windows SET n_on_time = ?, late_reports = n - ?
-WHERE metric = ? AND window_start_ms = ? AND window_end_ms = ? AND n_on_time IS NULL
+WHERE metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?
+  AND n_on_time IS NULL
 """
 
 _UPSERT_VALUE = """
-INSERT INTO ldp_window_values (metric, window_start, window_end, window_start_ms, window_end_ms,
-  value_index, label, estimate, unbiased_estimate, std_error, lower95, upper95, pane_index)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (metric, window_start_ms, window_end_ms, value_index) DO UPDATE SET
+INSERT INTO ldp_window_values (metric, version, window_start, window_end, window_start_ms,
+  window_end_ms, value_index, label, estimate, unbiased_estimate, std_error, lower95, upper95,
+  pane_index)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (metric, version, window_start_ms, window_end_ms, value_index) DO UPDATE SET
   label = excluded.label, estimate = excluded.estimate,
   unbiased_estimate = excluded.unbiased_estimate, std_error = excluded.std_error,
   lower95 = excluded.lower95, upper95 = excluded.upper95, pane_index = excluded.pane_index
@@ -133,19 +142,19 @@ WHERE ldp_window_values.pane_index < excluded.pane_index
 """
 
 _UPSERT_SUMMARY = """
-INSERT INTO ldp_window_summaries (metric, window_start, window_end, window_start_ms,
+INSERT INTO ldp_window_summaries (metric, version, window_start, window_end, window_start_ms,
   window_end_ms, statistic, value, std_error, pane_index)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (metric, window_start_ms, window_end_ms, statistic) DO UPDATE SET
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (metric, version, window_start_ms, window_end_ms, statistic) DO UPDATE SET
   value = excluded.value, std_error = excluded.std_error, pane_index = excluded.pane_index
 WHERE ldp_window_summaries.pane_index < excluded.pane_index
 """
 
 _LOG_PANE = """
-INSERT INTO ldp_panes (metric, window_start_ms, window_end_ms, pane_index, pane_timing, n,
-  written_at_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (metric, window_start_ms, window_end_ms, pane_index) DO NOTHING
+INSERT INTO ldp_panes (metric, version, window_start_ms, window_end_ms, pane_index,
+  pane_timing, n, written_at_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (metric, version, window_start_ms, window_end_ms, pane_index) DO NOTHING
 """
 
 _SET_REJECTS = """
@@ -156,27 +165,28 @@ ON CONFLICT (metric, reason, slice_start_ms, slice_end_ms) DO UPDATE SET records
 
 _REJECTS_PER_WINDOW = """
 SELECT w.window_start_ms, w.window_end_ms, r.reason, SUM(r.records)
-FROM ldp_windows w JOIN ldp_rejects r
+FROM (SELECT DISTINCT metric, window_start_ms, window_end_ms FROM ldp_windows
+      WHERE metric = ?{extra}) w
+  JOIN ldp_rejects r
   ON r.metric = w.metric AND r.slice_start_ms >= w.window_start_ms
   AND r.slice_end_ms <= w.window_end_ms
-WHERE w.metric = ?{extra}
 GROUP BY w.window_start_ms, w.window_end_ms, r.reason
 """
 
 _LATEST_WINDOWS = """
 SELECT record, late_reports, pane_seq, p_star, q_star, smallest_resolvable, window_start_ms,
-  window_end_ms
+  window_end_ms, version
 FROM ldp_windows WHERE metric = ? AND pane_seq > ?
-ORDER BY window_start_ms, window_end_ms
+ORDER BY window_start_ms, window_end_ms, version
 """
 
 _LATEST_BANDS = """
-SELECT v.window_start_ms, v.window_end_ms, v.lower95, v.upper95
+SELECT v.window_start_ms, v.window_end_ms, v.version, v.lower95, v.upper95
 FROM ldp_window_values v JOIN ldp_windows w
-  ON w.metric = v.metric AND w.window_start_ms = v.window_start_ms
+  ON w.metric = v.metric AND w.version = v.version AND w.window_start_ms = v.window_start_ms
   AND w.window_end_ms = v.window_end_ms
 WHERE v.metric = ? AND w.pane_seq > ?
-ORDER BY v.window_start_ms, v.window_end_ms, v.value_index
+ORDER BY v.window_start_ms, v.window_end_ms, v.version, v.value_index
 """
 
 #: Columns of ldp_windows saved from the record's fields of the same names.
@@ -266,16 +276,17 @@ class EstimateStore:
         now_ms = int(time.time() * 1000)
         with self._transaction() as cursor:
             for record in records:
-                metric, start_ms, end_ms = window_key(record)
+                metric, start_ms, end_ms, version = window_key(record)
                 metric = metric[:MAX_NAME_CHARS]
+                window = (metric, version, start_ms, end_ms)
                 pane = pane_of(record)
-                cursor.execute(self._sql(_LOG_PANE), (metric, start_ms, end_ms, pane["index"],
-                                                      pane["timing"], int(record["n"]), now_ms))
-                seq = self._pane_seq(cursor, metric, start_ms, end_ms, pane["index"])
+                cursor.execute(self._sql(_LOG_PANE), (*window, pane["index"], pane["timing"],
+                                                      int(record["n"]), now_ms))
+                seq = self._pane_seq(cursor, window, pane["index"])
                 start, end = self._time(start_ms), self._time(end_ms)
                 n_on_time = int(record["n"]) if pane["timing"] == "ON_TIME" else None
                 cursor.execute(self._sql(_UPSERT_WINDOW), (
-                    metric, start, end, start_ms, end_ms, int(record["n"]), n_on_time,
+                    metric, version, start, end, start_ms, end_ms, int(record["n"]), n_on_time,
                     None if n_on_time is None else 0,
                     record["protocol"], float(record["epsilon"]),
                     *(_number(record.get(name)) for name in SUPPORT_COLUMNS),
@@ -284,15 +295,14 @@ class EstimateStore:
                     pane["timing"], pane["index"], pane["is_last"], seq,
                     json.dumps(record, sort_keys=True)))
                 if n_on_time is not None:  # also when a later pane got here first
-                    cursor.execute(self._sql(_KEEP_ON_TIME),
-                                   (n_on_time, n_on_time, metric, start_ms, end_ms))
+                    cursor.execute(self._sql(_KEEP_ON_TIME), (n_on_time, n_on_time, *window))
                 # Rows are made as the driver takes them (psycopg pipelines them), never held
                 # as a list: about 300 bytes per value of a large domain.
                 cursor.executemany(self._sql(_UPSERT_VALUE),
-                                   _value_rows(record, metric, start, end, start_ms, end_ms,
-                                               pane["index"]))
-                summaries = list(_summary_rows(record, metric, start, end, start_ms, end_ms,
-                                               pane["index"]))
+                                   _value_rows(record, (metric, version, start, end, start_ms,
+                                                        end_ms), pane["index"]))
+                summaries = list(_summary_rows(record, (metric, version, start, end, start_ms,
+                                                        end_ms), pane["index"]))
                 if summaries:
                     cursor.executemany(self._sql(_UPSERT_SUMMARY), summaries)
         return len(records)
@@ -329,19 +339,19 @@ class EstimateStore:
             cursor.execute(self._sql(_LATEST_WINDOWS), (metric, since))
             rows = cursor.fetchall()
             cursor.execute(self._sql(_LATEST_BANDS), (metric, since))
-            bands: dict[tuple[int, int], tuple[list, list]] = {}
-            for start_ms, end_ms, lower, upper in cursor.fetchall():
-                low, high = bands.setdefault((int(start_ms), int(end_ms)), ([], []))
+            bands: dict[tuple[int, int, str], tuple[list, list]] = {}
+            for start_ms, end_ms, version, lower, upper in cursor.fetchall():
+                low, high = bands.setdefault((int(start_ms), int(end_ms), version), ([], []))
                 low.append(lower)
                 high.append(upper)
         windows = []
-        for record, late, seq, p_star, q_star, resolvable, start_ms, end_ms in rows:
+        for record, late, seq, p_star, q_star, resolvable, start_ms, end_ms, version in rows:
             window = json.loads(record)
             window["late_reports"] = None if late is None else int(late)
             window["pane_seq"] = int(seq)
             window.update(p_star=p_star, q_star=q_star, smallest_resolvable=resolvable)
-            window["lower95"], window["upper95"] = bands.get((int(start_ms), int(end_ms)),
-                                                             ([], []))
+            window["lower95"], window["upper95"] = bands.get(
+                (int(start_ms), int(end_ms), version), ([], []))
             windows.append(window)
         return windows
 
@@ -384,6 +394,12 @@ class EstimateStore:
                 cursor.execute("SELECT pg_advisory_xact_lock(7411235)")
             for statement in filter(str.strip, ddl.split(";")):
                 cursor.execute(statement)
+            cursor.execute("SELECT * FROM ldp_windows WHERE 1 = 0")
+            columns = {description[0] for description in cursor.description}
+        if "version" not in columns:
+            raise StoreError("the store was made before estimates named their configuration "
+                             "version (its tables have no 'version' column): write to a new "
+                             "store, or drop its ldp_* tables to rebuild it", STORE_FIELD)
 
     def _sql(self, text: str) -> str:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")
@@ -395,10 +411,11 @@ class EstimateStore:
             return iso_from_ms(ms, milliseconds=True)
         return datetime_from_ms(ms)
 
-    def _pane_seq(self, cursor, metric: str, start_ms: int, end_ms: int, index: int) -> int:
-        cursor.execute(self._sql("SELECT seq FROM ldp_panes WHERE metric = ? AND "
+    def _pane_seq(self, cursor, window: tuple[str, str, int, int], index: int) -> int:
+        """The seq of a pane of `window` (metric, version, start ms, end ms)."""
+        cursor.execute(self._sql("SELECT seq FROM ldp_panes WHERE metric = ? AND version = ? AND "
                                  "window_start_ms = ? AND window_end_ms = ? AND pane_index = ?"),
-                       (metric, start_ms, end_ms, index))
+                       (*window, index))
         return int(cursor.fetchone()[0])
 
     def _query(self, text: str, params: tuple = ()) -> list[tuple]:
@@ -469,8 +486,8 @@ class _Snapshot:
             self._cursor.close()
 
 
-def _value_rows(record: dict, metric: str, start, end, start_ms: int, end_ms: int,
-                pane_index: int):
+def _value_rows(record: dict, window: tuple, pane_index: int):
+    """A record's value rows; `window` is (metric, version, start, end, start ms, end ms)."""
     labels = record.get("labels") or [str(i) for i in range(len(record["estimate"]))]
     estimate = record["estimate"]
     unbiased = record.get("unbiased_estimate") or [None] * len(estimate)
@@ -478,7 +495,7 @@ def _value_rows(record: dict, metric: str, start, end, start_ms: int, end_ms: in
     for index, (label, value, raw, error) in enumerate(zip(labels, estimate, unbiased, errors,
                                                            strict=False)):
         low, high = band95(value, error)
-        yield (metric, start, end, start_ms, end_ms, index, str(label), float(value),
+        yield (*window, index, str(label), float(value),
                None if raw is None else float(raw), None if error is None else float(error),
                low, high, pane_index)
 
@@ -488,14 +505,12 @@ def _number(value) -> float | None:
     return None if value is None or math.isnan(float(value)) else float(value)
 
 
-def _summary_rows(record: dict, metric: str, start, end, start_ms: int, end_ms: int,
-                  pane_index: int):
+def _summary_rows(record: dict, row: tuple, pane_index: int):
     """A numeric record's summaries, one row each: `mean` (with its standard error),
     `variance`, and `q<level>` per quantile (with its bootstrap standard error); nothing for
-    a frequency record (no `mean`)."""
+    a frequency record (no `mean`). `row` is the window as in `_value_rows`."""
     if record.get("mean") is None and not record.get("quantiles"):
         return
-    row = (metric, start, end, start_ms, end_ms)
     yield (*row, "mean", _number(record.get("mean")), _number(record.get("mean_std_error")),
            pane_index)
     yield (*row, "variance", _number(record.get("variance")), None, pane_index)

@@ -16,7 +16,7 @@ from ldp_telemetry.schemas.batches import ReportBatch
 
 
 def encode_batch(batch: ReportBatch) -> bytes:
-    """(metric, slice start, [(name, dtype, shape, raw bytes) per column]) as a pickle of plain
+    """(metric, slice start, [(name, dtype, shape, raw bytes) per column], version) pickled as plain
     values. A column of Python objects (none of the protocols has one) is pickled as is; a
     structured dtype travels as its `np.dtype` (its `.str` would lose the field names)."""
     columns = []
@@ -27,15 +27,16 @@ def encode_batch(batch: ReportBatch) -> bytes:
         else:
             dtype = column.dtype if column.dtype.fields is not None else column.dtype.str
             columns.append((name, dtype, column.shape, column.tobytes()))
-    return pickle.dumps((batch.metric, batch.slice_start_ms, columns), pickle.HIGHEST_PROTOCOL)
+    return pickle.dumps((batch.metric, batch.slice_start_ms, columns, batch.version),
+                        pickle.HIGHEST_PROTOCOL)
 
 
 def decode_batch(encoded: bytes) -> ReportBatch:
     """The batch `encode_batch` wrote; its columns are new, writable arrays."""
-    metric, slice_start_ms, columns = pickle.loads(encoded)
+    metric, slice_start_ms, columns, version = pickle.loads(encoded)
     return ReportBatch(metric, slice_start_ms, {
         name: data if dtype is None else np.frombuffer(data, dtype).reshape(shape).copy()
-        for name, dtype, shape, data in columns})
+        for name, dtype, shape, data in columns}, version)
 
 
 class ReportBatchCoder(coders.Coder):

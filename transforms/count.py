@@ -58,49 +58,69 @@ DUPLICATE_EXAMPLES = 5
 DUPLICATES = "duplicates"
 
 
-class SupportStatistic:
-    """One metric's report count n and the protocol's statistic (`table`).
+class VersionStatistic:
+    """The report count n and the protocol's statistic (`table`) of one configuration version."""
 
-    `metric` None (and `table` None) is the empty statistic that has seen no input yet. Adding is
-    addition of the tables, so the size never depends on the number of reports. `duplicates`
-    counts reports not added because their id was already counted in the slice;
-    `duplicate_ids` holds a few of their ids.
-    """
+    __slots__ = ("n", "table")
 
-    __slots__ = ("metric", "n", "table", "duplicates", "duplicate_ids")
-
-    def __init__(self, metric: str | None, n: int, table, duplicates: int = 0,
-                 duplicate_ids: tuple[int, ...] = ()):
-        self.metric = metric
+    def __init__(self, n: int, table):
         self.n = n
         self.table = table
+
+    def __reduce__(self):
+        return VersionStatistic, (self.n, self.table)
+
+
+class SupportStatistic:
+    """One metric's statistics, per configuration version (`parts`: version -> VersionStatistic).
+
+    Reports made under different configurations of a metric are never added together: each
+    version has its own table. `metric` None (and no parts) is the empty statistic that has seen
+    no input yet. Adding is addition of the tables of each version, so the size never depends on
+    the number of reports. `duplicates` counts reports not added because their id was already
+    counted in the slice; `duplicate_ids` holds a few of their ids.
+    """
+
+    __slots__ = ("metric", "parts", "duplicates", "duplicate_ids")
+
+    def __init__(self, metric: str | None, parts: dict[int, VersionStatistic] | None = None,
+                 duplicates: int = 0, duplicate_ids: tuple[int, ...] = ()):
+        self.metric = metric
+        self.parts = {} if parts is None else parts
         self.duplicates = duplicates
         self.duplicate_ids = duplicate_ids
+
+    @property
+    def n(self) -> int:
+        """Reports counted, over every version."""
+        return sum(part.n for part in self.parts.values())
 
     def add(self, other: SupportStatistic) -> SupportStatistic:
         """Add `other` into this statistic (in place) and return it."""
         if other.metric is None:
             return self
-        if self.metric is None:  # never add into an input: start from a copy
-            self.metric, self.table = other.metric, copy.deepcopy(other.table)
+        if self.metric is None:
+            self.metric = other.metric
         elif other.metric != self.metric:
             raise ValueError(f"cannot add a statistic of metric {other.metric!r} to one of "
                              f"{self.metric!r}")
-        else:
-            self.table += other.table
-        self.n += other.n
+        for version, part in other.parts.items():
+            mine = self.parts.get(version)
+            if mine is None:  # never add into an input: start from a copy
+                self.parts[version] = VersionStatistic(part.n, copy.deepcopy(part.table))
+            else:
+                mine.table += part.table
+                mine.n += part.n
         self.duplicates += other.duplicates
         self.duplicate_ids = (self.duplicate_ids + other.duplicate_ids)[:DUPLICATE_EXAMPLES]
         return self
 
     def __reduce__(self):
-        return SupportStatistic, (self.metric, self.n, self.table, self.duplicates,
-                                  self.duplicate_ids)
+        return SupportStatistic, (self.metric, self.parts, self.duplicates, self.duplicate_ids)
 
     def __repr__(self) -> str:
-        shape = None if self.table is None else getattr(self.table, "shape", None)
-        return (f"SupportStatistic(metric={self.metric!r}, n={self.n}, shape={shape}, "
-                f"duplicates={self.duplicates})")
+        return (f"SupportStatistic(metric={self.metric!r}, n={self.n}, "
+                f"versions={sorted(self.parts)}, duplicates={self.duplicates})")
 
 
 class IdSet:
@@ -149,28 +169,33 @@ class IdSet:
 
 
 class SliceCounter:
-    """Counts the report batches of ONE (metric, slice) into its SupportStatistic.
+    """Counts the report batches of ONE (metric, slice) into its SupportStatistic, each batch
+    into the table of its configuration version.
 
     `add(batch)` for each batch of the slice, in any order, then `result()`. A report whose id
-    the counter has already counted is not counted again (see the module docstring): the
-    first report of each id is the one counted, and the others are `duplicates` of the result.
+    the counter has already counted (under any version) is not counted again (see the module
+    docstring): the first report of each id is the one counted, and the others are
+    `duplicates` of the result.
     """
 
     __slots__ = ("_registry", "_statistic", "_ids")
 
     def __init__(self, registry: Registry):
         self._registry = registry
-        self._statistic = SupportStatistic(None, 0, None)
+        self._statistic = SupportStatistic(None)
         self._ids = IdSet()
 
     def add(self, batch: ReportBatch) -> None:
         if not batch.n:
             return
         statistic = self._statistic
-        protocol = self._registry[batch.metric].protocol
+        config = self._registry.version(batch.metric, batch.version)
         if statistic.metric is None:
             statistic.metric = batch.metric
-            statistic.table = protocol.new_statistic()
+        part = statistic.parts.get(config.version)
+        if part is None:
+            part = statistic.parts[config.version] = VersionStatistic(
+                0, config.protocol.new_statistic())
         columns = batch.columns
         if REPORT_ID in columns:
             keep = self._ids.add_new(columns[REPORT_ID])
@@ -183,8 +208,8 @@ class SliceCounter:
                 columns = {k: v[keep] for k, v in columns.items()}
         kept = len(next(iter(columns.values())))
         if kept:
-            protocol.accumulate(statistic.table, columns)
-            statistic.n += kept
+            config.protocol.accumulate(part.table, columns)
+            part.n += kept
 
     def result(self) -> SupportStatistic:
         """The slice's statistic so far (metric None when no report was counted)."""
@@ -198,7 +223,7 @@ class MergeSupportFn(beam.CombineFn):
     """
 
     def create_accumulator(self) -> SupportStatistic:
-        return SupportStatistic(None, 0, None)
+        return SupportStatistic(None)
 
     def add_input(self, accumulator: SupportStatistic, statistic: SupportStatistic
                   ) -> SupportStatistic:
@@ -258,7 +283,7 @@ class _SplitDuplicates(beam.DoFn):
             self._duplicates.inc(statistic.duplicates)
             out.append(beam.pvalue.TaggedOutput(DUPLICATES, duplicate_letter(
                 statistic, slice_start_ms, self._slice_ms)))
-            statistic = SupportStatistic(statistic.metric, statistic.n, statistic.table)
+            statistic = SupportStatistic(statistic.metric, statistic.parts)
         if statistic.n:
             out.append((key, statistic))
         return out

@@ -9,16 +9,19 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
+from ldp_telemetry.ldp.combine import combine_versions
 from ldp_telemetry.ldp.finalize import finalize_window
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.ldp.times import iso_from_ms
-from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
+from ldp_telemetry.output.records import (BATCH_PANE, combined_estimate_record,
+                                          window_estimate_record)
 from ldp_telemetry.transforms.count import SupportStatistic
 
 
 class FinalizeEstimatesFn(beam.DoFn):
-    """((metric, window start ms, window end ms), SupportStatistic) -> window-estimate record
-    on the batch path: each window has one ON_TIME pane (`BATCH_PANE`). Plain Python values, or
+    """((metric, window start ms, window end ms), SupportStatistic) -> window-estimate records
+    (one per configuration version, and a combined one; see `_records`) on the batch path:
+    each window has one ON_TIME pane (`BATCH_PANE`). Plain Python values, or
     compact ones with `compact` (see `window_estimate_record`).
 
     Counter `windows_finalized`. For windows and panes given by the runner see
@@ -34,15 +37,26 @@ class FinalizeEstimatesFn(beam.DoFn):
 
     def process(self, element: tuple[tuple[str, int, int], SupportStatistic]):
         (metric, start_ms, end_ms), statistic = element
-        yield self._record(metric, statistic, iso_from_ms(start_ms), iso_from_ms(end_ms),
-                           dict(BATCH_PANE))
+        yield from self._records(metric, statistic, iso_from_ms(start_ms), iso_from_ms(end_ms),
+                                 dict(BATCH_PANE))
 
-    def _record(self, metric: str, statistic: SupportStatistic, start: str, end: str,
-                pane: dict) -> dict:
-        config = self._registry[metric]
-        result = finalize_window(config, statistic.table, statistic.n)
+    def _records(self, metric: str, statistic: SupportStatistic, start: str, end: str,
+                 pane: dict) -> list[dict]:
+        """One record per configuration version in the window, and the versions' combined
+        estimate when there are several that share values (ldp_telemetry.ldp.combine)."""
+        parts = []
+        for version in sorted(statistic.parts):
+            config = self._registry.version(metric, version)
+            part = statistic.parts[version]
+            parts.append((config, finalize_window(config, part.table, part.n)))
+        records = [window_estimate_record(config, result, start, end, pane, self._compact)
+                   for config, result in parts]
+        combined = combine_versions(parts) if len(parts) > 1 else None
+        if combined is not None:
+            records.append(combined_estimate_record([config for config, _ in parts], combined,
+                                                    start, end, pane, self._compact))
         self._windows.inc()
-        return window_estimate_record(config, result, start, end, pane, self._compact)
+        return records
 
 
 class FinalizePanesFn(FinalizeEstimatesFn):
@@ -54,5 +68,5 @@ class FinalizePanesFn(FinalizeEstimatesFn):
         metric, statistic = element
         pane = {"timing": PaneInfoTiming.to_string(pane_info.timing),
                 "index": int(pane_info.index), "is_last": bool(pane_info.is_last)}
-        yield self._record(metric, statistic, iso_from_ms(window.start.micros // 1000),
-                           iso_from_ms(window.end.micros // 1000), pane)
+        yield from self._records(metric, statistic, iso_from_ms(window.start.micros // 1000),
+                                 iso_from_ms(window.end.micros // 1000), pane)

@@ -31,8 +31,9 @@ class WritePanesFn(beam.DoFn):
 
     `index_offsets` shifts the pane indices of windows that already have panes on disk (a
     restarted run continues their numbering); panes of `suppressed` windows are not written (a
-    restart replays their reports only for the sake of other windows). Both are keyed by
-    `output.layout.window_key`. Yields the record as written. `echo` prints one line per pane
+    restart replays their reports only for the sake of other windows). Offsets are keyed by
+    `output.layout.window_key`, suppressed windows by its `window` (every version's estimate of
+    a suppressed window, and their combination, is left alone). Yields the record as written. `echo` prints one line per pane
     to stdout.
     """
 
@@ -45,7 +46,7 @@ class WritePanesFn(beam.DoFn):
 
     def process(self, record: dict):
         key = window_key(record)
-        if key in self._suppressed:
+        if key.window in self._suppressed:
             return
         offset = self._offsets.get(key, 0)
         if offset:
@@ -60,6 +61,8 @@ class WritePanesFn(beam.DoFn):
         write_atomically(path, text, fsync=False)
         entry = {"metric": record["metric"], "window_start": record["window_start"],
                  "window_end": record["window_end"], "pane": record["pane"], "n": record["n"],
+                 "config_version": record.get("config_version"),
+                 "combined_versions": record.get("combined_versions"),
                  "path": relative, "written_at": now_iso()}
         with _LOCK:
             latest_key = (self._output, key)

@@ -19,6 +19,7 @@ from apache_beam.pvalue import PDone
 from ldp_telemetry.ldp.errors import StoreError
 from ldp_telemetry.ldp.registration import Catalog
 from ldp_telemetry.output.bands import band95
+from ldp_telemetry.output.layout import version_label
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.store.records import reject_slice
 from ldp_telemetry.store.sql import CONNECTORS, STORE_FIELD, SUPPORT_COLUMNS, open_store
@@ -170,6 +171,7 @@ def _bigquery_table_prefix(url: str) -> str:
 
 BIGQUERY_PANES_SCHEMA = {"fields": [
     {"name": "metric", "type": "STRING", "mode": "REQUIRED"},
+    {"name": "version", "type": "STRING", "mode": "REQUIRED"},
     {"name": "window_start", "type": "TIMESTAMP", "mode": "REQUIRED"},
     {"name": "window_end", "type": "TIMESTAMP", "mode": "REQUIRED"},
     {"name": "n", "type": "INT64", "mode": "REQUIRED"},
@@ -215,7 +217,8 @@ def bigquery_pane_row(record: dict) -> dict:
                **dict(zip(("lower95", "upper95"), band95(value, error), strict=True))}
               for i, (label, value, raw, error)
               in enumerate(zip(labels, record["estimate"], unbiased, errors, strict=False))]
-    return {"metric": record["metric"], "window_start": record["window_start"],
+    return {"metric": record["metric"], "version": version_label(record),
+            "window_start": record["window_start"],
             "window_end": record["window_end"], "n": int(record["n"]),
             "protocol": record["protocol"], "epsilon": float(record["epsilon"]),
             **{name: record.get(name) for name in SUPPORT_COLUMNS},

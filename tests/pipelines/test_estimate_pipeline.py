@@ -37,7 +37,8 @@ REGISTRY_DOC = {"metrics": [
     {"name": "w.olh", "protocol": "olh", "epsilon": 2.0, "domain": {"size": 6}},
 ]}
 ESTIMATE_FIELDS = {"metric", "window_start", "window_end", "n", "protocol", "epsilon",
-                   "p_star", "q_star", "smallest_resolvable",
+                   "p_star", "q_star", "smallest_resolvable", "config_version", "fingerprint",
+                   "combined_versions",
                    "estimator", "postprocess", "labels", "estimate", "unbiased_estimate",
                    "std_error", "pane"}
 SUMMARY = re.compile(r"records read: (\d+), accepted: (\d+), dead-lettered: (\d+) \((.*)\), "

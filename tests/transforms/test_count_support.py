@@ -71,7 +71,7 @@ def count(batches) -> SupportStatistic:
 
 def assert_same(a: SupportStatistic, b: SupportStatistic):
     assert a.metric == b.metric and a.n == b.n and a.duplicates == b.duplicates
-    np.testing.assert_array_equal(a.table, b.table)
+    np.testing.assert_array_equal(a.parts[1].table, b.parts[1].table)
 
 
 @pytest.mark.parametrize("metric", REGISTRY.by_name)
@@ -85,7 +85,7 @@ def test_any_order_gives_one_answer_that_matches_brute_force(metric):
     for other in (b, c):
         assert_same(a, other)
     assert a.n == sum(batch.n for batch in batches) == 1391
-    np.testing.assert_array_equal(protocol.support_counts(a.table),
+    np.testing.assert_array_equal(protocol.support_counts(a.parts[1].table),
                                   brute_force_support(protocol, batches))
 
 
@@ -93,7 +93,7 @@ def test_one_counter_serves_every_metric_through_its_protocol():
     for metric in REGISTRY.by_name:
         statistic = count(make_batches(metric, [40, 60], seed=1))
         assert statistic.metric == metric and statistic.n == 100
-        assert statistic.table.shape == REGISTRY[metric].protocol.new_statistic().shape
+        assert statistic.parts[1].table.shape == REGISTRY[metric].protocol.new_statistic().shape
 
 
 @pytest.mark.parametrize("metric", REGISTRY.by_name)
@@ -131,21 +131,21 @@ def test_statistic_size_does_not_depend_on_n(metric):
     small = count(make_batches(metric, [10], seed=2))
     large = count(make_batches(metric, [20_000] * 3, seed=3))
     assert large.n == 60_000
-    assert small.table.shape == large.table.shape and small.table.nbytes == large.table.nbytes
+    assert small.parts[1].table.shape == large.parts[1].table.shape and small.parts[1].table.nbytes == large.parts[1].table.nbytes
     # The extracted statistic holds no ids: pickled sizes differ by the encoding of n only.
     assert abs(len(pickle.dumps(large)) - len(pickle.dumps(small))) <= 16
-    assert REGISTRY[metric].statistic_nbytes == large.table.nbytes
+    assert REGISTRY[metric].statistic_nbytes == large.parts[1].table.nbytes
 
 
 def test_merge_support_fn_adds_statistics_of_slices():
     batches = make_batches("grr", [10, 20, 30], seed=5)
     per_slice = [count([batch]) for batch in batches]
-    tables = [s.table.copy() for s in per_slice]
+    tables = [s.parts[1].table.copy() for s in per_slice]
     merger = MergeSupportFn()
     window = merger.apply(per_slice)
     assert_same(window, count(batches))
     for statistic, table in zip(per_slice, tables, strict=True):  # inputs are never added into
-        np.testing.assert_array_equal(statistic.table, table)
+        np.testing.assert_array_equal(statistic.parts[1].table, table)
 
 
 def test_merge_support_fn_merges_partial_sums_into_the_first_only():
@@ -177,7 +177,7 @@ def test_merge_support_fn_shares_no_table_with_its_inputs_whatever_comes_first(m
         assert_same(merger.extract_output(merged), count(batches))
         for kept, original in zip(partials, before, strict=True):
             assert_same(kept, original)
-            assert not np.shares_memory(merged.table, kept.table)
+            assert not np.shares_memory(merged.parts[1].table, kept.parts[1].table)
     empty = merger.merge_accumulators([merger.create_accumulator(),
                                        merger.create_accumulator()])
     assert empty.metric is None and empty.n == 0
@@ -203,7 +203,7 @@ def test_repeated_ids_within_a_batch_and_across_batches_count_once():
     # The first report of each id is the one counted: values 1, 2, 4 and 6.
     expected = protocol.new_statistic()
     protocol.accumulate(expected, {"value": np.array([1, 2, 4, 6])})
-    np.testing.assert_array_equal(statistic.table, expected)
+    np.testing.assert_array_equal(statistic.parts[1].table, expected)
 
 
 def test_a_batch_sent_twice_counts_once_whatever_else_came_between():
@@ -213,7 +213,7 @@ def test_a_batch_sent_twice_counts_once_whatever_else_came_between():
     batch, other = make_batches("grr", [5, 7], 1)
     statistic = count([batch, other, batch])
     assert statistic.n == 12 and statistic.duplicates == 5
-    assert_same(SupportStatistic(statistic.metric, statistic.n, statistic.table),
+    assert_same(SupportStatistic(statistic.metric, statistic.parts),
                 count([other, batch]))
 
 

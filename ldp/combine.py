@@ -1,0 +1,99 @@
+"""One estimate from the reports of several configuration versions of a metric in one window.
+
+Reports made under different configurations (ε, protocol, label order) are counted apart, each
+version has its own unbiased estimate f~_k ([Wang20] journal §2) over its own domain. Where the
+versions share values (labels, or the indices of sized domains of one size), the combined
+estimate of a shared value v is the inverse-variance weighted mean
+
+    f^_v = Σ_k w_k f~_{k,v} / Σ_k w_k,     w_k = 1 / σ_k²,
+    σ_k² = q*_k (1 − q*_k) / (n_k (p*_k − q*_k)²)                         ([Wang20] journal eq. 7)
+
+The weights depend only on each version's protocol and report count, never on the data, so f^
+is exactly unbiased (each f~_k is), and its exact variance is
+
+    Var[f^_v] = Σ_k w_k² Var[f~_{k,v}] / (Σ_k w_k)²                       (eq. 2 per version)
+
+reported as a standard error with each Var[f~_{k,v}] evaluated as that version's own standard
+error (eq. 2 at its plug-in estimate). σ_k² is eq. 2 at f_v = 0, so the weights are the optimal
+ones for small frequencies, and close to them otherwise. The combination is not post-processed:
+post-processing would make it biased and its variance inexact (each version's own estimate is).
+
+A value present in only some versions is left out. The combination assumes that a shared value
+has the same frequency under each version (the devices of each version are drawn from one
+population); it is not formed for numeric metrics, whose estimators are not unbiased.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ldp_telemetry.ldp.estimation import RESOLVABLE_STD_ERRORS
+from ldp_telemetry.ldp.protocols.base import FREQUENCY
+
+#: The estimator of a combined estimate, as records name it.
+INVERSE_VARIANCE = "inverse-variance"
+
+
+@dataclass(frozen=True)
+class CombinedResult:
+    """The combined estimate of the values the versions share (`labels`)."""
+
+    versions: tuple[int, ...]
+    labels: list[str]
+    n: int
+    estimate: np.ndarray
+    std_error: np.ndarray
+    weights: dict[int, float]  # version -> its share of the weight (the shares sum to 1)
+    total_weight: float  # Σ_k w_k = 1 / Var of the combined estimate of a value of frequency 0
+
+    @property
+    def smallest_resolvable(self) -> float:
+        """RESOLVABLE_STD_ERRORS standard errors of the combined estimate of a value of
+        frequency 0: 2 / sqrt(Σ_k w_k)."""
+        return RESOLVABLE_STD_ERRORS / float(np.sqrt(self.total_weight))
+
+
+def shared_labels(configs) -> list[str] | None:
+    """The values the versions `configs` share, in the order of the last one (the newest), or
+    None when they cannot be combined: a numeric metric, sized domains of different sizes, or a
+    mix of labelled and sized domains. Labels of a sized domain are the value indices."""
+    if any(config.kind != FREQUENCY for config in configs):
+        return None
+    labelled = {config.labels is not None for config in configs}
+    if len(labelled) > 1:
+        return None
+    if not labelled.pop():
+        return None if len({config.d for config in configs}) > 1 else configs[-1].value_labels
+    common = set(configs[0].labels).intersection(*(config.labels for config in configs[1:]))
+    return [label for label in configs[-1].labels if label in common]
+
+
+def combine_versions(parts) -> CombinedResult | None:
+    """Combine the window results of several versions: `parts` is a list of
+    (MetricConfig, WindowResult), oldest version first. None when fewer than two versions have
+    reports or they share no value."""
+    parts = [(config, result) for config, result in parts if result.n > 0]
+    if len(parts) < 2:
+        return None
+    labels = shared_labels([config for config, _ in parts])
+    if not labels:
+        return None
+    weighted = np.zeros(len(labels))
+    weighted_variance = np.zeros(len(labels))
+    totals = []
+    for config, result in parts:
+        weight = 1.0 / result.noise.sigma ** 2
+        index = {label: i for i, label in enumerate(config.value_labels)}
+        rows = np.fromiter((index[label] for label in labels), dtype=np.intp, count=len(labels))
+        weighted += weight * np.asarray(result.unbiased, dtype=np.float64)[rows]
+        weighted_variance += weight ** 2 * np.asarray(result.std_error, dtype=np.float64)[rows] ** 2
+        totals.append(weight)
+    total = sum(totals)
+    return CombinedResult(
+        versions=tuple(config.version for config, _ in parts), labels=labels,
+        n=sum(result.n for _, result in parts), estimate=weighted / total,
+        std_error=np.sqrt(weighted_variance) / total,
+        weights={config.version: weight / total
+                 for (config, _), weight in zip(parts, totals, strict=True)},
+        total_weight=total)
