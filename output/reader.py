@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping
 
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.validation import is_int, is_number
-from ldp_telemetry.output.layout import (ESTIMATES, PANE_LOG, WindowKey, shard_pattern,
-                                         window_key)
+from ldp_telemetry.output.layout import (COMBINED, ESTIMATES, PANE_LOG, WindowKey,
+                                         shard_pattern, version_label, window_key)
 from ldp_telemetry.ldp.times import ms_from_iso
 
 #: The field of a job's settings that names its output folder.
@@ -270,21 +270,41 @@ def truncate_torn_tail(path: str) -> None:
 
 # -- choosing a window ----------------------------------------------------------------------------
 
-def select_window(records: list[dict], metric: str, window: str) -> dict:
+def version_preference(record: Mapping) -> tuple[int, int]:
+    """How much a record stands for its window among the estimates of its versions: a combined
+    estimate first, then the highest version, then a record without versions."""
+    label = version_label(record)
+    if label == COMBINED:
+        return 2, 0
+    return (1, int(record["config_version"])) if label else (0, 0)
+
+
+def select_window(records: list[dict], metric: str, window: str,
+                  version: str | None = None) -> dict:
     """The record of `metric` whose window starts at `window` (ISO-8601, UTC if naive) or, when
     `window` is an integer, the one at that index of the metric's windows sorted by start.
 
-    When a window has several panes the last one is returned (`records` sorted as
-    `read_estimates` sorts them). ConfigError (field ``metric`` or ``window``) lists the metrics
-    or the windows that exist when nothing matches.
+    `version` (``v1``, ``combined``; `output.layout.version_label`) picks the estimate of that
+    configuration version; without it, the one that stands for the window
+    (`version_preference`). When a window has several panes the last one is returned (`records`
+    sorted as `read_estimates` sorts them). ConfigError (field ``metric``, ``version`` or
+    ``window``) lists the metrics, versions or windows that exist when nothing matches.
     """
     mine = [r for r in records if r["metric"] == metric]
     if not mine:
         known = sorted({r["metric"] for r in records})
         raise ConfigError(f"no estimates of metric {metric!r} (metrics: {', '.join(known)})",
                           "metric")
+    if version is not None:
+        versions = sorted({version_label(r) for r in mine} - {""})
+        mine = [r for r in mine if version_label(r) == version]
+        if not mine:
+            raise ConfigError(f"no estimates of metric {metric!r} from configuration version "
+                              f"{version!r} (versions: {', '.join(versions) or 'none'})",
+                              "version")
     by_start: dict[str, dict] = {}
-    for record in mine:  # sorted by pane index: the last pane wins
+    # stable sort: within a version, the order of `records` (by pane index) stays
+    for record in sorted(mine, key=version_preference):  # the last pane of the best wins
         by_start[record["window_start"]] = record
     starts = sorted(by_start, key=ms_from_iso)
     try:

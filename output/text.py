@@ -9,6 +9,17 @@ from collections.abc import Mapping
 import numpy as np
 
 from ldp_telemetry.output.bands import half_width95
+from ldp_telemetry.output.layout import COMBINED, version_label
+
+
+def metric_title(record: Mapping) -> str:
+    """The metric and the configuration version its estimate is from: ``flight.dest v2``,
+    ``flight.dest combined v1+v2`` (just the metric for a record without versions)."""
+    version = version_label(record)
+    if version == COMBINED:
+        return (f"{record['metric']} {COMBINED} "
+                + "+".join(f"v{v}" for v in record["combined_versions"]))
+    return f"{record['metric']} {version}" if version else record["metric"]
 
 
 def format_top(record: Mapping, k: int = 5) -> str:
@@ -23,7 +34,7 @@ def format_top(record: Mapping, k: int = 5) -> str:
     estimator = (record.get("estimator") or {}).get("method", "unbiased")
     if estimator != "unbiased":
         method = f"{estimator} + {method}"
-    lines = [f"{record['metric']}  [{record['window_start']} .. {record['window_end']})  "
+    lines = [f"{metric_title(record)}  [{record['window_start']} .. {record['window_end']})  "
              f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  {method}"]
     for i in top.tolist():
         lines.append(f"    {record['labels'][i]:>12}  {estimate[i]:7.4f} ± "
@@ -35,7 +46,7 @@ def format_numeric(record: Mapping) -> str:
     """A numeric metric's window: mean and quantiles, each with the 95% band of its bootstrap
     standard error."""
     estimator = record["estimator"]
-    lines = [f"{record['metric']}  [{record['window_start']} .. {record['window_end']})  "
+    lines = [f"{metric_title(record)}  [{record['window_start']} .. {record['window_end']})  "
              f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  "
              f"{estimator['method']}"
              + (f" ({estimator['iterations']} iterations)" if estimator.get("iterations") else "")]
@@ -57,5 +68,5 @@ def format_pane(record: Mapping, k: int = 3) -> str:
     values = ", ".join(f"{labels[i]} {estimate[i]:.3f}±{half_width95(error[i]):.3f}"
                        for i in top)
     pane = record["pane"]
-    return (f"{record['metric']:<18} [{record['window_start']} .. {record['window_end']})  "
+    return (f"{metric_title(record):<18} [{record['window_start']} .. {record['window_end']})  "
             f"{pane['timing']:<7} #{pane['index']:<3} n={record['n']:<7,} {values}")

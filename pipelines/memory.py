@@ -55,10 +55,17 @@ AMRP_WINDOW_BYTES = 48 * 2 ** 20
 
 def accumulator_bytes(registry: Registry, windows: WindowSpec) -> dict[str, int]:
     """Bytes of accumulators per metric for one slice: its statistic and those of the
-    window / period windows it is added into (d x statistic size x (1 + windows per slice)).
+    window / period windows it is added into (d x statistic size x (1 + windows per slice)),
+    one statistic per configuration version (a slice may hold reports of every version).
     """
     open_per_slice = 1 + (0 if windows.is_fixed else windows.windows_per_slice)
-    return {m.name: m.statistic_nbytes * open_per_slice for m in registry.metrics}
+    return {m.name: _statistic_nbytes(registry, m.name) * open_per_slice
+            for m in registry.metrics}
+
+
+def _statistic_nbytes(registry: Registry, name: str) -> int:
+    """Bytes of the statistics of every configuration version of the metric `name`."""
+    return sum(config.statistic_nbytes for config in registry.versions(name))
 
 
 def window_bytes(metric: MetricConfig, store: bool = False) -> int:
@@ -120,7 +127,7 @@ def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: floa
 def _what_fits(registry: Registry, windows: WindowSpec, budget: float,
                accumulators: dict[str, int], window: dict[str, int], store: bool) -> str:
     """The hint of `check_memory_budget`: windows per report, else the largest domain, that fit."""
-    per_slice = sum(m.statistic_nbytes for m in registry.metrics)
+    per_slice = sum(_statistic_nbytes(registry, m.name) for m in registry.metrics)
     room = budget - max(window.values())
     fits = int(room // per_slice) - 1 if room > 0 else 0
     if fits >= 1 and not windows.is_fixed:
