@@ -46,6 +46,14 @@ def throughput(r: dict) -> str:
                   "aggregation", "aggregation without ids"], rows)
 
 
+def fingerprint_cost(r: dict) -> str:
+    rows = [[f"`{p['protocol']}`", rate(p["raw_decode"]), fixed(3)(p["raw_decode_ratio"]),
+             rate(p["decode"]), fixed(3)(p["decode_ratio"]), rate(p["end_to_end"]),
+             fixed(3)(p["end_to_end_ratio"])] for p in r["protocols"]]
+    return table(["protocol", "raw decode", "ratio", "decode", "ratio", "end to end", "ratio"],
+                 rows)
+
+
 def windows(r: dict) -> str:
     up = r["start_up"]
     rows = [[f"{w['windows']:,}", f"{w['job_s']:.1f} ({w['job_cpu_s']:.1f})",
@@ -139,6 +147,13 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "Numeric protocols use "
      "d buckets of [0, 1]; Square Wave is finalized with EMS without bootstrap.",
      throughput, "python benchmarks/throughput.py --reports 200000"),
+    ("fingerprint_cost", "Configuration fingerprints",
+     "The same reports with and without their configuration's 16-byte fingerprint "
+     "([the fleet contract](fleet-contract.md)), in reports/s with fingerprints and the ratio "
+     "with / without (1.000: free), runs of the two files alternating; the goal is an "
+     "end-to-end ratio of at least 0.95. Raw decode pays for the 17 more bytes per report in "
+     "fastavro; decode adds the lookup of each file's fingerprints.",
+     fingerprint_cost, "python benchmarks/fingerprint_cost.py --reports 200000"),
     ("windows", "Many windows",
      "One GRR metric (d = 8) with one report in each of W one-second windows, each W in its own "
      "process. *Finalize* is `finalize_window` and the record alone, without Beam; *beyond "
