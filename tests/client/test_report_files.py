@@ -82,3 +82,20 @@ def test_the_job_decodes_client_files_into_the_encoded_columns(tmp_path):
     decoded = {k: np.concatenate([b.columns[k] for b in batches]) for k in batches[0].columns}
     for column, values in encoded.columns.items():
         np.testing.assert_array_equal(decoded[column][:500], values)
+
+
+def test_simulate_writes_client_files_that_carry_the_fingerprint(tmp_path):
+    from ldp_telemetry.pipelines.simulate import TrueValues, simulate_reports
+    config = REGISTRY["g"]
+    rng = np.random.default_rng(5)
+    truth = TrueValues(rng.integers(0, 3, 250), T0 + rng.integers(0, HOUR, 250))
+    paths = simulate_reports(config, truth, str(tmp_path), seed=5, reports_per_file=100,
+                             progress=None)
+    assert [p.rsplit("/", 1)[1] for p in paths] == [f"g-0000{k}.avro" for k in range(3)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"g-0000{k}.avro" for k in range(3)]
+    records = []
+    for path in paths:
+        with avro.datafile.DataFileReader(open(path, "rb"), avro.io.DatumReader()) as reader:
+            records += list(reader)
+    assert len(records) == 250
+    assert {r["fingerprint"] for r in records} == {config.fingerprint}
