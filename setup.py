@@ -3,9 +3,9 @@
 One import name is installed, `ldp_telemetry`; its subpackages are the folders at the top of the
 repository (`ldp/` the Beam-free mathematics, `output/` the Beam-free output contract,
 `schemas/`, `client/` the devices' encoder, `transforms/`, `pipelines/`, `runners/`, `store/`,
-`dashboard/`), mapped with `package_dir`. `ldp_telemetry` itself is a namespace package (it has no `__init__.py`), so no
-folder of the checkout can stand in for the installed package: code and tests always import what
-was installed.
+`dashboard/`), mapped with `package_dir`. `ldp_telemetry` itself is a namespace package (it
+has no `__init__.py`), so no folder of the checkout can stand in for the installed package: code
+and tests always import what was installed.
 """
 from setuptools import setup
 
