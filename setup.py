@@ -2,10 +2,10 @@
 
 One import name is installed, `ldp_telemetry`; its subpackages are the folders at the top of the
 repository (`ldp/` the Beam-free mathematics, `output/` the Beam-free output contract,
-`schemas/`, `transforms/`, `pipelines/`, `runners/`, `store/`, `dashboard/`), mapped with
-`package_dir`. `ldp_telemetry` itself is a namespace package (it has no `__init__.py`), so no
-folder of the checkout can stand in for the installed package: code and tests always import what
-was installed.
+`schemas/`, `client/` the devices' encoder, `transforms/`, `pipelines/`, `runners/`, `store/`,
+`dashboard/`), mapped with `package_dir`. `ldp_telemetry` itself is a namespace package (it
+has no `__init__.py`), so no folder of the checkout can stand in for the installed package: code
+and tests always import what was installed.
 """
 from setuptools import setup
 
@@ -13,6 +13,7 @@ SUBPACKAGES = {
     "ldp": ["ldp", "ldp.protocols"],
     "output": ["output"],
     "schemas": ["schemas"],
+    "client": ["client"],
     "transforms": ["transforms"],
     "pipelines": ["pipelines"],
     "runners": ["runners"],
@@ -34,7 +35,8 @@ setup(
     python_requires=">=3.10",
     packages=packages,
     package_dir=package_dir,
-    package_data={"ldp_telemetry.schemas": ["*.avsc"],
+    package_data={"ldp_telemetry.schemas": ["*.avsc", "*.schema.json"],
+                  "ldp_telemetry.client": ["test_vectors.json"],
                   "ldp_telemetry.dashboard": ["static/*.js", "static/*.css"]},
     # Beam and fastavro to the tested minor versions: the code leans on some of their internals
     # (tests/test_dependency_contract.py lists and checks each); move a pin with that test.
@@ -47,6 +49,7 @@ setup(
                              # fastavro writes zstandard and lz4 files for the fuzzer's seeds
                              "backports.zstd>=1.0; python_version < '3.14'", "lz4>=4.0",
                              "psycopg[binary]>=3.1",  # the PostgreSQL store's test
+                             "jsonschema>=4.18",  # the registry's JSON Schema
                              "selenium>=4.10"],  # the dashboard's browser tests (system chromium)
                     # the estimate store on PostgreSQL (SQLite needs nothing)
                     "postgres": ["psycopg[binary]>=3.1"],

@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import optimize, special, stats
 
 from ldp_telemetry.ldp.estimation import SupportNoise
 from ldp_telemetry.ldp.registration import Catalog, MethodChoice, Parameter
@@ -76,6 +75,8 @@ def significance_threshold(noise: SupportNoise, d: int, alpha: float = 2.0) -> f
     (where the quantile is undefined) T = -inf. Callers that promise non-negative output use
     max(T, 0); Norm-Hyb treats d <= alpha on its own (see norm_hyb).
     """
+    from scipy import stats  # here, not at the top: the client library loads no scipy
+
     if alpha / d >= 1.0:
         return -math.inf
     return float(stats.norm.ppf(1.0 - alpha / d) * noise.sigma)
@@ -278,6 +279,8 @@ def cls(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
 
     A numerical reference for tests (Norm-Sub must equal it); slow, meant for small d.
     """
+    from scipy import optimize
+
     d = estimate.size
     solution = optimize.minimize(
         lambda x: 0.5 * np.sum((x - estimate) ** 2),
@@ -311,6 +314,8 @@ def fit_power_law_exponent(estimate: np.ndarray, noise: SupportNoise) -> float:
     Z(s) = integral_1^{n/x_min} y^-s dy, is concave; s is searched in [0, 10]. Returns 0 (a flat
     prior over counts) when no estimated count reaches x_min.
     """
+    from scipy import optimize, special
+
     n = noise.n
     x_min = max(_FIT_SIGMAS * noise.sigma * n, 1.0)
     counts = np.asarray(estimate, dtype=np.float64) * n

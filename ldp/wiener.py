@@ -54,8 +54,6 @@ from dataclasses import dataclass
 from collections.abc import Iterator
 
 import numpy as np
-from scipy import fft as sfft
-from scipy.ndimage import gaussian_filter1d
 
 from ldp_telemetry.ldp import hashing
 from ldp_telemetry.ldp.estimation import SupportNoise
@@ -64,6 +62,14 @@ from ldp_telemetry.ldp.postprocess import project_to_simplex
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.ldp.registration import Parameter
 from ldp_telemetry.ldp.validation import is_finite_number, is_int
+
+
+def _fft():
+    """scipy.fft, imported on first use: the Beam-free client library loads no scipy."""
+    from scipy import fft
+
+    return fft
+
 
 #: Largest number of IIW iterations a registry may ask for.
 MAX_ITERATIONS = 10_000
@@ -180,10 +186,10 @@ def direct_wiener(unbiased: np.ndarray, noise_level: float,
     """Direct Wiener (DW, [Fang23] §IV-C, eq. 16-18, 21): the gain from P_f = |F~|^2 (or the
     given rfft-bin `signal_power`). Returns (estimate, gain per rfft bin)."""
     unbiased = np.asarray(unbiased, dtype=np.float64)
-    spectrum = sfft.rfft(unbiased)
+    spectrum = _fft().rfft(unbiased)
     power = np.abs(spectrum) ** 2 if signal_power is None else signal_power
     gain = wiener_gain(power, noise_level)
-    return sfft.irfft(gain * spectrum, n=unbiased.size), gain
+    return _fft().irfft(gain * spectrum, n=unbiased.size), gain
 
 
 def iterative_wiener(unbiased: np.ndarray, noise_level: float, iterations: int,
@@ -198,7 +204,7 @@ def iterative_wiener(unbiased: np.ndarray, noise_level: float, iterations: int,
     """
     unbiased = np.asarray(unbiased, dtype=np.float64)
     d = unbiased.size
-    spectrum = sfft.rfft(unbiased)
+    spectrum = _fft().rfft(unbiased)
     observed = np.abs(spectrum) ** 2
     power = observed.copy() if initial_power is None else np.array(initial_power, dtype=float)
     gain = previous = wiener_gain(power, noise_level)
@@ -206,7 +212,7 @@ def iterative_wiener(unbiased: np.ndarray, noise_level: float, iterations: int,
         power = iiw_update(power, observed, noise_level)
         previous, gain = gain, wiener_gain(power, noise_level)
     change = _rms_change(gain - previous, spectrum, d)
-    return sfft.irfft(gain * spectrum, n=d), gain, change
+    return _fft().irfft(gain * spectrum, n=d), gain, change
 
 
 def smoothing_gain(d: int) -> np.ndarray:
@@ -225,8 +231,10 @@ def gaussian_wiener(unbiased: np.ndarray, noise_level: float, sigma: float
     """GF-DW ([Fang23] Appendix C): P_f from the Gaussian-filtered f~ (width sigma values,
     circular, truncated at 4 sigma), then DW on f~ with that spectrum."""
     unbiased = np.asarray(unbiased, dtype=np.float64)
+    from scipy.ndimage import gaussian_filter1d
+
     smoothed = gaussian_filter1d(unbiased, sigma, mode="wrap")
-    return direct_wiener(unbiased, noise_level, np.abs(sfft.rfft(smoothed)) ** 2)
+    return direct_wiener(unbiased, noise_level, np.abs(_fft().rfft(smoothed)) ** 2)
 
 
 def amrp_permutations(seed: int, count: int, d: int, first: int = 0) -> np.ndarray:
@@ -283,7 +291,7 @@ class AmrpFilter:
 
     def _computed_blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         for block in _permutation_blocks(self.permutations):
-            spectra = sfft.rfft(self.unbiased[block], axis=1)
+            spectra = _fft().rfft(self.unbiased[block], axis=1)
             yield block, wiener_gain(np.abs(spectra) ** 2, self.noise_level)
 
     @functools.cached_property
@@ -302,7 +310,7 @@ class AmrpFilter:
         d = values.size
         total = np.zeros(d)
         for block, gain in self._blocks():
-            filtered = sfft.irfft(gain * sfft.rfft(values[block], axis=1), n=d, axis=1)
+            filtered = _fft().irfft(gain * _fft().rfft(values[block], axis=1), n=d, axis=1)
             restored = np.empty_like(filtered)
             np.put_along_axis(restored, block, filtered, axis=1)
             total += restored.sum(axis=0)
@@ -315,11 +323,11 @@ class AmrpFilter:
         diagonal = off_sum = off_squares = 0.0
         image = np.zeros(d)
         for block, gain in self._blocks():
-            kernels = sfft.irfft(gain, n=d, axis=1)
+            kernels = _fft().irfft(gain, n=d, axis=1)
             diagonal += kernels[:, 0].sum()
             off_sum += kernels[:, 1:].sum()
             off_squares += (kernels[:, 1:] ** 2).sum()
-            filtered = sfft.irfft(gain * sfft.rfft(plug_in[block], axis=1), n=d, axis=1)
+            filtered = _fft().irfft(gain * _fft().rfft(plug_in[block], axis=1), n=d, axis=1)
             restored = np.empty_like(filtered)
             np.put_along_axis(restored, block, filtered, axis=1)
             image += restored.sum(axis=0)
@@ -357,9 +365,9 @@ def filtered_standard_error(unbiased: np.ndarray, noise: SupportNoise, protocol,
     plug_in = project_to_simplex(unbiased)
     beta, gamma = covariance_terms(protocol, noise)
     delta = noise.variance(plug_in) - beta - 2 * gamma * plug_in
-    kernel = sfft.irfft(gain, n=d)
-    spread = sfft.irfft(sfft.rfft(kernel ** 2) * sfft.rfft(delta), n=d)
-    filtered_f = sfft.irfft(gain * sfft.rfft(plug_in), n=d)
+    kernel = _fft().irfft(gain, n=d)
+    spread = _fft().irfft(_fft().rfft(kernel ** 2) * _fft().rfft(delta), n=d)
+    filtered_f = _fft().irfft(gain * _fft().rfft(plug_in), n=d)
     return np.sqrt(np.maximum(spread + beta + 2 * gamma * filtered_f, 0.0))
 
 
@@ -394,7 +402,7 @@ class FixedGainFilter:
 
     def __call__(self, values: np.ndarray) -> np.ndarray:
         values = np.asarray(values, dtype=np.float64)
-        return sfft.irfft(self.gains * sfft.rfft(values), n=values.size)
+        return _fft().irfft(self.gains * _fft().rfft(values), n=values.size)
 
     def standard_error(self, unbiased: np.ndarray, noise: SupportNoise, protocol) -> np.ndarray:
         """Exact standard error of A f~ at these gains (filtered_standard_error)."""
@@ -423,7 +431,7 @@ def _fit_iiw(unbiased, level, noise, iterations: int) -> Fit:
 
 def iiw_g_initial_power(unbiased: np.ndarray, noise: SupportNoise) -> np.ndarray:
     """IIW-G's starting spectrum |G|^2 ([Fang23] §IV-C): G_k = (p* - q*) F~_k for k != 0."""
-    return (noise.p_star - noise.q_star) ** 2 * np.abs(sfft.rfft(unbiased)) ** 2
+    return (noise.p_star - noise.q_star) ** 2 * np.abs(_fft().rfft(unbiased)) ** 2
 
 
 def _fit_iiw_g(unbiased, level, noise, iterations: int) -> Fit:

@@ -1,5 +1,5 @@
 """The `ldp` command: simulate reports, run the estimation job, show and query estimates, plan
-a protocol, serve the dashboard.
+a protocol, serve the dashboard, make and compare registries.
 
 `main` parses (`ldp_telemetry.pipelines.parser`), dispatches to the command's handler and maps
 errors to exit statuses: 0 when the command succeeds; 2 for a `ldp.errors.UserError` (a problem
@@ -195,9 +195,14 @@ def _dashboard(args: argparse.Namespace, _extra: list[str]) -> int:
     return run_dashboard(args)
 
 
+def _registry(args: argparse.Namespace, _extra: list[str]) -> int:
+    from ldp_telemetry.pipelines.registry_tools import run_registry_command
+    return run_registry_command(args)
+
+
 #: The handler of each command: (arguments, the arguments left to Beam) -> exit status.
 COMMANDS = {"simulate": _simulate, "plan": _plan, "run": _run, "show": _show, "query": _query,
-            "dashboard": _dashboard}
+            "dashboard": _dashboard, "registry": _registry}
 
 
 if __name__ == "__main__":

@@ -128,6 +128,11 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     query.add_argument("--json", action="store_true", help="print one JSON object")
 
     _add_dashboard_command(commands)
+    from ldp_telemetry.pipelines.registry_tools import add_registry_arguments
+    add_registry_arguments(commands.add_parser(
+        "registry", help="make, compare and list metric registries (init, diff, show)",
+        description="Registry tooling: `init` a metric from a CSV column, `diff` two "
+                    "registries, `show` each metric's versions and fingerprints."))
     return parser
 
 

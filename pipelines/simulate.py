@@ -1,14 +1,15 @@
 """The report simulator: real values from a CSV -> locally perturbed Avro report files.
 
 This is what a fleet of devices would send: each value is perturbed by the metric's protocol
-(ε-LDP) with an explicit numpy Generator and written as one Avro report.
+(ε-LDP) with an explicit numpy Generator and written as one Avro report carrying the
+configuration's fingerprint, by the client library (ldp_telemetry.client): report files are
+written under a temporary name and renamed.
 """
 from __future__ import annotations
 
 import csv
 import glob
 import gzip
-import io
 import os
 import re
 import sys
@@ -18,13 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldp_telemetry.client import ReportFile, encode_points
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.registry import MetricConfig
 from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, EVENT_TIME_SPAN_TEXT
-from ldp_telemetry.output.atomic import check_writable_folder, write_atomically
+from ldp_telemetry.output.atomic import check_writable_folder
 from ldp_telemetry.output.layout import metric_segment
-from ldp_telemetry.schemas.codec import write_reports
 
 DEFAULT_REPORTS_PER_FILE = 500_000
 #: The fields of `ldp simulate` its errors name.
@@ -199,11 +200,11 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
     paths = []
     for part, start in enumerate(range(0, max(n, 1), reports_per_file)):
         stop = min(start + reports_per_file, n)
-        columns = config.protocol.perturb(truth.values[start:stop], rng)
-        report_ids = rng.integers(0, np.iinfo(np.int64).max, size=stop - start)
+        reports = encode_points(config, truth.values[start:stop], rng,
+                                event_times_ms=truth.event_times_ms[start:stop])
         path = os.path.join(out_dir, f"{metric_segment(config.name)}-{part:05d}.avro")
-        write_reports(path, config.name, config.protocol, report_ids,
-                      truth.event_times_ms[start:stop], columns)
+        with ReportFile(path) as out:
+            out.write(reports)
         paths.append(path)
         if progress is not None and n > reports_per_file:
             print(f"  {stop:,}/{n:,} reports written ({100 * stop / n:.0f}%)", file=progress)
@@ -243,9 +244,9 @@ def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: i
 
     Reports are sorted by event time and each is due at `live_schedule(...)`; every
     `file_every_s` seconds the reports that came due are written to one file
-    `<segment>-live-NNNNN.avro` (`output.layout.metric_segment`) by
-    `output.atomic.write_atomically`, so a follower never sees a partial file. Returns the paths,
-    in the order written.
+    `<segment>-live-NNNNN.avro` (`output.layout.metric_segment`) as a `client.ReportFile`
+    (written as `....avro.tmp`, then renamed), so a follower never sees a partial file. Returns
+    the paths, in the order written.
     """
     if not file_every_s > 0:
         raise ConfigError(f"file_every must be positive, got {file_every_s}", "file_every")
@@ -262,8 +263,7 @@ def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: i
         os.remove(path)
     order = np.argsort(truth.event_times_ms, kind="stable")
     times = truth.event_times_ms[order]
-    columns = config.protocol.perturb(truth.values[order], rng)
-    report_ids = rng.integers(0, np.iinfo(np.int64).max, size=len(times))
+    reports = encode_points(config, truth.values[order], rng, event_times_ms=times)
     due = live_schedule(times, speedup, rate)
     started, written, paths, ticks = clock(), 0, [], 0
     while written < len(times):
@@ -273,11 +273,8 @@ def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: i
         if upto == written:
             continue
         name = f"{stem}-live-{len(paths):05d}.avro"
-        rows = slice(written, upto)
-        encoded = io.BytesIO()
-        write_reports(encoded, config.name, config.protocol, report_ids[rows], times[rows],
-                      {k: v[rows] for k, v in columns.items()})
-        write_atomically(os.path.join(out_dir, name), encoded.getvalue())
+        with ReportFile(os.path.join(out_dir, name)) as out:
+            out.write(reports.rows(slice(written, upto)))
         paths.append(os.path.join(out_dir, name))
         written = upto
         if progress is not None:

@@ -3,6 +3,7 @@
     pipelines, runners        the `ldp` command, jobs, runner profiles (Beam)
     transforms                Beam PTransforms and DoFns
     store, dashboard          Beam-free: the SQL estimate store, the dashboard
+    client                    the device's encoder and report files (no Beam, no scipy)
     schemas                   Avro schemas and the codec (no Beam)
     output                    the Beam-free output contract
     ldp                       the mathematics, the registry, errors, validation
@@ -13,9 +14,9 @@ LAYERS before anything in it passes):
 * ``layers``: a module imports only modules of its own layer or of the layers below it, at
   module level or inside a function (``ldp`` thus imports no other folder, and ``store`` and
   ``dashboard`` never import ``transforms``, ``pipelines`` or ``runners``).
-* ``beam-free``: ``ldp``, ``output``, ``schemas``, ``store`` and ``dashboard`` never import
-  ``apache_beam`` at module level, and inside a function only in LAZY_BEAM (remote paths of the
-  atomic writer).
+* ``beam-free``: ``ldp``, ``output``, ``schemas``, ``client``, ``store`` and ``dashboard`` never
+  import ``apache_beam`` at module level, and inside a function only in LAZY_BEAM (remote paths of
+  the atomic writer).
 * ``folder``: every module lies in a folder named in LAYERS.
 
 import-linter's `lint-imports` reads the namespace package, but it cannot tell an import inside a
@@ -40,12 +41,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipelines", "runners"),
     ("transforms",),
     ("store", "dashboard"),
+    ("client",),
     ("schemas",),
     ("output",),
     ("ldp",),
 )
 BEAM = "apache_beam"
-BEAM_FREE = ("ldp", "output", "schemas", "store", "dashboard")
+BEAM_FREE = ("ldp", "output", "schemas", "client", "store", "dashboard")
 #: The modules of Beam-free folders that may import Beam inside a function.
 LAZY_BEAM = frozenset({f"{ROOT}.output.atomic"})
 
@@ -231,4 +233,4 @@ def test_the_checker_names_each_broken_rule(tmp_path):
     }
     messages = {str(v) for v in violations(tmp_path)}
     assert ("[layers] ldp_telemetry.store.relative:1: imports ldp_telemetry.pipelines: store "
-            "may import only store, dashboard, schemas, output, ldp") in messages
+            "may import only store, dashboard, client, schemas, output, ldp") in messages

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE_FOLDERS = ("ldp", "output", "schemas", "transforms", "pipelines", "runners", "store",
-                   "dashboard")
+PACKAGE_FOLDERS = ("ldp", "output", "schemas", "client", "transforms", "pipelines", "runners",
+                   "store", "dashboard")
 
 
 def installed_files(tmp_path) -> list[str]:
@@ -38,6 +38,9 @@ def test_every_folder_is_a_subpackage_of_ldp_telemetry_with_its_schemas():
     schemas = Path(importlib.util.find_spec("ldp_telemetry.schemas").origin).parent
     assert {"report.avsc", "window_estimate.avsc", "dead_letter.avsc"} <= {
         p.name for p in schemas.glob("*.avsc")}
+    assert (schemas / "registry.schema.json").is_file()
+    client = Path(importlib.util.find_spec("ldp_telemetry.client").origin).parent
+    assert (client / "test_vectors.json").is_file()
 
 
 def test_no_module_walks_up_from_its_file_into_the_checkout():

@@ -95,9 +95,10 @@ def test_payload_bytes_bound_the_avro_encoding(name, d):
 
     def encoded(payload) -> int:
         out = io.BytesIO()
-        fastavro.schemaless_writer(out, schema, {"report_id": 0, "metric": "",
-                                                  "event_time": 0, "payload": (branch, payload)})
-        # report_id 0, empty metric, time 0, fingerprint null: 1 byte each
+        fastavro.schemaless_writer(out, schema, {"report_id": 0, "metric": "", "event_time": 0,
+                                                  "payload": (branch, payload),
+                                                  "fingerprint": None})
+        # report_id 0, empty metric, time 0, null fingerprint: 1 byte each
         return len(out.getvalue()) - 4
 
     assert max(map(encoded, protocol.payloads_to_avro(columns))) <= protocol.payload_bytes()
