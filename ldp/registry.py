@@ -26,7 +26,7 @@ import json
 import logging
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -143,8 +143,9 @@ class Registry:
         return name in self.by_name
 
 
-def load_registry(path: str | Path) -> Registry:
-    """Read and validate a registry file."""
+def load_registry(path: str | Path, announce: Collection[str] | None = None) -> Registry:
+    """Read and validate a registry file; log how "auto" was resolved for the metrics named in
+    `announce` (every metric when None)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -161,10 +162,10 @@ def load_registry(path: str | Path) -> Registry:
     except RecursionError:
         raise RegistryError(f"registry {path} is nested too deeply to be a registry",
                             "registry") from None
-    return parse_registry(document)
+    return parse_registry(document, announce)
 
 
-def parse_registry(document: Any) -> Registry:
+def parse_registry(document: Any, announce: Collection[str] | None = None) -> Registry:
     """Validate an already-parsed registry document."""
     if not isinstance(document, Mapping) or not isinstance(document.get("metrics"), list):
         raise RegistryError('registry must be an object with a "metrics" list', "metrics")
@@ -172,7 +173,7 @@ def parse_registry(document: Any) -> Registry:
         raise RegistryError('registry field "metrics" is empty', "metrics")
     metrics = []
     for position, entry in enumerate(document["metrics"]):
-        metrics.append(_parse_metric(entry, position))
+        metrics.append(_parse_metric(entry, position, announce))
     names = [m.name for m in metrics]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -182,7 +183,8 @@ def parse_registry(document: Any) -> Registry:
     return Registry(tuple(metrics))
 
 
-def _parse_metric(entry: Any, position: int) -> MetricConfig:
+def _parse_metric(entry: Any, position: int, announce: Collection[str] | None = None
+                  ) -> MetricConfig:
     if not isinstance(entry, Mapping):
         raise RegistryError(f"metrics[{position}] must be an object", f"metrics[{position}]")
     name = entry.get("name")
@@ -224,8 +226,9 @@ def _parse_metric(entry: Any, position: int) -> MetricConfig:
     labels, d = _parse_domain(entry.get("domain"), fail)
     if protocol == AUTO:
         protocol, reason = recommend(float(epsilon), d)
-        log.info("metric %r: protocol 'auto' resolved to %r for ε=%g, d=%d: %s",
-                 name, protocol, epsilon, d, reason)
+        if announce is None or name in announce:
+            log.info("metric %r: protocol 'auto' resolved to %r for ε=%g, d=%d: %s",
+                     name, protocol, epsilon, d, reason)
     try:
         postprocess = PostprocessSpec.parse(entry.get("postprocess"))
     except ValueError as error:
