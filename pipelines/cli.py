@@ -113,7 +113,7 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     if args.live:
         speedup = args.speedup if args.speedup is not None or args.rate is not None else 1.0
         paths = simulate_live(config, truth, args.out, args.seed, speedup, args.rate,
-                              args.file_every, overwrite=args.overwrite)
+                              args.file_every, overwrite=args.overwrite, progress=sys.stderr)
         print(f"{len(truth.values):,} reports of {config.name} written live to "
               f"{len(paths)} file(s) in {args.out}")
         return 0
@@ -123,7 +123,7 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
         raise ConfigError(f"reports_per_file must be positive, got {per_file}",
                           field="reports_per_file")
     paths = simulate_reports(config, truth, args.out, args.seed, per_file,
-                             overwrite=args.overwrite)
+                             overwrite=args.overwrite, progress=sys.stderr)
     print(f"{len(truth.values):,} reports of {config.name} ({config.protocol_name}, "
           f"ε={config.epsilon:g}) written to {len(paths)} file(s) in {args.out}")
     return 0
