@@ -125,14 +125,17 @@
     for (var k = 0; k < count; k += every) { out.push(k); }
     return out;
   }
+  /* Time labels under a chart, never overlapping and never cut at the edges: each label is
+   * kept inside the chart and only when it starts clear of the one before. */
   function timeTicks(svg, box, count, xOf, y) {
     var withTime = needsTime();
-    var px = (withTime ? 16 : 10) * 7 + 16;
-    tickIndices(count, box.width, px).forEach(function (k) {
-      var x = xOf(k), anchor = "middle";
-      if (x - px / 2 < box.left - 40) { anchor = "start"; }
-      if (x + px / 2 > box.left + box.width + 16) { anchor = "end"; }
-      svg.appendChild(svgEl("text", {x: x, y: y, "class": "tick time-tick", "text-anchor": anchor}, dateText(windows[k].window_start, withTime)));
+    var px = (withTime ? 16 : 10) * 7;
+    var lowest = 4, highest = box.left + box.width + 20, lastRight = -Infinity;
+    tickIndices(count, box.width, px + 16).forEach(function (k) {
+      var centre = Math.min(highest - px / 2, Math.max(lowest + px / 2, xOf(k)));
+      if (centre - px / 2 < lastRight + 12) { return; }
+      lastRight = centre + px / 2;
+      svg.appendChild(svgEl("text", {x: centre, y: y, "class": "tick time-tick", "text-anchor": "middle"}, dateText(windows[k].window_start, withTime)));
     });
   }
 
