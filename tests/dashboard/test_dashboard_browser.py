@@ -247,7 +247,7 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
     browser.get(url + metric_page_link("latency.seconds"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
     quantiles = browser.driver.execute_script(
-        "return Array.from(document.querySelectorAll('#distribution .quantile-label'))"
+        "return Array.from(document.querySelectorAll('#quantiles .quantile-label'))"
         ".map(t => t.textContent)")
     assert quantiles == ["q50 = 0.45", "q90 = 0.82"]
     heights = browser.driver.execute_script(
@@ -347,6 +347,7 @@ def _iso(seconds: int) -> str:
 def test_a_thousand_windows_of_five_hundred_labels_stay_readable(browser, served, big_store,
                                                                   artifacts):
     url, records = big_store
+    browser.driver.set_window_size(1280, 1000)  # as the browser opens (a screenshot grows it)
     started = time.monotonic()
     browser.get(served(StoreSource(url)) + metric_page_link("big.metric"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "1000"
