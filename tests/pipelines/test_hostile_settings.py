@@ -168,7 +168,7 @@ def test_a_window_that_fits_but_not_with_the_store_is_refused_with_the_store(tmp
     (tmp_path / "r.avro").write_bytes(b"")
     result = ldp("run", "--registry", registry, "--input", tmp_path / "r.avro", "--output",
                  tmp_path / "out", "--window", "3600", "--memory-budget", "300",
-                 "--store", f"sqlite:///{tmp_path / 'store.db'}")
+                 "--store", f"sqlite:///{tmp_path / 'store.db'}", "--create-store")
     # With it: the statistic 8 B, the window 160 B and its stored form 320 B per value (465 MiB),
     # plus 2^18 waiting plain values x 200 B (50 MiB); (300 MiB - 50 MiB) / 488 B = 537,180.
     refused(result, "the job needs 515 MB",
