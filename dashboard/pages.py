@@ -16,6 +16,12 @@ from ldp_telemetry.output.layout import metric_segment
 
 #: Values listed in the top-k chart of a metric page.
 DEFAULT_TOP_K = 5
+#: A served page embeds the whole record of this many latest windows; of the others only what
+#: the charts over windows draw (a window's record is fetched from the server when it is chosen).
+FULL_WINDOWS = 60
+#: The per-value arrays of a window a light view leaves out.
+VALUE_FIELDS = ("labels", "estimate", "std_error", "unbiased_estimate", "lower95", "upper95",
+                "half95", "bucket_edges")
 PAGE_PREFIX, PAGE_SUFFIX = "metric-", ".html"
 
 
@@ -129,7 +135,11 @@ def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live
     postprocess_text = (html.escape(str(postprocess.get("method", "—")))
                         + html.escape(_params(postprocess)))
     status = "live" if live else "static export"
+    numeric = latest.get("bucket_edges") is not None or "mean" in latest
     top_hint = f"estimate, 95% band (± {Z95:.2f} standard errors); click a window"
+    over_title = (f"Mean over windows <span class=\"hint\">{top_hint}</span>" if numeric else
+                  f"Top {top_k} values over windows <span class=\"hint\">{top_hint}; click a "
+                  "legend entry to hide or show a value</span>")
     header = f"""<header class="top">
 <p class="crumbs"><a href="index.html">← all metrics</a></p>
 <h1>{html.escape(metric)}</h1>
@@ -143,18 +153,31 @@ def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live
 <div><dt>post-processing</dt><dd>{postprocess_text}</dd></div>
 </dl>
 <p class="source">windows from <code>{html.escape(source)}</code> ·
-<span id="status">{status}</span></p>
+<span id="status">{status}</span> · ± is the half width of the 95% band
+({Z95:.2f} standard errors) everywhere on this page</p>
 </header>"""
     data = {"metric": metric, "windows": windows, "cursor": cursor, "live": live,
-            "top_k": top_k, "poll_ms": poll_ms}
+            "top_k": top_k, "poll_ms": poll_ms, "numeric": numeric}
+    order = "" if numeric else """<label class="control">order
+<select id="order-select" aria-label="order"><option value="ranked">ranked by estimate</option>
+<option value="label">label order</option></select></label>
+<button type="button" id="show-all" class="control"></button>"""
     body = f"""{header}
 <main>
+<section class="card" id="series-card" hidden><label class="control">series (window length)
+<select id="series-select" aria-label="series"></select></label>
+<span class="hint">this metric has windows of several lengths; each is drawn on its own</span>
+</section>
 <section class="card">
-<h2>Top {top_k} values over windows <span class="hint">{top_hint}</span></h2>
-<div id="topk" class="chart"></div><div id="topk-legend" class="legend"></div></section>
-<section class="card"><h2>Window <select id="window-select" aria-label="window"></select></h2>
+<h2>{over_title}</h2>
+<div id="topk" class="chart"></div><div id="topk-readout" class="readout"></div>
+<div id="topk-legend" class="legend"></div></section>
+<section class="card"><h2>Window <select id="window-select" aria-label="window"></select>
+{order}</h2>
 <dl class="facts small" id="window-facts"></dl>
+<p id="window-warning" class="warning" hidden></p>
 <div id="distribution" class="chart wide"></div>
+<div id="quantiles" class="chart"></div>
 <details open><summary>Values of this window</summary>
 <div id="values" class="scroll"></div></details>
 </section>
@@ -166,6 +189,42 @@ def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live
 <script id="ldp-data" type="application/json">{embedded_json(data)}</script>
 <script src="static/dashboard.js"></script>"""
     return _page(f"{metric} — LDP telemetry", body)
+
+
+def top_by_series(windows: list[dict], k: int) -> dict[str, list[int]]:
+    """Per series (`source.series_of`), the indices of the k values of largest mean estimate
+    over its windows (ties: the lower index): the values of its top-k chart."""
+    totals: dict[str, list[float]] = {}
+    for window in windows:
+        if window.get("bucket_edges") is not None:
+            continue
+        total = totals.setdefault(window["series"], [0.0] * len(window["estimate"]))
+        if len(total) == len(window["estimate"]):
+            for i, value in enumerate(window["estimate"]):
+                total[i] += value or 0.0
+    return {series: sorted(range(len(total)), key=lambda i: (-total[i], i))[:k]
+            for series, total in totals.items()}
+
+
+def page_windows(windows: list[dict], top_k: int, full_last: int | None = None) -> list[dict]:
+    """The windows a page embeds: each with `top` (its values at its series' top-k indices:
+    labels, estimate, 95% bands), whole for the `full_last` latest (all when None) and light
+    (`light`: true, without the per-value arrays) for the others."""
+    tops = top_by_series(windows, top_k)
+    embedded = []
+    for position, window in enumerate(windows):
+        indices = tops.get(window["series"], [])
+        view = dict(window)
+        if indices and len(window.get("estimate") or ()) > max(indices):
+            view["top"] = {"indices": indices,
+                           **{field: [window[field][i] for i in indices]
+                              for field in ("labels", "estimate", "lower95", "upper95", "half95")
+                              if window.get(field)}}
+        if full_last is not None and position < len(windows) - full_last:
+            view = {k: v for k, v in view.items() if k not in VALUE_FIELDS}
+            view["light"] = True
+        embedded.append(view)
+    return embedded
 
 
 def metric_summary(metric: str, windows: list[dict]) -> dict:

@@ -6,6 +6,7 @@
     GET /static/dashboard.{js,css}        the page's script and style, from this package
     GET /api/windows?metric=M&since=C     {"cursor": C', "windows": [...]}: the windows of M
                                           whose latest pane or rejects changed after cursor C
+    GET /api/window?metric=M&start=S&end=E  one window's latest pane, whole (S, E: ISO-8601)
 
 A live page polls /api/windows with its cursor, so it receives only new panes. Responses carry a
 Content-Security-Policy allowing only this server ('self'): a page can request nothing from any
@@ -21,9 +22,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ldp_telemetry.dashboard.pages import (DEFAULT_TOP_K, PAGE_PREFIX, PAGE_SUFFIX,
-                                           embedded_json, finite, index_page, metric_page,
-                                           metric_page_name, metric_summary)
+from ldp_telemetry.dashboard.pages import (DEFAULT_TOP_K, FULL_WINDOWS, PAGE_PREFIX,
+                                           PAGE_SUFFIX, embedded_json, finite, index_page,
+                                           metric_page, metric_page_name, metric_summary,
+                                           page_windows)
+from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.ldp.errors import ConfigError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -61,9 +64,12 @@ class Dashboard:
                           self.source.description, live)
 
     def page(self, metric: str, live: bool) -> str:
+        """A metric's page; a served (live) one embeds the whole record of its latest
+        `FULL_WINDOWS` windows only (`pages.page_windows`), an exported one of every window."""
         cursor, windows = self.source.windows(metric)
-        return metric_page(metric, windows, cursor, self.source.description, live,
-                           self.top_k, self.poll_ms)
+        return metric_page(metric, page_windows(windows, self.top_k,
+                                                FULL_WINDOWS if live else None),
+                           cursor, self.source.description, live, self.top_k, self.poll_ms)
 
     def metric_of_page(self, name: str) -> str | None:
         """The metric whose page file is called `name` (already URL-unquoted), or None."""
@@ -112,6 +118,8 @@ def make_server(dashboard: Dashboard, host: str = DEFAULT_HOST, port: int = DEFA
                 return self._send(static_file(name), STATIC_FILES[name])
             if path == "/api/windows":
                 return self._windows(parse_qs(url.query))
+            if path == "/api/window":
+                return self._window(parse_qs(url.query))
             if path.startswith("/" + PAGE_PREFIX) and path.endswith(PAGE_SUFFIX):
                 metric = dashboard.metric_of_page(unquote(path[1:]))
                 if metric is not None:
@@ -132,6 +140,20 @@ def make_server(dashboard: Dashboard, host: str = DEFAULT_HOST, port: int = DEFA
             body = json.dumps(finite({"cursor": cursor, "windows": windows}),
                               allow_nan=False).encode()
             self._send(body, "application/json")
+
+        def _window(self, query: dict) -> None:
+            metric = (query.get("metric") or [""])[0]
+            try:
+                start = ms_from_iso((query.get("start") or [""])[0])
+                end = ms_from_iso((query.get("end") or [""])[0])
+            except ValueError:
+                start = end = None
+            view = (None if not metric or len(metric) > MAX_QUERY_CHARS or start is None
+                    else dashboard.source.window(metric, start, end))
+            if view is None:
+                return self._send(b'{"error": "no such window"}', "application/json",
+                                  HTTPStatus.NOT_FOUND)
+            self._send(json.dumps(finite(view), allow_nan=False).encode(), "application/json")
 
         def _send(self, body: bytes, content_type: str, status=HTTPStatus.OK) -> None:
             self.send_response(status)

@@ -8,7 +8,12 @@ with what a page draws added, computed here once so that the page's script compu
 * `p_star`, `q_star`, `smallest_resolvable`: as the record (or the store's columns) gives them,
   None when it has none;
 * `late_reports` (reports counted after the ON_TIME pane, None before one) and `rejects`
-  ({reason: records} of dead letters whose event time falls in the window).
+  ({reason: records} of dead letters whose event time falls in the window);
+* `series`: which series of the metric the window belongs to (`series_of`), the one choice a
+  page offers between windows of one metric that must not be drawn together;
+* `mean_half95` and `quantile_half95` of a numeric metric (the ± of the mean's and each
+  quantile's 95% band), and `warning`: why the window's reports are too few for its domain at
+  its ε (`output.resolution`), or None.
 
 A `since` cursor: `windows(metric, since)` returns only the windows whose pane or rejects changed
 after `since`, so a page that follows a live run never re-reads the whole history.
@@ -25,6 +30,7 @@ from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, Wind
                                           shard_pattern, window_key)
 from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS, Reason
 from ldp_telemetry.output.reader import pane_of
+from ldp_telemetry.output.resolution import resolution, warning_text
 from ldp_telemetry.output.tail import OutputTail
 from ldp_telemetry.store.records import dead_letter_origin
 
@@ -32,6 +38,18 @@ from ldp_telemetry.store.records import dead_letter_origin
 MAX_WINDOWS_PER_PAGE = 2000
 #: Facts of the metric's protocol a record may carry (None when it does not).
 SUPPORT_FIELDS = ("p_star", "q_star", "smallest_resolvable")
+
+
+def series_of(record: dict) -> str:
+    """The series a window belongs to: its length (`1 h`, `7 d`, `90 min`), so that a store or
+    folder holding an hourly and a daily run of one metric shows them apart. The one place that
+    decides it: a further dimension (a run, a configuration version) is added here."""
+    _, start, end = window_key(record)
+    length = end - start
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if length >= size and length % size == 0:
+            return f"{length // size} {unit}"
+    return f"{length} ms"
 
 
 def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, upper: list
@@ -44,6 +62,13 @@ def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, uppe
     view["pane_seq"] = seq
     view["lower95"], view["upper95"] = lower, upper
     view["half95"] = [half_width95(error) for error in record.get("std_error") or ()]
+    view["series"] = series_of(record)
+    view["mean_half95"] = half_width95(record.get("mean_std_error"))
+    view["quantile_half95"] = {level: half_width95(error) for level, error
+                               in (record.get("quantile_std_errors") or {}).items()}
+    found = resolution(record)
+    view["warning"] = (warning_text(record, found)
+                       if found is not None and found.under_resolved else None)
     return view
 
 
@@ -61,7 +86,7 @@ class StoreSource:
     def __init__(self, url: str):
         from ldp_telemetry.store import open_store
         self.description = url
-        self._store = open_store(url)
+        self._store = open_store(url, create=False)  # a misspelt URL is an error
         self._lock = threading.Lock()  # one connection, shared by the server's threads
 
     def metrics(self) -> list[str]:
@@ -73,15 +98,20 @@ class StoreSource:
         with self._lock:
             cursor = self._store.latest_seq()
             records = self._store.windows(metric, since)[-MAX_WINDOWS_PER_PAGE:]
-            rejects = self._store.rejects(metric, [window_key(r)[1:] for r in records])
+            rejects = self._store.rejects(metric, [window_key(r)[1:3] for r in records])
         views = []
         for record in records:
             late = record.pop("late_reports")
             seq = record.pop("pane_seq")
             lower, upper = record.pop("lower95"), record.pop("upper95")
-            views.append(_view(record, late, rejects.get(window_key(record)[1:], {}), seq,
+            views.append(_view(record, late, rejects.get(window_key(record)[1:3], {}), seq,
                                lower, upper))
         return cursor, views
+
+    def window(self, metric: str, start_ms: int, end_ms: int) -> dict | None:
+        """The latest pane of one window of `metric`, or None."""
+        _, views = self.windows(metric)
+        return next((v for v in views if window_key(v)[1:3] == (start_ms, end_ms)), None)
 
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
         with self._lock:
@@ -146,6 +176,11 @@ class FolderSource:
                 views.append(_view(record, late, self._rejects_in(key), self._changed[key],
                                    *_bands(record)))
             return self._seq, views
+
+    def window(self, metric: str, start_ms: int, end_ms: int) -> dict | None:
+        """The latest pane of one window of `metric`, or None."""
+        _, views = self.windows(metric)
+        return next((v for v in views if window_key(v)[1:3] == (start_ms, end_ms)), None)
 
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
         self.refresh()

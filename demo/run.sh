@@ -24,7 +24,7 @@ done
 .venv/bin/ldp simulate --registry demo/registry.json --metric flight.dep_min \
   --input demo/nycflights13_2013-01_dep_min.csv.gz --value-column dep_min \
   --time-column event_time --out "$out/reports" --seed 2013
-.venv/bin/ldp run --registry demo/registry.json --input "$out/reports/*.avro" \
+.venv/bin/ldp run --registry demo/registry.json --input "$out/reports/*.avro" --create-store \
   --output "$out/estimates" --window 604800 --window-offset 432000 \
   --store "sqlite:///$out/store.db"  # weeks from Tuesday 1 Jan; also into an SQLite store
 echo

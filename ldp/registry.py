@@ -26,7 +26,7 @@ import json
 import logging
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -191,8 +191,9 @@ class Registry:
         return (*(config for config in self.history if config.name == name), current)
 
 
-def load_registry(path: str | Path) -> Registry:
-    """Read and validate a registry file."""
+def load_registry(path: str | Path, announce: Collection[str] | None = None) -> Registry:
+    """Read and validate a registry file; log how "auto" was resolved for the metrics named in
+    `announce` (every metric when None)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -209,10 +210,10 @@ def load_registry(path: str | Path) -> Registry:
     except RecursionError:
         raise RegistryError(f"registry {path} is nested too deeply to be a registry",
                             "registry") from None
-    return parse_registry(document)
+    return parse_registry(document, announce)
 
 
-def parse_registry(document: Any) -> Registry:
+def parse_registry(document: Any, announce: Collection[str] | None = None) -> Registry:
     """Validate an already-parsed registry document."""
     if not isinstance(document, Mapping) or not isinstance(document.get("metrics"), list):
         raise RegistryError('registry must be an object with a "metrics" list', "metrics")
@@ -220,7 +221,7 @@ def parse_registry(document: Any) -> Registry:
         raise RegistryError('registry field "metrics" is empty', "metrics")
     metrics, history = [], []
     for position, entry in enumerate(document["metrics"]):
-        metric = _parse_metric(entry, f"metrics[{position}]")
+        metric = _parse_metric(entry, f"metrics[{position}]", announce=announce)
         metrics.append(metric)
         history.extend(_parse_history(entry, metric, f"metrics[{position}]"))
     names = [m.name for m in metrics]
@@ -288,9 +289,10 @@ def _parse_history(entry: Mapping, current: MetricConfig, where: str) -> list[Me
     return configs
 
 
-def _parse_metric(entry: Any, where: str, label: str | None = None) -> MetricConfig:
+def _parse_metric(entry: Any, where: str, label: str | None = None,
+                  announce: Collection[str] | None = None) -> MetricConfig:
     """One configuration; `where` is its path in the registry (``metrics[3]``), `label` how
-    messages name it (default ``metric 'name'``)."""
+    messages name it (default ``metric 'name'``); `announce` as `load_registry`'s."""
     if not isinstance(entry, Mapping):
         raise RegistryError(f"{where} must be an object", where)
     name = entry.get("name")
@@ -335,8 +337,9 @@ def _parse_metric(entry: Any, where: str, label: str | None = None) -> MetricCon
     labels, d = _parse_domain(entry.get("domain"), fail)
     if protocol == AUTO:
         protocol, reason = recommend(float(epsilon), d)
-        log.info("metric %r: protocol 'auto' resolved to %r for ε=%g, d=%d: %s",
-                 name, protocol, epsilon, d, reason)
+        if announce is None or name in announce:
+            log.info("%s: protocol 'auto' resolved to %r for ε=%g, d=%d: %s",
+                     label, protocol, epsilon, d, reason)
     try:
         postprocess = PostprocessSpec.parse(entry.get("postprocess"))
     except ValueError as error:

@@ -271,25 +271,24 @@ def truncate_torn_tail(path: str) -> None:
 # -- choosing a window ----------------------------------------------------------------------------
 
 def version_preference(record: Mapping) -> tuple[int, int]:
-    """How much a record stands for its window among the estimates of its versions: a combined
-    estimate first, then the highest version, then a record without versions."""
+    """How much a record stands for its window among the estimates of its configuration
+    versions: a combined estimate first, then the highest version, then one without versions."""
     label = version_label(record)
     if label == COMBINED:
         return 2, 0
     return (1, int(record["config_version"])) if label else (0, 0)
 
 
-def select_window(records: list[dict], metric: str, window: str,
-                  version: str | None = None) -> dict:
-    """The record of `metric` whose window starts at `window` (ISO-8601, UTC if naive) or, when
-    `window` is an integer, the one at that index of the metric's windows sorted by start.
+def latest_by_window(records: list[dict], metric: str, version: str | None = None,
+                     every_version: bool = False) -> list[dict]:
+    """The last pane of each window of `metric`, sorted by window start then end (`records`
+    sorted as `read_estimates` sorts them).
 
-    `version` (``v1``, ``combined``; `output.layout.version_label`) picks the estimate of that
-    configuration version; without it, the one that stands for the window
-    (`version_preference`). When a window has several panes the last one is returned (`records`
-    sorted as `read_estimates` sorts them). ConfigError (field ``metric``, ``version`` or
-    ``window``) lists the metrics, versions or windows that exist when nothing matches.
-    """
+    Of a window's estimates from several configuration versions: the one of `version`
+    (``v1``, ``combined``: `output.layout.version_label`) when given, each of them with
+    `every_version`, else the one that stands for the window (`version_preference`).
+    ConfigError (field ``metric`` or ``version``) listing the metrics or versions that exist
+    when there is none."""
     mine = [r for r in records if r["metric"] == metric]
     if not mine:
         known = sorted({r["metric"] for r in records})
@@ -302,11 +301,22 @@ def select_window(records: list[dict], metric: str, window: str,
             raise ConfigError(f"no estimates of metric {metric!r} from configuration version "
                               f"{version!r} (versions: {', '.join(versions) or 'none'})",
                               "version")
-    by_start: dict[str, dict] = {}
-    # stable sort: within a version, the order of `records` (by pane index) stays
-    for record in sorted(mine, key=version_preference):  # the last pane of the best wins
-        by_start[record["window_start"]] = record
-    starts = sorted(by_start, key=ms_from_iso)
+    by_window: dict[tuple, dict] = {}
+    # a stable sort: within a version, the last pane wins; across versions, the preferred one
+    for record in sorted(mine, key=version_preference):
+        key = window_key(record)
+        by_window[key[1:] if every_version else key[1:3]] = record
+    return [by_window[bounds] for bounds in sorted(by_window)]
+
+
+def windows_at(windows: list[dict], metric: str, window: str) -> list[dict]:
+    """The windows (of one metric, as `latest_by_window` gives them) that `window` names.
+
+    `window` is an integer index into them (0 first, -1 last), or an ISO-8601 time (UTC if
+    naive): the windows that start at that time when some do, else every window that holds it
+    (start <= time < end; several when windows slide or differ in length). ConfigError (field
+    ``window``) listing the windows that exist when nothing matches.
+    """
     try:
         position = int(window)
     except ValueError:
@@ -315,13 +325,56 @@ def select_window(records: list[dict], metric: str, window: str,
         except ValueError:
             raise ConfigError(f"window {window!r} is neither ISO-8601 nor an integer index",
                               "window") from None
-        for start in starts:
-            if ms_from_iso(start) == wanted:
-                return by_start[start]
+        bounds = [window_key(w)[1:3] for w in windows]
+        found = [w for w, (start, _) in zip(windows, bounds, strict=True) if start == wanted]
+        found = found or [w for w, (start, end) in zip(windows, bounds, strict=True)
+                          if start <= wanted < end]
+        if found:
+            return found
     else:
-        if -len(starts) <= position < len(starts):
-            return by_start[starts[position]]
-    listing = ", ".join(f"[{i}] {s}" for i, s in enumerate(starts[:20]))
-    more = f", ... ({len(starts) - 20} more)" if len(starts) > 20 else ""
-    raise ConfigError(f"metric {metric!r} has no window {window!r}; its {len(starts)} "
+        if -len(windows) <= position < len(windows):
+            return [windows[position]]
+    listing = ", ".join(f"[{i}] {w['window_start']}" for i, w in enumerate(windows[:20]))
+    more = f", ... ({len(windows) - 20} more)" if len(windows) > 20 else ""
+    raise ConfigError(f"metric {metric!r} has no window {window!r}; its {len(windows)} "
                       f"window(s) start at: {listing}{more}", "window")
+
+
+def select_window(records: list[dict], metric: str, window: str,
+                  version: str | None = None) -> dict:
+    """The one record of `metric` that `window` names (`windows_at`): an index, the start of a
+    window, or a time inside exactly one window; of its configuration versions, `version` or the
+    one that stands for it (`latest_by_window`). When a window has several panes the last one is
+    returned. ConfigError (field ``metric``, ``version`` or ``window``) lists the metrics,
+    versions or windows that exist when nothing matches, or the windows that hold a time held
+    by several.
+    """
+    found = windows_at(latest_by_window(records, metric, version), metric, window)
+    if len(found) > 1:
+        listing = ", ".join(f"[{w['window_start']} .. {w['window_end']})" for w in found[:10])
+        raise ConfigError(f"time {window!r} lies in {len(found)} windows of metric {metric!r} "
+                          f"({listing}): give one's start or index", "window")
+    return found[0]
+
+
+def select_windows(records: list[dict], metric: str, windows: list[str] | None = None,
+                   first: int | None = None, last: int | None = None,
+                   version: str | None = None) -> list[dict]:
+    """The windows of `metric` to show, each its last pane, in order: those `windows` names
+    (`windows_at`: indices or times; every window holding a time), else all; then the `first`
+    N and the `last` N of them. Each window's estimates of every configuration version, or only
+    `version`'s."""
+    mine = latest_by_window(records, metric, version)
+    if windows:
+        chosen: dict[tuple[int, int], dict] = {}
+        for window in windows:
+            for record in windows_at(mine, metric, window):
+                chosen[window_key(record)[1:3]] = record
+        mine = [chosen[bounds] for bounds in sorted(chosen)]
+    if first is not None:
+        mine = mine[:first]
+    if last is not None:
+        mine = mine[len(mine) - last:] if last else []
+    wanted = {window_key(record)[1:3] for record in mine}
+    return [record for record in latest_by_window(records, metric, version, every_version=True)
+            if window_key(record)[1:3] in wanted]

@@ -1,6 +1,7 @@
 """Window-estimate records as text: what `ldp show` prints, and a live run's line per pane.
 
-Every ± is the half width of the 95% band (`ldp_telemetry.output.bands`).
+Every ± is the half width of the 95% band (`ldp_telemetry.output.bands`), as in `ldp query`
+and the dashboard: `BAND_NOTE` says so once per output.
 """
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ldp_telemetry.output.bands import half_width95
+from ldp_telemetry.output.bands import Z95, half_width95
 from ldp_telemetry.output.layout import COMBINED, version_label
-
+from ldp_telemetry.output.resolution import resolution, warning_text
 
 def metric_title(record: Mapping) -> str:
     """The metric and the configuration version its estimate is from: ``flight.dest v2``,
@@ -22,9 +23,14 @@ def metric_title(record: Mapping) -> str:
     return f"{record['metric']} {version}" if version else record["metric"]
 
 
+#: What every ± printed by `show`, `query` and a live run's pane lines means.
+BAND_NOTE = f"± is the half width of the 95% band: {Z95:.2f} standard errors"
+
+
 def format_top(record: Mapping, k: int = 5) -> str:
     """One window as text: its header, then the k largest estimates with 95% error bars
-    (for a numeric metric: its mean and quantiles with 95% error bars)."""
+    (for a numeric metric: its mean and quantiles with 95% error bars), and a warning line when
+    the window is under-resolved (`output.resolution`)."""
     if record.get("bucket_edges") is not None:
         return format_numeric(record)
     estimate = np.asarray(record["estimate"])
@@ -39,6 +45,9 @@ def format_top(record: Mapping, k: int = 5) -> str:
     for i in top.tolist():
         lines.append(f"    {record['labels'][i]:>12}  {estimate[i]:7.4f} ± "
                      f"{half_width95(error[i]):.4f}")
+    found = resolution(record)
+    if found is not None and found.under_resolved:
+        lines.append(f"    warning: {warning_text(record, found)}")
     return "\n".join(lines)
 
 

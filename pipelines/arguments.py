@@ -1,6 +1,10 @@
 """The command-line arguments of `ldp run`: the job's (`add_job_arguments`, reader limits
 included) and a live run's (`add_live_arguments`). Each option's destination is the name of the
-setting it fills, which is the `field` a `UserError` about it names."""
+setting it fills, which is the `field` a `UserError` about it names.
+
+Beam-free, so that `ldp run --help` starts without Apache Beam: `--source` is checked against the
+sources' catalog when the live run is configured (`pipelines.job.LiveConfig`), and its help
+names `SOURCE_NAMES`, which a test keeps equal to the catalog's names."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +13,6 @@ import dataclasses
 from ldp_telemetry.pipelines.memory import DEFAULT_MEMORY_BUDGET_MB
 from ldp_telemetry.schemas.limits import HELP as LIMITS_HELP
 from ldp_telemetry.schemas.limits import DecodeLimits
-from ldp_telemetry.transforms.sources import source_names
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +47,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write each window's latest pane and the dead-letter counts to "
                              "an estimate store: sqlite:///FILE.db, postgresql://USER@HOST/DB or "
                              "bigquery://PROJECT/DATASET (docs/store.md)")
+    parser.add_argument("--create-store", action="store_true",
+                        help="create the --store when it does not exist yet (without it, a store "
+                             "URL that names no existing store is an error)")
     add_limit_arguments(parser)
 
 
@@ -55,6 +61,10 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
                                               f"(default {field.default})")
 
 
+#: The live-run sources of `transforms.sources.SOURCES`, the first the default.
+SOURCE_NAMES = ("directory", "pubsub", "match-continuously")
+
+
 def add_live_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a live run (`--follow` and how it is followed and stopped)."""
     group = parser.add_argument_group("live run (--follow)")
@@ -62,9 +72,10 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
                        help="run live: follow this directory of report files (or Pub/Sub "
                             "subscription/topic, or file glob, per --source) and write each "
                             "pane as it fires under OUTPUT/panes/ (instead of --input)")
-    group.add_argument("--source", choices=source_names(), default=source_names()[0],
-                       help="what --follow names: a directory followed here (default), Pub/Sub "
-                            "(Dataflow) or a directory matched continuously (Flink)")
+    group.add_argument("--source", default=SOURCE_NAMES[0], metavar="KIND",
+                       help=f"what --follow names, one of {', '.join(SOURCE_NAMES)}: a "
+                            "directory followed here (default), Pub/Sub (Dataflow) or a "
+                            "directory matched continuously (Flink)")
     group.add_argument("--max-out-of-order", type=float, default=0.0, metavar="SECONDS",
                        help="the watermark trails the largest event time seen (rounded down to "
                             "its slice) by this much (default 0)")

@@ -103,16 +103,17 @@ def _setting_with_flag(field: str | None, flags: Mapping[str, str]) -> str | Non
 
 def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.ldp.registry import load_registry
-    from ldp_telemetry.pipelines.simulate import (DEFAULT_REPORTS_PER_FILE, read_true_values,
-                                                  simulate_live, simulate_reports)
-    config = load_registry(args.registry)[args.metric]
+    from ldp_telemetry.pipelines.csv_input import read_true_values
+    from ldp_telemetry.pipelines.simulate import (DEFAULT_REPORTS_PER_FILE, simulate_live,
+                                                  simulate_reports)
+    config = load_registry(args.registry, announce=[args.metric])[args.metric]
     if not args.live and (args.speedup is not None or args.rate is not None):
         raise ConfigError("--speedup and --rate need --live", field="speedup")
     truth = read_true_values(args.input, config, args.value_column, args.time_column)
     if args.live:
         speedup = args.speedup if args.speedup is not None or args.rate is not None else 1.0
         paths = simulate_live(config, truth, args.out, args.seed, speedup, args.rate,
-                              args.file_every, overwrite=args.overwrite)
+                              args.file_every, overwrite=args.overwrite, progress=sys.stderr)
         print(f"{len(truth.values):,} reports of {config.name} written live to "
               f"{len(paths)} file(s) in {args.out}")
         return 0
@@ -122,7 +123,7 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
         raise ConfigError(f"reports_per_file must be positive, got {per_file}",
                           field="reports_per_file")
     paths = simulate_reports(config, truth, args.out, args.seed, per_file,
-                             overwrite=args.overwrite)
+                             overwrite=args.overwrite, progress=sys.stderr)
     print(f"{len(truth.values):,} reports of {config.name} ({config.protocol_name}, "
           f"ε={config.epsilon:g}) written to {len(paths)} file(s) in {args.out}")
     return 0
@@ -152,6 +153,8 @@ def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
+    if args.store is not None and not args.create_store:
+        _check_store_exists(args.store)
     from ldp_telemetry.pipelines.batch import run_job
     from ldp_telemetry.pipelines.job import job_from_arguments, live_config_from_arguments
     from ldp_telemetry.runners.portable import with_local_job_service
@@ -161,30 +164,69 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         live = live_config_from_arguments(args)
         with with_local_job_service(beam_args) as beam_args:
             run_live(job, live, beam_args)
+        _warn_under_resolved(job.output)
         return 0
     with with_local_job_service(beam_args) as beam_args:  # PortableRunner without an endpoint
         run_job(job, beam_args)
     from ldp_telemetry.output.layout import DEAD_LETTERS, ESTIMATES, shard_pattern
+    _warn_under_resolved(job.output)
     print(f"estimates: {job.output}/{shard_pattern(ESTIMATES)}; "
           f"dead letters: {job.output}/{shard_pattern(DEAD_LETTERS)}")
     return 0
 
 
-def _show(args: argparse.Namespace, _extra: list[str]) -> int:
+def _check_store_exists(url: str) -> None:
+    """StoreError (field ``store``) when an SQL store URL names no existing store: a misspelt
+    URL would otherwise create an empty store beside the real one. --create-store creates it."""
+    from urllib.parse import urlsplit
+
+    from ldp_telemetry.ldp.errors import StoreError
+    from ldp_telemetry.store.sql import CONNECTORS, open_store
+    if urlsplit(url).scheme not in CONNECTORS:  # BigQuery, or an unknown scheme: checked later
+        return
+    try:
+        open_store(url, create=False).close()
+    except StoreError as error:
+        raise StoreError(f"{error}; --create-store creates it", error.field) from None
+
+
+def _warn_under_resolved(output: str) -> None:
+    """After the summary line: one warning per metric whose windows have too few reports for
+    their domain (`output.resolution`). Remote outputs are not read back."""
+    import os
+
     from ldp_telemetry.output.reader import read_estimates
-    from ldp_telemetry.output.text import format_top
-    shown: dict[str, int] = {}
-    for record in read_estimates(args.output, args.metric):
-        count = shown.get(record["metric"], 0)
-        if args.windows is None or count < args.windows:
-            print(format_top(record, args.top))
-            shown[record["metric"]] = count + 1
+    from ldp_telemetry.output.resolution import under_resolved_summary
+    if "://" in output or not os.path.isdir(output):
+        return
+    try:
+        records = read_estimates(output)
+    except UserError:  # no window was written
+        return
+    latest = {}
+    for record in records:  # sorted by pane: the last pane of each window wins
+        latest[(record["metric"], record["window_start"], record["window_end"])] = record
+    for line in under_resolved_summary(list(latest.values())):
+        print(line)
+
+
+def _show(args: argparse.Namespace, _extra: list[str]) -> int:
+    from ldp_telemetry.output.reader import read_estimates, select_windows
+    from ldp_telemetry.output.text import BAND_NOTE, format_top
+    records = read_estimates(args.output)
+    metrics = ([args.metric] if args.metric is not None
+               else sorted({record["metric"] for record in records}))
+    chosen = [window for metric in metrics
+              for window in select_windows(records, metric, args.window, args.windows, args.last)]
+    print(f"({BAND_NOTE})")
+    for record in chosen:
+        print(format_top(record, args.top))
     return 0
 
 
 def _query(args: argparse.Namespace, _extra: list[str]) -> int:
-    from ldp_telemetry.pipelines.query_text import answer_query
     from ldp_telemetry.output.reader import read_estimates, select_window
+    from ldp_telemetry.pipelines.query_text import answer_query
     record = select_window(read_estimates(args.output), args.metric, args.window)
     print(answer_query(record, args))
     return 0

@@ -64,7 +64,9 @@ def too_late(counters: dict[str, int]) -> int:
 
 
 def summary_line(counters: dict[str, int]) -> str:
-    """One line that adds up: read = accepted + dead-lettered; `too late` is part of accepted."""
+    """One line that adds up: read = accepted + dead-lettered; `too late` is part of accepted.
+    `windows` counts windows; a live run, whose windows fire several panes, adds `panes`
+    (the counter `panes_written`)."""
     dead = {k.split(".", 1)[1]: v for k, v in sorted(counters.items())
             if k.startswith("dead_letter.")}
     dead_text = ", ".join(f"{reason}={count}" for reason, count in dead.items()) or "none"
@@ -73,4 +75,5 @@ def summary_line(counters: dict[str, int]) -> str:
             f"accepted: {accepted(counters)}, "
             f"dead-lettered: {sum(dead.values())} ({dead_text}), "
             f"windows: {counters.get('windows_finalized', 0)}"
+            + (f", panes: {counters['panes_written']}" if "panes_written" in counters else "")
             + (f", too late (dropped): {late}" if late else ""))

@@ -111,7 +111,9 @@ def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
     result.wait_until_finish()
     write_status(job.output, follower, finished=True)
     counters = follower.state.counters()
-    counters["windows_finalized"] = len(read_pane_log(job.output)) - panes_before
+    written = read_pane_log(job.output)[panes_before:]
+    counters["windows_finalized"] = len({window_key(entry) for entry in written})
+    counters["panes_written"] = len(written)
     print(summary_line(counters), file=out)
     for counts in sorted(follower.too_late_by_window(), key=lambda w: w.key):
         print(f"  too late: {counts.metric} [{counts.window_start} .. {counts.window_end}): "

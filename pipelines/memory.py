@@ -13,7 +13,7 @@ What a job holds beyond its start-up (interpreter, Beam, numpy: about 260 MB on 
   `benchmarks/window_memory.py`): `WINDOW_BYTES_PER_VALUE` for frequency oracles,
   `NUMERIC_WINDOW_BYTES_PER_VALUE` per bucket for numeric metrics (EMS, bootstrap), plus
   `AMRP_WINDOW_BYTES` for AMRP's permutation blocks, plus, with `--store`,
-  `STORE_BYTES_PER_VALUE` and the store sink's waiting records (`STORE_PENDING_BYTES`).
+  `STORE_BYTES_PER_VALUE` and the store sink's waiting records (`store_pending_bytes`).
 
 Not modelled: the reports themselves, which a runner may hold while it groups them by slice
 (FnApiRunner materialises every grouped collection), and, for sliding windows in a batch run,
@@ -27,7 +27,6 @@ from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.registry import MetricConfig, Registry
 from ldp_telemetry.ldp.windows import WindowSpec
-from ldp_telemetry.transforms.store import STORE_FLUSH_VALUES
 
 #: Default budget (MB) for the accumulators and the window being finalized and written.
 DEFAULT_MEMORY_BUDGET_MB = 4096.0
@@ -47,8 +46,15 @@ STORE_BYTES_PER_VALUE = 320
 #: and a label string: at 10^5 x 20 windows the store's extra peak is 52 MB above one window's,
 #: for the about 2.6 * 10^5 values waiting).
 PLAIN_BYTES_PER_VALUE = 200
-#: The store sink's other records waiting for a write: up to `STORE_FLUSH_VALUES` plain values.
-STORE_PENDING_BYTES = STORE_FLUSH_VALUES * PLAIN_BYTES_PER_VALUE
+
+
+def store_pending_bytes() -> int:
+    """The store sink's other records waiting for a write: up to `STORE_FLUSH_VALUES` plain
+    values (imported here: the sink's module imports Beam, and `ldp run --help` must not)."""
+    from ldp_telemetry.transforms.store import STORE_FLUSH_VALUES
+    return STORE_FLUSH_VALUES * PLAIN_BYTES_PER_VALUE
+
+
 #: AMRP's permutations, made in blocks of 2^20 entries whatever d (keys, orders, transforms).
 AMRP_WINDOW_BYTES = 48 * 2 ** 20
 
@@ -80,7 +86,7 @@ def _window_terms(metric: MetricConfig, store: bool = False) -> tuple[int, int]:
     fixed = AMRP_WINDOW_BYTES if metric.estimator.method == "amrp" else 0
     if store:
         per_value += STORE_BYTES_PER_VALUE
-        fixed += STORE_PENDING_BYTES
+        fixed += store_pending_bytes()
     return per_value, fixed
 
 

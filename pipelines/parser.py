@@ -13,6 +13,11 @@ import difflib
 from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.output.bands import Z95
 
+#: How `show` and `query` name windows (`output.reader.windows_at`).
+WINDOW_HELP = ("an integer index into the metric's windows sorted by start (0 first, -1 last), "
+               "or an ISO-8601 time (UTC if naive): the window starting then, else the "
+               "window(s) holding it")
+
 
 def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     """The `ldp` parser. `job_arguments=False` leaves out the arguments of `ldp run`, whose
@@ -20,6 +25,7 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ldp",
         description="Streaming aggregation of locally differentially private telemetry.")
+    parser.add_argument("--version", action="version", version=f"ldp {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     simulate = commands.add_parser(
@@ -92,25 +98,31 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
         "show", help="print the largest estimates of each window of a finished job",
         description="Print, per metric and window, the K largest post-processed estimates with "
                     f"95% error bars (± {Z95:.6g} standard errors: of the unbiased estimate, or of "
-                    "the metric's estimator at its final gains when the registry names one).")
+                    "the metric's estimator at its final gains when the registry names one), and "
+                    "a warning under a window whose reports are too few for its domain.")
     show.add_argument("--output", required=True, help="the job's output directory")
     show.add_argument("--metric", default=None, help="only this metric")
-    show.add_argument("--top", type=int, default=5, help="values per window (default 5)")
-    show.add_argument("--windows", type=int, default=None,
-                      help="at most this many windows per metric")
+    show.add_argument("--top", type=_positive_int, default=5,
+                      help="values per window (default 5)")
+    show.add_argument("--window", action="append", default=None, metavar="W",
+                      help=f"only this window of each metric (repeatable): {WINDOW_HELP}")
+    show.add_argument("--last", type=_positive_int, default=None, metavar="N",
+                      help="only the last N windows of each metric")
+    show.add_argument("--windows", type=_positive_int, default=None, metavar="N",
+                      help="only the first N windows of each metric")
 
     query = commands.add_parser(
         "query", help="answer a point, set, top-k or range query on one window",
         description="Answer a query on one window of a finished job: the sum over --labels "
                     "(one label: a point query), the --top K values, or the --range LO HI of an "
                     "ordinal domain (inclusive, in the registry's label order; LO and HI are "
-                    "labels or indices). Prints the answer, its standard error and what kind of "
-                    "error it is (see ldp/queries.py).")
+                    "labels or indices). Prints the answer ± the half width of its 95% band "
+                    f"({Z95:.2f} standard errors, as ldp show and the dashboard), its standard "
+                    "error and what kind of error it is (see ldp/queries.py).")
     query.add_argument("--output", required=True, help="the job's output directory")
     query.add_argument("--metric", required=True, help="metric name")
-    query.add_argument("--window", required=True,
-                       help="the window's start as ISO-8601 (UTC if naive), or an integer index "
-                            "into the metric's windows sorted by start (0 first, -1 last)")
+    query.add_argument("--window", required=True, metavar="W",
+                       help=f"the window: {WINDOW_HELP} (exactly one)")
     what = query.add_mutually_exclusive_group(required=True)
     what.add_argument("--labels", help="comma-separated labels (or indices) to sum")
     what.add_argument("--top", type=int, metavar="K", help="the K largest estimates")
@@ -134,6 +146,26 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
         description="Registry tooling: `init` a metric from a CSV column, `diff` two "
                     "registries, `show` each metric's versions and fingerprints."))
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("ldp-telemetry")
+    except PackageNotFoundError:  # not installed: run from a checkout
+        return "unknown"
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _add_dashboard_command(commands) -> None:

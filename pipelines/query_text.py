@@ -3,7 +3,9 @@
 Frequency metrics take `--labels`, `--top` and `--range` (`ldp.queries.WindowEstimate`),
 optionally post-processed again (`--method`, `--param`); numeric metrics take `--range` in their
 units and `--quantile` (`ldp.numeric_queries.NumericWindow`). `--json` gives one JSON object.
-This is the command line's own formatting: its messages name flags.
+This is the command line's own formatting: its messages name flags. Every ± is the half width
+of the 95% band, as in `ldp show` and the dashboard (`output.text.BAND_NOTE`); the standard error
+is printed beside it, and in JSON each answer carries both (`std_error`, `half95`).
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import json
 
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.queries import STD_ERROR_KINDS, WindowEstimate
+from ldp_telemetry.output.bands import half_width95
+from ldp_telemetry.output.text import BAND_NOTE
 
 
 def answer_query(record: dict, args: argparse.Namespace) -> str:
@@ -43,16 +47,17 @@ def answer_query(record: dict, args: argparse.Namespace) -> str:
                                          "params": dict(window.estimator.params)},
                            "postprocess": {"method": window.spec.method,
                                            "params": dict(window.spec.params)},
-                           "answers": [a.as_dict() for a in answers]})
+                           "answers": [_with_band(a.as_dict()) for a in answers]})
     params = ", ".join(f"{k}={v:g}" if v is not None else f"{k}=fitted"
                        for k, v in window.spec.params)
     lines = [f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
              f"{window.protocol.name} ε={window.protocol.epsilon:g}  "
              f"{_estimator_prefix(window)}{window.spec.method}{f' ({params})' if params else ''}"]
     for answer in answers:
-        lines.append(f"  {_describe(answer):<40} {answer.value:9.5f} ± {answer.std_error:.5f}")
+        lines.append(f"  {_describe(answer):<40} {answer.value:9.5f} ± "
+                     f"{half_width95(answer.std_error):.5f}  (s.e. {answer.std_error:.5f})")
     kind = answers[0].std_error_kind
-    lines.append(f"  (± one standard error; {kind}: {STD_ERROR_KINDS[kind]})")
+    lines.append(f"  ({BAND_NOTE}; s.e. {kind}: {STD_ERROR_KINDS[kind]})")
     return "\n".join(lines)
 
 
@@ -81,20 +86,26 @@ def _numeric_answer(record: dict, args: argparse.Namespace) -> str:
                            "window_end": window.window_end, "n": window.n,
                            "protocol": record["protocol"], "epsilon": record["epsilon"],
                            "estimator": record["estimator"],
-                           "answers": [a.as_dict() for a in answers]})
+                           "answers": [_with_band(a.as_dict()) for a in answers]})
     lines = [f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
              f"{record['protocol']} ε={record['epsilon']:g}  {record['estimator']['method']}"]
     for answer in answers:
         what = (f"P[{answer.argument[0]:g} <= X <= {answer.argument[1]:g}]"
                 if answer.query == "range" else f"quantile {answer.argument[0]:g}")
         error = ("" if answer.std_error is None
-                 else f" ± {answer.std_error:.5g} (bootstrap standard error)")
+                 else f" ± {half_width95(answer.std_error):.5g}  (s.e. {answer.std_error:.5g})")
         lines.append(f"  {what:<40} {answer.value:.6g}{error}")
+    lines.append(f"  ({BAND_NOTE}; s.e. bootstrap)")
     if any(answer.std_error is None for answer in answers):
         lines.append("  (no standard error: the record keeps bootstrap errors for the mean and "
                      "the quantiles at levels 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99 "
                      "only)")
     return "\n".join(lines)
+
+
+def _with_band(answer: dict) -> dict:
+    """An answer's JSON with `half95`, the ± of its 95% band (null without a standard error)."""
+    return {**answer, "half95": half_width95(answer.get("std_error"))}
 
 
 def _estimator_prefix(window) -> str:

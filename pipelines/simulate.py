@@ -1,4 +1,5 @@
-"""The report simulator: real values from a CSV -> locally perturbed Avro report files.
+"""The report simulator: true values (read by `pipelines.csv_input`) -> locally perturbed Avro
+report files.
 
 This is what a fleet of devices would send: each value is perturbed by the metric's protocol
 (ε-LDP) with an explicit numpy Generator and written as one Avro report carrying the
@@ -7,172 +8,24 @@ written under a temporary name and renamed.
 """
 from __future__ import annotations
 
-import csv
 import glob
-import gzip
 import os
 import re
 import sys
 import time
-import zlib
-from dataclasses import dataclass
 
 import numpy as np
 
 from ldp_telemetry.client import ReportFile, encode_points
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.registry import MetricConfig
-from ldp_telemetry.ldp.times import ms_from_iso
-from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, EVENT_TIME_SPAN_TEXT
 from ldp_telemetry.output.atomic import check_writable_folder
 from ldp_telemetry.output.layout import metric_segment
+from ldp_telemetry.pipelines.csv_input import TrueValues
 
 DEFAULT_REPORTS_PER_FILE = 500_000
-#: The fields of `ldp simulate` its errors name.
-INPUT, OUT = "input", "out"
-
-
-@dataclass(frozen=True)
-class TrueValues:
-    """Domain indices and event times (epoch milliseconds) of the users' true values."""
-
-    values: np.ndarray
-    event_times_ms: np.ndarray
-
-
-def read_true_values(path: str, config: MetricConfig, value_column: str, time_column: str
-                     ) -> TrueValues:
-    """Read a value column and an event-time column, mapping values into [0, d).
-
-    InputError (field ``input``, or the missing column's) naming the row of any problem.
-    """
-    opener = gzip.open if path.endswith(".gz") else open
-    raw_values, raw_times = [], []
-    reader = None
-    try:
-        with opener(path, "rt", encoding="utf-8", newline="") as handle:
-            reader = csv.reader(handle)
-            header = next(reader, None)
-            if header is None:
-                raise InputError(f"{path} is empty", INPUT)
-            for column, field in ((value_column, "value_column"), (time_column, "time_column")):
-                if column not in header:
-                    raise InputError(f"{path} has no column {column!r} (columns: {header})",
-                                     field)
-            value_at, time_at = header.index(value_column), header.index(time_column)
-            needed = max(value_at, time_at) + 1
-            for row in reader:
-                if len(row) < needed:
-                    raise InputError(f"{path} row {reader.line_num}: {len(row)} fields, "
-                                     f"the header has {len(header)}", INPUT)
-                raw_values.append(row[value_at])
-                raw_times.append(row[time_at])
-    except csv.Error as error:
-        raise InputError(f"{path} row {_row(reader)}: {error}", INPUT) from None
-    except UnicodeDecodeError as error:
-        raise InputError(f"{path} row {_row(reader)}: not UTF-8 text (byte "
-                         f"{error.object[error.start]:#04x}: {error.reason})", INPUT) from None
-    except (EOFError, zlib.error, gzip.BadGzipFile) as error:
-        raise InputError(f"{path}: the gzip data is truncated or corrupt after row "
-                         f"{_row(reader) - 1} ({type(error).__name__}: {error})", INPUT) from None
-    except OSError as error:  # after BadGzipFile, an OSError too
-        raise InputError(f"{path} cannot be read: {error.strerror or error}", INPUT) from None
-    return TrueValues(map_to_domain(raw_values, config), parse_event_times(raw_times))
-
-
-def _row(reader) -> int:
-    """The row (1 = the header) a csv reader was reading when it failed."""
-    return 1 if reader is None else reader.line_num + 1
-
-
-def map_to_domain(raw: list[str], config: MetricConfig) -> np.ndarray:
-    """Labels (or integer indices for a sized domain) -> indices in [0, d); for a numeric
-    metric, numbers in [low, high] -> the unit interval, (x − low)/(high − low).
-
-    Raises InputError naming how many values fall outside the domain and one example.
-    """
-    if config.kind == "numeric":
-        return map_to_unit_interval(raw, config)
-    distinct, inverse = np.unique(np.asarray(raw, dtype=object).astype(str), return_inverse=True)
-    if config.labels is not None:
-        position = {label: i for i, label in enumerate(config.labels)}
-        mapped = np.array([position.get(label, -1) for label in distinct.tolist()], dtype=np.int64)
-    else:
-        mapped = np.array([_index_or_missing(text, config.d) for text in distinct.tolist()],
-                          dtype=np.int64)
-    outside = mapped < 0
-    if outside.any():
-        count = int(outside[inverse].sum())
-        example = distinct[np.flatnonzero(outside)[0]]
-        raise InputError(f"{count} values are outside the domain of metric {config.name!r} "
-                         f"(for example {str(example)!r})", INPUT)
-    return mapped[inverse]
-
-
-def map_to_unit_interval(raw: list[str], config: MetricConfig) -> np.ndarray:
-    """Numbers in [low, high] -> [0, 1]; anything else (outside, NaN, not a number) is an
-    InputError with how many and one example, never a report."""
-    text = np.asarray(raw, dtype=object).astype(str)
-    try:
-        numbers = text.astype(np.float64)
-        bad = ~((numbers >= config.low) & (numbers <= config.high))  # NaN too
-    except ValueError:  # some entry is not a number: find them one by one
-        numbers = np.array([_number_or_nan(t) for t in text.tolist()])
-        bad = ~((numbers >= config.low) & (numbers <= config.high))
-    if bad.any():
-        example = str(text[np.flatnonzero(bad)[0]])
-        raise InputError(f"{int(bad.sum())} values are outside the domain [{config.low:g}, "
-                         f"{config.high:g}] of metric {config.name!r} (for example {example!r})",
-                         INPUT)
-    return np.clip(config.to_unit(numbers), 0.0, 1.0)
-
-
-def _number_or_nan(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return float("nan")
-
-
-def _index_or_missing(text: str, d: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        return -1
-    return value if 0 <= value < d else -1
-
-
-def parse_event_times(raw: list[str]) -> np.ndarray:
-    """Epoch seconds (numbers) or ISO-8601 strings (naive ones are UTC) -> epoch milliseconds.
-
-    One format per column. Times outside [1970-01-01, 2200-01-01) UTC, which the job would
-    dead-letter (`ldp_telemetry.ldp.validation.EVENT_TIME_MIN_MS` .. `EVENT_TIME_END_MS`), are an
-    InputError naming the first such row: epoch milliseconds mistaken for seconds land in year
-    ~45,000.
-    """
-    try:
-        seconds = np.asarray(raw, dtype=np.float64)
-    except ValueError:
-        millis = np.array([_iso_millis(text, row) for row, text in enumerate(raw, start=2)],
-                          dtype=np.int64)
-    else:
-        millis = np.round(seconds * 1000)
-    outside = ~((millis >= EVENT_TIME_MIN_MS) & (millis < EVENT_TIME_END_MS))  # NaN too
-    if outside.any():
-        first = int(np.flatnonzero(outside)[0])
-        raise InputError(f"row {first + 2}: event time {raw[first]!r} is outside "
-                         f"{EVENT_TIME_SPAN_TEXT} (epoch seconds are expected, not milliseconds)",
-                         INPUT)
-    return millis.astype(np.int64)
-
-
-def _iso_millis(text: str, row: int) -> int:
-    """One ISO-8601 time (a trailing Z means UTC; naive times are UTC) in epoch milliseconds."""
-    try:
-        return ms_from_iso(text.strip())
-    except ValueError:
-        raise InputError(f"row {row}: event time {text!r} is neither epoch seconds nor ISO-8601 "
-                         "(one format per column)", INPUT) from None
+#: The field of `ldp simulate` its errors name.
+OUT = "out"
 
 
 def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed: int | None,

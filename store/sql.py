@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -196,24 +197,40 @@ SUPPORT_COLUMNS = ("p_star", "q_star", "smallest_resolvable")
 STORE_FIELD = "store"
 
 
-def open_store(url: str) -> EstimateStore:
+def open_store(url: str, create: bool = True) -> EstimateStore:
     """The store at `url`: `sqlite:///relative.db`, `sqlite:////absolute.db` or
     `postgresql://user:password@host:port/database` (`?host=/socket/dir` for a Unix socket).
 
-    Creates the tables when they are missing. StoreError for a scheme no connector serves
+    Creates the tables when they are missing; with `create=False` a URL that names no existing
+    store (no such SQLite file, or a database without the store's tables) is a StoreError
+    instead, and nothing is created. StoreError for a scheme no connector serves
     (`CONNECTORS`), or when PostgreSQL is asked for without psycopg installed
     (`pip install 'ldp-telemetry[postgres]'`).
     """
-    return CONNECTORS.lookup(urlsplit(url).scheme)(url)
+    scheme = urlsplit(url).scheme
+    connector = CONNECTORS.lookup(scheme)
+    if not create and CONNECTORS.canonical(scheme) == "sqlite" \
+            and not os.path.isfile(_sqlite_path(url)):
+        raise StoreError(f"no estimate store at {url!r}: {_sqlite_path(url)!r} does not exist",
+                         STORE_FIELD)
+    store = connector(url)  # connected; its tables are made (or checked) here
+    if create:
+        store.create_tables()
+        return store
+    return store.require_tables(url)
 
 
-def _open_sqlite(url: str) -> EstimateStore:
+def _sqlite_path(url: str) -> str:
     path = unquote(url[len("sqlite://"):])
     path = path[1:] if path.startswith("/") else path  # sqlite:////abs.db keeps one '/'
     if not path:
         raise StoreError(f"store {url!r}: sqlite URLs name a file, e.g. "
                          f"sqlite:///estimates.db", STORE_FIELD)
-    return EstimateStore(_connect_sqlite(path), "sqlite")
+    return path
+
+
+def _open_sqlite(url: str) -> EstimateStore:
+    return EstimateStore(_connect_sqlite(_sqlite_path(url)), "sqlite")
 
 
 def _open_postgresql(url: str) -> EstimateStore:
@@ -229,7 +246,8 @@ def _open_postgresql(url: str) -> EstimateStore:
     return EstimateStore(connection, "postgresql")
 
 
-#: The SQL stores by URL scheme: a new database is one connector registered here.
+#: The SQL stores by URL scheme: a new database is one connector registered here (it returns a
+#: connected `EstimateStore`; `open_store` creates or checks its tables).
 CONNECTORS: Catalog[Callable[[str], EstimateStore]] = Catalog(
     "store URL scheme", STORE_FIELD, aliases={"postgres": "postgresql"}, error=StoreError)
 CONNECTORS.register(_open_sqlite, "sqlite")
@@ -256,7 +274,19 @@ class EstimateStore:
     def __init__(self, connection, dialect: str):
         self._connection = connection
         self.dialect = dialect
-        self._create_tables()
+
+    def require_tables(self, url: str) -> EstimateStore:
+        """This store, if it has the store's tables; else closed, and a StoreError."""
+        probe = ("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'ldp_windows'"
+                 if self.dialect == "sqlite" else "SELECT to_regclass('ldp_windows')")
+        with self._transaction() as cursor:
+            cursor.execute(probe)
+            row = cursor.fetchone()
+        if row is None or row[0] is None:
+            self.close()
+            raise StoreError(f"no estimate store at {url!r}: it has no ldp_windows table",
+                             STORE_FIELD)
+        return self
 
     # -- writing ------------------------------------------------------------------------------
     def write_panes(self, records: Iterable[dict]) -> int:
@@ -384,7 +414,8 @@ class EstimateStore:
         self.close()
 
     # -- internals ----------------------------------------------------------------------------
-    def _create_tables(self) -> None:
+    def create_tables(self) -> None:
+        """Create the store's tables where they are missing."""
         if self.dialect == "sqlite":
             ddl = _TABLES.format(time="TEXT", serial="INTEGER PRIMARY KEY AUTOINCREMENT")
         else:

@@ -77,162 +77,342 @@
 
   function chartWidth(node, minimum) { return Math.max(minimum || 0, node.clientWidth || 900); }
 
-  /* -- top-k values over windows, with 95% bands and pane markers ------------------------- */
-  function topLabels() {
-    var totals = {};
-    windows.forEach(function (w) {
-      (w.labels || []).forEach(function (label, i) { totals[i] = (totals[i] || 0) + (w.estimate[i] || 0); });
+  /* -- series, partial windows, the URL ------------------------------------------------- */
+  var allWindows = [];
+  var series = null;            /* the series shown (window length; source.series_of) */
+  var hidden = {};              /* top-k labels hidden from the chart, by label */
+  var order = null;             /* "ranked" or "label" */
+  var showAll = false;
+  var fetching = {};
+
+  function seriesNames() {
+    var counts = {};
+    allWindows.forEach(function (w) { counts[w.series] = (counts[w.series] || 0) + 1; });
+    return Object.keys(counts).sort(function (a, b) { return counts[b] - counts[a] || (a < b ? -1 : 1); });
+  }
+  /* Flag the partial windows of the shown series: the first or last one with fewer reports than
+   * the series' median, or any with fewer than half of it. */
+  function flagPartial() {
+    var ns = windows.map(function (w) { return w.n; }).sort(function (a, b) { return a - b; });
+    var median = ns.length ? ns[Math.floor((ns.length - 1) / 2)] : 0;
+    windows.forEach(function (w, k) {
+      var edge = k === 0 || k === windows.length - 1;
+      w._partial = windows.length > 2 && ((edge && w.n < median) || w.n < median / 2);
     });
-    var order = Object.keys(totals).map(Number).sort(function (a, b) { return totals[b] - totals[a] || a - b; });
-    return order.slice(0, state.top_k);
+  }
+  function readHash() {
+    var found = {};
+    String(location.hash || "").replace(/^#/, "").split("&").forEach(function (part) {
+      var i = part.indexOf("=");
+      if (i > 0) { found[decodeURIComponent(part.slice(0, i))] = decodeURIComponent(part.slice(i + 1)); }
+    });
+    return found;
+  }
+  function writeHash() {
+    if (!selectedKey) { return; }
+    var text = "#series=" + encodeURIComponent(series || "") + "&window=" + encodeURIComponent(selectedKey);
+    if (location.hash !== text) { try { history.replaceState(null, "", text); } catch (e) { /* file: pages */ } }
+  }
+  function dateText(iso, withTime) {
+    var t = String(iso).replace("T", " ").replace(/(\.000)?Z$/, "");
+    return withTime ? t.replace(/:00$/, "") : t.slice(0, 10);
+  }
+  function needsTime() { return windows.some(function (w) { return !/T00:00:00(\.000)?Z$/.test(w.window_start); }); }
+  /* Indices of the windows whose tick labels fit without overlapping (`px` per label). */
+  function tickIndices(count, width, px) {
+    var every = Math.max(1, Math.ceil(count * px / Math.max(1, width)));
+    var out = [];
+    for (var k = 0; k < count; k += every) { out.push(k); }
+    return out;
+  }
+  /* Time labels under a chart, never overlapping and never cut at the edges: each label is
+   * kept inside the chart and only when it starts clear of the one before. */
+  function timeTicks(svg, box, count, xOf, y) {
+    var withTime = needsTime();
+    var px = (withTime ? 16 : 10) * 7;
+    var lowest = 4, highest = box.left + box.width + 20, lastRight = -Infinity;
+    tickIndices(count, box.width, px + 16).forEach(function (k) {
+      var centre = Math.min(highest - px / 2, Math.max(lowest + px / 2, xOf(k)));
+      if (centre - px / 2 < lastRight + 12) { return; }
+      lastRight = centre + px / 2;
+      svg.appendChild(svgEl("text", {x: centre, y: y, "class": "tick time-tick", "text-anchor": "middle"}, dateText(windows[k].window_start, withTime)));
+    });
   }
 
+  /* A window's value i of the top-k chart (its `top` subset, or its whole arrays). */
+  function topValue(w, i) {
+    if (w.top && w.top.indices) {
+      var at = w.top.indices.indexOf(i);
+      if (at >= 0) {
+        var low = (w.top.lower95 || [])[at], high = (w.top.upper95 || [])[at], e = w.top.estimate[at];
+        return {e: e, low: typeof low === "number" ? low : e, high: typeof high === "number" ? high : e, half: (w.top.half95 || [])[at] || 0};
+      }
+    }
+    if (!w.estimate) { return null; }
+    var b = band(w, i);
+    return {e: w.estimate[i] || 0, low: b.low, high: b.high, half: b.half};
+  }
+  function topLabels() {
+    var w = windows.find(function (v) { return v.top && v.top.indices; });
+    if (w) { return w.top.indices.map(function (i, r) { return {index: i, label: w.top.labels[r]}; }); }
+    var totals = {};
+    windows.forEach(function (v) { (v.estimate || []).forEach(function (e, i) { totals[i] = (totals[i] || 0) + (e || 0); }); });
+    var first = windows.find(function (v) { return v.labels; }) || {labels: []};
+    return Object.keys(totals).map(Number).sort(function (a, b) { return totals[b] - totals[a] || a - b; })
+      .slice(0, state.top_k).map(function (i) { return {index: i, label: first.labels[i]}; });
+  }
+
+  /* -- over windows: the top-k values (toggleable, hover read-out), or a numeric mean -------- */
   function drawTopK() {
-    var holder = document.getElementById("topk");
-    var legend = document.getElementById("topk-legend");
-    clear(holder); clear(legend);
+    var holder = document.getElementById("topk"), legend = document.getElementById("topk-legend");
+    var readout = document.getElementById("topk-readout");
+    clear(holder); clear(legend); clear(readout);
     if (!windows.length) { holder.appendChild(htmlEl("p", {"class": "empty"}, "No windows yet.")); return; }
     var width = chartWidth(holder), height = 300;
-    var box = {left: 58, top: 14, width: width - 58 - 18, height: height - 14 - 56};
-    var svg = svgEl("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height, role: "img", "aria-label": "top values over windows"});
-    var chosen = topLabels();
-    var high = 0.05;
-    windows.forEach(function (w) {
-      chosen.forEach(function (i) { high = Math.max(high, band(w, i).high); });
-    });
-    var y = frame(svg, box, 0, high * 1.08, "frequency");
+    var box = {left: 64, top: 14, width: width - 64 - 24, height: height - 14 - 58};
+    var svg = svgEl("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height, role: "img", "aria-label": "values over windows"});
+    var lines = state.numeric ? [{index: -1, label: "mean"}] : topLabels();
+    var valueOf = state.numeric ? function (w) {
+      if (typeof w.mean !== "number") { return null; }
+      var h = w.mean_half95 || 0;
+      return {e: w.mean, low: w.mean - h, high: w.mean + h, half: h};
+    } : null;
+    function at(w, line) { return valueOf ? valueOf(w) : topValue(w, line.index); }
+    var visible = lines.filter(function (l) { return !hidden[l.label]; });
+    /* windows per drawn column: several when windows outnumber pixels (mean estimate, widest band) */
+    var per = Math.max(1, Math.ceil(windows.length / Math.max(1, Math.floor(box.width / 3))));
+    var columns = [];
+    for (var c = 0; c * per < windows.length; c++) { columns.push(windows.slice(c * per, (c + 1) * per)); }
+    function column(ws, line) {
+      var sum = 0, count = 0, low = Infinity, high = -Infinity;
+      ws.forEach(function (w) { var v = at(w, line); if (v) { sum += v.e; count++; low = Math.min(low, v.low); high = Math.max(high, v.high); } });
+      return count ? {e: sum / count, low: low, high: high} : null;
+    }
+    var lowY = state.numeric ? Infinity : 0, highY = state.numeric ? -Infinity : 0.05;
+    columns.forEach(function (ws) { visible.forEach(function (line) { var v = column(ws, line); if (v) { highY = Math.max(highY, v.high); lowY = Math.min(lowY, state.numeric ? v.low : 0); } }); });
+    if (!isFinite(lowY)) { lowY = 0; highY = 1; }
+    var pad = (highY - lowY) * 0.08 || 0.01;
+    var y = frame(svg, box, state.numeric ? lowY - pad : 0, highY + pad, state.numeric ? "mean (metric units)" : "frequency");
     var step = box.width / windows.length;
-    var x = function (k) { return box.left + (k + 0.5) * step; };
+    var xw = function (k) { return box.left + (k + 0.5) * step; };
+    var xc = function (c) { return box.left + (Math.min(windows.length, c * per + per / 2)) * step; };
     var selectedAt = windows.findIndex(function (w) { return key(w) === selectedKey; });
     if (selectedAt >= 0) {
-      svg.appendChild(svgEl("rect", {x: box.left + selectedAt * step, y: box.top, width: step, height: box.height, "class": "selected-window"}));
+      svg.appendChild(svgEl("rect", {x: box.left + selectedAt * step, y: box.top, width: Math.max(2, step), height: box.height, "class": "selected-window"}));
     }
-    chosen.forEach(function (i, rank) {
+    var focus = visible.length === 1 ? visible[0].label : state.focus;
+    lines.forEach(function (line, rank) {
       var color = PALETTE[rank % PALETTE.length];
-      var upper = [], lower = [], line = [];
-      windows.forEach(function (w, k) {
-        var e = w.estimate[i] || 0, b = band(w, i);
-        upper.push(x(k) + "," + y(b.high));
-        lower.unshift(x(k) + "," + y(Math.max(0, b.low)));
-        line.push(x(k) + "," + y(e));
-      });
-      svg.appendChild(svgEl("polygon", {points: upper.concat(lower).join(" "), fill: color, "fill-opacity": 0.13, stroke: "none"}));
-      svg.appendChild(svgEl("polyline", {points: line.join(" "), fill: "none", stroke: color, "stroke-width": 2}));
-      windows.forEach(function (w, k) {
-        var e = w.estimate[i] || 0, b = band(w, i), timing = timingOf(w);
-        svg.appendChild(svgEl("line", {x1: x(k), x2: x(k), y1: y(b.high), y2: y(Math.max(0, b.low)), stroke: color, "stroke-opacity": 0.45}));
-        var text = w.labels[i] + " \u00b7 " + shortTime(w.window_start) + ": " + fmt(e) + " \u00b1 " + fmt(b.half) + " (" + TIMING[timing].name + " pane " + paneIndex(w) + ")";
-        var marker;
-        if (timing === "LATE") {
-          marker = svgEl("rect", {x: x(k) - 4.5, y: y(e) - 4.5, width: 9, height: 9, transform: "rotate(45 " + x(k) + " " + y(e) + ")", fill: color, stroke: TIMING.LATE.color, "stroke-width": 2});
-        } else if (timing === "EARLY") {
-          marker = svgEl("circle", {cx: x(k), cy: y(e), r: 4.5, fill: "#fff", stroke: color, "stroke-width": 2, "stroke-dasharray": "2 1.5"});
-        } else {
-          marker = svgEl("circle", {cx: x(k), cy: y(e), r: 4, fill: color});
+      if (!hidden[line.label]) {
+        var upper = [], lower = [], path = [];
+        columns.forEach(function (ws, c) {
+          var v = column(ws, line);
+          if (!v) { return; }
+          upper.push(xc(c) + "," + y(v.high));
+          lower.unshift(xc(c) + "," + y(state.numeric ? v.low : Math.max(0, v.low)));
+          path.push(xc(c) + "," + y(v.e));
+        });
+        if (focus === line.label || visible.length === 1) {
+          svg.appendChild(svgEl("polygon", {points: upper.concat(lower).join(" "), fill: color, "fill-opacity": 0.18, stroke: "none", "class": "band"}));
         }
-        svg.appendChild(tooltip(marker, text));
-      });
-      var item = htmlEl("span", {"class": "legend-item"});
+        svg.appendChild(svgEl("polyline", {points: path.join(" "), fill: "none", stroke: color, "stroke-width": focus && focus !== line.label ? 1.2 : 2, "stroke-opacity": focus && focus !== line.label ? 0.45 : 1, "class": "series-line", "data-label": line.label}));
+        if (per === 1 && windows.length <= 120) {
+          windows.forEach(function (w, k) {
+            var v = at(w, line);
+            if (!v) { return; }
+            var timing = timingOf(w), marker;
+            if (timing === "EARLY") { marker = svgEl("circle", {cx: xw(k), cy: y(v.e), r: 3.5, fill: "#fff", stroke: color, "stroke-width": 1.5}); }
+            else if (timing === "LATE") { marker = svgEl("rect", {x: xw(k) - 3.5, y: y(v.e) - 3.5, width: 7, height: 7, transform: "rotate(45 " + xw(k) + " " + y(v.e) + ")", fill: color, stroke: TIMING.LATE.color, "stroke-width": 1.5}); }
+            else { marker = svgEl("circle", {cx: xw(k), cy: y(v.e), r: 3, fill: color}); }
+            svg.appendChild(tooltip(marker, line.label + " \u00b7 " + shortTime(w.window_start) + ": " + fmt(v.e) + " \u00b1 " + fmt(v.half) + " (95%)"));
+          });
+        }
+      }
+      var item = htmlEl("button", {type: "button", "class": "legend-item toggle" + (hidden[line.label] ? " off" : ""), "data-label": line.label, "aria-pressed": hidden[line.label] ? "false" : "true"});
       var swatch = htmlEl("span", {"class": "swatch"});
       swatch.style.background = color;
       item.appendChild(swatch);
-      item.appendChild(document.createTextNode(windows[0].labels[i]));
+      item.appendChild(document.createTextNode(String(line.label)));
+      item.addEventListener("click", function () { hidden[line.label] = !hidden[line.label]; drawTopK(); });
+      item.addEventListener("mouseenter", function () { state.focus = line.label; drawTopK(); });
+      item.addEventListener("mouseleave", function () { state.focus = null; drawTopK(); });
       legend.appendChild(item);
     });
-    var every = Math.max(1, Math.ceil(windows.length / Math.max(1, Math.floor(box.width / 110))));
-    windows.forEach(function (w, k) {
-      if (k % every === 0) {
-        svg.appendChild(svgEl("text", {x: x(k), y: box.top + box.height + 18, "class": "tick", "text-anchor": "middle"}, shortTime(w.window_start)));
-      }
-      var hit = svgEl("rect", {x: box.left + k * step, y: box.top, width: step, height: box.height, "class": "hit"});
-      hit.addEventListener("click", function () { select(key(w), true); });
-      svg.appendChild(tooltip(hit, "window " + shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + ", n = " + count(w.n) + ", " + TIMING[timingOf(w)].name + " pane " + paneIndex(w)));
+    timeTicks(svg, box, windows.length, xw, box.top + box.height + 18);
+    svg.appendChild(svgEl("text", {x: box.left + box.width, y: height - 8, "class": "axis-label", "text-anchor": "end"}, "window start (UTC)" + (per > 1 ? " \u00b7 " + per + " windows per column: their mean and widest band" : "")));
+    var cursor = svgEl("line", {x1: 0, x2: 0, y1: box.top, y2: box.top + box.height, "class": "hover-line", visibility: "hidden"});
+    svg.appendChild(cursor);
+    var hit = svgEl("rect", {x: box.left, y: box.top, width: box.width, height: box.height, "class": "hit"});
+    function indexAt(event) {
+      var rect = svg.getBoundingClientRect();
+      return Math.max(0, Math.min(windows.length - 1, Math.floor((event.clientX - rect.left - box.left) / step)));
+    }
+    hit.addEventListener("mousemove", function (event) {
+      var k = indexAt(event), w = windows[k];
+      cursor.setAttribute("x1", xw(k)); cursor.setAttribute("x2", xw(k)); cursor.setAttribute("visibility", "visible");
+      clear(readout);
+      readout.appendChild(htmlEl("strong", {}, shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + "  n = " + count(w.n) + (w._partial ? " (partial)" : "")));
+      lines.forEach(function (line, rank) {
+        var v = at(w, line);
+        if (!v || hidden[line.label]) { return; }
+        var span = htmlEl("span", {"class": "readout-item"}, String(line.label) + " " + fmt(v.e) + " \u00b1 " + fmt(v.half));
+        span.style.color = PALETTE[rank % PALETTE.length];
+        readout.appendChild(span);
+      });
     });
-    svg.appendChild(svgEl("text", {x: box.left + box.width, y: height - 8, "class": "axis-label", "text-anchor": "end"}, "window start (UTC)"));
+    hit.addEventListener("mouseleave", function () { cursor.setAttribute("visibility", "hidden"); });
+    hit.addEventListener("click", function (event) { select(key(windows[indexAt(event)]), true); });
+    svg.appendChild(hit);
     holder.appendChild(svg);
-    [["ON_TIME", "on-time pane"], ["EARLY", "early pane"], ["LATE", "late pane"]].forEach(function (p) {
-      var item = htmlEl("span", {"class": "legend-item pane-" + p[0].toLowerCase()});
-      item.appendChild(htmlEl("span", {"class": "marker"}));
-      item.appendChild(document.createTextNode(p[1]));
-      legend.appendChild(item);
-    });
   }
 
-  /* -- the selected window: distribution (or density) with error bars, and its values ----- */
-  /* A numeric window's quantiles (a map level -> value) as [level, value] pairs; a quantile of
-   * a window without reports is null and not drawn. */
+  /* -- the selected window: ranked bars (or label order), a numeric density ----------------- */
   function quantilePairs(w) {
-    return Object.keys(w.quantiles || {}).map(function (level) { return [Number(level), w.quantiles[level]]; })
-      .filter(function (pair) { return typeof pair[1] === "number"; });
+    return Object.keys(w.quantiles || {}).map(function (level) { return [Number(level), w.quantiles[level], (w.quantile_half95 || {})[level]]; })
+      .filter(function (pair) { return typeof pair[1] === "number"; }).sort(function (a, b) { return a[0] - b[0]; });
   }
+  function isOrdinal(w) { return (w.labels || []).every(function (l) { return /^-?\d+$/.test(String(l)); }); }
 
   function drawDistribution(w) {
     var holder = document.getElementById("distribution");
-    clear(holder);
+    clear(holder); clear(document.getElementById("quantiles"));
+    if (w.bucket_edges) { drawDensity(w, holder); drawQuantiles(w); return; }
+    var showAllButton = document.getElementById("show-all");
+    if (order === "label") { drawInOrder(w, holder); if (showAllButton) { showAllButton.hidden = true; } return; }
     var d = w.estimate.length;
-    var edges = w.bucket_edges || null;  /* a numeric metric's d + 1 bucket edges */
-    var bars = [];
-    for (var i = 0; i < d; i++) {
-      var width = edges ? (edges[i + 1] - edges[i]) || 1 : 1, b = band(w, i);
-      bars.push({v: w.estimate[i] / width, low: Math.max(0, b.low / width), high: b.high / width, half: b.half / width});
+    var ranked = w.estimate.map(function (_, i) { return i; }).sort(function (a, b) { return w.estimate[b] - w.estimate[a] || a - b; });
+    var rows = showAll ? d : Math.min(d, 20);
+    if (showAllButton) {
+      showAllButton.hidden = d <= 20;
+      showAllButton.textContent = showAll ? "top 20 only" : "all " + d.toLocaleString("en-US") + " values";
     }
-    var low = Math.min(0, Math.min.apply(null, bars.map(function (b) { return b.low; })));
-    var high = Math.max(1e-9, Math.max.apply(null, bars.map(function (b) { return b.high; })));
-    var floorLine = (!edges && w.smallest_resolvable) ? w.smallest_resolvable : null;
+    var width = chartWidth(holder), rowH = 20;
+    var longest = Math.min(22, Math.max.apply(null, ranked.slice(0, rows).map(function (i) { return String(w.labels[i]).length; })));
+    var left = 16 + 7 * longest, right = 150;
+    var box = {left: left, top: 22, width: width - left - right, height: rows * rowH};
+    var height = box.top + box.height + 34;
+    var svg = svgEl("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height, role: "img", "aria-label": "distribution of the selected window, ranked"});
+    var high = 1e-9;
+    ranked.slice(0, rows).forEach(function (i) { high = Math.max(high, band(w, i).high); });
+    var floorLine = w.smallest_resolvable || null;
     if (floorLine) { high = Math.max(high, floorLine); }
-    var perBar = edges ? 0 : 14;
-    var widthPx = chartWidth(holder, 70 + d * perBar);
-    var labelRoom = edges ? 40 : 14 + 5.6 * Math.min(14, Math.max.apply(null, w.labels.map(function (l) { return String(l).length; })));
-    var height = 290 + labelRoom;
-    var box = {left: 58, top: 16, width: widthPx - 58 - 18, height: height - 16 - labelRoom - 22};
-    var svg = svgEl("svg", {width: widthPx, height: height, viewBox: "0 0 " + widthPx + " " + height, role: "img", "aria-label": "distribution of the selected window"});
-    var y = frame(svg, box, low, high * 1.08, edges ? "density" : "frequency");
-    var x, barWidth;
-    if (edges) {
-      var x0 = edges[0], x1 = edges[d];
-      x = function (value) { return box.left + box.width * (value - x0) / ((x1 - x0) || 1); };
-      niceTicks(x0, x1, 8).forEach(function (t) {
-        svg.appendChild(svgEl("text", {x: x(t), y: box.top + box.height + 16, "class": "tick", "text-anchor": "middle"}, String(Number(t.toPrecision(4)))));
-      });
-    } else {
-      barWidth = box.width / d;
-    }
-    bars.forEach(function (b, i) {
-      var left = edges ? x(edges[i]) : box.left + i * barWidth;
-      var right = edges ? x(edges[i + 1]) : box.left + (i + 1) * barWidth;
-      var pad = Math.min(2, (right - left) * 0.15);
-      var top = y(Math.max(0, b.v)), bottom = y(Math.min(0, b.v));
-      var label = edges ? "[" + edges[i] + ", " + edges[i + 1] + ")" : w.labels[i];
-      var bar = svgEl("rect", {x: left + pad, y: top, width: Math.max(1, right - left - 2 * pad), height: Math.max(0.5, bottom - top), "class": "bar"});
-      svg.appendChild(tooltip(bar, label + ": " + fmt(w.estimate[i]) + " \u00b1 " + fmt(band(w, i).half) + " (95%)"));
-      var mid = (left + right) / 2;
+    high *= 1.05;
+    var x = function (v) { return box.left + box.width * Math.max(0, v) / high; };
+    niceTicks(0, high, 6).forEach(function (t) {
+      svg.appendChild(svgEl("line", {x1: x(t), x2: x(t), y1: box.top, y2: box.top + box.height, "class": "grid"}));
+      svg.appendChild(svgEl("text", {x: x(t), y: box.top + box.height + 14, "class": "tick", "text-anchor": "middle"}, String(Number(t.toPrecision(3)))));
+    });
+    svg.appendChild(svgEl("text", {x: box.left + box.width / 2, y: height - 4, "class": "axis-label", "text-anchor": "middle"}, "estimated frequency, 95% band"));
+    ranked.slice(0, rows).forEach(function (i, r) {
+      var b = band(w, i), e = w.estimate[i], top = box.top + r * rowH;
+      var unresolved = floorLine && e < floorLine;
+      var name = String(w.labels[i]);
+      svg.appendChild(svgEl("text", {x: box.left - 8, y: top + 14, "class": "tick category bar-label", "text-anchor": "end"}, name.length > 22 ? name.slice(0, 21) + "\u2026" : name));
+      var bar = svgEl("rect", {x: box.left, y: top + 3, width: Math.max(1, x(e) - box.left), height: rowH - 6, "class": "bar ranked" + (unresolved ? " unresolved" : ""), "data-index": String(i)});
+      svg.appendChild(tooltip(bar, name + ": " + fmt(e) + " \u00b1 " + fmt(b.half) + " (95%)" + (unresolved ? ", below the smallest resolvable frequency" : "")));
       if (b.half > 0) {
-        svg.appendChild(svgEl("line", {x1: mid, x2: mid, y1: y(b.high), y2: y(b.low), "class": "errorbar"}));
-        var cap = Math.min(4, (right - left) / 3);
-        svg.appendChild(svgEl("line", {x1: mid - cap, x2: mid + cap, y1: y(b.high), y2: y(b.high), "class": "errorbar"}));
-        svg.appendChild(svgEl("line", {x1: mid - cap, x2: mid + cap, y1: y(b.low), y2: y(b.low), "class": "errorbar"}));
+        var mid = top + rowH / 2;
+        svg.appendChild(svgEl("line", {x1: x(b.low), x2: x(b.high), y1: mid, y2: mid, "class": "errorbar"}));
+        svg.appendChild(svgEl("line", {x1: x(b.low), x2: x(b.low), y1: mid - 4, y2: mid + 4, "class": "errorbar"}));
+        svg.appendChild(svgEl("line", {x1: x(b.high), x2: x(b.high), y1: mid - 4, y2: mid + 4, "class": "errorbar"}));
       }
-      if (!edges) {
-        var ty = box.top + box.height + 10;
-        var name = String(w.labels[i]);
+      svg.appendChild(svgEl("text", {x: box.left + box.width + 10, y: top + 14, "class": "tick value-text" + (unresolved ? " unresolved" : "")}, fmt(e) + " \u00b1 " + fmt(b.half)));
+    });
+    if (floorLine) {
+      svg.appendChild(svgEl("line", {x1: x(floorLine), x2: x(floorLine), y1: box.top - 4, y2: box.top + box.height, "class": "floor"}));
+      svg.appendChild(svgEl("text", {x: x(floorLine), y: box.top - 8, "class": "floor-label", "text-anchor": x(floorLine) > box.left + box.width / 2 ? "end" : "start"}, "smallest resolvable " + fmt(floorLine) + ": values below it (grey) are noise at 2 s.e."));
+    }
+    holder.appendChild(svg);
+  }
+
+  function drawInOrder(w, holder) {
+    var d = w.estimate.length;
+    var width = chartWidth(holder);
+    var longest = Math.min(14, Math.max.apply(null, w.labels.map(function (l) { return String(l).length; })));
+    var labelRoom = 14 + 5.6 * longest, height = 290 + labelRoom;
+    var box = {left: 58, top: 16, width: width - 58 - 18, height: height - 16 - labelRoom - 22};
+    var svg = svgEl("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height, role: "img", "aria-label": "distribution of the selected window, in label order"});
+    var high = 1e-9;
+    for (var i = 0; i < d; i++) { high = Math.max(high, band(w, i).high); }
+    var floorLine = w.smallest_resolvable || null;
+    if (floorLine) { high = Math.max(high, floorLine); }
+    var y = frame(svg, box, 0, high * 1.08, "frequency");
+    var barWidth = box.width / d;
+    var labelEvery = Math.max(1, Math.ceil(13 / barWidth));
+    for (var j = 0; j < d; j++) {
+      var b = band(w, j), left = box.left + j * barWidth, mid = left + barWidth / 2, e = w.estimate[j];
+      var unresolved = floorLine && e < floorLine;
+      svg.appendChild(tooltip(svgEl("rect", {x: left + Math.min(1, barWidth * 0.1), y: y(Math.max(0, e)), width: Math.max(0.5, barWidth - 2 * Math.min(1, barWidth * 0.1)), height: Math.max(0.5, y(0) - y(Math.max(0, e))), "class": "bar" + (unresolved ? " unresolved" : "")}), w.labels[j] + ": " + fmt(e) + " \u00b1 " + fmt(b.half) + " (95%)"));
+      if (b.half > 0 && barWidth >= 3) { svg.appendChild(svgEl("line", {x1: mid, x2: mid, y1: y(b.high), y2: y(Math.max(0, b.low)), "class": "errorbar"})); }
+      if (j % labelEvery === 0) {
+        var ty = box.top + box.height + 10, name = String(w.labels[j]);
         svg.appendChild(svgEl("text", {x: mid, y: ty, "class": "tick category", "text-anchor": "end", transform: "rotate(-60 " + mid + " " + ty + ")"}, name.length > 14 ? name.slice(0, 13) + "\u2026" : name));
       }
-    });
+    }
     if (floorLine) {
       svg.appendChild(svgEl("line", {x1: box.left, x2: box.left + box.width, y1: y(floorLine), y2: y(floorLine), "class": "floor"}));
       svg.appendChild(svgEl("text", {x: box.left + box.width - 4, y: y(floorLine) - 5, "class": "floor-label", "text-anchor": "end"}, "smallest resolvable: " + fmt(floorLine)));
     }
-    if (edges) {
-      quantilePairs(w).forEach(function (pair) {
-        var qx = x(pair[1]);
-        svg.appendChild(svgEl("line", {x1: qx, x2: qx, y1: box.top, y2: box.top + box.height, "class": "quantile"}));
-        svg.appendChild(svgEl("text", {x: qx + 3, y: box.top + 12, "class": "quantile-label"}, "q" + Number((pair[0] * 100).toPrecision(3)) + " = " + Number(pair[1].toPrecision(4))));
-      });
-      if (typeof w.mean === "number") {
-        svg.appendChild(svgEl("line", {x1: x(w.mean), x2: x(w.mean), y1: box.top, y2: box.top + box.height, "class": "mean"}));
-        svg.appendChild(svgEl("text", {x: x(w.mean) + 3, y: box.top + 26, "class": "mean-label"}, "mean = " + Number(w.mean.toPrecision(4))));
-      }
+    holder.appendChild(svg);
+  }
+
+  /* A numeric window: density bars with their 95% band as one shaded step area. */
+  function drawDensity(w, holder) {
+    var edges = w.bucket_edges, d = w.estimate.length;
+    var bars = [];
+    for (var i = 0; i < d; i++) {
+      var widthB = (edges[i + 1] - edges[i]) || 1, b = band(w, i);
+      bars.push({v: w.estimate[i] / widthB, low: Math.max(0, b.low / widthB), high: b.high / widthB, half: b.half / widthB});
     }
+    var high = Math.max(1e-12, Math.max.apply(null, bars.map(function (b) { return b.high; })));
+    var width = chartWidth(holder), height = 300;
+    var box = {left: 140, top: 16, width: width - 140 - 64, height: height - 16 - 52};
+    var svg = svgEl("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height, role: "img", "aria-label": "density of the selected window"});
+    var y = frame(svg, box, 0, high * 1.08, "density (per unit)");
+    var x0 = edges[0], x1 = edges[d];
+    var x = function (value) { return box.left + box.width * (value - x0) / ((x1 - x0) || 1); };
+    niceTicks(x0, x1, 8).forEach(function (t) {
+      svg.appendChild(svgEl("text", {x: x(t), y: box.top + box.height + 16, "class": "tick", "text-anchor": "middle"}, String(Number(t.toPrecision(4)))));
+    });
+    svg.appendChild(svgEl("text", {x: box.left + box.width / 2, y: height - 6, "class": "axis-label", "text-anchor": "middle"}, "value of " + state.metric + " (the metric's units)"));
+    var upper = [], lower = [];
+    bars.forEach(function (b, i) {
+      var left = x(edges[i]), right = x(edges[i + 1]);
+      svg.appendChild(tooltip(svgEl("rect", {x: left, y: y(Math.max(0, b.v)), width: Math.max(0.5, right - left), height: Math.max(0.5, y(0) - y(Math.max(0, b.v))), "class": "bar density"}), "[" + edges[i] + ", " + edges[i + 1] + "): " + fmt(w.estimate[i]) + " \u00b1 " + fmt(band(w, i).half) + " (95%)"));
+      upper.push(left + "," + y(b.high), right + "," + y(b.high));
+      lower.unshift(left + "," + y(b.low), right + "," + y(b.low));
+    });
+    svg.appendChild(svgEl("polygon", {points: upper.concat(lower).join(" "), "class": "density-band"}));
+    holder.appendChild(svg);
+    state.densityX = {x0: x0, x1: x1, left: box.left, width: box.width};
+  }
+
+  /* The mean and each quantile on its own row, with its 95% interval, on the density's x axis. */
+  function drawQuantiles(w) {
+    var holder = document.getElementById("quantiles");
+    var rows = [];
+    if (typeof w.mean === "number") { rows.push({label: "mean = " + Number(w.mean.toPrecision(4)), value: w.mean, half: w.mean_half95, cls: "mean"}); }
+    quantilePairs(w).forEach(function (p) { rows.push({label: "q" + Number((p[0] * 100).toPrecision(3)) + " = " + Number(p[1].toPrecision(4)), value: p[1], half: p[2], cls: "quantile"}); });
+    if (!rows.length) { return; }
+    var geo = state.densityX, width = chartWidth(holder), rowH = 22;
+    var height = rows.length * rowH + 12;
+    var svg = svgEl("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height, role: "img", "aria-label": "mean and quantiles with 95% intervals"});
+    var x = function (v) { return geo.left + geo.width * (Math.min(geo.x1, Math.max(geo.x0, v)) - geo.x0) / ((geo.x1 - geo.x0) || 1); };
+    rows.forEach(function (row, r) {
+      var mid = 8 + r * rowH + rowH / 2;
+      svg.appendChild(svgEl("line", {x1: geo.left, x2: geo.left + geo.width, y1: mid, y2: mid, "class": "grid"}));
+      var text = svgEl("text", {x: geo.left - 8, y: mid + 4, "class": row.cls + "-label", "text-anchor": "end"}, row.label);
+      svg.appendChild(text);
+      if (typeof row.half === "number" && row.half > 0) {
+        var bar = svgEl("line", {x1: x(row.value - row.half), x2: x(row.value + row.half), y1: mid, y2: mid, "class": row.cls + "-interval"});
+        svg.appendChild(tooltip(bar, row.label + " \u00b1 " + Number(row.half.toPrecision(3)) + " (95%)"));
+        [row.value - row.half, row.value + row.half].forEach(function (v) {
+          svg.appendChild(svgEl("line", {x1: x(v), x2: x(v), y1: mid - 5, y2: mid + 5, "class": row.cls + "-interval"}));
+        });
+        svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, "\u00b1 " + Number(row.half.toPrecision(3))));
+      }
+      svg.appendChild(svgEl("circle", {cx: x(row.value), cy: mid, r: 4, "class": row.cls + "-point"}));
+    });
     holder.appendChild(svg);
   }
 
@@ -241,7 +421,7 @@
     clear(holder);
     var table = htmlEl("table", {"class": "grid", id: "values-table"});
     var head = htmlEl("thead"), row = htmlEl("tr");
-    ["#", "value", "estimate", "\u00b1 95%", "unbiased", "std. error"].forEach(function (t) { row.appendChild(htmlEl("th", {}, t)); });
+    [["#", "num"], ["value", ""], ["estimate", "num"], ["\u00b1 95%", "num"], ["unbiased", "num"], ["std. error", "num"]].forEach(function (t) { row.appendChild(htmlEl("th", t[1] ? {"class": t[1]} : {}, t[0])); });
     head.appendChild(row);
     table.appendChild(head);
     var body = htmlEl("tbody");
@@ -266,13 +446,18 @@
     var facts = document.getElementById("window-facts");
     clear(facts);
     var rejected = rejectTotal(w);
-    var items = [["window", shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + " UTC"],
+    var warning = document.getElementById("window-warning");
+    warning.hidden = !w.warning;
+    warning.textContent = w.warning ? "\u26a0 " + w.warning : "";
+    var items = [["window", shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + " UTC" + (w._partial ? " (partial)" : "")],
                  ["n", count(w.n)],
                  ["pane", TIMING[timingOf(w)].name + " #" + paneIndex(w) + ((w.pane && w.pane.is_last) ? ", last" : "")],
                  ["late reports", w.late_reports === null || w.late_reports === undefined ? "\u2014" : count(w.late_reports)],
                  ["rejected", count(rejected)],
                  ["smallest resolvable", w.smallest_resolvable ? fmt(w.smallest_resolvable) + " (2 s.e. at f = 0)" : "\u2014"]];
+    if (w._partial) { items.push(["partial", "yes: fewer reports than the series' median"]); }
     if (typeof w.mean === "number") { items.push(["mean", fmt(w.mean)]); }
+    if (typeof w.mean_half95 === "number") { items.push(["mean \u00b1 95%", fmt(w.mean_half95)]); }
     if (typeof w.variance === "number") { items.push(["variance", fmt(w.variance)]); }
     if (w.estimator && w.estimator.iterations !== null && w.estimator.iterations !== undefined) {
       items.push(["estimator", w.estimator.method + ", " + w.estimator.iterations + " iterations" +
@@ -320,10 +505,7 @@
         base += c;
       });
     });
-    var every = Math.max(1, Math.ceil(windows.length / Math.max(1, Math.floor(nBox.width / 110))));
-    windows.forEach(function (w, k) {
-      if (k % every === 0) { svg.appendChild(svgEl("text", {x: nBox.left + (k + 0.5) * step, y: height - 14, "class": "tick", "text-anchor": "middle"}, shortTime(w.window_start))); }
-    });
+    timeTicks(svg, nBox, windows.length, function (k) { return nBox.left + (k + 0.5) * step; }, height - 14);
     if (!maxRejected) { svg.appendChild(svgEl("text", {x: rBox.left + 8, y: rBox.top + rBox.height / 2, "class": "note-text"}, "no dead letters in these windows")); }
     holder.appendChild(svg);
     var legend = htmlEl("div", {"class": "legend"});
@@ -339,7 +521,7 @@
 
     var table = htmlEl("table", {"class": "grid", id: "accounting-rows"});
     var head = htmlEl("tr");
-    ["window start", "pane", "n", "late reports", "rejected"].forEach(function (t) { head.appendChild(htmlEl("th", {}, t)); });
+    [["window start", ""], ["pane", ""], ["n", "num"], ["late reports", "num"], ["rejected", ""], ["flags", ""]].forEach(function (t) { head.appendChild(htmlEl("th", t[1] ? {"class": t[1]} : {}, t[0])); });
     var thead = htmlEl("thead"); thead.appendChild(head); table.appendChild(thead);
     var body = htmlEl("tbody");
     windows.slice().reverse().forEach(function (w) {
@@ -352,6 +534,7 @@
       tr.appendChild(htmlEl("td", {"class": "num late"}, w.late_reports === null || w.late_reports === undefined ? "\u2014" : count(w.late_reports)));
       var parts = Object.keys(w.rejects || {}).sort().map(function (r) { return r + " " + count(w.rejects[r]); });
       tr.appendChild(htmlEl("td", {"class": "rejects"}, parts.length ? parts.join(", ") : "0"));
+      tr.appendChild(htmlEl("td", {"class": "flags"}, [w._partial ? "partial" : "", w.warning ? "too few reports" : ""].filter(Boolean).join(", ")));
       tr.addEventListener("click", function () { select(key(w), true); });
       body.appendChild(tr);
     });
@@ -359,14 +542,26 @@
     tableHolder.appendChild(table);
   }
 
-  /* -- selection, merging new panes, polling ----------------------------------------------- */
+  /* -- selection, series, merging new panes, polling --------------------------------------- */
   function fillSelect() {
     var selectNode = document.getElementById("window-select");
     clear(selectNode);
     windows.forEach(function (w) {
-      var option = htmlEl("option", {value: key(w)}, shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + "  (n = " + count(w.n) + ", " + TIMING[timingOf(w)].name + ")");
+      var flags = [TIMING[timingOf(w)].name];
+      if (w._partial) { flags.push("partial"); }
+      if (w.warning) { flags.push("too few reports"); }
+      var option = htmlEl("option", {value: key(w)}, shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + "  (n = " + count(w.n) + ", " + flags.join(", ") + ")");
       if (key(w) === selectedKey) { option.selected = true; }
       selectNode.appendChild(option);
+    });
+    var names = seriesNames(), seriesNode = document.getElementById("series-select");
+    document.getElementById("series-card").hidden = names.length < 2;
+    clear(seriesNode);
+    names.forEach(function (name) {
+      var n = allWindows.filter(function (w) { return w.series === name; }).length;
+      var option = htmlEl("option", {value: name}, name + " windows (" + n + ")");
+      if (name === series) { option.selected = true; }
+      seriesNode.appendChild(option);
     });
   }
 
@@ -376,25 +571,70 @@
     render();
   }
 
+  /* The windows of the shown series, partial ones flagged. */
+  function chooseSeries() {
+    var names = seriesNames();
+    if (names.indexOf(series) < 0) { series = names[0] || null; }
+    windows = allWindows.filter(function (w) { return w.series === series; });
+    flagPartial();
+  }
+
+  /* A light window (only what the charts over windows draw) is fetched whole when chosen. */
+  function ensureFull(w) {
+    if (!w.light || fetching[key(w)] || !state.live) { return; }
+    fetching[key(w)] = true;
+    fetch("api/window?metric=" + encodeURIComponent(state.metric) + "&start=" + encodeURIComponent(w.window_start) + "&end=" + encodeURIComponent(w.window_end), {cache: "no-store"})
+      .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
+      .then(function (full) { merge([full]); render(); })
+      .catch(function () { /* shown as not loaded; the next choice retries */ })
+      .then(function () { delete fetching[key(w)]; });
+  }
+
   function render() {
-    if (!userSelected && windows.length) { selectedKey = key(windows[windows.length - 1]); }
+    chooseSeries();
     var current = windows.find(function (w) { return key(w) === selectedKey; });
+    if (!current && windows.length) {  /* the latest window that is not partial */
+      var complete = windows.filter(function (w) { return !w._partial; });
+      current = (complete.length ? complete : windows)[(complete.length ? complete : windows).length - 1];
+      selectedKey = key(current);
+    }
+    if (!userSelected && windows.length && current && !state.fromHash) {
+      var whole = windows.filter(function (w) { return !w._partial; });
+      current = (whole.length ? whole : windows)[(whole.length ? whole : windows).length - 1];
+      selectedKey = key(current);
+    }
     fillSelect();
     drawTopK();
-    if (current) { drawWindowFacts(current); drawDistribution(current); drawValues(current); }
+    if (current && current.light) {
+      ensureFull(current);
+      clear(document.getElementById("distribution")); clear(document.getElementById("values")); clear(document.getElementById("quantiles"));
+      document.getElementById("distribution").appendChild(htmlEl("p", {"class": "empty"}, state.live ? "loading this window\u2026" : "this window is not in the page"));
+      drawWindowFacts(current);
+    } else if (current) { drawWindowFacts(current); drawDistribution(current); drawValues(current); }
     drawAccounting();
+    writeHash();
     document.body.setAttribute("data-windows", String(windows.length));
     document.body.setAttribute("data-cursor", String(state.cursor));
+    document.body.setAttribute("data-rendered", String((state.renders = (state.renders || 0) + 1)));
   }
 
   function merge(changed) {
     var byKey = {};
-    windows.forEach(function (w) { byKey[key(w)] = w; });
+    allWindows.forEach(function (w) { byKey[key(w)] = w; });
     changed.forEach(function (w) {
       var old = byKey[key(w)];
-      if (!old || paneIndex(old) <= paneIndex(w)) { byKey[key(w)] = w; }
+      if (!old || paneIndex(old) < paneIndex(w) || (paneIndex(old) === paneIndex(w) && (old.light || !w.light))) {
+        if (!w.top && old && old.top && w.estimate) {  /* keep the series' top-k indices */
+          w.top = {indices: old.top.indices, labels: old.top.labels,
+                   estimate: old.top.indices.map(function (i) { return w.estimate[i]; }),
+                   lower95: old.top.indices.map(function (i) { return (w.lower95 || [])[i]; }),
+                   upper95: old.top.indices.map(function (i) { return (w.upper95 || [])[i]; }),
+                   half95: old.top.indices.map(function (i) { return (w.half95 || [])[i]; })};
+        }
+        byKey[key(w)] = w;
+      }
     });
-    windows = Object.keys(byKey).map(function (k) { return byKey[k]; }).sort(function (a, b) {
+    allWindows = Object.keys(byKey).map(function (k) { return byKey[k]; }).sort(function (a, b) {
       return a.window_start < b.window_start ? -1 : a.window_start > b.window_start ? 1 : (a.window_end < b.window_end ? -1 : a.window_end > b.window_end ? 1 : 0);
     });
   }
@@ -406,14 +646,28 @@
       .then(function (update) {
         if (update.windows.length) { merge(update.windows); state.cursor = update.cursor; render(); }
         else { state.cursor = update.cursor; }
-        status.textContent = "live \u00b7 updated " + new Date().toLocaleTimeString("en-GB") + " \u00b7 " + windows.length + (windows.length === 1 ? " window" : " windows");
+        status.textContent = "live \u00b7 updated " + new Date().toLocaleTimeString("en-GB") + " \u00b7 " + allWindows.length + (allWindows.length === 1 ? " window" : " windows");
       })
       .catch(function () { status.textContent = "live \u00b7 server unreachable, retrying"; })
       .then(function () { setTimeout(poll, state.poll_ms); });
   }
 
   document.getElementById("window-select").addEventListener("change", function (event) { select(event.target.value, true); });
+  document.getElementById("series-select").addEventListener("change", function (event) { series = event.target.value; selectedKey = null; userSelected = false; state.fromHash = false; hidden = {}; render(); });
+  var orderNode = document.getElementById("order-select");
   merge(state.windows || []);
+  var firstFull = allWindows.find(function (w) { return w.labels && w.labels.length; });
+  order = firstFull && isOrdinal(firstFull) ? "label" : "ranked";
+  if (orderNode) {
+    orderNode.value = order;
+    orderNode.addEventListener("change", function (event) { order = event.target.value; render(); });
+    document.getElementById("show-all").addEventListener("click", function () { showAll = !showAll; render(); });
+  }
+  var fromHash = readHash();
+  if (fromHash.series) { series = fromHash.series; }
+  if (fromHash.window && allWindows.some(function (w) { return key(w) === fromHash.window; })) {
+    selectedKey = fromHash.window; userSelected = true; state.fromHash = true;
+  }
   render();
   var resizeTimer = null;
   window.addEventListener("resize", function () { clearTimeout(resizeTimer); resizeTimer = setTimeout(render, 150); });

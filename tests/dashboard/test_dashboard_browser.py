@@ -142,6 +142,11 @@ def test_a_pane_written_while_the_page_is_open_appears_without_a_reload(
     url = served(source)
     browser.get(url + metric_page_link("flight.carrier"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')")
+    # the page opens on the latest complete week; the last, partial one is chosen
+    browser.driver.execute_script(
+        "const s = document.getElementById('window-select');"
+        "s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+        f"{last['window_start']}|{last['window_end']}")
     browser.driver.execute_script("window.__notReloaded = true;")
     if kind == "folder":  # a live run's sink adds a file per pane
         with open(output / "estimates-live-pane-00001.jsonl", "w", encoding="utf-8") as handle:
@@ -242,7 +247,7 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
     browser.get(url + metric_page_link("latency.seconds"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
     quantiles = browser.driver.execute_script(
-        "return Array.from(document.querySelectorAll('#distribution .quantile-label'))"
+        "return Array.from(document.querySelectorAll('#quantiles .quantile-label'))"
         ".map(t => t.textContent)")
     assert quantiles == ["q50 = 0.45", "q90 = 0.82"]
     heights = browser.driver.execute_script(
@@ -261,4 +266,160 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
         ".map(d => [d.querySelector('dt').textContent, d.querySelector('dd').textContent]))")
     assert header["p*"] == "—" and header["estimator"].startswith("ems")
     browser.screenshot(str(artifacts / "numeric-density.png"))
+    check_clean(browser)
+
+
+# -- real sizes: 1,000 windows x 500 labels, and the numeric demo metric -------------------------
+
+#: Every text label drawn in a chart, with its bounding box (empty ones left out).
+TEXT_BOXES = """
+return Array.from(document.querySelectorAll(arguments[0] + ' svg text')).map(t => {
+  const r = t.getBoundingClientRect();
+  return [t.textContent, r.left, r.top, r.right, r.bottom];
+}).filter(b => b[0].trim() && b[3] - b[1] > 0);
+"""
+
+
+def overlapping(boxes, slack=0.5):
+    """Pairs of text boxes that overlap by more than `slack` pixels each way."""
+    found = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            if (min(a[3], b[3]) - max(a[1], b[1]) > slack
+                    and min(a[4], b[4]) - max(a[2], b[2]) > slack):
+                found.append((a[0], b[0]))
+    return found
+
+
+def headers_align(browser, table: str) -> list:
+    """Columns of a table whose header cell's alignment differs from its first row's cells."""
+    return browser.driver.execute_script(
+        "const t = document.querySelector(arguments[0]); const bad = [];"
+        "const heads = t.querySelectorAll('thead th'), cells = t.querySelectorAll('tbody tr');"
+        "if (!cells.length) return bad;"
+        "Array.from(heads).forEach((th, i) => {"
+        "  const td = cells[0].cells[i];"
+        "  if (getComputedStyle(th).textAlign !== getComputedStyle(td).textAlign)"
+        "    bad.push(th.textContent); });"
+        "return bad;", table)
+
+
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory):
+    """1,000 hourly windows of a metric with 500 labels (Zipf-like, one label's share rising
+    over time), written to a SQLite store; returns (url, the last window's record)."""
+    import numpy as np
+    folder = tmp_path_factory.mktemp("big")
+    url = f"sqlite:///{folder}/big.db"
+    labels = [f"label-{i:03d}" for i in range(500)]
+    rng = np.random.default_rng(20)
+    base = 1.0 / np.arange(1, 501) ** 1.1
+    records = []
+    for k in range(1000):
+        weights = base.copy()
+        weights[7] *= 1 + 3 * k / 1000
+        truth = weights / weights.sum()
+        error = np.full(500, 0.004)
+        estimate = np.clip(truth + rng.normal(0, 0.004, 500), 0, None)
+        estimate /= estimate.sum()
+        start = 1_709_251_200 + 3600 * k
+        records.append({
+            "metric": "big.metric", "window_start": f"{_iso(start)}",
+            "window_end": f"{_iso(start + 3600)}", "n": 100_000 if 0 < k < 999 else 20_000,
+            "protocol": "oue", "epsilon": 2.0, "p_star": 0.5, "q_star": 0.1192,
+            "smallest_resolvable": 0.0035,
+            "estimator": {"method": "unbiased", "params": {}},
+            "postprocess": {"method": "norm-sub", "params": {}}, "labels": labels,
+            "estimate": estimate.tolist(), "unbiased_estimate": estimate.tolist(),
+            "std_error": error.tolist(),
+            "pane": {"timing": "ON_TIME", "index": 0, "is_last": False}})
+    with open_store(url) as store:
+        for at in range(0, 1000, 100):
+            store.write_panes(records[at:at + 100])
+    return url, records
+
+
+def _iso(seconds: int) -> str:
+    from ldp_telemetry.ldp.times import iso_from_ms
+    return iso_from_ms(seconds * 1000)
+
+
+def test_a_thousand_windows_of_five_hundred_labels_stay_readable(browser, served, big_store,
+                                                                  artifacts):
+    url, records = big_store
+    browser.driver.set_window_size(1280, 1000)  # as the browser opens (a screenshot grows it)
+    started = time.monotonic()
+    browser.get(served(StoreSource(url)) + metric_page_link("big.metric"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "1000"
+    loaded = time.monotonic() - started
+    # it opens on the latest complete window (the last one is partial), and says so in the URL
+    chosen = records[-2]
+    assert browser.driver.execute_script(
+        "return document.getElementById('window-select').value") == \
+        f"{chosen['window_start']}|{chosen['window_end']}"
+    assert chosen["window_start"] in browser.driver.execute_script(
+        "return decodeURIComponent(location.hash)")
+    # the ranked bars: the top values in the right order, on screen without scrolling
+    ranked = sorted(range(500), key=lambda i: (-chosen["estimate"][i], i))
+    bars = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#distribution rect.bar')).map(r => {"
+        "const b = r.getBoundingClientRect(); return [Number(r.dataset.index), b.left, b.top,"
+        " b.right, b.bottom]; })")
+    assert [b[0] for b in bars] == ranked[:20]
+    box = browser.driver.execute_script(
+        "const r = document.getElementById('distribution').getBoundingClientRect();"
+        "return [r.left, r.right, window.innerWidth];")
+    assert all(box[0] <= b[1] and b[3] <= box[1] <= box[2] for b in bars)  # no horizontal scroll
+    assert browser.driver.execute_script(
+        "const d = document.getElementById('distribution'); return d.scrollWidth <= d.clientWidth")
+    for chart in ("#topk", "#distribution", "#accounting"):
+        assert overlapping(browser.driver.execute_script(TEXT_BOXES, chart)) == [], chart
+    for table in ("#values-table", "#accounting-rows"):
+        assert headers_align(browser, table) == [], table
+    # an older window's record is fetched whole when chosen
+    browser.driver.execute_script(
+        "const s = document.getElementById('window-select');"
+        "s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+        f"{records[10]['window_start']}|{records[10]['window_end']}")
+    top = max(range(500), key=lambda i: records[10]["estimate"][i])
+    assert wait_for(browser, "document.querySelector('#values-table tbody tr') && "
+                             "document.querySelector('#values-table tbody tr').cells[1]"
+                             f".textContent === 'label-{top:03d}'", 30)
+    browser.screenshot(str(artifacts / "big-metric.png"))
+    check_clean(browser)
+    assert loaded < 60
+
+
+def test_the_numeric_demo_metric_draws_its_mean_with_an_error_bar(browser, served, tmp_path,
+                                                                  artifacts):
+    from ldp_telemetry.pipelines.cli import main
+    from tests.dashboard.conftest import REPO_ROOT
+    registry = REPO_ROOT / "demo" / "registry.json"
+    assert main(["simulate", "--registry", str(registry), "--metric", "flight.dep_min",
+                 "--input", str(REPO_ROOT / "demo" / "nycflights13_2013-01_dep_min.csv.gz"),
+                 "--value-column", "dep_min", "--time-column", "event_time",
+                 "--out", str(tmp_path / "reports"), "--seed", "2013"]) == 0
+    store = f"sqlite:///{tmp_path}/numeric.db"
+    assert main(["run", "--registry", str(registry), "--input", str(tmp_path / "reports/*.avro"),
+                 "--output", str(tmp_path / "out"), "--window", "604800", "--window-offset",
+                 "432000", "--store", store, "--create-store"]) == 0
+    browser.get(served(StoreSource(store)) + metric_page_link("flight.dep_min"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')") == "5"
+    assert browser.driver.execute_script("return document.getElementById('order-select')") \
+        is None  # no top-k and no ranking for a numeric metric
+    mean = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#quantiles .mean-interval'))"
+        ".map(l => l.getBoundingClientRect().width)")
+    assert mean and mean[0] > 2  # the mean's 95% interval is drawn
+    labels = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#quantiles .quantile-label'))"
+        ".map(t => t.textContent)")
+    assert len(labels) == 9 and labels[4].startswith("q50 = ")
+    assert browser.driver.execute_script(
+        "return document.querySelector('#distribution .axis-label:last-of-type').textContent"
+        ).startswith("value of flight.dep_min")
+    for chart in ("#topk", "#distribution", "#quantiles", "#accounting"):
+        assert overlapping(browser.driver.execute_script(TEXT_BOXES, chart)) == [], chart
+    assert headers_align(browser, "#values-table") == []
+    browser.screenshot(str(artifacts / "numeric-demo.png"))
     check_clean(browser)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from ldp_telemetry.pipelines import cli
-from ldp_telemetry.pipelines.simulate import parse_event_times
+from ldp_telemetry.pipelines.csv_input import parse_event_times
 
 REGISTRY = {"metrics": [{"name": "m", "protocol": "grr", "epsilon": 1.0,
                          "domain": {"labels": ["a", "b", "c"]}}]}
@@ -37,10 +37,10 @@ def test_iso_times_with_z_and_naive_times_are_utc():
         1709251200000, 1709251201000, 1709251202000, 1709251203000]
 
 
-def test_a_column_mixing_formats_names_the_row(files, capsys):
+def test_a_column_mixing_formats_names_the_line(files, capsys):
     registry, values, tmp = files
     assert simulate(registry, values, tmp / "out") == 2
-    assert "row 4: event time '1709251260'" in error_of(capsys)
+    assert "line 4: event time '1709251260'" in error_of(capsys)
 
 
 OUTSIDE = "outside [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)"
@@ -52,14 +52,14 @@ def test_event_times_out_of_range_are_refused(files, capsys, time, why):
     registry, values, tmp = files
     values.write_text(f"t,v\n1709251200,a\n{time},b\n")
     assert simulate(registry, values, tmp / "out") == 2
-    assert f"row 3: event time '{time}' is {why}" in error_of(capsys)
+    assert f"line 3: event time '{time}' is {why}" in error_of(capsys)
 
 
 def test_a_short_row_names_its_line(files, capsys):
     registry, values, tmp = files
     values.write_text("t,v\n1709251200,a\n1709251201\n")
     assert simulate(registry, values, tmp / "out") == 2
-    assert "row 3: 1 fields, the header has 2" in error_of(capsys)
+    assert "line 3: 1 field(s), the header has 2" in error_of(capsys)
 
 
 def test_simulating_twice_into_one_folder_needs_overwrite(files, capsys):

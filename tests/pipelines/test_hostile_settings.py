@@ -168,7 +168,7 @@ def test_a_window_that_fits_but_not_with_the_store_is_refused_with_the_store(tmp
     (tmp_path / "r.avro").write_bytes(b"")
     result = ldp("run", "--registry", registry, "--input", tmp_path / "r.avro", "--output",
                  tmp_path / "out", "--window", "3600", "--memory-budget", "300",
-                 "--store", f"sqlite:///{tmp_path / 'store.db'}")
+                 "--store", f"sqlite:///{tmp_path / 'store.db'}", "--create-store")
     # With it: the statistic 8 B, the window 160 B and its stored form 320 B per value (465 MiB),
     # plus 2^18 waiting plain values x 200 B (50 MiB); (300 MiB - 50 MiB) / 488 B = 537,180.
     refused(result, "the job needs 515 MB",
@@ -244,11 +244,11 @@ def gz_csv(rows: int) -> bytes:
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda data: data[: len(data) // 2], "the gzip data is truncated or corrupt after row"),
+    (lambda data: data[: len(data) // 2], "the gzip data is truncated or corrupt after line"),
     (lambda data: data[:40] + bytes(b ^ 0x5A for b in data[40:60]) + data[60:],
-     "the gzip data is truncated or corrupt after row"),
-    (lambda data: data[:-5], "the gzip data is truncated or corrupt after row"),
-    (lambda data: b"\x1f\x8b\x09" + data[3:], "the gzip data is truncated or corrupt after row"),
+     "the gzip data is truncated or corrupt after line"),
+    (lambda data: data[:-5], "the gzip data is truncated or corrupt after line"),
+    (lambda data: b"\x1f\x8b\x09" + data[3:], "the gzip data is truncated or corrupt after line"),
 ])
 def test_a_truncated_or_corrupt_csv_gz_is_a_message(tmp_path, damage, message):
     registry = write_registry(tmp_path / "registry.json")
@@ -257,12 +257,12 @@ def test_a_truncated_or_corrupt_csv_gz_is_a_message(tmp_path, damage, message):
     refused(ldp(*simulate_args(registry, values, tmp_path / "out")), str(values), message)
 
 
-def test_a_csv_that_is_not_utf8_names_its_row(tmp_path):
+def test_a_csv_that_is_not_utf8_names_its_line(tmp_path):
     registry = write_registry(tmp_path / "registry.json")
     values = tmp_path / "v.csv"
     values.write_bytes(f"t,v\n{T0_S},a\n{T0_S + 1},\xe9\n".encode("latin-1"))
     refused(ldp(*simulate_args(registry, values, tmp_path / "out")),
-            f"{values} row ", "not UTF-8 text (byte 0xe9")
+            f"{values} line 3: not UTF-8 text (byte 0xe9 at column 12")
 
 
 @pytest.mark.parametrize("line, message", [

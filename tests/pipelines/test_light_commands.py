@@ -100,10 +100,22 @@ def test_show_and_query_do_not_import_beam(job_output):
         assert outcome["code"] == 0 and not outcome["beam"], args
 
 
-def test_run_still_has_its_job_arguments():
-    """The probe sees Beam imported by `ldp run --help`, which lists the job's arguments."""
+def test_run_help_lists_the_job_arguments_without_beam():
+    """`ldp run --help` lists the job's arguments, the live sources included, without Beam."""
+    from ldp_telemetry.pipelines.arguments import SOURCE_NAMES
+    from ldp_telemetry.transforms.sources import source_names
     done = subprocess.run([sys.executable, "-c", PROBE, "run", "--help"], capture_output=True,
                           text=True, timeout=300, check=False)
     assert "--window-offset" in done.stdout and "--allowed-lateness" in done.stdout
+    assert "--create-store" in done.stdout
     outcome = json.loads(done.stderr.strip().splitlines()[-1])
-    assert outcome["code"] == 0 and outcome["beam"]
+    assert outcome["code"] == 0 and not outcome["beam"]
+    assert source_names() == SOURCE_NAMES  # the help names the catalog's sources
+
+
+def test_version_without_beam():
+    done = subprocess.run([sys.executable, "-c", PROBE, "--version"], capture_output=True,
+                          text=True, timeout=300, check=False)
+    from importlib.metadata import version
+    assert done.stdout.strip() == f"ldp {version('ldp-telemetry')}"
+    assert not json.loads(done.stderr.strip().splitlines()[-1])["beam"]

@@ -27,7 +27,7 @@ from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.graph import build_streaming_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.pipelines.simulate import map_to_domain
+from ldp_telemetry.pipelines.csv_input import map_to_domain
 from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.transforms.replay import FilesArrive, ReplayReportFiles, WatermarkTo
@@ -62,10 +62,11 @@ def test_map_to_domain_scales_onto_the_unit_interval_and_refuses_outside_values(
     config = REGISTRY["rtt_ms"]
     np.testing.assert_allclose(map_to_domain(["0", "200", "800", "400.5"], config),
                                [0, 0.25, 1, 400.5 / 800])
-    with pytest.raises(InputError, match=r"3 values are outside the domain \[0, 800\] of metric "
-                                         r"'rtt_ms' \(for example '-1'\)"):
+    with pytest.raises(InputError, match=r"3 value\(s\) outside the domain \[0, 800\] of metric "
+                                         r"'rtt_ms' \(first at lines 2, 4, 5: '-1', '800.01', "
+                                         r"'nan'\)"):
         map_to_domain(["-1", "5", "800.01", "nan"], config)
-    with pytest.raises(InputError, match=r"1 values .*'fast'"):
+    with pytest.raises(InputError, match=r"1 value\(s\) .*first at line 3: 'fast'"):
         map_to_domain(["3", "fast"], config)
 
 
@@ -79,8 +80,8 @@ def test_simulate_cli_refuses_values_outside_the_domain(tmp_path):
          "--value-column", "rtt", "--time-column", "t", "--out", str(tmp_path / "reports")],
         capture_output=True, text=True)
     assert done.returncode != 0
-    assert "2 values are outside the domain [0, 800]" in done.stderr
-    assert "'900'" in done.stderr
+    assert ("2 value(s) outside the domain [0, 800] of metric 'rtt_ms' (first at lines 3, 5: "
+            "'900', '1000')") in done.stderr
     assert not glob.glob(str(tmp_path / "reports" / "*.avro"))
 
 

@@ -15,7 +15,8 @@ from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.output.reader import read_estimates
-from ldp_telemetry.pipelines.simulate import TrueValues, simulate_reports
+from ldp_telemetry.pipelines.csv_input import TrueValues
+from ldp_telemetry.pipelines.simulate import simulate_reports
 
 DAY_MS = 86_400_000
 START_MS = 1_600_000_000_000 - 1_600_000_000_000 % DAY_MS

@@ -14,7 +14,8 @@ from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.output.reader import read_estimates
-from ldp_telemetry.pipelines.simulate import TrueValues, simulate_reports
+from ldp_telemetry.pipelines.csv_input import TrueValues
+from ldp_telemetry.pipelines.simulate import simulate_reports
 
 DAY_MS = 86_400_000
 START_MS = 1_600_000_000_000 - 1_600_000_000_000 % DAY_MS  # 2020-09-13T00:00:00Z
@@ -179,3 +180,31 @@ def test_query_needs_exactly_one_kind_of_query(output, capsys):
         main(["query", "--output", output, "--metric", "colour", "--window", "0",
               "--top", "1", "--labels", "red"])
     capsys.readouterr()
+
+
+def test_show_and_query_agree_on_the_band_and_pick_windows_alike(output, capsys):
+    """One ± (the 95% band's half width) in `show` and `query`, each saying so; a time inside a
+    window names it in both; `show --last` and `--window` select windows."""
+    from ldp_telemetry.ldp.times import iso_from_ms, ms_from_iso
+    from ldp_telemetry.output.bands import Z95
+    record = window_record(output, "colour", 1)
+    inside = iso_from_ms(ms_from_iso(record["window_start"]) + 3_600_000)  # an hour in
+    code, text, _ = query(capsys, output, "--metric", "colour", "--window", inside, "--top", "1")
+    assert code == 0 and "± is the half width of the 95% band: 1.96 standard errors" in text
+    top = max(range(len(record["estimate"])), key=lambda i: record["estimate"][i])
+    answer = query_json(capsys, output, "--metric", "colour", "--window", inside, "--top", "1")
+    assert answer["window_start"] == record["window_start"]
+    half = answer["answers"][0]["half95"]
+    assert half == pytest.approx(Z95 * answer["answers"][0]["std_error"], rel=1e-12)
+    assert f"± {half:.5f}" in text
+    assert main(["show", "--output", output, "--metric", "colour", "--window", inside,
+                 "--top", "1"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0] == "(± is the half width of the 95% band: 1.96 standard errors)"
+    assert record["window_start"] in shown[1]
+    assert shown[2].split() == [record["labels"][top], f"{record['estimate'][top]:.4f}", "±",
+                                f"{Z95 * record['std_error'][top]:.4f}"]
+    assert main(["show", "--output", output, "--metric", "colour", "--last", "2"]) == 0
+    starts = [r["window_start"] for r in read_estimates(output, "colour")]
+    lines = capsys.readouterr().out
+    assert starts[-1] in lines and starts[-2] in lines and starts[0] not in lines

@@ -33,7 +33,8 @@ from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
-from ldp_telemetry.pipelines.simulate import TrueValues, simulate_reports
+from ldp_telemetry.pipelines.csv_input import TrueValues
+from ldp_telemetry.pipelines.simulate import simulate_reports
 from tests.json_lines import job_json_lines
 
 DAYS = range(40, 60)  # 20 windows

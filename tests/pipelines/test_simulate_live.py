@@ -11,7 +11,8 @@ import pytest
 from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.pipelines import cli
-from ldp_telemetry.pipelines.simulate import TrueValues, live_schedule, simulate_live
+from ldp_telemetry.pipelines.csv_input import TrueValues
+from ldp_telemetry.pipelines.simulate import live_schedule, simulate_live
 
 REGISTRY = parse_registry({"metrics": [
     {"name": "sim.grr", "protocol": "grr", "epsilon": 1.0, "domain": {"size": 5}}]})

@@ -93,7 +93,9 @@ def test_ldp_run_takes_a_store_url_and_refuses_a_bad_one_before_reading(tmp_path
     common = ["run", "--registry", str(tmp_path / "registry.json"), "--input",
               str(tmp_path / "s.*.avro"), "--output", str(tmp_path / "cli-out"),
               "--window", "3600"]
-    assert main(common + ["--store", f"sqlite:///{db}"]) == 0
+    assert main(common + ["--store", f"sqlite:///{db}"]) == 2  # no such store yet
+    assert "--create-store creates it" in capsys.readouterr().err and not db.exists()
+    assert main(common + ["--store", f"sqlite:///{db}", "--create-store"]) == 0
     with open_store(f"sqlite:///{db}") as store:
         assert len(store.windows("s.grr")) == 3
     assert main(common + ["--store", "mysql://nowhere/db"]) == 2
