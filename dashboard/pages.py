@@ -164,7 +164,8 @@ def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live
 <button type="button" id="show-all" class="control"></button>"""
     body = f"""{header}
 <main>
-<section class="card" id="series-card" hidden><label class="control">series (window length)
+<section class="card" id="series-card" hidden><label class="control">series (window length,
+configuration version)
 <select id="series-select" aria-label="series"></select></label>
 <span class="hint">this metric has windows of several lengths; each is drawn on its own</span>
 </section>

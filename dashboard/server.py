@@ -6,7 +6,8 @@
     GET /static/dashboard.{js,css}        the page's script and style, from this package
     GET /api/windows?metric=M&since=C     {"cursor": C', "windows": [...]}: the windows of M
                                           whose latest pane or rejects changed after cursor C
-    GET /api/window?metric=M&start=S&end=E  one window's latest pane, whole (S, E: ISO-8601)
+    GET /api/window?metric=M&start=S&end=E&version=V  one window's latest pane, whole (S, E:
+                                          ISO-8601; V: its configuration version, v1, combined)
 
 A live page polls /api/windows with its cursor, so it receives only new panes. Responses carry a
 Content-Security-Policy allowing only this server ('self'): a page can request nothing from any
@@ -148,8 +149,10 @@ def make_server(dashboard: Dashboard, host: str = DEFAULT_HOST, port: int = DEFA
                 end = ms_from_iso((query.get("end") or [""])[0])
             except ValueError:
                 start = end = None
+            version = (query.get("version") or [""])[0]
             view = (None if not metric or len(metric) > MAX_QUERY_CHARS or start is None
-                    else dashboard.source.window(metric, start, end))
+                    or len(version) > MAX_QUERY_CHARS
+                    else dashboard.source.window(metric, start, end, version))
             if view is None:
                 return self._send(b'{"error": "no such window"}', "application/json",
                                   HTTPStatus.NOT_FOUND)

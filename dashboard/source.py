@@ -27,7 +27,7 @@ from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.validation import is_int
 from ldp_telemetry.output.bands import band95, half_width95
 from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, WindowKey,
-                                          shard_pattern, window_key)
+                                          shard_pattern, version_label, window_key)
 from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS, Reason
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.output.resolution import resolution, warning_text
@@ -42,14 +42,18 @@ SUPPORT_FIELDS = ("p_star", "q_star", "smallest_resolvable")
 
 def series_of(record: dict) -> str:
     """The series a window belongs to: its length (`1 h`, `7 d`, `90 min`), so that a store or
-    folder holding an hourly and a daily run of one metric shows them apart. The one place that
-    decides it: a further dimension (a run, a configuration version) is added here."""
-    _, start, end = window_key(record)
+    folder holding an hourly and a daily run of one metric shows them apart, and the
+    configuration version its estimate is from (`1 d, v2`, `1 d, combined`;
+    `output.layout.version_label`). The one place that decides it."""
+    _, start, end, version = window_key(record)
     length = end - start
     for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
         if length >= size and length % size == 0:
-            return f"{length // size} {unit}"
-    return f"{length} ms"
+            text = f"{length // size} {unit}"
+            break
+    else:
+        text = f"{length} ms"
+    return f"{text}, {version}" if version else text
 
 
 def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, upper: list
@@ -63,6 +67,7 @@ def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, uppe
     view["lower95"], view["upper95"] = lower, upper
     view["half95"] = [half_width95(error) for error in record.get("std_error") or ()]
     view["series"] = series_of(record)
+    view["version"] = version_label(record)
     view["mean_half95"] = half_width95(record.get("mean_std_error"))
     view["quantile_half95"] = {level: half_width95(error) for level, error
                                in (record.get("quantile_std_errors") or {}).items()}
@@ -108,10 +113,12 @@ class StoreSource:
                                lower, upper))
         return cursor, views
 
-    def window(self, metric: str, start_ms: int, end_ms: int) -> dict | None:
-        """The latest pane of one window of `metric`, or None."""
+    def window(self, metric: str, start_ms: int, end_ms: int, version: str = "") -> dict | None:
+        """The latest pane of one window of `metric` from configuration `version`
+        (`output.layout.version_label`), or None."""
         _, views = self.windows(metric)
-        return next((v for v in views if window_key(v)[1:3] == (start_ms, end_ms)), None)
+        return next((v for v in views if window_key(v)[1:] == (start_ms, end_ms, version)),
+                    None)
 
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
         with self._lock:
@@ -177,10 +184,12 @@ class FolderSource:
                                    *_bands(record)))
             return self._seq, views
 
-    def window(self, metric: str, start_ms: int, end_ms: int) -> dict | None:
-        """The latest pane of one window of `metric`, or None."""
+    def window(self, metric: str, start_ms: int, end_ms: int, version: str = "") -> dict | None:
+        """The latest pane of one window of `metric` from configuration `version`
+        (`output.layout.version_label`), or None."""
         _, views = self.windows(metric)
-        return next((v for v in views if window_key(v)[1:3] == (start_ms, end_ms)), None)
+        return next((v for v in views if window_key(v)[1:] == (start_ms, end_ms, version)),
+                    None)
 
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
         self.refresh()

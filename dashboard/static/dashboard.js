@@ -17,7 +17,7 @@
   var selectedKey = null;
   var userSelected = false;
 
-  function key(w) { return w.window_start + "|" + w.window_end; }
+  function key(w) { return w.window_start + "|" + w.window_end + "|" + (w.version || ""); }
   function timingOf(w) { return (w.pane && w.pane.timing) || "ON_TIME"; }
   function paneIndex(w) { return (w.pane && w.pane.index) || 0; }
   function fmt(x, digits) { return (x === null || x === undefined) ? "\u2014" : Number(x).toFixed(digits === undefined ? 4 : digits); }
@@ -583,7 +583,7 @@
   function ensureFull(w) {
     if (!w.light || fetching[key(w)] || !state.live) { return; }
     fetching[key(w)] = true;
-    fetch("api/window?metric=" + encodeURIComponent(state.metric) + "&start=" + encodeURIComponent(w.window_start) + "&end=" + encodeURIComponent(w.window_end), {cache: "no-store"})
+    fetch("api/window?metric=" + encodeURIComponent(state.metric) + "&start=" + encodeURIComponent(w.window_start) + "&end=" + encodeURIComponent(w.window_end) + "&version=" + encodeURIComponent(w.version || ""), {cache: "no-store"})
       .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
       .then(function (full) { merge([full]); render(); })
       .catch(function () { /* shown as not loaded; the next choice retries */ })
