@@ -281,13 +281,13 @@ def version_preference(record: Mapping) -> tuple[int, int]:
 
 def latest_by_window(records: list[dict], metric: str, version: str | None = None,
                      every_version: bool = False) -> list[dict]:
-    """The last pane of each window of `metric`, sorted by window start then end (`records`
-    sorted as `read_estimates` sorts them).
+    """The last pane of each window of `metric`, sorted by window start, end, then version (as
+    `version_preference`; `records` sorted as `read_estimates` sorts them).
 
     Of a window's estimates from several configuration versions: the one of `version`
     (``v1``, ``combined``: `output.layout.version_label`) when given, each of them with
     `every_version`, else the one that stands for the window (`version_preference`).
-    ConfigError (field ``metric`` or ``version``) listing the metrics or versions that exist
+    ConfigError (field ``metric`` or ``config_version``) listing the metrics or versions that exist
     when there is none."""
     mine = [r for r in records if r["metric"] == metric]
     if not mine:
@@ -300,13 +300,14 @@ def latest_by_window(records: list[dict], metric: str, version: str | None = Non
         if not mine:
             raise ConfigError(f"no estimates of metric {metric!r} from configuration version "
                               f"{version!r} (versions: {', '.join(versions) or 'none'})",
-                              "version")
+                              "config_version")
     by_window: dict[tuple, dict] = {}
     # a stable sort: within a version, the last pane wins; across versions, the preferred one
     for record in sorted(mine, key=version_preference):
         key = window_key(record)
         by_window[key[1:] if every_version else key[1:3]] = record
-    return [by_window[bounds] for bounds in sorted(by_window)]
+    return sorted(by_window.values(),
+                  key=lambda record: (*window_key(record)[1:3], version_preference(record)))
 
 
 def windows_at(windows: list[dict], metric: str, window: str) -> list[dict]:
@@ -345,7 +346,7 @@ def select_window(records: list[dict], metric: str, window: str,
     """The one record of `metric` that `window` names (`windows_at`): an index, the start of a
     window, or a time inside exactly one window; of its configuration versions, `version` or the
     one that stands for it (`latest_by_window`). When a window has several panes the last one is
-    returned. ConfigError (field ``metric``, ``version`` or ``window``) lists the metrics,
+    returned. ConfigError (field ``metric``, ``config_version`` or ``window``) lists the metrics,
     versions or windows that exist when nothing matches, or the windows that hold a time held
     by several.
     """

@@ -82,7 +82,7 @@ def warning_text(record: Mapping, found: Resolution) -> str:
 def _longer(record: Mapping, found: Resolution) -> str:
     if math.isinf(found.scale):
         return "no window length would do"
-    _, start, end = window_key(record)
+    _, start, end, _ = window_key(record)
     return (f"about {math.ceil(found.reports_needed):,} reports would (windows of about "
             f"{duration_text((end - start) * found.scale)} at this rate)")
 

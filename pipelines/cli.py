@@ -203,9 +203,10 @@ def _warn_under_resolved(output: str) -> None:
         records = read_estimates(output)
     except UserError:  # no window was written
         return
+    from ldp_telemetry.output.layout import window_key
     latest = {}
-    for record in records:  # sorted by pane: the last pane of each window wins
-        latest[(record["metric"], record["window_start"], record["window_end"])] = record
+    for record in records:  # sorted by pane: the last pane of each window (and version) wins
+        latest[window_key(record)] = record
     for line in under_resolved_summary(list(latest.values())):
         print(line)
 
@@ -217,7 +218,8 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     metrics = ([args.metric] if args.metric is not None
                else sorted({record["metric"] for record in records}))
     chosen = [window for metric in metrics
-              for window in select_windows(records, metric, args.window, args.windows, args.last)]
+              for window in select_windows(records, metric, args.window, args.windows, args.last,
+                                           args.config_version)]
     print(f"({BAND_NOTE})")
     for record in chosen:
         print(format_top(record, args.top))
@@ -225,9 +227,18 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
 
 
 def _query(args: argparse.Namespace, _extra: list[str]) -> int:
+    from ldp_telemetry.output.layout import COMBINED
     from ldp_telemetry.output.reader import read_estimates, select_window
     from ldp_telemetry.pipelines.query_text import answer_query
-    record = select_window(read_estimates(args.output), args.metric, args.window)
+    if args.config_version == COMBINED:
+        raise ConfigError("queries are answered from one configuration version's estimate (the "
+                          "exact variance of a sum needs that version's protocol): give "
+                          "--config-version v1, v2, ...", "config_version")
+    records = read_estimates(args.output)
+    record = select_window(records, args.metric, args.window, args.config_version)
+    if record.get("combined_versions"):  # the window's newest version stands for it here
+        record = select_window(records, args.metric, args.window,
+                               f"v{max(record['combined_versions'])}")
     print(answer_query(record, args))
     return 0
 

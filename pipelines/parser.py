@@ -13,6 +13,8 @@ import difflib
 from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.output.bands import Z95
 
+#: How the --config-version flags are given (`output.layout.version_label`).
+VERSION_HELP = "v1, v2, ... or combined (docs/fleet-contract.md)"
 #: How `show` and `query` name windows (`output.reader.windows_at`).
 WINDOW_HELP = ("an integer index into the metric's windows sorted by start (0 first, -1 last), "
                "or an ISO-8601 time (UTC if naive): the window starting then, else the "
@@ -110,6 +112,9 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                       help="only the last N windows of each metric")
     show.add_argument("--windows", type=_positive_int, default=None, metavar="N",
                       help="only the first N windows of each metric")
+    show.add_argument("--config-version", default=None, metavar="V",
+                      help=f"only the estimates from this configuration version: {VERSION_HELP} "
+                           "(default: every version's, and their combination)")
 
     query = commands.add_parser(
         "query", help="answer a point, set, top-k or range query on one window",
@@ -123,6 +128,9 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     query.add_argument("--metric", required=True, help="metric name")
     query.add_argument("--window", required=True, metavar="W",
                        help=f"the window: {WINDOW_HELP} (exactly one)")
+    query.add_argument("--config-version", default=None, metavar="V",
+                       help="the estimate from this configuration version: v1, v2, ... "
+                            "(default: the window's highest version; docs/fleet-contract.md)")
     what = query.add_mutually_exclusive_group(required=True)
     what.add_argument("--labels", help="comma-separated labels (or indices) to sum")
     what.add_argument("--top", type=int, metavar="K", help="the K largest estimates")

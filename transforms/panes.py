@@ -33,8 +33,8 @@ class WritePanesFn(beam.DoFn):
     restarted run continues their numbering); panes of `suppressed` windows are not written (a
     restart replays their reports only for the sake of other windows). Offsets are keyed by
     `output.layout.window_key`, suppressed windows by its `window` (every version's estimate of
-    a suppressed window, and their combination, is left alone). Yields the record as written. `echo` prints one line per pane
-    to stdout.
+    a suppressed window, and their combination, is left alone). Yields the record as written.
+    `echo` prints one line per pane to stdout.
     """
 
     def __init__(self, output_dir: str, index_offsets: Mapping[WindowKey, int] | None = None,

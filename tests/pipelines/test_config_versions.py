@@ -27,6 +27,7 @@ from ldp_telemetry.ldp.registry import load_registry, parse_registry
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.output.reasons import Reason
 from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas import load_schema, payload_branch
 from ldp_telemetry.schemas.codec import ReportDecoder
@@ -166,7 +167,7 @@ def test_a_run_without_history_dead_letters_every_report_and_says_why(made_under
 
 
 def test_a_window_of_two_versions_has_an_estimate_per_version_and_a_combined_one(
-        flights, tmp_path):
+        flights, tmp_path, capsys):
     """Half of the devices still on v1 (OUE, ε = 2), half on v2 (GRR, ε = 4, labels reversed):
     an estimate per version from its own reports, and their inverse-variance combination
     (ldp.combine) over all of them, each within 5 exact standard errors of the truth (the
@@ -209,3 +210,27 @@ def test_a_window_of_two_versions_has_an_estimate_per_version_and_a_combined_one
     assert (np.abs(errors) <= Z * exact_error).all()
     reported = dict(zip(combined["labels"], combined["std_error"], strict=True))
     np.testing.assert_allclose([reported[label] for label in labels], exact_error, rtol=0.2)
+    show_and_query_name_the_versions(tmp_path / "out", capsys)
+
+
+def show_and_query_name_the_versions(output, capsys):
+    """`ldp show` prints every version's estimate of a window under its own title; `ldp query`
+    answers from the window's highest version unless --config-version picks one, and refuses the
+    combined estimate (a sum's exact variance needs one version's protocol)."""
+    capsys.readouterr()
+    assert main(["show", "--output", str(output), "--metric", "flight.dest"]) == 0
+    titles = [line.split("  [")[0] for line in capsys.readouterr().out.splitlines()
+              if line.startswith("flight.dest")]
+    assert titles == ["flight.dest v1", "flight.dest v2", "flight.dest combined v1+v2"]
+    answers = {}
+    for version in (None, "v1", "v2"):
+        flags = [] if version is None else ["--config-version", version]
+        assert main(["query", "--output", str(output), "--metric", "flight.dest", "--window",
+                     "0", "--labels", "ATL", "--json", *flags]) == 0
+        answers[version] = json.loads(capsys.readouterr().out)
+    assert answers[None] == answers["v2"] != answers["v1"]
+    for version, says in (("v9", "combined, v1, v2"), ("combined", "one configuration version")):
+        assert main(["query", "--output", str(output), "--metric", "flight.dest", "--window",
+                     "0", "--labels", "ATL", "--config-version", version]) == 2
+        error = capsys.readouterr().err
+        assert "--config-version" in error and says in error

@@ -131,7 +131,8 @@ def test_statistic_size_does_not_depend_on_n(metric):
     small = count(make_batches(metric, [10], seed=2))
     large = count(make_batches(metric, [20_000] * 3, seed=3))
     assert large.n == 60_000
-    assert small.parts[1].table.shape == large.parts[1].table.shape and small.parts[1].table.nbytes == large.parts[1].table.nbytes
+    small_table, large_table = small.parts[1].table, large.parts[1].table
+    assert small_table.shape == large_table.shape and small_table.nbytes == large_table.nbytes
     # The extracted statistic holds no ids: pickled sizes differ by the encoding of n only.
     assert abs(len(pickle.dumps(large)) - len(pickle.dumps(small))) <= 16
     assert REGISTRY[metric].statistic_nbytes == large.parts[1].table.nbytes
