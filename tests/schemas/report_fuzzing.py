@@ -65,7 +65,8 @@ CODECS = [codec for codec in ("null", "deflate", "snappy", "bzip2", "xz", "zstan
 
 
 def seed_files(directory) -> dict[str, bytes]:
-    """{"<metric> <codec>": bytes} of report files written by the project, several blocks each."""
+    """{"<metric> <codec>": bytes} of report files written by the project, several blocks each,
+    the reports carrying their configuration's fingerprint (so that edits reach it too)."""
     rng = np.random.default_rng(7)
     seeds = {}
     for codec in CODECS:
@@ -76,7 +77,7 @@ def seed_files(directory) -> dict[str, bytes]:
             path = directory / f"{metric}-{codec}.avro"
             write_reports(str(path), metric, protocol, np.arange(n),
                           T0 + rng.integers(0, 3 * HOUR, n), columns, codec=codec,
-                          block_bytes=150)
+                          block_bytes=150, fingerprint=REGISTRY[metric].fingerprint)
             seeds[f"{metric} {codec}"] = path.read_bytes()
     return seeds
 
