@@ -209,10 +209,12 @@ class FolderSource:
 
     # -- internals ----------------------------------------------------------------------------
     def _add_too_late(self, key: WindowKey, count: int) -> None:
-        self._too_late[key] = count  # cumulative: the last line is the count
+        """Too-late counts are per window, whatever the version of its estimates."""
+        self._too_late[key.window] = count  # cumulative: the last line is the count
         self._seq += 1
-        if key in self._latest:
-            self._changed[key] = self._seq
+        for estimate in self._windows_of.get(key.metric, ()):
+            if estimate.window == key.window:
+                self._changed[estimate] = self._seq
 
     def _add_estimate(self, record: dict) -> None:
         key = window_key(record)
@@ -247,9 +249,9 @@ class FolderSource:
         for (reason, moment), count in self._dead.get(key.metric, {}).items():
             if moment is not None and key.start_ms <= moment < key.end_ms:
                 rejects[reason] = rejects.get(reason, 0) + count
-        if self._too_late.get(key):
+        if self._too_late.get(key.window):
             rejects[Reason.TOO_LATE.value] = (rejects.get(Reason.TOO_LATE.value, 0)
-                                              + self._too_late[key])
+                                              + self._too_late[key.window])
         return rejects
 
 

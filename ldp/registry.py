@@ -237,7 +237,8 @@ def _parse_history(entry: Mapping, current: MetricConfig, where: str) -> list[Me
     """The earlier configurations listed in a metric's `history`, oldest first.
 
     Each entry holds `version` and the fields of a configuration (protocol, epsilon, domain;
-    estimator and postprocess default to the current configuration's). Versions must increase
+    estimator and postprocess default to the current configuration's; `not_before` is the
+    metric's, for every version). Versions must increase
     along the list and stay below the current version; two versions may not share a
     configuration (their reports could not be told apart).
     """
@@ -264,8 +265,9 @@ def _parse_history(entry: Mapping, current: MetricConfig, where: str) -> list[Me
             raise RegistryError(f"metric {name!r}: {at[len(where) + 1:]} needs a 'version'",
                                 f"{at}.version")
         inherited = {key: entry[key] for key in ("estimator", "postprocess") if key in entry}
-        configs.append(_parse_metric({**inherited, **earlier, "name": name}, at,
-                                     label=f"metric {name!r} version {earlier['version']!r}"))
+        config = _parse_metric({**inherited, **earlier, "name": name}, at,
+                               label=f"metric {name!r} version {earlier['version']!r}")
+        configs.append(dataclasses.replace(config, not_before=current.not_before))
     previous = None
     for position, config in enumerate(configs):
         at = f"{where}.history[{position}].version"

@@ -119,6 +119,11 @@ _FREQUENCY_FIELDS = {"labels": (lambda v: isinstance(v, list), "list"),
 _OPTIONAL_NUMBERS = ("p_star", "q_star", "smallest_resolvable")
 
 
+#: Most versions a combined estimate read back may name (a registry lists at most 64 earlier
+#: configurations of a metric, and its current one).
+MAX_COMBINED_VERSIONS = 65
+
+
 def version_problem(record: Mapping) -> str | None:
     """Why a record's or pane-log entry's version fields are not usable, or None:
     `config_version` null or a positive int, `combined_versions` null or a list of positive
@@ -128,8 +133,13 @@ def version_problem(record: Mapping) -> str | None:
         return "field 'config_version' must be null or a positive integer"
     combined = record.get("combined_versions")
     if combined is not None and not (isinstance(combined, list)
-                                     and all(is_int(v) and v > 0 for v in combined)):
-        return "field 'combined_versions' must be null or a list of positive integers"
+                                     and 2 <= len(combined) <= MAX_COMBINED_VERSIONS
+                                     and all(is_int(v) and v > 0 for v in combined)
+                                     and combined == sorted(set(combined))):
+        return (f"field 'combined_versions' must be null or 2 to {MAX_COMBINED_VERSIONS} "
+                "increasing positive integers")
+    if combined is not None and version is not None:
+        return "fields 'config_version' and 'combined_versions' cannot both be set"
     if record.get("fingerprint") is not None and not _is_str(record["fingerprint"]):
         return "field 'fingerprint' must be null or a string"
     return None

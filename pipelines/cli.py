@@ -228,17 +228,19 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
 
 def _query(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.output.layout import COMBINED
-    from ldp_telemetry.output.reader import read_estimates, select_window
+    from ldp_telemetry.output.reader import latest_by_window, read_estimates, select_window
     from ldp_telemetry.pipelines.query_text import answer_query
     if args.config_version == COMBINED:
         raise ConfigError("queries are answered from one configuration version's estimate (the "
                           "exact variance of a sum needs that version's protocol): give "
                           "--config-version v1, v2, ...", "config_version")
+    from ldp_telemetry.output.layout import window_key
     records = read_estimates(args.output)
     record = select_window(records, args.metric, args.window, args.config_version)
     if record.get("combined_versions"):  # the window's newest version stands for it here
-        record = select_window(records, args.metric, args.window,
-                               f"v{max(record['combined_versions'])}")
+        bounds, newest = window_key(record)[1:3], f"v{max(record['combined_versions'])}"
+        record = next(r for r in latest_by_window(records, args.metric, newest)
+                      if window_key(r)[1:3] == bounds)
     print(answer_query(record, args))
     return 0
 

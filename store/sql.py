@@ -142,6 +142,12 @@ ON CONFLICT (metric, version, window_start_ms, window_end_ms, value_index) DO UP
 WHERE ldp_window_values.pane_index < excluded.pane_index
 """
 
+_DROP_STALE_VALUES = """
+DELETE FROM ldp_window_values
+WHERE metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?
+  AND value_index >= ? AND pane_index < ?
+"""
+
 _UPSERT_SUMMARY = """
 INSERT INTO ldp_window_summaries (metric, version, window_start, window_end, window_start_ms,
   window_end_ms, statistic, value, std_error, pane_index)
@@ -331,6 +337,10 @@ class EstimateStore:
                 cursor.executemany(self._sql(_UPSERT_VALUE),
                                    _value_rows(record, (metric, version, start, end, start_ms,
                                                         end_ms), pane["index"]))
+                # a newer pane with fewer values (a combined estimate whose shared labels
+                # changed) leaves no rows of an older one behind
+                cursor.execute(self._sql(_DROP_STALE_VALUES),
+                               (*window, len(record["estimate"]), pane["index"]))
                 summaries = list(_summary_rows(record, (metric, version, start, end, start_ms,
                                                         end_ms), pane["index"]))
                 if summaries:

@@ -46,8 +46,10 @@ class FinalizeEstimatesFn(beam.DoFn):
         estimate when there are several that share values (ldp_telemetry.ldp.combine)."""
         parts = []
         for version in sorted(statistic.parts):
-            config = self._registry.version(metric, version)
             part = statistic.parts[version]
+            if part.n == 0 and len(statistic.parts) > 1:
+                continue  # a version whose every report repeated another's id: no estimate
+            config = self._registry.version(metric, version)
             parts.append((config, finalize_window(config, part.table, part.n)))
         records = [window_estimate_record(config, result, start, end, pane, self._compact)
                    for config, result in parts]

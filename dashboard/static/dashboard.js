@@ -17,7 +17,10 @@
   var selectedKey = null;
   var userSelected = false;
 
-  function key(w) { return w.window_start + "|" + w.window_end + "|" + (w.version || ""); }
+  /* A window within the shown series (which fixes its configuration version), and the identity of
+   * a window's estimate among every series (source.series_of). */
+  function key(w) { return w.window_start + "|" + w.window_end; }
+  function fullKey(w) { return key(w) + "|" + (w.version || ""); }
   function timingOf(w) { return (w.pane && w.pane.timing) || "ON_TIME"; }
   function paneIndex(w) { return (w.pane && w.pane.index) || 0; }
   function fmt(x, digits) { return (x === null || x === undefined) ? "\u2014" : Number(x).toFixed(digits === undefined ? 4 : digits); }
@@ -620,9 +623,9 @@
 
   function merge(changed) {
     var byKey = {};
-    allWindows.forEach(function (w) { byKey[key(w)] = w; });
+    allWindows.forEach(function (w) { byKey[fullKey(w)] = w; });
     changed.forEach(function (w) {
-      var old = byKey[key(w)];
+      var old = byKey[fullKey(w)];
       if (!old || paneIndex(old) < paneIndex(w) || (paneIndex(old) === paneIndex(w) && (old.light || !w.light))) {
         if (!w.top && old && old.top && w.estimate) {  /* keep the series' top-k indices */
           w.top = {indices: old.top.indices, labels: old.top.labels,
@@ -631,7 +634,7 @@
                    upper95: old.top.indices.map(function (i) { return (w.upper95 || [])[i]; }),
                    half95: old.top.indices.map(function (i) { return (w.half95 || [])[i]; })};
         }
-        byKey[key(w)] = w;
+        byKey[fullKey(w)] = w;
       }
     });
     allWindows = Object.keys(byKey).map(function (k) { return byKey[k]; }).sort(function (a, b) {

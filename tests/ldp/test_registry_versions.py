@@ -50,7 +50,7 @@ def test_everything_that_changes_what_a_report_means_changes_the_fingerprint(cha
 
 
 @pytest.mark.parametrize("change", [
-    {"postprocess": "norm-sub"}, {"estimator": "unbiased"}, {"not_before": "2020-01-01"},
+    {"postprocess": "norm-sub"}, {"estimator": "iiw"}, {"not_before": "2020-01-01"},
     {"version": 7},
 ])
 def test_server_side_choices_leave_the_fingerprint_alone(change):
@@ -127,3 +127,9 @@ def test_a_malformed_history_fails_at_load_naming_its_field(document, message, f
         parse_registry(copy.deepcopy(document))
     assert message in str(raised.value)
     assert raised.value.field == field
+
+
+def test_not_before_holds_for_every_version():
+    registry = parse_registry({"metrics": [{**BASE, "version": 2, "not_before": "2021-06-01",
+                                            "history": [old(1)]}]})
+    assert {c.not_before for c in registry.versions("app")} == {"2021-06-01"}

@@ -13,6 +13,7 @@ from ldp_telemetry.ldp import hashing
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
 from ldp_telemetry.transforms.count import IdSet, MergeSupportFn, SliceCounter, SupportStatistic
+from ldp_telemetry.transforms.estimate_windows import FinalizeEstimatesFn
 
 PROTOCOLS = [("grr", 1.0, 10), ("oue", 1.0, 13), ("olh", 1.5, 10)]  # OUE d=13: padding bits
 REGISTRY = parse_registry({"metrics": [
@@ -249,3 +250,23 @@ def test_id_set_first_batch_shortcut_is_exact(first):
         np.testing.assert_array_equal(ids.add_new(batch), expected)
     assert len(ids) == len(seen)
     assert all((np.diff(level) > 0).all() for level in ids.levels)
+
+
+def test_a_version_whose_every_report_repeated_another_versions_id_gets_no_estimate():
+    """Ids are unique across versions within a slice: a v1 batch repeating v2's ids counts
+    nothing, and the window's records are v2's alone (no record of 0 reports, no combination)."""
+    registry = parse_registry({"metrics": [{
+        "name": "m", "version": 2, "protocol": "grr", "epsilon": 1.0, "domain": {"size": 4},
+        "history": [{"version": 1, "protocol": "grr", "epsilon": 2.0, "domain": {"size": 4}}]}]})
+    ids = np.arange(5, dtype=np.int64)
+    newer = ReportBatch("m", 0, {"value": np.zeros(5, dtype=np.int64), REPORT_ID: ids}, 2)
+    older = ReportBatch("m", 0, {"value": np.ones(5, dtype=np.int64), REPORT_ID: ids}, 1)
+    counter = SliceCounter(registry)
+    counter.add(newer)
+    counter.add(older)
+    statistic = counter.result()
+    assert statistic.n == 5 and statistic.duplicates == 5
+    finalize = FinalizeEstimatesFn(registry)
+    finalize.setup()
+    records = list(finalize.process((("m", 0, 3_600_000), statistic)))
+    assert [(r["config_version"], r["n"]) for r in records] == [(2, 5)]
