@@ -125,7 +125,10 @@ class StoreSource:
             return self._store.unattributed_rejects()
 
     def close(self) -> None:
-        self._store.close()
+        """Close the connection once no server thread is using it (closing an SQLite connection
+        while another thread runs a query on it crashes the interpreter)."""
+        with self._lock:
+            self._store.close()
 
 
 class FolderSource:
