@@ -13,8 +13,9 @@ is exactly unbiased (each f~_k is), and its exact variance is
 
     Var[f^_v] = Σ_k w_k² Var[f~_{k,v}] / (Σ_k w_k)²                       (eq. 2 per version)
 
-reported as a standard error with each Var[f~_{k,v}] evaluated as that version's own standard
-error (eq. 2 at its plug-in estimate). σ_k² is eq. 2 at f_v = 0, so the weights are the optimal
+reported as a standard error with each Var[f~_{k,v}] the variance of that version's unbiased
+estimate (eq. 2 at its plug-in estimate, `finalize.error_plug_in`; not the error a version's
+estimator may report for its own output). σ_k² is eq. 2 at f_v = 0, so the weights are the optimal
 ones for small frequencies, and close to them otherwise. The combination is not post-processed:
 post-processing would make it biased and its variance inexact (each version's own estimate is).
 
@@ -28,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimation import RESOLVABLE_STD_ERRORS
+from ldp_telemetry.ldp.estimation import RESOLVABLE_STD_ERRORS, standard_error
+from ldp_telemetry.ldp.finalize import error_plug_in
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 
 #: The estimator of a combined estimate, as records name it.
@@ -87,7 +89,8 @@ def combine_versions(parts) -> CombinedResult | None:
         index = {label: i for i, label in enumerate(config.value_labels)}
         rows = np.fromiter((index[label] for label in labels), dtype=np.intp, count=len(labels))
         weighted += weight * np.asarray(result.unbiased, dtype=np.float64)[rows]
-        weighted_variance += weight ** 2 * np.asarray(result.std_error, dtype=np.float64)[rows] ** 2
+        error = standard_error(error_plug_in(result.unbiased), result.noise)
+        weighted_variance += weight ** 2 * error[rows] ** 2
         totals.append(weight)
     total = sum(totals)
     return CombinedResult(

@@ -192,10 +192,6 @@ class SliceCounter:
         config = self._registry.version(batch.metric, batch.version)
         if statistic.metric is None:
             statistic.metric = batch.metric
-        part = statistic.parts.get(config.version)
-        if part is None:
-            part = statistic.parts[config.version] = VersionStatistic(
-                0, config.protocol.new_statistic())
         columns = batch.columns
         if REPORT_ID in columns:
             keep = self._ids.add_new(columns[REPORT_ID])
@@ -207,7 +203,11 @@ class SliceCounter:
                     repeated[:DUPLICATE_EXAMPLES].tolist()))[:DUPLICATE_EXAMPLES]
                 columns = {k: v[keep] for k, v in columns.items()}
         kept = len(next(iter(columns.values())))
-        if kept:
+        if kept:  # a version has a table once a report of it is counted, never with n = 0
+            part = statistic.parts.get(config.version)
+            if part is None:
+                part = statistic.parts[config.version] = VersionStatistic(
+                    0, config.protocol.new_statistic())
             config.protocol.accumulate(part.table, columns)
             part.n += kept
 

@@ -47,8 +47,6 @@ class FinalizeEstimatesFn(beam.DoFn):
         parts = []
         for version in sorted(statistic.parts):
             part = statistic.parts[version]
-            if part.n == 0 and len(statistic.parts) > 1:
-                continue  # a version whose every report repeated another's id: no estimate
             config = self._registry.version(metric, version)
             parts.append((config, finalize_window(config, part.table, part.n)))
         records = [window_estimate_record(config, result, start, end, pane, self._compact)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.combine import combine_versions, shared_labels
-from ldp_telemetry.ldp.finalize import finalize_window
+from ldp_telemetry.ldp.estimation import standard_error
+from ldp_telemetry.ldp.finalize import error_plug_in, finalize_window
 from ldp_telemetry.ldp.registry import parse_registry
 
 LABELS = [f"app_{i:02d}" for i in range(12)]
@@ -66,15 +67,20 @@ def test_the_combination_is_unbiased_with_the_stated_variance():
     assert (variance < exact_variance(old, n_old, TRUTH)).all()
 
 
-def test_the_reported_standard_error_is_the_formula_at_each_versions_own_error():
+def test_the_reported_standard_error_is_the_formula_at_each_versions_unbiased_error():
+    """Each version's term is the variance of its *unbiased* estimate (eq. 2 at the plug-in),
+    also when the version's estimator (here IIW) reports another error for its own output."""
     old, new = versions({"protocol": "oue", "epsilon": 2.0, "domain": {"size": 6}},
-                        {"protocol": "olh", "epsilon": 2.0, "domain": {"size": 6}})
+                        {"protocol": "olh", "epsilon": 2.0, "domain": {"size": 6},
+                         "estimator": "iiw"})
     rng = np.random.default_rng(3)
     a = window(old, rng.integers(0, 6, 500), rng)
     b = window(new, rng.integers(0, 6, 800), rng)
     combined = combine_versions([(old, a), (new, b)])
     w = np.array([1 / a.noise.sigma ** 2, 1 / b.noise.sigma ** 2])
-    expected = np.sqrt(w[0] ** 2 * a.std_error ** 2 + w[1] ** 2 * b.std_error ** 2) / w.sum()
+    errors = [standard_error(error_plug_in(r.unbiased), r.noise) for r in (a, b)]
+    assert not np.allclose(errors[1], b.std_error)  # IIW's own error differs
+    expected = np.sqrt(w[0] ** 2 * errors[0] ** 2 + w[1] ** 2 * errors[1] ** 2) / w.sum()
     np.testing.assert_allclose(combined.std_error, expected)
     np.testing.assert_allclose(combined.estimate, (w[0] * a.unbiased + w[1] * b.unbiased)
                                / w.sum())

@@ -208,6 +208,9 @@ def test_a_window_of_two_versions_has_an_estimate_per_version_and_a_combined_one
     estimate = dict(zip(combined["labels"], combined["estimate"], strict=True))
     errors = np.array([estimate[label] for label in labels]) - mixed
     assert (np.abs(errors) <= Z * exact_error).all()
+    # The reported error is eq. 2 at each version's plug-in estimate, not at the truth: with GRR
+    # at ε = 4 (q* = 0.006) a plug-in off by 5 standard errors moves a value's variance by up to
+    # 26% and its standard error by 12%; OUE at ε = 2 by under 2%. 20% covers both.
     reported = dict(zip(combined["labels"], combined["std_error"], strict=True))
     np.testing.assert_allclose([reported[label] for label in labels], exact_error, rtol=0.2)
     show_and_query_name_the_versions(tmp_path / "out", capsys)
