@@ -1,0 +1,92 @@
+"""What a device is promised: ε per report, per day at the configured rate, and over a lifetime.
+
+`privacy_budget(config)` is the one place every surface (`ldp show`, the estimate records, the
+store, the dashboard) takes the promise from. With r = `reports_per_day` and ε1 the per-report ε:
+
+- one-stage metric: each report is a fresh ε1-LDP draw and reports compose by basic sequential
+  composition (ε adds up), so a day costs r·ε1 and the lifetime cost grows without bound (r·ε1
+  more each day): `lifetime` is None;
+- memoized metric (ldp_telemetry.ldp.protocols.memoized): every report of one value is a
+  randomisation of the same ε∞-LDP permanent response, so any number of them reveal at most ε∞
+  about that value (post-processing), and at most r·ε1 by sequential composition: a day costs
+  min(r·ε1, ε∞) while the value holds, min(r·ε1, k·ε∞) if it takes k distinct values that day.
+  Over a lifetime a device holds at most L = min(max_values, the protocol's distinct permanent
+  responses: d, or g for local hashing) of them, and the lifetime cost is L·ε∞ (sequential
+  composition over distinct permanent responses).
+
+Everything is per metric *configuration*: a new version has a new fingerprint, so its permanent
+responses are fresh and its lifetime budget starts again; a device reporting several metrics
+adds their budgets (docs/privacy-over-time.md).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+#: How the per-day and lifetime figures are composed.
+SEQUENTIAL = "basic sequential composition: the ε of separate reports add up"
+MEMOIZED_RULE = ("basic sequential composition over reports, capped per distinct value by the "
+                 "ε∞ of its memoized permanent response (post-processing)")
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class PrivacyBudget:
+    """A metric configuration's promise to one device (see the module docstring).
+
+    `per_day` is None when no reporting rate is configured; `lifetime` is None when it grows
+    without bound (a one-stage metric); `distinct_values` is L, the most distinct permanent
+    responses a device holds (None for a one-stage metric).
+    """
+
+    per_report: float
+    memoized: bool
+    reports_per_day: float | None
+    per_day: float | None
+    lifetime: float | None
+    lifetime_epsilon: float | None
+    distinct_values: int | None
+    rule: str
+
+    def as_record(self) -> dict:
+        """The budget as plain JSON values (the estimate records' `privacy` field)."""
+        return asdict(self)
+
+    def text(self) -> str:
+        """One line a user can read."""
+        rate = ("no reporting rate configured" if self.reports_per_day is None
+                else f"{self.reports_per_day:g} reports/day")
+        day = "" if self.per_day is None else f", ε={self.per_day:.3g} per day"
+        if not self.memoized:
+            growth = ("" if self.reports_per_day is None else
+                      f" (grows by {self.per_day:.3g} every day)")
+            return (f"ε={self.per_report:g} per report{day} at {rate}; no lifetime bound"
+                    f"{growth}: reports are not memoized")
+        return (f"ε={self.per_report:g} per report{day} at {rate} while the value holds; "
+                f"ε∞={self.lifetime_epsilon:g} per distinct value, lifetime "
+                f"ε={self.lifetime:.3g} (at most {self.distinct_values} distinct values)")
+
+
+def privacy_budget(config) -> PrivacyBudget:
+    """The promise of a registry `MetricConfig` (module docstring)."""
+    epsilon, rate = float(config.epsilon), config.reports_per_day
+    memo = getattr(config, "memoize", None)
+    if memo is None:
+        per_day = None if rate is None else rate * epsilon
+        return PrivacyBudget(epsilon, False, rate, per_day, None, None, None, SEQUENTIAL)
+    items = config.protocol.prr_items
+    distinct = items if memo.max_values is None else min(memo.max_values, items)
+    lifetime = memo.lifetime_epsilon
+    per_day = None if rate is None else min(rate * epsilon, lifetime)
+    return PrivacyBudget(epsilon, True, rate, per_day, distinct * lifetime, lifetime, distinct,
+                         MEMOIZED_RULE)
+
+
+def reports_per_window(config, window_ms: int) -> float | None:
+    """Reports one device makes in a window of `window_ms` at the configured rate (None when no
+    rate is configured): above 1, a memoized device's reports in a window share their permanent
+    response (ldp_telemetry.ldp.protocols.memoized.TwoStage.repeated_report_variance)."""
+    rate = config.reports_per_day
+    return None if rate is None else rate * window_ms / DAY_MS
+
+
+__all__ = ["DAY_MS", "PrivacyBudget", "privacy_budget", "reports_per_window"]
