@@ -197,6 +197,15 @@ class TwoStage:
     def _composed(self) -> tuple[float, float]:
         raise NotImplementedError
 
+    def prr_item(self, value: int, words: Words) -> int:
+        """What the PRR of `value` is memoized under: the value itself (local hashing: its
+        bucket). A device holds one PRR per distinct item."""
+        return int(value)
+
+    def permanent_response(self, item: int, words: Words) -> dict[str, np.ndarray]:
+        """The PRR of `item` as one row of payload columns, from the device's keyed words."""
+        raise NotImplementedError
+
     def prr_report_variance(self, w: np.ndarray) -> np.ndarray:
         """Var over the PRR of E[Y | PRR] / (p2 - q2)^2, for every true value x (closed form)."""
         raise NotImplementedError
@@ -239,11 +248,8 @@ class MemoizedGRR(TwoStage, GRR):
     def instantaneous_response(self, columns, rng):
         return {"value": grr_perturb(columns["value"], self.d, self.irr.p, rng)}
 
-    def prr_item(self, value: int, words: Words) -> tuple[str, int]:
-        return VALUE, int(value)
-
-    def permanent_response(self, value: int, words: Words) -> dict[str, np.ndarray]:
-        y = grr_from_words(value, self.d, self.prr.p, words(VALUE, int(value), 2))
+    def permanent_response(self, item: int, words: Words) -> dict[str, np.ndarray]:
+        y = grr_from_words(item, self.d, self.prr.p, words(VALUE, int(item), 2))
         return {"value": np.array([y], dtype=np.int64)}
 
 
@@ -285,14 +291,11 @@ class _MemoizedUnary(TwoStage):
         out = rng.random(bits.shape) < np.where(bits, irr.p, irr.q)
         return {"bits": np.packbits(out, axis=1, bitorder="little")}
 
-    def prr_item(self, value: int, words: Words) -> tuple[str, int]:
-        return VALUE, int(value)
-
-    def permanent_response(self, value: int, words: Words) -> dict[str, np.ndarray]:
+    def permanent_response(self, item: int, words: Words) -> dict[str, np.ndarray]:
         prr = self.prr
         probabilities = np.full(self.d, prr.q)
-        probabilities[int(value)] = prr.p
-        bits = coin(words(VALUE, int(value), self.d), probabilities)
+        probabilities[int(item)] = prr.p
+        bits = coin(words(VALUE, int(item), self.d), probabilities)
         return {"bits": np.packbits(bits[None, :], axis=1, bitorder="little")}
 
 
@@ -364,14 +367,14 @@ class _MemoizedLocalHashing(TwoStage):
     def _seed(self, words: Words) -> np.ndarray:
         return np.asarray(words(SEED, 0, 1), dtype=np.uint64)[:1]
 
-    def prr_item(self, value: int, words: Words) -> tuple[str, int]:
+    def prr_item(self, value: int, words: Words) -> int:
+        """The device's hash bucket H(seed, value): its PRR is the bucket's."""
         seed = self._seed(words)
-        return BUCKET, int(hashing.local_hash(seed, np.array([int(value)]), self.g)[0])
+        return int(hashing.local_hash(seed, np.array([int(value)]), self.g)[0])
 
-    def permanent_response(self, value: int, words: Words) -> dict[str, np.ndarray]:
+    def permanent_response(self, item: int, words: Words) -> dict[str, np.ndarray]:
         seed = self._seed(words)
-        bucket = int(hashing.local_hash(seed, np.array([int(value)]), self.g)[0])
-        y = grr_from_words(bucket, self.g, self.prr.p, words(BUCKET, bucket, 2))
+        y = grr_from_words(item, self.g, self.prr.p, words(BUCKET, int(item), 2))
         return {"seed": seed.view(np.int64), "y": np.array([y], dtype=np.int64)}
 
 
