@@ -5,9 +5,9 @@
 this order: the protocol's perturbation of every value, then the report ids not given (uniform
 in [0, 2^63 - 1)). A memoized metric (registry field `memoize`) needs the device's
 `DeviceMemo` (ldp_telemetry.client.device): the permanent responses come from its secret, the
-generator draws only the instantaneous responses, then the report ids. Each record carries the metric configuration's fingerprint
-(ldp_telemetry.ldp.fingerprint), so the server counts it under the configuration it was made
-with, whatever the registry says by then.
+generator draws only the instantaneous responses, then the report ids. Each record carries the
+metric configuration's fingerprint (ldp_telemetry.ldp.fingerprint), so the server counts it
+under the configuration it was made with, whatever the registry says by then.
 """
 from __future__ import annotations
 
