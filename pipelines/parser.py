@@ -70,7 +70,13 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                     "the largest Avro payload in bytes, the aggregation cost, and the "
                     "recommended protocol (lowest n·MSE; ties: fewest bytes, then cheapest "
                     "aggregation).")
-    plan.add_argument("--epsilon", required=True, type=float, help="privacy level ε > 0")
+    plan.add_argument("--epsilon", "--report-epsilon", required=True, type=float,
+                      help="privacy level ε > 0 (per report, ε1, with --lifetime-epsilon)")
+    plan.add_argument("--lifetime-epsilon", type=float, default=None,
+                      help="also compare the two-stage (memoized) protocols at this lifetime ε∞ "
+                           "per distinct value")
+    plan.add_argument("--max-values", type=int, default=None,
+                      help="with --lifetime-epsilon: most distinct values memoized per device")
     plan.add_argument("--domain", required=True, type=int, help="domain size d >= 2")
     plan.add_argument("--n", type=int, default=None,
                       help="number of reports per window: also print MSE and its square root")

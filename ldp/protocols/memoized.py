@@ -47,7 +47,8 @@ import numpy as np
 from ldp_telemetry.ldp import hashing
 from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.protocols.base import (epsilon_problem, grr_perturb,
-                                              independent_support_variance, random_seeds)
+                                              independent_support_variance, pure_n_mse,
+                                              random_seeds)
 from ldp_telemetry.ldp.protocols.grr import GRR
 from ldp_telemetry.ldp.protocols.oue import OUE
 from ldp_telemetry.ldp.protocols.rlh import RLH
@@ -210,6 +211,17 @@ class TwoStage:
         """Var over the PRR of E[Y | PRR] / (p2 - q2)^2, for every true value x (closed form)."""
         raise NotImplementedError
 
+    def prr_support(self) -> tuple[float, float]:
+        """(p, q*) of the PRR read as a pure protocol: its support probabilities."""
+        return self.prr.p, self.prr.q
+
+    def floor_n_mse(self) -> float:
+        """n·MSE that averaging the estimates of many windows of the same devices never removes:
+        the PRR's own ([Fang25] eq. 4 with the PRR's p, q*), since the composed p* - q* is
+        (p1 - q1)(p2 - q2) and the IRR's share of the noise averages out while the PRR's does
+        not. A one-stage protocol's floor is 0."""
+        return pure_n_mse(*self.prr_support(), self.d)
+
     def repeated_report_variance(self, weights: np.ndarray, reports: int) -> np.ndarray:
         """Var[Y | x] per report when every device contributes `reports` reports sharing one PRR:
         report_variance(w) + (R - 1)(p2 - q2)^2 Var_PRR(E[Y | PRR]) (the reports are independent
@@ -347,6 +359,9 @@ class _MemoizedLocalHashing(TwoStage):
 
     def _composed(self) -> tuple[float, float]:
         return compose(*self.stages(), self.g)[0], 1.0 / self.g
+
+    def prr_support(self) -> tuple[float, float]:
+        return self.prr.p, 1.0 / self.g
 
     def prr_report_variance(self, w: np.ndarray) -> np.ndarray:
         # E[Y | seed, PRR z] = Σ_v w_v (q2 + (p2 - q2)[H(v) = z]): one-stage local hashing at
