@@ -53,17 +53,22 @@ class PrivacyBudget:
 
     def text(self) -> str:
         """One line a user can read."""
-        rate = ("no reporting rate configured" if self.reports_per_day is None
-                else f"{self.reports_per_day:g} reports/day")
-        day = "" if self.per_day is None else f", ε={self.per_day:.3g} per day"
+        if self.reports_per_day is None:
+            day = (f"per day: reports/day x {self.per_report:g} (no reporting rate configured)"
+                   if not self.memoized else
+                   f"per day: at most ε∞={self.lifetime_epsilon:g} while the value holds (no "
+                   "reporting rate configured)")
+        else:
+            day = f"ε={self.per_day:.3g} per day at {self.reports_per_day:g} reports/day"
+            if self.memoized:
+                day += " while the value holds"
         if not self.memoized:
-            growth = ("" if self.reports_per_day is None else
-                      f" (grows by {self.per_day:.3g} every day)")
-            return (f"ε={self.per_report:g} per report{day} at {rate}; no lifetime bound"
-                    f"{growth}: reports are not memoized")
-        return (f"ε={self.per_report:g} per report{day} at {rate} while the value holds; "
-                f"ε∞={self.lifetime_epsilon:g} per distinct value, lifetime "
-                f"ε={self.lifetime:.3g} (at most {self.distinct_values} distinct values)")
+            growth = "" if self.per_day is None else f" (grows by {self.per_day:.3g} every day)"
+            return (f"ε={self.per_report:g} per report; {day}; no lifetime bound{growth}: "
+                    "reports are not memoized")
+        return (f"ε={self.per_report:g} per report; {day}; ε∞={self.lifetime_epsilon:g} per "
+                f"distinct value; lifetime ε={self.lifetime:.3g} (at most {self.distinct_values} "
+                "distinct values)")
 
 
 def privacy_budget(config) -> PrivacyBudget:
@@ -81,6 +86,14 @@ def privacy_budget(config) -> PrivacyBudget:
                          MEMOIZED_RULE)
 
 
+def budget_text(privacy: dict | None) -> str | None:
+    """The `text` of a budget read back from a record's `privacy` field (None when absent)."""
+    if not privacy:
+        return None
+    return PrivacyBudget(**{name: privacy.get(name) for name in PrivacyBudget.__dataclass_fields__}
+                         ).text()
+
+
 def reports_per_window(config, window_ms: int) -> float | None:
     """Reports one device makes in a window of `window_ms` at the configured rate (None when no
     rate is configured): above 1, a memoized device's reports in a window share their permanent
@@ -89,4 +102,4 @@ def reports_per_window(config, window_ms: int) -> float | None:
     return None if rate is None else rate * window_ms / DAY_MS
 
 
-__all__ = ["DAY_MS", "PrivacyBudget", "privacy_budget", "reports_per_window"]
+__all__ = ["DAY_MS", "PrivacyBudget", "budget_text", "privacy_budget", "reports_per_window"]

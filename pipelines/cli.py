@@ -252,8 +252,14 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     chosen = [window for metric in metrics
               for window in select_windows(records, metric, args.window, args.windows, args.last,
                                            args.config_version)]
+    from ldp_telemetry.ldp.budget import budget_text
     print(f"({BAND_NOTE})")
+    promised = set()
     for record in chosen:
+        promise = budget_text(record.get("privacy"))
+        if promise is not None and (record["metric"], promise) not in promised:
+            promised.add((record["metric"], promise))
+            print(f"{record['metric']}: privacy {promise}")
         print(format_top(record, args.top))
     return 0
 

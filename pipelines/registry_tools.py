@@ -19,6 +19,7 @@ from collections import Counter
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.fingerprint import canonical_text
 from ldp_telemetry.ldp.planner import recommend
+from ldp_telemetry.ldp.budget import privacy_budget
 from ldp_telemetry.ldp.protocols.base import NUMERIC, epsilon_problem
 from ldp_telemetry.ldp.registry import MetricConfig, Registry, load_registry, parse_registry
 from ldp_telemetry.output.atomic import write_atomically
@@ -276,6 +277,7 @@ def _show(args: argparse.Namespace, out) -> int:
              "current": config is registry[config.name], "protocol": config.protocol_name,
              "epsilon": config.epsilon, "domain": _domain_text(config),
              "fingerprint": config.fingerprint.hex(),
+             "privacy": privacy_budget(config).as_record(),
              **({"canonical_text": canonical_text(config)} if args.canonical else {})}
             for metric in registry.metrics for config in registry.versions(metric.name)]
     if args.json:
@@ -289,4 +291,6 @@ def _show(args: argparse.Namespace, out) -> int:
                   f"ε={row['epsilon']:g}  {row['domain']}{mark}", file=out)
             if args.canonical:
                 print(f"        {row['canonical_text']}", file=out)
+        promise = privacy_budget(metric)
+        print(f"  privacy (current version): {promise.text()} ({promise.rule})", file=out)
     return 0
