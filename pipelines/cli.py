@@ -110,6 +110,9 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     if not args.live and (args.speedup is not None or args.rate is not None):
         raise ConfigError("--speedup and --rate need --live", field="speedup")
     truth = read_true_values(args.input, config, args.value_column, args.time_column)
+    if args.live and (args.devices is not None or args.device_column is not None):
+        raise ConfigError("--devices and --device-column write at once: leave out --live",
+                          field="devices")
     if args.live:
         speedup = args.speedup if args.speedup is not None or args.rate is not None else 1.0
         paths = simulate_live(config, truth, args.out, args.seed, speedup, args.rate,
@@ -122,8 +125,15 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     if per_file <= 0:
         raise ConfigError(f"reports_per_file must be positive, got {per_file}",
                           field="reports_per_file")
+    devices = None
+    if args.devices is not None:
+        from ldp_telemetry.pipelines.simulate import fleet_assignment
+        devices = fleet_assignment(truth, args.devices)
+    elif args.device_column is not None:
+        from ldp_telemetry.pipelines.simulate import read_device_column
+        devices = read_device_column(args.input, args.device_column, len(truth.values))
     paths = simulate_reports(config, truth, args.out, args.seed, per_file,
-                             overwrite=args.overwrite, progress=sys.stderr)
+                             overwrite=args.overwrite, progress=sys.stderr, devices=devices)
     print(f"{len(truth.values):,} reports of {config.name} ({config.protocol_name}, "
           f"ε={config.epsilon:g}) written to {len(paths)} file(s) in {args.out}")
     return 0

@@ -50,6 +50,13 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                           help="split output into files of at most this many reports")
     simulate.add_argument("--overwrite", action="store_true",
                           help="replace this metric's report files already in --out")
+    fleet = simulate.add_mutually_exclusive_group()
+    fleet.add_argument("--devices", type=int, default=None,
+                       help="memoized metrics: simulate this many devices, each holding one "
+                            "value (rows ordered by value and time, cut into equal blocks) and "
+                            "reporting it at its rows' times (default: one device per row)")
+    fleet.add_argument("--device-column", default=None,
+                       help="memoized metrics: the CSV column naming each row's device")
     live = simulate.add_argument_group(
         "live mode", "write the reports into --out over time, as a collector would: one file "
         "every --file-every seconds holding the reports that came due, written under a hidden "
