@@ -3,7 +3,7 @@
 Stage one, the permanent randomized response (PRR), randomises the device's value once, at the
 lifetime level ε∞, and is memoized: every later report of the same value reuses it. Stage two,
 the instantaneous randomized response (IRR), randomises the PRR afresh for every report. This is
-RAPPOR's construction [Erlingsson14] (§2, "permanent" and "instantaneous" randomized response),
+RAPPOR's construction [Erlingsson14] (its "permanent" and "instantaneous" randomized responses),
 in the parameterisation of Arcolezi et al. [Arcolezi22] (L-GRR, L-SUE, L-OSUE: the IRR is chosen
 so that the composed channel is ε1-LDP for one report), and for local hashing that of LOLOHA
 [Arcolezi23] (one hash per device, PRR and IRR on the hashed value).

@@ -193,7 +193,7 @@ def test_report_variances_equal_the_enumerated_ones(name, d, report, lifetime):
 
 
 def test_one_stage_and_two_stage_grr_and_sue_share_their_report_channel():
-    """L-GRR and L-SUE compose exactly to GRR and SUE at ε1 ([Arcolezi22], §L-GRR / L-SUE)."""
+    """L-GRR and L-SUE compose exactly to GRR and SUE at ε1 ([Arcolezi22]: L-GRR, L-SUE)."""
     from ldp_telemetry.ldp.protocols import make_protocol
     for name in ("grr", "sue"):
         two, one = make_memoized_protocol(name, 1.2, 7, 3.0), make_protocol(name, 1.2, 7)
