@@ -63,6 +63,8 @@ Words = Callable[[str, int, int], np.ndarray]
 #: The stream kinds: a value's PRR, a device's hash seed, a hash bucket's PRR.
 VALUE, SEED, BUCKET = "value", "seed", "bucket"
 _TOP53 = np.uint64(11)
+#: Rows of unary bits randomised at once (bounds the float draws held: _ROWS x d).
+_ROWS = 4096
 
 
 @dataclass(frozen=True)
@@ -291,17 +293,24 @@ class _MemoizedUnary(TwoStage):
     def perturb(self, values, rng):
         values = np.asarray(values, dtype=np.int64)
         prr = self.prr
-        bits = rng.random((len(values), self.d)) < prr.q
-        bits[np.arange(len(values)), values] = rng.random(len(values)) < prr.p
-        return self.instantaneous_response(
-            {"bits": np.packbits(bits, axis=1, bitorder="little")}, rng)
+        packed = np.empty((len(values), (self.d + 7) // 8), dtype=np.uint8)
+        for start in range(0, len(values), _ROWS):  # bounded memory: _ROWS x d at a time
+            rows = values[start:start + _ROWS]
+            bits = rng.random((len(rows), self.d)) < prr.q
+            bits[np.arange(len(rows)), rows] = rng.random(len(rows)) < prr.p
+            packed[start:start + len(rows)] = np.packbits(bits, axis=1, bitorder="little")
+        return self.instantaneous_response({"bits": packed}, rng)
 
     def instantaneous_response(self, columns, rng):
         packed = np.asarray(columns["bits"], dtype=np.uint8)
-        bits = np.unpackbits(packed, axis=1, count=self.d, bitorder="little").astype(bool)
+        out = np.empty_like(packed)
         irr = self.irr
-        out = rng.random(bits.shape) < np.where(bits, irr.p, irr.q)
-        return {"bits": np.packbits(out, axis=1, bitorder="little")}
+        for start in range(0, len(packed), _ROWS):
+            bits = np.unpackbits(packed[start:start + _ROWS], axis=1, count=self.d,
+                                 bitorder="little").astype(bool)
+            drawn = rng.random(bits.shape) < np.where(bits, irr.p, irr.q)
+            out[start:start + len(bits)] = np.packbits(drawn, axis=1, bitorder="little")
+        return {"bits": out}
 
     def permanent_response(self, item: int, words: Words) -> dict[str, np.ndarray]:
         prr = self.prr
