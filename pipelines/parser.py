@@ -53,8 +53,8 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     fleet = simulate.add_mutually_exclusive_group()
     fleet.add_argument("--devices", type=int, default=None,
                        help="memoized metrics: simulate this many devices, each holding one "
-                            "value (rows ordered by value and time, cut into equal blocks) and "
-                            "reporting it at its rows' times (default: one device per row)")
+                            "value and reporting it at evenly spread times (a value's rows dealt "
+                            "to its devices in turn; default: one device per row)")
     fleet.add_argument("--device-column", default=None,
                        help="memoized metrics: the CSV column naming each row's device")
     live = simulate.add_argument_group(

@@ -157,18 +157,33 @@ MAX_DEVICES = 10_000_000
 def fleet_assignment(truth: TrueValues, devices: int) -> np.ndarray:
     """Each row's device in a simulated fleet of `devices` devices (`ldp simulate --devices`).
 
-    The rows are ordered by (value, event time) and cut into `devices` contiguous blocks of
-    near-equal size: each device holds one value (a device at a block boundary holds two) and
-    reports it about rows/devices times over the data's period, at its rows' event times, so
-    every row is still reported once at its time and the per-window distribution is unchanged.
+    Every device holds one value all along. The devices are shared out among the values in
+    proportion to their rows (at least one each, largest remainders first), and a value's rows, in
+    event-time order, are dealt to its devices in turn: each device reports its value about
+    rows/devices times, spread evenly over the data's period, and every row is still reported
+    once at its time, so the per-window distribution is unchanged. Needs at least one device per
+    distinct value and at most one per row.
     """
     n = len(truth.values)
-    if not 1 <= devices <= min(n, MAX_DEVICES):
-        raise ConfigError(f"devices must be in [1, {min(n, MAX_DEVICES):,}] (at most one per "
-                          f"row and MAX_DEVICES), got {devices:,}", "devices")
     order = np.lexsort((truth.event_times_ms, truth.values))
+    _, starts, counts = np.unique(truth.values[order], return_index=True, return_counts=True)
+    if not len(counts) <= devices <= min(n, MAX_DEVICES):
+        raise ConfigError(f"devices must be in [{len(counts):,}, {min(n, MAX_DEVICES):,}] (one "
+                          "per distinct value at least, at most one per row and MAX_DEVICES), "
+                          f"got {devices:,}", "devices")
+    share = counts * devices / n
+    per_value = np.maximum(1, np.floor(share).astype(np.int64))
+    while per_value.sum() > devices:  # the minimum of one pushed past the total
+        per_value[np.argmax(np.where(per_value > 1, per_value - share, -np.inf))] -= 1
+    extra = devices - int(per_value.sum())
+    if extra:
+        per_value[np.argsort(-(share - per_value), kind="stable")[:extra]] += 1
+    per_value = np.minimum(per_value, counts)
+    first = np.cumsum(per_value) - per_value
+    group = np.repeat(np.arange(len(counts)), counts)
+    position = np.arange(n) - np.repeat(starts, counts)
     assignment = np.empty(n, dtype=np.int64)
-    assignment[order] = np.arange(n) * devices // n
+    assignment[order] = first[group] + position % per_value[group]
     return assignment
 
 

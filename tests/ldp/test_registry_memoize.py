@@ -101,3 +101,13 @@ def test_the_budget_of_a_memoized_metric(protocol, max_values, distinct):
     assert privacy_budget(load(protocol=protocol, epsilon=0.5, memoize=memo,
                                reports_per_day=2)).per_day == 1.0
     assert reports_per_window(config, 3_600_000) == 1.0
+
+
+def test_more_than_one_memoized_report_per_window_is_warned_about():
+    from ldp_telemetry.ldp.budget import repeated_reports_warning
+    memo = load(memoize={"lifetime_epsilon": 4.0}, reports_per_day=24)
+    assert repeated_reports_warning(memo, 3_600_000) is None  # one an hour, hourly windows
+    warning = repeated_reports_warning(memo, 86_400_000)
+    assert "about 24 reports per window" in warning and "at most 3600 s" in warning
+    assert repeated_reports_warning(load(reports_per_day=24), 86_400_000) is None
+    assert repeated_reports_warning(load(memoize={"lifetime_epsilon": 4.0}), 86_400_000) is None

@@ -20,16 +20,22 @@ def truth(n=1_000, d=5, seed=0):
     return TrueValues(rng.integers(0, d, size=n), T0 + np.sort(rng.integers(0, 10**9, size=n)))
 
 
-def test_a_fleet_gives_every_device_one_value_or_two_and_keeps_every_row():
+def test_a_fleet_gives_every_device_one_value_spread_over_time_and_keeps_every_row():
     values = truth()
     assignment = fleet_assignment(values, 37)
     assert len(assignment) == 1_000 and set(assignment.tolist()) == set(range(37))
-    counts = np.bincount(assignment)
-    assert counts.max() - counts.min() <= 1
-    distinct = [len(set(values.values[assignment == i].tolist())) for i in range(37)]
-    assert max(distinct) <= 2 and sum(k == 2 for k in distinct) <= 4  # d - 1 boundaries
+    for device in range(37):
+        rows = np.flatnonzero(assignment == device)
+        assert len(set(values.values[rows].tolist())) == 1
+    for value in range(5):  # a value's devices report equally often, in turn over time
+        rows = np.flatnonzero(values.values == value)
+        rows = rows[np.argsort(values.event_times_ms[rows], kind="stable")]
+        counts = np.bincount(assignment[rows])[np.unique(assignment[rows])]
+        assert counts.max() - counts.min() <= 1
+        cycle = len(np.unique(assignment[rows]))
+        assert np.array_equal(assignment[rows][cycle:], assignment[rows][:-cycle])
     with pytest.raises(ConfigError, match="devices must be in"):
-        fleet_assignment(values, 0)
+        fleet_assignment(values, 4)  # fewer than the 5 distinct values
     with pytest.raises(ConfigError, match="devices must be in"):
         fleet_assignment(values, 1_001)
 
