@@ -161,3 +161,13 @@ def two_stage_plan(report_epsilon: float, lifetime_epsilon: float, d: int, n: in
     choice = min(tied, key=lambda row: row.lifetime_epsilon).protocol
     return [TwoStagePlan(**{**row.as_dict(), "recommended": row.protocol == choice})
             for row in rows]
+
+
+def recommend_two_stage(report_epsilon: float, lifetime_epsilon: float, d: int,
+                        max_values: int | None = None) -> tuple[str, str]:
+    """(protocol name, reason): the flagged row of `two_stage_plan`, what `"protocol": "auto"`
+    resolves to for a memoized metric."""
+    row = next(r for r in two_stage_plan(report_epsilon, lifetime_epsilon, d, None, max_values)
+               if r.recommended)
+    return row.protocol, (f"lowest two-stage n·MSE {row.n_mse:.4g} ({row.construction}), "
+                          f"lifetime ε {row.lifetime_epsilon:.4g}")

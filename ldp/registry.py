@@ -40,7 +40,7 @@ from ldp_telemetry.ldp.estimators import UNBIASED, EstimatorSpec
 from ldp_telemetry.ldp.fingerprint import fingerprint
 from ldp_telemetry.ldp.histograms import bucket_edges
 from ldp_telemetry.ldp.memoize import Memoization, parse_memoization, parse_reports_per_day
-from ldp_telemetry.ldp.planner import recommend
+from ldp_telemetry.ldp.planner import recommend, recommend_two_stage
 from ldp_telemetry.ldp.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, FrequencyOracle,
                                          NumericProtocol, make_numeric_protocol, make_protocol)
@@ -346,10 +346,8 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
     reports_per_day = parse_reports_per_day(entry.get("reports_per_day"), fail)
     memoize = None
     if entry.get("memoize") is not None:
-        if protocol in NUMERIC_PROTOCOLS or protocol == AUTO:
-            raise fail("memoize", f"needs a frequency protocol named explicitly, not {protocol!r} "
-                                  "(`ldp plan --report-epsilon E1 --lifetime-epsilon EINF` "
-                                  "compares them)")
+        if protocol in NUMERIC_PROTOCOLS:
+            raise fail("memoize", f"needs a frequency protocol, not the numeric {protocol!r}")
         memoize = parse_memoization(entry["memoize"],
                                     lambda field, message: fail(field, message))
     if protocol in NUMERIC_PROTOCOLS:
@@ -357,7 +355,18 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
         return dataclasses.replace(config, not_before=not_before, version=version,
                                    reports_per_day=reports_per_day)
     labels, d = _parse_domain(entry.get("domain"), fail)
-    if protocol == AUTO:
+    if protocol == AUTO and memoize is not None:
+        problem = epsilon_problem(memoize.lifetime_epsilon)
+        if problem or not float(epsilon) < memoize.lifetime_epsilon:
+            raise fail("memoize.lifetime_epsilon", problem or
+                       f"must exceed the per-report epsilon ({epsilon:g}), got "
+                       f"{memoize.lifetime_epsilon:g}")
+        protocol, reason = recommend_two_stage(float(epsilon), memoize.lifetime_epsilon, d,
+                                               memoize.max_values)
+        if announce is None or name in announce:
+            log.info("%s: protocol 'auto' resolved to %r for ε1=%g, ε∞=%g, d=%d: %s", label,
+                     protocol, epsilon, memoize.lifetime_epsilon, d, reason)
+    elif protocol == AUTO:
         protocol, reason = recommend(float(epsilon), d)
         if announce is None or name in announce:
             log.info("%s: protocol 'auto' resolved to %r for ε=%g, d=%d: %s",

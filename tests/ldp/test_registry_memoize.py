@@ -38,8 +38,10 @@ def load(**fields):
      "not a memoize field"),
     ({"memoize": {"lifetime_epsilon": 4.0}, "protocol": "hr"}, "metrics[0].memoize",
      "defined for protocols"),
-    ({"memoize": {"lifetime_epsilon": 4.0}, "protocol": "auto"}, "metrics[0].memoize",
-     "named explicitly"),
+    ({"memoize": {"lifetime_epsilon": 4.0}, "protocol": "sw",
+      "domain": {"low": 0, "high": 1, "buckets": 4}}, "metrics[0].memoize", "numeric"),
+    ({"memoize": {"lifetime_epsilon": 0.5}, "protocol": "auto"},
+     "metrics[0].memoize.lifetime_epsilon", "must exceed"),
     ({"reports_per_day": 0}, "metrics[0].reports_per_day", "number in"),
     ({"reports_per_day": 100_000}, "metrics[0].reports_per_day", "MAX_REPORTS_PER_DAY"),
     ({"reports_per_day": True}, "metrics[0].reports_per_day", "number in"),
@@ -111,3 +113,11 @@ def test_more_than_one_memoized_report_per_window_is_warned_about():
     assert "about 24 reports per window" in warning and "at most 3600 s" in warning
     assert repeated_reports_warning(load(reports_per_day=24), 86_400_000) is None
     assert repeated_reports_warning(load(memoize={"lifetime_epsilon": 4.0}), 86_400_000) is None
+
+
+def test_auto_resolves_a_memoized_metric_by_the_two_stage_comparison():
+    from ldp_telemetry.ldp.planner import two_stage_plan
+    config = load(protocol="auto", epsilon=1.07, domain={"size": 105},
+                  memoize={"lifetime_epsilon": 4.39, "max_values": 4})
+    [best] = [row for row in two_stage_plan(1.07, 4.39, 105, max_values=4) if row.recommended]
+    assert config.protocol_name == best.protocol and config.protocol.memoized
