@@ -43,6 +43,7 @@ class DeviceMemo:
         self.state_path = None if state_path is None else Path(state_path)
         self._items: dict[str, list[int]] = self._load()
         self._responses: dict[tuple[str, int], dict[str, np.ndarray]] = {}
+        self._item_of: dict[tuple[str, int], int] = {}  # (configuration, value) -> PRR item
 
     def __repr__(self) -> str:  # never the secret
         return f"DeviceMemo(state_path={self.state_path!r})"
@@ -56,8 +57,10 @@ class DeviceMemo:
         None when the report is withheld (`max_values` reached and `on_limit` "stop")."""
         protocol, memo = config.protocol, config.memoize
         words = words_for(self._secret, config)
-        item = protocol.prr_item(int(point), words)
         key = _key(config)
+        item = self._item_of.get((key, int(point)))
+        if item is None:  # local hashing derives the bucket from the keyed seed: once per value
+            item = self._item_of[key, int(point)] = protocol.prr_item(int(point), words)
         held = self._items.setdefault(key, [])
         if item not in held:
             if memo.max_values is not None and len(held) >= memo.max_values:
