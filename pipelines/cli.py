@@ -264,13 +264,14 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
                                            args.config_version)]
     from ldp_telemetry.ldp.budget import budget_text
     print(f"({BAND_NOTE})")
-    promised = set()
+    promised: dict[str, str] = {}  # metric -> what its newest shown version promises a device
     for record in chosen:
-        promise = budget_text(record.get("privacy"))
-        if promise is not None and (record["metric"], promise) not in promised:
-            promised.add((record["metric"], promise))
-            print(f"{record['metric']}: privacy {promise}")
         print(format_top(record, args.top))
+        promise = budget_text(record.get("privacy"))
+        if promise is not None:
+            promised[record["metric"]] = promise
+    for metric, promise in promised.items():
+        print(f"privacy of {metric}: {promise}")
     return 0
 
 
