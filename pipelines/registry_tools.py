@@ -158,9 +158,17 @@ def describe_changes(old: MetricConfig, new: MetricConfig) -> list[str]:
     if old.epsilon != new.epsilon:
         changes.append(f"ε {old.epsilon:g} -> {new.epsilon:g}")
     changes += _domain_changes(old, new)
+    before, after = _memo_text(old), _memo_text(new)
+    if before != after:  # a new ε∞ re-keys every device's permanent responses
+        changes.append(f"memoization {before} -> {after}")
     if not changes and old.fingerprint != new.fingerprint:
         changes.append("derived parameters (the canonical texts differ)")
     return changes
+
+
+def _memo_text(config: MetricConfig) -> str:
+    memo = getattr(config, "memoize", None)
+    return "none" if memo is None else f"ε∞={memo.lifetime_epsilon:g}"
 
 
 def _domain_changes(old: MetricConfig, new: MetricConfig) -> list[str]:

@@ -121,3 +121,12 @@ def test_auto_resolves_a_memoized_metric_by_the_two_stage_comparison():
                   memoize={"lifetime_epsilon": 4.39, "max_values": 4})
     [best] = [row for row in two_stage_plan(1.07, 4.39, 105, max_values=4) if row.recommended]
     assert config.protocol_name == best.protocol and config.protocol.memoized
+
+
+def test_registry_diff_names_a_change_of_memoization():
+    from ldp_telemetry.pipelines.registry_tools import describe_changes
+    plain, memo = load(), load(memoize={"lifetime_epsilon": 4.0})
+    assert describe_changes(plain, memo) == ["memoization none -> ε∞=4"]
+    assert describe_changes(memo, load(memoize={"lifetime_epsilon": 5.0})) == \
+        ["memoization ε∞=4 -> ε∞=5"]
+    assert describe_changes(memo, load(memoize={"lifetime_epsilon": 4.0, "max_values": 2})) == []
