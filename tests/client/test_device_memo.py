@@ -4,6 +4,7 @@ distinct values; an adversary averaging 1,000 reports of one value learns no mor
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import subprocess
@@ -116,26 +117,43 @@ def test_a_memoized_metric_needs_a_device_with_a_real_secret():
     assert "secret" not in repr(DeviceMemo(SECRET)).replace("DeviceMemo", "")
 
 
-@pytest.mark.parametrize("protocol", ["grr", "olh"])
+@pytest.mark.parametrize("protocol", ["grr", "olh", "oue"])
 def test_an_adversary_averaging_a_thousand_reports_learns_no_more_than_the_prr(protocol):
     """2,000 devices, each with a uniform value over d = 5, report it 1,000 times (ε∞ = 1.5,
-    ε1 = 0.5). The adversary takes each device's most frequent report (for local hashing, its most
-    frequent hash bucket, then guesses uniformly among the values in it) -- the best anyone can do
+    ε1 = 0.5). The adversary averages each device's reports to recover its PRR (the most frequent
+    report; for local hashing the most frequent bucket; for OUE each bit's majority), then makes
+    the best guess the PRR allows (local hashing: uniformly among the values in the bucket; OUE:
+    uniformly among the set bits, among all values when none is set) -- the best anyone can do
     once the PRR is known exactly, which 1,000 reports reveal. Its success rate must not exceed the
-    PRR's: p1 for GRR, Σ over the PRR outcomes of the best posterior for local hashing (computed
-    exactly per device seed). Tolerance: 4.5 binomial standard deviations (false failure ~ 3e-6);
-    the same adversary against 1,000 fresh one-stage ε1 reports succeeds almost always."""
+    PRR's: Σ over PRR outcomes z of max_x Pr[z | x] / d, computed exactly (p1 for GRR; per device
+    seed for local hashing; over the 2^d bit vectors for OUE). Tolerance: 4.5 binomial standard
+    deviations (false failure ~ 3e-6); the same adversary against 1,000 fresh one-stage ε1 reports
+    succeeds almost always."""
     d, devices, reports = 5, 2_000, 1_000
     metric = config(protocol, d=d, report=0.5, lifetime=1.5)
     protocol_ = metric.protocol
     rng = np.random.default_rng(20260)
     values = rng.integers(0, d, size=devices)
     successes, bound = 0, 0.0
+    if protocol == "oue":  # Σ_z max_x Pr[z | x] / d over every PRR bit vector z
+        p1, q1 = protocol_.prr.p, protocol_.prr.q
+        vectors = np.array(list(itertools.product((0, 1), repeat=d)), dtype=bool)
+        likelihood = np.array([np.prod(np.where(vectors, np.where(np.arange(d) == x, p1, q1),
+                                                1 - np.where(np.arange(d) == x, p1, q1)),
+                                       axis=1) for x in range(d)])
+        oue_bound = float(likelihood.max(axis=0).sum()) / d
     for value in values.tolist():
         device = DeviceMemo(rng.bytes(32))
         prr = device.permanent_response(metric, value)
         repeated = {name: np.repeat(column, reports, axis=0) for name, column in prr.items()}
         observed = protocol_.instantaneous_response(repeated, rng)
+        if protocol == "oue":
+            bits = np.unpackbits(observed["bits"], axis=1, count=d, bitorder="little")
+            recovered = np.flatnonzero(bits.mean(axis=0) > 0.5)
+            candidates = recovered if len(recovered) else np.arange(d)
+            successes += int(value in candidates) / len(candidates)
+            bound += oue_bound
+            continue
         key = "value" if protocol == "grr" else "y"
         guess_bucket = int(np.bincount(observed[key], minlength=d).argmax())
         if protocol == "grr":
