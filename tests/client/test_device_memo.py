@@ -127,8 +127,8 @@ def test_an_adversary_averaging_a_thousand_reports_learns_no_more_than_the_prr(p
     once the PRR is known exactly, which 1,000 reports reveal. Its success rate must not exceed the
     PRR's: Σ over PRR outcomes z of max_x Pr[z | x] / d, computed exactly (p1 for GRR; per device
     seed for local hashing; over the 2^d bit vectors for OUE). Tolerance: 4.5 binomial standard
-    deviations (false failure ~ 3e-6); the same adversary against 1,000 fresh one-stage ε1 reports
-    succeeds almost always."""
+    deviations (false failure ~ 3e-6). For GRR, the same adversary against 1,000 fresh one-stage
+    ε1 reports is checked to succeed almost always."""
     d, devices, reports = 5, 2_000, 1_000
     metric = config(protocol, d=d, report=0.5, lifetime=1.5)
     protocol_ = metric.protocol
