@@ -219,3 +219,24 @@ def test_perturb_samples_the_composed_support_probabilities(name):
     for v, share in enumerate(shares):
         p = protocol.p_star if v == 1 else protocol.q_star
         assert abs(share - p) / math.sqrt(p * (1 - p) / n) < 4.5, (v, share, p)
+
+
+@pytest.mark.parametrize("name", sorted(MEMOIZED))
+def test_the_composed_channel_is_epsilon1_across_the_whole_range(name):
+    """From ε = 1e-5 to 20 and d = 2 to 5,000: the composed p*, q* are valid and their ε (the
+    unary bits' ln(p*(1 - q*)/((1 - p*) q*)), or ln(p*/q_other) of a GRR-type channel) is ε1 to
+    a relative 1e-8."""
+    for report, lifetime, d in itertools.product(
+            [1e-5, 0.01, 0.3, 1.0, 2.5, 5.0, 10.0, 15.0, 19.5],
+            [1e-4, 0.02, 0.5, 1.5, 3.0, 6.0, 12.0, 19.9, 20.0], [2, 3, 10, 105, 5_000]):
+        if not report < lifetime:
+            continue
+        protocol = make_memoized_protocol(name, report, d, lifetime)
+        p, q = protocol.p_star, protocol.q_star
+        assert 0 <= q < p <= 1
+        if name in UNARY:
+            epsilon = math.log(p * (1 - q) / ((1 - p) * q))
+        else:
+            k = d if name == "grr" else protocol.g
+            epsilon = math.log(p * (k - 1) / (1 - p))
+        assert epsilon == pytest.approx(report, rel=1e-8), (report, lifetime, d)
