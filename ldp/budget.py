@@ -20,6 +20,7 @@ adds their budgets (docs/privacy-over-time.md).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 #: How the per-day and lifetime figures are composed.
@@ -86,6 +87,18 @@ def privacy_budget(config) -> PrivacyBudget:
                          MEMOIZED_RULE)
 
 
+def window_cost(privacy: dict, window_ms: int) -> tuple[float, int]:
+    """(ε, reports) of one device's reports in a window of `window_ms`: at the configured rate it
+    sends at most ceil(rate x window) of them (1 when no rate is configured), costing that many
+    times ε1, capped at ε∞ for a memoized metric whose value holds through the window."""
+    rate = privacy.get("reports_per_day")
+    reports = 1 if rate is None else max(1, math.ceil(rate * window_ms / DAY_MS - 1e-9))
+    cost = reports * float(privacy["per_report"])
+    if privacy.get("memoized") and privacy.get("lifetime_epsilon") is not None:
+        cost = min(cost, float(privacy["lifetime_epsilon"]))
+    return cost, reports
+
+
 def budget_text(privacy: dict | None) -> str | None:
     """The `text` of a budget read back from a record's `privacy` field (None when absent)."""
     if not privacy:
@@ -117,4 +130,4 @@ def repeated_reports_warning(config, window_ms: int) -> str | None:
 
 
 __all__ = ["DAY_MS", "PrivacyBudget", "budget_text", "privacy_budget",
-           "repeated_reports_warning", "reports_per_window"]
+           "repeated_reports_warning", "reports_per_window", "window_cost"]

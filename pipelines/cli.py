@@ -262,14 +262,19 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     chosen = [window for metric in metrics
               for window in select_windows(records, metric, args.window, args.windows, args.last,
                                            args.config_version)]
-    from ldp_telemetry.ldp.budget import budget_text
+    from ldp_telemetry.ldp.budget import budget_text, window_cost
+    from ldp_telemetry.output.layout import window_key
     print(f"({BAND_NOTE})")
     promised: dict[str, str] = {}  # metric -> what its newest shown version promises a device
     for record in chosen:
         print(format_top(record, args.top))
         promise = budget_text(record.get("privacy"))
         if promise is not None:
-            promised[record["metric"]] = promise
+            _, start_ms, end_ms, _ = window_key(record)
+            cost, reports = window_cost(record["privacy"], end_ms - start_ms)
+            promised[record["metric"]] = (f"{promise}; ε={cost:.3g} per window of "
+                                          f"{(end_ms - start_ms) / 1000:g} s ({reports} report"
+                                          f"{'s' if reports > 1 else ''} at most)")
     for metric, promise in promised.items():
         print(f"privacy of {metric}: {promise}")
     return 0

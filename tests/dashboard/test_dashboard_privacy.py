@@ -26,6 +26,7 @@ def test_a_memoized_metric_shows_its_lifetime_budget(tmp_path):
     page = page_of(tmp_path, privacy_budget(config).as_record())
     assert "<dt>lifetime ε</dt><dd>ε = 4</dd>" in page  # 2 distinct values x ε∞ = 2
     assert "<dt>ε per day</dt><dd>ε = 2 at 24 reports/day</dd>" in page
+    assert "<dt>ε per window</dt><dd>ε = 1 (1 report at most)</dd>" in page  # 1-hour window
     assert "capped per distinct value by the ε∞" in page
 
 
@@ -36,5 +37,6 @@ def test_a_one_stage_metric_says_its_budget_grows_and_an_old_record_shows_none(t
     page = page_of(tmp_path, privacy_budget(config).as_record())
     assert "<dt>lifetime ε</dt><dd>unbounded (grows every day)</dd>" in page
     assert "ε=24 per day" in page and "not memoized" in page
+    assert "<dt>ε per window</dt><dd>ε = 1 (1 report at most)</dd>" in page
     (tmp_path / "estimates-00000-of-00001.jsonl").unlink()
     assert 'id="privacy"' not in page_of(tmp_path, None)

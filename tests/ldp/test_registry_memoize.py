@@ -130,3 +130,13 @@ def test_registry_diff_names_a_change_of_memoization():
     assert describe_changes(memo, load(memoize={"lifetime_epsilon": 5.0})) == \
         ["memoization ε∞=4 -> ε∞=5"]
     assert describe_changes(memo, load(memoize={"lifetime_epsilon": 4.0, "max_values": 2})) == []
+
+
+def test_the_cost_of_a_window():
+    from ldp_telemetry.ldp.budget import window_cost
+    plain = privacy_budget(load(reports_per_day=24)).as_record()
+    assert window_cost(plain, 86_400_000) == (24.0, 24)
+    assert window_cost(plain, 1_800_000) == (1.0, 1)  # half an hour: at most one report
+    memo = privacy_budget(load(memoize={"lifetime_epsilon": 4.0}, reports_per_day=24))
+    assert window_cost(memo.as_record(), 86_400_000) == (4.0, 24)  # capped at ε∞
+    assert window_cost(privacy_budget(load()).as_record(), 86_400_000) == (1.0, 1)
