@@ -204,9 +204,8 @@ def privacy_section(privacy: dict | None, window: dict | None = None) -> str:
     per_window = ""
     if window is not None and "window_start" in window:
         _, start_ms, end_ms, _ = window_key(window)
-        cost, reports = window_cost(privacy, end_ms - start_ms)
-        per_window = (f"<div><dt>ε per window</dt><dd>ε = {cost:.4g} ({reports} report"
-                      f"{'s' if reports > 1 else ''} at most)</dd></div>\n")
+        per_window = (f"<div><dt>ε per window</dt><dd>"
+                      f"{html.escape(window_cost(privacy, end_ms - start_ms))}</dd></div>\n")
     lifetime = ("unbounded (grows every day)" if privacy.get("lifetime") is None
                 else f"ε = {privacy['lifetime']:.4g}")
     per_day = ("—" if privacy.get("per_day") is None

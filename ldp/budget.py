@@ -87,16 +87,21 @@ def privacy_budget(config) -> PrivacyBudget:
                          MEMOIZED_RULE)
 
 
-def window_cost(privacy: dict, window_ms: int) -> tuple[float, int]:
-    """(ε, reports) of one device's reports in a window of `window_ms`: at the configured rate it
-    sends at most ceil(rate x window) of them (1 when no rate is configured), costing that many
-    times ε1, capped at ε∞ for a memoized metric whose value holds through the window."""
-    rate = privacy.get("reports_per_day")
-    reports = 1 if rate is None else max(1, math.ceil(rate * window_ms / DAY_MS - 1e-9))
-    cost = reports * float(privacy["per_report"])
-    if privacy.get("memoized") and privacy.get("lifetime_epsilon") is not None:
-        cost = min(cost, float(privacy["lifetime_epsilon"]))
-    return cost, reports
+def window_cost(privacy: dict, window_ms: int) -> str:
+    """What one device's reports in a window of `window_ms` cost, as text: at the configured rate
+    it sends at most ceil(rate x window) of them, costing that many times ε1, capped at ε∞ for a
+    memoized metric whose value holds through the window; without a rate, the count is unknown."""
+    rate, per_report = privacy.get("reports_per_day"), float(privacy["per_report"])
+    lifetime = privacy.get("lifetime_epsilon") if privacy.get("memoized") else None
+    if rate is None:
+        return (f"reports per window x {per_report:g} (no reporting rate configured)"
+                if lifetime is None else
+                f"at most ε∞ = {float(lifetime):g} while the value holds (no reporting rate "
+                "configured)")
+    reports = max(1, math.ceil(rate * window_ms / DAY_MS - 1e-9))
+    cost = reports * per_report if lifetime is None else min(reports * per_report,
+                                                               float(lifetime))
+    return f"ε = {cost:.4g} ({reports} report{'s' if reports > 1 else ''} at most)"
 
 
 def budget_text(privacy: dict | None) -> str | None:

@@ -271,10 +271,9 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
         promise = budget_text(record.get("privacy"))
         if promise is not None:
             _, start_ms, end_ms, _ = window_key(record)
-            cost, reports = window_cost(record["privacy"], end_ms - start_ms)
-            promised[record["metric"]] = (f"{promise}; ε={cost:.3g} per window of "
-                                          f"{(end_ms - start_ms) / 1000:g} s ({reports} report"
-                                          f"{'s' if reports > 1 else ''} at most)")
+            promised[record["metric"]] = (
+                f"{promise}; per window of {(end_ms - start_ms) / 1000:g} s: "
+                f"{window_cost(record['privacy'], end_ms - start_ms)}")
     for metric, promise in promised.items():
         print(f"privacy of {metric}: {promise}")
     return 0

@@ -135,8 +135,10 @@ def test_registry_diff_names_a_change_of_memoization():
 def test_the_cost_of_a_window():
     from ldp_telemetry.ldp.budget import window_cost
     plain = privacy_budget(load(reports_per_day=24)).as_record()
-    assert window_cost(plain, 86_400_000) == (24.0, 24)
-    assert window_cost(plain, 1_800_000) == (1.0, 1)  # half an hour: at most one report
+    assert window_cost(plain, 86_400_000) == "ε = 24 (24 reports at most)"
+    assert window_cost(plain, 1_800_000) == "ε = 1 (1 report at most)"  # half an hour
     memo = privacy_budget(load(memoize={"lifetime_epsilon": 4.0}, reports_per_day=24))
-    assert window_cost(memo.as_record(), 86_400_000) == (4.0, 24)  # capped at ε∞
-    assert window_cost(privacy_budget(load()).as_record(), 86_400_000) == (1.0, 1)
+    assert window_cost(memo.as_record(), 86_400_000) == "ε = 4 (24 reports at most)"  # ε∞ cap
+    assert "no reporting rate" in window_cost(privacy_budget(load()).as_record(), 86_400_000)
+    unknown = privacy_budget(load(memoize={"lifetime_epsilon": 4.0})).as_record()
+    assert window_cost(unknown, 86_400_000).startswith("at most ε∞ = 4")
