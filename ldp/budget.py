@@ -68,7 +68,7 @@ class PrivacyBudget:
             return (f"ε={self.per_report:g} per report; {day}; no lifetime bound{growth}: "
                     "reports are not memoized")
         return (f"ε={self.per_report:g} per report; {day}; ε∞={self.lifetime_epsilon:g} per "
-                f"distinct value; lifetime ε={self.lifetime:.3g} (at most {self.distinct_values} "
+                f"distinct value; lifetime ε={self.lifetime:.4g} (at most {self.distinct_values} "
                 "distinct values)")
 
 
