@@ -11,7 +11,7 @@ import json
 import math
 from urllib.parse import quote
 
-from ldp_telemetry.ldp.budget import budget_text, window_cost
+from ldp_telemetry.ldp.budget import budget_text, repeated_reports_note, window_cost
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.output.layout import metric_segment, window_key
 
@@ -201,9 +201,10 @@ def privacy_section(privacy: dict | None, window: dict | None = None) -> str:
     text = budget_text(privacy)
     if text is None:
         return ""
-    per_window = ""
+    per_window, note = "", None
     if window is not None and "window_start" in window:
         _, start_ms, end_ms, _ = window_key(window)
+        note = repeated_reports_note(privacy, end_ms - start_ms)
         per_window = (f"<div><dt>ε per window</dt><dd>"
                       f"{html.escape(window_cost(privacy, end_ms - start_ms))}</dd></div>\n")
     lifetime = ("unbounded (grows every day)" if privacy.get("lifetime") is None
@@ -217,7 +218,9 @@ def privacy_section(privacy: dict | None, window: dict | None = None) -> str:
 <div><dt>lifetime ε</dt><dd>{html.escape(lifetime)}</dd></div>
 </dl>
 <p class="source" id="privacy-text">privacy: {html.escape(text)} — {html.escape(
-        str(privacy.get("rule", "")))}</p>"""
+        str(privacy.get("rule", "")))}</p>""" + (
+        "" if note is None
+        else f'\n<p class="warning" id="privacy-warning">{html.escape(note)}</p>')
 
 
 def top_by_series(windows: list[dict], k: int) -> dict[str, list[int]]:

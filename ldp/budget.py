@@ -124,15 +124,24 @@ def repeated_reports_warning(config, window_ms: int) -> str | None:
     """A warning when a memoized metric's devices send more than one report per window at the
     configured rate (their reports share a PRR, so the one-report-per-device error bars are too
     narrow: docs/privacy-over-time.md); None otherwise, or when no rate is configured."""
-    per_window = reports_per_window(config, window_ms)
-    if getattr(config, "memoize", None) is None or per_window is None or per_window <= 1:
+    note = repeated_reports_note(privacy_budget(config).as_record(), window_ms)
+    return None if note is None else f"metric {config.name!r}: {note}"
+
+
+def repeated_reports_note(privacy: dict | None, window_ms: int) -> str | None:
+    """`repeated_reports_warning` from a record's `privacy` field (without the metric's name)."""
+    if not privacy or not privacy.get("memoized") or privacy.get("reports_per_day") is None:
         return None
-    longest_s = DAY_MS / config.reports_per_day / 1000
-    return (f"metric {config.name!r}: at {config.reports_per_day:g} reports/day a device sends "
-            f"about {per_window:.3g} reports per window, which share its permanent response: the "
-            "error bars assume one report per device per window and are too narrow; windows of "
-            f"at most {longest_s:g} s keep to one")
+    rate = float(privacy["reports_per_day"])
+    per_window = rate * window_ms / DAY_MS
+    if per_window <= 1:
+        return None
+    return (f"at {rate:g} reports/day a device sends about {per_window:.3g} reports per window, "
+            "which share its permanent response: the error bars assume one report per device "
+            f"per window and are too narrow; windows of at most {DAY_MS / rate / 1000:g} s keep "
+            "to one")
 
 
 __all__ = ["DAY_MS", "PrivacyBudget", "budget_text", "privacy_budget",
-           "repeated_reports_warning", "reports_per_window", "window_cost"]
+           "repeated_reports_note", "repeated_reports_warning", "reports_per_window",
+           "window_cost"]

@@ -262,7 +262,7 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     chosen = [window for metric in metrics
               for window in select_windows(records, metric, args.window, args.windows, args.last,
                                            args.config_version)]
-    from ldp_telemetry.ldp.budget import budget_text, window_cost
+    from ldp_telemetry.ldp.budget import budget_text, repeated_reports_note, window_cost
     from ldp_telemetry.output.layout import window_key
     print(f"({BAND_NOTE})")
     promised: dict[str, str] = {}  # metric -> what its newest shown version promises a device
@@ -271,9 +271,11 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
         promise = budget_text(record.get("privacy"))
         if promise is not None:
             _, start_ms, end_ms, _ = window_key(record)
+            note = repeated_reports_note(record["privacy"], end_ms - start_ms)
             promised[record["metric"]] = (
                 f"{promise}; per window of {(end_ms - start_ms) / 1000:g} s: "
-                f"{window_cost(record['privacy'], end_ms - start_ms)}")
+                f"{window_cost(record['privacy'], end_ms - start_ms)}"
+                + ("" if note is None else f"\n  warning: {note}"))
     for metric, promise in promised.items():
         print(f"privacy of {metric}: {promise}")
     return 0

@@ -40,3 +40,11 @@ def test_a_one_stage_metric_says_its_budget_grows_and_an_old_record_shows_none(t
     assert "<dt>ε per window</dt><dd>ε = 1 (1 report at most)</dd>" in page
     (tmp_path / "estimates-00000-of-00001.jsonl").unlink()
     assert 'id="privacy"' not in page_of(tmp_path, None)
+
+
+def test_a_memoized_metric_with_several_reports_per_window_warns_on_its_page(tmp_path):
+    config = parse_registry({"metrics": [{
+        "name": "m", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": ["a", "b"]},
+        "memoize": {"lifetime_epsilon": 2.0}, "reports_per_day": 96}]})["m"]
+    page = page_of(tmp_path, privacy_budget(config).as_record())  # 4 reports in the hour
+    assert 'id="privacy-warning"' in page and "about 4 reports per window" in page
