@@ -3,9 +3,11 @@
 `encode` makes one report, `encode_many` a batch (vectorised: one call of the protocol's
 `perturb` for all values). The randomness is the caller's `numpy.random.Generator`, drawn in
 this order: the protocol's perturbation of every value, then the report ids not given (uniform
-in [0, 2^63 - 1)). Each record carries the metric configuration's fingerprint
-(ldp_telemetry.ldp.fingerprint), so the server counts it under the configuration it was made
-with, whatever the registry says by then.
+in [0, 2^63 - 1)). A memoized metric (registry field `memoize`) needs the device's
+`DeviceMemo` (ldp_telemetry.client.device): the permanent responses come from its secret, the
+generator draws only the instantaneous responses, then the report ids. Each record carries the
+metric configuration's fingerprint (ldp_telemetry.ldp.fingerprint), so the server counts it
+under the configuration it was made with, whatever the registry says by then.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_telemetry.client.device import DeviceMemo, memoized_columns
 from ldp_telemetry.client.values import domain_points
 from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.ldp.protocols.base import Columns
@@ -36,6 +39,8 @@ class EncodedReports:
     report_ids: np.ndarray
     event_times_ms: np.ndarray
     columns: Columns
+    #: values given but not reported: a memoized metric's `max_values` reached, `on_limit` "stop"
+    withheld: int = 0
 
     def __len__(self) -> int:
         return len(self.report_ids)
@@ -54,32 +59,52 @@ class EncodedReports:
 
 
 def encode(config, value: Any, rng: np.random.Generator, *, event_time_ms: int | None = None,
-           report_id: int | None = None) -> dict:
+           report_id: int | None = None, device=None) -> dict | None:
     """One report record of `value` (a label, an index, or a number of a numeric metric) under
     `config` (a registry MetricConfig); `event_time_ms` defaults to now, `report_id` to a draw
-    from `rng` after the perturbation."""
+    from `rng` after the perturbation; `device` the DeviceMemo of a memoized metric. None when
+    the device withholds the report (memoized `max_values` reached, `on_limit` "stop")."""
     times = None if event_time_ms is None else [event_time_ms]
     ids = None if report_id is None else [report_id]
-    return next(encode_many(config, [value], rng, event_times_ms=times, report_ids=ids).records())
+    reports = encode_many(config, [value], rng, event_times_ms=times, report_ids=ids,
+                          device=device)
+    return next(reports.records(), None)
 
 
 def encode_many(config, values: Any, rng: np.random.Generator, *, event_times_ms: Any = None,
-                report_ids: Any = None) -> EncodedReports:
+                report_ids: Any = None, device=None) -> EncodedReports:
     """Reports of many values (see `encode`; `values` as ldp_telemetry.client.values takes them,
     `event_times_ms` one per value or None for now, `report_ids` one per value or None)."""
     return encode_points(config, domain_points(config, values), rng,
-                         event_times_ms=event_times_ms, report_ids=report_ids)
+                         event_times_ms=event_times_ms, report_ids=report_ids, device=device)
 
 
 def encode_points(config, points: np.ndarray, rng: np.random.Generator, *,
-                  event_times_ms: Any = None, report_ids: Any = None) -> EncodedReports:
+                  event_times_ms: Any = None, report_ids: Any = None,
+                  device=None) -> EncodedReports:
     """Reports of values already mapped into the domain (`domain_points`: indices in [0, d), or
-    points of [0, 1] for a numeric metric)."""
+    points of [0, 1] for a numeric metric). `device`: a memoized metric's DeviceMemo, or one per
+    point (a simulated fleet); ignored for other metrics."""
     n = len(points)
     times = _event_times(event_times_ms, n)
-    columns = config.protocol.perturb(points, rng)
-    ids = rng.integers(0, ID_END, size=n) if report_ids is None else _report_ids(report_ids, n)
-    return EncodedReports(config, ids, times, columns)
+    if getattr(config, "memoize", None) is None:
+        columns = config.protocol.perturb(points, rng)
+        ids = rng.integers(0, ID_END, size=n) if report_ids is None else _report_ids(report_ids,
+                                                                                     n)
+        return EncodedReports(config, ids, times, columns)
+    if device is None:
+        raise InputError(f"metric {config.name!r} memoizes its reports: give the device's "
+                         "DeviceMemo (ldp_telemetry.client.device), whose secret derives the "
+                         "permanent responses", "device")
+    devices = [device] * n if isinstance(device, DeviceMemo) else list(device)
+    if len(devices) != n:
+        raise InputError(f"device must be one DeviceMemo or one per value ({n}), got "
+                         f"{len(devices)}", "device")
+    given_ids = None if report_ids is None else _report_ids(report_ids, n)
+    columns, kept = memoized_columns(config, points, devices, rng)
+    count = int(kept.sum())
+    ids = rng.integers(0, ID_END, size=count) if given_ids is None else given_ids[kept]
+    return EncodedReports(config, ids, times[kept], columns, withheld=n - count)
 
 
 def _event_times(event_times_ms: Any, n: int) -> np.ndarray:

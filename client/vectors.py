@@ -9,6 +9,11 @@ perturbation) as the payload and as the exact Avro bytes of the record (schemale
 encoding against schemas/report.avsc); and the report's support set as the server's own code
 counts it (the payload decoded, then the protocol's `accumulate` into an empty statistic). The
 format is in docs/client.md.
+
+`MEMO_CASES` adds memoized (two-stage) configurations under the key "memoized_vectors": each
+also holds the device secret, the PRR item, the HMAC-SHA-256 key of its stream and the permanent
+response (ldp_telemetry.ldp.memoize; deterministic given the secret), then the report `encode`
+makes with `DeviceMemo(secret)` and default_rng(seed) drawing the instantaneous response.
 """
 from __future__ import annotations
 
@@ -20,8 +25,12 @@ from pathlib import Path
 import fastavro
 import numpy as np
 
+from ldp_telemetry.client.device import DeviceMemo
 from ldp_telemetry.client.encoder import encode
+from ldp_telemetry.client.values import domain_points
 from ldp_telemetry.ldp.fingerprint import WIRE_FORMAT, canonical_text
+from ldp_telemetry.ldp.memoize import prr_key, words_for
+from ldp_telemetry.ldp.protocols.memoized import BUCKET, VALUE
 from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.schemas import load_schema
@@ -63,9 +72,64 @@ CASES: tuple[tuple[dict, tuple[tuple[int, object], ...]], ...] = (
 )
 
 
+#: Memoized registry entries and the (secret, seed, value) triples encoded under each.
+MEMO_CASES: tuple[tuple[dict, tuple[tuple[str, int, object], ...]], ...] = (
+    ({"name": "v.memo.grr", "protocol": "grr", "epsilon": 1.07, "domain": {"labels": LABELS},
+      "memoize": {"lifetime_epsilon": 4.39, "max_values": 4}, "reports_per_day": 24},
+     (("00" * 32, 31, "JFK"), ("ff" * 16, 32, "SFO"))),
+    ({"name": "v.memo.oue", "protocol": "oue", "epsilon": 1.0, "domain": {"size": 12},
+      "memoize": {"lifetime_epsilon": 3.0}},
+     (("0123456789abcdef" * 2, 33, 7), ("fedcba9876543210" * 4, 34, 0))),
+    ({"name": "v.memo.sue", "protocol": "sue", "epsilon": 0.5, "domain": {"size": 9},
+      "memoize": {"lifetime_epsilon": 2.0, "on_limit": "repeat", "max_values": 1}},
+     (("a5" * 20, 35, 8),)),
+    ({"name": "v.memo.olh", "protocol": "olh", "epsilon": 2.0, "domain": {"size": 40},
+      "memoize": {"lifetime_epsilon": 5.0}, "reports_per_day": 96},
+     (("5a" * 24, 36, 39), ("00" * 32, 37, 3))),
+)
+
+
 def registry_document() -> dict:
     """The registry of every case's metric."""
     return {"metrics": [entry for entry, _ in CASES]}
+
+
+def memo_vectors() -> list[dict]:
+    """The memoized vectors (see the module docstring)."""
+    registry = parse_registry({"metrics": [entry for entry, _ in MEMO_CASES]})
+    schema = load_schema("report")
+    out = []
+    for number, (entry, triples) in enumerate(MEMO_CASES):
+        config = registry[entry["name"]]
+        protocol = config.protocol
+        for offset, (secret_hex, seed, value) in enumerate(triples):
+            secret = bytes.fromhex(secret_hex)
+            point = int(domain_points(config, [value])[0])
+            words = words_for(secret, config)
+            item = protocol.prr_item(point, words)
+            kind = BUCKET if hasattr(protocol, "g") else VALUE
+            prr = protocol.permanent_response(item, words)
+            event_time_ms = T0 + 60_000 * (2 * number + offset)
+            report_id = (1 << 61) + 1_000 * number + offset
+            record = encode(config, value, np.random.default_rng(seed),
+                            event_time_ms=event_time_ms, report_id=report_id,
+                            device=DeviceMemo(secret))
+            encoded = io.BytesIO()
+            fastavro.schemaless_writer(encoded, schema, record)
+            branch, payload = record["payload"]
+            prr_payload = next(protocol.payloads_to_avro(prr))
+            out.append({
+                "registry_entry": entry, "canonical_text": canonical_text(config),
+                "fingerprint": config.fingerprint.hex(), "device_secret": secret_hex,
+                "value": value, "prr_item": {"kind": kind, "item": item},
+                "prr_key": prr_key(secret, config.name, config.fingerprint, kind, item).hex(),
+                "permanent_response": _json_fields(prr_payload),
+                "seed": seed, "event_time_ms": event_time_ms, "report_id": report_id,
+                "payload": {"record": branch.rsplit(".", 1)[1], "fields": _json_fields(payload)},
+                "avro": encoded.getvalue().hex(), "support_of": "values",
+                "support": server_support(config, encoded.getvalue()),
+            })
+    return out
 
 
 def vectors() -> dict:
@@ -94,7 +158,7 @@ def vectors() -> dict:
             })
     return {"format": WIRE_FORMAT, "schema": "schemas/report.avsc",
             "rng": "numpy.random.default_rng(seed) (PCG64), numpy's own draws",
-            "vectors": out}
+            "vectors": out, "memoized_vectors": memo_vectors()}
 
 
 def server_support(config, avro: bytes) -> list[int]:

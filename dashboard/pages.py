@@ -11,8 +11,9 @@ import json
 import math
 from urllib.parse import quote
 
+from ldp_telemetry.ldp.budget import budget_text, repeated_reports_note, window_cost
 from ldp_telemetry.output.bands import Z95
-from ldp_telemetry.output.layout import metric_segment
+from ldp_telemetry.output.layout import metric_segment, window_key
 
 #: Values listed in the top-k chart of a metric page.
 DEFAULT_TOP_K = 5
@@ -152,6 +153,7 @@ def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live
 <div><dt>estimator</dt><dd>{estimator_text}</dd></div>
 <div><dt>post-processing</dt><dd>{postprocess_text}</dd></div>
 </dl>
+{privacy_section(latest.get("privacy"), latest)}
 <p class="source">windows from <code>{html.escape(source)}</code> ·
 <span id="status">{status}</span> · ± is the half width of the 95% band
 ({Z95:.2f} standard errors) everywhere on this page</p>
@@ -190,6 +192,35 @@ configuration version)
 <script id="ldp-data" type="application/json">{embedded_json(data)}</script>
 <script src="static/dashboard.js"></script>"""
     return _page(f"{metric} — LDP telemetry", body)
+
+
+def privacy_section(privacy: dict | None, window: dict | None = None) -> str:
+    """What the metric's configuration promises a device (ldp_telemetry.ldp.budget): per report,
+    per window (of `window`, the latest), per day, over a lifetime, and the composition rule;
+    empty for records without it."""
+    text = budget_text(privacy)
+    if text is None:
+        return ""
+    per_window, note = "", None
+    if window is not None and "window_start" in window:
+        _, start_ms, end_ms, _ = window_key(window)
+        note = repeated_reports_note(privacy, end_ms - start_ms)
+        per_window = (f"<div><dt>ε per window</dt><dd>"
+                      f"{html.escape(window_cost(privacy, end_ms - start_ms))}</dd></div>\n")
+    lifetime = ("unbounded (grows every day)" if privacy.get("lifetime") is None
+                else f"ε = {privacy['lifetime']:.4g}")
+    per_day = ("—" if privacy.get("per_day") is None
+               else f"ε = {privacy['per_day']:.4g} at {privacy['reports_per_day']:g} "
+                    "reports/day")
+    return f"""<dl class="facts" id="privacy" aria-label="privacy budget">
+<div><dt>ε per report</dt><dd>{_number(privacy.get("per_report"))}</dd></div>
+{per_window}<div><dt>ε per day</dt><dd>{html.escape(per_day)}</dd></div>
+<div><dt>lifetime ε</dt><dd>{html.escape(lifetime)}</dd></div>
+</dl>
+<p class="source" id="privacy-text">privacy: {html.escape(text)} — {html.escape(
+        str(privacy.get("rule", "")))}</p>""" + (
+        "" if note is None
+        else f'\n<p class="warning" id="privacy-warning">{html.escape(note)}</p>')
 
 
 def top_by_series(windows: list[dict], k: int) -> dict[str, list[int]]:

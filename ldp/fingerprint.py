@@ -20,8 +20,16 @@ docs/fleet-contract.md; test vectors in `ldp_telemetry/client/test_vectors.json`
   a change in how they are derived changes the fingerprint too;
 - ``format``: `WIRE_FORMAT`, the version of the report's wire format.
 
+A memoized (two-stage) configuration adds one key, and only it does (every other configuration's
+text is unchanged):
+
+- ``memoize``: ``{"irr":{"p":P2,"q":Q2},"lifetime_epsilon":E,"prr":{"p":P1,"q":Q1}}``, ε∞ and
+  the probabilities of the permanent and instantaneous stages
+  (ldp_telemetry.ldp.protocols.memoized), reals as above; ``epsilon`` is then the per-report ε1.
+
 The estimator and post-processing are not in it: they are the server's choice and do not change
-what a report means.
+what a report means; nor are a memoized metric's ``max_values``, ``on_limit`` or the
+``reports_per_day`` rate (ldp_telemetry.ldp.memoize).
 """
 from __future__ import annotations
 
@@ -68,9 +76,20 @@ def canonical_document(config) -> dict:
         domain = {"labels": list(config.labels)}
     else:
         domain = {"size": config.d}
-    return {"format": WIRE_FORMAT, "metric": config.name, "protocol": config.protocol_name,
-            "epsilon": real_text(config.epsilon), "domain": domain,
-            "parameters": derived_parameters(protocol)}
+    document = {"format": WIRE_FORMAT, "metric": config.name, "protocol": config.protocol_name,
+                "epsilon": real_text(config.epsilon), "domain": domain,
+                "parameters": derived_parameters(protocol)}
+    if getattr(config, "memoize", None) is not None:
+        document["memoize"] = memoize_document(protocol)
+    return document
+
+
+def memoize_document(protocol) -> dict:
+    """The ``memoize`` key of a two-stage protocol's canonical text."""
+    prr, irr = protocol.stages()
+    return {"lifetime_epsilon": real_text(protocol.lifetime_epsilon),
+            "prr": {"p": real_text(prr.p), "q": real_text(prr.q)},
+            "irr": {"p": real_text(irr.p), "q": real_text(irr.q)}}
 
 
 def canonical_text(config) -> str:

@@ -23,6 +23,10 @@ its open choices exactly:
   same rule picks among the rest (for a large d, RLH or HR/BLH at a small ε).
 
 The guideline's own text (`guideline`) is reported beside the choice.
+
+`two_stage_plan` compares the memoized (two-stage) form of every protocol that has one at a
+per-report ε1 and a lifetime ε∞ (ldp_telemetry.ldp.protocols.memoized) with its one-stage form at
+ε1: the accuracy each report buys, and the lifetime ε each gives a device.
 """
 from __future__ import annotations
 
@@ -101,3 +105,69 @@ def guideline(epsilon: float, d: int) -> str:
         return f"d < {threshold:.4g} (optimal k = 1): GRR, SS and RWS have the optimal MSE"
     return (f"d > {threshold:.4g}: SS or RWS if O(d) communication is acceptable, otherwise "
             f"RLH or RWS; RWS if one protocol must serve every domain size")
+
+
+@dataclass(frozen=True)
+class TwoStagePlan:
+    """One protocol's row of the two-stage comparison (`two_stage_plan`)."""
+
+    protocol: str
+    construction: str
+    parameter: str
+    p_star: float
+    q_star: float
+    n_mse: float
+    one_stage_n_mse: float
+    floor_n_mse: float
+    mse: float | None
+    distinct_values: int
+    lifetime_epsilon: float
+    recommended: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+#: The literature's name of each two-stage construction (ldp_telemetry.ldp.protocols.memoized).
+CONSTRUCTIONS = {"grr": "L-GRR [Arcolezi22]", "oue": "L-OSUE [Arcolezi22]",
+                 "sue": "L-SUE = RAPPOR [Erlingsson14]", "rue": "RUE then SUE",
+                 "olh": "LOLOHA [Arcolezi23]", "blh": "LOLOHA, g=2 [Arcolezi23]",
+                 "rlh": "LOLOHA, RLH's g [Arcolezi23]"}
+
+
+def two_stage_plan(report_epsilon: float, lifetime_epsilon: float, d: int, n: int | None = None,
+                   max_values: int | None = None) -> list[TwoStagePlan]:
+    """Every memoizable protocol at per-report ε1 and lifetime ε∞ over d values: the composed
+    p*, q* and n·MSE ([Fang25] eq. 4 with them), the one-stage n·MSE at ε1 (same per-report
+    privacy, no lifetime bound), the floor n·MSE an average over many windows of the same devices
+    keeps (the PRR's; 0 for one-stage reports), and the lifetime ε = L·ε∞ with
+    L = min(max_values, d or g). The lowest two-stage n·MSE is flagged (ties: the smaller
+    lifetime ε, then registry order)."""
+    from ldp_telemetry.ldp.protocols.memoized import MEMOIZED, make_memoized_protocol
+    if n is not None and n <= 0:
+        raise ConfigError(f"n must be a positive number of reports, got {n}", "n")
+    rows = []
+    for name in (p for p in PROTOCOLS if p in MEMOIZED):
+        two = make_memoized_protocol(name, report_epsilon, d, lifetime_epsilon)
+        one = make_protocol(name, report_epsilon, d)
+        distinct = two.prr_items if max_values is None else min(max_values, two.prr_items)
+        n_mse = two.n_mse()
+        rows.append(TwoStagePlan(name, CONSTRUCTIONS[name], two.parameter, two.p_star,
+                                 two.q_star, n_mse, one.n_mse(), two.floor_n_mse(),
+                                 None if n is None else n_mse / n, distinct,
+                                 distinct * lifetime_epsilon))
+    best = min(row.n_mse for row in rows)
+    tied = [row for row in rows if row.n_mse <= best * (1 + _TIE)]
+    choice = min(tied, key=lambda row: row.lifetime_epsilon).protocol
+    return [TwoStagePlan(**{**row.as_dict(), "recommended": row.protocol == choice})
+            for row in rows]
+
+
+def recommend_two_stage(report_epsilon: float, lifetime_epsilon: float, d: int,
+                        max_values: int | None = None) -> tuple[str, str]:
+    """(protocol name, reason): the flagged row of `two_stage_plan`, what `"protocol": "auto"`
+    resolves to for a memoized metric."""
+    row = next(r for r in two_stage_plan(report_epsilon, lifetime_epsilon, d, None, max_values)
+               if r.recommended)
+    return row.protocol, (f"lowest two-stage n·MSE {row.n_mse:.4g} ({row.construction}), "
+                          f"lifetime ε {row.lifetime_epsilon:.4g}")

@@ -39,11 +39,13 @@ from ldp_telemetry.ldp.estimation import SupportNoise
 from ldp_telemetry.ldp.estimators import UNBIASED, EstimatorSpec
 from ldp_telemetry.ldp.fingerprint import fingerprint
 from ldp_telemetry.ldp.histograms import bucket_edges
-from ldp_telemetry.ldp.planner import recommend
+from ldp_telemetry.ldp.memoize import Memoization, parse_memoization, parse_reports_per_day
+from ldp_telemetry.ldp.planner import recommend, recommend_two_stage
 from ldp_telemetry.ldp.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, FrequencyOracle,
                                          NumericProtocol, make_numeric_protocol, make_protocol)
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, NUMERIC, epsilon_problem
+from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
 from ldp_telemetry.ldp.registration import did_you_mean
 from ldp_telemetry.ldp.times import ms_from_iso
@@ -51,9 +53,10 @@ from ldp_telemetry.ldp.validation import (EVENT_TIME_SPAN_TEXT, is_finite_number
                                           is_valid_event_time)
 
 _METRIC_FIELDS = {"name", "version", "protocol", "epsilon", "domain", "estimator", "postprocess",
-                  "not_before", "history"}
+                  "not_before", "history", "memoize", "reports_per_day"}
 #: Fields of an entry of a metric's `history` (an earlier configuration).
-_HISTORY_FIELDS = {"version", "protocol", "epsilon", "domain", "estimator", "postprocess"}
+_HISTORY_FIELDS = {"version", "protocol", "epsilon", "domain", "estimator", "postprocess",
+                   "memoize"}
 #: Most earlier configurations one metric may list.
 MAX_HISTORY = 64
 #: Highest configuration version.
@@ -87,6 +90,9 @@ class MetricConfig:
 
     not_before: str | None = None
     version: int = 1  # the configuration's version; a metric's current one is its highest
+    #: two-stage reporting (ldp_telemetry.ldp.memoize): `epsilon` is then the per-report ε1
+    memoize: Memoization | None = None
+    reports_per_day: float | None = None  # the configured reporting rate (privacy budget only)
 
     @property
     def kind(self) -> str:
@@ -119,6 +125,9 @@ class MetricConfig:
         if self.kind == NUMERIC:
             return make_numeric_protocol(self.protocol_name, self.epsilon, self.d,
                                          self.output_buckets)
+        if self.memoize is not None:
+            return make_memoized_protocol(self.protocol_name, self.epsilon, self.d,
+                                          self.memoize.lifetime_epsilon)
         return make_protocol(self.protocol_name, self.epsilon, self.d)
 
     @cached_property
@@ -267,7 +276,8 @@ def _parse_history(entry: Mapping, current: MetricConfig, where: str) -> list[Me
         inherited = {key: entry[key] for key in ("estimator", "postprocess") if key in entry}
         config = _parse_metric({**inherited, **earlier, "name": name}, at,
                                label=f"metric {name!r} version {earlier['version']!r}")
-        configs.append(dataclasses.replace(config, not_before=current.not_before))
+        configs.append(dataclasses.replace(config, not_before=current.not_before,
+                                           reports_per_day=current.reports_per_day))
     previous = None
     for position, config in enumerate(configs):
         at = f"{where}.history[{position}].version"
@@ -333,11 +343,30 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
         problem = _instant_problem(not_before)
         if problem:
             raise fail("not_before", problem)
+    reports_per_day = parse_reports_per_day(entry.get("reports_per_day"), fail)
+    memoize = None
+    if entry.get("memoize") is not None:
+        if protocol in NUMERIC_PROTOCOLS:
+            raise fail("memoize", f"needs a frequency protocol, not the numeric {protocol!r}")
+        memoize = parse_memoization(entry["memoize"],
+                                    lambda field, message: fail(field, message))
     if protocol in NUMERIC_PROTOCOLS:
         config = _parse_numeric_metric(entry, name, protocol, float(epsilon), fail, refail)
-        return dataclasses.replace(config, not_before=not_before, version=version)
+        return dataclasses.replace(config, not_before=not_before, version=version,
+                                   reports_per_day=reports_per_day)
     labels, d = _parse_domain(entry.get("domain"), fail)
-    if protocol == AUTO:
+    if protocol == AUTO and memoize is not None:
+        problem = epsilon_problem(memoize.lifetime_epsilon)
+        if problem or not float(epsilon) < memoize.lifetime_epsilon:
+            raise fail("memoize.lifetime_epsilon", problem or
+                       f"must exceed the per-report epsilon ({epsilon:g}), got "
+                       f"{memoize.lifetime_epsilon:g}")
+        protocol, reason = recommend_two_stage(float(epsilon), memoize.lifetime_epsilon, d,
+                                               memoize.max_values)
+        if announce is None or name in announce:
+            log.info("%s: protocol 'auto' resolved to %r for ε1=%g, ε∞=%g, d=%d: %s", label,
+                     protocol, epsilon, memoize.lifetime_epsilon, d, reason)
+    elif protocol == AUTO:
         protocol, reason = recommend(float(epsilon), d)
         if announce is None or name in announce:
             log.info("%s: protocol 'auto' resolved to %r for ε=%g, d=%d: %s",
@@ -356,10 +385,14 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
                     "domain is a list of labels: check that their order means something",
                     name, estimator.method)
     config = MetricConfig(name, protocol, float(epsilon), d, labels, postprocess, estimator,
-                          not_before=not_before, version=version)
+                          not_before=not_before, version=version, memoize=memoize,
+                          reports_per_day=reports_per_day)
     try:
         config.protocol  # noqa: B018 (built now: its own checks run before any report is read)
     except ValueError as error:
+        field = error.field if isinstance(error, UserError) else None
+        if field and field.startswith("memoize"):
+            raise fail(field, str(error)) from None
         raise refail("protocol", error) from None
     problem = _postprocess_problem(config)
     if problem:

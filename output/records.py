@@ -9,12 +9,14 @@ Fields as in `schemas/window_estimate.avsc`. Every record carries the facts of i
 protocol that a reader needs and must not recompute: `p_star` and `q_star` (the support
 probabilities of a frequency oracle) and `smallest_resolvable` (the smallest frequency the window
 resolves, `ldp_telemetry.ldp.estimation.smallest_resolvable`); they are null for a numeric
-metric and absent from records written before they existed.
+metric and absent from records written before they existed. `privacy` is what the configuration
+promises one device per report, per day and over a lifetime (`ldp_telemetry.ldp.budget`).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ldp_telemetry.ldp.budget import privacy_budget
 from ldp_telemetry.ldp.combine import INVERSE_VARIANCE, CombinedResult
 from ldp_telemetry.ldp.estimation import smallest_resolvable
 from ldp_telemetry.ldp.finalize import NumericWindowResult
@@ -111,6 +113,7 @@ def combined_estimate_record(configs, combined: CombinedResult, window_start: st
         "estimate": estimate,
         "unbiased_estimate": estimate.copy(),
         "std_error": np.asarray(combined.std_error, dtype=np.float64),
+        "privacy": privacy_budget(used[-1]).as_record(),
     }
     return record if compact else plain_record(record)
 
@@ -147,4 +150,5 @@ def _common_fields(config, result, window_start: str, window_end: str, pane) -> 
         **support_facts(config, result.n),
         "estimator": config.estimator.record(result.estimator),
         "pane": pane,
+        "privacy": privacy_budget(config).as_record(),
     }

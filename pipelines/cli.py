@@ -110,6 +110,9 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     if not args.live and (args.speedup is not None or args.rate is not None):
         raise ConfigError("--speedup and --rate need --live", field="speedup")
     truth = read_true_values(args.input, config, args.value_column, args.time_column)
+    if args.live and (args.devices is not None or args.device_column is not None):
+        raise ConfigError("--devices and --device-column write at once: leave out --live",
+                          field="devices")
     if args.live:
         speedup = args.speedup if args.speedup is not None or args.rate is not None else 1.0
         paths = simulate_live(config, truth, args.out, args.seed, speedup, args.rate,
@@ -122,8 +125,15 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     if per_file <= 0:
         raise ConfigError(f"reports_per_file must be positive, got {per_file}",
                           field="reports_per_file")
+    devices = None
+    if args.devices is not None:
+        from ldp_telemetry.pipelines.simulate import fleet_assignment
+        devices = fleet_assignment(truth, args.devices)
+    elif args.device_column is not None:
+        from ldp_telemetry.pipelines.simulate import read_device_column
+        devices = read_device_column(args.input, args.device_column, len(truth.values))
     paths = simulate_reports(config, truth, args.out, args.seed, per_file,
-                             overwrite=args.overwrite, progress=sys.stderr)
+                             overwrite=args.overwrite, progress=sys.stderr, devices=devices)
     print(f"{len(truth.values):,} reports of {config.name} ({config.protocol_name}, "
           f"ε={config.epsilon:g}) written to {len(paths)} file(s) in {args.out}")
     return 0
@@ -132,6 +142,13 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
 def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.ldp.planner import guideline, plan, recommend
     rows = plan(args.epsilon, args.domain, args.n, args.max_bytes)
+    if args.json and args.lifetime_epsilon is not None:
+        from ldp_telemetry.ldp.planner import two_stage_plan
+        two = two_stage_plan(args.epsilon, args.lifetime_epsilon, args.domain, args.n,
+                             args.max_values)
+        print(json.dumps({"one_stage": [row.as_dict() for row in rows],
+                          "two_stage": [row.as_dict() for row in two]}, indent=1))
+        return 0
     if args.json:
         print(json.dumps([row.as_dict() for row in rows], indent=1))
         return 0
@@ -149,7 +166,32 @@ def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
         print(line + f" {row.bytes_per_report:>6}  {row.server_cost}")
     print(f"recommended: {choice} — {reason}")
     print(f"guideline of [Fang25] §4.4: {guideline(args.epsilon, args.domain)}")
+    if args.lifetime_epsilon is not None:
+        _print_two_stage_plan(args)
     return 0
+
+
+def _print_two_stage_plan(args: argparse.Namespace) -> None:
+    """The two-stage comparison of `ldp plan --lifetime-epsilon` (ldp.planner.two_stage_plan)."""
+    from ldp_telemetry.ldp.planner import two_stage_plan
+    rows = two_stage_plan(args.epsilon, args.lifetime_epsilon, args.domain, args.n,
+                          args.max_values)
+    print(f"\ntwo-stage (memoized): ε1 = {args.epsilon:g} per report, ε∞ = "
+          f"{args.lifetime_epsilon:g} per distinct value")
+    print(f"  {'protocol':<8} {'construction':<31} {'param':<7} {'p*':>8} {'q*':>8} "
+          f"{'n·MSE':>9} {'1-stage':>9} {'ratio':>6} {'floor':>8} {'lifetime ε':>11}")
+    for row in rows:
+        print(f"{'*' if row.recommended else ' '} {row.protocol:<8} {row.construction:<31} "
+              f"{row.parameter:<7} {row.p_star:>8.4g} {row.q_star:>8.4g} {row.n_mse:>9.4g} "
+              f"{row.one_stage_n_mse:>9.4g} {row.n_mse / row.one_stage_n_mse:>6.3f} "
+              f"{row.floor_n_mse:>8.4g} {row.lifetime_epsilon:>11.4g}")
+    reports = args.lifetime_epsilon / args.epsilon
+    print(f"one-stage reports at ε1 have no lifetime bound: a device passes ε∞ = "
+          f"{args.lifetime_epsilon:g} after {reports:.3g} reports; two-stage, any number of "
+          "reports of one value stays within ε∞ (lifetime ε = distinct values x ε∞)")
+    print("n·MSE: one window, one report per device; 1-stage: the same protocol at ε1; floor: "
+          "the n·MSE an average over many windows of the same devices keeps (the permanent "
+          "response's; 0 one-stage)")
 
 
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
@@ -220,9 +262,22 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     chosen = [window for metric in metrics
               for window in select_windows(records, metric, args.window, args.windows, args.last,
                                            args.config_version)]
+    from ldp_telemetry.ldp.budget import budget_text, repeated_reports_note, window_cost
+    from ldp_telemetry.output.layout import window_key
     print(f"({BAND_NOTE})")
+    promised: dict[str, str] = {}  # metric -> what its newest shown version promises a device
     for record in chosen:
         print(format_top(record, args.top))
+        promise = budget_text(record.get("privacy"))
+        if promise is not None:
+            _, start_ms, end_ms, _ = window_key(record)
+            note = repeated_reports_note(record["privacy"], end_ms - start_ms)
+            promised[record["metric"]] = (
+                f"{promise}; per window of {(end_ms - start_ms) / 1000:g} s: "
+                f"{window_cost(record['privacy'], end_ms - start_ms)}"
+                + ("" if note is None else f"\n  warning: {note}"))
+    for metric, promise in promised.items():
+        print(f"privacy of {metric}: {promise}")
     return 0
 
 

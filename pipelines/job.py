@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 from dataclasses import dataclass
 
+from ldp_telemetry.ldp.budget import repeated_reports_warning
 from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.registry import Registry, load_registry
 from ldp_telemetry.ldp.windows import WindowSpec
@@ -23,6 +25,8 @@ from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.transforms.read import expand_file_patterns
 from ldp_telemetry.transforms.sources import SOURCES
 from ldp_telemetry.transforms.store import check_store_url
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,10 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
                           "a location to follow (a live run)", field="input")
     files = () if live else tuple(expand_file_patterns(args.input))
     check_writable_folder(args.output, "output")
+    for config in registry.metrics:  # memoized reports: one per device per window, or wider bars
+        warning = repeated_reports_warning(config, windows.size_ms)
+        if warning is not None:
+            log.warning("%s", warning)
     return EstimateJob(registry, files, args.output, windows, store, limits)
 
 

@@ -50,6 +50,13 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                           help="split output into files of at most this many reports")
     simulate.add_argument("--overwrite", action="store_true",
                           help="replace this metric's report files already in --out")
+    fleet = simulate.add_mutually_exclusive_group()
+    fleet.add_argument("--devices", type=int, default=None,
+                       help="memoized metrics: simulate this many devices, each holding one "
+                            "value and reporting it at evenly spread times (a value's rows dealt "
+                            "to its devices in turn; default: one device per row)")
+    fleet.add_argument("--device-column", default=None,
+                       help="memoized metrics: the CSV column naming each row's device")
     live = simulate.add_argument_group(
         "live mode", "write the reports into --out over time, as a collector would: one file "
         "every --file-every seconds holding the reports that came due, written under a hidden "
@@ -70,7 +77,13 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                     "the largest Avro payload in bytes, the aggregation cost, and the "
                     "recommended protocol (lowest n·MSE; ties: fewest bytes, then cheapest "
                     "aggregation).")
-    plan.add_argument("--epsilon", required=True, type=float, help="privacy level ε > 0")
+    plan.add_argument("--epsilon", "--report-epsilon", required=True, type=float,
+                      help="privacy level ε > 0 (per report, ε1, with --lifetime-epsilon)")
+    plan.add_argument("--lifetime-epsilon", type=float, default=None,
+                      help="also compare the two-stage (memoized) protocols at this lifetime ε∞ "
+                           "per distinct value")
+    plan.add_argument("--max-values", type=int, default=None,
+                      help="with --lifetime-epsilon: most distinct values memoized per device")
     plan.add_argument("--domain", required=True, type=int, help="domain size d >= 2")
     plan.add_argument("--n", type=int, default=None,
                       help="number of reports per window: also print MSE and its square root")

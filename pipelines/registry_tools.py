@@ -19,6 +19,7 @@ from collections import Counter
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.fingerprint import canonical_text
 from ldp_telemetry.ldp.planner import recommend
+from ldp_telemetry.ldp.budget import privacy_budget
 from ldp_telemetry.ldp.protocols.base import NUMERIC, epsilon_problem
 from ldp_telemetry.ldp.registry import MetricConfig, Registry, load_registry, parse_registry
 from ldp_telemetry.output.atomic import write_atomically
@@ -157,9 +158,17 @@ def describe_changes(old: MetricConfig, new: MetricConfig) -> list[str]:
     if old.epsilon != new.epsilon:
         changes.append(f"ε {old.epsilon:g} -> {new.epsilon:g}")
     changes += _domain_changes(old, new)
+    before, after = _memo_text(old), _memo_text(new)
+    if before != after:  # a new ε∞ re-keys every device's permanent responses
+        changes.append(f"memoization {before} -> {after}")
     if not changes and old.fingerprint != new.fingerprint:
         changes.append("derived parameters (the canonical texts differ)")
     return changes
+
+
+def _memo_text(config: MetricConfig) -> str:
+    memo = getattr(config, "memoize", None)
+    return "none" if memo is None else f"ε∞={memo.lifetime_epsilon:g}"
 
 
 def _domain_changes(old: MetricConfig, new: MetricConfig) -> list[str]:
@@ -276,6 +285,7 @@ def _show(args: argparse.Namespace, out) -> int:
              "current": config is registry[config.name], "protocol": config.protocol_name,
              "epsilon": config.epsilon, "domain": _domain_text(config),
              "fingerprint": config.fingerprint.hex(),
+             "privacy": privacy_budget(config).as_record(),
              **({"canonical_text": canonical_text(config)} if args.canonical else {})}
             for metric in registry.metrics for config in registry.versions(metric.name)]
     if args.json:
@@ -289,4 +299,6 @@ def _show(args: argparse.Namespace, out) -> int:
                   f"ε={row['epsilon']:g}  {row['domain']}{mark}", file=out)
             if args.canonical:
                 print(f"        {row['canonical_text']}", file=out)
+        promise = privacy_budget(metric)
+        print(f"  privacy (current version): {promise.text()} ({promise.rule})", file=out)
     return 0

@@ -30,14 +30,17 @@ OUT = "out"
 
 def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed: int | None,
                      reports_per_file: int = DEFAULT_REPORTS_PER_FILE, progress=sys.stderr,
-                     overwrite: bool = False) -> list[str]:
+                     overwrite: bool = False, devices: np.ndarray | None = None) -> list[str]:
     """Perturb every true value and write the reports to `out_dir`; returns the file paths.
 
     The files are `<segment>-NNNNN.avro`, `<segment>` the metric's name as
     `output.layout.metric_segment` encodes it (injective: no two metrics share files). If
     `out_dir` already holds such files of this metric (an earlier run, perhaps split
     differently) that is an InputError, since a job reading the folder would count both runs;
-    `overwrite` deletes them first instead.
+    `overwrite` deletes them first instead. A memoized metric's reports come from simulated
+    devices (`device_memos`): `devices` gives each row's device (`fleet_assignment`,
+    `read_device_column`), else every row is its own device; reports a device withholds
+    (`max_values` reached) are counted on `progress`.
     """
     rng = np.random.default_rng(seed)
     check_writable_folder(out_dir, OUT)
@@ -50,17 +53,23 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
     for path in earlier:
         os.remove(path)
     n = len(truth.values)
-    paths = []
+    memos = device_memos(config, devices, n, seed)
+    paths, withheld = [], 0
     for part, start in enumerate(range(0, max(n, 1), reports_per_file)):
         stop = min(start + reports_per_file, n)
         reports = encode_points(config, truth.values[start:stop], rng,
-                                event_times_ms=truth.event_times_ms[start:stop])
+                                event_times_ms=truth.event_times_ms[start:stop],
+                                device=None if memos is None else memos[start:stop])
+        withheld += reports.withheld
         path = os.path.join(out_dir, f"{metric_segment(config.name)}-{part:05d}.avro")
         with ReportFile(path) as out:
             out.write(reports)
         paths.append(path)
         if progress is not None and n > reports_per_file:
             print(f"  {stop:,}/{n:,} reports written ({100 * stop / n:.0f}%)", file=progress)
+    if withheld and progress is not None:
+        print(f"  {withheld:,} of {n:,} values withheld by their devices (memoize.max_values "
+              "reached, on_limit 'stop')", file=progress)
     return paths
 
 
@@ -115,8 +124,11 @@ def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: i
     for path in earlier:
         os.remove(path)
     order = np.argsort(truth.event_times_ms, kind="stable")
-    times = truth.event_times_ms[order]
-    reports = encode_points(config, truth.values[order], rng, event_times_ms=times)
+    memos = device_memos(config, None, len(order), seed)
+    reports = encode_points(config, truth.values[order], rng,
+                            event_times_ms=truth.event_times_ms[order],
+                            device=None if memos is None else [memos[i] for i in order.tolist()])
+    times = reports.event_times_ms
     due = live_schedule(times, speedup, rate)
     started, written, paths, ticks = clock(), 0, [], 0
     while written < len(times):
@@ -134,3 +146,81 @@ def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: i
             print(f"  {config.name}: {written:,}/{len(times):,} reports, file {name}",
                   file=progress, flush=True)
     return paths
+
+
+# -- a fleet of devices (memoized metrics) ---------------------------------------------------
+
+#: Most simulated devices (each holds a 32-byte secret and its memoized items).
+MAX_DEVICES = 10_000_000
+
+
+def fleet_assignment(truth: TrueValues, devices: int) -> np.ndarray:
+    """Each row's device in a simulated fleet of `devices` devices (`ldp simulate --devices`).
+
+    Every device holds one value all along. The devices are shared out among the values in
+    proportion to their rows (at least one each, largest remainders first), and a value's rows, in
+    event-time order, are dealt to its devices in turn: each device reports its value about
+    rows/devices times, spread evenly over the data's period, and every row is still reported
+    once at its time, so the per-window distribution is unchanged. Needs at least one device per
+    distinct value and at most one per row.
+    """
+    n = len(truth.values)
+    order = np.lexsort((truth.event_times_ms, truth.values))
+    _, starts, counts = np.unique(truth.values[order], return_index=True, return_counts=True)
+    if not len(counts) <= devices <= min(n, MAX_DEVICES):
+        raise ConfigError(f"devices must be in [{len(counts):,}, {min(n, MAX_DEVICES):,}] (one "
+                          "per distinct value at least, at most one per row and MAX_DEVICES), "
+                          f"got {devices:,}", "devices")
+    share = counts * devices / n
+    per_value = np.maximum(1, np.floor(share).astype(np.int64))
+    while per_value.sum() > devices:  # the minimum of one pushed past the total
+        per_value[np.argmax(np.where(per_value > 1, per_value - share, -np.inf))] -= 1
+    extra = devices - int(per_value.sum())
+    if extra:
+        per_value[np.argsort(-(share - per_value), kind="stable")[:extra]] += 1
+    per_value = np.minimum(per_value, counts)
+    first = np.cumsum(per_value) - per_value
+    group = np.repeat(np.arange(len(counts)), counts)
+    position = np.arange(n) - np.repeat(starts, counts)
+    assignment = np.empty(n, dtype=np.int64)
+    assignment[order] = first[group] + position % per_value[group]
+    return assignment
+
+
+def read_device_column(path: str, column: str, rows: int) -> np.ndarray:
+    """The device ids of `column` as indices 0..k-1 (in order of first appearance), one per
+    data row as `read_true_values` reads them (blank lines skipped)."""
+    import csv
+    import gzip
+    with (gzip.open(path, "rt", newline="") if path.endswith(".gz")
+          else open(path, newline="")) as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None) or []
+        if column not in header:
+            raise InputError(f"{path} has no column {column!r} (columns: {header})",
+                             "device_column")
+        at = header.index(column)
+        ids = [row[at] for row in reader if row]
+    if len(ids) != rows:
+        raise InputError(f"{path}: {len(ids):,} device ids for {rows:,} values", "device_column")
+    _, assignment = np.unique(np.array(ids, dtype=object), return_inverse=True)
+    return assignment.astype(np.int64)
+
+
+def device_memos(config: MetricConfig, assignment: np.ndarray | None, rows: int,
+                 seed: int | None):
+    """One DeviceMemo per row for a memoized `config` (None for any other): the devices of
+    `assignment` (row -> device index), or one device per row when it is None. Secrets are
+    drawn from their own generator (seeded from `seed` and a fixed tag), so the perturbation's
+    draws do not depend on how many devices there are."""
+    if getattr(config, "memoize", None) is None:
+        return None
+    from ldp_telemetry.client.device import DeviceMemo
+    rng = np.random.default_rng(None if seed is None else [seed, 19])
+    if assignment is None:
+        assignment = np.arange(rows)
+    count = int(assignment.max()) + 1 if len(assignment) else 0
+    if count > MAX_DEVICES:
+        raise ConfigError(f"{count:,} devices exceed MAX_DEVICES ({MAX_DEVICES:,})", "devices")
+    fleet = [DeviceMemo(rng.bytes(32)) for _ in range(count)]
+    return [fleet[i] for i in assignment.tolist()]

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
+from ldp_telemetry.ldp.budget import budget_text
 from ldp_telemetry.ldp.errors import StoreError
 from ldp_telemetry.ldp.registration import Catalog
 from ldp_telemetry.ldp.times import datetime_from_ms, iso_from_ms
@@ -104,6 +105,38 @@ CREATE TABLE IF NOT EXISTS ldp_rejects (
   PRIMARY KEY (metric, reason, slice_start_ms, slice_end_ms));
 CREATE INDEX IF NOT EXISTS ldp_panes_by_metric ON ldp_panes (metric, seq);
 CREATE INDEX IF NOT EXISTS ldp_rejects_by_slice ON ldp_rejects (metric, slice_start_ms);
+"""
+
+#: What each metric configuration promises a device (ldp_telemetry.ldp.budget), from the records'
+#: `privacy` field: one row per (metric, version), the newest record's. `lifetime_epsilon` is
+#: NULL when the lifetime cost grows without bound (one-stage reports); `value_epsilon` is ε∞,
+#: the cost of any number of reports of one distinct value (memoized reports only).
+_PRIVACY_TABLE = """
+CREATE TABLE IF NOT EXISTS ldp_metric_privacy (
+  metric TEXT NOT NULL,
+  version TEXT NOT NULL,
+  per_report_epsilon DOUBLE PRECISION NOT NULL,
+  memoized BOOLEAN NOT NULL,
+  reports_per_day DOUBLE PRECISION,
+  per_day_epsilon DOUBLE PRECISION,
+  lifetime_epsilon DOUBLE PRECISION,
+  value_epsilon DOUBLE PRECISION,
+  distinct_values BIGINT,
+  composition TEXT NOT NULL,
+  promise TEXT NOT NULL,
+  PRIMARY KEY (metric, version))
+"""
+
+_UPSERT_PRIVACY = """
+INSERT INTO ldp_metric_privacy (metric, version, per_report_epsilon, memoized, reports_per_day,
+  per_day_epsilon, lifetime_epsilon, value_epsilon, distinct_values, composition, promise)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (metric, version) DO UPDATE SET
+  per_report_epsilon = excluded.per_report_epsilon, memoized = excluded.memoized,
+  reports_per_day = excluded.reports_per_day, per_day_epsilon = excluded.per_day_epsilon,
+  lifetime_epsilon = excluded.lifetime_epsilon, value_epsilon = excluded.value_epsilon,
+  distinct_values = excluded.distinct_values, composition = excluded.composition,
+  promise = excluded.promise
 """
 
 _UPSERT_WINDOW = """
@@ -345,7 +378,41 @@ class EstimateStore:
                                                         end_ms), pane["index"]))
                 if summaries:
                     cursor.executemany(self._sql(_UPSERT_SUMMARY), summaries)
+                self._write_privacy(cursor, metric, version, record.get("privacy"))
         return len(records)
+
+    def _write_privacy(self, cursor, metric: str, version: str, privacy) -> None:
+        """The record's `privacy` (a budget; absent in older records) into ldp_metric_privacy,
+        created here when a store made before it lacks the table."""
+        if not isinstance(privacy, dict):
+            return
+        if not getattr(self, "_privacy_table", False):
+            cursor.execute(_PRIVACY_TABLE)
+            self._privacy_table = True
+        cursor.execute(self._sql(_UPSERT_PRIVACY), (
+            metric, version, float(privacy["per_report"]), bool(privacy["memoized"]),
+            *(_number(privacy.get(name)) for name in ("reports_per_day", "per_day", "lifetime",
+                                                      "lifetime_epsilon")),
+            None if privacy.get("distinct_values") is None else int(privacy["distinct_values"]),
+            str(privacy.get("rule", "")), budget_text(privacy) or ""))
+
+    def privacy(self, metric: str) -> dict[str, dict]:
+        """What each version of `metric` promises a device, by version label (empty when the
+        store has no such rows, or no ldp_metric_privacy table yet)."""
+        probe = ("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                 "name = 'ldp_metric_privacy'" if self.dialect == "sqlite"
+                 else "SELECT to_regclass('ldp_metric_privacy')")
+        found = self._query(probe)
+        if not found or found[0][0] is None:
+            return {}
+        rows = self._query(
+            "SELECT version, per_report_epsilon, memoized, reports_per_day, per_day_epsilon, "
+            "lifetime_epsilon, value_epsilon, distinct_values, composition, promise "
+            "FROM ldp_metric_privacy WHERE metric = ? ORDER BY version", (metric,))
+        names = ("per_report", "memoized", "reports_per_day", "per_day", "lifetime",
+                 "lifetime_epsilon", "distinct_values", "rule", "promise")
+        return {version: {**dict(zip(names, values, strict=True)),
+                          "memoized": bool(values[1])} for version, *values in rows}
 
     def write_rejects(self, totals: Mapping[tuple[str, str, int, int], int],
                       add: bool = False) -> None:
@@ -435,6 +502,8 @@ class EstimateStore:
                 cursor.execute("SELECT pg_advisory_xact_lock(7411235)")
             for statement in filter(str.strip, ddl.split(";")):
                 cursor.execute(statement)
+            cursor.execute(_PRIVACY_TABLE)
+            self._privacy_table = True
             cursor.execute("SELECT * FROM ldp_windows WHERE 1 = 0")
             columns = {description[0] for description in cursor.description}
         if "version" not in columns:

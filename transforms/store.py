@@ -16,6 +16,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.pvalue import PDone
 
+from ldp_telemetry.ldp.budget import budget_text
 from ldp_telemetry.ldp.errors import StoreError
 from ldp_telemetry.ldp.registration import Catalog
 from ldp_telemetry.output.bands import band95
@@ -186,6 +187,10 @@ BIGQUERY_PANES_SCHEMA = {"fields": [
     {"name": "pane_index", "type": "INT64", "mode": "REQUIRED"},
     {"name": "pane_is_last", "type": "BOOL", "mode": "REQUIRED"},
     {"name": "record", "type": "STRING", "mode": "REQUIRED"},
+    # the configuration's promise to a device (ldp_telemetry.ldp.budget; null in older records)
+    {"name": "per_day_epsilon", "type": "FLOAT64", "mode": "NULLABLE"},
+    {"name": "lifetime_epsilon", "type": "FLOAT64", "mode": "NULLABLE"},
+    {"name": "privacy", "type": "STRING", "mode": "NULLABLE"},
     {"name": "values", "type": "RECORD", "mode": "REPEATED", "fields": [
         {"name": "value_index", "type": "INT64", "mode": "REQUIRED"},
         {"name": "label", "type": "STRING", "mode": "REQUIRED"},
@@ -226,6 +231,9 @@ def bigquery_pane_row(record: dict) -> dict:
             "postprocess": (record.get("postprocess") or {}).get("method"),
             "pane_timing": pane["timing"], "pane_index": pane["index"],
             "pane_is_last": pane["is_last"], "record": json.dumps(record, sort_keys=True),
+            "per_day_epsilon": (record.get("privacy") or {}).get("per_day"),
+            "lifetime_epsilon": (record.get("privacy") or {}).get("lifetime"),
+            "privacy": budget_text(record.get("privacy")),
             "values": values}
 
 

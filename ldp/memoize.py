@@ -1,0 +1,135 @@
+"""Memoized reporting: the registry's `memoize` and `reports_per_day` fields, and the keyed
+permanent-response stream a device derives from its secret.
+
+Registry (one metric):
+
+    "epsilon": 1.0,                      # ε1: what one report reveals
+    "memoize": {"lifetime_epsilon": 4.0, # ε∞: what any number of reports of one value reveal
+                "max_values": 8,         # optional: most distinct permanent responses per device
+                "on_limit": "stop"},     # after them: "stop" reporting, or "repeat" the last one
+    "reports_per_day": 24                # optional: the configured reporting rate, for the budget
+
+`lifetime_epsilon` and the two stages' probabilities are part of the configuration fingerprint
+(ldp_telemetry.ldp.fingerprint); `max_values`, `on_limit` and `reports_per_day` are not: they
+bound what a device may send over time, not what one report means, and changing them must not
+re-key the permanent responses (fresh ones would undo the memoization).
+
+The permanent response (PRR) of a device is a pure function of its secret, the metric name, the
+configuration fingerprint, and an item (a value, a hash bucket, or the device's hash seed):
+
+    key   = HMAC-SHA-256(secret, "ldp-telemetry/prr/v1" 0x00 || u32 len(metric) || metric (UTF-8)
+                                 || fingerprint (16 bytes) || kind (ASCII) 0x00 || u64 item)
+    words = SHAKE-256(key) read as big-endian unsigned 64-bit integers
+
+(integers big-endian). The protocol maps the words to its PRR with portable integer rules
+(ldp_telemetry.ldp.protocols.memoized: `coin`, `below`). The secret never leaves the device.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ldp_telemetry.ldp.validation import is_int, is_positive_number
+
+#: Domain-separation prefix of the PRR key derivation (changes if the derivation ever does).
+PRR_CONTEXT = b"ldp-telemetry/prr/v1"
+#: Shortest and longest device secret, in bytes.
+MIN_SECRET_BYTES = 16
+MAX_SECRET_BYTES = 1024
+#: Highest `max_values` a registry may configure.
+MAX_MEMO_VALUES = 1 << 24
+#: Highest configured reporting rate (reports per device per day: one a second).
+MAX_REPORTS_PER_DAY = 86_400
+#: What a device does once it holds `max_values` permanent responses and meets a new item.
+STOP, REPEAT = "stop", "repeat"
+ON_LIMIT = (STOP, REPEAT)
+_FIELDS = {"lifetime_epsilon", "max_values", "on_limit"}
+
+
+@dataclass(frozen=True)
+class Memoization:
+    """A metric's memoization: ε∞, the most distinct PRRs per device (None: no limit but the
+    protocol's own, d or g) and what happens after them."""
+
+    lifetime_epsilon: float
+    max_values: int | None = None
+    on_limit: str = STOP
+
+    def as_dict(self) -> dict:
+        out: dict[str, Any] = {"lifetime_epsilon": self.lifetime_epsilon}
+        if self.max_values is not None:
+            out["max_values"] = self.max_values
+        out["on_limit"] = self.on_limit
+        return out
+
+
+def parse_memoization(value: Any, fail) -> Memoization:
+    """The registry's `memoize` object; `fail(field, message)` builds the RegistryError (its
+    field a path under ``memoize``). ε∞ itself is checked by the protocol (ε1 < ε∞)."""
+    expected = '{"lifetime_epsilon": E[, "max_values": M, "on_limit": "stop" | "repeat"]}'
+    if not isinstance(value, Mapping) or "lifetime_epsilon" not in value:
+        raise fail("memoize", f"must be {expected}")
+    unknown = sorted(set(value) - _FIELDS)
+    if unknown:
+        raise fail(f"memoize.{unknown[0]}", f"is not a memoize field ({expected})")
+    lifetime = value["lifetime_epsilon"]
+    if not is_positive_number(lifetime) or isinstance(lifetime, bool):
+        raise fail("memoize.lifetime_epsilon", f"must be a number, got {lifetime!r}")
+    max_values = value.get("max_values")
+    if max_values is not None and (not is_int(max_values)
+                                   or not 1 <= max_values <= MAX_MEMO_VALUES):
+        raise fail("memoize.max_values", f"must be an integer in [1, {MAX_MEMO_VALUES}] "
+                                         f"(MAX_MEMO_VALUES), got {max_values!r}")
+    on_limit = value.get("on_limit", STOP)
+    if on_limit not in ON_LIMIT:
+        raise fail("memoize.on_limit", f"must be one of {list(ON_LIMIT)}, got {on_limit!r}")
+    return Memoization(float(lifetime), max_values, on_limit)
+
+
+def parse_reports_per_day(value: Any, fail) -> float | None:
+    """The registry's `reports_per_day` (None when absent): a number in (0, 86400]."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not is_positive_number(value) or value > MAX_REPORTS_PER_DAY:
+        raise fail("reports_per_day", f"must be a number in (0, {MAX_REPORTS_PER_DAY}] "
+                                      f"(MAX_REPORTS_PER_DAY), got {value!r}")
+    return float(value)
+
+
+def secret_problem(secret: Any) -> str | None:
+    """Why `secret` is not a usable device secret (a phrase), or None."""
+    if not isinstance(secret, (bytes, bytearray)):
+        return f"must be bytes, got {type(secret).__name__}"
+    if not MIN_SECRET_BYTES <= len(secret) <= MAX_SECRET_BYTES:
+        return (f"must hold {MIN_SECRET_BYTES} to {MAX_SECRET_BYTES} bytes (e.g. "
+                f"secrets.token_bytes(32)), got {len(secret)}")
+    return None
+
+
+def prr_key(secret: bytes, metric: str, fingerprint: bytes, kind: str, item: int) -> bytes:
+    """The HMAC-SHA-256 key of one PRR stream (module docstring)."""
+    name = metric.encode("utf-8")
+    message = b"".join((PRR_CONTEXT, b"\x00", len(name).to_bytes(4, "big"), name,
+                        bytes(fingerprint), kind.encode("ascii"), b"\x00",
+                        int(item).to_bytes(8, "big")))
+    return hmac.new(bytes(secret), message, hashlib.sha256).digest()
+
+
+def prr_words(secret: bytes, metric: str, fingerprint: bytes, kind: str, item: int,
+              count: int) -> np.ndarray:
+    """`count` uniform uint64 words of the PRR stream of (kind, item): SHAKE-256 of its key."""
+    stream = hashlib.shake_256(prr_key(secret, metric, fingerprint, kind, item)).digest(8 * count)
+    return np.frombuffer(stream, dtype=">u8").astype(np.uint64)
+
+
+def words_for(secret: bytes, config):
+    """The `Words` function of ldp_telemetry.ldp.protocols.memoized for one device and one
+    registry configuration."""
+    def words(kind: str, item: int, count: int) -> np.ndarray:
+        return prr_words(secret, config.name, config.fingerprint, kind, item, count)
+    return words
