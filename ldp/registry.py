@@ -39,6 +39,8 @@ from ldp_telemetry.ldp.estimation import SupportNoise
 from ldp_telemetry.ldp.estimators import UNBIASED, EstimatorSpec
 from ldp_telemetry.ldp.fingerprint import fingerprint
 from ldp_telemetry.ldp.histograms import bucket_edges
+from ldp_telemetry.ldp.integrity.spec import DEFAULT as INTEGRITY_DEFAULT
+from ldp_telemetry.ldp.integrity.spec import IntegritySpec, parse_integrity
 from ldp_telemetry.ldp.planner import recommend
 from ldp_telemetry.ldp.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, FrequencyOracle,
@@ -51,7 +53,7 @@ from ldp_telemetry.ldp.validation import (EVENT_TIME_SPAN_TEXT, is_finite_number
                                           is_valid_event_time)
 
 _METRIC_FIELDS = {"name", "version", "protocol", "epsilon", "domain", "estimator", "postprocess",
-                  "not_before", "history"}
+                  "not_before", "history", "integrity"}
 #: Fields of an entry of a metric's `history` (an earlier configuration).
 _HISTORY_FIELDS = {"version", "protocol", "epsilon", "domain", "estimator", "postprocess"}
 #: Most earlier configurations one metric may list.
@@ -87,6 +89,8 @@ class MetricConfig:
 
     not_before: str | None = None
     version: int = 1  # the configuration's version; a metric's current one is its highest
+    #: integrity statistics' settings (ldp_telemetry.ldp.integrity.spec); None: integrity off
+    integrity: IntegritySpec | None = INTEGRITY_DEFAULT
 
     @property
     def kind(self) -> str:
@@ -264,7 +268,8 @@ def _parse_history(entry: Mapping, current: MetricConfig, where: str) -> list[Me
         if "version" not in earlier:
             raise RegistryError(f"metric {name!r}: {at[len(where) + 1:]} needs a 'version'",
                                 f"{at}.version")
-        inherited = {key: entry[key] for key in ("estimator", "postprocess") if key in entry}
+        inherited = {key: entry[key] for key in ("estimator", "postprocess", "integrity")
+                     if key in entry}
         config = _parse_metric({**inherited, **earlier, "name": name}, at,
                                label=f"metric {name!r} version {earlier['version']!r}")
         configs.append(dataclasses.replace(config, not_before=current.not_before))
@@ -333,9 +338,11 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
         problem = _instant_problem(not_before)
         if problem:
             raise fail("not_before", problem)
+    integrity = parse_integrity(entry.get("integrity"), where, label)
     if protocol in NUMERIC_PROTOCOLS:
         config = _parse_numeric_metric(entry, name, protocol, float(epsilon), fail, refail)
-        return dataclasses.replace(config, not_before=not_before, version=version)
+        return dataclasses.replace(config, not_before=not_before, version=version,
+                                   integrity=None)
     labels, d = _parse_domain(entry.get("domain"), fail)
     if protocol == AUTO:
         protocol, reason = recommend(float(epsilon), d)
@@ -356,7 +363,7 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
                     "domain is a list of labels: check that their order means something",
                     name, estimator.method)
     config = MetricConfig(name, protocol, float(epsilon), d, labels, postprocess, estimator,
-                          not_before=not_before, version=version)
+                          not_before=not_before, version=version, integrity=integrity)
     try:
         config.protocol  # noqa: B018 (built now: its own checks run before any report is read)
     except ValueError as error:

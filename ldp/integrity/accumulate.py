@@ -1,0 +1,47 @@
+"""The integrity accumulator of one configuration version: a `ReportSample` of its reports.
+
+Counting keeps one beside each version's statistic (transforms/count.py): `new_sample` when
+the version's first report is counted, `observe` for every batch of kept reports, and the
+samples of slices merge by `ReportSample.add` as the statistics add. None where the metric has
+integrity off, or its protocol no sampled test (GRR, HR, numeric protocols): the sum test needs
+only the support counts.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ldp_telemetry.ldp.integrity.sample import ReportSample
+from ldp_telemetry.ldp.integrity.support import SingleModel, support_model
+
+
+def sample_capacity(config) -> int | None:
+    """Rows of the report sample of a version of the metric `config`, None when it keeps none."""
+    spec = getattr(config, "integrity", None)
+    if spec is None or config.kind != "frequency":
+        return None
+    model = support_model(config.protocol)
+    if model is None or isinstance(model, SingleModel):
+        return None
+    return spec.sample_rows(model.row_bytes())
+
+
+def sample_nbytes(config) -> int:
+    """Largest bytes of one version's sample (the memory model's term): rows x row bytes."""
+    rows = sample_capacity(config)
+    return 0 if rows is None else rows * support_model(config.protocol).row_bytes()
+
+
+def new_sample(config) -> ReportSample | None:
+    """An empty sample for a version of the metric `config`, or None (see the module doc)."""
+    rows = sample_capacity(config)
+    return None if rows is None else ReportSample(rows)
+
+
+def observe(sample: ReportSample | None, config, columns, report_ids: np.ndarray | None) -> None:
+    """Offer the counted reports (payload `columns`, their ids or None) to `sample`."""
+    if sample is None:
+        return
+    model = support_model(config.protocol)
+    rows = len(next(iter(columns.values())))
+    sample.offer(report_ids, rows, lambda mask: model.sampled(
+        {k: v[mask] for k, v in columns.items()}))
