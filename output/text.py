@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ldp_telemetry.output.bands import Z95, half_width95
+from ldp_telemetry.output.integrity import flag_text
 from ldp_telemetry.output.layout import COMBINED, version_label
 from ldp_telemetry.output.resolution import resolution, warning_text
 
@@ -48,6 +49,9 @@ def format_top(record: Mapping, k: int = 5) -> str:
     found = resolution(record)
     if found is not None and found.under_resolved:
         lines.append(f"    warning: {warning_text(record, found)}")
+    flags = flag_text(record)
+    if flags is not None:
+        lines.append(f"    {flags}")
     return "\n".join(lines)
 
 

@@ -26,9 +26,11 @@ def sample_capacity(config) -> int | None:
 
 
 def sample_nbytes(config) -> int:
-    """Largest bytes of one version's sample (the memory model's term): rows x row bytes."""
+    """Largest bytes of one version's sample while it counts (the memory model's term): twice
+    its rows x row bytes, as offered rows wait until they are cut back at twice the capacity
+    (ReportSample); a merged or pickled sample holds at most half of it."""
     rows = sample_capacity(config)
-    return 0 if rows is None else rows * support_model(config.protocol).row_bytes()
+    return 0 if rows is None else 2 * rows * support_model(config.protocol).row_bytes()
 
 
 def new_sample(config) -> ReportSample | None:
