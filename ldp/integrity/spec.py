@@ -1,6 +1,6 @@
 """The integrity settings of a metric: the registry field `integrity`, its defaults and limits.
 
-    "integrity": {"top_k": 10, "sample": 16384, "sample_bytes": 16777216, "alpha": 0.01,
+    "integrity": {"top_k": 10, "sample": 65536, "sample_bytes": 8388608, "alpha": 0.01,
                   "history": 4}
     "integrity": false        (no accumulator, no section in the records)
 
@@ -34,8 +34,8 @@ class IntegritySpec:
     the TESTS at alpha / len(TESTS)); `history` earlier windows of the jump test's baseline."""
 
     top_k: int = 10
-    sample: int = 16384
-    sample_bytes: int = 16 << 20
+    sample: int = 65536
+    sample_bytes: int = 8 << 20
     alpha: float = 0.01
     history: int = 4
 

@@ -47,7 +47,7 @@ def statistic(name: str, score=None, p_value=None, level: float = 0.0, values=()
     return {"name": name, "score": None if score is None else float(score),
             "df": None if df is None else int(df),
             "p_value": None if p_value is None else float(p_value),
-            "flagged": p_value is not None and p_value <= level,
+            "flagged": bool(p_value is not None and p_value <= level),
             "values": [str(v) for v in values], "note": note}
 
 

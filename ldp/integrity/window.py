@@ -12,7 +12,7 @@ from ldp_telemetry.ldp.integrity.statistics import window_integrity
 BATCH_ROWS = 8192
 
 
-def tested_window(config, columns: dict, report_ids: np.ndarray | None = None):
+def window_with_integrity(config, columns: dict, report_ids: np.ndarray | None = None):
     """(WindowResult, integrity section) of the reports `columns` of the metric `config`,
     counted in batches of BATCH_ROWS (ids 0..n-1 when `report_ids` is None)."""
     n = len(next(iter(columns.values())))
