@@ -3,12 +3,14 @@
 For each protocol and ε: `--honest` windows of n honest reports (the false-alarm rate of each
 statistic and of the window's flag), and for each attack (MGA, RIA, ROA; ldp.attacks), fake
 fraction and number of targets, `--windows` windows of n reports of which that fraction are
-fake (the detection rate of each statistic and of the window's flag), with the attack's gain:
-the mean over targets of f~_t - f_t (the estimate's error the attack causes; no recovery is
-applied, the pipeline reports and never corrects). Honest values are drawn from the emoji
-frequencies of ../shared/datasets (d = 969) or, without it, a Zipf(1.1) domain of 969 values;
-targets are drawn among the values ranked 500 and below. The jump test needs earlier windows
-and is evaluated on its own (`--jump`): each attacked window against `history` honest ones.
+fake (the detection rate of each statistic and of the window's flag), with the attack's gain,
+the mean over targets of f~_t - f_t (the estimate's error the attack causes), and the same with
+the section's labelled recovered estimate where it has one (ldp.integrity.recovery; the
+pipeline reports it beside the plain estimate and never applies it). Honest values are drawn
+from the emoji frequencies of ../shared/datasets (d = 969), or without it a Zipf(1.1) domain
+of 969 values; targets are drawn among the values ranked 500 and below. The jump test, which
+readers compute from earlier windows, is run against the last `history` honest windows: for
+the honest rate, the earlier honest windows against them; for detection, each attacked window.
 
     python benchmarks/evaluate_integrity.py --goal --json benchmarks/results/integrity_goal.json
     python benchmarks/evaluate_integrity.py --reports 20000 --windows 4 --honest 20 \\
@@ -63,6 +65,14 @@ def one_window(config, f, n, rng, attack=None, fraction=0.0, targets=()):
     return window_with_integrity(config, columns, rng.integers(0, 2 ** 62, size=n))
 
 
+def recovered_targets(section, unbiased, targets) -> np.ndarray:
+    """The targets' estimates with the section's recovery where it has one (by label), else
+    the plain unbiased estimate."""
+    recovered = section.get("recovered") or {"labels": [], "estimate": []}
+    by_label = dict(zip(recovered["labels"], recovered["estimate"], strict=True))
+    return np.array([by_label.get(str(t), unbiased[t]) for t in targets])
+
+
 def flags(section) -> dict:
     out = {s["name"]: bool(s["flagged"]) for s in section["statistics"]}
     out["window"] = bool(section["flagged"])
@@ -93,7 +103,7 @@ def evaluate(protocol, epsilon, f, args, rng, cells) -> dict:
     order = np.argsort(-f)
     for attack, fraction, count in cells:
         targets = rng.choice(order[500:], size=count, replace=False)
-        rows, gains = [], []
+        rows, gains, recovered_gains, recoveries = [], [], [], 0
         for _ in range(args.windows):
             result, section = one_window(config, f, args.reports, rng, attack, fraction, targets)
             row = flags(section)
@@ -103,9 +113,14 @@ def evaluate(protocol, epsilon, f, args, rng, cells) -> dict:
             row["window"] = row["window"] or row["jump"]
             rows.append(row)
             gains.append(float(np.mean(result.unbiased[targets] - f[targets])))
+            recovered = recovered_targets(section, result.unbiased, targets)
+            recovered_gains.append(float(np.mean(recovered - f[targets])))
+            recoveries += section.get("recovered") is not None
         out["attacks"].append({"attack": attack, "fraction": fraction, "targets": count,
                                "windows": args.windows, "detection": rates(rows),
-                               "target_gain": float(np.mean(gains))})
+                               "target_gain": float(np.mean(gains)),
+                               "recovered_gain": float(np.mean(recovered_gains)),
+                               "recovered_windows": recoveries / args.windows})
     return out
 
 
@@ -119,7 +134,9 @@ def print_rows(block: dict) -> None:
         print(f"   {cell['attack']} {cell['fraction']:.0%} x{cell['targets']}: window "
               f"{det['window']:.2f} (" + ", ".join(f"{k} {det.get(k, 0):.2f}"
                                                    for k in STATISTICS)
-              + f"), target gain {cell['target_gain']:+.4f}", flush=True)
+              + f"), target gain {cell['target_gain']:+.4f}, recovered "
+              f"{cell['recovered_gain']:+.4f} ({cell['recovered_windows']:.0%} of windows)",
+              flush=True)
 
 
 def main(argv=None) -> None:

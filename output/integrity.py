@@ -57,8 +57,9 @@ def with_jump_tests(records: Iterable[dict]) -> list[dict]:
 
 
 def flag_text(record: Mapping) -> str | None:
-    """One line naming a flagged window's statistics and implicated values, or None when the
-    record has no section or nothing is flagged."""
+    """One line naming a flagged window's statistics and implicated values (and their
+    recovered estimate, labelled, when the section has one), or None when the record has no
+    section or nothing is flagged."""
     section = record.get("integrity")
     if not section or not section.get("flagged"):
         return None
@@ -69,5 +70,12 @@ def flag_text(record: Mapping) -> str | None:
             parts.append(f"{entry['name']} ({score} {entry['score']:.1f}, "
                          f"p {entry['p_value']:.2g})")
     values = ", ".join(section["implicated"][:10]) or "none named"
-    return (f"integrity: FLAGGED at α={section['alpha']:g}: {'; '.join(parts)}; "
+    text = (f"integrity: FLAGGED at α={section['alpha']:g}: {'; '.join(parts)}; "
             f"values: {values}")
+    recovered = section.get("recovered")
+    if recovered:
+        estimates = ", ".join(f"{label} {value:.4f}" for label, value
+                              in zip(recovered["labels"], recovered["estimate"], strict=True))
+        text += (f"; recovered ({recovered['method']}, not applied: "
+                 f"{recovered['fake_fraction']:.1%} fakes): {estimates}")
+    return text

@@ -5,7 +5,7 @@ What a job holds beyond its start-up (interpreter, Beam, numpy: about 260 MB on 
 * accumulators: the statistic of one slice of every metric and of the window / period
   windows it is added into, d x statistic bytes x (1 + windows per slice) per metric
   (`accumulator_bytes`), each with its integrity sample (`integrity_nbytes`: up to
-  2 x 65,536 rows by default, within 2 x 8 MiB; docs/integrity.md);
+  2 x 65,536 rows by default, within 2 x 2 MiB; docs/integrity.md);
 * one window being finalized and written (`window_bytes`): windows are finalized one at a time
   per worker and each record is written as it is made (transforms/write.py), so this is the
   largest metric's working set, not a sum over windows: its statistic, finalize's arrays and

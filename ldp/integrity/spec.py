@@ -1,6 +1,6 @@
 """The integrity settings of a metric: the registry field `integrity`, its defaults and limits.
 
-    "integrity": {"top_k": 10, "sample": 65536, "sample_bytes": 8388608, "alpha": 0.01,
+    "integrity": {"top_k": 10, "sample": 65536, "sample_bytes": 2097152, "alpha": 0.01,
                   "history": 4}
     "integrity": false        (no accumulator, no section in the records)
 
@@ -35,7 +35,7 @@ class IntegritySpec:
 
     top_k: int = 10
     sample: int = 65536
-    sample_bytes: int = 8 << 20
+    sample_bytes: int = 2 << 20
     alpha: float = 0.01
     history: int = 4
 

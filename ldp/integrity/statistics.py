@@ -20,7 +20,9 @@ tests/ldp/test_integrity.py):
   clipped to [0, 1]; z_ab = (C_ab - s μ_ab) / sqrt(s μ_ab (1 - μ_ab) + s² (r1 - r0)² (se_a +
   se_b)²) (the second term bounds the variance of the plug-in μ, so the test is conservative),
   one-sided (fakes that support several targets raise C); p = min(1, P · Φ̄(max z)) over the
-  P = K(K-1)/2 pairs (Bonferroni). Implicated: the values of pairs with z_ab above Φ̄⁻¹(level/P).
+  P = K(K-1)/2 pairs (Bonferroni). Implicated: the values of pairs with z_ab above Φ̄⁻¹(level/P);
+  when it is flagged, the section's `recovered` is their estimate with the estimated fake
+  support removed (ldp_telemetry.ldp.integrity.recovery), beside the plain one.
 * jump (`jump_statistic`, run by readers that have the metric's earlier windows): each top-K
   value's f~ against the mean of its `history` previous windows' f~,
   z_v = (f~_v - mean) / sqrt(se_v² + Σ se²/h²), one-sided, p = min(1, d · Φ̄(max z)): the
@@ -32,16 +34,28 @@ tests/ldp/test_integrity.py):
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
-from scipy import stats
 
+from ldp_telemetry.ldp.integrity.recovery import recovered_estimate
 from ldp_telemetry.ldp.integrity.support import support_model, support_size_moments
 
 #: Expected count below which support-size cells are pooled with their neighbours.
 MIN_EXPECTED = 5.0
 #: Fewest sampled reports a sampled test runs on.
 MIN_SAMPLE = 50
+_NORMAL = NormalDist()
+
+
+def normal_sf(z: float) -> float:
+    """P[N(0, 1) > z] (stdlib: readers such as `ldp show` never import scipy)."""
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def normal_isf(p: float) -> float:
+    """The z with P[N(0, 1) > z] = p, for 0 < p < 1."""
+    return -_NORMAL.inv_cdf(p)
 
 
 def statistic(name: str, score=None, p_value=None, level: float = 0.0, values=(), df=None,
@@ -70,7 +84,7 @@ def sum_statistic(protocol, counts: np.ndarray, n: int, level: float) -> dict:
     estimate_sum = (total / n - protocol.d * q) / (p - q)
     error = math.sqrt(variance / n) / (p - q)
     z = (estimate_sum - 1.0) / error
-    return statistic("sum", z, 2 * stats.norm.sf(abs(z)), level)
+    return statistic("sum", z, 2 * normal_sf(abs(z)), level)
 
 
 def _pooled_cells(expected: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -105,7 +119,8 @@ def support_size_statistic(model, columns: dict, level: float) -> dict:
         return statistic("support_size", note="too few reports for two cells")
     chi2 = float(np.sum((observed - expected) ** 2 / expected))
     df = len(expected) - 1
-    return statistic("support_size", chi2, stats.chi2.sf(chi2, df), level, df=df)
+    from scipy.special import chdtrc  # here: readers of records never load scipy
+    return statistic("support_size", chi2, chdtrc(df, chi2), level, df=df)
 
 
 def co_support_statistic(model, columns: dict, unbiased: np.ndarray, std_error: np.ndarray,
@@ -122,6 +137,7 @@ def co_support_statistic(model, columns: dict, unbiased: np.ndarray, std_error: 
     top = order[: min(top_k, len(order))]
     r1, r0 = pairs
     matrix = model.supports(columns, top).astype(np.float64)
+    s = len(matrix)  # RWS: a bounded number of the sampled rows
     together = matrix.T @ matrix
     f = np.clip(np.nan_to_num(unbiased[top]), 0.0, 1.0)
     se = np.nan_to_num(np.asarray(std_error, dtype=np.float64)[top])
@@ -135,12 +151,14 @@ def co_support_statistic(model, columns: dict, unbiased: np.ndarray, std_error: 
     if count == 0:
         return statistic("co_support", note="fewer than two values")
     z_max = float(z_pairs.max())
-    p_value = min(1.0, count * stats.norm.sf(z_max))
-    cut = stats.norm.isf(level / count)
+    p_value = min(1.0, count * normal_sf(z_max))
+    cut = normal_isf(level / count)
     hot = z_pairs > cut
     implicated = sorted(set(top[upper[0][hot]].tolist()) | set(top[upper[1][hot]].tolist()),
                         key=lambda v: -unbiased[v])
-    return statistic("co_support", z_max, p_value, level, [labels[v] for v in implicated])
+    entry = statistic("co_support", z_max, p_value, level, [labels[v] for v in implicated])
+    entry["indices"] = implicated  # for the recovery; dropped from the record
+    return entry
 
 
 def jump_statistic(unbiased: np.ndarray, std_error: np.ndarray, earlier: list, labels,
@@ -167,8 +185,8 @@ def jump_statistic(unbiased: np.ndarray, std_error: np.ndarray, earlier: list, l
     z = (unbiased[top] - baseline) / np.sqrt(np.maximum(variance, 1e-300))
     z_max = float(np.max(z))
     d = len(unbiased)  # the top-K is chosen by the same estimates: Bonferroni over all d
-    p_value = min(1.0, d * stats.norm.sf(z_max))
-    hot = top[z > stats.norm.isf(level / d)]
+    p_value = min(1.0, d * normal_sf(z_max))
+    hot = top[z > normal_isf(level / d)]
     return statistic("jump", z_max, p_value, level, [labels[v] for v in hot])
 
 
@@ -193,6 +211,7 @@ def window_integrity(config, result, table, sample) -> dict | None:
     protocol = config.protocol
     level = spec.level
     labels = config.value_labels
+    recovered = None
     counts = np.asarray(protocol.support_counts(table))
     entries = [sum_statistic(protocol, counts, result.n, level)]
     model = support_model(protocol)
@@ -209,13 +228,18 @@ def window_integrity(config, result, table, sample) -> dict | None:
                 "every report supports the same number of values" if model.size_pmf() is None
                 else "no sampled reports")))
         if columns:
-            entries.append(co_support_statistic(model, columns, result.unbiased,
-                                                result.std_error, labels, spec.top_k, level))
+            entry = co_support_statistic(model, columns, result.unbiased, result.std_error,
+                                         labels, spec.top_k, level)
+            indices = entry.pop("indices", [])
+            if entry["flagged"]:
+                recovered = recovered_estimate(protocol, model, columns, result.unbiased,
+                                               labels, indices)
+            entries.append(entry)
         else:
             entries.append(statistic("co_support", note=(
                 "a report supports one value: no pairs" if model.pair_probabilities() is None
                 else "no sampled reports")))
     section = {"alpha": spec.alpha, "level": level, "top_k": spec.top_k, "history": spec.history,
-               "sample": sampled, "statistics": entries}
+               "sample": sampled, "statistics": entries, "recovered": recovered}
     return summarise(section)
 

@@ -3,13 +3,14 @@
 A pure protocol's report supports a set of values ([Fang25] Definition 2): its own value with
 probability p*, each other value with probability q*. The tests need, per family:
 
-* `sampled(columns)`: the columns a report sample keeps (a compact form: fixed-size subsets
-  keep their support as a packed bit set of d bits, so SS and RWS rows cost d/8 bytes);
+* `sampled(columns)`: the columns a report sample keeps (the payload; SS's items in the
+  smallest integer type that holds d);
 * `supports(columns, values)`: the (rows x K) boolean matrix "row supports value";
 * `sizes(columns)` and `size_pmf()`: the support size of each row and its exact distribution
   under honest reports (None where it is constant: GRR, SS, RWS support 1 or k values always);
 * `pair_probabilities()`: (r1, r0), the probability that an honest report supports both of two
-  values a != b when its true value is a (r1), and when it is neither (r0).
+  values a != b when its true value is a (r1), and when it is neither (r0);
+  `set_probabilities(t)` the same for all of t values.
 
 Unary encoding: bits are independent, so the size is Bernoulli(p*) + Binomial(d-1, q*) and
 r1 = p* q*, r0 = q*^2. Local hashing: the report <s, y> supports v when H(s, v) = y; with the
@@ -22,8 +23,9 @@ Other protocols (HR) have no model: their co-support and size tests are not defi
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from scipy import stats
 
 from ldp_telemetry.ldp import hashing
 from ldp_telemetry.ldp.protocols.fixed_subset import FixedSizeSubset
@@ -34,7 +36,10 @@ from ldp_telemetry.ldp.protocols.unary_encoding import UnaryEncoding
 
 #: Largest (rows x d) hash evaluations a local-hashing size test makes at finalize; beyond it
 #: the test uses the first rows of the sample (itself a uniform sample).
-MAX_SIZE_CELLS = 1 << 25
+MAX_SIZE_CELLS = 1 << 22
+#: Largest (rows x (d + k)) work of an RWS support matrix at finalize; beyond it the tests use
+#: the first rows of the sample (itself a uniform sample).
+MAX_WHEEL_CELLS = 1 << 24
 #: Popcount of every byte.
 _POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1)
 
@@ -44,9 +49,18 @@ def _bit_supports(bits: np.ndarray, values: np.ndarray) -> np.ndarray:
     return ((bits[:, values // 8] >> (values % 8).astype(np.uint8)) & 1).astype(bool)
 
 
+def _binomial_pmf(n: int, q: float) -> np.ndarray:
+    """pmf of Binomial(n, q) over 0..n, 0 < q < 1 (log-gamma form)."""
+    from scipy.special import gammaln  # at finalize only: readers never load scipy
+    k = np.arange(n + 1)
+    log_pmf = (gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
+               + k * math.log(q) + (n - k) * math.log1p(-q))
+    return np.exp(log_pmf)
+
+
 def _one_plus_binomial_pmf(p: float, others: int, q: float) -> np.ndarray:
     """pmf over 0..others+1 of Bernoulli(p) + Binomial(others, q)."""
-    binomial = stats.binom.pmf(np.arange(others + 1), others, q)
+    binomial = _binomial_pmf(others, q)
     pmf = np.zeros(others + 2)
     pmf[:-1] += (1 - p) * binomial
     pmf[1:] += p * binomial
@@ -76,6 +90,11 @@ class SupportModel:
         return None
 
     def pair_probabilities(self) -> tuple[float, float] | None:
+        return self.set_probabilities(2)
+
+    def set_probabilities(self, t: int) -> tuple[float, float] | None:
+        """(P[an honest report supports all of t values | its value is one of them],
+        P[... | its value is none of them]); pair_probabilities is t = 2."""
         return None
 
 
@@ -93,9 +112,9 @@ class UnaryModel(SupportModel):
         p = self.protocol
         return _one_plus_binomial_pmf(p.p_star, p.d - 1, p.q_star)
 
-    def pair_probabilities(self):
+    def set_probabilities(self, t):
         p, q = self.protocol.p_star, self.protocol.q_star
-        return p * q, q * q
+        return p * q ** (t - 1), q ** t
 
 
 class HashingModel(SupportModel):
@@ -124,39 +143,60 @@ class HashingModel(SupportModel):
         p = self.protocol
         return _one_plus_binomial_pmf(p.p_star, p.d - 1, 1.0 / p.g)
 
-    def pair_probabilities(self):
+    def set_probabilities(self, t):
         p, g = self.protocol.p_star, self.protocol.g
-        return p / g, 1.0 / g ** 2
+        return p / g ** (t - 1), 1.0 / g ** t
 
 
 class SubsetModel(SupportModel):
-    """SS and RWS: the sample keeps each row's support as d packed bits."""
+    """SS and RWS: the sample keeps the payload (SS's k items in the smallest integer type, RWS's
+    seed and y); supports are derived at finalize, for RWS from at most MAX_WHEEL_CELLS / (d + k)
+    rows (each row's seeded k-subset costs O(d + k))."""
+
+    @property
+    def _item_type(self):
+        return np.int16 if self.protocol.d <= np.iinfo(np.int16).max else np.int32
 
     def row_bytes(self) -> int:
-        return 8 + (self.protocol.d + 7) // 8
+        if isinstance(self.protocol, RWS):
+            return 8 + 16
+        return 8 + self.protocol.k * np.dtype(self._item_type).itemsize
 
     def sampled(self, columns):
-        protocol = self.protocol
-        n = len(next(iter(columns.values())))
-        if isinstance(protocol, RWS):
-            members = (hashing.seeded_subsets(columns["seed"].view(np.uint64), protocol.d,
-                                              protocol.k)
-                       + np.asarray(columns["y"], dtype=np.int64)[:, None]) % protocol.d
-        else:
-            members = np.asarray(columns["items"], dtype=np.int64)
-        dense = np.zeros((n, protocol.d), dtype=bool)
-        dense[np.arange(n)[:, None], members] = True
-        return {"bits": np.packbits(dense, axis=1, bitorder="little")}
+        if isinstance(self.protocol, RWS):
+            return dict(columns)
+        return {"items": np.asarray(columns["items"]).astype(self._item_type)}
 
     def supports(self, columns, values):
-        return _bit_supports(columns["bits"], values)
+        values = np.asarray(values, dtype=np.int64)
+        protocol = self.protocol
+        if not isinstance(protocol, RWS):
+            items = columns["items"]
+            out = np.empty((len(items), len(values)), dtype=bool)
+            for j, value in enumerate(values.tolist()):
+                out[:, j] = (items == value).any(axis=1)
+            return out
+        d, k = protocol.d, protocol.k
+        rows = min(len(columns["y"]), max(1, MAX_WHEEL_CELLS // (d + k)))
+        seeds = columns["seed"][:rows].view(np.uint64)
+        y = np.asarray(columns["y"][:rows], dtype=np.int64)
+        out = np.empty((rows, len(values)), dtype=bool)
+        for start, block in hashing.seeded_permutations(seeds, d, k):
+            members = (block[:, :k] + y[start:start + len(block), None]) % d
+            for j, value in enumerate(values.tolist()):
+                out[start:start + len(block), j] = (members == value).any(axis=1)
+        return out
 
-    def pair_probabilities(self):
+    def set_probabilities(self, t):
+        """The others are k - 1 (probability p*) or k draws without replacement from d - 1."""
         p, k, d = self.protocol.p_star, self.protocol.k, self.protocol.d
-        if d < 3:
+        if t > d - 1:
             return None
-        return (p * (k - 1) / (d - 1),
-                (p * (k - 1) * (k - 2) + (1 - p) * k * (k - 1)) / ((d - 1) * (d - 2)))
+
+        def draws(m: int, count: int) -> float:  # P[count given others all among m draws]
+            return math.prod((m - i) / (d - 1 - i) for i in range(count)) if m >= count else 0.0
+
+        return p * draws(k - 1, t - 1), p * draws(k - 1, t) + (1 - p) * draws(k, t)
 
 
 class SingleModel(SupportModel):
