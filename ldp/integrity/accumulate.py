@@ -11,18 +11,22 @@ from __future__ import annotations
 import numpy as np
 
 from ldp_telemetry.ldp.integrity.sample import ReportSample
+from ldp_telemetry.ldp.integrity.statistics import MIN_SAMPLE
 from ldp_telemetry.ldp.integrity.support import SingleModel, support_model
 
 
 def sample_capacity(config) -> int | None:
-    """Rows of the report sample of a version of the metric `config`, None when it keeps none."""
+    """Rows of the report sample of a version of the metric `config`, None when it keeps none:
+    also when fewer than MIN_SAMPLE rows fit in its `sample_bytes` (a unary encoding of a very
+    large domain), as the sampled tests would not run on them."""
     spec = getattr(config, "integrity", None)
     if spec is None or config.kind != "frequency":
         return None
     model = support_model(config.protocol)
     if model is None or isinstance(model, SingleModel):
         return None
-    return spec.sample_rows(model.row_bytes())
+    rows = spec.sample_rows(model.row_bytes())
+    return rows if rows >= MIN_SAMPLE else None
 
 
 def sample_nbytes(config) -> int:

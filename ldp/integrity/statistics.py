@@ -226,7 +226,7 @@ def window_integrity(config, result, table, sample) -> dict | None:
         else:
             entries.append(statistic("support_size", note=(
                 "every report supports the same number of values" if model.size_pmf() is None
-                else "no sampled reports")))
+                else _unsampled(sample))))
         if columns:
             entry = co_support_statistic(model, columns, result.unbiased, result.std_error,
                                          labels, spec.top_k, level)
@@ -238,8 +238,15 @@ def window_integrity(config, result, table, sample) -> dict | None:
         else:
             entries.append(statistic("co_support", note=(
                 "a report supports one value: no pairs" if model.pair_probabilities() is None
-                else "no sampled reports")))
+                else _unsampled(sample))))
     section = {"alpha": spec.alpha, "level": level, "top_k": spec.top_k, "history": spec.history,
                "sample": sampled, "statistics": entries, "recovered": recovered}
     return summarise(section)
 
+
+def _unsampled(sample) -> str:
+    """Why a version with a sampled test has no sampled reports."""
+    if sample is None:
+        return (f"no report sample: fewer than {MIN_SAMPLE} reports fit in the metric's "
+                "integrity.sample_bytes")
+    return "no sampled reports"

@@ -169,6 +169,10 @@ def test_the_sample_is_cut_to_its_byte_budget():
     config = config_of("oue", 8000, sample=100_000, sample_bytes=1 << 20)
     assert new_sample(config).capacity == (1 << 20) // (8 + 1000)
     assert new_sample(config_of("grr", 10)) is None
+    # a unary encoding whose rows are too large for 50 of them in sample_bytes keeps none,
+    # and its record says why its sampled tests did not run
+    huge = config_of("oue", 200_000, sample_bytes=1 << 20)
+    assert new_sample(huge) is None and sample_nbytes(huge) == 0
 
 
 # -- registry ----------------------------------------------------------------------------------
