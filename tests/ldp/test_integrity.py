@@ -23,7 +23,7 @@ from ldp_telemetry.ldp.integrity.window import window_with_integrity
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
-from ldp_telemetry.output.text import format_top
+from ldp_telemetry.output.text import format_pane, format_top
 from ldp_telemetry.schemas import SCHEMA_DIR
 
 SAMPLED = ("oue", "olh", "ss", "rws")
@@ -275,5 +275,7 @@ def test_the_recovered_estimate_removes_most_of_the_fake_support_and_is_only_rep
         assert abs(by_label[str(target)] - f[target]) < 0.02
     assert "recovered (remove-fake-support, not applied" in flag_text(
         {"integrity": section})
+    record = record_of(config, result, section, 1)
+    assert "integrity flagged: " in format_pane(record) and "150" in format_pane(record)
     _, honest = window(config, f, 20_000, rng)
     assert honest["recovered"] is None
