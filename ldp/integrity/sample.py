@@ -37,7 +37,8 @@ class ReportSample:
         self._priority: list[np.ndarray] = [] if priority is None else [priority]
         self._columns: list[dict] = [] if columns is None else [columns]
         self._held = sum(len(p) for p in self._priority)
-        self._threshold = None
+        self._threshold = (priority.max() if priority is not None and len(priority)
+                           and len(priority) >= self.capacity else None)
         self._unnamed = unnamed
 
     def __len__(self) -> int:

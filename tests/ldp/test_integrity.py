@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import pickle
 
 import fastavro
 import numpy as np
@@ -163,6 +164,22 @@ def test_the_sample_merges_exactly_and_stays_bounded(protocol):
     assert len(p1) == 300 and np.array_equal(p1, p2)
     assert all(np.array_equal(c1[k], c2[k]) for k in c1)
     assert whole.nbytes() <= sample_nbytes(config)
+
+
+def test_a_pickled_sample_goes_on_as_the_original():
+    """Beam moves samples between steps as pickles: one restored half-way keeps the same rows."""
+    rng = np.random.default_rng(31)
+    config = config_of("olh", 40, sample=200)
+    columns = config.protocol.perturb(rng.integers(0, 40, size=2000), rng)
+    ids = np.arange(2000, dtype=np.int64)
+    first, second = slice(0, 1000), slice(1000, 2000)
+    straight, restored = new_sample(config), new_sample(config)
+    for part in (first, second):
+        observe(straight, config, {k: v[part] for k, v in columns.items()}, ids[part])
+    observe(restored, config, {k: v[first] for k, v in columns.items()}, ids[first])
+    restored = pickle.loads(pickle.dumps(restored))
+    observe(restored, config, {k: v[second] for k, v in columns.items()}, ids[second])
+    assert np.array_equal(straight.rows()[0], restored.rows()[0])
 
 
 def test_the_sample_is_cut_to_its_byte_budget():
