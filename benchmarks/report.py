@@ -137,9 +137,10 @@ def live(r: dict) -> str:
 def integrity_cost(r: dict) -> str:
     rows = [[f"`{p['protocol']}`", rate(p["aggregate_on"]), fixed(2)(p["aggregate_ratio"]),
              rate(p["end_to_end_on"]), rate(p["end_to_end_off"]),
-             fixed(2)(p["end_to_end_ratio"])] for p in r["protocols"]]
+             fixed(2)(p["end_to_end_ratio"]), fixed(2)(p.get("end_to_end_cpu_ratio"))]
+            for p in r["protocols"]]
     return table(["protocol", "aggregation, integrity on", "on / off", "end to end on",
-                  "end to end off", "on / off"], rows)
+                  "end to end off", "on / off", "CPU on / off"], rows)
 
 
 INTEGRITY_STATISTICS = ("sum", "support_size", "co_support", "jump")
@@ -167,7 +168,8 @@ def evaluate_integrity(r: dict) -> str:
                          f"{cell['target_gain']:+.4f}",
                          f"{cell['recovered_gain']:+.4f} ({_share(cell['recovered_windows'])})"])
     return (f"Data: {r['data']}; {r['reports']:,} reports per window; each statistic at level "
-            f"{r['level']:g} (α = {r['alpha']:g}); sample {r['sample']:,}, top-K {r['top_k']}."
+            f"{r['level']:g} (α = {r['alpha']:g}); a sample of at most {r['sample']:,} reports "
+            f"within the default byte budget; top-K {r['top_k']}."
             "\n\n" + table(["protocol", "windows", "fakes × targets", "window flagged",
                              "sum", "support size", "co-support", "jump", "target gain",
                              "recovered (windows)"], rows, right=set(range(2, 10))))
@@ -238,8 +240,9 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "The throughput benchmark's file per frequency oracle (d = 1024, ε = 2) counted and run end "
      "to end with the integrity statistics on (the default: a report sample of up to 65,536 "
      "reports within 2 MiB per window and version, and the window tests at finalize) and off "
-     "(`\"integrity\": false`), runs alternating; the goal is an end-to-end ratio of at least "
-     "0.90. See [integrity](integrity.md).",
+     "(`\"integrity\": false`), runs alternating: rates and their ratio on / off, and the ratio "
+     "of the job's CPU time (off / on), steadier on a shared machine; the goal is an end-to-end "
+     "ratio of at least 0.90. See [integrity](integrity.md).",
      integrity_cost, "python benchmarks/integrity_cost.py --reports 200000"),
     ("evaluate_integrity_goal", "Integrity statistics: the goal case",
      "OUE and OLH at ε = 1 on real emoji frequencies, windows of 100,000 reports: honest "
