@@ -15,6 +15,8 @@ the honest rate, the earlier honest windows against them; for detection, each at
     python benchmarks/evaluate_integrity.py --goal --json benchmarks/results/integrity_goal.json
     python benchmarks/evaluate_integrity.py --reports 20000 --windows 4 --honest 20 \\
         --json benchmarks/results/integrity_grid.json
+    python benchmarks/evaluate_integrity.py --real-days --protocols oue,olh,ss --epsilons 1 \\
+        --json benchmarks/results/integrity_days.json
 """
 from __future__ import annotations
 
@@ -124,6 +126,40 @@ def evaluate(protocol, epsilon, f, args, rng, cells) -> dict:
     return out
 
 
+def real_days(protocols, epsilon: float, rng, minimum: int = 1000) -> dict:
+    """Honest windows with real drift: each day of the 2001 flights (destination airport,
+    d = 229) one window, every protocol; per day the window tests, and the jump test against the
+    `history` days before. Returns the false-alarm rates and the flagged days."""
+    data = np.load(DATASETS / "flights3m_2001H1.npz")
+    days = [data["dest"][data["day"] == day] for day in np.unique(data["day"])]
+    days = [values for values in days if len(values) >= minimum]
+    out = {"data": "flights3m_2001H1 destination per day (d = 229)", "days": len(days),
+           "protocols": []}
+    for protocol in protocols:
+        config = config_of(protocol, 229, epsilon)
+        rows, earlier = [], []
+        for values in days:
+            columns = config.protocol.perturb(values, rng)
+            result, section = window_with_integrity(
+                config, columns, rng.integers(0, 2 ** 62, size=len(values)))
+            row = flags(section)
+            jump = jump_statistic(result.unbiased, result.std_error,
+                                  earlier[-DEFAULT.history:], range(229), DEFAULT.top_k,
+                                  DEFAULT.level)
+            row["jump"] = bool(jump["flagged"]) if earlier else False
+            row["window"] = row["window"] or row["jump"]
+            rows.append(row)
+            earlier.append((result.unbiased, result.std_error))
+        block = {"protocol": protocol, "epsilon": epsilon, "reports_per_day":
+                 int(np.median([len(v) for v in days])), "false_alarm": rates(rows)}
+        fa = block["false_alarm"]
+        print(f"{protocol} ε={epsilon:g} over {len(days)} real days: "
+              + ", ".join(f"{k} {fa.get(k, 0):.3f}" for k in (*STATISTICS, "window")),
+              flush=True)
+        out["protocols"].append(block)
+    return out
+
+
 def print_rows(block: dict) -> None:
     fa = block["false_alarm"]
     print(f"{block['protocol']} ε={block['epsilon']:g}: false alarms "
@@ -154,6 +190,10 @@ def main(argv=None) -> None:
     parser.add_argument("--fractions", default="0.01,0.02,0.05")
     parser.add_argument("--targets", default="1,3,10")
     parser.add_argument("--seed", type=int, default=21)
+    parser.add_argument("--real-days", action="store_true",
+                        help="honest windows with real drift instead: each day of the 2001 "
+                             "flights (destination) a window, for --protocols at the first of "
+                             "--epsilons")
     add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.goal:
@@ -165,8 +205,13 @@ def main(argv=None) -> None:
     args.reports = args.reports or 20_000
     args.windows = args.windows or 4
     args.honest = args.honest or 20
-    f, data = frequencies()
     rng = np.random.default_rng(args.seed)
+    if args.real_days:
+        with Run("evaluate_integrity_days", args.json, vars(args)) as run:
+            run.save(real_days(args.protocols.split(","),
+                               float(args.epsilons.split(",")[0]), rng))
+        return
+    f, data = frequencies()
     cells = list(itertools.product(args.attacks.split(","),
                                    [float(x) for x in args.fractions.split(",")],
                                    [int(x) for x in args.targets.split(",")]))
