@@ -10,7 +10,7 @@ and tests always import what was installed.
 from setuptools import setup
 
 SUBPACKAGES = {
-    "ldp": ["ldp", "ldp.protocols"],
+    "ldp": ["ldp", "ldp.protocols", "ldp.integrity"],
     "output": ["output"],
     "schemas": ["schemas"],
     "client": ["client"],

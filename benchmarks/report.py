@@ -142,6 +142,57 @@ def live(r: dict) -> str:
 
 
 #: (benchmark, title, what it measures, renderer, the command producing the file)
+def integrity_cost(r: dict) -> str:
+    rows = [[f"`{p['protocol']}`", rate(p["aggregate_on"]), fixed(2)(p["aggregate_ratio"]),
+             rate(p["end_to_end_on"]), rate(p["end_to_end_off"]),
+             fixed(2)(p["end_to_end_ratio"]), fixed(2)(p.get("end_to_end_cpu_ratio"))]
+            for p in r["protocols"]]
+    return table(["protocol", "aggregation, integrity on", "on / off", "end to end on",
+                  "end to end off", "on / off", "CPU on / off"], rows)
+
+
+INTEGRITY_STATISTICS = ("sum", "support_size", "co_support", "jump")
+
+
+def _share(value) -> str:
+    return "–" if value is None else f"{value:.0%}" if value in (0, 1) else f"{value:.1%}"
+
+
+def evaluate_integrity(r: dict) -> str:
+    """Per protocol and ε: false alarms of each statistic and of the window, then per attack
+    cell the window's detection rate, each statistic's, and the targets' gain."""
+    rows = []
+    for block in r["blocks"]:
+        fa = block["false_alarm"]
+        rows.append([f"`{block['protocol']}` ε={block['epsilon']:g}", "honest", "–",
+                     _share(fa.get("window")),
+                     *[_share(fa.get(name)) for name in INTEGRITY_STATISTICS], "–", "–"])
+        for cell in block["attacks"]:
+            det = cell["detection"]
+            rows.append(["", cell["attack"].upper(),
+                         f"{cell['fraction']:.0%} × {cell['targets']}",
+                         _share(det.get("window")),
+                         *[_share(det.get(name)) for name in INTEGRITY_STATISTICS],
+                         f"{cell['target_gain']:+.4f}",
+                         f"{cell['recovered_gain']:+.4f} ({_share(cell['recovered_windows'])})"])
+    return (f"Data: {r['data']}; {r['reports']:,} reports per window; each statistic at level "
+            f"{r['level']:g} (α = {r['alpha']:g}); a sample of at most {r['sample']:,} reports "
+            f"within the default byte budget; top-K {r['top_k']}."
+            "\n\n" + table(["protocol", "windows", "fakes × targets", "window flagged",
+                             "sum", "support size", "co-support", "jump", "target gain",
+                             "recovered (windows)"], rows, right=set(range(2, 10))))
+
+
+def evaluate_integrity_days(r: dict) -> str:
+    rows = [[f"`{p['protocol']}` ε={p['epsilon']:g}", f"{p['reports_per_day']:,}",
+             _share(p["false_alarm"].get("window")),
+             *[_share(p["false_alarm"].get(name)) for name in INTEGRITY_STATISTICS]]
+            for p in r["protocols"]]
+    return (f"Data: {r['data']}, {r['days']} days of at least 1,000 flights.\n\n"
+            + table(["protocol", "reports per day (median)", "days flagged", "sum",
+                     "support size", "co-support", "jump"], rows))
+
+
 SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
     ("throughput", "Throughput against fastavro's raw decode",
      "One Avro file of N reports per protocol (d = 1024, ε = 2, Zipf-shaped values over one "
@@ -203,6 +254,38 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
     ("cli_startup", "Command start-up",
      "Each command in a fresh interpreter, round-robin; only `ldp run` imports Apache Beam.",
      cli_startup, "python benchmarks/cli_startup.py --runs 5"),
+    ("integrity_cost", "Integrity statistics: cost",
+     "The throughput benchmark's file per frequency oracle (d = 1024, ε = 2) counted and run end "
+     "to end with the integrity statistics on (the default: a report sample of up to 65,536 "
+     "reports within 2 MiB per window and version, and the window tests at finalize) and off "
+     "(`\"integrity\": false`), runs alternating: rates and their ratio on / off, and the ratio "
+     "of the job's CPU time (off / on), steadier on a shared machine; the goal is an end-to-end "
+     "ratio of at least 0.90. See [integrity](integrity.md).",
+     integrity_cost, "python benchmarks/integrity_cost.py --reports 200000"),
+    ("evaluate_integrity_goal", "Integrity statistics: the goal case",
+     "OUE and OLH at ε = 1 on real emoji frequencies, windows of 100,000 reports: honest "
+     "windows (false-alarm rate) and windows with 2% maximal-gain fake reports promoting 3 "
+     "rare values (detection rate), per statistic and for the window's flag (the jump test "
+     "against 4 honest earlier windows). Target gain: the mean over targets of f~ − f, the "
+     "error the attack causes; recovered: the same with the labelled recovered estimate of "
+     "the implicated targets (and the share of windows that have one). The goal: ≥ 95% "
+     "detected at ≤ 1% false alarms. See [integrity](integrity.md).",
+     evaluate_integrity, "python benchmarks/evaluate_integrity.py --goal"),
+    ("evaluate_integrity", "Integrity statistics: attacks, rates and protocols",
+     "Every protocol the attacks are defined for, ε ∈ {1, 2, 4}, the three attacks of [Cao21] "
+     "(MGA, RIA, ROA) with 1%, 2%, 5% fakes and 1, 3, 10 targets, at the window size and "
+     "window counts this machine affords (in the table's first line; few windows per cell, so "
+     "rates are coarse). See [integrity](integrity.md).",
+     evaluate_integrity,
+     "python benchmarks/evaluate_integrity.py --reports 20000 --windows 4 --honest 20"),
+    ("evaluate_integrity_days", "Integrity statistics: honest days with real drift",
+     "Each day of the 2001 flights a window of honest reports of its destination airports: the "
+     "false-alarm rate of each statistic and of the window's flag when the distribution drifts "
+     "from day to day as real data does (the jump test against the 4 days before). The window's "
+     "nominal level is α = 0.01. See [integrity](integrity.md).",
+     evaluate_integrity_days,
+     "python benchmarks/evaluate_integrity.py --real-days --protocols oue,olh,ss,rws,grr "
+     "--epsilons 1"),
     ("live", "Live runs",
      "The same OUE report files (d = 32, one window each) through the batch job and through a "
      "live run (`ldp run --follow`); then files arriving one at a time, each opening a window, "

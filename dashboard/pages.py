@@ -179,6 +179,7 @@ configuration version)
 {order}</h2>
 <dl class="facts small" id="window-facts"></dl>
 <p id="window-warning" class="warning" hidden></p>
+<p id="window-integrity" class="integrity-flag" hidden></p>
 <div id="distribution" class="chart wide"></div>
 <div id="quantiles" class="chart"></div>
 <details open><summary>Values of this window</summary>

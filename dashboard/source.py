@@ -13,7 +13,10 @@ with what a page draws added, computed here once so that the page's script compu
   page offers between windows of one metric that must not be drawn together;
 * `mean_half95` and `quantile_half95` of a numeric metric (the ± of the mean's and each
   quantile's 95% band), and `warning`: why the window's reports are too few for its domain at
-  its ε (`output.resolution`), or None.
+  its ε (`output.resolution`), or None;
+* `integrity_flag`: the window's integrity flag as text (`output.integrity.flag_text`: the
+  flagged statistics and the values they implicate), or None; the record's `integrity` section
+  carries the jump test over the metric's earlier windows (`output.integrity.with_jump_tests`).
 
 A `since` cursor: `windows(metric, since)` returns only the windows whose pane or rejects changed
 after `since`, so a page that follows a live run never re-reads the whole history.
@@ -26,6 +29,7 @@ import threading
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.validation import is_int
 from ldp_telemetry.output.bands import band95, half_width95
+from ldp_telemetry.output.integrity import flag_text, with_jump_tests
 from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, WindowKey,
                                           shard_pattern, version_label, window_key)
 from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS, Reason
@@ -74,7 +78,18 @@ def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, uppe
     found = resolution(record)
     view["warning"] = (warning_text(record, found)
                        if found is not None and found.under_resolved else None)
+    view["integrity_flag"] = flag_text(record)
     return view
+
+
+def _with_jumps(records: list[dict], every: list[dict]) -> list[dict]:
+    """`records` with the jump test of their integrity sections, computed over `every` record of
+    the metric (which holds them): the jump test needs the earlier windows too."""
+    if not any(r.get("integrity") is not None for r in records):
+        return records
+    tested = {id(original): new for original, new in zip(every, with_jump_tests(every),
+                                                           strict=True)}
+    return [tested.get(id(r), r) for r in records]
 
 
 def _bands(record: dict) -> tuple[list, list]:
@@ -104,6 +119,12 @@ class StoreSource:
             cursor = self._store.latest_seq()
             records = self._store.windows(metric, since)[-MAX_WINDOWS_PER_PAGE:]
             rejects = self._store.rejects(metric, [window_key(r)[1:3] for r in records])
+            if since and any(r.get("integrity") is not None for r in records):
+                every = self._store.windows(metric, 0)
+                changed = {window_key(r) for r in records}
+                records = [r for r in _with_jumps(every, every) if window_key(r) in changed]
+            else:
+                records = _with_jumps(records, records)
         views = []
         for record in records:
             late = record.pop("late_reports")
@@ -178,10 +199,12 @@ class FolderSource:
             keys = sorted((key for key in self._latest
                            if key.metric == metric and self._changed[key] > since),
                           key=lambda key: key[1:])[-MAX_WINDOWS_PER_PAGE:]
+            every = [record for key, record in self._latest.items() if key.metric == metric]
+            tested = {window_key(r): r for r in _with_jumps(every, every)}
             views = []
             for key in keys:
                 n_on_time = self._n_on_time.get(key)
-                record = self._latest[key]
+                record = tested[key]
                 late = None if n_on_time is None else int(record["n"]) - n_on_time
                 views.append(_view(record, late, self._rejects_in(key), self._changed[key],
                                    *_bands(record)))

@@ -39,6 +39,8 @@ from ldp_telemetry.ldp.estimation import SupportNoise
 from ldp_telemetry.ldp.estimators import UNBIASED, EstimatorSpec
 from ldp_telemetry.ldp.fingerprint import fingerprint
 from ldp_telemetry.ldp.histograms import bucket_edges
+from ldp_telemetry.ldp.integrity.spec import DEFAULT as INTEGRITY_DEFAULT
+from ldp_telemetry.ldp.integrity.spec import IntegritySpec, parse_integrity
 from ldp_telemetry.ldp.memoize import Memoization, parse_memoization, parse_reports_per_day
 from ldp_telemetry.ldp.planner import recommend, recommend_two_stage
 from ldp_telemetry.ldp.postprocess import PostprocessSpec
@@ -53,7 +55,7 @@ from ldp_telemetry.ldp.validation import (EVENT_TIME_SPAN_TEXT, is_finite_number
                                           is_valid_event_time)
 
 _METRIC_FIELDS = {"name", "version", "protocol", "epsilon", "domain", "estimator", "postprocess",
-                  "not_before", "history", "memoize", "reports_per_day"}
+                  "not_before", "history", "memoize", "reports_per_day", "integrity"}
 #: Fields of an entry of a metric's `history` (an earlier configuration).
 _HISTORY_FIELDS = {"version", "protocol", "epsilon", "domain", "estimator", "postprocess",
                    "memoize"}
@@ -93,6 +95,8 @@ class MetricConfig:
     #: two-stage reporting (ldp_telemetry.ldp.memoize): `epsilon` is then the per-report ε1
     memoize: Memoization | None = None
     reports_per_day: float | None = None  # the configured reporting rate (privacy budget only)
+    #: integrity statistics' settings (ldp_telemetry.ldp.integrity.spec); None: integrity off
+    integrity: IntegritySpec | None = INTEGRITY_DEFAULT
 
     @property
     def kind(self) -> str:
@@ -273,7 +277,8 @@ def _parse_history(entry: Mapping, current: MetricConfig, where: str) -> list[Me
         if "version" not in earlier:
             raise RegistryError(f"metric {name!r}: {at[len(where) + 1:]} needs a 'version'",
                                 f"{at}.version")
-        inherited = {key: entry[key] for key in ("estimator", "postprocess") if key in entry}
+        inherited = {key: entry[key] for key in ("estimator", "postprocess", "integrity")
+                     if key in entry}
         config = _parse_metric({**inherited, **earlier, "name": name}, at,
                                label=f"metric {name!r} version {earlier['version']!r}")
         configs.append(dataclasses.replace(config, not_before=current.not_before,
@@ -350,10 +355,11 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
             raise fail("memoize", f"needs a frequency protocol, not the numeric {protocol!r}")
         memoize = parse_memoization(entry["memoize"],
                                     lambda field, message: fail(field, message))
+    integrity = parse_integrity(entry.get("integrity"), where, label)
     if protocol in NUMERIC_PROTOCOLS:
         config = _parse_numeric_metric(entry, name, protocol, float(epsilon), fail, refail)
         return dataclasses.replace(config, not_before=not_before, version=version,
-                                   reports_per_day=reports_per_day)
+                                   reports_per_day=reports_per_day, integrity=None)
     labels, d = _parse_domain(entry.get("domain"), fail)
     if protocol == AUTO and memoize is not None:
         problem = epsilon_problem(memoize.lifetime_epsilon)
@@ -386,7 +392,7 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
                     name, estimator.method)
     config = MetricConfig(name, protocol, float(epsilon), d, labels, postprocess, estimator,
                           not_before=not_before, version=version, memoize=memoize,
-                          reports_per_day=reports_per_day)
+                          reports_per_day=reports_per_day, integrity=integrity)
     try:
         config.protocol  # noqa: B018 (built now: its own checks run before any report is read)
     except ValueError as error:

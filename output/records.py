@@ -30,8 +30,12 @@ BATCH_PANE = {"timing": "ON_TIME", "index": 0, "is_last": False}
 
 
 def window_estimate_record(config, result, window_start: str, window_end: str, pane,
-                           compact: bool = False) -> dict:
+                           compact: bool = False, integrity: dict | None = None) -> dict:
     """The JSON/Avro record of one window of the metric `config` (a registry MetricConfig).
+
+    `integrity`: the window's integrity section (ldp_telemetry.ldp.integrity.statistics), kept
+    as `integrity` (null when none: integrity off, numeric metrics, combined records; absent
+    from records written before the field).
 
     Plain Python values; with `compact`, the arrays stay float64 numpy arrays and a sized
     domain's labels are `IndexLabels` (24 instead of about 160 bytes per value; see
@@ -51,6 +55,7 @@ def window_estimate_record(config, result, window_start: str, window_end: str, p
             "estimate": np.asarray(result.estimate, dtype=np.float64),
             "unbiased_estimate": np.asarray(result.unbiased, dtype=np.float64),
             "std_error": np.asarray(result.std_error, dtype=np.float64),
+            "integrity": integrity,
         }
     return record if compact else plain_record(record)
 

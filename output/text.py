@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ldp_telemetry.output.bands import Z95, half_width95
+from ldp_telemetry.output.integrity import flag_text
 from ldp_telemetry.output.layout import COMBINED, version_label
 from ldp_telemetry.output.resolution import resolution, warning_text
 
@@ -48,6 +49,9 @@ def format_top(record: Mapping, k: int = 5) -> str:
     found = resolution(record)
     if found is not None and found.under_resolved:
         lines.append(f"    warning: {warning_text(record, found)}")
+    flags = flag_text(record)
+    if flags is not None:
+        lines.append(f"    {flags}")
     return "\n".join(lines)
 
 
@@ -71,11 +75,16 @@ def format_numeric(record: Mapping) -> str:
 
 
 def format_pane(record: Mapping, k: int = 3) -> str:
-    """One line per pane: window, pane, n and the k largest estimates with 95% error bars."""
+    """One line per pane: window, pane, n and the k largest estimates with 95% error bars, and
+    the values implicated when the pane's integrity section is flagged (without the jump test,
+    which needs the earlier windows: `ldp show` has it)."""
     estimate, error, labels = record["estimate"], record["std_error"], record["labels"]
     top = sorted(range(len(estimate)), key=lambda i: -estimate[i])[:k]
     values = ", ".join(f"{labels[i]} {estimate[i]:.3f}±{half_width95(error[i]):.3f}"
                        for i in top)
     pane = record["pane"]
+    section = record.get("integrity") or {}
+    flagged = (f"  integrity flagged: {', '.join(section['implicated'][:5]) or 'no values'}"
+               if section.get("flagged") else "")
     return (f"{metric_title(record):<18} [{record['window_start']} .. {record['window_end']})  "
-            f"{pane['timing']:<7} #{pane['index']:<3} n={record['n']:<7,} {values}")
+            f"{pane['timing']:<7} #{pane['index']:<3} n={record['n']:<7,} {values}{flagged}")

@@ -254,9 +254,10 @@ def _warn_under_resolved(output: str) -> None:
 
 
 def _show(args: argparse.Namespace, _extra: list[str]) -> int:
+    from ldp_telemetry.output.integrity import with_jump_tests
     from ldp_telemetry.output.reader import read_estimates, select_windows
     from ldp_telemetry.output.text import BAND_NOTE, format_top
-    records = read_estimates(args.output)
+    records = with_jump_tests(read_estimates(args.output))
     metrics = ([args.metric] if args.metric is not None
                else sorted({record["metric"] for record in records}))
     chosen = [window for metric in metrics

@@ -4,7 +4,8 @@ What a job holds beyond its start-up (interpreter, Beam, numpy: about 260 MB on 
 
 * accumulators: the statistic of one slice of every metric and of the window / period
   windows it is added into, d x statistic bytes x (1 + windows per slice) per metric
-  (`accumulator_bytes`);
+  (`accumulator_bytes`), each with its integrity sample (`integrity_nbytes`: up to
+  2 x 65,536 rows by default, within 2 x 2 MiB; docs/integrity.md);
 * one window being finalized and written (`window_bytes`): windows are finalized one at a time
   per worker and each record is written as it is made (transforms/write.py), so this is the
   largest metric's working set, not a sum over windows: its statistic, finalize's arrays and
@@ -24,6 +25,7 @@ runs bundles on several threads (Dataflow's) holds one window being finalized pe
 from __future__ import annotations
 
 from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.integrity.accumulate import sample_nbytes
 from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.registry import MetricConfig, Registry
 from ldp_telemetry.ldp.windows import WindowSpec
@@ -65,8 +67,15 @@ def accumulator_bytes(registry: Registry, windows: WindowSpec) -> dict[str, int]
     one statistic per configuration version (a slice may hold reports of every version).
     """
     open_per_slice = 1 + (0 if windows.is_fixed else windows.windows_per_slice)
-    return {m.name: _statistic_nbytes(registry, m.name) * open_per_slice
-            for m in registry.metrics}
+    return {m.name: (_statistic_nbytes(registry, m.name) + integrity_nbytes(registry, m.name))
+            * open_per_slice for m in registry.metrics}
+
+
+def integrity_nbytes(registry: Registry, name: str) -> int:
+    """Bytes of the integrity samples of every configuration version of the metric `name`
+    (`ldp_telemetry.ldp.integrity.accumulate.sample_nbytes`: at most twice the sample's rows x
+    bytes per row while it counts; 0 with integrity off)."""
+    return sum(sample_nbytes(config) for config in registry.versions(name))
 
 
 def _statistic_nbytes(registry: Registry, name: str) -> int:
@@ -133,7 +142,8 @@ def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: floa
 def _what_fits(registry: Registry, windows: WindowSpec, budget: float,
                accumulators: dict[str, int], window: dict[str, int], store: bool) -> str:
     """The hint of `check_memory_budget`: windows per report, else the largest domain, that fit."""
-    per_slice = sum(_statistic_nbytes(registry, m.name) for m in registry.metrics)
+    per_slice = sum(_statistic_nbytes(registry, m.name) + integrity_nbytes(registry, m.name)
+                    for m in registry.metrics)
     room = budget - max(window.values())
     fits = int(room // per_slice) - 1 if room > 0 else 0
     if fits >= 1 and not windows.is_fixed:

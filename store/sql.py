@@ -462,6 +462,23 @@ class EstimateStore:
             windows.append(window)
         return windows
 
+    def integrity_flags(self, metric: str) -> list[dict]:
+        """The windows of `metric` whose integrity section is flagged, sorted by window start:
+        {"window_start", "window_end", "version", "implicated", "flag"} with the jump test over
+        the stored windows (`output.integrity.with_jump_tests`). In SQL, the stored record
+        holds the section: `json_extract(record, '$.integrity.flagged')` (SQLite) or
+        `(record::jsonb -> 'integrity' ->> 'flagged')` (PostgreSQL), without the jump test."""
+        from ldp_telemetry.output.integrity import flag_text, with_jump_tests
+        flagged = []
+        for record in with_jump_tests(self.windows(metric)):
+            text = flag_text(record)
+            if text is not None:
+                flagged.append({"window_start": record["window_start"],
+                                "window_end": record["window_end"],
+                                "version": window_key(record).version,
+                                "implicated": record["integrity"]["implicated"], "flag": text})
+        return flagged
+
     def rejects(self, metric: str, windows: Iterable[tuple[int, int]] | None = None
                 ) -> dict[tuple[int, int], dict[str, int]]:
         """Dead letters of `metric` per window (start_ms, end_ms) and reason; only `windows`

@@ -43,6 +43,7 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import window as beam_window
 
+from ldp_telemetry.ldp.integrity import accumulate as integrity
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.ldp.windows import WindowSpec
@@ -59,16 +60,18 @@ DUPLICATES = "duplicates"
 
 
 class VersionStatistic:
-    """The report count n and the protocol's statistic (`table`) of one configuration version."""
+    """The report count n and the protocol's statistic (`table`) of one configuration version,
+    and its integrity accumulator (`sample`: a ldp.integrity ReportSample, or None)."""
 
-    __slots__ = ("n", "table")
+    __slots__ = ("n", "table", "sample")
 
-    def __init__(self, n: int, table):
+    def __init__(self, n: int, table, sample=None):
         self.n = n
         self.table = table
+        self.sample = sample
 
     def __reduce__(self):
-        return VersionStatistic, (self.n, self.table)
+        return VersionStatistic, (self.n, self.table, self.sample)
 
 
 class SupportStatistic:
@@ -107,10 +110,13 @@ class SupportStatistic:
         for version, part in other.parts.items():
             mine = self.parts.get(version)
             if mine is None:  # never add into an input: start from a copy
-                self.parts[version] = VersionStatistic(part.n, copy.deepcopy(part.table))
+                self.parts[version] = VersionStatistic(part.n, copy.deepcopy(part.table),
+                                                       copy.deepcopy(part.sample))
             else:
                 mine.table += part.table
                 mine.n += part.n
+                if mine.sample is not None and part.sample is not None:
+                    mine.sample.add(part.sample)
         self.duplicates += other.duplicates
         self.duplicate_ids = (self.duplicate_ids + other.duplicate_ids)[:DUPLICATE_EXAMPLES]
         return self
@@ -193,6 +199,7 @@ class SliceCounter:
         if statistic.metric is None:
             statistic.metric = batch.metric
         columns = batch.columns
+        ids = columns.get(REPORT_ID)
         if REPORT_ID in columns:
             keep = self._ids.add_new(columns[REPORT_ID])
             columns = {k: v for k, v in columns.items() if k != REPORT_ID}
@@ -202,14 +209,16 @@ class SliceCounter:
                 statistic.duplicate_ids = (statistic.duplicate_ids + tuple(
                     repeated[:DUPLICATE_EXAMPLES].tolist()))[:DUPLICATE_EXAMPLES]
                 columns = {k: v[keep] for k, v in columns.items()}
+                ids = ids[keep]
         kept = len(next(iter(columns.values())))
         if kept:  # a version has a table once a report of it is counted, never with n = 0
             part = statistic.parts.get(config.version)
             if part is None:
                 part = statistic.parts[config.version] = VersionStatistic(
-                    0, config.protocol.new_statistic())
+                    0, config.protocol.new_statistic(), integrity.new_sample(config))
             config.protocol.accumulate(part.table, columns)
             part.n += kept
+            integrity.observe(part.sample, config, columns, ids)
 
     def result(self) -> SupportStatistic:
         """The slice's statistic so far (metric None when no report was counted)."""

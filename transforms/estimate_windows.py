@@ -11,6 +11,7 @@ from apache_beam.utils.windowed_value import PaneInfoTiming
 
 from ldp_telemetry.ldp.combine import combine_versions
 from ldp_telemetry.ldp.finalize import finalize_window
+from ldp_telemetry.ldp.integrity.statistics import window_integrity
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.output.records import (BATCH_PANE, combined_estimate_record,
@@ -43,14 +44,19 @@ class FinalizeEstimatesFn(beam.DoFn):
     def _records(self, metric: str, statistic: SupportStatistic, start: str, end: str,
                  pane: dict) -> list[dict]:
         """One record per configuration version in the window, and the versions' combined
-        estimate when there are several that share values (ldp_telemetry.ldp.combine)."""
-        parts = []
+        estimate when there are several that share values (ldp_telemetry.ldp.combine). Each
+        version's record carries its integrity section (ldp_telemetry.ldp.integrity.statistics;
+        the jump test is added by readers, which have the earlier windows)."""
+        parts, sections = [], []
         for version in sorted(statistic.parts):
             part = statistic.parts[version]
             config = self._registry.version(metric, version)
-            parts.append((config, finalize_window(config, part.table, part.n)))
-        records = [window_estimate_record(config, result, start, end, pane, self._compact)
-                   for config, result in parts]
+            result = finalize_window(config, part.table, part.n)
+            parts.append((config, result))
+            sections.append(window_integrity(config, result, part.table, part.sample))
+        records = [window_estimate_record(config, result, start, end, pane, self._compact,
+                                          integrity=section)
+                   for (config, result), section in zip(parts, sections, strict=True)]
         combined = combine_versions(parts) if len(parts) > 1 else None
         if combined is not None:
             records.append(combined_estimate_record([config for config, _ in parts], combined,

@@ -452,6 +452,9 @@
     var warning = document.getElementById("window-warning");
     warning.hidden = !w.warning;
     warning.textContent = w.warning ? "\u26a0 " + w.warning : "";
+    var integrity = document.getElementById("window-integrity");
+    integrity.hidden = !w.integrity_flag;
+    integrity.textContent = w.integrity_flag ? "\u2691 " + w.integrity_flag : "";
     var items = [["window", shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + " UTC" + (w._partial ? " (partial)" : "")],
                  ["n", count(w.n)],
                  ["pane", TIMING[timingOf(w)].name + " #" + paneIndex(w) + ((w.pane && w.pane.is_last) ? ", last" : "")],
@@ -537,7 +540,7 @@
       tr.appendChild(htmlEl("td", {"class": "num late"}, w.late_reports === null || w.late_reports === undefined ? "\u2014" : count(w.late_reports)));
       var parts = Object.keys(w.rejects || {}).sort().map(function (r) { return r + " " + count(w.rejects[r]); });
       tr.appendChild(htmlEl("td", {"class": "rejects"}, parts.length ? parts.join(", ") : "0"));
-      tr.appendChild(htmlEl("td", {"class": "flags"}, [w._partial ? "partial" : "", w.warning ? "too few reports" : ""].filter(Boolean).join(", ")));
+      tr.appendChild(htmlEl("td", {"class": "flags"}, [w._partial ? "partial" : "", w.warning ? "too few reports" : "", w.integrity_flag ? "integrity: " + ((w.integrity && w.integrity.implicated.join(" ")) || "flagged") : ""].filter(Boolean).join(", ")));
       tr.addEventListener("click", function () { select(key(w), true); });
       body.appendChild(tr);
     });
@@ -553,6 +556,7 @@
       var flags = [TIMING[timingOf(w)].name];
       if (w._partial) { flags.push("partial"); }
       if (w.warning) { flags.push("too few reports"); }
+      if (w.integrity_flag) { flags.push("integrity flagged"); }
       var option = htmlEl("option", {value: key(w)}, shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + "  (n = " + count(w.n) + ", " + flags.join(", ") + ")");
       if (key(w) === selectedKey) { option.selected = true; }
       selectNode.appendChild(option);

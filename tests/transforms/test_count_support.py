@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.integrity.accumulate import sample_nbytes
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
 from ldp_telemetry.transforms.count import IdSet, MergeSupportFn, SliceCounter, SupportStatistic
@@ -134,7 +135,13 @@ def test_statistic_size_does_not_depend_on_n(metric):
     assert large.n == 60_000
     small_table, large_table = small.parts[1].table, large.parts[1].table
     assert small_table.shape == large_table.shape and small_table.nbytes == large_table.nbytes
-    # The extracted statistic holds no ids: pickled sizes differ by the encoding of n only.
+    # The extracted statistic holds no ids: beside the integrity sample (bounded by its
+    # capacity, not by n), pickled sizes differ by the encoding of n only.
+    sample_bytes = sample_nbytes(REGISTRY[metric])
+    large_sample = large.parts[1].sample
+    assert large_sample is None or large_sample.nbytes() <= sample_bytes
+    for statistic in (small, large):
+        statistic.parts[1].sample = None
     assert abs(len(pickle.dumps(large)) - len(pickle.dumps(small))) <= 16
     assert REGISTRY[metric].statistic_nbytes == large.parts[1].table.nbytes
 

@@ -1,0 +1,81 @@
+"""Integrity sections as readers see them: the jump test over a metric's sequence of windows,
+and the text of a window's flags.
+
+The pipeline writes each window's integrity section without the jump test: a window's
+estimate is made alone (batch runs finalize windows in any order), while the jump test needs
+the metric's earlier windows. Readers have the sequence: `with_jump_tests` adds the jump
+statistic (ldp_telemetry.ldp.integrity.statistics.jump_statistic) to each record's section
+from the last pane of the `history` latest windows of the same metric, configuration version
+and labels that end before the window starts (so sliding windows never share reports with
+their baseline), and recomputes the window's flag. `ldp show`, the store's reads and the dashboard
+call it, so batch and live runs get the same test. Records without a section (integrity off,
+numeric metrics, combined estimates, records written before the section) pass unchanged.
+"""
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from ldp_telemetry.ldp.integrity.statistics import jump_statistic, summarise
+from ldp_telemetry.output.layout import window_key
+
+
+def _series_key(record: Mapping):
+    key = window_key(record)
+    return (key.metric, key.version, len(record["labels"]))
+
+
+def with_jump_tests(records: Iterable[dict]) -> list[dict]:
+    """`records` (any order; panes of a window in pane order) with the jump statistic in each
+    integrity section, as copies of the records that have a section; same order."""
+    records = list(records)
+    windows: dict = defaultdict(dict)  # series -> window start ms -> last pane's record
+    for record in records:
+        if record.get("integrity") is not None:
+            key = window_key(record)
+            windows[_series_key(record)][(key.start_ms, key.end_ms)] = record
+    series_bounds = {key: sorted(found) for key, found in windows.items()}
+    out = []
+    for record in records:
+        section = record.get("integrity")
+        if section is None:
+            out.append(record)
+            continue
+        key = _series_key(record)
+        start = window_key(record).start_ms
+        before = [bounds for bounds in series_bounds[key] if bounds[1] <= start]
+        earlier = [(windows[key][b]["unbiased_estimate"], windows[key][b]["std_error"])
+                   for b in before[-int(section["history"]):]]
+        section = copy.deepcopy(section)
+        section["statistics"] = [s for s in section["statistics"] if s["name"] != "jump"]
+        section["statistics"].append(jump_statistic(
+            record["unbiased_estimate"], record["std_error"], earlier, record["labels"],
+            int(section["top_k"]), float(section["level"])))
+        out.append({**record, "integrity": summarise(section)})
+    return out
+
+
+def flag_text(record: Mapping) -> str | None:
+    """One line naming a flagged window's statistics and implicated values (and their
+    recovered estimate, labelled, when the section has one), or None when the record has no
+    section or nothing is flagged."""
+    section = record.get("integrity")
+    if not section or not section.get("flagged"):
+        return None
+    parts = []
+    for entry in section["statistics"]:
+        if entry["flagged"]:
+            score = "χ²" if entry["name"] == "support_size" else "z"
+            parts.append(f"{entry['name']} ({score} {entry['score']:.1f}, "
+                         f"p {entry['p_value']:.2g})")
+    values = ", ".join(section["implicated"][:10]) or "none named"
+    text = (f"integrity: FLAGGED at α={section['alpha']:g}: {'; '.join(parts)}; "
+            f"values: {values}")
+    recovered = section.get("recovered")
+    if recovered:
+        estimates = ", ".join(f"{label} {value:.4f}" for label, value
+                              in zip(recovered["labels"], recovered["estimate"], strict=True))
+        text += (f"; recovered ({recovered['method']}, not applied: "
+                 f"{recovered['fake_fraction']:.1%} fakes): {estimates}")
+    return text
