@@ -40,7 +40,7 @@ def sample_nbytes(config) -> int:
 def new_sample(config) -> ReportSample | None:
     """An empty sample for a version of the metric `config`, or None (see the module doc)."""
     rows = sample_capacity(config)
-    return None if rows is None else ReportSample(rows)
+    return None if rows is None else ReportSample(rows, config.integrity.key)
 
 
 def observe(sample: ReportSample | None, config, columns, report_ids: np.ndarray | None) -> None:

@@ -1,7 +1,12 @@
 """A bottom-s report sample: the s reports of smallest priority, mergeable and bounded.
 
-Each report's priority is splitmix64 of its report id (ldp_telemetry.ldp.hashing), a fixed
-pseudo-random 64-bit number. The s smallest priorities of a union are the s smallest of the
+Each report's priority is splitmix64 of its report id under the sample's secret `key`
+(ldp_telemetry.ldp.hashing), a pseudo-random 64-bit number a device cannot predict: report ids
+come from the fleet, and with a public priority fake devices could pick ids that never enter
+the sample. The key is drawn once per loaded registry (IntegritySpec.key) and travels with the
+job, so every worker of a run ranks reports alike; samples of different keys (a restarted live
+run) still merge into a uniform sample, since each report's priority stays an independent
+uniform draw. The s smallest priorities of a union are the s smallest of the
 parts' s smallest, so two samples merge exactly (the same reports whatever the order of
 batches, slices or panes), the size never exceeds s, and the kept reports are a uniform sample
 without replacement of the window's reports (a bottom-k sketch). Reports without ids (a batch
@@ -17,8 +22,6 @@ import numpy as np
 
 from ldp_telemetry.ldp.hashing import splitmix64
 
-#: Mixed into every report id, so that priorities differ from other uses of splitmix64(0, id).
-_SALT = np.uint64(0x6A09E667F3BCC908)
 
 
 class ReportSample:
@@ -29,11 +32,12 @@ class ReportSample:
     O(1) times; `rows()` cuts it and returns (priority ascending, columns).
     """
 
-    __slots__ = ("capacity", "_priority", "_columns", "_held", "_threshold", "_unnamed")
+    __slots__ = ("capacity", "key", "_priority", "_columns", "_held", "_threshold", "_unnamed")
 
-    def __init__(self, capacity: int, priority: np.ndarray | None = None,
+    def __init__(self, capacity: int, key: int, priority: np.ndarray | None = None,
                  columns: dict | None = None, unnamed: int = 0):
         self.capacity = int(capacity)
+        self.key = np.uint64(key)
         self._priority: list[np.ndarray] = [] if priority is None else [priority]
         self._columns: list[dict] = [] if columns is None else [columns]
         self._held = sum(len(p) for p in self._priority)
@@ -46,7 +50,7 @@ class ReportSample:
 
     def __reduce__(self):
         priority, columns = self.rows()
-        return ReportSample, (self.capacity, priority, columns, self._unnamed)
+        return ReportSample, (self.capacity, int(self.key), priority, columns, self._unnamed)
 
     def offer(self, report_ids: np.ndarray | None, rows: int, take) -> None:
         """Offer `rows` reports: `report_ids` (int64, or None), `take(mask)` their sampled
@@ -56,7 +60,7 @@ class ReportSample:
             priority = splitmix64(salt, np.arange(self._unnamed, self._unnamed + rows))
             self._unnamed += rows
         else:
-            priority = splitmix64(_SALT, np.asarray(report_ids).view(np.uint64))
+            priority = splitmix64(self.key, np.asarray(report_ids).view(np.uint64))
         threshold = self._threshold
         mask = np.ones(rows, dtype=bool) if threshold is None else priority < threshold
         if mask.any():

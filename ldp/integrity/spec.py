@@ -9,8 +9,9 @@ about reports, not the reports.
 """
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.validation import is_int, is_number
@@ -31,13 +32,16 @@ TESTS = ("sum", "support_size", "co_support", "jump")
 class IntegritySpec:
     """`top_k` values of the co-support and jump tests; `sample` reports kept per window and
     version (at most `sample_bytes` of them); `alpha` the window's false-alarm level (each of
-    the TESTS at alpha / len(TESTS)); `history` earlier windows of the jump test's baseline."""
+    the TESTS at alpha / len(TESTS)); `history` earlier windows of the jump test's baseline;
+    `key` the secret of the report sample's priorities (ldp.integrity.sample): drawn at random
+    for every spec, never read from or written to a registry file, and not compared."""
 
     top_k: int = 10
     sample: int = 65536
     sample_bytes: int = 2 << 20
     alpha: float = 0.01
     history: int = 4
+    key: int = field(default_factory=lambda: secrets.randbits(64), compare=False, repr=False)
 
     @property
     def level(self) -> float:

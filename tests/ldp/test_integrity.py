@@ -182,6 +182,29 @@ def test_a_pickled_sample_goes_on_as_the_original():
     assert np.array_equal(straight.rows()[0], restored.rows()[0])
 
 
+def test_the_sample_priorities_are_keyed_by_a_secret_that_travels_with_the_registry():
+    """Report ids come from the fleet: under a public priority, fake devices could choose ids
+    that never enter the sample. Priorities are keyed by a random per-spec secret, so the same
+    ids rank differently under two specs, while a pickled registry (as Beam ships it to its
+    workers) keeps its key."""
+    rng = np.random.default_rng(37)
+    first, second = config_of("oue", 40, sample=100), config_of("oue", 40, sample=100)
+    assert first.integrity == second.integrity and first.integrity.key != second.integrity.key
+    columns = first.protocol.perturb(rng.integers(0, 40, size=2000), rng)
+    ids = np.arange(2000, dtype=np.int64)
+    kept = []
+    for config in (first, second):
+        sample = new_sample(config)
+        observe(sample, config, columns, ids)
+        kept.append(set(sample.rows()[0].tolist()))
+    # two independent 100-of-2000 samples share about 5 priorities by chance; equal sets would
+    # mean the key is not used (both are the same 64-bit values only if the rows coincide)
+    assert kept[0] != kept[1]
+    shipped = pickle.loads(pickle.dumps(first))
+    assert shipped.integrity.key == first.integrity.key
+    assert "key" not in first.integrity.as_dict()
+
+
 def test_the_sample_is_cut_to_its_byte_budget():
     config = config_of("oue", 8000, sample=100_000, sample_bytes=1 << 20)
     assert new_sample(config).capacity == (1 << 20) // (8 + 1000)
