@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from ldp_telemetry.client import ReportFile, encode_points
+from ldp_telemetry.client import EnvelopeFile, ReportFile, encode_points
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.registry import MetricConfig
 from ldp_telemetry.output.atomic import check_writable_folder
@@ -30,14 +30,16 @@ OUT = "out"
 
 def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed: int | None,
                      reports_per_file: int = DEFAULT_REPORTS_PER_FILE, progress=sys.stderr,
-                     overwrite: bool = False) -> list[str]:
+                     overwrite: bool = False, envelope_reports: int | None = None) -> list[str]:
     """Perturb every true value and write the reports to `out_dir`; returns the file paths.
 
     The files are `<segment>-NNNNN.avro`, `<segment>` the metric's name as
     `output.layout.metric_segment` encodes it (injective: no two metrics share files). If
     `out_dir` already holds such files of this metric (an earlier run, perhaps split
     differently) that is an InputError, since a job reading the folder would count both runs;
-    `overwrite` deletes them first instead.
+    `overwrite` deletes them first instead. With `envelope_reports` the files hold report
+    envelopes of that many reports each (`client.EnvelopeFile`) instead of one record per
+    report.
     """
     rng = np.random.default_rng(seed)
     check_writable_folder(out_dir, OUT)
@@ -56,12 +58,19 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
         reports = encode_points(config, truth.values[start:stop], rng,
                                 event_times_ms=truth.event_times_ms[start:stop])
         path = os.path.join(out_dir, f"{metric_segment(config.name)}-{part:05d}.avro")
-        with ReportFile(path) as out:
+        with _report_file(path, envelope_reports) as out:
             out.write(reports)
         paths.append(path)
         if progress is not None and n > reports_per_file:
             print(f"  {stop:,}/{n:,} reports written ({100 * stop / n:.0f}%)", file=progress)
     return paths
+
+
+def _report_file(path: str, envelope_reports: int | None) -> ReportFile:
+    """A file of one record per report, or of envelopes of `envelope_reports` reports."""
+    if envelope_reports is None:
+        return ReportFile(path)
+    return EnvelopeFile(path, envelope_reports=envelope_reports)
 
 
 def metric_report_files(out_dir: str, metric: str) -> list[str]:
@@ -92,14 +101,15 @@ def live_schedule(event_times_ms: np.ndarray, speedup: float | None = None,
 def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: int | None,
                   speedup: float | None = None, rate: float | None = None,
                   file_every_s: float = 1.0, overwrite: bool = False,
-                  sleep=time.sleep, clock=time.monotonic, progress=sys.stderr) -> list[str]:
+                  sleep=time.sleep, clock=time.monotonic, progress=sys.stderr,
+                  envelope_reports: int | None = None) -> list[str]:
     """Write the perturbed reports into `out_dir` over time, as a collector would.
 
     Reports are sorted by event time and each is due at `live_schedule(...)`; every
     `file_every_s` seconds the reports that came due are written to one file
     `<segment>-live-NNNNN.avro` (`output.layout.metric_segment`) as a `client.ReportFile`
     (written as `....avro.tmp`, then renamed), so a follower never sees a partial file. Returns
-    the paths, in the order written.
+    the paths, in the order written. `envelope_reports` as in `simulate_reports`.
     """
     if not file_every_s > 0:
         raise ConfigError(f"file_every must be positive, got {file_every_s}", "file_every")
@@ -126,7 +136,7 @@ def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: i
         if upto == written:
             continue
         name = f"{stem}-live-{len(paths):05d}.avro"
-        with ReportFile(os.path.join(out_dir, name)) as out:
+        with _report_file(os.path.join(out_dir, name), envelope_reports) as out:
             out.write(reports.rows(slice(written, upto)))
         paths.append(os.path.join(out_dir, name))
         written = upto

@@ -65,10 +65,13 @@ from ldp_telemetry.schemas.records import BlockRecords
 from ldp_telemetry.schemas.switches import decoding_switches
 from ldp_telemetry.schemas.writer import write_reports
 
-__all__ = ["CHUNK_RECORDS", "ReportDecoder", "payload_branch", "report_as_json",
+__all__ = ["CHUNK_RECORDS", "EVENT_TIME", "ReportDecoder", "payload_branch", "report_as_json",
            "split_by_slice", "write_reports"]
 
 CHUNK_RECORDS = 65_536
+#: The column of event times (int64 epoch ms) in the batches of a decoder made with
+#: `event_times=True`; the counting job never asks for it.
+EVENT_TIME = "event_time"
 # Valid event times are ldp.validation's [EVENT_TIME_MIN_MS, EVENT_TIME_END_MS). A device clock
 # reset to the epoch gives times >= 0, which stay valid; times outside are not real (seconds or
 # microseconds taken for milliseconds, NaN cast to int64 min) and would overflow the window
@@ -112,7 +115,8 @@ class ReportDecoder:
     """Decodes report files into `ReportBatch`es (per metric and slice) and `DeadLetter`s."""
 
     def __init__(self, registry: Registry, slice_ms: int, chunk_records: int = CHUNK_RECORDS,
-                 slice_offset_ms: int = 0, limits: DecodeLimits = DecodeLimits()):
+                 slice_offset_ms: int = 0, limits: DecodeLimits = DecodeLimits(),
+                 event_times: bool = False):
         if slice_ms <= 0:
             raise ValueError(f"slice length must be positive, got {slice_ms} ms")
         long_names = [metric.name for metric in registry.metrics
@@ -127,6 +131,7 @@ class ReportDecoder:
         self.chunk_records = chunk_records
         self.limits = limits
         self.records_read = 0
+        self.event_times = event_times  # batches carry an EVENT_TIME column (the converter's)
         self._schemas: dict[str, tuple[str | None, BlockRecords | None, bool]] = {}
         self._block_records: BlockRecords | None = None  # of the file being decoded
 
@@ -369,6 +374,8 @@ class ReportDecoder:
     def _split(self, config: MetricConfig, times: np.ndarray, columns: dict, checks: list
                ) -> Iterator[ReportBatch]:
         """The reports that pass every check (`_report_checks`), split by slice."""
+        if self.event_times:
+            columns[EVENT_TIME] = times
         if checks:
             keep = np.ones(len(times), dtype=bool)
             for _, rows, _ in checks:

@@ -25,12 +25,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
+from typing import BinaryIO
 
 import numpy as np
+from fastavro.write import Writer
 
+from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.protocols.base import Columns
 from ldp_telemetry.schemas import SCHEMA_DIR, load_schema
 from ldp_telemetry.schemas.compatibility import ENVELOPE_RECORD
+from ldp_telemetry.schemas.writer import BLOCK_BYTES
 
 #: The layout version this module writes and reads.
 ENVELOPE_LAYOUT = 1
@@ -184,3 +188,61 @@ def decode_columns(record: dict, protocol, count: int
         columns[column.name] = column.decode(raw, count)
     return (np.frombuffer(record["report_ids"], _ID_TIME),
             np.frombuffer(record["event_times"], _ID_TIME), columns)
+
+
+#: Reports per envelope that writers use unless told otherwise.
+DEFAULT_ENVELOPE_REPORTS = 10_000
+
+
+class EnvelopeWriter:
+    """An Avro container of report envelopes on an open binary file: header at once, then one
+    envelope per `envelope_reports` reports appended (the last one of a `write` may hold
+    fewer); a block is closed once it holds about `block_bytes` bytes."""
+
+    def __init__(self, handle: BinaryIO, codec: str = "null", block_bytes: int = BLOCK_BYTES,
+                 envelope_reports: int = DEFAULT_ENVELOPE_REPORTS):
+        if not isinstance(envelope_reports, int) or envelope_reports <= 0:
+            raise ConfigError(f"envelope_reports must be a positive integer, got "
+                              f"{envelope_reports!r}", "envelope_reports")
+        self._writer = Writer(handle, envelope_schema(), codec=codec, sync_interval=block_bytes)
+        self.envelope_reports = envelope_reports
+        self.count = 0
+        self.envelopes = 0
+
+    def write(self, metric: str, protocol, report_ids: np.ndarray, event_times_ms: np.ndarray,
+              columns: Columns, fingerprint: bytes | None = None) -> int:
+        """Append the reports of one metric configuration, in envelopes; returns how many."""
+        n = len(report_ids)
+        for start in range(0, n, self.envelope_reports):
+            rows = slice(start, start + self.envelope_reports)
+            self._writer.write(envelope_record(
+                metric, protocol, report_ids[rows], event_times_ms[rows],
+                {name: column[rows] for name, column in columns.items()}, fingerprint))
+            self.envelopes += 1
+        self.count += n
+        return n
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+
+def write_envelopes(path: str | BinaryIO, metric: str, protocol, report_ids: np.ndarray,
+                    event_times_ms: np.ndarray, columns: Columns, codec: str = "null",
+                    envelope_reports: int = DEFAULT_ENVELOPE_REPORTS,
+                    fingerprint: bytes | None = None) -> int:
+    """Write one metric's reports to an Avro file of envelopes (a path, or a binary file
+    object); returns the number of reports written."""
+    if not isinstance(path, str):
+        return _write_all(path, metric, protocol, report_ids, event_times_ms, columns, codec,
+                          envelope_reports, fingerprint)
+    with open(path, "wb") as out:
+        return _write_all(out, metric, protocol, report_ids, event_times_ms, columns, codec,
+                          envelope_reports, fingerprint)
+
+
+def _write_all(handle, metric, protocol, ids, times, columns, codec, envelope_reports,
+               fingerprint) -> int:
+    writer = EnvelopeWriter(handle, codec, envelope_reports=envelope_reports)
+    writer.write(metric, protocol, np.asarray(ids), np.asarray(times), columns, fingerprint)
+    writer.flush()
+    return writer.count
