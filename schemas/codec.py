@@ -54,7 +54,8 @@ from ldp_telemetry.schemas import payload_branch
 from ldp_telemetry.schemas.batches import (MAX_DETAIL_CHARS, REPORT_ID, DeadLetter, ReportBatch,
                                            clip)
 from ldp_telemetry.schemas.compatibility import (FINGERPRINT, check_envelope_schema,
-                                                 check_writer_schema, names_envelope)
+                                                 check_writer_schema, names_envelope,
+                                                 without_logical_types)
 from ldp_telemetry.schemas.container import Block, Container, Lost, NotAContainer, read_header
 from ldp_telemetry.schemas.decompress import CorruptBlock, codec_problem
 from ldp_telemetry.schemas.envelopes import (MalformedEnvelope, check_header, decode_columns,
@@ -206,7 +207,7 @@ class ReportDecoder:
             self._schemas[header.schema_text] = (
                 (f"the writer schema is not a {kind} schema: {verdict.problem}", None, envelopes)
                 if verdict.problem is not None
-                else (None, BlockRecords(verdict.canonical), envelopes))
+                else (None, BlockRecords(without_logical_types(verdict.canonical)), envelopes))
         return self._schemas[header.schema_text]
 
     def _read_chunk(self, blocks: Iterator[Block | Lost], source: str, envelopes: bool = False
@@ -273,11 +274,11 @@ class ReportDecoder:
         The records are already counted in `records_read`; their dead letters are not counted
         again.
         """
-        names = list(map(_METRIC, records))
-        distinct = set(names)
+        distinct = set(map(_METRIC, records))
         if len(distinct) == 1:
-            yield from self._decode_metric(names[0], records, source)
+            yield from self._decode_metric(next(iter(distinct)), records, source)
             return
+        names = list(map(_METRIC, records))
         code_of = {name: code for code, name in enumerate(distinct)}
         codes = np.fromiter(map(code_of.__getitem__, names), dtype=np.intp, count=len(names))
         for name, code in code_of.items():
@@ -421,10 +422,11 @@ class ReportDecoder:
         (MetricConfig, None, records) per version present, (None, why, records) per fingerprint
         that names no version of the metric. A report without a fingerprint is read under the
         metric's current configuration."""
-        fingerprints = list(map(_FINGERPRINT_OF, records))
-        if len(set(fingerprints)) == 1:
-            yield (*self._configuration(metric, fingerprints[0]), records)
+        distinct = set(map(_FINGERPRINT_OF, records))
+        if len(distinct) == 1:
+            yield (*self._configuration(metric, next(iter(distinct))), records)
             return
+        fingerprints = list(map(_FINGERPRINT_OF, records))
         groups: dict[bytes | None, list[dict]] = {}
         for fingerprint, record in zip(fingerprints, records, strict=True):
             groups.setdefault(fingerprint, []).append(record)
