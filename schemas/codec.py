@@ -189,6 +189,8 @@ class ReportDecoder:
                 self._block_records = block_records
                 chunk, letters, finished = self._read_chunk(blocks, source, envelopes)
                 outputs = list(decode(chunk, source)) if chunk else []
+                # Freed while the collector is paused: re-enabled, it would first scan them.
+                chunk = None
                 self._block_records = None
             yield from letters
             yield from outputs
