@@ -6,6 +6,11 @@ them into chunks of about `CHUNK_RECORDS`, and turns each chunk into numpy colum
 metric codes, event times, and per metric the protocol's payload columns. Everything after that
 is vectorised: the registry check, the payload validity rule and the split into time slices.
 
+A file of report envelopes (`schemas/envelope.avsc`, `ldp_telemetry.schemas.envelopes`; the
+writer schema in the header says which kind a file is) is decoded envelope by envelope: its
+columns become numpy views with O(1) Python work per envelope, checked by the same rules (the
+protocol's `check_payloads`, `_report_checks`), and counted in reports.
+
 Each report is read under the configuration its fingerprint names (`ldp_telemetry.ldp.fingerprint`;
 the registry's current configuration when it has none), and its batches carry that version.
 
@@ -29,7 +34,13 @@ for (reason `undecodable` unless stated):
   another protocol, with a payload outside the protocol's output space, or with an event time
   outside `ldp_telemetry.ldp.validation`'s [`EVENT_TIME_MIN_MS`, `EVENT_TIME_END_MS`) =
   [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z) (reason `invalid_event_time`): 1 record each,
-  with the report (cut to `max_dead_letter_report_chars`) and its encoded size.
+  with the report (cut to `max_dead_letter_report_chars`) and its encoded size;
+- a malformed report envelope (layout version, count outside [0, `max_envelope_reports`],
+  column sizes), one larger than `max_envelope_bytes` (`record_too_large`), or one whose metric,
+  fingerprint or payload fails as above: one dead letter standing for its count (1 when the
+  count is outside the limit); the reports of a sound envelope failing a per-report rule: one
+  dead letter per rule and envelope standing for them; a block of an envelope file that cannot
+  be read stands for its envelopes.
 
 Only the failures that data can cause are caught (fastavro's decoding errors, the codecs', the
 reader's own, OSError): an error in this code fails loudly rather than looking like bad data.
