@@ -15,7 +15,8 @@ each; then, each a median of --repeats runs in this process,
                job of 1 report, measured first), which bounds the envelope rate;
   aggregate    SliceCounter.add over already-decoded batches (the counting alone,
                repeated report ids dropped); `no dedupe`: the same batches without their ids.
-Rates are reports/s; ratios are the figures that matter on a shared, noisy machine. With
+Rates are reports/s; ratios are the figures that matter on a shared, noisy machine (each repeat
+runs the decodes and jobs in turn, so that both sides of a ratio see the same load). With
 --multi-process the end-to-end runs use ldp_telemetry.runners.direct.multi_process_options().
 
     python benchmarks/throughput.py --reports 1000000 --domain 1024 [--json PATH]
@@ -236,27 +237,36 @@ def beyond_start_up(n: int, records: float | None, envelopes: float | None,
 
 def measure_files(registry, paths: list[str], envelopes: list[str], args,
                   beam_args: list[str]) -> dict:
-    """The rates of one protocol's report files and envelope files (reports/s)."""
+    """The rates of one protocol's report files and envelope files (reports/s).
+
+    Each repeat runs every measurement once, in turn, so that the ratios compare runs that saw
+    the same load of a shared machine; the medians are over the repeats.
+    """
     n = args.reports
-    raw = n / median_seconds(lambda: raw_decode(paths), args.repeats)
-    decode = n / median_seconds(lambda: decode_batches(registry, paths), args.repeats)
-    counted = n / median_seconds(lambda: decode_and_count(registry, paths), args.repeats)
-    env_decode = n / median_seconds(lambda: decode_batches(registry, envelopes), args.repeats)
+    actions = {
+        "raw_decode": lambda: raw_decode(paths),
+        "decode": lambda: decode_batches(registry, paths),
+        "decode_and_count": lambda: decode_and_count(registry, paths),
+        "envelope_decode": lambda: decode_batches(registry, envelopes)}
+    if not args.skip_end_to_end:
+        actions["end_to_end"] = lambda: end_to_end(registry, paths, beam_args)
+        actions["envelope_end_to_end"] = lambda: end_to_end(registry, envelopes, beam_args)
+    times = {name: [] for name in actions}
+    with contextlib.redirect_stderr(io.StringIO()):
+        for _ in range(args.repeats):
+            for name, action in actions.items():
+                times[name].append(median_seconds(action, 1))
+    rates = {name: n / statistics.median(seconds) for name, seconds in times.items()}
     batches = decode_batches(registry, paths)
     agg = n / median_seconds(lambda: aggregate(registry, batches), args.repeats)
     bare = without_ids(batches)
     agg_bare = n / median_seconds(lambda: aggregate(registry, bare), args.repeats)
-    batches = bare = None  # free them before the jobs
-    e2e = env_e2e = None
-    if not args.skip_end_to_end:
-        with contextlib.redirect_stderr(io.StringIO()):
-            e2e = n / median_seconds(lambda: end_to_end(registry, paths, beam_args),
-                                     args.repeats)
-            env_e2e = n / median_seconds(lambda: end_to_end(registry, envelopes, beam_args),
-                                         args.repeats)
-    return {"raw_decode": raw, "decode": decode, "decode_and_count_over_raw": counted / raw,
+    raw, e2e, env_e2e = (rates["raw_decode"], rates.get("end_to_end"),
+                         rates.get("envelope_end_to_end"))
+    return {"raw_decode": raw, "decode": rates["decode"],
+            "decode_and_count_over_raw": rates["decode_and_count"] / raw,
             "end_to_end": e2e, "end_to_end_over_raw": None if e2e is None else e2e / raw,
-            "envelope_decode": env_decode, "envelope_end_to_end": env_e2e,
+            "envelope_decode": rates["envelope_decode"], "envelope_end_to_end": env_e2e,
             "envelope_over_records": None if e2e is None else env_e2e / e2e,
             "aggregate": agg, "aggregate_without_ids": agg_bare}
 
