@@ -230,7 +230,9 @@ class ReportDecoder:
 
         The last two bound a chunk's memory whatever its blocks hold (huge records, or millions
         of damaged blocks of a few bytes each). With `envelopes` the records are report
-        envelopes: a block that cannot be read stands for its envelopes (what the reports in
+        envelopes and a chunk ends after about `chunk_records` of their reports (so that its
+        batches are as large as a per-report chunk's, and its memory as bounded);
+        a block that cannot be read stands for its envelopes (what the reports in
         them were cannot be known); a decoded envelope is counted in reports by
         `decode_envelopes`, or here when it is larger than `max_envelope_bytes`.
         """
@@ -238,8 +240,8 @@ class ReportDecoder:
         letters: list[DeadLetter] = []
         max_record = (self.limits.max_envelope_bytes if envelopes
                       else self.limits.max_record_bytes)
-        data_bytes = 0
-        while (len(chunk) < self.chunk_records and len(letters) < self.chunk_records
+        data_bytes = reports = 0
+        while (reports < self.chunk_records and len(letters) < self.chunk_records
                and data_bytes < self.limits.max_block_bytes):
             block = next(blocks, None)
             if block is None:
@@ -278,6 +280,8 @@ class ReportDecoder:
                 records = [record for record, size in zip(records, sizes, strict=True)
                            if size <= max_record]
             chunk.extend(records)
+            reports += (sum(envelope_count(r, self.limits.max_envelope_reports) for r in records)
+                        if envelopes else len(records))
         return chunk, letters, False
 
     def decode_records(self, records: list[dict], source: str
@@ -304,13 +308,30 @@ class ReportDecoder:
 
         Each envelope is counted in `records_read` here, in reports: its count, or, when it is
         malformed as a whole (one dead letter), the count it announces within
-        [1, max_envelope_reports], else 1.
+        [1, max_envelope_reports], else 1. The valid reports of the chunk's envelopes are
+        gathered per configuration before the split, so that small envelopes (a device's few
+        reports each) still make one batch per (metric, version, slice), never one per envelope.
         """
+        valid: dict[tuple[str, int | None], list[tuple]] = {}
         for envelope in envelopes:
-            yield from self._decode_envelope(envelope, source)
+            for item in self._decode_envelope(envelope, source):
+                if isinstance(item, DeadLetter):
+                    yield item
+                else:
+                    config, times, columns = item
+                    valid.setdefault((config.name, config.version), []).append(item)
+        for parts in valid.values():
+            config, times, columns = parts[0]
+            if len(parts) > 1:
+                times = np.concatenate([part[1] for part in parts])
+                columns = {name: np.concatenate([part[2][name] for part in parts])
+                           for name in columns}
+            yield from split_by_slice(config.name, times, columns, self.slice_ms,
+                                      self.slice_offset_ms, config.version)
 
-    def _decode_envelope(self, envelope: dict, source: str
-                         ) -> Iterator[ReportBatch | DeadLetter]:
+    def _decode_envelope(self, envelope: dict, source: str) -> Iterator:
+        """An envelope's dead letters, and (config, event times, columns) of its valid
+        reports."""
         max_reports = self.limits.max_envelope_reports
 
         def whole(reason: str, detail: str) -> DeadLetter:
@@ -360,7 +381,7 @@ class ReportDecoder:
             yield self._letter(source, reason, f"{len(rows)} of the {count} reports of a report "
                                f"envelope (rows {first}{', ...' if len(rows) > len(first) else ''}"
                                f"): {detail(first[0])}", len(rows))
-        yield from self._split(config, times, columns, checks)
+        yield (config, *self._kept(times, columns, checks))
 
     def _report_checks(self, config: MetricConfig, shown: str, times: np.ndarray,
                        invalid: np.ndarray) -> list:
@@ -385,9 +406,9 @@ class ReportDecoder:
         return [(reason, np.flatnonzero(mask), detail) for reason, mask, detail in checks
                 if mask.any()]
 
-    def _split(self, config: MetricConfig, times: np.ndarray, columns: dict, checks: list
-               ) -> Iterator[ReportBatch]:
-        """The reports that pass every check (`_report_checks`), split by slice."""
+    def _kept(self, times: np.ndarray, columns: dict, checks: list
+              ) -> tuple[np.ndarray, dict]:
+        """(event times, columns) of the reports that pass every check (`_report_checks`)."""
         if self.event_times:
             columns[EVENT_TIME] = times
         if checks:
@@ -396,6 +417,12 @@ class ReportDecoder:
                 keep[rows] = False
             columns = {name: column[keep] for name, column in columns.items()}
             times = times[keep]
+        return times, columns
+
+    def _split(self, config: MetricConfig, times: np.ndarray, columns: dict, checks: list
+               ) -> Iterator[ReportBatch]:
+        """The reports that pass every check (`_report_checks`), split by slice."""
+        times, columns = self._kept(times, columns, checks)
         yield from split_by_slice(config.name, times, columns, self.slice_ms,
                                   self.slice_offset_ms, config.version)
 

@@ -235,3 +235,14 @@ def test_envelope_files_are_read_by_the_reference_avro_library(tmp_path):
         ids.tolist()
     assert np.frombuffer(b"".join(r["columns"][1] for r in records), "<i4").tolist() == \
         columns["y"].tolist()
+
+
+def test_small_envelopes_make_one_batch_per_slice_not_one_per_envelope():
+    ids, times, columns = simulated("grr", 600)
+    out = io.BytesIO()
+    write_envelopes(out, "grr", REGISTRY["grr"].protocol, ids, np.full(600, T0 + 5), columns,
+                    envelope_reports=3, fingerprint=REGISTRY["grr"].fingerprint)
+    batches, letters = decode(out.getvalue())
+    assert not letters
+    assert [(b.metric, b.slice_start_ms, b.n) for b in batches] == [("grr", T0, 600)]
+    np.testing.assert_array_equal(batches[0].columns[REPORT_ID], ids)
