@@ -91,6 +91,7 @@ EVENT_TIME = "event_time"
 _NAME_IN_DETAIL_CHARS = 100
 _SCHEMAS_KEPT = 16  # writer schemas whose check and record decoder a ReportDecoder keeps
 _ROWS_IN_DETAIL = 5  # rows of an envelope named in the detail of its grouped dead letter
+_GATHER_BELOW = 4096  # envelopes of fewer valid reports are gathered into a chunk's batches
 _METRIC, _PAYLOAD, _EVENT_TIME, _REPORT_ID = (itemgetter(name) for name in (
     "metric", "payload", "event_time", REPORT_ID))
 _BRANCH, _FIELDS = itemgetter(0), itemgetter(1)
@@ -267,7 +268,7 @@ class ReportDecoder:
             if may_hold_large and max(sizes) > max_record:
                 for record, size in zip(records, sizes, strict=True):
                     if size > max_record and envelopes:
-                        stands = max(envelope_count(record, self.limits.max_envelope_reports), 1)
+                        stands = envelope_count(record, self.limits.max_envelope_reports)
                         self.records_read += stands
                         letters.append(self._letter(
                             source, Reason.RECORD_TOO_LARGE, f"a report envelope of {size} "
@@ -308,18 +309,21 @@ class ReportDecoder:
 
         Each envelope is counted in `records_read` here, in reports: its count, or, when it is
         malformed as a whole (one dead letter), the count it announces within
-        [1, max_envelope_reports], else 1. The valid reports of the chunk's envelopes are
-        gathered per configuration before the split, so that small envelopes (a device's few
-        reports each) still make one batch per (metric, version, slice), never one per envelope.
+        [1, max_envelope_reports], else 1. The valid reports of the chunk's small envelopes
+        (fewer than `_GATHER_BELOW`) are gathered per configuration before the split, so that
+        envelopes of a device's few reports each still make one batch per (metric, version,
+        slice), never one per envelope; a larger envelope is split on its own (no copy).
         """
         valid: dict[tuple[str, int | None], list[tuple]] = {}
         for envelope in envelopes:
             for item in self._decode_envelope(envelope, source):
                 if isinstance(item, DeadLetter):
                     yield item
+                elif len(item[1]) >= _GATHER_BELOW:
+                    yield from split_by_slice(item[0].name, item[1], item[2], self.slice_ms,
+                                              self.slice_offset_ms, item[0].version)
                 else:
-                    config, times, columns = item
-                    valid.setdefault((config.name, config.version), []).append(item)
+                    valid.setdefault((item[0].name, item[0].version), []).append(item)
         for parts in valid.values():
             config, times, columns = parts[0]
             if len(parts) > 1:
@@ -335,7 +339,7 @@ class ReportDecoder:
         max_reports = self.limits.max_envelope_reports
 
         def whole(reason: str, detail: str) -> DeadLetter:
-            stands = max(envelope_count(envelope, max_reports), 1)
+            stands = envelope_count(envelope, max_reports)
             self.records_read += stands
             return self._letter(source, reason, f"report envelope of {stands} report(s): "
                                 f"{detail}", stands, record=envelope)
