@@ -60,3 +60,25 @@ def test_envelope_and_per_report_files_of_the_same_reports_decode_alike(tmp_path
     assert decoded["records"].keys() == decoded["envelope"].keys()
     for key, values in decoded["records"].items():
         np.testing.assert_array_equal(decoded["envelope"][key], values, err_msg=key)
+
+
+def test_simulate_writes_envelope_files_of_the_same_reports_as_per_report_files(tmp_path):
+    from ldp_telemetry.pipelines.simulate import TrueValues, simulate_reports
+    config = REGISTRY["g"]
+    rng = np.random.default_rng(5)
+    truth = TrueValues(rng.integers(0, 3, 250), 1_717_200_000_000 + rng.integers(0, HOUR, 250))
+    layouts = {}
+    for layout, size in (("records", None), ("envelope", 40)):
+        paths = simulate_reports(config, truth, str(tmp_path / layout), seed=5,
+                                 reports_per_file=100, progress=None, envelope_reports=size)
+        assert [p.rsplit("/", 1)[1] for p in paths] == [f"g-0000{k}.avro" for k in range(3)]
+        batches = [b for path in paths
+                   for b in ReportDecoder(REGISTRY, HOUR).decode_file(path)]
+        columns = {k: np.concatenate([b.columns[k] for b in batches]) for k in batches[0].columns}
+        order = np.argsort(columns[REPORT_ID], kind="stable")
+        layouts[layout] = {k: v[order] for k, v in columns.items()}
+    with open(tmp_path / "envelope" / "g-00000.avro", "rb") as handle:
+        counts = [r["count"] for r in avro.datafile.DataFileReader(handle, avro.io.DatumReader())]
+    assert counts == [40, 40, 20]
+    for key, values in layouts["records"].items():
+        np.testing.assert_array_equal(layouts["envelope"][key], values, err_msg=key)
