@@ -2,7 +2,9 @@
 
 The property of tests/schemas/test_fuzz_reports.py (no exception, read = accepted +
 dead-lettered, dead letters and memory bounded), with hypothesis drawing new cases on every run
-(or reproducibly with --seed), for as many cases as asked:
+(or reproducibly with --seed), for as many cases as asked. Each case damages a per-report
+seed file, an envelope seed file (the same container edits) and the envelopes of an envelope
+seed (`envelope_plans`: their fields) alike:
 
     python -m benchmarks.fuzz_reports --cases 200000
 
@@ -33,17 +35,25 @@ def main(argv=None) -> None:
 
     with tempfile.TemporaryDirectory() as directory:
         files = fuzz.seed_files(Path(directory))
+        envelope_files = fuzz.envelope_seed_files(Path(directory))
     seeds = {name: (data, fuzz.Layout.of(data)) for name, data in files.items()}
+    envelope_seeds = {name: (data, fuzz.Layout.of(data))
+                      for name, data in envelope_files.items()}
     totals = {"cases": 0, "read": 0, "accepted": 0, "dead": 0}
 
     @settings(max_examples=-(-args.cases // len(fuzz.CODECS)), deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
-    @given(metric=st.sampled_from(fuzz.METRICS), blob=fuzz.plans())
-    def case(metric, blob):  # one plan, applied to the metric's seed file in every codec
+    @given(metric=st.sampled_from(fuzz.METRICS), blob=fuzz.plans(),
+           fields=fuzz.envelope_plans())
+    def case(metric, blob, fields):  # one plan, on the metric's seed files in every codec
         plan = fuzz.plan_of(blob)
+        damaged_files = [(fuzz.apply_envelope_edits(fuzz.seed_envelopes(metric),
+                                                    fuzz.envelope_plan_of(fields)), "null")]
         for codec in fuzz.CODECS:
-            data, layout = seeds[f"{metric} {codec}"]
-            damaged = fuzz.apply(data, layout, plan)
+            for kind in (seeds, envelope_seeds):
+                data, layout = kind[f"{metric} {codec}"]
+                damaged_files.append((fuzz.apply(data, layout, plan), codec))
+        for damaged, codec in damaged_files:
             if args.memory_every and totals["cases"] % args.memory_every == 0:
                 read, accepted, dead = fuzz.check_with_memory(damaged, codec)
             else:
@@ -55,7 +65,8 @@ def main(argv=None) -> None:
 
     if args.seed is not None:
         case = seed(args.seed)(case)
-    print(f"{len(seeds)} seed files ({', '.join(sorted(seeds))}); {args.cases:,} cases asked")
+    print(f"{len(seeds)} seed files ({', '.join(sorted(seeds))}) and as many of envelopes; "
+          f"{args.cases:,} cases asked")
     start = time.perf_counter()
     case()
     elapsed = time.perf_counter() - start

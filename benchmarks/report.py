@@ -40,10 +40,24 @@ def table(header: list[str], rows: list[list[str]], right: set[int] | None = Non
 
 def throughput(r: dict) -> str:
     rows = [[f"`{p['protocol']}`", rate(p["raw_decode"]), rate(p["decode"]),
-             rate(p["end_to_end"]), fixed(2)(p["end_to_end_over_raw"]), rate(p["aggregate"]),
+             fixed(2)(p.get("decode_and_count_over_raw")),
+             rate(p["end_to_end"]), fixed(2)(p["end_to_end_over_raw"]),
+             rate(p.get("envelope_decode")), rate(p.get("envelope_end_to_end")),
+             fixed(1)(p.get("envelope_over_records")),
+             fixed(1)(p.get("envelope_over_records_beyond_start_up")), rate(p["aggregate"]),
              rate(p["aggregate_without_ids"])] for p in r["protocols"]]
-    return table(["protocol", "raw decode", "decode", "end to end", "end to end / raw decode",
-                  "aggregation", "aggregation without ids"], rows)
+    parameters = r["parameters"]
+    start_up = r.get("start_up_s")
+    about = (f"{parameters['reports']:,} reports per protocol in {parameters.get('files', 1)} "
+             f"file(s) of each layout, envelopes of "
+             f"{parameters.get('envelope_reports', 0):,} reports"
+             + (f"; a job of 1 report takes {start_up:.2f} s" if start_up is not None else "")
+             + ".\n\n")
+    return about + table(["protocol", "raw decode", "decode", "decode + count / raw decode",
+                          "end to end", "end to end / raw decode", "envelope decode",
+                          "envelope end to end", "envelope / per-report end to end",
+                          "the same beyond start-up",
+                          "aggregation", "aggregation without ids"], rows)
 
 
 def fingerprint_cost(r: dict) -> str:
@@ -195,17 +209,31 @@ def evaluate_integrity_days(r: dict) -> str:
 
 SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
     ("throughput", "Throughput against fastavro's raw decode",
-     "One Avro file of N reports per protocol (d = 1024, ε = 2, Zipf-shaped values over one "
-     "day), each figure in reports/s, the median of the runs in one process: fastavro's raw "
-     "decode of the file (`fastavro.reader`, records discarded: the floor any reader pays), the "
-     "project's decode into validated numpy batches, the end-to-end job (FnApiRunner: read, "
-     "validate, count, finalize, write), and the counting step alone on decoded batches, with "
-     "and without the report ids that find duplicates. On a shared machine read the ratio "
-     "*end to end / raw decode* rather than the absolute rates. The end-to-end time includes the "
-     "job's start-up (see [Many windows](#many-windows)), which weighs more on a small file. "
+     "N reports per protocol (d = 1024, ε = 2, Zipf-shaped values over one "
+     "day) written once as per-report Avro files and once as files of report envelopes "
+     "([envelopes](envelopes.md)), each figure in reports/s, the median of the runs in one "
+     "process: fastavro's raw "
+     "decode of the per-report files (`fastavro.reader`, records discarded: the floor any "
+     "per-report reader pays), the "
+     "project's decode into validated numpy batches (and with their counting, over the raw "
+     "decode time: the reader's share without Beam), the end-to-end job (FnApiRunner: read, "
+     "validate, count, finalize, write), the same two over the envelope files and the ratio "
+     "of the end-to-end rates, and the counting step alone on decoded batches, with "
+     "and without the report ids that find duplicates. On a shared machine read the ratios "
+     "rather than the absolute rates. The end-to-end time includes the "
+     "job's start-up (the time of a job of 1 report, given above the table; see also "
+     "[Many windows](#many-windows)), which bounds the envelope end-to-end rate; *beyond "
+     "start-up* compares the two jobs' times less that start-up. "
      "Numeric protocols use "
      "d buckets of [0, 1]; Square Wave is finalized with EMS without bootstrap.",
-     throughput, "python benchmarks/throughput.py --reports 200000"),
+     throughput, "python benchmarks/throughput.py --reports 1000000 --protocols grr,oue,olh"),
+    ("throughput_multiprocess", "Throughput on the multi-process runner",
+     "The same measurement with the end-to-end jobs on FnApiRunner with two worker processes "
+     "(`ldp_telemetry.runners.direct.multi_process_options`, [runners](runners.md)) and the "
+     "reports split into two files of each layout, so that both workers decode. Raw decode, "
+     "decode and aggregation run in the benchmark's process as above.",
+     throughput, "python benchmarks/throughput.py --reports 1000000 --protocols grr,oue,olh "
+     "--files 2 --multi-process 2 --repeats 1"),
     ("fingerprint_cost", "Configuration fingerprints",
      "The same reports with and without their configuration's 16-byte fingerprint "
      "([the fleet contract](fleet-contract.md)), in reports/s with fingerprints and the ratio "

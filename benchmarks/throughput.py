@@ -1,13 +1,23 @@
 """Throughput of the pipeline, measured against fastavro's raw decode of the same file.
 
-For every protocol: one Avro file of N reports (d values, ε) is written once; then, each a
-median of --repeats runs in this process,
-  raw decode   fastavro.reader over the file, records discarded (the floor any reader pays);
+For every protocol: N reports (d values, ε) are written once as per-report Avro files and once
+as files of report envelopes (--envelope-reports per envelope, docs/envelopes.md), --files of
+each; then, each a median of --repeats runs in this process,
+  raw decode   fastavro.reader over the per-report files, records discarded (the floor any
+               per-report reader pays);
   decode       ldp_telemetry.schemas.codec.ReportDecoder: records -> validated numpy batches;
-  end to end   the whole Beam job (FnApiRunner): read, validate, count, finalize, write;
+  dec+count/raw  decode and SliceCounter.add of its batches, over the raw decode time: the
+               reader's own share, without Beam's fixed cost of a job;
+  end to end   the whole Beam job (FnApiRunner, or the --beam args given): read, validate,
+               count, finalize, write; `e2e/raw` over the raw decode rate;
+  env decode, env e2e  the same over the envelope files; `env/rec` = envelope end to end over
+               per-report end to end; `beyond s-u` the same without the start-up of a job (a
+               job of 1 report, measured first), which bounds the envelope rate;
   aggregate    SliceCounter.add over already-decoded batches (the counting alone,
                repeated report ids dropped); `no dedupe`: the same batches without their ids.
-Rates are reports/s; `e2e/raw` is the figure that matters on a shared, noisy machine.
+Rates are reports/s; ratios are the figures that matter on a shared, noisy machine (each repeat
+runs the decodes and jobs in turn, so that both sides of a ratio see the same load). With
+--multi-process the end-to-end runs use ldp_telemetry.runners.direct.multi_process_options().
 
     python benchmarks/throughput.py --reports 1000000 --domain 1024 [--json PATH]
 """
@@ -30,8 +40,10 @@ from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
+from ldp_telemetry.runners.direct import multi_process_options
 from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
+from ldp_telemetry.schemas.envelopes import DEFAULT_ENVELOPE_REPORTS, write_envelopes
 from ldp_telemetry.transforms.count import SliceCounter
 
 SQUARE_WAVE = ("sw", "sw-discrete")
@@ -48,9 +60,9 @@ def median_seconds(action, repeats: int) -> float:
     return statistics.median(times)
 
 
-def make_report_file(path: str, registry, metric: str, n: int, seed: int) -> None:
-    """n reports of a Zipf(1.1)-shaped distribution over the domain, spread over one day
-    (numeric protocols: the bucket's midpoint on [0, 1])."""
+def simulated_reports(registry, metric: str, n: int, seed: int):
+    """(ids, event times, payload columns) of n reports of a Zipf(1.1)-shaped distribution over
+    the domain, spread over one day (numeric protocols: the bucket's midpoint on [0, 1])."""
     config = registry[metric]
     rng = np.random.default_rng(seed)
     weights = 1.0 / np.arange(1, config.d + 1) ** 1.1
@@ -58,17 +70,50 @@ def make_report_file(path: str, registry, metric: str, n: int, seed: int) -> Non
     if config.kind == "numeric":
         values = (values + 0.5) / config.d
     times = START_MS + np.sort(rng.integers(0, DAY_S * 1000, size=n))
-    write_reports(path, metric, config.protocol, np.arange(n), times,
-                  config.protocol.perturb(values, rng))
+    return np.arange(n), times, config.protocol.perturb(values, rng)
 
 
-def raw_decode(path: str) -> int:
-    with open(path, "rb") as handle:
-        return sum(1 for _ in fastavro.reader(handle))
+def make_report_file(path: str, registry, metric: str, n: int, seed: int) -> None:
+    """One per-report file of `simulated_reports`."""
+    write_reports(path, metric, registry[metric].protocol,
+                  *simulated_reports(registry, metric, n, seed))
 
 
-def decode_batches(registry, path: str) -> list[ReportBatch]:
-    return list(ReportDecoder(registry, DAY_S * 1000).decode_file(path))
+def make_report_files(workdir: str, stem: str, registry, metric: str, n: int, files: int,
+                      envelope_reports: int, seed: int = 1) -> tuple[list[str], list[str]]:
+    """The same reports as `files` per-report files and `files` envelope files (written once,
+    kept in `workdir`): (per-report paths, envelope paths)."""
+    records = [os.path.join(workdir, f"{stem}-{k}.avro") for k in range(files)]
+    envelopes = [os.path.join(workdir, f"{stem}-e{envelope_reports}-{k}.avro")
+                 for k in range(files)]
+    if all(map(os.path.exists, records + envelopes)):
+        return records, envelopes
+    config = registry[metric]
+    ids, times, columns = simulated_reports(registry, metric, n, seed)
+    for k, (rec, env) in enumerate(zip(records, envelopes, strict=True)):
+        rows = slice(k * n // files, (k + 1) * n // files)
+        part = (ids[rows], times[rows], {name: c[rows] for name, c in columns.items()})
+        write_reports(rec, metric, config.protocol, *part)
+        write_envelopes(env, metric, config.protocol, *part, envelope_reports=envelope_reports)
+    return records, envelopes
+
+
+def raw_decode(paths: str | list[str]) -> int:
+    count = 0
+    for path in [paths] if isinstance(paths, str) else paths:
+        with open(path, "rb") as handle:
+            count += sum(1 for _ in fastavro.reader(handle))
+    return count
+
+
+def decode_batches(registry, paths: str | list[str]) -> list[ReportBatch]:
+    decoder = ReportDecoder(registry, DAY_S * 1000)
+    return [item for path in ([paths] if isinstance(paths, str) else paths)
+            for item in decoder.decode_file(path)]
+
+
+def decode_and_count(registry, paths: list[str]) -> None:
+    aggregate(registry, decode_batches(registry, paths))
 
 
 def aggregate(registry, batches: list[ReportBatch]) -> None:
@@ -82,9 +127,10 @@ def without_ids(batches: list[ReportBatch]) -> list[ReportBatch]:
                         {k: v for k, v in b.columns.items() if k != REPORT_ID}) for b in batches]
 
 
-def end_to_end(registry, path: str, beam_args: list[str]) -> None:
+def end_to_end(registry, paths: str | list[str], beam_args: list[str]) -> None:
+    paths = (paths,) if isinstance(paths, str) else tuple(paths)
     with tempfile.TemporaryDirectory() as output:
-        job = EstimateJob(registry, (path,), output, WindowSpec.from_seconds(DAY_S))
+        job = EstimateJob(registry, paths, output, WindowSpec.from_seconds(DAY_S))
         run_job(job, beam_args, out=io.StringIO())
 
 
@@ -100,11 +146,21 @@ def main(argv=None) -> None:
                              "Wave with EMS without bootstrap, others their default estimator)")
     parser.add_argument("--workdir", default=None, help="keep the report files here")
     parser.add_argument("--skip-end-to-end", action="store_true")
+    parser.add_argument("--envelope-reports", type=int, default=DEFAULT_ENVELOPE_REPORTS,
+                        help="reports per envelope in the envelope files")
+    parser.add_argument("--files", type=int, default=1,
+                        help="split the reports into this many files of each layout")
+    parser.add_argument("--multi-process", type=int, default=0, metavar="WORKERS",
+                        help="run the end-to-end jobs on FnApiRunner with this many worker "
+                             "processes (runners.direct.multi_process_options)")
     add_json_argument(parser)
     args, beam_args = parser.parse_known_args(argv)
-    with Run("throughput", args.json, {**vars(args), "beam_args": beam_args}) as run:
-        rows = measure(args, beam_args)
-        run.save({"unit": "reports/s", "protocols": rows})
+    if args.multi_process:
+        beam_args = [*multi_process_options(args.multi_process), *beam_args]
+    name = "throughput_multiprocess" if args.multi_process else "throughput"
+    with Run(name, args.json, {**vars(args), "beam_args": beam_args}) as run:
+        rows, start_up = measure(args, beam_args)
+        run.save({"unit": "reports/s", "protocols": rows, "start_up_s": start_up})
 
 
 def metric_entry(name: str, args) -> dict:
@@ -118,48 +174,100 @@ def metric_entry(name: str, args) -> dict:
     return entry
 
 
-def measure(args, beam_args: list[str]) -> list[dict]:
-    """Print and return one row of rates per protocol."""
+def start_up_seconds(registry, workdir: str, metric: str, args, beam_args: list[str]
+                     ) -> float | None:
+    """Seconds of a job over one report: what every job pays whatever its input."""
+    if args.skip_end_to_end:
+        return None
+    path = os.path.join(workdir, "start-up-1.avro")
+    make_report_file(path, registry, metric, 1, seed=1)
+    with contextlib.redirect_stderr(io.StringIO()):
+        return median_seconds(lambda: end_to_end(registry, path, beam_args), args.repeats)
+
+
+def measure(args, beam_args: list[str]) -> tuple[list[dict], float | None]:
+    """Print and return one row of rates per protocol, and the job's start-up seconds."""
     workdir = args.workdir or tempfile.mkdtemp(prefix="ldp-bench-")
     os.makedirs(workdir, exist_ok=True)
     names = args.protocols.split(",")
     registry = parse_registry({"metrics": [metric_entry(name, args) for name in names]})
     print(f"{args.reports:,} reports per protocol, d={args.domain}, ε={args.epsilon:g}, "
           f"median of {args.repeats} runs, files in {workdir}")
-    header = (f"{'protocol':<9}{'raw decode/s':>14}{'decode/s':>12}{'end-to-end/s':>14}"
-              f"{'e2e/raw':>9}{'aggregate/s':>14}{'no dedupe/s':>14}")
+    print(f"envelopes of {args.envelope_reports:,} reports, {args.files} file(s) of each layout"
+          f"{', beam args ' + ' '.join(beam_args) if beam_args else ''}")
+    header = (f"{'protocol':<9}{'raw decode/s':>14}{'decode/s':>12}{'dec+count/raw':>15}"
+              f"{'end-to-end/s':>14}{'e2e/raw':>9}{'env decode/s':>14}{'env e2e/s':>12}"
+              f"{'env/rec':>9}{'beyond s-u':>11}{'aggregate/s':>14}{'no dedupe/s':>14}")
+    start_up = start_up_seconds(registry, workdir, f"bench.{names[0]}", args, beam_args)
+    if start_up is not None:
+        print(f"start-up: a job of 1 report takes {start_up:.2f} s")
     print(header)
     rows = []
     for name in names:
-        path = os.path.join(workdir, f"{name}-{args.reports}-{args.domain}-{args.epsilon:g}.avro")
-        if not os.path.exists(path):
-            make_report_file(path, registry, f"bench.{name}", args.reports, seed=1)
-        row = measure_file(registry, path, args, beam_args)
-        e2e, ratio = row["end_to_end"], row["end_to_end_over_raw"]
+        stem = f"{name}-{args.reports}-{args.domain}-{args.epsilon:g}-{args.files}"
+        paths, envelopes = make_report_files(workdir, stem, registry, f"bench.{name}",
+                                             args.reports, args.files, args.envelope_reports)
+        row = measure_files(registry, paths, envelopes, args, beam_args)
+        row["envelope_over_records_beyond_start_up"] = beyond_start_up(
+            args.reports, row["end_to_end"], row["envelope_end_to_end"], start_up)
+
+        def shown(value, spec=",.0f"):
+            return "-" if value is None else format(value, spec)
         print(f"{name:<9}{row['raw_decode']:>14,.0f}{row['decode']:>12,.0f}"
-              f"{'-' if e2e is None else f'{e2e:,.0f}':>14}"
-              f"{'-' if ratio is None else f'{ratio:.2f}':>9}{row['aggregate']:>14,.0f}"
+              f"{row['decode_and_count_over_raw']:>15.2f}{shown(row['end_to_end']):>14}"
+              f"{shown(row['end_to_end_over_raw'], '.2f'):>9}"
+              f"{row['envelope_decode']:>14,.0f}{shown(row['envelope_end_to_end']):>12}"
+              f"{shown(row['envelope_over_records'], '.1f'):>9}"
+              f"{shown(row['envelope_over_records_beyond_start_up'], '.1f'):>11}"
+              f"{row['aggregate']:>14,.0f}"
               f"{row['aggregate_without_ids']:>14,.0f}", flush=True)
         rows.append({"protocol": name, **row})
-    return rows
+    return rows, start_up
 
 
-def measure_file(registry, path: str, args, beam_args: list[str]) -> dict:
-    """The rates of one protocol's report file (reports/s)."""
+def beyond_start_up(n: int, records: float | None, envelopes: float | None,
+                    start_up: float | None) -> float | None:
+    """Envelope / per-report end to end without the job's start-up: (per-report job seconds -
+    start-up) / (envelope job seconds - start-up); None when the envelope job took no longer
+    than the start-up (too noisy to tell) or nothing was run."""
+    if None in (records, envelopes, start_up) or n / envelopes <= start_up:
+        return None
+    return (n / records - start_up) / (n / envelopes - start_up)
+
+
+def measure_files(registry, paths: list[str], envelopes: list[str], args,
+                  beam_args: list[str]) -> dict:
+    """The rates of one protocol's report files and envelope files (reports/s).
+
+    Each repeat runs every measurement once, in turn, so that the ratios compare runs that saw
+    the same load of a shared machine; the medians are over the repeats.
+    """
     n = args.reports
-    raw = n / median_seconds(lambda: raw_decode(path), args.repeats)
-    decode = n / median_seconds(lambda: decode_batches(registry, path), args.repeats)
-    batches = decode_batches(registry, path)
+    actions = {
+        "raw_decode": lambda: raw_decode(paths),
+        "decode": lambda: decode_batches(registry, paths),
+        "decode_and_count": lambda: decode_and_count(registry, paths),
+        "envelope_decode": lambda: decode_batches(registry, envelopes)}
+    if not args.skip_end_to_end:
+        actions["end_to_end"] = lambda: end_to_end(registry, paths, beam_args)
+        actions["envelope_end_to_end"] = lambda: end_to_end(registry, envelopes, beam_args)
+    times = {name: [] for name in actions}
+    with contextlib.redirect_stderr(io.StringIO()):
+        for _ in range(args.repeats):
+            for name, action in actions.items():
+                times[name].append(median_seconds(action, 1))
+    rates = {name: n / statistics.median(seconds) for name, seconds in times.items()}
+    batches = decode_batches(registry, paths)
     agg = n / median_seconds(lambda: aggregate(registry, batches), args.repeats)
     bare = without_ids(batches)
     agg_bare = n / median_seconds(lambda: aggregate(registry, bare), args.repeats)
-    e2e = None
-    if not args.skip_end_to_end:
-        with contextlib.redirect_stderr(io.StringIO()):
-            e2e = n / median_seconds(lambda: end_to_end(registry, path, beam_args),
-                                     args.repeats)
-    return {"raw_decode": raw, "decode": decode, "end_to_end": e2e,
-            "end_to_end_over_raw": None if e2e is None else e2e / raw,
+    raw, e2e, env_e2e = (rates["raw_decode"], rates.get("end_to_end"),
+                         rates.get("envelope_end_to_end"))
+    return {"raw_decode": raw, "decode": rates["decode"],
+            "decode_and_count_over_raw": rates["decode_and_count"] / raw,
+            "end_to_end": e2e, "end_to_end_over_raw": None if e2e is None else e2e / raw,
+            "envelope_decode": rates["envelope_decode"], "envelope_end_to_end": env_e2e,
+            "envelope_over_records": None if e2e is None else env_e2e / e2e,
             "aggregate": agg, "aggregate_without_ids": agg_bare}
 
 

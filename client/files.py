@@ -43,11 +43,15 @@ class ReportFile:
     def open(self) -> ReportFile:
         self._handle = open(self.temporary, "wb")  # noqa: SIM115 - closed by close / discard
         try:
-            self._writer = ReportWriter(self._handle, self.codec, self.block_bytes)
+            self._writer = self._new_writer(self._handle)
         finally:  # a failed header (an unknown codec) leaves no temporary file
             if self._writer is None:
                 self.discard()
         return self
+
+    def _new_writer(self, handle: BinaryIO):
+        """The Avro writer of the file's records (per-report records here)."""
+        return ReportWriter(handle, self.codec, self.block_bytes)
 
     def write(self, reports: EncodedReports | Iterable[dict]) -> int:
         """Append reports; returns how many."""

@@ -113,10 +113,14 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     if args.live and (args.devices is not None or args.device_column is not None):
         raise ConfigError("--devices and --device-column write at once: leave out --live",
                           field="devices")
+    if args.envelope is not None and args.envelope <= 0:
+        raise ConfigError(f"envelope must be a positive number of reports, got {args.envelope}",
+                          field="envelope")
     if args.live:
         speedup = args.speedup if args.speedup is not None or args.rate is not None else 1.0
         paths = simulate_live(config, truth, args.out, args.seed, speedup, args.rate,
-                              args.file_every, overwrite=args.overwrite, progress=sys.stderr)
+                              args.file_every, overwrite=args.overwrite, progress=sys.stderr,
+                              envelope_reports=args.envelope)
         print(f"{len(truth.values):,} reports of {config.name} written live to "
               f"{len(paths)} file(s) in {args.out}")
         return 0
@@ -133,9 +137,34 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
         from ldp_telemetry.pipelines.simulate import read_device_column
         devices = read_device_column(args.input, args.device_column, len(truth.values))
     paths = simulate_reports(config, truth, args.out, args.seed, per_file,
-                             overwrite=args.overwrite, progress=sys.stderr, devices=devices)
+                             overwrite=args.overwrite, progress=sys.stderr, devices=devices,
+                             envelope_reports=args.envelope)
     print(f"{len(truth.values):,} reports of {config.name} ({config.protocol_name}, "
           f"ε={config.epsilon:g}) written to {len(paths)} file(s) in {args.out}")
+    return 0
+
+
+def _convert(args: argparse.Namespace, _extra: list[str]) -> int:
+    import glob
+
+    from ldp_telemetry.ldp.errors import InputError
+    from ldp_telemetry.ldp.registry import load_registry
+    from ldp_telemetry.pipelines.convert import convert_files
+    from ldp_telemetry.schemas.envelopes import DEFAULT_ENVELOPE_REPORTS
+    if args.envelope is not None and args.to != "envelope":
+        raise ConfigError("--envelope needs --to envelope", field="envelope")
+    paths = []
+    for pattern in args.input:
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not matches:
+            raise InputError(f"input {pattern!r} matches no file", field="input")
+        paths += matches
+    done = convert_files(load_registry(args.registry), paths, args.out, args.to,
+                         args.envelope or DEFAULT_ENVELOPE_REPORTS, overwrite=args.overwrite)
+    dead = sum(done.dead.values())
+    reasons = ", ".join(f"{reason} {count:,}" for reason, count in sorted(done.dead.items()))
+    print(f"{done.read:,} reports read from {len(paths)} file(s), {done.written:,} written to "
+          f"{args.out} as {args.to}, {dead:,} dead-lettered{f' ({reasons})' if dead else ''}")
     return 0
 
 
@@ -313,7 +342,7 @@ def _registry(args: argparse.Namespace, _extra: list[str]) -> int:
 
 #: The handler of each command: (arguments, the arguments left to Beam) -> exit status.
 COMMANDS = {"simulate": _simulate, "plan": _plan, "run": _run, "show": _show, "query": _query,
-            "dashboard": _dashboard, "registry": _registry}
+            "dashboard": _dashboard, "registry": _registry, "convert": _convert}
 
 
 if __name__ == "__main__":

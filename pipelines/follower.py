@@ -9,7 +9,8 @@ restart recomputes open windows from).
 
 Each poll, `DirectoryFollower`
 1. lists the new complete files (oldest modification first, then by name) and decodes each with
-   the batch job's decoder (`ReportDecoder`): report batches per (metric, slice), dead letters;
+   the batch job's decoder (`ReportDecoder`, which reads per-report files and report envelope
+   files alike): report batches per (metric, slice), dead letters;
 2. decides lateness against the watermark it has announced: a batch whose slice ended more than
    `--allowed-lateness` before that watermark (watermark > slice end + lateness, Beam's rule)
    is TOO LATE — counted per (metric, window) for every window holding the slice, never sent;

@@ -57,6 +57,9 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                             "to its devices in turn; default: one device per row)")
     fleet.add_argument("--device-column", default=None,
                        help="memoized metrics: the CSV column naming each row's device")
+    simulate.add_argument("--envelope", type=int, default=None, metavar="N",
+                          help="write report envelopes of N reports each (columnar batches, "
+                               "docs/envelopes.md) instead of one Avro record per report")
     live = simulate.add_argument_group(
         "live mode", "write the reports into --out over time, as a collector would: one file "
         "every --file-every seconds holding the reports that came due, written under a hidden "
@@ -159,6 +162,22 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     query.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                        help="a parameter of --method, e.g. alpha=1 (repeatable)")
     query.add_argument("--json", action="store_true", help="print one JSON object")
+
+    convert = commands.add_parser(
+        "convert", help="convert report files to report envelopes or back",
+        description="Read report files (one record per report, envelopes, or both) with the "
+                    "job's decoder and write every report it would count to a file of the same "
+                    "name in --out, as envelopes (docs/envelopes.md) or one record per report. "
+                    "Reports the job would dead-letter are counted by reason, not written.")
+    convert.add_argument("--registry", required=True, help="metric registry JSON file")
+    convert.add_argument("--to", required=True, choices=("envelope", "records"),
+                         help="the layout to write")
+    convert.add_argument("--out", required=True, help="directory for the converted files")
+    convert.add_argument("--envelope", type=_positive_int, default=None, metavar="N",
+                         help="reports per envelope with --to envelope (default 10000)")
+    convert.add_argument("--overwrite", action="store_true",
+                         help="replace files of the same name already in --out")
+    convert.add_argument("input", nargs="+", help="report files (globs are expanded)")
 
     _add_dashboard_command(commands)
     from ldp_telemetry.pipelines.registry_tools import add_registry_arguments

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from ldp_telemetry.client import ReportFile, encode_points
+from ldp_telemetry.client import EnvelopeFile, ReportFile, encode_points
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.registry import MetricConfig
 from ldp_telemetry.output.atomic import check_writable_folder
@@ -30,7 +30,8 @@ OUT = "out"
 
 def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed: int | None,
                      reports_per_file: int = DEFAULT_REPORTS_PER_FILE, progress=sys.stderr,
-                     overwrite: bool = False, devices: np.ndarray | None = None) -> list[str]:
+                     overwrite: bool = False, devices: np.ndarray | None = None,
+                     envelope_reports: int | None = None) -> list[str]:
     """Perturb every true value and write the reports to `out_dir`; returns the file paths.
 
     The files are `<segment>-NNNNN.avro`, `<segment>` the metric's name as
@@ -40,7 +41,9 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
     `overwrite` deletes them first instead. A memoized metric's reports come from simulated
     devices (`device_memos`): `devices` gives each row's device (`fleet_assignment`,
     `read_device_column`), else every row is its own device; reports a device withholds
-    (`max_values` reached) are counted on `progress`.
+    (`max_values` reached) are counted on `progress`. With `envelope_reports` the files hold
+    report envelopes of that many reports each (`client.EnvelopeFile`) instead of one record
+    per report.
     """
     rng = np.random.default_rng(seed)
     check_writable_folder(out_dir, OUT)
@@ -62,7 +65,7 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
                                 device=None if memos is None else memos[start:stop])
         withheld += reports.withheld
         path = os.path.join(out_dir, f"{metric_segment(config.name)}-{part:05d}.avro")
-        with ReportFile(path) as out:
+        with _report_file(path, envelope_reports) as out:
             out.write(reports)
         paths.append(path)
         if progress is not None and n > reports_per_file:
@@ -71,6 +74,13 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
         print(f"  {withheld:,} of {n:,} values withheld by their devices (memoize.max_values "
               "reached, on_limit 'stop')", file=progress)
     return paths
+
+
+def _report_file(path: str, envelope_reports: int | None) -> ReportFile:
+    """A file of one record per report, or of envelopes of `envelope_reports` reports."""
+    if envelope_reports is None:
+        return ReportFile(path)
+    return EnvelopeFile(path, envelope_reports=envelope_reports)
 
 
 def metric_report_files(out_dir: str, metric: str) -> list[str]:
@@ -101,14 +111,15 @@ def live_schedule(event_times_ms: np.ndarray, speedup: float | None = None,
 def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: int | None,
                   speedup: float | None = None, rate: float | None = None,
                   file_every_s: float = 1.0, overwrite: bool = False,
-                  sleep=time.sleep, clock=time.monotonic, progress=sys.stderr) -> list[str]:
+                  sleep=time.sleep, clock=time.monotonic, progress=sys.stderr,
+                  envelope_reports: int | None = None) -> list[str]:
     """Write the perturbed reports into `out_dir` over time, as a collector would.
 
     Reports are sorted by event time and each is due at `live_schedule(...)`; every
     `file_every_s` seconds the reports that came due are written to one file
     `<segment>-live-NNNNN.avro` (`output.layout.metric_segment`) as a `client.ReportFile`
     (written as `....avro.tmp`, then renamed), so a follower never sees a partial file. Returns
-    the paths, in the order written.
+    the paths, in the order written. `envelope_reports` as in `simulate_reports`.
     """
     if not file_every_s > 0:
         raise ConfigError(f"file_every must be positive, got {file_every_s}", "file_every")
@@ -138,7 +149,7 @@ def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: i
         if upto == written:
             continue
         name = f"{stem}-live-{len(paths):05d}.avro"
-        with ReportFile(os.path.join(out_dir, name)) as out:
+        with _report_file(os.path.join(out_dir, name), envelope_reports) as out:
             out.write(reports.rows(slice(written, upto)))
         paths.append(os.path.join(out_dir, name))
         written = upto

@@ -30,6 +30,11 @@ class DecodeLimits:
     max_dead_letter_report_chars: longest report text stored in a dead letter; a longer one is
         cut (its encoded size is kept in the dead letter's `report_bytes`).
     max_header_bytes: longest file header (magic, metadata and writer schema), bytes.
+    max_envelope_reports: most reports one report envelope (schemas/envelope.avsc) may hold; an
+        envelope announcing more is a dead letter standing for 1 report.
+    max_envelope_bytes: largest encoded report envelope, bytes; a larger one is a dead letter
+        standing for the reports it announces (an envelope is inside a block: max_block_bytes
+        bounds it too).
     """
 
     max_block_bytes: int = 64 * MIB
@@ -38,6 +43,8 @@ class DecodeLimits:
     max_metric_name_chars: int = 256
     max_dead_letter_report_chars: int = 4096
     max_header_bytes: int = 1 * MIB
+    max_envelope_reports: int = 1_000_000
+    max_envelope_bytes: int = 64 * MIB
 
     def __post_init__(self):
         for field in fields(self):
@@ -63,4 +70,8 @@ HELP = {
                                     "is cut, its encoded size kept",
     "max_header_bytes": "longest Avro file header (writer schema included), bytes; a file with "
                         "a longer one is a dead letter",
+    "max_envelope_reports": "most reports one report envelope may hold; an envelope announcing "
+                            "more is a dead letter",
+    "max_envelope_bytes": "largest encoded report envelope, bytes; a larger one is a dead "
+                          "letter standing for its reports",
 }

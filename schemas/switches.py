@@ -3,7 +3,10 @@
 fastavro turns timestamp-millis into timezone-aware datetimes through its documented
 `fastavro.read.LOGICAL_READERS` table; building a datetime per report would cost more than the
 rest of the decode, so an identity reader is installed while decoding, and the event time stays
-epoch milliseconds (an int). Decoding also allocates a dict per record, all freed by reference
+epoch milliseconds (an int). (The report decoder now also hands fastavro its writer schema
+without logical types, `compatibility.without_logical_types`, which spares the call per report;
+the identity reader stays as the guard of any other timestamp-millis decoded under the switch.)
+Decoding also allocates a dict per record, all freed by reference
 counting; while a chunk of them is alive the cyclic garbage collector would scan them again and
 again for nothing (measured: decode runs ~1.5x faster without it), so it is paused.
 

@@ -15,8 +15,9 @@ names (`ldp run --source NAME --follow LOCATION`):
   (`MatchedReportFiles`).
 
 Pub/Sub message: `data` is ONE Avro object container file written with `schemas/report.avsc`
-(any codec the batch decoder reads; one or many reports, of any metrics) — exactly what a
-collector would write to a file; attributes:
+or with `schemas/envelope.avsc` (report envelopes, docs/envelopes.md; any codec the batch
+decoder reads; one or many reports, of any metrics) — exactly what a collector would write to a
+file; attributes:
 
 * `event_time` (`EVENT_TIME_ATTRIBUTE`): the smallest event time among the message's reports, in
   epoch milliseconds as a decimal string (RFC 3339 is accepted too). Dataflow's watermark follows

@@ -21,6 +21,7 @@ import abc
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import ClassVar
 
 import numpy as np
@@ -152,8 +153,20 @@ class FrequencyOracle(abc.ABC):
         """Decoded Avro payload records -> (columns, invalid mask).
 
         Rows flagged invalid lie outside the protocol's output space; their column entries
-        are placeholders and must be dropped by the caller.
+        are placeholders and must be dropped by the caller. Gathers the records' fields into
+        columns and calls `check_payloads` (plus the checks only a record can fail, such as a
+        bit vector's length).
         """
+
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Fixed-width payload columns -> (columns in the decoder's dtypes, invalid mask).
+
+        The one place of the protocol's payload rule (`payload_rule`) for columns of any
+        origin: gathered from Avro records (`payloads_from_avro`) or read from a report
+        envelope (`ldp_telemetry.schemas.envelopes`). Invalid rows' entries are replaced by
+        placeholders that `accumulate` accepts.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no vectorised payload check")
 
     # -- server -----------------------------------------------------------------------------
     def new_statistic(self) -> np.ndarray:
@@ -237,15 +250,22 @@ def seeded_payloads_to_avro(columns: Columns) -> Iterator[dict]:
 def seeded_payloads_from_avro(payloads: list[dict], y_bound: int
                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """<seed, y> payload records -> columns, flagging y outside [0, y_bound) as invalid."""
-    seed = int_column(payloads, "seed")
-    y = int_column(payloads, "y")
+    return check_seeded_payloads({"seed": int_column(payloads, "seed"),
+                                  "y": int_column(payloads, "y")}, y_bound)
+
+
+def check_seeded_payloads(columns: Columns, y_bound: int
+                          ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """<seed, y> columns -> int64 columns, flagging y outside [0, y_bound) as invalid."""
+    y = np.asarray(columns["y"], dtype=np.int64)
     invalid = (y < 0) | (y >= y_bound)
-    return {"seed": seed, "y": np.where(invalid, 0, y)}, invalid
+    return {"seed": np.asarray(columns["seed"], dtype=np.int64),
+            "y": np.where(invalid, 0, y)}, invalid
 
 
 def int_column(payloads: list[dict], field: str) -> np.ndarray:
     """One integer field of every payload as an int64 column."""
-    return np.fromiter((p[field] for p in payloads), dtype=np.int64, count=len(payloads))
+    return np.fromiter(map(itemgetter(field), payloads), dtype=np.int64, count=len(payloads))
 
 
 def grr_perturb(values: np.ndarray, k: int, p: float, rng: np.random.Generator) -> np.ndarray:

@@ -57,6 +57,9 @@ class CfoBinning(NumericProtocol):
     def payloads_from_avro(self, payloads):
         return self.inner.payloads_from_avro(payloads)
 
+    def check_payloads(self, columns):
+        return self.inner.check_payloads(columns)
+
     def new_statistic(self) -> np.ndarray:
         return self.inner.new_statistic()
 

@@ -56,7 +56,10 @@ class GRR(FrequencyOracle):
         return ({"value": v} for v in columns["value"].tolist())
 
     def payloads_from_avro(self, payloads):
-        value = int_column(payloads, "value")
+        return self.check_payloads({"value": int_column(payloads, "value")})
+
+    def check_payloads(self, columns):
+        value = np.asarray(columns["value"], dtype=np.int64)
         invalid = (value < 0) | (value >= self.d)
         return {"value": np.where(invalid, 0, value)}, invalid
 

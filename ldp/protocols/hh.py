@@ -133,7 +133,12 @@ class HierarchicalHistogram(NumericProtocol):
             strict=True))
 
     def payloads_from_avro(self, payloads):
-        level, seed, y = (int_column(payloads, key) for key in ("level", "seed", "y"))
+        return self.check_payloads({key: int_column(payloads, key)
+                                    for key in ("level", "seed", "y")})
+
+    def check_payloads(self, columns):
+        level, seed, y = (np.asarray(columns[key], dtype=np.int64)
+                          for key in ("level", "seed", "y"))
         ranges = np.array([0] + [self.output_range(o) for o in self.oracles] + [0])
         in_range = np.clip(level, 0, self.h + 1)
         invalid = (level < 1) | (level > self.h) | (y < 0) | (y >= ranges[in_range])

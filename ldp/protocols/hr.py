@@ -113,8 +113,12 @@ class HR(FrequencyOracle):
                 for j, b in zip(columns["row"].tolist(), columns["bit"].tolist(), strict=True))
 
     def payloads_from_avro(self, payloads):
-        row = int_column(payloads, "row")
-        bit = np.fromiter((p["bit"] for p in payloads), dtype=np.int64, count=len(payloads))
+        return self.check_payloads({"row": int_column(payloads, "row"),
+                                    "bit": int_column(payloads, "bit")})
+
+    def check_payloads(self, columns):
+        row = np.asarray(columns["row"], dtype=np.int64)
+        bit = np.asarray(columns["bit"], dtype=np.int64)
         invalid = (row < 1) | (row >= self.K)
         return {"row": np.where(invalid, 1, row), "bit": bit}, invalid
 

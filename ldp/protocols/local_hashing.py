@@ -22,6 +22,7 @@ import numpy as np
 
 from ldp_telemetry.ldp import hashing
 from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, FrequencyOracle,
+                                              check_seeded_payloads,
                                               grr_perturb, independent_support_variance,
                                               pure_n_mse, random_seeds, seeded_payloads_from_avro,
                                               seeded_payloads_to_avro, varint_bytes)
@@ -95,6 +96,9 @@ class LocalHashing(FrequencyOracle):
 
     def payloads_from_avro(self, payloads):
         return seeded_payloads_from_avro(payloads, self.g)
+
+    def check_payloads(self, columns):
+        return check_seeded_payloads(columns, self.g)
 
     def accumulate(self, statistic, columns) -> None:
         hashing.add_local_hash_support(statistic, columns["seed"].view(np.uint64),

@@ -20,7 +20,8 @@ from typing import ClassVar
 import numpy as np
 
 from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns
-from ldp_telemetry.ldp.protocols.numeric import (NumericProtocol, real_payloads_from_avro,
+from ldp_telemetry.ldp.protocols.numeric import (NumericProtocol, check_real_payloads,
+                                                 real_payloads_from_avro,
                                                  real_payloads_to_avro)
 from ldp_telemetry.ldp.protocols.sw import DOUBLE_BYTES
 
@@ -71,8 +72,13 @@ class StochasticRounding(MeanMechanism):
         return ({"up": bool(u)} for u in columns["up"].tolist())
 
     def payloads_from_avro(self, payloads):
-        up = np.fromiter((p["up"] for p in payloads), dtype=bool, count=len(payloads))
-        return {"up": up}, np.zeros(len(payloads), dtype=bool)
+        return self.check_payloads({"up": np.fromiter(
+            (p["up"] for p in payloads), dtype=bool, count=len(payloads))})
+
+    def check_payloads(self, columns):
+        """Every boolean is a valid report."""
+        up = np.asarray(columns["up"], dtype=bool)
+        return {"up": up}, np.zeros(len(up), dtype=bool)
 
     def new_statistic(self) -> np.ndarray:
         return np.zeros(2, dtype=np.int64)
@@ -123,6 +129,9 @@ class PiecewiseMechanism(MeanMechanism):
 
     def payloads_from_avro(self, payloads):
         return real_payloads_from_avro(payloads, -self.s, self.s)
+
+    def check_payloads(self, columns):
+        return check_real_payloads(columns, -self.s, self.s)
 
     def new_statistic(self) -> np.ndarray:
         return np.zeros(2, dtype=np.float64)

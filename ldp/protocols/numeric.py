@@ -92,6 +92,10 @@ class NumericProtocol(abc.ABC):
     def payloads_from_avro(self, payloads: list[dict]) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Decoded Avro payload records -> (columns, invalid mask); see FrequencyOracle."""
 
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Fixed-width payload columns -> (columns, invalid mask); see FrequencyOracle."""
+        raise NotImplementedError(f"{type(self).__name__} has no vectorised payload check")
+
     # -- server -----------------------------------------------------------------------------
     @abc.abstractmethod
     def new_statistic(self) -> np.ndarray:
@@ -121,7 +125,13 @@ def real_payloads_to_avro(columns: Columns) -> Iterator[dict]:
 def real_payloads_from_avro(payloads: list[dict], low: float, high: float
                             ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """<y> payload records -> the y column, flagging y outside [low, high] (or NaN) invalid."""
-    y = float_column(payloads, "y")
+    return check_real_payloads({"y": float_column(payloads, "y")}, low, high)
+
+
+def check_real_payloads(columns: Columns, low: float, high: float
+                        ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """<y> column -> float64 column, flagging y outside [low, high] (or NaN) invalid."""
+    y = np.asarray(columns["y"], dtype=np.float64)
     with np.errstate(invalid="ignore"):
         invalid = ~(np.isfinite(y) & (y >= low) & (y <= high))
     return {"y": np.where(invalid, 0.0, y)}, invalid

@@ -30,7 +30,8 @@ from typing import ClassVar
 import numpy as np
 
 from ldp_telemetry.ldp import hashing
-from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, random_seeds,
+from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns,
+                                              check_seeded_payloads, random_seeds,
                                               seed_payload_schema, seeded_payloads_from_avro,
                                               seeded_payloads_to_avro, varint_bytes)
 from ldp_telemetry.ldp.protocols.fixed_subset import FixedSizeSubset
@@ -66,6 +67,9 @@ class RWS(FixedSizeSubset):
 
     def payloads_from_avro(self, payloads):
         return seeded_payloads_from_avro(payloads, self.d)
+
+    def check_payloads(self, columns):
+        return check_seeded_payloads(columns, self.d)
 
     def accumulate(self, statistic, columns) -> None:
         seeds, y = columns["seed"].view(np.uint64), np.asarray(columns["y"], dtype=np.int64)

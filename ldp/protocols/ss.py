@@ -69,10 +69,17 @@ class SS(FixedSizeSubset):
                      for items, bad in zip(lists, invalid.tolist(), strict=True)]
         items = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64,
                             count=len(lists) * self.k).reshape(len(lists), self.k)
-        invalid |= ((items < 0) | (items >= self.d)).any(axis=1)
+        columns, out_of_space = self.check_payloads({"items": items})
+        invalid |= out_of_space
+        return columns, invalid
+
+    def check_payloads(self, columns):
+        """`items`: (n, k) integers; invalid when one lies outside [0, d) or two are equal."""
+        items = np.array(columns["items"], dtype=np.int64).reshape(-1, self.k)
+        invalid = ((items < 0) | (items >= self.d)).any(axis=1)
         ordered = np.sort(items, axis=1)
         invalid |= (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
-        items[invalid] = placeholder
+        items[invalid] = np.arange(self.k)
         return {"items": items}, invalid
 
     def accumulate(self, statistic, columns) -> None:

@@ -27,7 +27,8 @@ from ldp_telemetry.ldp.channels import (DiscreteSquareWaveChannel, SquareWaveCha
                                         discrete_square_wave_channel, square_wave_channel)
 from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns, int_column, varint_bytes
-from ldp_telemetry.ldp.protocols.numeric import (NumericProtocol, real_payloads_from_avro,
+from ldp_telemetry.ldp.protocols.numeric import (NumericProtocol, check_real_payloads,
+                                                 real_payloads_from_avro,
                                                  real_payloads_to_avro, unit_buckets)
 
 #: Bytes of an Avro double.
@@ -122,6 +123,9 @@ class SquareWave(NumericProtocol):
     def payloads_from_avro(self, payloads):
         return real_payloads_from_avro(payloads, -self.b, 1.0 + self.b)
 
+    def check_payloads(self, columns):
+        return check_real_payloads(columns, -self.b, 1.0 + self.b)
+
     def new_statistic(self) -> np.ndarray:
         return np.zeros(self.output_buckets, dtype=np.int64)
 
@@ -182,7 +186,10 @@ class DiscreteSquareWave(NumericProtocol):
         return ({"y": y} for y in columns["y"].tolist())
 
     def payloads_from_avro(self, payloads):
-        y = int_column(payloads, "y")
+        return self.check_payloads({"y": int_column(payloads, "y")})
+
+    def check_payloads(self, columns):
+        y = np.asarray(columns["y"], dtype=np.int64)
         invalid = (y < 0) | (y >= self.output_buckets)
         return {"y": np.where(invalid, 0, y)}, invalid
 

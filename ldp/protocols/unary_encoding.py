@@ -16,6 +16,7 @@ addition per (report, byte) pair, all in numpy.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import ClassVar
 
 import numpy as np
@@ -69,16 +70,23 @@ class UnaryEncoding(FrequencyOracle):
         return ({"bits": row.tobytes()} for row in columns["bits"])
 
     def payloads_from_avro(self, payloads):
-        blobs = [p["bits"] for p in payloads]
+        blobs = list(map(itemgetter("bits"), payloads))
         lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
-        invalid = lengths != self.n_bytes
-        if invalid.any():
+        wrong_length = lengths != self.n_bytes
+        if wrong_length.any():
             empty = bytes(self.n_bytes)
             blobs = [empty if bad else blob
-                     for blob, bad in zip(blobs, invalid.tolist(), strict=True)]
+                     for blob, bad in zip(blobs, wrong_length.tolist(), strict=True)]
         bits = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), self.n_bytes)
+        columns, invalid = self.check_payloads({"bits": bits})
+        return columns, invalid | wrong_length
+
+    def check_payloads(self, columns):
+        """`bits`: (n, ceil(d/8)) uint8; invalid when a padding bit is set."""
+        bits = np.asarray(columns["bits"], dtype=np.uint8)
+        invalid = np.zeros(len(bits), dtype=bool)
         padding = self.n_bytes * 8 - self.d
-        if padding and len(blobs):
+        if padding and len(bits):
             invalid |= (bits[:, -1] >> np.uint8(8 - padding)) != 0
         return {"bits": bits}, invalid
 

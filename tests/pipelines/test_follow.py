@@ -220,3 +220,16 @@ def test_a_follow_location_that_is_no_listable_directory_names_the_setting(tmp_p
             DirectoryFollower(REGISTRY, WindowSpec(MINUTE, MINUTE), str(location),
                               str(tmp_path / "out"), RecordingStream())
         assert error.value.field == "follow"
+
+
+def test_a_followed_folder_mixing_envelope_and_per_report_files_counts_reports(tmp_path):
+    from ldp_telemetry.client import EnvelopeFile, encode_many
+    f = follower(tmp_path)
+    write(tmp_path / "in", "a.avro", [T0 + 1000] * 5)
+    reports = encode_many(REGISTRY[METRIC], [0, 1, 2, 1, 0, 2, 2], np.random.default_rng(1),
+                          event_times_ms=[T0 + 2000] * 7, report_ids=np.arange(100, 107))
+    with EnvelopeFile(tmp_path / "in" / "b.avro", envelope_reports=3) as out:
+        out.write(reports)
+    assert f.poll() == 2
+    assert f.state.records_read == f.state.records_accepted == 12
+    assert sum(b.n for b in f._stream.batches) == 12

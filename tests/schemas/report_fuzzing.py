@@ -7,6 +7,12 @@ anywhere, by flipping a bit, setting, inserting or deleting bytes, or truncating
 plan is drawn as bytes, 8 per edit. The property, checked on the decoder directly: no
 exception, read = accepted + dead-lettered, every dead letter of bounded size, and memory
 bounded by the limits.
+
+Envelope files (docs/envelopes.md) are fuzzed twice: their containers with the same byte edits,
+and their envelopes' fields with `envelope_plans` (truncated, extended or damaged columns, counts
+that disagree with the columns, oversized and negative counts, fingerprints of the wrong length
+or another metric's, unknown layout versions, another protocol's payload, unknown metrics),
+the damaged envelopes written as a well-formed file; read and accepted are then in reports.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.schemas.batches import MAX_DETAIL_CHARS, DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.decompress import CODEC_MEMORY_LIMIT, codec_problem
+from ldp_telemetry.schemas.envelopes import envelope_record, envelope_schema
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.schemas.writer import write_reports
 from tests.schemas.avro_blocks import decode_long, encode_long
@@ -37,7 +44,8 @@ REGISTRY = parse_registry({"metrics": [
 HOUR = 3_600_000
 T0 = 1_717_200_000_000
 LIMITS = DecodeLimits(max_block_bytes=256 << 10, max_block_records=5_000,
-                      max_record_bytes=16 << 10, max_dead_letter_report_chars=512)
+                      max_record_bytes=16 << 10, max_dead_letter_report_chars=512,
+                      max_envelope_reports=1_000, max_envelope_bytes=64 << 10)
 # Peak traced memory of one case: a few copies of the largest block (decompression output, its
 # records' Python objects), plus, for xz and zstandard, the window their stream states (bounded
 # apart by CODEC_MEMORY_LIMIT); far below what a bomb or a 2^62 count would take (gigabytes).
@@ -80,6 +88,112 @@ def seed_files(directory) -> dict[str, bytes]:
                           block_bytes=150, fingerprint=REGISTRY[metric].fingerprint)
             seeds[f"{metric} {codec}"] = path.read_bytes()
     return seeds
+
+
+#: Reports in each seed envelope file, and per envelope.
+ENVELOPE_SEED_REPORTS, SEED_ENVELOPE_REPORTS = 24, 6
+
+
+def seed_envelopes(metric: str) -> list[dict]:
+    """The envelope records of `metric`'s envelope seed (fingerprints included)."""
+    rng = np.random.default_rng(11)
+    protocol, n = REGISTRY[metric].protocol, ENVELOPE_SEED_REPORTS
+    columns = protocol.perturb(rng.integers(0, protocol.d, n), rng)
+    times = T0 + rng.integers(0, 3 * HOUR, n)
+    return [envelope_record(metric, protocol, np.arange(lo, lo + SEED_ENVELOPE_REPORTS),
+                            times[lo:lo + SEED_ENVELOPE_REPORTS],
+                            {k: v[lo:lo + SEED_ENVELOPE_REPORTS] for k, v in columns.items()},
+                            REGISTRY[metric].fingerprint)
+            for lo in range(0, n, SEED_ENVELOPE_REPORTS)]
+
+
+def envelope_seed_files(directory) -> dict[str, bytes]:
+    """{"<metric> <codec>": bytes} of envelope files written by the project, one envelope of
+    SEED_ENVELOPE_REPORTS reports per block."""
+    seeds = {}
+    for codec in CODECS:
+        for metric in METRICS:
+            records = seed_envelopes(metric)
+            path = directory / f"{metric}-{codec}-envelopes.avro"
+            with open(path, "wb") as out:
+                fastavro.writer(out, envelope_schema(), records, codec=codec, sync_interval=150)
+            seeds[f"{metric} {codec}"] = path.read_bytes()
+    return seeds
+
+
+ENVELOPE_FIELDS = ("layout", "count", "metric", "fingerprint", "payload", "report_ids",
+                   "event_times", "columns")
+ENVELOPE_OPERATIONS = ("truncate", "extend", "flip", "value", "drop", "duplicate")
+
+
+@dataclass(frozen=True)
+class EnvelopeEdit:
+    field: str
+    operation: str
+    which: int  # the envelope (modulo their number), or the column
+    value: int
+
+
+def envelope_plans():
+    """Plans of 1 to 4 envelope edits, drawn as bytes (5 per edit): see `envelope_plan_of`."""
+    return st.binary(min_size=5, max_size=20)
+
+
+def envelope_plan_of(blob: bytes) -> list[EnvelopeEdit]:
+    blob = blob + bytes(-len(blob) % 5)
+    return [EnvelopeEdit(ENVELOPE_FIELDS[f % len(ENVELOPE_FIELDS)],
+                         ENVELOPE_OPERATIONS[o % len(ENVELOPE_OPERATIONS)], w,
+                         int.from_bytes(bytes([v0, v1]), "little", signed=True))
+            for f, o, w, v0, v1 in (blob[at:at + 5] for at in range(0, len(blob), 5))]
+
+
+def apply_envelope_edits(records: list[dict], plan: list[EnvelopeEdit]) -> bytes:
+    """An envelope file (codec null) of `records` with the edits applied to their fields."""
+    records = [dict(r, columns=list(r["columns"])) for r in records]
+    for edit in plan:
+        record = records[edit.which % len(records)]
+        name, value = edit.field, edit.value
+        if name in ("layout", "count"):
+            interesting = INTERESTING[value % len(INTERESTING)]
+            if name == "layout":
+                interesting = max(min(interesting, 2 ** 31 - 1), -2 ** 31)
+            record[name] = (interesting if edit.operation == "value"
+                            else max(min(record[name] + value % 7 - 3, 2 ** 63 - 1), -2 ** 63))
+        elif name == "metric":
+            record[name] = (METRICS + ("fuzz.olh", "nope", "m" * 300))[value % 6]
+        elif name == "fingerprint":
+            others = [REGISTRY[m].fingerprint for m in METRICS]
+            record[name] = ([None, b"", bytes(15), bytes(17), bytes(16)] + others)[value % 8]
+        elif name == "payload":
+            record[name] = ("GrrPayload", "OuePayload", "OlhPayload", "SsPayload", "x")[value % 5]
+        elif name == "columns" and edit.operation in ("drop", "duplicate"):
+            columns = record[name]
+            if edit.operation == "drop" and columns:
+                columns.pop(value % len(columns))
+            elif columns:
+                columns.append(columns[value % len(columns)])
+        else:
+            if name == "columns":
+                if not record[name]:
+                    continue
+                at = value % len(record[name])
+                data = bytearray(record[name][at])
+            else:
+                data = bytearray(record[name])
+            if edit.operation == "truncate":
+                del data[len(data) - 1 - abs(value) % max(len(data), 1):]
+            elif edit.operation == "extend":
+                data += bytes([value % 256]) * (1 + abs(value) % 9)
+            elif data:  # flip or set a byte: values out of range, padding bits, times
+                data[abs(value) % len(data)] ^= 1 << (value % 8) if edit.operation == "flip" \
+                    else 0xFF
+            if name == "columns":
+                record[name][at] = bytes(data)
+            else:
+                record[name] = bytes(data)
+    out = io.BytesIO()
+    fastavro.writer(out, envelope_schema(), records)
+    return out.getvalue()
 
 
 @dataclass(frozen=True)
@@ -197,8 +311,10 @@ def check(data: bytes, source: str = "fuzz.avro", limits: DecodeLimits = LIMITS
     accepted = dead = 0
     for item in decoder.decode_file(source, opener=lambda path, mode: io.BytesIO(data)):
         if isinstance(item, DeadLetter):
-            # A block stands for at most max_block_records, and takes at least 19 bytes.
-            assert 1 <= item.records <= limits.max_block_records * (len(data) // 19 + 1), item
+            # A block stands for at most max_block_records, and takes at least 19 bytes; an
+            # envelope for at most max_envelope_reports.
+            assert 1 <= item.records <= max(limits.max_block_records * (len(data) // 19 + 1),
+                                             limits.max_envelope_reports), item
             assert len(item.detail) <= MAX_DETAIL_CHARS, item.detail
             assert item.report is None or len(item.report) <= \
                 limits.max_dead_letter_report_chars, item.report

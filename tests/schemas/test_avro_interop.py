@@ -53,14 +53,17 @@ def simulated(seed, n=300):
     return out
 
 
-@pytest.mark.parametrize("name", ["report", "window_estimate", "dead_letter"])
+SCHEMA_NAMES = ("report", "envelope", "window_estimate", "dead_letter")
+
+
+@pytest.mark.parametrize("name", SCHEMA_NAMES)
 def test_every_schema_parses_with_the_reference_library(name):
     schema = reference_schema(name)
     assert schema.type == "record" and schema.namespace == "ldp.telemetry"
-    assert schema.fullname in {"ldp.telemetry.Report", "ldp.telemetry.WindowEstimate",
-                               "ldp.telemetry.DeadLetter"}
+    assert schema.fullname in {"ldp.telemetry.Report", "ldp.telemetry.ReportEnvelope",
+                               "ldp.telemetry.WindowEstimate", "ldp.telemetry.DeadLetter"}
     assert sorted(Path(SCHEMA_DIR).glob("*.avsc")) == sorted(
-        SCHEMA_DIR / f"{n}.avsc" for n in ("report", "window_estimate", "dead_letter"))
+        SCHEMA_DIR / f"{n}.avsc" for n in SCHEMA_NAMES)
 
 
 @pytest.mark.parametrize("codec", ["null", "deflate"])

@@ -31,7 +31,7 @@ def injected(error):
 
 @pytest.mark.parametrize("error", [TypeError, AttributeError, NameError])
 @pytest.mark.parametrize("where", [
-    "a timestamp reader called back from fastavro's decoding",
+    "a protocol's payload check",
     "the block record decoder",
     "the deflate decompressor",
     "a protocol's payload columns",
@@ -39,8 +39,8 @@ def injected(error):
 ])
 def test_an_injected_programming_error_surfaces(tmp_path, monkeypatch, error, where):
     codec = "null"
-    if where == "a timestamp reader called back from fastavro's decoding":
-        monkeypatch.setattr(switches, "_identity", injected(error))
+    if where == "a protocol's payload check":
+        monkeypatch.setattr(type(REGISTRY["g"].protocol), "check_payloads", injected(error))
     elif where == "the block record decoder":
         monkeypatch.setattr(records.BlockRecords, "decode", injected(error))
     elif where == "the deflate decompressor":
