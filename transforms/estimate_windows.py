@@ -38,22 +38,23 @@ class FinalizeEstimatesFn(beam.DoFn):
 
     def process(self, element: tuple[tuple[str, int, int], SupportStatistic]):
         (metric, start_ms, end_ms), statistic = element
-        yield from self._records(metric, statistic, iso_from_ms(start_ms), iso_from_ms(end_ms),
-                                 dict(BATCH_PANE))
+        yield from self._records(metric, statistic, start_ms, end_ms, dict(BATCH_PANE))
 
-    def _records(self, metric: str, statistic: SupportStatistic, start: str, end: str,
+    def _records(self, metric: str, statistic: SupportStatistic, start_ms: int, end_ms: int,
                  pane: dict) -> list[dict]:
         """One record per configuration version in the window, and the versions' combined
         estimate when there are several that share values (ldp_telemetry.ldp.combine). Each
         version's record carries its integrity section (ldp_telemetry.ldp.integrity.statistics;
         the jump test is added by readers, which have the earlier windows)."""
+        start, end = iso_from_ms(start_ms), iso_from_ms(end_ms)
         parts, sections = [], []
         for version in sorted(statistic.parts):
             part = statistic.parts[version]
             config = self._registry.version(metric, version)
             result = finalize_window(config, part.table, part.n)
             parts.append((config, result))
-            sections.append(window_integrity(config, result, part.table, part.sample))
+            sections.append(window_integrity(config, result, part.table, part.sample,
+                                             end_ms - start_ms))
         records = [window_estimate_record(config, result, start, end, pane, self._compact,
                                           integrity=section)
                    for (config, result), section in zip(parts, sections, strict=True)]
@@ -74,5 +75,5 @@ class FinalizePanesFn(FinalizeEstimatesFn):
         metric, statistic = element
         pane = {"timing": PaneInfoTiming.to_string(pane_info.timing),
                 "index": int(pane_info.index), "is_last": bool(pane_info.is_last)}
-        yield from self._records(metric, statistic, iso_from_ms(window.start.micros // 1000),
-                                 iso_from_ms(window.end.micros // 1000), pane)
+        yield from self._records(metric, statistic, window.start.micros // 1000,
+                                 window.end.micros // 1000, pane)

@@ -38,6 +38,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from ldp_telemetry.ldp.budget import reports_per_window
 from ldp_telemetry.ldp.integrity.recovery import recovered_estimate
 from ldp_telemetry.ldp.integrity.support import support_model, support_size_moments
 
@@ -68,8 +69,15 @@ def statistic(name: str, score=None, p_value=None, level: float = 0.0, values=()
             "values": [str(v) for v in values], "note": note}
 
 
-def sum_statistic(protocol, counts: np.ndarray, n: int, level: float) -> dict:
-    """The sum of the unbiased estimate against 1 (module docstring)."""
+def sum_statistic(protocol, counts: np.ndarray, n: int, level: float,
+                  reports_per_device: int = 1) -> dict:
+    """The sum of the unbiased estimate against 1 (module docstring).
+
+    `reports_per_device` R > 1: a memoized metric's device sends up to R reports to the window
+    that share its permanent response, so they are correlated. The variance of the sum of one
+    device's R support sizes is at most R^2 sigma^2 (every covariance is at most sigma^2), so
+    the variance of the window's sum is at most R sigma^2 / n, the bound used here: the test
+    stays at or below its level, with less power."""
     moments = support_size_moments(protocol)
     if moments is None:
         return statistic("sum", note="no support model for this protocol")
@@ -82,7 +90,7 @@ def sum_statistic(protocol, counts: np.ndarray, n: int, level: float) -> dict:
     p, q = protocol.p_star, protocol.q_star
     total = float(np.sum(counts, dtype=np.float64))
     estimate_sum = (total / n - protocol.d * q) / (p - q)
-    error = math.sqrt(variance / n) / (p - q)
+    error = math.sqrt(reports_per_device * variance / n) / (p - q)
     z = (estimate_sum - 1.0) / error
     return statistic("sum", z, 2 * normal_sf(abs(z)), level)
 
@@ -201,10 +209,24 @@ def summarise(section: dict) -> dict:
     return section
 
 
-def window_integrity(config, result, table, sample) -> dict | None:
+def shared_reports(config, window_ms: int | None) -> int:
+    """R, the most reports one device sends to a window of `window_ms` that share a permanent
+    response: ceil(reports_per_day x window length) for a memoized metric with a configured
+    rate, else 1 (one-stage reports of a device are independent given its value)."""
+    if getattr(config, "memoize", None) is None or window_ms is None:
+        return 1
+    rate = reports_per_window(config, window_ms)
+    return 1 if rate is None or rate <= 1 else math.ceil(rate)
+
+
+def window_integrity(config, result, table, sample, window_ms: int | None = None
+                     ) -> dict | None:
     """The integrity section of a frequency-oracle window's record, or None when the metric has
     integrity off (or is numeric). `result`: its finalize.WindowResult; `table`: the version's
-    statistic; `sample`: its ReportSample (None when its protocol keeps none)."""
+    statistic; `sample`: its ReportSample (None when its protocol keeps none); `window_ms`: the
+    window's length. When a memoized metric's devices send several reports per window
+    (`shared_reports`), the sum test uses its variance bound and the sampled tests, which
+    assume independent reports, are not run."""
     spec = getattr(config, "integrity", None)
     if spec is None or config.kind != "frequency":
         return None
@@ -213,11 +235,17 @@ def window_integrity(config, result, table, sample) -> dict | None:
     labels = config.value_labels
     recovered = None
     counts = np.asarray(protocol.support_counts(table))
-    entries = [sum_statistic(protocol, counts, result.n, level)]
+    shared = shared_reports(config, window_ms)
+    entries = [sum_statistic(protocol, counts, result.n, level, shared)]
     model = support_model(protocol)
     columns = sample.rows()[1] if sample is not None else {}
     sampled = len(next(iter(columns.values()))) if columns else 0
-    if model is None:
+    if model is not None and shared > 1:
+        note = (f"up to {shared} reports of one device per window share its permanent "
+                "response (memoized): the test assumes independent reports")
+        entries.append(statistic("support_size", note=note))
+        entries.append(statistic("co_support", note=note))
+    elif model is None:
         entries.append(statistic("support_size", note="no support model for this protocol"))
         entries.append(statistic("co_support", note="no support model for this protocol"))
     else:

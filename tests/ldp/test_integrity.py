@@ -20,6 +20,7 @@ from ldp_telemetry.ldp.attacks import fake_reports
 from ldp_telemetry.ldp.errors import RegistryError
 from ldp_telemetry.ldp.integrity.accumulate import new_sample, observe, sample_nbytes
 from ldp_telemetry.ldp.integrity.spec import DEFAULT, IntegritySpec
+from ldp_telemetry.ldp.integrity.statistics import shared_reports, sum_statistic
 from ldp_telemetry.ldp.integrity.window import window_with_integrity
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
@@ -319,3 +320,43 @@ def test_the_recovered_estimate_removes_most_of_the_fake_support_and_is_only_rep
     assert "integrity flagged: " in format_pane(record) and "150" in format_pane(record)
     _, honest = window(config, f, 20_000, rng)
     assert honest["recovered"] is None
+
+
+# -- memoized reports: several reports of one device share a permanent response ------------------
+def memoized_config(reports_per_day: float):
+    entry = {"name": "m", "protocol": "sue", "epsilon": 1.0, "domain": {"size": 20},
+             "memoize": {"lifetime_epsilon": 3.0}, "reports_per_day": reports_per_day}
+    return parse_registry({"metrics": [entry]})["m"]
+
+
+def test_repeated_memoized_reports_keep_the_sum_test_at_its_level_and_skip_the_sampled_tests():
+    """500 devices each send R = 24 reports of one value to a daily window, every report a fresh
+    IRR of the device's one PRR (L-SUE). Their support sizes are correlated (the variance of the
+    sum is about 2.1 times the independent one here), so the plain test would flag about 18% of
+    honest windows at level 0.05; with the variance bound R sigma^2 / n it flags at most 5%.
+    Over 200 windows at most 20 flags: a calibrated test fails this with probability about
+    0.001 (binomial(200, 0.05)); the plain test would give about 36."""
+    day = 86_400_000
+    config = memoized_config(24)
+    protocol, devices, d, rng = config.protocol, 500, 20, np.random.default_rng(41)
+    prr, irr = protocol.prr, protocol.irr
+    flags = 0
+    for _ in range(200):
+        values = rng.integers(0, d, size=devices)
+        own = np.arange(d) == values[:, None]
+        bits = rng.random((devices, d)) < np.where(own, prr.p, prr.q)
+        reports = rng.random((24, devices, d)) < np.where(bits, irr.p, irr.q)
+        counts = reports.sum(axis=(0, 1))
+        entry = sum_statistic(protocol, counts, 24 * devices, 0.05, shared_reports(config, day))
+        flags += entry["flagged"]
+    assert flags <= 20
+
+    # the sampled tests assume independent reports: not run, and the record says why
+    columns = protocol.perturb(rng.integers(0, d, size=2000), rng)
+    _, section = window_with_integrity(config, columns, window_ms=day)
+    notes = {s["name"]: s["note"] for s in section["statistics"]}
+    assert "share its permanent response" in notes["support_size"]
+    assert "share its permanent response" in notes["co_support"]
+    # at most one report per device per window: every test runs
+    _, section = window_with_integrity(memoized_config(0.5), columns, window_ms=day)
+    assert all(s["note"] is None for s in section["statistics"] if s["name"] != "jump")
