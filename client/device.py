@@ -13,9 +13,10 @@ What *is* state is the list of distinct PRR items (values; hash buckets for loca
 device has used per configuration: a metric's `max_values` bounds its length, which is what
 bounds the lifetime ε (ldp_telemetry.ldp.budget). With `state_path` it is kept in that JSON file
 (written to a temporary name and renamed, on every new item); without it, only for this object's
-life. Once the list is full, a new item gets the metric's `on_limit`: "stop" withholds the report,
-"repeat" reports the instantaneous response of the last PRR in the list (privacy stays bounded;
-the estimate counts the device at its old value).
+life. Once the list is full, a new item gets the metric's `on_limit`: "repeat" (the default)
+reports the instantaneous response of the last PRR in the list (what is sent does not depend on
+the new value, so privacy stays bounded; the estimate counts the device at its old value); "stop"
+withholds the report, which reveals that the new value is none of the memoized ones.
 """
 from __future__ import annotations
 

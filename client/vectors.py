@@ -28,7 +28,7 @@ import numpy as np
 from ldp_telemetry.client.device import DeviceMemo
 from ldp_telemetry.client.encoder import encode
 from ldp_telemetry.client.values import domain_points
-from ldp_telemetry.ldp.fingerprint import WIRE_FORMAT, canonical_text
+from ldp_telemetry.ldp.fingerprint import WIRE_FORMAT, canonical_text, real_text
 from ldp_telemetry.ldp.memoize import prr_key, words_for
 from ldp_telemetry.ldp.protocols.memoized import BUCKET, VALUE
 from ldp_telemetry.ldp.protocols.base import NUMERIC
@@ -123,6 +123,8 @@ def memo_vectors() -> list[dict]:
                 "fingerprint": config.fingerprint.hex(), "device_secret": secret_hex,
                 "value": value, "prr_item": {"kind": kind, "item": item},
                 "prr_key": prr_key(secret, config.name, config.fingerprint, kind, item).hex(),
+                "stages": {name: {"p": real_text(stage.p), "q": real_text(stage.q)}
+                           for name, stage in zip(("prr", "irr"), protocol.stages(), strict=True)},
                 "permanent_response": _json_fields(prr_payload),
                 "seed": seed, "event_time_ms": event_time_ms, "report_id": report_id,
                 "payload": {"record": branch.rsplit(".", 1)[1], "fields": _json_fields(payload)},

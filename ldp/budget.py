@@ -23,10 +23,15 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from ldp_telemetry.ldp.memoize import REPEAT
+
 #: How the per-day and lifetime figures are composed.
 SEQUENTIAL = "basic sequential composition: the ε of separate reports add up"
 MEMOIZED_RULE = ("basic sequential composition over reports, capped per distinct value by the "
                  "ε∞ of its memoized permanent response (post-processing)")
+#: What `on_limit` "stop" adds outside the bound: whether a report is sent depends on the value.
+STOP_CAVEAT = ("on_limit 'stop' is outside this bound: a withheld report reveals that the "
+               "device's new value is none of its memoized ones")
 DAY_MS = 86_400_000
 
 
@@ -83,8 +88,9 @@ def privacy_budget(config) -> PrivacyBudget:
     distinct = items if memo.max_values is None else min(memo.max_values, items)
     lifetime = memo.lifetime_epsilon
     per_day = None if rate is None else min(rate * epsilon, lifetime)
+    rule = MEMOIZED_RULE if memo.on_limit == REPEAT else f"{MEMOIZED_RULE}; {STOP_CAVEAT}"
     return PrivacyBudget(epsilon, True, rate, per_day, distinct * lifetime, lifetime, distinct,
-                         MEMOIZED_RULE)
+                         rule)
 
 
 def window_cost(privacy: dict, window_ms: int) -> str:

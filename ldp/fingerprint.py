@@ -23,9 +23,10 @@ docs/fleet-contract.md; test vectors in `ldp_telemetry/client/test_vectors.json`
 A memoized (two-stage) configuration adds one key, and only it does (every other configuration's
 text is unchanged):
 
-- ``memoize``: ``{"irr":{"p":P2,"q":Q2},"lifetime_epsilon":E,"prr":{"p":P1,"q":Q1}}``, ε∞ and
-  the probabilities of the permanent and instantaneous stages
-  (ldp_telemetry.ldp.protocols.memoized), reals as above; ``epsilon`` is then the per-report ε1.
+- ``memoize``: ``{"lifetime_epsilon":E}``, ε∞ as a real as above; ``epsilon`` is then the
+  per-report ε1. The two stages' probabilities follow from the protocol, ε1, ε∞ and the domain
+  (ldp_telemetry.ldp.protocols.memoized), all in the text, and are left out: they pass through
+  exp and a square root, whose last bit another language's library need not reproduce.
 
 The estimator and post-processing are not in it: they are the server's choice and do not change
 what a report means; nor are a memoized metric's ``max_values``, ``on_limit`` or the
@@ -85,11 +86,8 @@ def canonical_document(config) -> dict:
 
 
 def memoize_document(protocol) -> dict:
-    """The ``memoize`` key of a two-stage protocol's canonical text."""
-    prr, irr = protocol.stages()
-    return {"lifetime_epsilon": real_text(protocol.lifetime_epsilon),
-            "prr": {"p": real_text(prr.p), "q": real_text(prr.q)},
-            "irr": {"p": real_text(irr.p), "q": real_text(irr.q)}}
+    """The ``memoize`` key of a two-stage protocol's canonical text: its inputs only."""
+    return {"lifetime_epsilon": real_text(protocol.lifetime_epsilon)}
 
 
 def canonical_text(config) -> str:

@@ -6,10 +6,10 @@ Registry (one metric):
     "epsilon": 1.0,                      # ε1: what one report reveals
     "memoize": {"lifetime_epsilon": 4.0, # ε∞: what any number of reports of one value reveal
                 "max_values": 8,         # optional: most distinct permanent responses per device
-                "on_limit": "stop"},     # after them: "stop" reporting, or "repeat" the last one
+                "on_limit": "repeat"},   # after them: "repeat" the last one, or "stop" reporting
     "reports_per_day": 24                # optional: the configured reporting rate, for the budget
 
-`lifetime_epsilon` and the two stages' probabilities are part of the configuration fingerprint
+`lifetime_epsilon` is part of the configuration fingerprint
 (ldp_telemetry.ldp.fingerprint); `max_values`, `on_limit` and `reports_per_day` are not: they
 bound what a device may send over time, not what one report means, and changing them must not
 re-key the permanent responses (fresh ones would undo the memoization).
@@ -58,7 +58,7 @@ class Memoization:
 
     lifetime_epsilon: float
     max_values: int | None = None
-    on_limit: str = STOP
+    on_limit: str = REPEAT
 
     def as_dict(self) -> dict:
         out: dict[str, Any] = {"lifetime_epsilon": self.lifetime_epsilon}
@@ -85,7 +85,7 @@ def parse_memoization(value: Any, fail) -> Memoization:
                                    or not 1 <= max_values <= MAX_MEMO_VALUES):
         raise fail("memoize.max_values", f"must be an integer in [1, {MAX_MEMO_VALUES}] "
                                          f"(MAX_MEMO_VALUES), got {max_values!r}")
-    on_limit = value.get("on_limit", STOP)
+    on_limit = value.get("on_limit", REPEAT)
     if on_limit not in ON_LIMIT:
         raise fail("memoize.on_limit", f"must be one of {list(ON_LIMIT)}, got {on_limit!r}")
     return Memoization(float(lifetime), max_values, on_limit)

@@ -90,7 +90,7 @@ def test_the_words_depend_on_secret_metric_fingerprint_and_item():
 
 def test_max_values_stops_or_repeats_and_the_state_survives_a_restart(tmp_path):
     state = tmp_path / "memo.json"
-    stop = config("grr", max_values=2)
+    stop = config("grr", max_values=2, on_limit="stop")
     device = DeviceMemo(SECRET, state_path=state)
     reports = encode_many(stop, [0, 0, 1, 2, 3, 1], np.random.default_rng(1), device=device,
                           event_times_ms=[T0 + i for i in range(6)])

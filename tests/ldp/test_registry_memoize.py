@@ -59,10 +59,10 @@ def test_memoization_enters_the_canonical_text_only_when_present():
     assert load(reports_per_day=24).fingerprint == plain.fingerprint
     memo = load(memoize={"lifetime_epsilon": 4.0})
     document = json.loads(canonical_text(memo))
-    assert set(document["memoize"]) == {"lifetime_epsilon", "prr", "irr"}
+    assert set(document["memoize"]) == {"lifetime_epsilon"}
     assert memo.fingerprint != plain.fingerprint
     # the device-side limits and the rate do not re-key the permanent responses
-    for fields in ({"max_values": 3}, {"on_limit": "repeat"}):
+    for fields in ({"max_values": 3}, {"on_limit": "stop"}):
         other = load(memoize={"lifetime_epsilon": 4.0, **fields}, reports_per_day=96)
         assert other.fingerprint == memo.fingerprint
     assert load(memoize={"lifetime_epsilon": 4.5}).fingerprint != memo.fingerprint
@@ -103,6 +103,16 @@ def test_the_budget_of_a_memoized_metric(protocol, max_values, distinct):
     assert privacy_budget(load(protocol=protocol, epsilon=0.5, memoize=memo,
                                reports_per_day=2)).per_day == 1.0
     assert reports_per_window(config, 3_600_000) == 1.0
+
+
+def test_on_limit_repeat_is_the_default_and_stop_carries_its_caveat():
+    """'stop' makes sending depend on the value, so its budget says the bound does not cover it."""
+    memo = {"lifetime_epsilon": 2.0, "max_values": 2}
+    repeat = privacy_budget(load(protocol="oue", epsilon=0.5, memoize=memo))
+    assert load(protocol="oue", epsilon=0.5, memoize=memo).memoize.on_limit == "repeat"
+    assert "outside this bound" not in repeat.rule
+    stop = privacy_budget(load(protocol="oue", epsilon=0.5, memoize={**memo, "on_limit": "stop"}))
+    assert "on_limit 'stop' is outside this bound" in stop.rule
 
 
 def test_more_than_one_memoized_report_per_window_is_warned_about():

@@ -57,7 +57,7 @@ def test_the_cli_simulates_a_fleet_and_a_device_column(tmp_path, capsys):
     registry = tmp_path / "registry.json"
     registry.write_text(json.dumps({"metrics": [{
         "name": "m", "protocol": "oue", "epsilon": 1.0, "domain": {"labels": list("abcde")},
-        "memoize": {"lifetime_epsilon": 3.0, "max_values": 1}}]}))
+        "memoize": {"lifetime_epsilon": 3.0, "max_values": 1, "on_limit": "stop"}}]}))
     rows = ["t,v,device"] + [f"{1_357_000_000 + i},{'abcde'[i % 5]},{'xyz'[i % 3]}"
                              for i in range(30)]
     data = tmp_path / "data.csv"
