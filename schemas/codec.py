@@ -74,7 +74,7 @@ from ldp_telemetry.schemas.envelopes import (MalformedEnvelope, check_header, de
 from ldp_telemetry.schemas.files import RefusedInput, open_report_file
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.schemas.records import BlockRecords
-from ldp_telemetry.schemas.switches import decoding_switches
+from ldp_telemetry.schemas.switches import collector_paused
 from ldp_telemetry.schemas.writer import write_reports
 
 __all__ = ["CHUNK_RECORDS", "EVENT_TIME", "ReportDecoder", "payload_branch", "report_as_json",
@@ -197,7 +197,7 @@ class ReportDecoder:
         decode = self.decode_envelopes if envelopes else self.decode_records
         finished = False
         while not finished:
-            with decoding_switches():
+            with collector_paused():
                 self._block_records = block_records
                 chunk, letters, finished = self._read_chunk(blocks, source, envelopes)
                 outputs = list(decode(chunk, source)) if chunk else []

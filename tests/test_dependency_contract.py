@@ -106,24 +106,6 @@ def test_fastavro_block_reader_exposes_the_blocks_data_stream():
     assert decoded[2]["payload"] == ("ns.P", {"v": 2}) and block.num_records == 5
 
 
-def test_fastavro_logical_readers_table_is_consulted_at_decode_time():
-    """schemas/ swaps the timestamp-millis reader for the identity while decoding."""
-    import fastavro
-    import fastavro.read
-    table = getattr(fastavro.read, "LOGICAL_READERS", None)
-    use = "schemas/ switches fastavro.read.LOGICAL_READERS['long-timestamp-millis']"
-    assert isinstance(table, dict) and "long-timestamp-millis" in table, revisit(FASTAVRO_PIN, use)
-    saved = table["long-timestamp-millis"]
-    try:
-        table["long-timestamp-millis"] = lambda datum, *_: datum
-        block = next(fastavro.block_reader(ReadOnly(container()), return_record_name=True))
-        assert [r["event_time"] for r in block] == [r["event_time"] for r in RECORDS], revisit(
-            FASTAVRO_PIN, f"{use}: the swapped reader must take effect in the block reader")
-    finally:
-        table["long-timestamp-millis"] = saved
-    assert next(fastavro.reader(io.BytesIO(container())))["event_time"].year == 1970
-
-
 @pytest.mark.parametrize("damaged, schema", [
     (bytes([2, 4]), SCHEMA),                                             # cut short
     (bytes([2, 2, 8, 0]), SCHEMA),                                       # union index out of range

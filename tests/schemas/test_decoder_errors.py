@@ -5,14 +5,13 @@ import gc
 import threading
 from pathlib import Path
 
-import fastavro.read
 import numpy as np
 import pytest
 
-from ldp_telemetry.schemas import decompress, records, switches
+from ldp_telemetry.schemas import decompress, records
 from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
-from ldp_telemetry.schemas.switches import decoding_switches
+from ldp_telemetry.schemas.switches import collector_paused
 from tests.schemas.avro_blocks import write_blocks
 from tests.schemas.test_codec import HOUR, REGISTRY, good
 
@@ -53,54 +52,49 @@ def test_an_injected_programming_error_surfaces(tmp_path, monkeypatch, error, wh
     decoder = ReportDecoder(REGISTRY, HOUR)
     with pytest.raises(error, match="injected programming error"):
         list(decoder.decode_file(a_file(tmp_path, codec)))
-    assert gc.isenabled()  # the switches are restored on the way out
-    assert fastavro.read.LOGICAL_READERS["long-timestamp-millis"] is not switches._identity
+    assert gc.isenabled()  # the collector is restored on the way out
 
 
-def test_the_switches_are_reference_counted_across_threads():
-    original = fastavro.read.LOGICAL_READERS["long-timestamp-millis"]
+def test_the_pause_is_reference_counted_across_threads():
     entered, release = threading.Barrier(5), threading.Event()
     states = []
 
     def user():
-        with decoding_switches():
+        with collector_paused():
             entered.wait()
             release.wait()
-            states.append((gc.isenabled(),
-                           fastavro.read.LOGICAL_READERS["long-timestamp-millis"]))
+            states.append(gc.isenabled())
 
     threads = [threading.Thread(target=user) for _ in range(4)]
     for thread in threads:
         thread.start()
     entered.wait()  # all four inside
-    with decoding_switches():  # a fifth user, nested in this thread
-        with decoding_switches():
+    with collector_paused():  # a fifth user, nested in this thread
+        with collector_paused():
             pass
         assert not gc.isenabled()
     release.set()
     for thread in threads:
         thread.join()
-    assert states == [(False, switches._identity)] * 4  # still switched while any is inside
+    assert states == [False] * 4  # still paused while any is inside
     assert gc.isenabled()
-    assert fastavro.read.LOGICAL_READERS["long-timestamp-millis"] is original
 
 
 def test_a_disabled_collector_stays_disabled():
     gc.disable()
     try:
-        with decoding_switches():
+        with collector_paused():
             pass
         assert not gc.isenabled()
     finally:
         gc.enable()
 
 
-def test_the_switches_are_not_held_while_batches_are_handed_out(tmp_path):
-    """The decoder yields outside the switches: the consumer sees the process as it was."""
+def test_the_pause_is_not_held_while_batches_are_handed_out(tmp_path):
+    """The decoder yields outside the pause: the consumer sees the process as it was."""
     decoder = ReportDecoder(REGISTRY, HOUR, chunk_records=10)
     for _ in decoder.decode_file(a_file(tmp_path)):
         assert gc.isenabled()
-        assert fastavro.read.LOGICAL_READERS["long-timestamp-millis"] is not switches._identity
 
 
 def test_bad_data_is_still_a_dead_letter(tmp_path):
