@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -45,7 +46,8 @@ def throughput(r: dict) -> str:
              rate(p.get("envelope_decode")), rate(p.get("envelope_end_to_end")),
              fixed(1)(p.get("envelope_over_records")),
              fixed(1)(p.get("envelope_over_records_beyond_start_up")), rate(p["aggregate"]),
-             rate(p["aggregate_without_ids"])] for p in r["protocols"]]
+             rate(p["aggregate_without_ids"]), fixed(1)(p.get("counting_bound")),
+             fixed(0)(p.get("shuffle_bytes_per_report"))] for p in r["protocols"]]
     parameters = r["parameters"]
     start_up = r.get("start_up_s")
     about = (f"{parameters['reports']:,} reports per protocol in {parameters.get('files', 1)} "
@@ -57,7 +59,8 @@ def throughput(r: dict) -> str:
                           "end to end", "end to end / raw decode", "envelope decode",
                           "envelope end to end", "envelope / per-report end to end",
                           "the same beyond start-up",
-                          "aggregation", "aggregation without ids"], rows)
+                          "aggregation", "aggregation without ids", "counting bound",
+                          "bytes shuffled per report"], rows)
 
 
 def fingerprint_cost(r: dict) -> str:
@@ -86,6 +89,19 @@ def metrics(r: dict) -> str:
             [f"{m['metrics']:,}", f"{m['job_s']:.1f}", f"{m['peak_rss_mb']:,.0f}",
              f"`{m['summary']}`"] for m in r["rows"]]
     return table(["metrics", "job s", "peak RSS MB", "summary line"], rows, right={0, 1, 2})
+
+
+def envelope_memory(r: dict) -> str:
+    rows = [[f"`{p['protocol']}`", f"{p['per_report_mb']:,.0f}", f"{p['envelope_mb']:,.0f}",
+             f"{p['held_per_report_mb']:,.0f}", f"{p['held_envelope_mb']:,.0f}",
+             fixed(2)(p["envelope_over_per_report"])] for p in r["protocols"]]
+    parameters = r["parameters"]
+    return (f"{parameters['reports']:,} reports per protocol, envelopes of "
+            f"{parameters['envelope_reports']:,} reports; start-up (a job of 1 report): "
+            f"{r['start_up_peak_mb']:,.0f} MB peak RSS.\n\n"
+            + table(["protocol", "per-report files MB", "envelope files MB",
+                     "held beyond start-up, per-report MB", "held beyond start-up, envelope MB",
+                     "envelope / per-report"], rows))
 
 
 def window_memory(r: dict) -> str:
@@ -223,7 +239,11 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "rather than the absolute rates. The end-to-end time includes the "
      "job's start-up (the time of a job of 1 report, given above the table; see also "
      "[Many windows](#many-windows)), which bounds the envelope end-to-end rate; *beyond "
-     "start-up* compares the two jobs' times less that start-up. "
+     "start-up* compares the two jobs' times less that start-up. *Counting bound* is the "
+     "largest such ratio an envelope job could reach if it did nothing but count (counting "
+     "is work both layouts do); *bytes shuffled per report* is what each report carries "
+     "through the grouping by slice that exact deduplication of report ids needs "
+     "([envelopes](envelopes.md#what-limits-the-envelope-rate)). "
      "Numeric protocols use "
      "d buckets of [0, 1]; Square Wave is finalized with EMS without bootstrap.",
      throughput, "python benchmarks/throughput.py --reports 1000000 --protocols grr,oue,olh"),
@@ -253,6 +273,15 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "window, each M in its own process: one counting step serves every metric, so the job "
      "graph does not grow with the registry.",
      metrics, "python benchmarks/metrics.py --metrics 50 1000 5000 --reports 100000"),
+    ("envelope_memory", "Memory of envelope and per-report jobs",
+     "The throughput benchmark's files (d = 1024, ε = 2), each job in its own process: peak "
+     "resident memory (ru_maxrss) over the per-report files and over the envelope files of "
+     "the same reports, and what each holds beyond the start-up. The reader's chunks are "
+     "bounded in reports for both layouts, so the envelope path holds what the per-report "
+     "path holds; most of it, on FnApiRunner, is the reports grouped by slice before "
+     "counting, which [the memory model](hostile-input.md#the-memory-budget) leaves out.",
+     envelope_memory, "python benchmarks/envelope_memory.py --reports 1000000 "
+     "--protocols grr,oue,olh"),
     ("window_memory", "Memory of large domains",
      "OUE (ε = 2) with one report in each of W hourly windows of a domain of d values, each "
      "case in its own process. *Predicted* is the start-up's peak plus the model that "
@@ -373,11 +402,18 @@ def render(results: Path) -> str:
             out += [f"Not measured yet: `{command} --json benchmarks/results/{name}.json`."]
             continue
         results_ = dict(document["results"], parameters=document["parameters"])
-        out += [f"`{document['command']}`", "", machine_line(document), "", renderer(results_)]
+        out += [f"`{shown_command(document['command'])}`", "", machine_line(document), "",
+                renderer(results_)]
     unknown = sorted(set(documents) - {name for name, *_ in SECTIONS})
     if unknown:
         out += ["", f"Results without a section here: {', '.join(unknown)}."]
     return "\n".join(out) + "\n"
+
+
+def shown_command(command: str) -> str:
+    """The command as a reader would run it: without `--workdir DIR`, which only names where
+    that run kept its scratch files."""
+    return re.sub(r" --workdir(?:=| )\S+", "", command)
 
 
 def anchor(title: str) -> str:

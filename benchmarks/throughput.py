@@ -14,7 +14,13 @@ each; then, each a median of --repeats runs in this process,
                per-report end to end; `beyond s-u` the same without the start-up of a job (a
                job of 1 report, measured first), which bounds the envelope rate;
   aggregate    SliceCounter.add over already-decoded batches (the counting alone,
-               repeated report ids dropped); `no dedupe`: the same batches without their ids.
+               repeated report ids dropped); `no dedupe`: the same batches without their ids;
+  count bound  the largest `beyond s-u` an envelope job could reach if it only counted
+               (`counting_bound`);
+  shuffle B    bytes per report of the envelope batches as they cross the runner's grouping
+               by slice (ReportBatchCoder): exact deduplication of report ids within a slice
+               needs every report of the slice in one place, so each report's payload crosses
+               one shuffle before it is counted, whatever its layout.
 Rates are reports/s; ratios are the figures that matter on a shared, noisy machine (each repeat
 runs the decodes and jobs in turn, so that both sides of a ratio see the same load). With
 --multi-process the end-to-end runs use ldp_telemetry.runners.direct.multi_process_options().
@@ -44,6 +50,7 @@ from ldp_telemetry.runners.direct import multi_process_options
 from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
 from ldp_telemetry.schemas.envelopes import DEFAULT_ENVELOPE_REPORTS, write_envelopes
+from ldp_telemetry.transforms.coders import encode_batch
 from ldp_telemetry.transforms.count import SliceCounter
 
 SQUARE_WAVE = ("sw", "sw-discrete")
@@ -197,7 +204,8 @@ def measure(args, beam_args: list[str]) -> tuple[list[dict], float | None]:
           f"{', beam args ' + ' '.join(beam_args) if beam_args else ''}")
     header = (f"{'protocol':<9}{'raw decode/s':>14}{'decode/s':>12}{'dec+count/raw':>15}"
               f"{'end-to-end/s':>14}{'e2e/raw':>9}{'env decode/s':>14}{'env e2e/s':>12}"
-              f"{'env/rec':>9}{'beyond s-u':>11}{'aggregate/s':>14}{'no dedupe/s':>14}")
+              f"{'env/rec':>9}{'beyond s-u':>11}{'aggregate/s':>14}{'no dedupe/s':>14}"
+              f"{'count bound':>12}{'shuffle B':>10}")
     start_up = start_up_seconds(registry, workdir, f"bench.{names[0]}", args, beam_args)
     if start_up is not None:
         print(f"start-up: a job of 1 report takes {start_up:.2f} s")
@@ -210,6 +218,8 @@ def measure(args, beam_args: list[str]) -> tuple[list[dict], float | None]:
         row = measure_files(registry, paths, envelopes, args, beam_args)
         row["envelope_over_records_beyond_start_up"] = beyond_start_up(
             args.reports, row["end_to_end"], row["envelope_end_to_end"], start_up)
+        row["counting_bound"] = counting_bound(args.reports, row["end_to_end"],
+                                               row["aggregate"], start_up)
 
         def shown(value, spec=",.0f"):
             return "-" if value is None else format(value, spec)
@@ -220,9 +230,22 @@ def measure(args, beam_args: list[str]) -> tuple[list[dict], float | None]:
               f"{shown(row['envelope_over_records'], '.1f'):>9}"
               f"{shown(row['envelope_over_records_beyond_start_up'], '.1f'):>11}"
               f"{row['aggregate']:>14,.0f}"
-              f"{row['aggregate_without_ids']:>14,.0f}", flush=True)
+              f"{row['aggregate_without_ids']:>14,.0f}"
+              f"{shown(row['counting_bound'], '.1f'):>12}"
+              f"{row['shuffle_bytes_per_report']:>10.0f}", flush=True)
         rows.append({"protocol": name, **row})
     return rows, start_up
+
+
+def counting_bound(n: int, records: float | None, aggregate: float,
+                   start_up: float | None) -> float | None:
+    """The largest envelope / per-report ratio beyond start-up that any envelope job could
+    reach if it did nothing but count: (per-report job seconds - start-up) / counting seconds.
+    Counting (the protocol's support, duplicate ids, the integrity sample) is work every layout
+    does, so an envelope job's rate never passes it."""
+    if None in (records, start_up):
+        return None
+    return (n / records - start_up) / (n / aggregate)
 
 
 def beyond_start_up(n: int, records: float | None, envelopes: float | None,
@@ -259,6 +282,7 @@ def measure_files(registry, paths: list[str], envelopes: list[str], args,
     rates = {name: n / statistics.median(seconds) for name, seconds in times.items()}
     batches = decode_batches(registry, paths)
     agg = n / median_seconds(lambda: aggregate(registry, batches), args.repeats)
+    shuffled = sum(len(encode_batch(batch)) for batch in decode_batches(registry, envelopes))
     bare = without_ids(batches)
     agg_bare = n / median_seconds(lambda: aggregate(registry, bare), args.repeats)
     raw, e2e, env_e2e = (rates["raw_decode"], rates.get("end_to_end"),
@@ -268,7 +292,8 @@ def measure_files(registry, paths: list[str], envelopes: list[str], args,
             "end_to_end": e2e, "end_to_end_over_raw": None if e2e is None else e2e / raw,
             "envelope_decode": rates["envelope_decode"], "envelope_end_to_end": env_e2e,
             "envelope_over_records": None if e2e is None else env_e2e / e2e,
-            "aggregate": agg, "aggregate_without_ids": agg_bare}
+            "aggregate": agg, "aggregate_without_ids": agg_bare,
+            "shuffle_bytes_per_report": shuffled / n}
 
 
 if __name__ == "__main__":
