@@ -341,8 +341,8 @@ class ReportDecoder:
         def whole(reason: str, detail: str) -> DeadLetter:
             stands = envelope_count(envelope, max_reports)
             self.records_read += stands
-            return self._letter(source, reason, f"report envelope of {stands} report(s): "
-                                f"{detail}", stands, record=envelope)
+            return self._record_letter(source, reason, f"report envelope of {stands} "
+                                       f"report(s): {detail}", envelope, stands)
 
         try:
             count = check_header(envelope, max_reports)
@@ -430,12 +430,14 @@ class ReportDecoder:
         yield from split_by_slice(config.name, times, columns, self.slice_ms,
                                   self.slice_offset_ms, config.version)
 
-    def _record_letter(self, source: str, reason: str, detail: str, record: dict
-                       ) -> DeadLetter:
+    def _record_letter(self, source: str, reason: str, detail: str, record: dict,
+                       records: int = 1) -> DeadLetter:
+        """A dead letter of one decoded record (a report, or an envelope standing for
+        `records` reports) with its text and its encoded size in bytes."""
         size = None
         if self._block_records is not None:
             size = self._block_records.encoded_size(record)
-        return self._letter(source, reason, detail, record=record, size=size)
+        return self._letter(source, reason, detail, records, record=record, size=size)
 
     def _decode_metric(self, metric: str, records: list[dict], source: str
                        ) -> Iterator[ReportBatch | DeadLetter]:

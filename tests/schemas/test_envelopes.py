@@ -147,8 +147,12 @@ GOOD = envelope()
 ])
 def test_every_malformed_envelope_is_one_dead_letter_standing_for_its_reports(
         changes, reason, says, stands_for):
-    letter = only_letter({**GOOD, **changes}, reason, says, stands_for)
+    record = {**GOOD, **changes}
+    letter = only_letter(record, reason, says, stands_for)
     assert letter.report is not None and len(letter.report) <= LIMITS.max_dead_letter_report_chars
+    encoded = io.BytesIO()
+    fastavro.schemaless_writer(encoded, fastavro.parse_schema(envelope_schema()), record)
+    assert letter.report_bytes == len(encoded.getvalue())
 
 
 def test_a_boolean_column_with_bits_set_after_its_reports_is_malformed():
