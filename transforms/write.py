@@ -125,7 +125,6 @@ class BatchRecordsFn(beam.DoFn):
         self._batch, self._weight = [], 0
 
 
-
 #: The formats of every shard: (suffix, MIME type).
 FORMATS = ((".jsonl", "application/json"), (".avro", "application/x-avro"))
 SUFFIXES = tuple(suffix for suffix, _ in FORMATS)
