@@ -148,6 +148,11 @@ def cli_startup(r: dict) -> str:
     return table(["command", "wall s", "CPU s", "CPU / `ldp run --help`"], rows)
 
 
+def job_start_up(r: dict) -> str:
+    rows = [[j["job"], f"{j['wall_s']:.3f}", f"{j['cpu_s']:.3f}"] for j in r["jobs"]]
+    return table(["batch job", "wall s", "CPU s"], rows)
+
+
 def memo_encode(r: dict) -> str:
     rows = [[f"`{p['protocol']}`", rate(p["one_stage"]), rate(p["cold"]),
              fixed(3)(p["cold_ratio"]), rate(p["warm"]), fixed(3)(p["warm_ratio"]),
@@ -311,6 +316,13 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
     ("cli_startup", "Command start-up",
      "Each command in a fresh interpreter, round-robin; only `ldp run` imports Apache Beam.",
      cli_startup, "python benchmarks/cli_startup.py --runs 5"),
+    ("job_start_up", "Batch job start-up",
+     "What every batch job pays whatever its input: a job over one GRR report (d = 8), and "
+     "one over ten metrics of one report each, in one process after a warm-up, medians of the "
+     "runs, the two jobs in turn (FnApiRunner; CPU is the process's user + system time). The "
+     "writers of the estimate and dead-letter shards add one grouping and one finalize step "
+     "each ([output format](output-format.md)).",
+     job_start_up, "python benchmarks/job_start_up.py --runs 7"),
     ("integrity_cost", "Integrity statistics: cost",
      "The throughput benchmark's file per frequency oracle (d = 1024, ε = 2) counted and run end "
      "to end with the integrity statistics on (the default: a report sample of up to 65,536 "

@@ -1,28 +1,34 @@
-"""Write window estimates and dead letters as JSON lines and Avro.
+"""Write window estimates and dead letters as JSON lines and Avro shards.
 
-Records reach the sinks in batches of consecutive records of one bundle (`BatchRecordsFn`):
-a batch crosses the runner once instead of once per record. A large record is a batch of its
-own and is written in pieces (`json_line_pieces`; `FloatChunks` for Avro), so that its plain
-form is never held whole.
+`WriteRecords` writes `<prefix>-SSSSS-of-NNNNN.jsonl` and `.avro`, the same records in both
+(`ShardWriter`: JSON lines in pieces, `json_line_pieces`, so that a large record's plain form is
+never held whole; Avro with fastavro, deflate, `avro_values`). Writers write temporary files;
+one finalize step renames them into place and removes every earlier run's shards of the same
+files, whatever their count (`ldp_telemetry.transforms.shard_files`).
 
-With `num_shards=0` each bundle writes its own shard and nothing is grouped: a window's estimate
-is made, written and dropped before the next one is made, and the job never holds every
-window's record at once. A fixed number of shards groups every batch under one key first
-(Beam's WriteImpl), which a runner such as FnApiRunner materialises whole: right for small
-records such as dead letters, wrong for large-domain estimates. As the number of shards is the
-runner's number of bundles, a run replaces every earlier set of shards of the same files,
-whatever its count (`ReplacesEarlierShards`), not only a set of its own count.
+With `num_shards=0` each bundle writes its own shard as its records arrive, in a step fused
+with the one that makes them, and nothing but the temporary names is grouped: a window's
+estimate is made, written and dropped before the next one is made. A fixed number of shards
+groups every batch of records (`BatchRecordsFn`) under one key first, which a runner such as
+FnApiRunner materialises whole: right for small records such as dead letters, wrong for
+large-domain estimates.
+
+Why not Beam's writers: each `beam.io.Write(FileBasedSink)` expands to a DoOnce, side inputs, a
+GroupByKey, pre-finalize and finalize steps, about 0.08 s of a job's construction and run each;
+the four of them (two outputs, two formats) took 0.33 s of the 0.46 s of a job over one report.
+A job with `fileio.WriteToFiles` in their place took 0.36 s (0.11 s with no writing at all),
+and that writer names its files otherwise. Here each output adds one grouping and one finalize
+step, with declared output types (Beam's inference of a step's output from its bytecode costs
+tens of ms per step): a one-report job takes about 0.18 s (`benchmarks/job_start_up.py`).
 """
 from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.io.filebasedsink import FileBasedSink
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import window as beam_window
@@ -30,6 +36,7 @@ from fastavro.write import Writer
 
 from ldp_telemetry.output.compact import IndexLabels, avro_values, plain_record
 from ldp_telemetry.schemas import load_schema
+from ldp_telemetry.transforms.shard_files import finalize_shards, temp_dir, temp_stem
 
 #: Items of an array written to JSON per piece: bounds the text held at once for a record of
 #: d values to about 60 bytes x this, instead of the whole line (d x 60 bytes).
@@ -118,89 +125,136 @@ class BatchRecordsFn(beam.DoFn):
         self._batch, self._weight = [], 0
 
 
-class ReplacesEarlierShards(FileBasedSink):
-    """A file sink whose run deletes the shards of earlier runs with another shard count
-    (`<prefix>-SSSSS-of-MMMMM<suffix>`, M ≠ this run's N) before it renames its own into place.
-
-    Beam's sink deletes only `-of-NNNNN` files of its own count, which the rename would replace
-    anyway; with a shard per bundle the count changes from run to run, and readers of
-    `<prefix>-*` would otherwise mix an earlier run's windows into this one's. Idempotent:
-    a retried finalize finds nothing more to delete and never deletes this run's own names.
-    """
-
-    def pre_finalize(self, init_result, writer_results):
-        writer_results = list(writer_results)
-        super().pre_finalize(init_result, writer_results)
-        # The finalize step adds empty shards up to the sink's count (at least one).
-        num_shards = max(len(writer_results), self.num_shards or 1)
-        prefix, suffix = self.file_path_prefix.get(), self.file_name_suffix.get()
-        earlier = re.compile(re.escape(prefix) + r"-\d{5,}-of-(\d{5,})" + re.escape(suffix) + "$")
-        stale = [metadata.path
-                 for match in FileSystems.match([f"{prefix}-*-of-*{suffix}"])
-                 for metadata in match.metadata_list
-                 if (found := earlier.match(metadata.path)) and int(found[1]) != num_shards]
-        if stale:
-            FileSystems.delete(stale)
+#: The formats of every shard: (suffix, MIME type).
+FORMATS = ((".jsonl", "application/json"), (".avro", "application/x-avro"))
+SUFFIXES = tuple(suffix for suffix, _ in FORMATS)
 
 
-class JsonLinesSink(ReplacesEarlierShards):
-    """Lists of records (plain or compact) -> one JSON object per line, keys sorted, UTF-8."""
+class ShardWriter:
+    """One shard in both formats, `<stem>.jsonl` and `<stem>.avro`, open until `close`: each
+    record as its JSON line (`json_line_pieces`, UTF-8) and as an Avro record (fastavro,
+    deflate, `avro_values`), the same files as `beam.io.WriteToText`/`WriteToAvro` would write.
+    Created with no record, it writes an empty shard (an empty file, an Avro header)."""
 
-    def __init__(self, file_path_prefix: str, num_shards: int):
-        super().__init__(file_path_prefix, coder=None, file_name_suffix=".jsonl",
-                         num_shards=num_shards, mime_type="application/json",
-                         compression_type=CompressionTypes.UNCOMPRESSED)
+    def __init__(self, stem: str, schema: dict):
+        self.stem = stem
+        self._json, self._avro_file = (
+            FileSystems.create(stem + suffix, mime_type,
+                               compression_type=CompressionTypes.UNCOMPRESSED)
+            for suffix, mime_type in FORMATS)
+        self._avro = Writer(self._avro_file, schema, "deflate")
 
-    def write_record(self, file_handle, batch):
-        for record in batch:
-            for piece in json_line_pieces(record):
-                file_handle.write(piece.encode("utf-8"))
+    def write(self, record: dict) -> None:
+        for piece in json_line_pieces(record):
+            self._json.write(piece.encode("utf-8"))
+        self._avro.write(avro_values(record))
+
+    def close(self) -> str:
+        """Close both files; returns the stem."""
+        self._json.close()
+        self._avro.flush()
+        self._avro_file.close()
+        return self.stem
 
 
-class AvroBatchSink(ReplacesEarlierShards):
-    """Lists of records (plain or compact) -> Avro container files (fastavro, deflate): the
-    same files as `beam.io.WriteToAvro` writes from single records."""
+class WriteBundleShardFn(beam.DoFn):
+    """Records -> the bundle's shard under the run's temporary folder, written as they arrive
+    (nothing is held but the writer's buffers); at the end of a bundle that had records, emits
+    (None, the shard's temporary stem) in the global window, for `FinalizeShardsFn`. A retried
+    bundle writes under a new stem; the failed attempt's files are never emitted."""
 
-    def __init__(self, file_path_prefix: str, schema, num_shards: int):
-        super().__init__(file_path_prefix, coder=None, file_name_suffix=".avro",
-                         num_shards=num_shards, mime_type="application/x-avro",
-                         compression_type=CompressionTypes.UNCOMPRESSED)
-        self._schema = schema
+    def __init__(self, folder: str, schema: dict):
+        self._folder, self._schema = folder, schema
 
-    def open(self, temp_path):
-        handle = super().open(temp_path)
-        return handle, Writer(handle, self._schema, "deflate")
+    def start_bundle(self):
+        self._writer = None
 
-    def write_record(self, file_writer, batch):
-        writer = file_writer[1]
-        for record in batch:
-            writer.write(avro_values(record))
+    def process(self, record):
+        if self._writer is None:
+            self._writer = ShardWriter(temp_stem(self._folder), self._schema)
+        self._writer.write(record)
 
-    def close(self, file_writer):
-        handle, writer = file_writer
-        writer.flush()
-        handle.close()
+    def finish_bundle(self):
+        if self._writer is not None:
+            yield beam_window.GlobalWindows.windowed_value((None, self._writer.close()))
+        self._writer = None
+
+
+class FinalizeShardsFn(beam.DoFn):
+    """(None, [None, temporary stems...]) -> the shards in place (`finalize_shards`): one shard
+    per stem, or one empty shard when there is none (an empty output is one empty file of each
+    format, which readers of `<prefix>-*` read as no record). Yields the shards' paths."""
+
+    def __init__(self, prefix: str, folder: str, schema: dict):
+        self._prefix, self._folder, self._schema = prefix, folder, schema
+
+    def process(self, keyed):
+        stems = [stem for stem in keyed[1] if stem is not None]
+        if not stems:
+            stems = [ShardWriter(temp_stem(self._folder), self._schema).close()]
+        yield from finalize_shards(self._prefix, SUFFIXES, stems, self._folder)
+
+
+class WriteFixedShardsFn(beam.DoFn):
+    """(None, [None, batches...]) -> exactly `num_shards` shards, the batches dealt round-robin
+    in their order, then in place (`finalize_shards`). Yields the shards' paths."""
+
+    def __init__(self, prefix: str, folder: str, schema: dict, num_shards: int):
+        self._prefix, self._folder, self._schema = prefix, folder, schema
+        self._num_shards = num_shards
+
+    def process(self, keyed):
+        writers = [ShardWriter(temp_stem(self._folder), self._schema)
+                   for _ in range(self._num_shards)]
+        batches = (batch for batch in keyed[1] if batch is not None)
+        for index, batch in enumerate(batches):
+            for record in batch:
+                writers[index % self._num_shards].write(record)
+        stems = [writer.close() for writer in writers]
+        yield from finalize_shards(self._prefix, SUFFIXES, stems, self._folder)
+
+
+#: What reaches the finalize step: (None, a temporary stem, a batch or None). Declared types
+#: spare Beam's inference of each step's output from its bytecode (tens of ms per step).
+_KEYED = beam.typehints.Tuple[None, beam.typehints.Any]
 
 
 class WriteRecords(beam.PTransform):
     """Records (plain or compact dicts, see `ldp_telemetry.output.compact`) ->
-    `<prefix>-SSSSS-of-NNNNN.jsonl` and `.avro` with the named schema, the same records in both.
+    `<prefix>-SSSSS-of-NNNNN.jsonl` and `.avro` with the named schema, the same records in both;
+    returns the shards' paths. A run replaces every earlier run's shards of the same files,
+    whatever their count (`finalize_shards`).
 
     `num_shards=0`: one shard per bundle, written as the records arrive (no grouping; use it
-    for large records); `num_shards=N`: exactly N shards, after grouping every batch.
+    for large records), one empty shard if there is no record; `num_shards=N`: exactly N
+    shards, after grouping every batch of records under one key.
     """
 
     def __init__(self, output_dir: str, name: str, schema: str, num_shards: int = 1):
         super().__init__()
+        if num_shards < 0:
+            raise ValueError(f"num_shards must be 0 (one per bundle) or more, got {num_shards}")
         self._prefix = os.path.join(output_dir, name)
+        self._folder = temp_dir(output_dir, name)
         self._schema = schema
         self._num_shards = num_shards
 
     def expand(self, records):
         if not isinstance(records.windowing.windowfn, beam_window.GlobalWindows):
-            # The sinks write every window into the same files (as Beam's own sinks do).
+            # The shards hold every window's records (as Beam's own sinks do).
             records = records | "OutOfWindows" >> beam.WindowInto(beam_window.GlobalWindows())
-        batches = records | "Batch" >> beam.ParDo(BatchRecordsFn())
-        batches | "WriteJsonLines" >> beam.io.Write(JsonLinesSink(self._prefix, self._num_shards))
-        return batches | "WriteAvro" >> beam.io.Write(AvroBatchSink(
-            self._prefix, load_schema(self._schema), self._num_shards))
+        schema = load_schema(self._schema)
+        if self._num_shards:
+            written = (records | "Batch" >> beam.ParDo(BatchRecordsFn()).with_output_types(list)
+                       | "Key" >> beam.Map(lambda batch: (None, batch)).with_output_types(_KEYED))
+            finalize = WriteFixedShardsFn(self._prefix, self._folder, schema, self._num_shards)
+        else:
+            written = records | "WriteBundles" >> beam.ParDo(
+                WriteBundleShardFn(self._folder, schema)).with_output_types(_KEYED)
+            finalize = FinalizeShardsFn(self._prefix, self._folder, schema)
+        # A (None, None) from an impulse: the finalize step runs even when no record came.
+        start = (records.pipeline | "Start" >> beam.Impulse()
+                 | "StartKey" >> beam.Map(lambda _: (None, None)).with_output_types(_KEYED))
+        return ((written, start) | "Together" >> beam.Flatten()
+                | "Group" >> beam.GroupByKey()
+                | "Finalize" >> beam.ParDo(finalize).with_output_types(str))

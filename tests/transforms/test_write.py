@@ -1,6 +1,7 @@
 """Writing records: batches to the sinks give the same JSON lines and Avro records; large
 records in JSON pieces; compact records (numpy arrays and lazy labels) written to JSON and Avro
-exactly as their plain form; the store sink's bound."""
+exactly as their plain form; the store sink's bound; the shard writer's files, byte for byte,
+its temporary files, retried bundles and finalize steps."""
 from __future__ import annotations
 
 import glob
@@ -18,8 +19,11 @@ from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.output.compact import IndexLabels, avro_values, plain_record
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.transforms.store import STORE_FLUSH_VALUES, WritePanesToStoreFn
+from ldp_telemetry.output.reader import read_estimate_file, read_estimates
 from ldp_telemetry.transforms import write
-from ldp_telemetry.transforms.write import (BatchRecordsFn, WriteRecords, json_line_pieces,
+from ldp_telemetry.transforms.shard_files import finalize_shards, temp_dir
+from ldp_telemetry.transforms.write import (SUFFIXES, BatchRecordsFn, FinalizeShardsFn,
+                                           WriteBundleShardFn, WriteRecords, json_line_pieces,
                                            record_weight)
 
 
@@ -40,7 +44,8 @@ def big_record(d: int, compact: bool) -> dict:
     rng = np.random.default_rng(5)
     config.protocol.accumulate(statistic, config.protocol.perturb(rng.integers(0, d, 50), rng))
     result = finalize_window(config, statistic, 50)
-    return window_estimate_record(config, result, "a", "b", dict(BATCH_PANE), compact)
+    return window_estimate_record(config, result, "2024-03-01T00:00:00Z", "2024-03-02T00:00:00Z",
+                                  dict(BATCH_PANE), compact)
 
 
 def test_a_compact_record_is_written_as_its_plain_form_to_json_and_avro():
@@ -163,3 +168,106 @@ def test_a_run_replaces_an_earlier_run_with_another_shard_count(tmp_path, count,
         "dead_letters-notes.txt", "other-00000-of-00003.jsonl"]
     lines = (tmp_path / "dead_letters-00000-of-00001.jsonl").read_text().splitlines()
     assert lines == [json.dumps(r, sort_keys=True) for r in records]
+
+
+def expected_files(records: list[dict], schema: str, sync_marker: bytes) -> tuple[bytes, bytes]:
+    """The contract of one shard, built here without the writer: JSON lines of the plain
+    records (sorted keys, UTF-8), and fastavro's deflate container with the same sync marker
+    (fastavro picks a random one per file)."""
+    text = "".join(json.dumps(plain_record(r), sort_keys=True) + "\n" for r in records)
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, load_schema(schema), [avro_values(r) for r in records],
+                    codec="deflate", sync_marker=sync_marker)
+    return text.encode("utf-8"), buffer.getvalue()
+
+
+@pytest.mark.parametrize("name, schema, num_shards", [("estimates", "window_estimate", 0),
+                                                      ("dead_letters", "dead_letter", 1)])
+@pytest.mark.parametrize("count", [0, 3])
+def test_the_files_are_byte_for_byte_the_contract(tmp_path, name, schema, num_shards, count):
+    """The same bytes as Beam's text and Avro sinks wrote before (checked once against them):
+    a large compact estimate in pieces, small plain records, and the empty shard of no record
+    (an empty file and a bare Avro header)."""
+    records = ([big_record(40_000, True), big_record(7, True), big_record(50, False)]
+               if name == "estimates" else [letter(i, "r" * i) for i in range(3)])[:count]
+    with beam.Pipeline() as pipeline:
+        (pipeline | beam.Create(records, reshuffle=False)
+         | WriteRecords(str(tmp_path), name, schema, num_shards=num_shards))
+    text = (tmp_path / f"{name}-00000-of-00001.jsonl").read_bytes()
+    avro = (tmp_path / f"{name}-00000-of-00001.avro").read_bytes()
+    assert (text, avro) == expected_files(records, schema, sync_marker=avro[-16:])
+    if name == "estimates":  # and the output's reader reads them back
+        assert len(read_estimates(str(tmp_path))) == count
+
+
+def bundle(fn: WriteBundleShardFn, records: list[dict], finish: bool = True) -> list:
+    """Run one bundle of `fn`; the (key, stem) it emits (none when the bundle fails first)."""
+    fn.start_bundle()
+    for record in records:
+        fn.process(record)
+    return [wv.value for wv in fn.finish_bundle()] if finish else []
+
+
+def test_a_bundle_writes_its_shard_as_records_arrive(tmp_path):
+    folder = temp_dir(str(tmp_path), "estimates")
+    fn = WriteBundleShardFn(folder, load_schema("window_estimate"))
+    fn.start_bundle()
+    fn.process(big_record(40_000, True))  # ~2 MB of JSON: past any buffer
+    (path,) = glob.glob(f"{folder}/*.jsonl")
+    assert (tmp_path / path).stat().st_size > 1_000_000  # on disk before the bundle ends
+    assert list(fn.finish_bundle())
+
+
+def test_a_retried_bundle_leaves_only_the_successful_attempt(tmp_path):
+    """A bundle that fails after writing, then succeeds on a retry: only the stems emitted by
+    finished bundles are renamed, each record is in the shards once, the failed attempt's
+    temporary files go with the temporary folder."""
+    folder = temp_dir(str(tmp_path), "dead_letters")
+    fn = WriteBundleShardFn(folder, load_schema("dead_letter"))
+    first, second = [letter(i) for i in range(4)], [letter(i) for i in range(4, 6)]
+    assert bundle(fn, first, finish=False) == []  # the attempt fails: its output is dropped
+    emitted = bundle(fn, first) + bundle(fn, second)
+    assert len(glob.glob(f"{folder}/*")) == 6  # 3 attempts x 2 formats
+    finalize = FinalizeShardsFn(str(tmp_path / "dead_letters"), folder, load_schema("dead_letter"))
+    shards = list(finalize.process((None, [None, *(stem for _, stem in emitted)])))
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        f"dead_letters-0000{i}-of-00002{suffix}" for i in range(2) for suffix in sorted(SUFFIXES)]
+    assert sorted(shards) == sorted(str(p) for p in tmp_path.iterdir())
+    lines = [line for path in sorted(tmp_path.glob("*.jsonl"))
+             for line in path.read_text().splitlines()]
+    assert sorted(lines) == sorted(json.dumps(r, sort_keys=True) for r in first + second)
+    # A retried finalize finds the shards in place and changes nothing.
+    assert list(finalize.process((None, [None, *(stem for _, stem in emitted)]))) == shards
+    assert sorted(lines) == sorted(line for path in sorted(tmp_path.glob("*.jsonl"))
+                                   for line in path.read_text().splitlines())
+
+
+def test_finalize_replaces_shards_of_every_other_count_and_keeps_other_files(tmp_path):
+    prefix = str(tmp_path / "estimates")
+    for count in (1, 2, 3, 100_000):
+        for suffix in SUFFIXES:
+            for index in range(min(count, 3)):
+                (tmp_path / f"estimates-{index:05d}-of-{count:05d}{suffix}").write_bytes(b"old")
+    kept = ["estimates-notes-of-00001.jsonl", "estimates-00000-of-00001.jsonl.bak",
+            "estimated-00000-of-00001.jsonl"]
+    for name in kept:
+        (tmp_path / name).write_bytes(b"kept")
+    folder = temp_dir(str(tmp_path), "estimates")
+    fn = WriteBundleShardFn(folder, load_schema("window_estimate"))
+    stems = [stem for _, stem in bundle(fn, [big_record(5, False)]) + bundle(fn, [])
+             + bundle(fn, [big_record(6, False)])]
+    assert len(stems) == 2  # a bundle without records writes no shard
+    finalize_shards(prefix, SUFFIXES, stems, folder)
+    names = sorted(path.name for path in tmp_path.iterdir())
+    assert names == sorted(kept + [f"estimates-0000{i}-of-00002{suffix}"
+                                   for i in range(2) for suffix in SUFFIXES])
+    assert sorted(len(r["estimate"]) for i in range(2) for r in read_estimate_file(
+        str(tmp_path / f"estimates-0000{i}-of-00002.jsonl"))) == [5, 6]
+
+
+def test_a_lost_temporary_file_is_an_error_naming_it(tmp_path):
+    folder = temp_dir(str(tmp_path), "dead_letters")
+    with pytest.raises(OSError, match="lost") as error:
+        finalize_shards(str(tmp_path / "dead_letters"), SUFFIXES,
+                        [f"{folder}/missing"], folder)
+    assert f"{folder}/missing.jsonl" in str(error.value)
