@@ -36,9 +36,9 @@ top 32 bits of t to [0, g) is monotone, H(seed, v) = y exactly when t lies in
 
 That test is one multiply, one add and one compare per (report, value) pair, done by numpy on
 a (reports x values) block; no Python call runs per pair. The block's hits are summed per value
-as bytes, at most 255 rows at a time (a byte cannot overflow), not as 64-bit integers. At
-d = 1024 the three passes run at about 2.4, 3.7 and 3.4 G pairs/s, so the support test is
-bounded near 1 G pairs/s (1 M reports/s) in numpy.
+as bytes (ldp.bytesums), not as 64-bit integers. The three passes over the block (multiply,
+add, compare) each run at a few G pairs/s, so in numpy the test is bounded near 1 G pairs/s:
+about 1 M reports/s at d = 1024 (docs/benchmarks.md).
 
 A seeded k-subset of [0, d) (the wheel subset of RWS) is the first k entries of a partial
 Fisher-Yates shuffle driven by the same function:
@@ -60,6 +60,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ldp_telemetry.ldp.bytesums import add_column_counts, slab_rows
+
 _U64 = np.uint64
 _GOLDEN_GAMMA = _U64(0x9E3779B97F4A7C15)
 _MIX_1 = _U64(0xBF58476D1CE4E5B9)
@@ -68,8 +70,6 @@ _TOP_BITS = _U64(32)
 _LOW_WORD = _U64(0xFFFFFFFF)
 #: (reports x values) block size for the support test; ~2 MiB of uint64 stays in cache.
 _BLOCK_CELLS = 1 << 18
-#: The most rows whose 0/1 bytes can be summed in a byte without overflow.
-_ROWS_PER_BYTE_SUM = 255
 #: entries per block of seeded permutations (rows x d int16/int32 entries: 4-8 MiB).
 _PERMUTATION_CELLS = 1 << 21
 
@@ -136,8 +136,7 @@ def add_local_hash_support(counts: np.ndarray, seeds: np.ndarray, y: np.ndarray,
     with np.errstate(over="ignore"):
         offset = b - (low << _TOP_BITS)
     keys = value_keys(np.arange(d))
-    rows = max(1, _BLOCK_CELLS // d)
-    rows -= rows % _ROWS_PER_BYTE_SUM if rows > _ROWS_PER_BYTE_SUM else 0  # whole byte slabs
+    rows = slab_rows(_BLOCK_CELLS, d)
     block = np.empty((min(rows, len(seeds)), d), dtype=_U64)
     inside = np.empty(block.shape, dtype=bool)
     with np.errstate(over="ignore"):
@@ -148,22 +147,6 @@ def add_local_hash_support(counts: np.ndarray, seeds: np.ndarray, y: np.ndarray,
             t += offset[start:stop, None]
             np.less(t, width[start:stop, None], out=hit)
             add_column_counts(counts, hit)
-
-
-def add_column_counts(counts: np.ndarray, hit: np.ndarray) -> None:
-    """counts[j] += number of True entries of column j of the 2-D bool array `hit`.
-
-    Sums slabs of at most 255 rows as uint8 (exact: a byte holds 255), then adds the slabs'
-    sums; numpy's count_nonzero over an axis sums bools as 64-bit integers, ~8x slower.
-    """
-    rows = _ROWS_PER_BYTE_SUM
-    ones = hit.view(np.uint8)
-    slabs = len(ones) // rows
-    if slabs:
-        whole = ones[: slabs * rows].reshape(slabs, rows, ones.shape[1])
-        counts += np.add.reduce(whole, axis=1, dtype=np.uint8).sum(axis=0, dtype=np.int64)
-    if len(ones) > slabs * rows:
-        counts += np.add.reduce(ones[slabs * rows:], axis=0, dtype=np.uint8)
 
 
 def seeded_permutations(seeds: np.ndarray, d: int, k: int, rows: int | None = None

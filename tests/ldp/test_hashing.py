@@ -169,13 +169,3 @@ def test_add_local_hash_support_matches_the_pure_python_reference():
                 for v in range(77)]
     assert counts.tolist() == expected
 
-
-@pytest.mark.parametrize("rows, cols", [(0, 4), (1, 9), (254, 3), (255, 64), (256, 1),
-                                        (1021, 13)])
-def test_add_column_counts_is_count_nonzero(rows, cols):
-    rng = np.random.default_rng(rows * 100 + cols)
-    hit = rng.random((rows, cols)) < 0.9
-    hit[:, 0] = True  # a column of all ones crosses every byte slab's limit
-    counts = np.full(cols, 7, dtype=np.int64)
-    hashing.add_column_counts(counts, hit)
-    np.testing.assert_array_equal(counts, 7 + np.count_nonzero(hit, axis=0))
