@@ -36,6 +36,18 @@ def encode_batch(batch: ReportBatch) -> bytes:
     pickled as plain values, then every column's raw bytes (module docstring). A column of
     Python objects (none of the protocols has one) is pickled in the head as is; a structured
     dtype travels as its `np.dtype` (its `.str` would lose the field names)."""
+    return b"".join(_parts(batch))  # join reads each column's buffer: its one copy
+
+
+def encoded_size(batch: ReportBatch) -> int:
+    """len(encode_batch(batch)), without copying the columns."""
+    return sum(part.nbytes if isinstance(part, np.ndarray) else len(part)
+               for part in _parts(batch))
+
+
+def _parts(batch: ReportBatch) -> list:
+    """The encoded batch as a list of buffers: length, head, padding, then per column its
+    padding and the (C-contiguous) column itself."""
     columns, raw, at = [], [], 0
     for name, column in batch.columns.items():
         column = np.asarray(column)
@@ -46,14 +58,14 @@ def encode_batch(batch: ReportBatch) -> bytes:
         if not column.flags.c_contiguous:
             column = np.ascontiguousarray(column)
         padding = -at % COLUMN_ALIGNMENT
-        raw += [bytes(padding), column] if padding else [column]  # join reads the buffer
+        raw += [bytes(padding), column] if padding else [column]
         at += padding + column.nbytes
         columns.append((name, dtype, column.shape, column.nbytes))
     head = pickle.dumps((batch.metric, batch.slice_start_ms, columns, batch.version),
                         pickle.HIGHEST_PROTOCOL)
     start = _HEAD_LENGTH.size + len(head)
     lead = bytes(-start % COLUMN_ALIGNMENT)  # the first column starts aligned too
-    return b"".join([_HEAD_LENGTH.pack(len(head) + len(lead)), head, lead, *raw])
+    return [_HEAD_LENGTH.pack(len(head) + len(lead)), head, lead, *raw]
 
 
 def decode_batch(encoded: bytes) -> ReportBatch:
@@ -88,6 +100,10 @@ class ReportBatchCoder(coders.Coder):
 
     def decode(self, encoded: bytes) -> ReportBatch:
         return decode_batch(encoded)
+
+    def estimate_size(self, value: ReportBatch) -> int:
+        """Beam samples element sizes; the default would encode (copy) the batch to measure it."""
+        return encoded_size(value)
 
     def to_type_hint(self):
         return ReportBatch

@@ -9,7 +9,7 @@ from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS
 from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
 from ldp_telemetry.transforms.coders import (COLUMN_ALIGNMENT, ReportBatchCoder, decode_batch,
-                                             encode_batch)
+                                             encode_batch, encoded_size)
 from ldp_telemetry.transforms.count import SliceCounter
 
 
@@ -25,7 +25,9 @@ from ldp_telemetry.transforms.count import SliceCounter
 ])
 def test_round_trip_keeps_values_dtypes_and_shapes(columns):
     batch = ReportBatch("m.x", -1_000, columns)
-    back = decode_batch(encode_batch(batch))
+    encoded = encode_batch(batch)
+    assert ReportBatchCoder().estimate_size(batch) == encoded_size(batch) == len(encoded)
+    back = decode_batch(encoded)
     assert (back.metric, back.slice_start_ms, list(back.columns)) == ("m.x", -1_000, list(columns))
     for name, column in columns.items():
         got = back.columns[name]
