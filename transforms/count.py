@@ -158,20 +158,30 @@ class IdSet:
     def add_new(self, ids: np.ndarray) -> np.ndarray:
         """Add `ids`; return the mask of rows to count: the first row of each id not seen before."""
         ids = np.asarray(ids, dtype=np.int64)
-        if not self.levels and len(ids) and (len(ids) == 1 or bool((ids[1:] > ids[:-1]).all())):
-            # The first batch of a slice with increasing ids (e.g. a single report): all new.
-            self.levels.append(ids.copy())
+        if len(ids) and (not self.levels or ids[0] > max(level[-1] for level in self.levels)) \
+                and (len(ids) == 1 or bool((ids[1:] > ids[:-1]).all())):
+            # Increasing ids above every id seen (a single report, batches in id order): all
+            # new. A copy: the batch's column may be a view of a larger buffer (coders.py).
+            self._add_level(ids.copy())
             return np.ones(len(ids), dtype=bool)
         distinct, first = np.unique(ids, return_index=True)
         new = ~self._seen(distinct)
         keep = np.zeros(len(ids), dtype=bool)
         keep[first[new]] = True
         if new.any():
-            self.levels.append(distinct[new])
-            while len(self.levels) > 1 and len(self.levels[-2]) <= 2 * len(self.levels[-1]):
-                newer, older = self.levels.pop(), self.levels.pop()
-                self.levels.append(np.sort(np.concatenate([older, newer]), kind="stable"))
+            self._add_level(distinct[new])
         return keep
+
+    def _add_level(self, level: np.ndarray) -> None:
+        """Append a sorted level of new ids; merge the last two levels while the older is at
+        most twice the newer (a concatenation when the newer lies above the older)."""
+        self.levels.append(level)
+        while len(self.levels) > 1 and len(self.levels[-2]) <= 2 * len(self.levels[-1]):
+            newer, older = self.levels.pop(), self.levels.pop()
+            merged = np.concatenate([older, newer])
+            if older[-1] > newer[0]:
+                merged.sort(kind="stable")
+            self.levels.append(merged)
 
 
 class SliceCounter:

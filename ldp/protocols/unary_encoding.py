@@ -7,11 +7,10 @@ whose bits are set: p* = p, q* = q.
 Wire format: the d bits packed little-endian into ceil(d/8) bytes (bit v is bit v % 8 of byte
 v // 8); padding bits above d must be 0.
 
-Statistic: the support counts themselves. They are added without unpacking a bit per report:
-a 256-entry table maps each byte to a uint64 holding its 8 bits in 8 separate bytes; summing
-those words over at most 255 reports cannot carry from one byte into the next, so the sum,
-viewed as bytes, is the count of every bit of that byte position. One table lookup and one
-addition per (report, byte) pair, all in numpy.
+Statistic: the support counts themselves. A block of reports is unpacked by numpy
+(`np.unpackbits`, one 0/1 byte per bit) and its columns are summed as bytes, 255 reports at a
+time (ldp.bytesums: a byte cannot overflow), then added into the int64 counts. The block holds
+about _BLOCK_BYTES unpacked bytes whatever n is.
 """
 from __future__ import annotations
 
@@ -21,14 +20,12 @@ from typing import ClassVar
 
 import numpy as np
 
+from ldp_telemetry.ldp.bytesums import add_column_counts, slab_rows
 from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, Columns, FrequencyOracle,
                                               independent_support_variance, varint_bytes)
 
-#: _SPREAD_BITS[b] holds bit k of byte b in byte k of a uint64 (little-endian byte order).
-_SPREAD_BITS = (np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
-                .astype("<u1").copy().view("<u8").ravel())
-#: The largest number of reports whose spread bytes can be summed without a carry.
-_ROWS_PER_SUM = 255
+#: Unpacked bytes (reports x d) per block of `accumulate`: 256 KiB, inside the L2 cache.
+_BLOCK_BYTES = 1 << 18
 _PERTURB_ROWS = 4096
 
 
@@ -43,7 +40,7 @@ class UnaryEncoding(FrequencyOracle):
     """Shared machinery of the unary-encoding protocols; subclasses choose p and q."""
 
     payload_rule: ClassVar[str] = "bit vector must have ceil(d/8) bytes with padding bits clear"
-    server_cost: ClassVar[str] = "O(n·d/8): one spread-bit table lookup per report byte"
+    server_cost: ClassVar[str] = "O(n·d): one unpacked byte summed per report bit"
 
     @property
     def n_bytes(self) -> int:
@@ -92,6 +89,7 @@ class UnaryEncoding(FrequencyOracle):
 
     def accumulate(self, statistic, columns) -> None:
         bits = columns["bits"]
-        for start in range(0, len(bits), _ROWS_PER_SUM):
-            sums = _SPREAD_BITS[bits[start:start + _ROWS_PER_SUM]].sum(axis=0, dtype="<u8")
-            statistic += sums.view(np.uint8)[: self.d]
+        rows = slab_rows(_BLOCK_BYTES, self.d)
+        for start in range(0, len(bits), rows):
+            add_column_counts(statistic, np.unpackbits(
+                bits[start:start + rows], axis=1, count=self.d, bitorder="little"))

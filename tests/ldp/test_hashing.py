@@ -129,3 +129,43 @@ def test_add_local_hash_support_with_no_reports_changes_nothing():
     hashing.add_local_hash_support(counts, np.array([], dtype=np.uint64),
                                    np.array([], dtype=np.int64), 4)
     assert counts.tolist() == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("d, g, n", [(1024, 2, 1021), (1023, 3, 600), (65, 2**31 - 1, 2000),
+                                     (7, 2**32 - 1, 300), (1, 5, 700), (4099, 97, 130),
+                                     (16, 11, 33_000)])
+def test_add_local_hash_support_equals_brute_force_at_edges(d, g, n):
+    # d not a multiple of 8 or 64, g at both ends of its range, n across and off the
+    # 255-row byte slabs and the (reports x values) blocks of the support test.
+    rng = np.random.default_rng(d * 31 + g % 1000)
+    seeds = rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
+    seeds[:3] = [0, 2**64 - 1, 2**63]
+    y = rng.integers(0, g, size=n)
+    y[:2] = [0, g - 1]
+    counts = np.zeros(d, dtype=np.int64)
+    hashing.add_local_hash_support(counts, seeds, y, g)
+    np.testing.assert_array_equal(counts, brute_force_support(seeds, y, d, g))
+
+
+def test_add_local_hash_support_counts_past_a_byte_in_one_block():
+    # Every one of 1000 reports supports value 3 (with g = 2, others about half the time): each
+    # byte slab of 255 rows sums to 255 there, and the slabs add without wrapping.
+    rng = np.random.default_rng(11)
+    seeds = rng.integers(0, 2**64 - 1, size=1000, dtype=np.uint64, endpoint=True)
+    y = hashing.local_hash(seeds, np.full(1000, 3), 2)
+    counts = np.zeros(1024, dtype=np.int64)
+    hashing.add_local_hash_support(counts, seeds, y, 2)
+    assert counts[3] == 1000
+    np.testing.assert_array_equal(counts, brute_force_support(seeds, y, 1024, 2))
+
+
+def test_add_local_hash_support_matches_the_pure_python_reference():
+    rng = np.random.default_rng(23)
+    seeds = rng.integers(0, 2**64 - 1, size=300, dtype=np.uint64, endpoint=True)
+    y = rng.integers(0, 5, size=300)
+    counts = np.zeros(77, dtype=np.int64)
+    hashing.add_local_hash_support(counts, seeds, y, 5)
+    expected = [sum(ref_local_hash(int(s), v, 5) == int(b) for s, b in zip(seeds, y, strict=True))
+                for v in range(77)]
+    assert counts.tolist() == expected
+

@@ -277,3 +277,29 @@ def test_a_version_whose_every_report_repeated_another_versions_id_gets_no_estim
     finalize.setup()
     records = list(finalize.process((("m", 0, 3_600_000), statistic)))
     assert [(r["config_version"], r["n"]) for r in records] == [(2, 5)]
+
+
+def test_id_set_shortcut_for_batches_in_id_order_is_exact():
+    """Increasing batches above every id seen are kept whole; an id equal to the largest seen,
+    or below it, still goes through the full check; levels stay sorted and disjoint."""
+    rng = np.random.default_rng(8)
+    ids, seen, top = IdSet(), set(), 0
+    for step in range(300):
+        if step % 7 == 3:  # a batch that repeats old ids, the largest seen among them
+            batch = np.concatenate([rng.choice(sorted(seen), 5), [max(seen)], [top + 1]])
+        elif step % 7 == 5:  # increasing, but starting at the largest id seen
+            batch = np.array([top, top + 1, top + 2])
+        else:  # increasing ids above everything seen
+            batch = top + 1 + np.cumsum(rng.integers(1, 4, rng.integers(1, 60)))
+        batch = batch.astype(np.int64)
+        expected = np.zeros(len(batch), dtype=bool)
+        for i, value in enumerate(batch.tolist()):
+            if value not in seen:
+                seen.add(value)
+                expected[i] = True
+        np.testing.assert_array_equal(ids.add_new(batch), expected)
+        top = max(seen)
+    assert len(ids) == len(seen) and len(ids.levels) <= 2 * np.log2(len(seen)) + 2
+    merged = np.concatenate(ids.levels)
+    assert all((np.diff(level) > 0).all() for level in ids.levels)
+    assert len(np.unique(merged)) == len(merged) == len(seen)
