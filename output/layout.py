@@ -27,6 +27,7 @@ built by `ldp_telemetry.output.records` and read back by `ldp_telemetry.output.r
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -125,3 +126,14 @@ def pane_path(record: Mapping) -> str:
 def shard_pattern(name: str, suffix: str = ".jsonl") -> str:
     """The glob of a batch run's shards of `name` (ESTIMATES or DEAD_LETTERS)."""
     return f"{name}-*{suffix}"
+
+
+def shard_name(name: str, index: int, count: int, suffix: str) -> str:
+    """`<name>-SSSSS-of-NNNNN<suffix>`: shard `index` of `count` (more digits past 99,999)."""
+    return f"{name}-{index:05d}-of-{count:05d}{suffix}"
+
+
+def shard_count(filename: str, name: str, suffix: str) -> int | None:
+    """N of a file named `<name>-SSSSS-of-NNNNN<suffix>` (`shard_name`), else None."""
+    found = re.fullmatch(re.escape(name) + r"-\d{5,}-of-(\d{5,})" + re.escape(suffix), filename)
+    return None if found is None else int(found[1])

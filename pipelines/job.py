@@ -23,6 +23,7 @@ from ldp_telemetry.pipelines.follower import WatermarkPolicy
 from ldp_telemetry.pipelines.memory import DEFAULT_MEMORY_BUDGET_MB, check_memory_budget
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.transforms.read import expand_file_patterns
+from ldp_telemetry.transforms.shard_files import check_output_path
 from ldp_telemetry.transforms.sources import SOURCES
 from ldp_telemetry.transforms.store import check_store_url
 
@@ -89,6 +90,11 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
         raise ConfigError("input or follow is required: report files to read (a batch run) or "
                           "a location to follow (a live run)", field="input")
     files = () if live else tuple(expand_file_patterns(args.input))
+    if not live:  # a batch run's shards are deleted and renamed by Beam's file systems
+        try:
+            check_output_path(args.output)
+        except ValueError as error:
+            raise ConfigError(str(error), field="output") from None
     check_writable_folder(args.output, "output")
     for config in registry.metrics:  # memoized reports: one per device per window, or wider bars
         warning = repeated_reports_warning(config, windows.size_ms)

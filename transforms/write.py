@@ -14,17 +14,15 @@ FnApiRunner materialises whole: right for small records such as dead letters, wr
 large-domain estimates.
 
 Why not Beam's writers: each `beam.io.Write(FileBasedSink)` expands to a DoOnce, side inputs, a
-GroupByKey, pre-finalize and finalize steps, about 0.08 s of a job's construction and run each;
-the four of them (two outputs, two formats) took 0.33 s of the 0.46 s of a job over one report.
-A job with `fileio.WriteToFiles` in their place took 0.36 s (0.11 s with no writing at all),
-and that writer names its files otherwise. Here each output adds one grouping and one finalize
+GroupByKey, pre-finalize and finalize steps; the four of them (two outputs, two formats) were
+most of the start-up of a job over one report, and `fileio.WriteToFiles` in their place saved
+little (and names its files otherwise). Here each output adds one grouping and one finalize
 step, with declared output types (Beam's inference of a step's output from its bytecode costs
-tens of ms per step): a one-report job takes about 0.18 s (`benchmarks/job_start_up.py`).
+tens of ms per step). The figures are in the CHANGELOG and `benchmarks/job_start_up.py`.
 """
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
@@ -36,7 +34,8 @@ from fastavro.write import Writer
 
 from ldp_telemetry.output.compact import IndexLabels, avro_values, plain_record
 from ldp_telemetry.schemas import load_schema
-from ldp_telemetry.transforms.shard_files import finalize_shards, temp_dir, temp_stem
+from ldp_telemetry.transforms.shard_files import (check_output_path, finalize_shards, temp_dir,
+                                                  temp_stem)
 
 #: Items of an array written to JSON per piece: bounds the text held at once for a record of
 #: d values to about 60 bytes x this, instead of the whole line (d x 60 bytes).
@@ -234,7 +233,8 @@ class WriteRecords(beam.PTransform):
         super().__init__()
         if num_shards < 0:
             raise ValueError(f"num_shards must be 0 (one per bundle) or more, got {num_shards}")
-        self._prefix = os.path.join(output_dir, name)
+        check_output_path(output_dir)
+        self._prefix = FileSystems.join(output_dir, name)
         self._folder = temp_dir(output_dir, name)
         self._schema = schema
         self._num_shards = num_shards

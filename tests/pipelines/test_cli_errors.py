@@ -91,6 +91,9 @@ def test_the_same_job_without_the_bug_succeeds(job_files):
      "(67108864): a record is inside a block"),
     (["--window", "3600", "--runner=BogusRunner"],
      "ldp run: error: runner 'BogusRunner' is not a runner Beam knows: "),
+    (["--window", "3600", "--output", "out[1]"],
+     "ldp run: error: --output: the output folder 'out[1]' holds [, which file systems read "
+     "as a pattern"),
 ])
 def test_a_user_error_exits_2_naming_the_flag(job_files, flags, message):
     registry, reports, out = job_files

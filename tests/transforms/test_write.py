@@ -7,6 +7,8 @@ from __future__ import annotations
 import glob
 import io
 import json
+import os
+from pathlib import Path
 
 import apache_beam as beam
 import fastavro
@@ -271,3 +273,28 @@ def test_a_lost_temporary_file_is_an_error_naming_it(tmp_path):
         finalize_shards(str(tmp_path / "dead_letters"), SUFFIXES,
                         [f"{folder}/missing"], folder)
     assert f"{folder}/missing.jsonl" in str(error.value)
+
+
+@pytest.mark.parametrize("folder_name", ["o[1]", "a*b?c"])
+def test_an_output_folder_with_glob_characters_is_refused_before_anything_runs(tmp_path,
+                                                                            folder_name):
+    with pytest.raises(ValueError, match="choose a folder name without"):
+        WriteRecords(str(tmp_path / folder_name), "dead_letters", "dead_letter")
+
+
+def test_a_doubled_slash_in_the_output_path_still_replaces_earlier_shards(tmp_path):
+    """Files are found by listing the folder and comparing names, not by matching paths that
+    Beam normalises: `OUT//` still gets an earlier run's shards of another count deleted."""
+    output = str(tmp_path / "plain") + "//"
+    os.makedirs(output, exist_ok=True)
+    for suffix in SUFFIXES:
+        for index in range(3):
+            (Path(output) / f"dead_letters-{index:05d}-of-00003{suffix}").write_bytes(b"earlier")
+    records = [letter(i, None) for i in range(4)]
+    with beam.Pipeline() as pipeline:
+        (pipeline | beam.Create(records, reshuffle=False)
+         | WriteRecords(output, "dead_letters", "dead_letter", num_shards=1))
+    assert sorted(os.listdir(output)) == [f"dead_letters-00000-of-00001{suffix}"
+                                          for suffix in sorted(SUFFIXES)]
+    with open(os.path.join(output, "dead_letters-00000-of-00001.jsonl"), encoding="utf-8") as f:
+        assert f.read().splitlines() == [json.dumps(r, sort_keys=True) for r in records]
