@@ -36,9 +36,11 @@ import numpy as np
 from fastavro.write import Writer
 
 from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.validation import is_positive_int
 from ldp_telemetry.ldp.protocols.base import Columns
 from ldp_telemetry.schemas import SCHEMA_DIR, load_schema
 from ldp_telemetry.schemas.compatibility import ENVELOPE_RECORD
+from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.schemas.writer import BLOCK_BYTES
 
 #: The layout version this module writes and reads.
@@ -219,6 +221,18 @@ def decode_columns(record: dict, protocol, count: int
 
 #: Reports per envelope that writers use unless told otherwise.
 DEFAULT_ENVELOPE_REPORTS = 10_000
+#: Most reports per envelope a writer makes: what a reader accepts by default
+#: (DecodeLimits.max_envelope_reports), so that no writer makes envelopes a default job refuses.
+MAX_WRITTEN_ENVELOPE_REPORTS = DecodeLimits().max_envelope_reports
+
+
+def envelope_reports_problem(value) -> str | None:
+    """Why `value` is not a number of reports per written envelope (a phrase), or None."""
+    if not is_positive_int(value) or value > MAX_WRITTEN_ENVELOPE_REPORTS:
+        return (f"must be an integer in [1, {MAX_WRITTEN_ENVELOPE_REPORTS:,}] "
+                "(MAX_WRITTEN_ENVELOPE_REPORTS: a job's default --max-envelope-reports), got "
+                f"{value!r}")
+    return None
 
 
 class EnvelopeWriter:
@@ -228,9 +242,9 @@ class EnvelopeWriter:
 
     def __init__(self, handle: BinaryIO, codec: str = "null", block_bytes: int = BLOCK_BYTES,
                  envelope_reports: int = DEFAULT_ENVELOPE_REPORTS):
-        if not isinstance(envelope_reports, int) or envelope_reports <= 0:
-            raise ConfigError(f"envelope_reports must be a positive integer, got "
-                              f"{envelope_reports!r}", "envelope_reports")
+        problem = envelope_reports_problem(envelope_reports)
+        if problem:
+            raise ConfigError(f"envelope_reports {problem}", "envelope_reports")
         self._writer = Writer(handle, envelope_schema(), codec=codec, sync_interval=block_bytes)
         self.envelope_reports = envelope_reports
         self.count = 0
