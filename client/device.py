@@ -166,28 +166,33 @@ class DeviceMemo:
 
     def _admit(self, key: str, item: int, memo) -> int | None:
         """The item to report for a new `item`: itself once durably saved, the last held item
-        ("repeat") or None ("stop") when the list is full. Decided on the state as saved, under
-        the lock."""
+        ("repeat") or None ("stop") when the list is full. With a state file it is decided on
+        the state as saved, under the lock."""
+        if self.state_path is None:  # in memory only: nothing to read or save
+            with self._mutex:
+                return self._choose(key, item, memo)
         with self._lock():
-            if self.state_path is not None:
-                self._adopt(_read(self.state_path))
-            held = self._items.get(key, [])
-            if item in held:  # another process of this device added it meanwhile
-                return item
-            if memo.max_values is not None and len(held) >= memo.max_values:
-                return held[-1] if memo.on_limit == REPEAT else None
-            items = {**self._items, key: [*held, item]}
-            self._save(items, self._counter + 1)
-            self._items, self._counter = items, self._counter + 1
+            self._adopt(_read(self.state_path))
+            return self._choose(key, item, memo)
+
+    def _choose(self, key: str, item: int, memo) -> int | None:
+        held = self._items.get(key, [])
+        if item in held:  # another process (or thread) of this device added it meanwhile
             return item
+        if memo.max_values is not None and len(held) >= memo.max_values:
+            return held[-1] if memo.on_limit == REPEAT else None
+        if self.state_path is None:
+            self._items.setdefault(key, []).append(item)
+            return item
+        items = {**self._items, key: [*held, item]}
+        self._save(items, self._counter + 1)  # raises MemoStateError: nothing is then held
+        self._items, self._counter = items, self._counter + 1
+        return item
 
     @contextlib.contextmanager
     def _lock(self):
-        """This object's mutex, then (with a state file) the exclusive lock `NAME.lock`."""
+        """This object's mutex, then the state file's exclusive lock `NAME.lock`."""
         with self._mutex:
-            if self.state_path is None:
-                yield
-                return
             lock = locked(self.state_path.with_name(self.state_path.name + ".lock"))
             try:
                 lock.__enter__()
