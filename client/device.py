@@ -62,8 +62,9 @@ from ldp_telemetry.ldp.memoize import REPEAT, secret_problem, state_mac, words_f
 STATE_FORMAT = 2
 #: Bytes of the secret `DeviceMemo.create` draws.
 NEW_SECRET_BYTES = 32
-#: Largest state file read, in bytes (max_values items per configuration stay far below it).
-MAX_STATE_BYTES = 64 << 20
+#: Largest state file read, in bytes: MAX_MEMO_VALUES items of one configuration take at most
+#: about 150 MB of JSON. A larger file is refused (never reset).
+MAX_STATE_BYTES = 256 << 20
 _FIELDS = {"format", "counter", "items", "mac", "secret"}
 
 
@@ -227,7 +228,8 @@ class DeviceMemo:
             raise MemoStateError(f"memo state {self.state_path} disappeared while in use; it "
                                  "is not reset silently")
         mac = document.pop("mac", None)
-        if document.get("format") != STATE_FORMAT or not isinstance(mac, str):
+        if document.get("format") != STATE_FORMAT or not isinstance(mac, str) or \
+                not mac.isascii():
             raise MemoStateError(
                 f"memo state {self.state_path} is not format {STATE_FORMAT} with a MAC (format "
                 f"{document.get('format')!r}): an unauthenticated state cannot bound the "

@@ -206,7 +206,8 @@ def test_a_rolled_back_or_foreign_state_is_refused(tmp_path):
     shutil.copy(other, state)  # another device's state
     with pytest.raises(MemoStateError, match="not written with this device's secret"):
         DeviceMemo(SECRET, state)
-    for bad in (b"not json", b"[]", b'{"format": 2, "counter": -1, "items": {}, "mac": "00"}'):
+    for bad in (b"not json", b"[]", b'{"format": 2, "counter": -1, "items": {}, "mac": "00"}',
+                '{"format": 2, "counter": 1, "items": {}, "mac": "\u00e9"}'.encode()):
         state.write_bytes(bad)
         with pytest.raises(MemoStateError):
             DeviceMemo(SECRET, state)
