@@ -1,53 +1,146 @@
 """A device's memoization: its secret and the permanent responses it holds.
 
-    device = DeviceMemo(secret, state_path="memo-state.json")   # secret: 16..1024 bytes
+    device = DeviceMemo.create("device.json")         # once: a new secret and an empty state
+    device = DeviceMemo.open("device.json")           # every later start
     reports = encode_many(config, values, rng, device=device)
 
 A memoized metric's permanent response (PRR) is a pure function of the device secret, the metric,
 the configuration fingerprint and the value (ldp_telemetry.ldp.memoize: HMAC-SHA-256, then
 SHAKE-256), so it is the same after a restart and differs between devices without storing it.
-Keep the secret on the device only (generate it once with `secrets.token_bytes(32)`, store it
-where the device keeps credentials); anyone holding it can recompute every PRR and undo ε∞.
+Anyone holding the secret can recompute every PRR and undo ε∞: keep it on the device only.
 
 What *is* state is the list of distinct PRR items (values; hash buckets for local hashing) a
 device has used per configuration: a metric's `max_values` bounds its length, which is what
-bounds the lifetime ε (ldp_telemetry.ldp.budget). With `state_path` it is kept in that JSON file
-(written to a temporary name and renamed, on every new item); without it, only for this object's
-life. Once the list is full, a new item gets the metric's `on_limit`: "repeat" (the default)
-reports the instantaneous response of the last PRR in the list (what is sent does not depend on
-the new value, so privacy stays bounded; the estimate counts the device at its old value); "stop"
-withholds the report, which reveals that the new value is none of the memoized ones.
+bounds the lifetime ε (ldp_telemetry.ldp.budget). Once the list is full, a new item gets the
+metric's `on_limit`: "repeat" (the default) reports the instantaneous response of the last PRR in
+the list (what is sent does not depend on the new value); "stop" withholds the report, which
+reveals that the new value is none of the memoized ones.
+
+The state file (`state_path`; docs/client.md "What the device must keep"):
+
+- **Persist before use.** A new item is written durably (unique temporary name, file fsynced,
+  renamed, folder fsynced: client.durable) before its PRR is returned; when the save fails,
+  `MemoStateError` is raised, nothing is reported and the item is not held in memory either.
+- **One writer at a time.** Every new item is decided under an exclusive lock (`NAME.lock`,
+  fcntl): the state is re-read, verified, extended and written while it is held, so two
+  processes of one device cannot both add an item against the same old list.
+- **Bound to the secret.** The file carries an HMAC-SHA-256 under a key derived from the secret
+  (ldp_telemetry.ldp.memoize.state_mac) and a counter raised on every save. A file of another
+  secret, an edited file, a file without a MAC (format 1, e.g. ``{"format": 1, "items": {}}``)
+  and a file whose counter is below one this object (or `min_counter`) has seen are refused.
+- **Missing is an error.** A missing state file is refused unless the caller declares a new
+  device identity (`new_identity=True`, or `DeviceMemo.create`, which draws a fresh secret):
+  a secret that already reported with a lost state would start its budget again.
+  `DeviceMemo.create`/`open` keep the secret *in* the state file, so one cannot be lost without
+  the other.
+
+What a MAC and a counter cannot detect: a whole older copy of a valid file (a restored backup)
+restored between two runs, unless the caller keeps `counter` somewhere that survives and passes
+it back as `min_counter`; and a device that loses its secret and starts a new identity (fresh
+secret, fresh PRRs: the bound holds per secret, not per person). Without any state, each value's
+PRR is still fixed by the secret, so a device never reveals more than `prr_items` distinct PRRs
+(d; g for local hashing): `needs_state(config)` says whether `max_values` is below that.
 """
 from __future__ import annotations
 
+import binascii
+import contextlib
+import hmac
 import json
 import os
+import secrets
+import threading
 from pathlib import Path
 
 import numpy as np
 
+from ldp_telemetry.client.durable import locked, write_durably
 from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.ldp.memoize import REPEAT, secret_problem, words_for
+from ldp_telemetry.ldp.memoize import REPEAT, secret_problem, state_mac, words_for
 
-#: Version of the state file's format.
-STATE_FORMAT = 1
+#: Version of the state file's format (1: no MAC and no counter, refused).
+STATE_FORMAT = 2
+#: Bytes of the secret `DeviceMemo.create` draws.
+NEW_SECRET_BYTES = 32
+#: Largest state file read, in bytes: MAX_MEMO_VALUES items of one configuration take at most
+#: about 150 MB of JSON. A larger file is refused (never reset).
+MAX_STATE_BYTES = 256 << 20
+_FIELDS = {"format", "counter", "items", "mac", "secret"}
+
+
+class MemoStateError(InputError):
+    """The memo state is missing, cannot be trusted, or cannot be saved (field ``state_path``):
+    the lifetime bound depends on it, so it is never reset or skipped silently."""
+
+    def __init__(self, message: str, field: str | None = "state_path"):
+        super().__init__(message, field)
 
 
 class DeviceMemo:
-    """One device's secret and its memoized items (see the module docstring)."""
+    """One device's secret and its memoized items (see the module docstring).
 
-    def __init__(self, secret: bytes, state_path: str | os.PathLike | None = None):
+    `state_path`: where the items are kept (None: only for this object's life, as a simulation
+    does). `new_identity`: the secret has never reported, so a missing state file is created
+    (an existing one is then an error). `min_counter`: the lowest save counter the caller knows
+    the state reached (from storage that survives the state file), to detect a restored copy.
+    """
+
+    def __init__(self, secret: bytes, state_path: str | os.PathLike | None = None, *,
+                 new_identity: bool = False, min_counter: int = 0):
         problem = secret_problem(secret)
         if problem:
             raise InputError(f"device secret {problem}", "secret")
         self._secret = bytes(secret)
         self.state_path = None if state_path is None else Path(state_path)
-        self._items: dict[str, list[int]] = self._load()
+        self._embedded = False  # the state file also holds the secret (create / open)
+        self._counter = int(min_counter)
+        self._items: dict[str, list[int]] = {}
+        self._mutex = threading.Lock()
         self._responses: dict[tuple[str, int], dict[str, np.ndarray]] = {}
         self._item_of: dict[tuple[str, int], int] = {}  # (configuration, value) -> PRR item
+        if self.state_path is not None:
+            self._start(new_identity)
+
+    @classmethod
+    def create(cls, path: str | os.PathLike) -> DeviceMemo:
+        """A new device identity: a fresh secret (`secrets.token_bytes(32)`) written with an
+        empty state to `path`, which must not exist. Keep the file with the device's credentials:
+        it holds the secret."""
+        memo = cls(secrets.token_bytes(NEW_SECRET_BYTES))
+        memo.state_path, memo._embedded = Path(path), True
+        memo._start(new_identity=True)
+        return memo
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, min_counter: int = 0) -> DeviceMemo:
+        """The device whose secret and state `DeviceMemo.create` wrote to `path`."""
+        document = _read(Path(path))
+        if document is None:
+            raise MemoStateError(
+                f"device file {path} is missing: its secret and its memo state are gone "
+                "together. DeviceMemo.create starts a new device identity (a fresh secret)")
+        try:
+            secret = binascii.unhexlify(document["secret"])
+        except (KeyError, TypeError, ValueError):
+            raise MemoStateError(f"{path} holds no device secret: open it with "
+                                 "DeviceMemo(secret, state_path)") from None
+        return cls(secret, path, min_counter=min_counter)
 
     def __repr__(self) -> str:  # never the secret
         return f"DeviceMemo(state_path={self.state_path!r})"
+
+    @property
+    def counter(self) -> int:
+        """How many saves the state has had (keep it where it survives to pass as
+        `min_counter`)."""
+        return self._counter
+
+    @staticmethod
+    def needs_state(config) -> bool:
+        """Whether `config`'s lifetime bound needs the state: `max_values` below the distinct
+        PRRs the protocol can produce (d; g for local hashing), which bound it without state."""
+        memo = config.memoize
+        return memo.max_values is not None and memo.max_values < config.protocol.prr_items
 
     def items(self, config) -> list[int]:
         """The PRR items this device holds for `config`, in the order first used."""
@@ -55,48 +148,156 @@ class DeviceMemo:
 
     def permanent_response(self, config, point: int) -> dict[str, np.ndarray] | None:
         """The PRR columns (one row) of the domain index `point` under the memoized `config`;
-        None when the report is withheld (`max_values` reached and `on_limit` "stop")."""
-        protocol, memo = config.protocol, config.memoize
+        None when the report is withheld (`max_values` reached and `on_limit` "stop").
+        Raises MemoStateError when a new item cannot be saved (nothing is then held)."""
+        protocol = config.protocol
         words = words_for(self._secret, config)
         key = _key(config)
         item = self._item_of.get((key, int(point)))
         if item is None:  # local hashing derives the bucket from the keyed seed: once per value
             item = self._item_of[key, int(point)] = protocol.prr_item(int(point), words)
-        held = self._items.setdefault(key, [])
-        if item not in held:
-            if memo.max_values is not None and len(held) >= memo.max_values:
-                if memo.on_limit != REPEAT:
-                    return None
-                item = held[-1]
-            else:
-                held.append(item)
-                self._save()
+        if item not in self._items.get(key, ()):
+            item = self._admit(key, item, config.memoize)
+            if item is None:
+                return None
         cached = self._responses.get((key, item))
         if cached is None:
             cached = self._responses[key, item] = protocol.permanent_response(item, words)
         return cached
 
-    def _load(self) -> dict[str, list[int]]:
-        if self.state_path is None or not self.state_path.exists():
-            return {}
-        try:
-            document = json.loads(self.state_path.read_text(encoding="utf-8"))
-            items = document["items"]
-            if document.get("format") != STATE_FORMAT or not isinstance(items, dict):
-                raise ValueError("unknown format")
-            return {str(k): [int(i) for i in v] for k, v in items.items()}
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise InputError(f"memo state {self.state_path} cannot be read ({error}); it bounds "
-                             "the device's lifetime privacy, so it is not reset silently",
-                             "state_path") from None
+    def _admit(self, key: str, item: int, memo) -> int | None:
+        """The item to report for a new `item`: itself once durably saved, the last held item
+        ("repeat") or None ("stop") when the list is full. With a state file it is decided on
+        the state as saved, under the lock."""
+        if self.state_path is None:  # in memory only: nothing to read or save
+            with self._mutex:
+                return self._choose(key, item, memo)
+        with self._lock():
+            self._adopt(_read(self.state_path))
+            return self._choose(key, item, memo)
 
-    def _save(self) -> None:
+    def _choose(self, key: str, item: int, memo) -> int | None:
+        held = self._items.get(key, [])
+        if item in held:  # another process (or thread) of this device added it meanwhile
+            return item
+        if memo.max_values is not None and len(held) >= memo.max_values:
+            return held[-1] if memo.on_limit == REPEAT else None
+        if self.state_path is None:
+            self._items.setdefault(key, []).append(item)
+            return item
+        items = {**self._items, key: [*held, item]}
+        self._save(items, self._counter + 1)  # raises MemoStateError: nothing is then held
+        self._items, self._counter = items, self._counter + 1
+        return item
+
+    @contextlib.contextmanager
+    def _lock(self):
+        """This object's mutex, then the state file's exclusive lock `NAME.lock`."""
+        with self._mutex:
+            lock = locked(self.state_path.with_name(self.state_path.name + ".lock"))
+            try:
+                lock.__enter__()
+            except OSError as error:
+                raise MemoStateError(f"memo state {self.state_path} cannot be locked ({error})"
+                                     ) from None
+            try:
+                yield
+            finally:
+                lock.__exit__(None, None, None)
+
+    def _start(self, new_identity: bool) -> None:
+        with self._lock():
+            document = _read(self.state_path)
+            if new_identity:
+                if document is not None:
+                    raise MemoStateError(
+                        f"memo state {self.state_path} already exists: a new device identity "
+                        "must not replace the state of one that has reported")
+                self._save({}, self._counter, exclusive=True)
+                return
+            if document is None:
+                raise MemoStateError(
+                    f"memo state {self.state_path} is missing. It bounds the lifetime privacy "
+                    "of this secret's reports, so it is not reset silently: pass "
+                    "new_identity=True only for a secret that has never reported")
+            self._adopt(document)
+
+    def _adopt(self, document: dict | None) -> None:
+        """Take a verified state read from the file (None: the file is gone)."""
+        if document is None:
+            raise MemoStateError(f"memo state {self.state_path} disappeared while in use; it "
+                                 "is not reset silently")
+        mac = document.pop("mac", None)
+        if document.get("format") != STATE_FORMAT or not isinstance(mac, str) or \
+                not mac.isascii():
+            raise MemoStateError(
+                f"memo state {self.state_path} is not format {STATE_FORMAT} with a MAC (format "
+                f"{document.get('format')!r}): an unauthenticated state cannot bound the "
+                "lifetime privacy, so it is refused")
+        if set(document) - _FIELDS or not hmac.compare_digest(
+                mac, state_mac(self._secret, _canonical(document)).hex()):
+            raise MemoStateError(f"memo state {self.state_path} was not written with this "
+                                 "device's secret, or was altered: it is refused")
+        counter, items = document.get("counter"), document.get("items")
+        if not _is_count(counter) or not isinstance(items, dict) or not all(
+                isinstance(v, list) and all(_is_count(i) for i in v) for v in items.values()):
+            raise MemoStateError(f"memo state {self.state_path} has a malformed counter or "
+                                 "items")
+        if counter < self._counter:
+            raise MemoStateError(
+                f"memo state {self.state_path} was rolled back: its save counter is {counter}, "
+                f"below {self._counter} already seen; an older state would allow values "
+                "already counted against the lifetime bound again")
+        self._embedded = "secret" in document
+        self._items, self._counter = {str(k): list(v) for k, v in items.items()}, counter
+
+    def _save(self, items: dict, counter: int, exclusive: bool = False) -> None:
         if self.state_path is None:
             return
-        temporary = self.state_path.with_name(self.state_path.name + ".tmp")
-        temporary.write_text(json.dumps({"format": STATE_FORMAT, "items": self._items},
-                                        sort_keys=True), encoding="utf-8")
-        os.replace(temporary, self.state_path)
+        document = {"format": STATE_FORMAT, "counter": counter, "items": items}
+        if self._embedded:
+            document["secret"] = self._secret.hex()
+        document["mac"] = state_mac(self._secret, _canonical(document)).hex()
+        try:
+            write_durably(self.state_path, _canonical(document) + b"\n", exclusive=exclusive)
+        except FileExistsError:
+            raise MemoStateError(f"memo state {self.state_path} already exists: a new device "
+                                 "identity must not replace one that has reported") from None
+        except OSError as error:
+            raise MemoStateError(f"memo state {self.state_path} cannot be saved ({error}); no "
+                                 "report is made with a permanent response that is not "
+                                 "saved") from None
+
+
+def _canonical(document: dict) -> bytes:
+    """The bytes the MAC covers (and the file holds): sorted keys, no spaces, ASCII."""
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode("ascii")
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _read(path: Path) -> dict | None:
+    """The state document at `path` (None when there is no file), not yet verified."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_STATE_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise MemoStateError(f"memo state {path} cannot be read ({error})") from None
+    if len(data) > MAX_STATE_BYTES:
+        raise MemoStateError(f"memo state {path} exceeds {MAX_STATE_BYTES} bytes "
+                             "(MAX_STATE_BYTES)")
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise MemoStateError(f"memo state {path} cannot be read ({error}); it bounds the "
+                             "device's lifetime privacy, so it is not reset silently") from None
+    if not isinstance(document, dict):
+        raise MemoStateError(f"memo state {path} is not a JSON object; it is refused")
+    return document
 
 
 def _key(config) -> str:

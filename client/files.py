@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable
 from typing import BinaryIO
 
+from ldp_telemetry.client.durable import sync_folder as _sync_folder
 from ldp_telemetry.client.encoder import EncodedReports
 from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.schemas.writer import BLOCK_BYTES, ReportWriter
@@ -105,17 +106,3 @@ def write_report_file(path: str | os.PathLike, reports: EncodedReports | Iterabl
     with ReportFile(path, codec, block_bytes) as out:
         out.write(reports)
     return out.path
-
-
-def _sync_folder(folder: str) -> None:
-    """Make the rename durable where the platform allows opening a folder."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)

@@ -23,6 +23,16 @@ configuration fingerprint, and an item (a value, a hash bucket, or the device's 
 
 (integers big-endian). The protocol maps the words to its PRR with portable integer rules
 (ldp_telemetry.ldp.protocols.memoized: `coin`, `below`). The secret never leaves the device.
+
+The device's memo state (ldp_telemetry.client.device) is authenticated under a second key from the
+same secret, separated from the PRR keys by its label:
+
+    state key = HKDF-SHA-256(IKM = secret, salt = empty, info = "ldp-telemetry/memo-state/v1",
+                             L = 32)
+    state MAC = HMAC-SHA-256(state key, the state's canonical JSON without its "mac" field)
+
+(HKDF: RFC 5869.) The PRR keys are HMAC-SHA-256 under the secret itself, so changing how the state
+is keyed never changes a permanent response.
 """
 from __future__ import annotations
 
@@ -38,6 +48,8 @@ from ldp_telemetry.ldp.validation import is_int, is_positive_number
 
 #: Domain-separation prefix of the PRR key derivation (changes if the derivation ever does).
 PRR_CONTEXT = b"ldp-telemetry/prr/v1"
+#: HKDF `info` label of the memo state's MAC key (domain separation from the PRR keys).
+STATE_CONTEXT = b"ldp-telemetry/memo-state/v1"
 #: Shortest and longest device secret, in bytes.
 MIN_SECRET_BYTES = 16
 MAX_SECRET_BYTES = 1024
@@ -109,6 +121,23 @@ def secret_problem(secret: Any) -> str | None:
         return (f"must hold {MIN_SECRET_BYTES} to {MAX_SECRET_BYTES} bytes (e.g. "
                 f"secrets.token_bytes(32)), got {len(secret)}")
     return None
+
+
+def hkdf_sha256(secret: bytes, info: bytes, length: int = 32, salt: bytes = b"") -> bytes:
+    """HKDF-SHA-256 (RFC 5869): extract with `salt` (empty: 32 zero bytes), expand with `info`."""
+    if not 0 < length <= 255 * 32:
+        raise ValueError(f"HKDF-SHA-256 yields 1 to {255 * 32} bytes, asked for {length}")
+    prk = hmac.new(salt or bytes(32), bytes(secret), hashlib.sha256).digest()
+    out, block = b"", b""
+    for counter in range(1, -(-length // 32) + 1):
+        block = hmac.new(prk, block + bytes(info) + bytes([counter]), hashlib.sha256).digest()
+        out += block
+    return out[:length]
+
+
+def state_mac(secret: bytes, body: bytes) -> bytes:
+    """The MAC of a memo state's canonical body under the secret's state key (module docstring)."""
+    return hmac.new(hkdf_sha256(secret, STATE_CONTEXT), bytes(body), hashlib.sha256).digest()
 
 
 def prr_key(secret: bytes, metric: str, fingerprint: bytes, kind: str, item: int) -> bytes:

@@ -33,8 +33,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.errors import ConfigError, RegistryError
+from ldp_telemetry.ldp.memoize import MAX_MEMO_VALUES
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
+from ldp_telemetry.ldp.validation import MAX_DOMAIN_SIZE, is_int
 
 _TIE = 1e-9
 
@@ -60,8 +62,7 @@ class ProtocolPlan:
 def plan(epsilon: float, d: int, n: int | None = None, max_bytes: int | None = None
          ) -> list[ProtocolPlan]:
     """Every protocol's plan row, in registry order, the recommended one flagged."""
-    if n is not None and n <= 0:
-        raise ConfigError(f"n must be a positive number of reports, got {n}", "n")
+    _check_sizes(d, n)
     rows = []
     for name in PROTOCOLS:
         protocol = make_protocol(name, epsilon, d)
@@ -72,6 +73,16 @@ def plan(epsilon: float, d: int, n: int | None = None, max_bytes: int | None = N
     choice, _ = _choose(rows, max_bytes)
     return [ProtocolPlan(**{**row.as_dict(), "recommended": row.protocol == choice})
             for row in rows]
+
+
+def _check_sizes(d: int, n: int | None) -> None:
+    """ConfigError for a domain beyond the registry's MAX_DOMAIN_SIZE or a report count below 1
+    (d below 2 is the protocols' own check)."""
+    if is_int(d) and d > MAX_DOMAIN_SIZE:
+        raise ConfigError(f"domain must be at most {MAX_DOMAIN_SIZE:,} (MAX_DOMAIN_SIZE, the "
+                          f"largest a registry accepts), got {d:,}", "domain")
+    if n is not None and n <= 0:
+        raise ConfigError(f"n must be a positive number of reports, got {n}", "n")
 
 
 def recommend(epsilon: float, d: int, max_bytes: int | None = None) -> tuple[str, str]:
@@ -144,11 +155,18 @@ def two_stage_plan(report_epsilon: float, lifetime_epsilon: float, d: int, n: in
     L = min(max_values, d or g). The lowest two-stage n·MSE is flagged (ties: the smaller
     lifetime ε, then registry order)."""
     from ldp_telemetry.ldp.protocols.memoized import MEMOIZED, make_memoized_protocol
-    if n is not None and n <= 0:
-        raise ConfigError(f"n must be a positive number of reports, got {n}", "n")
+    _check_sizes(d, n)
+    if max_values is not None and not (is_int(max_values) and 1 <= max_values <= MAX_MEMO_VALUES):
+        raise ConfigError(f"max_values must be an integer in [1, {MAX_MEMO_VALUES:,}] "
+                          f"(MAX_MEMO_VALUES, as in a registry), got {max_values!r}", "max_values")
     rows = []
     for name in (p for p in PROTOCOLS if p in MEMOIZED):
-        two = make_memoized_protocol(name, report_epsilon, d, lifetime_epsilon)
+        try:
+            two = make_memoized_protocol(name, report_epsilon, d, lifetime_epsilon)
+        except RegistryError as error:  # the registry's field, written as the plan's setting
+            if error.field != "memoize.lifetime_epsilon":
+                raise
+            raise ConfigError(f"lifetime_epsilon {error.message}", "lifetime_epsilon") from None
         one = make_protocol(name, report_epsilon, d)
         distinct = two.prr_items if max_values is None else min(max_values, two.prr_items)
         n_mse = two.n_mse()

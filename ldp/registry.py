@@ -51,6 +51,7 @@ from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
 from ldp_telemetry.ldp.registration import did_you_mean
 from ldp_telemetry.ldp.times import ms_from_iso
+from ldp_telemetry.ldp import validation
 from ldp_telemetry.ldp.validation import (EVENT_TIME_SPAN_TEXT, is_finite_number, is_int,
                                           is_valid_event_time)
 
@@ -64,9 +65,8 @@ MAX_HISTORY = 64
 #: Highest configuration version.
 MAX_VERSION = 1_000_000
 AUTO = "auto"
-#: Largest domain size d: a statistic of d int64 counts is then at most 128 MiB (HR's table of
-#: 2 x K, K the next power of two, at most 256 MiB), and an estimate record about 1.2 GB of JSON.
-MAX_DOMAIN_SIZE = 1 << 24
+#: Largest domain size d (defined in ldp.validation, which `ldp plan` reads too).
+MAX_DOMAIN_SIZE = validation.MAX_DOMAIN_SIZE
 #: Report counts at which post-processing is tried on a probe vector when the registry loads.
 PROBE_REPORT_COUNTS = (1, 1_000, 1_000_000_000)
 #: Length of the probe vector (or d, when smaller).

@@ -38,6 +38,28 @@ def is_positive_number(value: Any) -> bool:
     return is_finite_number(value) and value > 0
 
 
+#: Longest wall-clock duration a setting may give (a wait, a run's length), in seconds: ten years.
+#: Beyond it a value is a typo, not a plan, and platform timers overflow (`time.sleep(1e30)`).
+MAX_WAIT_SECONDS = 315_576_000
+
+
+def seconds_problem(value: Any, maximum: float = MAX_WAIT_SECONDS, zero: bool = False
+                    ) -> str | None:
+    """Why `value` is not a number of seconds in (0, maximum] ([0, maximum] with `zero`), as a
+    phrase to follow the setting's name ("must be ..."), or None. NaN and infinities fail."""
+    if not is_finite_number(value):
+        return f"must be a finite number of seconds, got {value!r}"
+    if value < 0 or (value == 0 and not zero) or value > maximum:
+        shown = f"{maximum:,.0f}" if float(maximum).is_integer() else f"{maximum:,}"
+        return f"must be in {'[' if zero else '('}0, {shown}] seconds, got {value!r}"
+    return None
+
+
+#: Largest domain size d of a metric (the registry's limit, `ldp plan`'s too): a statistic of d
+#: int64 counts is then at most 128 MiB (HR's table of 2 x K, K the next power of two, at most
+#: 256 MiB), and an estimate record about 1.2 GB of JSON.
+MAX_DOMAIN_SIZE = 1 << 24
+
 #: Valid event times are [EVENT_TIME_MIN_MS, EVENT_TIME_END_MS) = [1970-01-01, 2200-01-01) UTC in
 #: epoch milliseconds: a report outside it is a dead letter (`invalid_event_time`), a registry's
 #: `not_before` must lie in it, and no window, period or lateness is longer than the span.

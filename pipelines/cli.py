@@ -106,6 +106,9 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.pipelines.csv_input import read_true_values
     from ldp_telemetry.pipelines.simulate import (DEFAULT_REPORTS_PER_FILE, simulate_live,
                                                   simulate_reports)
+    from ldp_telemetry.pipelines.simulate import check_seed
+    check_seed(args.seed)
+    _check_envelope(args.envelope)
     config = load_registry(args.registry, announce=[args.metric])[args.metric]
     if not args.live and (args.speedup is not None or args.rate is not None):
         raise ConfigError("--speedup and --rate need --live", field="speedup")
@@ -113,9 +116,6 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     if args.live and (args.devices is not None or args.device_column is not None):
         raise ConfigError("--devices and --device-column write at once: leave out --live",
                           field="devices")
-    if args.envelope is not None and args.envelope <= 0:
-        raise ConfigError(f"envelope must be a positive number of reports, got {args.envelope}",
-                          field="envelope")
     if args.live:
         speedup = args.speedup if args.speedup is not None or args.rate is not None else 1.0
         paths = simulate_live(config, truth, args.out, args.seed, speedup, args.rate,
@@ -144,6 +144,15 @@ def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
     return 0
 
 
+def _check_envelope(reports: int | None) -> None:
+    """ConfigError naming ``envelope`` when --envelope N is not a number of reports per envelope
+    a writer makes (schemas.envelopes.envelope_reports_problem)."""
+    from ldp_telemetry.schemas.envelopes import envelope_reports_problem
+    problem = None if reports is None else envelope_reports_problem(reports)
+    if problem:
+        raise ConfigError(f"envelope {problem}", field="envelope")
+
+
 def _convert(args: argparse.Namespace, _extra: list[str]) -> int:
     import glob
 
@@ -153,6 +162,7 @@ def _convert(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.schemas.envelopes import DEFAULT_ENVELOPE_REPORTS
     if args.envelope is not None and args.to != "envelope":
         raise ConfigError("--envelope needs --to envelope", field="envelope")
+    _check_envelope(args.envelope)
     paths = []
     for pattern in args.input:
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.ldp.validation import seconds_problem
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.output.atomic import write_atomically
 from ldp_telemetry.output.layout import (COMBINED, DEAD_LETTER_DIR, TOO_LATE_LOG, WindowKey,
@@ -82,9 +83,9 @@ class WatermarkPolicy:
         if self.max_out_of_order_ms < 0:
             raise ConfigError(f"max_out_of_order must be >= 0 seconds, "
                               f"got {self.max_out_of_order_ms / 1000}", field="max_out_of_order")
-        if self.idle_advance_s is not None and self.idle_advance_s <= 0:
-            raise ConfigError(f"idle_advance must be positive, got {self.idle_advance_s}",
-                              field="idle_advance")
+        problem = None if self.idle_advance_s is None else seconds_problem(self.idle_advance_s)
+        if problem:
+            raise ConfigError(f"idle_advance {problem}", field="idle_advance")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ldp_telemetry.ldp.budget import repeated_reports_warning
 from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.registry import Registry, load_registry
+from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, seconds_problem
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.output.atomic import check_writable_folder
 from ldp_telemetry.pipelines.follower import WatermarkPolicy
@@ -61,8 +62,9 @@ class LiveConfig:
             raise ConfigError(f"poll must be in (0, 10] seconds, got {self.poll_s}",
                               field="poll")
         for field, value in (("until", self.until_s), ("stop_when_idle", self.stop_when_idle_s)):
-            if value is not None and value <= 0:
-                raise ConfigError(f"{field} must be positive, got {value}", field=field)
+            problem = None if value is None else seconds_problem(value)
+            if problem:
+                raise ConfigError(f"{field} {problem}", field=field)
 
 
 def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
@@ -105,9 +107,9 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
 
 def live_config_from_arguments(args: argparse.Namespace) -> LiveConfig:
     """The live settings of `ldp run --follow`'s arguments, validated."""
-    if args.max_out_of_order is None or not args.max_out_of_order >= 0:
-        raise ConfigError(f"max_out_of_order must be >= 0 seconds, got {args.max_out_of_order}",
-                          field="max_out_of_order")
+    problem = seconds_problem(args.max_out_of_order, EVENT_TIME_END_MS / 1000, zero=True)
+    if problem:  # at most the span of valid event times, as --allowed-lateness
+        raise ConfigError(f"max_out_of_order {problem}", field="max_out_of_order")
     if args.source == "directory" and not os.path.isdir(args.follow):
         raise ConfigError(f"follow {args.follow!r} is not a directory", field="follow")
     policy = WatermarkPolicy(round(args.max_out_of_order * 1000),

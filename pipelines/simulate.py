@@ -19,6 +19,7 @@ import numpy as np
 from ldp_telemetry.client import EnvelopeFile, ReportFile, encode_points
 from ldp_telemetry.ldp.errors import ConfigError, InputError
 from ldp_telemetry.ldp.registry import MetricConfig
+from ldp_telemetry.ldp.validation import is_nonnegative_int, is_positive_number, seconds_problem
 from ldp_telemetry.output.atomic import check_writable_folder
 from ldp_telemetry.output.layout import metric_segment
 from ldp_telemetry.pipelines.csv_input import TrueValues
@@ -26,6 +27,14 @@ from ldp_telemetry.pipelines.csv_input import TrueValues
 DEFAULT_REPORTS_PER_FILE = 500_000
 #: The field of `ldp simulate` its errors name.
 OUT = "out"
+
+
+def check_seed(seed: int | None) -> int | None:
+    """`seed` when it is None (fresh entropy) or a non-negative integer (what numpy's seeding
+    takes); ConfigError naming ``seed`` otherwise."""
+    if seed is not None and not is_nonnegative_int(seed):
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}", "seed")
+    return seed
 
 
 def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed: int | None,
@@ -45,7 +54,7 @@ def simulate_reports(config: MetricConfig, truth: TrueValues, out_dir: str, seed
     report envelopes of that many reports each (`client.EnvelopeFile`) instead of one record
     per report.
     """
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     check_writable_folder(out_dir, OUT)
     earlier = metric_report_files(out_dir, config.name)
     if earlier and not overwrite:
@@ -100,11 +109,13 @@ def live_schedule(event_times_ms: np.ndarray, speedup: float | None = None,
     if (speedup is None) == (rate is None):
         raise ConfigError("give exactly one of speedup or rate", "speedup")
     if speedup is not None:
-        if not speedup > 0:
-            raise ConfigError(f"speedup must be positive, got {speedup}", "speedup")
+        if not is_positive_number(speedup):
+            raise ConfigError(f"speedup must be a positive finite number, got {speedup}",
+                              "speedup")
         return (event_times_ms - event_times_ms.min()) / 1000.0 / speedup
-    if not rate > 0:
-        raise ConfigError(f"rate must be positive (reports per second), got {rate}", "rate")
+    if not is_positive_number(rate):
+        raise ConfigError(f"rate must be a positive finite number (reports per second), got "
+                          f"{rate}", "rate")
     return np.arange(len(event_times_ms)) / rate
 
 
@@ -121,9 +132,10 @@ def simulate_live(config: MetricConfig, truth: TrueValues, out_dir: str, seed: i
     (written as `....avro.tmp`, then renamed), so a follower never sees a partial file. Returns
     the paths, in the order written. `envelope_reports` as in `simulate_reports`.
     """
-    if not file_every_s > 0:
-        raise ConfigError(f"file_every must be positive, got {file_every_s}", "file_every")
-    rng = np.random.default_rng(seed)
+    problem = seconds_problem(file_every_s)
+    if problem:
+        raise ConfigError(f"file_every {problem}", "file_every")
+    rng = np.random.default_rng(check_seed(seed))
     check_writable_folder(out_dir, OUT)
     stem = metric_segment(config.name)
     earlier = sorted(glob.glob(os.path.join(glob.escape(out_dir),

@@ -70,7 +70,7 @@ from ldp_telemetry.schemas.compatibility import (FINGERPRINT, check_envelope_sch
 from ldp_telemetry.schemas.container import Block, Container, Lost, NotAContainer, read_header
 from ldp_telemetry.schemas.decompress import CorruptBlock, codec_problem
 from ldp_telemetry.schemas.envelopes import (MalformedEnvelope, check_header, decode_columns,
-                                             envelope_count)
+                                             envelope_count, envelope_stands)
 from ldp_telemetry.schemas.files import RefusedInput, open_report_file
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.schemas.records import BlockRecords
@@ -271,9 +271,9 @@ class ReportDecoder:
                         stands = envelope_count(record, self.limits.max_envelope_reports)
                         self.records_read += stands
                         letters.append(self._letter(
-                            source, Reason.RECORD_TOO_LARGE, f"a report envelope of {size} "
-                            f"bytes, more than --max-envelope-bytes {max_record}", stands,
-                            record=record, size=size))
+                            source, Reason.RECORD_TOO_LARGE, f"{envelope_stands(record, stands)}"
+                            f" of {size} bytes, more than --max-envelope-bytes {max_record}",
+                            stands, record=record, size=size))
                     elif size > max_record:
                         letters.append(self._letter(
                             source, Reason.RECORD_TOO_LARGE, f"a record of {size} bytes, more "
@@ -338,11 +338,11 @@ class ReportDecoder:
         reports."""
         max_reports = self.limits.max_envelope_reports
 
-        def whole(reason: str, detail: str) -> DeadLetter:
-            stands = envelope_count(envelope, max_reports)
+        def whole(reason: str, detail: str, count_held: bool = True) -> DeadLetter:
+            stands = envelope_count(envelope, max_reports) if count_held else 1
             self.records_read += stands
-            return self._record_letter(source, reason, f"report envelope of {stands} "
-                                       f"report(s): {detail}", envelope, stands)
+            return self._record_letter(source, reason, f"{envelope_stands(envelope, stands)}: "
+                                       f"{detail}", envelope, stands)
 
         try:
             count = check_header(envelope, max_reports)
@@ -372,7 +372,7 @@ class ReportDecoder:
         try:
             ids, times, raw = decode_columns(envelope, protocol, count)
         except MalformedEnvelope as error:
-            yield whole(Reason.UNDECODABLE, str(error))
+            yield whole(Reason.UNDECODABLE, str(error), error.count_held)
             return
         self.records_read += count
         if not count:

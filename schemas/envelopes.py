@@ -19,6 +19,11 @@ record the per-report schema names in its payload union), in the record's field 
 Decoding is O(1) Python per envelope: `np.frombuffer` views of the columns. An envelope whose
 layout, count or column sizes disagree is malformed as a whole (`MalformedEnvelope`); the payload
 rule of each report is the protocol's `check_payloads`, as for per-report records.
+
+A malformed envelope stands for its count only when its own columns hold that count
+(`envelope_count`): a count its columns disagree with is evidence that the count is false, so
+such an envelope stands for 1 report whatever it claims (16 bytes of ids and times per claimed
+report are the least a file must carry for each report it makes a job count).
 """
 from __future__ import annotations
 
@@ -31,9 +36,11 @@ import numpy as np
 from fastavro.write import Writer
 
 from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.validation import is_positive_int
 from ldp_telemetry.ldp.protocols.base import Columns
 from ldp_telemetry.schemas import SCHEMA_DIR, load_schema
 from ldp_telemetry.schemas.compatibility import ENVELOPE_RECORD
+from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.schemas.writer import BLOCK_BYTES
 
 #: The layout version this module writes and reads.
@@ -46,7 +53,12 @@ _FIXED = {"int": np.dtype("<i4"), "long": np.dtype("<i8"), "double": np.dtype("<
 
 class MalformedEnvelope(ValueError):
     """An envelope whose structure is wrong (layout, count, column count or sizes); the message
-    says which field."""
+    says which field. `count_held`: False when the columns disagree with the count (the envelope
+    then stands for 1 report, `envelope_count`)."""
+
+    def __init__(self, message: str, count_held: bool = True):
+        super().__init__(message)
+        self.count_held = count_held
 
 
 @dataclass(frozen=True)
@@ -147,10 +159,27 @@ def envelope_schema() -> dict:
 
 
 def envelope_count(record: dict, max_reports: int) -> int:
-    """How many reports an envelope record stands for: its count when in [1, max_reports],
-    else 1 (a count that cannot be trusted still stands for the envelope itself)."""
+    """How many reports an envelope record stands for: its count when in [1, max_reports] and
+    its report ids and event times hold exactly that many (8 bytes each per report), else 1 (a
+    count that cannot be trusted still stands for the envelope itself). The payload columns are
+    checked against the count where the protocol is known (`decode_columns`: `count_held`)."""
     count = record.get("count")
-    return count if isinstance(count, int) and 1 <= count <= max_reports else 1
+    if not (isinstance(count, int) and 1 <= count <= max_reports):
+        return 1
+    width = count * _ID_TIME.itemsize
+    held = all(isinstance(record.get(name), bytes) and len(record[name]) == width
+               for name in ("report_ids", "event_times"))
+    return count if held else 1
+
+
+def envelope_stands(record: dict, stands: int) -> str:
+    """How a dead letter's detail names a malformed envelope standing for `stands` reports,
+    keeping the count it claims when that differs."""
+    claimed = record.get("count")
+    if claimed == stands:
+        return f"report envelope of {stands} report(s)"
+    return (f"report envelope claiming {claimed!r} reports, standing for {stands} (a count its "
+            "columns do not hold, or outside the limit, is not trusted)")
 
 
 def check_header(record: dict, max_reports: int) -> int:
@@ -173,18 +202,18 @@ def decode_columns(record: dict, protocol, count: int
     for name in ("report_ids", "event_times"):
         if len(record[name]) != count * _ID_TIME.itemsize:
             raise MalformedEnvelope(f"{name} is {len(record[name])} bytes, expected "
-                                    f"{count * _ID_TIME.itemsize} for {count} reports")
+                                    f"{count * _ID_TIME.itemsize} for {count} reports", False)
     layout = payload_columns(protocol)
     data = record["columns"]
     if len(data) != len(layout):
         raise MalformedEnvelope(f"{len(data)} payload columns, expected {len(layout)} "
                                 f"({', '.join(c.name for c in layout)}) for "
-                                f"{protocol.payload_record}")
+                                f"{protocol.payload_record}", False)
     columns = {}
     for column, raw in zip(layout, data, strict=True):
         if len(raw) != column.size(count):
             raise MalformedEnvelope(f"column {column.name!r} is {len(raw)} bytes, expected "
-                                    f"{column.size(count)} for {count} reports")
+                                    f"{column.size(count)} for {count} reports", False)
         columns[column.name] = column.decode(raw, count)
     return (np.frombuffer(record["report_ids"], _ID_TIME),
             np.frombuffer(record["event_times"], _ID_TIME), columns)
@@ -192,6 +221,18 @@ def decode_columns(record: dict, protocol, count: int
 
 #: Reports per envelope that writers use unless told otherwise.
 DEFAULT_ENVELOPE_REPORTS = 10_000
+#: Most reports per envelope a writer makes: what a reader accepts by default
+#: (DecodeLimits.max_envelope_reports), so that no writer makes envelopes a default job refuses.
+MAX_WRITTEN_ENVELOPE_REPORTS = DecodeLimits().max_envelope_reports
+
+
+def envelope_reports_problem(value) -> str | None:
+    """Why `value` is not a number of reports per written envelope (a phrase), or None."""
+    if not is_positive_int(value) or value > MAX_WRITTEN_ENVELOPE_REPORTS:
+        return (f"must be an integer in [1, {MAX_WRITTEN_ENVELOPE_REPORTS:,}] "
+                "(MAX_WRITTEN_ENVELOPE_REPORTS: a job's default --max-envelope-reports), got "
+                f"{value!r}")
+    return None
 
 
 class EnvelopeWriter:
@@ -201,9 +242,9 @@ class EnvelopeWriter:
 
     def __init__(self, handle: BinaryIO, codec: str = "null", block_bytes: int = BLOCK_BYTES,
                  envelope_reports: int = DEFAULT_ENVELOPE_REPORTS):
-        if not isinstance(envelope_reports, int) or envelope_reports <= 0:
-            raise ConfigError(f"envelope_reports must be a positive integer, got "
-                              f"{envelope_reports!r}", "envelope_reports")
+        problem = envelope_reports_problem(envelope_reports)
+        if problem:
+            raise ConfigError(f"envelope_reports {problem}", "envelope_reports")
         self._writer = Writer(handle, envelope_schema(), codec=codec, sync_interval=block_bytes)
         self.envelope_reports = envelope_reports
         self.count = 0

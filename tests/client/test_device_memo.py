@@ -91,7 +91,7 @@ def test_the_words_depend_on_secret_metric_fingerprint_and_item():
 def test_max_values_stops_or_repeats_and_the_state_survives_a_restart(tmp_path):
     state = tmp_path / "memo.json"
     stop = config("grr", max_values=2, on_limit="stop")
-    device = DeviceMemo(SECRET, state_path=state)
+    device = DeviceMemo(SECRET, state_path=state, new_identity=True)
     reports = encode_many(stop, [0, 0, 1, 2, 3, 1], np.random.default_rng(1), device=device,
                           event_times_ms=[T0 + i for i in range(6)])
     assert len(reports) == 4 and reports.withheld == 2
@@ -104,7 +104,7 @@ def test_max_values_stops_or_repeats_and_the_state_survives_a_restart(tmp_path):
     first = device.permanent_response(repeat, 5)
     assert device.permanent_response(repeat, 0) is first and device.items(repeat) == [5]
     state.write_text("not json", encoding="utf-8")
-    with pytest.raises(InputError, match="not reset silently"):
+    with pytest.raises(InputError, match="not reset silently"):  # a MemoStateError
         DeviceMemo(SECRET, state_path=state)
 
 

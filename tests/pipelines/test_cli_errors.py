@@ -258,3 +258,102 @@ def test_a_record_no_job_wrote_is_a_user_error_of_query(job_files, capsys):
         assert error.startswith("ldp query: error: --output: the estimate of metric 'm' at "), \
             error
         assert f" in {out} cannot be read: " in error
+
+
+#: Every numeric flag of run, simulate, convert and plan, with the values of each class that
+#: must be refused (negative, zero where it means nothing, NaN, infinities, beyond its limit).
+NUMBERS = ("-1", "nan", "inf", "-inf", "1e400")
+SWEEP = {
+    "run": (["--window", "--period", "--window-offset", "--allowed-lateness", "--memory-budget",
+             "--early-every"], ("nan", "inf", "-inf", "1e400")),
+    "run-int": (["--max-block-bytes", "--max-block-records", "--max-record-bytes",
+                 "--max-metric-name-chars", "--max-dead-letter-report-chars",
+                 "--max-header-bytes", "--max-envelope-reports", "--max-envelope-bytes"],
+                ("-1", "0", "nan", "inf", "1e400", "1.5")),
+    "follow": (["--max-out-of-order", "--idle-advance", "--until", "--stop-when-idle", "--poll"],
+               NUMBERS + ("1e30",)),
+    "simulate": (["--seed", "--reports-per-file", "--devices", "--envelope"],
+                 ("-1", "nan", "inf", "1e400")),
+    "simulate-live": (["--speedup", "--rate", "--file-every"], NUMBERS + ("0",)),
+    "convert": (["--envelope"], ("-1", "0", "nan", "inf", "1e30")),
+    "plan": (["--epsilon", "--lifetime-epsilon"], NUMBERS + ("0", "1e30")),
+    "plan-int": (["--domain", "--max-values", "--n"], ("-1", "0", "nan", "inf", "1e30",
+                                                       str(10 ** 30))),
+}
+
+
+@pytest.fixture(scope="module")
+def sweep_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sweep")
+    registry = folder / "registry.json"
+    registry.write_text(json.dumps({"metrics": [GRR]}))
+    (folder / "in.csv").write_text("v,t\na,1709251200\nb,1709251201\n")
+    protocol = make_protocol("grr", 1.0, 3)
+    rng = np.random.default_rng(1)
+    write_reports(str(folder / "r.avro"), "m", protocol, np.arange(5), np.full(5, T0_MS),
+                  protocol.perturb(rng.integers(0, 3, 5), rng))
+    (folder / "follow").mkdir()
+    return folder
+
+
+def sweep_cases():
+    for group, (names, values) in SWEEP.items():
+        for flag in names:
+            for value in values:
+                if flag == "--n" and value == str(10 ** 30):
+                    continue  # a window of 10^30 reports is only a large number: allowed
+                yield pytest.param(group, flag, value, id=f"{group}{flag}={value}")
+
+
+def base_arguments(group: str, folder) -> list[str]:
+    registry, csv = str(folder / "registry.json"), str(folder / "in.csv")
+    simulate = ["simulate", "--registry", registry, "--metric", "m", "--input", csv,
+                "--value-column", "v", "--time-column", "t", "--out", str(folder / "sim"),
+                "--overwrite"]
+    return {
+        "run": ["run", "--registry", registry, "--input", str(folder / "r.avro"), "--output",
+                str(folder / "out"), "--window", "60"],
+        "follow": ["run", "--registry", registry, "--follow", str(folder / "follow"),
+                   "--output", str(folder / "live"), "--window", "60", "--until", "1",
+                   "--stop-when-idle", "1"],
+        "simulate": simulate,
+        "simulate-live": [*simulate, "--live"],
+        "convert": ["convert", "--registry", registry, "--to", "envelope", "--out",
+                    str(folder / "converted"), "--overwrite", str(folder / "r.avro")],
+        "plan": ["plan", "--epsilon", "1", "--domain", "8", "--lifetime-epsilon", "3"],
+    }[group.removesuffix("-int")]
+
+
+@pytest.mark.parametrize("group, flag, value", list(sweep_cases()))
+def test_every_numeric_flag_refuses_negative_nan_infinite_and_huge_values(
+        sweep_files, capsys, group, flag, value):
+    """Issue 29: `simulate --seed -1` was a traceback, `--until nan` and `--idle-advance nan`
+    were accepted; every numeric flag of run, simulate, convert and plan is swept for the same
+    classes. Each is refused before anything runs: exit 2, one line naming its flag."""
+    from ldp_telemetry.pipelines.cli import main
+    argv = base_arguments(group, sweep_files)
+    if flag in argv:  # replace the base's own value
+        del argv[argv.index(flag):argv.index(flag) + 2]
+    try:
+        status = main([*argv, f"{flag}={value}"])
+    except SystemExit as exit_:  # argparse's own type check
+        status = exit_.code
+    error = capsys.readouterr().err
+    assert status == 2, error
+    lines = [line for line in error.splitlines() if ": error: " in line]
+    assert len(lines) == 1 and flag in lines[0], error
+    assert "Traceback" not in error
+
+
+@pytest.mark.slow  # subprocesses
+def test_the_issues_three_arguments_are_messages_not_tracebacks(sweep_files):
+    folder = sweep_files
+    seed = ldp(*base_arguments("simulate", folder), "--seed", "-1")
+    assert seed.returncode == 2 and "Traceback" not in seed.stderr
+    assert "ldp simulate: error: --seed must be a non-negative integer, got -1" in seed.stderr
+    for flag in ("--until", "--idle-advance"):
+        argv = base_arguments("follow", folder)
+        done = ldp(*argv, flag, "nan")
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert f"ldp run: error: {flag} must be a finite number of seconds, got nan" \
+            in done.stderr

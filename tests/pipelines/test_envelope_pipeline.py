@@ -3,6 +3,8 @@ a folder mixing both layouts, and every report accounted for (read = accepted + 
 in reports) when envelopes are malformed."""
 from __future__ import annotations
 
+import io
+
 import fastavro
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from ldp_telemetry.pipelines.convert import convert_files
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.schemas.envelopes import envelope_record, envelope_schema, write_envelopes
-from tests.pipelines.test_estimate_pipeline import HOUR, T0, cli, registry, run
+from tests.pipelines.test_estimate_pipeline import HOUR, T0, cli, registry, run  # noqa: F401
 
 N = 4000
 
@@ -78,7 +80,7 @@ def test_malformed_envelopes_are_accounted_in_reports(tmp_path):
     bad_values[:3] = 99  # outside [0, 6): three invalid reports in a good envelope
     envelopes = [
         good,
-        {**good, "count": 101},                    # counts disagreeing with the columns: 101
+        {**good, "count": 101},                    # a count its columns do not hold: 1
         {**good, "layout": 7},                     # an unknown layout: 100
         {**good, "metric": "nope"},                # unknown metric: 100
         {**good, "count": 1 << 40},                # an oversized count: stands for 1
@@ -93,13 +95,54 @@ def test_malformed_envelopes_are_accounted_in_reports(tmp_path):
     by_reason = {}
     for letter in letters:
         by_reason[letter["reason"]] = by_reason.get(letter["reason"], 0) + letter["records"]
-    assert by_reason == {"undecodable": 101 + 100 + 1, "unknown_metric": 100,
+    assert by_reason == {"undecodable": 1 + 100 + 1, "unknown_metric": 100,
                          "invalid_payload": 3}
-    assert counters["records_read"] == 100 + 101 + 100 + 100 + 1 + 100
+    assert counters["records_read"] == 100 + 1 + 100 + 100 + 1 + 100
     assert counters["records_accepted"] == 197
     assert counters["records_read"] == counters["records_accepted"] + sum(by_reason.values())
     assert sum(r["n"] for r in estimates) == 197
-    assert "records read: 502, accepted: 197" in summary
+    assert "records read: 402, accepted: 197" in summary
+
+
+@pytest.mark.parametrize("envelopes", [2_000, pytest.param(100_000, marks=pytest.mark.slow)])
+def test_envelopes_claiming_more_than_they_hold_cannot_inflate_any_account(tmp_path, envelopes):
+    """The issue's file (100,000 envelopes of one report each claiming 1,000,000; a quicker
+    2,000 in the fast lane): the summary, the store and the dashboard count `envelopes` rejected
+    reports, never envelopes x 10^6."""
+    from ldp_telemetry.dashboard.server import Dashboard
+    from ldp_telemetry.dashboard.source import StoreSource
+    from ldp_telemetry.ldp.windows import WindowSpec
+    from ldp_telemetry.pipelines.batch import run_job
+    from ldp_telemetry.pipelines.job import EstimateJob
+    from ldp_telemetry.store import open_store
+
+    reg = registry(tmp_path)
+    config = reg["w.grr"]
+    ids, times, columns = simulated(reg)["w.grr"]
+    one = {**envelope_record("w.grr", config.protocol, ids[:1], times[:1],
+                             {"value": columns["value"][:1]}, config.fingerprint),
+           "count": 1_000_000}
+    path = tmp_path / "hostile.avro"
+    with open(path, "wb") as out:
+        fastavro.writer(out, envelope_schema(), [one] * envelopes)
+    url = f"sqlite:///{tmp_path}/store.db"
+    job = EstimateJob(reg, (str(path),), str(tmp_path / "out"), WindowSpec(HOUR, HOUR),
+                      store=url)
+    printed = io.StringIO()
+    counters = run_job(job, ["--runner=FnApiRunner"], out=printed)
+    assert counters["records_read"] == envelopes and not counters.get("records_accepted")
+    assert printed.getvalue().startswith(f"records read: {envelopes}, accepted: 0, "
+                                         f"dead-lettered: {envelopes} (undecodable={envelopes})")
+    with open_store(url) as store:
+        stored = sum(store.unattributed_rejects().values()) + sum(
+            sum(reasons.values()) for metric in store.metrics()
+            for reasons in store.rejects(metric).values())
+    assert stored == envelopes
+    source = StoreSource(url)
+    shown = sum(source.unattributed_rejects().values())
+    page = Dashboard(source).index(live=False)
+    assert shown == envelopes and f"{envelopes:,}" in page
+    assert f"{envelopes * 1_000_000:,}" not in page
 
 
 @pytest.mark.slow

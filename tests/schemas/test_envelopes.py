@@ -130,14 +130,17 @@ GOOD = envelope()
 
 @pytest.mark.parametrize("changes, reason, says, stands_for", [
     ({"layout": 2}, Reason.UNDECODABLE, "layout version 2", 10),
-    ({"count": 11}, Reason.UNDECODABLE, "report_ids is 80 bytes, expected 88", 11),
-    ({"count": 9}, Reason.UNDECODABLE, "expected 72 for 9 reports", 9),
+    ({"count": 11}, Reason.UNDECODABLE, "report_ids is 80 bytes, expected 88", 1),
+    ({"count": 9}, Reason.UNDECODABLE, "expected 72 for 9 reports", 1),
     ({"count": 10 ** 12}, Reason.UNDECODABLE, "outside [0, --max-envelope-reports 5000]", 1),
     ({"count": -3}, Reason.UNDECODABLE, "count -3 is outside", 1),
-    ({"event_times": GOOD["event_times"][:-1]}, Reason.UNDECODABLE, "event_times is 79", 10),
+    ({"event_times": GOOD["event_times"][:-1]}, Reason.UNDECODABLE, "event_times is 79", 1),
     ({"columns": [GOOD["columns"][0][:-2]]}, Reason.UNDECODABLE, "column 'value' is 38 bytes",
-     10),
-    ({"columns": []}, Reason.UNDECODABLE, "0 payload columns, expected 1", 10),
+     1),
+    ({"columns": []}, Reason.UNDECODABLE, "0 payload columns, expected 1", 1),
+    # whatever else is wrong, a count its ids and times do not hold stands for 1
+    ({"metric": "nope", "count": 1000}, Reason.UNKNOWN_METRIC, "claiming 1000 reports", 1),
+    ({"layout": 2, "count": 5}, Reason.UNDECODABLE, "claiming 5 reports, standing for 1", 1),
     ({"fingerprint": b"\x01" * 15}, Reason.CONFIG_MISMATCH, "15 bytes long, not 16", 10),
     ({"fingerprint": REGISTRY["oue"].fingerprint}, Reason.CONFIG_MISMATCH, "that of metric 'oue'",
      10),
@@ -147,12 +150,34 @@ GOOD = envelope()
 ])
 def test_every_malformed_envelope_is_one_dead_letter_standing_for_its_reports(
         changes, reason, says, stands_for):
+    """It stands for its count when its columns hold that count (a malformed layout, metric,
+    configuration or payload kind), else for 1, the count it claims kept in the detail."""
     record = {**GOOD, **changes}
     letter = only_letter(record, reason, says, stands_for)
+    claimed = record["count"]
+    assert (f"report envelope of {claimed} report(s)" if stands_for == claimed else
+            f"report envelope claiming {claimed} reports, standing for 1") in letter.detail
     assert letter.report is not None and len(letter.report) <= LIMITS.max_dead_letter_report_chars
     encoded = io.BytesIO()
     fastavro.schemaless_writer(encoded, fastavro.parse_schema(envelope_schema()), record)
     assert letter.report_bytes == len(encoded.getvalue())
+
+
+def test_envelopes_claiming_a_million_reports_each_that_their_columns_do_not_hold():
+    """The issue's file: 100,000 envelopes of one report's columns, each claiming 1,000,000
+    reports (the default --max-envelope-reports), stand for 100,000 reports, not 10^11."""
+    n = 100_000
+    one = envelope("grr", 1, count=1_000_000)
+    batches, letters = decode(envelope_file(*[one] * n), DecodeLimits())
+    assert not batches and len(letters) == n
+    assert sum(x.records for x in letters) == n
+    assert {x.reason for x in letters} == {Reason.UNDECODABLE}
+    assert "claiming 1000000 reports, standing for 1" in letters[0].detail
+    # one too large for --max-envelope-bytes, claiming more than it holds: also 1
+    batches, letters = decode(envelope_file(envelope("oue", 100, count=200)),
+                              DecodeLimits(max_envelope_bytes=10_000))
+    assert [(x.reason, x.records) for x in letters] == [(Reason.RECORD_TOO_LARGE, 1)]
+    assert "claiming 200 reports, standing for 1" in letters[0].detail
 
 
 def test_a_boolean_column_with_bits_set_after_its_reports_is_malformed():

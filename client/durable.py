@@ -1,0 +1,73 @@
+"""Durable small files: written under a unique temporary name, fsynced, renamed, folder synced;
+and one writer at a time through an exclusive lock.
+
+`write_durably(path, data)` returns only once `data` is on disk under `path` (the file and its
+folder fsynced): after a power cut the path holds the old bytes or the new ones, never a mix and
+never nothing. `exclusive=True` refuses to replace an existing file (the new name is linked, not
+renamed, so two writers cannot both create it). `locked(path)` holds an exclusive `fcntl.flock`
+on `path` (created once, never removed: removing a lock file lets two writers lock two files).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+
+try:  # POSIX; a platform without it cannot lock, and `locked` says so
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+def sync_folder(folder: str, strict: bool = False) -> None:
+    """Make a rename in `folder` durable. Where the platform cannot open a folder (Windows) this
+    is a no-op unless `strict`, which then raises the OSError."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        if strict and os.name == "posix":
+            raise
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        if strict:
+            raise
+    finally:
+        os.close(descriptor)
+
+
+def write_durably(path: str | os.PathLike, data: bytes, exclusive: bool = False) -> None:
+    """Write `data` to `path` durably (module docstring); the temporary file is removed after any
+    failure. `exclusive`: FileExistsError if `path` exists."""
+    path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".",
+                                             suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if exclusive:
+            os.link(temporary, path)
+        else:
+            os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+    sync_folder(folder, strict=True)
+
+
+@contextlib.contextmanager
+def locked(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive lock on the file `path` (created 0600 when absent) for the block."""
+    if fcntl is None:  # pragma: no cover - Windows
+        raise OSError("exclusive file locks need POSIX fcntl, which this platform lacks")
+    descriptor = os.open(os.fspath(path), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing the last descriptor releases the lock
