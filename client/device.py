@@ -21,6 +21,9 @@ The state file (`state_path`; docs/client.md "What the device must keep"):
 - **Persist before use.** A new item is written durably (unique temporary name, file fsynced,
   renamed, folder fsynced: client.durable) before its PRR is returned; when the save fails,
   `MemoStateError` is raised, nothing is reported and the item is not held in memory either.
+  A state read from the file that this object did not save itself (another process's, or its
+  own save whose folder sync failed after the rename) is fsynced, file and folder, before any
+  of its items is used.
 - **One writer at a time.** Every new item is decided under an exclusive lock (`NAME.lock`,
   fcntl): the state is re-read, verified, extended and written while it is held, so two
   processes of one device cannot both add an item against the same old list.
@@ -54,7 +57,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldp_telemetry.client.durable import locked, write_durably
+from ldp_telemetry.client.durable import locked, settle, write_durably
 from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.ldp.memoize import REPEAT, secret_problem, state_mac, words_for
 
@@ -90,10 +93,14 @@ class DeviceMemo:
         problem = secret_problem(secret)
         if problem:
             raise InputError(f"device secret {problem}", "secret")
+        if not _is_count(min_counter):
+            raise InputError(f"min_counter must be a non-negative integer, got {min_counter!r}",
+                             "min_counter")
         self._secret = bytes(secret)
         self.state_path = None if state_path is None else Path(state_path)
         self._embedded = False  # the state file also holds the secret (create / open)
-        self._counter = int(min_counter)
+        self._counter = min_counter
+        self._settled: int | None = None  # the counter of the state known durable on disk
         self._items: dict[str, list[int]] = {}
         self._mutex = threading.Lock()
         self._responses: dict[tuple[str, int], dict[str, np.ndarray]] = {}
@@ -188,6 +195,7 @@ class DeviceMemo:
         items = {**self._items, key: [*held, item]}
         self._save(items, self._counter + 1)  # raises MemoStateError: nothing is then held
         self._items, self._counter = items, self._counter + 1
+        self._settled = self._counter
         return item
 
     @contextlib.contextmanager
@@ -214,6 +222,7 @@ class DeviceMemo:
                         f"memo state {self.state_path} already exists: a new device identity "
                         "must not replace the state of one that has reported")
                 self._save({}, self._counter, exclusive=True)
+                self._settled = self._counter
                 return
             if document is None:
                 raise MemoStateError(
@@ -248,8 +257,15 @@ class DeviceMemo:
                 f"memo state {self.state_path} was rolled back: its save counter is {counter}, "
                 f"below {self._counter} already seen; an older state would allow values "
                 "already counted against the lifetime bound again")
+        if counter != self._settled:  # written by another object, or a save that failed late
+            try:  # persist before use: what is read may not be durable yet (module docstring)
+                settle(self.state_path)
+            except OSError as error:
+                raise MemoStateError(f"memo state {self.state_path} cannot be made durable "
+                                     f"({error}); its items are not used until it is") from None
         self._embedded = "secret" in document
         self._items, self._counter = {str(k): list(v) for k, v in items.items()}, counter
+        self._settled = counter
 
     def _save(self, items: dict, counter: int, exclusive: bool = False) -> None:
         if self.state_path is None:
@@ -292,7 +308,7 @@ def _read(path: Path) -> dict | None:
                              "(MAX_STATE_BYTES)")
     try:
         document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:  # Recursion: deep nesting
         raise MemoStateError(f"memo state {path} cannot be read ({error}); it bounds the "
                              "device's lifetime privacy, so it is not reset silently") from None
     if not isinstance(document, dict):

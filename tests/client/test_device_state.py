@@ -17,6 +17,7 @@ import pytest
 
 from ldp_telemetry.client import encode_many
 from ldp_telemetry.client.device import STATE_FORMAT, DeviceMemo, MemoStateError
+from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.ldp.memoize import hkdf_sha256
 from ldp_telemetry.ldp.registry import parse_registry
 
@@ -174,6 +175,51 @@ def test_a_new_item_is_fsynced_file_and_folder_before_its_response(tmp_path, mon
     synced.clear()
     device.permanent_response(metric, 4)
     assert synced == []  # a held item is not saved again
+
+
+def test_a_state_another_writer_renamed_into_place_is_fsynced_before_its_items_are_used(
+        tmp_path, monkeypatch):
+    """Persist before use also for an item this object reads rather than saves: a save whose
+    folder sync failed after its rename (MemoStateError, no report) leaves the item in the file,
+    and the retry finds it there; before it is reported, the file and the folder are fsynced."""
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("needs /proc to name the synced descriptors")
+    metric, state = config(), tmp_path / "state.json"
+    device = DeviceMemo(SECRET, state, new_identity=True)
+    real_fsync, synced = os.fsync, []
+
+    def folder_sync_fails(descriptor):
+        if os.path.isdir(f"/proc/self/fd/{descriptor}"):
+            raise OSError(5, "Input/output error")
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", folder_sync_fails)
+    with pytest.raises(MemoStateError, match="cannot be saved"):
+        device.permanent_response(metric, 4)
+    assert device.items(metric) == []  # not held, although the rename took place
+    monkeypatch.setattr(os, "fsync", lambda d: (synced.append(os.readlink(f"/proc/self/fd/{d}")),
+                                                real_fsync(d)))
+    assert device.permanent_response(metric, 4) is not None  # the retry finds it in the file
+    assert synced == [str(state), str(tmp_path)]  # made durable before it was reported
+    synced.clear()
+    other = DeviceMemo(SECRET, state)  # another object (as another process) adds an item
+    assert synced == [str(state), str(tmp_path)]  # what it reads at start is settled too
+    other.permanent_response(metric, 5)
+    synced.clear()
+    device.permanent_response(metric, 5)
+    assert synced == [str(state), str(tmp_path)] and device.items(metric) == [4, 5]
+
+
+def test_a_hostile_state_file_is_a_message_not_a_traceback(tmp_path):
+    state = tmp_path / "state.json"
+    for text in ("[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000,
+                 '{"counter": ' + "9" * 5000 + "}"):
+        state.write_text(text)
+        with pytest.raises(MemoStateError, match="cannot be read"):
+            DeviceMemo(SECRET, state)
+    for bad in (-1, 1.5, "3", True):
+        with pytest.raises(InputError, match="min_counter must be a non-negative integer"):
+            DeviceMemo(SECRET, state, min_counter=bad)
 
 
 def test_a_rolled_back_or_foreign_state_is_refused(tmp_path):
