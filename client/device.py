@@ -297,8 +297,9 @@ def _is_count(value) -> bool:
 def _read(path: Path) -> dict | None:
     """The state document at `path` (None when there is no file), not yet verified."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_STATE_BYTES + 1)
+        with open(path, "rb") as handle:  # read(n) reserves n bytes: ask for the file's size
+            size = min(os.fstat(handle.fileno()).st_size, MAX_STATE_BYTES)
+            data = handle.read(size + 1)
     except FileNotFoundError:
         return None
     except OSError as error:

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -220,6 +221,32 @@ def test_a_hostile_state_file_is_a_message_not_a_traceback(tmp_path):
     for bad in (-1, 1.5, "3", True):
         with pytest.raises(InputError, match="min_counter must be a non-negative integer"):
             DeviceMemo(SECRET, state, min_counter=bad)
+
+
+def test_a_state_above_max_state_bytes_is_refused(tmp_path, monkeypatch):
+    import ldp_telemetry.client.device as device_module
+    state = tmp_path / "state.json"
+    DeviceMemo(SECRET, state, new_identity=True).permanent_response(config(), 0)
+    monkeypatch.setattr(device_module, "MAX_STATE_BYTES", state.stat().st_size - 1)
+    with pytest.raises(MemoStateError, match="exceeds .* bytes"):
+        DeviceMemo(SECRET, state)
+    monkeypatch.setattr(device_module, "MAX_STATE_BYTES", state.stat().st_size)
+    assert DeviceMemo(SECRET, state).items(config()) == [0]
+
+
+def test_reading_a_small_state_reserves_no_memory_for_the_largest(tmp_path):
+    """`handle.read(MAX_STATE_BYTES + 1)` reserved 256 MiB on every read of a state of a few
+    hundred bytes (a MemoryError on a device with little memory or no overcommit)."""
+    state = tmp_path / "state.json"
+    device = DeviceMemo(SECRET, state, new_identity=True)
+    device.permanent_response(config(), 0)
+    tracemalloc.start()
+    try:
+        DeviceMemo(SECRET, state).permanent_response(config(), 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, peak  # a few KB of state and parsing; nothing near MAX_STATE_BYTES
 
 
 def test_a_rolled_back_or_foreign_state_is_refused(tmp_path):
