@@ -57,7 +57,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldp_telemetry.client.durable import locked, settle, write_durably
+from ldp_telemetry.client.durable import locked, remove_temporaries, settle, write_durably
 from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.ldp.memoize import REPEAT, secret_problem, state_mac, words_for
 
@@ -215,6 +215,12 @@ class DeviceMemo:
 
     def _start(self, new_identity: bool) -> None:
         with self._lock():
+            try:  # a writer killed mid-save left them; every writer holds this lock
+                remove_temporaries(self.state_path)
+            except OSError as error:
+                raise MemoStateError(f"memo state {self.state_path}: its folder cannot be "
+                                     f"cleaned of a killed save's temporary files ({error})"
+                                     ) from None
             document = _read(self.state_path)
             if new_identity:
                 if document is not None:

@@ -7,12 +7,14 @@ never nothing; `exclusive=True` refuses to replace an existing file (the new nam
 not renamed, so two writers cannot both create it). `settle(path)` makes a file as it stands
 durable the same way (bytes another writer renamed into place, whose folder sync may have
 failed). `locked(path)` holds an exclusive `fcntl.flock` on `path` (created once, never removed:
-removing a lock file lets two writers lock two files).
+removing a lock file lets two writers lock two files); under it, `remove_temporaries(path)`
+removes what a writer killed mid-write left.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 
@@ -60,6 +62,22 @@ def write_durably(path: str | os.PathLike, data: bytes, exclusive: bool = False)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
     sync_folder(folder, strict=True)
+
+
+def remove_temporaries(path: str | os.PathLike) -> list[str]:
+    """Remove the temporary files `write_durably(path, ...)` left behind when its process died
+    between creating and renaming them (they may hold what `path` holds, a secret included).
+    Call it only while holding the lock that every writer of `path` holds. Returns their names."""
+    path = os.fspath(path)
+    folder, name = os.path.dirname(path) or ".", os.path.basename(path)
+    pattern = re.compile(re.escape(name) + r"\.[a-z0-9_]{8}\.tmp")  # mkstemp's random names
+    removed = []
+    for entry in os.listdir(folder):
+        if pattern.fullmatch(entry):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, entry))
+                removed.append(entry)
+    return removed
 
 
 def settle(path: str | os.PathLike) -> None:

@@ -249,6 +249,34 @@ def test_reading_a_small_state_reserves_no_memory_for_the_largest(tmp_path):
     assert peak < 4 << 20, peak  # a few KB of state and parsing; nothing near MAX_STATE_BYTES
 
 
+KILLED_MID_SAVE = textwrap.dedent("""
+    import os, signal, sys
+    from ldp_telemetry.client.device import DeviceMemo
+    from ldp_telemetry.ldp.registry import parse_registry
+    metric = parse_registry({"metrics": [{"name": "m.grr", "protocol": "grr", "epsilon": 1.0,
+        "domain": {"size": 6}, "memoize": {"lifetime_epsilon": 4.0, "max_values": 2}}]})["m.grr"]
+    device = DeviceMemo.open(sys.argv[1])
+    os.replace = lambda *_: os.kill(os.getpid(), signal.SIGKILL)  # dies between write and rename
+    device.permanent_response(metric, 1)
+""")
+
+
+def test_a_save_killed_before_its_rename_leaves_no_temporary_file_behind(tmp_path):
+    """A process killed mid-save leaves its temporary file (a copy of the state and the secret);
+    the next memo to open the state removes it, under the lock, and nothing else."""
+    path = tmp_path / "device.json"
+    DeviceMemo.create(path).permanent_response(config(), 0)
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_SAVE, str(path)], timeout=120)
+    assert killed.returncode == -9
+    left = [p.name for p in tmp_path.glob("device.json.*.tmp")]
+    assert len(left) == 1 and json.loads((tmp_path / left[0]).read_text())["secret"]
+    unrelated = tmp_path / "device.json.backup.tmp"
+    unrelated.write_text("kept")
+    assert DeviceMemo.open(path).items(config()) == [0]  # the killed save never happened
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "device.json", "device.json.backup.tmp", "device.json.lock"]
+
+
 def test_a_rolled_back_or_foreign_state_is_refused(tmp_path):
     metric, state = config(), tmp_path / "state.json"
     device = DeviceMemo(SECRET, state, new_identity=True)
