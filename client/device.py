@@ -23,7 +23,8 @@ The state file (`state_path`; docs/client.md "What the device must keep"):
   `MemoStateError` is raised, nothing is reported and the item is not held in memory either.
   A state read from the file that this object did not save itself (another process's, or its
   own save whose folder sync failed after the rename) is fsynced, file and folder, before any
-  of its items is used.
+  of its items is used. A save killed before its rename leaves its temporary file; the next memo to
+  open the state removes it, under the lock.
 - **One writer at a time.** Every new item is decided under an exclusive lock (`NAME.lock`,
   fcntl): the state is re-read, verified, extended and written while it is held, so two
   processes of one device cannot both add an item against the same old list.
