@@ -61,6 +61,7 @@ import numpy as np
 from ldp_telemetry.client.durable import locked, remove_temporaries, settle, write_durably
 from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.ldp.memoize import REPEAT, secret_problem, state_mac, words_for
+from ldp_telemetry.schemas.batches import clip
 
 #: Version of the state file's format (1: no MAC and no counter, refused).
 STATE_FORMAT = 2
@@ -248,8 +249,8 @@ class DeviceMemo:
                 not mac.isascii():
             raise MemoStateError(
                 f"memo state {self.state_path} is not format {STATE_FORMAT} with a MAC (format "
-                f"{document.get('format')!r}): an unauthenticated state cannot bound the "
-                "lifetime privacy, so it is refused")
+                f"{clip(repr(document.get('format')), 40)}): an unauthenticated state cannot "
+                "bound the lifetime privacy, so it is refused")
         if set(document) - _FIELDS or not hmac.compare_digest(
                 mac, state_mac(self._secret, _canonical(document)).hex()):
             raise MemoStateError(f"memo state {self.state_path} was not written with this "

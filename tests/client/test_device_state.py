@@ -218,6 +218,10 @@ def test_a_hostile_state_file_is_a_message_not_a_traceback(tmp_path):
         state.write_text(text)
         with pytest.raises(MemoStateError, match="cannot be read"):
             DeviceMemo(SECRET, state)
+    state.write_text(json.dumps({"format": "x" * 1_000_000, "mac": "00"}))
+    with pytest.raises(MemoStateError, match="not format 2 with a MAC") as refused:
+        DeviceMemo(SECRET, state)
+    assert len(str(refused.value)) < 300  # the file's value is cut, not printed whole
     for bad in (-1, 1.5, "3", True):
         with pytest.raises(InputError, match="min_counter must be a non-negative integer"):
             DeviceMemo(SECRET, state, min_counter=bad)
