@@ -99,7 +99,7 @@ class DeviceMemo:
             raise InputError(f"min_counter must be a non-negative integer, got {min_counter!r}",
                              "min_counter")
         self._secret = bytes(secret)
-        self.state_path = None if state_path is None else Path(state_path)
+        self.state_path = None if state_path is None else _real(state_path)
         self._embedded = False  # the state file also holds the secret (create / open)
         self._counter = min_counter
         self._settled: int | None = None  # the counter of the state known durable on disk
@@ -116,7 +116,7 @@ class DeviceMemo:
         empty state to `path`, which must not exist. Keep the file with the device's credentials:
         it holds the secret."""
         memo = cls(secrets.token_bytes(NEW_SECRET_BYTES))
-        memo.state_path, memo._embedded = Path(path), True
+        memo.state_path, memo._embedded = _real(path), True
         memo._start(new_identity=True)
         return memo
 
@@ -296,6 +296,12 @@ class DeviceMemo:
 def _canonical(document: dict) -> bytes:
     """The bytes the MAC covers (and the file holds): sorted keys, no spaces, ASCII."""
     return json.dumps(document, sort_keys=True, separators=(",", ":")).encode("ascii")
+
+
+def _real(path: str | os.PathLike) -> Path:
+    """`path` with its symlinks resolved: a save renames over the file itself, never a link to it
+    (which would fork the state into two files, each with its own lock and its own budget)."""
+    return Path(os.path.realpath(path))
 
 
 def _is_count(value) -> bool:

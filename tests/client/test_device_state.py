@@ -281,6 +281,23 @@ def test_a_save_killed_before_its_rename_leaves_no_temporary_file_behind(tmp_pat
         "device.json", "device.json.backup.tmp", "device.json.lock"]
 
 
+def test_a_state_reached_through_a_symlink_is_one_state_with_one_lock(tmp_path):
+    """A memo opened through a symlink to the state file and one opened by its real name share
+    the file, the lock and the bound; a save renamed over the link instead forked the state into
+    two valid files of one secret, and the device showed 3 PRRs under `max_values` 2."""
+    metric = config(on_limit="stop")
+    real, link = tmp_path / "state.json", tmp_path / "link.json"
+    DeviceMemo(SECRET, real, new_identity=True)
+    link.symlink_to(real.name)
+    through_link, by_name = DeviceMemo(SECRET, link), DeviceMemo(SECRET, real)
+    assert through_link.permanent_response(metric, 0) is not None
+    assert by_name.permanent_response(metric, 1) is not None
+    assert through_link.permanent_response(metric, 2) is None  # the bound is shared
+    assert link.is_symlink() and DeviceMemo(SECRET, real).items(metric) == [0, 1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "state.json",
+                                                          "state.json.lock"]
+
+
 def test_a_rolled_back_or_foreign_state_is_refused(tmp_path):
     metric, state = config(), tmp_path / "state.json"
     device = DeviceMemo(SECRET, state, new_identity=True)
