@@ -265,6 +265,12 @@ class DeviceMemo:
                 f"memo state {self.state_path} was rolled back: its save counter is {counter}, "
                 f"below {self._counter} already seen; an older state would allow values "
                 "already counted against the lifetime bound again")
+        lost = [key for key, held in self._items.items() if items.get(key, [])[:len(held)] != held]
+        if lost:  # items only grow: a state without ones this memo held was restarted or replaced
+            raise MemoStateError(
+                f"memo state {self.state_path} no longer holds items this memo held (of "
+                f"{clip(lost[0], 80)!r}): it was replaced by another state of this secret "
+                "(a new identity over a secret that had reported?), so it is refused")
         if counter != self._settled:  # written by another object, or a save that failed late
             try:  # persist before use: what is read may not be durable yet (module docstring)
                 settle(self.state_path)

@@ -298,6 +298,21 @@ def test_a_state_reached_through_a_symlink_is_one_state_with_one_lock(tmp_path):
                                                           "state.json.lock"]
 
 
+def test_a_state_restarted_under_a_running_memo_is_refused_even_at_its_counter(tmp_path):
+    """A state deleted and started again for the same secret (`new_identity=True` misused) that
+    reaches the running memo's counter was taken as current: the device then showed 4 PRRs
+    under `max_values` 2. A memo's items only grow, so a state without them is refused."""
+    metric, state = config(), tmp_path / "state.json"
+    running = DeviceMemo(SECRET, state, new_identity=True)
+    assert reported_items(metric, running, [0, 1]) == {0, 1}
+    state.unlink()
+    again = DeviceMemo(SECRET, state, new_identity=True)
+    assert reported_items(metric, again, [2, 3]) == {2, 3} and again.counter == running.counter
+    with pytest.raises(MemoStateError, match="no longer holds items this memo held"):
+        running.permanent_response(metric, 4)
+    assert running.items(metric) == [0, 1]
+
+
 def test_a_rolled_back_or_foreign_state_is_refused(tmp_path):
     metric, state = config(), tmp_path / "state.json"
     device = DeviceMemo(SECRET, state, new_identity=True)
