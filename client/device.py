@@ -203,17 +203,14 @@ class DeviceMemo:
     @contextlib.contextmanager
     def _lock(self):
         """This object's mutex, then the state file's exclusive lock `NAME.lock`."""
-        with self._mutex:
-            lock = locked(self.state_path.with_name(self.state_path.name + ".lock"))
+        with self._mutex, contextlib.ExitStack() as held:
             try:
-                lock.__enter__()
+                held.enter_context(locked(self.state_path.with_name(self.state_path.name
+                                                                    + ".lock")))
             except OSError as error:
                 raise MemoStateError(f"memo state {self.state_path} cannot be locked ({error})"
                                      ) from None
-            try:
-                yield
-            finally:
-                lock.__exit__(None, None, None)
+            yield
 
     def _start(self, new_identity: bool) -> None:
         with self._lock():

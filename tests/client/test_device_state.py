@@ -227,6 +227,15 @@ def test_a_hostile_state_file_is_a_message_not_a_traceback(tmp_path):
             DeviceMemo(SECRET, state, min_counter=bad)
 
 
+def test_a_lock_that_cannot_be_taken_is_a_message(tmp_path):
+    state = tmp_path / "state.json"
+    DeviceMemo(SECRET, state, new_identity=True)
+    (tmp_path / "state.json.lock").unlink()
+    (tmp_path / "state.json.lock").mkdir()  # what no process can open for writing
+    with pytest.raises(MemoStateError, match="cannot be locked"):
+        DeviceMemo(SECRET, state)
+
+
 def test_a_state_above_max_state_bytes_is_refused(tmp_path, monkeypatch):
     import ldp_telemetry.client.device as device_module
     state = tmp_path / "state.json"
