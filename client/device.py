@@ -21,6 +21,10 @@ The state file (`state_path`; docs/client.md "What the device must keep"):
 - **Persist before use.** A new item is written durably (unique temporary name, file fsynced,
   renamed, folder fsynced: client.durable) before its PRR is returned; when the save fails,
   `MemoStateError` is raised, nothing is reported and the item is not held in memory either.
+  A state read from the file that this object did not save itself (another process's, or its
+  own save whose folder sync failed after the rename) is fsynced, file and folder, before any
+  of its items is used. A save killed before its rename leaves its temporary file; the next memo to
+  open the state removes it, under the lock.
 - **One writer at a time.** Every new item is decided under an exclusive lock (`NAME.lock`,
   fcntl): the state is re-read, verified, extended and written while it is held, so two
   processes of one device cannot both add an item against the same old list.
@@ -54,9 +58,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ldp_telemetry.client.durable import locked, write_durably
+from ldp_telemetry.client.durable import locked, remove_temporaries, settle, write_durably
 from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.ldp.memoize import REPEAT, secret_problem, state_mac, words_for
+from ldp_telemetry.schemas.batches import clip
 
 #: Version of the state file's format (1: no MAC and no counter, refused).
 STATE_FORMAT = 2
@@ -90,10 +95,14 @@ class DeviceMemo:
         problem = secret_problem(secret)
         if problem:
             raise InputError(f"device secret {problem}", "secret")
+        if not _is_count(min_counter):
+            raise InputError(f"min_counter must be a non-negative integer, got {min_counter!r}",
+                             "min_counter")
         self._secret = bytes(secret)
-        self.state_path = None if state_path is None else Path(state_path)
+        self.state_path = None if state_path is None else _real(state_path)
         self._embedded = False  # the state file also holds the secret (create / open)
-        self._counter = int(min_counter)
+        self._counter = min_counter
+        self._settled: int | None = None  # the counter of the state known durable on disk
         self._items: dict[str, list[int]] = {}
         self._mutex = threading.Lock()
         self._responses: dict[tuple[str, int], dict[str, np.ndarray]] = {}
@@ -107,7 +116,7 @@ class DeviceMemo:
         empty state to `path`, which must not exist. Keep the file with the device's credentials:
         it holds the secret."""
         memo = cls(secrets.token_bytes(NEW_SECRET_BYTES))
-        memo.state_path, memo._embedded = Path(path), True
+        memo.state_path, memo._embedded = _real(path), True
         memo._start(new_identity=True)
         return memo
 
@@ -188,25 +197,29 @@ class DeviceMemo:
         items = {**self._items, key: [*held, item]}
         self._save(items, self._counter + 1)  # raises MemoStateError: nothing is then held
         self._items, self._counter = items, self._counter + 1
+        self._settled = self._counter
         return item
 
     @contextlib.contextmanager
     def _lock(self):
         """This object's mutex, then the state file's exclusive lock `NAME.lock`."""
-        with self._mutex:
-            lock = locked(self.state_path.with_name(self.state_path.name + ".lock"))
+        with self._mutex, contextlib.ExitStack() as held:
             try:
-                lock.__enter__()
+                held.enter_context(locked(self.state_path.with_name(self.state_path.name
+                                                                    + ".lock")))
             except OSError as error:
                 raise MemoStateError(f"memo state {self.state_path} cannot be locked ({error})"
                                      ) from None
-            try:
-                yield
-            finally:
-                lock.__exit__(None, None, None)
+            yield
 
     def _start(self, new_identity: bool) -> None:
         with self._lock():
+            try:  # a writer killed mid-save left them; every writer holds this lock
+                remove_temporaries(self.state_path)
+            except OSError as error:
+                raise MemoStateError(f"memo state {self.state_path}: its folder cannot be "
+                                     f"cleaned of a killed save's temporary files ({error})"
+                                     ) from None
             document = _read(self.state_path)
             if new_identity:
                 if document is not None:
@@ -214,6 +227,7 @@ class DeviceMemo:
                         f"memo state {self.state_path} already exists: a new device identity "
                         "must not replace the state of one that has reported")
                 self._save({}, self._counter, exclusive=True)
+                self._settled = self._counter
                 return
             if document is None:
                 raise MemoStateError(
@@ -232,8 +246,8 @@ class DeviceMemo:
                 not mac.isascii():
             raise MemoStateError(
                 f"memo state {self.state_path} is not format {STATE_FORMAT} with a MAC (format "
-                f"{document.get('format')!r}): an unauthenticated state cannot bound the "
-                "lifetime privacy, so it is refused")
+                f"{clip(repr(document.get('format')), 40)}): an unauthenticated state cannot "
+                "bound the lifetime privacy, so it is refused")
         if set(document) - _FIELDS or not hmac.compare_digest(
                 mac, state_mac(self._secret, _canonical(document)).hex()):
             raise MemoStateError(f"memo state {self.state_path} was not written with this "
@@ -248,8 +262,21 @@ class DeviceMemo:
                 f"memo state {self.state_path} was rolled back: its save counter is {counter}, "
                 f"below {self._counter} already seen; an older state would allow values "
                 "already counted against the lifetime bound again")
+        lost = [key for key, held in self._items.items() if items.get(key, [])[:len(held)] != held]
+        if lost:  # items only grow: a state without ones this memo held was restarted or replaced
+            raise MemoStateError(
+                f"memo state {self.state_path} no longer holds items this memo held (of "
+                f"{clip(lost[0], 80)!r}): it was replaced by another state of this secret "
+                "(a new identity over a secret that had reported?), so it is refused")
+        if counter != self._settled:  # written by another object, or a save that failed late
+            try:  # persist before use: what is read may not be durable yet (module docstring)
+                settle(self.state_path)
+            except OSError as error:
+                raise MemoStateError(f"memo state {self.state_path} cannot be made durable "
+                                     f"({error}); its items are not used until it is") from None
         self._embedded = "secret" in document
         self._items, self._counter = {str(k): list(v) for k, v in items.items()}, counter
+        self._settled = counter
 
     def _save(self, items: dict, counter: int, exclusive: bool = False) -> None:
         if self.state_path is None:
@@ -274,6 +301,12 @@ def _canonical(document: dict) -> bytes:
     return json.dumps(document, sort_keys=True, separators=(",", ":")).encode("ascii")
 
 
+def _real(path: str | os.PathLike) -> Path:
+    """`path` with its symlinks resolved: a save renames over the file itself, never a link to it
+    (which would fork the state into two files, each with its own lock and its own budget)."""
+    return Path(os.path.realpath(path))
+
+
 def _is_count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -281,8 +314,9 @@ def _is_count(value) -> bool:
 def _read(path: Path) -> dict | None:
     """The state document at `path` (None when there is no file), not yet verified."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_STATE_BYTES + 1)
+        with open(path, "rb") as handle:  # read(n) reserves n bytes: ask for the file's size
+            size = min(os.fstat(handle.fileno()).st_size, MAX_STATE_BYTES)
+            data = handle.read(size + 1)
     except FileNotFoundError:
         return None
     except OSError as error:
@@ -292,7 +326,7 @@ def _read(path: Path) -> dict | None:
                              "(MAX_STATE_BYTES)")
     try:
         document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:  # Recursion: deep nesting
         raise MemoStateError(f"memo state {path} cannot be read ({error}); it bounds the "
                              "device's lifetime privacy, so it is not reset silently") from None
     if not isinstance(document, dict):

@@ -3,14 +3,18 @@ and one writer at a time through an exclusive lock.
 
 `write_durably(path, data)` returns only once `data` is on disk under `path` (the file and its
 folder fsynced): after a power cut the path holds the old bytes or the new ones, never a mix and
-never nothing. `exclusive=True` refuses to replace an existing file (the new name is linked, not
-renamed, so two writers cannot both create it). `locked(path)` holds an exclusive `fcntl.flock`
-on `path` (created once, never removed: removing a lock file lets two writers lock two files).
+never nothing; `exclusive=True` refuses to replace an existing file (the new name is linked,
+not renamed, so two writers cannot both create it). `settle(path)` makes a file as it stands
+durable the same way (bytes another writer renamed into place, whose folder sync may have
+failed). `locked(path)` holds an exclusive `fcntl.flock` on `path` (created once, never removed:
+removing a lock file lets two writers lock two files); under it, `remove_temporaries(path)`
+removes what a writer killed mid-write left.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 
@@ -58,6 +62,33 @@ def write_durably(path: str | os.PathLike, data: bytes, exclusive: bool = False)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
     sync_folder(folder, strict=True)
+
+
+def remove_temporaries(path: str | os.PathLike) -> list[str]:
+    """Remove the temporary files `write_durably(path, ...)` left behind when its process died
+    between creating and renaming them (they may hold what `path` holds, a secret included).
+    Call it only while holding the lock that every writer of `path` holds. Returns their names."""
+    path = os.fspath(path)
+    folder, name = os.path.dirname(path) or ".", os.path.basename(path)
+    pattern = re.compile(re.escape(name) + r"\.[a-z0-9_]{8}\.tmp")  # mkstemp's random names
+    removed = []
+    for entry in os.listdir(folder):
+        if pattern.fullmatch(entry):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, entry))
+                removed.append(entry)
+    return removed
+
+
+def settle(path: str | os.PathLike) -> None:
+    """fsync the file `path` and its folder (module docstring); OSError when either fails."""
+    path = os.fspath(path)
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    sync_folder(os.path.dirname(path) or ".", strict=True)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 
 from ldp_telemetry.client import encode_many
 from ldp_telemetry.client.device import STATE_FORMAT, DeviceMemo, MemoStateError
+from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.ldp.memoize import hkdf_sha256
 from ldp_telemetry.ldp.registry import parse_registry
 
@@ -174,6 +176,150 @@ def test_a_new_item_is_fsynced_file_and_folder_before_its_response(tmp_path, mon
     synced.clear()
     device.permanent_response(metric, 4)
     assert synced == []  # a held item is not saved again
+
+
+def test_a_state_another_writer_renamed_into_place_is_fsynced_before_its_items_are_used(
+        tmp_path, monkeypatch):
+    """Persist before use also for an item this object reads rather than saves: a save whose
+    folder sync failed after its rename (MemoStateError, no report) leaves the item in the file,
+    and the retry finds it there; before it is reported, the file and the folder are fsynced."""
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("needs /proc to name the synced descriptors")
+    metric, state = config(), tmp_path / "state.json"
+    device = DeviceMemo(SECRET, state, new_identity=True)
+    real_fsync, synced = os.fsync, []
+
+    def folder_sync_fails(descriptor):
+        if os.path.isdir(f"/proc/self/fd/{descriptor}"):
+            raise OSError(5, "Input/output error")
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", folder_sync_fails)
+    with pytest.raises(MemoStateError, match="cannot be saved"):
+        device.permanent_response(metric, 4)
+    assert device.items(metric) == []  # not held, although the rename took place
+    monkeypatch.setattr(os, "fsync", lambda d: (synced.append(os.readlink(f"/proc/self/fd/{d}")),
+                                                real_fsync(d)))
+    assert device.permanent_response(metric, 4) is not None  # the retry finds it in the file
+    assert synced == [str(state), str(tmp_path)]  # made durable before it was reported
+    synced.clear()
+    other = DeviceMemo(SECRET, state)  # another object (as another process) adds an item
+    assert synced == [str(state), str(tmp_path)]  # what it reads at start is settled too
+    other.permanent_response(metric, 5)
+    synced.clear()
+    device.permanent_response(metric, 5)
+    assert synced == [str(state), str(tmp_path)] and device.items(metric) == [4, 5]
+
+
+def test_a_hostile_state_file_is_a_message_not_a_traceback(tmp_path):
+    state = tmp_path / "state.json"
+    for text in ("[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000,
+                 '{"counter": ' + "9" * 5000 + "}"):
+        state.write_text(text)
+        with pytest.raises(MemoStateError, match="cannot be read"):
+            DeviceMemo(SECRET, state)
+    state.write_text(json.dumps({"format": "x" * 1_000_000, "mac": "00"}))
+    with pytest.raises(MemoStateError, match="not format 2 with a MAC") as refused:
+        DeviceMemo(SECRET, state)
+    assert len(str(refused.value)) < 300  # the file's value is cut, not printed whole
+    for bad in (-1, 1.5, "3", True):
+        with pytest.raises(InputError, match="min_counter must be a non-negative integer"):
+            DeviceMemo(SECRET, state, min_counter=bad)
+
+
+def test_a_lock_that_cannot_be_taken_is_a_message(tmp_path):
+    state = tmp_path / "state.json"
+    DeviceMemo(SECRET, state, new_identity=True)
+    (tmp_path / "state.json.lock").unlink()
+    (tmp_path / "state.json.lock").mkdir()  # what no process can open for writing
+    with pytest.raises(MemoStateError, match="cannot be locked"):
+        DeviceMemo(SECRET, state)
+
+
+def test_a_state_above_max_state_bytes_is_refused(tmp_path, monkeypatch):
+    import ldp_telemetry.client.device as device_module
+    state = tmp_path / "state.json"
+    DeviceMemo(SECRET, state, new_identity=True).permanent_response(config(), 0)
+    monkeypatch.setattr(device_module, "MAX_STATE_BYTES", state.stat().st_size - 1)
+    with pytest.raises(MemoStateError, match="exceeds .* bytes"):
+        DeviceMemo(SECRET, state)
+    monkeypatch.setattr(device_module, "MAX_STATE_BYTES", state.stat().st_size)
+    assert DeviceMemo(SECRET, state).items(config()) == [0]
+
+
+def test_reading_a_small_state_reserves_no_memory_for_the_largest(tmp_path):
+    """`handle.read(MAX_STATE_BYTES + 1)` reserved 256 MiB on every read of a state of a few
+    hundred bytes (a MemoryError on a device with little memory or no overcommit)."""
+    state = tmp_path / "state.json"
+    device = DeviceMemo(SECRET, state, new_identity=True)
+    device.permanent_response(config(), 0)
+    tracemalloc.start()
+    try:
+        DeviceMemo(SECRET, state).permanent_response(config(), 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, peak  # a few KB of state and parsing; nothing near MAX_STATE_BYTES
+
+
+KILLED_MID_SAVE = textwrap.dedent("""
+    import os, signal, sys
+    from ldp_telemetry.client.device import DeviceMemo
+    from ldp_telemetry.ldp.registry import parse_registry
+    metric = parse_registry({"metrics": [{"name": "m.grr", "protocol": "grr", "epsilon": 1.0,
+        "domain": {"size": 6}, "memoize": {"lifetime_epsilon": 4.0, "max_values": 2}}]})["m.grr"]
+    device = DeviceMemo.open(sys.argv[1])
+    os.replace = lambda *_: os.kill(os.getpid(), signal.SIGKILL)  # dies between write and rename
+    device.permanent_response(metric, 1)
+""")
+
+
+def test_a_save_killed_before_its_rename_leaves_no_temporary_file_behind(tmp_path):
+    """A process killed mid-save leaves its temporary file (a copy of the state and the secret);
+    the next memo to open the state removes it, under the lock, and nothing else."""
+    path = tmp_path / "device.json"
+    DeviceMemo.create(path).permanent_response(config(), 0)
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_SAVE, str(path)], timeout=120)
+    assert killed.returncode == -9
+    left = [p.name for p in tmp_path.glob("device.json.*.tmp")]
+    assert len(left) == 1 and json.loads((tmp_path / left[0]).read_text())["secret"]
+    unrelated = tmp_path / "device.json.backup.tmp"
+    unrelated.write_text("kept")
+    assert DeviceMemo.open(path).items(config()) == [0]  # the killed save never happened
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "device.json", "device.json.backup.tmp", "device.json.lock"]
+
+
+def test_a_state_reached_through_a_symlink_is_one_state_with_one_lock(tmp_path):
+    """A memo opened through a symlink to the state file and one opened by its real name share
+    the file, the lock and the bound; a save renamed over the link instead forked the state into
+    two valid files of one secret, and the device showed 3 PRRs under `max_values` 2."""
+    metric = config(on_limit="stop")
+    real, link = tmp_path / "state.json", tmp_path / "link.json"
+    DeviceMemo(SECRET, real, new_identity=True)
+    link.symlink_to(real.name)
+    through_link, by_name = DeviceMemo(SECRET, link), DeviceMemo(SECRET, real)
+    assert through_link.permanent_response(metric, 0) is not None
+    assert by_name.permanent_response(metric, 1) is not None
+    assert through_link.permanent_response(metric, 2) is None  # the bound is shared
+    assert link.is_symlink() and DeviceMemo(SECRET, real).items(metric) == [0, 1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "state.json",
+                                                          "state.json.lock"]
+
+
+def test_a_state_restarted_under_a_running_memo_is_refused_even_at_its_counter(tmp_path):
+    """A state deleted and started again for the same secret (`new_identity=True` misused) that
+    reaches the running memo's counter was taken as current: the device then showed 4 PRRs
+    under `max_values` 2. A memo's items only grow, so a state without them is refused."""
+    metric, state = config(), tmp_path / "state.json"
+    running = DeviceMemo(SECRET, state, new_identity=True)
+    assert reported_items(metric, running, [0, 1]) == {0, 1}
+    state.unlink()
+    again = DeviceMemo(SECRET, state, new_identity=True)
+    assert reported_items(metric, again, [2, 3]) == {2, 3} and again.counter == running.counter
+    with pytest.raises(MemoStateError, match="no longer holds items this memo held"):
+        running.permanent_response(metric, 4)
+    assert running.items(metric) == [0, 1]
 
 
 def test_a_rolled_back_or_foreign_state_is_refused(tmp_path):
