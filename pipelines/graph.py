@@ -66,21 +66,23 @@ def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: 
 
 
 def job_sinks(job: EstimateJob, panes: PaneFiles | None = None,
-              dead_letters: bool = True) -> list[Sink]:
+              dead_letters: bool = True, store_rejects: bool = True) -> list[Sink]:
     """The job's sinks, in the order they are applied.
 
     Estimates: a batch run's shard files, or `panes` (a live run's pane files). Dead letters
     (unless `dead_letters` is False: a followed directory's follower writes them itself): a
     batch run's shard files, or one file each in a live run. Then the store, when the job names
     one; it receives the estimates as the pane sink wrote them (pane indices continued after a
-    restart), and a batch run's compact records made plain.
+    restart), and a batch run's compact records made plain; and the dead-letter counts unless
+    `store_rejects` is False (a followed directory's follower writes them itself).
     """
     batch = panes is None
     sinks: list[Sink] = [EstimateShards(job.output) if batch else panes]
     if dead_letters:
         sinks.append(DeadLetterShards(job.output) if batch else DeadLetterFiles(job.output))
     if job.store is not None:
-        sinks.append(StoreSink(job.store, job.windows, compact_records=batch))
+        sinks.append(StoreSink(job.store, job.windows, compact_records=batch,
+                               rejects=store_rejects))
     return sinks
 
 

@@ -38,6 +38,7 @@ from ldp_telemetry.pipelines.status import write_status
 from ldp_telemetry.output.reader import latest_panes, read_pane_log, truncate_torn_tail
 from ldp_telemetry.transforms.sinks import PaneFiles, write_to_sinks
 from ldp_telemetry.transforms.sources import make_source
+from ldp_telemetry.transforms.store import RejectTotals, follower_writes_rejects
 
 
 def run_live(job: EstimateJob, live: LiveConfig, beam_args: list[str],
@@ -62,8 +63,17 @@ def run_live(job: EstimateJob, live: LiveConfig, beam_args: list[str],
 def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
     for log in (PANE_LOG, TOO_LATE_LOG):  # a killed run may have left half a line
         truncate_torn_tail(os.path.join(job.output, log))
+    rejects = RejectTotals(job.store) if follower_writes_rejects(job.store) else None
+    try:
+        return _run_follower(job, live, beam_args, stream, out, rejects)
+    finally:
+        if rejects is not None:
+            rejects.close()
+
+
+def _run_follower(job, live, beam_args, stream, out, rejects) -> dict[str, int]:
     follower = DirectoryFollower(job.registry, job.windows, live.location, job.output, stream,
-                                 live.policy, limits=job.limits)
+                                 live.policy, limits=job.limits, rejects=rejects)
     replay = follower.replay_after_restart()
     offsets = {window_key(entry): entry["pane"]["index"] + 1
                for entry in latest_panes(job.output).values()}
@@ -77,7 +87,8 @@ def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
     estimates, dead_letters = build_streaming_pipeline(pipeline, job, source)
     # The follower writes the dead letters of each file itself (OUT/dead_letters/<file>.jsonl).
     panes = PaneFiles(job.output, offsets, replay.complete_windows, live.echo)
-    write_to_sinks(job_sinks(job, panes=panes, dead_letters=False), estimates, dead_letters)
+    write_to_sinks(job_sinks(job, panes=panes, dead_letters=False,
+                             store_rejects=rejects is None), estimates, dead_letters)
 
     if follower.restarted:
         print(f"restart: {len(follower.state.files)} file(s) consumed before; "

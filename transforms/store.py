@@ -66,6 +66,28 @@ class WritePanesToStoreFn(beam.DoFn):
             store.close()
 
 
+class RejectTotals:
+    """The reject totals of a live run over a directory, written by its follower (not by Beam):
+    `totals({(metric, reason, slice start ms, slice end ms): records})` sets each total in the
+    SQL store at `url` (an upsert: writing a total again changes nothing, so a restarted run
+    that writes its checkpoint's totals again neither loses nor doubles a reject)."""
+
+    def __init__(self, url: str):
+        self._store = open_store(url)
+
+    def __call__(self, totals) -> None:
+        self._store.write_rejects(totals, add=False)
+
+    def close(self) -> None:
+        self._store.close()
+
+
+def follower_writes_rejects(url: str | None) -> bool:
+    """True when a followed directory's run keeps the store's reject totals itself: a SQL store
+    (BigQuery, append-only, is given the dead letters through Beam)."""
+    return url is not None and urlsplit(url).scheme != "bigquery"
+
+
 class WriteRejectsToStoreFn(beam.DoFn):
     """((metric, reason, slice_start_ms, slice_end_ms), records) -> `write_rejects`.
 
@@ -107,14 +129,18 @@ class WriteToStore(beam.PTransform):
     reason, job slice) with `slice_ms`/`slice_offset_ms` (the job's `WindowSpec`).
     """
 
-    def __init__(self, url: str, slice_ms: int, slice_offset_ms: int = 0):
+    def __init__(self, url: str, slice_ms: int, slice_offset_ms: int = 0, rejects: bool = True):
         super().__init__()
         self._url = url
         self._slice_ms = slice_ms
         self._slice_offset_ms = slice_offset_ms
+        self._rejects = rejects
 
     def expand(self, estimates_and_dead_letters):
         estimates, dead_letters = estimates_and_dead_letters
+        if not self._rejects:  # someone else keeps the reject totals (`RejectTotals`)
+            store_kind(self._url).write(self._url, estimates, None, False)
+            return PDone(estimates.pipeline)
         streaming = estimates.pipeline.options.view_as(StandardOptions).streaming
         slice_ms, offset_ms = self._slice_ms, self._slice_offset_ms
         keyed = (dead_letters
@@ -143,6 +169,8 @@ def _check_sql(url: str) -> None:
 
 def _write_sql(url: str, estimates, rejects, streaming: bool) -> None:
     estimates | "WritePanes" >> beam.ParDo(WritePanesToStoreFn(url))
+    if rejects is None:
+        return
     rejects | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(url, add=streaming))
 
 
@@ -153,6 +181,8 @@ def _write_bigquery(url: str, estimates, rejects, streaming: bool) -> None:
             table_prefix + "ldp_panes", schema=BIGQUERY_PANES_SCHEMA,
             create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
             write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND)
+    if rejects is None:
+        return
     rejects | "RejectRows" >> beam.Map(bigquery_reject_row) \
         | "WriteRejectsToBigQuery" >> beam.io.WriteToBigQuery(
             table_prefix + "ldp_rejects", schema=BIGQUERY_REJECTS_SCHEMA,
