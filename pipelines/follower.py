@@ -86,7 +86,6 @@ from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.store.records import reject_slice
-from ldp_telemetry.transforms.count import SupportStatistic, duplicate_letter
 
 LOG = logging.getLogger("ldp.follow")
 REPORT_SUFFIX = ".avro"
@@ -369,6 +368,8 @@ class DirectoryFollower:
             for _, counts in self._windows_of(item.metric, item.slice_start_ms):
                 counts.accepted += item.n
             accepted.append(item)
+        if duplicates:  # imported here: its module imports Beam (see pipelines.slice_ids)
+            from ldp_telemetry.transforms.count import SupportStatistic, duplicate_letter
         for (metric, start_ms), (count, examples) in duplicates.items():
             letters.append(duplicate_letter(
                 SupportStatistic(metric, None, count, examples[:5]), start_ms,

@@ -6,10 +6,10 @@ versions (`transforms.count.SliceCounter`: the first row of each id is counted, 
 a batch is handed to Beam, so that every pane of a live run counts the reports the batch job
 counts over the same files: re-delivered files and ids repeated within a file add nothing.
 
-Memory: `IdSet`, 8 bytes per distinct report of each open slice (16 for a moment while two of
-its levels merge). A slice's ids are dropped when the slice closes (the watermark has passed its
-end by more than the allowed lateness): no later batch of it is counted, so they are never
-needed again.
+Memory (`pipelines.memory.REPORT_ID_BYTES`): `IdSet`, 8 bytes per distinct report of each open
+slice (16 for a moment while two of its levels merge). A slice's ids are dropped when the slice
+closes (the watermark has passed its end by more than the allowed lateness): no later batch of
+it is counted, so they are never needed again.
 """
 from __future__ import annotations
 
@@ -17,11 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ldp_telemetry.pipelines.memory import report_id_bytes
 from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
-from ldp_telemetry.transforms.count import IdSet
-
-#: Bytes the follower holds per distinct report id of an open slice (`IdSet`).
-BYTES_PER_ID = 8
 
 
 class SliceIds:
@@ -30,7 +27,7 @@ class SliceIds:
     __slots__ = ("_sets",)
 
     def __init__(self):
-        self._sets: dict[tuple[str, int], IdSet] = {}
+        self._sets: dict = {}  # (metric, slice start ms) -> transforms.count.IdSet
 
     def keep(self, batch: ReportBatch) -> np.ndarray | None:
         """The mask of the batch's rows to count (the first row of each id not counted before in
@@ -41,6 +38,9 @@ class SliceIds:
         key = (batch.metric, batch.slice_start_ms)
         seen = self._sets.get(key)
         if seen is None:
+            # imported here: its module imports Beam, and `ldp run --help` (which imports this
+            # module through the watermark policy) must not
+            from ldp_telemetry.transforms.count import IdSet
             seen = self._sets[key] = IdSet()
         return seen.add_new(ids)
 
@@ -64,7 +64,7 @@ class SliceIds:
 
     @property
     def nbytes(self) -> int:
-        return self.ids * BYTES_PER_ID
+        return report_id_bytes(self.ids)
 
 
 def select_rows(batch: ReportBatch, keep: np.ndarray) -> ReportBatch:

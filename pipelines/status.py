@@ -9,7 +9,7 @@ import os
 from ldp_telemetry.output.atomic import write_atomically
 from ldp_telemetry.output.layout import STATUS
 from ldp_telemetry.pipelines.follower import DirectoryFollower
-from ldp_telemetry.pipelines.slice_ids import BYTES_PER_ID
+from ldp_telemetry.pipelines.memory import report_id_bytes
 
 
 def write_status(output: str, follower: DirectoryFollower, finished: bool) -> None:
@@ -19,7 +19,7 @@ def write_status(output: str, follower: DirectoryFollower, finished: bool) -> No
         "finished": finished, "watermark_ms": state.watermark_ms,
         "files_consumed": len(state.files), "counters": state.counters(),
         "report_ids_held": follower.ids_held,
-        "report_id_bytes": follower.ids_held * BYTES_PER_ID,
+        "report_id_bytes": report_id_bytes(follower.ids_held),
         "too_late": [{"metric": w.metric, "window_start": w.window_start,
                       "window_end": w.window_end, "too_late": w.too_late,
                       "accepted": w.accepted} for w in follower.too_late_by_window()]},
