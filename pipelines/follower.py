@@ -81,7 +81,7 @@ from ldp_telemetry.output.reasons import Reason
 from ldp_telemetry.pipelines.checkpoint import (FileRecord, FollowState, WindowCounts,
                                                 read_checkpoint, sweep_temporary_files,
                                                 write_checkpoint)
-from ldp_telemetry.pipelines.slice_ids import SliceIds, select_rows
+from ldp_telemetry.pipelines.slice_ids import SliceIds, merge_batches, select_rows
 from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.limits import DecodeLimits
@@ -314,7 +314,7 @@ class DirectoryFollower:
                 self.state.watermark_ms = watermark
             write_checkpoint(self._output, self.state)
             self._give_rejects()
-            self._stream.add_batches(accepted)
+            self._stream.add_batches(merge_batches(accepted))
             self._stream.add_dead_letters(letters, decided_at or 0)
             self._log_too_late(late_windows.values(), decided_at)
             self._stream.tick()

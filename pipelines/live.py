@@ -31,6 +31,7 @@ from ldp_telemetry.output.layout import PANE_LOG, TOO_LATE_LOG, window_key
 from ldp_telemetry.pipelines.counters import summary_line
 from ldp_telemetry.pipelines.event_stream import EventStream
 from ldp_telemetry.pipelines.follower import DirectoryFollower
+from ldp_telemetry.pipelines.slice_ids import merge_batches
 from ldp_telemetry.pipelines.graph import build_streaming_pipeline, job_sinks
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.remote import run_remote
@@ -94,7 +95,7 @@ def _run_follower(job, live, beam_args, stream, out, rejects) -> dict[str, int]:
         print(f"restart: {len(follower.state.files)} file(s) consumed before; "
               f"{sum(b.n for b in replay.batches):,} accepted report(s) of open windows replayed",
               file=out, flush=True)
-    stream.add_batches(replay.batches)
+    stream.add_batches(merge_batches(replay.batches))
     follower.announce_restart_watermark()
     result = pipeline.run()
 

@@ -72,3 +72,20 @@ def select_rows(batch: ReportBatch, keep: np.ndarray) -> ReportBatch:
     return ReportBatch(batch.metric, batch.slice_start_ms,
                        {name: column[keep] for name, column in batch.columns.items()},
                        batch.version)
+
+
+def merge_batches(batches: list[ReportBatch]) -> list[ReportBatch]:
+    """The batches of one (metric, slice, version) concatenated into one, in the order given (a
+    poll's files become a few stream elements rather than one per file)."""
+    groups: dict[tuple, list[ReportBatch]] = {}
+    for batch in batches:
+        groups.setdefault((batch.metric, batch.slice_start_ms, batch.version), []).append(batch)
+    merged = []
+    for (metric, start_ms, version), group in groups.items():
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        merged.append(ReportBatch(metric, start_ms, {
+            name: np.concatenate([batch.columns[name] for batch in group])
+            for name in group[0].columns}, version))
+    return merged

@@ -140,6 +140,27 @@ def test_one_checkpoint_per_poll_and_the_polls_batches_handed_together(tmp_path,
         write(tmp_path / "in", f"{i}.avro", [T0 + 1000 + i])
     assert f.poll() == 5
     assert len(writes) == 1 and len(read_checkpoint(str(tmp_path / "out")).files) == 5
+    (merged,) = f._stream.batches  # one slice: one element for the five files, in their order
+    assert merged.n == 5 and merged.columns["report_id"].tolist() == sorted(
+        merged.columns["report_id"].tolist())
+
+
+def test_a_polls_elements_share_stream_events_under_the_message_limit():
+    from ldp_telemetry.pipelines.event_stream import MAX_ELEMENT_BYTES, EventStream
+    from ldp_telemetry.schemas.batches import ReportBatch
+    stream = EventStream()
+    small = [ReportBatch(METRIC, T0 + k * MINUTE, {"value": np.zeros(100, dtype=np.int64)})
+             for k in range(10)]
+    stream.add_batches(small)
+    large = ReportBatch(METRIC, T0, {"value": np.zeros(300_000, dtype=np.int64)})  # 2.4 MB
+    stream.add_batches([large])
+    events = []
+    while not stream._events.empty():
+        events.append(stream._events.get())
+    sizes = [len(e.element_event.elements) for e in events]
+    assert sizes[0] == 10 and sum(sizes) == 10 + 3
+    assert all(sum(len(x.encoded_element) for x in e.element_event.elements)
+               <= MAX_ELEMENT_BYTES * 1.1 for e in events)
 
 
 def test_a_restart_rebuilds_the_ids_so_a_later_copy_is_still_a_duplicate(tmp_path):
@@ -282,3 +303,22 @@ def test_temporary_files_left_by_a_kill_are_swept_at_start(tmp_path):
     keep.write_text("{}\n")
     make(tmp_path)
     assert not any(path.exists() for path in left) and keep.exists()
+
+
+def test_a_restart_rereads_only_the_files_of_windows_not_complete_on_disk(tmp_path):
+    f = make(tmp_path, windows=WindowSpec(MINUTE, MINUTE))
+    for k in range(4):
+        write(tmp_path / "in", f"w0-{k}.avro", [T0 + 1 + k] * 10)
+    write(tmp_path / "in", "w1.avro", [T0 + MINUTE + 1] * 6)
+    f.poll()
+    write(tmp_path / "in", "w3.avro", [T0 + 3 * MINUTE])  # window 0 and 1 expire
+    f.poll()
+    (tmp_path / "out" / "panes.log").write_text("".join(  # window 0 complete on disk, 1 not
+        json.dumps({"metric": METRIC, "window_start": s, "window_end": e, "n": n,
+                    "pane": {"index": 0}}) + "\n"
+        for s, e, n in [("2024-03-01T00:00:00Z", "2024-03-01T00:01:00Z", 40),
+                        ("2024-03-01T00:01:00Z", "2024-03-01T00:02:00Z", 5)]))
+    again = make(tmp_path, windows=WindowSpec(MINUTE, MINUTE))
+    replay = again.replay_after_restart()
+    assert sum(b.n for b in replay.batches) == 6 + 1
+    assert again._decoder.records_read == 6 + 1  # the four files of window 0 are not read
