@@ -45,8 +45,8 @@ def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
     write_to_sinks(job_sinks(job), estimates, dead_letters)
 
 
-def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: beam.PTransform
-                             ) -> tuple[beam.PCollection, beam.PCollection]:
+def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: beam.PTransform,
+                             dedupe: bool = True) -> tuple[beam.PCollection, beam.PCollection]:
     """Add the estimation graph behind `source`; returns (estimate records, dead-letter records).
 
     `source` is applied to the pipeline's root and must give `batches`: (metric, ReportBatch)
@@ -55,6 +55,9 @@ def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: 
     window_estimate and dead_letter schemas, one estimate per (metric, window, pane), emitted in
     the windows they describe. `job.files` and `job.output` are not used.
 
+    Report ids are counted once per (metric, slice) across panes (`transforms.dedupe`) unless
+    `dedupe` is False: a followed directory's follower has deduplicated the batches already.
+
     ConfigError (field `early_every`) for early panes when the pipeline is not streaming.
     """
     streaming = pipeline.options.view_as(StandardOptions).streaming
@@ -62,7 +65,7 @@ def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: 
         raise ConfigError("early_every needs a streaming pipeline (the pipeline option "
                           "streaming): processing-time panes do not exist in a batch run",
                           field="early_every")
-    return _estimate(pipeline | "ReadReports" >> source, job, streaming)
+    return _estimate(pipeline | "ReadReports" >> source, job, streaming, dedupe=dedupe)
 
 
 def job_sinks(job: EstimateJob, panes: PaneFiles | None = None,
@@ -86,13 +89,14 @@ def job_sinks(job: EstimateJob, panes: PaneFiles | None = None,
     return sinks
 
 
-def _estimate(read, job: EstimateJob, streaming: bool, compact: bool = False
-              ) -> tuple[beam.PCollection, beam.PCollection]:
+def _estimate(read, job: EstimateJob, streaming: bool, compact: bool = False,
+              dedupe: bool = True) -> tuple[beam.PCollection, beam.PCollection]:
     """Count and finalize: on the pane path (streaming, or pane options) in Beam windows, else
     with plain window keys (`transforms.count`)."""
     panes = streaming or job.windows.has_pane_options
-    count = CountWindowPanes if panes else CountKeyedWindows
-    counted = read[BATCHES] | "CountSupport" >> count(job.registry, job.windows)
+    count = (CountWindowPanes(job.registry, job.windows, dedupe) if panes
+             else CountKeyedWindows(job.registry, job.windows))
+    counted = read[BATCHES] | "CountSupport" >> count
     finalize = FinalizePanesFn if panes else FinalizeEstimatesFn
     estimates = counted["windows"] | "FinalizeEstimates" >> beam.ParDo(
         finalize(job.registry, compact))

@@ -85,7 +85,7 @@ def _run_follower(job, live, beam_args, stream, out, rejects) -> dict[str, int]:
     pipeline = beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
     source = make_source("directory", live.location, job.registry, job.windows.slice_ms,
                          endpoint=stream.endpoint)
-    estimates, dead_letters = build_streaming_pipeline(pipeline, job, source)
+    estimates, dead_letters = build_streaming_pipeline(pipeline, job, source, dedupe=False)
     # The follower writes the dead letters of each file itself (OUT/dead_letters/<file>.jsonl).
     panes = PaneFiles(job.output, offsets, replay.complete_windows, live.echo)
     write_to_sinks(job_sinks(job, panes=panes, dead_letters=False,

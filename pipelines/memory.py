@@ -20,7 +20,9 @@ A live run over a directory also holds the report ids of its open slices to coun
 (`ldp_telemetry.pipelines.slice_ids`): `REPORT_ID_BYTES` per distinct report of each open slice
 (for fixed windows, each open window), dropped when the slice closes (`report_id_bytes`). It
 grows with the reports of the open windows, which no flag fixes in advance: status.json shows
-it (`report_id_bytes`) as the run goes.
+it (`report_id_bytes`) as the run goes. A streaming graph through Beam (Pub/Sub,
+MatchContinuously) holds the same 8 bytes per report in the state of its "DeduplicateSlices"
+step (`transforms.dedupe`), per open slice, on its workers.
 
 Not modelled: the reports themselves, which a runner may hold while it groups them by slice
 (FnApiRunner materialises every grouped collection), and, for sliding windows in a batch run,
