@@ -8,10 +8,10 @@ from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.store import open_store
 from ldp_telemetry.store.records import UNATTRIBUTED_MS
 from ldp_telemetry.transforms.store import RejectTotals, follower_writes_rejects
-from tests.store.test_sql_store import HOUR, postgres_url, record, store_url  # noqa: F401
+from tests.store.test_sql_store import HOUR, postgres_url, record, store_url  # noqa: F401 (fixtures)
 
 
-def test_totals_written_again_are_not_added(store_url):
+def test_totals_written_again_are_not_added(store_url):  # noqa: F811 (the fixture)
     start = ms_from_iso("2024-03-01T00:00:00Z")
     totals = {("m.grr", "too_late", start, start + HOUR): 4,
               ("", "duplicate", UNATTRIBUTED_MS, UNATTRIBUTED_MS): 150}
