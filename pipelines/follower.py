@@ -23,7 +23,8 @@ Each poll, `DirectoryFollower`
    is counted once per (metric, slice), across files, configuration versions and restarts; the
    other rows are `duplicate` dead letters (one per file and slice, `transforms.count.
    duplicate_letter`);
-5. writes each file's dead letters (OUT/dead_letters/<file>.jsonl, whole), then its checkpoint
+5. writes each file's dead letters (OUT/dead_letters/<file>.jsonl, whole) and the too-late
+   log's lines (cumulative counts: a line written again says the same), then its checkpoint
    (`ldp_telemetry.pipelines.checkpoint`) once for the poll, then the store's reject totals
    (upserts of totals, never increments: `rejects`), then hands the poll's batches to the stream
    (`ldp_telemetry.pipelines.event_stream`) together;
@@ -312,11 +313,12 @@ class DirectoryFollower:
             decided_at = self.state.watermark_ms
             if watermark is not None:
                 self.state.watermark_ms = watermark
+            # before the checkpoint: a replay after a kill appends the same cumulative counts
+            self._log_too_late(late_windows.values(), decided_at)
             write_checkpoint(self._output, self.state)
             self._give_rejects()
             self._stream.add_batches(merge_batches(accepted))
             self._stream.add_dead_letters(letters, decided_at or 0)
-            self._log_too_late(late_windows.values(), decided_at)
             self._stream.tick()
             if watermark is not None:
                 self._stream.advance_watermark(watermark)

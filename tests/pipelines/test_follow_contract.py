@@ -322,3 +322,22 @@ def test_a_restart_rereads_only_the_files_of_windows_not_complete_on_disk(tmp_pa
     replay = again.replay_after_restart()
     assert sum(b.n for b in replay.batches) == 6 + 1
     assert again._decoder.records_read == 6 + 1  # the four files of window 0 are not read
+
+
+def test_ldp_run_follow_refuses_a_checkpoint_of_the_wrong_shape_with_exit_2(tmp_path):
+    import subprocess
+    import sys
+    (tmp_path / "in").mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / CHECKPOINT).write_text('{"version": 2, "files": {}}')  # valid JSON, no "windows"
+    registry = tmp_path / "registry.json"
+    registry.write_text(json.dumps({"metrics": [
+        {"name": METRIC, "protocol": "grr", "epsilon": 1.0, "domain": {"size": 3}}]}))
+    done = subprocess.run(
+        [sys.executable, "-m", "ldp_telemetry.pipelines.cli", "run", "--registry", str(registry),
+         "--follow", str(tmp_path / "in"), "--output", str(out), "--window", "60",
+         "--until", "5"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"its checkpoint {out / CHECKPOINT} cannot be used" in done.stderr
+    assert "Traceback" not in done.stderr
