@@ -14,7 +14,9 @@ from urllib.parse import urlsplit
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.coders import VarIntCoder
 from apache_beam.pvalue import PDone
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
 from ldp_telemetry.ldp.budget import budget_text
 from ldp_telemetry.ldp.errors import StoreError
@@ -88,11 +90,30 @@ def follower_writes_rejects(url: str | None) -> bool:
     return url is not None and urlsplit(url).scheme != "bigquery"
 
 
+#: The running total of one (metric, reason, slice) key of a streaming job's rejects.
+REJECT_TOTAL = ReadModifyWriteStateSpec("records", VarIntCoder())
+_REJECT_TOTAL_PARAM = beam.DoFn.StateParam(REJECT_TOTAL)
+
+
+class RunningRejectTotalsFn(beam.DoFn):
+    """((metric, reason, slice_start_ms, slice_end_ms), records) -> (key, the key's total so
+    far), a stateful step: the runner keeps each total in its state, so a bundle it retries
+    re-reads the committed total and emits the same totals again, and the store, which sets
+    them (`write_rejects(add=False)`), counts each dead letter once."""
+
+    def process(self, element, total=_REJECT_TOTAL_PARAM):
+        key, count = element
+        running = (total.read() or 0) + int(count)
+        total.write(running)
+        yield key, running
+
+
 class WriteRejectsToStoreFn(beam.DoFn):
     """((metric, reason, slice_start_ms, slice_end_ms), records) -> `write_rejects`.
 
-    `add=False` sets each total (the batch job's combined, final counts: idempotent);
-    `add=True` adds increments (a streaming job's dead letters as they come).
+    `add=False` sets each total (the batch job's combined, final counts, or a streaming job's
+    running totals, `RunningRejectTotalsFn`: idempotent; the bundle's last total of a key is
+    the one set); `add=True` adds increments.
     """
 
     def __init__(self, url: str, add: bool):
@@ -107,7 +128,7 @@ class WriteRejectsToStoreFn(beam.DoFn):
 
     def process(self, element):
         key, count = element
-        self._pending[key] = self._pending.get(key, 0) + count
+        self._pending[key] = self._pending.get(key, 0) + count if self._add else count
 
     def finish_bundle(self):
         self._store.write_rejects(self._pending, add=self._add)
@@ -171,7 +192,9 @@ def _write_sql(url: str, estimates, rejects, streaming: bool) -> None:
     estimates | "WritePanes" >> beam.ParDo(WritePanesToStoreFn(url))
     if rejects is None:
         return
-    rejects | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(url, add=streaming))
+    if streaming:  # running totals kept in the runner's state, set: idempotent
+        rejects = rejects | "TotalRejects" >> beam.ParDo(RunningRejectTotalsFn())
+    rejects | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(url, add=False))
 
 
 def _write_bigquery(url: str, estimates, rejects, streaming: bool) -> None:
