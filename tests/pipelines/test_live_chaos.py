@@ -4,9 +4,10 @@ over the same files ends: the same final estimates, and the same counts in its s
 status.json, dead letters and store rejects.
 
 The collector re-delivers some files under new names (`cp f.avro retry.avro`, then rename),
-writes one file whose report ids repeat, and a file that cannot be decoded in each phase. Kill moments come
-from a fixed seed; the test waits for observable progress (files in the checkpoint) with bounded
-timeouts, never on the speed of the machine, and kills every process it started.
+writes one file whose report ids repeat, and a file that cannot be decoded in each phase. Kill
+moments come from a fixed seed; the test waits for observable progress (files in the
+checkpoint) with bounded timeouts, never on the speed of the machine, and kills every process it
+started.
 """
 from __future__ import annotations
 
