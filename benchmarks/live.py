@@ -8,10 +8,14 @@ Prints, as medians of --repeats runs:
   (sustained throughput of decode + stream + count + finalize + pane writes);
 * the ratio live / batch (goal >= 0.5);
 * latency: files arriving one every --gap seconds, each opening a new window; the time from a
-  file's rename to its window's first pane on disk (goal <= --early-every + 2 s).
+  file's rename to its window's first pane on disk (goal <= --early-every + 2 s);
+* many small files: --small-files files of --small-reports reports each (distinct report ids,
+  in order over --small-windows windows) through the batch job and renamed into a followed folder
+  at once: files/s and reports/s of each, from the renames to every window's full pane (goals:
+  >= 200 files/s of 300 reports each, live >= half the batch rate in reports/s).
 
     python benchmarks/live.py [--reports 1000000] [--files 10] [--protocol oue] [--domain 32]
-                              [--json PATH]
+                              [--small-files 2000] [--small-reports 300] [--json PATH]
 """
 from __future__ import annotations
 
@@ -58,6 +62,49 @@ def make_files(folder: Path, registry, metric: str, reports: int, files: int, se
         write_reports(str(path), metric, config.protocol, np.arange(per_file), times, columns)
         paths.append(path)
     return paths, per_file
+
+
+def make_small_files(folder: Path, registry, metric: str, files: int, per_file: int,
+                     windows: int, seed: int = 11):
+    """`files` files of `per_file` reports with distinct ids, in window order (file k lies in
+    window k * windows // files, so a follower reading them oldest first finds none too late).
+    Returns the paths and the reports per window (by ISO start)."""
+    config = registry[metric]
+    rng = np.random.default_rng(seed)
+    paths, expected = [], {}
+    for k in range(files):
+        start = T0 + (k * windows // files) * WINDOW_MS
+        times = (start + rng.integers(0, WINDOW_MS, per_file)).astype(np.int64)
+        columns = config.protocol.perturb(rng.zipf(1.3, per_file) % config.d, rng)
+        path = folder / f"small-{k:05d}.avro"
+        write_reports(str(path), metric, config.protocol,
+                      np.arange(k * per_file, (k + 1) * per_file), times, columns)
+        paths.append(path)
+        expected[_iso(start)] = expected.get(_iso(start), 0) + per_file
+    return paths, expected
+
+
+def live_small_rate(registry, paths, expected, work: Path) -> float:
+    """Seconds from renaming every file into the followed folder at once to every window's
+    pane counting all of its reports."""
+
+    def arrive(inbox, output):
+        started = time.perf_counter()
+        for path in paths:
+            os.symlink(path, inbox / f".{path.name}")
+            os.rename(inbox / f".{path.name}", inbox / path.name)
+        return wait_for_full_panes(output, expected, timeout_s=600) - started
+
+    return live_run(registry, work, arrive, early_every_s=1, idle_advance_s=1.0)
+
+
+def batch_seconds(registry, paths, output: Path) -> float:
+    shutil.rmtree(output, ignore_errors=True)
+    job = EstimateJob(registry, tuple(map(str, paths)), str(output),
+                      WindowSpec(WINDOW_MS, WINDOW_MS))
+    started = time.perf_counter()
+    run_job(job, [], out=io.StringIO())
+    return time.perf_counter() - started
 
 
 def batch_rate(registry, paths, reports, output: Path) -> float:
@@ -161,6 +208,14 @@ def main(argv=None) -> int:
     parser.add_argument("--early-every", type=int, default=2)
     parser.add_argument("--gap", type=float, default=4.0,
                         help="seconds between file arrivals in the latency run")
+    parser.add_argument("--small-files", type=int, default=2000,
+                        help="files of the many-small-files run (0: skip it)")
+    parser.add_argument("--small-reports", type=int, default=300,
+                        help="reports per file of the many-small-files run")
+    parser.add_argument("--small-windows", type=int, default=10,
+                        help="windows the small files are spread over")
+    parser.add_argument("--skip-large", action="store_true",
+                        help="only the many-small-files run")
     add_json_argument(parser)
     args = parser.parse_args(argv)
     with Run("live", args.json, vars(args)) as run:
@@ -169,10 +224,48 @@ def main(argv=None) -> int:
 
 
 def measure(args) -> dict:
-    """Print and return the batch and live rates of each run and the latencies."""
+    """Print and return the batch and live rates of each run and the latencies, then the
+    many-small-files figures (`small`)."""
     registry = parse_registry({"metrics": [
         {"name": "bench", "protocol": args.protocol, "epsilon": 2.0,
          "domain": {"size": args.domain}}]})
+    results = {} if args.skip_large else measure_large(args, registry)
+    if args.small_files:
+        results["small"] = measure_small(args, registry)
+    return results
+
+
+def measure_small(args, registry) -> dict:
+    """Print and return files/s and reports/s of the batch job and the live run over many
+    small files."""
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        (folder / "small").mkdir()
+        paths, expected = make_small_files(folder / "small", registry, "bench", args.small_files,
+                                           args.small_reports, args.small_windows)
+        reports = args.small_files * args.small_reports
+        print(f"{args.small_files:,} files of {args.small_reports} reports "
+              f"({reports:,} reports, {args.small_windows} windows)")
+        batch, live = [], []
+        for repeat in range(args.repeats):
+            batch.append(batch_seconds(registry, paths, folder / "batch-out"))
+            live.append(live_small_rate(registry, paths, expected, folder / "live"))
+            print(f"  run {repeat + 1}: batch {len(paths) / batch[-1]:,.0f} files/s, "
+                  f"live {len(paths) / live[-1]:,.0f} files/s", flush=True)
+    b, l_ = statistics.median(batch), statistics.median(live)
+    print(f"batch job:  {len(paths) / b:,.0f} files/s, {reports / b:,.0f} reports/s "
+          f"(median of {len(batch)})")
+    print(f"live run:   {len(paths) / l_:,.0f} files/s, {reports / l_:,.0f} reports/s; "
+          f"live / batch = {b / l_:.2f} (goals: >= 200 files/s, >= 0.5)")
+    return {"files": len(paths), "reports_per_file": args.small_reports, "reports": reports,
+            "windows": args.small_windows, "batch_s": batch, "live_s": live,
+            "batch_files_per_s": len(paths) / b, "batch_reports_per_s": reports / b,
+            "live_files_per_s": len(paths) / l_, "live_reports_per_s": reports / l_,
+            "live_over_batch": b / l_}
+
+
+def measure_large(args, registry) -> dict:
+    """The large files: batch and live rates, latencies."""
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         (folder / "files").mkdir()

@@ -172,8 +172,20 @@ def live(r: dict) -> str:
              f"{r['parameters']['early_every']}`, a file every {r['parameters']['gap']:g} s)",
              f"{r['latency_median_s']:.2f} s (min {latency[0]:.2f}, max {latency[-1]:.2f}, "
              f"{len(latency)} files)", f"≤ {r['parameters']['early_every']} + 2 s"]]
-    return (f"{r['reports']:,} reports in {r['files']} files.\n\n"
+    text = (f"{r['reports']:,} reports in {r['files']} files.\n\n"
             + table(["figure", "median", "goal"], rows, right={1}))
+    small = r.get("small")
+    if small is None:
+        return text
+    rows = [["batch job (`ldp run --input`, FnApiRunner)", rate(small["batch_files_per_s"]),
+             rate(small["batch_reports_per_s"]), ""],
+            ["live run (`--follow`, renamed in at once, until every window's pane counts all of "
+             "its reports)", rate(small["live_files_per_s"]), rate(small["live_reports_per_s"]),
+             "≥ 200 files/s"],
+            ["live / batch (reports/s)", "", f"{small['live_over_batch']:.2f}", "≥ 0.5"]]
+    return (text + f"\n\nMany small files: {small['files']:,} files of "
+            f"{small['reports_per_file']} reports ({small['windows']} windows), medians.\n\n"
+            + table(["figure", "files/s", "reports/s", "goal"], rows, right={1, 2}))
 
 
 #: (benchmark, title, what it measures, renderer, the command producing the file)
@@ -358,7 +370,8 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
     ("live", "Live runs",
      "The same OUE report files (d = 32, one window each) through the batch job and through a "
      "live run (`ldp run --follow`); then files arriving one at a time, each opening a window, "
-     "timed from the rename to the window's first pane on disk.",
+     "timed from the rename to the window's first pane on disk; then many small files (300 "
+     "reports each, distinct report ids) through both.",
      live, "python benchmarks/live.py --reports 500000 --repeats 3"),
     ("memo_encode", "Memoized reports on the client",
      "Encoding N values (Zipf over d = 105, ε1 = 1.07, ε∞ = 4.39) by the client library, in "

@@ -25,6 +25,9 @@ class Reason(str, Enum):
     #: The report's configuration fingerprint is none of its metric's versions in the registry
     #: (an unknown configuration, another metric's, or not FINGERPRINT_BYTES long).
     CONFIG_MISMATCH = "config_mismatch"
+    #: A report file of a followed directory that changed after the live run read it (it grew,
+    #: was rewritten, or its name was reused): its new content is not counted.
+    FILE_CHANGED = "file_changed"
     #: Not a dead-letter record: reports a live run found later than the allowed lateness,
     #: counted per window (too_late.jsonl) and shown beside the rejects.
     TOO_LATE = "too_late"

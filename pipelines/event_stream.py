@@ -101,11 +101,20 @@ class EventStream:
             self._last_put = now
 
     def add_batches(self, batches: list[ReportBatch]) -> None:
+        """The batches as elements, several per event while they fit in MAX_ELEMENT_BYTES."""
+        elements, size = [], 0
         for batch in batches:
             for piece in split_batch(batch):
-                self._put(_Event(element_event=_Event.AddElements(tag=BATCHES, elements=[
-                    _Element(encoded_element=self._coder.encode((piece.metric, piece)),
-                             timestamp=piece.slice_start_ms * 1000)])))
+                encoded = self._coder.encode((piece.metric, piece))
+                if elements and size + len(encoded) > MAX_ELEMENT_BYTES:
+                    self._put(_Event(element_event=_Event.AddElements(tag=BATCHES,
+                                                                      elements=elements)))
+                    elements, size = [], 0
+                elements.append(_Element(encoded_element=encoded,
+                                         timestamp=piece.slice_start_ms * 1000))
+                size += len(encoded)
+        if elements:
+            self._put(_Event(element_event=_Event.AddElements(tag=BATCHES, elements=elements)))
 
     def add_dead_letters(self, letters: list[DeadLetter], at_ms: int) -> None:
         if letters:

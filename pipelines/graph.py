@@ -45,8 +45,8 @@ def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
     write_to_sinks(job_sinks(job), estimates, dead_letters)
 
 
-def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: beam.PTransform
-                             ) -> tuple[beam.PCollection, beam.PCollection]:
+def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: beam.PTransform,
+                             dedupe: bool = True) -> tuple[beam.PCollection, beam.PCollection]:
     """Add the estimation graph behind `source`; returns (estimate records, dead-letter records).
 
     `source` is applied to the pipeline's root and must give `batches`: (metric, ReportBatch)
@@ -55,6 +55,9 @@ def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: 
     window_estimate and dead_letter schemas, one estimate per (metric, window, pane), emitted in
     the windows they describe. `job.files` and `job.output` are not used.
 
+    Report ids are counted once per (metric, slice) across panes (`transforms.dedupe`) unless
+    `dedupe` is False: a followed directory's follower has deduplicated the batches already.
+
     ConfigError (field `early_every`) for early panes when the pipeline is not streaming.
     """
     streaming = pipeline.options.view_as(StandardOptions).streaming
@@ -62,35 +65,38 @@ def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: 
         raise ConfigError("early_every needs a streaming pipeline (the pipeline option "
                           "streaming): processing-time panes do not exist in a batch run",
                           field="early_every")
-    return _estimate(pipeline | "ReadReports" >> source, job, streaming)
+    return _estimate(pipeline | "ReadReports" >> source, job, streaming, dedupe=dedupe)
 
 
 def job_sinks(job: EstimateJob, panes: PaneFiles | None = None,
-              dead_letters: bool = True) -> list[Sink]:
+              dead_letters: bool = True, store_rejects: bool = True) -> list[Sink]:
     """The job's sinks, in the order they are applied.
 
     Estimates: a batch run's shard files, or `panes` (a live run's pane files). Dead letters
     (unless `dead_letters` is False: a followed directory's follower writes them itself): a
     batch run's shard files, or one file each in a live run. Then the store, when the job names
     one; it receives the estimates as the pane sink wrote them (pane indices continued after a
-    restart), and a batch run's compact records made plain.
+    restart), and a batch run's compact records made plain; and the dead-letter counts unless
+    `store_rejects` is False (a followed directory's follower writes them itself).
     """
     batch = panes is None
     sinks: list[Sink] = [EstimateShards(job.output) if batch else panes]
     if dead_letters:
         sinks.append(DeadLetterShards(job.output) if batch else DeadLetterFiles(job.output))
     if job.store is not None:
-        sinks.append(StoreSink(job.store, job.windows, compact_records=batch))
+        sinks.append(StoreSink(job.store, job.windows, compact_records=batch,
+                               rejects=store_rejects))
     return sinks
 
 
-def _estimate(read, job: EstimateJob, streaming: bool, compact: bool = False
-              ) -> tuple[beam.PCollection, beam.PCollection]:
+def _estimate(read, job: EstimateJob, streaming: bool, compact: bool = False,
+              dedupe: bool = True) -> tuple[beam.PCollection, beam.PCollection]:
     """Count and finalize: on the pane path (streaming, or pane options) in Beam windows, else
     with plain window keys (`transforms.count`)."""
     panes = streaming or job.windows.has_pane_options
-    count = CountWindowPanes if panes else CountKeyedWindows
-    counted = read[BATCHES] | "CountSupport" >> count(job.registry, job.windows)
+    count = (CountWindowPanes(job.registry, job.windows, dedupe) if panes
+             else CountKeyedWindows(job.registry, job.windows))
+    counted = read[BATCHES] | "CountSupport" >> count
     finalize = FinalizePanesFn if panes else FinalizeEstimatesFn
     estimates = counted["windows"] | "FinalizeEstimates" >> beam.ParDo(
         finalize(job.registry, compact))

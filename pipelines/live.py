@@ -31,6 +31,7 @@ from ldp_telemetry.output.layout import PANE_LOG, TOO_LATE_LOG, window_key
 from ldp_telemetry.pipelines.counters import summary_line
 from ldp_telemetry.pipelines.event_stream import EventStream
 from ldp_telemetry.pipelines.follower import DirectoryFollower
+from ldp_telemetry.pipelines.slice_ids import merge_batches
 from ldp_telemetry.pipelines.graph import build_streaming_pipeline, job_sinks
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.remote import run_remote
@@ -38,6 +39,7 @@ from ldp_telemetry.pipelines.status import write_status
 from ldp_telemetry.output.reader import latest_panes, read_pane_log, truncate_torn_tail
 from ldp_telemetry.transforms.sinks import PaneFiles, write_to_sinks
 from ldp_telemetry.transforms.sources import make_source
+from ldp_telemetry.transforms.store import RejectTotals, follower_writes_rejects
 
 
 def run_live(job: EstimateJob, live: LiveConfig, beam_args: list[str],
@@ -62,8 +64,17 @@ def run_live(job: EstimateJob, live: LiveConfig, beam_args: list[str],
 def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
     for log in (PANE_LOG, TOO_LATE_LOG):  # a killed run may have left half a line
         truncate_torn_tail(os.path.join(job.output, log))
+    rejects = RejectTotals(job.store) if follower_writes_rejects(job.store) else None
+    try:
+        return _run_follower(job, live, beam_args, stream, out, rejects)
+    finally:
+        if rejects is not None:
+            rejects.close()
+
+
+def _run_follower(job, live, beam_args, stream, out, rejects) -> dict[str, int]:
     follower = DirectoryFollower(job.registry, job.windows, live.location, job.output, stream,
-                                 live.policy, limits=job.limits)
+                                 live.policy, limits=job.limits, rejects=rejects)
     replay = follower.replay_after_restart()
     offsets = {window_key(entry): entry["pane"]["index"] + 1
                for entry in latest_panes(job.output).values()}
@@ -74,16 +85,17 @@ def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
     pipeline = beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
     source = make_source("directory", live.location, job.registry, job.windows.slice_ms,
                          endpoint=stream.endpoint)
-    estimates, dead_letters = build_streaming_pipeline(pipeline, job, source)
+    estimates, dead_letters = build_streaming_pipeline(pipeline, job, source, dedupe=False)
     # The follower writes the dead letters of each file itself (OUT/dead_letters/<file>.jsonl).
     panes = PaneFiles(job.output, offsets, replay.complete_windows, live.echo)
-    write_to_sinks(job_sinks(job, panes=panes, dead_letters=False), estimates, dead_letters)
+    write_to_sinks(job_sinks(job, panes=panes, dead_letters=False,
+                             store_rejects=rejects is None), estimates, dead_letters)
 
     if follower.restarted:
         print(f"restart: {len(follower.state.files)} file(s) consumed before; "
               f"{sum(b.n for b in replay.batches):,} accepted report(s) of open windows replayed",
               file=out, flush=True)
-    stream.add_batches(replay.batches)
+    stream.add_batches(merge_batches(replay.batches))
     follower.announce_restart_watermark()
     result = pipeline.run()
 

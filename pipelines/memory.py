@@ -16,6 +16,14 @@ What a job holds beyond its start-up (interpreter, Beam, numpy: about 260 MB on 
   `AMRP_WINDOW_BYTES` for AMRP's permutation blocks, plus, with `--store`,
   `STORE_BYTES_PER_VALUE` and the store sink's waiting records (`store_pending_bytes`).
 
+A live run over a directory also holds the report ids of its open slices to count each id once
+(`ldp_telemetry.pipelines.slice_ids`): `REPORT_ID_BYTES` per distinct report of each open slice
+(for fixed windows, each open window), dropped when the slice closes (`report_id_bytes`). It
+grows with the reports of the open windows, which no flag fixes in advance: status.json shows
+it (`report_id_bytes`) as the run goes. A streaming graph through Beam (Pub/Sub,
+MatchContinuously) holds the same 8 bytes per report in the state of its "DeduplicateSlices"
+step (`transforms.dedupe`), per open slice, on its workers.
+
 Not modelled: the reports themselves, which a runner may hold while it groups them by slice
 (FnApiRunner materialises every grouped collection), and, for sliding windows in a batch run,
 the statistics of every window at the merge step (their number depends on the data's span).
@@ -48,6 +56,16 @@ STORE_BYTES_PER_VALUE = 320
 #: and a label string: at 10^5 x 20 windows the store's extra peak is 52 MB above one window's,
 #: for the about 2.6 * 10^5 values waiting).
 PLAIN_BYTES_PER_VALUE = 200
+
+
+#: Bytes a live run over a directory holds per distinct report id of an open slice (an int64 in
+#: a sorted numpy level, `transforms.count.IdSet`; twice that for a moment while levels merge).
+REPORT_ID_BYTES = 8
+
+
+def report_id_bytes(open_reports: int) -> int:
+    """Bytes of the report ids held for `open_reports` distinct reports in open slices."""
+    return REPORT_ID_BYTES * open_reports
 
 
 def store_pending_bytes() -> int:

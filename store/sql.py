@@ -417,8 +417,9 @@ class EstimateStore:
     def write_rejects(self, totals: Mapping[tuple[str, str, int, int], int],
                       add: bool = False) -> None:
         """Dead-letter counts per (metric, reason, slice_start_ms, slice_end_ms) (see
-        `records.reject_slice`): `add=False` sets each total (idempotent: a batch job's final
-        counts); `add=True` adds to it (a live run's increments)."""
+        `records.reject_slice`): `add=False` sets each total, an upsert (idempotent: a batch
+        job's final counts, and a followed directory's totals from its checkpoint, written
+        again after a restart); `add=True` adds to it (increments of a stream through Beam)."""
         value = "ldp_rejects.records + excluded.records" if add else "excluded.records"
         rows = [(metric[:MAX_NAME_CHARS], reason[:MAX_NAME_CHARS], int(start), int(end),
                  int(count)) for (metric, reason, start, end), count in totals.items()]

@@ -387,25 +387,38 @@ class CountWindowPanes(beam.PTransform):
     window}.
 
     Slices are Beam windows (`transforms.windows.into_slices`): each slice pane is a delta
-    holding reports no other pane holds, and repeated ids are found within a pane. Windows
+    holding reports no other pane holds. Repeated ids are found within a pane, and across the
+    panes of a slice by "DeduplicateSlices" (`transforms.dedupe`, a stateful step) unless
+    `dedupe` is False (a followed directory's follower has deduplicated already). Windows
     (`into_windows`) accumulate: each window pane adds every delta once.
     """
 
-    def __init__(self, registry: Registry, windows: WindowSpec):
+    def __init__(self, registry: Registry, windows: WindowSpec, dedupe: bool = True):
         super().__init__()
         self._registry = registry
         self._windows = windows
+        self._dedupe = dedupe
 
     def expand(self, batches):
         spec = self._windows
-        counted = (batches
-                   | "IntoSlices" >> into_slices(spec)
+        sliced = batches | "IntoSlices" >> into_slices(spec)
+        letters = []
+        if self._dedupe:
+            from ldp_telemetry.transforms.dedupe import DeduplicateSlicesFn  # it imports this
+            deduped = (sliced | "DeduplicateSlices" >> beam.ParDo(
+                DeduplicateSlicesFn(spec.slice_ms)).with_outputs(DUPLICATES, main="batches"))
+            sliced = deduped.batches
+            letters.append(deduped[DUPLICATES] | "RepeatsOutOfTime" >> beam.WindowInto(
+                beam_window.GlobalWindows()))
+        counted = (sliced
                    | "GroupSlices" >> beam.GroupByKey()
                    | "CountSupport" >> beam.ParDo(CountSliceFn(self._registry))
                    | "CountReports" >> beam.ParDo(SplitPaneDuplicatesFn(spec.slice_ms))
                    .with_outputs(DUPLICATES, main="statistics"))
         duplicates = counted[DUPLICATES] | "DuplicatesOutOfTime" >> beam.WindowInto(
             beam_window.GlobalWindows())
+        if letters:
+            duplicates = (duplicates, *letters) | "AllDuplicates" >> beam.Flatten()
         windows = (counted.statistics
                    | "IntoWindows" >> into_windows(spec)
                    | "MergeSlices" >> beam.CombinePerKey(MergeSupportFn()))

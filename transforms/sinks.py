@@ -115,17 +115,21 @@ class DeadLetterFiles(Sink):
 class StoreSink(Sink):
     """The estimate store at `url` (`WriteToStore`): every estimate record it is given, and the
     dead-letter counts per job slice of `windows`. `compact_records`: the estimates are compact
-    (a batch run's) and are made plain first."""
+    (a batch run's) and are made plain first. `rejects` False: the dead letters are not counted
+    here (a followed directory's follower keeps the reject totals,
+    `transforms.store.RejectTotals`)."""
 
-    def __init__(self, url: str, windows: WindowSpec, compact_records: bool = False):
+    def __init__(self, url: str, windows: WindowSpec, compact_records: bool = False,
+                 rejects: bool = True):
         self._url = url
         self._windows = windows
         self._compact = compact_records
+        self._rejects = rejects
 
     def write(self, estimates, dead_letters):
         stored = estimates
         if self._compact:
             stored = estimates | "PlainEstimates" >> beam.Map(plain_record)
         (stored, dead_letters) | "WriteToStore" >> WriteToStore(
-            self._url, self._windows.slice_ms, self._windows.slice_offset_ms)
+            self._url, self._windows.slice_ms, self._windows.slice_offset_ms, self._rejects)
         return estimates

@@ -14,7 +14,9 @@ from urllib.parse import urlsplit
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.coders import VarIntCoder
 from apache_beam.pvalue import PDone
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
 from ldp_telemetry.ldp.budget import budget_text
 from ldp_telemetry.ldp.errors import StoreError
@@ -66,11 +68,52 @@ class WritePanesToStoreFn(beam.DoFn):
             store.close()
 
 
+class RejectTotals:
+    """The reject totals of a live run over a directory, written by its follower (not by Beam):
+    `totals({(metric, reason, slice start ms, slice end ms): records})` sets each total in the
+    SQL store at `url` (an upsert: writing a total again changes nothing, so a restarted run
+    that writes its checkpoint's totals again neither loses nor doubles a reject)."""
+
+    def __init__(self, url: str):
+        self._store = open_store(url)
+
+    def __call__(self, totals) -> None:
+        self._store.write_rejects(totals, add=False)
+
+    def close(self) -> None:
+        self._store.close()
+
+
+def follower_writes_rejects(url: str | None) -> bool:
+    """True when a followed directory's run keeps the store's reject totals itself: a SQL store
+    (BigQuery, append-only, is given the dead letters through Beam)."""
+    return url is not None and urlsplit(url).scheme != "bigquery"
+
+
+#: The running total of one (metric, reason, slice) key of a streaming job's rejects.
+REJECT_TOTAL = ReadModifyWriteStateSpec("records", VarIntCoder())
+_REJECT_TOTAL_PARAM = beam.DoFn.StateParam(REJECT_TOTAL)
+
+
+class RunningRejectTotalsFn(beam.DoFn):
+    """((metric, reason, slice_start_ms, slice_end_ms), records) -> (key, the key's total so
+    far), a stateful step: the runner keeps each total in its state, so a bundle it retries
+    re-reads the committed total and emits the same totals again, and the store, which sets
+    them (`write_rejects(add=False)`), counts each dead letter once."""
+
+    def process(self, element, total=_REJECT_TOTAL_PARAM):
+        key, count = element
+        running = (total.read() or 0) + int(count)
+        total.write(running)
+        yield key, running
+
+
 class WriteRejectsToStoreFn(beam.DoFn):
     """((metric, reason, slice_start_ms, slice_end_ms), records) -> `write_rejects`.
 
-    `add=False` sets each total (the batch job's combined, final counts: idempotent);
-    `add=True` adds increments (a streaming job's dead letters as they come).
+    `add=False` sets each total (the batch job's combined, final counts, or a streaming job's
+    running totals, `RunningRejectTotalsFn`: idempotent; the bundle's last total of a key is
+    the one set); `add=True` adds increments.
     """
 
     def __init__(self, url: str, add: bool):
@@ -85,7 +128,7 @@ class WriteRejectsToStoreFn(beam.DoFn):
 
     def process(self, element):
         key, count = element
-        self._pending[key] = self._pending.get(key, 0) + count
+        self._pending[key] = self._pending.get(key, 0) + count if self._add else count
 
     def finish_bundle(self):
         self._store.write_rejects(self._pending, add=self._add)
@@ -107,14 +150,18 @@ class WriteToStore(beam.PTransform):
     reason, job slice) with `slice_ms`/`slice_offset_ms` (the job's `WindowSpec`).
     """
 
-    def __init__(self, url: str, slice_ms: int, slice_offset_ms: int = 0):
+    def __init__(self, url: str, slice_ms: int, slice_offset_ms: int = 0, rejects: bool = True):
         super().__init__()
         self._url = url
         self._slice_ms = slice_ms
         self._slice_offset_ms = slice_offset_ms
+        self._rejects = rejects
 
     def expand(self, estimates_and_dead_letters):
         estimates, dead_letters = estimates_and_dead_letters
+        if not self._rejects:  # someone else keeps the reject totals (`RejectTotals`)
+            store_kind(self._url).write(self._url, estimates, None, False)
+            return PDone(estimates.pipeline)
         streaming = estimates.pipeline.options.view_as(StandardOptions).streaming
         slice_ms, offset_ms = self._slice_ms, self._slice_offset_ms
         keyed = (dead_letters
@@ -143,7 +190,11 @@ def _check_sql(url: str) -> None:
 
 def _write_sql(url: str, estimates, rejects, streaming: bool) -> None:
     estimates | "WritePanes" >> beam.ParDo(WritePanesToStoreFn(url))
-    rejects | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(url, add=streaming))
+    if rejects is None:
+        return
+    if streaming:  # running totals kept in the runner's state, set: idempotent
+        rejects = rejects | "TotalRejects" >> beam.ParDo(RunningRejectTotalsFn())
+    rejects | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(url, add=False))
 
 
 def _write_bigquery(url: str, estimates, rejects, streaming: bool) -> None:
@@ -153,6 +204,8 @@ def _write_bigquery(url: str, estimates, rejects, streaming: bool) -> None:
             table_prefix + "ldp_panes", schema=BIGQUERY_PANES_SCHEMA,
             create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
             write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND)
+    if rejects is None:
+        return
     rejects | "RejectRows" >> beam.Map(bigquery_reject_row) \
         | "WriteRejectsToBigQuery" >> beam.io.WriteToBigQuery(
             table_prefix + "ldp_rejects", schema=BIGQUERY_REJECTS_SCHEMA,

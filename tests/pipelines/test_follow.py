@@ -2,6 +2,7 @@
 reports it finds too late (per window), its checkpoint and what a restart replays."""
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -54,11 +55,18 @@ class Clock:
         return self.now
 
 
-def write(folder, name, times_ms, seed=0):
+_FRESH_IDS = itertools.count(1_000_000)
+
+
+def write(folder, name, times_ms, seed=0, ids=None):
+    """A report file; its report ids are new ones unless `ids` are given."""
     rng = np.random.default_rng(seed)
     times = np.asarray(times_ms, dtype=np.int64)
     columns = PROTOCOL.perturb(rng.integers(0, 3, len(times)), rng)
-    write_reports(str(folder / name), METRIC, PROTOCOL, np.arange(len(times)), times, columns)
+    if ids is None:
+        ids = [next(_FRESH_IDS) for _ in times]
+    write_reports(str(folder / name), METRIC, PROTOCOL, np.asarray(ids, dtype=np.int64), times,
+                  columns)
 
 
 #: The follower's defaults in these tests: 1-minute windows with 30 s of lateness, a watermark
@@ -171,7 +179,7 @@ def test_checkpoint_round_trips(tmp_path):
     text = (tmp_path / "out" / CHECKPOINT).read_text()
     again = FollowState.from_json(text)
     assert again.to_json() == f.state.to_json()
-    assert again.files == {"a.avro": None}
+    assert list(again.files) == ["a.avro"] and again.files["a.avro"].decided_at is None
     assert list(again.windows) == [WindowKey(METRIC, T0, T0 + MINUTE),
                                    WindowKey(METRIC, T0 + MINUTE, T0 + 2 * MINUTE)]
 

@@ -69,11 +69,14 @@ def test_kill_and_restart_neither_loses_nor_double_counts(tmp_path, processes):
     inbox.mkdir()
     rng = np.random.default_rng(5)
     written = {}
+    next_id = [0]
 
     def write(name, n, start_ms):
         times = (start_ms + rng.integers(0, MINUTE, n)).astype(np.int64)
         columns = PROTOCOL.perturb(rng.integers(0, 6, n), rng)
-        write_reports(str(inbox / f".{name}"), METRIC, PROTOCOL, np.arange(n), times, columns)
+        ids = np.arange(next_id[0], next_id[0] + n)  # distinct ids: each report counts
+        next_id[0] += n
+        write_reports(str(inbox / f".{name}"), METRIC, PROTOCOL, ids, times, columns)
         os.rename(inbox / f".{name}", inbox / name)
         written[name] = (times, columns)
 

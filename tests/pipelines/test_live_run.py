@@ -44,12 +44,15 @@ class Files:
         self.folder = folder
         self.rng = np.random.default_rng(seed)
         self.written: dict[str, tuple[np.ndarray, dict]] = {}
+        self.next_id = 0  # distinct report ids across files: each report counts
 
     def write(self, name, n, start_ms, span_ms=MINUTE):
         times = (start_ms + self.rng.integers(0, span_ms, n)).astype(np.int64)
         columns = PROTOCOL.perturb(self.rng.integers(0, 4, n), self.rng)
         temporary = self.folder / f"{name}.tmp"
-        write_reports(str(temporary), METRIC, PROTOCOL, np.arange(n), times, columns)
+        ids = np.arange(self.next_id, self.next_id + n)
+        self.next_id += n
+        write_reports(str(temporary), METRIC, PROTOCOL, ids, times, columns)
         os.rename(temporary, self.folder / name)
         self.written[name] = (times, columns)
 

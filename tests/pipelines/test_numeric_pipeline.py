@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import glob
 import io
+import itertools
 import json
 import subprocess
 import sys
@@ -85,13 +86,17 @@ def test_simulate_cli_refuses_values_outside_the_domain(tmp_path):
     assert not glob.glob(str(tmp_path / "reports" / "*.avro"))
 
 
+_FIRST_IDS = itertools.count(0, 1_000_000)
+
+
 def simulate(tmp_path, rng, metric, n, start_s, span_s, name):
     config = REGISTRY[metric]
     values = rng.gamma(9.0, 30.0, n).clip(0, 800)
     times = (start_s * 1000 + rng.integers(0, span_s * 1000, n)).astype(np.int64)
     columns = config.protocol.perturb(config.to_unit(values), rng)
     path = str(tmp_path / f"{name}.avro")
-    write_reports(path, metric, config.protocol, np.arange(n), times, columns)
+    first = next(_FIRST_IDS)  # distinct ids across files: a repeated id counts once
+    write_reports(path, metric, config.protocol, first + np.arange(n), times, columns)
     return path, times, columns
 
 
