@@ -100,7 +100,7 @@ def dask_options(workers: int | None = None, address: str | None = None,
 
 def _check_workers(workers) -> int:
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
-        raise ConfigError(f"dask_workers must be an integer in [1, {MAX_WORKERS}], got "
+        raise ConfigError(f"--dask_workers must be an integer in [1, {MAX_WORKERS}], got "
                           f"{workers!r}", field="dask_workers")
     return workers
 
@@ -320,14 +320,26 @@ class ClusterDaskRunner(DaskRunner):
         client_options = options.view_as(DaskOptions).get_all_options(drop_default=True,
                                                                       current_only=True)
         bag_options = DaskOptions._extract_bag_kwargs(client_options)
+        workers = options.view_as(DaskClusterOptions).dask_workers
+        scheduler = client_options.get("address") or client_options.get("scheduler_file")
+        if scheduler and workers is not None:
+            raise ConfigError("--dask_workers sizes the local cluster started for the run: "
+                              "give it or --dask_client_address / --dask_scheduler_file, not "
+                              "both", field="dask_workers")
         with contextlib.ExitStack() as stack:
-            if not client_options.get("address") and not client_options.get("scheduler_file"):
-                workers = options.view_as(DaskClusterOptions).dask_workers
-                cluster = stack.enter_context(local_cluster(workers or os.cpu_count() or 1))
+            if not scheduler:
+                workers = (os.cpu_count() or 1) if workers is None else _check_workers(workers)
+                cluster = stack.enter_context(local_cluster(workers))
                 client_options["address"] = cluster.scheduler_address
                 print(f"started a local Dask cluster of {len(cluster.workers)} worker "
                       f"processes at {cluster.scheduler_address} for this run", file=sys.stderr)
-            client = stack.enter_context(ddist.Client(**client_options))
+            try:
+                client = stack.enter_context(ddist.Client(**client_options))
+            except OSError as error:  # distributed's word for a scheduler that did not answer
+                if not scheduler:
+                    raise
+                raise ConfigError(f"no Dask scheduler answered at {scheduler}: {error}",
+                                  field="dask_client_address") from None
             if not bag_options:
                 threads = sum(client.nthreads().values()) or 1
                 bag_options = {"npartitions": PARTITIONS_PER_THREAD * threads}

@@ -163,3 +163,26 @@ def test_dask_options():
             dask_options(workers=bad)
     with pytest.raises(ConfigError, match="not both"):
         dask_options(workers=2, address="tcp://127.0.0.1:8786")
+
+
+def run_one_element(args: list[str]):
+    pipeline = beam.Pipeline(runner=ClusterDaskRunner(), options=PipelineOptions(args))
+    _ = pipeline | beam.Create([1])
+    return pipeline.run().wait_until_finish()
+
+
+@pytest.mark.parametrize("args, field, message", [
+    (["--dask_workers=0"], "dask_workers", r"--dask_workers must be an integer in \[1, 256\]"),
+    (["--dask_workers=2", "--dask_client_address=tcp://127.0.0.1:1"], "dask_workers",
+     "not both"),
+    (["--dask_client_address=tcp://127.0.0.1:1", "--dask_connection_timeout=1"],
+     "dask_client_address", "no Dask scheduler answered at tcp://127.0.0.1:1"),
+])
+def test_cluster_options_are_checked_before_anything_runs(args, field, message):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(ConfigError, match=message) as error:
+        run_one_element(args)
+    assert error.value.field == field
+    assert not [p for p in psutil.Process().children(recursive=True)
+                if p.pid not in before and _running(p)
+                and "resource_tracker" not in " ".join(p.cmdline())]
