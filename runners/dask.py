@@ -75,7 +75,8 @@ class DaskClusterOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--dask_workers", type=int, default=None,
+        parser.add_argument("--dask_workers", "--dask-workers", dest="dask_workers", type=int,
+                            default=None,
                             help="worker processes of the local Dask cluster started for the "
                                  "run when no --dask_client_address is given (default: the "
                                  f"number of CPUs; at most {MAX_WORKERS})")

@@ -154,6 +154,12 @@ def test_short_runner_names(name):
     assert isinstance(make_runner(PipelineOptions([f"--runner={name}"])), ClusterDaskRunner)
 
 
+def test_dask_workers_is_spelt_with_an_underscore_or_a_dash():
+    from ldp_telemetry.runners.dask import DaskClusterOptions
+    for flag in ("--dask_workers", "--dask-workers"):
+        assert PipelineOptions([flag, "3"]).view_as(DaskClusterOptions).dask_workers == 3
+
+
 def test_dask_options():
     assert dask_options(workers=2) == ["--runner=dask", "--dask_workers=2"]
     assert dask_options(address="tcp://127.0.0.1:8786", partitions=8) == [
