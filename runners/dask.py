@@ -6,13 +6,17 @@ fails), or on a running cluster named by Beam's own `--dask_client_address=tcp:/
 (or `--dask_scheduler_file`). Needs `pip install 'ldp-telemetry[dask]'`.
 
 `ClusterDaskRunner` is Beam's `DaskRunner` (its option class, graph overrides, translation into
-dask bags and visitor are used as they are) with three documented changes, each needed by the
-job (measured on Beam 2.77):
+dask bags and visitor are used as they are) with four documented changes, each needed by the
+job (found on Beam 2.77):
 
 * **Tagged outputs.** Beam's translation puts every output of a multi-output ParDo into one bag,
   the main and the tagged ones mixed, and each consumer of any of its outputs reads all of them
   (`ReadReports` and `CountReports` split dead letters from batches so). Here such a ParDo runs
   as one ParDo whose elements are (tag, value), followed by one selecting step per output.
+* **Bundles.** Beam's ParDo translation gives every bundle (bag partition) one shared list of
+  outputs, so bundles that run in one process see each other's outputs, and it collects that
+  list before `finish_bundle`, dropping what `finish_bundle` emits (the sinks' shard names).
+  Here each bundle runs its own copy of the DoFn with its own outputs (`_run_bundle`).
 * **Every sink computed, and `Impulse`.** Beam computes only the bag of the last transform it
   visited, which leaves every other branch unrun (the job has two sinks, or three with a store),
   and has no translation for `Impulse` (the sinks' start signal), whose consumer then fails
@@ -38,12 +42,12 @@ import sys
 from collections.abc import Iterator
 
 import apache_beam as beam
+from apache_beam.internal import pickler
 from apache_beam.metrics.execution import MetricKey, MetricResult, MetricsContainer
 from apache_beam.metrics.metric import MetricResults
 from apache_beam.metrics.metricbase import MetricName
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.pipeline import PTransformOverride
-from apache_beam.internal import pickler
 from apache_beam.runners.common import DoFnContext, DoFnInvoker, DoFnSignature, _OutputHandler
 from apache_beam.runners.dask import transform_evaluator
 from apache_beam.runners.dask.dask_runner import DaskOptions, DaskRunner
@@ -56,8 +60,6 @@ from apache_beam.utils.counters import CounterFactory
 from apache_beam.utils.windowed_value import WindowedValue
 
 from ldp_telemetry.ldp.errors import ConfigError
-
-_LOGGER = logging.getLogger(__name__)
 
 #: The most worker processes a local cluster may be asked to start.
 MAX_WORKERS = 256
