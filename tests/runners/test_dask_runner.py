@@ -24,7 +24,7 @@ from ldp_telemetry.runners import make_runner  # noqa: E402
 from ldp_telemetry.runners.dask import (ClusterDaskRunner, dask_options,  # noqa: E402
                                         local_cluster)
 
-from .conftest import HOUR, ComparisonInput  # noqa: E402
+from tests.runners.conftest import HOUR, ComparisonInput  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a scheduler and worker processes
 
