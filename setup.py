@@ -54,6 +54,10 @@ setup(
                     # the estimate store on PostgreSQL (SQLite needs nothing)
                     "postgres": ["psycopg[binary]>=3.1"],
                     # DataflowRunner, including its offline dry run (about 85 more packages)
-                    "dataflow": ["apache-beam[gcp]>=2.77,<2.78"]},
+                    "dataflow": ["apache-beam[gcp]>=2.77,<2.78"],
+                    # `--runner=dask`: Beam's DaskRunner on a dask.distributed cluster (the
+                    # floor is Beam 2.77's own dask extra; tested with 2026.8)
+                    "dask": ["apache-beam[dask]>=2.77,<2.78", "dask>=2024.4.2,<2027",
+                             "distributed>=2024.4.2,<2027"]},
     entry_points={"console_scripts": ["ldp=ldp_telemetry.pipelines.cli:main"]},
 )

@@ -63,6 +63,18 @@ def throughput(r: dict) -> str:
                           "bytes shuffled per report"], rows)
 
 
+def scaling(r: dict) -> str:
+    parameters = r["parameters"]
+    rows = [[p["runner"], str(p["workers"]), fixed(2)(p["start_up_s"]), fixed(2)(p["job_s"]),
+             fixed(2)(p["beyond_start_up_s"]), rate(p["rate_beyond_start_up"]),
+             fixed(2)(p["speed_up"]), fixed(2)(p["speed_up_per_worker"])] for p in r["runs"]]
+    repeats = parameters["repeats"]
+    return (f"{parameters['reports']:,} reports in {parameters['files']} per-report files, "
+            + (f"medians of {repeats} runs" if repeats > 1 else "one run each") + ".\n\n"
+            + table(["runner", "workers", "start-up (s)", "job (s)", "beyond start-up (s)",
+                     "reports/s beyond start-up", "speed-up", "speed-up per worker"], rows))
+
+
 def fingerprint_cost(r: dict) -> str:
     rows = [[f"`{p['protocol']}`", rate(p["raw_decode"]), fixed(3)(p["raw_decode_ratio"]),
              rate(p["decode"]), fixed(3)(p["decode_ratio"]), rate(p["end_to_end"]),
@@ -271,6 +283,20 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "decode and aggregation run in the benchmark's process as above.",
      throughput, "python benchmarks/throughput.py --reports 1000000 --protocols grr,oue,olh "
      "--files 2 --multi-process 2 --repeats 1"),
+    ("scaling", "Scaling with worker processes",
+     "The batch job on 1 and 2 worker processes, on FnApiRunner "
+     "(`--direct_running_mode=multi_processing`) and on a local Dask cluster (`--runner=dask "
+     "--dask_workers=N`, [runners](runners.md#a-dask-cluster)): GRR reports (d = 1024, ε = 2, "
+     "Zipf-shaped values over one day) in hourly windows, so that 24 slices are counted in "
+     "parallel. *Start-up* is a job of 1 report on the same runner (for Dask, starting and "
+     "stopping the cluster included); *beyond start-up* is the job less that start-up; "
+     "*speed-up* is the rate beyond start-up with 2 workers over the rate with 1, and *per "
+     "worker* that over 2 (1.0: perfect scaling). The machine has 2 cores shared with other "
+     "work, so a second worker competes with that work: read the load average above the "
+     "table. When the load exceeds the cores, the operating system shares them among every "
+     "busy process and a second worker also takes a second share, so a speed-up measured then "
+     "is not what two idle cores give.",
+     scaling, "python benchmarks/scaling.py --reports 10000000 --files 16"),
     ("fingerprint_cost", "Configuration fingerprints",
      "The same reports with and without their configuration's 16-byte fingerprint "
      "([the fleet contract](fleet-contract.md)), in reports/s with fingerprints and the ratio "

@@ -104,7 +104,9 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                     "--job_endpoint=localhost:8099; without --runner the job runs on FnApiRunner "
                     "in this process. --runner=PortableRunner without --job_endpoint starts a "
                     "local job service for the run (LOOPBACK workers unless "
-                    "--environment_type is given). With --follow DIR instead of --input the run is "
+                    "--environment_type is given); --runner=dask starts a local Dask cluster of "
+                    "--dask_workers processes for the run unless --dask_client_address names a "
+                    "scheduler. With --follow DIR instead of --input the run is "
                     "live: it follows the directory and writes each pane as it fires under "
                     "OUTPUT/panes/ (see the live-run options).")
     if job_arguments:

@@ -295,3 +295,25 @@ def test_the_runner_entry_points_the_code_names():
     assert (beam / "runners" / "dataflow" / "internal" / "apiclient.py").is_file(), revisit(
         BEAM_PIN, "runners/ tells whether DataflowRunner can run by importing "
                   "apache_beam.runners.dataflow.internal.apiclient")
+
+
+def test_the_dask_runner_internals_runners_dask_overrides():
+    pytest.importorskip("distributed", reason="the Dask runner's extra is not installed")
+    from apache_beam.runners.common import _OutputHandler
+    from apache_beam.runners.dask import transform_evaluator
+    from apache_beam.runners.dask.dask_runner import DaskOptions, DaskRunner
+    from apache_beam.runners.dask.overrides import _Create
+    use = "runners/dask.py keeps Beam's DaskRunner translation and overrides parts of it"
+    assert DaskOptions._extract_bag_kwargs({"npartitions": 4, "address": "a"}) == {
+        "npartitions": 4}, revisit(BEAM_PIN, use)
+    visitor = DaskRunner.to_dask_bag_visitor({})
+    assert isinstance(visitor.bags, dict) and transform_evaluator.TRANSLATIONS[_Create], \
+        revisit(BEAM_PIN, use)
+    assert issubclass(transform_evaluator.ParDo, transform_evaluator.DaskBagOp) and callable(
+        transform_evaluator.get_windowed_value), revisit(BEAM_PIN, use)
+    receivers = transform_evaluator.OneReceiver()
+    _OutputHandler(window_fn=None, main_receivers=receivers[None], tagged_receivers=receivers,
+                   per_element_output_counter=None, output_batch_converter=None,
+                   process_yields_batches=False, process_batch_yields_elements=False)
+    receivers[None].receive("x")
+    assert receivers.values == ["x"], revisit(BEAM_PIN, use)
