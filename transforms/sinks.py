@@ -142,6 +142,6 @@ class StoreSink(Sink):
 
 
 def _labelled(dead_letters) -> tuple[tuple, list[str]]:
-    """(the parts, a label suffix each: none for one part, "/0", "/1", ... for several)."""
+    """(the parts, a label suffix each: none for the first, then "1", "2", ...)."""
     parts = dead_letter_parts(dead_letters)
-    return parts, [""] if len(parts) == 1 else [f"/{i}" for i in range(len(parts))]
+    return parts, [""] + [str(i) for i in range(1, len(parts))]

@@ -120,7 +120,7 @@ class WriteToStore(beam.PTransform):
         # A tuple of dead-letter PCollections (a batch run's parts) is counted part by part
         # where each is made, then the counts are added: no part is flattened whole first.
         parts = dead_letters if isinstance(dead_letters, tuple) else (dead_letters,)
-        suffixes = [""] if len(parts) == 1 else [f"/{i}" for i in range(len(parts))]
+        suffixes = [""] + [str(i) for i in range(1, len(parts))]  # the first keeps its labels
         counted = [part
                    | f"RejectSlices{suffix}" >> beam.Map(
                        lambda letter: (reject_slice(letter, slice_ms, offset_ms),
@@ -133,7 +133,7 @@ class WriteToStore(beam.PTransform):
                        for keyed, suffix in zip(counted, suffixes, strict=True)]
             keyed = (counted[0] if len(counted) == 1 else
                      counted | "Rejects" >> beam.Flatten()
-                     | "CountRejects" >> beam.CombinePerKey(sum))
+                     | "CountAllRejects" >> beam.CombinePerKey(sum))
         store_kind(self._url).write(self._url, estimates, keyed, streaming)
         return PDone(estimates.pipeline)
 

@@ -268,9 +268,9 @@ class WriteRecords(beam.PTransform):
 
 
 def _suffixes(count: int) -> list[str]:
-    """Step label suffixes of `count` parts: none for one part (the labels of a single
-    PCollection stay as they were), "/0", "/1", ... for several."""
-    return [""] if count == 1 else [f"/{i}" for i in range(count)]
+    """Step label suffixes of `count` parts: none for the first (the labels of a single
+    PCollection stay as they were), then "1", "2", ..."""
+    return [""] + [str(i) for i in range(1, count)]
 
 
 def _global(records, suffix: str):
