@@ -310,7 +310,7 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "the registry, and report envelopes of one report each whose `event_times` column is too "
      "short. Each job runs on FnApiRunner in its own process, as does a job of 1 valid report; "
      "the difference of their peak resident memories (ru_maxrss) is what the dead letters "
-     "hold, to stay below 300 MB whatever their number (the memory model's fixed 133 MB: "
+     "hold, to stay below 300 MB whatever their number (the memory model's fixed 212 MB: "
      "[dead letters in bounded memory](hostile-input.md#dead-letters-in-bounded-memory)). "
      "Before dead letters were written where they are made and aggregated beyond 1,000 per "
      "file and reason, 200,000 of them held 572 MB (unknown metric) and 531 MB (envelopes) "
