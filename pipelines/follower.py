@@ -61,6 +61,7 @@ from ldp_telemetry.output.reader import latest_panes
 from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.limits import DecodeLimits
+from ldp_telemetry.transforms.dead_letters import DeadLetterCap
 
 LOG = logging.getLogger("ldp.follow")
 REPORT_SUFFIX = ".avro"
@@ -193,9 +194,11 @@ class DirectoryFollower:
         state = self.state
         accepted, letters, late_windows = [], [], {}
         before = self._decoder.records_read
+        # The file's dead letters, capped as a batch run's (counts exact, memory bounded).
+        cap = DeadLetterCap(self._decoder.slice_ms, self._decoder.slice_offset_ms)
         for item in self._decoder.decode_file(os.path.join(self._directory, name)):
             if isinstance(item, DeadLetter):
-                letters.append(item)
+                letters.extend(cap.admit(item))
                 state.dead_letters[item.reason] = (state.dead_letters.get(item.reason, 0)
                                                    + item.records)
                 continue
@@ -213,6 +216,7 @@ class DirectoryFollower:
                     late_windows[key] = counts
                 else:
                     counts.accepted += item.n
+        letters.extend(cap.finish_file())
         state.records_read += self._decoder.records_read - before
         state.files[name] = state.watermark_ms
         if letters:

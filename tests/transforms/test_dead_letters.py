@@ -222,3 +222,43 @@ def test_no_step_of_a_batch_job_groups_or_flattens_the_readers_dead_letters(tmp_
             frontier.extend(node.outputs.values())
     assert any("WriteDeadLetters/WriteBundles" in label for label in reached)
     assert any("RejectSlices" in label for label in reached)
+
+
+class Stream:
+    """What a live run's event stream is told by the follower, recorded."""
+
+    def __init__(self):
+        self.letters = []
+
+    def add_batches(self, batches):
+        pass
+
+    def add_dead_letters(self, letters, at_ms):
+        self.letters.extend(letters)
+
+    def advance_watermark(self, watermark_ms):
+        pass
+
+    def tick(self):
+        pass
+
+
+def test_the_directory_follower_caps_a_files_dead_letters_with_exact_counts(tmp_path):
+    from ldp_telemetry.pipelines.follower import DirectoryFollower, WatermarkPolicy
+    (tmp_path / "in").mkdir()
+    n = MAX_VERBATIM_DEAD_LETTERS + 500
+    write_reports(str(tmp_path / "in" / "unknown.avro"), "not.registered",
+                  REGISTRY["s.grr"].protocol, np.arange(n), T0 + np.arange(n),
+                  {"value": np.zeros(n, dtype=np.int64)})
+    stream = Stream()
+    follower = DirectoryFollower(REGISTRY, WindowSpec(HOUR, HOUR), str(tmp_path / "in"),
+                                 str(tmp_path / "out"), stream, WatermarkPolicy(0, 5.0),
+                                 lambda: 0.0)
+    follower.poll()
+    assert follower.state.dead_letters == {"unknown_metric": n}
+    assert follower.state.records_read == n
+    written = [json.loads(line) for line in
+               (tmp_path / "out" / "dead_letters" / "unknown.avro.jsonl").read_text().splitlines()]
+    assert len(written) == len(stream.letters) == MAX_VERBATIM_DEAD_LETTERS + 1
+    assert sum(one["records"] for one in written) == n
+    assert written[-1]["records"] == 500 and written[-1]["detail"].startswith("500 dead letters")
