@@ -88,6 +88,7 @@ from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.store.records import reject_slice
+from ldp_telemetry.transforms.dead_letters import DeadLetterCap
 
 LOG = logging.getLogger("ldp.follow")
 REPORT_SUFFIX = ".avro"
@@ -341,9 +342,11 @@ class DirectoryFollower:
             return None
         letters, slices, duplicates = [], {}, {}
         before = self._decoder.records_read
+        # The file's dead letters, capped as a batch run's (counts exact, memory bounded).
+        cap = DeadLetterCap(self._decoder.slice_ms, self._decoder.slice_offset_ms)
         for item in self._decoder.decode_file(path):
             if isinstance(item, DeadLetter):
-                letters.append(item)
+                letters.extend(cap.admit(item))
                 continue
             state.records_accepted += item.n
             state.max_slice_start_ms = max(item.slice_start_ms,
@@ -371,6 +374,7 @@ class DirectoryFollower:
             for _, counts in self._windows_of(item.metric, item.slice_start_ms):
                 counts.accepted += item.n
             accepted.append(item)
+        letters.extend(cap.finish_file())
         if duplicates:  # imported here: its module imports Beam (see pipelines.slice_ids)
             from ldp_telemetry.transforms.count import SupportStatistic, duplicate_letter
         for (metric, start_ms), (count, examples) in duplicates.items():

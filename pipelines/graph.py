@@ -41,7 +41,7 @@ def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
     streaming = pipeline.options.view_as(StandardOptions).streaming
     # Compact records (numpy arrays, lazy labels) to the sinks: the file writers take them as
     # they are, the store sink makes them plain.
-    estimates, dead_letters = _estimate(read, job, streaming, compact=True)
+    estimates, dead_letters = _estimate(read, job, streaming, compact=True, flatten=False)
     write_to_sinks(job_sinks(job), estimates, dead_letters)
 
 
@@ -90,9 +90,14 @@ def job_sinks(job: EstimateJob, panes: PaneFiles | None = None,
 
 
 def _estimate(read, job: EstimateJob, streaming: bool, compact: bool = False,
-              dedupe: bool = True) -> tuple[beam.PCollection, beam.PCollection]:
+              dedupe: bool = True, flatten: bool = True
+              ) -> tuple[beam.PCollection, beam.PCollection | tuple]:
     """Count and finalize: on the pane path (streaming, or pane options) in Beam windows, else
-    with plain window keys (`transforms.count`)."""
+    with plain window keys (`transforms.count`).
+
+    Dead letters: one PCollection, or with `flatten=False` a tuple of two (the reader's and the
+    duplicates), so that each is written by the step that makes it: a batch run's reader may
+    make millions, and FnApiRunner materialises an input of a Flatten it cannot fuse."""
     panes = streaming or job.windows.has_pane_options
     count = (CountWindowPanes(job.registry, job.windows, dedupe) if panes
              else CountKeyedWindows(job.registry, job.windows))
@@ -100,7 +105,15 @@ def _estimate(read, job: EstimateJob, streaming: bool, compact: bool = False,
     finalize = FinalizePanesFn if panes else FinalizeEstimatesFn
     estimates = counted["windows"] | "FinalizeEstimates" >> beam.ParDo(
         finalize(job.registry, compact))
+    if not flatten:
+        return estimates, (
+            read[DEAD_LETTERS] | "DeadLetterRecords" >> beam.Map(_as_dict),
+            counted[DUPLICATES] | "DuplicateRecords" >> beam.Map(_as_dict))
     dead_letters = ((read[DEAD_LETTERS], counted[DUPLICATES])
                     | "AllDeadLetters" >> beam.Flatten()
                     | "DeadLetterRecords" >> beam.Map(lambda letter: letter.as_dict()))
     return estimates, dead_letters
+
+
+def _as_dict(letter) -> dict:
+    return letter.as_dict()

@@ -14,7 +14,13 @@ What a job holds beyond its start-up (interpreter, Beam, numpy: about 260 MB on 
   `benchmarks/window_memory.py`): `WINDOW_BYTES_PER_VALUE` for frequency oracles,
   `NUMERIC_WINDOW_BYTES_PER_VALUE` per bucket for numeric metrics (EMS, bootstrap), plus
   `AMRP_WINDOW_BYTES` for AMRP's permutation blocks, plus, with `--store`,
-  `STORE_BYTES_PER_VALUE` and the store sink's waiting records (`store_pending_bytes`).
+  `STORE_BYTES_PER_VALUE` and the store sink's waiting records (`store_pending_bytes`);
+* dead letters (`dead_letter_bytes`): a fixed amount whatever their number. Each is written by
+  the step that makes it (transforms/sinks.py, never grouped or flattened whole), the first
+  `MAX_VERBATIM_DEAD_LETTERS` of each (file, reason) as they are and the rest aggregated
+  (transforms/dead_letters.py), so what is held is one reader chunk's dead letters
+  (`CHUNK_RECORDS` of schemas/codec.py, with the decoded records they come from) and the
+  waiting aggregates (`MAX_AGGREGATES`), `DEAD_LETTER_BYTES` each.
 
 A live run over a directory also holds the report ids of its open slices to count each id once
 (`ldp_telemetry.pipelines.slice_ids`): `REPORT_ID_BYTES` per distinct report of each open slice
@@ -75,6 +81,24 @@ def store_pending_bytes() -> int:
     return STORE_FLUSH_VALUES * PLAIN_BYTES_PER_VALUE
 
 
+#: Bytes per dead letter held while a reader chunk is decoded: the decoded record, its JSON
+#: text and the DeadLetter (tracemalloc at 200,000 dead letters of short reports: about 1,900),
+#: with the allocator's slack (peak RSS above the start-up at 2,000,000 dead letters: 211 MB,
+#: 3,180 per dead letter of a chunk and the aggregates; `benchmarks/dead_letter_memory.py`). A
+#: report's text is cut to --max-dead-letter-report-chars, and a chunk of larger records holds
+#: fewer of them (a chunk is also bounded by --max-block-bytes).
+DEAD_LETTER_BYTES = 3_200
+
+
+def dead_letter_bytes() -> int:
+    """What dead letters hold, whatever their number: one reader chunk's and the waiting
+    aggregates (imported here: transforms/ modules import Beam, and `ldp run --help` must
+    not)."""
+    from ldp_telemetry.schemas.codec import CHUNK_RECORDS
+    from ldp_telemetry.transforms.dead_letters import MAX_AGGREGATES
+    return (CHUNK_RECORDS + MAX_AGGREGATES) * DEAD_LETTER_BYTES
+
+
 #: AMRP's permutations, made in blocks of 2^20 entries whatever d (keys, orders, transforms).
 AMRP_WINDOW_BYTES = 48 * 2 ** 20
 
@@ -118,16 +142,18 @@ def _window_terms(metric: MetricConfig, store: bool = False) -> tuple[int, int]:
 
 
 def job_memory_bytes(registry: Registry, windows: WindowSpec, store: bool = False) -> int:
-    """The model's total: every metric's accumulators plus the largest window working set."""
+    """The model's total: every metric's accumulators plus the largest window working set plus
+    the dead letters' fixed share."""
     return (sum(accumulator_bytes(registry, windows).values())
-            + max((window_bytes(m, store) for m in registry.metrics), default=0))
+            + max((window_bytes(m, store) for m in registry.metrics), default=0)
+            + dead_letter_bytes())
 
 
 def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: float,
                         store: bool = False) -> None:
     """ConfigError (field `memory_budget`) when the accumulators plus one window being finalized
-    and written (and, with `store`, stored) need more than `budget_mb` MB, saying which metrics
-    weigh most and what would fit."""
+    and written (and, with `store`, stored) plus the dead letters' fixed share need more than
+    `budget_mb` MB, saying which metrics weigh most and what would fit."""
     if not (budget_mb > 0 and budget_mb < float("inf")):
         raise ConfigError(f"memory_budget must be a positive number of MB, got {budget_mb}",
                           field="memory_budget")
@@ -136,9 +162,11 @@ def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: floa
     accumulators = accumulator_bytes(registry, windows)
     window = {m.name: window_bytes(m, store) for m in registry.metrics}
     largest_window = max(window, key=window.get)
-    total, budget = sum(accumulators.values()) + window[largest_window], budget_mb * 2 ** 20
-    if total <= budget:
+    letters = dead_letter_bytes()
+    total = sum(accumulators.values()) + window[largest_window] + letters
+    if total <= budget_mb * 2 ** 20:
         return
+    budget = budget_mb * 2 ** 20 - letters  # what the accumulators and a window may take
     mb = 2 ** 20
     heaviest = sorted(accumulators, key=lambda name: accumulators[name] + window[name],
                       reverse=True)[:3]
@@ -151,7 +179,8 @@ def check_memory_budget(registry: Registry, windows: WindowSpec, budget_mb: floa
         f"{sum(accumulators.values()) / mb:,.0f} MB (statistic size x (1 + windows per slice), "
         f"summed over {len(accumulators)} metrics) and one window being finalized and written"
         f"{' and stored' if store else ''} "
-        f"{window[largest_window] / mb:,.0f} MB (the largest, {largest_window!r}); "
+        f"{window[largest_window] / mb:,.0f} MB (the largest, {largest_window!r}) and the "
+        f"dead letters {letters / mb:,.0f} MB; "
         f"largest (accumulators + window): {listing}; "
         f"{_what_fits(registry, windows, budget, accumulators, window, store)}, "
         f"or raise the memory budget", field="memory_budget")

@@ -17,6 +17,7 @@ from ldp_telemetry.schemas.batches import DeadLetter
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.files import open_report_file
 from ldp_telemetry.schemas.limits import DecodeLimits
+from ldp_telemetry.transforms.dead_letters import MAX_VERBATIM_DEAD_LETTERS, DeadLetterCap
 
 BATCHES = "batches"
 DEAD_LETTERS = "dead_letters"
@@ -27,15 +28,18 @@ class DecodeReportFilesFn(beam.DoFn):
     """file path -> (metric, ReportBatch) stamped with its slice start; dead letters tagged.
 
     Counters (namespace "ldp"): records_read, records_accepted, batches, and
-    dead_letter.<reason> in records.
+    dead_letter.<reason> in records. Dead letters go through a `DeadLetterCap` per file: the
+    first `verbatim` of each reason as they are, the others aggregated (counts exact).
     """
 
     def __init__(self, registry: Registry, slice_ms: int, slice_offset_ms: int = 0,
-                 limits: DecodeLimits = DecodeLimits()):
+                 limits: DecodeLimits = DecodeLimits(),
+                 verbatim: int = MAX_VERBATIM_DEAD_LETTERS):
         self._registry = registry
         self._slice_ms = slice_ms
         self._slice_offset_ms = slice_offset_ms
         self._limits = limits
+        self._verbatim = verbatim
 
     def setup(self):
         self._decoder = ReportDecoder(self._registry, self._slice_ms,
@@ -44,6 +48,7 @@ class DecodeReportFilesFn(beam.DoFn):
         self._accepted = Metrics.counter(COUNTER_NAMESPACE, "records_accepted")
         self._batches = Metrics.counter(COUNTER_NAMESPACE, "batches")
         self._batch_sizes = Metrics.distribution(COUNTER_NAMESPACE, "batch_size")
+        self._cap = DeadLetterCap(self._slice_ms, self._slice_offset_ms, self._verbatim)
 
     def process(self, path: str):
         return self.decode(path, _open_file)
@@ -54,13 +59,16 @@ class DecodeReportFilesFn(beam.DoFn):
         for item in self._decoder.decode_file(source, opener=opener):
             if isinstance(item, DeadLetter):
                 Metrics.counter(COUNTER_NAMESPACE, f"dead_letter.{item.reason}").inc(item.records)
-                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, item)
+                for letter in self._cap.admit(item):
+                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
             else:
                 self._accepted.inc(item.n)
                 self._batches.inc()
                 self._batch_sizes.update(item.n)
                 yield TimestampedValue((item.metric, item),
                                        Timestamp(micros=item.slice_start_ms * 1000))
+        for letter in self._cap.finish_file():
+            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
         self._read.inc(self._decoder.records_read - before)
 
 

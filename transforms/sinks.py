@@ -39,8 +39,10 @@ class Sink(abc.ABC):
     def write(self, estimates: beam.PCollection, dead_letters: beam.PCollection
               ) -> beam.PCollection:
         """Add the steps that write what this sink takes of the estimate records and the
-        dead-letter records (dicts in the window_estimate and dead_letter schemas); return the
-        estimate records as written, for the sinks after this one."""
+        dead-letter records (dicts in the window_estimate and dead_letter schemas; a batch run
+        gives the dead letters as a tuple of PCollections, `dead_letter_parts`, each to be
+        consumed where it is made); return the estimate records as written, for the sinks
+        after this one."""
 
 
 def write_to_sinks(sinks: Iterable[Sink], estimates: beam.PCollection,
@@ -49,6 +51,11 @@ def write_to_sinks(sinks: Iterable[Sink], estimates: beam.PCollection,
     for sink in sinks:
         estimates = sink.write(estimates, dead_letters)
     return estimates
+
+
+def dead_letter_parts(dead_letters) -> tuple[beam.PCollection, ...]:
+    """The dead-letter PCollections a sink is given, as a tuple (one, or a batch run's parts)."""
+    return tuple(dead_letters) if isinstance(dead_letters, (tuple, list)) else (dead_letters,)
 
 
 class EstimateShards(Sink):
@@ -65,14 +72,16 @@ class EstimateShards(Sink):
 
 
 class DeadLetterShards(Sink):
-    """OUT/dead_letters-SSSSS-of-00001.{jsonl,avro}: one shard (dead letters are small)."""
+    """OUT/dead_letters-SSSSS-of-NNNNN.{jsonl,avro}: one shard per bundle that has dead
+    letters, written as they are made (nothing held: a hostile input can make millions), one
+    empty shard when there is none."""
 
     def __init__(self, output: str):
         self._output = output
 
     def write(self, estimates, dead_letters):
-        dead_letters | "WriteDeadLetters" >> WriteRecords(self._output, DEAD_LETTERS,
-                                                          "dead_letter")
+        dead_letter_parts(dead_letters) | "WriteDeadLetters" >> WriteRecords(
+            self._output, DEAD_LETTERS, "dead_letter", num_shards=0)
         return estimates
 
 
@@ -108,7 +117,8 @@ class DeadLetterFiles(Sink):
         self._output = output
 
     def write(self, estimates, dead_letters):
-        dead_letters | "WriteDeadLetters" >> beam.ParDo(WriteDeadLetterFileFn(self._output))
+        for part, suffix in zip(*_labelled(dead_letters), strict=True):
+            part | f"WriteDeadLetters{suffix}" >> beam.ParDo(WriteDeadLetterFileFn(self._output))
         return estimates
 
 
@@ -133,3 +143,9 @@ class StoreSink(Sink):
         (stored, dead_letters) | "WriteToStore" >> WriteToStore(
             self._url, self._windows.slice_ms, self._windows.slice_offset_ms, self._rejects)
         return estimates
+
+
+def _labelled(dead_letters) -> tuple[tuple, list[str]]:
+    """(the parts, a label suffix each: none for the first, then "1", "2", ...)."""
+    parts = dead_letter_parts(dead_letters)
+    return parts, [""] + [str(i) for i in range(1, len(parts))]

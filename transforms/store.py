@@ -164,12 +164,23 @@ class WriteToStore(beam.PTransform):
             return PDone(estimates.pipeline)
         streaming = estimates.pipeline.options.view_as(StandardOptions).streaming
         slice_ms, offset_ms = self._slice_ms, self._slice_offset_ms
-        keyed = (dead_letters
-                 | "RejectSlices" >> beam.Map(
-                     lambda letter: (reject_slice(letter, slice_ms, offset_ms),
-                                     int(letter.get("records", 1)))))
-        if not streaming:  # final totals, set once: idempotent
-            keyed = keyed | "CountRejects" >> beam.CombinePerKey(sum)
+        # A tuple of dead-letter PCollections (a batch run's parts) is counted part by part
+        # where each is made, then the counts are added: no part is flattened whole first.
+        parts = dead_letters if isinstance(dead_letters, tuple) else (dead_letters,)
+        suffixes = [""] + [str(i) for i in range(1, len(parts))]  # the first keeps its labels
+        counted = [part
+                   | f"RejectSlices{suffix}" >> beam.Map(
+                       lambda letter: (reject_slice(letter, slice_ms, offset_ms),
+                                       int(letter.get("records", 1))))
+                   for part, suffix in zip(parts, suffixes, strict=True)]
+        if streaming:
+            keyed = counted[0] if len(counted) == 1 else counted | "Rejects" >> beam.Flatten()
+        else:  # final totals, set once: idempotent
+            counted = [keyed | f"CountRejects{suffix}" >> beam.CombinePerKey(sum)
+                       for keyed, suffix in zip(counted, suffixes, strict=True)]
+            keyed = (counted[0] if len(counted) == 1 else
+                     counted | "Rejects" >> beam.Flatten()
+                     | "CountAllRejects" >> beam.CombinePerKey(sum))
         store_kind(self._url).write(self._url, estimates, keyed, streaming)
         return PDone(estimates.pipeline)
 

@@ -225,8 +225,11 @@ class WriteRecords(beam.PTransform):
     whatever their count (`finalize_shards`).
 
     `num_shards=0`: one shard per bundle, written as the records arrive (no grouping; use it
-    for large records), one empty shard if there is no record; `num_shards=N`: exactly N
-    shards, after grouping every batch of records under one key.
+    for large records, or for many: nothing is held but a writer's buffers), one empty shard if
+    there is no record; `num_shards=N`: exactly N shards, after grouping every batch of records
+    under one key (a runner such as FnApiRunner holds them all). `records` may be a tuple of
+    PCollections, written into the same shards: with `num_shards=0` each is written in the
+    step that makes it, never flattened first.
     """
 
     def __init__(self, output_dir: str, name: str, schema: str, num_shards: int = 1):
@@ -240,21 +243,39 @@ class WriteRecords(beam.PTransform):
         self._num_shards = num_shards
 
     def expand(self, records):
-        if not isinstance(records.windowing.windowfn, beam_window.GlobalWindows):
-            # The shards hold every window's records (as Beam's own sinks do).
-            records = records | "OutOfWindows" >> beam.WindowInto(beam_window.GlobalWindows())
+        parts = tuple(records) if isinstance(records, (tuple, list)) else (records,)
+        pipeline = parts[0].pipeline
         schema = load_schema(self._schema)
         if self._num_shards:
-            written = (records | "Batch" >> beam.ParDo(BatchRecordsFn()).with_output_types(list)
-                       | "Key" >> beam.Map(lambda batch: (None, batch)).with_output_types(_KEYED))
+            records = _global(parts[0] if len(parts) == 1
+                              else parts | "Records" >> beam.Flatten(), "")
+            written = [records | "Batch" >> beam.ParDo(BatchRecordsFn()).with_output_types(list)
+                       | "Key" >> beam.Map(lambda batch: (None, batch)).with_output_types(_KEYED)]
             finalize = WriteFixedShardsFn(self._prefix, self._folder, schema, self._num_shards)
         else:
-            written = records | "WriteBundles" >> beam.ParDo(
+            # Each part is written by the step that makes it (no Flatten before: a runner
+            # that cannot fuse a Flatten with all of its inputs materialises one of them).
+            written = [_global(part, suffix) | f"WriteBundles{suffix}" >> beam.ParDo(
                 WriteBundleShardFn(self._folder, schema)).with_output_types(_KEYED)
+                for part, suffix in zip(parts, _suffixes(len(parts)), strict=True)]
             finalize = FinalizeShardsFn(self._prefix, self._folder, schema)
         # A (None, None) from an impulse: the finalize step runs even when no record came.
-        start = (records.pipeline | "Start" >> beam.Impulse()
+        start = (pipeline | "Start" >> beam.Impulse()
                  | "StartKey" >> beam.Map(lambda _: (None, None)).with_output_types(_KEYED))
-        return ((written, start) | "Together" >> beam.Flatten()
+        return ((*written, start) | "Together" >> beam.Flatten()
                 | "Group" >> beam.GroupByKey()
                 | "Finalize" >> beam.ParDo(finalize).with_output_types(str))
+
+
+def _suffixes(count: int) -> list[str]:
+    """Step label suffixes of `count` parts: none for the first (the labels of a single
+    PCollection stay as they were), then "1", "2", ..."""
+    return [""] + [str(i) for i in range(1, count)]
+
+
+def _global(records, suffix: str):
+    """`records` in the global window: the shards hold every window's records (as Beam's own
+    sinks do)."""
+    if isinstance(records.windowing.windowfn, beam_window.GlobalWindows):
+        return records
+    return records | f"OutOfWindows{suffix}" >> beam.WindowInto(beam_window.GlobalWindows())

@@ -133,13 +133,15 @@ def test_accumulators_beyond_the_memory_budget_are_refused_with_what_fits(tmp_pa
         "name": "big", "protocol": "oue", "epsilon": 1.0, "domain": {"size": 10 ** 6}})
     (tmp_path / "r.avro").write_bytes(b"")
     result = ldp("run", "--registry", registry, "--input", tmp_path / "r.avro", "--output",
-                 tmp_path / "out", "--window", "3600", "--period", "60", "--memory-budget", "300")
+                 tmp_path / "out", "--window", "3600", "--period", "60", "--memory-budget", "513")
     # Accumulators: 8 MB per statistic x (1 + 60 windows per slice) = 465 MiB; one window being
-    # finalized and written: 160 B x 10^6 = 153 MiB. 300 MiB leave 147 MiB for the accumulators:
-    # 19 statistics, one slice's and 18 windows'.
-    refused(result, "--memory-budget of 300 MB is too small: the job needs 618 MB: "
+    # finalized and written: 160 B x 10^6 = 153 MiB; dead letters (65,536 + 4,096) x 3,200 B =
+    # 212.5 MiB. 513 MiB leave 147 MiB for the accumulators: 19 statistics, one slice's and 18
+    # windows'.
+    refused(result, "--memory-budget of 513 MB is too small: the job needs 830 MB: "
                     "the accumulators 465 MB",
-            "one window being finalized and written 153 MB (the largest, 'big')",
+            "one window being finalized and written 153 MB (the largest, 'big') and the dead "
+            "letters 212 MB",
             "'big' 465 + 153 MB (d=1,000,000, oue)",
             "at most 18 windows per report fit (window / period; now 60)")
 
@@ -149,12 +151,13 @@ def test_one_window_beyond_the_memory_budget_is_refused_with_the_domain_that_fit
         "name": "big", "protocol": "oue", "epsilon": 1.0, "domain": {"size": 2 ** 24}})
     (tmp_path / "r.avro").write_bytes(b"")
     result = ldp("run", "--registry", registry, "--input", tmp_path / "r.avro", "--output",
-                 tmp_path / "out", "--window", "3600", "--memory-budget", "1024")
+                 tmp_path / "out", "--window", "3600", "--memory-budget", "1237")
     # Fixed windows: one statistic (8 B per value) and one window being finalized and written
-    # (160 B per value): 168 B x 2^24 = 2,688 MiB > 1,024 MiB; 2^30 / 168 = 6,391,320 values fit.
-    refused(result, "--memory-budget of 1,024 MB is too small: the job needs 2,688 MB",
+    # (160 B per value): 168 B x 2^24 = 2,688 MiB, plus the dead letters' 212.5 MiB > 1,237 MiB;
+    # (1,237 - 212.5) MiB / 168 B = 6,394,441 values fit.
+    refused(result, "--memory-budget of 1,237 MB is too small: the job needs 2,900 MB",
             "one window being finalized and written 2,560 MB",
-            "'big' fits with a domain of at most 6,391,320 values", "raise the memory budget")
+            "'big' fits with a domain of at most 6,394,441 values", "raise the memory budget")
 
 
 def test_a_window_that_fits_but_not_with_the_store_is_refused_with_the_store(tmp_path):
@@ -163,17 +166,18 @@ def test_a_window_that_fits_but_not_with_the_store_is_refused_with_the_store(tmp
     from ldp_telemetry.pipelines.memory import check_memory_budget
     metric = {"name": "big", "protocol": "oue", "epsilon": 1.0, "domain": {"size": 10 ** 6}}
     check_memory_budget(parse_registry({"metrics": [metric]}), WindowSpec.from_seconds(3600),
-                        300)  # without a store: 168 B x 10^6 = 160 MiB fit
+                        380)  # without a store: 168 B x 10^6 = 160 MiB + 212.5 MiB fit
     registry = write_registry(tmp_path / "registry.json", metric)
     (tmp_path / "r.avro").write_bytes(b"")
     result = ldp("run", "--registry", registry, "--input", tmp_path / "r.avro", "--output",
-                 tmp_path / "out", "--window", "3600", "--memory-budget", "300",
+                 tmp_path / "out", "--window", "3600", "--memory-budget", "513",
                  "--store", f"sqlite:///{tmp_path / 'store.db'}", "--create-store")
     # With it: the statistic 8 B, the window 160 B and its stored form 320 B per value (465 MiB),
-    # plus 2^18 waiting plain values x 200 B (50 MiB); (300 MiB - 50 MiB) / 488 B = 537,180.
-    refused(result, "the job needs 515 MB",
+    # plus 2^18 waiting plain values x 200 B (50 MiB), plus the dead letters (212.5 MiB);
+    # (513 MiB - 212.5 MiB - 50 MiB) / 488 B = 538,254.
+    refused(result, "the job needs 728 MB",
             "one window being finalized and written and stored 508 MB",
-            "'big' fits with a domain of at most 537,180 values")
+            "'big' fits with a domain of at most 538,254 values")
     assert not (tmp_path / "store.db").exists()
 
 
