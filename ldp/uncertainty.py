@@ -96,6 +96,10 @@ UNCALIBRATED_LEVELS: dict[str, str] = {
 }
 
 
+#: Largest |bias| / sd for which a bias-corrected band is given (see bias_corrected_bands).
+MAX_BIAS_OVER_SD = 1.0
+
+
 @dataclass(frozen=True)
 class Band:
     """A 95% band [lower, upper] for one statistic, or none (both None) and the reason."""
@@ -137,9 +141,12 @@ def bias_corrected_bands(channel_model: Callable[[np.ndarray], np.ndarray],
 
         bias = mean(θ*) − θ̂,   sd = std(θ*),   band = θ̂ − bias ± z · sd · √(1 + 1/R)
 
-    (the √(1 + 1/R) adds the variance sd²/R of the estimated bias). Levels in
-    UNCALIBRATED_LEVELS get no band, with the reason. Cost: R + 1 runs of `fit`, independent
-    of n up to the iterations EM takes (at most its max_iterations).
+    (the √(1 + 1/R) adds the variance sd²/R of the estimated bias). The bias is measured at
+    x̂, not at the truth; the correction is trusted only while it is small beside the spread
+    (|bias| ≤ MAX_BIAS_OVER_SD · sd): a statistic whose bias is larger (few reports, small ε,
+    steep tails) gets no band, with the reason, as do the levels in UNCALIBRATED_LEVELS.
+    Cost: R + 1 runs of `fit`, independent of n up to the iterations EM takes (at most its
+    max_iterations).
     """
     if replicates < 2 or n <= 0:
         return no_bands("no band: fewer than 2 bootstrap replicates" if n > 0
@@ -152,10 +159,16 @@ def bias_corrected_bands(channel_model: Callable[[np.ndarray], np.ndarray],
     replicated = _statistics(np.array([fit(draw) for draw in draws]), edges)
     bias = replicated.mean(axis=0) - theta
     half = z * replicated.std(axis=0, ddof=1) * np.sqrt(1.0 + 1.0 / replicates)
+    sd = replicated.std(axis=0, ddof=1)
     bands = {}
-    for key, centre, width in zip(BAND_STATISTICS, theta - bias, half, strict=True):
+    for key, centre, width, b, s in zip(BAND_STATISTICS, theta - bias, half, bias, sd,
+                                        strict=True):
         if key in UNCALIBRATED_LEVELS:
             bands[key] = Band(None, None, UNCALIBRATED_LEVELS[key])
+        elif not abs(b) <= MAX_BIAS_OVER_SD * s:
+            bands[key] = Band(None, None, f"no calibrated band: the estimated bias ({b:.3g}) "
+                              f"exceeds {MAX_BIAS_OVER_SD:g} bootstrap standard deviation(s) "
+                              f"({s:.3g})")
         else:
             bands[key] = Band(float(centre - width), float(centre + width))
     return bands
