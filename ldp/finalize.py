@@ -18,7 +18,8 @@ from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.registry import MetricConfig
 from ldp_telemetry.ldp.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE, Band,
                                            BootstrapErrors, bias_corrected_bands, no_bands,
-                                           Z95, parametric_bootstrap)
+                                           Z95, parametric_bootstrap,
+                                           uncalibrated_statistics)
 
 
 @dataclass(frozen=True)
@@ -102,11 +103,14 @@ class NumericWindowResult:
 CALIBRATED_BAND_ESTIMATORS = ("ems", "em")
 
 
-def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str, dict]:
+def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
+                  uncalibrated: dict[str, str] | None = None) -> tuple[str, dict]:
     """(band method, bands) of a Square Wave metric estimated by EMS or EM: the bias-corrected
     parametric bootstrap of ldp_telemetry.ldp.uncertainty.bias_corrected_bands with EM
     ([Li20] Algorithm 1, τ of §6.1 or the configured one for "em") as the interval
-    estimator; other estimators have no calibrated band (band method "none")."""
+    estimator; other estimators have no calibrated band (band method "none").
+    `uncalibrated` (statistic -> reason) defaults to the statistics declared without a band at
+    the metric's ε (ldp_telemetry.ldp.uncertainty.uncalibrated_statistics)."""
     spec, protocol = config.estimator, config.protocol
     params = dict(spec.params)
     if spec.method not in CALIBRATED_BAND_ESTIMATORS:
@@ -121,7 +125,9 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
                                         tolerance=float(tolerance),
                                         max_iterations=params["max_iterations"]).estimate
     bands = bias_corrected_bands(channel.forward, fit, counts, n, config.bucket_edges,
-                                 params.get("bootstrap", 0), params.get("seed", 0), Z95)
+                                 params.get("bootstrap", 0), params.get("seed", 0),
+                                 uncalibrated_statistics(protocol.epsilon)
+                                 if uncalibrated is None else uncalibrated)
     method = BAND_BIAS_CORRECTED if any(b.lower is not None for b in bands.values()) else BAND_NONE
     return method, bands
 

@@ -10,6 +10,8 @@ errors undercover where the bias matters (see docs/numeric.md for measured cover
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from collections.abc import Callable
 
@@ -85,19 +87,20 @@ BAND_METHODS = (BAND_EXACT, BAND_BOOTSTRAP, BAND_BIAS_CORRECTED, BAND_FIXED_GAIN
 #: quantile levels.
 BAND_STATISTICS: tuple[str, ...] = ("mean", "variance") + QUANTILE_LEVELS
 
-#: Quantile levels whose bias-corrected band is not calibrated, with the reason the record
-#: gives (measured by benchmarks/coverage.py, docs/error-bars.md): at the edges of the
-#: distribution EM's deconvolution bias changes faster than the fitted model can show it.
-UNCALIBRATED_LEVELS: dict[str, str] = {
-    "0.01": "no calibrated band: EM's deconvolution bias at the 1% tail is not measured by "
-            "the bootstrap (coverage below 0.93 in benchmarks/coverage.py)",
-    "0.99": "no calibrated band: EM's deconvolution bias at the 99% tail is not measured by "
-            "the bootstrap (coverage below 0.93 in benchmarks/coverage.py)",
-}
+#: Statistics without a calibrated bias-corrected band, by the smallest ε from which they
+#: have one (measured by benchmarks/coverage.py; docs/error-bars.md has the table): below it,
+#: the record's band for the statistic is null with UNCALIBRATED_REASON.
+CALIBRATED_FROM_EPSILON: dict[str, float] = {"0.01": math.inf, "0.99": math.inf}
+UNCALIBRATED_REASON = ("no calibrated band at ε = {epsilon:g}: the bootstrap through EM "
+                       "understates the deconvolution bias of this statistic (measured coverage "
+                       "below 0.93 in benchmarks/coverage.py)")
 
 
-#: Largest |bias| / sd for which a bias-corrected band is given (see bias_corrected_bands).
-MAX_BIAS_OVER_SD = 1.0
+def uncalibrated_statistics(epsilon: float) -> dict[str, str]:
+    """Statistic -> reason, for the statistics whose band is not calibrated at this ε."""
+    reason = UNCALIBRATED_REASON.format(epsilon=epsilon)
+    return {key: reason for key, smallest in CALIBRATED_FROM_EPSILON.items()
+            if epsilon < smallest}
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ def _statistics(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
 def bias_corrected_bands(channel_model: Callable[[np.ndarray], np.ndarray],
                          fit: Callable[[np.ndarray], np.ndarray], counts: np.ndarray, n: int,
                          edges: np.ndarray, replicates: int, seed: int,
-                         z: float) -> dict[str, Band]:
+                         uncalibrated: dict[str, str]) -> dict[str, Band]:
     """95% bands for the mean, variance and quantiles by a bias-corrected parametric bootstrap.
 
     `fit` is the interval estimator, report counts -> distribution over the buckets (EM without
@@ -139,14 +142,15 @@ def bias_corrected_bands(channel_model: Callable[[np.ndarray], np.ndarray],
     Multinomial(n, M x̂) (exactly the reports the client's Square Wave would send if x̂ were the
     truth), each is fitted again, and with θ*_r the replicates' statistics
 
-        bias = mean(θ*) − θ̂,   sd = std(θ*),   band = θ̂ − bias ± z · sd · √(1 + 1/R)
+        b = mean(θ*) − θ̂,   s = std(θ*),
+        band = θ̂ − b ± (t · s · √(1 + 1/R) + |b|)
 
-    (the √(1 + 1/R) adds the variance sd²/R of the estimated bias). The bias is measured at
-    x̂, not at the truth; the correction is trusted only while it is small beside the spread
-    (|bias| ≤ MAX_BIAS_OVER_SD · sd): a statistic whose bias is larger (few reports, small ε,
-    steep tails) gets no band, with the reason, as do the levels in UNCALIBRATED_LEVELS.
-    Cost: R + 1 runs of `fit`, independent of n up to the iterations EM takes (at most its
-    max_iterations).
+    with t the 0.975 quantile of Student's t with R − 1 degrees of freedom (s is estimated
+    from R replicates) and √(1 + 1/R) the variance s²/R of the estimated bias. The bias is
+    measured at x̂, which EM has smoothed, not at the truth: it understates the true bias,
+    by up to its own size where we measured it, hence the margin |b|. Statistics named in
+    `uncalibrated` (statistic -> reason) get no band, with the reason. Cost: R + 1 runs of
+    `fit`, independent of n up to the iterations EM takes (at most its max_iterations).
     """
     if replicates < 2 or n <= 0:
         return no_bands("no band: fewer than 2 bootstrap replicates" if n > 0
@@ -158,17 +162,14 @@ def bias_corrected_bands(channel_model: Callable[[np.ndarray], np.ndarray],
     theta = _statistics(pilot, edges)[0]
     replicated = _statistics(np.array([fit(draw) for draw in draws]), edges)
     bias = replicated.mean(axis=0) - theta
-    half = z * replicated.std(axis=0, ddof=1) * np.sqrt(1.0 + 1.0 / replicates)
-    sd = replicated.std(axis=0, ddof=1)
+    from scipy.stats import t as student_t  # scipy only where bands are made
+    t = float(student_t.ppf(0.975, replicates - 1))
+    half = (t * replicated.std(axis=0, ddof=1) * np.sqrt(1.0 + 1.0 / replicates)
+            + np.abs(bias))
     bands = {}
-    for key, centre, width, b, s in zip(BAND_STATISTICS, theta - bias, half, bias, sd,
-                                        strict=True):
-        if key in UNCALIBRATED_LEVELS:
-            bands[key] = Band(None, None, UNCALIBRATED_LEVELS[key])
-        elif not abs(b) <= MAX_BIAS_OVER_SD * s:
-            bands[key] = Band(None, None, f"no calibrated band: the estimated bias ({b:.3g}) "
-                              f"exceeds {MAX_BIAS_OVER_SD:g} bootstrap standard deviation(s) "
-                              f"({s:.3g})")
+    for key, centre, width in zip(BAND_STATISTICS, theta - bias, half, strict=True):
+        if key in uncalibrated:
+            bands[key] = Band(None, None, uncalibrated[key])
         else:
             bands[key] = Band(float(centre - width), float(centre + width))
     return bands
