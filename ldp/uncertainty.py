@@ -90,7 +90,8 @@ BAND_STATISTICS: tuple[str, ...] = ("mean", "variance") + QUANTILE_LEVELS
 #: Statistics without a calibrated bias-corrected band, by the smallest ε from which they
 #: have one (measured by benchmarks/coverage.py; docs/error-bars.md has the table): below it,
 #: the record's band for the statistic is null with UNCALIBRATED_REASON.
-CALIBRATED_FROM_EPSILON: dict[str, float] = {"0.01": math.inf, "0.99": math.inf}
+CALIBRATED_FROM_EPSILON: dict[str, float] = {"0.01": math.inf, "0.99": math.inf,
+                                             "0.05": 1.0, "0.95": 1.0, "0.1": 1.0, "0.9": 1.0}
 UNCALIBRATED_REASON = ("no calibrated band at ε = {epsilon:g}: the bootstrap through EM "
                        "understates the deconvolution bias of this statistic (measured coverage "
                        "below 0.93 in benchmarks/coverage.py)")
