@@ -9,13 +9,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldp_telemetry.ldp.em import expectation_maximisation, paper_tolerance
 from ldp_telemetry.ldp.estimation import SupportNoise, standard_error, unbiased_estimate
 from ldp_telemetry.ldp.estimators import EstimatorOutput
 from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS, summary
 from ldp_telemetry.ldp.postprocess import project_to_simplex
 from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.registry import MetricConfig
-from ldp_telemetry.ldp.uncertainty import BootstrapErrors, parametric_bootstrap
+from ldp_telemetry.ldp.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE, Band,
+                                           BootstrapErrors, bias_corrected_bands, no_bands,
+                                           Z95, parametric_bootstrap,
+                                           uncalibrated_statistics)
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,41 @@ class NumericWindowResult:
     quantiles: dict
     errors: BootstrapErrors
     estimator: EstimatorOutput
+    band_method: str = BAND_NONE
+    bands: dict = None  # statistic (ldp_telemetry.ldp.uncertainty.BAND_STATISTICS) -> Band
+
+
+#: Estimators whose numeric bands are calibrated (bias-corrected bootstrap through EM).
+CALIBRATED_BAND_ESTIMATORS = ("ems", "em")
+
+
+def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
+                  uncalibrated: dict[str, str] | None = None) -> tuple[str, dict]:
+    """(band method, bands) of a Square Wave metric estimated by EMS or EM: the bias-corrected
+    parametric bootstrap of ldp_telemetry.ldp.uncertainty.bias_corrected_bands with EM
+    ([Li20] Algorithm 1, τ of §6.1 or the configured one for "em") as the interval
+    estimator; other estimators have no calibrated band (band method "none").
+    `uncalibrated` (statistic -> reason) defaults to the statistics declared without a band at
+    the metric's ε (ldp_telemetry.ldp.uncertainty.uncalibrated_statistics)."""
+    spec, protocol = config.estimator, config.protocol
+    params = dict(spec.params)
+    if spec.method not in CALIBRATED_BAND_ESTIMATORS:
+        return BAND_NONE, no_bands(f"no calibrated band for estimator {spec.method!r}: its "
+                                   "bootstrap measures the spread, not the bias")
+    tolerance = params.get("tolerance") if spec.method == "em" else None
+    tolerance = paper_tolerance(protocol.epsilon, False) if tolerance is None else tolerance
+    channel = protocol.channel()
+
+    def fit(counts):
+        return expectation_maximisation(channel, counts, smoothing=False,
+                                        tolerance=float(tolerance),
+                                        max_iterations=params["max_iterations"]).estimate
+    bands = bias_corrected_bands(channel.forward, fit, counts, n, config.bucket_edges,
+                                 params.get("bootstrap", 0), params.get("seed", 0),
+                                 uncalibrated_statistics(protocol.epsilon)
+                                 if uncalibrated is None else uncalibrated)
+    method = BAND_BIAS_CORRECTED if any(b.lower is not None for b in bands.values()) else BAND_NONE
+    return method, bands
 
 
 def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
@@ -115,7 +154,8 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
         output = EstimatorOutput(estimate)
         errors = parametric_bootstrap(None, 0, None, edges, params.get("bootstrap", 0), 0)
         return NumericWindowResult(0, estimate, edges, nan, nan,
-                                   {key: nan for key in QUANTILE_LEVELS}, errors, output)
+                                   {key: nan for key in QUANTILE_LEVELS}, errors, output,
+                                   BAND_NONE, no_bands("no band: no reports"))
     output = spec.run(counts, int(n), protocol)
     estimate = np.asarray(output.estimate, dtype=np.float64)
     stats = summary(estimate, edges)
@@ -123,8 +163,9 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
         lambda rng, size: protocol.resample(estimate, int(n), rng, size), int(n),
         lambda replicate: spec.run(replicate, int(n), protocol).estimate, edges,
         params.get("bootstrap", 0), params.get("seed", 0))
+    band_method, bands = numeric_bands(config, counts, int(n))
     return NumericWindowResult(int(n), estimate, edges, stats["mean"], stats["variance"],
-                               stats["quantiles"], errors, output)
+                               stats["quantiles"], errors, output, band_method, bands)
 
 
 
@@ -143,5 +184,11 @@ def _finalize_mean_only(config: MetricConfig, statistic: np.ndarray, n: int
         variance = None if variance_of_t is None else scale ** 2 * variance_of_t
     mean = config.low + scale * (float(output.estimate[0]) + 1.0)
     errors = BootstrapErrors(0, np.zeros(0), scale * float(output.std_error[0]), {})
+    bands = no_bands(f"no band: protocol {config.protocol.name!r} estimates the mean only")
+    mean_band = Band(None, None, "no band: no reports")
+    if n > 0 and np.isfinite(errors.mean):
+        mean_band = Band(mean - Z95 * errors.mean, mean + Z95 * errors.mean)
+    bands["mean"] = mean_band
     return NumericWindowResult(n, np.zeros(0), np.array([config.low, config.high]), mean,
-                               variance, {}, errors, output)
+                               variance, {}, errors, output,
+                               BAND_EXACT if mean_band.lower is not None else BAND_NONE, bands)

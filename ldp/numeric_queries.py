@@ -7,8 +7,9 @@ within a bucket (as in ldp_telemetry.ldp.histograms), so
     quantile the point where the piecewise-linear CDF reaches the level
 
 A quantile at one of the record's levels comes with its bootstrap standard error
-(`quantile_std_errors`); other answers have none (the record keeps per-bucket errors only,
-not their correlations), and say so.
+(`quantile_std_errors`) and the record's 95% band (`bands`, named by `band_method`; null where
+the record has no calibrated band); other answers have neither (the record keeps per-bucket
+errors only, not their correlations), and say so.
 """
 from __future__ import annotations
 
@@ -26,10 +27,13 @@ class NumericAnswer:
     argument: tuple[float, ...]
     value: float
     std_error: float | None
+    band_method: str | None = None  # the record's; None for records written before it
+    band: tuple[float, float] | None = None  # the record's 95% band, where it has one
 
     def as_dict(self) -> dict:
         return {"query": self.query, "argument": list(self.argument), "value": self.value,
-                "std_error": self.std_error}
+                "std_error": self.std_error, "band_method": self.band_method,
+                "band95": None if self.band is None else list(self.band)}
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class NumericWindow:
     edges: np.ndarray
     estimate: np.ndarray
     quantile_errors: dict
+    band_method: str | None = None
+    bands: dict | None = None  # statistic -> {"lower", "upper"} or None
 
     @classmethod
     def from_record(cls, record: dict) -> NumericWindow:
@@ -52,7 +58,8 @@ class NumericWindow:
         return cls(record["metric"], record["window_start"], record["window_end"],
                    int(record["n"]), np.asarray(record["bucket_edges"], dtype=np.float64),
                    np.asarray(record["estimate"], dtype=np.float64),
-                   dict(record.get("quantile_std_errors") or {}))
+                   dict(record.get("quantile_std_errors") or {}), record.get("band_method"),
+                   dict(record.get("bands") or {}))
 
     def range_probability(self, lo: float, hi: float) -> NumericAnswer:
         """Pr[lo ≤ X ≤ hi], in metric units; ConfigError when lo > hi."""
@@ -61,7 +68,7 @@ class NumericWindow:
         left, right = self.edges[:-1], self.edges[1:]
         overlap = np.clip(np.minimum(right, hi) - np.maximum(left, lo), 0.0, None)
         value = float(self.estimate @ (overlap / (right - left)))
-        return NumericAnswer("range", (float(lo), float(hi)), value, None)
+        return NumericAnswer("range", (float(lo), float(hi)), value, None, self.band_method)
 
     def quantile(self, level: float) -> NumericAnswer:
         """The level-quantile in metric units; level in [0, 1]."""
@@ -70,4 +77,6 @@ class NumericWindow:
         value = float(histogram_quantiles(self.estimate, self.edges, [level])[0])
         key = next((k for k in QUANTILE_LEVELS if float(k) == level), None)
         error = self.quantile_errors.get(key) if key is not None else None
-        return NumericAnswer("quantile", (float(level),), value, error)
+        band = (self.bands or {}).get(key) if key is not None else None
+        return NumericAnswer("quantile", (float(level),), value, error, self.band_method,
+                             None if band is None else (band["lower"], band["upper"]))

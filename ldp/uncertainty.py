@@ -10,14 +10,20 @@ errors undercover where the bias matters (see docs/numeric.md for measured cover
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from collections.abc import Callable
 
 import numpy as np
 
-from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS, histogram_mean, histogram_quantiles
+from ldp_telemetry.ldp.histograms import (QUANTILE_LEVELS, histogram_mean, histogram_quantiles,
+                                           histogram_variance)
 from ldp_telemetry.ldp.registration import Parameter
 from ldp_telemetry.ldp.validation import is_nonnegative_int
+
+#: z of a two-sided 95% normal interval (the 0.975 quantile of the standard normal).
+Z95 = 1.959963984540054
 
 #: Most bootstrap replicates a registry may ask for (each costs one estimator run per window).
 MAX_REPLICATES = 1_000
@@ -65,3 +71,106 @@ def parametric_bootstrap(resample: Callable, n: int,
     return BootstrapErrors(int(replicates), draws.std(axis=0, ddof=1),
                            float(histogram_mean(draws, edges).std(ddof=1)),
                            dict(zip(QUANTILE_LEVELS, map(float, quantiles), strict=True)))
+
+
+# -- calibrated 95% bands --------------------------------------------------------------------
+
+#: How a record's bands were made (the window-estimate record's `band_method`).
+BAND_EXACT = "exact-variance"  # estimate ± z · exact standard error (frequency oracles)
+BAND_BOOTSTRAP = "bootstrap"  # estimate ± z · bootstrap standard error (spread only)
+BAND_BIAS_CORRECTED = "bias-corrected-bootstrap"  # see bias_corrected_bands
+BAND_FIXED_GAIN = "fixed-gain"  # Wiener filters: exact at the final gains, bias left out
+BAND_NONE = "none"  # no band: every statistic's band is null with a reason
+BAND_METHODS = (BAND_EXACT, BAND_BOOTSTRAP, BAND_BIAS_CORRECTED, BAND_FIXED_GAIN, BAND_NONE)
+
+#: The statistics a numeric record carries bands for: the mean, the variance and the record's
+#: quantile levels.
+BAND_STATISTICS: tuple[str, ...] = ("mean", "variance") + QUANTILE_LEVELS
+
+#: Statistics without a calibrated bias-corrected band, by the smallest ε from which they
+#: have one (measured by benchmarks/coverage.py; docs/error-bars.md has the table): below it,
+#: the record's band for the statistic is null with UNCALIBRATED_REASON.
+CALIBRATED_FROM_EPSILON: dict[str, float] = {"0.01": math.inf, "0.99": math.inf,
+                                             "0.05": 1.0, "0.95": 1.0, "0.1": 1.0, "0.9": 1.0}
+UNCALIBRATED_REASON = ("no calibrated band at ε = {epsilon:g}: the bootstrap through EM "
+                       "understates the deconvolution bias of this statistic (measured coverage "
+                       "below 0.93 in benchmarks/coverage.py)")
+
+
+def uncalibrated_statistics(epsilon: float) -> dict[str, str]:
+    """Statistic -> reason, for the statistics whose band is not calibrated at this ε."""
+    reason = UNCALIBRATED_REASON.format(epsilon=epsilon)
+    return {key: reason for key, smallest in CALIBRATED_FROM_EPSILON.items()
+            if epsilon < smallest}
+
+
+@dataclass(frozen=True)
+class Band:
+    """A 95% band [lower, upper] for one statistic, or none (both None) and the reason."""
+
+    lower: float | None
+    upper: float | None
+    reason: str | None = None
+
+    def as_dict(self) -> dict | None:
+        """{"lower", "upper"} as the record stores it; None when there is no band."""
+        return None if self.lower is None else {"lower": self.lower, "upper": self.upper}
+
+
+def no_bands(reason: str) -> dict[str, Band]:
+    """Every statistic of BAND_STATISTICS without a band, for `reason`."""
+    return {key: Band(None, None, reason) for key in BAND_STATISTICS}
+
+
+def _statistics(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Mean, variance and the record's quantiles of each row of x (columns: BAND_STATISTICS)."""
+    x = np.atleast_2d(x)
+    levels = [float(level) for level in QUANTILE_LEVELS]
+    return np.column_stack([histogram_mean(x, edges), histogram_variance(x, edges),
+                            histogram_quantiles(x, edges, levels)])
+
+
+def bias_corrected_bands(channel_model: Callable[[np.ndarray], np.ndarray],
+                         fit: Callable[[np.ndarray], np.ndarray], counts: np.ndarray, n: int,
+                         edges: np.ndarray, replicates: int, seed: int,
+                         uncalibrated: dict[str, str]) -> dict[str, Band]:
+    """95% bands for the mean, variance and quantiles by a bias-corrected parametric bootstrap.
+
+    `fit` is the interval estimator, report counts -> distribution over the buckets (EM without
+    smoothing, [Li20] Algorithm 1: its early-stopped deconvolution is far less biased than
+    EMS's smoothed one); `channel_model(x)` the report-bucket probabilities M x of [Li20] §5.5.
+    With x̂ = fit(counts) and θ̂ a statistic of x̂, R report histograms are drawn from
+    Multinomial(n, M x̂) (exactly the reports the client's Square Wave would send if x̂ were the
+    truth), each is fitted again, and with θ*_r the replicates' statistics
+
+        b = mean(θ*) − θ̂,   s = std(θ*),
+        band = θ̂ − b ± (t · s · √(1 + 1/R) + |b|)
+
+    with t the 0.975 quantile of Student's t with R − 1 degrees of freedom (s is estimated
+    from R replicates) and √(1 + 1/R) the variance s²/R of the estimated bias. The bias is
+    measured at x̂, which EM has smoothed, not at the truth: it understates the true bias,
+    by up to its own size where we measured it, hence the margin |b|. Statistics named in
+    `uncalibrated` (statistic -> reason) get no band, with the reason. Cost: R + 1 runs of
+    `fit`, independent of n up to the iterations EM takes (at most its max_iterations).
+    """
+    if replicates < 2 or n <= 0:
+        return no_bands("no band: fewer than 2 bootstrap replicates" if n > 0
+                        else "no band: no reports")
+    pilot = np.asarray(fit(counts), dtype=np.float64)
+    rng = np.random.default_rng([int(seed), int(n), 95])
+    probabilities = np.clip(channel_model(pilot), 0.0, None)
+    draws = rng.multinomial(int(n), probabilities / probabilities.sum(), size=int(replicates))
+    theta = _statistics(pilot, edges)[0]
+    replicated = _statistics(np.array([fit(draw) for draw in draws]), edges)
+    bias = replicated.mean(axis=0) - theta
+    from scipy.stats import t as student_t  # scipy only where bands are made
+    t = float(student_t.ppf(0.975, replicates - 1))
+    half = (t * replicated.std(axis=0, ddof=1) * np.sqrt(1.0 + 1.0 / replicates)
+            + np.abs(bias))
+    bands = {}
+    for key, centre, width in zip(BAND_STATISTICS, theta - bias, half, strict=True):
+        if key in uncalibrated:
+            bands[key] = Band(None, None, uncalibrated[key])
+        else:
+            bands[key] = Band(float(centre - width), float(centre + width))
+    return bands

@@ -1,8 +1,9 @@
 """The 95% error band every reader shows: estimate ± Z95 · standard error."""
 from __future__ import annotations
 
-#: z of a two-sided 95% normal interval (the 0.975 quantile of the standard normal).
-Z95 = 1.959963984540054
+from ldp_telemetry.ldp.uncertainty import Z95
+
+__all__ = ["Z95", "band95", "half_width95"]
 
 
 def band95(value: float, std_error: float | None) -> tuple[float | None, float | None]:

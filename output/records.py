@@ -21,6 +21,7 @@ from ldp_telemetry.ldp.combine import INVERSE_VARIANCE, CombinedResult
 from ldp_telemetry.ldp.estimation import smallest_resolvable
 from ldp_telemetry.ldp.finalize import NumericWindowResult
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
+from ldp_telemetry.ldp.uncertainty import BAND_EXACT, BAND_FIXED_GAIN
 from ldp_telemetry.output.compact import IndexLabels, plain_record
 from ldp_telemetry.output.layout import COMBINED
 
@@ -56,6 +57,7 @@ def window_estimate_record(config, result, window_start: str, window_end: str, p
             "unbiased_estimate": np.asarray(result.unbiased, dtype=np.float64),
             "std_error": np.asarray(result.std_error, dtype=np.float64),
             "integrity": integrity,
+            "band_method": frequency_band_method(result),
         }
     return record if compact else plain_record(record)
 
@@ -67,6 +69,8 @@ def numeric_estimate_record(config, result: NumericWindowResult, window_start: s
     `estimate`: B probabilities of the buckets [bucket_edges[i], bucket_edges[i+1]);
     `std_error`: their bootstrap standard errors; `mean`, `variance`, `quantiles` in metric
     units with `mean_std_error`, `quantile_std_errors`; `unbiased_estimate` is null.
+    `band_method` names how the 95% `bands` (statistic -> {lower, upper}, or null) were made,
+    `band_reasons` says why a statistic has none (ldp_telemetry.ldp.uncertainty).
     """
     errors = result.errors
     record = {
@@ -83,6 +87,10 @@ def numeric_estimate_record(config, result: NumericWindowResult, window_start: s
         "mean_std_error": errors.mean,
         "quantile_std_errors": dict(errors.quantiles),
         "bootstrap_replicates": errors.replicates,
+        "band_method": result.band_method,
+        "bands": {key: band.as_dict() for key, band in (result.bands or {}).items()},
+        "band_reasons": {key: band.reason for key, band in (result.bands or {}).items()
+                         if band.reason is not None},
     }
     return record if compact else plain_record(record)
 
@@ -119,8 +127,16 @@ def combined_estimate_record(configs, combined: CombinedResult, window_start: st
         "unbiased_estimate": estimate.copy(),
         "std_error": np.asarray(combined.std_error, dtype=np.float64),
         "privacy": privacy_budget(used[-1]).as_record(),
+        "band_method": BAND_EXACT,
     }
     return record if compact else plain_record(record)
+
+
+def frequency_band_method(result) -> str:
+    """The band of a frequency record: the exact variance of the unbiased estimate ([Wang20]
+    journal eq. 2), or a Wiener filter's fixed-gain variance (its bias left out)."""
+    output = result.estimator
+    return BAND_FIXED_GAIN if output is not None and output.std_error is not None else BAND_EXACT
 
 
 def support_facts(config, n: int) -> dict:

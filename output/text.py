@@ -56,21 +56,32 @@ def format_top(record: Mapping, k: int = 5) -> str:
 
 
 def format_numeric(record: Mapping) -> str:
-    """A numeric metric's window: mean and quantiles, each with the 95% band of its bootstrap
-    standard error."""
+    """A numeric metric's window: mean and quantiles, each with its 95% band.
+
+    A record that names its `band_method` shows its own `bands` as [lower, upper] (a
+    bias-corrected band need not be centred on the estimate) and "no band" where it has none;
+    a record written before the field shows estimate ± z · bootstrap standard error."""
     estimator = record["estimator"]
+    method = record.get("band_method")
     lines = [f"{metric_title(record)}  [{record['window_start']} .. {record['window_end']})  "
              f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  "
              f"{estimator['method']}"
-             + (f" ({estimator['iterations']} iterations)" if estimator.get("iterations") else "")]
+             + (f" ({estimator['iterations']} iterations)" if estimator.get("iterations") else "")
+             + f"  95% band: {method or 'bootstrap'}"]
+    bands = record.get("bands") or {}
 
-    def bar(error):
+    def bar(key, error):
+        if method is not None:
+            band = bands.get(key)
+            return ("  (no band)" if band is None
+                    else f"  [{band['lower']:.4g}, {band['upper']:.4g}]")
         return "" if error is None or error != error else f" ± {half_width95(error):.4g}"
-    lines.append(f"    {'mean':>12}  {record['mean']:.4g}{bar(record.get('mean_std_error'))}")
+    lines.append(f"    {'mean':>12}  {record['mean']:.4g}"
+                 f"{bar('mean', record.get('mean_std_error'))}")
     errors = record.get("quantile_std_errors") or {}
     for level in ("0.1", "0.25", "0.5", "0.75", "0.9") if record.get("quantiles") else ():
         lines.append(f"    {'q' + level:>12}  {record['quantiles'][level]:.4g}"
-                     f"{bar(errors.get(level))}")
+                     f"{bar(level, errors.get(level))}")
     return "\n".join(lines)
 
 

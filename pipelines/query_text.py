@@ -94,6 +94,10 @@ def _numeric_answer(record: dict, args: argparse.Namespace) -> str:
                 if answer.query == "range" else f"quantile {answer.argument[0]:g}")
         error = ("" if answer.std_error is None
                  else f" ± {half_width95(answer.std_error):.5g}  (s.e. {answer.std_error:.5g})")
+        if answer.band_method is not None:  # the record's own band (maybe none)
+            error = ("  (no band)" if answer.band is None else
+                     f"  95% band [{answer.band[0]:.5g}, {answer.band[1]:.5g}] "
+                     f"({answer.band_method})")
         lines.append(f"  {what:<40} {answer.value:.6g}{error}")
     lines.append(f"  ({BAND_NOTE}; s.e. bootstrap)")
     if any(answer.std_error is None for answer in answers):

@@ -40,7 +40,7 @@ ESTIMATE_FIELDS = {"metric", "window_start", "window_end", "n", "protocol", "eps
                    "p_star", "q_star", "smallest_resolvable", "config_version", "fingerprint",
                    "combined_versions",
                    "estimator", "postprocess", "labels", "estimate", "unbiased_estimate",
-                   "std_error", "pane", "privacy", "integrity"}
+                   "std_error", "pane", "privacy", "integrity", "band_method"}
 SUMMARY = re.compile(r"records read: (\d+), accepted: (\d+), dead-lettered: (\d+) \((.*)\), "
                      r"windows: (\d+)")
 
