@@ -14,6 +14,7 @@ from urllib.parse import quote
 from ldp_telemetry.ldp.budget import budget_text, repeated_reports_note, window_cost
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.output.layout import metric_segment, window_key
+from ldp_telemetry.output.text import printable
 
 #: Values listed in the top-k chart of a metric page.
 DEFAULT_TOP_K = 5
@@ -90,7 +91,7 @@ def index_page(summaries: list[dict], unattributed: dict[tuple[str, str], int],
     for s in summaries:
         rows.append(
             f'<tr><td><a href="{html.escape(metric_page_link(s["metric"]))}">'
-            f'{html.escape(s["metric"])}</a></td>'
+            f'{html.escape(printable(s["metric"]))}</a></td>'
             f'<td>{html.escape(str(s["protocol"]))}</td><td class="num">{s["epsilon"]:g}</td>'
             f'<td class="num">{s["windows"]:,}</td>'
             f'<td>{html.escape(s["latest_start"].replace("T", " ").replace(":00Z", ""))}</td>'
@@ -105,8 +106,8 @@ def index_page(summaries: list[dict], unattributed: dict[tuple[str, str], int],
     apart = ""
     if unattributed:
         items = "".join(
-            f"<tr><td>{html.escape(metric) or '<i>unknown</i>'}</td>"
-            f"<td>{html.escape(reason)}</td><td class=\"num\">{count:,}</td></tr>"
+            f"<tr><td>{html.escape(printable(metric)) or '<i>unknown</i>'}</td>"
+            f"<td>{html.escape(printable(reason))}</td><td class=\"num\">{count:,}</td></tr>"
             for (metric, reason), count in sorted(unattributed.items()))
         apart = ("<h2>Dead letters in no window</h2><p class=\"note\">Input that could not be "
                  "decoded, names no known metric, or has no valid event time.</p>"
@@ -143,7 +144,7 @@ def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live
                   "legend entry to hide or show a value</span>")
     header = f"""<header class="top">
 <p class="crumbs"><a href="index.html">← all metrics</a></p>
-<h1>{html.escape(metric)}</h1>
+<h1>{html.escape(printable(metric))}</h1>
 <dl class="facts">
 <div><dt>protocol</dt><dd>{html.escape(str(latest.get("protocol", "—")))}</dd></div>
 <div><dt>ε</dt><dd>{_number(latest.get("epsilon"))}</dd></div>
@@ -158,8 +159,8 @@ def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live
 <span id="status">{status}</span> · ± is the half width of the 95% band
 ({Z95:.2f} standard errors) everywhere on this page</p>
 </header>"""
-    data = {"metric": metric, "windows": windows, "cursor": cursor, "live": live,
-            "top_k": top_k, "poll_ms": poll_ms, "numeric": numeric}
+    data = {"metric": metric, "metric_shown": printable(metric), "windows": windows,
+            "cursor": cursor, "live": live, "top_k": top_k, "poll_ms": poll_ms, "numeric": numeric}
     order = "" if numeric else """<label class="control">order
 <select id="order-select" aria-label="order"><option value="ranked">ranked by estimate</option>
 <option value="label">label order</option></select></label>
@@ -192,7 +193,7 @@ configuration version)
 </main>
 <script id="ldp-data" type="application/json">{embedded_json(data)}</script>
 <script src="static/dashboard.js"></script>"""
-    return _page(f"{metric} — LDP telemetry", body)
+    return _page(f"{printable(metric)} — LDP telemetry", body)
 
 
 def privacy_section(privacy: dict | None, window: dict | None = None) -> str:

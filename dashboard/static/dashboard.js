@@ -377,7 +377,7 @@
     niceTicks(x0, x1, 8).forEach(function (t) {
       svg.appendChild(svgEl("text", {x: x(t), y: box.top + box.height + 16, "class": "tick", "text-anchor": "middle"}, String(Number(t.toPrecision(4)))));
     });
-    svg.appendChild(svgEl("text", {x: box.left + box.width / 2, y: height - 6, "class": "axis-label", "text-anchor": "middle"}, "value of " + state.metric + " (the metric's units)"));
+    svg.appendChild(svgEl("text", {x: box.left + box.width / 2, y: height - 6, "class": "axis-label", "text-anchor": "middle"}, "value of " + state.metric_shown + " (the metric's units)"));
     var upper = [], lower = [];
     bars.forEach(function (b, i) {
       var left = x(edges[i]), right = x(edges[i + 1]);
