@@ -46,6 +46,8 @@ def run_dashboard(args: argparse.Namespace, out=sys.stdout) -> int:
     if args.export:
         check_writable_folder(args.export, "export")
     source = open_source(args.store, args.output)
+    for note in getattr(source, "notes", ()):
+        print(note, file=out)
     try:
         dashboard = Dashboard(source, args.top, int(args.poll * 1000))
         if args.export:

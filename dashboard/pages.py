@@ -12,18 +12,21 @@ import math
 from urllib.parse import quote
 
 from ldp_telemetry.ldp.budget import budget_text, repeated_reports_note, window_cost
+from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.output.layout import metric_segment, window_key
 from ldp_telemetry.output.text import printable
 
 #: Values listed in the top-k chart of a metric page.
 DEFAULT_TOP_K = 5
-#: A served page embeds the whole record of this many latest windows; of the others only what
-#: the charts over windows draw (a window's record is fetched from the server when it is chosen).
-FULL_WINDOWS = 60
-#: The per-value arrays of a window a light view leaves out.
+#: The per-value arrays of a window view (`source._view`), cut together in an export.
 VALUE_FIELDS = ("labels", "estimate", "std_error", "unbiased_estimate", "lower95", "upper95",
-                "half95", "bucket_edges")
+                "half95")
+#: An exported window keeps every value when its domain has at most this many values ...
+EXPORT_ALL_VALUES = 128
+#: ... and otherwise its largest this many (the ranked chart's rows): an export grows with
+#: windows × values kept, not with the domain.
+EXPORT_VALUES = 20
 PAGE_PREFIX, PAGE_SUFFIX = "metric-", ".html"
 
 
@@ -73,6 +76,10 @@ def _page(title: str, body: str) -> str:
 """
 
 
+def _time_text(ms: int) -> str:
+    return iso_from_ms(ms).replace("T", " ").replace(":00Z", "").replace("Z", "")
+
+
 def _number(value, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}g}"
 
@@ -94,7 +101,7 @@ def index_page(summaries: list[dict], unattributed: dict[tuple[str, str], int],
             f'{html.escape(printable(s["metric"]))}</a></td>'
             f'<td>{html.escape(str(s["protocol"]))}</td><td class="num">{s["epsilon"]:g}</td>'
             f'<td class="num">{s["windows"]:,}</td>'
-            f'<td>{html.escape(s["latest_start"].replace("T", " ").replace(":00Z", ""))}</td>'
+            f'<td>{html.escape(_time_text(s["latest_start_ms"]))}</td>'
             f'<td class="num">{s["latest_n"]:,}</td>'
             f'<td class="num">{s["rejects"]:,}</td>'
             f'<td>{html.escape(s["latest_timing"].replace("_", " ").lower())}</td></tr>')
@@ -121,18 +128,18 @@ def index_page(summaries: list[dict], unattributed: dict[tuple[str, str], int],
     return _page("LDP telemetry — metrics", body)
 
 
-def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live: bool,
-                top_k: int = DEFAULT_TOP_K, poll_ms: int = 2000) -> str:
-    """One metric: a header (protocol, ε, domain, p*, q*, estimator, post-processing) and the
-    data the script draws (top-k over windows, the selected window's distribution,
-    accounting), from `windows` as a source gives them (`dashboard.source`)."""
-    latest = windows[-1] if windows else {"metric": metric}
+def metric_page(metric: str, data: dict, latest: dict | None, source: str, live: bool,
+                top_k: int = DEFAULT_TOP_K, poll_ms: int = 2000,
+                window_files: str | None = None) -> str:
+    """One metric: a header (protocol, ε, domain, p*, q*, estimator, post-processing) from
+    `latest` (the latest window's view, or None), the advice on each series' resolution, and
+    `data` (`payload.pack`) that the script draws; a chosen window's values are fetched from
+    /api/window, or from `window_files` (a URL prefix) on an exported page."""
+    latest = latest or {"metric": metric}
     d = len(latest.get("labels") or latest.get("estimate") or ())
     estimator = latest.get("estimator") or {}
-    iterations = estimator.get("iterations")
     estimator_text = (html.escape(str(estimator.get("method", "—")))
-                      + html.escape(_params(estimator))
-                      + (f", {iterations} iterations" if iterations is not None else ""))
+                      + html.escape(_params(estimator)))
     postprocess = latest.get("postprocess") or {}
     postprocess_text = (html.escape(str(postprocess.get("method", "—")))
                         + html.escape(_params(postprocess)))
@@ -141,7 +148,11 @@ def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live
     top_hint = f"estimate, 95% band (± {Z95:.2f} standard errors); click a window"
     over_title = (f"Mean over windows <span class=\"hint\">{top_hint}</span>" if numeric else
                   f"Top {top_k} values over windows <span class=\"hint\">{top_hint}; click a "
-                  "legend entry to hide or show a value</span>")
+                  "legend entry to hide or show a value, hover it to see its band</span>")
+    advice = "".join(
+        f'<p class="warning advice" data-series="{html.escape(s["name"])}">'
+        f'{html.escape(s["name"])} windows: {html.escape(s["advice"])}</p>'
+        for s in data["series"] if s.get("advice"))
     header = f"""<header class="top">
 <p class="crumbs"><a href="index.html">← all metrics</a></p>
 <h1>{html.escape(printable(metric))}</h1>
@@ -158,9 +169,11 @@ def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live
 <p class="source">windows from <code>{html.escape(source)}</code> ·
 <span id="status">{status}</span> · ± is the half width of the 95% band
 ({Z95:.2f} standard errors) everywhere on this page</p>
+<div id="advice">{advice}</div>
 </header>"""
-    data = {"metric": metric, "metric_shown": printable(metric), "windows": windows,
-            "cursor": cursor, "live": live, "top_k": top_k, "poll_ms": poll_ms, "numeric": numeric}
+    state = {"metric": metric, "metric_shown": printable(metric), "live": live,
+             "top_k": top_k, "poll_ms": poll_ms, "numeric": numeric,
+             "window_files": window_files, **data}
     order = "" if numeric else """<label class="control">order
 <select id="order-select" aria-label="order"><option value="ranked">ranked by estimate</option>
 <option value="label">label order</option></select></label>
@@ -191,9 +204,32 @@ configuration version)
 <span class="hint">n counted (late part shaded), rejected by reason</span></h2>
 <div id="accounting" class="chart"></div><div id="accounting-table" class="scroll"></div></section>
 </main>
-<script id="ldp-data" type="application/json">{embedded_json(data)}</script>
+<script id="ldp-data" type="application/json">{embedded_json(state)}</script>
 <script src="static/dashboard.js"></script>"""
     return _page(f"{printable(metric)} — LDP telemetry", body)
+
+
+def window_file_name(start_ms: int, end_ms: int, version: str) -> str:
+    """The file of one window's view in an export (the page's script builds the same name)."""
+    return f"{start_ms}_{end_ms}_{version or 'none'}.js"
+
+
+def export_window_file(view: dict) -> str:
+    """A window's view as a script an exported page loads from a file (a page opened from disk
+    may load scripts, not fetch JSON): ``ldpWindow({...});``. A domain of more than
+    `EXPORT_ALL_VALUES` values keeps its `EXPORT_VALUES` largest estimates, with
+    `values_total` saying how many there are."""
+    size = len(view.get("estimate") or ())
+    if size > EXPORT_ALL_VALUES:
+        keep = sorted(sorted(range(size), key=lambda i: (-(view["estimate"][i] or 0.0), i))
+                      [:EXPORT_VALUES])
+        view = dict(view)
+        for name in VALUE_FIELDS:
+            if isinstance(view.get(name), list) and len(view[name]) == size:
+                view[name] = [view[name][i] for i in keep]
+        view["values_total"] = size
+        view["value_indices"] = keep
+    return f"ldpWindow({embedded_json(view)});\n"
 
 
 def privacy_section(privacy: dict | None, window: dict | None = None) -> str:
@@ -223,49 +259,3 @@ def privacy_section(privacy: dict | None, window: dict | None = None) -> str:
         str(privacy.get("rule", "")))}</p>""" + (
         "" if note is None
         else f'\n<p class="warning" id="privacy-warning">{html.escape(note)}</p>')
-
-
-def top_by_series(windows: list[dict], k: int) -> dict[str, list[int]]:
-    """Per series (`source.series_of`), the indices of the k values of largest mean estimate
-    over its windows (ties: the lower index): the values of its top-k chart."""
-    totals: dict[str, list[float]] = {}
-    for window in windows:
-        if window.get("bucket_edges") is not None:
-            continue
-        total = totals.setdefault(window["series"], [0.0] * len(window["estimate"]))
-        if len(total) == len(window["estimate"]):
-            for i, value in enumerate(window["estimate"]):
-                total[i] += value or 0.0
-    return {series: sorted(range(len(total)), key=lambda i: (-total[i], i))[:k]
-            for series, total in totals.items()}
-
-
-def page_windows(windows: list[dict], top_k: int, full_last: int | None = None) -> list[dict]:
-    """The windows a page embeds: each with `top` (its values at its series' top-k indices:
-    labels, estimate, 95% bands), whole for the `full_last` latest (all when None) and light
-    (`light`: true, without the per-value arrays) for the others."""
-    tops = top_by_series(windows, top_k)
-    embedded = []
-    for position, window in enumerate(windows):
-        indices = tops.get(window["series"], [])
-        view = dict(window)
-        if indices and len(window.get("estimate") or ()) > max(indices):
-            view["top"] = {"indices": indices,
-                           **{field: [window[field][i] for i in indices]
-                              for field in ("labels", "estimate", "lower95", "upper95", "half95")
-                              if window.get(field)}}
-        if full_last is not None and position < len(windows) - full_last:
-            view = {k: v for k, v in view.items() if k not in VALUE_FIELDS}
-            view["light"] = True
-        embedded.append(view)
-    return embedded
-
-
-def metric_summary(metric: str, windows: list[dict]) -> dict:
-    """The index row of a metric from its windows (sorted by start)."""
-    latest = windows[-1]
-    return {"metric": metric, "protocol": latest.get("protocol", "—"),
-            "epsilon": float(latest.get("epsilon", 0)), "windows": len(windows),
-            "latest_start": latest["window_start"], "latest_n": int(latest["n"]),
-            "latest_timing": (latest.get("pane") or {}).get("timing", "ON_TIME"),
-            "rejects": sum(sum(w["rejects"].values()) for w in windows)}

@@ -4,8 +4,10 @@
     GET /metric-<segment>.html            one metric's page (pages.metric_page_name, requested
                                           URL-quoted as pages.metric_page_link links to it)
     GET /static/dashboard.{js,css}        the page's script and style, from this package
-    GET /api/windows?metric=M&since=C     {"cursor": C', "windows": [...]}: the windows of M
-                                          whose latest pane or rejects changed after cursor C
+    GET /api/windows?metric=M&since=C[&from=T&to=T&limit=L]
+                                          the windows of M whose latest pane changed after
+                                          cursor C (starting in [from, to), the latest L), as
+                                          `payload.pack` rows: what the charts draw, no values
     GET /api/window?metric=M&start=S&end=E&version=V  one window's latest pane, whole (S, E:
                                           ISO-8601; V: its configuration version, v1, combined)
 
@@ -21,20 +23,25 @@ sends nothing for `READ_TIMEOUT_S` is closed; at most `MAX_CONNECTIONS` are serv
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from ldp_telemetry.dashboard.pages import (DEFAULT_TOP_K, FULL_WINDOWS, PAGE_PREFIX,
-                                           PAGE_SUFFIX, embedded_json, finite, index_page,
-                                           metric_page, metric_page_name, metric_summary,
-                                           page_windows)
+from ldp_telemetry.dashboard.pages import (DEFAULT_TOP_K, PAGE_PREFIX, PAGE_SUFFIX,
+                                           embedded_json, export_window_file, finite,
+                                           index_page, metric_page, metric_page_name,
+                                           window_file_name)
+from ldp_telemetry.dashboard.payload import row_bounds
+from ldp_telemetry.dashboard.source import MAX_WINDOWS_PER_PAGE
 from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.times import ms_from_iso
+from ldp_telemetry.output.layout import window_key
+from ldp_telemetry.store.reads import MAX_TOP_VALUES
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8050
@@ -51,6 +58,9 @@ READ_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 32
 #: Largest cursor (`since`) accepted: a store's sequence numbers are signed 64-bit integers.
 MAX_CURSOR = 2**63 - 1
+#: Responses longer than this many bytes are gzip-compressed for a client that accepts it, at
+#: this level (a page's rows and a window's values shrink about 3 to 4 times).
+GZIP_ABOVE, GZIP_LEVEL = 1024, 6
 #: Host names always accepted in the Host header (a port after them is ignored).
 LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
@@ -122,28 +132,26 @@ class Dashboard:
     """The pages of one source (`source.StoreSource` or `source.FolderSource`)."""
 
     def __init__(self, source, top_k: int = DEFAULT_TOP_K, poll_ms: int = 2000):
-        if top_k < 1:
-            raise ConfigError(f"top must be at least 1, got {top_k}", "top")
+        if top_k < 1 or top_k > MAX_TOP_VALUES:
+            raise ConfigError(f"top must be from 1 to {MAX_TOP_VALUES}, got {top_k}", "top")
         self.source = source
         self.top_k = top_k
         self.poll_ms = poll_ms
 
     def index(self, live: bool) -> str:
-        summaries = []
-        for metric in self.source.metrics():
-            _, windows = self.source.windows(metric)
-            if windows:
-                summaries.append(metric_summary(metric, windows))
-        return index_page(summaries, self.source.unattributed_rejects(),
+        return index_page(self.source.summaries(), self.source.unattributed_rejects(),
                           self.source.description, live)
 
-    def page(self, metric: str, live: bool) -> str:
-        """A metric's page; a served (live) one embeds the whole record of its latest
-        `FULL_WINDOWS` windows only (`pages.page_windows`), an exported one of every window."""
-        cursor, windows = self.source.windows(metric)
-        return metric_page(metric, page_windows(windows, self.top_k,
-                                                FULL_WINDOWS if live else None),
-                           cursor, self.source.description, live, self.top_k, self.poll_ms)
+    def page(self, metric: str, live: bool, window_files: str | None = None) -> str:
+        """A metric's page: its header from the latest window's record, and the rows of its
+        latest `MAX_WINDOWS_PER_PAGE` windows (`payload.pack`); a window's values are fetched
+        when it is chosen (from /api/window, or an exported page's `window_files`)."""
+        data = self.source.payload(metric, self.top_k)
+        latest = None
+        if data["rows"]:
+            latest = self.source.window(metric, *row_bounds(data, data["rows"][-1]))
+        return metric_page(metric, data, latest, self.source.description, live, self.top_k,
+                           self.poll_ms, window_files)
 
     def metric_of_page(self, name: str) -> str | None:
         """The metric whose page file is called `name` (already URL-unquoted), or None."""
@@ -153,23 +161,33 @@ class Dashboard:
         return None
 
     def export(self, folder: str) -> list[str]:
-        """Write index.html, one page per metric and static/ into `folder`; returns the paths."""
+        """Write index.html, one page per metric, one data file per window
+        (`windows/<page name>/<start ms>-<end ms>-<version>.js`, `export_window_file`) and
+        static/ into `folder`; returns the paths."""
         os.makedirs(os.path.join(folder, "static"), exist_ok=True)
-        written = []
-        pages = {"index.html": self.index(live=False)}
+        written = [_write(os.path.join(folder, "index.html"), self.index(live=False))]
         for metric in self.source.metrics():
-            pages[metric_page_name(metric)] = self.page(metric, live=False)
-        for name, text in pages.items():
-            path = os.path.join(folder, name)
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            written.append(path)
+            name = metric_page_name(metric)
+            data_dir = os.path.join("windows", name[:-len(PAGE_SUFFIX)])
+            os.makedirs(os.path.join(folder, data_dir), exist_ok=True)
+            written.append(_write(os.path.join(folder, name), self.page(
+                metric, live=False, window_files=quote(data_dir.replace(os.sep, "/")) + "/")))
+            for view in self.source.export_windows(metric):
+                _, start, end, version = window_key(view)
+                path = os.path.join(folder, data_dir, window_file_name(start, end, version))
+                written.append(_write(path, export_window_file(view)))
         for name in STATIC_FILES:
             path = os.path.join(folder, "static", name)
             with open(path, "wb") as handle:
                 handle.write(static_file(name))
             written.append(path)
         return written
+
+
+def _write(path: str, text: str) -> str:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return path
 
 
 class BoundedServer(ThreadingHTTPServer):
@@ -257,10 +275,12 @@ def make_server(dashboard: Dashboard, host: str = DEFAULT_HOST, port: int = DEFA
 
         def _windows(self, query: dict) -> None:
             metric, since = metric_param(query), cursor_param(query)
-            cursor, windows = dashboard.source.windows(metric, since)
-            body = json.dumps(finite({"cursor": cursor, "windows": windows}),
-                              allow_nan=False).encode()
-            self._send(body, "application/json")
+            low = time_param(query, "from") if "from" in query else -(2**62)
+            high = time_param(query, "to") if "to" in query else 2**62
+            limit = int_param(query, "limit", MAX_WINDOWS_PER_PAGE, 1, MAX_WINDOWS_PER_PAGE)
+            data = dashboard.source.payload(metric, dashboard.top_k, since, low, high, limit)
+            self._send(json.dumps(finite(data), allow_nan=False, separators=(",", ":")
+                                  ).encode(), "application/json")
 
         def _window(self, query: dict) -> None:
             metric = metric_param(query)
@@ -276,6 +296,10 @@ def make_server(dashboard: Dashboard, host: str = DEFAULT_HOST, port: int = DEFA
 
         def _send(self, body: bytes, content_type: str, status=HTTPStatus.OK) -> None:
             self.send_response(status)
+            if len(body) > GZIP_ABOVE and "gzip" in self.headers.get("Accept-Encoding", ""):
+                body = gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0)
+                self.send_header("Content-Encoding", "gzip")
+            self.send_header("Vary", "Accept-Encoding")
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
@@ -299,6 +323,14 @@ def time_param(query: dict, name: str) -> int:
     except (ValueError, OverflowError):
         raise BadRequest(f"{name} must be an ISO-8601 time such as "
                          f"2024-03-01T00:00:00Z") from None
+
+
+def int_param(query: dict, name: str, default: int, low: int, high: int) -> int:
+    """An integer parameter in [low, high]; BadRequest otherwise."""
+    text = _one(query, name, str(default))
+    if not (text.isascii() and text.isdigit()) or len(text) > 19 or not low <= int(text) <= high:
+        raise BadRequest(f"{name} must be an integer from {low} to {high}")
+    return int(text)
 
 
 def _query(text: str) -> dict:

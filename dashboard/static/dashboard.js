@@ -80,6 +80,34 @@
 
   function chartWidth(node, minimum) { return Math.max(minimum || 0, node.clientWidth || 900); }
 
+  /* -- the rows of the page and of api/windows (dashboard/payload.py) into window objects -- */
+  function isoOf(ms) { return new Date(ms).toISOString().replace(/\.000Z$/, "Z"); }
+  function expand(data) {
+    var at = {};
+    (data.fields || []).forEach(function (name, i) { at[name] = i; });
+    var seriesList = data.series || [];
+    return (data.rows || []).map(function (row) {
+      var s = seriesList[row[at.series]] || {}, top = row[at.top] || [], half = row[at.half] || [];
+      var start = data.t0 + row[at.start] * data.unit, end = start + s.length_ms;
+      var w = {window_start: isoOf(start), window_end: isoOf(end), start_ms: start, end_ms: end,
+               version: s.version || "", series: s.name, n: row[at.n], late_reports: row[at.late],
+               pane: {timing: data.timings[row[at.timing]], index: row[at.pane], is_last: !!row[at.last]},
+               smallest_resolvable: row[at.floor], rejects: row[at.rejects] || {}, few: !!row[at.few],
+               integrity_flag: row[at.integrity], light: true};
+      if (typeof row[at.mean] === "number") { w.mean = row[at.mean]; w.mean_half95 = row[at.mean_half]; }
+      if (s.indices && s.indices.length) {
+        w.top = {indices: s.indices, labels: s.labels, estimate: top, half95: half,
+                 lower95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e - half[r] : null; }),
+                 upper95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e + half[r] : null; })};
+      }
+      return w;
+    });
+  }
+  /* A window flagged on its own: too few reports where its series mostly has enough (the advice
+   * for the whole series is shown once, at the top of the page). */
+  function fewHere(w) { return !!w.few && !seriesInfo(w.series).all_few; }
+  function seriesInfo(name) { return (state.series || []).find(function (s) { return s.name === name; }) || {}; }
+
   /* -- series, partial windows, the URL ------------------------------------------------- */
   var allWindows = [];
   var series = null;            /* the series shown (window length; source.series_of) */
@@ -156,6 +184,8 @@
     return {e: w.estimate[i] || 0, low: b.low, high: b.high, half: b.half};
   }
   function topLabels() {
+    var info = seriesInfo(series);
+    if (info.indices && info.indices.length) { return info.indices.map(function (i, r) { return {index: i, label: info.labels[r]}; }); }
     var w = windows.find(function (v) { return v.top && v.top.indices; });
     if (w) { return w.top.indices.map(function (i, r) { return {index: i, label: w.top.labels[r]}; }); }
     var totals = {};
@@ -277,6 +307,11 @@
   function isOrdinal(w) { return (w.labels || []).every(function (l) { return /^-?\d+$/.test(String(l)); }); }
 
   function drawDistribution(w) {
+    if (order === null) {  /* decided by the first window whose values are loaded */
+      order = isOrdinal(w) ? "label" : "ranked";
+      var orderSelect = document.getElementById("order-select");
+      if (orderSelect) { orderSelect.value = order; }
+    }
     var holder = document.getElementById("distribution");
     clear(holder); clear(document.getElementById("quantiles"));
     if (w.bucket_edges) { drawDensity(w, holder); drawQuantiles(w); return; }
@@ -443,6 +478,9 @@
     });
     table.appendChild(body);
     holder.appendChild(table);
+    if (w.values_total) {
+      holder.appendChild(htmlEl("p", {"class": "note", id: "values-cut"}, "the " + w.estimate.length + " largest of " + count(w.values_total) + " values: an export keeps these; serve the store to see all"));
+    }
   }
 
   function drawWindowFacts(w) {
@@ -450,8 +488,8 @@
     clear(facts);
     var rejected = rejectTotal(w);
     var warning = document.getElementById("window-warning");
-    warning.hidden = !w.warning;
-    warning.textContent = w.warning ? "\u26a0 " + w.warning : "";
+    warning.hidden = !fewHere(w);
+    warning.textContent = fewHere(w) ? "\u26a0 too few reports in this window, unlike most of its series: its smallest resolvable frequency is above the threshold the advice at the top of the page states" : "";
     var integrity = document.getElementById("window-integrity");
     integrity.hidden = !w.integrity_flag;
     integrity.textContent = w.integrity_flag ? "\u2691 " + w.integrity_flag : "";
@@ -540,7 +578,7 @@
       tr.appendChild(htmlEl("td", {"class": "num late"}, w.late_reports === null || w.late_reports === undefined ? "\u2014" : count(w.late_reports)));
       var parts = Object.keys(w.rejects || {}).sort().map(function (r) { return r + " " + count(w.rejects[r]); });
       tr.appendChild(htmlEl("td", {"class": "rejects"}, parts.length ? parts.join(", ") : "0"));
-      tr.appendChild(htmlEl("td", {"class": "flags"}, [w._partial ? "partial" : "", w.warning ? "too few reports" : "", w.integrity_flag ? "integrity: " + ((w.integrity && w.integrity.implicated.join(" ")) || "flagged") : ""].filter(Boolean).join(", ")));
+      tr.appendChild(htmlEl("td", {"class": "flags"}, [w._partial ? "partial" : "", fewHere(w) ? "too few reports" : "", w.integrity_flag ? "integrity: " + ((w.integrity && w.integrity.implicated.join(" ")) || "flagged") : ""].filter(Boolean).join(", ")));
       tr.addEventListener("click", function () { select(key(w), true); });
       body.appendChild(tr);
     });
@@ -555,7 +593,7 @@
     windows.forEach(function (w) {
       var flags = [TIMING[timingOf(w)].name];
       if (w._partial) { flags.push("partial"); }
-      if (w.warning) { flags.push("too few reports"); }
+      if (fewHere(w)) { flags.push("too few reports"); }
       if (w.integrity_flag) { flags.push("integrity flagged"); }
       var option = htmlEl("option", {value: key(w)}, shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + "  (n = " + count(w.n) + ", " + flags.join(", ") + ")");
       if (key(w) === selectedKey) { option.selected = true; }
@@ -588,7 +626,8 @@
 
   /* A light window (only what the charts over windows draw) is fetched whole when chosen. */
   function ensureFull(w) {
-    if (!w.light || fetching[key(w)] || !state.live) { return; }
+    if (!w.light || fetching[key(w)]) { return; }
+    if (!state.live) { loadWindowFile(w); return; }
     fetching[key(w)] = true;
     fetch("api/window?metric=" + encodeURIComponent(state.metric) + "&start=" + encodeURIComponent(w.window_start) + "&end=" + encodeURIComponent(w.window_end) + "&version=" + encodeURIComponent(w.version || ""), {cache: "no-store"})
       .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
@@ -596,6 +635,18 @@
       .catch(function () { /* shown as not loaded; the next choice retries */ })
       .then(function () { delete fetching[key(w)]; });
   }
+
+  /* An exported page loads a window's data file as a script (a page opened from disk may not
+   * fetch): the file calls ldpWindow(view). */
+  function loadWindowFile(w) {
+    if (!state.window_files || fetching[key(w)]) { return; }
+    fetching[key(w)] = true;
+    var script = document.createElement("script");
+    script.src = state.window_files + w.start_ms + "_" + w.end_ms + "_" + (w.version || "none") + ".js";
+    script.onerror = function () { delete fetching[key(w)]; };
+    document.body.appendChild(script);
+  }
+  window.ldpWindow = function (view) { merge([view]); render(); };
 
   function render() {
     chooseSeries();
@@ -615,7 +666,7 @@
     if (current && current.light) {
       ensureFull(current);
       clear(document.getElementById("distribution")); clear(document.getElementById("values")); clear(document.getElementById("quantiles"));
-      document.getElementById("distribution").appendChild(htmlEl("p", {"class": "empty"}, state.live ? "loading this window\u2026" : "this window is not in the page"));
+      document.getElementById("distribution").appendChild(htmlEl("p", {"class": "empty"}, state.live || state.window_files ? "loading this window\u2026" : "this window is not in the page"));
       drawWindowFacts(current);
     } else if (current) { drawWindowFacts(current); drawDistribution(current); drawValues(current); }
     drawAccounting();
@@ -631,6 +682,8 @@
     changed.forEach(function (w) {
       var old = byKey[fullKey(w)];
       if (!old || paneIndex(old) < paneIndex(w) || (paneIndex(old) === paneIndex(w) && (old.light || !w.light))) {
+        if (old) { ["start_ms", "end_ms", "few"].forEach(function (f) { if (w[f] === undefined) { w[f] = old[f]; } }); }
+        if (!w.top && old && old.top && w.value_indices) { w.top = old.top; }  /* an export's cut view */
         if (!w.top && old && old.top && w.estimate) {  /* keep the series' top-k indices */
           w.top = {indices: old.top.indices, labels: old.top.labels,
                    estimate: old.top.indices.map(function (i) { return w.estimate[i]; }),
@@ -651,7 +704,7 @@
     fetch("api/windows?metric=" + encodeURIComponent(state.metric) + "&since=" + state.cursor, {cache: "no-store"})
       .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
       .then(function (update) {
-        if (update.windows.length) { merge(update.windows); state.cursor = update.cursor; render(); }
+        if (update.rows.length) { state.series = update.series; merge(expand(update)); state.cursor = update.cursor; render(); }
         else { state.cursor = update.cursor; }
         status.textContent = "live \u00b7 updated " + new Date().toLocaleTimeString("en-GB") + " \u00b7 " + allWindows.length + (allWindows.length === 1 ? " window" : " windows");
       })
@@ -662,11 +715,11 @@
   document.getElementById("window-select").addEventListener("change", function (event) { select(event.target.value, true); });
   document.getElementById("series-select").addEventListener("change", function (event) { series = event.target.value; selectedKey = null; userSelected = false; state.fromHash = false; hidden = {}; render(); });
   var orderNode = document.getElementById("order-select");
-  merge(state.windows || []);
+  merge(expand(state));
   var firstFull = allWindows.find(function (w) { return w.labels && w.labels.length; });
-  order = firstFull && isOrdinal(firstFull) ? "label" : "ranked";
+  order = firstFull ? (isOrdinal(firstFull) ? "label" : "ranked") : null;
   if (orderNode) {
-    orderNode.value = order;
+    if (order) { orderNode.value = order; }
     orderNode.addEventListener("change", function (event) { order = event.target.value; render(); });
     document.getElementById("show-all").addEventListener("click", function () { showAll = !showAll; render(); });
   }

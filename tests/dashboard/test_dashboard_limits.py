@@ -18,7 +18,7 @@ from ldp_telemetry.dashboard.source import StoreSource
 from ldp_telemetry.output.text import format_pane, format_top, metric_title, printable
 from ldp_telemetry.store import open_store
 
-from tests.dashboard.test_dashboard_server import record
+from tests.dashboard.test_dashboard_server import record, unpacked
 
 RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE
 
@@ -71,7 +71,7 @@ def test_the_local_names_and_the_bound_address_are_served(served, host):
     _, _, port = served
     status, body = request(port, "/api/windows?metric=m&since=0", host.format(port=port))
     assert status == 200
-    assert [w["n"] for w in json.loads(body)["windows"]] == [10, 20]
+    assert [w["n"] for w in unpacked(json.loads(body))] == [10, 20]
 
 
 def test_host_names_parse_strictly():
@@ -160,10 +160,11 @@ def test_control_characters_in_names_are_escaped_on_the_page_and_in_the_terminal
         assert "cpu\\u202elanigiro" in text
     assert "a\\u202e" in format_top(window)
     summary = {"metric": name, "protocol": "grr", "epsilon": 1.0, "windows": 1,
-               "latest_start": "2024-03-01T00:00:00Z", "latest_n": 10, "rejects": 0,
+               "latest_start_ms": 1_709_251_200_000, "latest_n": 10, "rejects": 0,
                "latest_timing": "ON_TIME"}
     pages = (index_page([summary], {(name, f"bad{RLO}"): 3}, "s", live=True),
-             metric_page(name, [], 0, "s", live=True))
+             metric_page(name, {"fields": [], "rows": [], "series": [], "cursor": 0}, None,
+                         "s", live=True))
     for page in pages:
         visible = page.split('<script id="ldp-data"')[0]  # the data keeps the name as it is
         assert RLO not in visible and "\x1b" not in visible
