@@ -22,11 +22,12 @@ DEFAULT_TOP_K = 5
 #: The per-value arrays of a window view (`source._view`), cut together in an export.
 VALUE_FIELDS = ("labels", "estimate", "std_error", "unbiased_estimate", "lower95", "upper95",
                 "half95")
-#: An exported window keeps every value when its domain has at most this many values ...
+#: An exported window keeps every value when its domain has at most this many values, and
+#: otherwise the values of its series' top k: an export grows with windows × top-k, not with
+#: windows × domain.
 EXPORT_ALL_VALUES = 128
-#: ... and otherwise its largest this many (the ranked chart's rows): an export grows with
-#: windows × values kept, not with the domain.
-EXPORT_VALUES = 20
+#: Windows per data file of an export (a file system pays per file more than per byte).
+EXPORT_CHUNK = 100
 PAGE_PREFIX, PAGE_SUFFIX = "metric-", ".html"
 
 
@@ -130,11 +131,12 @@ def index_page(summaries: list[dict], unattributed: dict[tuple[str, str], int],
 
 def metric_page(metric: str, data: dict, latest: dict | None, source: str, live: bool,
                 top_k: int = DEFAULT_TOP_K, poll_ms: int = 2000,
-                window_files: str | None = None) -> str:
+                window_files: dict | None = None) -> str:
     """One metric: a header (protocol, ε, domain, p*, q*, estimator, post-processing) from
     `latest` (the latest window's view, or None), the advice on each series' resolution, and
     `data` (`payload.pack`) that the script draws; a chosen window's values are fetched from
-    /api/window, or from `window_files` (a URL prefix) on an exported page."""
+    /api/window, or on an exported page from `window_files` ({"prefix": URL, "files": [[first
+    window's start ms, file name], ...]}, `export_chunks`)."""
     latest = latest or {"metric": metric}
     d = len(latest.get("labels") or latest.get("estimate") or ())
     estimator = latest.get("estimator") or {}
@@ -209,27 +211,43 @@ configuration version)
     return _page(f"{printable(metric)} — LDP telemetry", body)
 
 
-def window_file_name(start_ms: int, end_ms: int, version: str) -> str:
-    """The file of one window's view in an export (the page's script builds the same name)."""
-    return f"{start_ms}_{end_ms}_{version or 'none'}.js"
+def window_file_name(first_start_ms: int) -> str:
+    """The data file of an export's windows from the one starting at `first_start_ms`."""
+    return f"{first_start_ms}.js"
 
 
-def export_window_file(view: dict) -> str:
-    """A window's view as a script an exported page loads from a file (a page opened from disk
-    may load scripts, not fetch JSON): ``ldpWindow({...});``. A domain of more than
-    `EXPORT_ALL_VALUES` values keeps its `EXPORT_VALUES` largest estimates, with
-    `values_total` saying how many there are."""
-    size = len(view.get("estimate") or ())
-    if size > EXPORT_ALL_VALUES:
-        keep = sorted(sorted(range(size), key=lambda i: (-(view["estimate"][i] or 0.0), i))
-                      [:EXPORT_VALUES])
-        view = dict(view)
-        for name in VALUE_FIELDS:
-            if isinstance(view.get(name), list) and len(view[name]) == size:
-                view[name] = [view[name][i] for i in keep]
-        view["values_total"] = size
-        view["value_indices"] = keep
-    return f"ldpWindow({embedded_json(view)});\n"
+def export_chunks(views: list[dict]) -> list[list[dict]]:
+    """`views` (sorted by start) cut into runs of about `EXPORT_CHUNK` windows, never between
+    two windows of one start (the page finds a window's file by its start)."""
+    chunks: list[list[dict]] = []
+    for view in views:
+        start = window_key(view).start_ms
+        if not chunks or (len(chunks[-1]) >= EXPORT_CHUNK
+                          and window_key(chunks[-1][-1]).start_ms != start):
+            chunks.append([])
+        chunks[-1].append(view)
+    return chunks
+
+
+def export_window_file(views: list[dict]) -> str:
+    """Window views as a script an exported page loads from a file (a page opened from disk
+    may load scripts, not fetch JSON): ``ldpWindows([...]);``. A whole view of a domain of more
+    than `EXPORT_ALL_VALUES` values (an output folder's) keeps its largest
+    `EXPORT_ALL_VALUES`, with `values_total` saying how many there are."""
+    cut = []
+    for view in views:
+        size = len(view.get("estimate") or ())
+        if size > EXPORT_ALL_VALUES and "values_total" not in view:
+            keep = sorted(sorted(range(size), key=lambda i: (-(view["estimate"][i] or 0.0), i))
+                          [:EXPORT_ALL_VALUES])
+            view = dict(view)
+            for name in VALUE_FIELDS:
+                if isinstance(view.get(name), list) and len(view[name]) == size:
+                    view[name] = [view[name][i] for i in keep]
+            view["values_total"] = size
+            view["value_indices"] = keep
+        cut.append(view)
+    return f"ldpWindows({embedded_json(cut)});\n"
 
 
 def privacy_section(privacy: dict | None, window: dict | None = None) -> str:

@@ -42,6 +42,7 @@ class Series:
     labels: list[str] = field(default_factory=list)
     resolution: SeriesResolution | None = None
     windows: int = 0
+    values: int = 0  # the domain's size (0: a numeric metric)
 
     def as_json(self) -> dict:
         found = self.resolution

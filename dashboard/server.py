@@ -32,7 +32,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from ldp_telemetry.dashboard.pages import (DEFAULT_TOP_K, PAGE_PREFIX, PAGE_SUFFIX,
+from ldp_telemetry.dashboard.pages import (DEFAULT_TOP_K, EXPORT_ALL_VALUES, PAGE_PREFIX,
+                                           PAGE_SUFFIX, export_chunks,
                                            embedded_json, export_window_file, finite,
                                            index_page, metric_page, metric_page_name,
                                            window_file_name)
@@ -142,7 +143,7 @@ class Dashboard:
         return index_page(self.source.summaries(), self.source.unattributed_rejects(),
                           self.source.description, live)
 
-    def page(self, metric: str, live: bool, window_files: str | None = None) -> str:
+    def page(self, metric: str, live: bool, window_files: dict | None = None) -> str:
         """A metric's page: its header from the latest window's record, and the rows of its
         latest `MAX_WINDOWS_PER_PAGE` windows (`payload.pack`); a window's values are fetched
         when it is chosen (from /api/window, or an exported page's `window_files`)."""
@@ -161,21 +162,27 @@ class Dashboard:
         return None
 
     def export(self, folder: str) -> list[str]:
-        """Write index.html, one page per metric, one data file per window
-        (`windows/<page name>/<start ms>-<end ms>-<version>.js`, `export_window_file`) and
-        static/ into `folder`; returns the paths."""
+        """Write index.html, one page per metric, its windows' data files
+        (`windows/<page name>/<first window's start ms>.js`, each holding the views of up to
+        `EXPORT_CHUNK` consecutive windows: `export_window_file`) and static/ into `folder`;
+        returns the paths."""
         os.makedirs(os.path.join(folder, "static"), exist_ok=True)
         written = [_write(os.path.join(folder, "index.html"), self.index(live=False))]
         for metric in self.source.metrics():
             name = metric_page_name(metric)
             data_dir = os.path.join("windows", name[:-len(PAGE_SUFFIX)])
             os.makedirs(os.path.join(folder, data_dir), exist_ok=True)
+            chunks = export_chunks(self.source.export_windows(metric, self.top_k,
+                                                              EXPORT_ALL_VALUES))
+            files = []
+            for chunk in chunks:
+                first = window_key(chunk[0]).start_ms
+                files.append([first, window_file_name(first)])
+                written.append(_write(os.path.join(folder, data_dir, files[-1][1]),
+                                      export_window_file(chunk)))
+            prefix = quote(data_dir.replace(os.sep, "/")) + "/"
             written.append(_write(os.path.join(folder, name), self.page(
-                metric, live=False, window_files=quote(data_dir.replace(os.sep, "/")) + "/")))
-            for view in self.source.export_windows(metric):
-                _, start, end, version = window_key(view)
-                path = os.path.join(folder, data_dir, window_file_name(start, end, version))
-                written.append(_write(path, export_window_file(view)))
+                metric, live=False, window_files={"prefix": prefix, "files": files})))
         for name in STATIC_FILES:
             path = os.path.join(folder, "static", name)
             with open(path, "wb") as handle:

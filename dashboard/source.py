@@ -30,6 +30,7 @@ import time
 
 from ldp_telemetry.dashboard.payload import Series, pack
 from ldp_telemetry.ldp.errors import ConfigError, InputError, StoreError
+from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.ldp.validation import is_int
 from ldp_telemetry.output.bands import band95, half_width95
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
@@ -74,6 +75,8 @@ def series_name(length: int, version: str) -> str:
 def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, upper: list
           ) -> dict:
     view = dict(record)
+    _, start, end, _ = window_key(record)  # as the pages' rows write them
+    view["window_start"], view["window_end"] = iso_from_ms(start), iso_from_ms(end)
     for name in SUPPORT_FIELDS:
         view.setdefault(name, None)
     view["late_reports"] = late_reports
@@ -271,10 +274,40 @@ class StoreSource:
         lower, upper = record.pop("lower95"), record.pop("upper95")
         return _view(record, late, rejects.get((start_ms, end_ms), {}), seq, lower, upper)
 
-    def export_windows(self, metric: str) -> list[dict]:
-        """Every window view of `metric` a page shows (its latest `MAX_WINDOWS_PER_PAGE`), whole,
-        for an export's data files."""
-        return self.windows(metric)[1]
+    def export_windows(self, metric: str, top_k: int, keep_all: int) -> list[dict]:
+        """The window views of `metric` a page shows (its latest `MAX_WINDOWS_PER_PAGE`) for an
+        export's data files: whole for a series of at most `keep_all` values; otherwise read
+        from the columns, with the values of the series' top-k only (`values_total` says how
+        many there are), so that an export costs windows × top-k, not windows × domain."""
+        from ldp_telemetry.store import reads
+        with self._pool.store() as store:
+            cursor = store.latest_seq()
+            series = self._series_of(store, metric, top_k, cursor)
+            large = {(s.version, s.length_ms): s for s in series if s.values > keep_all}
+            rows = reads.window_rows(store, metric, 0, limit=MAX_WINDOWS_PER_PAGE)
+            if not rows:
+                return []
+            low, high = rows[0]["window_start_ms"], rows[-1]["window_start_ms"] + 1
+            values = {s.version: reads.value_rows(store, metric, s.version, s.indices, low, high)
+                      for s in large.values()}
+            rejects = reads.window_rejects(store, metric, low, high)
+            flags = self._integrity_flags(store, metric, cursor, rows)
+        whole = {}
+        if len(large) < len(series):
+            whole = {window_key(view)[1:]: view for view in self.windows(metric)[1]}
+        views = []
+        for row in rows:
+            bounds = (row["window_start_ms"], row["window_end_ms"])
+            chosen = large.get((row["version"], bounds[1] - bounds[0]))
+            if chosen is None:
+                view = whole.get((*bounds, row["version"]))
+                if view is not None:
+                    views.append(view)
+                continue
+            views.append(_lean_view(metric, row, chosen, values[row["version"]].get(bounds, {}),
+                                    rejects.get(bounds, {}),
+                                    flags.get((*bounds, row["version"]))))
+        return views
 
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
         with self._pool.store() as store:
@@ -303,6 +336,7 @@ class StoreSource:
             one = Series(series_name(length, version), version, length, windows=len(windows))
             if latest.get("mean") is None:
                 totals, count = reads.value_totals(store, metric, version, length)
+                one.values = len(totals)
                 if totals:
                     one.indices = sorted(range(len(totals)),
                                          key=lambda i: (-totals[i], i))[:top_k]
@@ -345,6 +379,30 @@ class StoreSource:
         with self._cache_lock:
             self._flags[metric] = (cursor, flags)
         return flags
+
+
+def _lean_view(metric: str, row: dict, series: Series, values: dict[int, tuple],
+               rejects: dict, integrity_flag: str | None) -> dict:
+    """A window's view from its columns and the values of its series' top-k: what an exported
+    page shows of a window of a large domain."""
+    start, end = row["window_start_ms"], row["window_end_ms"]
+    kept = [i for i in series.indices if i in values]
+    columns = list(zip(*(values[i] for i in kept), strict=True)) or [()] * 6
+    labels, estimate, unbiased, errors, lower, upper = (list(column) for column in columns)
+    return {"metric": metric, "window_start": iso_from_ms(start), "window_end": iso_from_ms(end),
+            "version": row["version"], "series": series.name, "n": row["n"],
+            "late_reports": row["late_reports"],
+            "pane": {"timing": row["pane_timing"], "index": row["pane_index"],
+                     "is_last": row["pane_is_last"]}, "pane_seq": row["pane_seq"],
+            "rejects": dict(sorted(rejects.items())), "protocol": row["protocol"],
+            "epsilon": row["epsilon"], "p_star": row["p_star"], "q_star": row["q_star"],
+            "smallest_resolvable": row["smallest_resolvable"],
+            "estimator": {"method": row["estimator"]},
+            "postprocess": {"method": row["postprocess"]}, "labels": labels,
+            "estimate": estimate, "unbiased_estimate": unbiased, "std_error": errors,
+            "lower95": lower, "upper95": upper,
+            "half95": [half_width95(error) for error in errors], "value_indices": kept,
+            "values_total": series.values, "integrity_flag": integrity_flag}
 
 
 def _make_indexes(store, missing: list[str]) -> str:
@@ -445,8 +503,9 @@ class FolderSource:
                   and start_ms <= window_key(v).start_ms < end_ms][-limit:]
         return pack([row_of_view(v, series) for v in chosen], series, cursor)
 
-    def export_windows(self, metric: str) -> list[dict]:
-        """As `StoreSource.export_windows`."""
+    def export_windows(self, metric: str, top_k: int, keep_all: int) -> list[dict]:
+        """Every window view of `metric` a page shows, whole (an output folder's records are
+        read whole anyway; the export cuts them)."""
         return self.windows(metric)[1]
 
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
@@ -541,6 +600,7 @@ def series_of_views(views: list[dict], top_k: int) -> list[Series]:
         one = Series(series_name(length, version), version, length, windows=len(windows))
         if latest.get("bucket_edges") is None and latest.get("estimate"):
             size = len(latest["estimate"])
+            one.values = size
             totals = [0.0] * size
             for view in windows:
                 if len(view.get("estimate") or ()) == size:

@@ -31,9 +31,11 @@ READ_INDEXES = (
     ("ldp_windows_by_start", "ldp_windows",
      ("metric", "window_start_ms", "window_end_ms", "version"),
      ("pane_seq", "n", "pane_timing")),
+    # value_index before version, and the bands not covered: a read of one window by its key
+    # then matches more columns of the table's key than of this index and is not tempted by a
+    # covering scan, whatever the planner's statistics (SQLite has none until ANALYZE)
     ("ldp_window_values_by_value", "ldp_window_values",
-     ("metric", "version", "value_index", "window_start_ms"),
-     ("window_end_ms", "estimate", "lower95", "upper95")),
+     ("metric", "value_index", "version", "window_start_ms"), ("window_end_ms", "estimate")),
     ("ldp_window_summaries_by_statistic", "ldp_window_summaries",
      ("metric", "statistic", "window_start_ms"), ("window_end_ms", "version", "value",
                                                   "std_error")),
@@ -44,7 +46,8 @@ MAX_TOP_VALUES = 100
 
 _WINDOW_COLUMNS = ("window_start_ms", "window_end_ms", "version", "n", "late_reports",
                    "pane_timing", "pane_index", "pane_is_last", "pane_seq", "protocol",
-                   "epsilon", "p_star", "q_star", "smallest_resolvable")
+                   "epsilon", "p_star", "q_star", "smallest_resolvable", "estimator",
+                   "postprocess")
 
 _METRIC_TOTALS = """
 SELECT metric, COUNT(*), MIN(window_start_ms), MAX(window_end_ms), SUM(n)
@@ -74,6 +77,14 @@ WHERE metric = ? AND version = ? AND value_index IN ({marks})
   AND window_start_ms >= ? AND window_start_ms < ?
 """
 
+_VALUE_ROWS = """
+SELECT window_start_ms, window_end_ms, value_index, label, estimate, unbiased_estimate,
+  std_error, lower95, upper95
+FROM ldp_window_values
+WHERE metric = ? AND version = ? AND value_index IN ({marks})
+  AND window_start_ms >= ? AND window_start_ms < ?
+"""
+
 _VALUE_TOTALS = """
 SELECT value_index, SUM(estimate), COUNT(*) FROM ldp_window_values
 WHERE metric = ? AND version = ? AND window_end_ms - window_start_ms = ?
@@ -97,9 +108,8 @@ WHERE metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?
 """
 
 _BANDS = """
-SELECT lower95, upper95 FROM ldp_window_values
+SELECT value_index, lower95, upper95 FROM ldp_window_values
 WHERE metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?
-ORDER BY value_index
 """
 
 _REJECTS_IN_RANGE = """
@@ -118,6 +128,7 @@ QUERIES = {"metric_totals": (_METRIC_TOTALS, ()),
            "reject_totals": (_REJECT_TOTALS, (UNATTRIBUTED_MS,)),
            "window_rows": (_WINDOW_ROWS, ("m", 0, 2**62, 0, 100)),
            "top_values": (_TOP_VALUES.format(marks="?, ?"), ("m", "v1", 0, 1, 0, 2**62)),
+           "value_rows": (_VALUE_ROWS.format(marks="?, ?"), ("m", "v1", 0, 1, 0, 2**62)),
            "value_totals": (_VALUE_TOTALS, ("m", "v1", 3_600_000)),
            "labels": (_LABELS.format(marks="?, ?"), ("m", "v1", 0, 1, 0, 1)),
            "means": (_MEANS, ("m", 0, 2**62)),
@@ -184,7 +195,8 @@ def window_rows(store, metric: str, since: int = 0, start_ms: int = -(2**62),
                 end_ms: int = 2**62, limit: int = 2000) -> list[dict]:
     """The windows of `metric` starting in [start_ms, end_ms) whose pane was logged after
     `since`: the newest `limit` of them, oldest first, as dicts of the ldp_windows columns
-    (`_WINDOW_COLUMNS`) and, for a numeric metric, `mean` and `mean_std_error`."""
+    (`_WINDOW_COLUMNS`, `estimator` and `postprocess` being the method names) and, for a
+    numeric metric, `mean` and `mean_std_error`."""
     with store._snapshot() as cursor:
         cursor.execute(store._sql(_WINDOW_ROWS), (metric, start_ms, end_ms, since, limit))
         rows = [dict(zip(_WINDOW_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
@@ -222,6 +234,21 @@ def top_values(store, metric: str, version: str, indices: list[int], start_ms: i
     return found
 
 
+def value_rows(store, metric: str, version: str, indices: list[int], start_ms: int,
+               end_ms: int) -> dict[tuple[int, int], dict[int, tuple]]:
+    """As `top_values`, with every column of each value: {(start ms, end ms): {value index:
+    (label, estimate, unbiased_estimate, std_error, lower95, upper95)}}."""
+    indices = [int(i) for i in indices][:MAX_TOP_VALUES]
+    if not indices:
+        return {}
+    found: dict[tuple[int, int], dict[int, tuple]] = {}
+    rows = store._query(_VALUE_ROWS.format(marks=", ".join("?" * len(indices))),
+                        (metric, version, *indices, start_ms, end_ms))
+    for start, end, index, *values in rows:
+        found.setdefault((int(start), int(end)), {})[int(index)] = tuple(values)
+    return found
+
+
 def value_totals(store, metric: str, version: str, length_ms: int) -> tuple[list[float], int]:
     """(per value index, the sum of its estimates over the windows of (`metric`, `version`) of
     length `length_ms`; the number of windows summed). Values missing from some windows count
@@ -256,14 +283,15 @@ def window_record(store, metric: str, version: str, start_ms: int, end_ms: int) 
         if row is None:
             return None
         cursor.execute(store._sql(_BANDS), (metric, version, start_ms, end_ms))
-        bands = cursor.fetchall()
+        bands = sorted(cursor.fetchall())  # by value index (sorted here: an ORDER BY would
+        # tempt SQLite, without statistics, into the values index, which has that order)
     text, late, seq, p_star, q_star, resolvable = row
     record = json.loads(text)
     record["late_reports"] = None if late is None else int(late)
     record["pane_seq"] = int(seq)
     record.update(p_star=p_star, q_star=q_star, smallest_resolvable=resolvable)
-    record["lower95"] = [low for low, _ in bands]
-    record["upper95"] = [high for _, high in bands]
+    record["lower95"] = [low for _, low, _ in bands]
+    record["upper95"] = [high for _, _, high in bands]
     return record
 
 

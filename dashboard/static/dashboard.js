@@ -636,17 +636,21 @@
       .then(function () { delete fetching[key(w)]; });
   }
 
-  /* An exported page loads a window's data file as a script (a page opened from disk may not
-   * fetch): the file calls ldpWindow(view). */
+  /* An exported page loads the data file holding a window as a script (a page opened from disk
+   * may not fetch): the file calls ldpWindows(views) with its run of windows. */
   function loadWindowFile(w) {
-    if (!state.window_files || fetching[key(w)]) { return; }
-    fetching[key(w)] = true;
+    var files = state.window_files && state.window_files.files;
+    if (!files || !files.length || fetching[key(w)]) { return; }
+    var chosen = files[0];
+    files.forEach(function (file) { if (file[0] <= w.start_ms) { chosen = file; } });
+    if (fetching["file:" + chosen[1]]) { return; }
+    fetching["file:" + chosen[1]] = true;
     var script = document.createElement("script");
-    script.src = state.window_files + w.start_ms + "_" + w.end_ms + "_" + (w.version || "none") + ".js";
-    script.onerror = function () { delete fetching[key(w)]; };
+    script.src = state.window_files.prefix + chosen[1];
+    script.onerror = function () { delete fetching["file:" + chosen[1]]; };
     document.body.appendChild(script);
   }
-  window.ldpWindow = function (view) { merge([view]); render(); };
+  window.ldpWindows = function (views) { merge(views); render(); };
 
   function render() {
     chooseSeries();
