@@ -184,10 +184,11 @@ class StoreSource:
     def __init__(self, url: str, pool_size: int = POOL_SIZE):
         from ldp_telemetry.store import open_store
         from ldp_telemetry.store.reads import missing_read_indexes
+        from ldp_telemetry.store.views import missing_views
         self.description = url
         first = open_store(url, create=False)  # a misspelt URL is an error
         self.notes: list[str] = []  # what the command prints at start
-        missing = missing_read_indexes(first)
+        missing = missing_read_indexes(first) + missing_views(first)
         if missing:
             self.notes.append(_make_indexes(first, missing))
         self._pool = _Pool(url, first, pool_size)
@@ -415,9 +416,9 @@ def _make_indexes(store, missing: list[str]) -> str:
     try:
         store.create_read_indexes()
     except errors as error:
-        return (f"note: the store lacks the read indexes {', '.join(missing)} and they could "
-                f"not be made ({error}); pages of large metrics will be slow")
-    return f"note: made the store's read indexes {', '.join(missing)}"
+        return (f"note: the store lacks the read indexes and views {', '.join(missing)} and "
+                f"they could not be made ({error}); pages of large metrics will be slow")
+    return f"note: made the store's read indexes and views {', '.join(missing)}"
 
 
 class FolderSource:

@@ -132,7 +132,7 @@ def test_a_store_made_before_the_read_indexes_gets_them(tmp_path):
     from ldp_telemetry.dashboard.source import StoreSource
     source = StoreSource(url)
     try:
-        assert source.notes and "made the store's read indexes" in source.notes[0]
+        assert source.notes and "made the store's read indexes and views" in source.notes[0]
     finally:
         source.close()
     with open_store(url, create=False) as store:
