@@ -54,9 +54,11 @@ def finite(value):
     return value
 
 
-def embedded_json(value) -> str:
-    """JSON safe inside a <script> element: no '<', '>' or '&' can end it or open a tag."""
-    text = json.dumps(finite(value), separators=(",", ":"), allow_nan=False)
+def embedded_json(value, checked: bool = False) -> str:
+    """JSON safe inside a <script> element: no '<', '>' or '&' can end it or open a tag.
+    NaN and infinities become null (`finite`) unless `checked` says there are none."""
+    text = json.dumps(value if checked else finite(value), separators=(",", ":"),
+                      allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -192,13 +194,21 @@ configuration version)
 <div id="topk" class="chart"></div><div id="topk-readout" class="readout"></div>
 <div id="topk-legend" class="legend"></div></section>
 <section class="card"><h2>Window <select id="window-select" aria-label="window"></select>
+<button type="button" id="window-prev" class="control" aria-label="previous window">◀</button>
+<input type="range" id="window-slider" class="control" min="0" max="0" step="1" value="0"
+aria-label="window by time">
+<button type="button" id="window-next" class="control" aria-label="next window">▶</button>
 {order}</h2>
+<p class="hint">← → or the slider: the previous or next window; the chosen window is in the
+address</p>
 <dl class="facts small" id="window-facts"></dl>
 <p id="window-warning" class="warning" hidden></p>
 <p id="window-integrity" class="integrity-flag" hidden></p>
 <div id="distribution" class="chart wide"></div>
 <div id="quantiles" class="chart"></div>
 <details open><summary>Values of this window</summary>
+<input type="search" id="values-filter" class="control" placeholder="filter values by label"
+aria-label="filter values by label">
 <div id="values" class="scroll"></div></details>
 </section>
 <section class="card">
@@ -206,7 +216,7 @@ configuration version)
 <span class="hint">n counted (late part shaded), rejected by reason</span></h2>
 <div id="accounting" class="chart"></div><div id="accounting-table" class="scroll"></div></section>
 </main>
-<script id="ldp-data" type="application/json">{embedded_json(state)}</script>
+<script id="ldp-data" type="application/json">{embedded_json(state, checked=True)}</script>
 <script src="static/dashboard.js"></script>"""
     return _page(f"{printable(metric)} — LDP telemetry", body)
 

@@ -73,10 +73,11 @@ def duration_text(ms: float) -> str:
 
 def warning_text(record: Mapping, found: Resolution) -> str:
     """One line: why the window is under-resolved and what window would do."""
+    needed = min(found.values, max(1, math.ceil(found.by_chance / NOISE_SHARE)))
     return (f"too few reports for d={found.values} at ε={record['epsilon']:g}: "
-            f"n={record['n']:,}, smallest resolvable {found.floor:.3g}; "
-            f"{found.resolved_values} value(s) above it, of which about {found.by_chance:.1f} "
-            f"by chance alone; {_longer(record, found)}")
+            f"n={record['n']:,}, smallest resolvable {found.floor:.3g}; noise alone puts about "
+            f"{found.by_chance:.1f} values of frequency 0 above it, so at least {needed} must "
+            f"stand above it and {found.resolved_values} do; {_longer(record, found)}")
 
 
 def _longer(record: Mapping, found: Resolution) -> str:

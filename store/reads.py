@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 
+from ldp_telemetry.output.bands import band95
 from ldp_telemetry.store.records import UNATTRIBUTED_MS
 
 #: The indexes of the dashboards' reads (name, table, key columns, covered columns). SQLite
@@ -35,7 +36,8 @@ READ_INDEXES = (
     # then matches more columns of the table's key than of this index and is not tempted by a
     # covering scan, whatever the planner's statistics (SQLite has none until ANALYZE)
     ("ldp_window_values_by_value", "ldp_window_values",
-     ("metric", "value_index", "version", "window_start_ms"), ("window_end_ms", "estimate")),
+     ("metric", "value_index", "version", "window_start_ms"),
+     ("window_end_ms", "estimate", "std_error")),
     ("ldp_window_summaries_by_statistic", "ldp_window_summaries",
      ("metric", "statistic", "window_start_ms"), ("window_end_ms", "version", "value",
                                                   "std_error")),
@@ -71,7 +73,7 @@ ORDER BY window_start_ms DESC, window_end_ms DESC, version DESC LIMIT ?
 """
 
 _TOP_VALUES = """
-SELECT window_start_ms, window_end_ms, value_index, estimate, lower95, upper95
+SELECT window_start_ms, window_end_ms, value_index, estimate, std_error
 FROM ldp_window_values
 WHERE metric = ? AND version = ? AND value_index IN ({marks})
   AND window_start_ms >= ? AND window_start_ms < ?
@@ -222,15 +224,17 @@ def top_values(store, metric: str, version: str, indices: list[int], start_ms: i
                end_ms: int) -> dict[tuple[int, int], dict[int, tuple]]:
     """{(window start ms, end ms): {value index: (estimate, lower95, upper95)}} of the values
     `indices` (at most MAX_TOP_VALUES) of the windows of (`metric`, `version`) starting in
-    [start_ms, end_ms)."""
+    [start_ms, end_ms); the band is `output.bands.band95` of the stored standard error (what
+    the store saves as lower95/upper95), read from the index alone."""
     indices = [int(i) for i in indices][:MAX_TOP_VALUES]
     if not indices:
         return {}
     found: dict[tuple[int, int], dict[int, tuple]] = {}
     rows = store._query(_TOP_VALUES.format(marks=", ".join("?" * len(indices))),
                         (metric, version, *indices, start_ms, end_ms))
-    for start, end, index, estimate, lower, upper in rows:
-        found.setdefault((int(start), int(end)), {})[int(index)] = (estimate, lower, upper)
+    for start, end, index, estimate, error in rows:
+        found.setdefault((int(start), int(end)), {})[int(index)] = (estimate,
+                                                                   *band95(estimate, error))
     return found
 
 

@@ -24,6 +24,15 @@
   function timingOf(w) { return (w.pane && w.pane.timing) || "ON_TIME"; }
   function paneIndex(w) { return (w.pane && w.pane.index) || 0; }
   function fmt(x, digits) { return (x === null || x === undefined) ? "\u2014" : Number(x).toFixed(digits === undefined ? 4 : digits); }
+  /* A value to the digits its 95% half width supports (that half width to 2 significant
+   * digits): 12.3456 ± 0.0234 is "12.346" and "0.023"; without one, 4 significant digits. */
+  function byError(x, half) {
+    if (x === null || x === undefined) { return "\u2014"; }
+    if (typeof half !== "number" || !(half > 0) || !isFinite(half)) { return String(Number(Number(x).toPrecision(4))); }
+    var decimals = Math.max(0, Math.min(12, 1 - Math.floor(Math.log10(half))));
+    return Number(x).toFixed(decimals);
+  }
+  function halfText(half) { return (typeof half === "number" && half > 0) ? String(Number(half.toPrecision(2))) : "\u2014"; }
   function count(x) { return (x === null || x === undefined) ? "\u2014" : Number(x).toLocaleString("en-US"); }
   function shortTime(iso) {
     return String(iso).replace("T", " ").replace(/:00(\.000)?Z$/, "").replace(/ 00:00$/, "").replace(/Z$/, "");
@@ -156,18 +165,34 @@
     for (var k = 0; k < count; k += every) { out.push(k); }
     return out;
   }
-  /* Time labels under a chart, never overlapping and never cut at the edges: each label is
-   * kept inside the chart and only when it starts clear of the one before. */
+  /* Time labels under a chart at round times (whole hours, days, weeks, months: the smallest
+   * step whose labels fit), never overlapping and never cut at the edges. */
+  var TICK_STEPS = [[60e3, 1], [5 * 60e3, 1], [15 * 60e3, 1], [30 * 60e3, 1], [36e5, 1], [2 * 36e5, 1], [3 * 36e5, 1],
+                    [6 * 36e5, 1], [12 * 36e5, 1], [864e5, 0], [2 * 864e5, 0], [7 * 864e5, 0], [14 * 864e5, 0],
+                    [28 * 864e5, 0], [91 * 864e5, 0], [364 * 864e5, 0]];
+  function startMs(w) { return typeof w.start_ms === "number" ? w.start_ms : Date.parse(w.window_start); }
   function timeTicks(svg, box, count, xOf, y) {
     var withTime = needsTime();
-    var px = (withTime ? 16 : 10) * 7;
+    var px = (withTime ? 16 : 10) * 7 + 16;
+    if (!count) { return; }
+    var first = startMs(windows[0]), last = startMs(windows[count - 1]);
+    var span = Math.max(1, last - first), chosen = TICK_STEPS[TICK_STEPS.length - 1];
+    for (var s = 0; s < TICK_STEPS.length; s++) {
+      if ((span / TICK_STEPS[s][0]) * px <= box.width) { chosen = TICK_STEPS[s]; break; }
+    }
+    var step = chosen[0], weekly = step >= 7 * 864e5, mondays = 4 * 864e5;  /* 1970-01-05 was a Monday */
     var lowest = 4, highest = box.left + box.width + 20, lastRight = -Infinity;
-    tickIndices(count, box.width, px + 16).forEach(function (k) {
+    windows.forEach(function (w, k) {
+      var t = startMs(w), round = weekly ? (t - mondays) % step === 0 : t % step === 0;
+      if (!round) { return; }
       var centre = Math.min(highest - px / 2, Math.max(lowest + px / 2, xOf(k)));
-      if (centre - px / 2 < lastRight + 12) { return; }
-      lastRight = centre + px / 2;
-      svg.appendChild(svgEl("text", {x: centre, y: y, "class": "tick time-tick", "text-anchor": "middle"}, dateText(windows[k].window_start, withTime)));
+      if (centre - (px - 16) / 2 < lastRight + 12) { return; }
+      lastRight = centre + (px - 16) / 2;
+      svg.appendChild(svgEl("text", {x: centre, y: y, "class": "tick time-tick", "text-anchor": "middle"}, dateText(w.window_start, withTime && chosen[1] === 1)));
     });
+    if (lastRight === -Infinity) {  /* no window starts at a round time: label the first */
+      svg.appendChild(svgEl("text", {x: Math.max(lowest + px / 2, xOf(0)), y: y, "class": "tick time-tick", "text-anchor": "middle"}, dateText(windows[0].window_start, withTime)));
+    }
   }
 
   /* A window's value i of the top-k chart (its `top` subset, or its whole arrays). */
@@ -221,8 +246,18 @@
       ws.forEach(function (w) { var v = at(w, line); if (v) { sum += v.e; count++; low = Math.min(low, v.low); high = Math.max(high, v.high); } });
       return count ? {e: sum / count, low: low, high: high} : null;
     }
-    var lowY = state.numeric ? Infinity : 0, highY = state.numeric ? -Infinity : 0.05;
-    columns.forEach(function (ws) { visible.forEach(function (line) { var v = column(ws, line); if (v) { highY = Math.max(highY, v.high); lowY = Math.min(lowY, state.numeric ? v.low : 0); } }); });
+    /* the band of the value in focus is drawn (the first, largest one unless the legend says
+     * otherwise); the y range is what is drawn: every line, and that band */
+    var focus = visible.length === 1 ? visible[0].label : (state.focus || (visible[0] && visible[0].label));
+    var lowY = state.numeric ? Infinity : 0, highY = state.numeric ? -Infinity : 0;
+    columns.forEach(function (ws) { visible.forEach(function (line) {
+      var v = column(ws, line);
+      if (!v) { return; }
+      var banded = line.label === focus;
+      highY = Math.max(highY, banded ? v.high : v.e);
+      lowY = Math.min(lowY, state.numeric ? (banded ? v.low : v.e) : 0);
+    }); });
+    if (!state.numeric && highY <= 0) { highY = 0.05; }
     if (!isFinite(lowY)) { lowY = 0; highY = 1; }
     var pad = (highY - lowY) * 0.08 || 0.01;
     var y = frame(svg, box, state.numeric ? lowY - pad : 0, highY + pad, state.numeric ? "mean (metric units)" : "frequency");
@@ -233,7 +268,6 @@
     if (selectedAt >= 0) {
       svg.appendChild(svgEl("rect", {x: box.left + selectedAt * step, y: box.top, width: Math.max(2, step), height: box.height, "class": "selected-window"}));
     }
-    var focus = visible.length === 1 ? visible[0].label : state.focus;
     lines.forEach(function (line, rank) {
       var color = PALETTE[rank % PALETTE.length];
       if (!hidden[line.label]) {
@@ -245,10 +279,10 @@
           lower.unshift(xc(c) + "," + y(state.numeric ? v.low : Math.max(0, v.low)));
           path.push(xc(c) + "," + y(v.e));
         });
-        if (focus === line.label || visible.length === 1) {
+        if (focus === line.label) {
           svg.appendChild(svgEl("polygon", {points: upper.concat(lower).join(" "), fill: color, "fill-opacity": 0.18, stroke: "none", "class": "band"}));
         }
-        svg.appendChild(svgEl("polyline", {points: path.join(" "), fill: "none", stroke: color, "stroke-width": focus && focus !== line.label ? 1.2 : 2, "stroke-opacity": focus && focus !== line.label ? 0.45 : 1, "class": "series-line", "data-label": line.label}));
+        svg.appendChild(svgEl("polyline", {points: path.join(" "), fill: "none", stroke: color, "stroke-width": state.focus && state.focus !== line.label ? 1.2 : 2, "stroke-opacity": state.focus && state.focus !== line.label ? 0.45 : 1, "class": "series-line", "data-label": line.label}));
         if (per === 1 && windows.length <= 120) {
           windows.forEach(function (w, k) {
             var v = at(w, line);
@@ -429,8 +463,8 @@
   function drawQuantiles(w) {
     var holder = document.getElementById("quantiles");
     var rows = [];
-    if (typeof w.mean === "number") { rows.push({label: "mean = " + Number(w.mean.toPrecision(4)), value: w.mean, half: w.mean_half95, cls: "mean"}); }
-    quantilePairs(w).forEach(function (p) { rows.push({label: "q" + Number((p[0] * 100).toPrecision(3)) + " = " + Number(p[1].toPrecision(4)), value: p[1], half: p[2], cls: "quantile"}); });
+    if (typeof w.mean === "number") { rows.push({label: "mean = " + byError(w.mean, w.mean_half95), value: w.mean, half: w.mean_half95, cls: "mean"}); }
+    quantilePairs(w).forEach(function (p) { rows.push({label: "q" + Number((p[0] * 100).toPrecision(3)) + " = " + byError(p[1], p[2]), value: p[1], half: p[2], cls: "quantile"}); });
     if (!rows.length) { return; }
     var geo = state.densityX, width = chartWidth(holder), rowH = 22;
     var height = rows.length * rowH + 12;
@@ -443,11 +477,11 @@
       svg.appendChild(text);
       if (typeof row.half === "number" && row.half > 0) {
         var bar = svgEl("line", {x1: x(row.value - row.half), x2: x(row.value + row.half), y1: mid, y2: mid, "class": row.cls + "-interval"});
-        svg.appendChild(tooltip(bar, row.label + " \u00b1 " + Number(row.half.toPrecision(3)) + " (95%)"));
+        svg.appendChild(tooltip(bar, row.label + " \u00b1 " + halfText(row.half) + " (95%)"));
         [row.value - row.half, row.value + row.half].forEach(function (v) {
           svg.appendChild(svgEl("line", {x1: x(v), x2: x(v), y1: mid - 5, y2: mid + 5, "class": row.cls + "-interval"}));
         });
-        svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, "\u00b1 " + Number(row.half.toPrecision(3))));
+        svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, "\u00b1 " + halfText(row.half)));
       }
       svg.appendChild(svgEl("circle", {cx: x(row.value), cy: mid, r: 4, "class": row.cls + "-point"}));
     });
@@ -465,7 +499,9 @@
     var body = htmlEl("tbody");
     var se = w.std_error || [], half = w.half95 || [], raw = w.unbiased_estimate || [];
     var order = w.estimate.map(function (_, i) { return i; }).sort(function (a, b) { return w.estimate[b] - w.estimate[a] || a - b; });
+    var wanted = String((document.getElementById("values-filter") || {}).value || "").toLowerCase();
     order.forEach(function (i, rank) {
+      if (wanted && String(w.labels[i]).toLowerCase().indexOf(wanted) < 0) { return; }
       var tr = htmlEl("tr", {"data-index": String(i)});
       tr.appendChild(htmlEl("td", {"class": "num"}, String(rank + 1)));
       tr.appendChild(htmlEl("td", {"class": "label"}, String(w.labels[i])));
@@ -500,9 +536,9 @@
                  ["rejected", count(rejected)],
                  ["smallest resolvable", w.smallest_resolvable ? fmt(w.smallest_resolvable) + " (2 s.e. at f = 0)" : "\u2014"]];
     if (w._partial) { items.push(["partial", "yes: fewer reports than the series' median"]); }
-    if (typeof w.mean === "number") { items.push(["mean", fmt(w.mean)]); }
-    if (typeof w.mean_half95 === "number") { items.push(["mean \u00b1 95%", fmt(w.mean_half95)]); }
-    if (typeof w.variance === "number") { items.push(["variance", fmt(w.variance)]); }
+    if (typeof w.mean === "number") { items.push(["mean", byError(w.mean, w.mean_half95)]); }
+    if (typeof w.mean_half95 === "number") { items.push(["mean \u00b1 95%", halfText(w.mean_half95)]); }
+    if (typeof w.variance === "number") { items.push(["variance", String(Number(w.variance.toPrecision(3)))]); }
     if (w.estimator && w.estimator.iterations !== null && w.estimator.iterations !== undefined) {
       items.push(["estimator", w.estimator.method + ", " + w.estimator.iterations + " iterations" +
                   (w.estimator.last_change !== null && w.estimator.last_change !== undefined ? ", last change " + Number(w.estimator.last_change).toExponential(2) : "")]);
@@ -599,6 +635,13 @@
       if (key(w) === selectedKey) { option.selected = true; }
       selectNode.appendChild(option);
     });
+    var slider = document.getElementById("window-slider");
+    if (slider) {
+      slider.max = String(Math.max(0, windows.length - 1));
+      var at = windows.findIndex(function (w) { return key(w) === selectedKey; });
+      slider.value = String(Math.max(0, at));
+      slider.hidden = windows.length < 2;
+    }
     var names = seriesNames(), seriesNode = document.getElementById("series-select");
     document.getElementById("series-card").hidden = names.length < 2;
     clear(seriesNode);
@@ -717,6 +760,32 @@
   }
 
   document.getElementById("window-select").addEventListener("change", function (event) { select(event.target.value, true); });
+  /* navigation by time: the slider, the buttons, and the arrow keys (outside a text field) */
+  function step(by) {
+    var at = windows.findIndex(function (w) { return key(w) === selectedKey; });
+    var next = windows[Math.max(0, Math.min(windows.length - 1, at + by))];
+    if (next && key(next) !== selectedKey) { select(key(next), true); }
+  }
+  var sliderNode = document.getElementById("window-slider");
+  if (sliderNode) {
+    sliderNode.addEventListener("input", function () { var w = windows[Number(sliderNode.value)]; if (w) { select(key(w), true); } });
+  }
+  var prevNode = document.getElementById("window-prev"), nextNode = document.getElementById("window-next");
+  if (prevNode) { prevNode.addEventListener("click", function () { step(-1); }); }
+  if (nextNode) { nextNode.addEventListener("click", function () { step(1); }); }
+  document.addEventListener("keydown", function (event) {
+    var target = event.target || {}, tag = String(target.tagName || "").toLowerCase();
+    if (tag === "input" || tag === "select" || tag === "textarea" || event.altKey || event.ctrlKey || event.metaKey) { return; }
+    if (event.key === "ArrowLeft") { step(-1); event.preventDefault(); }
+    else if (event.key === "ArrowRight") { step(1); event.preventDefault(); }
+  });
+  var filterNode = document.getElementById("values-filter");
+  if (filterNode) {
+    filterNode.addEventListener("input", function () {
+      var current = windows.find(function (w) { return key(w) === selectedKey; });
+      if (current && !current.light) { drawValues(current); }
+    });
+  }
   document.getElementById("series-select").addEventListener("change", function (event) { series = event.target.value; selectedKey = null; userSelected = false; state.fromHash = false; hidden = {}; render(); });
   var orderNode = document.getElementById("order-select");
   merge(expand(state));

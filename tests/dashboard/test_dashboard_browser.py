@@ -238,7 +238,7 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
               "labels": [f"[{a}, {b})" for a, b in zip(edges, edges[1:], strict=False)],
               "bucket_edges": edges, "estimate": estimate,
               "unbiased_estimate": estimate, "std_error": [0.01] * 6,
-              "mean": 0.47, "variance": 0.05,
+              "mean": 0.47, "variance": 0.05, "mean_std_error": 0.0123,
               "quantiles": {"0.5": 0.45, "0.9": 0.82},
               "pane": {"timing": "EARLY", "index": 0, "is_last": False}}
     url_db = f"sqlite:///{tmp_path}/numeric.db"
@@ -260,7 +260,9 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
     facts = browser.driver.execute_script(
         "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
         ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
-    assert facts["pane"] == "early #0" and facts["mean"] == "0.4700"
+    # digits set by the standard error: ± 1.96 · 0.0123 = 0.024, so the mean to 3 decimals
+    assert facts["pane"] == "early #0" and facts["mean"] == "0.470"
+    assert facts["mean ± 95%"] == "0.024"
     assert facts["estimator"].startswith("ems, 42 iterations")
     header = browser.driver.execute_script(
         "return Object.fromEntries(Array.from(document.querySelectorAll('header dl.facts div'))"
@@ -424,3 +426,67 @@ def test_the_numeric_demo_metric_draws_its_mean_with_an_error_bar(browser, serve
     assert headers_align(browser, "#values-table") == []
     browser.screenshot(str(artifacts / "numeric-demo.png"))
     check_clean(browser)
+
+
+def test_a_thousand_windows_navigate_by_time_filter_and_warn_once(browser, served, big_store,
+                                                                  tmp_path, artifacts):
+    """At 1,000 windows × 500 labels: the band of the value in focus is drawn without hovering,
+    the arrow keys and the slider move between windows (the URL follows), the values table
+    filters by label, the too-few-reports advice is shown once for the metric, and an export
+    opened from disk loads a chosen window's values from its data file."""
+    url, records = big_store
+    browser.driver.set_window_size(1280, 1000)
+    browser.get(served(StoreSource(url)) + metric_page_link("big.metric"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "1000"
+    assert browser.driver.execute_script(
+        "return document.querySelectorAll('#topk polygon.band').length") == 1
+    chosen = records[-2]
+    assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length", 30)
+    body = browser.driver.find_element("tag name", "body")
+    body.send_keys("\ue012")  # ArrowLeft: the window before
+    before = records[-3]
+    assert wait_for(browser, "document.getElementById('window-select').value === "
+                             f"'{before['window_start']}|{before['window_end']}'")
+    assert before["window_start"] in browser.driver.execute_script(
+        "return decodeURIComponent(location.hash)")
+    assert browser.driver.execute_script(
+        "return document.getElementById('window-slider').value") == "997"
+    browser.driver.execute_script(
+        "const s = document.getElementById('window-slider'); s.value = '10';"
+        "s.dispatchEvent(new Event('input'));")
+    assert wait_for(browser, "document.getElementById('window-select').value === "
+                             f"'{records[10]['window_start']}|{records[10]['window_end']}'")
+    body.send_keys("\ue014")  # ArrowRight
+    assert wait_for(browser, "document.getElementById('window-select').value === "
+                             f"'{records[11]['window_start']}|{records[11]['window_end']}'")
+    assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length", 30) \
+        == 500
+    browser.driver.execute_script(
+        "const f = document.getElementById('values-filter'); f.value = 'label-00';"
+        "f.dispatchEvent(new Event('input'));")
+    shown = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#values-table td.label'))"
+        ".map(td => td.textContent)")
+    assert sorted(shown) == [f"label-{i:03d}" for i in range(10)]
+    # every window has too few reports for 500 values: one advice for the metric, none per window
+    advice = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('.advice')).map(p => p.textContent)")
+    assert len(advice) == 1 and "every window" in advice[0]
+    assert browser.driver.execute_script(
+        "return document.getElementById('window-warning').hidden")
+    assert chosen["window_start"] != records[11]["window_start"]
+    browser.screenshot(str(artifacts / "big-metric-navigation.png"))
+    check_clean(browser)
+
+    source = StoreSource(url)
+    try:
+        Dashboard(source, top_k=5).export(str(tmp_path / "site"))
+    finally:
+        source.close()
+    browser.get((tmp_path / "site" / metric_page_name("big.metric")).as_uri()
+                + f"#window={records[10]['window_start']}|{records[10]['window_end']}")
+    assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length", 30) \
+        == 5  # an export keeps the series' top 5 of a 500-value domain
+    assert "of 500 values" in browser.driver.execute_script(
+        "return document.getElementById('values-cut').textContent")
+    assert browser.console_errors() == []
