@@ -180,10 +180,13 @@
     for (var s = 0; s < TICK_STEPS.length; s++) {
       if ((span / TICK_STEPS[s][0]) * px <= box.width) { chosen = TICK_STEPS[s]; break; }
     }
-    var step = chosen[0], weekly = step >= 7 * 864e5, mondays = 4 * 864e5;  /* 1970-01-05 was a Monday */
+    /* hours: multiples of the step (UTC); days: midnights, every step-th day from the first
+     * window's (weekly ticks fall on the windows' own weekday) */
+    var step = chosen[0], days = step >= 864e5, firstDay = Math.ceil(first / 864e5) * 864e5;
     var lowest = 4, highest = box.left + box.width + 20, lastRight = -Infinity;
     windows.forEach(function (w, k) {
-      var t = startMs(w), round = weekly ? (t - mondays) % step === 0 : t % step === 0;
+      var t = startMs(w);
+      var round = days ? t % 864e5 === 0 && (t - firstDay) % step === 0 : t % step === 0;
       if (!round) { return; }
       var centre = Math.min(highest - px / 2, Math.max(lowest + px / 2, xOf(k)));
       if (centre - (px - 16) / 2 < lastRight + 12) { return; }
@@ -721,6 +724,7 @@
     document.body.setAttribute("data-windows", String(windows.length));
     document.body.setAttribute("data-cursor", String(state.cursor));
     document.body.setAttribute("data-rendered", String((state.renders = (state.renders || 0) + 1)));
+    if (state.renders === 1 && window.performance) { document.body.setAttribute("data-drawn-ms", String(Math.round(performance.now()))); }
   }
 
   function merge(changed) {
