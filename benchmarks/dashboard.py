@@ -3,7 +3,8 @@
 R times; p50 and p95 per endpoint, the bytes a metric page loads, and `--export`.
 
     python benchmarks/dashboard.py [--metrics 10] [--windows 1000] [--labels 500]
-                                   [--requests 40] [--stores sqlite,postgresql] [--json PATH]
+                                   [--requests 40] [--stores sqlite,postgresql] [--browser]
+                                   [--name dashboard] [--json PATH]
 
 Endpoints: the index; a metric page (its HTML); the page's script; `/api/windows` with cursor 0
 (every window's chart row) and with the newest cursor (a live page's poll); a week of windows by
@@ -264,12 +265,15 @@ def main() -> int:
     parser.add_argument("--labels", type=int, default=500)
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--stores", default="sqlite,postgresql")
+    parser.add_argument("--name", default="dashboard",
+                        help="the results' name (benchmarks/report.py has a section per name: "
+                             "dashboard, dashboard_long for 10⁴ windows)")
     parser.add_argument("--browser", action="store_true",
                         help="also time first paint and the charts' first drawing in headless "
                              "Chromium")
     add_json_argument(parser)
     args = parser.parse_args()
-    with Run("dashboard", args.json, vars(args)) as run:
+    with Run(args.name, args.json, vars(args)) as run:
         run.save(run_stores(args))
     return 0
 

@@ -348,6 +348,12 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "started on a Unix socket (fsync off), vacuumed and analysed after the store is written. "
      "See [the estimate store's reads and indexes](store.md#reads-and-indexes).",
      dashboard, "python benchmarks/dashboard.py --browser"),
+    ("dashboard_long", "Dashboard at 10⁴ windows",
+     "As above for one metric of 10,000 hourly windows × 100 labels, SQLite only. A page holds "
+     "the latest 2,000 windows (`MAX_WINDOWS_PER_PAGE`); `/api/windows` pages the others by "
+     "time.",
+     dashboard, "python benchmarks/dashboard.py --metrics 1 --windows 10000 --labels 100 "
+                "--stores sqlite --browser --name dashboard_long"),
     ("cli_startup", "Command start-up",
      "Each command in a fresh interpreter, round-robin; only `ldp run` imports Apache Beam.",
      cli_startup, "python benchmarks/cli_startup.py --runs 5"),

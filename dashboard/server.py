@@ -151,7 +151,7 @@ class Dashboard:
         data = self.source.payload(metric, self.top_k)
         latest = None
         if data["rows"]:
-            latest = self.source.window(metric, *row_bounds(data, data["rows"][-1]))
+            latest = self.source.header(metric, *row_bounds(data, data["rows"][-1]))
         return metric_page(metric, data, latest, self.source.description, live, self.top_k,
                            self.poll_ms, window_files)
 

@@ -310,6 +310,13 @@ class StoreSource:
                                     flags.get((*bounds, row["version"]))))
         return views
 
+    def header(self, metric: str, start_ms: int, end_ms: int, version: str) -> dict | None:
+        """The record of one window without its bands (a page's header: protocol, ε, domain,
+        p*, q*, estimator, post-processing, privacy), read by its key."""
+        from ldp_telemetry.store import reads
+        with self._pool.store() as store:
+            return reads.window_record(store, metric, version, start_ms, end_ms, bands=False)
+
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
         with self._pool.store() as store:
             return store.unattributed_rejects()
@@ -508,6 +515,10 @@ class FolderSource:
         """Every window view of `metric` a page shows, whole (an output folder's records are
         read whole anyway; the export cuts them)."""
         return self.windows(metric)[1]
+
+    def header(self, metric: str, start_ms: int, end_ms: int, version: str) -> dict | None:
+        """As `StoreSource.header`."""
+        return self.window(metric, start_ms, end_ms, version)
 
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
         self.refresh()

@@ -277,25 +277,29 @@ def labels_of(store, metric: str, version: str, start_ms: int, end_ms: int,
     return {int(index): label for index, label in rows}
 
 
-def window_record(store, metric: str, version: str, start_ms: int, end_ms: int) -> dict | None:
+def window_record(store, metric: str, version: str, start_ms: int, end_ms: int,
+                  bands: bool = True) -> dict | None:
     """One window's latest record with what the store adds (`late_reports`, `pane_seq`, the
-    p*, q*, smallest resolvable columns, `lower95`/`upper95`), read by its key; None when the
-    store has no such window."""
+    p*, q*, smallest resolvable columns, and with `bands` `lower95`/`upper95`), read by its key;
+    None when the store has no such window."""
     with store._snapshot() as cursor:
         cursor.execute(store._sql(_RECORD), (metric, version, start_ms, end_ms))
         row = cursor.fetchone()
         if row is None:
             return None
-        cursor.execute(store._sql(_BANDS), (metric, version, start_ms, end_ms))
-        bands = sorted(cursor.fetchall())  # by value index (sorted here: an ORDER BY would
-        # tempt SQLite, without statistics, into the values index, which has that order)
+        found = []
+        if bands:
+            cursor.execute(store._sql(_BANDS), (metric, version, start_ms, end_ms))
+            found = sorted(cursor.fetchall())  # by value index (sorted here: an ORDER BY would
+            # tempt SQLite, without statistics, into the values index, which has that order)
     text, late, seq, p_star, q_star, resolvable = row
     record = json.loads(text)
     record["late_reports"] = None if late is None else int(late)
     record["pane_seq"] = int(seq)
     record.update(p_star=p_star, q_star=q_star, smallest_resolvable=resolvable)
-    record["lower95"] = [low for _, low, _ in bands]
-    record["upper95"] = [high for _, _, high in bands]
+    if bands:
+        record["lower95"] = [low for _, low, _ in found]
+        record["upper95"] = [high for _, _, high in found]
     return record
 
 

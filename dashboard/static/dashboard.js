@@ -1,8 +1,10 @@
 /* ldp-telemetry dashboard: draws one metric's windows as inline SVG and, on a live page, polls
  * api/windows with a cursor for the panes that arrived since. No library, no request to any
  * other host; every value from the data is set with textContent or an attribute, never parsed
- * as markup. It computes no statistic: each window carries its 95% bands (lower95, upper95,
- * half95 per value) and smallest_resolvable, computed by the server (dashboard/source.py). */
+ * as markup. It computes no statistic: a window's chart row carries its top values' estimates
+ * and 95% half widths (the band is estimate ± half width), a chosen window its bands (lower95,
+ * upper95, half95 per value), flags and smallest_resolvable, all computed by the server
+ * (dashboard/payload.py, dashboard/source.py); a chosen window's values are fetched then. */
 (function () {
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
