@@ -130,7 +130,7 @@ class _Pool:
     @contextlib.contextmanager
     def store(self):
         with self._ready:
-            while not self._free and self._open >= self._size:
+            while not self._free and self._open >= self._size and not self._closed:
                 self._ready.wait()
             if self._closed:
                 raise StoreError("the dashboard's store connections are closed", "store")

@@ -101,3 +101,32 @@ def test_windows_are_paged_by_time_and_one_window_is_read_by_its_key(tmp_path):
         server.shutdown()
         server.server_close()
         source.close()
+
+
+def test_threads_read_in_parallel_through_a_bounded_pool(tmp_path):
+    """16 threads reading at once share at most `pool_size` connections, each used by one thread
+    at a time (SQLite would fail or crash on a connection used by two threads at once), and
+    closing the source closes every connection."""
+    import threading
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, 20, 30)
+    source = StoreSource(url, pool_size=3)
+    errors, results = [], []
+
+    def read():
+        try:
+            for _ in range(10):
+                results.append(len(source.payload("m", 3)["rows"]))
+                results.append(source.window("m", START, START + HOUR, "")["n"])
+        except Exception as error:  # noqa: BLE001 - any failure is the test's finding
+            errors.append(error)
+    threads = [threading.Thread(target=read) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    assert results.count(20) == 160 and results.count(5000) == 160
+    assert source._pool._open <= 3
+    source.close()
+    assert source._pool._free == []
