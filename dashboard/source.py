@@ -293,16 +293,24 @@ class StoreSource:
                       for s in large.values()}
             rejects = reads.window_rejects(store, metric, low, high)
             flags = self._integrity_flags(store, metric, cursor, rows)
-        whole = {}
-        if len(large) < len(series):
-            whole = {window_key(view)[1:]: view for view in self.windows(metric)[1]}
+            whole = {}  # the small domains' windows, read one by one by their keys
+            for row in rows:
+                bounds = (row["window_start_ms"], row["window_end_ms"])
+                if (row["version"], bounds[1] - bounds[0]) not in large:
+                    whole[(*bounds, row["version"])] = reads.window_record(
+                        store, metric, row["version"], *bounds)
         views = []
         for row in rows:
             bounds = (row["window_start_ms"], row["window_end_ms"])
             chosen = large.get((row["version"], bounds[1] - bounds[0]))
             if chosen is None:
-                view = whole.get((*bounds, row["version"]))
-                if view is not None:
+                record = whole.get((*bounds, row["version"]))
+                if record is not None:
+                    late, seq = record.pop("late_reports"), record.pop("pane_seq")
+                    lower, upper = record.pop("lower95"), record.pop("upper95")
+                    view = _view(record, late, rejects.get(bounds, {}), seq, lower, upper)
+                    if (*bounds, row["version"]) in flags:  # with the jump test
+                        view["integrity_flag"] = flags[(*bounds, row["version"])]
                     views.append(view)
                 continue
             views.append(_lean_view(metric, row, chosen, values[row["version"]].get(bounds, {}),
