@@ -194,7 +194,7 @@ class StoreSource:
         self._pool = _Pool(url, first, pool_size)
         self._cache_lock = threading.Lock()
         self._series: dict[tuple[str, int], tuple[float, int, list]] = {}
-        self._flags: dict[str, tuple[int, dict]] = {}
+        self._flags: dict[str, tuple[int, float, dict]] = {}
 
     def metrics(self) -> list[str]:
         with self._pool.store() as store:
@@ -371,21 +371,37 @@ class StoreSource:
 
     def _integrity_flags(self, store, metric: str, cursor: int, rows: list[dict]
                          ) -> dict[tuple[int, int, str], str]:
-        """{(start ms, end ms, version): flag text} of the flagged windows of `metric`, with the
-        jump test (which needs every record: computed once per change of the store, and only
-        for a metric whose latest record has an integrity section)."""
+        """{(start ms, end ms, version): flag text} of the flagged windows of `metric`, only for
+        a metric whose latest record has an integrity section. The jump test needs every
+        record: it is computed for all windows at most once per `SERIES_REFRESH_S` while the
+        store changes; between, a window changed since then shows its own section's flag
+        (without the jump test), read by its key."""
         if not rows:
             return {}
         from ldp_telemetry.store import reads
         latest = rows[-1]
         record = reads.window_record(store, metric, latest["version"], latest["window_start_ms"],
-                                     latest["window_end_ms"])
+                                     latest["window_end_ms"], bands=False)
         if record is None or record.get("integrity") is None:
             return {}
+        now = time.monotonic()
         with self._cache_lock:
             cached = self._flags.get(metric)
         if cached is not None and cached[0] == cursor:
-            return cached[1]
+            return cached[2]
+        if cached is not None and now - cached[1] < SERIES_REFRESH_S:
+            flags = dict(cached[2])
+            for row in rows:
+                if row["pane_seq"] > cached[0]:  # changed since the jump tests were made
+                    key = (row["window_start_ms"], row["window_end_ms"], row["version"])
+                    changed = reads.window_record(store, metric, row["version"], *key[:2],
+                                                  bands=False)
+                    text = None if changed is None else flag_text(changed)
+                    if text is None:
+                        flags.pop(key, None)
+                    else:
+                        flags[key] = text
+            return flags
         flags = {}
         for tested in with_jump_tests(store.windows(metric)):
             text = flag_text(tested)
@@ -393,7 +409,7 @@ class StoreSource:
                 key = window_key(tested)
                 flags[(key.start_ms, key.end_ms, key.version)] = text
         with self._cache_lock:
-            self._flags[metric] = (cursor, flags)
+            self._flags[metric] = (cursor, now, flags)
         return flags
 
 
