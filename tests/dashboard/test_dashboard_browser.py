@@ -31,6 +31,13 @@ def wait_for(browser, script: str, timeout: float = 15.0):
         time.sleep(0.1)
 
 
+def wait_loaded(browser, timeout: float = 30.0) -> int:
+    """Wait until the chosen window's values (fetched when it is chosen) fill the values table;
+    returns its rows."""
+    return wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length",
+                    timeout)
+
+
 @pytest.fixture(autouse=True)
 def blank_page(request):
     """Each test starts on about:blank with empty logs (a previous page's last polls of its
@@ -82,6 +89,9 @@ def test_pages_show_the_jobs_numbers_for_a_chosen_window(browser, demo_run, serv
         "const s = document.getElementById('window-select');"
         "s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
         f"{chosen['window_start']}|{chosen['window_end']}")
+    # the chosen window's values are fetched when it is chosen
+    assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length") \
+        == len(chosen["labels"])
     rows = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#values-table tbody tr')).map(tr => "
         "Array.from(tr.cells).map(td => td.textContent))")
@@ -162,9 +172,10 @@ def test_a_pane_written_while_the_page_is_open_appears_without_a_reload(
         "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
         ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
     assert facts["pane"] == "late #1" and facts["late reports"] == "250"
-    top = browser.driver.execute_script(
-        "return document.querySelector('#values-table tbody tr').cells[2].textContent")
-    assert top == f"{max(late['estimate']):.4f}"
+    # the new pane's values are fetched whole for the chosen window
+    assert wait_for(browser, "document.querySelector('#values-table tbody tr') && document"
+                             ".querySelector('#values-table tbody tr').cells[2].textContent === "
+                             f"'{max(late['estimate']):.4f}'", timeout=LIVE_TIMEOUT_S)
     browser.screenshot(str(artifacts / f"live-pane-{kind}.png"))
     check_clean(browser)
 
@@ -191,6 +202,7 @@ def test_names_from_the_data_render_as_text(browser, served, tmp_path, artifacts
                                          ".textContent") == hostile
     browser.get(url + metric_page_link(hostile))
     assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
+    assert wait_loaded(browser)  # the chosen window's values, fetched
     assert browser.driver.execute_script("return window.__owned === undefined")
     assert browser.driver.execute_script("return document.querySelector('h1').textContent") \
         == hostile
@@ -247,6 +259,7 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
     url = served(StoreSource(url_db))
     browser.get(url + metric_page_link("latency.seconds"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
+    assert wait_loaded(browser)  # the chosen window's values, fetched
     quantiles = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#quantiles .quantile-label'))"
         ".map(t => t.textContent)")
@@ -354,6 +367,7 @@ def test_a_thousand_windows_of_five_hundred_labels_stay_readable(browser, served
     started = time.monotonic()
     browser.get(served(StoreSource(url)) + metric_page_link("big.metric"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "1000"
+    assert wait_loaded(browser)  # the chosen window's values, fetched
     loaded = time.monotonic() - started
     # it opens on the latest complete window (the last one is partial), and says so in the URL
     chosen = records[-2]
@@ -408,6 +422,7 @@ def test_the_numeric_demo_metric_draws_its_mean_with_an_error_bar(browser, serve
                  "432000", "--store", store, "--create-store"]) == 0
     browser.get(served(StoreSource(store)) + metric_page_link("flight.dep_min"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')") == "5"
+    assert wait_loaded(browser)  # the chosen window's values, fetched
     assert browser.driver.execute_script("return document.getElementById('order-select')") \
         is None  # no top-k and no ranking for a numeric metric
     mean = browser.driver.execute_script(
