@@ -23,6 +23,10 @@ def add_dashboard_arguments(parser: argparse.ArgumentParser) -> None:
                              "panes.log, dead_letters/ and too_late.jsonl")
     parser.add_argument("--host", default=DEFAULT_HOST,
                         help=f"address to listen on (default {DEFAULT_HOST}: this machine only)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="another name the server may be reached by (the Host header; "
+                             "repeatable): requests naming any other host than the bound "
+                             "address, localhost, 127.0.0.1, [::1] or --host get 421")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
     parser.add_argument("--top", type=int, default=DEFAULT_TOP_K, metavar="K",
@@ -42,6 +46,8 @@ def run_dashboard(args: argparse.Namespace, out=sys.stdout) -> int:
     if args.export:
         check_writable_folder(args.export, "export")
     source = open_source(args.store, args.output)
+    for note in getattr(source, "notes", ()):
+        print(note, file=out)
     try:
         dashboard = Dashboard(source, args.top, int(args.poll * 1000))
         if args.export:
@@ -50,7 +56,8 @@ def run_dashboard(args: argparse.Namespace, out=sys.stdout) -> int:
                   f"{args.export}/index.html", file=out)
             return 0
         try:
-            server = make_server(dashboard, args.host, args.port)
+            server = make_server(dashboard, args.host, args.port,
+                                 tuple(getattr(args, "allow_host", ())))
         except OSError as error:  # in use, not ours to bind, or no such address
             raise ConfigError(f"port {args.port} on {args.host} cannot be served: "
                               f"{error.strerror or error}", "port") from None

@@ -12,17 +12,22 @@ import math
 from urllib.parse import quote
 
 from ldp_telemetry.ldp.budget import budget_text, repeated_reports_note, window_cost
+from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.output.layout import metric_segment, window_key
+from ldp_telemetry.output.text import printable
 
 #: Values listed in the top-k chart of a metric page.
 DEFAULT_TOP_K = 5
-#: A served page embeds the whole record of this many latest windows; of the others only what
-#: the charts over windows draw (a window's record is fetched from the server when it is chosen).
-FULL_WINDOWS = 60
-#: The per-value arrays of a window a light view leaves out.
+#: The per-value arrays of a window view (`source._view`), cut together in an export.
 VALUE_FIELDS = ("labels", "estimate", "std_error", "unbiased_estimate", "lower95", "upper95",
-                "half95", "bucket_edges")
+                "half95")
+#: An exported window keeps every value when its domain has at most this many values, and
+#: otherwise the values of its series' top k: an export grows with windows × top-k, not with
+#: windows × domain.
+EXPORT_ALL_VALUES = 128
+#: Windows per data file of an export (a file system pays per file more than per byte).
+EXPORT_CHUNK = 100
 PAGE_PREFIX, PAGE_SUFFIX = "metric-", ".html"
 
 
@@ -49,9 +54,11 @@ def finite(value):
     return value
 
 
-def embedded_json(value) -> str:
-    """JSON safe inside a <script> element: no '<', '>' or '&' can end it or open a tag."""
-    text = json.dumps(finite(value), separators=(",", ":"), allow_nan=False)
+def embedded_json(value, checked: bool = False) -> str:
+    """JSON safe inside a <script> element: no '<', '>' or '&' can end it or open a tag.
+    NaN and infinities become null (`finite`) unless `checked` says there are none."""
+    text = json.dumps(value if checked else finite(value), separators=(",", ":"),
+                      allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -72,6 +79,10 @@ def _page(title: str, body: str) -> str:
 """
 
 
+def _time_text(ms: int) -> str:
+    return iso_from_ms(ms).replace("T", " ").replace(":00Z", "").replace("Z", "")
+
+
 def _number(value, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}g}"
 
@@ -90,10 +101,10 @@ def index_page(summaries: list[dict], unattributed: dict[tuple[str, str], int],
     for s in summaries:
         rows.append(
             f'<tr><td><a href="{html.escape(metric_page_link(s["metric"]))}">'
-            f'{html.escape(s["metric"])}</a></td>'
+            f'{html.escape(printable(s["metric"]))}</a></td>'
             f'<td>{html.escape(str(s["protocol"]))}</td><td class="num">{s["epsilon"]:g}</td>'
             f'<td class="num">{s["windows"]:,}</td>'
-            f'<td>{html.escape(s["latest_start"].replace("T", " ").replace(":00Z", ""))}</td>'
+            f'<td>{html.escape(_time_text(s["latest_start_ms"]))}</td>'
             f'<td class="num">{s["latest_n"]:,}</td>'
             f'<td class="num">{s["rejects"]:,}</td>'
             f'<td>{html.escape(s["latest_timing"].replace("_", " ").lower())}</td></tr>')
@@ -105,8 +116,8 @@ def index_page(summaries: list[dict], unattributed: dict[tuple[str, str], int],
     apart = ""
     if unattributed:
         items = "".join(
-            f"<tr><td>{html.escape(metric) or '<i>unknown</i>'}</td>"
-            f"<td>{html.escape(reason)}</td><td class=\"num\">{count:,}</td></tr>"
+            f"<tr><td>{html.escape(printable(metric)) or '<i>unknown</i>'}</td>"
+            f"<td>{html.escape(printable(reason))}</td><td class=\"num\">{count:,}</td></tr>"
             for (metric, reason), count in sorted(unattributed.items()))
         apart = ("<h2>Dead letters in no window</h2><p class=\"note\">Input that could not be "
                  "decoded, names no known metric, or has no valid event time.</p>"
@@ -120,18 +131,19 @@ def index_page(summaries: list[dict], unattributed: dict[tuple[str, str], int],
     return _page("LDP telemetry — metrics", body)
 
 
-def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live: bool,
-                top_k: int = DEFAULT_TOP_K, poll_ms: int = 2000) -> str:
-    """One metric: a header (protocol, ε, domain, p*, q*, estimator, post-processing) and the
-    data the script draws (top-k over windows, the selected window's distribution,
-    accounting), from `windows` as a source gives them (`dashboard.source`)."""
-    latest = windows[-1] if windows else {"metric": metric}
+def metric_page(metric: str, data: dict, latest: dict | None, source: str, live: bool,
+                top_k: int = DEFAULT_TOP_K, poll_ms: int = 2000,
+                window_files: dict | None = None) -> str:
+    """One metric: a header (protocol, ε, domain, p*, q*, estimator, post-processing) from
+    `latest` (the latest window's view, or None), the advice on each series' resolution, and
+    `data` (`payload.pack`) that the script draws; a chosen window's values are fetched from
+    /api/window, or on an exported page from `window_files` ({"prefix": URL, "files": [[first
+    window's start ms, file name], ...]}, `export_chunks`)."""
+    latest = latest or {"metric": metric}
     d = len(latest.get("labels") or latest.get("estimate") or ())
     estimator = latest.get("estimator") or {}
-    iterations = estimator.get("iterations")
     estimator_text = (html.escape(str(estimator.get("method", "—")))
-                      + html.escape(_params(estimator))
-                      + (f", {iterations} iterations" if iterations is not None else ""))
+                      + html.escape(_params(estimator)))
     postprocess = latest.get("postprocess") or {}
     postprocess_text = (html.escape(str(postprocess.get("method", "—")))
                         + html.escape(_params(postprocess)))
@@ -140,10 +152,14 @@ def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live
     top_hint = f"estimate, 95% band (± {Z95:.2f} standard errors); click a window"
     over_title = (f"Mean over windows <span class=\"hint\">{top_hint}</span>" if numeric else
                   f"Top {top_k} values over windows <span class=\"hint\">{top_hint}; click a "
-                  "legend entry to hide or show a value</span>")
+                  "legend entry to hide or show a value, hover it to see its band</span>")
+    advice = "".join(
+        f'<p class="warning advice" data-series="{html.escape(s["name"])}">'
+        f'{html.escape(s["name"])} windows: {html.escape(s["advice"])}</p>'
+        for s in data["series"] if s.get("advice"))
     header = f"""<header class="top">
 <p class="crumbs"><a href="index.html">← all metrics</a></p>
-<h1>{html.escape(metric)}</h1>
+<h1>{html.escape(printable(metric))}</h1>
 <dl class="facts">
 <div><dt>protocol</dt><dd>{html.escape(str(latest.get("protocol", "—")))}</dd></div>
 <div><dt>ε</dt><dd>{_number(latest.get("epsilon"))}</dd></div>
@@ -157,9 +173,11 @@ def metric_page(metric: str, windows: list[dict], cursor: int, source: str, live
 <p class="source">windows from <code>{html.escape(source)}</code> ·
 <span id="status">{status}</span> · ± is the half width of the 95% band
 ({Z95:.2f} standard errors) everywhere on this page</p>
+<div id="advice">{advice}</div>
 </header>"""
-    data = {"metric": metric, "windows": windows, "cursor": cursor, "live": live,
-            "top_k": top_k, "poll_ms": poll_ms, "numeric": numeric}
+    state = {"metric": metric, "metric_shown": printable(metric), "live": live,
+             "top_k": top_k, "poll_ms": poll_ms, "numeric": numeric,
+             "window_files": window_files, **data}
     order = "" if numeric else """<label class="control">order
 <select id="order-select" aria-label="order"><option value="ranked">ranked by estimate</option>
 <option value="label">label order</option></select></label>
@@ -176,13 +194,21 @@ configuration version)
 <div id="topk" class="chart"></div><div id="topk-readout" class="readout"></div>
 <div id="topk-legend" class="legend"></div></section>
 <section class="card"><h2>Window <select id="window-select" aria-label="window"></select>
+<button type="button" id="window-prev" class="control" aria-label="previous window">◀</button>
+<input type="range" id="window-slider" class="control" min="0" max="0" step="1" value="0"
+aria-label="window by time">
+<button type="button" id="window-next" class="control" aria-label="next window">▶</button>
 {order}</h2>
+<p class="hint">← → or the slider: the previous or next window; the chosen window is in the
+address</p>
 <dl class="facts small" id="window-facts"></dl>
 <p id="window-warning" class="warning" hidden></p>
 <p id="window-integrity" class="integrity-flag" hidden></p>
 <div id="distribution" class="chart wide"></div>
 <div id="quantiles" class="chart"></div>
 <details open><summary>Values of this window</summary>
+<input type="search" id="values-filter" class="control" placeholder="filter values by label"
+aria-label="filter values by label">
 <div id="values" class="scroll"></div></details>
 </section>
 <section class="card">
@@ -190,9 +216,48 @@ configuration version)
 <span class="hint">n counted (late part shaded), rejected by reason</span></h2>
 <div id="accounting" class="chart"></div><div id="accounting-table" class="scroll"></div></section>
 </main>
-<script id="ldp-data" type="application/json">{embedded_json(data)}</script>
+<script id="ldp-data" type="application/json">{embedded_json(state, checked=True)}</script>
 <script src="static/dashboard.js"></script>"""
-    return _page(f"{metric} — LDP telemetry", body)
+    return _page(f"{printable(metric)} — LDP telemetry", body)
+
+
+def window_file_name(first_start_ms: int) -> str:
+    """The data file of an export's windows from the one starting at `first_start_ms`."""
+    return f"{first_start_ms}.js"
+
+
+def export_chunks(views: list[dict]) -> list[list[dict]]:
+    """`views` (sorted by start) cut into runs of about `EXPORT_CHUNK` windows, never between
+    two windows of one start (the page finds a window's file by its start)."""
+    chunks: list[list[dict]] = []
+    for view in views:
+        start = window_key(view).start_ms
+        if not chunks or (len(chunks[-1]) >= EXPORT_CHUNK
+                          and window_key(chunks[-1][-1]).start_ms != start):
+            chunks.append([])
+        chunks[-1].append(view)
+    return chunks
+
+
+def export_window_file(views: list[dict]) -> str:
+    """Window views as a script an exported page loads from a file (a page opened from disk
+    may load scripts, not fetch JSON): ``ldpWindows([...]);``. A whole view of a domain of more
+    than `EXPORT_ALL_VALUES` values (an output folder's) keeps its largest
+    `EXPORT_ALL_VALUES`, with `values_total` saying how many there are."""
+    cut = []
+    for view in views:
+        size = len(view.get("estimate") or ())
+        if size > EXPORT_ALL_VALUES and "values_total" not in view:
+            keep = sorted(sorted(range(size), key=lambda i: (-(view["estimate"][i] or 0.0), i))
+                          [:EXPORT_ALL_VALUES])
+            view = dict(view)
+            for name in VALUE_FIELDS:
+                if isinstance(view.get(name), list) and len(view[name]) == size:
+                    view[name] = [view[name][i] for i in keep]
+            view["values_total"] = size
+            view["value_indices"] = keep
+        cut.append(view)
+    return f"ldpWindows({embedded_json(cut)});\n"
 
 
 def privacy_section(privacy: dict | None, window: dict | None = None) -> str:
@@ -222,49 +287,3 @@ def privacy_section(privacy: dict | None, window: dict | None = None) -> str:
         str(privacy.get("rule", "")))}</p>""" + (
         "" if note is None
         else f'\n<p class="warning" id="privacy-warning">{html.escape(note)}</p>')
-
-
-def top_by_series(windows: list[dict], k: int) -> dict[str, list[int]]:
-    """Per series (`source.series_of`), the indices of the k values of largest mean estimate
-    over its windows (ties: the lower index): the values of its top-k chart."""
-    totals: dict[str, list[float]] = {}
-    for window in windows:
-        if window.get("bucket_edges") is not None:
-            continue
-        total = totals.setdefault(window["series"], [0.0] * len(window["estimate"]))
-        if len(total) == len(window["estimate"]):
-            for i, value in enumerate(window["estimate"]):
-                total[i] += value or 0.0
-    return {series: sorted(range(len(total)), key=lambda i: (-total[i], i))[:k]
-            for series, total in totals.items()}
-
-
-def page_windows(windows: list[dict], top_k: int, full_last: int | None = None) -> list[dict]:
-    """The windows a page embeds: each with `top` (its values at its series' top-k indices:
-    labels, estimate, 95% bands), whole for the `full_last` latest (all when None) and light
-    (`light`: true, without the per-value arrays) for the others."""
-    tops = top_by_series(windows, top_k)
-    embedded = []
-    for position, window in enumerate(windows):
-        indices = tops.get(window["series"], [])
-        view = dict(window)
-        if indices and len(window.get("estimate") or ()) > max(indices):
-            view["top"] = {"indices": indices,
-                           **{field: [window[field][i] for i in indices]
-                              for field in ("labels", "estimate", "lower95", "upper95", "half95")
-                              if window.get(field)}}
-        if full_last is not None and position < len(windows) - full_last:
-            view = {k: v for k, v in view.items() if k not in VALUE_FIELDS}
-            view["light"] = True
-        embedded.append(view)
-    return embedded
-
-
-def metric_summary(metric: str, windows: list[dict]) -> dict:
-    """The index row of a metric from its windows (sorted by start)."""
-    latest = windows[-1]
-    return {"metric": metric, "protocol": latest.get("protocol", "—"),
-            "epsilon": float(latest.get("epsilon", 0)), "windows": len(windows),
-            "latest_start": latest["window_start"], "latest_n": int(latest["n"]),
-            "latest_timing": (latest.get("pane") or {}).get("timing", "ON_TIME"),
-            "rejects": sum(sum(w["rejects"].values()) for w in windows)}

@@ -23,10 +23,14 @@ after `since`, so a page that follows a live run never re-reads the whole histor
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+import time
 
-from ldp_telemetry.ldp.errors import ConfigError, InputError
+from ldp_telemetry.dashboard.payload import Series, pack
+from ldp_telemetry.ldp.errors import ConfigError, InputError, StoreError
+from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.ldp.validation import is_int
 from ldp_telemetry.output.bands import band95, half_width95
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
@@ -34,12 +38,16 @@ from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, Wind
                                           shard_pattern, version_label, window_key)
 from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS, Reason
 from ldp_telemetry.output.reader import pane_of
-from ldp_telemetry.output.resolution import resolution, warning_text
+from ldp_telemetry.output.resolution import resolution, series_resolution, warning_text
 from ldp_telemetry.output.tail import OutputTail
 from ldp_telemetry.store.records import dead_letter_origin
 
 #: A page shows at most this many windows of a metric (the latest ones).
 MAX_WINDOWS_PER_PAGE = 2000
+#: Connections to a store the server's threads share.
+POOL_SIZE = 8
+#: Seconds a metric's series (top-k values, resolution) are kept while the store changes.
+SERIES_REFRESH_S = 30.0
 #: Facts of the metric's protocol a record may carry (None when it does not).
 SUPPORT_FIELDS = ("p_star", "q_star", "smallest_resolvable")
 
@@ -50,7 +58,11 @@ def series_of(record: dict) -> str:
     configuration version its estimate is from (`1 d, v2`, `1 d, combined`;
     `output.layout.version_label`). The one place that decides it."""
     _, start, end, version = window_key(record)
-    length = end - start
+    return series_name(end - start, version)
+
+
+def series_name(length: int, version: str) -> str:
+    """The name of the series of windows `length` ms long from configuration `version`."""
     for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
         if length >= size and length % size == 0:
             text = f"{length // size} {unit}"
@@ -63,6 +75,8 @@ def series_of(record: dict) -> str:
 def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, upper: list
           ) -> dict:
     view = dict(record)
+    _, start, end, _ = window_key(record)  # as the pages' rows write them
+    view["window_start"], view["window_end"] = iso_from_ms(start), iso_from_ms(end)
     for name in SUPPORT_FIELDS:
         view.setdefault(name, None)
     view["late_reports"] = late_reports
@@ -100,27 +114,130 @@ def _bands(record: dict) -> tuple[list, list]:
     return [low for low, _ in bands], [high for _, high in bands]
 
 
-class StoreSource:
-    """Windows from an estimate store (`ldp_telemetry.store.open_store(url)`)."""
+class _Pool:
+    """Connections to one store, each used by one thread at a time: at most `size` open; a
+    thread that finds none free waits for one. SQLite and psycopg connections are not safe to
+    share between threads at once; a pool lets the server's threads read in parallel."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, first, size: int):
+        self._url = url
+        self._free = [first]
+        self._open = 1
+        self._size = size
+        self._closed = False
+        self._ready = threading.Condition()
+
+    @contextlib.contextmanager
+    def store(self):
+        with self._ready:
+            while not self._free and self._open >= self._size and not self._closed:
+                self._ready.wait()
+            if self._closed:
+                raise StoreError("the dashboard's store connections are closed", "store")
+            store = self._free.pop() if self._free else None
+            if store is None:
+                self._open += 1
+        if store is None:
+            try:
+                store = _connect(self._url)
+            except BaseException:
+                with self._ready:
+                    self._open -= 1
+                    self._ready.notify()
+                raise
+        try:
+            yield store
+        finally:
+            with self._ready:
+                if self._closed:
+                    store.close()
+                else:
+                    self._free.append(store)
+                self._ready.notify()
+
+    def close(self) -> None:
+        """Close the idle connections now and the others as their threads give them back (closing
+        an SQLite connection while another thread runs a query on it crashes the interpreter)."""
+        with self._ready:
+            self._closed = True
+            for store in self._free:
+                store.close()
+            self._free = []
+            self._ready.notify_all()
+
+
+def _connect(url: str):
+    """Another connection to a store already opened (and checked) once."""
+    from urllib.parse import urlsplit
+
+    from ldp_telemetry.store.sql import CONNECTORS
+    return CONNECTORS.lookup(urlsplit(url).scheme)(url)
+
+
+class StoreSource:
+    """Windows from an estimate store (`ldp_telemetry.store.open_store(url)`), read through a
+    pool of `POOL_SIZE` connections with the reads of `store.reads`, each answered from an index.
+    The series of a metric (their top-k values and resolution, from sums over every value of
+    every window) are computed once and again only when the store has changed and
+    `SERIES_REFRESH_S` have passed."""
+
+    def __init__(self, url: str, pool_size: int = POOL_SIZE):
         from ldp_telemetry.store import open_store
+        from ldp_telemetry.store.reads import missing_read_indexes
+        from ldp_telemetry.store.views import missing_views
         self.description = url
-        self._store = open_store(url, create=False)  # a misspelt URL is an error
-        self._lock = threading.Lock()  # one connection, shared by the server's threads
+        first = open_store(url, create=False)  # a misspelt URL is an error
+        self.notes: list[str] = []  # what the command prints at start
+        missing = missing_read_indexes(first) + missing_views(first)
+        if missing:
+            self.notes.append(_make_indexes(first, missing))
+        self._pool = _Pool(url, first, pool_size)
+        self._cache_lock = threading.Lock()
+        self._series: dict[tuple[str, int], tuple[float, int, list]] = {}
+        self._flags: dict[str, tuple[int, float, dict]] = {}
 
     def metrics(self) -> list[str]:
-        with self._lock:
-            return self._store.metrics()
+        with self._pool.store() as store:
+            return store.metrics()
+
+    def summaries(self) -> list[dict]:
+        """One row per metric for the index (`store.reads.metric_summaries`)."""
+        from ldp_telemetry.store.reads import metric_summaries
+        with self._pool.store() as store:
+            return metric_summaries(store)
+
+    def payload(self, metric: str, top_k: int, since: int = 0, start_ms: int = -(2**62),
+                end_ms: int = 2**62, limit: int = MAX_WINDOWS_PER_PAGE) -> dict:
+        """The latest `limit` windows of `metric` starting in [start_ms, end_ms) whose pane
+        changed after `since`, as `payload.pack` rows (what the charts over windows draw)."""
+        from ldp_telemetry.store import reads
+        with self._pool.store() as store:
+            cursor = store.latest_seq()
+            series = self._series_of(store, metric, top_k, cursor)
+            rows = reads.window_rows(store, metric, since, start_ms, end_ms, limit)
+            if rows:
+                low = rows[0]["window_start_ms"]
+                high = rows[-1]["window_start_ms"] + 1
+                rejects = reads.window_rejects(store, metric, low, high)
+                tops = {s.version: reads.top_values(store, metric, s.version, s.indices, low,
+                                                    high) for s in series if s.indices}
+            flags = self._integrity_flags(store, metric, cursor, rows)
+        for row in rows:
+            bounds = (row["window_start_ms"], row["window_end_ms"])
+            row["rejects"] = rejects.get(bounds)
+            row["top"] = tops.get(row["version"], {}).get(bounds)
+            row["integrity_flag"] = flags.get((*bounds, row["version"]))
+        return pack(rows, series, cursor)
 
     def windows(self, metric: str, since: int = 0) -> tuple[int, list[dict]]:
-        """(cursor, the latest pane of each window of `metric` changed after `since`)."""
-        with self._lock:
-            cursor = self._store.latest_seq()
-            records = self._store.windows(metric, since)[-MAX_WINDOWS_PER_PAGE:]
-            rejects = self._store.rejects(metric, [window_key(r)[1:3] for r in records])
+        """(cursor, the latest pane of each window of `metric` changed after `since`), whole:
+        every record is read (`ldp show`-like uses; the pages use `payload` and `window`)."""
+        with self._pool.store() as store:
+            cursor = store.latest_seq()
+            records = store.windows(metric, since)[-MAX_WINDOWS_PER_PAGE:]
+            rejects = store.rejects(metric, [window_key(r)[1:3] for r in records])
             if since and any(r.get("integrity") is not None for r in records):
-                every = self._store.windows(metric, 0)
+                every = store.windows(metric, 0)
                 changed = {window_key(r) for r in records}
                 records = [r for r in _with_jumps(every, every) if window_key(r) in changed]
             else:
@@ -136,20 +253,203 @@ class StoreSource:
 
     def window(self, metric: str, start_ms: int, end_ms: int, version: str = "") -> dict | None:
         """The latest pane of one window of `metric` from configuration `version`
-        (`output.layout.version_label`), or None."""
-        _, views = self.windows(metric)
-        return next((v for v in views if window_key(v)[1:] == (start_ms, end_ms, version)),
-                    None)
+        (`output.layout.version_label`), read by its key, or None. An integrity section gets
+        its jump test from the `history` windows before it."""
+        from ldp_telemetry.store import reads
+        with self._pool.store() as store:
+            record = reads.window_record(store, metric, version, start_ms, end_ms)
+            if record is None:
+                return None
+            rejects = reads.window_rejects(store, metric, start_ms, start_ms + 1)
+            section = record.get("integrity")
+            if section is not None:
+                earlier = [row for row in reads.window_rows(
+                    store, metric, 0, end_ms=start_ms, limit=4 * int(section["history"]) + 4)
+                    if row["version"] == version
+                    and row["window_end_ms"] - row["window_start_ms"] == end_ms - start_ms]
+                history = [reads.window_record(store, metric, version, row["window_start_ms"],
+                                               row["window_end_ms"]) for row in earlier]
+                record = _with_jumps([record], [*history, record])[0]
+        late = record.pop("late_reports")
+        seq = record.pop("pane_seq")
+        lower, upper = record.pop("lower95"), record.pop("upper95")
+        return _view(record, late, rejects.get((start_ms, end_ms), {}), seq, lower, upper)
+
+    def export_windows(self, metric: str, top_k: int, keep_all: int) -> list[dict]:
+        """The window views of `metric` a page shows (its latest `MAX_WINDOWS_PER_PAGE`) for an
+        export's data files: whole for a series of at most `keep_all` values; otherwise read
+        from the columns, with the values of the series' top-k only (`values_total` says how
+        many there are), so that an export costs windows × top-k, not windows × domain."""
+        from ldp_telemetry.store import reads
+        with self._pool.store() as store:
+            cursor = store.latest_seq()
+            series = self._series_of(store, metric, top_k, cursor)
+            large = {(s.version, s.length_ms): s for s in series if s.values > keep_all}
+            rows = reads.window_rows(store, metric, 0, limit=MAX_WINDOWS_PER_PAGE)
+            if not rows:
+                return []
+            low, high = rows[0]["window_start_ms"], rows[-1]["window_start_ms"] + 1
+            values = {s.version: reads.value_rows(store, metric, s.version, s.indices, low, high)
+                      for s in large.values()}
+            rejects = reads.window_rejects(store, metric, low, high)
+            flags = self._integrity_flags(store, metric, cursor, rows)
+            whole = {}  # the small domains' windows, read one by one by their keys
+            for row in rows:
+                bounds = (row["window_start_ms"], row["window_end_ms"])
+                if (row["version"], bounds[1] - bounds[0]) not in large:
+                    whole[(*bounds, row["version"])] = reads.window_record(
+                        store, metric, row["version"], *bounds)
+        views = []
+        for row in rows:
+            bounds = (row["window_start_ms"], row["window_end_ms"])
+            chosen = large.get((row["version"], bounds[1] - bounds[0]))
+            if chosen is None:
+                record = whole.get((*bounds, row["version"]))
+                if record is not None:
+                    late, seq = record.pop("late_reports"), record.pop("pane_seq")
+                    lower, upper = record.pop("lower95"), record.pop("upper95")
+                    view = _view(record, late, rejects.get(bounds, {}), seq, lower, upper)
+                    if (*bounds, row["version"]) in flags:  # with the jump test
+                        view["integrity_flag"] = flags[(*bounds, row["version"])]
+                    views.append(view)
+                continue
+            views.append(_lean_view(metric, row, chosen, values[row["version"]].get(bounds, {}),
+                                    rejects.get(bounds, {}),
+                                    flags.get((*bounds, row["version"]))))
+        return views
+
+    def header(self, metric: str, start_ms: int, end_ms: int, version: str) -> dict | None:
+        """The record of one window without its bands (a page's header: protocol, ε, domain,
+        p*, q*, estimator, post-processing, privacy), read by its key."""
+        from ldp_telemetry.store import reads
+        with self._pool.store() as store:
+            return reads.window_record(store, metric, version, start_ms, end_ms, bands=False)
 
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
-        with self._lock:
-            return self._store.unattributed_rejects()
+        with self._pool.store() as store:
+            return store.unattributed_rejects()
 
     def close(self) -> None:
-        """Close the connection once no server thread is using it (closing an SQLite connection
-        while another thread runs a query on it crashes the interpreter)."""
-        with self._lock:
-            self._store.close()
+        self._pool.close()
+
+    # -- internals ----------------------------------------------------------------------------
+    def _series_of(self, store, metric: str, top_k: int, cursor: int) -> list[Series]:
+        """The series of `metric` with their top-k values and resolution, cached."""
+        now = time.monotonic()
+        with self._cache_lock:
+            cached = self._series.get((metric, top_k))
+        if cached is not None and (cached[1] == cursor or now - cached[0] < SERIES_REFRESH_S):
+            return cached[2]
+        from ldp_telemetry.store import reads
+        rows = reads.window_rows(store, metric, 0, limit=2**62)
+        found: dict[tuple[str, int], Series] = {}
+        members: dict[tuple[str, int], list[dict]] = {}
+        for row in rows:
+            length = row["window_end_ms"] - row["window_start_ms"]
+            members.setdefault((row["version"], length), []).append(row)
+        for (version, length), windows in members.items():
+            latest = windows[-1]
+            one = Series(series_name(length, version), version, length, windows=len(windows))
+            if latest.get("mean") is None:
+                totals, count = reads.value_totals(store, metric, version, length)
+                one.values = len(totals)
+                if totals:
+                    one.indices = sorted(range(len(totals)),
+                                         key=lambda i: (-totals[i], i))[:top_k]
+                    labels = reads.labels_of(store, metric, version, latest["window_start_ms"],
+                                             latest["window_end_ms"], one.indices)
+                    one.labels = [labels.get(i, str(i)) for i in one.indices]
+                    one.resolution = series_resolution(
+                        [t / count for t in totals],
+                        [(w["n"], w["smallest_resolvable"]) for w in windows],
+                        float(latest["epsilon"]), length)
+            found[(version, length)] = one
+        series = sorted(found.values(), key=lambda s: (-s.windows, s.name))
+        with self._cache_lock:
+            self._series[(metric, top_k)] = (now, cursor, series)
+        return series
+
+    def _integrity_flags(self, store, metric: str, cursor: int, rows: list[dict]
+                         ) -> dict[tuple[int, int, str], str]:
+        """{(start ms, end ms, version): flag text} of the flagged windows of `metric`, only for
+        a metric whose latest record has an integrity section. The jump test needs every
+        record: it is computed for all windows at most once per `SERIES_REFRESH_S` while the
+        store changes; between, a window changed since then shows its own section's flag
+        (without the jump test), read by its key."""
+        if not rows:
+            return {}
+        from ldp_telemetry.store import reads
+        latest = rows[-1]
+        record = reads.window_record(store, metric, latest["version"], latest["window_start_ms"],
+                                     latest["window_end_ms"], bands=False)
+        if record is None or record.get("integrity") is None:
+            return {}
+        now = time.monotonic()
+        with self._cache_lock:
+            cached = self._flags.get(metric)
+        if cached is not None and cached[0] == cursor:
+            return cached[2]
+        if cached is not None and now - cached[1] < SERIES_REFRESH_S:
+            flags = dict(cached[2])
+            for row in rows:
+                if row["pane_seq"] > cached[0]:  # changed since the jump tests were made
+                    key = (row["window_start_ms"], row["window_end_ms"], row["version"])
+                    changed = reads.window_record(store, metric, row["version"], *key[:2],
+                                                  bands=False)
+                    text = None if changed is None else flag_text(changed)
+                    if text is None:
+                        flags.pop(key, None)
+                    else:
+                        flags[key] = text
+            return flags
+        flags = {}
+        for tested in with_jump_tests(store.windows(metric)):
+            text = flag_text(tested)
+            if text is not None:
+                key = window_key(tested)
+                flags[(key.start_ms, key.end_ms, key.version)] = text
+        with self._cache_lock:
+            self._flags[metric] = (cursor, now, flags)
+        return flags
+
+
+def _lean_view(metric: str, row: dict, series: Series, values: dict[int, tuple],
+               rejects: dict, integrity_flag: str | None) -> dict:
+    """A window's view from its columns and the values of its series' top-k: what an exported
+    page shows of a window of a large domain."""
+    start, end = row["window_start_ms"], row["window_end_ms"]
+    kept = [i for i in series.indices if i in values]
+    columns = list(zip(*(values[i] for i in kept), strict=True)) or [()] * 6
+    labels, estimate, unbiased, errors, lower, upper = (list(column) for column in columns)
+    return {"metric": metric, "window_start": iso_from_ms(start), "window_end": iso_from_ms(end),
+            "version": row["version"], "series": series.name, "n": row["n"],
+            "late_reports": row["late_reports"],
+            "pane": {"timing": row["pane_timing"], "index": row["pane_index"],
+                     "is_last": row["pane_is_last"]}, "pane_seq": row["pane_seq"],
+            "rejects": dict(sorted(rejects.items())), "protocol": row["protocol"],
+            "epsilon": row["epsilon"], "p_star": row["p_star"], "q_star": row["q_star"],
+            "smallest_resolvable": row["smallest_resolvable"],
+            "estimator": {"method": row["estimator"]},
+            "postprocess": {"method": row["postprocess"]}, "labels": labels,
+            "estimate": estimate, "unbiased_estimate": unbiased, "std_error": errors,
+            "lower95": lower, "upper95": upper,
+            "half95": [half_width95(error) for error in errors], "value_indices": kept,
+            "values_total": series.values, "integrity_flag": integrity_flag}
+
+
+def _make_indexes(store, missing: list[str]) -> str:
+    """Create the read indexes a store made before them lacks; a note on what happened."""
+    import sqlite3
+    errors: tuple = (sqlite3.Error,)
+    if store.dialect == "postgresql":
+        import psycopg
+        errors = (psycopg.Error,)
+    try:
+        store.create_read_indexes()
+    except errors as error:
+        return (f"note: the store lacks the read indexes and views {', '.join(missing)} and "
+                f"they could not be made ({error}); pages of large metrics will be slow")
+    return f"note: made the store's read indexes and views {', '.join(missing)}"
 
 
 class FolderSource:
@@ -217,6 +517,33 @@ class FolderSource:
         return next((v for v in views if window_key(v)[1:] == (start_ms, end_ms, version)),
                     None)
 
+    def summaries(self) -> list[dict]:
+        """One row per metric for the index, as `store.reads.metric_summaries`."""
+        summaries = []
+        for metric in self.metrics():
+            _, views = self.windows(metric)
+            if views:
+                summaries.append(summary_of(metric, views))
+        return summaries
+
+    def payload(self, metric: str, top_k: int, since: int = 0, start_ms: int = -(2**62),
+                end_ms: int = 2**62, limit: int = MAX_WINDOWS_PER_PAGE) -> dict:
+        """As `StoreSource.payload`, from the records read so far."""
+        cursor, every = self.windows(metric)
+        series = series_of_views(every, top_k)
+        chosen = [v for v in every if v["pane_seq"] > since
+                  and start_ms <= window_key(v).start_ms < end_ms][-limit:]
+        return pack([row_of_view(v, series) for v in chosen], series, cursor)
+
+    def export_windows(self, metric: str, top_k: int, keep_all: int) -> list[dict]:
+        """Every window view of `metric` a page shows, whole (an output folder's records are
+        read whole anyway; the export cuts them)."""
+        return self.windows(metric)[1]
+
+    def header(self, metric: str, start_ms: int, end_ms: int, version: str) -> dict | None:
+        """As `StoreSource.header`."""
+        return self.window(metric, start_ms, end_ms, version)
+
     def unattributed_rejects(self) -> dict[tuple[str, str], int]:
         self.refresh()
         with self._lock:
@@ -279,6 +606,74 @@ class FolderSource:
             rejects[Reason.TOO_LATE.value] = (rejects.get(Reason.TOO_LATE.value, 0)
                                               + self._too_late[key.window])
         return rejects
+
+
+def summary_of(metric: str, views: list[dict]) -> dict:
+    """The index row of a metric from its window views (sorted by start), as
+    `store.reads.metric_summaries` gives it."""
+    latest = views[-1]
+    _, start, end, version = window_key(latest)
+    return {"metric": metric, "windows": len(views),
+            "first_start_ms": min(window_key(v).start_ms for v in views),
+            "last_end_ms": max(window_key(v).end_ms for v in views),
+            "reports": sum(int(v["n"]) for v in views), "latest_start_ms": start,
+            "latest_end_ms": end, "latest_version": version, "latest_n": int(latest["n"]),
+            "latest_timing": (latest.get("pane") or {}).get("timing", "ON_TIME"),
+            "protocol": latest.get("protocol", "—"), "epsilon": float(latest.get("epsilon", 0)),
+            "rejects": sum(sum(v["rejects"].values()) for v in views)}
+
+
+def series_of_views(views: list[dict], top_k: int) -> list[Series]:
+    """The series of a metric's window views, with their top-k values (largest mean estimate
+    over the series' windows; ties: the lower index) and resolution; most windows first."""
+    members: dict[tuple[str, int], list[dict]] = {}
+    for view in views:
+        _, start, end, version = window_key(view)
+        members.setdefault((version, end - start), []).append(view)
+    found = []
+    for (version, length), windows in members.items():
+        latest = windows[-1]
+        one = Series(series_name(length, version), version, length, windows=len(windows))
+        if latest.get("bucket_edges") is None and latest.get("estimate"):
+            size = len(latest["estimate"])
+            one.values = size
+            totals = [0.0] * size
+            for view in windows:
+                if len(view.get("estimate") or ()) == size:
+                    for i, value in enumerate(view["estimate"]):
+                        totals[i] += value or 0.0
+            one.indices = sorted(range(size), key=lambda i: (-totals[i], i))[:top_k]
+            labels = latest.get("labels") or [str(i) for i in range(size)]
+            one.labels = [str(labels[i]) for i in one.indices]
+            one.resolution = series_resolution(
+                [t / len(windows) for t in totals],
+                [(int(v["n"]), v.get("smallest_resolvable")) for v in windows],
+                float(latest["epsilon"]), length)
+        found.append(one)
+    return sorted(found, key=lambda s: (-s.windows, s.name))
+
+
+def row_of_view(view: dict, series: list[Series]) -> dict:
+    """A window view as the row `payload.pack` takes."""
+    _, start, end, version = window_key(view)
+    pane = view.get("pane") or {}
+    top = None
+    chosen = next((s for s in series if (s.version, s.length_ms) == (version, end - start)),
+                  None)
+    estimate = view.get("estimate")
+    if chosen is not None and estimate and chosen.indices \
+            and len(estimate) > max(chosen.indices):
+        lower, upper = view.get("lower95") or [], view.get("upper95") or []
+        top = {i: (estimate[i], lower[i] if i < len(lower) else None,
+                   upper[i] if i < len(upper) else None) for i in chosen.indices}
+    return {"window_start_ms": start, "window_end_ms": end, "version": version,
+            "n": int(view["n"]), "late_reports": view.get("late_reports"),
+            "pane_timing": pane.get("timing", "ON_TIME"), "pane_index": pane.get("index", 0),
+            "pane_is_last": bool(pane.get("is_last")), "pane_seq": view["pane_seq"],
+            "smallest_resolvable": view.get("smallest_resolvable"),
+            "rejects": view.get("rejects") or None, "top": top, "mean": view.get("mean"),
+            "mean_std_error": view.get("mean_std_error"),
+            "integrity_flag": view.get("integrity_flag")}
 
 
 def open_source(store: str | None = None, output: str | None = None):

@@ -73,10 +73,11 @@ def duration_text(ms: float) -> str:
 
 def warning_text(record: Mapping, found: Resolution) -> str:
     """One line: why the window is under-resolved and what window would do."""
+    needed = min(found.values, max(1, math.ceil(found.by_chance / NOISE_SHARE)))
     return (f"too few reports for d={found.values} at ε={record['epsilon']:g}: "
-            f"n={record['n']:,}, smallest resolvable {found.floor:.3g}; "
-            f"{found.resolved_values} value(s) above it, of which about {found.by_chance:.1f} "
-            f"by chance alone; {_longer(record, found)}")
+            f"n={record['n']:,}, smallest resolvable {found.floor:.3g}; noise alone puts about "
+            f"{found.by_chance:.1f} values of frequency 0 above it, so at least {needed} must "
+            f"stand above it and {found.resolved_values} do; {_longer(record, found)}")
 
 
 def _longer(record: Mapping, found: Resolution) -> str:
@@ -105,3 +106,84 @@ def under_resolved_summary(records: list[Mapping]) -> list[str]:
                      f"{NOISE_SHARE:.0%} of the values above their smallest resolvable frequency "
                      f"are expected there by chance; {_longer(record, worst)}")
     return lines
+
+
+@dataclass(frozen=True)
+class SeriesResolution:
+    """How well the windows of one series (one metric, window length and configuration version)
+    resolve its distribution, decided once from the whole run.
+
+    The distribution is the mean estimate over the series' windows; r values must stand above
+    the floor for the ranking to be more than noise (r = ceil(0.023·d / `NOISE_SHARE`), as
+    `resolution`), so the threshold is f_r, the r-th largest mean estimate. A window's floor
+    falls as 1/sqrt(n): floor = c/sqrt(n) with c = floor·sqrt(n) of any window at the series'
+    protocol and ε. A window is under-resolved when its floor is above f_r; (c/f_r)² reports
+    would do, and at the run's rate (Σn over Σ window length) a window of that many reports is
+    (c/f_r)²/rate long."""
+
+    values: int             # d
+    needed: int             # r
+    target: float           # f_r (0 or less: fewer than r values have a positive mean)
+    constant: float         # c
+    rate_per_ms: float      # reports per millisecond of window over the run
+    epsilon: float
+    window_ms: int          # the series' window length
+    windows: int            # windows in the series
+    under_resolved_windows: int  # of them, with a floor above f_r
+
+    def under_resolved(self, floor: float | None) -> bool:
+        return floor is not None and not floor <= self.target
+
+    @property
+    def all_under_resolved(self) -> bool:
+        return self.windows > 0 and self.under_resolved_windows == self.windows
+
+    @property
+    def reports_needed(self) -> float:
+        return (self.constant / self.target) ** 2 if self.target > 0 else math.inf
+
+    def advice(self) -> str | None:
+        """One paragraph for the series, or None when no window is under-resolved. Its figures
+        follow from one threshold, so they cannot disagree: the windows it counts are exactly
+        those whose floor is above f_r, and a window of the length it advises has a floor of
+        f_r at the run's rate."""
+        if not self.under_resolved_windows:
+            return None
+        which = ("every window" if self.all_under_resolved
+                 else f"{self.under_resolved_windows:,} of {self.windows:,} windows")
+        head = (f"Too few reports in {which} for d={self.values} at ε={self.epsilon:g}: noise "
+                f"alone puts about {CHANCE_ABOVE_FLOOR * self.values:.1f} values of frequency 0 "
+                f"above a window's smallest resolvable frequency, so the {self.needed} largest "
+                f"values must stand above it; their smallest mean estimate over the run is ")
+        if self.target <= 0:
+            return head + (f"{max(self.target, 0.0):.3g}, which no number of reports resolves "
+                           "(no window length would do).")
+        needed = self.reports_needed
+        rate_h = self.rate_per_ms * 3_600_000
+        length = (needed / self.rate_per_ms if self.rate_per_ms > 0 else math.inf)
+        longer = ("" if math.isinf(length) else
+                  f"; at this run's {rate_h:,.0f} reports per hour, windows of about "
+                  f"{duration_text(length)} (now {duration_text(self.window_ms)})")
+        return head + (f"{self.target:.3g}, resolved from about {math.ceil(needed):,} reports "
+                       f"per window{longer}.")
+
+
+def series_resolution(mean_estimate: list[float], windows: list[tuple[int, float | None]],
+                      epsilon: float, window_ms: int) -> SeriesResolution | None:
+    """The resolution of a series from its mean estimate over windows and its windows'
+    (n, smallest resolvable frequency); None without a floor (a numeric metric, or records
+    without p*, q*) or without reports."""
+    floors = [(n, floor) for n, floor in windows if floor is not None and n > 0]
+    if not mean_estimate or not floors:
+        return None
+    ranked = sorted((float(v) for v in mean_estimate), reverse=True)
+    needed = min(len(ranked), max(1, math.ceil(CHANCE_ABOVE_FLOOR * len(ranked) / NOISE_SHARE)))
+    target = ranked[needed - 1]
+    n, floor = floors[-1]
+    reports = sum(n for n, _ in windows)
+    rate = reports / (window_ms * len(windows)) if window_ms > 0 else 0.0
+    found = SeriesResolution(len(ranked), needed, target, floor * math.sqrt(n), rate, epsilon,
+                             window_ms, len(windows), 0)
+    flagged = sum(found.under_resolved(floor) for _, floor in windows)
+    return SeriesResolution(len(ranked), needed, target, floor * math.sqrt(n), rate, epsilon,
+                            window_ms, len(windows), flagged)

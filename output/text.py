@@ -5,6 +5,7 @@ and the dashboard: `BAND_NOTE` says so once per output.
 """
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 
 import numpy as np
@@ -14,14 +15,37 @@ from ldp_telemetry.output.integrity import flag_text
 from ldp_telemetry.output.layout import COMBINED, version_label
 from ldp_telemetry.output.resolution import resolution, warning_text
 
+#: Unicode categories shown escaped: control characters (C0, DEL, C1), format characters (the
+#: bidirectional overrides, embeddings and isolates U+202A–U+202E, U+2066–U+2069, the marks
+#: U+200E, U+200F, U+061C, zero-width characters), line and paragraph separators, surrogates.
+ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def printable(text: str) -> str:
+    """`text` with every character of `ESCAPED_CATEGORIES` written as a visible escape
+    (``\\u202e``, ``\\x1b``), so that a name from the data cannot reorder, hide or recolour
+    what a terminal or a page shows around it. The one rule for names shown in text output and
+    on the dashboard's pages."""
+    if text.isprintable() and text.isascii():
+        return text
+    return "".join(_escape(char) if unicodedata.category(char) in ESCAPED_CATEGORIES else char
+                   for char in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else (f"\\u{code:04x}" if code < 0x10000
+                                                 else f"\\U{code:08x}")
+
+
 def metric_title(record: Mapping) -> str:
     """The metric and the configuration version its estimate is from: ``flight.dest v2``,
     ``flight.dest combined v1+v2`` (just the metric for a record without versions)."""
     version = version_label(record)
+    metric = printable(record["metric"])
     if version == COMBINED:
-        return (f"{record['metric']} {COMBINED} "
-                + "+".join(f"v{v}" for v in record["combined_versions"]))
-    return f"{record['metric']} {version}" if version else record["metric"]
+        return f"{metric} {COMBINED} " + "+".join(f"v{v}" for v in record["combined_versions"])
+    return f"{metric} {version}" if version else metric
 
 
 #: What every ± printed by `show`, `query` and a live run's pane lines means.
@@ -44,7 +68,7 @@ def format_top(record: Mapping, k: int = 5) -> str:
     lines = [f"{metric_title(record)}  [{record['window_start']} .. {record['window_end']})  "
              f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  {method}"]
     for i in top.tolist():
-        lines.append(f"    {record['labels'][i]:>12}  {estimate[i]:7.4f} ± "
+        lines.append(f"    {printable(str(record['labels'][i])):>12}  {estimate[i]:7.4f} ± "
                      f"{half_width95(error[i]):.4f}")
     found = resolution(record)
     if found is not None and found.under_resolved:
@@ -91,7 +115,7 @@ def format_pane(record: Mapping, k: int = 3) -> str:
     which needs the earlier windows: `ldp show` has it)."""
     estimate, error, labels = record["estimate"], record["std_error"], record["labels"]
     top = sorted(range(len(estimate)), key=lambda i: -estimate[i])[:k]
-    values = ", ".join(f"{labels[i]} {estimate[i]:.3f}±{half_width95(error[i]):.3f}"
+    values = ", ".join(f"{printable(str(labels[i]))} {estimate[i]:.3f}±{half_width95(error[i]):.3f}"
                        for i in top)
     pane = record["pane"]
     section = record.get("integrity") or {}

@@ -295,7 +295,7 @@ def _warn_under_resolved(output: str) -> None:
 def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.output.integrity import with_jump_tests
     from ldp_telemetry.output.reader import read_estimates, select_windows
-    from ldp_telemetry.output.text import BAND_NOTE, format_top
+    from ldp_telemetry.output.text import BAND_NOTE, format_top, printable
     records = with_jump_tests(read_estimates(args.output))
     metrics = ([args.metric] if args.metric is not None
                else sorted({record["metric"] for record in records}))
@@ -317,7 +317,7 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
                 f"{window_cost(record['privacy'], end_ms - start_ms)}"
                 + ("" if note is None else f"\n  warning: {note}"))
     for metric, promise in promised.items():
-        print(f"privacy of {metric}: {promise}")
+        print(f"privacy of {printable(metric)}: {promise}")
     return 0
 
 

@@ -528,6 +528,20 @@ class EstimateStore:
             raise StoreError("the store was made before estimates named their configuration "
                              "version (its tables have no 'version' column): write to a new "
                              "store, or drop its ldp_* tables to rebuild it", STORE_FIELD)
+        self.create_read_indexes()
+
+    def create_read_indexes(self) -> None:
+        """The indexes of the dashboards' reads (store/reads.py) and the views for SQL
+        dashboards (store/views.py), where missing."""
+        from ldp_telemetry.store.reads import create_read_indexes
+        from ldp_telemetry.store.views import create_views, missing_views
+        views = bool(missing_views(self))
+        with self._transaction() as cursor:
+            if self.dialect == "postgresql":
+                cursor.execute("SELECT pg_advisory_xact_lock(7411235)")
+            create_read_indexes(cursor, self.dialect)
+            if views:
+                create_views(cursor, self.dialect)
 
     def _sql(self, text: str) -> str:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")

@@ -1,8 +1,10 @@
 /* ldp-telemetry dashboard: draws one metric's windows as inline SVG and, on a live page, polls
  * api/windows with a cursor for the panes that arrived since. No library, no request to any
  * other host; every value from the data is set with textContent or an attribute, never parsed
- * as markup. It computes no statistic: each window carries its 95% bands (lower95, upper95,
- * half95 per value) and smallest_resolvable, computed by the server (dashboard/source.py). */
+ * as markup. It computes no statistic: a window's chart row carries its top values' estimates
+ * and 95% half widths (the band is estimate ± half width), a chosen window its bands (lower95,
+ * upper95, half95 per value), flags and smallest_resolvable, all computed by the server
+ * (dashboard/payload.py, dashboard/source.py); a chosen window's values are fetched then. */
 (function () {
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
@@ -24,6 +26,15 @@
   function timingOf(w) { return (w.pane && w.pane.timing) || "ON_TIME"; }
   function paneIndex(w) { return (w.pane && w.pane.index) || 0; }
   function fmt(x, digits) { return (x === null || x === undefined) ? "\u2014" : Number(x).toFixed(digits === undefined ? 4 : digits); }
+  /* A value to the digits its 95% half width supports (that half width to 2 significant
+   * digits): 12.3456 ± 0.0234 is "12.346" and "0.023"; without one, 4 significant digits. */
+  function byError(x, half) {
+    if (x === null || x === undefined) { return "\u2014"; }
+    if (typeof half !== "number" || !(half > 0) || !isFinite(half)) { return String(Number(Number(x).toPrecision(4))); }
+    var decimals = Math.max(0, Math.min(12, 1 - Math.floor(Math.log10(half))));
+    return Number(x).toFixed(decimals);
+  }
+  function halfText(half) { return (typeof half === "number" && half > 0) ? String(Number(half.toPrecision(2))) : "\u2014"; }
   function count(x) { return (x === null || x === undefined) ? "\u2014" : Number(x).toLocaleString("en-US"); }
   function shortTime(iso) {
     return String(iso).replace("T", " ").replace(/:00(\.000)?Z$/, "").replace(/ 00:00$/, "").replace(/Z$/, "");
@@ -80,6 +91,34 @@
 
   function chartWidth(node, minimum) { return Math.max(minimum || 0, node.clientWidth || 900); }
 
+  /* -- the rows of the page and of api/windows (dashboard/payload.py) into window objects -- */
+  function isoOf(ms) { return new Date(ms).toISOString().replace(/\.000Z$/, "Z"); }
+  function expand(data) {
+    var at = {};
+    (data.fields || []).forEach(function (name, i) { at[name] = i; });
+    var seriesList = data.series || [];
+    return (data.rows || []).map(function (row) {
+      var s = seriesList[row[at.series]] || {}, top = row[at.top] || [], half = row[at.half] || [];
+      var start = data.t0 + row[at.start] * data.unit, end = start + s.length_ms;
+      var w = {window_start: isoOf(start), window_end: isoOf(end), start_ms: start, end_ms: end,
+               version: s.version || "", series: s.name, n: row[at.n], late_reports: row[at.late],
+               pane: {timing: data.timings[row[at.timing]], index: row[at.pane], is_last: !!row[at.last]},
+               smallest_resolvable: row[at.floor], rejects: row[at.rejects] || {}, few: !!row[at.few],
+               integrity_flag: row[at.integrity], light: true};
+      if (typeof row[at.mean] === "number") { w.mean = row[at.mean]; w.mean_half95 = row[at.mean_half]; }
+      if (s.indices && s.indices.length) {
+        w.top = {indices: s.indices, labels: s.labels, estimate: top, half95: half,
+                 lower95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e - half[r] : null; }),
+                 upper95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e + half[r] : null; })};
+      }
+      return w;
+    });
+  }
+  /* A window flagged on its own: too few reports where its series mostly has enough (the advice
+   * for the whole series is shown once, at the top of the page). */
+  function fewHere(w) { return !!w.few && !seriesInfo(w.series).all_few; }
+  function seriesInfo(name) { return (state.series || []).find(function (s) { return s.name === name; }) || {}; }
+
   /* -- series, partial windows, the URL ------------------------------------------------- */
   var allWindows = [];
   var series = null;            /* the series shown (window length; source.series_of) */
@@ -128,18 +167,37 @@
     for (var k = 0; k < count; k += every) { out.push(k); }
     return out;
   }
-  /* Time labels under a chart, never overlapping and never cut at the edges: each label is
-   * kept inside the chart and only when it starts clear of the one before. */
+  /* Time labels under a chart at round times (whole hours, days, weeks, months: the smallest
+   * step whose labels fit), never overlapping and never cut at the edges. */
+  var TICK_STEPS = [[60e3, 1], [5 * 60e3, 1], [15 * 60e3, 1], [30 * 60e3, 1], [36e5, 1], [2 * 36e5, 1], [3 * 36e5, 1],
+                    [6 * 36e5, 1], [12 * 36e5, 1], [864e5, 0], [2 * 864e5, 0], [7 * 864e5, 0], [14 * 864e5, 0],
+                    [28 * 864e5, 0], [91 * 864e5, 0], [364 * 864e5, 0]];
+  function startMs(w) { return typeof w.start_ms === "number" ? w.start_ms : Date.parse(w.window_start); }
   function timeTicks(svg, box, count, xOf, y) {
     var withTime = needsTime();
-    var px = (withTime ? 16 : 10) * 7;
+    var px = (withTime ? 16 : 10) * 7 + 16;
+    if (!count) { return; }
+    var first = startMs(windows[0]), last = startMs(windows[count - 1]);
+    var span = Math.max(1, last - first), chosen = TICK_STEPS[TICK_STEPS.length - 1];
+    for (var s = 0; s < TICK_STEPS.length; s++) {
+      if ((span / TICK_STEPS[s][0]) * px <= box.width) { chosen = TICK_STEPS[s]; break; }
+    }
+    /* hours: multiples of the step (UTC); days: midnights, every step-th day from the first
+     * window's (weekly ticks fall on the windows' own weekday) */
+    var step = chosen[0], days = step >= 864e5, firstDay = Math.ceil(first / 864e5) * 864e5;
     var lowest = 4, highest = box.left + box.width + 20, lastRight = -Infinity;
-    tickIndices(count, box.width, px + 16).forEach(function (k) {
+    windows.forEach(function (w, k) {
+      var t = startMs(w);
+      var round = days ? t % 864e5 === 0 && (t - firstDay) % step === 0 : t % step === 0;
+      if (!round) { return; }
       var centre = Math.min(highest - px / 2, Math.max(lowest + px / 2, xOf(k)));
-      if (centre - px / 2 < lastRight + 12) { return; }
-      lastRight = centre + px / 2;
-      svg.appendChild(svgEl("text", {x: centre, y: y, "class": "tick time-tick", "text-anchor": "middle"}, dateText(windows[k].window_start, withTime)));
+      if (centre - (px - 16) / 2 < lastRight + 12) { return; }
+      lastRight = centre + (px - 16) / 2;
+      svg.appendChild(svgEl("text", {x: centre, y: y, "class": "tick time-tick", "text-anchor": "middle"}, dateText(w.window_start, withTime && chosen[1] === 1)));
     });
+    if (lastRight === -Infinity) {  /* no window starts at a round time: label the first */
+      svg.appendChild(svgEl("text", {x: Math.max(lowest + px / 2, xOf(0)), y: y, "class": "tick time-tick", "text-anchor": "middle"}, dateText(windows[0].window_start, withTime)));
+    }
   }
 
   /* A window's value i of the top-k chart (its `top` subset, or its whole arrays). */
@@ -156,6 +214,8 @@
     return {e: w.estimate[i] || 0, low: b.low, high: b.high, half: b.half};
   }
   function topLabels() {
+    var info = seriesInfo(series);
+    if (info.indices && info.indices.length) { return info.indices.map(function (i, r) { return {index: i, label: info.labels[r]}; }); }
     var w = windows.find(function (v) { return v.top && v.top.indices; });
     if (w) { return w.top.indices.map(function (i, r) { return {index: i, label: w.top.labels[r]}; }); }
     var totals = {};
@@ -191,8 +251,18 @@
       ws.forEach(function (w) { var v = at(w, line); if (v) { sum += v.e; count++; low = Math.min(low, v.low); high = Math.max(high, v.high); } });
       return count ? {e: sum / count, low: low, high: high} : null;
     }
-    var lowY = state.numeric ? Infinity : 0, highY = state.numeric ? -Infinity : 0.05;
-    columns.forEach(function (ws) { visible.forEach(function (line) { var v = column(ws, line); if (v) { highY = Math.max(highY, v.high); lowY = Math.min(lowY, state.numeric ? v.low : 0); } }); });
+    /* the band of the value in focus is drawn (the first, largest one unless the legend says
+     * otherwise); the y range is what is drawn: every line, and that band */
+    var focus = visible.length === 1 ? visible[0].label : (state.focus || (visible[0] && visible[0].label));
+    var lowY = state.numeric ? Infinity : 0, highY = state.numeric ? -Infinity : 0;
+    columns.forEach(function (ws) { visible.forEach(function (line) {
+      var v = column(ws, line);
+      if (!v) { return; }
+      var banded = line.label === focus;
+      highY = Math.max(highY, banded ? v.high : v.e);
+      lowY = Math.min(lowY, state.numeric ? (banded ? v.low : v.e) : 0);
+    }); });
+    if (!state.numeric && highY <= 0) { highY = 0.05; }
     if (!isFinite(lowY)) { lowY = 0; highY = 1; }
     var pad = (highY - lowY) * 0.08 || 0.01;
     var y = frame(svg, box, state.numeric ? lowY - pad : 0, highY + pad, state.numeric ? "mean (metric units)" : "frequency");
@@ -203,7 +273,6 @@
     if (selectedAt >= 0) {
       svg.appendChild(svgEl("rect", {x: box.left + selectedAt * step, y: box.top, width: Math.max(2, step), height: box.height, "class": "selected-window"}));
     }
-    var focus = visible.length === 1 ? visible[0].label : state.focus;
     lines.forEach(function (line, rank) {
       var color = PALETTE[rank % PALETTE.length];
       if (!hidden[line.label]) {
@@ -215,10 +284,10 @@
           lower.unshift(xc(c) + "," + y(state.numeric ? v.low : Math.max(0, v.low)));
           path.push(xc(c) + "," + y(v.e));
         });
-        if (focus === line.label || visible.length === 1) {
+        if (focus === line.label) {
           svg.appendChild(svgEl("polygon", {points: upper.concat(lower).join(" "), fill: color, "fill-opacity": 0.18, stroke: "none", "class": "band"}));
         }
-        svg.appendChild(svgEl("polyline", {points: path.join(" "), fill: "none", stroke: color, "stroke-width": focus && focus !== line.label ? 1.2 : 2, "stroke-opacity": focus && focus !== line.label ? 0.45 : 1, "class": "series-line", "data-label": line.label}));
+        svg.appendChild(svgEl("polyline", {points: path.join(" "), fill: "none", stroke: color, "stroke-width": state.focus && state.focus !== line.label ? 1.2 : 2, "stroke-opacity": state.focus && state.focus !== line.label ? 0.45 : 1, "class": "series-line", "data-label": line.label}));
         if (per === 1 && windows.length <= 120) {
           windows.forEach(function (w, k) {
             var v = at(w, line);
@@ -277,6 +346,11 @@
   function isOrdinal(w) { return (w.labels || []).every(function (l) { return /^-?\d+$/.test(String(l)); }); }
 
   function drawDistribution(w) {
+    if (order === null) {  /* decided by the first window whose values are loaded */
+      order = isOrdinal(w) ? "label" : "ranked";
+      var orderSelect = document.getElementById("order-select");
+      if (orderSelect) { orderSelect.value = order; }
+    }
     var holder = document.getElementById("distribution");
     clear(holder); clear(document.getElementById("quantiles"));
     if (w.bucket_edges) { drawDensity(w, holder); drawQuantiles(w); return; }
@@ -377,7 +451,7 @@
     niceTicks(x0, x1, 8).forEach(function (t) {
       svg.appendChild(svgEl("text", {x: x(t), y: box.top + box.height + 16, "class": "tick", "text-anchor": "middle"}, String(Number(t.toPrecision(4)))));
     });
-    svg.appendChild(svgEl("text", {x: box.left + box.width / 2, y: height - 6, "class": "axis-label", "text-anchor": "middle"}, "value of " + state.metric + " (the metric's units)"));
+    svg.appendChild(svgEl("text", {x: box.left + box.width / 2, y: height - 6, "class": "axis-label", "text-anchor": "middle"}, "value of " + state.metric_shown + " (the metric's units)"));
     var upper = [], lower = [];
     bars.forEach(function (b, i) {
       var left = x(edges[i]), right = x(edges[i + 1]);
@@ -394,8 +468,8 @@
   function drawQuantiles(w) {
     var holder = document.getElementById("quantiles");
     var rows = [];
-    if (typeof w.mean === "number") { rows.push({label: "mean = " + Number(w.mean.toPrecision(4)), value: w.mean, half: w.mean_half95, cls: "mean"}); }
-    quantilePairs(w).forEach(function (p) { rows.push({label: "q" + Number((p[0] * 100).toPrecision(3)) + " = " + Number(p[1].toPrecision(4)), value: p[1], half: p[2], cls: "quantile"}); });
+    if (typeof w.mean === "number") { rows.push({label: "mean = " + byError(w.mean, w.mean_half95), value: w.mean, half: w.mean_half95, cls: "mean"}); }
+    quantilePairs(w).forEach(function (p) { rows.push({label: "q" + Number((p[0] * 100).toPrecision(3)) + " = " + byError(p[1], p[2]), value: p[1], half: p[2], cls: "quantile"}); });
     if (!rows.length) { return; }
     var geo = state.densityX, width = chartWidth(holder), rowH = 22;
     var height = rows.length * rowH + 12;
@@ -408,11 +482,11 @@
       svg.appendChild(text);
       if (typeof row.half === "number" && row.half > 0) {
         var bar = svgEl("line", {x1: x(row.value - row.half), x2: x(row.value + row.half), y1: mid, y2: mid, "class": row.cls + "-interval"});
-        svg.appendChild(tooltip(bar, row.label + " \u00b1 " + Number(row.half.toPrecision(3)) + " (95%)"));
+        svg.appendChild(tooltip(bar, row.label + " \u00b1 " + halfText(row.half) + " (95%)"));
         [row.value - row.half, row.value + row.half].forEach(function (v) {
           svg.appendChild(svgEl("line", {x1: x(v), x2: x(v), y1: mid - 5, y2: mid + 5, "class": row.cls + "-interval"}));
         });
-        svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, "\u00b1 " + Number(row.half.toPrecision(3))));
+        svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, "\u00b1 " + halfText(row.half)));
       }
       svg.appendChild(svgEl("circle", {cx: x(row.value), cy: mid, r: 4, "class": row.cls + "-point"}));
     });
@@ -430,7 +504,9 @@
     var body = htmlEl("tbody");
     var se = w.std_error || [], half = w.half95 || [], raw = w.unbiased_estimate || [];
     var order = w.estimate.map(function (_, i) { return i; }).sort(function (a, b) { return w.estimate[b] - w.estimate[a] || a - b; });
+    var wanted = String((document.getElementById("values-filter") || {}).value || "").toLowerCase();
     order.forEach(function (i, rank) {
+      if (wanted && String(w.labels[i]).toLowerCase().indexOf(wanted) < 0) { return; }
       var tr = htmlEl("tr", {"data-index": String(i)});
       tr.appendChild(htmlEl("td", {"class": "num"}, String(rank + 1)));
       tr.appendChild(htmlEl("td", {"class": "label"}, String(w.labels[i])));
@@ -443,6 +519,9 @@
     });
     table.appendChild(body);
     holder.appendChild(table);
+    if (w.values_total) {
+      holder.appendChild(htmlEl("p", {"class": "note", id: "values-cut"}, "the " + w.estimate.length + " largest of " + count(w.values_total) + " values: an export keeps these; serve the store to see all"));
+    }
   }
 
   function drawWindowFacts(w) {
@@ -450,8 +529,8 @@
     clear(facts);
     var rejected = rejectTotal(w);
     var warning = document.getElementById("window-warning");
-    warning.hidden = !w.warning;
-    warning.textContent = w.warning ? "\u26a0 " + w.warning : "";
+    warning.hidden = !fewHere(w);
+    warning.textContent = fewHere(w) ? "\u26a0 too few reports in this window, unlike most of its series: its smallest resolvable frequency is above the threshold the advice at the top of the page states" : "";
     var integrity = document.getElementById("window-integrity");
     integrity.hidden = !w.integrity_flag;
     integrity.textContent = w.integrity_flag ? "\u2691 " + w.integrity_flag : "";
@@ -462,9 +541,9 @@
                  ["rejected", count(rejected)],
                  ["smallest resolvable", w.smallest_resolvable ? fmt(w.smallest_resolvable) + " (2 s.e. at f = 0)" : "\u2014"]];
     if (w._partial) { items.push(["partial", "yes: fewer reports than the series' median"]); }
-    if (typeof w.mean === "number") { items.push(["mean", fmt(w.mean)]); }
-    if (typeof w.mean_half95 === "number") { items.push(["mean \u00b1 95%", fmt(w.mean_half95)]); }
-    if (typeof w.variance === "number") { items.push(["variance", fmt(w.variance)]); }
+    if (typeof w.mean === "number") { items.push(["mean", byError(w.mean, w.mean_half95)]); }
+    if (typeof w.mean_half95 === "number") { items.push(["mean \u00b1 95%", halfText(w.mean_half95)]); }
+    if (typeof w.variance === "number") { items.push(["variance", String(Number(w.variance.toPrecision(3)))]); }
     if (w.estimator && w.estimator.iterations !== null && w.estimator.iterations !== undefined) {
       items.push(["estimator", w.estimator.method + ", " + w.estimator.iterations + " iterations" +
                   (w.estimator.last_change !== null && w.estimator.last_change !== undefined ? ", last change " + Number(w.estimator.last_change).toExponential(2) : "")]);
@@ -540,7 +619,7 @@
       tr.appendChild(htmlEl("td", {"class": "num late"}, w.late_reports === null || w.late_reports === undefined ? "\u2014" : count(w.late_reports)));
       var parts = Object.keys(w.rejects || {}).sort().map(function (r) { return r + " " + count(w.rejects[r]); });
       tr.appendChild(htmlEl("td", {"class": "rejects"}, parts.length ? parts.join(", ") : "0"));
-      tr.appendChild(htmlEl("td", {"class": "flags"}, [w._partial ? "partial" : "", w.warning ? "too few reports" : "", w.integrity_flag ? "integrity: " + ((w.integrity && w.integrity.implicated.join(" ")) || "flagged") : ""].filter(Boolean).join(", ")));
+      tr.appendChild(htmlEl("td", {"class": "flags"}, [w._partial ? "partial" : "", fewHere(w) ? "too few reports" : "", w.integrity_flag ? "integrity: " + ((w.integrity && w.integrity.implicated.join(" ")) || "flagged") : ""].filter(Boolean).join(", ")));
       tr.addEventListener("click", function () { select(key(w), true); });
       body.appendChild(tr);
     });
@@ -555,12 +634,19 @@
     windows.forEach(function (w) {
       var flags = [TIMING[timingOf(w)].name];
       if (w._partial) { flags.push("partial"); }
-      if (w.warning) { flags.push("too few reports"); }
+      if (fewHere(w)) { flags.push("too few reports"); }
       if (w.integrity_flag) { flags.push("integrity flagged"); }
       var option = htmlEl("option", {value: key(w)}, shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + "  (n = " + count(w.n) + ", " + flags.join(", ") + ")");
       if (key(w) === selectedKey) { option.selected = true; }
       selectNode.appendChild(option);
     });
+    var slider = document.getElementById("window-slider");
+    if (slider) {
+      slider.max = String(Math.max(0, windows.length - 1));
+      var at = windows.findIndex(function (w) { return key(w) === selectedKey; });
+      slider.value = String(Math.max(0, at));
+      slider.hidden = windows.length < 2;
+    }
     var names = seriesNames(), seriesNode = document.getElementById("series-select");
     document.getElementById("series-card").hidden = names.length < 2;
     clear(seriesNode);
@@ -588,7 +674,8 @@
 
   /* A light window (only what the charts over windows draw) is fetched whole when chosen. */
   function ensureFull(w) {
-    if (!w.light || fetching[key(w)] || !state.live) { return; }
+    if (!w.light || fetching[key(w)]) { return; }
+    if (!state.live) { loadWindowFile(w); return; }
     fetching[key(w)] = true;
     fetch("api/window?metric=" + encodeURIComponent(state.metric) + "&start=" + encodeURIComponent(w.window_start) + "&end=" + encodeURIComponent(w.window_end) + "&version=" + encodeURIComponent(w.version || ""), {cache: "no-store"})
       .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
@@ -596,6 +683,22 @@
       .catch(function () { /* shown as not loaded; the next choice retries */ })
       .then(function () { delete fetching[key(w)]; });
   }
+
+  /* An exported page loads the data file holding a window as a script (a page opened from disk
+   * may not fetch): the file calls ldpWindows(views) with its run of windows. */
+  function loadWindowFile(w) {
+    var files = state.window_files && state.window_files.files;
+    if (!files || !files.length || fetching[key(w)]) { return; }
+    var chosen = files[0];
+    files.forEach(function (file) { if (file[0] <= w.start_ms) { chosen = file; } });
+    if (fetching["file:" + chosen[1]]) { return; }
+    fetching["file:" + chosen[1]] = true;
+    var script = document.createElement("script");
+    script.src = state.window_files.prefix + chosen[1];
+    script.onerror = function () { delete fetching["file:" + chosen[1]]; };
+    document.body.appendChild(script);
+  }
+  window.ldpWindows = function (views) { merge(views); render(); };
 
   function render() {
     chooseSeries();
@@ -615,7 +718,7 @@
     if (current && current.light) {
       ensureFull(current);
       clear(document.getElementById("distribution")); clear(document.getElementById("values")); clear(document.getElementById("quantiles"));
-      document.getElementById("distribution").appendChild(htmlEl("p", {"class": "empty"}, state.live ? "loading this window\u2026" : "this window is not in the page"));
+      document.getElementById("distribution").appendChild(htmlEl("p", {"class": "empty"}, state.live || state.window_files ? "loading this window\u2026" : "this window is not in the page"));
       drawWindowFacts(current);
     } else if (current) { drawWindowFacts(current); drawDistribution(current); drawValues(current); }
     drawAccounting();
@@ -623,6 +726,7 @@
     document.body.setAttribute("data-windows", String(windows.length));
     document.body.setAttribute("data-cursor", String(state.cursor));
     document.body.setAttribute("data-rendered", String((state.renders = (state.renders || 0) + 1)));
+    if (state.renders === 1 && window.performance) { document.body.setAttribute("data-drawn-ms", String(Math.round(performance.now()))); }
   }
 
   function merge(changed) {
@@ -631,6 +735,8 @@
     changed.forEach(function (w) {
       var old = byKey[fullKey(w)];
       if (!old || paneIndex(old) < paneIndex(w) || (paneIndex(old) === paneIndex(w) && (old.light || !w.light))) {
+        if (old) { ["start_ms", "end_ms", "few"].forEach(function (f) { if (w[f] === undefined) { w[f] = old[f]; } }); }
+        if (!w.top && old && old.top && w.value_indices) { w.top = old.top; }  /* an export's cut view */
         if (!w.top && old && old.top && w.estimate) {  /* keep the series' top-k indices */
           w.top = {indices: old.top.indices, labels: old.top.labels,
                    estimate: old.top.indices.map(function (i) { return w.estimate[i]; }),
@@ -651,7 +757,7 @@
     fetch("api/windows?metric=" + encodeURIComponent(state.metric) + "&since=" + state.cursor, {cache: "no-store"})
       .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
       .then(function (update) {
-        if (update.windows.length) { merge(update.windows); state.cursor = update.cursor; render(); }
+        if (update.rows.length) { state.series = update.series; merge(expand(update)); state.cursor = update.cursor; render(); }
         else { state.cursor = update.cursor; }
         status.textContent = "live \u00b7 updated " + new Date().toLocaleTimeString("en-GB") + " \u00b7 " + allWindows.length + (allWindows.length === 1 ? " window" : " windows");
       })
@@ -660,13 +766,39 @@
   }
 
   document.getElementById("window-select").addEventListener("change", function (event) { select(event.target.value, true); });
+  /* navigation by time: the slider, the buttons, and the arrow keys (outside a text field) */
+  function step(by) {
+    var at = windows.findIndex(function (w) { return key(w) === selectedKey; });
+    var next = windows[Math.max(0, Math.min(windows.length - 1, at + by))];
+    if (next && key(next) !== selectedKey) { select(key(next), true); }
+  }
+  var sliderNode = document.getElementById("window-slider");
+  if (sliderNode) {
+    sliderNode.addEventListener("input", function () { var w = windows[Number(sliderNode.value)]; if (w) { select(key(w), true); } });
+  }
+  var prevNode = document.getElementById("window-prev"), nextNode = document.getElementById("window-next");
+  if (prevNode) { prevNode.addEventListener("click", function () { step(-1); }); }
+  if (nextNode) { nextNode.addEventListener("click", function () { step(1); }); }
+  document.addEventListener("keydown", function (event) {
+    var target = event.target || {}, tag = String(target.tagName || "").toLowerCase();
+    if (tag === "input" || tag === "select" || tag === "textarea" || event.altKey || event.ctrlKey || event.metaKey) { return; }
+    if (event.key === "ArrowLeft") { step(-1); event.preventDefault(); }
+    else if (event.key === "ArrowRight") { step(1); event.preventDefault(); }
+  });
+  var filterNode = document.getElementById("values-filter");
+  if (filterNode) {
+    filterNode.addEventListener("input", function () {
+      var current = windows.find(function (w) { return key(w) === selectedKey; });
+      if (current && !current.light) { drawValues(current); }
+    });
+  }
   document.getElementById("series-select").addEventListener("change", function (event) { series = event.target.value; selectedKey = null; userSelected = false; state.fromHash = false; hidden = {}; render(); });
   var orderNode = document.getElementById("order-select");
-  merge(state.windows || []);
+  merge(expand(state));
   var firstFull = allWindows.find(function (w) { return w.labels && w.labels.length; });
-  order = firstFull && isOrdinal(firstFull) ? "label" : "ranked";
+  order = firstFull ? (isOrdinal(firstFull) ? "label" : "ranked") : null;
   if (orderNode) {
-    orderNode.value = order;
+    if (order) { orderNode.value = order; }
     orderNode.addEventListener("change", function (event) { order = event.target.value; render(); });
     document.getElementById("show-all").addEventListener("click", function () { showAll = !showAll; render(); });
   }

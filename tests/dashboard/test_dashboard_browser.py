@@ -31,6 +31,13 @@ def wait_for(browser, script: str, timeout: float = 15.0):
         time.sleep(0.1)
 
 
+def wait_loaded(browser, timeout: float = 30.0) -> int:
+    """Wait until the chosen window's values (fetched when it is chosen) fill the values table;
+    returns its rows."""
+    return wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length",
+                    timeout)
+
+
 @pytest.fixture(autouse=True)
 def blank_page(request):
     """Each test starts on about:blank with empty logs (a previous page's last polls of its
@@ -82,6 +89,9 @@ def test_pages_show_the_jobs_numbers_for_a_chosen_window(browser, demo_run, serv
         "const s = document.getElementById('window-select');"
         "s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
         f"{chosen['window_start']}|{chosen['window_end']}")
+    # the chosen window's values are fetched when it is chosen
+    assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length") \
+        == len(chosen["labels"])
     rows = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#values-table tbody tr')).map(tr => "
         "Array.from(tr.cells).map(td => td.textContent))")
@@ -162,9 +172,10 @@ def test_a_pane_written_while_the_page_is_open_appears_without_a_reload(
         "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
         ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
     assert facts["pane"] == "late #1" and facts["late reports"] == "250"
-    top = browser.driver.execute_script(
-        "return document.querySelector('#values-table tbody tr').cells[2].textContent")
-    assert top == f"{max(late['estimate']):.4f}"
+    # the new pane's values are fetched whole for the chosen window
+    assert wait_for(browser, "document.querySelector('#values-table tbody tr') && document"
+                             ".querySelector('#values-table tbody tr').cells[2].textContent === "
+                             f"'{max(late['estimate']):.4f}'", timeout=LIVE_TIMEOUT_S)
     browser.screenshot(str(artifacts / f"live-pane-{kind}.png"))
     check_clean(browser)
 
@@ -191,6 +202,7 @@ def test_names_from_the_data_render_as_text(browser, served, tmp_path, artifacts
                                          ".textContent") == hostile
     browser.get(url + metric_page_link(hostile))
     assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
+    assert wait_loaded(browser)  # the chosen window's values, fetched
     assert browser.driver.execute_script("return window.__owned === undefined")
     assert browser.driver.execute_script("return document.querySelector('h1').textContent") \
         == hostile
@@ -211,7 +223,8 @@ def test_exported_pages_open_from_files_without_any_request_elsewhere(
         browser, demo_run, tmp_path, artifacts):
     source = FolderSource(str(demo_run["output"]))
     written = Dashboard(source).export(str(tmp_path / "site"))
-    assert (tmp_path / "site" / "index.html").exists() and len(written) == 5
+    # index, two pages, two static files and a data file per metric (5 weekly windows each)
+    assert (tmp_path / "site" / "index.html").exists() and len(written) == 7
     page = tmp_path / "site" / metric_page_name("flight.dest")
     browser.get(page.as_uri())
     assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length") == 105
@@ -237,7 +250,7 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
               "labels": [f"[{a}, {b})" for a, b in zip(edges, edges[1:], strict=False)],
               "bucket_edges": edges, "estimate": estimate,
               "unbiased_estimate": estimate, "std_error": [0.01] * 6,
-              "mean": 0.47, "variance": 0.05,
+              "mean": 0.47, "variance": 0.05, "mean_std_error": 0.0123,
               "quantiles": {"0.5": 0.45, "0.9": 0.82},
               "pane": {"timing": "EARLY", "index": 0, "is_last": False}}
     url_db = f"sqlite:///{tmp_path}/numeric.db"
@@ -246,6 +259,7 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
     url = served(StoreSource(url_db))
     browser.get(url + metric_page_link("latency.seconds"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
+    assert wait_loaded(browser)  # the chosen window's values, fetched
     quantiles = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#quantiles .quantile-label'))"
         ".map(t => t.textContent)")
@@ -259,7 +273,9 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
     facts = browser.driver.execute_script(
         "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
         ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
-    assert facts["pane"] == "early #0" and facts["mean"] == "0.4700"
+    # digits set by the standard error: ± 1.96 · 0.0123 = 0.024, so the mean to 3 decimals
+    assert facts["pane"] == "early #0" and facts["mean"] == "0.470"
+    assert facts["mean ± 95%"] == "0.024"
     assert facts["estimator"].startswith("ems, 42 iterations")
     header = browser.driver.execute_script(
         "return Object.fromEntries(Array.from(document.querySelectorAll('header dl.facts div'))"
@@ -351,6 +367,7 @@ def test_a_thousand_windows_of_five_hundred_labels_stay_readable(browser, served
     started = time.monotonic()
     browser.get(served(StoreSource(url)) + metric_page_link("big.metric"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "1000"
+    assert wait_loaded(browser)  # the chosen window's values, fetched
     loaded = time.monotonic() - started
     # it opens on the latest complete window (the last one is partial), and says so in the URL
     chosen = records[-2]
@@ -405,6 +422,7 @@ def test_the_numeric_demo_metric_draws_its_mean_with_an_error_bar(browser, serve
                  "432000", "--store", store, "--create-store"]) == 0
     browser.get(served(StoreSource(store)) + metric_page_link("flight.dep_min"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')") == "5"
+    assert wait_loaded(browser)  # the chosen window's values, fetched
     assert browser.driver.execute_script("return document.getElementById('order-select')") \
         is None  # no top-k and no ranking for a numeric metric
     mean = browser.driver.execute_script(
@@ -423,3 +441,67 @@ def test_the_numeric_demo_metric_draws_its_mean_with_an_error_bar(browser, serve
     assert headers_align(browser, "#values-table") == []
     browser.screenshot(str(artifacts / "numeric-demo.png"))
     check_clean(browser)
+
+
+def test_a_thousand_windows_navigate_by_time_filter_and_warn_once(browser, served, big_store,
+                                                                  tmp_path, artifacts):
+    """At 1,000 windows × 500 labels: the band of the value in focus is drawn without hovering,
+    the arrow keys and the slider move between windows (the URL follows), the values table
+    filters by label, the too-few-reports advice is shown once for the metric, and an export
+    opened from disk loads a chosen window's values from its data file."""
+    url, records = big_store
+    browser.driver.set_window_size(1280, 1000)
+    browser.get(served(StoreSource(url)) + metric_page_link("big.metric"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "1000"
+    assert browser.driver.execute_script(
+        "return document.querySelectorAll('#topk polygon.band').length") == 1
+    chosen = records[-2]
+    assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length", 30)
+    body = browser.driver.find_element("tag name", "body")
+    body.send_keys("\ue012")  # ArrowLeft: the window before
+    before = records[-3]
+    assert wait_for(browser, "document.getElementById('window-select').value === "
+                             f"'{before['window_start']}|{before['window_end']}'")
+    assert before["window_start"] in browser.driver.execute_script(
+        "return decodeURIComponent(location.hash)")
+    assert browser.driver.execute_script(
+        "return document.getElementById('window-slider').value") == "997"
+    browser.driver.execute_script(
+        "const s = document.getElementById('window-slider'); s.value = '10';"
+        "s.dispatchEvent(new Event('input'));")
+    assert wait_for(browser, "document.getElementById('window-select').value === "
+                             f"'{records[10]['window_start']}|{records[10]['window_end']}'")
+    body.send_keys("\ue014")  # ArrowRight
+    assert wait_for(browser, "document.getElementById('window-select').value === "
+                             f"'{records[11]['window_start']}|{records[11]['window_end']}'")
+    assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length", 30) \
+        == 500
+    browser.driver.execute_script(
+        "const f = document.getElementById('values-filter'); f.value = 'label-00';"
+        "f.dispatchEvent(new Event('input'));")
+    shown = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#values-table td.label'))"
+        ".map(td => td.textContent)")
+    assert sorted(shown) == [f"label-{i:03d}" for i in range(10)]
+    # every window has too few reports for 500 values: one advice for the metric, none per window
+    advice = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('.advice')).map(p => p.textContent)")
+    assert len(advice) == 1 and "every window" in advice[0]
+    assert browser.driver.execute_script(
+        "return document.getElementById('window-warning').hidden")
+    assert chosen["window_start"] != records[11]["window_start"]
+    browser.screenshot(str(artifacts / "big-metric-navigation.png"))
+    check_clean(browser)
+
+    source = StoreSource(url)
+    try:
+        Dashboard(source, top_k=5).export(str(tmp_path / "site"))
+    finally:
+        source.close()
+    browser.get((tmp_path / "site" / metric_page_name("big.metric")).as_uri()
+                + f"#window={records[10]['window_start']}|{records[10]['window_end']}")
+    assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length", 30) \
+        == 5  # an export keeps the series' top 5 of a 500-value domain
+    assert "of 500 values" in browser.driver.execute_script(
+        "return document.getElementById('values-cut').textContent")
+    assert browser.console_errors() == []

@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 
 from ldp_telemetry.dashboard.cli import add_dashboard_arguments
+from ldp_telemetry.dashboard.payload import row_bounds
 from ldp_telemetry.dashboard.pages import embedded_json, metric_page_link, metric_page_name
 from ldp_telemetry.dashboard.server import Dashboard, make_server, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource
@@ -41,6 +42,19 @@ def assert_drawn_as_computed_once(window: dict) -> None:
     assert (window["p_star"], window["q_star"]) == pytest.approx((GRR.p_star, GRR.q_star))
     assert window["smallest_resolvable"] == pytest.approx(
         smallest_resolvable(GRR.p_star, GRR.q_star, window["n"]))
+
+
+def unpacked(payload: dict) -> list[dict]:
+    """The rows of a page's or /api/windows' payload (dashboard/payload.py) as dicts by field,
+    with `series` the series' name."""
+    rows = []
+    for packed in payload["rows"]:
+        row = dict(zip(payload["fields"], packed, strict=True))
+        row["start_ms"], row["end_ms"], _ = row_bounds(payload, packed)
+        row["series"] = payload["series"][row["series"]]["name"]
+        row["timing"] = payload["timings"][row["timing"]]
+        rows.append(row)
+    return rows
 
 
 def get(url: str):
@@ -79,15 +93,24 @@ def test_pages_allow_no_other_origin_and_the_api_returns_only_changes(tmp_path):
         assert b"<script src=\"static/dashboard.js\">" in body
         _, first = get(base + "api/windows?metric=m&since=0")
         first = json.loads(first)
-        assert [w["n"] for w in first["windows"]] == [10, 20]
-        assert first["windows"][0]["smallest_resolvable"] > 0
-        assert_drawn_as_computed_once(first["windows"][0])
+        assert [w["n"] for w in unpacked(first)] == [10, 20]
+        [series] = first["series"]
+        assert (series["name"], series["indices"], series["labels"]) == ("1 h", [0, 1],
+                                                                        ["a", "b"])
+        light = unpacked(first)[0]
+        assert light["floor"] == pytest.approx(smallest_resolvable(GRR.p_star, GRR.q_star, 10))
+        assert light["top"] == [0.6, 0.4]  # to CHART_DIGITS (6) significant digits:
+        assert light["half"] == pytest.approx([Z95 * 0.1] * 2, rel=1e-5)
+        assert '"estimate"' not in json.dumps(first)  # no record, no value arrays
+        _, whole = get(base + "api/window?metric=m&start=2024-03-01T00:00:00Z"
+                              "&end=2024-03-01T01:00:00Z")
+        assert_drawn_as_computed_once(json.loads(whole))
         with open_store(url_db) as store:
             store.write_panes([record("2024-03-01T01:00:00Z", "2024-03-01T02:00:00Z", 26,
                                       index=1, timing="LATE")])
         _, changed = get(base + f"api/windows?metric=m&since={first['cursor']}")
         changed = json.loads(changed)
-        assert [(w["n"], w["late_reports"]) for w in changed["windows"]] == [(26, 6)]
+        assert [(w["n"], w["late"]) for w in unpacked(changed)] == [(26, 6)]
         assert changed["cursor"] > first["cursor"]
         for bad in ("api/windows?since=0", "api/windows?metric=m&since=x", "nothing.html",
                     "static/../server.py"):
@@ -255,7 +278,7 @@ def test_page_names_are_injective_and_links_reach_them(tmp_path):
             _, page = get(base + metric_page_link(metric))
             data = page.split(b'<script id="ldp-data" type="application/json">')[1]
             data = json.loads(data.split(b"</script>")[0])
-            assert data["metric"] == metric and [w["n"] for w in data["windows"]] == [n]
+            assert data["metric"] == metric and [w["n"] for w in unpacked(data)] == [n]
     finally:
         server.shutdown()
         server.server_close()

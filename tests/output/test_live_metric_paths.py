@@ -8,16 +8,19 @@ import io
 import json
 import os
 
+from urllib.parse import urlencode
 from urllib.request import urlopen
 
 import numpy as np
 import pytest
 
 from ldp_telemetry.dashboard.pages import metric_page_link
+from ldp_telemetry.dashboard.payload import row_bounds
 from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource
 from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.output.layout import LATEST, PANES_DIR, metric_segment
 from ldp_telemetry.output.reader import latest_panes, read_estimates, read_pane_log
 from ldp_telemetry.ldp.windows import WindowSpec
@@ -119,7 +122,12 @@ def test_every_metric_of_a_live_run_has_its_own_panes_latest_and_page(tmp_path, 
             data = page.split('<script id="ldp-data" type="application/json">')[1]
             data = json.loads(data.split("</script>")[0])
             assert data["metric"] == name
-            [window] = data["windows"]
+            [row] = data["rows"]  # what the charts draw; the record comes when chosen:
+            start, end, version = row_bounds(data, row)
+            query = urlencode({"metric": name, "start": iso_from_ms(start),
+                               "end": iso_from_ms(end), "version": version})
+            with urlopen(base + "api/window?" + query, timeout=10) as response:
+                window = json.loads(response.read())
             assert_is_the_record_of(window, name, expected)
     finally:
         server.shutdown()

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 
+from ldp_telemetry.dashboard.payload import row_bounds
 from ldp_telemetry.dashboard.source import FolderSource, StoreSource
 from ldp_telemetry.ldp.attacks import fake_reports
 from ldp_telemetry.ldp.registry import load_registry
@@ -68,6 +69,11 @@ def test_a_poisoned_window_is_flagged_in_the_record_show_the_store_and_the_dashb
 
     for source in (FolderSource(str(out)), StoreSource(url)):
         _, views = source.windows("w.oue")
+        payload = source.payload("w.oue", 5)  # the page's rows carry the same flags
+        window = source.window("w.oue", *row_bounds(payload, payload["rows"][-1]))
         source.close()
         marked = [v["window_start"] for v in views if v["integrity_flag"]]
         assert marked == [by_hour[-1]["window_start"]]
+        flagged = payload["fields"].index("integrity")
+        assert [bool(row[flagged]) for row in payload["rows"]] == [False, False, False, True]
+        assert window["integrity_flag"] == views[-1]["integrity_flag"]
