@@ -432,7 +432,8 @@ class CountWindowPanes(beam.PTransform):
         if self._dedupe:
             from ldp_telemetry.transforms.dedupe import DeduplicateSlicesFn  # it imports this
             deduped = (sliced | "DeduplicateSlices" >> beam.ParDo(
-                DeduplicateSlicesFn(spec.slice_ms)).with_outputs(DUPLICATES, main="batches"))
+                DeduplicateSlicesFn(spec.slice_ms, spec.allowed_lateness_ms))
+                .with_outputs(DUPLICATES, main="batches"))
             sliced = deduped.batches
             letters.append(deduped[DUPLICATES] | "RepeatsOutOfTime" >> beam.WindowInto(
                 beam_window.GlobalWindows()))

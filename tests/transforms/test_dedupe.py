@@ -79,3 +79,20 @@ def test_streaming_rejects_reach_the_store_as_running_totals(tmp_path):
         assert store.unattributed_rejects() == {("", "undecodable"): 3, ("", "duplicate"): 500}
         [window] = store.windows(first and "s.grr")
         assert window["n"] == 500
+
+
+def test_a_slices_ids_are_cleared_when_it_expires_so_a_later_copy_is_too_late(tmp_path):
+    """The ids are state of the slice's window; a timer at its expiry (end + allowed lateness)
+    clears them (the direct runners never collect expired state). A copy arriving after that
+    passes the step and is dropped by the runner as too late: no pane changes and it is not a
+    `duplicate` dead letter."""
+    reports = Reports(tmp_path, seed=23)
+    first = reports.write("w0-first", TRUTH_0, 600, T0, 60)
+    copy = str(tmp_path / "w0-first-retry.avro")
+    shutil.copy(first, copy)
+    steps = [WatermarkTo(T0), FilesArrive((first,)), WatermarkTo(T0 + 60 + 120 + 30),
+             FilesArrive((copy,)), WatermarkTo(T0 + 600)]
+    n, estimate = reports.unbiased([first], T0, T0 + 60)
+    expected = {(iso(T0), iso(T0 + 60)): [("ON_TIME", 0, False, n, estimate, TRUTH_0)]}
+    windows = WindowSpec.from_seconds(60, allowed_lateness=120)
+    run_stream(windows, steps, pane_checker(expected), [])
