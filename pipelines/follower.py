@@ -385,6 +385,8 @@ class DirectoryFollower:
         self._count_letters(letters)
         if letters:
             self._write_letters(name, letters)
+        else:  # a run killed before its checkpoint may have decided otherwise (a file gone since)
+            self._remove_letters(name)
         return letters
 
     def _file_changed(self, name: str, identity: list[int]) -> list[DeadLetter]:
@@ -498,6 +500,15 @@ class DirectoryFollower:
         write_atomically(os.path.join(self._output, DEAD_LETTER_DIR, f"{name}.jsonl"),
                          "".join(json.dumps(letter.as_dict(), sort_keys=True) + "\n"
                                  for letter in letters))
+        self._unsynced = True
+
+    def _remove_letters(self, name: str) -> None:
+        """Remove OUT/dead_letters/<name>.jsonl, written for a file by a run killed before the
+        checkpoint that would have counted it, when this reading of the file has none."""
+        try:
+            os.unlink(os.path.join(self._output, DEAD_LETTER_DIR, f"{name}.jsonl"))
+        except FileNotFoundError:
+            return
         self._unsynced = True
 
     def _checkpoint(self) -> None:

@@ -363,3 +363,27 @@ def test_dead_letter_files_are_durable_before_the_checkpoint_that_counts_them(tm
         lambda p: os.path.basename(p).startswith(f".{CHECKPOINT}."))]     # then the checkpoint
     assert where == sorted(where), synced
     assert dead_letter_records(tmp_path) == {"duplicate": 2}
+
+
+def test_letters_of_a_killed_poll_that_a_rereading_no_longer_gives_are_removed(tmp_path,
+                                                                               monkeypatch):
+    """A run killed after writing a file's dead letters but before its checkpoint; the file its
+    duplicates repeated is removed before the restart, so the re-reading counts every row: the
+    letters written before must not stay in OUT/dead_letters uncounted."""
+    (tmp_path / "in").mkdir()
+    write(tmp_path / "in", "a.avro", [T0 + 1000] * 3, ids=[1, 2, 3])
+    os.utime(tmp_path / "in" / "a.avro", ns=(1, 1))  # read first
+    write(tmp_path / "in", "b.avro", [T0 + 1000] * 3, ids=[1, 2, 3])
+
+    def killed(*_):
+        raise KeyboardInterrupt  # stands for the SIGKILL before the checkpoint's rename
+    with monkeypatch.context() as patch:
+        patch.setattr(follower_module, "write_checkpoint", killed)
+        with pytest.raises(KeyboardInterrupt):
+            make(tmp_path).poll()
+    assert dead_letter_records(tmp_path) == {"duplicate": 3}
+    os.unlink(tmp_path / "in" / "a.avro")
+    f = make(tmp_path)
+    f.poll()
+    assert f.state.counters()["records_counted"] == 3
+    assert_conserved(f, tmp_path)
