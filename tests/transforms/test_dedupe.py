@@ -10,8 +10,8 @@ import pytest
 
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.transforms.replay import FilesArrive, ProcessingTimePasses, WatermarkTo
-from tests.pipelines.test_streaming_panes import (T0, TRUTH_0, Reports, iso, pane_checker,
-                                                  run_stream)
+from tests.pipelines.test_streaming_panes import (METRIC, T0, TRUTH_0, Reports, iso,
+                                                  pane_checker, run_stream)
 
 pytestmark = pytest.mark.slow  # a streaming job
 
@@ -43,16 +43,8 @@ def test_a_copy_arriving_in_a_later_pane_of_its_slice_counts_once(tmp_path):
 def test_streaming_rejects_reach_the_store_as_running_totals(tmp_path):
     """Dead letters of several panes and bundles: the store holds their totals (set from the
     runner's state, so a retried bundle would set the same totals again)."""
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-    from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
-
-    from ldp_telemetry.pipelines.graph import build_streaming_pipeline
-    from ldp_telemetry.pipelines.job import EstimateJob
     from ldp_telemetry.store import open_store
-    from ldp_telemetry.transforms.replay import ReplayReportFiles
-    from ldp_telemetry.transforms.store import WriteToStore
-    from tests.pipelines.test_streaming_panes import REGISTRY
+    from tests.pipelines.test_store_streaming import run_into_store
 
     reports = Reports(tmp_path, seed=22)
     first = reports.write("first", TRUTH_0, 500, T0, 60)
@@ -65,19 +57,10 @@ def test_streaming_rejects_reach_the_store_as_running_totals(tmp_path):
              FilesArrive((copy, str(junk[1]))), WatermarkTo(T0 + 60),
              FilesArrive((str(junk[2]),)), WatermarkTo(T0 + 200)]
     windows = WindowSpec.from_seconds(60, allowed_lateness=120, early_every=5)
-    url = f"sqlite:///{tmp_path}/live.db"
-    options = PipelineOptions([])
-    options.view_as(StandardOptions).streaming = True
-    pipeline = beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
-    job = EstimateJob(REGISTRY, (), "", windows)
-    estimates, dead_letters = build_streaming_pipeline(
-        pipeline, job, ReplayReportFiles(REGISTRY, windows.slice_ms, steps))
-    (estimates, dead_letters) | "WriteStore" >> WriteToStore(url, windows.slice_ms,
-                                                             windows.slice_offset_ms)
-    pipeline.run().wait_until_finish()
+    url = run_into_store(tmp_path, windows, steps)
     with open_store(url) as store:
         assert store.unattributed_rejects() == {("", "undecodable"): 3, ("", "duplicate"): 500}
-        [window] = store.windows(first and "s.grr")
+        [window] = store.windows(METRIC)
         assert window["n"] == 500
 
 
