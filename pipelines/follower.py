@@ -70,6 +70,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from ldp_telemetry.client.durable import sync_folder
 from ldp_telemetry.ldp.errors import ConfigError
 from ldp_telemetry.ldp.registry import Registry
 from ldp_telemetry.ldp.times import iso_from_ms
@@ -168,6 +169,7 @@ class DirectoryFollower:
                                       slice_offset_ms=windows.slice_offset_ms, limits=limits)
         self._ids = SliceIds()
         self._dirty: set = set()  # reject keys changed since the store was last given them
+        self._unsynced = False  # dead-letter files renamed since their folder was last synced
         os.makedirs(output_dir, exist_ok=True)
         checkpointed = read_checkpoint(output_dir)
         for path in sweep_temporary_files(output_dir):
@@ -226,7 +228,7 @@ class DirectoryFollower:
         if watermark is not None:
             self._ids.drop(lambda start_ms: self._slice_closed(start_ms, watermark))
         if changed:
-            write_checkpoint(self._output, state)
+            self._checkpoint()
         self._dirty = set(state.rejects)
         self._give_rejects()
         return Replay(batches, frozenset(touched))
@@ -317,7 +319,7 @@ class DirectoryFollower:
                 self.state.watermark_ms = watermark
             # before the checkpoint: a replay after a kill appends the same cumulative counts
             self._log_too_late(late_windows.values(), decided_at)
-            write_checkpoint(self._output, self.state)
+            self._checkpoint()
             self._give_rejects()
             self._stream.add_batches(merge_batches(accepted))
             self._stream.add_dead_letters(letters, decided_at or 0)
@@ -387,6 +389,8 @@ class DirectoryFollower:
         self._count_letters(letters)
         if letters:
             self._write_letters(name, letters)
+        else:  # a run killed before its checkpoint may have decided otherwise (a file gone since)
+            self._remove_letters(name)
         return letters
 
     def _file_changed(self, name: str, identity: list[int]) -> list[DeadLetter]:
@@ -500,6 +504,25 @@ class DirectoryFollower:
         write_atomically(os.path.join(self._output, DEAD_LETTER_DIR, f"{name}.jsonl"),
                          "".join(json.dumps(letter.as_dict(), sort_keys=True) + "\n"
                                  for letter in letters))
+        self._unsynced = True
+
+    def _remove_letters(self, name: str) -> None:
+        """Remove OUT/dead_letters/<name>.jsonl, written for a file by a run killed before the
+        checkpoint that would have counted it, when this reading of the file has none."""
+        try:
+            os.unlink(os.path.join(self._output, DEAD_LETTER_DIR, f"{name}.jsonl"))
+        except FileNotFoundError:
+            return
+        self._unsynced = True
+
+    def _checkpoint(self) -> None:
+        """Write the checkpoint, after making the dead-letter files and too-late lines it
+        counts durable: a checkpoint that survives a power cut never counts a dead letter whose
+        file's rename did not (the files are fsynced, then their folder)."""
+        if self._unsynced:
+            sync_folder(os.path.join(self._output, DEAD_LETTER_DIR))
+            self._unsynced = False
+        write_checkpoint(self._output, self.state)
 
     def _log_too_late(self, windows, watermark_ms: int | None) -> None:
         """Append the cumulative too-late count of each window that just got some, and the
@@ -513,6 +536,8 @@ class DirectoryFollower:
                     "window_end": counts.window_end, "too_late": counts.too_late,
                     "accepted": counts.accepted, "watermark": iso_from_ms(watermark_ms)},
                     sort_keys=True) + "\n")
+            log.flush()
+            os.fsync(log.fileno())  # before the checkpoint that counts them
 
     def too_late_by_window(self) -> list[WindowCounts]:
         return [w for w in self.state.windows.values() if w.too_late]

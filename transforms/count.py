@@ -20,6 +20,13 @@ every batch of the slice, after a GroupByKey, and not by a CombineFn: Beam may s
 combine's inputs over partial accumulators, and two partial statistics that hold the same id
 cannot be added exactly (a statistic cannot remove a report again).
 
+Which copy is counted. When a slice holds duplicates, `CountSliceFn` counts its batches in the
+order of their content digests (`batch_digest`), not in the order the runner grouped them, and
+each batch's rows in order: copies that carry the same report (a retried file) give the same
+statistic whichever is counted, and copies of an id that carry *different* reports give one
+answer on every runner and every run (the copy in the batch of the smallest digest). A followed
+directory's follower counts the first copy it reads instead (`pipelines.slice_ids`).
+
 Two transforms count windows, one per kind of run:
 
 * `CountKeyedWindows` (batch runs without pane options): no Beam windows; slices and windows
@@ -35,6 +42,7 @@ in none. For fixed windows the slice is the window.
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -267,10 +275,28 @@ class CountSliceFn(beam.DoFn):
 
     def process(self, element):
         key, batches = element
+        if iter(batches) is batches:  # a one-shot iterator: it may be read twice below
+            batches = list(batches)
         counter = SliceCounter(self._registry)
         for batch in batches:
             counter.add(batch)
+        if counter.result().duplicates:  # which copy counts must not depend on the runner
+            counter = SliceCounter(self._registry)
+            for batch in sorted(batches, key=batch_digest):
+                counter.add(batch)
         yield key, counter.result()
+
+
+def batch_digest(batch: ReportBatch) -> bytes:
+    """A digest of the batch's content (version, column names, types, shapes and values): the
+    order a slice's batches are counted in once it holds duplicates (module docstring)."""
+    digest = hashlib.blake2b(f"{batch.version}".encode(), digest_size=16)
+    for name in sorted(batch.columns):
+        column = np.ascontiguousarray(batch.columns[name])
+        digest.update(f"|{name}|{column.dtype.str}|{column.shape}|".encode())
+        digest.update(repr(column.tolist()).encode() if column.dtype.hasobject
+                      else column.tobytes())
+    return digest.digest()
 
 
 @beam.typehints.with_output_types(tuple[Any, SupportStatistic])
@@ -406,7 +432,8 @@ class CountWindowPanes(beam.PTransform):
         if self._dedupe:
             from ldp_telemetry.transforms.dedupe import DeduplicateSlicesFn  # it imports this
             deduped = (sliced | "DeduplicateSlices" >> beam.ParDo(
-                DeduplicateSlicesFn(spec.slice_ms)).with_outputs(DUPLICATES, main="batches"))
+                DeduplicateSlicesFn(spec.slice_ms, spec.allowed_lateness_ms))
+                .with_outputs(DUPLICATES, main="batches"))
             sliced = deduped.batches
             letters.append(deduped[DUPLICATES] | "RepeatsOutOfTime" >> beam.WindowInto(
                 beam_window.GlobalWindows()))

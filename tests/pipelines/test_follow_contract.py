@@ -341,3 +341,49 @@ def test_ldp_run_follow_refuses_a_checkpoint_of_the_wrong_shape_with_exit_2(tmp_
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"its checkpoint {out / CHECKPOINT} cannot be used" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_dead_letter_files_are_durable_before_the_checkpoint_that_counts_them(tmp_path,
+                                                                              monkeypatch):
+    """A checkpoint that survives a power cut never counts a dead letter whose file's rename did
+    not: the letters' file, then their folder, are fsynced before the checkpoint is."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc to name the synced descriptors")
+    f = make(tmp_path)
+    write(tmp_path / "in", "a.avro", [T0 + 1000] * 4, ids=[7, 7, 8, 8])
+    synced, real_fsync = [], os.fsync
+    monkeypatch.setattr(os, "fsync", lambda d: (synced.append(os.readlink(f"/proc/self/fd/{d}")),
+                                                real_fsync(d)))
+    f.poll()
+    out = str(tmp_path / "out")
+    letters = os.path.join(out, "dead_letters")
+    where = [next(i for i, p in enumerate(synced) if test(p)) for test in (
+        lambda p: os.path.dirname(p) == letters and p.endswith(".tmp"),  # the letters' file
+        lambda p: p == letters,                                           # their folder
+        lambda p: os.path.basename(p).startswith(f".{CHECKPOINT}."))]     # then the checkpoint
+    assert where == sorted(where), synced
+    assert dead_letter_records(tmp_path) == {"duplicate": 2}
+
+
+def test_letters_of_a_killed_poll_that_a_rereading_no_longer_gives_are_removed(tmp_path,
+                                                                               monkeypatch):
+    """A run killed after writing a file's dead letters but before its checkpoint; the file its
+    duplicates repeated is removed before the restart, so the re-reading counts every row: the
+    letters written before must not stay in OUT/dead_letters uncounted."""
+    (tmp_path / "in").mkdir()
+    write(tmp_path / "in", "a.avro", [T0 + 1000] * 3, ids=[1, 2, 3])
+    os.utime(tmp_path / "in" / "a.avro", ns=(1, 1))  # read first
+    write(tmp_path / "in", "b.avro", [T0 + 1000] * 3, ids=[1, 2, 3])
+
+    def killed(*_):
+        raise KeyboardInterrupt  # stands for the SIGKILL before the checkpoint's rename
+    with monkeypatch.context() as patch:
+        patch.setattr(follower_module, "write_checkpoint", killed)
+        with pytest.raises(KeyboardInterrupt):
+            make(tmp_path).poll()
+    assert dead_letter_records(tmp_path) == {"duplicate": 3}
+    os.unlink(tmp_path / "in" / "a.avro")
+    f = make(tmp_path)
+    f.poll()
+    assert f.state.counters()["records_counted"] == 3
+    assert_conserved(f, tmp_path)

@@ -18,6 +18,21 @@ from ldp_telemetry.transforms.store import WriteToStore
 from tests.pipelines.test_streaming_panes import METRIC, REGISTRY, T0, Reports, iso
 
 
+def run_into_store(tmp_path, windows: WindowSpec, steps) -> str:
+    """Run the streaming graph behind a replay of `steps` into a new SQLite store; its URL."""
+    url = f"sqlite:///{tmp_path}/live.db"
+    options = PipelineOptions([])
+    options.view_as(StandardOptions).streaming = True
+    pipeline = beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
+    job = EstimateJob(REGISTRY, (), "", windows)
+    estimates, dead_letters = build_streaming_pipeline(
+        pipeline, job, ReplayReportFiles(REGISTRY, windows.slice_ms, steps))
+    (estimates, dead_letters) | "WriteStore" >> WriteToStore(url, windows.slice_ms,
+                                                             windows.slice_offset_ms)
+    pipeline.run().wait_until_finish()
+    return url
+
+
 def test_each_pane_is_upserted_and_logged_as_it_fires(tmp_path):
     reports = Reports(tmp_path, seed=21)
     first = reports.write("first", [0.5, 0.3, 0.15, 0.05], 2000, T0, 60)
@@ -29,16 +44,7 @@ def test_each_pane_is_upserted_and_logged_as_it_fires(tmp_path):
              FilesArrive((second,)), WatermarkTo(T0 + 60),                       # ON_TIME
              FilesArrive((late, str(junk))), WatermarkTo(T0 + 200)]              # LATE
     windows = WindowSpec.from_seconds(60, allowed_lateness=120, early_every=5)
-    url = f"sqlite:///{tmp_path}/live.db"
-    options = PipelineOptions([])
-    options.view_as(StandardOptions).streaming = True
-    pipeline = beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
-    job = EstimateJob(REGISTRY, (), "", windows)
-    estimates, dead_letters = build_streaming_pipeline(
-        pipeline, job, ReplayReportFiles(REGISTRY, windows.slice_ms, steps))
-    (estimates, dead_letters) | "WriteStore" >> WriteToStore(url, windows.slice_ms,
-                                                             windows.slice_offset_ms)
-    pipeline.run().wait_until_finish()
+    url = run_into_store(tmp_path, windows, steps)
 
     with open_store(url) as store:
         [window] = store.windows(METRIC)

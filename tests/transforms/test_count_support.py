@@ -303,3 +303,27 @@ def test_id_set_shortcut_for_batches_in_id_order_is_exact():
     merged = np.concatenate(ids.levels)
     assert all((np.diff(level) > 0).all() for level in ids.levels)
     assert len(np.unique(merged)) == len(merged) == len(seen)
+
+
+def test_copies_of_an_id_with_different_reports_count_one_way_whatever_the_grouping_order():
+    """A slice's batches come from a GroupByKey in an order the runner chooses. When copies of
+    one id carry different reports, the copy counted follows the batches' content digests, so
+    every order gives one statistic (each order alone would count its own first copy)."""
+    from ldp_telemetry.transforms.count import CountSliceFn, batch_digest
+
+    ids = np.arange(40, dtype=np.int64)
+    first, second = (ReportBatch("grr", 0, {"value": np.full(40, v), REPORT_ID: ids})
+                     for v in (1, 5))
+    assert_same_tables = np.testing.assert_array_equal
+    assert not np.array_equal(count([first, second]).parts[1].table,
+                              count([second, first]).parts[1].table)  # order matters to a counter
+    results = [next(CountSliceFn(REGISTRY).process(("k", iter(order))))[1]
+               for order in ([first, second], [second, first])]
+    for result in results:
+        assert result.n == 40 and result.duplicates == 40
+    assert_same_tables(results[0].parts[1].table, results[1].parts[1].table)
+    kept = min((first, second), key=batch_digest)
+    assert_same_tables(results[0].parts[1].table, count([kept]).parts[1].table)
+    # A slice without duplicates is counted once, in the order given (its answer is the same).
+    other = ReportBatch("grr", 0, {"value": np.full(3, 2), REPORT_ID: np.arange(40, 43)})
+    assert next(CountSliceFn(REGISTRY).process(("k", [first, other])))[1].n == 43

@@ -10,8 +10,8 @@ import pytest
 
 from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.transforms.replay import FilesArrive, ProcessingTimePasses, WatermarkTo
-from tests.pipelines.test_streaming_panes import (T0, TRUTH_0, Reports, iso, pane_checker,
-                                                  run_stream)
+from tests.pipelines.test_streaming_panes import (METRIC, T0, TRUTH_0, Reports, iso,
+                                                  pane_checker, run_stream)
 
 pytestmark = pytest.mark.slow  # a streaming job
 
@@ -43,16 +43,8 @@ def test_a_copy_arriving_in_a_later_pane_of_its_slice_counts_once(tmp_path):
 def test_streaming_rejects_reach_the_store_as_running_totals(tmp_path):
     """Dead letters of several panes and bundles: the store holds their totals (set from the
     runner's state, so a retried bundle would set the same totals again)."""
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-    from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
-
-    from ldp_telemetry.pipelines.graph import build_streaming_pipeline
-    from ldp_telemetry.pipelines.job import EstimateJob
     from ldp_telemetry.store import open_store
-    from ldp_telemetry.transforms.replay import ReplayReportFiles
-    from ldp_telemetry.transforms.store import WriteToStore
-    from tests.pipelines.test_streaming_panes import REGISTRY
+    from tests.pipelines.test_store_streaming import run_into_store
 
     reports = Reports(tmp_path, seed=22)
     first = reports.write("first", TRUTH_0, 500, T0, 60)
@@ -65,17 +57,25 @@ def test_streaming_rejects_reach_the_store_as_running_totals(tmp_path):
              FilesArrive((copy, str(junk[1]))), WatermarkTo(T0 + 60),
              FilesArrive((str(junk[2]),)), WatermarkTo(T0 + 200)]
     windows = WindowSpec.from_seconds(60, allowed_lateness=120, early_every=5)
-    url = f"sqlite:///{tmp_path}/live.db"
-    options = PipelineOptions([])
-    options.view_as(StandardOptions).streaming = True
-    pipeline = beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
-    job = EstimateJob(REGISTRY, (), "", windows)
-    estimates, dead_letters = build_streaming_pipeline(
-        pipeline, job, ReplayReportFiles(REGISTRY, windows.slice_ms, steps))
-    (estimates, dead_letters) | "WriteStore" >> WriteToStore(url, windows.slice_ms,
-                                                             windows.slice_offset_ms)
-    pipeline.run().wait_until_finish()
+    url = run_into_store(tmp_path, windows, steps)
     with open_store(url) as store:
         assert store.unattributed_rejects() == {("", "undecodable"): 3, ("", "duplicate"): 500}
-        [window] = store.windows(first and "s.grr")
+        [window] = store.windows(METRIC)
         assert window["n"] == 500
+
+
+def test_a_slices_ids_are_cleared_when_it_expires_so_a_later_copy_is_too_late(tmp_path):
+    """The ids are state of the slice's window; a timer at its expiry (end + allowed lateness)
+    clears them (the direct runners never collect expired state). A copy arriving after that
+    passes the step and is dropped by the runner as too late: no pane changes and it is not a
+    `duplicate` dead letter."""
+    reports = Reports(tmp_path, seed=23)
+    first = reports.write("w0-first", TRUTH_0, 600, T0, 60)
+    copy = str(tmp_path / "w0-first-retry.avro")
+    shutil.copy(first, copy)
+    steps = [WatermarkTo(T0), FilesArrive((first,)), WatermarkTo(T0 + 60 + 120 + 30),
+             FilesArrive((copy,)), WatermarkTo(T0 + 600)]
+    n, estimate = reports.unbiased([first], T0, T0 + 60)
+    expected = {(iso(T0), iso(T0 + 60)): [("ON_TIME", 0, False, n, estimate, TRUTH_0)]}
+    windows = WindowSpec.from_seconds(60, allowed_lateness=120)
+    run_stream(windows, steps, pane_checker(expected), [])
