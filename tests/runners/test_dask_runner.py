@@ -45,7 +45,7 @@ def with_duplicates(comparison_input, tmp_path_factory) -> tuple[ComparisonInput
     return ComparisonInput(bare.job, reference), folder / "reference"
 
 
-def test_two_workers_match_fn_api_runner_file_by_file(with_duplicates, tmp_path, capsys):
+def test_two_workers_match_fn_api_runner_record_by_record(with_duplicates, tmp_path, capsys):
     comparison, reference = with_duplicates
     got = comparison.run(tmp_path / "dask", dask_options(workers=2))
     assert "started a local Dask cluster of 2 worker processes at tcp://127.0.0.1:" in \
@@ -56,20 +56,18 @@ def test_two_workers_match_fn_api_runner_file_by_file(with_duplicates, tmp_path,
 
 
 def assert_same_files(reference: Path, dask: Path) -> None:
-    """The FnApiRunner run's output files equal the Dask run's: dead letters file by file (the
-    same names; each file's Avro header, and its records, in a canonical order: a runner decides
-    the order in which they arrive; an Avro file's sync marker is random), estimates joined
-    over their shards (one shard per bundle, and the runners' bundles differ)."""
-    names = sorted(p.name for p in reference.glob("dead_letters-*"))
-    assert names and names == sorted(p.name for p in dask.glob("dead_letters-*"))
-    for name in names:
-        assert contents(dask / name) == contents(reference / name), name
-    for suffix in (".jsonl", ".avro"):
-        mine, theirs = (sorted(dask.glob(f"estimates-*{suffix}")),
-                        sorted(reference.glob(f"estimates-*{suffix}")))
-        assert {contents(p)[0] for p in mine} == {contents(p)[0] for p in theirs}
-        assert canonical([r for p in mine for r in contents(p)[1]]) == \
-            canonical([r for p in theirs for r in contents(p)[1]]), suffix
+    """The FnApiRunner run's output files equal the Dask run's, each kind joined over its shards
+    (dead letters and estimates are written one shard per bundle, and the runners' bundles
+    differ): the same Avro writer schema and codec, and the same records in a canonical order (a
+    runner decides the order in which they arrive; an Avro file's sync marker is random)."""
+    for kind in ("dead_letters", "estimates"):
+        for suffix in (".jsonl", ".avro"):
+            mine, theirs = (sorted(dask.glob(f"{kind}-*{suffix}")),
+                            sorted(reference.glob(f"{kind}-*{suffix}")))
+            assert mine and theirs, (kind, suffix)
+            assert {contents(p)[0] for p in mine} == {contents(p)[0] for p in theirs}
+            assert canonical([r for p in mine for r in contents(p)[1]]) == \
+                canonical([r for p in theirs for r in contents(p)[1]]), (kind, suffix)
 
 
 def contents(path: Path) -> tuple[str, list]:
