@@ -258,6 +258,8 @@ def _check_store_exists(url: str) -> None:
     try:
         open_store(url, create=False).close()
     except StoreError as error:
+        if not str(error).startswith("no estimate store"):
+            raise  # a malformed URL, a damaged file: creating would not help
         raise StoreError(f"{error}; --create-store creates it", error.field) from None
 
 

@@ -22,6 +22,7 @@ from ldp_telemetry.output.atomic import check_writable_folder
 from ldp_telemetry.pipelines.follower import WatermarkPolicy
 from ldp_telemetry.pipelines.memory import DEFAULT_MEMORY_BUDGET_MB, check_memory_budget
 from ldp_telemetry.schemas.limits import DecodeLimits
+from ldp_telemetry.store.records import check_metric_names
 from ldp_telemetry.transforms.read import expand_file_patterns
 from ldp_telemetry.transforms.shard_files import check_output_path
 from ldp_telemetry.transforms.sources import SOURCES
@@ -79,6 +80,7 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
     check_memory_budget(registry, windows, getattr(args, "memory_budget",
                                                    DEFAULT_MEMORY_BUDGET_MB), store is not None)
     if store is not None:
+        check_metric_names(config.name for config in registry.metrics)
         check_store_url(store)
     limits = DecodeLimits(**{field.name: getattr(args, field.name)
                              for field in dataclasses.fields(DecodeLimits)})

@@ -30,7 +30,7 @@ from ldp_telemetry.ldp.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.output.bands import band95
 from ldp_telemetry.output.layout import window_key
 from ldp_telemetry.output.reader import pane_of
-from ldp_telemetry.store.records import MAX_NAME_CHARS, UNATTRIBUTED_MS
+from ldp_telemetry.store.records import MAX_NAME_CHARS, UNATTRIBUTED_MS, check_metric_names
 
 
 _TABLES = """
@@ -103,9 +103,23 @@ CREATE TABLE IF NOT EXISTS ldp_rejects (
   slice_end_ms BIGINT NOT NULL,
   records BIGINT NOT NULL,
   PRIMARY KEY (metric, reason, slice_start_ms, slice_end_ms));
+CREATE TABLE IF NOT EXISTS ldp_runs (
+  run_seq {serial},
+  run_id TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL,
+  started_at_ms BIGINT NOT NULL,
+  status TEXT NOT NULL,
+  inputs TEXT NOT NULL,
+  output TEXT NOT NULL,
+  finished_at_ms BIGINT,
+  detail TEXT);
 CREATE INDEX IF NOT EXISTS ldp_panes_by_metric ON ldp_panes (metric, seq);
 CREATE INDEX IF NOT EXISTS ldp_rejects_by_slice ON ldp_rejects (metric, slice_start_ms);
 """
+
+#: Every table the store keeps.
+_TABLE_NAMES = ("ldp_windows", "ldp_window_values", "ldp_window_summaries", "ldp_panes",
+                "ldp_rejects", "ldp_runs", "ldp_metric_privacy")
 
 #: What each metric configuration promises a device (ldp_telemetry.ldp.budget), from the records'
 #: `privacy` field: one row per (metric, version), the newest record's. `lifetime_epsilon` is
@@ -197,6 +211,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (metric, version, window_start_ms, window_end_ms, pane_index) DO NOTHING
 """
 
+_REGISTER_RUN = """
+INSERT INTO ldp_runs (run_id, kind, started_at_ms, status, inputs, output, finished_at_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+"""
+
 _SET_REJECTS = """
 INSERT INTO ldp_rejects (metric, reason, slice_start_ms, slice_end_ms, records)
 VALUES (?, ?, ?, ?, ?)
@@ -236,16 +255,32 @@ SUPPORT_COLUMNS = ("p_star", "q_star", "smallest_resolvable")
 STORE_FIELD = "store"
 
 
+#: The forms of an SQLite store URL: a file (an in-memory database writes nowhere: refused).
+SQLITE_FORMS = "sqlite:///relative/path.db or sqlite:////absolute/path.db"
+
+#: How long the start-up check (`EstimateStore.check_writable`) waits for a store another
+#: writer holds before it calls the store locked (a run's own writes wait `WRITE_LOCK_WAIT_S`).
+CHECK_LOCK_WAIT_S = 10.0
+
+#: How long one write waits for a store another writer holds.
+WRITE_LOCK_WAIT_S = 30.0
+
+
 def open_store(url: str, create: bool = True) -> EstimateStore:
     """The store at `url`: `sqlite:///relative.db`, `sqlite:////absolute.db` or
     `postgresql://user:password@host:port/database` (`?host=/socket/dir` for a Unix socket).
 
-    Creates the tables when they are missing; with `create=False` a URL that names no existing
-    store (no such SQLite file, or a database without the store's tables) is a StoreError
-    instead, and nothing is created. StoreError for a scheme no connector serves
-    (`CONNECTORS`), or when PostgreSQL is asked for without psycopg installed
+    Creates the tables when they are missing (and adds what a store made by an older release
+    lacks); with `create=False` a URL that names no existing store (no such SQLite file, or a
+    database without the store's tables) is a StoreError instead, and nothing is created.
+    StoreError for a malformed URL (an SQLite URL not of `SQLITE_FORMS`, `:memory:`, a NUL
+    character), a scheme no connector serves (`CONNECTORS`), a file that is not a database, or
+    when PostgreSQL is asked for without psycopg installed
     (`pip install 'ldp-telemetry[postgres]'`).
     """
+    if "\x00" in url or "\x00" in unquote(url):
+        raise StoreError(f"store {_shown(url)}: a store URL cannot hold a NUL character (%00)",
+                         STORE_FIELD)
     scheme = urlsplit(url).scheme
     connector = CONNECTORS.lookup(scheme)
     if not create and CONNECTORS.canonical(scheme) == "sqlite" \
@@ -254,35 +289,57 @@ def open_store(url: str, create: bool = True) -> EstimateStore:
                          STORE_FIELD)
     store = connector(url)  # connected; its tables are made (or checked) here
     if create:
-        store.create_tables()
+        try:
+            store.create_tables()
+        except StoreError:
+            store.close()
+            raise
         return store
     return store.require_tables(url)
 
 
+def _shown(url: str) -> str:
+    """`url` as messages show it: quoted, its password (if any) hidden."""
+    parts = urlsplit(url.replace("\x00", "%00"))
+    if parts.password is None:
+        return repr(url)
+    return repr(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@"))
+                .geturl())
+
+
 def _sqlite_path(url: str) -> str:
-    path = unquote(url[len("sqlite://"):])
-    path = path[1:] if path.startswith("/") else path  # sqlite:////abs.db keeps one '/'
-    if not path:
-        raise StoreError(f"store {url!r}: sqlite URLs name a file, e.g. "
-                         f"sqlite:///estimates.db", STORE_FIELD)
-    return path
+    """The file an SQLite URL names; StoreError naming `SQLITE_FORMS` for any other form."""
+    rest = url.split(":", 1)[1]
+    if not rest.startswith("///"):
+        raise StoreError(f"store {url!r} is not an SQLite URL of the form {SQLITE_FORMS} "
+                         f"(three slashes, then the file's path)", STORE_FIELD)
+    path = unquote(rest[3:])
+    if not path or path.endswith("/"):
+        raise StoreError(f"store {url!r}: an SQLite URL names a file: {SQLITE_FORMS}",
+                         STORE_FIELD)
+    if path == ":memory:" or path.startswith("file:"):
+        raise StoreError(f"store {url!r}: an in-memory or URI-named SQLite database writes "
+                         f"nowhere another process can read; name a file: {SQLITE_FORMS}",
+                         STORE_FIELD)
+    return path  # sqlite:////abs.db keeps one '/'
 
 
 def _open_sqlite(url: str) -> EstimateStore:
-    return EstimateStore(_connect_sqlite(_sqlite_path(url)), "sqlite")
+    return EstimateStore(_connect_sqlite(_sqlite_path(url)), "sqlite", _shown(url))
 
 
 def _open_postgresql(url: str) -> EstimateStore:
     try:
         import psycopg
     except ImportError:
-        raise StoreError(f"store {url!r} needs psycopg: pip install "
+        raise StoreError(f"store {_shown(url)} needs psycopg: pip install "
                          f"'ldp-telemetry[postgres]'", STORE_FIELD) from None
     try:
         connection = psycopg.connect(url)
-    except psycopg.OperationalError as error:
-        raise StoreError(f"cannot connect to the store: {error}", STORE_FIELD) from None
-    return EstimateStore(connection, "postgresql")
+    except psycopg.Error as error:
+        raise StoreError(f"cannot connect to the store {_shown(url)}: {error}",
+                         STORE_FIELD) from None
+    return EstimateStore(connection, "postgresql", _shown(url))
 
 
 #: The SQL stores by URL scheme: a new database is one connector registered here (it returns a
@@ -310,15 +367,52 @@ def _connect_sqlite(path: str) -> sqlite3.Connection:
 class EstimateStore:
     """One connection to the store; `write_*` calls are each one transaction."""
 
-    def __init__(self, connection, dialect: str):
+    def __init__(self, connection, dialect: str, name: str = "the store"):
         self._connection = connection
         self.dialect = dialect
+        self.name = name  # as messages show it (`_shown`: the URL without its password)
+        if dialect == "sqlite":
+            self._errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+        else:
+            import psycopg
+            self._errors = (psycopg.Error,)
+
+    def check_writable(self, lock_wait_s: float = CHECK_LOCK_WAIT_S) -> None:
+        """StoreError naming the store unless a run can write to it now: an SQLite file that
+        fails its quick check (damaged), a store that cannot be written (read-only file or
+        folder, a PostgreSQL user without the rights) or that another writer holds for longer
+        than `lock_wait_s` (locked). Writes a row of ldp_runs and rolls it back."""
+        wait_ms = int(lock_wait_s * 1000)
+        try:
+            if self.dialect == "sqlite":
+                self._connection.execute(f"PRAGMA busy_timeout={wait_ms}")
+                found = self._connection.execute("PRAGMA quick_check(1)").fetchall()
+                if found != [("ok",)]:
+                    raise StoreError(f"store {self.name} is damaged: SQLite's quick check "
+                                     f"says {found[0][0]!r}", STORE_FIELD)
+            else:
+                self._connection.execute(f"SET lock_timeout = {wait_ms}")
+            with self._transaction() as cursor:
+                cursor.execute(self._sql(_REGISTER_RUN),
+                               ("probe", "check", 0, "probe", "[]", "", None))
+                raise _Probed
+        except _Probed:
+            pass
+        finally:
+            try:
+                if self.dialect == "sqlite":
+                    self._connection.execute(f"PRAGMA busy_timeout={int(WRITE_LOCK_WAIT_S * 1000)}")
+                else:
+                    self._connection.execute("SET lock_timeout = 0")
+                    self._connection.commit()
+            except self._errors:
+                pass  # the connection is unusable: the error above says why
 
     def require_tables(self, url: str) -> EstimateStore:
         """This store, if it has the store's tables; else closed, and a StoreError."""
         probe = ("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'ldp_windows'"
                  if self.dialect == "sqlite" else "SELECT to_regclass('ldp_windows')")
-        with self._transaction() as cursor:
+        with self._snapshot() as cursor:  # a read: a store another writer holds is no matter
             cursor.execute(probe)
             row = cursor.fetchone()
         if row is None or row[0] is None:
@@ -342,11 +436,11 @@ class EstimateStore:
         records = list(records)
         if not records:
             return 0
+        check_metric_names({record["metric"] for record in records})
         now_ms = int(time.time() * 1000)
         with self._transaction() as cursor:
             for record in records:
                 metric, start_ms, end_ms, version = window_key(record)
-                metric = metric[:MAX_NAME_CHARS]
                 window = (metric, version, start_ms, end_ms)
                 pane = pane_of(record)
                 cursor.execute(self._sql(_LOG_PANE), (*window, pane["index"], pane["timing"],
@@ -509,7 +603,10 @@ class EstimateStore:
 
     # -- internals ----------------------------------------------------------------------------
     def create_tables(self) -> None:
-        """Create the store's tables where they are missing."""
+        """Create the store's tables where they are missing. A store that has them all is only
+        read (so opening a store another writer holds does not wait for it)."""
+        if self._has_every_table():
+            return
         if self.dialect == "sqlite":
             ddl = _TABLES.format(time="TEXT", serial="INTEGER PRIMARY KEY AUTOINCREMENT")
         else:
@@ -527,6 +624,20 @@ class EstimateStore:
             raise StoreError("the store was made before estimates named their configuration "
                              "version (its tables have no 'version' column): write to a new "
                              "store, or drop its ldp_* tables to rebuild it", STORE_FIELD)
+
+    def _has_every_table(self) -> bool:
+        """Whether the store has every table `create_tables` makes (read in a snapshot)."""
+        listing = ("SELECT name FROM sqlite_master WHERE type = 'table'" if self.dialect == "sqlite"
+                   else "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+        with self._snapshot() as cursor:
+            cursor.execute(listing)
+            tables = {row[0] for row in cursor.fetchall()}
+            if "ldp_windows" not in tables:
+                return False
+            cursor.execute("SELECT * FROM ldp_windows WHERE 1 = 0")
+            columns = {description[0] for description in cursor.description}
+        self._privacy_table = "ldp_metric_privacy" in tables
+        return set(_TABLE_NAMES) <= tables and "version" in columns
 
     def _sql(self, text: str) -> str:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")
@@ -557,23 +668,34 @@ class EstimateStore:
         return rows
 
     def _transaction(self):
-        return _Transaction(self._connection, self.dialect)
+        return _Transaction(self)
 
     def _snapshot(self):
         return _Snapshot(self._connection, self.dialect)
 
 
-class _Transaction:
-    """A cursor inside BEGIN … COMMIT (ROLLBACK when the block raises)."""
+class _Probed(Exception):
+    """Ends a probe transaction: rolled back, nothing written."""
 
-    def __init__(self, connection, dialect: str):
-        self._connection = connection
-        self._dialect = dialect
+
+class _Transaction:
+    """A cursor inside BEGIN … COMMIT (ROLLBACK when the block raises). An error of the
+    database driver (read-only, locked, damaged, full, gone) becomes a StoreError naming the
+    store; any other exception propagates as it is."""
+
+    def __init__(self, store: EstimateStore):
+        self._connection = store._connection
+        self._dialect = store.dialect
+        self._store = store
 
     def __enter__(self):
         self._cursor = self._connection.cursor()
         if self._dialect == "sqlite":
-            self._cursor.execute("BEGIN IMMEDIATE")  # take the write lock now, not mid-way
+            try:
+                self._cursor.execute("BEGIN IMMEDIATE")  # take the write lock now, not mid-way
+            except sqlite3.Error as error:
+                self._cursor.close()
+                raise self._failed(error) from None
         return self._cursor
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -584,8 +706,17 @@ class _Transaction:
                 self._connection.commit()
             else:
                 self._connection.rollback()
+        except self._store._errors as error:
+            if exc is None or not isinstance(exc, self._store._errors):
+                raise self._failed(error) from None
         finally:
             self._cursor.close()
+        if exc is not None and isinstance(exc, self._store._errors):
+            raise self._failed(exc) from None
+
+    def _failed(self, error: BaseException) -> StoreError:
+        text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return StoreError(f"store {self._store.name}: {text}", STORE_FIELD)
 
 
 class _Snapshot:

@@ -138,7 +138,8 @@ class StoreKind:
 
 
 def _check_sql(url: str) -> None:
-    open_store(url).close()  # connects and creates the tables
+    with open_store(url) as store:  # connects and creates the tables
+        store.check_writable()  # damaged, read-only or locked: found now
 
 
 def _write_sql(url: str, estimates, rejects, streaming: bool) -> None:
@@ -258,5 +259,6 @@ def store_kind(url: str) -> StoreKind:
 
 def check_store_url(url: str) -> None:
     """Fail before any report is read when the store cannot be used: a SQL store is opened (its
-    tables created), a BigQuery URL parsed. StoreError (field ``store``) naming the problem."""
+    tables created) and checked (`EstimateStore.check_writable`: damaged, read-only, locked), a
+    BigQuery URL parsed. StoreError (field ``store``) naming the problem."""
     store_kind(url).check(url)
