@@ -10,16 +10,20 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from ldp_telemetry.pipelines.counters import run_and_count
 from ldp_telemetry.pipelines.graph import build_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
+from ldp_telemetry.pipelines.store_runs import store_run
 from ldp_telemetry.runners import make_runner
 
 
-def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str, int]:
-    """Run the job to completion; print and return the record counters.
+def run_job(job: EstimateJob, beam_args: list[str], out=None) -> dict[str, int]:
+    """Run the job to completion; print and return the record counters. A job with a SQL store
+    is a run of its own there (`store_runs.store_run`): its windows replace earlier runs'.
 
     A dry run (`--dry_run=True`, e.g. on Dataflow) builds and validates the job without running
     it: nothing is counted, and the empty counters are returned.
     """
+    out = sys.stdout if out is None else out
     options = PipelineOptions(beam_args)
     pipeline = beam.Pipeline(runner=make_runner(options), options=options)
-    build_pipeline(pipeline, job)
-    return run_and_count(pipeline, out)
+    with store_run(job, "batch", job.files) as job:
+        build_pipeline(pipeline, job)
+        return run_and_count(pipeline, out)

@@ -80,7 +80,7 @@ def job_sinks(job: EstimateJob, panes: PaneFiles | None = None,
     if dead_letters:
         sinks.append(DeadLetterShards(job.output) if batch else DeadLetterFiles(job.output))
     if job.store is not None:
-        sinks.append(StoreSink(job.store, job.windows, compact_records=batch))
+        sinks.append(StoreSink(job.store, job.windows, compact_records=batch, run=job.store_run))
     return sinks
 
 

@@ -42,6 +42,7 @@ class EstimateJob:
     windows: WindowSpec
     store: str | None = None  # also write estimates and dead-letter counts here (docs/store.md)
     limits: DecodeLimits = DecodeLimits()
+    store_run: int = 0  # the run's run_seq in a SQL store (`pipelines.store_runs.store_run`)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from ldp_telemetry.pipelines.graph import build_streaming_pipeline, job_sinks
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.remote import run_remote
 from ldp_telemetry.pipelines.status import write_status
+from ldp_telemetry.pipelines.store_runs import start_store_run
 from ldp_telemetry.output.reader import latest_panes, read_pane_log, truncate_torn_tail
 from ldp_telemetry.transforms.sinks import PaneFiles, write_to_sinks
 from ldp_telemetry.transforms.sources import make_source
@@ -65,6 +66,7 @@ def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
     follower = DirectoryFollower(job.registry, job.windows, live.location, job.output, stream,
                                  live.policy, limits=job.limits)
     replay = follower.replay_after_restart()
+    job, finish_run = start_store_run(job, "live", [live.location], resume=follower.restarted)
     offsets = {window_key(entry): entry["pane"]["index"] + 1
                for entry in latest_panes(job.output).values()}
     panes_before = len(read_pane_log(job.output))
@@ -109,6 +111,7 @@ def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
             signal.signal(sig, handler)
         stream.close()  # Beam moves the watermark to +infinity: every open window fires
     result.wait_until_finish()
+    finish_run("finished")
     write_status(job.output, follower, finished=True)
     counters = follower.state.counters()
     written = read_pane_log(job.output)[panes_before:]

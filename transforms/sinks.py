@@ -117,8 +117,10 @@ class StoreSink(Sink):
     dead-letter counts per job slice of `windows`. `compact_records`: the estimates are compact
     (a batch run's) and are made plain first."""
 
-    def __init__(self, url: str, windows: WindowSpec, compact_records: bool = False):
+    def __init__(self, url: str, windows: WindowSpec, compact_records: bool = False,
+                 run: int = 0):
         self._url = url
+        self._run = run
         self._windows = windows
         self._compact = compact_records
 
@@ -127,5 +129,5 @@ class StoreSink(Sink):
         if self._compact:
             stored = estimates | "PlainEstimates" >> beam.Map(plain_record)
         (stored, dead_letters) | "WriteToStore" >> WriteToStore(
-            self._url, self._windows.slice_ms, self._windows.slice_offset_ms)
+            self._url, self._windows.slice_ms, self._windows.slice_offset_ms, self._run)
         return estimates

@@ -41,8 +41,9 @@ class WritePanesToStoreFn(beam.DoFn):
     Emits nothing. The connection opens in `setup` (one per worker) and closes in `teardown`.
     """
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, run: int = 0):
         self._url = url
+        self._run = run
 
     def setup(self):
         self._store = open_store(self._url)
@@ -57,7 +58,7 @@ class WritePanesToStoreFn(beam.DoFn):
             self.finish_bundle()
 
     def finish_bundle(self):
-        self._store.write_panes(self._pending)
+        self._store.write_panes(self._pending, self._run)
         self._pending, self._values = [], 0
 
     def teardown(self):
@@ -73,9 +74,10 @@ class WriteRejectsToStoreFn(beam.DoFn):
     `add=True` adds increments (a streaming job's dead letters as they come).
     """
 
-    def __init__(self, url: str, add: bool):
+    def __init__(self, url: str, add: bool, run: int = 0):
         self._url = url
         self._add = add
+        self._run = run
 
     def setup(self):
         self._store = open_store(self._url)
@@ -88,7 +90,7 @@ class WriteRejectsToStoreFn(beam.DoFn):
         self._pending[key] = self._pending.get(key, 0) + count
 
     def finish_bundle(self):
-        self._store.write_rejects(self._pending, add=self._add)
+        self._store.write_rejects(self._pending, add=self._add, run=self._run)
         self._pending = {}
 
     def teardown(self):
@@ -104,12 +106,14 @@ class WriteToStore(beam.PTransform):
     or `bigquery://PROJECT/DATASET`, where the same rows are appended to the tables `ldp_panes`
     and `ldp_rejects` with `WriteToBigQuery` (BigQuery has no upsert: a query takes each window's
     row with the highest pane_index, docs/store.md). Dead letters are counted per (metric,
-    reason, job slice) with `slice_ms`/`slice_offset_ms` (the job's `WindowSpec`).
+    reason, job slice) with `slice_ms`/`slice_offset_ms` (the job's `WindowSpec`). `run` is the
+    run's `run_seq` in a SQL store (`EstimateStore.begin_run`; 0: none registered).
     """
 
-    def __init__(self, url: str, slice_ms: int, slice_offset_ms: int = 0):
+    def __init__(self, url: str, slice_ms: int, slice_offset_ms: int = 0, run: int = 0):
         super().__init__()
         self._url = url
+        self._run = run
         self._slice_ms = slice_ms
         self._slice_offset_ms = slice_offset_ms
 
@@ -123,15 +127,16 @@ class WriteToStore(beam.PTransform):
                                      int(letter.get("records", 1)))))
         if not streaming:  # final totals, set once: idempotent
             keyed = keyed | "CountRejects" >> beam.CombinePerKey(sum)
-        store_kind(self._url).write(self._url, estimates, keyed, streaming)
+        store_kind(self._url).write(self._url, estimates, keyed, streaming, self._run)
         return PDone(estimates.pipeline)
 
 
 @dataclass(frozen=True)
 class StoreKind:
     """How a job writes to one kind of store: `check(url)` before any report is read (StoreError
-    naming the problem), `write(url, estimates, rejects, streaming)` adds the steps that write
-    the estimate records and the ((metric, reason, slice), records) reject counts."""
+    naming the problem), `write(url, estimates, rejects, streaming, run)` adds the steps that
+    write the estimate records and the ((metric, reason, slice), records) reject counts of the
+    run `run` (SQL stores; BigQuery appends rows and keeps no runs)."""
 
     check: Callable[[str], None]
     write: Callable
@@ -142,12 +147,12 @@ def _check_sql(url: str) -> None:
         store.check_writable()  # damaged, read-only or locked: found now
 
 
-def _write_sql(url: str, estimates, rejects, streaming: bool) -> None:
-    estimates | "WritePanes" >> beam.ParDo(WritePanesToStoreFn(url))
-    rejects | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(url, add=streaming))
+def _write_sql(url: str, estimates, rejects, streaming: bool, run: int) -> None:
+    estimates | "WritePanes" >> beam.ParDo(WritePanesToStoreFn(url, run))
+    rejects | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(url, add=streaming, run=run))
 
 
-def _write_bigquery(url: str, estimates, rejects, streaming: bool) -> None:
+def _write_bigquery(url: str, estimates, rejects, streaming: bool, run: int) -> None:
     table_prefix = _bigquery_table_prefix(url)
     estimates | "PaneRows" >> beam.Map(bigquery_pane_row) \
         | "WritePanesToBigQuery" >> beam.io.WriteToBigQuery(
