@@ -10,13 +10,15 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from ldp_telemetry.pipelines.counters import run_and_count
 from ldp_telemetry.pipelines.graph import build_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
-from ldp_telemetry.pipelines.store_runs import store_run
+from ldp_telemetry.pipelines.store_runs import (keeps_runs, run_status, start_store_run,
+                                                store_line)
 from ldp_telemetry.runners import make_runner
 
 
 def run_job(job: EstimateJob, beam_args: list[str], out=None) -> dict[str, int]:
     """Run the job to completion; print and return the record counters. A job with a SQL store
-    is a run of its own there (`store_runs.store_run`): its windows replace earlier runs'.
+    is a run of its own there (`store_runs.start_store_run`): its windows replace earlier runs';
+    a line says what it wrote there, and what it could not (`store_runs.store_line`).
 
     A dry run (`--dry_run=True`, e.g. on Dataflow) builds and validates the job without running
     it: nothing is counted, and the empty counters are returned.
@@ -24,6 +26,17 @@ def run_job(job: EstimateJob, beam_args: list[str], out=None) -> dict[str, int]:
     out = sys.stdout if out is None else out
     options = PipelineOptions(beam_args)
     pipeline = beam.Pipeline(runner=make_runner(options), options=options)
-    with store_run(job, "batch", job.files) as job:
+    job, finish = start_store_run(job, "batch", job.files)
+    status = "failed"
+    try:
         build_pipeline(pipeline, job)
-        return run_and_count(pipeline, out)
+        counters = run_and_count(pipeline, out)
+        status = run_status(counters)
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        finish(status)
+    if keeps_runs(job.store) and counters:
+        print(store_line(job, counters), file=out)
+    return counters

@@ -5,7 +5,9 @@ a protocol, serve the dashboard, make and compare registries.
 errors to exit statuses: 0 when the command succeeds; 2 for a `ldp.errors.UserError` (a problem
 in what the user gave), printed as one line `ldp COMMAND: error: MESSAGE` in which the setting
 the error names is written as its flag (`user_message`); any other exception is a bug and
-propagates with its traceback (exit status 1). Every handler imports what it needs when it runs:
+propagates with its traceback (exit status 1). `ldp run` also ends with 3 when its files are
+complete but its store failed during the run (`STORE_INCOMPLETE`), and with 130 when
+interrupted. Every handler imports what it needs when it runs:
 only `ldp run` imports Apache Beam, and `ldp plan` and `--help` need numpy alone.
 """
 from __future__ import annotations
@@ -223,27 +225,33 @@ def _print_two_stage_plan(args: argparse.Namespace) -> None:
           "response's; 0 one-stage)")
 
 
+#: `ldp run`'s exit status when the job's files are complete but its store failed during the run
+#: (the summary says what was and was not stored).
+STORE_INCOMPLETE = 3
+
+
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     if args.store is not None and not args.create_store:
         _check_store_exists(args.store)
     from ldp_telemetry.pipelines.batch import run_job
     from ldp_telemetry.pipelines.job import job_from_arguments, live_config_from_arguments
+    from ldp_telemetry.pipelines.store_runs import store_failed
     from ldp_telemetry.runners.portable import with_local_job_service
     job = job_from_arguments(args)
     if args.follow is not None:
         from ldp_telemetry.pipelines.live import run_live
         live = live_config_from_arguments(args)
         with with_local_job_service(beam_args) as beam_args:
-            run_live(job, live, beam_args)
+            counters = run_live(job, live, beam_args)
         _warn_under_resolved(job.output)
-        return 0
+        return STORE_INCOMPLETE if store_failed(counters) else 0
     with with_local_job_service(beam_args) as beam_args:  # PortableRunner without an endpoint
-        run_job(job, beam_args)
+        counters = run_job(job, beam_args)
     from ldp_telemetry.output.layout import DEAD_LETTERS, ESTIMATES, shard_pattern
     _warn_under_resolved(job.output)
     print(f"estimates: {job.output}/{shard_pattern(ESTIMATES)}; "
           f"dead letters: {job.output}/{shard_pattern(DEAD_LETTERS)}")
-    return 0
+    return STORE_INCOMPLETE if store_failed(counters) else 0
 
 
 def _check_store_exists(url: str) -> None:

@@ -35,7 +35,8 @@ from ldp_telemetry.pipelines.graph import build_streaming_pipeline, job_sinks
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.remote import run_remote
 from ldp_telemetry.pipelines.status import write_status
-from ldp_telemetry.pipelines.store_runs import start_store_run
+from ldp_telemetry.pipelines.store_runs import (keeps_runs, run_status, start_store_run,
+                                                store_counters, store_line)
 from ldp_telemetry.output.reader import latest_panes, read_pane_log, truncate_torn_tail
 from ldp_telemetry.transforms.sinks import PaneFiles, write_to_sinks
 from ldp_telemetry.transforms.sources import make_source
@@ -111,9 +112,10 @@ def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
             signal.signal(sig, handler)
         stream.close()  # Beam moves the watermark to +infinity: every open window fires
     result.wait_until_finish()
-    finish_run("finished")
     write_status(job.output, follower, finished=True)
     counters = follower.state.counters()
+    counters.update(store_counters(result))
+    finish_run(run_status(counters))
     written = read_pane_log(job.output)[panes_before:]
     counters["windows_finalized"] = len({window_key(entry) for entry in written})
     counters["panes_written"] = len(written)
@@ -123,4 +125,6 @@ def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
               f"{counts.too_late}", file=out)
     print(f"panes: {job.output}/{PANE_LOG} (index), {job.output}/panes/ (one file per pane)",
           file=out)
+    if keeps_runs(job.store):
+        print(store_line(job, counters), file=out)
     return counters

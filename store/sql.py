@@ -310,7 +310,7 @@ def open_store(url: str, create: bool = True) -> EstimateStore:
     (`pip install 'ldp-telemetry[postgres]'`).
     """
     if "\x00" in url or "\x00" in unquote(url):
-        raise StoreError(f"store {_shown(url)}: a store URL cannot hold a NUL character (%00)",
+        raise StoreError(f"store {shown_url(url)}: a store URL cannot hold a NUL character (%00)",
                          STORE_FIELD)
     scheme = urlsplit(url).scheme
     connector = CONNECTORS.lookup(scheme)
@@ -329,7 +329,7 @@ def open_store(url: str, create: bool = True) -> EstimateStore:
     return store.require_tables(url)
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
     """`url` as messages show it: quoted, its password (if any) hidden."""
     parts = urlsplit(url.replace("\x00", "%00"))
     if parts.password is None:
@@ -356,21 +356,21 @@ def _sqlite_path(url: str) -> str:
 
 
 def _open_sqlite(url: str) -> EstimateStore:
-    return EstimateStore(_connect_sqlite(_sqlite_path(url)), "sqlite", _shown(url))
+    return EstimateStore(_connect_sqlite(_sqlite_path(url)), "sqlite", shown_url(url))
 
 
 def _open_postgresql(url: str) -> EstimateStore:
     try:
         import psycopg
     except ImportError:
-        raise StoreError(f"store {_shown(url)} needs psycopg: pip install "
+        raise StoreError(f"store {shown_url(url)} needs psycopg: pip install "
                          f"'ldp-telemetry[postgres]'", STORE_FIELD) from None
     try:
         connection = psycopg.connect(url)
     except psycopg.Error as error:
-        raise StoreError(f"cannot connect to the store {_shown(url)}: {error}",
+        raise StoreError(f"cannot connect to the store {shown_url(url)}: {error}",
                          STORE_FIELD) from None
-    return EstimateStore(connection, "postgresql", _shown(url))
+    return EstimateStore(connection, "postgresql", shown_url(url))
 
 
 #: The SQL stores by URL scheme: a new database is one connector registered here (it returns a
@@ -410,7 +410,7 @@ class EstimateStore:
     def __init__(self, connection, dialect: str, name: str = "the store"):
         self._connection = connection
         self.dialect = dialect
-        self.name = name  # as messages show it (`_shown`: the URL without its password)
+        self.name = name  # as messages show it (`shown_url`: the URL without its password)
         if dialect == "sqlite":
             self._errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
         else:

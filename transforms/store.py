@@ -8,11 +8,13 @@ stale pane changes nothing). `WriteToStore` wires it and the dead-letter counts 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import apache_beam as beam
+from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.pvalue import PDone
 
@@ -23,9 +25,13 @@ from ldp_telemetry.output.bands import band95
 from ldp_telemetry.output.layout import version_label
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.store.records import reject_slice
-from ldp_telemetry.store.sql import CONNECTORS, STORE_FIELD, SUPPORT_COLUMNS, open_store
+from ldp_telemetry.store.sql import (CONNECTORS, STORE_FIELD, SUPPORT_COLUMNS, EstimateStore,
+                                     open_store)
+from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
 
 BIGQUERY_SCHEME = "bigquery://"
+
+log = logging.getLogger(__name__)
 
 
 #: Estimate values (d per record) a store sink holds before it writes them: records are written
@@ -34,19 +40,64 @@ BIGQUERY_SCHEME = "bigquery://"
 STORE_FLUSH_VALUES = 1 << 18
 
 
-class WritePanesToStoreFn(beam.DoFn):
-    """Window-estimate records -> `open_store(url).write_panes(...)`, once per bundle or once
-    `STORE_FLUSH_VALUES` estimate values wait, whichever comes first.
+#: Counters (namespace "ldp") of what a job's store sinks wrote and could not write: panes and
+#: reject counts (one per (metric, reason, slice)). `pipelines.store_runs.store_line` reports them.
+STORE_COUNTERS = ("store_panes_written", "store_panes_failed", "store_rejects_written",
+                  "store_rejects_failed")
 
-    Emits nothing. The connection opens in `setup` (one per worker) and closes in `teardown`.
-    """
+
+class _StoreWriterFn(beam.DoFn):
+    """A sink into the store at `url` that never fails the job: when the store fails (a
+    StoreError: full, read-only, locked, gone), what it was given is counted as not written
+    (`<what>_failed`), the error is logged once, and this worker writes nothing more (every
+    later element is counted as failed), so the job's files are still written. Emits nothing.
+    The connection opens in `setup` (one per worker) and closes in `teardown`."""
+
+    _what = ""  # "panes" or "rejects": the counters' names
 
     def __init__(self, url: str, run: int = 0):
         self._url = url
         self._run = run
 
     def setup(self):
-        self._store = open_store(self._url)
+        self._written = Metrics.counter(COUNTER_NAMESPACE, f"store_{self._what}_written")
+        self._failed = Metrics.counter(COUNTER_NAMESPACE, f"store_{self._what}_failed")
+        self._store, self._error = None, None
+        try:
+            self._store = open_store(self._url)
+        except StoreError as error:
+            self._fail(error)
+
+    def _write(self, count: int, write: Callable[[EstimateStore], object]) -> None:
+        """`write(store)` of `count` items, or count them as not written."""
+        if count == 0:
+            return
+        if self._error is None:
+            try:
+                write(self._store)
+                self._written.inc(count)
+                return
+            except StoreError as error:
+                self._fail(error)
+        self._failed.inc(count)
+
+    def _fail(self, error: StoreError) -> None:
+        self._error = error
+        log.error("%s; the store gets nothing more from this run (its files are complete)",
+                  error)
+
+    def teardown(self):
+        store = getattr(self, "_store", None)
+        if store is not None:
+            store.close()
+
+
+class WritePanesToStoreFn(_StoreWriterFn):
+    """Window-estimate records -> `open_store(url).write_panes(..., run)`, once per bundle or
+    once `STORE_FLUSH_VALUES` estimate values wait, whichever comes first. A store failure is
+    counted, never raised (`_StoreWriterFn`)."""
+
+    _what = "panes"
 
     def start_bundle(self):
         self._pending, self._values = [], 0
@@ -58,29 +109,24 @@ class WritePanesToStoreFn(beam.DoFn):
             self.finish_bundle()
 
     def finish_bundle(self):
-        self._store.write_panes(self._pending, self._run)
+        pending = self._pending
+        self._write(len(pending), lambda store: store.write_panes(pending, self._run))
         self._pending, self._values = [], 0
 
-    def teardown(self):
-        store = getattr(self, "_store", None)
-        if store is not None:
-            store.close()
 
-
-class WriteRejectsToStoreFn(beam.DoFn):
+class WriteRejectsToStoreFn(_StoreWriterFn):
     """((metric, reason, slice_start_ms, slice_end_ms), records) -> `write_rejects`.
 
     `add=False` sets each total (the batch job's combined, final counts: idempotent);
-    `add=True` adds increments (a streaming job's dead letters as they come).
+    `add=True` adds increments (a streaming job's dead letters as they come). A store failure
+    is counted, never raised (`_StoreWriterFn`).
     """
 
-    def __init__(self, url: str, add: bool, run: int = 0):
-        self._url = url
-        self._add = add
-        self._run = run
+    _what = "rejects"
 
-    def setup(self):
-        self._store = open_store(self._url)
+    def __init__(self, url: str, add: bool, run: int = 0):
+        super().__init__(url, run)
+        self._add = add
 
     def start_bundle(self):
         self._pending = {}
@@ -90,13 +136,10 @@ class WriteRejectsToStoreFn(beam.DoFn):
         self._pending[key] = self._pending.get(key, 0) + count
 
     def finish_bundle(self):
-        self._store.write_rejects(self._pending, add=self._add, run=self._run)
+        pending = self._pending
+        self._write(len(pending), lambda store: store.write_rejects(pending, add=self._add,
+                                                                    run=self._run))
         self._pending = {}
-
-    def teardown(self):
-        store = getattr(self, "_store", None)
-        if store is not None:
-            store.close()
 
 
 class WriteToStore(beam.PTransform):
