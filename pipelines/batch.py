@@ -10,6 +10,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from ldp_telemetry.pipelines.counters import run_and_count
 from ldp_telemetry.pipelines.graph import build_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
+from ldp_telemetry.pipelines.stopping import interrupt_batch_on_sigint
 from ldp_telemetry.pipelines.store_runs import (keeps_runs, run_status, start_store_run,
                                                 store_line)
 from ldp_telemetry.runners import make_runner
@@ -25,18 +26,20 @@ def run_job(job: EstimateJob, beam_args: list[str], out=None) -> dict[str, int]:
     """
     out = sys.stdout if out is None else out
     options = PipelineOptions(beam_args)
-    pipeline = beam.Pipeline(runner=make_runner(options), options=options)
-    job, finish = start_store_run(job, "batch", job.files)
-    status = "failed"
-    try:
-        build_pipeline(pipeline, job)
-        counters = run_and_count(pipeline, out)
-        status = run_status(counters)
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    finally:
-        finish(status)
+    runner = make_runner(options)
+    pipeline = beam.Pipeline(runner=runner, options=options)
+    with interrupt_batch_on_sigint(lambda: job, type(runner).__name__):  # Ctrl-C: one line, 130
+        job, finish = start_store_run(job, "batch", job.files)
+        status = "failed"
+        try:
+            build_pipeline(pipeline, job)
+            counters = run_and_count(pipeline, out)
+            status = run_status(counters)
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            finish(status)
     if keeps_runs(job.store) and counters:
         print(store_line(job, counters), file=out)
     return counters

@@ -35,9 +35,17 @@ def main(argv: list[str] | None = None) -> int:
         handler.addFilter(_drop_optional_gcp_notice)
     # e.g. how "protocol": "auto" was resolved
     logging.getLogger("ldp_telemetry").setLevel(logging.INFO)
+    exiting = argv is None  # the process's own command line: it exits when this returns
     argv = sys.argv[1:] if argv is None else list(argv)
+    # A live run takes Ctrl-C and SIGTERM as "stop" from its first moment (before Beam loads)
+    # to its exit: its final panes and summary, never a half-written end (pipelines/stopping).
+    signals = None
+    if command_of(argv) == "run" and any(arg.split("=", 1)[0] == "--follow" for arg in argv):
+        from ldp_telemetry.pipelines.stopping import StopSignals
+        signals = StopSignals()
     parser = build_parser(job_arguments=command_of(argv) == "run")
     args, extra = parser.parse_known_args(argv)
+    args.stop_signals = signals
     if extra and args.command != "run":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
@@ -49,6 +57,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ldp {args.command}: error: {user_message(error, flags)}",
               file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before a run's own handling (pipelines/stopping.py), or another
+        print(f"ldp {args.command}: interrupted", file=sys.stderr)  # command's: no traceback
+        return 130
+    finally:
+        if args.stop_signals is not None and exiting:  # a live run has ended: a late SIGTERM
+            args.stop_signals.ignore()  # must not end its exit with 143 (StopSignals.ignore)
+        elif args.stop_signals is not None:  # called in-process (tests): the caller's again
+            args.stop_signals.restore()
 
 
 #: The subject of a message: the setting(s) it begins with, e.g. ``window / period``.
@@ -231,6 +247,10 @@ STORE_INCOMPLETE = 3
 
 
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
+    signals = args.stop_signals  # a live run's, from `main`
+    if signals is None and args.follow is not None:  # --follow spelt otherwise (--foll DIR)
+        from ldp_telemetry.pipelines.stopping import StopSignals
+        signals = args.stop_signals = StopSignals()
     if args.store is not None and not args.create_store:
         _check_store_exists(args.store)
     from ldp_telemetry.pipelines.batch import run_job
@@ -241,8 +261,11 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     if args.follow is not None:
         from ldp_telemetry.pipelines.live import run_live
         live = live_config_from_arguments(args)
+        if signals.event.is_set():  # stopped while it started: nothing was read
+            print("ldp run: interrupted before the live run began", file=sys.stderr)
+            return 130
         with with_local_job_service(beam_args) as beam_args:
-            counters = run_live(job, live, beam_args)
+            counters = run_live(job, live, beam_args, stop=signals.event)
         _warn_under_resolved(job.output)
         return STORE_INCOMPLETE if store_failed(counters) else 0
     with with_local_job_service(beam_args) as beam_args:  # PortableRunner without an endpoint

@@ -16,7 +16,6 @@ named by the Beam options (pipelines/remote.py).
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -35,6 +34,7 @@ from ldp_telemetry.pipelines.graph import build_streaming_pipeline, job_sinks
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.remote import run_remote
 from ldp_telemetry.pipelines.status import write_status
+from ldp_telemetry.pipelines.stopping import StopSignals
 from ldp_telemetry.pipelines.store_runs import (keeps_runs, run_status, start_store_run,
                                                 store_counters, store_line)
 from ldp_telemetry.output.reader import latest_panes, read_pane_log, truncate_torn_tail
@@ -43,8 +43,11 @@ from ldp_telemetry.transforms.sources import make_source
 
 
 def run_live(job: EstimateJob, live: LiveConfig, beam_args: list[str],
-             out=sys.stdout) -> dict[str, int]:
-    """Run until stopped; print and return the counters. Other sources: see `run_remote`."""
+             out=sys.stdout, stop: threading.Event | None = None) -> dict[str, int]:
+    """Run until stopped; print and return the counters. Other sources: see `run_remote`.
+
+    `stop`: an event that ends the run (the caller's `pipelines.stopping.StopSignals`, held
+    until the process ends); without it, SIGINT and SIGTERM end the run while it lasts."""
     if live.source != "directory":
         return run_remote(job, live, beam_args, out)
     runner = PipelineOptions(list(beam_args)).view_as(StandardOptions).runner
@@ -53,15 +56,19 @@ def run_live(job: EstimateJob, live: LiveConfig, beam_args: list[str],
                           f"{runner}: on other runners use the source match-continuously "
                           f"(Flink) or pubsub (Dataflow)", field="source")
     os.makedirs(job.output, exist_ok=True)
+    signals = StopSignals() if stop is None else None  # Ctrl-C, SIGTERM: final panes, summary
     stream = EventStream()
     stream.start()
     try:
-        return _follow_directory(job, live, beam_args, stream, out)
+        return _follow_directory(job, live, beam_args, stream, out,
+                                 stop if signals is None else signals.event)
     finally:
         stream.stop()
+        if signals is not None:
+            signals.restore()
 
 
-def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
+def _follow_directory(job, live, beam_args, stream, out, stop) -> dict[str, int]:
     for log in (PANE_LOG, TOO_LATE_LOG):  # a killed run may have left half a line
         truncate_torn_tail(os.path.join(job.output, log))
     follower = DirectoryFollower(job.registry, job.windows, live.location, job.output, stream,
@@ -90,11 +97,6 @@ def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
     follower.announce_restart_watermark()
     result = pipeline.run()
 
-    stop = threading.Event()
-    previous = {}
-    if threading.current_thread() is threading.main_thread():  # only it may set handlers
-        previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                    for sig in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()
     try:
         while not stop.is_set():
@@ -108,8 +110,6 @@ def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
                 break
             stop.wait(live.poll_s)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         stream.close()  # Beam moves the watermark to +infinity: every open window fires
     result.wait_until_finish()
     write_status(job.output, follower, finished=True)

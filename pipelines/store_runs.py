@@ -37,6 +37,7 @@ def start_store_run(job: EstimateJob, kind: str, inputs: Iterable[str], resume: 
     if not keeps_runs(job.store):
         return job, lambda status: None
     output = job.output if "://" in job.output else os.path.abspath(job.output)
+    inputs = [path if "://" in path else os.path.abspath(path) for path in inputs]
     with open_store(job.store) as store:
         run = store.begin_run(kind, inputs, output, resume=resume)
     return (dataclasses.replace(job, store_run=run.seq),

@@ -15,6 +15,7 @@ Tables and example queries: docs/store.md.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -422,16 +423,13 @@ class EstimateStore:
         fails its quick check (damaged), a store that cannot be written (read-only file or
         folder, a PostgreSQL user without the rights) or that another writer holds for longer
         than `lock_wait_s` (locked). Writes a row of ldp_runs and rolls it back."""
-        wait_ms = int(lock_wait_s * 1000)
         try:
+            self._set_lock_wait(lock_wait_s)
             if self.dialect == "sqlite":
-                self._connection.execute(f"PRAGMA busy_timeout={wait_ms}")
                 found = self._connection.execute("PRAGMA quick_check(1)").fetchall()
                 if found != [("ok",)]:
                     raise StoreError(f"store {self.name} is damaged: SQLite's quick check "
                                      f"says {found[0][0]!r}", STORE_FIELD)
-            else:
-                self._connection.execute(f"SET lock_timeout = {wait_ms}")
             with self._transaction() as cursor:
                 cursor.execute(self._sql(_REGISTER_RUN),
                                ("probe", "check", 0, "probe", "[]", "", None))
@@ -439,14 +437,16 @@ class EstimateStore:
         except _Probed:
             pass
         finally:
-            try:
-                if self.dialect == "sqlite":
-                    self._connection.execute(f"PRAGMA busy_timeout={int(WRITE_LOCK_WAIT_S * 1000)}")
-                else:
-                    self._connection.execute("SET lock_timeout = 0")
-                    self._connection.commit()
-            except self._errors:
-                pass  # the connection is unusable: the error above says why
+            with contextlib.suppress(*self._errors):  # unusable: the error above says why
+                self._set_lock_wait(WRITE_LOCK_WAIT_S)
+
+    def _set_lock_wait(self, seconds: float) -> None:
+        """How long this connection's writes wait for another writer's lock."""
+        if self.dialect == "sqlite":
+            self._connection.execute(f"PRAGMA busy_timeout={int(seconds * 1000)}")
+        else:
+            self._connection.execute(f"SET lock_timeout = {int(seconds * 1000)}")
+            self._connection.commit()
 
     def require_tables(self, url: str) -> EstimateStore:
         """This store, if it has the store's tables; else closed, and a StoreError."""
@@ -606,8 +606,13 @@ class EstimateStore:
                            (run_id,))
             return StoreRun(int(cursor.fetchone()[0]), run_id, started_ms)
 
-    def finish_run(self, run: int, status: str, detail: str | None = None) -> None:
-        """Record how run `run` ended: `status` "finished", "interrupted" or "failed"."""
+    def finish_run(self, run: int, status: str, detail: str | None = None,
+                   lock_wait_s: float | None = None) -> None:
+        """Record how run `run` ended: `status` "finished", "incomplete", "interrupted" or
+        "failed". `lock_wait_s`: wait at most this long for another writer (else
+        `WRITE_LOCK_WAIT_S`), a StoreError past it."""
+        if lock_wait_s is not None:
+            self._set_lock_wait(lock_wait_s)
         with self._transaction() as cursor:
             cursor.execute(self._sql("UPDATE ldp_runs SET status = ?, finished_at_ms = ?, "
                                      "detail = ? WHERE run_seq = ?"),

@@ -17,6 +17,7 @@ from ldp_telemetry.schemas.batches import DeadLetter
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.files import open_report_file
 from ldp_telemetry.schemas.limits import DecodeLimits
+from ldp_telemetry.transforms.progress import PROGRESS
 
 BATCHES = "batches"
 DEAD_LETTERS = "dead_letters"
@@ -62,6 +63,7 @@ class DecodeReportFilesFn(beam.DoFn):
                 yield TimestampedValue((item.metric, item),
                                        Timestamp(micros=item.slice_start_ms * 1000))
         self._read.inc(self._decoder.records_read - before)
+        PROGRESS.add(1, self._decoder.records_read - before)
 
 
 def _open_file(path: str, mode: str):
