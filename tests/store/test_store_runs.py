@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import uuid
 
 import pytest
 
@@ -113,19 +114,47 @@ def test_a_restarted_live_run_resumes_its_run(store_url):  # noqa: F811
 
 
 def old_store(path):
-    """A store as releases before runs made it: no run columns, no ldp_runs, panes keyed
+    """An SQLite store as releases before runs made it, with a view over its pane log."""
+    connection = sqlite3.connect(path)
+    connection.executescript(old_ddl("sqlite"))
+    connection.execute("CREATE VIEW pane_counts AS SELECT metric, COUNT(*) AS panes "
+                       "FROM ldp_panes GROUP BY metric")
+    connection.commit()
+    connection.close()
+
+
+def old_ddl(dialect: str) -> str:
+    """The tables as releases before runs made them: no run columns, no ldp_runs, panes keyed
     without a run."""
     ddl = (_TABLES.replace("  run_seq BIGINT NOT NULL DEFAULT 0,\n", "")
            .replace("run_seq, pane_index)", "pane_index)"))
     ddl = ddl[:ddl.index("CREATE TABLE IF NOT EXISTS ldp_runs")] \
         + ddl[ddl.index("CREATE INDEX IF NOT EXISTS ldp_panes_by_metric"):]
-    connection = sqlite3.connect(path)
-    connection.executescript(ddl.format(time="TEXT",
-                                        serial="INTEGER PRIMARY KEY AUTOINCREMENT"))
-    connection.execute("CREATE VIEW pane_counts AS SELECT metric, COUNT(*) AS panes "
-                       "FROM ldp_panes GROUP BY metric")
-    connection.commit()
-    connection.close()
+    if dialect == "sqlite":
+        return ddl.format(time="TEXT", serial="INTEGER PRIMARY KEY AUTOINCREMENT")
+    return ddl.format(time="TIMESTAMPTZ", serial="BIGSERIAL PRIMARY KEY")
+
+
+def test_a_postgresql_store_made_before_runs_gets_them(postgres_url):  # noqa: F811
+    import psycopg
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    url = postgres_url.replace("/postgres?", f"/{name}?")
+    with psycopg.connect(url, autocommit=True) as connection:
+        for statement in filter(str.strip, old_ddl("postgresql").split(";")):
+            connection.execute(statement)
+        connection.execute("INSERT INTO ldp_panes (metric, version, window_start_ms, "
+                           "window_end_ms, pane_index, pane_timing, n, written_at_ms) "
+                           "VALUES ('m.grr', '', 1, 2, 0, 'ON_TIME', 5, 0)")
+    with open_store(url) as store:
+        assert store._query("SELECT seq, run_seq, n FROM ldp_panes") == [(1, 0, 5)]
+        store.write_panes([numeric(80.0)])
+        run = store.begin_run("batch", ["b.avro"], "/b").seq
+        store.write_panes([numeric(20.0)], run=run)  # pane index 0 again: its own run's
+        assert store.windows("m.grr")[0]["n"] == 20_000
+        assert store._query("SELECT COUNT(*) FROM ldp_panes") == [(3,)]
+        assert store._has_every_table()
 
 
 def test_a_store_made_before_runs_gets_them_and_keeps_its_windows(tmp_path):
