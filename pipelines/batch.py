@@ -11,8 +11,7 @@ from ldp_telemetry.pipelines.counters import run_and_count
 from ldp_telemetry.pipelines.graph import build_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.pipelines.stopping import interrupt_batch_on_sigint
-from ldp_telemetry.pipelines.store_runs import (keeps_runs, run_status, start_store_run,
-                                                store_line)
+from ldp_telemetry.pipelines.store_runs import start_store_run
 from ldp_telemetry.runners import make_runner
 
 
@@ -29,17 +28,21 @@ def run_job(job: EstimateJob, beam_args: list[str], out=None) -> dict[str, int]:
     runner = make_runner(options)
     pipeline = beam.Pipeline(runner=runner, options=options)
     with interrupt_batch_on_sigint(lambda: job, type(runner).__name__):  # Ctrl-C: one line, 130
-        job, finish = start_store_run(job, "batch", job.files)
-        status = "failed"
+        job, run = start_store_run(job, "batch", job.files)
         try:
             build_pipeline(pipeline, job)
             counters = run_and_count(pipeline, out)
-            status = run_status(counters)
         except KeyboardInterrupt:
-            status = "interrupted"
+            run.finish("interrupted")
             raise
-        finally:
-            finish(status)
-    if keeps_runs(job.store) and counters:
-        print(store_line(job, counters), file=out)
+        except BaseException:
+            run.finish("failed")
+            raise
+    if counters:  # not a dry run: every estimate record reached the store sink, counted there
+        line = run.end(counters, produced=sum(counters.get(f"store_panes_{what}", 0)
+                                              for what in ("written", "failed")))
+        if line is not None:
+            print(line, file=out)
+    else:
+        run.finish("finished")
     return counters

@@ -35,8 +35,7 @@ from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.remote import run_remote
 from ldp_telemetry.pipelines.status import write_status
 from ldp_telemetry.pipelines.stopping import StopSignals
-from ldp_telemetry.pipelines.store_runs import (keeps_runs, run_status, start_store_run,
-                                                store_counters, store_line)
+from ldp_telemetry.pipelines.store_runs import start_store_run, store_counters
 from ldp_telemetry.output.reader import latest_panes, read_pane_log, truncate_torn_tail
 from ldp_telemetry.transforms.sinks import PaneFiles, write_to_sinks
 from ldp_telemetry.transforms.sources import make_source
@@ -74,7 +73,7 @@ def _follow_directory(job, live, beam_args, stream, out, stop) -> dict[str, int]
     follower = DirectoryFollower(job.registry, job.windows, live.location, job.output, stream,
                                  live.policy, limits=job.limits)
     replay = follower.replay_after_restart()
-    job, finish_run = start_store_run(job, "live", [live.location], resume=follower.restarted)
+    job, store_run = start_store_run(job, "live", [live.location], resume=follower.restarted)
     offsets = {window_key(entry): entry["pane"]["index"] + 1
                for entry in latest_panes(job.output).values()}
     panes_before = len(read_pane_log(job.output))
@@ -115,7 +114,6 @@ def _follow_directory(job, live, beam_args, stream, out, stop) -> dict[str, int]
     write_status(job.output, follower, finished=True)
     counters = follower.state.counters()
     counters.update(store_counters(result))
-    finish_run(run_status(counters))
     written = read_pane_log(job.output)[panes_before:]
     counters["windows_finalized"] = len({window_key(entry) for entry in written})
     counters["panes_written"] = len(written)
@@ -125,6 +123,7 @@ def _follow_directory(job, live, beam_args, stream, out, stop) -> dict[str, int]
               f"{counts.too_late}", file=out)
     print(f"panes: {job.output}/{PANE_LOG} (index), {job.output}/panes/ (one file per pane)",
           file=out)
-    if keeps_runs(job.store):
-        print(store_line(job, counters), file=out)
+    stored = store_run.end(counters, produced=counters["panes_written"])
+    if stored is not None:
+        print(stored, file=out)
     return counters

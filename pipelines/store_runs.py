@@ -1,8 +1,8 @@
 """A job's run in its SQL store: registered before the graph runs, its end recorded after.
 
-    job, finish = start_store_run(job, "batch", job.files)   # job.store_run: its run_seq
+    job, run = start_store_run(job, "batch", job.files)   # job.store_run: its run_seq
     ...run the graph...
-    finish(run_status(counters))
+    print(run.end(counters, produced=panes_made))
 
 The run's identity (run_seq, run_id, start time, kind, inputs, output) is a row of `ldp_runs`
 (`EstimateStore.begin_run`); its windows replace those of earlier runs (docs/store.md). A job
@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from ldp_telemetry.ldp.errors import StoreError
@@ -28,22 +28,53 @@ def keeps_runs(url: str | None) -> bool:
     return url is not None and urlsplit(url).scheme in CONNECTORS
 
 
+class RunInStore:
+    """A job's run in its SQL store, from `start_store_run`: `end(counters, produced)` at the
+    run's end, `finish(status)` on any other way out. Without a store both do nothing."""
+
+    def __init__(self, job: EstimateJob, panes_before: int = 0):
+        self._job = job
+        self._before = panes_before  # panes the run had stored before (a resumed live run)
+
+    def end(self, counters: dict[str, int], produced: int) -> str | None:
+        """The run reached its end having made `produced` panes: compare them with the panes
+        the store holds for it (Beam's counters can miss a streaming run's last bundle), count
+        the difference as `store_panes_failed` in `counters`, record "finished" or
+        "incomplete", and return the line that says so (None without a store)."""
+        job = self._job
+        if not keeps_runs(job.store):
+            return None
+        try:
+            with open_store(job.store) as store:
+                stored = store.run_panes(job.store_run) - self._before
+        except StoreError:
+            stored = counters.get("store_panes_written", 0)
+        counters["store_panes_written"] = stored
+        counters["store_panes_failed"] = max(counters.get("store_panes_failed", 0),
+                                             produced - stored)
+        self.finish(run_status(counters))
+        return store_line(job, counters)
+
+    def finish(self, status: str) -> None:
+        if keeps_runs(self._job.store):
+            _finish(self._job.store, self._job.store_run, status)
+
+
 def start_store_run(job: EstimateJob, kind: str, inputs: Iterable[str], resume: bool = False
-                    ) -> tuple[EstimateJob, Callable[[str], None]]:
+                    ) -> tuple[EstimateJob, RunInStore]:
     """Register the job's run (`resume`: continue the latest run of this kind and output, a live
-    run restarted from its checkpoint); return the job carrying it and `finish(status)`, which
+    run restarted from its checkpoint); return the job carrying it and its `RunInStore`, which
     records "finished", "incomplete" (the store failed during the run), "interrupted" or
     "failed" (a killed run's row stays "running")."""
     if not keeps_runs(job.store):
-        return job, lambda status: None
+        return job, RunInStore(job)
     output = job.output if "://" in job.output else os.path.abspath(job.output)
     inputs = [path if "://" in path else os.path.abspath(path) for path in inputs]
     with open_store(job.store) as store:
         run = store.begin_run(kind, inputs, output, resume=resume)
-    return (dataclasses.replace(job, store_run=run.seq),
-            lambda status: _finish(job.store, run.seq, status))
-
-
+        before = store.run_panes(run.seq) if resume else 0
+    job = dataclasses.replace(job, store_run=run.seq)
+    return job, RunInStore(job, before)
 def store_failed(counters: dict[str, int]) -> bool:
     """Whether a run's store sinks could not write something (`STORE_COUNTERS`)."""
     return counters.get("store_panes_failed", 0) + counters.get("store_rejects_failed", 0) > 0

@@ -61,9 +61,11 @@ def test_ctrl_c_ends_a_live_run_with_its_final_panes_and_summary(tmp_path):
     protocol = registry(tmp_path)
     write_files(tmp_path / "in", protocol, files=3, per_file=400, hours=3)
     out = tmp_path / "out"
+    url = f"sqlite:///{tmp_path}/store.db"
     run = subprocess.Popen(
         [str(LDP), "run", "--registry", str(tmp_path / "registry.json"), "--follow",
-         str(tmp_path / "in"), "--output", str(out), "--window", "3600", "--poll", "0.2"],
+         str(tmp_path / "in"), "--output", str(out), "--window", "3600", "--poll", "0.2",
+         "--store", url, "--create-store"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         def consumed():  # the run is in its loop, its handlers installed
@@ -90,6 +92,12 @@ def test_ctrl_c_ends_a_live_run_with_its_final_panes_and_summary(tmp_path):
     assert sum(entry["n"] for entry in latest.values()) == 1200
     assert len(read_pane_log(str(out))) == 3
     assert json.loads((out / STATUS).read_text())["finished"] is True
+    with open_store(url) as store:  # the live run is a run of the store, ended as asked
+        assert [(r["kind"], r["inputs"], r["status"]) for r in store.runs()] == [
+            ("live", [str(tmp_path / "in")], "finished")]
+        assert sum(window["n"] for window in store.windows("k.grr")) == 1200
+        assert store.run_panes(1) == 3
+    assert "store: run 1 wrote 3 pane(s)" in stdout
 
 
 def test_ctrl_c_on_a_batch_run_prints_one_line_and_exits_130(tmp_path):
