@@ -58,10 +58,11 @@ class _StoreWriterFn(beam.DoFn):
     def __init__(self, url: str, run: int = 0):
         self._url = url
         self._run = run
-
-    def setup(self):
         self._written = Metrics.counter(COUNTER_NAMESPACE, f"store_{self._what}_written")
         self._failed = Metrics.counter(COUNTER_NAMESPACE, f"store_{self._what}_failed")
+        self._store, self._error = None, None
+
+    def setup(self):
         self._store, self._error = None, None
         try:
             self._store = open_store(self._url)
