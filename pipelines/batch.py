@@ -10,16 +10,39 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from ldp_telemetry.pipelines.counters import run_and_count
 from ldp_telemetry.pipelines.graph import build_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
+from ldp_telemetry.pipelines.stopping import interrupt_batch_on_sigint
+from ldp_telemetry.pipelines.store_runs import start_store_run
 from ldp_telemetry.runners import make_runner
 
 
-def run_job(job: EstimateJob, beam_args: list[str], out=sys.stdout) -> dict[str, int]:
-    """Run the job to completion; print and return the record counters.
+def run_job(job: EstimateJob, beam_args: list[str], out=None) -> dict[str, int]:
+    """Run the job to completion; print and return the record counters. A job with a SQL store
+    is a run of its own there (`store_runs.start_store_run`): its windows replace earlier runs';
+    a line says what it wrote there, and what it could not (`store_runs.store_line`).
 
     A dry run (`--dry_run=True`, e.g. on Dataflow) builds and validates the job without running
     it: nothing is counted, and the empty counters are returned.
     """
+    out = sys.stdout if out is None else out
     options = PipelineOptions(beam_args)
-    pipeline = beam.Pipeline(runner=make_runner(options), options=options)
-    build_pipeline(pipeline, job)
-    return run_and_count(pipeline, out)
+    runner = make_runner(options)
+    pipeline = beam.Pipeline(runner=runner, options=options)
+    with interrupt_batch_on_sigint(lambda: job, type(runner).__name__):  # Ctrl-C: one line, 130
+        job, run = start_store_run(job, "batch", job.files)
+        try:
+            build_pipeline(pipeline, job)
+            counters = run_and_count(pipeline, out)
+        except KeyboardInterrupt:
+            run.finish("interrupted")
+            raise
+        except BaseException:
+            run.finish("failed")
+            raise
+    if counters:  # not a dry run: every estimate record reached the store sink, counted there
+        line = run.end(counters, produced=sum(counters.get(f"store_panes_{what}", 0)
+                                              for what in ("written", "failed")))
+        if line is not None:
+            print(line, file=out)
+    else:
+        run.finish("finished")
+    return counters

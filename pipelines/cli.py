@@ -5,7 +5,9 @@ a protocol, serve the dashboard, make and compare registries.
 errors to exit statuses: 0 when the command succeeds; 2 for a `ldp.errors.UserError` (a problem
 in what the user gave), printed as one line `ldp COMMAND: error: MESSAGE` in which the setting
 the error names is written as its flag (`user_message`); any other exception is a bug and
-propagates with its traceback (exit status 1). Every handler imports what it needs when it runs:
+propagates with its traceback (exit status 1). `ldp run` also ends with 3 when its files are
+complete but its store failed during the run (`STORE_INCOMPLETE`), and with 130 when
+interrupted. Every handler imports what it needs when it runs:
 only `ldp run` imports Apache Beam, and `ldp plan` and `--help` need numpy alone.
 """
 from __future__ import annotations
@@ -33,9 +35,17 @@ def main(argv: list[str] | None = None) -> int:
         handler.addFilter(_drop_optional_gcp_notice)
     # e.g. how "protocol": "auto" was resolved
     logging.getLogger("ldp_telemetry").setLevel(logging.INFO)
+    exiting = argv is None  # the process's own command line: it exits when this returns
     argv = sys.argv[1:] if argv is None else list(argv)
+    # A live run takes Ctrl-C and SIGTERM as "stop" from its first moment (before Beam loads)
+    # to its exit: its final panes and summary, never a half-written end (pipelines/stopping).
+    signals = None
+    if command_of(argv) == "run" and any(arg.split("=", 1)[0] == "--follow" for arg in argv):
+        from ldp_telemetry.pipelines.stopping import StopSignals
+        signals = StopSignals()
     parser = build_parser(job_arguments=command_of(argv) == "run")
     args, extra = parser.parse_known_args(argv)
+    args.stop_signals = signals
     if extra and args.command != "run":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
@@ -47,6 +57,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ldp {args.command}: error: {user_message(error, flags)}",
               file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before a run's own handling (pipelines/stopping.py), or another
+        print(f"ldp {args.command}: interrupted", file=sys.stderr)  # command's: no traceback
+        return 130
+    finally:
+        if args.stop_signals is not None and exiting:  # a live run has ended: a late SIGTERM
+            args.stop_signals.ignore()  # must not end its exit with 143 (StopSignals.ignore)
+        elif args.stop_signals is not None:  # called in-process (tests): the caller's again
+            args.stop_signals.restore()
 
 
 #: The subject of a message: the setting(s) it begins with, e.g. ``window / period``.
@@ -233,27 +251,40 @@ def _print_two_stage_plan(args: argparse.Namespace) -> None:
           "response's; 0 one-stage)")
 
 
+#: `ldp run`'s exit status when the job's files are complete but its store failed during the run
+#: (the summary says what was and was not stored).
+STORE_INCOMPLETE = 3
+
+
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
+    signals = args.stop_signals  # a live run's, from `main`
+    if signals is None and args.follow is not None:  # --follow spelt otherwise (--foll DIR)
+        from ldp_telemetry.pipelines.stopping import StopSignals
+        signals = args.stop_signals = StopSignals()
     if args.store is not None and not args.create_store:
         _check_store_exists(args.store)
     from ldp_telemetry.pipelines.batch import run_job
     from ldp_telemetry.pipelines.job import job_from_arguments, live_config_from_arguments
+    from ldp_telemetry.pipelines.store_runs import store_failed
     from ldp_telemetry.runners.portable import with_local_job_service
     job = job_from_arguments(args)
     if args.follow is not None:
         from ldp_telemetry.pipelines.live import run_live
         live = live_config_from_arguments(args)
+        if signals.event.is_set():  # stopped while it started: nothing was read
+            print("ldp run: interrupted before the live run began", file=sys.stderr)
+            return 130
         with with_local_job_service(beam_args) as beam_args:
-            run_live(job, live, beam_args)
+            counters = run_live(job, live, beam_args, stop=signals.event)
         _warn_under_resolved(job.output)
-        return 0
+        return STORE_INCOMPLETE if store_failed(counters) else 0
     with with_local_job_service(beam_args) as beam_args:  # PortableRunner without an endpoint
-        run_job(job, beam_args)
+        counters = run_job(job, beam_args)
     from ldp_telemetry.output.layout import DEAD_LETTERS, ESTIMATES, shard_pattern
     _warn_under_resolved(job.output)
     print(f"estimates: {job.output}/{shard_pattern(ESTIMATES)}; "
           f"dead letters: {job.output}/{shard_pattern(DEAD_LETTERS)}")
-    return 0
+    return STORE_INCOMPLETE if store_failed(counters) else 0
 
 
 def _check_store_exists(url: str) -> None:
@@ -268,6 +299,8 @@ def _check_store_exists(url: str) -> None:
     try:
         open_store(url, create=False).close()
     except StoreError as error:
+        if not str(error).startswith("no estimate store"):
+            raise  # a malformed URL, a damaged file: creating would not help
         raise StoreError(f"{error}; --create-store creates it", error.field) from None
 
 

@@ -85,7 +85,7 @@ def job_sinks(job: EstimateJob, panes: PaneFiles | None = None,
         sinks.append(DeadLetterShards(job.output) if batch else DeadLetterFiles(job.output))
     if job.store is not None:
         sinks.append(StoreSink(job.store, job.windows, compact_records=batch,
-                               rejects=store_rejects))
+                               rejects=store_rejects, run=job.store_run))
     return sinks
 
 

@@ -23,6 +23,7 @@ from ldp_telemetry.output.atomic import check_writable_folder
 from ldp_telemetry.pipelines.follower import WatermarkPolicy
 from ldp_telemetry.pipelines.memory import DEFAULT_MEMORY_BUDGET_MB, check_memory_budget
 from ldp_telemetry.schemas.limits import DecodeLimits
+from ldp_telemetry.store.records import check_metric_names
 from ldp_telemetry.transforms.read import expand_file_patterns
 from ldp_telemetry.transforms.shard_files import check_output_path
 from ldp_telemetry.transforms.sources import SOURCES
@@ -42,6 +43,7 @@ class EstimateJob:
     windows: WindowSpec
     store: str | None = None  # also write estimates and dead-letter counts here (docs/store.md)
     limits: DecodeLimits = DecodeLimits()
+    store_run: int = 0  # the run's run_seq in a SQL store (`pipelines.store_runs.store_run`)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ def job_from_arguments(args: argparse.Namespace) -> EstimateJob:
     check_memory_budget(registry, windows, getattr(args, "memory_budget",
                                                    DEFAULT_MEMORY_BUDGET_MB), store is not None)
     if store is not None:
+        check_metric_names(config.name for config in registry.metrics)
         check_store_url(store)
     limits = DecodeLimits(**{field.name: getattr(args, field.name)
                              for field in dataclasses.fields(DecodeLimits)})

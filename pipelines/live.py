@@ -16,7 +16,6 @@ named by the Beam options (pipelines/remote.py).
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -36,6 +35,8 @@ from ldp_telemetry.pipelines.graph import build_streaming_pipeline, job_sinks
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.remote import run_remote
 from ldp_telemetry.pipelines.status import write_status
+from ldp_telemetry.pipelines.stopping import StopSignals
+from ldp_telemetry.pipelines.store_runs import start_store_run, store_counters
 from ldp_telemetry.output.reader import latest_panes, read_pane_log, truncate_torn_tail
 from ldp_telemetry.transforms.sinks import PaneFiles, write_to_sinks
 from ldp_telemetry.transforms.sources import make_source
@@ -43,8 +44,11 @@ from ldp_telemetry.transforms.store import RejectTotals, follower_writes_rejects
 
 
 def run_live(job: EstimateJob, live: LiveConfig, beam_args: list[str],
-             out=sys.stdout) -> dict[str, int]:
-    """Run until stopped; print and return the counters. Other sources: see `run_remote`."""
+             out=sys.stdout, stop: threading.Event | None = None) -> dict[str, int]:
+    """Run until stopped; print and return the counters. Other sources: see `run_remote`.
+
+    `stop`: an event that ends the run (the caller's `pipelines.stopping.StopSignals`, held
+    until the process ends); without it, SIGINT and SIGTERM end the run while it lasts."""
     if live.source != "directory":
         return run_remote(job, live, beam_args, out)
     runner = PipelineOptions(list(beam_args)).view_as(StandardOptions).runner
@@ -53,28 +57,37 @@ def run_live(job: EstimateJob, live: LiveConfig, beam_args: list[str],
                           f"{runner}: on other runners use the source match-continuously "
                           f"(Flink) or pubsub (Dataflow)", field="source")
     os.makedirs(job.output, exist_ok=True)
+    signals = StopSignals() if stop is None else None  # Ctrl-C, SIGTERM: final panes, summary
     stream = EventStream()
     stream.start()
     try:
-        return _follow_directory(job, live, beam_args, stream, out)
+        return _follow_directory(job, live, beam_args, stream, out,
+                                 stop if signals is None else signals.event)
     finally:
         stream.stop()
+        if signals is not None:
+            signals.restore()
 
 
-def _follow_directory(job, live, beam_args, stream, out) -> dict[str, int]:
+def _follow_directory(job, live, beam_args, stream, out, stop) -> dict[str, int]:
     for log in (PANE_LOG, TOO_LATE_LOG):  # a killed run may have left half a line
         truncate_torn_tail(os.path.join(job.output, log))
     rejects = RejectTotals(job.store) if follower_writes_rejects(job.store) else None
     try:
-        return _run_follower(job, live, beam_args, stream, out, rejects)
+        return _run_follower(job, live, beam_args, stream, out, rejects, stop)
     finally:
         if rejects is not None:
             rejects.close()
 
 
-def _run_follower(job, live, beam_args, stream, out, rejects) -> dict[str, int]:
+def _run_follower(job, live, beam_args, stream, out, rejects, stop) -> dict[str, int]:
     follower = DirectoryFollower(job.registry, job.windows, live.location, job.output, stream,
                                  live.policy, limits=job.limits, rejects=rejects)
+    # The store run first: the follower's reject totals (rewritten whole by the replay) are rows
+    # of this run, never of an earlier one that the run's panes would replace.
+    job, store_run = start_store_run(job, "live", [live.location], resume=follower.restarted)
+    if rejects is not None:
+        rejects.run = job.store_run
     replay = follower.replay_after_restart()
     offsets = {window_key(entry): entry["pane"]["index"] + 1
                for entry in latest_panes(job.output).values()}
@@ -99,11 +112,6 @@ def _run_follower(job, live, beam_args, stream, out, rejects) -> dict[str, int]:
     follower.announce_restart_watermark()
     result = pipeline.run()
 
-    stop = threading.Event()
-    previous = {}
-    if threading.current_thread() is threading.main_thread():  # only it may set handlers
-        previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                    for sig in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()
     try:
         while not stop.is_set():
@@ -117,12 +125,11 @@ def _run_follower(job, live, beam_args, stream, out, rejects) -> dict[str, int]:
                 break
             stop.wait(live.poll_s)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         stream.close()  # Beam moves the watermark to +infinity: every open window fires
     result.wait_until_finish()
     write_status(job.output, follower, finished=True)
     counters = follower.state.counters()
+    counters.update(store_counters(result))
     written = read_pane_log(job.output)[panes_before:]
     counters["windows_finalized"] = len({window_key(entry) for entry in written})
     counters["panes_written"] = len(written)
@@ -132,4 +139,7 @@ def _run_follower(job, live, beam_args, stream, out, rejects) -> dict[str, int]:
               f"{counts.too_late}", file=out)
     print(f"panes: {job.output}/{PANE_LOG} (index), {job.output}/panes/ (one file per pane)",
           file=out)
+    stored = store_run.end(counters, produced=counters["panes_written"])
+    if stored is not None:
+        print(stored, file=out)
     return counters

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from ldp_telemetry.ldp.errors import StoreError
 from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.ldp.validation import is_int
 from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS
@@ -15,8 +16,19 @@ from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS
 #: Slice bounds of a dead letter that names no known metric or no valid event time.
 UNATTRIBUTED_MS = -(2 ** 63)
 
-#: Longest metric name or dead-letter reason the store keeps (longer ones are cut).
+#: Longest metric name the store keys (PostgreSQL's B-tree keys hold at most about 2,700 bytes:
+#: 512 characters of 4 UTF-8 bytes fit). A job with a longer metric name is refused at start
+#: (`check_metric_names`); a dead letter's name or reason is cut to it.
 MAX_NAME_CHARS = 512
+
+
+def check_metric_names(names) -> None:
+    """StoreError (field ``store``) naming the first metric name longer than the store keys."""
+    for name in names:
+        if len(name) > MAX_NAME_CHARS:
+            raise StoreError(f"store: metric name {name[:40]!r}… has {len(name):,} characters; "
+                             f"the store keys names of at most {MAX_NAME_CHARS}: shorten it in "
+                             f"the registry", "store")
 
 
 def dead_letter_origin(letter: dict) -> tuple[str, int | None]:

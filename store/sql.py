@@ -15,12 +15,15 @@ Tables and example queries: docs/store.md.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from ldp_telemetry.ldp.budget import budget_text
@@ -30,7 +33,9 @@ from ldp_telemetry.ldp.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.output.bands import band95
 from ldp_telemetry.output.layout import window_key
 from ldp_telemetry.output.reader import pane_of
-from ldp_telemetry.store.records import MAX_NAME_CHARS, UNATTRIBUTED_MS
+from ldp_telemetry.store.reads import create_read_indexes, missing_read_indexes
+from ldp_telemetry.store.records import MAX_NAME_CHARS, UNATTRIBUTED_MS, check_metric_names
+from ldp_telemetry.store.views import create_views, missing_views
 
 
 _TABLES = """
@@ -53,6 +58,7 @@ CREATE TABLE IF NOT EXISTS ldp_windows (
   postprocess TEXT,
   pane_timing TEXT NOT NULL,
   pane_index BIGINT NOT NULL,
+  run_seq BIGINT NOT NULL DEFAULT 0,
   pane_is_last BOOLEAN NOT NULL,
   pane_seq BIGINT NOT NULL,
   record TEXT NOT NULL,
@@ -72,6 +78,7 @@ CREATE TABLE IF NOT EXISTS ldp_window_values (
   lower95 DOUBLE PRECISION,
   upper95 DOUBLE PRECISION,
   pane_index BIGINT NOT NULL,
+  run_seq BIGINT NOT NULL DEFAULT 0,
   PRIMARY KEY (metric, version, window_start_ms, window_end_ms, value_index));
 CREATE TABLE IF NOT EXISTS ldp_window_summaries (
   metric TEXT NOT NULL,
@@ -84,6 +91,7 @@ CREATE TABLE IF NOT EXISTS ldp_window_summaries (
   value DOUBLE PRECISION,
   std_error DOUBLE PRECISION,
   pane_index BIGINT NOT NULL,
+  run_seq BIGINT NOT NULL DEFAULT 0,
   PRIMARY KEY (metric, version, window_start_ms, window_end_ms, statistic));
 CREATE TABLE IF NOT EXISTS ldp_panes (
   seq {serial},
@@ -92,20 +100,36 @@ CREATE TABLE IF NOT EXISTS ldp_panes (
   window_start_ms BIGINT NOT NULL,
   window_end_ms BIGINT NOT NULL,
   pane_index BIGINT NOT NULL,
+  run_seq BIGINT NOT NULL DEFAULT 0,
   pane_timing TEXT NOT NULL,
   n BIGINT NOT NULL,
   written_at_ms BIGINT NOT NULL,
-  UNIQUE (metric, version, window_start_ms, window_end_ms, pane_index));
+  UNIQUE (metric, version, window_start_ms, window_end_ms, run_seq, pane_index));
 CREATE TABLE IF NOT EXISTS ldp_rejects (
   metric TEXT NOT NULL,
   reason TEXT NOT NULL,
   slice_start_ms BIGINT NOT NULL,
   slice_end_ms BIGINT NOT NULL,
   records BIGINT NOT NULL,
+  run_seq BIGINT NOT NULL DEFAULT 0,
   PRIMARY KEY (metric, reason, slice_start_ms, slice_end_ms));
+CREATE TABLE IF NOT EXISTS ldp_runs (
+  run_seq {serial},
+  run_id TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL,
+  started_at_ms BIGINT NOT NULL,
+  status TEXT NOT NULL,
+  inputs TEXT NOT NULL,
+  output TEXT NOT NULL,
+  finished_at_ms BIGINT,
+  detail TEXT);
 CREATE INDEX IF NOT EXISTS ldp_panes_by_metric ON ldp_panes (metric, seq);
 CREATE INDEX IF NOT EXISTS ldp_rejects_by_slice ON ldp_rejects (metric, slice_start_ms);
 """
+
+#: Every table the store keeps.
+_TABLE_NAMES = ("ldp_windows", "ldp_window_values", "ldp_window_summaries", "ldp_panes",
+                "ldp_rejects", "ldp_runs", "ldp_metric_privacy")
 
 #: What each metric configuration promises a device (ldp_telemetry.ldp.budget), from the records'
 #: `privacy` field: one row per (metric, version), the newest record's. `lifetime_epsilon` is
@@ -143,64 +167,93 @@ _UPSERT_WINDOW = """
 INSERT INTO ldp_windows (metric, version, window_start, window_end, window_start_ms,
   window_end_ms, n, n_on_time, late_reports, protocol, epsilon, p_star, q_star,
   smallest_resolvable, estimator, postprocess, pane_timing, pane_index, pane_is_last, pane_seq,
-  record)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+  record, run_seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (metric, version, window_start_ms, window_end_ms) DO UPDATE SET
   n = excluded.n,
-  n_on_time = COALESCE(excluded.n_on_time, ldp_windows.n_on_time),
-  late_reports = excluded.n - COALESCE(excluded.n_on_time, ldp_windows.n_on_time),
+  n_on_time = CASE WHEN ldp_windows.run_seq = excluded.run_seq
+    THEN COALESCE(excluded.n_on_time, ldp_windows.n_on_time) ELSE excluded.n_on_time END,
+  late_reports = excluded.n - CASE WHEN ldp_windows.run_seq = excluded.run_seq
+    THEN COALESCE(excluded.n_on_time, ldp_windows.n_on_time) ELSE excluded.n_on_time END,
   protocol = excluded.protocol, epsilon = excluded.epsilon, p_star = excluded.p_star,
   q_star = excluded.q_star, smallest_resolvable = excluded.smallest_resolvable,
   estimator = excluded.estimator, postprocess = excluded.postprocess,
   pane_timing = excluded.pane_timing, pane_index = excluded.pane_index,
-  pane_is_last = excluded.pane_is_last, pane_seq = excluded.pane_seq, record = excluded.record
-WHERE ldp_windows.pane_index < excluded.pane_index
+  pane_is_last = excluded.pane_is_last, pane_seq = excluded.pane_seq, record = excluded.record,
+  run_seq = excluded.run_seq
+WHERE ldp_windows.run_seq < excluded.run_seq
+  OR (ldp_windows.run_seq = excluded.run_seq AND ldp_windows.pane_index < excluded.pane_index)
 """
 
 _KEEP_ON_TIME = """
 UPDATE ldp_windows SET n_on_time = ?, late_reports = n - ?
 WHERE metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?
-  AND n_on_time IS NULL
+  AND n_on_time IS NULL AND run_seq = ?
 """
 
-_UPSERT_VALUE = """
+_INSERT_VALUE = """
 INSERT INTO ldp_window_values (metric, version, window_start, window_end, window_start_ms,
   window_end_ms, value_index, label, estimate, unbiased_estimate, std_error, lower95, upper95,
-  pane_index)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (metric, version, window_start_ms, window_end_ms, value_index) DO UPDATE SET
-  label = excluded.label, estimate = excluded.estimate,
-  unbiased_estimate = excluded.unbiased_estimate, std_error = excluded.std_error,
-  lower95 = excluded.lower95, upper95 = excluded.upper95, pane_index = excluded.pane_index
-WHERE ldp_window_values.pane_index < excluded.pane_index
+  pane_index, run_seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
-_DROP_STALE_VALUES = """
-DELETE FROM ldp_window_values
-WHERE metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?
-  AND value_index >= ? AND pane_index < ?
-"""
-
-_UPSERT_SUMMARY = """
+_INSERT_SUMMARY = """
 INSERT INTO ldp_window_summaries (metric, version, window_start, window_end, window_start_ms,
-  window_end_ms, statistic, value, std_error, pane_index)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (metric, version, window_start_ms, window_end_ms, statistic) DO UPDATE SET
-  value = excluded.value, std_error = excluded.std_error, pane_index = excluded.pane_index
-WHERE ldp_window_summaries.pane_index < excluded.pane_index
+  window_end_ms, statistic, value, std_error, pane_index, run_seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+#: A window's rows in a table of one row per value or statistic: dropped when a pane replaces it.
+_DROP_WINDOW_ROWS = """
+DELETE FROM {table}
+WHERE metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?
+"""
+
+#: Rejects of earlier runs in a window a later run has written: its rejects replace them.
+_DROP_OLDER_REJECTS = """
+DELETE FROM ldp_rejects
+WHERE metric = ? AND slice_start_ms >= ? AND slice_end_ms <= ? AND run_seq < ?
 """
 
 _LOG_PANE = """
 INSERT INTO ldp_panes (metric, version, window_start_ms, window_end_ms, pane_index,
-  pane_timing, n, written_at_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (metric, version, window_start_ms, window_end_ms, pane_index) DO NOTHING
+  pane_timing, n, written_at_ms, run_seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (metric, version, window_start_ms, window_end_ms, run_seq, pane_index) DO NOTHING
+"""
+
+_REGISTER_RUN = """
+INSERT INTO ldp_runs (run_id, kind, started_at_ms, status, inputs, output, finished_at_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 """
 
 _SET_REJECTS = """
-INSERT INTO ldp_rejects (metric, reason, slice_start_ms, slice_end_ms, records)
-VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (metric, reason, slice_start_ms, slice_end_ms) DO UPDATE SET records = {value}
+INSERT INTO ldp_rejects (metric, reason, slice_start_ms, slice_end_ms, records, run_seq)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (metric, reason, slice_start_ms, slice_end_ms) DO UPDATE SET records = {value},
+  run_seq = excluded.run_seq
+"""
+
+#: Whether a later run than the one writing owns a slice: it wrote a window holding the slice,
+#: or rejects of the slice. An earlier run's rejects of that slice are then not written.
+_LATER_OWNER = """
+SELECT 1 FROM ldp_windows WHERE metric = ? AND window_start_ms <= ? AND window_end_ms >= ?
+  AND run_seq > ?
+UNION ALL
+SELECT 1 FROM ldp_rejects WHERE metric = ? AND slice_start_ms = ? AND slice_end_ms = ?
+  AND run_seq > ?
+"""
+
+#: An earlier run's rejects of a slice the writing run replaces (every reason).
+_DROP_SLICE_REJECTS = """
+DELETE FROM ldp_rejects
+WHERE metric = ? AND slice_start_ms = ? AND slice_end_ms = ? AND run_seq < ?
+"""
+
+_RESUMABLE_RUN = """
+SELECT run_seq, run_id, started_at_ms FROM ldp_runs
+WHERE kind = ? AND output = ? ORDER BY run_seq DESC LIMIT 1
 """
 
 _REJECTS_PER_WINDOW = """
@@ -236,16 +289,32 @@ SUPPORT_COLUMNS = ("p_star", "q_star", "smallest_resolvable")
 STORE_FIELD = "store"
 
 
+#: The forms of an SQLite store URL: a file (an in-memory database writes nowhere: refused).
+SQLITE_FORMS = "sqlite:///relative/path.db or sqlite:////absolute/path.db"
+
+#: How long the start-up check (`EstimateStore.check_writable`) waits for a store another
+#: writer holds before it calls the store locked (a run's own writes wait `WRITE_LOCK_WAIT_S`).
+CHECK_LOCK_WAIT_S = 10.0
+
+#: How long one write waits for a store another writer holds.
+WRITE_LOCK_WAIT_S = 30.0
+
+
 def open_store(url: str, create: bool = True) -> EstimateStore:
     """The store at `url`: `sqlite:///relative.db`, `sqlite:////absolute.db` or
     `postgresql://user:password@host:port/database` (`?host=/socket/dir` for a Unix socket).
 
-    Creates the tables when they are missing; with `create=False` a URL that names no existing
-    store (no such SQLite file, or a database without the store's tables) is a StoreError
-    instead, and nothing is created. StoreError for a scheme no connector serves
-    (`CONNECTORS`), or when PostgreSQL is asked for without psycopg installed
+    Creates the tables when they are missing (and adds what a store made by an older release
+    lacks); with `create=False` a URL that names no existing store (no such SQLite file, or a
+    database without the store's tables) is a StoreError instead, and nothing is created.
+    StoreError for a malformed URL (an SQLite URL not of `SQLITE_FORMS`, `:memory:`, a NUL
+    character), a scheme no connector serves (`CONNECTORS`), a file that is not a database, or
+    when PostgreSQL is asked for without psycopg installed
     (`pip install 'ldp-telemetry[postgres]'`).
     """
+    if "\x00" in url or "\x00" in unquote(url):
+        raise StoreError(f"store {shown_url(url)}: a store URL cannot hold a NUL character (%00)",
+                         STORE_FIELD)
     scheme = urlsplit(url).scheme
     connector = CONNECTORS.lookup(scheme)
     if not create and CONNECTORS.canonical(scheme) == "sqlite" \
@@ -254,35 +323,57 @@ def open_store(url: str, create: bool = True) -> EstimateStore:
                          STORE_FIELD)
     store = connector(url)  # connected; its tables are made (or checked) here
     if create:
-        store.create_tables()
+        try:
+            store.create_tables()
+        except StoreError:
+            store.close()
+            raise
         return store
     return store.require_tables(url)
 
 
+def shown_url(url: str) -> str:
+    """`url` as messages show it: quoted, its password (if any) hidden."""
+    parts = urlsplit(url.replace("\x00", "%00"))
+    if parts.password is None:
+        return repr(url)
+    return repr(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@"))
+                .geturl())
+
+
 def _sqlite_path(url: str) -> str:
-    path = unquote(url[len("sqlite://"):])
-    path = path[1:] if path.startswith("/") else path  # sqlite:////abs.db keeps one '/'
-    if not path:
-        raise StoreError(f"store {url!r}: sqlite URLs name a file, e.g. "
-                         f"sqlite:///estimates.db", STORE_FIELD)
-    return path
+    """The file an SQLite URL names; StoreError naming `SQLITE_FORMS` for any other form."""
+    rest = url.split(":", 1)[1]
+    if not rest.startswith("///"):
+        raise StoreError(f"store {url!r} is not an SQLite URL of the form {SQLITE_FORMS} "
+                         f"(three slashes, then the file's path)", STORE_FIELD)
+    path = unquote(rest[3:])
+    if not path or path.endswith("/"):
+        raise StoreError(f"store {url!r}: an SQLite URL names a file: {SQLITE_FORMS}",
+                         STORE_FIELD)
+    if path == ":memory:" or path.startswith("file:"):
+        raise StoreError(f"store {url!r}: an in-memory or URI-named SQLite database writes "
+                         f"nowhere another process can read; name a file: {SQLITE_FORMS}",
+                         STORE_FIELD)
+    return path  # sqlite:////abs.db keeps one '/'
 
 
 def _open_sqlite(url: str) -> EstimateStore:
-    return EstimateStore(_connect_sqlite(_sqlite_path(url)), "sqlite")
+    return EstimateStore(_connect_sqlite(_sqlite_path(url)), "sqlite", shown_url(url))
 
 
 def _open_postgresql(url: str) -> EstimateStore:
     try:
         import psycopg
     except ImportError:
-        raise StoreError(f"store {url!r} needs psycopg: pip install "
+        raise StoreError(f"store {shown_url(url)} needs psycopg: pip install "
                          f"'ldp-telemetry[postgres]'", STORE_FIELD) from None
     try:
         connection = psycopg.connect(url)
-    except psycopg.OperationalError as error:
-        raise StoreError(f"cannot connect to the store: {error}", STORE_FIELD) from None
-    return EstimateStore(connection, "postgresql")
+    except psycopg.Error as error:
+        raise StoreError(f"cannot connect to the store {shown_url(url)}: {error}",
+                         STORE_FIELD) from None
+    return EstimateStore(connection, "postgresql", shown_url(url))
 
 
 #: The SQL stores by URL scheme: a new database is one connector registered here (it returns a
@@ -307,18 +398,63 @@ def _connect_sqlite(path: str) -> sqlite3.Connection:
     return connection
 
 
+@dataclass(frozen=True)
+class StoreRun:
+    """A run's identity in the store (`EstimateStore.begin_run`)."""
+
+    seq: int  # order of beginning: a later run's windows win
+    run_id: str
+    started_at_ms: int
+
+
 class EstimateStore:
     """One connection to the store; `write_*` calls are each one transaction."""
 
-    def __init__(self, connection, dialect: str):
+    def __init__(self, connection, dialect: str, name: str = "the store"):
         self._connection = connection
         self.dialect = dialect
+        self.name = name  # as messages show it (`shown_url`: the URL without its password)
+        if dialect == "sqlite":
+            self._errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+        else:
+            import psycopg
+            self._errors = (psycopg.Error,)
+
+    def check_writable(self, lock_wait_s: float = CHECK_LOCK_WAIT_S) -> None:
+        """StoreError naming the store unless a run can write to it now: an SQLite file that
+        fails its quick check (damaged), a store that cannot be written (read-only file or
+        folder, a PostgreSQL user without the rights) or that another writer holds for longer
+        than `lock_wait_s` (locked). Writes a row of ldp_runs and rolls it back."""
+        try:
+            self._set_lock_wait(lock_wait_s)
+            if self.dialect == "sqlite":
+                found = self._connection.execute("PRAGMA quick_check(1)").fetchall()
+                if found != [("ok",)]:
+                    raise StoreError(f"store {self.name} is damaged: SQLite's quick check "
+                                     f"says {found[0][0]!r}", STORE_FIELD)
+            with self._transaction() as cursor:
+                cursor.execute(self._sql(_REGISTER_RUN),
+                               ("probe", "check", 0, "probe", "[]", "", None))
+                raise _Probed
+        except _Probed:
+            pass
+        finally:
+            with contextlib.suppress(*self._errors):  # unusable: the error above says why
+                self._set_lock_wait(WRITE_LOCK_WAIT_S)
+
+    def _set_lock_wait(self, seconds: float) -> None:
+        """How long this connection's writes wait for another writer's lock."""
+        if self.dialect == "sqlite":
+            self._connection.execute(f"PRAGMA busy_timeout={int(seconds * 1000)}")
+        else:
+            self._connection.execute(f"SET lock_timeout = {int(seconds * 1000)}")
+            self._connection.commit()
 
     def require_tables(self, url: str) -> EstimateStore:
         """This store, if it has the store's tables; else closed, and a StoreError."""
         probe = ("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'ldp_windows'"
                  if self.dialect == "sqlite" else "SELECT to_regclass('ldp_windows')")
-        with self._transaction() as cursor:
+        with self._snapshot() as cursor:  # a read: a store another writer holds is no matter
             cursor.execute(probe)
             row = cursor.fetchone()
         if row is None or row[0] is None:
@@ -328,30 +464,37 @@ class EstimateStore:
         return self
 
     # -- writing ------------------------------------------------------------------------------
-    def write_panes(self, records: Iterable[dict]) -> int:
-        """Upsert window-estimate records (schemas/window_estimate.avsc dicts): a window's row and
-        value rows are replaced only by a pane with a higher `pane.index`; every new pane is also
-        logged in ldp_panes (whose `seq` a dashboard follows). Returns the records given.
+    def write_panes(self, records: Iterable[dict], run: int = 0) -> int:
+        """Upsert window-estimate records (schemas/window_estimate.avsc dicts) of the run `run`
+        (`begin_run`; 0: no registered run, older than every registered one). A window is
+        replaced by a pane of a later run, or of the same run with a higher `pane.index`; when it
+        is, its value and summary rows are replaced with it and the earlier runs' rejects of its
+        slices are dropped (the run's own replace them), so a window's rows always come from one
+        run and one pane. Every new pane is also logged in ldp_panes (whose `seq` a dashboard
+        follows). Returns the records given. One transaction; writers of one metric take turns
+        (SQLite's write lock; a per-metric advisory lock in PostgreSQL).
 
         p_star, q_star and smallest_resolvable are the record's (null when it has none); each
         value's lower95/upper95 is its band95 (null without a standard error).
 
         An ON_TIME pane's n is kept as n_on_time; a later pane's n − n_on_time is the window's
         late_reports (panes accumulate: each covers every report counted so far).
+        StoreError for a metric name longer than the store keys, or when the database fails.
         """
-        records = list(records)
+        records = sorted(records, key=window_key)  # one lock order for every writer
         if not records:
             return 0
+        check_metric_names({record["metric"] for record in records})
         now_ms = int(time.time() * 1000)
         with self._transaction() as cursor:
+            self._lock_metrics(cursor, {record["metric"] for record in records})
             for record in records:
                 metric, start_ms, end_ms, version = window_key(record)
-                metric = metric[:MAX_NAME_CHARS]
                 window = (metric, version, start_ms, end_ms)
                 pane = pane_of(record)
                 cursor.execute(self._sql(_LOG_PANE), (*window, pane["index"], pane["timing"],
-                                                      int(record["n"]), now_ms))
-                seq = self._pane_seq(cursor, window, pane["index"])
+                                                      int(record["n"]), now_ms, run))
+                seq = self._pane_seq(cursor, window, run, pane["index"])
                 start, end = self._time(start_ms), self._time(end_ms)
                 n_on_time = int(record["n"]) if pane["timing"] == "ON_TIME" else None
                 cursor.execute(self._sql(_UPSERT_WINDOW), (
@@ -362,22 +505,23 @@ class EstimateStore:
                     (record.get("estimator") or {}).get("method"),
                     (record.get("postprocess") or {}).get("method"),
                     pane["timing"], pane["index"], pane["is_last"], seq,
-                    json.dumps(record, sort_keys=True)))
-                if n_on_time is not None:  # also when a later pane got here first
-                    cursor.execute(self._sql(_KEEP_ON_TIME), (n_on_time, n_on_time, *window))
+                    json.dumps(record, sort_keys=True), run))
+                replaced = cursor.rowcount > 0  # 0: a later run or pane holds the window
+                if n_on_time is not None:  # also when a later pane of this run got here first
+                    cursor.execute(self._sql(_KEEP_ON_TIME), (n_on_time, n_on_time, *window, run))
+                if not replaced:
+                    continue
+                row = (metric, version, start, end, start_ms, end_ms)
+                for table in ("ldp_window_values", "ldp_window_summaries"):
+                    cursor.execute(self._sql(_DROP_WINDOW_ROWS.format(table=table)), window)
                 # Rows are made as the driver takes them (psycopg pipelines them), never held
                 # as a list: about 300 bytes per value of a large domain.
-                cursor.executemany(self._sql(_UPSERT_VALUE),
-                                   _value_rows(record, (metric, version, start, end, start_ms,
-                                                        end_ms), pane["index"]))
-                # a newer pane with fewer values (a combined estimate whose shared labels
-                # changed) leaves no rows of an older one behind
-                cursor.execute(self._sql(_DROP_STALE_VALUES),
-                               (*window, len(record["estimate"]), pane["index"]))
-                summaries = list(_summary_rows(record, (metric, version, start, end, start_ms,
-                                                        end_ms), pane["index"]))
+                cursor.executemany(self._sql(_INSERT_VALUE),
+                                   _value_rows(record, row, pane["index"], run))
+                summaries = list(_summary_rows(record, row, pane["index"], run))
                 if summaries:
-                    cursor.executemany(self._sql(_UPSERT_SUMMARY), summaries)
+                    cursor.executemany(self._sql(_INSERT_SUMMARY), summaries)
+                cursor.execute(self._sql(_DROP_OLDER_REJECTS), (metric, start_ms, end_ms, run))
                 self._write_privacy(cursor, metric, version, record.get("privacy"))
         return len(records)
 
@@ -415,17 +559,81 @@ class EstimateStore:
                           "memoized": bool(values[1])} for version, *values in rows}
 
     def write_rejects(self, totals: Mapping[tuple[str, str, int, int], int],
-                      add: bool = False) -> None:
+                      add: bool = False, run: int = 0) -> None:
         """Dead-letter counts per (metric, reason, slice_start_ms, slice_end_ms) (see
-        `records.reject_slice`): `add=False` sets each total, an upsert (idempotent: a batch
-        job's final counts, and a followed directory's totals from its checkpoint, written
-        again after a restart); `add=True` adds to it (increments of a stream through Beam)."""
+        `records.reject_slice`) of the run `run`: `add=False` sets each total, an upsert
+        (idempotent: a batch job's final counts, a followed directory's totals from its
+        checkpoint, written again after a restart, and a stream's running totals kept in the
+        runner's state); `add=True` adds to it.
+
+        A slice's rejects come from one run: the run's counts replace an earlier run's rows of
+        the slice (every reason), and are not written where a later run already wrote a window
+        holding the slice or rejects of it. One transaction, as `write_panes`."""
         value = "ldp_rejects.records + excluded.records" if add else "excluded.records"
-        rows = [(metric[:MAX_NAME_CHARS], reason[:MAX_NAME_CHARS], int(start), int(end),
-                 int(count)) for (metric, reason, start, end), count in totals.items()]
-        if rows:
-            with self._transaction() as cursor:
-                cursor.executemany(self._sql(_SET_REJECTS.format(value=value)), rows)
+        rows = sorted((metric[:MAX_NAME_CHARS], reason[:MAX_NAME_CHARS], int(start), int(end),
+                       int(count)) for (metric, reason, start, end), count in totals.items())
+        if not rows:
+            return
+        with self._transaction() as cursor:
+            self._lock_metrics(cursor, {row[0] for row in rows})
+            for metric, reason, start, end, count in rows:
+                cursor.execute(self._sql(_LATER_OWNER),
+                               (metric, start, end, run, metric, start, end, run))
+                if cursor.fetchall():
+                    continue
+                cursor.execute(self._sql(_DROP_SLICE_REJECTS), (metric, start, end, run))
+                cursor.execute(self._sql(_SET_REJECTS.format(value=value)),
+                               (metric, reason, start, end, count, run))
+
+    # -- runs ---------------------------------------------------------------------------------
+    def begin_run(self, kind: str, inputs: Iterable[str], output: str,
+                  resume: bool = False) -> StoreRun:
+        """Register a run (`kind` "batch" or "live"; the input files or followed location; the
+        output folder) and return its identity. Runs are ordered by `run_seq`, the order they
+        began in: the later run's windows win. `resume`: continue the latest run of this kind
+        and output (a live run restarted from its checkpoint) when there is one."""
+        started_ms = int(time.time() * 1000)
+        with self._transaction() as cursor:
+            if resume:
+                cursor.execute(self._sql(_RESUMABLE_RUN), (kind, output))
+                found = cursor.fetchone()
+                if found is not None:
+                    cursor.execute(self._sql("UPDATE ldp_runs SET status = 'running', "
+                                             "finished_at_ms = NULL WHERE run_seq = ?"),
+                                   (found[0],))
+                    return StoreRun(int(found[0]), found[1], int(found[2]))
+            run_id = uuid.uuid4().hex
+            cursor.execute(self._sql(_REGISTER_RUN),
+                           (run_id, kind, started_ms, "running", json.dumps(sorted(inputs)),
+                            output, None))
+            cursor.execute(self._sql("SELECT run_seq FROM ldp_runs WHERE run_id = ?"),
+                           (run_id,))
+            return StoreRun(int(cursor.fetchone()[0]), run_id, started_ms)
+
+    def finish_run(self, run: int, status: str, detail: str | None = None,
+                   lock_wait_s: float | None = None) -> None:
+        """Record how run `run` ended: `status` "finished", "incomplete", "interrupted" or
+        "failed". `lock_wait_s`: wait at most this long for another writer (else
+        `WRITE_LOCK_WAIT_S`), a StoreError past it."""
+        if lock_wait_s is not None:
+            self._set_lock_wait(lock_wait_s)
+        with self._transaction() as cursor:
+            cursor.execute(self._sql("UPDATE ldp_runs SET status = ?, finished_at_ms = ?, "
+                                     "detail = ? WHERE run_seq = ?"),
+                           (status, int(time.time() * 1000), detail, run))
+
+    def runs(self) -> list[dict]:
+        """Every registered run, oldest first: run_seq, run_id, kind, started_at_ms, status,
+        inputs (a list), output, finished_at_ms, detail."""
+        names = ("run_seq", "run_id", "kind", "started_at_ms", "status", "inputs", "output",
+                 "finished_at_ms", "detail")
+        rows = self._query(f"SELECT {', '.join(names)} FROM ldp_runs ORDER BY run_seq")
+        return [{**dict(zip(names, row, strict=True)), "inputs": json.loads(row[5])}
+                for row in rows]
+
+    def run_panes(self, run: int) -> int:
+        """Panes of run `run` logged in ldp_panes."""
+        return int(self._query("SELECT COUNT(*) FROM ldp_panes WHERE run_seq = ?", (run,))[0][0])
 
     # -- reading ------------------------------------------------------------------------------
     def metrics(self) -> list[str]:
@@ -510,7 +718,13 @@ class EstimateStore:
 
     # -- internals ----------------------------------------------------------------------------
     def create_tables(self) -> None:
-        """Create the store's tables where they are missing."""
+        """Create the store's tables where they are missing. A store that has them all is only
+        read (so opening a store another writer holds does not wait for it), unless it lacks
+        the dashboards' read indexes or views (a store made before them): those are added."""
+        if self._has_every_table():
+            if missing_read_indexes(self) or missing_views(self):
+                self.create_read_indexes()
+            return
         if self.dialect == "sqlite":
             ddl = _TABLES.format(time="TEXT", serial="INTEGER PRIMARY KEY AUTOINCREMENT")
         else:
@@ -518,23 +732,26 @@ class EstimateStore:
         with self._transaction() as cursor:
             if self.dialect == "postgresql":  # several writers may create the tables at once
                 cursor.execute("SELECT pg_advisory_xact_lock(7411235)")
+            before: set[str] = set()
+            if self._has_table(cursor, "ldp_windows"):
+                cursor.execute("SELECT * FROM ldp_windows WHERE 1 = 0")
+                before = {description[0] for description in cursor.description}
+            if before and "version" not in before:
+                raise StoreError("the store was made before estimates named their "
+                                 "configuration version (its tables have no 'version' column): "
+                                 "write to a new store, or drop its ldp_* tables to rebuild it",
+                                 STORE_FIELD)
+            if before and "run_seq" not in before:
+                self._add_runs(cursor)
             for statement in filter(str.strip, ddl.split(";")):
                 cursor.execute(statement)
             cursor.execute(_PRIVACY_TABLE)
             self._privacy_table = True
-            cursor.execute("SELECT * FROM ldp_windows WHERE 1 = 0")
-            columns = {description[0] for description in cursor.description}
-        if "version" not in columns:
-            raise StoreError("the store was made before estimates named their configuration "
-                             "version (its tables have no 'version' column): write to a new "
-                             "store, or drop its ldp_* tables to rebuild it", STORE_FIELD)
         self.create_read_indexes()
 
     def create_read_indexes(self) -> None:
         """The indexes of the dashboards' reads (store/reads.py) and the views for SQL
         dashboards (store/views.py), where missing."""
-        from ldp_telemetry.store.reads import create_read_indexes
-        from ldp_telemetry.store.views import create_views, missing_views
         views = bool(missing_views(self))
         with self._transaction() as cursor:
             if self.dialect == "postgresql":
@@ -542,6 +759,56 @@ class EstimateStore:
             create_read_indexes(cursor, self.dialect)
             if views:
                 create_views(cursor, self.dialect)
+
+    def _has_table(self, cursor, name: str) -> bool:
+        cursor.execute(self._sql("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                 "name = ?") if self.dialect == "sqlite"
+                       else "SELECT to_regclass(%s)::text", (name,))
+        row = cursor.fetchone()
+        return row is not None and row[0] is not None
+
+    def _add_runs(self, cursor) -> None:
+        """Give a store made before runs were kept its run columns, in the caller's transaction:
+        every row it holds belongs to run 0 (older than any registered run), and a pane is
+        logged once per (window, run, pane index)."""
+        for table in ("ldp_windows", "ldp_window_values", "ldp_window_summaries", "ldp_rejects",
+                      "ldp_panes"):
+            cursor.execute(f"ALTER TABLE {table} ADD COLUMN run_seq BIGINT NOT NULL DEFAULT 0")
+        key = "metric, version, window_start_ms, window_end_ms, run_seq, pane_index"
+        if self.dialect == "postgresql":
+            cursor.execute("SELECT conname FROM pg_constraint WHERE conrelid = "
+                           "'ldp_panes'::regclass AND contype = 'u'")
+            for (name,) in cursor.fetchall():
+                cursor.execute(f'ALTER TABLE ldp_panes DROP CONSTRAINT "{name}"')
+            cursor.execute(f"ALTER TABLE ldp_panes ADD CONSTRAINT ldp_panes_run_pane "
+                           f"UNIQUE ({key})")
+            return
+        # SQLite cannot drop a constraint: copy the log into a table with the new key
+        columns = ("seq, metric, version, window_start_ms, window_end_ms, pane_index, "
+                   "pane_timing, n, written_at_ms, run_seq")
+        panes = _TABLES[_TABLES.index("CREATE TABLE IF NOT EXISTS ldp_panes"):]
+        panes = panes[:panes.index(";")].replace("ldp_panes (", "ldp_panes_with_runs (", 1)
+        cursor.execute(panes.format(serial="INTEGER PRIMARY KEY AUTOINCREMENT"))
+        cursor.execute(f"INSERT INTO ldp_panes_with_runs ({columns}) "
+                       f"SELECT {columns} FROM ldp_panes")
+        cursor.execute("DROP TABLE ldp_panes")
+        cursor.execute("PRAGMA legacy_alter_table = ON")  # views naming ldp_panes stay as they are
+        cursor.execute("ALTER TABLE ldp_panes_with_runs RENAME TO ldp_panes")
+        cursor.execute("PRAGMA legacy_alter_table = OFF")
+
+    def _has_every_table(self) -> bool:
+        """Whether the store has every table `create_tables` makes (read in a snapshot)."""
+        listing = ("SELECT name FROM sqlite_master WHERE type = 'table'" if self.dialect == "sqlite"
+                   else "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+        with self._snapshot() as cursor:
+            cursor.execute(listing)
+            tables = {row[0] for row in cursor.fetchall()}
+            if "ldp_windows" not in tables:
+                return False
+            cursor.execute("SELECT * FROM ldp_windows WHERE 1 = 0")
+            columns = {description[0] for description in cursor.description}
+        self._privacy_table = "ldp_metric_privacy" in tables
+        return set(_TABLE_NAMES) <= tables and {"version", "run_seq"} <= columns
 
     def _sql(self, text: str) -> str:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")
@@ -553,12 +820,19 @@ class EstimateStore:
             return iso_from_ms(ms, milliseconds=True)
         return datetime_from_ms(ms)
 
-    def _pane_seq(self, cursor, window: tuple[str, str, int, int], index: int) -> int:
-        """The seq of a pane of `window` (metric, version, start ms, end ms)."""
+    def _pane_seq(self, cursor, window: tuple[str, str, int, int], run: int, index: int) -> int:
+        """The seq of a pane of `window` (metric, version, start ms, end ms) of run `run`."""
         cursor.execute(self._sql("SELECT seq FROM ldp_panes WHERE metric = ? AND version = ? AND "
-                                 "window_start_ms = ? AND window_end_ms = ? AND pane_index = ?"),
-                       (*window, index))
+                                 "window_start_ms = ? AND window_end_ms = ? AND run_seq = ? "
+                                 "AND pane_index = ?"), (*window, run, index))
         return int(cursor.fetchone()[0])
+
+    def _lock_metrics(self, cursor, metrics) -> None:
+        """PostgreSQL: take each metric's advisory transaction lock, in sorted order (SQLite's
+        BEGIN IMMEDIATE already lets one writer in at a time)."""
+        if self.dialect == "postgresql":
+            for metric in sorted(metrics):
+                cursor.execute("SELECT pg_advisory_xact_lock(7411236, hashtext(%s))", (metric,))
 
     def _query(self, text: str, params: tuple = ()) -> list[tuple]:
         cursor = self._connection.cursor()
@@ -572,23 +846,34 @@ class EstimateStore:
         return rows
 
     def _transaction(self):
-        return _Transaction(self._connection, self.dialect)
+        return _Transaction(self)
 
     def _snapshot(self):
         return _Snapshot(self._connection, self.dialect)
 
 
-class _Transaction:
-    """A cursor inside BEGIN … COMMIT (ROLLBACK when the block raises)."""
+class _Probed(Exception):
+    """Ends a probe transaction: rolled back, nothing written."""
 
-    def __init__(self, connection, dialect: str):
-        self._connection = connection
-        self._dialect = dialect
+
+class _Transaction:
+    """A cursor inside BEGIN … COMMIT (ROLLBACK when the block raises). An error of the
+    database driver (read-only, locked, damaged, full, gone) becomes a StoreError naming the
+    store; any other exception propagates as it is."""
+
+    def __init__(self, store: EstimateStore):
+        self._connection = store._connection
+        self._dialect = store.dialect
+        self._store = store
 
     def __enter__(self):
         self._cursor = self._connection.cursor()
         if self._dialect == "sqlite":
-            self._cursor.execute("BEGIN IMMEDIATE")  # take the write lock now, not mid-way
+            try:
+                self._cursor.execute("BEGIN IMMEDIATE")  # take the write lock now, not mid-way
+            except sqlite3.Error as error:
+                self._cursor.close()
+                raise self._failed(error) from None
         return self._cursor
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -599,8 +884,17 @@ class _Transaction:
                 self._connection.commit()
             else:
                 self._connection.rollback()
+        except self._store._errors as error:
+            if exc is None or not isinstance(exc, self._store._errors):
+                raise self._failed(error) from None
         finally:
             self._cursor.close()
+        if exc is not None and isinstance(exc, self._store._errors):
+            raise self._failed(exc) from None
+
+    def _failed(self, error: BaseException) -> StoreError:
+        text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return StoreError(f"store {self._store.name}: {text}", STORE_FIELD)
 
 
 class _Snapshot:
@@ -628,7 +922,7 @@ class _Snapshot:
             self._cursor.close()
 
 
-def _value_rows(record: dict, window: tuple, pane_index: int):
+def _value_rows(record: dict, window: tuple, pane_index: int, run: int):
     """A record's value rows; `window` is (metric, version, start, end, start ms, end ms)."""
     labels = record.get("labels") or [str(i) for i in range(len(record["estimate"]))]
     estimate = record["estimate"]
@@ -639,7 +933,7 @@ def _value_rows(record: dict, window: tuple, pane_index: int):
         low, high = band95(value, error)
         yield (*window, index, str(label), float(value),
                None if raw is None else float(raw), None if error is None else float(error),
-               low, high, pane_index)
+               low, high, pane_index, run)
 
 
 def _number(value) -> float | None:
@@ -647,15 +941,15 @@ def _number(value) -> float | None:
     return None if value is None or math.isnan(float(value)) else float(value)
 
 
-def _summary_rows(record: dict, row: tuple, pane_index: int):
+def _summary_rows(record: dict, row: tuple, pane_index: int, run: int):
     """A numeric record's summaries, one row each: `mean` (with its standard error),
     `variance`, and `q<level>` per quantile (with its bootstrap standard error); nothing for
     a frequency record (no `mean`). `row` is the window as in `_value_rows`."""
     if record.get("mean") is None and not record.get("quantiles"):
         return
     yield (*row, "mean", _number(record.get("mean")), _number(record.get("mean_std_error")),
-           pane_index)
-    yield (*row, "variance", _number(record.get("variance")), None, pane_index)
+           pane_index, run)
+    yield (*row, "variance", _number(record.get("variance")), None, pane_index, run)
     errors = record.get("quantile_std_errors") or {}
     for level, value in (record.get("quantiles") or {}).items():
-        yield (*row, f"q{level}", _number(value), _number(errors.get(level)), pane_index)
+        yield (*row, f"q{level}", _number(value), _number(errors.get(level)), pane_index, run)

@@ -18,6 +18,7 @@ from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.files import open_report_file
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.transforms.dead_letters import MAX_VERBATIM_DEAD_LETTERS, DeadLetterCap
+from ldp_telemetry.transforms.progress import PROGRESS
 
 BATCHES = "batches"
 DEAD_LETTERS = "dead_letters"
@@ -70,6 +71,7 @@ class DecodeReportFilesFn(beam.DoFn):
         for letter in self._cap.finish_file():
             yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
         self._read.inc(self._decoder.records_read - before)
+        PROGRESS.add(1, self._decoder.records_read - before)
 
 
 def _open_file(path: str, mode: str):

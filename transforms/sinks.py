@@ -130,8 +130,9 @@ class StoreSink(Sink):
     `transforms.store.RejectTotals`)."""
 
     def __init__(self, url: str, windows: WindowSpec, compact_records: bool = False,
-                 rejects: bool = True):
+                 rejects: bool = True, run: int = 0):
         self._url = url
+        self._run = run
         self._windows = windows
         self._compact = compact_records
         self._rejects = rejects
@@ -141,7 +142,8 @@ class StoreSink(Sink):
         if self._compact:
             stored = estimates | "PlainEstimates" >> beam.Map(plain_record)
         (stored, dead_letters) | "WriteToStore" >> WriteToStore(
-            self._url, self._windows.slice_ms, self._windows.slice_offset_ms, self._rejects)
+            self._url, self._windows.slice_ms, self._windows.slice_offset_ms, self._rejects,
+            self._run)
         return estimates
 
 

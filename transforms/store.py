@@ -8,11 +8,13 @@ stale pane changes nothing). `WriteToStore` wires it and the dead-letter counts 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import apache_beam as beam
+from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.coders import VarIntCoder
 from apache_beam.pvalue import PDone
@@ -25,9 +27,13 @@ from ldp_telemetry.output.bands import band95
 from ldp_telemetry.output.layout import version_label
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.store.records import reject_slice
-from ldp_telemetry.store.sql import CONNECTORS, STORE_FIELD, SUPPORT_COLUMNS, open_store
+from ldp_telemetry.store.sql import (CONNECTORS, STORE_FIELD, SUPPORT_COLUMNS, EstimateStore,
+                                     open_store)
+from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
 
 BIGQUERY_SCHEME = "bigquery://"
+
+log = logging.getLogger(__name__)
 
 
 #: Estimate values (d per record) a store sink holds before it writes them: records are written
@@ -36,18 +42,65 @@ BIGQUERY_SCHEME = "bigquery://"
 STORE_FLUSH_VALUES = 1 << 18
 
 
-class WritePanesToStoreFn(beam.DoFn):
-    """Window-estimate records -> `open_store(url).write_panes(...)`, once per bundle or once
-    `STORE_FLUSH_VALUES` estimate values wait, whichever comes first.
+#: Counters (namespace "ldp") of what a job's store sinks wrote and could not write: panes and
+#: reject counts (one per (metric, reason, slice)). `pipelines.store_runs.store_line` reports them.
+STORE_COUNTERS = ("store_panes_written", "store_panes_failed", "store_rejects_written",
+                  "store_rejects_failed")
 
-    Emits nothing. The connection opens in `setup` (one per worker) and closes in `teardown`.
-    """
 
-    def __init__(self, url: str):
+class _StoreWriterFn(beam.DoFn):
+    """A sink into the store at `url` that never fails the job: when the store fails (a
+    StoreError: full, read-only, locked, gone), what it was given is counted as not written
+    (`<what>_failed`), the error is logged once, and this worker writes nothing more (every
+    later element is counted as failed), so the job's files are still written. Emits nothing.
+    The connection opens in `setup` (one per worker) and closes in `teardown`."""
+
+    _what = ""  # "panes" or "rejects": the counters' names
+
+    def __init__(self, url: str, run: int = 0):
         self._url = url
+        self._run = run
+        self._written = Metrics.counter(COUNTER_NAMESPACE, f"store_{self._what}_written")
+        self._failed = Metrics.counter(COUNTER_NAMESPACE, f"store_{self._what}_failed")
+        self._store, self._error = None, None
 
     def setup(self):
-        self._store = open_store(self._url)
+        self._store, self._error = None, None
+        try:
+            self._store = open_store(self._url)
+        except StoreError as error:
+            self._fail(error)
+
+    def _write(self, count: int, write: Callable[[EstimateStore], object]) -> None:
+        """`write(store)` of `count` items, or count them as not written."""
+        if count == 0:
+            return
+        if self._error is None:
+            try:
+                write(self._store)
+                self._written.inc(count)
+                return
+            except StoreError as error:
+                self._fail(error)
+        self._failed.inc(count)
+
+    def _fail(self, error: StoreError) -> None:
+        self._error = error
+        log.error("%s; the store gets nothing more from this run (its files are complete)",
+                  error)
+
+    def teardown(self):
+        store = getattr(self, "_store", None)
+        if store is not None:
+            store.close()
+
+
+class WritePanesToStoreFn(_StoreWriterFn):
+    """Window-estimate records -> `open_store(url).write_panes(..., run)`, once per bundle or
+    once `STORE_FLUSH_VALUES` estimate values wait, whichever comes first. A store failure is
+    counted, never raised (`_StoreWriterFn`)."""
+
+    _what = "panes"
 
     def start_bundle(self):
         self._pending, self._values = [], 0
@@ -59,26 +112,25 @@ class WritePanesToStoreFn(beam.DoFn):
             self.finish_bundle()
 
     def finish_bundle(self):
-        self._store.write_panes(self._pending)
+        pending = self._pending
+        self._write(len(pending), lambda store: store.write_panes(pending, self._run))
         self._pending, self._values = [], 0
 
-    def teardown(self):
-        store = getattr(self, "_store", None)
-        if store is not None:
-            store.close()
 
 
 class RejectTotals:
     """The reject totals of a live run over a directory, written by its follower (not by Beam):
     `totals({(metric, reason, slice start ms, slice end ms): records})` sets each total in the
     SQL store at `url` (an upsert: writing a total again changes nothing, so a restarted run
-    that writes its checkpoint's totals again neither loses nor doubles a reject)."""
+    that writes its checkpoint's totals again neither loses nor doubles a reject), as rows of
+    the store run `run` (its `run_seq`, set once the run is registered)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, run: int = 0):
         self._store = open_store(url)
+        self.run = run
 
     def __call__(self, totals) -> None:
-        self._store.write_rejects(totals, add=False)
+        self._store.write_rejects(totals, add=False, run=self.run)
 
     def close(self) -> None:
         self._store.close()
@@ -113,15 +165,15 @@ class WriteRejectsToStoreFn(beam.DoFn):
 
     `add=False` sets each total (the batch job's combined, final counts, or a streaming job's
     running totals, `RunningRejectTotalsFn`: idempotent; the bundle's last total of a key is
-    the one set); `add=True` adds increments.
+    the one set); `add=True` adds increments. A store failure is counted, never raised
+    (`_StoreWriterFn`).
     """
 
-    def __init__(self, url: str, add: bool):
-        self._url = url
-        self._add = add
+    _what = "rejects"
 
-    def setup(self):
-        self._store = open_store(self._url)
+    def __init__(self, url: str, add: bool, run: int = 0):
+        super().__init__(url, run)
+        self._add = add
 
     def start_bundle(self):
         self._pending = {}
@@ -131,13 +183,10 @@ class WriteRejectsToStoreFn(beam.DoFn):
         self._pending[key] = self._pending.get(key, 0) + count if self._add else count
 
     def finish_bundle(self):
-        self._store.write_rejects(self._pending, add=self._add)
+        pending = self._pending
+        self._write(len(pending), lambda store: store.write_rejects(pending, add=self._add,
+                                                                    run=self._run))
         self._pending = {}
-
-    def teardown(self):
-        store = getattr(self, "_store", None)
-        if store is not None:
-            store.close()
 
 
 class WriteToStore(beam.PTransform):
@@ -147,12 +196,15 @@ class WriteToStore(beam.PTransform):
     or `bigquery://PROJECT/DATASET`, where the same rows are appended to the tables `ldp_panes`
     and `ldp_rejects` with `WriteToBigQuery` (BigQuery has no upsert: a query takes each window's
     row with the highest pane_index, docs/store.md). Dead letters are counted per (metric,
-    reason, job slice) with `slice_ms`/`slice_offset_ms` (the job's `WindowSpec`).
+    reason, job slice) with `slice_ms`/`slice_offset_ms` (the job's `WindowSpec`). `run` is the
+    run's `run_seq` in a SQL store (`EstimateStore.begin_run`; 0: none registered).
     """
 
-    def __init__(self, url: str, slice_ms: int, slice_offset_ms: int = 0, rejects: bool = True):
+    def __init__(self, url: str, slice_ms: int, slice_offset_ms: int = 0, rejects: bool = True,
+                 run: int = 0):
         super().__init__()
         self._url = url
+        self._run = run
         self._slice_ms = slice_ms
         self._slice_offset_ms = slice_offset_ms
         self._rejects = rejects
@@ -160,7 +212,7 @@ class WriteToStore(beam.PTransform):
     def expand(self, estimates_and_dead_letters):
         estimates, dead_letters = estimates_and_dead_letters
         if not self._rejects:  # someone else keeps the reject totals (`RejectTotals`)
-            store_kind(self._url).write(self._url, estimates, None, False)
+            store_kind(self._url).write(self._url, estimates, None, False, self._run)
             return PDone(estimates.pipeline)
         streaming = estimates.pipeline.options.view_as(StandardOptions).streaming
         slice_ms, offset_ms = self._slice_ms, self._slice_offset_ms
@@ -181,34 +233,36 @@ class WriteToStore(beam.PTransform):
             keyed = (counted[0] if len(counted) == 1 else
                      counted | "Rejects" >> beam.Flatten()
                      | "CountAllRejects" >> beam.CombinePerKey(sum))
-        store_kind(self._url).write(self._url, estimates, keyed, streaming)
+        store_kind(self._url).write(self._url, estimates, keyed, streaming, self._run)
         return PDone(estimates.pipeline)
 
 
 @dataclass(frozen=True)
 class StoreKind:
     """How a job writes to one kind of store: `check(url)` before any report is read (StoreError
-    naming the problem), `write(url, estimates, rejects, streaming)` adds the steps that write
-    the estimate records and the ((metric, reason, slice), records) reject counts."""
+    naming the problem), `write(url, estimates, rejects, streaming, run)` adds the steps that
+    write the estimate records and the ((metric, reason, slice), records) reject counts of the
+    run `run` (SQL stores; BigQuery appends rows and keeps no runs)."""
 
     check: Callable[[str], None]
     write: Callable
 
 
 def _check_sql(url: str) -> None:
-    open_store(url).close()  # connects and creates the tables
+    with open_store(url) as store:  # connects and creates the tables
+        store.check_writable()  # damaged, read-only or locked: found now
 
 
-def _write_sql(url: str, estimates, rejects, streaming: bool) -> None:
-    estimates | "WritePanes" >> beam.ParDo(WritePanesToStoreFn(url))
+def _write_sql(url: str, estimates, rejects, streaming: bool, run: int) -> None:
+    estimates | "WritePanes" >> beam.ParDo(WritePanesToStoreFn(url, run))
     if rejects is None:
         return
     if streaming:  # running totals kept in the runner's state, set: idempotent
         rejects = rejects | "TotalRejects" >> beam.ParDo(RunningRejectTotalsFn())
-    rejects | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(url, add=False))
+    rejects | "WriteRejects" >> beam.ParDo(WriteRejectsToStoreFn(url, add=False, run=run))
 
 
-def _write_bigquery(url: str, estimates, rejects, streaming: bool) -> None:
+def _write_bigquery(url: str, estimates, rejects, streaming: bool, run: int) -> None:
     table_prefix = _bigquery_table_prefix(url)
     estimates | "PaneRows" >> beam.Map(bigquery_pane_row) \
         | "WritePanesToBigQuery" >> beam.io.WriteToBigQuery(
@@ -222,8 +276,6 @@ def _write_bigquery(url: str, estimates, rejects, streaming: bool) -> None:
             table_prefix + "ldp_rejects", schema=BIGQUERY_REJECTS_SCHEMA,
             create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
             write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND)
-
-
 
 
 def _bigquery_table_prefix(url: str) -> str:
@@ -322,5 +374,6 @@ def store_kind(url: str) -> StoreKind:
 
 def check_store_url(url: str) -> None:
     """Fail before any report is read when the store cannot be used: a SQL store is opened (its
-    tables created), a BigQuery URL parsed. StoreError (field ``store``) naming the problem."""
+    tables created) and checked (`EstimateStore.check_writable`: damaged, read-only, locked), a
+    BigQuery URL parsed. StoreError (field ``store``) naming the problem."""
     store_kind(url).check(url)

@@ -76,7 +76,7 @@ class RecordingStore:
     def __init__(self):
         self.calls = []
 
-    def write_panes(self, records):
+    def write_panes(self, records, run=0):
         self.calls.append(len(records))
 
 
