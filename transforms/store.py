@@ -160,7 +160,7 @@ class RunningRejectTotalsFn(beam.DoFn):
         yield key, running
 
 
-class WriteRejectsToStoreFn(beam.DoFn):
+class WriteRejectsToStoreFn(_StoreWriterFn):
     """((metric, reason, slice_start_ms, slice_end_ms), records) -> `write_rejects`.
 
     `add=False` sets each total (the batch job's combined, final counts, or a streaming job's
