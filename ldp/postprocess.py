@@ -326,7 +326,7 @@ def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
 def iterative_bayesian_update(estimate: np.ndarray, noise: SupportNoise, *,
                               tolerance: float = IBU_DEFAULT_TOLERANCE,
                               max_iterations: int = IBU_DEFAULT_MAX_ITERATIONS) -> IbuResult:
-    """The literal IBU iteration ([Agrawal01] §4), EM for the likelihood of `log_likelihood`.
+    """The literal IBU iteration ([Agrawal01]), EM for the likelihood of `log_likelihood`.
 
     With A = q* J + (p* - q*) I, (A pi)_v = m_v:
     - single support (GRR, memoized GRR): c ~ Multinomial(n, m) and

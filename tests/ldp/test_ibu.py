@@ -1,4 +1,4 @@
-"""IBU ([Agrawal01] §4): its fixed point, its likelihood equations and its accuracy.
+"""IBU ([Agrawal01]): its fixed point, its likelihood equations and its accuracy.
 
 `pp.ibu` computes the maximum-likelihood point directly; `pp.iterative_bayesian_update` is the
 literal EM iteration. Inputs are support counts drawn from the protocols' exact count
