@@ -432,8 +432,9 @@ def ibu(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
             high *= 2.0
     if not (excess(low) >= 0 >= excess(high)):
         return project_to_simplex(estimate)  # no bracket within the limits: Norm-Sub's
-    mu = optimize.brentq(excess, low, high, xtol=1e-12 * max(abs(low), abs(high)),
-                         maxiter=IBU_ROOT_MAX_ITERATIONS)
+    # disp=False: at the cap Brent's last point is kept (it is bracketed; the sum is renormalised)
+    mu, _ = optimize.brentq(excess, low, high, xtol=1e-12 * max(abs(low), abs(high)),
+                            maxiter=IBU_ROOT_MAX_ITERATIONS, full_output=True, disp=False)
     pi = _ibu_point(mu, counts, noise, single)
     total = pi.sum()
     return pi / total if total > 0 else project_to_simplex(estimate)

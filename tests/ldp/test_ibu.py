@@ -144,3 +144,14 @@ def test_registry_spec_accepts_ibu_without_parameters():
     with pytest.raises(Exception, match="unknown parameter"):
         pp.PostprocessSpec.parse({"method": "ibu", "tolerance": 1e-3})
     assert math.isfinite(pp.IBU_DEFAULT_TOLERANCE)
+
+
+def test_root_search_cap_still_gives_a_distribution(monkeypatch):
+    """At the named cap the bracketed point is renormalised, never an exception."""
+    noise = make_protocol("oue", 1.0, 64).noise(10_000)
+    estimate, _ = draw_estimate(noise, zipf(64, 1.5), np.random.default_rng(6))
+    exact = pp.ibu(estimate, noise)
+    monkeypatch.setattr(pp, "IBU_ROOT_MAX_ITERATIONS", 2)
+    capped = pp.ibu(estimate, noise)
+    assert capped.min() >= 0 and capped.sum() == pytest.approx(1.0, abs=1e-12)
+    assert np.abs(capped - exact).max() > 0  # the cap did stop it early
