@@ -263,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     rows = []
-    with Run("evaluate_postprocess", args.json, vars(args)) as run:
+    settings = {k: v for k, v in vars(args).items() if k != "datasets"}  # a local path
+    with Run("evaluate_postprocess", args.json, settings) as run:
         for dataset in args.dataset:
             counts, label = population(args, dataset, rng)
             for protocol in args.protocol:
