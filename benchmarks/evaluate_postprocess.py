@@ -13,15 +13,19 @@ Post-Pos answers every query from f~ and clips the answer at 0 (a set sum, or ea
 
 Perturbation: --perturb full runs protocol.perturb, accumulate and support_counts on all n
 users (any protocol; ~3 s per repeat for OUE at n = 10^6, d = 1024). --perturb exact (the
-default, OUE only) draws OUE's support counts directly: every bit of every report is perturbed
-independently, so c_v ~ Binomial(n_v, p*) + Binomial(n - n_v, q*), independently across v. That
-is the exact distribution of the same statistic, not an approximation; a test checks that both
-paths agree at small n. Power-NS is Norm-Sub applied to Power's output (its definition), so it is
-computed from the Power output of the same repeat instead of running Power twice.
+default, OUE and GRR) draws the support counts directly. OUE: every bit of every report is
+perturbed independently, so c_v ~ Binomial(n_v, p*) + Binomial(n - n_v, q*), independently across
+v. GRR: a report is its value with probability p* - q*, otherwise a uniform value (p* + (d-1) q*
+= 1 makes that GRR), so c = Binomial(n_v, p* - q*) per v plus a uniform Multinomial of the rest.
+Both are the exact distribution of the same statistic, not an approximation; a test checks that
+both paths agree at small n. Power-NS is Norm-Sub applied to Power's output (its definition), so
+it is computed from the Power output of the same repeat instead of running Power twice.
 
     python benchmarks/evaluate_postprocess.py --dataset zipf --epsilon 0.5 1 2 --repeats 30
     python benchmarks/evaluate_postprocess.py --dataset emoji --users 1000000 --epsilon 1
     python benchmarks/evaluate_postprocess.py --dataset babynames --year 1940 --epsilon 1
+    python benchmarks/evaluate_postprocess.py --dataset emoji babynames --users 1000000 \
+        --protocol oue grr --methods base norm-sub norm-hyb mle-apx ibu --json PATH
 """
 from __future__ import annotations
 
@@ -34,13 +38,14 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from bench_json import Run, add_json_argument
 
 from ldp_telemetry.ldp import postprocess as pp
 from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
 
 METHOD_ORDER = ["base", "post-pos", "base-pos", "base-cut", "norm", "norm-mul", "norm-sub",
-                "norm-cut", "norm-hyb", "mle-apx", "power", "power-ns"]
+                "norm-cut", "norm-hyb", "mle-apx", "ibu", "power", "power-ns"]
 DEFAULT_RHOS = (10, 50, 90)
 PERTURB_CHUNK = 1 << 16
 
@@ -101,11 +106,15 @@ def support_counts_full(protocol: FrequencyOracle, counts: np.ndarray,
 
 def support_counts_exact(protocol: FrequencyOracle, counts: np.ndarray,
                          rng: np.random.Generator) -> np.ndarray:
-    """OUE's support counts drawn from their exact distribution (module docstring)."""
-    if protocol.name != "oue":
-        raise ValueError(f"exact support-count sampling exists for oue only, not "
-                         f"{protocol.name!r}; use --perturb full")
+    """OUE's or GRR's support counts drawn from their exact distribution (module docstring)."""
     n = int(counts.sum())
+    if protocol.name == "grr":
+        kept = rng.binomial(counts, protocol.p_star - protocol.q_star)
+        return (kept + rng.multinomial(n - int(kept.sum()), np.full(protocol.d, 1.0 / protocol.d))
+                ).astype(np.int64)
+    if protocol.name != "oue":
+        raise ValueError(f"exact support-count sampling exists for oue and grr only, not "
+                         f"{protocol.name!r}; use --perturb full")
     return (rng.binomial(counts, protocol.p_star)
             + rng.binomial(n - counts, protocol.q_star)).astype(np.int64)
 
@@ -202,20 +211,35 @@ def _random_sets(d: int, size: int, count: int, rng: np.random.Generator) -> np.
 # Command line
 
 
-def population(args: argparse.Namespace, rng: np.random.Generator) -> tuple[np.ndarray, str]:
-    if args.dataset == "zipf":
+def population(args: argparse.Namespace, dataset: str,
+               rng: np.random.Generator) -> tuple[np.ndarray, str]:
+    if dataset == "zipf":
         return zipf_counts(args.domain, args.zipf_s, args.users or 1_000_000, rng), \
             f"Zipf({args.zipf_s:g})"
-    if args.dataset == "emoji":
+    if dataset == "emoji":
         path = os.path.join(args.datasets, "emoji_sentiment_occurrences.csv")
         return resample(emoji_counts(path), args.users, rng), "emoji"
     path = os.path.join(args.datasets, "babynames_ssa_1880_2017.csv.gz")
     return resample(babynames_counts(path, args.year), args.users, rng), f"babynames {args.year}"
 
 
+def _run_one(args: argparse.Namespace, counts: np.ndarray, label: str, protocol: str,
+             epsilon: float, rng: np.random.Generator) -> dict:
+    """Evaluate one (data set, protocol, ε), print its table, return its JSON row."""
+    result = evaluate(counts, protocol, epsilon, args.repeats, int(rng.integers(1 << 62)),
+                      methods=args.methods, rhos=args.rho, k=args.top_k, sets=args.sets,
+                      perturb=args.perturb, label=label)
+    print(result.markdown())
+    print(f"\n({result.seconds:.0f} s, perturbation: {args.perturb})\n", flush=True)
+    return {"label": label, "d": result.d, "n": result.n, "protocol": protocol,
+            "epsilon": epsilon, "repeats": result.repeats, "columns": result.columns,
+            "mse": result.mse, "seconds": result.seconds}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", choices=["zipf", "emoji", "babynames"], default="zipf")
+    parser.add_argument("--dataset", choices=["zipf", "emoji", "babynames"], nargs="+",
+                        default=["zipf"])
     parser.add_argument("--datasets", default=default_datasets_dir(),
                         help="folder of the real datasets (default: $LDP_DATASETS or "
                              "../shared/datasets)")
@@ -225,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--domain", type=int, default=1024, help="zipf: domain size")
     parser.add_argument("--zipf-s", type=float, default=1.5, help="zipf: exponent")
     parser.add_argument("--year", type=int, default=1940, help="babynames: the year")
-    parser.add_argument("--protocol", default="oue")
+    parser.add_argument("--protocol", nargs="+", default=["oue"])
     parser.add_argument("--epsilon", type=float, nargs="+", default=[0.5, 1.0, 2.0])
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--sets", type=int, default=100, help="random sets per rho and repeat")
@@ -235,15 +259,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="+", default=None, choices=METHOD_ORDER)
     parser.add_argument("--perturb", choices=sorted(SAMPLERS), default="exact")
     parser.add_argument("--seed", type=int, default=2020)
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
-    counts, label = population(args, rng)
-    for epsilon in args.epsilon:
-        result = evaluate(counts, args.protocol, epsilon, args.repeats,
-                          int(rng.integers(1 << 62)), methods=args.methods, rhos=args.rho,
-                          k=args.top_k, sets=args.sets, perturb=args.perturb, label=label)
-        print(result.markdown())
-        print(f"\n({result.seconds:.0f} s, perturbation: {args.perturb})\n", flush=True)
+    rows = []
+    settings = {k: v for k, v in vars(args).items() if k != "datasets"}  # a local path
+    with Run("evaluate_postprocess", args.json, settings) as run:
+        for dataset in args.dataset:
+            counts, label = population(args, dataset, rng)
+            for protocol in args.protocol:
+                for epsilon in args.epsilon:
+                    rows.append(_run_one(args, counts, label, protocol, epsilon, rng))
+        run.save({"rows": rows})
     return 0
 
 

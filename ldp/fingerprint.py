@@ -24,7 +24,9 @@ A memoized (two-stage) configuration adds one key, and only it does (every other
 text is unchanged):
 
 - ``memoize``: ``{"lifetime_epsilon":E}``, ε∞ as a real as above; ``epsilon`` is then the
-  per-report ε1. The two stages' probabilities follow from the protocol, ε1, ε∞ and the domain
+  per-report ε1. A local-hashing metric whose registry chose ``memoize.g: "loloha"`` adds
+  ``"g":"loloha"`` inside it (and its ``parameters`` carry the g that rule gives). The two
+  stages' probabilities follow from the protocol, ε1, ε∞, the g rule and the domain
   (ldp_telemetry.ldp.protocols.memoized), all in the text, and are left out: they pass through
   exp and a square root, whose last bit another language's library need not reproduce.
 
@@ -40,6 +42,7 @@ import json
 import struct
 
 from ldp_telemetry.ldp.protocols.base import NUMERIC
+from ldp_telemetry.ldp.protocols.memoized import REPORT_G
 
 #: Version of the report wire format (schemas/report.avsc and the payload encodings).
 WIRE_FORMAT = 1
@@ -86,8 +89,13 @@ def canonical_document(config) -> dict:
 
 
 def memoize_document(protocol) -> dict:
-    """The ``memoize`` key of a two-stage protocol's canonical text: its inputs only."""
-    return {"lifetime_epsilon": real_text(protocol.lifetime_epsilon)}
+    """The ``memoize`` key of a two-stage protocol's canonical text: its inputs only; ``g``
+    (local hashing's g rule) only when a registry chose one, so that every other text is
+    unchanged."""
+    document = {"lifetime_epsilon": real_text(protocol.lifetime_epsilon)}
+    if getattr(protocol, "g_rule", None) not in (None, REPORT_G):
+        document["g"] = protocol.g_rule
+    return document
 
 
 def canonical_text(config) -> str:

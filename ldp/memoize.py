@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_telemetry.ldp.protocols.memoized import G_RULES
 from ldp_telemetry.ldp.validation import is_int, is_positive_number
 
 #: Domain-separation prefix of the PRR key derivation (changes if the derivation ever does).
@@ -60,7 +61,7 @@ MAX_REPORTS_PER_DAY = 86_400
 #: What a device does once it holds `max_values` permanent responses and meets a new item.
 STOP, REPEAT = "stop", "repeat"
 ON_LIMIT = (STOP, REPEAT)
-_FIELDS = {"lifetime_epsilon", "max_values", "on_limit"}
+_FIELDS = {"lifetime_epsilon", "max_values", "on_limit", "g"}
 
 
 @dataclass(frozen=True)
@@ -71,19 +72,24 @@ class Memoization:
     lifetime_epsilon: float
     max_values: int | None = None
     on_limit: str = REPEAT
+    #: local hashing's g rule (ldp_telemetry.ldp.protocols.memoized.G_RULES); None: the default
+    g_rule: str | None = None
 
     def as_dict(self) -> dict:
         out: dict[str, Any] = {"lifetime_epsilon": self.lifetime_epsilon}
         if self.max_values is not None:
             out["max_values"] = self.max_values
         out["on_limit"] = self.on_limit
+        if self.g_rule is not None:
+            out["g"] = self.g_rule
         return out
 
 
 def parse_memoization(value: Any, fail) -> Memoization:
     """The registry's `memoize` object; `fail(field, message)` builds the RegistryError (its
     field a path under ``memoize``). ε∞ itself is checked by the protocol (ε1 < ε∞)."""
-    expected = '{"lifetime_epsilon": E[, "max_values": M, "on_limit": "stop" | "repeat"]}'
+    expected = ('{"lifetime_epsilon": E[, "max_values": M, "on_limit": "stop" | "repeat", '
+                '"g": "report" | "loloha"]}')
     if not isinstance(value, Mapping) or "lifetime_epsilon" not in value:
         raise fail("memoize", f"must be {expected}")
     unknown = sorted(set(value) - _FIELDS)
@@ -100,7 +106,10 @@ def parse_memoization(value: Any, fail) -> Memoization:
     on_limit = value.get("on_limit", REPEAT)
     if on_limit not in ON_LIMIT:
         raise fail("memoize.on_limit", f"must be one of {list(ON_LIMIT)}, got {on_limit!r}")
-    return Memoization(float(lifetime), max_values, on_limit)
+    g_rule = value.get("g")
+    if g_rule is not None and g_rule not in G_RULES:
+        raise fail("memoize.g", f"must be one of {list(G_RULES)}, got {g_rule!r}")
+    return Memoization(float(lifetime), max_values, on_limit, g_rule)
 
 
 def parse_reports_per_day(value: Any, fail) -> float | None:

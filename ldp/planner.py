@@ -134,6 +134,8 @@ class TwoStagePlan:
     distinct_values: int
     lifetime_epsilon: float
     recommended: bool = False
+    #: local hashing's g rule (`memoize.g`): "report" (the one-report g) or "loloha"
+    g_rule: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -152,33 +154,52 @@ def two_stage_plan(report_epsilon: float, lifetime_epsilon: float, d: int, n: in
     p*, q* and n·MSE ([Fang25] eq. 4 with them), the one-stage n·MSE at ε1 (same per-report
     privacy, no lifetime bound), the floor n·MSE an average over many windows of the same devices
     keeps (the PRR's; 0 for one-stage reports), and the lifetime ε = L·ε∞ with
-    L = min(max_values, d or g). The lowest two-stage n·MSE is flagged (ties: the smaller
-    lifetime ε, then registry order)."""
-    from ldp_telemetry.ldp.protocols.memoized import MEMOIZED, make_memoized_protocol
+    L = min(max_values, d or g). Local hashing appears twice where LOLOHA's g differs from the
+    one-report g (`g_rule` "report" and "loloha"; ldp_telemetry.ldp.protocols.memoized.loloha_g),
+    so that its n·MSE and lifetime ε can be weighed side by side. The lowest two-stage n·MSE
+    among the default-g rows is flagged (ties: the smaller lifetime ε, then registry order):
+    what `"protocol": "auto"` resolves to, which names a protocol, not a g rule."""
+    from ldp_telemetry.ldp.protocols.memoized import (LOCAL_HASHING, LOLOHA_G, MEMOIZED,
+                                                      REPORT_G)
     _check_sizes(d, n)
     if max_values is not None and not (is_int(max_values) and 1 <= max_values <= MAX_MEMO_VALUES):
         raise ConfigError(f"max_values must be an integer in [1, {MAX_MEMO_VALUES:,}] "
                           f"(MAX_MEMO_VALUES, as in a registry), got {max_values!r}", "max_values")
     rows = []
     for name in (p for p in PROTOCOLS if p in MEMOIZED):
-        try:
-            two = make_memoized_protocol(name, report_epsilon, d, lifetime_epsilon)
-        except RegistryError as error:  # the registry's field, written as the plan's setting
-            if error.field != "memoize.lifetime_epsilon":
-                raise
-            raise ConfigError(f"lifetime_epsilon {error.message}", "lifetime_epsilon") from None
         one = make_protocol(name, report_epsilon, d)
-        distinct = two.prr_items if max_values is None else min(max_values, two.prr_items)
-        n_mse = two.n_mse()
-        rows.append(TwoStagePlan(name, CONSTRUCTIONS[name], two.parameter, two.p_star,
-                                 two.q_star, n_mse, one.n_mse(), two.floor_n_mse(),
-                                 None if n is None else n_mse / n, distinct,
-                                 distinct * lifetime_epsilon))
-    best = min(row.n_mse for row in rows)
-    tied = [row for row in rows if row.n_mse <= best * (1 + _TIE)]
-    choice = min(tied, key=lambda row: row.lifetime_epsilon).protocol
-    return [TwoStagePlan(**{**row.as_dict(), "recommended": row.protocol == choice})
-            for row in rows]
+        rules = [REPORT_G, LOLOHA_G] if name in LOCAL_HASHING else [None]
+        seen_g = set()
+        for rule in rules:
+            two = _two_stage(name, report_epsilon, d, lifetime_epsilon, rule)
+            if rule is not None and two.g in seen_g:
+                continue  # LOLOHA's g is the one-report g here: one row says it
+            seen_g.add(getattr(two, "g", None))
+            distinct = two.prr_items if max_values is None else min(max_values, two.prr_items)
+            n_mse = two.n_mse()
+            construction = ("LOLOHA's own g (g: loloha)" if rule == LOLOHA_G
+                            else CONSTRUCTIONS[name])
+            rows.append(TwoStagePlan(name, construction, two.parameter, two.p_star,
+                                     two.q_star, n_mse, one.n_mse(), two.floor_n_mse(),
+                                     None if n is None else n_mse / n, distinct,
+                                     distinct * lifetime_epsilon, g_rule=rule))
+    default = [row for row in rows if row.g_rule in (None, REPORT_G)]
+    best = min(row.n_mse for row in default)
+    tied = [row for row in default if row.n_mse <= best * (1 + _TIE)]
+    choice = min(tied, key=lambda row: row.lifetime_epsilon)
+    return [TwoStagePlan(**{**row.as_dict(), "recommended": row is choice}) for row in rows]
+
+
+def _two_stage(name: str, report_epsilon: float, d: int, lifetime_epsilon: float,
+               g_rule: str | None):
+    """The two-stage protocol, a bad ε∞ a ConfigError on the plan's setting."""
+    from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
+    try:
+        return make_memoized_protocol(name, report_epsilon, d, lifetime_epsilon, g_rule)
+    except RegistryError as error:  # the registry's field, written as the plan's setting
+        if error.field != "memoize.lifetime_epsilon":
+            raise
+        raise ConfigError(f"lifetime_epsilon {error.message}", "lifetime_epsilon") from None
 
 
 def recommend_two_stage(report_epsilon: float, lifetime_epsilon: float, d: int,

@@ -22,7 +22,7 @@ error of an unbiased answer to the same query, named by `std_error_kind`:
     base                                          exact, of sum_S f~                 exact
     norm                                          exact, of sum_S (f~ + delta)       exact
     post-pos; base-pos (point queries only)       Base's; bounds the RMS error       upper-bound
-    norm-mul, norm-sub, norm-hyb, mle-apx,        Norm's (they too sum to 1: the      norm-reference
+    norm-mul, norm-sub, norm-hyb, mle-apx, ibu,   Norm's (they too sum to 1: the      norm-reference
       power-ns                                      full-domain answer has error 0)
     base-pos (sets), base-cut, norm-cut, power    Base's                             base-reference
 
@@ -85,7 +85,7 @@ from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
 from ldp_telemetry.ldp.validation import is_int, is_positive_int
 
 #: Methods whose output sums to 1, for which Norm's standard error is the reference.
-_SUM_TO_ONE = frozenset({"norm-mul", "norm-sub", "norm-hyb", "mle-apx", "power-ns"})
+_SUM_TO_ONE = frozenset({"norm-mul", "norm-sub", "norm-hyb", "mle-apx", "ibu", "power-ns"})
 
 STD_ERROR_KINDS = {
     "exact": "the exact standard error of the (unbiased) answer",

@@ -131,7 +131,7 @@ class MetricConfig:
                                          self.output_buckets)
         if self.memoize is not None:
             return make_memoized_protocol(self.protocol_name, self.epsilon, self.d,
-                                          self.memoize.lifetime_epsilon)
+                                          self.memoize.lifetime_epsilon, self.memoize.g_rule)
         return make_protocol(self.protocol_name, self.epsilon, self.d)
 
     @cached_property

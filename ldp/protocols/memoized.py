@@ -347,17 +347,81 @@ class MemoizedRUE(_MemoizedUnary, RUE):
 
 # -- local hashing ----------------------------------------------------------------------------
 
+#: How a memoized local-hashing protocol chooses g: the one-stage member's g at ε1 (the
+#: default; the composed channel is then the member at ε1), or LOLOHA's lifetime-aware g.
+REPORT_G, LOLOHA_G = "report", "loloha"
+G_RULES = (REPORT_G, LOLOHA_G)
+
+
+def loloha_irr_epsilon(lifetime_epsilon: float, report_epsilon: float) -> float:
+    """LOLOHA's IRR level [Arcolezi23]: ln((e^(ε∞+ε1) - 1)/(e^ε∞ - e^ε1)), the level at which a
+    binary IRR after a binary PRR at ε∞ composes to exactly ε1."""
+    return math.log(math.expm1(lifetime_epsilon + report_epsilon)
+                    / (math.exp(lifetime_epsilon) - math.exp(report_epsilon)))
+
+
+def loloha_variance(lifetime_epsilon: float, report_epsilon: float, g: int) -> float:
+    """n·Var of LOLOHA's estimate at f = 0 with hash range g: q*(1 - q*)/(p* - q*)^2 with
+    q* = 1/g and p* the composition of GRR_g at ε∞ and GRR_g at `loloha_irr_epsilon`."""
+    prr = Stage(*_grr_support(lifetime_epsilon, g))
+    irr = Stage(*_grr_support(loloha_irr_epsilon(lifetime_epsilon, report_epsilon), g))
+    p_star = compose(prr, irr, g)[0]
+    q_star = 1.0 / g
+    return q_star * (1.0 - q_star) / (p_star - q_star) ** 2
+
+
+def _grr_support(epsilon: float, k: int) -> tuple[float, float]:
+    e = math.exp(epsilon)
+    return e / (e + k - 1.0), 1.0 / (e + k - 1.0)
+
+
+def loloha_g(lifetime_epsilon: float, report_epsilon: float, upper: int) -> int:
+    """LOLOHA's g: the integer in [2, upper] minimising `loloha_variance` (ties: the smaller).
+
+    The variance falls and then rises in g (one minimum; tests check it against every g on a
+    grid), so the minimiser is the smallest g whose successor is no better, found by bisection
+    in O(log upper) evaluations. Callers pass twice the one-report g (plus 2) as `upper`: the
+    minimiser never exceeds the one-report g by more than 1 (OLH rounds e^ε1 + 1 to the
+    nearest integer, not to the better one; checked by the same tests)."""
+    def rises(g: int) -> bool:
+        return (loloha_variance(lifetime_epsilon, report_epsilon, g + 1)
+                >= loloha_variance(lifetime_epsilon, report_epsilon, g))
+    low, high = 2, max(2, int(upper))
+    while low < high:
+        middle = (low + high) // 2
+        if rises(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
 class _MemoizedLocalHashing(TwoStage):
     """LOLOHA's construction [Arcolezi23]: one hash seed per device (memoized), a PRR per hash
     bucket GRR_g at ε∞ (memoized), then an IRR GRR_g composing to GRR_g at ε1; g is the
-    member's own choice at ε1 (the composed channel is local hashing at ε1). A device holds at
-    most g permanent responses, whatever the number of values it reports."""
+    member's own choice at ε1 (the composed channel is local hashing at ε1), or with
+    `g_rule = "loloha"` LOLOHA's (`loloha_g`), which weighs the lifetime: a device holds at most
+    g permanent responses, whatever the number of values it reports, so its lifetime ε is at
+    most g·ε∞. Either way the stages compose to GRR_g at ε1 exactly."""
 
     one_stage: ClassVar[type]
+    #: whether g is a choice (OLH, RLH) or the protocol's definition (BLH: g = 2)
+    g_is_chosen: ClassVar[bool] = True
+    g_rule: str
 
     def __post_init__(self) -> None:
+        if self.g_rule not in G_RULES:
+            raise RegistryError(f"must be one of {list(G_RULES)}, got {self.g_rule!r}",
+                                "memoize.g")
         self.one_stage.__post_init__(self)
         self._check_lifetime()
+
+    def choose_g(self) -> int:
+        report_g = self.one_stage.choose_g(self)
+        if (self.g_rule == REPORT_G or not self.g_is_chosen
+                or not self.epsilon < self.lifetime_epsilon):
+            return report_g  # (an invalid ε∞ is reported by _check_lifetime)
+        return loloha_g(self.lifetime_epsilon, self.epsilon, 2 * report_g + 2)
 
     @property
     def prr_items(self) -> int:
@@ -406,31 +470,46 @@ class _MemoizedLocalHashing(TwoStage):
 class MemoizedOLH(_MemoizedLocalHashing, OLH):
     one_stage: ClassVar[type] = OLH
     lifetime_epsilon: float = math.nan
+    g_rule: str = REPORT_G
 
 
 @dataclass(frozen=True)
 class MemoizedBLH(_MemoizedLocalHashing, BLH):
     one_stage: ClassVar[type] = BLH
+    g_is_chosen: ClassVar[bool] = False
     lifetime_epsilon: float = math.nan
+    g_rule: str = REPORT_G
 
 
 @dataclass(frozen=True)
 class MemoizedRLH(_MemoizedLocalHashing, RLH):
     one_stage: ClassVar[type] = RLH
     lifetime_epsilon: float = math.nan
+    g_rule: str = REPORT_G
 
 
 #: The two-stage class of every protocol memoization is defined for, by registry name.
 MEMOIZED: dict[str, type] = {cls.name: cls for cls in (
     MemoizedGRR, MemoizedOUE, MemoizedSUE, MemoizedRUE, MemoizedOLH, MemoizedBLH, MemoizedRLH)}
+#: The two-stage local-hashing protocols whose g a registry's `memoize.g` may choose (not BLH,
+#: whose g = 2 is its definition).
+LOCAL_HASHING = frozenset(name for name, cls in MEMOIZED.items()
+                          if issubclass(cls, _MemoizedLocalHashing) and cls.g_is_chosen)
 
 
-def make_memoized_protocol(name: str, report_epsilon: float, d: int, lifetime_epsilon: float):
-    """The two-stage oracle `name` at ε1 = report_epsilon and ε∞ = lifetime_epsilon over [0, d);
-    RegistryError when `name` has no two-stage form."""
+def make_memoized_protocol(name: str, report_epsilon: float, d: int, lifetime_epsilon: float,
+                           g_rule: str | None = None):
+    """The two-stage oracle `name` at ε1 = report_epsilon and ε∞ = lifetime_epsilon over [0, d),
+    local hashing with g chosen by `g_rule` (None: the default, "report"); RegistryError when
+    `name` has no two-stage form, or a g rule is given for a protocol without g."""
     try:
         cls = MEMOIZED[name]
     except KeyError:
         raise RegistryError(f"memoization is defined for protocols {sorted(MEMOIZED)}, not "
                             f"{name!r}", "memoize") from None
-    return cls(epsilon=report_epsilon, d=d, lifetime_epsilon=lifetime_epsilon)
+    if g_rule is None:
+        return cls(epsilon=report_epsilon, d=d, lifetime_epsilon=lifetime_epsilon)
+    if name not in LOCAL_HASHING:
+        raise RegistryError(f"applies to local hashing with a chosen g ({sorted(LOCAL_HASHING)}),"
+                            f" not {name!r}", "memoize.g")
+    return cls(epsilon=report_epsilon, d=d, lifetime_epsilon=lifetime_epsilon, g_rule=g_rule)

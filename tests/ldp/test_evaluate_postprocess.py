@@ -1,4 +1,4 @@
-"""benchmarks/evaluate_postprocess.py: a tiny run, and exact OUE sampling == full perturbation.
+"""benchmarks/evaluate_postprocess.py: a tiny run, and exact OUE/GRR sampling == full perturbation.
 
 The sampler check draws R = 400 repeats of both paths on the same population and compares the
 per-value mean and variance of the support counts with their exact values (n_v p* + (n - n_v) q*
@@ -8,6 +8,7 @@ and n_v p*(1-p*) + (n - n_v) q*(1-q*)): z-scores of the means within 4.5, varian
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -25,15 +26,18 @@ def evaluation():
     spec = importlib.util.spec_from_file_location("evaluate_postprocess", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name
+    sys.path.insert(0, str(SCRIPT.parent))  # its sibling bench_json, as when run as a script
     try:
         spec.loader.exec_module(module)
         yield module
     finally:
         sys.modules.pop(spec.name, None)
+        sys.path.remove(str(SCRIPT.parent))
 
 
-def test_exact_sampling_matches_full_perturbation(evaluation):
-    protocol = make_protocol("oue", 1.0, 8)
+@pytest.mark.parametrize("name", ["oue", "grr"])
+def test_exact_sampling_matches_full_perturbation(evaluation, name):
+    protocol = make_protocol(name, 1.0, 8)
     counts = np.array([200, 120, 80, 50, 30, 15, 5, 0])
     n, p, q = counts.sum(), protocol.p_star, protocol.q_star
     mean = counts * p + (n - counts) * q
@@ -48,13 +52,13 @@ def test_exact_sampling_matches_full_perturbation(evaluation):
         assert np.all(np.abs(ratio - 1) < 4.5 * math.sqrt(2 / (repeats - 1))), (path, ratio)
 
 
-def test_exact_sampling_is_oue_only(evaluation):
-    with pytest.raises(ValueError, match="oue only"):
-        evaluation.support_counts_exact(make_protocol("grr", 1.0, 4), np.ones(4, int),
+def test_exact_sampling_is_oue_and_grr_only(evaluation):
+    with pytest.raises(ValueError, match="oue and grr only"):
+        evaluation.support_counts_exact(make_protocol("olh", 1.0, 4), np.ones(4, int),
                                         np.random.default_rng(0))
 
 
-def test_tiny_evaluation_runs_every_method(evaluation, capsys):
+def test_tiny_evaluation_runs_every_method(evaluation, capsys, tmp_path):
     rng = np.random.default_rng(1)
     counts = evaluation.zipf_counts(64, 1.5, 5000, rng)
     result = evaluation.evaluate(counts, "oue", 1.0, repeats=2, seed=4, sets=5, k=5,
@@ -70,9 +74,15 @@ def test_tiny_evaluation_runs_every_method(evaluation, capsys):
     assert set(full.mse) == {"base", "norm-sub"}
     assert evaluation.main(["--dataset", "zipf", "--domain", "32", "--users", "3000",
                             "--epsilon", "2", "--repeats", "1", "--sets", "3",
-                            "--methods", "base", "norm-hyb", "power-ns"]) == 0
+                            "--methods", "base", "norm-hyb", "ibu", "power-ns",
+                            "--protocol", "oue", "grr", "--json", str(tmp_path / "r.json")]) == 0
     text = capsys.readouterr().out
     assert "| norm-hyb |" in text and "| power-ns |" in text and "1 repeats" in text
+    document = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    rows = document["results"]["rows"]
+    assert document["benchmark"] == "evaluate_postprocess"
+    assert [r["protocol"] for r in rows] == ["oue", "grr"]
+    assert set(rows[0]["mse"]) == {"base", "norm-hyb", "ibu", "power-ns"}
 
 
 def test_power_ns_from_power_output_is_power_ns(evaluation):

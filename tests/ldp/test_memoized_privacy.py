@@ -80,10 +80,25 @@ def max_log_ratio(matrix: np.ndarray) -> float:
     return float((logs.max(axis=0) - logs.min(axis=0)).max())
 
 
+#: LOLOHA's g (`memoize.g: "loloha"`) on local hashing, at the levels above and at the one where
+#: it differs from the one-report g most visibly (ε1 = 1, ε∞ = 4: g = 3, not 4).
+LOLOHA_LEVELS = [*LEVELS, (1.0, 4.0)]
+
+
+def build(name: str, report: float, d: int, lifetime: float):
+    """make_memoized_protocol, with "olh:loloha" naming local hashing under LOLOHA's g."""
+    name, _, g_rule = name.partition(":")
+    return make_memoized_protocol(name, report, d, lifetime, g_rule or None)
+
+
 def protocols(d: int):
     for name in sorted(MEMOIZED):
         for report, lifetime in LEVELS:
             yield pytest.param(name, d, report, lifetime, id=f"{name}-d{d}-{report}-{lifetime}")
+    for name in ("olh", "rlh"):
+        for report, lifetime in LOLOHA_LEVELS:
+            yield pytest.param(f"{name}:loloha", d, report, lifetime,
+                               id=f"{name}-loloha-d{d}-{report}-{lifetime}")
 
 
 def seeds_of(protocol):
@@ -92,7 +107,7 @@ def seeds_of(protocol):
 
 @pytest.mark.parametrize(("name", "d", "report", "lifetime"), [*protocols(3), *protocols(4)])
 def test_each_stage_is_exactly_as_private_as_configured(name, d, report, lifetime):
-    protocol = make_memoized_protocol(name, report, d, lifetime)
+    protocol = build(name, report, d, lifetime)
     for seed in seeds_of(protocol):
         prr, irr = stage_matrices(protocol, seed)
         assert np.allclose(prr.sum(axis=1), 1) and np.allclose(irr.sum(axis=1), 1)
@@ -106,7 +121,7 @@ def test_each_stage_is_exactly_as_private_as_configured(name, d, report, lifetim
 @pytest.mark.parametrize(("name", "d", "report", "lifetime"), protocols(3))
 def test_any_number_of_reports_of_one_value_stays_within_the_lifetime_epsilon(name, d, report,
                                                                              lifetime):
-    protocol = make_memoized_protocol(name, report, d, lifetime)
+    protocol = build(name, report, d, lifetime)
     for seed in seeds_of(protocol)[:4]:
         prr, irr = stage_matrices(protocol, seed)
         epsilons = []
@@ -146,7 +161,7 @@ def test_many_grr_reports_approach_but_never_exceed_the_lifetime_epsilon(report,
 
 @pytest.mark.parametrize(("name", "d", "report", "lifetime"), [*protocols(3), *protocols(4)])
 def test_composed_support_marginals_are_p_star_and_q_star(name, d, report, lifetime):
-    protocol = make_memoized_protocol(name, report, d, lifetime)
+    protocol = build(name, report, d, lifetime)
     if protocol.name in LOCAL_HASHING:
         for seed in SEEDS:
             prr, irr = stage_matrices(protocol, seed)
@@ -175,7 +190,7 @@ def test_composed_support_marginals_are_p_star_and_q_star(name, d, report, lifet
 @pytest.mark.parametrize(("name", "d", "report", "lifetime"),
                          [p for p in protocols(3) if p.values[0] in ("grr", *UNARY)])
 def test_report_variances_equal_the_enumerated_ones(name, d, report, lifetime):
-    protocol = make_memoized_protocol(name, report, d, lifetime)
+    protocol = build(name, report, d, lifetime)
     prr, irr = stage_matrices(protocol)
     supports = (np.eye(d, dtype=bool) if protocol.name == "grr" else bit_vectors(d)).astype(float)
     weights = np.random.default_rng(7).normal(size=d)
@@ -231,7 +246,7 @@ def test_the_composed_channel_is_epsilon1_across_the_whole_range(name):
             [1e-4, 0.02, 0.5, 1.5, 3.0, 6.0, 12.0, 19.9, 20.0], [2, 3, 10, 105, 5_000]):
         if not report < lifetime:
             continue
-        protocol = make_memoized_protocol(name, report, d, lifetime)
+        protocol = build(name, report, d, lifetime)
         p, q = protocol.p_star, protocol.q_star
         assert 0 <= q < p <= 1
         if name in UNARY:

@@ -52,9 +52,10 @@ def realistic_cases():
 
 CASES = realistic_cases()
 FAST_METHODS = ["base", "base-pos", "base-cut", "norm", "norm-mul", "norm-sub", "norm-cut",
-                "norm-hyb", "mle-apx"]
-NON_NEGATIVE = ["base-pos", "base-cut", "norm-mul", "norm-sub", "norm-cut", "norm-hyb", "mle-apx"]
-SUM_TO_ONE = ["norm", "norm-mul", "norm-sub", "norm-hyb", "mle-apx"]
+                "norm-hyb", "mle-apx", "ibu"]
+NON_NEGATIVE = ["base-pos", "base-cut", "norm-mul", "norm-sub", "norm-cut", "norm-hyb", "mle-apx",
+                "ibu"]
+SUM_TO_ONE = ["norm", "norm-mul", "norm-sub", "norm-hyb", "mle-apx", "ibu"]
 
 
 def run(method: str, estimate: np.ndarray, noise: SupportNoise, **params) -> np.ndarray:
@@ -417,7 +418,8 @@ def test_power_law_exponent_is_zero_without_significant_counts():
 
 def test_method_table_uses_the_papers_names():
     assert set(pp.METHODS) == {"base", "post-pos", "base-pos", "base-cut", "norm", "norm-mul",
-                               "norm-sub", "norm-cut", "norm-hyb", "mle-apx", "power", "power-ns"}
+                               "norm-sub", "norm-cut", "norm-hyb", "mle-apx", "power", "power-ns",
+                               "ibu"}
     assert pp.METHODS.aliases == {"none": "base"} and "cls" not in pp.METHODS
 
 
@@ -510,7 +512,7 @@ def test_a_single_value_domain(value):
         "base": [value], "none": [value], "post-pos": [value], "base-pos": [max(value, 0)],
         "base-cut": [max(value, 0)],  # d <= alpha: the cut is 0, Base-Cut is Base-Pos
         "norm": [1.0], "norm-mul": [1.0], "norm-sub": [1.0], "norm-hyb": [1.0], "mle-apx": [1.0],
-        "power-ns": [1.0],
+        "power-ns": [1.0], "ibu": [1.0],
         "norm-cut": [value] if 0 < value <= 1 else [0.0],  # above 1 no theta keeps anything
     }
     for method, want in expected.items():
@@ -534,7 +536,7 @@ def test_all_negative_estimates(method):
     estimate = np.array([-0.01, -0.02, -0.005, -0.03, -0.015, -0.01])
     result = run(method, estimate, noise)
     assert_order_preserved(estimate, result)
-    if method in ("norm-mul", "norm-sub", "norm-hyb", "mle-apx", "power-ns"):
+    if method in ("norm-mul", "norm-sub", "norm-hyb", "mle-apx", "power-ns", "ibu"):
         assert result.min() >= 0 and result.sum() == pytest.approx(1.0, abs=1e-12)
     if method in ("base-pos", "base-cut", "norm-cut"):
         np.testing.assert_array_equal(result, np.zeros(6))

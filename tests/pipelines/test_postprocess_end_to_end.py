@@ -35,6 +35,7 @@ POSTPROCESS = [
     ({"method": "norm-hyb", "alpha": 3.5}, "norm-hyb", {"alpha": 3.5}),
     ("norm-hyb", "norm-hyb", {"alpha": 2.0}),
     ("mle-apx", "mle-apx", {}),
+    ("ibu", "ibu", {}),
     ({"method": "power", "exponent": 1.5}, "power", {"exponent": 1.5}),
     ({"method": "power-ns"}, "power-ns", {"exponent": None}),
 ]

@@ -121,3 +121,14 @@ def test_the_schema_names_every_protocol_estimator_and_post_processing():
     assert definitions["estimator"]["oneOf"][0]["enum"] == list(ESTIMATORS)
     assert definitions["postprocess"]["oneOf"][0]["enum"] == [*POSTPROCESSORS,
                                                              *POSTPROCESSORS.aliases]
+
+
+def test_the_schema_takes_memoize_g_and_ibu_as_the_registry_does():
+    def entry(**memoize):
+        return {"metrics": [{"name": "m", "protocol": "olh", "epsilon": 1.0,
+                             "domain": {"size": 16}, "postprocess": "ibu",
+                             "memoize": {"lifetime_epsilon": 4.0, **memoize}}]}
+    for g in ("report", "loloha"):
+        assert VALIDATOR.is_valid(entry(g=g))
+        parse_registry(entry(g=g))
+    assert not VALIDATOR.is_valid(entry(g="best"))
