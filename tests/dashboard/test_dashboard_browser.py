@@ -162,8 +162,8 @@ def test_a_pane_written_while_the_page_is_open_appears_without_a_reload(
         with open(output / "estimates-live-pane-00001.jsonl", "w", encoding="utf-8") as handle:
             handle.write(json.dumps(late) + "\n")
     else:
-        with open_store(f"sqlite:///{db}") as store:
-            store.write_panes([late])
+        with open_store(f"sqlite:///{db}") as store:  # a late pane of the run that wrote it
+            store.write_panes([late], run=store.runs()[-1]["run_seq"])
     shown = wait_for(browser, "document.querySelector('#window-facts [data-fact=\"n\"] dd')"
                               f".textContent === '{late['n']:,}'", timeout=LIVE_TIMEOUT_S)
     assert shown, "the new pane did not appear"
