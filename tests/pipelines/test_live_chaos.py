@@ -22,7 +22,6 @@ import sys
 import time
 
 import numpy as np
-import pytest
 
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.output.layout import CHECKPOINT, STATUS
@@ -121,16 +120,6 @@ def dead_letter_records(folder) -> dict[str, int]:
             letter = json.loads(line)
             totals[letter["reason"]] = totals.get(letter["reason"], 0) + letter["records"]
     return totals
-
-
-@pytest.fixture
-def processes():
-    started = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=30)
 
 
 def test_sigkills_and_an_at_least_once_collector_end_where_the_batch_job_ends(

@@ -15,7 +15,6 @@ import sys
 import time
 
 import numpy as np
-import pytest
 
 from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.protocols import make_protocol
@@ -49,16 +48,6 @@ def start(registry, inbox, output, *extra):
          "--allowed-lateness", "120", "--early-every", "1", "--idle-advance", "0",
          "--poll", "0.2", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-@pytest.fixture
-def processes():
-    started = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=30)
 
 
 def test_kill_and_restart_neither_loses_nor_double_counts(tmp_path, processes):
