@@ -566,10 +566,17 @@ class EstimateStore:
         checkpoint, written again after a restart, and a stream's running totals kept in the
         runner's state); `add=True` adds to it.
 
+        A total set twice within one run keeps the larger (a run's totals only grow; two
+        bundles of running totals may be written out of order).
+
         A slice's rejects come from one run: the run's counts replace an earlier run's rows of
         the slice (every reason), and are not written where a later run already wrote a window
         holding the slice or rejects of it. One transaction, as `write_panes`."""
-        value = "ldp_rejects.records + excluded.records" if add else "excluded.records"
+        # within a run a total only grows: the larger of two set totals wins, so two bundles of
+        # running totals written out of order never step a total back
+        greatest = "MAX" if self.dialect == "sqlite" else "GREATEST"
+        value = ("ldp_rejects.records + excluded.records" if add
+                 else f"{greatest}(ldp_rejects.records, excluded.records)")
         rows = sorted((metric[:MAX_NAME_CHARS], reason[:MAX_NAME_CHARS], int(start), int(end),
                        int(count)) for (metric, reason, start, end), count in totals.items())
         if not rows:

@@ -28,6 +28,21 @@ def test_totals_written_again_are_not_added(store_url):  # noqa: F811 (the fixtu
         assert store.unattributed_rejects() == {("", "duplicate"): 150}
 
 
+def test_a_smaller_total_of_the_same_run_never_steps_a_total_back(store_url):  # noqa: F811
+    # two bundles of a stream's running totals (RunningRejectTotalsFn) written out of order
+    start = ms_from_iso("2024-03-01T00:00:00Z")
+    key = ("m.grr", "undecodable", start, start + HOUR)
+    with open_store(store_url) as store:
+        run = store.begin_run("live", ["inbox/"], "out").seq
+        store.write_rejects({key: 9}, run=run)
+        store.write_rejects({key: 4}, run=run)  # the earlier bundle's total, written last
+        store.write_panes([record(end="2024-03-01T01:00:00Z")], run=run)
+        assert store.rejects("m.grr") == {(start, start + HOUR): {"undecodable": 9}}
+        later = store.begin_run("batch", ["f.avro"], "out2").seq
+        store.write_rejects({key: 2}, run=later)  # a later run's total replaces it whole
+        assert store.rejects("m.grr") == {(start, start + HOUR): {"undecodable": 2}}
+
+
 def test_only_sql_stores_take_totals_from_the_follower():
     assert follower_writes_rejects("sqlite:///x.db")
     assert follower_writes_rejects("postgresql://u@h/db")
