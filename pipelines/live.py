@@ -130,6 +130,8 @@ def _run_follower(job, live, beam_args, stream, out, rejects, stop) -> dict[str,
     write_status(job.output, follower, finished=True)
     counters = follower.state.counters()
     counters.update(store_counters(result))
+    if rejects is not None:  # the follower's reject totals, not Beam's
+        counters.update(rejects.counters())
     written = read_pane_log(job.output)[panes_before:]
     counters["windows_finalized"] = len({window_key(entry) for entry in written})
     counters["panes_written"] = len(written)

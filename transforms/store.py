@@ -123,14 +123,32 @@ class RejectTotals:
     `totals({(metric, reason, slice start ms, slice end ms): records})` sets each total in the
     SQL store at `url` (an upsert: writing a total again changes nothing, so a restarted run
     that writes its checkpoint's totals again neither loses nor doubles a reject), as rows of
-    the store run `run` (its `run_seq`, set once the run is registered)."""
+    the store run `run` (its `run_seq`, set once the run is registered).
+
+    Like the Beam store sinks (`_StoreWriterFn`) it never fails the run: when the store fails,
+    the error is logged once, nothing more is written, and `counters()` says how many totals
+    were and were not written (`store_rejects_written`, `store_rejects_failed`)."""
 
     def __init__(self, url: str, run: int = 0):
         self._store = open_store(url)
         self.run = run
+        self._written = self._failed = 0
+        self._error: StoreError | None = None
 
     def __call__(self, totals) -> None:
-        self._store.write_rejects(totals, add=False, run=self.run)
+        if self._error is None:
+            try:
+                self._store.write_rejects(totals, add=False, run=self.run)
+                self._written += len(totals)
+                return
+            except StoreError as error:
+                self._error = error
+                log.error("%s; the store gets no more reject totals from this run (its files "
+                          "are complete)", error)
+        self._failed += len(totals)
+
+    def counters(self) -> dict[str, int]:
+        return {"store_rejects_written": self._written, "store_rejects_failed": self._failed}
 
     def close(self) -> None:
         self._store.close()

@@ -48,3 +48,20 @@ def test_only_sql_stores_take_totals_from_the_follower():
     assert follower_writes_rejects("postgresql://u@h/db")
     assert not follower_writes_rejects("bigquery://p/d")
     assert not follower_writes_rejects(None)
+
+
+def test_a_failing_store_counts_the_totals_it_could_not_take_and_never_fails_the_run(tmp_path):
+    import sqlite3
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    start = ms_from_iso("2024-03-01T00:00:00Z")
+    writer = RejectTotals(url)
+    try:
+        writer({("m.grr", "too_late", start, start + HOUR): 1})
+        with sqlite3.connect(tmp_path / "store.db") as db:  # the store breaks under the run
+            db.execute("DROP TABLE ldp_rejects")
+        writer({("m.grr", "too_late", start, start + HOUR): 2,
+                ("m.grr", "duplicate", start, start + HOUR): 5})
+        writer({("m.grr", "too_late", start, start + HOUR): 3})  # nothing more is tried
+        assert writer.counters() == {"store_rejects_written": 1, "store_rejects_failed": 3}
+    finally:
+        writer.close()
