@@ -104,6 +104,18 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure(url: str, name: str, args) -> dict:
     source = StoreSource(url)
+    if args.page_windows:  # a page embeds more windows than MAX_WINDOWS_PER_PAGE: charts timed
+        payload = source.payload
+
+        def wider(metric, top_k, since=0, start_ms=-(2**62), end_ms=2**62, limit=None):
+            return payload(metric, top_k, since, start_ms, end_ms, limit or args.page_windows)
+        source.payload = wider
+    if args.script:  # serve another version of the page's script (to time it)
+        from ldp_telemetry.dashboard import server as served
+        package_file = served.static_file
+        with open(args.script, "rb") as handle:
+            script = handle.read()
+        served.static_file = lambda name: script if name == "dashboard.js" else package_file(name)
     server, base = serve_in_thread(Dashboard(source, top_k=args.top_k))
     rng = np.random.default_rng(7)
     metrics = [f"bench.m{m:02d}" for m in range(args.metrics)]
@@ -275,6 +287,12 @@ def main() -> int:
     parser.add_argument("--windows", type=int, default=1000)
     parser.add_argument("--labels", type=int, default=500)
     parser.add_argument("--requests", type=int, default=40)
+    parser.add_argument("--page-windows", type=int, default=0,
+                        help="windows a metric page embeds (default: the dashboard's "
+                             "MAX_WINDOWS_PER_PAGE), to time the charts at more windows")
+    parser.add_argument("--script", default=None,
+                        help="serve this file as static/dashboard.js (to time another version "
+                             "of the page's script)")
     parser.add_argument("--top-k", type=int, default=5,
                         help="values drawn over windows per metric page (the series count)")
     parser.add_argument("--stores", default="sqlite,postgresql")
