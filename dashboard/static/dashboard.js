@@ -309,6 +309,7 @@
     var downX = null;
     var options = {
       width: width, height: 300, legend: {show: false}, bands: bands, series: series,
+      padding: [12, 44, 0, 0],  /* room for the last time label */
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
       cursor: {drag: {x: true, y: false, setScale: true}, points: {show: false}},
       scales: {x: {time: true}, y: {range: function (u, low, high) {
@@ -318,7 +319,7 @@
         var pad = (high - low) * 0.08 || 0.01;
         return [state.numeric ? low - pad : low, high + pad];
       }}},
-      axes: [{label: "window start (UTC)", labelSize: 20, stroke: "#374151", grid: {stroke: "#e5e7eb"}, space: 70,
+      axes: [{label: "window start (UTC)", labelSize: 20, stroke: "#374151", grid: {stroke: "#e5e7eb"}, space: 90,
               values: function (u, splits, axis, space, step) { return splits.map(function (t) { return timeLabel(t, step); }); }},
              {label: state.numeric ? "mean (metric units)" : "frequency", stroke: "#374151", grid: {stroke: "#e5e7eb"}, size: 60}],
       hooks: {

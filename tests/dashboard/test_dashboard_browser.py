@@ -543,6 +543,8 @@ def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser,
     assert browser.driver.execute_script(
         "return document.getElementById('topk').getAttribute('data-band')")
     assert browser.driver.execute_script(COUNT_BAND_PIXELS, BAND_RGBA) > 500  # a filled band
+    assert browser.driver.execute_script(  # "all windows" shows only when zoomed
+        "return document.getElementById('topk-reset').offsetParent") is None
     full = visible_range(browser)
     assert full[0] <= records[0]["window_start"] and full[1] >= records[-1]["window_start"]
     chosen = browser.driver.execute_script("return document.getElementById('window-select').value")
@@ -562,8 +564,8 @@ def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser,
     assert "from=" in browser.driver.execute_script("return decodeURIComponent(location.hash)")
     assert browser.driver.execute_script(
         "return document.getElementById('window-select').value") == chosen  # a drag chooses none
-    assert not browser.driver.execute_script(
-        "return document.getElementById('topk-reset').hidden")
+    assert browser.driver.execute_script(
+        "return document.getElementById('topk-reset').offsetParent") is not None
     # a click chooses the window under the cursor; the zoom stays
     ActionChains(browser.driver).move_to_element(
         browser.driver.find_element("css selector", "#topk .u-over")).click().perform()
@@ -573,10 +575,14 @@ def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser,
         "return document.getElementById('window-select').value").split("|")[0]
     assert zoomed[0] <= picked <= zoomed[1]
     assert visible_range(browser) == zoomed
-    renders = int(browser.driver.execute_script("return document.body.dataset.rendered"))
-    browser.screenshot(str(artifacts / "big-metric-zoomed.png"))  # resizes: the page redraws
-    assert wait_for(browser, f"Number(document.body.dataset.rendered) > {renders}")
-    assert visible_range(browser) == zoomed  # the zoom outlives a redraw
+    for size in ("screenshot", (1280, 1000)):  # each resize redraws the page
+        renders = int(browser.driver.execute_script("return document.body.dataset.rendered"))
+        if size == "screenshot":
+            browser.screenshot(str(artifacts / "big-metric-zoomed.png"))
+        else:
+            browser.driver.set_window_size(*size)
+        assert wait_for(browser, f"Number(document.body.dataset.rendered) > {renders}")
+        assert visible_range(browser) == zoomed  # the zoom outlives a redraw
     ActionChains(browser.driver).double_click(
         browser.driver.find_element("css selector", "#topk .u-over")).perform()
     assert wait_for(browser, "document.getElementById('topk').getAttribute('data-x-min') === "
@@ -584,6 +590,8 @@ def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser,
     assert visible_range(browser) == full
     assert "from=" not in browser.driver.execute_script(
         "return decodeURIComponent(location.hash)")
+    assert browser.driver.execute_script(
+        "return document.getElementById('topk-reset').offsetParent") is None
     check_clean(browser)
 
 
