@@ -37,7 +37,8 @@ setup(
     package_dir=package_dir,
     package_data={"ldp_telemetry.schemas": ["*.avsc", "*.schema.json"],
                   "ldp_telemetry.client": ["test_vectors.json"],
-                  "ldp_telemetry.dashboard": ["static/*.js", "static/*.css"]},
+                  "ldp_telemetry.dashboard": ["static/*.js", "static/*.css",
+                                              "static/*.LICENSE"]},
     # Beam and fastavro to the tested minor versions: the code leans on some of their internals
     # (tests/test_dependency_contract.py lists and checks each); move a pin with that test.
     install_requires=["apache-beam>=2.77,<2.78", "numpy>=2.0", "scipy>=1.10",

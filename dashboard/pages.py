@@ -2,7 +2,8 @@
 
 Every value from the data is escaped (`html.escape` in markup; JSON embedded in a
 `<script type="application/json">` with `<`, `>` and `&` written as \\u escapes), and the page
-loads nothing but its own `static/dashboard.css` and `static/dashboard.js`, drawn as inline SVG.
+loads nothing but its own static/ files: `dashboard.css`, `dashboard.js` and the vendored chart
+library uPlot (`uPlot.min.css`, `uPlot.iife.min.js`).
 """
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ def _page(title: str, body: str) -> str:
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(title)}</title>
+<link rel="stylesheet" href="static/uPlot.min.css">
 <link rel="stylesheet" href="static/dashboard.css">
 <link rel="icon" href="data:,">
 </head>
@@ -217,6 +219,7 @@ aria-label="filter values by label">
 <div id="accounting" class="chart"></div><div id="accounting-table" class="scroll"></div></section>
 </main>
 <script id="ldp-data" type="application/json">{embedded_json(state, checked=True)}</script>
+<script src="static/uPlot.iife.min.js"></script>
 <script src="static/dashboard.js"></script>"""
     return _page(f"{printable(metric)} — LDP telemetry", body)
 

@@ -3,7 +3,8 @@
     GET /                                 the index of metrics
     GET /metric-<segment>.html            one metric's page (pages.metric_page_name, requested
                                           URL-quoted as pages.metric_page_link links to it)
-    GET /static/dashboard.{js,css}        the page's script and style, from this package
+    GET /static/<name>                    the page's script and style and the vendored uPlot
+                                          (STATIC_FILES), from this package
     GET /api/windows?metric=M&since=C[&from=T&to=T&limit=L]
                                           the windows of M whose latest pane changed after
                                           cursor C (starting in [from, to), the latest L), as
@@ -47,7 +48,11 @@ from ldp_telemetry.store.reads import MAX_TOP_VALUES
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8050
 STATIC_FILES = {"dashboard.js": "text/javascript; charset=utf-8",
-                "dashboard.css": "text/css; charset=utf-8"}
+                "dashboard.css": "text/css; charset=utf-8",
+                # the vendored chart library, its style and licence (docs/architecture.md)
+                "uPlot.iife.min.js": "text/javascript; charset=utf-8",
+                "uPlot.min.css": "text/css; charset=utf-8",
+                "uPlot.LICENSE": "text/plain; charset=utf-8"}
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; "
                            "img-src 'self' data:; connect-src 'self'; base-uri 'none'; "
                            "form-action 'none'; frame-ancestors 'none'")

@@ -1,5 +1,6 @@
-/* ldp-telemetry dashboard: draws one metric's windows as inline SVG and, on a live page, polls
- * api/windows with a cursor for the panes that arrived since. No library, no request to any
+/* ldp-telemetry dashboard: draws one metric's values over windows with the vendored uPlot
+ * (static/uPlot.iife.min.js, loaded before this file), the rest as inline SVG, and, on a live
+ * page, polls api/windows with a cursor for the panes that arrived since. No request to any
  * other host; every value from the data is set with textContent or an attribute, never parsed
  * as markup. It computes no statistic: a window's chart row carries its top values' estimates
  * and 95% half widths (the band is estimate ± half width), a chosen window its bands (lower95,
@@ -153,6 +154,7 @@
   function writeHash() {
     if (!selectedKey) { return; }
     var text = "#series=" + encodeURIComponent(series || "") + "&window=" + encodeURIComponent(selectedKey);
+    if (zoom) { text += "&from=" + encodeURIComponent(isoOf(zoom.min * 1000)) + "&to=" + encodeURIComponent(isoOf(zoom.max * 1000)); }
     if (location.hash !== text) { try { history.replaceState(null, "", text); } catch (e) { /* file: pages */ } }
   }
   function dateText(iso, withTime) {
@@ -226,14 +228,53 @@
   }
 
   /* -- over windows: the top-k values (toggleable, hover read-out), or a numeric mean -------- */
+  /* Drawn by uPlot (dashboard/static/uPlot.iife.min.js, vendored, MIT): every window is a point,
+   * time on x (UTC, round hours and days), the 95% band of the value in focus filled, y from what
+   * is drawn in the visible time range. Drag over the chart zooms to a time range, double-click
+   * resets; a click chooses the window under the cursor. The zoom is kept in the URL. */
+  var chart = null;             /* the uPlot instance drawn last */
+  var zoom = null;              /* the visible time range {min, max} in s, or null for all */
+  var chartDrawn = null;        /* what the chart drawn last shows (chartState) */
+  var chartSelected = -1;       /* the chosen window's index in it, highlighted */
+  var dataVersion = 0;          /* bumped when a window or a newer pane of one arrives */
+  /* What the chart shows apart from the chosen window: when only that changes, the chart is
+   * redrawn in place (a drag or double-click in progress survives a re-render). */
+  function chartState(width) {
+    return JSON.stringify([dataVersion, series, windows.length, hidden, state.focus || null, width]);
+  }
+  function rgba(hex, alpha) {
+    var n = parseInt(hex.slice(1), 16);
+    return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + alpha + ")";
+  }
+  function fillReadout(readout, w, lines, at) {
+    clear(readout);
+    readout.appendChild(htmlEl("strong", {}, shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + "  n = " + count(w.n) + (w._partial ? " (partial)" : "")));
+    lines.forEach(function (line, rank) {
+      var v = at(w, line);
+      if (!v || hidden[line.label]) { return; }
+      var span = htmlEl("span", {"class": "readout-item"}, String(line.label) + " " + fmt(v.e) + " \u00b1 " + fmt(v.half));
+      span.style.color = PALETTE[rank % PALETTE.length];
+      readout.appendChild(span);
+    });
+  }
+  /* A tick at t s (UTC) of a time axis whose ticks are `step` s apart (uPlot picks round steps:
+   * minutes, hours, days, months): dates at midnights, hours in between. */
+  function timeLabel(t, step) {
+    var iso = isoOf(t * 1000);
+    if (step >= 86400 || t % 86400 === 0) { return step >= 28 * 86400 ? iso.slice(0, 7) : iso.slice(0, 10); }
+    return iso.slice(11, 16);
+  }
   function drawTopK() {
     var holder = document.getElementById("topk"), legend = document.getElementById("topk-legend");
     var readout = document.getElementById("topk-readout");
+    var selectedAt = windows.findIndex(function (w) { return key(w) === selectedKey; });
+    var width = chartWidth(holder), drawn = chartState(width);
+    chartSelected = selectedAt;
+    if (chart && drawn === chartDrawn) { chart.redraw(false); return; }
+    if (chart) { chart.destroy(); chart = null; }
+    chartDrawn = drawn;
     clear(holder); clear(legend); clear(readout);
     if (!windows.length) { holder.appendChild(htmlEl("p", {"class": "empty"}, "No windows yet.")); return; }
-    var width = chartWidth(holder), height = 300;
-    var box = {left: 64, top: 14, width: width - 64 - 24, height: height - 14 - 58};
-    var svg = svgEl("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height, role: "img", "aria-label": "values over windows"});
     var lines = state.numeric ? [{index: -1, label: "mean"}] : topLabels();
     var valueOf = state.numeric ? function (w) {
       if (typeof w.mean !== "number") { return null; }
@@ -242,64 +283,86 @@
     } : null;
     function at(w, line) { return valueOf ? valueOf(w) : topValue(w, line.index); }
     var visible = lines.filter(function (l) { return !hidden[l.label]; });
-    /* windows per drawn column: several when windows outnumber pixels (mean estimate, widest band) */
-    var per = Math.max(1, Math.ceil(windows.length / Math.max(1, Math.floor(box.width / 3))));
-    var columns = [];
-    for (var c = 0; c * per < windows.length; c++) { columns.push(windows.slice(c * per, (c + 1) * per)); }
-    function column(ws, line) {
-      var sum = 0, count = 0, low = Infinity, high = -Infinity;
-      ws.forEach(function (w) { var v = at(w, line); if (v) { sum += v.e; count++; low = Math.min(low, v.low); high = Math.max(high, v.high); } });
-      return count ? {e: sum / count, low: low, high: high} : null;
-    }
     /* the band of the value in focus is drawn (the first, largest one unless the legend says
-     * otherwise); the y range is what is drawn: every line, and that band */
+     * otherwise) */
     var focus = visible.length === 1 ? visible[0].label : (state.focus || (visible[0] && visible[0].label));
-    var lowY = state.numeric ? Infinity : 0, highY = state.numeric ? -Infinity : 0;
-    columns.forEach(function (ws) { visible.forEach(function (line) {
-      var v = column(ws, line);
-      if (!v) { return; }
-      var banded = line.label === focus;
-      highY = Math.max(highY, banded ? v.high : v.e);
-      lowY = Math.min(lowY, state.numeric ? (banded ? v.low : v.e) : 0);
-    }); });
-    if (!state.numeric && highY <= 0) { highY = 0.05; }
-    if (!isFinite(lowY)) { lowY = 0; highY = 1; }
-    var pad = (highY - lowY) * 0.08 || 0.01;
-    var y = frame(svg, box, state.numeric ? lowY - pad : 0, highY + pad, state.numeric ? "mean (metric units)" : "frequency");
-    var step = box.width / windows.length;
-    var xw = function (k) { return box.left + (k + 0.5) * step; };
-    var xc = function (c) { return box.left + (Math.min(windows.length, c * per + per / 2)) * step; };
-    var selectedAt = windows.findIndex(function (w) { return key(w) === selectedKey; });
-    if (selectedAt >= 0) {
-      svg.appendChild(svgEl("rect", {x: box.left + selectedAt * step, y: box.top, width: Math.max(2, step), height: box.height, "class": "selected-window"}));
-    }
+    var xs = windows.map(function (w) { return startMs(w) / 1000; });
+    var data = [xs], series = [{}], bands = [];
+    lines.forEach(function (line, rank) {
+      var color = PALETTE[rank % PALETTE.length], dimmed = state.focus && state.focus !== line.label;
+      var values = windows.map(function (w) { var v = at(w, line); return v ? v.e : null; });
+      data.push(values);
+      series.push({label: String(line.label), show: !hidden[line.label], stroke: dimmed ? rgba(color, 0.45) : color,
+                   width: dimmed ? 1.2 : 2, spanGaps: false,
+                   points: {show: windows.length <= 120, size: 6, fill: color, stroke: color}});
+      if (focus === line.label && !hidden[line.label]) {
+        var main = data.length - 1;
+        data.push(windows.map(function (w) { var v = at(w, line); return v ? (state.numeric ? v.high : Math.max(0, v.high)) : null; }));
+        series.push({label: line.label + " upper 95%", stroke: "transparent", width: 0, points: {show: false}});
+        data.push(windows.map(function (w) { var v = at(w, line); return v ? (state.numeric ? v.low : Math.max(0, v.low)) : null; }));
+        series.push({label: line.label + " lower 95%", stroke: "transparent", width: 0, points: {show: false}});
+        bands.push({series: [main + 1, main + 2], fill: rgba(color, 0.18)});
+        holder.setAttribute("data-band", String(line.label));
+      }
+    });
+    if (!bands.length) { holder.removeAttribute("data-band"); }
+    var downX = null;
+    var options = {
+      width: width, height: 300, legend: {show: false}, bands: bands, series: series,
+      padding: [12, 44, 0, 0],  /* room for the last time label */
+      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
+      cursor: {drag: {x: true, y: false, setScale: true}, points: {show: false}},
+      scales: {x: {time: true}, y: {range: function (u, low, high) {
+        /* what is drawn, padded; a frequency axis starts at 0 */
+        if (low === null || high === null) { return [0, 1]; }
+        if (!state.numeric) { low = Math.min(0, low); if (high <= 0) { high = 0.05; } }
+        var pad = (high - low) * 0.08 || 0.01;
+        return [state.numeric ? low - pad : low, high + pad];
+      }}},
+      axes: [{label: "window start (UTC)", labelSize: 20, stroke: "#374151", grid: {stroke: "#e5e7eb"}, space: 90,
+              values: function (u, splits, axis, space, step) { return splits.map(function (t) { return timeLabel(t, step); }); }},
+             {label: state.numeric ? "mean (metric units)" : "frequency", stroke: "#374151", grid: {stroke: "#e5e7eb"}, size: 60}],
+      hooks: {
+        drawClear: [function (u) {  /* the chosen window, under the lines */
+          if (chartSelected < 0 || !windows[chartSelected]) { return; }
+          var w = windows[chartSelected], ctx = u.ctx;
+          var left = u.valToPos(startMs(w) / 1000, "x", true), right = u.valToPos(w.end_ms ? w.end_ms / 1000 : startMs(w) / 1000, "x", true);
+          ctx.save();
+          ctx.fillStyle = "rgba(37, 99, 235, 0.12)";
+          ctx.fillRect(Math.min(left, right - 2), u.bbox.top, Math.max(2, right - left), u.bbox.height);
+          ctx.restore();
+        }],
+        setCursor: [function (u) {
+          var k = u.cursor.idx;
+          if (k === null || k === undefined || !windows[k]) { return; }
+          fillReadout(readout, windows[k], lines, at);
+        }],
+        setScale: [function (u, scale) {
+          if (scale !== "x") { return; }
+          var min = u.scales.x.min, max = u.scales.x.max;
+          zoom = (min <= xs[0] && max >= xs[xs.length - 1]) ? null : {min: min, max: max};
+          var resetNode = document.getElementById("topk-reset");
+          if (resetNode) { resetNode.hidden = !zoom; }
+          holder.setAttribute("data-x-min", isoOf(min * 1000));
+          holder.setAttribute("data-x-max", isoOf(max * 1000));
+          writeHash();
+        }]
+      }
+    };
+    var wanted = zoom;            /* the hook sees the full range first */
+    chart = new uPlot(options, data, holder);
+    if (wanted) { chart.setScale("x", {min: wanted.min, max: wanted.max}); }
+    holder.setAttribute("data-x-min", isoOf(chart.scales.x.min * 1000));
+    holder.setAttribute("data-x-max", isoOf(chart.scales.x.max * 1000));
+    chart.over.addEventListener("mousedown", function (event) { downX = event.clientX; });
+    chart.over.addEventListener("click", function (event) {
+      var k = chart.cursor.idx;
+      if (downX === null || Math.abs(event.clientX - downX) > 3 || k === null || k === undefined || !windows[k]) { return; }
+      select(key(windows[k]), true);
+    });
+    chart.over.addEventListener("mouseleave", function () { clear(readout); });
     lines.forEach(function (line, rank) {
       var color = PALETTE[rank % PALETTE.length];
-      if (!hidden[line.label]) {
-        var upper = [], lower = [], path = [];
-        columns.forEach(function (ws, c) {
-          var v = column(ws, line);
-          if (!v) { return; }
-          upper.push(xc(c) + "," + y(v.high));
-          lower.unshift(xc(c) + "," + y(state.numeric ? v.low : Math.max(0, v.low)));
-          path.push(xc(c) + "," + y(v.e));
-        });
-        if (focus === line.label) {
-          svg.appendChild(svgEl("polygon", {points: upper.concat(lower).join(" "), fill: color, "fill-opacity": 0.18, stroke: "none", "class": "band"}));
-        }
-        svg.appendChild(svgEl("polyline", {points: path.join(" "), fill: "none", stroke: color, "stroke-width": state.focus && state.focus !== line.label ? 1.2 : 2, "stroke-opacity": state.focus && state.focus !== line.label ? 0.45 : 1, "class": "series-line", "data-label": line.label}));
-        if (per === 1 && windows.length <= 120) {
-          windows.forEach(function (w, k) {
-            var v = at(w, line);
-            if (!v) { return; }
-            var timing = timingOf(w), marker;
-            if (timing === "EARLY") { marker = svgEl("circle", {cx: xw(k), cy: y(v.e), r: 3.5, fill: "#fff", stroke: color, "stroke-width": 1.5}); }
-            else if (timing === "LATE") { marker = svgEl("rect", {x: xw(k) - 3.5, y: y(v.e) - 3.5, width: 7, height: 7, transform: "rotate(45 " + xw(k) + " " + y(v.e) + ")", fill: color, stroke: TIMING.LATE.color, "stroke-width": 1.5}); }
-            else { marker = svgEl("circle", {cx: xw(k), cy: y(v.e), r: 3, fill: color}); }
-            svg.appendChild(tooltip(marker, line.label + " \u00b7 " + shortTime(w.window_start) + ": " + fmt(v.e) + " \u00b1 " + fmt(v.half) + " (95%)"));
-          });
-        }
-      }
       var item = htmlEl("button", {type: "button", "class": "legend-item toggle" + (hidden[line.label] ? " off" : ""), "data-label": line.label, "aria-pressed": hidden[line.label] ? "false" : "true"});
       var swatch = htmlEl("span", {"class": "swatch"});
       swatch.style.background = color;
@@ -310,32 +373,10 @@
       item.addEventListener("mouseleave", function () { state.focus = null; drawTopK(); });
       legend.appendChild(item);
     });
-    timeTicks(svg, box, windows.length, xw, box.top + box.height + 18);
-    svg.appendChild(svgEl("text", {x: box.left + box.width, y: height - 8, "class": "axis-label", "text-anchor": "end"}, "window start (UTC)" + (per > 1 ? " \u00b7 " + per + " windows per column: their mean and widest band" : "")));
-    var cursor = svgEl("line", {x1: 0, x2: 0, y1: box.top, y2: box.top + box.height, "class": "hover-line", visibility: "hidden"});
-    svg.appendChild(cursor);
-    var hit = svgEl("rect", {x: box.left, y: box.top, width: box.width, height: box.height, "class": "hit"});
-    function indexAt(event) {
-      var rect = svg.getBoundingClientRect();
-      return Math.max(0, Math.min(windows.length - 1, Math.floor((event.clientX - rect.left - box.left) / step)));
-    }
-    hit.addEventListener("mousemove", function (event) {
-      var k = indexAt(event), w = windows[k];
-      cursor.setAttribute("x1", xw(k)); cursor.setAttribute("x2", xw(k)); cursor.setAttribute("visibility", "visible");
-      clear(readout);
-      readout.appendChild(htmlEl("strong", {}, shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + "  n = " + count(w.n) + (w._partial ? " (partial)" : "")));
-      lines.forEach(function (line, rank) {
-        var v = at(w, line);
-        if (!v || hidden[line.label]) { return; }
-        var span = htmlEl("span", {"class": "readout-item"}, String(line.label) + " " + fmt(v.e) + " \u00b1 " + fmt(v.half));
-        span.style.color = PALETTE[rank % PALETTE.length];
-        readout.appendChild(span);
-      });
-    });
-    hit.addEventListener("mouseleave", function () { cursor.setAttribute("visibility", "hidden"); });
-    hit.addEventListener("click", function (event) { select(key(windows[indexAt(event)]), true); });
-    svg.appendChild(hit);
-    holder.appendChild(svg);
+    var reset = htmlEl("button", {type: "button", "class": "legend-item", id: "topk-reset"}, "all windows");
+    reset.hidden = !zoom;
+    reset.addEventListener("click", function () { zoom = null; drawTopK(); writeHash(); });
+    legend.appendChild(reset);
   }
 
   /* -- the selected window: ranked bars (or label order), a numeric density ----------------- */
@@ -714,7 +755,9 @@
       selectedKey = key(current);
     }
     fillSelect();
+    var chartStarted = window.performance ? performance.now() : 0;
     drawTopK();
+    if (!state.renders && window.performance) { document.body.setAttribute("data-topk-ms", (performance.now() - chartStarted).toFixed(1)); }
     if (current && current.light) {
       ensureFull(current);
       clear(document.getElementById("distribution")); clear(document.getElementById("values")); clear(document.getElementById("quantiles"));
@@ -735,6 +778,7 @@
     changed.forEach(function (w) {
       var old = byKey[fullKey(w)];
       if (!old || paneIndex(old) < paneIndex(w) || (paneIndex(old) === paneIndex(w) && (old.light || !w.light))) {
+        if (!old || paneIndex(old) !== paneIndex(w)) { dataVersion++; }  /* else: same values, now whole */
         if (old) { ["start_ms", "end_ms", "few"].forEach(function (f) { if (w[f] === undefined) { w[f] = old[f]; } }); }
         if (!w.top && old && old.top && w.value_indices) { w.top = old.top; }  /* an export's cut view */
         if (!w.top && old && old.top && w.estimate) {  /* keep the series' top-k indices */
@@ -804,6 +848,9 @@
   }
   var fromHash = readHash();
   if (fromHash.series) { series = fromHash.series; }
+  if (fromHash.from && fromHash.to && Date.parse(fromHash.from) < Date.parse(fromHash.to)) {
+    zoom = {min: Date.parse(fromHash.from) / 1000, max: Date.parse(fromHash.to) / 1000};
+  }
   if (fromHash.window && allWindows.some(function (w) { return key(w) === fromHash.window; })) {
     selectedKey = fromHash.window; userSelected = true; state.fromHash = true;
   }

@@ -223,8 +223,9 @@ def test_exported_pages_open_from_files_without_any_request_elsewhere(
         browser, demo_run, tmp_path, artifacts):
     source = FolderSource(str(demo_run["output"]))
     written = Dashboard(source).export(str(tmp_path / "site"))
-    # index, two pages, two static files and a data file per metric (5 weekly windows each)
-    assert (tmp_path / "site" / "index.html").exists() and len(written) == 7
+    # index, two pages, five static files (the dashboard's script and style, the vendored
+    # uPlot's script, style and licence) and a data file per metric (5 weekly windows each)
+    assert (tmp_path / "site" / "index.html").exists() and len(written) == 10
     page = tmp_path / "site" / metric_page_name("flight.dest")
     browser.get(page.as_uri())
     assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length") == 105
@@ -454,7 +455,7 @@ def test_a_thousand_windows_navigate_by_time_filter_and_warn_once(browser, serve
     browser.get(served(StoreSource(url)) + metric_page_link("big.metric"))
     assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "1000"
     assert browser.driver.execute_script(
-        "return document.querySelectorAll('#topk polygon.band').length") == 1
+        "return document.getElementById('topk').getAttribute('data-band')") == "label-000"
     chosen = records[-2]
     assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length", 30)
     body = browser.driver.find_element("tag name", "body")
@@ -505,3 +506,95 @@ def test_a_thousand_windows_navigate_by_time_filter_and_warn_once(browser, serve
     assert "of 500 values" in browser.driver.execute_script(
         "return document.getElementById('values-cut').textContent")
     assert browser.console_errors() == []
+
+
+#: The band of the first value: #2563eb at opacity 0.18 on the chart's transparent canvas, RGBA.
+BAND_RGBA = (0x25, 0x63, 0xEB, round(0.18 * 255))
+COUNT_BAND_PIXELS = """
+const canvas = document.querySelector('#topk canvas');
+const pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+let found = 0;
+for (let i = 0; i < pixels.length; i += 4) {
+  if (Math.abs(pixels[i] - arguments[0][0]) <= 6 && Math.abs(pixels[i + 1] - arguments[0][1]) <= 6
+      && Math.abs(pixels[i + 2] - arguments[0][2]) <= 6
+      && Math.abs(pixels[i + 3] - arguments[0][3]) <= 6) { found++; }
+}
+return found;"""
+
+
+def visible_range(browser) -> list:
+    return browser.driver.execute_script(
+        "const h = document.getElementById('topk');"
+        "return [h.getAttribute('data-x-min'), h.getAttribute('data-x-max')];")
+
+
+def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser, served,
+                                                                        big_store, artifacts):
+    """The chart over windows (uPlot): the band of the value in focus is painted without
+    hovering; dragging across the plot narrows the visible time range (kept in the URL) without
+    choosing a window, a double click restores every window, a click chooses the window under
+    the cursor; nothing is requested from another host and nothing is logged as an error."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    url, records = big_store
+    browser.driver.set_window_size(1280, 1000)
+    browser.get(served(StoreSource(url)) + metric_page_link("big.metric"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "1000"
+    assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr').length", 30)
+    assert browser.driver.execute_script(
+        "return document.getElementById('topk').getAttribute('data-band')")
+    assert browser.driver.execute_script(COUNT_BAND_PIXELS, BAND_RGBA) > 500  # a filled band
+    assert browser.driver.execute_script(  # "all windows" shows only when zoomed
+        "return document.getElementById('topk-reset').offsetParent") is None
+    full = visible_range(browser)
+    assert full[0] <= records[0]["window_start"] and full[1] >= records[-1]["window_start"]
+    chosen = browser.driver.execute_script("return document.getElementById('window-select').value")
+    over = browser.driver.find_element("css selector", "#topk .u-over")
+    width = over.size["width"]
+    ActionChains(browser.driver).move_to_element_with_offset(over, -width // 4, 0) \
+        .click_and_hold().move_by_offset(width // 4, 0).release().perform()
+    zoomed = wait_for(browser, "document.getElementById('topk').getAttribute('data-x-min') !== "
+                               f"'{full[0]}' && [document.getElementById('topk')"
+                               ".getAttribute('data-x-min'), document.getElementById('topk')"
+                               ".getAttribute('data-x-max')]")
+    assert zoomed and full[0] < zoomed[0] < zoomed[1] < full[1]
+    # about a quarter of the run is shown (the drag spans a quarter of the plot)
+    span = [_ms(t) for t in full]
+    shown = [_ms(t) for t in zoomed]
+    assert 0.15 < (shown[1] - shown[0]) / (span[1] - span[0]) < 0.35
+    assert "from=" in browser.driver.execute_script("return decodeURIComponent(location.hash)")
+    assert browser.driver.execute_script(
+        "return document.getElementById('window-select').value") == chosen  # a drag chooses none
+    assert browser.driver.execute_script(
+        "return document.getElementById('topk-reset').offsetParent") is not None
+    # a click chooses the window under the cursor; the zoom stays
+    ActionChains(browser.driver).move_to_element(
+        browser.driver.find_element("css selector", "#topk .u-over")).click().perform()
+    assert wait_for(browser, "document.getElementById('window-select').value !== "
+                             f"'{chosen}'")
+    picked = browser.driver.execute_script(
+        "return document.getElementById('window-select').value").split("|")[0]
+    assert zoomed[0] <= picked <= zoomed[1]
+    assert visible_range(browser) == zoomed
+    for size in ("screenshot", (1280, 1000)):  # each resize redraws the page
+        renders = int(browser.driver.execute_script("return document.body.dataset.rendered"))
+        if size == "screenshot":
+            browser.screenshot(str(artifacts / "big-metric-zoomed.png"))
+        else:
+            browser.driver.set_window_size(*size)
+        assert wait_for(browser, f"Number(document.body.dataset.rendered) > {renders}")
+        assert visible_range(browser) == zoomed  # the zoom outlives a redraw
+    ActionChains(browser.driver).double_click(
+        browser.driver.find_element("css selector", "#topk .u-over")).perform()
+    assert wait_for(browser, "document.getElementById('topk').getAttribute('data-x-min') === "
+                             f"'{full[0]}'")
+    assert visible_range(browser) == full
+    assert "from=" not in browser.driver.execute_script(
+        "return decodeURIComponent(location.hash)")
+    assert browser.driver.execute_script(
+        "return document.getElementById('topk-reset').offsetParent") is None
+    check_clean(browser)
+
+
+def _ms(iso: str) -> float:
+    from datetime import datetime
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
