@@ -10,7 +10,8 @@ and tests always import what was installed.
 from setuptools import setup
 
 SUBPACKAGES = {
-    "ldp": ["ldp", "ldp.protocols", "ldp.integrity"],
+    "ldp": ["ldp", "ldp.base", "ldp.protocols", "ldp.integrity", "ldp.estimation", "ldp.config",
+            "ldp.engine"],
     "output": ["output"],
     "schemas": ["schemas"],
     "client": ["client"],

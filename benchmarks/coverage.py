@@ -2,14 +2,14 @@
 
 For each data set, ε and n, W windows of n values are drawn (a real column sampled without
 replacement, or a lognormal latency), perturbed with Square Wave (the client mechanism) and
-given to `ldp_telemetry.ldp.finalize.numeric_bands` (the bias-corrected parametric bootstrap
+given to `ldp_telemetry.ldp.engine.finalize.numeric_bands` (the bias-corrected parametric bootstrap
 through EM that finalize_window puts in the record, R replicates). Each record statistic's band
 is checked against the window's true value; the script prints the fraction of windows covered
 per statistic (goal: [0.93, 0.97] at nominal 0.95; with W windows its standard error is
 √(0.95 · 0.05 / W)), measured for every statistic, with "*" where the record declares the
-statistic without a band at this ε (CALIBRATED_FROM_EPSILON of ldp_telemetry.ldp.uncertainty),
-and the median seconds the bands cost per window. Range queries have no band in the record
-(declared, not measured).
+statistic without a band at this ε (CALIBRATED_FROM_EPSILON of
+ldp_telemetry.ldp.estimation.uncertainty), and the median seconds the bands cost per window. Range
+queries have no band in the record (declared, not measured).
 
     python benchmarks/coverage.py --windows 40 --json benchmarks/results/coverage.json
 """
@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 from bench_json import Run, add_json_argument
 
-from ldp_telemetry.ldp.finalize import numeric_bands
-from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.uncertainty import BAND_STATISTICS, uncalibrated_statistics
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import numeric_bands
+from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_STATISTICS, uncalibrated_statistics
 
 DATASETS = Path(os.environ.get("LDP_DATASETS", Path(__file__).resolve().parents[2] / "shared"
                                / "datasets"))

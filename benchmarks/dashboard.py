@@ -37,8 +37,8 @@ from bench_json import Run, add_json_argument
 from ldp_telemetry.dashboard.pages import metric_page_link
 from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
 from ldp_telemetry.dashboard.source import StoreSource
-from ldp_telemetry.ldp.estimation import smallest_resolvable
-from ldp_telemetry.ldp.times import iso_from_ms
+from ldp_telemetry.ldp.base.times import iso_from_ms
+from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.store import open_store
 
 POSTGRES_SERVER = Path(__file__).resolve().parents[1] / "tests" / "store" / "postgres_server.py"

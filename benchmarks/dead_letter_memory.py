@@ -31,8 +31,8 @@ from bench_json import Run, add_json_argument
 from fastavro import writer as avro_writer
 from throughput import DAY_S, START_MS, make_report_file, metric_entry
 
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports

@@ -28,8 +28,8 @@ import time
 from bench_json import Run, add_json_argument
 from throughput import DAY_S, make_report_file, make_report_files, metric_entry
 
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.envelopes import DEFAULT_ENVELOPE_REPORTS

@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 from bench_json import Run, add_json_argument
 
-from ldp_telemetry.ldp.attacks import ATTACKS, fake_reports
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.window import window_with_integrity
+from ldp_telemetry.ldp.integrity.attacks import ATTACKS, fake_reports
 from ldp_telemetry.ldp.integrity.spec import DEFAULT
 from ldp_telemetry.ldp.integrity.statistics import jump_statistic
-from ldp_telemetry.ldp.integrity.window import window_with_integrity
-from ldp_telemetry.ldp.registry import parse_registry
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 DATASETS = Path(os.environ.get("LDP_DATASETS", CHECKOUT.parent / "shared" / "datasets"))

@@ -28,12 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ldp_telemetry.ldp.distances import kolmogorov_smirnov, wasserstein
-from ldp_telemetry.ldp.em import expectation_maximisation, paper_tolerance
-from ldp_telemetry.ldp.estimation import unbiased_estimate
-from ldp_telemetry.ldp.estimators import EstimatorSpec
-from ldp_telemetry.ldp.postprocess import norm_sub
+from ldp_telemetry.ldp.estimation.distances import kolmogorov_smirnov, wasserstein
+from ldp_telemetry.ldp.estimation.em import expectation_maximisation, paper_tolerance
+from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
+from ldp_telemetry.ldp.estimation.postprocess import norm_sub
 from ldp_telemetry.ldp.protocols import make_numeric_protocol, make_protocol
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 from ldp_telemetry.ldp.protocols.sw import SquareWave
 
 DATASETS = Path(os.environ.get("LDP_DATASETS", Path(__file__).resolve().parents[2] / "shared"

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 from bench_json import Run, add_json_argument
 
-from ldp_telemetry.ldp import postprocess as pp
-from ldp_telemetry.ldp.estimation import unbiased_estimate
+from ldp_telemetry.ldp.estimation import postprocess as pp
 from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
 METHOD_ORDER = ["base", "post-pos", "base-pos", "base-cut", "norm", "norm-mul", "norm-sub",
                 "norm-cut", "norm-hyb", "mle-apx", "ibu", "power", "power-ns"]

@@ -45,10 +45,10 @@ from scipy.ndimage import gaussian_filter1d
 from evaluate_postprocess import (babynames_counts, default_datasets_dir, support_counts_exact,
                                   support_counts_full)  # this script's folder, first on the path
 
-from ldp_telemetry.ldp.estimation import standard_error, unbiased_estimate
-from ldp_telemetry.ldp.estimators import EstimatorSpec
-from ldp_telemetry.ldp.finalize import error_plug_in
+from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
+from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols.noise import standard_error, unbiased_estimate
 
 METHODS = ["base", "dw", "iiw", "iiw-g", "smooth", "gf-dw", "amrp"]
 DATASETS = ["flights100", "flights500", "flights1000", "taxi48", "nycdep1000",

@@ -28,7 +28,7 @@ import numpy as np
 from bench_json import Run, add_json_argument
 from throughput import decode_batches, end_to_end, metric_entry, raw_decode
 
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.schemas import load_schema, payload_branch, report_schema_json
 
 DAY_MS = 86_400_000

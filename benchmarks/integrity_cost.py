@@ -26,7 +26,7 @@ import time
 from bench_json import Run, add_json_argument
 from throughput import aggregate, decode_batches, end_to_end, make_report_file
 
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.registry import parse_registry
 
 FREQUENCY = ("grr", "oue", "olh", "ss", "rws")
 

@@ -35,15 +35,15 @@ from pathlib import Path
 import numpy as np
 from bench_json import Run, add_json_argument
 
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.output.layout import STATUS
+from ldp_telemetry.output.reader import read_pane_log
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.follower import WatermarkPolicy
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.live import run_live
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.output.reader import read_pane_log
 
 T0 = 1_709_251_200_000
 WINDOW_MS = 60_000

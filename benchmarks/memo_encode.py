@@ -26,7 +26,7 @@ from bench_json import Run, add_json_argument
 
 from ldp_telemetry.client import encode, encode_points
 from ldp_telemetry.client.device import DeviceMemo
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.registry import parse_registry
 
 T0 = 1_700_000_000_000
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 
 DATA = Path(os.environ.get("LDP_DATASETS", Path(__file__).resolve().parents[2] / "shared"
                            / "datasets")) / "flights3m_2001H1.npz"

@@ -30,8 +30,8 @@ import time
 from bench_json import Run, add_json_argument
 from throughput import make_report_file, simulated_reports
 
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.runners.dask import dask_options

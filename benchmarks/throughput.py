@@ -41,17 +41,17 @@ import fastavro
 import numpy as np
 from bench_json import Run, add_json_argument
 
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.engine.batches import REPORT_ID, ReportBatch
+from ldp_telemetry.ldp.engine.counting import SliceCounter
 from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.runners.direct import multi_process_options
-from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
 from ldp_telemetry.schemas.envelopes import DEFAULT_ENVELOPE_REPORTS, write_envelopes
 from ldp_telemetry.transforms.coders import encode_batch
-from ldp_telemetry.transforms.count import SliceCounter
 
 SQUARE_WAVE = ("sw", "sw-discrete")
 DAY_S = 86_400

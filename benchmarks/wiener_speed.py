@@ -1,6 +1,6 @@
 """Finalize cost of the Wiener estimators: one window's counts -> estimate + standard errors.
 
-Times `ldp_telemetry.ldp.finalize.finalize_window` (unbiased estimate, the metric's estimator
+Times `ldp_telemetry.ldp.engine.finalize.finalize_window` (unbiased estimate, the metric's estimator
 with its standard errors, Norm-Hyb post-processing) on the support counts of one simulated
 window, and the estimator alone (`EstimatorSpec.run`), as medians of --repeats runs after one
 warm-up run (the first run also builds the cached noise model). Reported in milliseconds of
@@ -22,9 +22,9 @@ from functools import partial
 import numpy as np
 from bench_json import Run, add_json_argument
 
-from ldp_telemetry.ldp.estimation import unbiased_estimate
-from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
 
 def median_ms(call, repeats: int, clock=time.perf_counter) -> float:

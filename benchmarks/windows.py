@@ -32,13 +32,13 @@ import time
 import numpy as np
 from bench_json import Run, add_json_argument
 
-from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.output.records import window_estimate_record
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.output.records import window_estimate_record
 
 START_S = 1_700_000_000
 

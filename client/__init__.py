@@ -1,7 +1,7 @@
 """The client library: what a device needs to report a metric under local differential privacy.
 
     from ldp_telemetry.client import ReportFile, encode_many
-    from ldp_telemetry.ldp.registry import load_registry
+    from ldp_telemetry.ldp.config.registry import load_registry
 
     config = load_registry("registry.json")["flight.dest"]
     reports = encode_many(config, ["ATL", "BOS"], rng, event_times_ms=[t0, t1])

@@ -5,13 +5,13 @@
     reports = encode_many(config, values, rng, device=device)
 
 A memoized metric's permanent response (PRR) is a pure function of the device secret, the metric,
-the configuration fingerprint and the value (ldp_telemetry.ldp.memoize: HMAC-SHA-256, then
+the configuration fingerprint and the value (ldp_telemetry.ldp.config.memoize: HMAC-SHA-256, then
 SHAKE-256), so it is the same after a restart and differs between devices without storing it.
 Anyone holding the secret can recompute every PRR and undo ε∞: keep it on the device only.
 
 What *is* state is the list of distinct PRR items (values; hash buckets for local hashing) a
 device has used per configuration: a metric's `max_values` bounds its length, which is what
-bounds the lifetime ε (ldp_telemetry.ldp.budget). Once the list is full, a new item gets the
+bounds the lifetime ε (ldp_telemetry.ldp.config.budget). Once the list is full, a new item gets the
 metric's `on_limit`: "repeat" (the default) reports the instantaneous response of the last PRR in
 the list (what is sent does not depend on the new value); "stop" withholds the report, which
 reveals that the new value is none of the memoized ones.
@@ -29,7 +29,7 @@ The state file (`state_path`; docs/client.md "What the device must keep"):
   fcntl): the state is re-read, verified, extended and written while it is held, so two
   processes of one device cannot both add an item against the same old list.
 - **Bound to the secret.** The file carries an HMAC-SHA-256 under a key derived from the secret
-  (ldp_telemetry.ldp.memoize.state_mac) and a counter raised on every save. A file of another
+  (ldp_telemetry.ldp.config.memoize.state_mac) and a counter raised on every save. A file of another
   secret, an edited file, a file without a MAC (format 1, e.g. ``{"format": 1, "items": {}}``)
   and a file whose counter is below one this object (or `min_counter`) has seen are refused.
 - **Missing is an error.** A missing state file is refused unless the caller declares a new
@@ -59,9 +59,9 @@ from pathlib import Path
 import numpy as np
 
 from ldp_telemetry.client.durable import locked, remove_temporaries, settle, write_durably
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.ldp.memoize import REPEAT, secret_problem, state_mac, words_for
-from ldp_telemetry.schemas.batches import clip
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.config.memoize import REPEAT, secret_problem, state_mac, words_for
+from ldp_telemetry.ldp.engine.batches import clip
 
 #: Version of the state file's format (1: no MAC and no counter, refused).
 STATE_FORMAT = 2

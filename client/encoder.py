@@ -6,7 +6,7 @@ this order: the protocol's perturbation of every value, then the report ids not 
 in [0, 2^63 - 1)). A memoized metric (registry field `memoize`) needs the device's
 `DeviceMemo` (ldp_telemetry.client.device): the permanent responses come from its secret, the
 generator draws only the instantaneous responses, then the report ids. Each record carries the
-metric configuration's fingerprint (ldp_telemetry.ldp.fingerprint), so the server counts it
+metric configuration's fingerprint (ldp_telemetry.ldp.config.fingerprint), so the server counts it
 under the configuration it was made with, whatever the registry says by then.
 """
 from __future__ import annotations
@@ -20,10 +20,10 @@ import numpy as np
 
 from ldp_telemetry.client.device import DeviceMemo, memoized_columns
 from ldp_telemetry.client.values import domain_points
-from ldp_telemetry.ldp.errors import InputError
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.base.validation import (EVENT_TIME_END_MS, EVENT_TIME_MIN_MS,
+                                               EVENT_TIME_SPAN_TEXT, is_int, is_valid_event_time)
 from ldp_telemetry.ldp.protocols.base import Columns
-from ldp_telemetry.ldp.validation import (EVENT_TIME_END_MS, EVENT_TIME_MIN_MS,
-                                          EVENT_TIME_SPAN_TEXT, is_int, is_valid_event_time)
 from ldp_telemetry.schemas.writer import report_records
 
 #: Report ids are drawn uniformly from [0, ID_END).
@@ -35,7 +35,7 @@ class EncodedReports:
     """Reports of one metric configuration as columns: ids, event times (epoch ms) and the
     protocol's payload columns, one row per report."""
 
-    config: Any  # ldp_telemetry.ldp.registry.MetricConfig
+    config: Any  # ldp_telemetry.ldp.config.registry.MetricConfig
     report_ids: np.ndarray
     event_times_ms: np.ndarray
     columns: Columns

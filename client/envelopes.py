@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from ldp_telemetry.client.encoder import EncodedReports
 from ldp_telemetry.client.files import ReportFile
-from ldp_telemetry.ldp.errors import InputError
+from ldp_telemetry.ldp.base.errors import InputError
 from ldp_telemetry.schemas.envelopes import DEFAULT_ENVELOPE_REPORTS, EnvelopeWriter
 from ldp_telemetry.schemas.writer import BLOCK_BYTES
 

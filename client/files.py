@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 from ldp_telemetry.client.durable import sync_folder as _sync_folder
 from ldp_telemetry.client.encoder import EncodedReports
-from ldp_telemetry.ldp.errors import InputError
+from ldp_telemetry.ldp.base.errors import InputError
 from ldp_telemetry.schemas.writer import BLOCK_BYTES, ReportWriter
 
 #: Suffix of a report file's name while it is written.

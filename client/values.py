@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from ldp_telemetry.ldp.errors import InputError
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.base.registration import did_you_mean
+from ldp_telemetry.ldp.base.validation import is_int, is_number
 from ldp_telemetry.ldp.protocols.base import NUMERIC
-from ldp_telemetry.ldp.registration import did_you_mean
-from ldp_telemetry.ldp.validation import is_int, is_number
 
 VALUE = "value"
 

@@ -12,8 +12,8 @@ format is in docs/client.md.
 
 `MEMO_CASES` adds memoized (two-stage) configurations under the key "memoized_vectors": each
 also holds the device secret, the PRR item, the HMAC-SHA-256 key of its stream and the permanent
-response (ldp_telemetry.ldp.memoize; deterministic given the secret), then the report `encode`
-makes with `DeviceMemo(secret)` and default_rng(seed) drawing the instantaneous response.
+response (ldp_telemetry.ldp.config.memoize; deterministic given the secret), then the report
+`encode` makes with `DeviceMemo(secret)` and default_rng(seed) drawing the instantaneous response.
 """
 from __future__ import annotations
 
@@ -28,11 +28,11 @@ import numpy as np
 from ldp_telemetry.client.device import DeviceMemo
 from ldp_telemetry.client.encoder import encode
 from ldp_telemetry.client.values import domain_points
-from ldp_telemetry.ldp.fingerprint import WIRE_FORMAT, canonical_text, real_text
-from ldp_telemetry.ldp.memoize import prr_key, words_for
-from ldp_telemetry.ldp.protocols.memoized import BUCKET, VALUE
+from ldp_telemetry.ldp.config.fingerprint import WIRE_FORMAT, canonical_text, real_text
+from ldp_telemetry.ldp.config.memoize import prr_key, words_for
+from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.protocols.base import NUMERIC
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.protocols.memoized import BUCKET, VALUE
 from ldp_telemetry.schemas import load_schema
 
 VECTORS_PATH = Path(__file__).with_name("test_vectors.json")

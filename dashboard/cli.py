@@ -6,7 +6,7 @@ import sys
 
 from ldp_telemetry.dashboard.pages import DEFAULT_TOP_K
 from ldp_telemetry.dashboard.server import DEFAULT_HOST, DEFAULT_PORT
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.output.atomic import check_writable_folder
 
 #: Shortest polling period a live page may be given, in seconds.

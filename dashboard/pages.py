@@ -12,8 +12,8 @@ import json
 import math
 from urllib.parse import quote
 
-from ldp_telemetry.ldp.budget import budget_text, repeated_reports_note, window_cost
-from ldp_telemetry.ldp.times import iso_from_ms
+from ldp_telemetry.ldp.base.times import iso_from_ms
+from ldp_telemetry.ldp.config.budget import budget_text, repeated_reports_note, window_cost
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.output.layout import metric_segment, window_key
 from ldp_telemetry.output.text import printable
@@ -264,9 +264,9 @@ def export_window_file(views: list[dict]) -> str:
 
 
 def privacy_section(privacy: dict | None, window: dict | None = None) -> str:
-    """What the metric's configuration promises a device (ldp_telemetry.ldp.budget): per report,
-    per window (of `window`, the latest), per day, over a lifetime, and the composition rule;
-    empty for records without it."""
+    """What the metric's configuration promises a device (ldp_telemetry.ldp.config.budget): per
+    report, per window (of `window`, the latest), per day, over a lifetime, and the composition
+    rule; empty for records without it."""
     text = budget_text(privacy)
     if text is None:
         return ""

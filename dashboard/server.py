@@ -40,8 +40,8 @@ from ldp_telemetry.dashboard.pages import (DEFAULT_TOP_K, EXPORT_ALL_VALUES, PAG
                                            window_file_name)
 from ldp_telemetry.dashboard.payload import row_bounds
 from ldp_telemetry.dashboard.source import MAX_WINDOWS_PER_PAGE
-from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.times import ms_from_iso
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.output.layout import window_key
 from ldp_telemetry.store.reads import MAX_TOP_VALUES
 

@@ -29,14 +29,14 @@ import threading
 import time
 
 from ldp_telemetry.dashboard.payload import Series, pack
-from ldp_telemetry.ldp.errors import ConfigError, InputError, StoreError
-from ldp_telemetry.ldp.times import iso_from_ms
-from ldp_telemetry.ldp.validation import is_int
+from ldp_telemetry.ldp.base.errors import ConfigError, InputError, StoreError
+from ldp_telemetry.ldp.base.times import iso_from_ms
+from ldp_telemetry.ldp.base.validation import is_int
+from ldp_telemetry.ldp.engine.reasons import UNATTRIBUTED_REASONS, Reason
 from ldp_telemetry.output.bands import band95, half_width95
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
 from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, WindowKey,
-                                          shard_pattern, version_label, window_key)
-from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS, Reason
+                                         shard_pattern, version_label, window_key)
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.output.resolution import resolution, series_resolution, warning_text
 from ldp_telemetry.output.tail import OutputTail

@@ -1,8 +1,8 @@
 """The output contract, Beam-free: what a job writes and how it is read back.
 
 One place for everything that a writer and its readers must agree on (the time helpers every
-layer shares, ISO-8601 text and epoch milliseconds, are `ldp_telemetry.ldp.times`; the span of
-valid event times is `ldp_telemetry.ldp.validation`'s):
+layer shares, ISO-8601 text and epoch milliseconds, are `ldp_telemetry.ldp.base.times`; the span of
+valid event times is `ldp_telemetry.ldp.base.validation`'s):
 
 * `layout` — the files and folders of a batch run and of a live run, the injective encoding of
   a metric name into a path segment, the typed window key;

@@ -1,7 +1,7 @@
 """The 95% error band every reader shows: estimate ± Z95 · standard error."""
 from __future__ import annotations
 
-from ldp_telemetry.ldp.uncertainty import Z95
+from ldp_telemetry.ldp.estimation.uncertainty import Z95
 
 __all__ = ["Z95", "band95", "half_width95"]
 

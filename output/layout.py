@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from ldp_telemetry.ldp.times import ms_from_iso
+from ldp_telemetry.ldp.base.times import ms_from_iso
 
 ESTIMATES = "estimates"
 DEAD_LETTERS = "dead_letters"
@@ -90,7 +90,7 @@ class WindowKey(NamedTuple):
         return self._replace(version="")
 
 
-#: The version label of a combined estimate (see ldp_telemetry.ldp.combine).
+#: The version label of a combined estimate (see ldp_telemetry.ldp.estimation.combine).
 COMBINED = "combined"
 
 

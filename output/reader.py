@@ -15,11 +15,11 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 
-from ldp_telemetry.ldp.errors import ConfigError, InputError
-from ldp_telemetry.ldp.validation import is_int, is_number
+from ldp_telemetry.ldp.base.errors import ConfigError, InputError
+from ldp_telemetry.ldp.base.times import ms_from_iso
+from ldp_telemetry.ldp.base.validation import is_int, is_number
 from ldp_telemetry.output.layout import (COMBINED, ESTIMATES, PANE_LOG, WindowKey,
                                          shard_pattern, version_label, window_key)
-from ldp_telemetry.ldp.times import ms_from_iso
 
 #: The field of a job's settings that names its output folder.
 OUTPUT_FIELD = "output"

@@ -1,27 +1,27 @@
 """The window-estimate record: built from a window's result, Beam-free.
 
 Every record names the configuration its reports were made under: `config_version` and
-`fingerprint` (ldp_telemetry.ldp.fingerprint). A window holding reports of several versions of
-a metric has one record per version and, where they share values, a combined record
-(`combined_estimate_record`, `combined_versions` set; ldp_telemetry.ldp.combine).
+`fingerprint` (ldp_telemetry.ldp.config.fingerprint). A window holding reports of several versions
+of a metric has one record per version and, where they share values, a combined record
+(`combined_estimate_record`, `combined_versions` set; ldp_telemetry.ldp.estimation.combine).
 
 Fields as in `schemas/window_estimate.avsc`. Every record carries the facts of its metric's
 protocol that a reader needs and must not recompute: `p_star` and `q_star` (the support
 probabilities of a frequency oracle) and `smallest_resolvable` (the smallest frequency the window
-resolves, `ldp_telemetry.ldp.estimation.smallest_resolvable`); they are null for a numeric
+resolves, `ldp_telemetry.ldp.protocols.noise.smallest_resolvable`); they are null for a numeric
 metric and absent from records written before they existed. `privacy` is what the configuration
-promises one device per report, per day and over a lifetime (`ldp_telemetry.ldp.budget`).
+promises one device per report, per day and over a lifetime (`ldp_telemetry.ldp.config.budget`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ldp_telemetry.ldp.budget import privacy_budget
-from ldp_telemetry.ldp.combine import INVERSE_VARIANCE, CombinedResult
-from ldp_telemetry.ldp.estimation import smallest_resolvable
-from ldp_telemetry.ldp.finalize import NumericWindowResult
+from ldp_telemetry.ldp.config.budget import privacy_budget
+from ldp_telemetry.ldp.engine.finalize import NumericWindowResult
+from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_FIXED_GAIN
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
-from ldp_telemetry.ldp.uncertainty import BAND_EXACT, BAND_FIXED_GAIN
+from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.output.compact import IndexLabels, plain_record
 from ldp_telemetry.output.layout import COMBINED
 
@@ -70,7 +70,7 @@ def numeric_estimate_record(config, result: NumericWindowResult, window_start: s
     `std_error`: their bootstrap standard errors; `mean`, `variance`, `quantiles` in metric
     units with `mean_std_error`, `quantile_std_errors`; `unbiased_estimate` is null.
     `band_method` names how the 95% `bands` (statistic -> {lower, upper}, or null) were made,
-    `band_reasons` says why a statistic has none (ldp_telemetry.ldp.uncertainty).
+    `band_reasons` says why a statistic has none (ldp_telemetry.ldp.estimation.uncertainty).
     """
     errors = result.errors
     record = {

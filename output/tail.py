@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ldp_telemetry.ldp.validation import is_int
+from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.output.layout import (DEAD_LETTER_DIR, DEAD_LETTERS, ESTIMATES, PANE_LOG,
                                          TOO_LATE_LOG, WindowKey, shard_pattern, window_key)
 from ldp_telemetry.output.reader import pane_file, record_problem

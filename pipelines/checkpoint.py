@@ -15,8 +15,8 @@ import os
 import signal
 from dataclasses import dataclass, field
 
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.ldp.times import ms_from_iso
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.output.atomic import temporary_name, write_atomically
 from ldp_telemetry.output.layout import CHECKPOINT, WindowKey
 

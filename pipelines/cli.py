@@ -19,7 +19,7 @@ import re
 import sys
 from collections.abc import Mapping
 
-from ldp_telemetry.ldp.errors import ConfigError, UserError
+from ldp_telemetry.ldp.base.errors import ConfigError, UserError
 from ldp_telemetry.pipelines.parser import (build_parser, command_of, flag_table,
                                             reject_misspelt_job_flags)
 
@@ -120,7 +120,7 @@ def _setting_with_flag(field: str | None, flags: Mapping[str, str]) -> str | Non
 
 
 def _simulate(args: argparse.Namespace, _extra: list[str]) -> int:
-    from ldp_telemetry.ldp.registry import load_registry
+    from ldp_telemetry.ldp.config.registry import load_registry
     from ldp_telemetry.pipelines.csv_input import read_true_values
     from ldp_telemetry.pipelines.simulate import (DEFAULT_REPORTS_PER_FILE, simulate_live,
                                                   simulate_reports)
@@ -174,8 +174,8 @@ def _check_envelope(reports: int | None) -> None:
 def _convert(args: argparse.Namespace, _extra: list[str]) -> int:
     import glob
 
-    from ldp_telemetry.ldp.errors import InputError
-    from ldp_telemetry.ldp.registry import load_registry
+    from ldp_telemetry.ldp.base.errors import InputError
+    from ldp_telemetry.ldp.config.registry import load_registry
     from ldp_telemetry.pipelines.convert import convert_files
     from ldp_telemetry.schemas.envelopes import DEFAULT_ENVELOPE_REPORTS
     if args.envelope is not None and args.to != "envelope":
@@ -197,10 +197,10 @@ def _convert(args: argparse.Namespace, _extra: list[str]) -> int:
 
 
 def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
-    from ldp_telemetry.ldp.planner import guideline, plan, recommend
+    from ldp_telemetry.ldp.config.planner import guideline, plan, recommend
     rows = plan(args.epsilon, args.domain, args.n, args.max_bytes)
     if args.json and args.lifetime_epsilon is not None:
-        from ldp_telemetry.ldp.planner import two_stage_plan
+        from ldp_telemetry.ldp.config.planner import two_stage_plan
         two = two_stage_plan(args.epsilon, args.lifetime_epsilon, args.domain, args.n,
                              args.max_values)
         print(json.dumps({"one_stage": [row.as_dict() for row in rows],
@@ -230,7 +230,7 @@ def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
 
 def _print_two_stage_plan(args: argparse.Namespace) -> None:
     """The two-stage comparison of `ldp plan --lifetime-epsilon` (ldp.planner.two_stage_plan)."""
-    from ldp_telemetry.ldp.planner import two_stage_plan
+    from ldp_telemetry.ldp.config.planner import two_stage_plan
     rows = two_stage_plan(args.epsilon, args.lifetime_epsilon, args.domain, args.n,
                           args.max_values)
     print(f"\ntwo-stage (memoized): ε1 = {args.epsilon:g} per report, ε∞ = "
@@ -292,7 +292,7 @@ def _check_store_exists(url: str) -> None:
     URL would otherwise create an empty store beside the real one. --create-store creates it."""
     from urllib.parse import urlsplit
 
-    from ldp_telemetry.ldp.errors import StoreError
+    from ldp_telemetry.ldp.base.errors import StoreError
     from ldp_telemetry.store.sql import CONNECTORS, open_store
     if urlsplit(url).scheme not in CONNECTORS:  # BigQuery, or an unknown scheme: checked later
         return
@@ -335,7 +335,7 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     chosen = [window for metric in metrics
               for window in select_windows(records, metric, args.window, args.windows, args.last,
                                            args.config_version)]
-    from ldp_telemetry.ldp.budget import budget_text, repeated_reports_note, window_cost
+    from ldp_telemetry.ldp.config.budget import budget_text, repeated_reports_note, window_cost
     from ldp_telemetry.output.layout import window_key
     print(f"({BAND_NOTE})")
     promised: dict[str, str] = {}  # metric -> what its newest shown version promises a device

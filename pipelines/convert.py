@@ -17,10 +17,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ldp_telemetry.client import EncodedReports, EnvelopeFile, ReportFile
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.config.registry import Registry
+from ldp_telemetry.ldp.engine.batches import REPORT_ID, DeadLetter
 from ldp_telemetry.output.atomic import check_writable_folder
-from ldp_telemetry.schemas.batches import REPORT_ID, DeadLetter
 from ldp_telemetry.schemas.codec import EVENT_TIME, ReportDecoder
 from ldp_telemetry.schemas.envelopes import DEFAULT_ENVELOPE_REPORTS
 

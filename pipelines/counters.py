@@ -9,7 +9,7 @@ from __future__ import annotations
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import TestOptions
 
-from ldp_telemetry.output.reasons import Reason
+from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
 
 

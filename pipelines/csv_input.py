@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.ldp.registry import MetricConfig
-from ldp_telemetry.ldp.times import ms_from_iso
-from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, EVENT_TIME_SPAN_TEXT
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.base.times import ms_from_iso
+from ldp_telemetry.ldp.base.validation import (EVENT_TIME_END_MS, EVENT_TIME_MIN_MS,
+                                               EVENT_TIME_SPAN_TEXT)
+from ldp_telemetry.ldp.config.registry import MetricConfig
 
 #: The field of `ldp simulate` its errors name.
 INPUT = "input"
@@ -191,8 +192,8 @@ def parse_event_times(raw: list[str], lines: np.ndarray | None = None,
     """Epoch seconds (numbers) or ISO-8601 strings (naive ones are UTC) -> epoch milliseconds.
 
     One format per column. Times outside [1970-01-01, 2200-01-01) UTC, which the job would
-    dead-letter (`ldp_telemetry.ldp.validation.EVENT_TIME_MIN_MS` .. `EVENT_TIME_END_MS`), are an
-    InputError naming the first such lines: epoch milliseconds mistaken for seconds land in year
+    dead-letter (`ldp_telemetry.ldp.base.validation.EVENT_TIME_MIN_MS` .. `EVENT_TIME_END_MS`), are
+    an InputError naming the first such lines: epoch milliseconds mistaken for seconds land in year
     ~45,000. `lines` as for `map_to_domain`.
     """
     where = np.arange(len(raw)) + 2 if lines is None else lines

@@ -16,7 +16,7 @@ from apache_beam.coders import FastPrimitivesCoder
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.testing.test_stream_service import TestStreamServiceController
 
-from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
+from ldp_telemetry.ldp.engine.batches import DeadLetter, ReportBatch
 from ldp_telemetry.transforms.read import BATCHES, DEAD_LETTERS
 
 # One stream element is at most this many bytes of payload columns: the TestStream service's

@@ -71,21 +71,22 @@ import time
 from dataclasses import dataclass
 
 from ldp_telemetry.client.durable import sync_folder
-from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.registry import Registry
-from ldp_telemetry.ldp.times import iso_from_ms
-from ldp_telemetry.ldp.validation import seconds_problem
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.base.times import iso_from_ms
+from ldp_telemetry.ldp.base.validation import seconds_problem
+from ldp_telemetry.ldp.config.registry import Registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.engine.batches import DeadLetter, ReportBatch
+from ldp_telemetry.ldp.engine.counting import SupportStatistic, duplicate_letter
+from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.output.atomic import write_atomically
 from ldp_telemetry.output.layout import (COMBINED, DEAD_LETTER_DIR, TOO_LATE_LOG, WindowKey,
                                          window_key)
 from ldp_telemetry.output.reader import latest_panes
-from ldp_telemetry.output.reasons import Reason
 from ldp_telemetry.pipelines.checkpoint import (FileRecord, FollowState, WindowCounts,
                                                 read_checkpoint, sweep_temporary_files,
                                                 write_checkpoint)
 from ldp_telemetry.pipelines.slice_ids import SliceIds, merge_batches, select_rows
-from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.store.records import reject_slice
@@ -377,8 +378,6 @@ class DirectoryFollower:
                 counts.accepted += item.n
             accepted.append(item)
         letters.extend(cap.finish_file())
-        if duplicates:  # imported here: its module imports Beam (see pipelines.slice_ids)
-            from ldp_telemetry.transforms.count import SupportStatistic, duplicate_letter
         for (metric, start_ms), (count, examples) in duplicates.items():
             letters.append(duplicate_letter(
                 SupportStatistic(metric, None, count, examples[:5]), start_ms,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.transforms.count import DUPLICATES, CountKeyedWindows, CountWindowPanes
 from ldp_telemetry.transforms.estimate_windows import FinalizeEstimatesFn, FinalizePanesFn

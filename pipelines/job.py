@@ -14,11 +14,11 @@ import logging
 import os
 from dataclasses import dataclass
 
-from ldp_telemetry.ldp.budget import repeated_reports_warning
-from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.registry import Registry, load_registry
-from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, seconds_problem
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.base.validation import EVENT_TIME_END_MS, seconds_problem
+from ldp_telemetry.ldp.config.budget import repeated_reports_warning
+from ldp_telemetry.ldp.config.registry import Registry, load_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.output.atomic import check_writable_folder
 from ldp_telemetry.pipelines.follower import WatermarkPolicy
 from ldp_telemetry.pipelines.memory import DEFAULT_MEMORY_BUDGET_MB, check_memory_budget

@@ -25,19 +25,19 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.runners.runner import PipelineState
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.output.layout import PANE_LOG, TOO_LATE_LOG, window_key
+from ldp_telemetry.output.reader import latest_panes, read_pane_log, truncate_torn_tail
 from ldp_telemetry.pipelines.counters import summary_line
 from ldp_telemetry.pipelines.event_stream import EventStream
 from ldp_telemetry.pipelines.follower import DirectoryFollower
-from ldp_telemetry.pipelines.slice_ids import merge_batches
 from ldp_telemetry.pipelines.graph import build_streaming_pipeline, job_sinks
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.remote import run_remote
+from ldp_telemetry.pipelines.slice_ids import merge_batches
 from ldp_telemetry.pipelines.status import write_status
 from ldp_telemetry.pipelines.stopping import StopSignals
 from ldp_telemetry.pipelines.store_runs import start_store_run, store_counters
-from ldp_telemetry.output.reader import latest_panes, read_pane_log, truncate_torn_tail
 from ldp_telemetry.transforms.sinks import PaneFiles, write_to_sinks
 from ldp_telemetry.transforms.sources import make_source
 from ldp_telemetry.transforms.store import RejectTotals, follower_writes_rejects

@@ -38,11 +38,11 @@ runs bundles on several threads (Dataflow's) holds one window being finalized pe
 """
 from __future__ import annotations
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.config.registry import MetricConfig, Registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.integrity.accumulate import sample_nbytes
 from ldp_telemetry.ldp.protocols.base import NUMERIC
-from ldp_telemetry.ldp.registry import MetricConfig, Registry
-from ldp_telemetry.ldp.windows import WindowSpec
 
 #: Default budget (MB) for the accumulators and the window being finalized and written.
 DEFAULT_MEMORY_BUDGET_MB = 4096.0

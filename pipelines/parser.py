@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.output.bands import Z95
 
 #: How the --config-version flags are given (`output.layout.version_label`).
@@ -143,7 +143,7 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                     "ordinal domain (inclusive, in the registry's label order; LO and HI are "
                     "labels or indices). Prints the answer ± the half width of its 95% band "
                     f"({Z95:.2f} standard errors, as ldp show and the dashboard), its standard "
-                    "error and what kind of error it is (see ldp/queries.py).")
+                    "error and what kind of error it is (see ldp/estimation/queries.py).")
     query.add_argument("--output", required=True, help="the job's output directory")
     query.add_argument("--metric", required=True, help="metric name")
     query.add_argument("--window", required=True, metavar="W",

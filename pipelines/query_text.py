@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ldp_telemetry.ldp.errors import ConfigError, InputError
-from ldp_telemetry.ldp.queries import STD_ERROR_KINDS, WindowEstimate
+from ldp_telemetry.ldp.base.errors import ConfigError, InputError
+from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.text import BAND_NOTE
 
@@ -62,7 +62,7 @@ def answer_query(record: dict, args: argparse.Namespace) -> str:
 
 
 def _numeric_answer(record: dict, args: argparse.Namespace) -> str:
-    from ldp_telemetry.ldp.numeric_queries import NumericWindow
+    from ldp_telemetry.ldp.estimation.numeric_queries import NumericWindow
     if args.labels is not None or args.top is not None or args.method is not None:
         raise ConfigError(f"metric {args.metric!r} is numeric: ask --range LO HI (its units) or "
                           "--quantile LEVELS", field="metric")

@@ -16,12 +16,12 @@ import sys
 import zlib
 from collections import Counter
 
-from ldp_telemetry.ldp.errors import ConfigError, InputError
-from ldp_telemetry.ldp.fingerprint import canonical_text
-from ldp_telemetry.ldp.planner import recommend
-from ldp_telemetry.ldp.budget import privacy_budget
+from ldp_telemetry.ldp.base.errors import ConfigError, InputError
+from ldp_telemetry.ldp.config.budget import privacy_budget
+from ldp_telemetry.ldp.config.fingerprint import canonical_text
+from ldp_telemetry.ldp.config.planner import recommend
+from ldp_telemetry.ldp.config.registry import MetricConfig, Registry, load_registry, parse_registry
 from ldp_telemetry.ldp.protocols.base import NUMERIC, epsilon_problem
-from ldp_telemetry.ldp.registry import MetricConfig, Registry, load_registry, parse_registry
 from ldp_telemetry.output.atomic import write_atomically
 
 #: Default largest number of distinct values `registry init` turns into labels.

@@ -8,7 +8,7 @@ import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.pipelines.counters import run_and_count
 from ldp_telemetry.pipelines.graph import build_streaming_pipeline, job_sinks
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig

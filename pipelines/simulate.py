@@ -17,9 +17,10 @@ import time
 import numpy as np
 
 from ldp_telemetry.client import EnvelopeFile, ReportFile, encode_points
-from ldp_telemetry.ldp.errors import ConfigError, InputError
-from ldp_telemetry.ldp.registry import MetricConfig
-from ldp_telemetry.ldp.validation import is_nonnegative_int, is_positive_number, seconds_problem
+from ldp_telemetry.ldp.base.errors import ConfigError, InputError
+from ldp_telemetry.ldp.base.validation import (is_nonnegative_int, is_positive_number,
+                                               seconds_problem)
+from ldp_telemetry.ldp.config.registry import MetricConfig
 from ldp_telemetry.output.atomic import check_writable_folder
 from ldp_telemetry.output.layout import metric_segment
 from ldp_telemetry.pipelines.csv_input import TrueValues

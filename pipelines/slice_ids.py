@@ -17,8 +17,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ldp_telemetry.ldp.engine.batches import REPORT_ID, ReportBatch
+from ldp_telemetry.ldp.engine.counting import IdSet
 from ldp_telemetry.pipelines.memory import report_id_bytes
-from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
 
 
 class SliceIds:
@@ -38,9 +39,6 @@ class SliceIds:
         key = (batch.metric, batch.slice_start_ms)
         seen = self._sets.get(key)
         if seen is None:
-            # imported here: its module imports Beam, and `ldp run --help` (which imports this
-            # module through the watermark policy) must not
-            from ldp_telemetry.transforms.count import IdSet
             seen = self._sets[key] = IdSet()
         return seen.add_new(ids)
 

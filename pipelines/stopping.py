@@ -68,7 +68,7 @@ class StopSignals:
 
 def interrupted_line(job: EstimateJob) -> str:
     """What an interrupted batch run had read and written, in one line."""
-    from ldp_telemetry.ldp.errors import StoreError
+    from ldp_telemetry.ldp.base.errors import StoreError
     from ldp_telemetry.pipelines.store_runs import keeps_runs
     from ldp_telemetry.store.sql import open_store
     from ldp_telemetry.transforms.progress import PROGRESS

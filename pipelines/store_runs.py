@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from ldp_telemetry.ldp.errors import StoreError
+from ldp_telemetry.ldp.base.errors import StoreError
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.store.sql import CONNECTORS, open_store, shown_url
 

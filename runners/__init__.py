@@ -28,7 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import create_runner
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
 
 DEFAULT_RUNNER = "FnApiRunner"
 #: `--runner` names of `ldp_telemetry.runners.dask.ClusterDaskRunner` (compared in lower case).

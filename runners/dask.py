@@ -59,7 +59,7 @@ from apache_beam.transforms.core import _DoFnParam
 from apache_beam.utils.counters import CounterFactory
 from apache_beam.utils.windowed_value import WindowedValue
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
 
 #: The most worker processes a local cluster may be asked to start.
 MAX_WORKERS = 256

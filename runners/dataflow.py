@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
 
 _GCS_PATH = re.compile(r"gs://[a-z0-9][-_a-z0-9.]{1,61}[a-z0-9]/.+")
 

@@ -9,7 +9,7 @@ checkout's root.
 """
 from __future__ import annotations
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
 
 
 def multi_process_options(workers: int = 2) -> list[str]:

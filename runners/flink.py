@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
 
 JOB_ENDPOINT_VARIABLE = "LDP_FLINK_JOB_ENDPOINT"
 JOB_SERVER_JAR_VARIABLE = "LDP_FLINK_JOB_SERVER_JAR"

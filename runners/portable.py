@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.output.atomic import write_atomically
 
 _LOGGER = logging.getLogger(__name__)

@@ -11,8 +11,9 @@ writer schema in the header says which kind a file is) is decoded envelope by en
 columns become numpy views with O(1) Python work per envelope, checked by the same rules (the
 protocol's `check_payloads`, `_report_checks`), and counted in reports.
 
-Each report is read under the configuration its fingerprint names (`ldp_telemetry.ldp.fingerprint`;
-the registry's current configuration when it has none), and its batches carry that version.
+Each report is read under the configuration its fingerprint names
+(`ldp_telemetry.ldp.config.fingerprint`; the registry's current configuration when it has none),
+and its batches carry that version.
 
 Nothing is lost: `records_read` grows by exactly the records that the batches and dead letters
 of a file stand for, so that for every file read = accepted + dead-lettered. Dead letters stand
@@ -32,7 +33,7 @@ for (reason `undecodable` unless stated):
   configuration fingerprint that names none of the metric's versions (`config_mismatch`: an
   unknown configuration, another metric's, or a fingerprint of the wrong length), with a payload of
   another protocol, with a payload outside the protocol's output space, or with an event time
-  outside `ldp_telemetry.ldp.validation`'s [`EVENT_TIME_MIN_MS`, `EVENT_TIME_END_MS`) =
+  outside `ldp_telemetry.ldp.base.validation`'s [`EVENT_TIME_MIN_MS`, `EVENT_TIME_END_MS`) =
   [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z) (reason `invalid_event_time`): 1 record each,
   with the report (cut to `max_dead_letter_report_chars`) and its encoded size;
 - a malformed report envelope (layout version, count outside [0, `max_envelope_reports`],
@@ -55,15 +56,16 @@ from operator import itemgetter, methodcaller
 
 import numpy as np
 
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.base.validation import (EVENT_TIME_END_MS, EVENT_TIME_MIN_MS,
+                                               EVENT_TIME_SPAN_TEXT)
+from ldp_telemetry.ldp.config.fingerprint import FINGERPRINT_BYTES
+from ldp_telemetry.ldp.config.registry import MetricConfig, Registry
+from ldp_telemetry.ldp.engine.batches import (MAX_DETAIL_CHARS, REPORT_ID, DeadLetter, ReportBatch,
+                                              clip)
+from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.ldp.protocols.base import Columns
-from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.fingerprint import FINGERPRINT_BYTES
-from ldp_telemetry.ldp.registry import MetricConfig, Registry
-from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS, EVENT_TIME_SPAN_TEXT
-from ldp_telemetry.output.reasons import Reason
 from ldp_telemetry.schemas import payload_branch
-from ldp_telemetry.schemas.batches import (MAX_DETAIL_CHARS, REPORT_ID, DeadLetter, ReportBatch,
-                                           clip)
 from ldp_telemetry.schemas.compatibility import (FINGERPRINT, check_envelope_schema,
                                                  check_writer_schema, names_envelope,
                                                  without_logical_types)

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 
 import fastavro
 
-from ldp_telemetry.output.reasons import Reason
+from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.schemas.decompress import BlockTooLarge, CorruptBlock, decompress
 from ldp_telemetry.schemas.limits import DecodeLimits
 

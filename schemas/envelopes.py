@@ -35,8 +35,8 @@ from typing import BinaryIO
 import numpy as np
 from fastavro.write import Writer
 
-from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.validation import is_positive_int
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.base.validation import is_positive_int
 from ldp_telemetry.ldp.protocols.base import Columns
 from ldp_telemetry.schemas import SCHEMA_DIR, load_schema
 from ldp_telemetry.schemas.compatibility import ENVELOPE_RECORD

@@ -13,7 +13,7 @@ import errno
 import os
 import stat
 
-from ldp_telemetry.output.reasons import Reason
+from ldp_telemetry.ldp.engine.reasons import Reason
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.validation import is_positive_int
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.base.validation import is_positive_int
 
 MIB = 1 << 20
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 
-from ldp_telemetry.ldp.errors import StoreError
-from ldp_telemetry.ldp.times import ms_from_iso
-from ldp_telemetry.ldp.validation import is_int
-from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS
+from ldp_telemetry.ldp.base.errors import StoreError
+from ldp_telemetry.ldp.base.times import ms_from_iso
+from ldp_telemetry.ldp.base.validation import is_int
+from ldp_telemetry.ldp.engine.reasons import UNATTRIBUTED_REASONS
 
 #: Slice bounds of a dead letter that names no known metric or no valid event time.
 UNATTRIBUTED_MS = -(2 ** 63)

@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from ldp_telemetry.ldp.budget import budget_text
-from ldp_telemetry.ldp.errors import StoreError
-from ldp_telemetry.ldp.registration import Catalog
-from ldp_telemetry.ldp.times import datetime_from_ms, iso_from_ms
+from ldp_telemetry.ldp.base.errors import StoreError
+from ldp_telemetry.ldp.base.registration import Catalog
+from ldp_telemetry.ldp.base.times import datetime_from_ms, iso_from_ms
+from ldp_telemetry.ldp.config.budget import budget_text
 from ldp_telemetry.output.bands import band95
 from ldp_telemetry.output.layout import window_key
 from ldp_telemetry.output.reader import pane_of
@@ -131,9 +131,9 @@ CREATE INDEX IF NOT EXISTS ldp_rejects_by_slice ON ldp_rejects (metric, slice_st
 _TABLE_NAMES = ("ldp_windows", "ldp_window_values", "ldp_window_summaries", "ldp_panes",
                 "ldp_rejects", "ldp_runs", "ldp_metric_privacy")
 
-#: What each metric configuration promises a device (ldp_telemetry.ldp.budget), from the records'
-#: `privacy` field: one row per (metric, version), the newest record's. `lifetime_epsilon` is
-#: NULL when the lifetime cost grows without bound (one-stage reports); `value_epsilon` is ε∞,
+#: What each metric configuration promises a device (ldp_telemetry.ldp.config.budget), from the
+# records'  `privacy` field: one row per (metric, version), the newest record's. `lifetime_epsilon`
+# is  NULL when the lifetime cost grows without bound (one-stage reports); `value_epsilon` is ε∞,
 #: the cost of any number of reports of one distinct value (memoized reports only).
 _PRIVACY_TABLE = """
 CREATE TABLE IF NOT EXISTS ldp_metric_privacy (

@@ -23,7 +23,7 @@ import struct
 import numpy as np
 from apache_beam import coders
 
-from ldp_telemetry.schemas.batches import ReportBatch
+from ldp_telemetry.ldp.engine.batches import ReportBatch
 
 #: Every column's bytes start at a multiple of this offset in the encoded bytes, so a decoded
 #: column is aligned for its dtype whenever the encoded bytes are (CPython's bytes are 16-aligned).

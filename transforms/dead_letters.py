@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ldp_telemetry.schemas.batches import MAX_DETAIL_CHARS, DeadLetter, clip
+from ldp_telemetry.ldp.engine.batches import MAX_DETAIL_CHARS, DeadLetter, clip
 from ldp_telemetry.store.records import reject_slice
 
 #: Dead letters of one reason in one file written as they are; the following ones are

@@ -26,10 +26,10 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Duration
 
-from ldp_telemetry.output.reasons import Reason
-from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
-from ldp_telemetry.transforms.count import (DUPLICATE_EXAMPLES, DUPLICATES, IdSet,
-                                            SupportStatistic, duplicate_letter)
+from ldp_telemetry.ldp.engine.batches import REPORT_ID, ReportBatch
+from ldp_telemetry.ldp.engine.counting import (DUPLICATE_EXAMPLES, DUPLICATES, IdSet,
+                                               SupportStatistic, duplicate_letter)
+from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
 
 

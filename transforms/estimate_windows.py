@@ -1,6 +1,6 @@
 """The DoFns that turn each window's SupportStatistic into a window-estimate record.
 
-The estimate is `ldp_telemetry.ldp.finalize.finalize_window`; the record is built by
+The estimate is `ldp_telemetry.ldp.engine.finalize.finalize_window`; the record is built by
 `ldp_telemetry.output.records.window_estimate_record`.
 """
 from __future__ import annotations
@@ -9,14 +9,14 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
-from ldp_telemetry.ldp.combine import combine_versions
-from ldp_telemetry.ldp.finalize import finalize_window
+from ldp_telemetry.ldp.base.times import iso_from_ms
+from ldp_telemetry.ldp.config.registry import Registry
+from ldp_telemetry.ldp.engine.counting import SupportStatistic
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.estimation.combine import combine_versions
 from ldp_telemetry.ldp.integrity.statistics import window_integrity
-from ldp_telemetry.ldp.registry import Registry
-from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.output.records import (BATCH_PANE, combined_estimate_record,
                                           window_estimate_record)
-from ldp_telemetry.transforms.count import SupportStatistic
 
 
 class FinalizeEstimatesFn(beam.DoFn):
@@ -43,8 +43,8 @@ class FinalizeEstimatesFn(beam.DoFn):
     def _records(self, metric: str, statistic: SupportStatistic, start_ms: int, end_ms: int,
                  pane: dict) -> list[dict]:
         """One record per configuration version in the window, and the versions' combined
-        estimate when there are several that share values (ldp_telemetry.ldp.combine). Each
-        version's record carries its integrity section (ldp_telemetry.ldp.integrity.statistics;
+        estimate when there are several that share values (ldp_telemetry.ldp.estimation.combine).
+        Each version's record carries its integrity section (ldp_telemetry.ldp.integrity.statistics;
         the jump test is added by readers, which have the earlier windows)."""
         start, end = iso_from_ms(start_ms), iso_from_ms(end_ms)
         parts, sections = [], []

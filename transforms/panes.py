@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import apache_beam as beam
 
-from ldp_telemetry.ldp.times import now_iso
+from ldp_telemetry.ldp.base.times import now_iso
 from ldp_telemetry.output.atomic import is_remote, write_atomically
 from ldp_telemetry.output.layout import LATEST, PANE_LOG, WindowKey, pane_path, window_key
 from ldp_telemetry.output.text import format_pane

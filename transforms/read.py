@@ -11,9 +11,9 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.ldp.registry import Registry
-from ldp_telemetry.schemas.batches import DeadLetter
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.config.registry import Registry
+from ldp_telemetry.ldp.engine.batches import DeadLetter
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.files import open_report_file
 from ldp_telemetry.schemas.limits import DecodeLimits

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.testing.test_stream import TestStream
 
-from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.ldp.config.registry import Registry
 from ldp_telemetry.transforms.read import ReadReportBatches
 
 

@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.output.atomic import write_atomically
-from ldp_telemetry.output.layout import DEAD_LETTER_DIR, DEAD_LETTERS, ESTIMATES
 from ldp_telemetry.output.compact import plain_record
+from ldp_telemetry.output.layout import DEAD_LETTER_DIR, DEAD_LETTERS, ESTIMATES
 from ldp_telemetry.transforms.panes import WritePanesFn
 from ldp_telemetry.transforms.store import WriteToStore
 from ldp_telemetry.transforms.write import WriteRecords

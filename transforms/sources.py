@@ -39,9 +39,9 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.testing.test_stream import TestStream
 
-from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.registration import Catalog
-from ldp_telemetry.ldp.registry import Registry
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.base.registration import Catalog
+from ldp_telemetry.ldp.config.registry import Registry
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.transforms.read import (BATCHES, DEAD_LETTERS, DecodeReportFilesFn,
                                            ReadReportBatches)

@@ -20,9 +20,9 @@ from apache_beam.coders import VarIntCoder
 from apache_beam.pvalue import PDone
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
-from ldp_telemetry.ldp.budget import budget_text
-from ldp_telemetry.ldp.errors import StoreError
-from ldp_telemetry.ldp.registration import Catalog
+from ldp_telemetry.ldp.base.errors import StoreError
+from ldp_telemetry.ldp.base.registration import Catalog
+from ldp_telemetry.ldp.config.budget import budget_text
 from ldp_telemetry.output.bands import band95
 from ldp_telemetry.output.layout import version_label
 from ldp_telemetry.output.reader import pane_of
@@ -321,7 +321,8 @@ BIGQUERY_PANES_SCHEMA = {"fields": [
     {"name": "pane_index", "type": "INT64", "mode": "REQUIRED"},
     {"name": "pane_is_last", "type": "BOOL", "mode": "REQUIRED"},
     {"name": "record", "type": "STRING", "mode": "REQUIRED"},
-    # the configuration's promise to a device (ldp_telemetry.ldp.budget; null in older records)
+    # the configuration's promise to a device (ldp_telemetry.ldp.config.budget; null in older
+    # records)
     {"name": "per_day_epsilon", "type": "FLOAT64", "mode": "NULLABLE"},
     {"name": "lifetime_epsilon", "type": "FLOAT64", "mode": "NULLABLE"},
     {"name": "privacy", "type": "STRING", "mode": "NULLABLE"},

@@ -1,5 +1,5 @@
-"""The Beam form of a job's windows (`ldp_telemetry.ldp.windows.WindowSpec`): window functions,
-and the windowing and triggers of slices and of windows on the pane path."""
+"""The Beam form of a job's windows (`ldp_telemetry.ldp.config.windows.WindowSpec`): window
+functions, and the windowing and triggers of slices and of windows on the pane path."""
 from __future__ import annotations
 
 import apache_beam as beam
@@ -7,7 +7,7 @@ from apache_beam.transforms import trigger as beam_trigger
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Duration, Timestamp
 
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.windows import WindowSpec
 
 
 def beam_duration(ms: int) -> Duration:

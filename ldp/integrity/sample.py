@@ -1,9 +1,9 @@
 """A bottom-s report sample: the s reports of smallest priority, mergeable and bounded.
 
 Each report's priority is splitmix64 of its report id under the sample's secret `key`
-(ldp_telemetry.ldp.hashing), a pseudo-random 64-bit number a device cannot predict: report ids
-come from the fleet, and with a public priority fake devices could pick ids that never enter
-the sample. The key is drawn once per loaded registry (IntegritySpec.key) and travels with the
+(ldp_telemetry.ldp.protocols.hashing), a pseudo-random 64-bit number a device cannot predict:
+report ids come from the fleet, and with a public priority fake devices could pick ids that never
+enter the sample. The key is drawn once per loaded registry (IntegritySpec.key) and travels with the
 job, so every worker of a run ranks reports alike; samples of different keys (a restarted live
 run) still merge into a uniform sample, since each report's priority stays an independent
 uniform draw. The s smallest priorities of a union are the s smallest of the
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldp_telemetry.ldp.hashing import splitmix64
+from ldp_telemetry.ldp.protocols.hashing import splitmix64
 
 
 

@@ -13,8 +13,8 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.validation import is_int, is_number
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.base.validation import is_int, is_number
 
 #: Largest top-K of the co-support and jump tests (K(K-1)/2 pairs are tested).
 MAX_TOP_K = 64

@@ -38,7 +38,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ldp_telemetry.ldp.budget import reports_per_window
+from ldp_telemetry.ldp.base.times import reports_per_window
 from ldp_telemetry.ldp.integrity.recovery import recovered_estimate
 from ldp_telemetry.ldp.integrity.support import support_model, support_size_moments
 

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols.fixed_subset import FixedSizeSubset
 from ldp_telemetry.ldp.protocols.grr import GRR
 from ldp_telemetry.ldp.protocols.local_hashing import LocalHashing

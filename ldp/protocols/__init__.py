@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib
 
+from ldp_telemetry.ldp.base.registration import Catalog
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
-from ldp_telemetry.ldp.registration import Catalog
 
 REGISTERED = (
     "grr.GRR",

@@ -12,8 +12,8 @@ report union in schemas/report.avsc) and its validity rule; the sufficient stati
 counts; p* and q*, hence the analytical n·MSE (`n_mse`, [Fang25] eq. 4 with the protocol's own p*,
 q*) that the planner ranks by; the aggregation cost (`server_cost`, `aggregation_rank`) for the
 planner's tie-break; and `report_variance`, the variance of any weighted sum of one report's support
-indicators, from which ldp_telemetry.ldp.queries computes the exact variance of any linear answer.
-Estimation is shared (ldp_telemetry.ldp.estimation).
+indicators, from which ldp_telemetry.ldp.estimation.queries computes the exact variance of any
+linear answer. Estimation is shared (ldp_telemetry.ldp.protocols.noise).
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.estimation import SupportNoise
-from ldp_telemetry.ldp.validation import is_int, is_number
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.base.validation import is_int, is_number
+from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
 Columns = Mapping[str, np.ndarray]
 
@@ -110,7 +110,7 @@ class FrequencyOracle(abc.ABC):
         """Var[Y | x] for every true value x, where Y = Σ_v w_v [the report supports v].
 
         One report's weighted support, the building block of the exact variance of any linear
-        answer Σ_v w_v f~_v (ldp_telemetry.ldp.queries); w = e_v gives the numerator of
+        answer Σ_v w_v f~_v (ldp_telemetry.ldp.estimation.queries); w = e_v gives the numerator of
         [Wang20] journal eq. 2.
         `weights`: length d. Returns an array of length d, indexed by the true value x.
         """

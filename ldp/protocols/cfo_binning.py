@@ -14,10 +14,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.estimation import SupportNoise
+from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.protocols.base import Columns, FrequencyOracle
 from ldp_telemetry.ldp.protocols.grr import GRR
+from ldp_telemetry.ldp.protocols.noise import SupportNoise
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol, unit_buckets
 from ldp_telemetry.ldp.protocols.olh import OLH
 

@@ -25,11 +25,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.estimation import unbiased_estimate
+from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, FrequencyOracle,
                                               int_column, varint_bytes)
 from ldp_telemetry.ldp.protocols.grr import GRR
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol, unit_buckets
 from ldp_telemetry.ldp.protocols.olh import OLH
 

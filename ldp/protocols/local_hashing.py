@@ -2,14 +2,14 @@
 [Fang25] §3.3).
 
 The client draws a 64-bit seed, hashes v to H(seed, v) in [0, g)
-(ldp_telemetry.ldp.hashing.local_hash) and reports <seed, GRR_g(H(seed, v))> with
+(ldp_telemetry.ldp.protocols.hashing.local_hash) and reports <seed, GRR_g(H(seed, v))> with
 p = e^ε / (e^ε + g - 1). A report <seed, y> supports {v : H(seed, v) = y}: p* = p, q* = 1/g
 (not the GRR q of the hashed domain). Members differ only in g (`choose_g`). The seed travels as an
 Avro long: the two's-complement view of the uint64.
 
 Aggregation tests every (report, value) pair with the interval form of the hash described in
-ldp_telemetry.ldp.hashing: three numpy operations per pair on cache-sized blocks, no Python call per
-pair.
+ldp_telemetry.ldp.protocols.hashing: three numpy operations per pair on cache-sized blocks, no
+Python call per pair.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns, FrequencyOracle,
                                               check_seeded_payloads,
                                               grr_perturb, independent_support_variance,
@@ -76,7 +76,7 @@ class LocalHashing(FrequencyOracle):
 
         x is supported when the GRR_g coin keeps H(x), and v != x when H(v) = y; the indicators
         of two values u, v != x are uncorrelated when the buckets of u, v and x are independent
-        (3-wise independence). The keyed hash of ldp_telemetry.ldp.hashing gives that in
+        (3-wise independence). The keyed hash of ldp_telemetry.ldp.protocols.hashing gives that in
         practice: it hashes a pseudo-random 64-bit key per value, so the buckets of a few
         values, consecutive ones included, behave as independent.
         """

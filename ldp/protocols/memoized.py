@@ -31,8 +31,8 @@ both by enumeration). The variance holds for *one report per device*: reports of
 its PRR, and `repeated_report_variance` gives Var[Y] per report when each device contributes R
 reports to a window.
 
-`permanent_response` maps uniform 64-bit words (ldp_telemetry.ldp.memoize.prr_words, keyed by the
-device secret) to the PRR; `instantaneous_response` randomises PRR columns with a numpy
+`permanent_response` maps uniform 64-bit words (ldp_telemetry.ldp.config.memoize.prr_words, keyed
+by the device secret) to the PRR; `instantaneous_response` randomises PRR columns with a numpy
 Generator; `perturb` does both with fresh randomness per row (each row a distinct device).
 """
 from __future__ import annotations
@@ -44,21 +44,21 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldp_telemetry.ldp import hashing
-from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols.base import (epsilon_problem, grr_perturb,
                                               independent_support_variance, pure_n_mse,
                                               random_seeds)
+from ldp_telemetry.ldp.protocols.blh import BLH
 from ldp_telemetry.ldp.protocols.grr import GRR
+from ldp_telemetry.ldp.protocols.olh import OLH
 from ldp_telemetry.ldp.protocols.oue import OUE
 from ldp_telemetry.ldp.protocols.rlh import RLH
 from ldp_telemetry.ldp.protocols.rue import RUE
 from ldp_telemetry.ldp.protocols.sue import SUE
-from ldp_telemetry.ldp.protocols.olh import OLH
-from ldp_telemetry.ldp.protocols.blh import BLH
 
 #: Words(kind, item, count) -> `count` uniform uint64 words of the device's keyed stream for
-#: (kind, item) (ldp_telemetry.ldp.memoize.prr_words bound to a secret and configuration).
+#: (kind, item) (ldp_telemetry.ldp.config.memoize.prr_words bound to a secret and configuration).
 Words = Callable[[str, int, int], np.ndarray]
 #: The stream kinds: a value's PRR, a device's hash seed, a hash bucket's PRR.
 VALUE, SEED, BUCKET = "value", "seed", "bucket"

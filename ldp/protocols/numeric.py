@@ -5,8 +5,9 @@ interval, u = (x − low)/(high − low), and the protocol randomises u. The ser
 fixed-shape int64 statistic per window, mergeable by addition, exactly as the frequency oracles
 do: the same `new_statistic` / `accumulate` / payload surface as
 `ldp_telemetry.ldp.protocols.base.FrequencyOracle`, so counting is the same code for both.
-What differs is the per-window estimator (a NUMERIC method of ldp_telemetry.ldp.estimators),
-which reads the statistic through the protocol's `channel()` or its own rule.
+What differs is the per-window estimator (a NUMERIC method of
+ldp_telemetry.ldp.estimation.estimators), which reads the statistic through the protocol's
+`channel()` or its own rule.
 
 `d` is the number of input buckets B of [0, 1]: the estimate is a histogram of B probabilities.
 """
@@ -19,9 +20,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.protocols.base import NUMERIC, Columns, epsilon_problem
-from ldp_telemetry.ldp.validation import is_int
 
 #: Largest number of input or output buckets of a numeric metric (the statistic and the
 #: estimator's arrays are this long; EM costs O(buckets) per iteration).
@@ -109,7 +110,7 @@ class NumericProtocol(abc.ABC):
     def resample(self, estimate: np.ndarray, n: int, rng: np.random.Generator, size: int
                  ) -> np.ndarray:
         """`size` statistics of n reports drawn from the model of the distribution `estimate`
-        (the parametric bootstrap of ldp_telemetry.ldp.uncertainty)."""
+        (the parametric bootstrap of ldp_telemetry.ldp.estimation.uncertainty)."""
 
 
 def float_column(payloads: list[dict], field: str) -> np.ndarray:

@@ -7,7 +7,7 @@ lower n·MSE (eq. 4), and at least 2.
 
 The paper's §4.2 replaces the hash by a "randomized grouping vector" B drawn from numpy's generator
 with seed s, which no other language (nor a later numpy) reproduces. Here the grouping vector is
-B(v) = H(seed, v) of ldp_telemetry.ldp.hashing.local_hash, the portable SplitMix64
+B(v) = H(seed, v) of ldp_telemetry.ldp.protocols.hashing.local_hash, the portable SplitMix64
 multiply-add-shift hash shared with OLH: the same O(nd) aggregation, with a (report x value) block
 test instead of a d-long random vector per report.
 """

@@ -1,8 +1,8 @@
 """Random Wheel Spinner ([Fang25] §4.3).
 
 The client draws a 64-bit seed s; the seed fixes a uniform k-subset S(s) of [0, d) (the partial
-Fisher-Yates shuffle of ldp_telemetry.ldp.hashing, driven by splitmix64(s, i) — portable, never a
-library's random stream). The client reports <s, y> with y in [0, d) and
+Fisher-Yates shuffle of ldp_telemetry.ldp.protocols.hashing, driven by splitmix64(s, i) — portable,
+never a library's random stream). The client reports <s, y> with y in [0, d) and
 
     Pr[y | v, s] = e^ε / Z  if (v - y) mod d ∈ S(s),   1 / Z otherwise,   Z = k e^ε + d - k,
 
@@ -17,9 +17,9 @@ fixed-size subset because the seeded wheel is a uniform k-subset: S - u is then 
 the k-subsets that contain 0, or over those that do not, so RWS shares SS's variances.
 
 Aggregation re-derives S(s) for a block of reports at once — k vectorised swap steps over the block
-(ldp_telemetry.ldp.hashing.seeded_permutations) — then adds y, folds [d, 2d) onto [0, d) and counts
-all k·n supported values with one bincount. Cost O(n·(k + d)) numpy work with no Python call per
-report or value; the d term is the copy of the identity permutation into the block.
+(ldp_telemetry.ldp.protocols.hashing.seeded_permutations) — then adds y, folds [d, 2d) onto [0, d)
+and counts all k·n supported values with one bincount. Cost O(n·(k + d)) numpy work with no Python
+call per report or value; the d term is the copy of the identity permutation into the block.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, LONG_BYTES, Columns,
                                               check_seeded_payloads, random_seeds,
                                               seed_payload_schema, seeded_payloads_from_avro,

@@ -17,43 +17,23 @@ b = ⌊B · b_continuous⌋.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from typing import ClassVar
 
 import numpy as np
 
-from ldp_telemetry.ldp.channels import (DiscreteSquareWaveChannel, SquareWaveChannel,
-                                        discrete_square_wave_channel, square_wave_channel)
-from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns, int_column, varint_bytes
+from ldp_telemetry.ldp.protocols.channels import (DiscreteSquareWaveChannel, SquareWaveChannel,
+                                                  discrete_sw_parameters,
+                                                  discrete_square_wave_channel,
+                                                  square_wave_channel, sw_b, sw_pq)
 from ldp_telemetry.ldp.protocols.numeric import (NumericProtocol, check_real_payloads,
                                                  real_payloads_from_avro,
                                                  real_payloads_to_avro, unit_buckets)
 
 #: Bytes of an Avro double.
 DOUBLE_BYTES = 8
-
-
-def sw_b(epsilon: float) -> float:
-    """Half-width b of the plateau ([Li20] §5.3); tends to 1/2 as ε → 0 and to 0 as ε → ∞."""
-    e = math.exp(epsilon)
-    excess = math.expm1(epsilon) - epsilon  # e^ε − 1 − ε, accurate for small ε
-    return (epsilon * e - math.expm1(epsilon)) / (2.0 * e * excess)
-
-
-def sw_pq(epsilon: float, b: float) -> tuple[float, float]:
-    """Plateau and floor densities p = e^ε/(2b e^ε + 1), q = 1/(2b e^ε + 1) ([Li20] §5.2)."""
-    e = math.exp(epsilon)
-    return e / (2.0 * b * e + 1.0), 1.0 / (2.0 * b * e + 1.0)
-
-
-def discrete_sw_parameters(epsilon: float, d: int) -> tuple[int, float, float]:
-    """(b, p, q) of the discrete Square Wave over d buckets ([Li20] §5.4)."""
-    b = int(math.floor(sw_b(epsilon) * d))
-    e = math.exp(epsilon)
-    total = (2 * b + 1) * e + d - 1
-    return b, e / total, 1.0 / total
 
 
 def _multinomial(probabilities: np.ndarray, n: int, rng: np.random.Generator, size: int

@@ -20,9 +20,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldp_telemetry.ldp.bytesums import add_column_counts, slab_rows
 from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, Columns, FrequencyOracle,
                                               independent_support_variance, varint_bytes)
+from ldp_telemetry.ldp.protocols.bytesums import add_column_counts, slab_rows
 
 #: Unpacked bytes (reports x d) per block of `accumulate`: 256 KiB, inside the L2 cache.
 _BLOCK_BYTES = 1 << 18

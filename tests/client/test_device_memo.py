@@ -15,11 +15,11 @@ import pytest
 
 from ldp_telemetry.client import encode_many, encode_points
 from ldp_telemetry.client.device import DeviceMemo
-from ldp_telemetry.ldp import hashing
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.ldp.memoize import words_for
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.config.memoize import words_for
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols import make_protocol
-from ldp_telemetry.ldp.registry import parse_registry
 
 SECRET = bytes(range(32))
 T0 = 1_717_200_000_000
@@ -43,7 +43,7 @@ def test_the_permanent_response_survives_a_process_restart(protocol):
     script = f"""
 import json
 from ldp_telemetry.client.device import DeviceMemo
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.registry import parse_registry
 metric = parse_registry({{"metrics": [{json.dumps({
         "name": metric.name, "protocol": protocol, "epsilon": 1.0, "domain": {"size": 6},
         "memoize": {"lifetime_epsilon": 3.0}, "reports_per_day": 24})}]}})[{metric.name!r}]

@@ -18,9 +18,9 @@ import pytest
 
 from ldp_telemetry.client import encode_many
 from ldp_telemetry.client.device import STATE_FORMAT, DeviceMemo, MemoStateError
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.ldp.memoize import hkdf_sha256
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.config.memoize import hkdf_sha256
+from ldp_telemetry.ldp.config.registry import parse_registry
 
 SECRET = bytes(range(32))
 OTHER = bytes(range(1, 33))
@@ -115,7 +115,7 @@ def test_a_failed_save_yields_no_report_now_on_retry_or_after_a_restart(tmp_path
 TWO_WRITERS = textwrap.dedent("""
     import json, os, sys, time
     from ldp_telemetry.client.device import DeviceMemo
-    from ldp_telemetry.ldp.registry import parse_registry
+    from ldp_telemetry.ldp.config.registry import parse_registry
     state, go, first, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     metric = parse_registry({"metrics": [{"name": "m.grr", "protocol": "grr", "epsilon": 1.0,
         "domain": {"size": 200}, "memoize": {"lifetime_epsilon": 4.0, "max_values": limit,
@@ -265,7 +265,7 @@ def test_reading_a_small_state_reserves_no_memory_for_the_largest(tmp_path):
 KILLED_MID_SAVE = textwrap.dedent("""
     import os, signal, sys
     from ldp_telemetry.client.device import DeviceMemo
-    from ldp_telemetry.ldp.registry import parse_registry
+    from ldp_telemetry.ldp.config.registry import parse_registry
     metric = parse_registry({"metrics": [{"name": "m.grr", "protocol": "grr", "epsilon": 1.0,
         "domain": {"size": 6}, "memoize": {"lifetime_epsilon": 4.0, "max_values": 2}}]})["m.grr"]
     device = DeviceMemo.open(sys.argv[1])

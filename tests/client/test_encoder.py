@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.client import ReportFile, domain_points, encode, encode_many
-from ldp_telemetry.ldp.errors import InputError
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.protocols import PROTOCOLS
-from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.schemas import payload_branch
 from ldp_telemetry.schemas.codec import ReportDecoder
 

@@ -9,8 +9,8 @@ import pytest
 
 from ldp_telemetry.client import EnvelopeFile, write_envelope_file, write_report_file
 from ldp_telemetry.client.files import TEMPORARY_SUFFIX
-from ldp_telemetry.ldp.errors import ConfigError, InputError
-from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
+from ldp_telemetry.ldp.base.errors import ConfigError, InputError
+from ldp_telemetry.ldp.engine.batches import REPORT_ID, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from tests.client.test_report_files import HOUR, REGISTRY, reports
 

@@ -8,8 +8,8 @@ import pytest
 
 from ldp_telemetry.client import ReportFile, encode, encode_many, write_report_file
 from ldp_telemetry.client.files import TEMPORARY_SUFFIX
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.schemas.codec import ReportDecoder
 
 T0 = 1_717_200_000_000

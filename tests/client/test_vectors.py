@@ -15,9 +15,9 @@ import numpy as np
 
 from ldp_telemetry.client import write_report_file
 from ldp_telemetry.client.vectors import CASES, VECTORS_PATH, vectors_text
-from ldp_telemetry.ldp.fingerprint import FINGERPRINT_BYTES
+from ldp_telemetry.ldp.config.fingerprint import FINGERPRINT_BYTES
+from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS
-from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.schemas import SCHEMA_DIR
 from ldp_telemetry.schemas.codec import ReportDecoder
 

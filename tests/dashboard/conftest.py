@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.registry import load_registry
-from ldp_telemetry.ldp.times import ms_from_iso
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.base.times import ms_from_iso
+from ldp_telemetry.ldp.config.registry import load_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.job import EstimateJob

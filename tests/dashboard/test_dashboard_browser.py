@@ -12,8 +12,8 @@ import pytest
 from ldp_telemetry.dashboard.pages import metric_page_link, metric_page_name
 from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource, StoreSource
-from ldp_telemetry.ldp.estimation import smallest_resolvable
 from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.store import open_store
 
@@ -357,7 +357,7 @@ def big_store(tmp_path_factory):
 
 
 def _iso(seconds: int) -> str:
-    from ldp_telemetry.ldp.times import iso_from_ms
+    from ldp_telemetry.ldp.base.times import iso_from_ms
     return iso_from_ms(seconds * 1000)
 
 

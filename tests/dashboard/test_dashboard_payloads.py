@@ -12,7 +12,7 @@ from ldp_telemetry.dashboard.pages import metric_page_link
 from ldp_telemetry.dashboard.payload import row_bounds
 from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
 from ldp_telemetry.dashboard.source import StoreSource
-from ldp_telemetry.ldp.times import iso_from_ms
+from ldp_telemetry.ldp.base.times import iso_from_ms
 from ldp_telemetry.store import open_store
 
 from tests.dashboard.test_dashboard_server import get, unpacked

@@ -1,13 +1,13 @@
 """The metric page states the configuration's promise to a device: per report, per day at the
-configured rate, over a lifetime, with the composition rule (ldp_telemetry.ldp.budget)."""
+configured rate, over a lifetime, with the composition rule (ldp_telemetry.ldp.config.budget)."""
 from __future__ import annotations
 
 import json
 
 from ldp_telemetry.dashboard.server import Dashboard
 from ldp_telemetry.dashboard.source import FolderSource
-from ldp_telemetry.ldp.budget import privacy_budget
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.budget import privacy_budget
+from ldp_telemetry.ldp.config.registry import parse_registry
 from tests.dashboard.test_dashboard_server import record
 
 

@@ -11,12 +11,12 @@ import urllib.request
 import pytest
 
 from ldp_telemetry.dashboard.cli import add_dashboard_arguments
-from ldp_telemetry.dashboard.payload import row_bounds
 from ldp_telemetry.dashboard.pages import embedded_json, metric_page_link, metric_page_name
+from ldp_telemetry.dashboard.payload import row_bounds
 from ldp_telemetry.dashboard.server import Dashboard, make_server, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource
-from ldp_telemetry.ldp.estimation import smallest_resolvable
 from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.store import open_store
 

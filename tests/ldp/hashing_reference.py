@@ -1,5 +1,5 @@
-"""An independent pure-Python reference of ldp_telemetry.ldp.hashing, written from its docstring
-alone.
+"""An independent pure-Python reference of ldp_telemetry.ldp.protocols.hashing, written from its
+docstring alone.
 
 Only Python integers (arbitrary precision, reduced mod 2^64 by hand): no code and no numpy
 overflow behaviour is shared with the module under test.

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.bytesums import ROWS_PER_BYTE_SUM, add_column_counts, slab_rows
+from ldp_telemetry.ldp.protocols.bytesums import ROWS_PER_BYTE_SUM, add_column_counts, slab_rows
 
 
 @pytest.mark.parametrize("rows, cols", [(0, 4), (1, 9), (254, 3), (255, 64), (256, 1),

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.estimation import unbiased_estimate
-from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.postprocess import project_to_simplex
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.estimation.postprocess import project_to_simplex
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
 
 def config(protocol, **estimator):

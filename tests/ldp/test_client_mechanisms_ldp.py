@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols import make_protocol
 
 K = 4.5

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.combine import combine_versions, shared_labels
-from ldp_telemetry.ldp.estimation import standard_error
-from ldp_telemetry.ldp.finalize import error_plug_in, finalize_window
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.estimation.combine import combine_versions, shared_labels
+from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
+from ldp_telemetry.ldp.protocols.noise import standard_error
 
 LABELS = [f"app_{i:02d}" for i in range(12)]
 TRUTH = np.array([0.3, 0.2, 0.12, 0.1, 0.08, 0.06, 0.05, 0.04, 0.03, 0.01, 0.01, 0.0])

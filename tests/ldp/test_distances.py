@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.distances import (kolmogorov_smirnov, mean_error, quantile_error,
-                                         quantile_index, range_query_error, variance_error,
-                                         wasserstein)
+from ldp_telemetry.ldp.estimation.distances import (kolmogorov_smirnov, mean_error, quantile_error,
+                                                    quantile_index, range_query_error,
+                                                    variance_error, wasserstein)
 
 # [Li20] §3.1: x̂1 and x̂2 have the same L1, L2 and KL distance from x, but x̂1 is closer in
 # the numeric sense.

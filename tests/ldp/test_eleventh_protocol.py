@@ -21,13 +21,15 @@ import fastavro
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp import planner, queries
-from ldp_telemetry.ldp.estimation import standard_error, unbiased_estimate
-from ldp_telemetry.ldp.finalize import error_plug_in, finalize_window
+from ldp_telemetry.ldp.config import planner
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.estimation import queries
+from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
 from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, FREQUENCY, Columns, FrequencyOracle,
                                               int_column, varint_bytes)
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.protocols.noise import standard_error, unbiased_estimate
 
 
 class URR(FrequencyOracle):

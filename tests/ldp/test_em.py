@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.em import expectation_maximisation, log_likelihood, paper_tolerance, smooth
-from ldp_telemetry.ldp.estimators import EstimatorSpec
+from ldp_telemetry.ldp.estimation.em import (expectation_maximisation, log_likelihood,
+                                             paper_tolerance, smooth)
+from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.estimators import EstimatorSpec
-from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
 
 
 def registry(**fields):

@@ -19,8 +19,8 @@ import math
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.estimation import SupportNoise, standard_error, unbiased_estimate
 from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols.noise import SupportNoise, standard_error, unbiased_estimate
 from ldp_telemetry.ldp.protocols.olh import OLH
 
 K = 4.5

@@ -86,7 +86,7 @@ def test_tiny_evaluation_runs_every_method(evaluation, capsys, tmp_path):
 
 
 def test_power_ns_from_power_output_is_power_ns(evaluation):
-    from ldp_telemetry.ldp import postprocess as pp
+    from ldp_telemetry.ldp.estimation import postprocess as pp
     protocol = make_protocol("oue", 1.0, 32)
     rng = np.random.default_rng(2)
     counts = evaluation.zipf_counts(32, 1.5, 4000, rng)

@@ -1,15 +1,14 @@
 """The portable hash: SplitMix64 and the local hash, against an independent pure-Python reference.
 
 The reference (tests/ldp/hashing_reference.py) uses only Python integers, so it shares no code
-and no numpy overflow behaviour with ldp_telemetry.ldp.hashing.
+and no numpy overflow behaviour with ldp_telemetry.ldp.protocols.hashing.
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp import hashing
-
+from ldp_telemetry.ldp.protocols import hashing
 from tests.ldp.hashing_reference import ref_local_hash, ref_splitmix64
 
 

@@ -1,8 +1,8 @@
 """Test vectors of the portable (seed, index) function and every structure derived from it.
 
 The reference (hashing_reference.py) is plain Python integer arithmetic, written from the
-ldp_telemetry.ldp.hashing docstring alone; the tables are literal numbers a client in another
-language can check itself against.
+ldp_telemetry.ldp.protocols.hashing docstring alone; the tables are literal numbers a client in
+another language can check itself against.
 splitmix64(0, 0) = 0xE220A8397B1DCDAF is also the first output of Vigna's published SplitMix64
 started at state 0.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols import make_protocol
 
 from tests.ldp.hashing_reference import ref_local_hash, ref_splitmix64, ref_subset

@@ -12,14 +12,14 @@ import pytest
 from scipy.optimize import minimize
 from scipy.stats import beta
 
-from ldp_telemetry.ldp import hashing
-from ldp_telemetry.ldp.admm import admm, tree_projection
-from ldp_telemetry.ldp.estimators import EstimatorSpec
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.estimation.admm import admm, tree_projection
+from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.hh import node_counts, tree_depth
 from ldp_telemetry.ldp.protocols.olh import OLH
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.registry import parse_registry
 
 K = 4.5
 

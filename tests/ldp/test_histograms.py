@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.histograms import (QUANTILE_LEVELS, bucket_edges, histogram_mean,
-                                          histogram_quantiles, histogram_variance, summary)
+from ldp_telemetry.ldp.estimation.histograms import (QUANTILE_LEVELS, bucket_edges, histogram_mean,
+                                                     histogram_quantiles, histogram_variance,
+                                                     summary)
 
 
 def test_uniform_distribution_has_the_continuous_uniform_moments():

@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp import postprocess as pp
-from ldp_telemetry.ldp.estimation import SupportNoise, unbiased_estimate
+from ldp_telemetry.ldp.estimation import postprocess as pp
 from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
 
 FREQUENCY_ORACLES = ["grr", "oue", "sue", "rue", "olh", "blh", "rlh", "hr", "ss", "rws"]
 

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldp_telemetry.ldp.attacks import fake_reports
-from ldp_telemetry.ldp.errors import RegistryError
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.window import window_with_integrity
 from ldp_telemetry.ldp.integrity.accumulate import new_sample, observe, sample_nbytes
+from ldp_telemetry.ldp.integrity.attacks import fake_reports
 from ldp_telemetry.ldp.integrity.spec import DEFAULT, IntegritySpec
 from ldp_telemetry.ldp.integrity.statistics import shared_reports, sum_statistic
-from ldp_telemetry.ldp.integrity.window import window_with_integrity
-from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.output.text import format_pane, format_top

@@ -11,12 +11,12 @@ import math
 
 import pytest
 
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.fingerprint import canonical_text
-from ldp_telemetry.ldp.planner import two_stage_plan
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.config.fingerprint import canonical_text
+from ldp_telemetry.ldp.config.planner import two_stage_plan
+from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.protocols.memoized import (Stage, compose, loloha_g, loloha_irr_epsilon,
                                                   loloha_variance, make_memoized_protocol)
-from ldp_telemetry.ldp.registry import parse_registry
 
 GRID = [(e1, einf) for e1 in (0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
         for einf in (1.2 * e1, e1 + 0.5, e1 + 2.0, 4.0 * e1, 10.0) if einf > e1]

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.output.records import window_estimate_record
 
 

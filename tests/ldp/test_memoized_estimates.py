@@ -5,7 +5,7 @@ months.
 
 - One report per device per window (each aircraft's first flight of the month): the unbiased
   estimate's standardized errors (estimate - truth) / std_error, with the pipeline's own error
-  bars (ldp_telemetry.ldp.finalize), have an RMS in [0.85, 1.15] and a mean near 0.
+  bars (ldp_telemetry.ldp.engine.finalize), have an RMS in [0.85, 1.15] and a mean near 0.
 - Every flight reported (an aircraft reports a destination many times a month, its reports of one
   destination sharing the PRR), at ε1 = 2 and ε∞ = 2.5 (an IRR close to the identity, so a
   device's reports are strongly correlated): the one-report-per-device error bars are too narrow
@@ -29,8 +29,8 @@ import pytest
 
 from ldp_telemetry.client.device import DeviceMemo
 from ldp_telemetry.client.encoder import encode_points
-from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
 
 FLEETS = 2
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.estimators import METHODS as ESTIMATORS
-from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.postprocess import METHODS as POSTPROCESSORS
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
+from ldp_telemetry.ldp.estimation.postprocess import METHODS as POSTPROCESSORS
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
-from ldp_telemetry.ldp.registry import parse_registry
 
 D, N = 12, 4_000
 FREQUENCY_METHODS = sorted(name for name, method in ESTIMATORS.items()

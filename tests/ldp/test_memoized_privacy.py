@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols.memoized import MEMOIZED, make_memoized_protocol
 
 UNARY = ("oue", "sue", "rue")

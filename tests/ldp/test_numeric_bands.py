@@ -8,10 +8,10 @@ import fastavro
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.finalize import finalize_window, numeric_bands
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
-                                           BAND_STATISTICS, uncalibrated_statistics)
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window, numeric_bands
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
+                                                      BAND_STATISTICS, uncalibrated_statistics)
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.output.text import format_numeric
 from ldp_telemetry.schemas import load_schema

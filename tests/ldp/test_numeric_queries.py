@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.numeric_queries import NumericWindow
+from ldp_telemetry.ldp.estimation.numeric_queries import NumericWindow
 from ldp_telemetry.pipelines.cli import main
 
 RECORD = {"metric": "rtt", "window_start": "2024-03-01T00:00:00Z",

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.finalize import NumericWindowResult, finalize_window
-from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import NumericWindowResult, finalize_window
+from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 
 CONTRACT = {"name": "rtt_ms", "protocol": "sw", "epsilon": 1.0,
             "domain": {"low": 0, "high": 800, "buckets": 256}, "estimator": "ems"}

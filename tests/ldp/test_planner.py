@@ -12,11 +12,11 @@ import fastavro
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.planner import guideline, plan, recommend
+from ldp_telemetry.ldp.config.planner import guideline, plan, recommend
+from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
-from ldp_telemetry.ldp.protocols.local_hashing import local_hashing_n_mse
 from ldp_telemetry.ldp.protocols.fixed_subset import subset_n_mse
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.protocols.local_hashing import local_hashing_n_mse
 from ldp_telemetry.pipelines import cli
 from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.schemas.codec import payload_branch
@@ -152,7 +152,7 @@ def test_registry_auto_is_resolved_and_logged(caplog):
         {"name": "small", "protocol": "auto", "epsilon": 4.0, "domain": {"size": 16}},
         {"name": "large", "protocol": "auto", "epsilon": 2.0, "domain": {"size": 5000}},
         {"name": "fixed", "protocol": "hr", "epsilon": 1.0, "domain": {"size": 10}}]}
-    with caplog.at_level(logging.INFO, logger="ldp_telemetry.ldp.registry"):
+    with caplog.at_level(logging.INFO, logger="ldp_telemetry.ldp.config.registry"):
         registry = parse_registry(document)
     assert registry["small"].protocol_name == "grr"
     assert registry["large"].protocol_name == "rws"

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.planner import two_stage_plan
+from ldp_telemetry.ldp.config.planner import two_stage_plan
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.protocols.memoized import MEMOIZED, make_memoized_protocol
 from ldp_telemetry.pipelines.cli import main

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldp_telemetry.ldp import postprocess as pp
-from ldp_telemetry.ldp.estimation import SupportNoise
+from ldp_telemetry.ldp.estimation import postprocess as pp
+from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
 
 def oue_noise(epsilon: float = 1.0, n: int = 100_000) -> SupportNoise:

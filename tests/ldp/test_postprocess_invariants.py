@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from ldp_telemetry.ldp.estimation import SupportNoise
-from ldp_telemetry.ldp.postprocess import PostprocessSpec
+from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
 METHODS = ["norm-sub", "norm-hyb"]
 

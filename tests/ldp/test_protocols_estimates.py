@@ -12,8 +12,8 @@ import zlib
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
 RUNS = 300
 USERS = 1000

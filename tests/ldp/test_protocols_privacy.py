@@ -2,10 +2,10 @@
 
 For each protocol the exact probability of every output (or output class) is computed from the
 mechanism's definition with the protocol's own parameters (p*, q*, g, k, K) and its own seed-
-derived structures (ldp_telemetry.ldp.hashing): seed-based protocols are conditioned on the seed,
-which does not depend on the input, so each of SEEDS many seeds is enumerated separately. For every
-pair of inputs the largest probability ratio must be <= e^ε (1 + 1e-9), and equal e^ε (every one of
-these mechanisms is tight). A second test checks that `perturb` really samples that
+derived structures (ldp_telemetry.ldp.protocols.hashing): seed-based protocols are conditioned on
+the seed, which does not depend on the input, so each of SEEDS many seeds is enumerated separately.
+For every pair of inputs the largest probability ratio must be <= e^ε (1 + 1e-9), and equal e^ε
+(every one of these mechanisms is tight). A second test checks that `perturb` really samples that
 distribution (chi-square / binomial z tests on seeded draws).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
 from ldp_telemetry.ldp.protocols.hr import hadamard_parity
 

@@ -1,4 +1,5 @@
-"""Queries on window estimates (ldp/queries.py): semantics, errors and exact set-sum variances.
+"""Queries on window estimates (ldp/estimation/queries.py): semantics, errors and exact set-sum
+variances.
 
 The variance checks perturb a fixed population with the real protocols (perturb, accumulate,
 support_counts, unbiased_estimate), R times with a fixed seed, and compare the sample variance
@@ -19,12 +20,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldp_telemetry.ldp import hashing, queries
-from ldp_telemetry.ldp.estimation import standard_error, unbiased_estimate
-from ldp_telemetry.ldp.postprocess import METHODS, PostprocessSpec, project_to_simplex
+from ldp_telemetry.ldp.estimation import queries
+from ldp_telemetry.ldp.estimation.postprocess import METHODS, PostprocessSpec, project_to_simplex
+from ldp_telemetry.ldp.estimation.queries import WindowEstimate, linear_variance, report_variance
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
 from ldp_telemetry.ldp.protocols.hr import hadamard_parity
-from ldp_telemetry.ldp.queries import WindowEstimate, linear_variance, report_variance
+from ldp_telemetry.ldp.protocols.noise import standard_error, unbiased_estimate
 
 D = 20
 POPULATION = np.array([110, 75, 55, 40, 30, 22, 17, 12, 9, 7,
@@ -370,8 +372,8 @@ def test_with_method_reprocesses_from_the_unbiased_estimate():
 
 
 def test_from_record_round_trip():
-    from ldp_telemetry.ldp.finalize import finalize_window
-    from ldp_telemetry.ldp.registry import parse_registry
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.engine.finalize import finalize_window
     from ldp_telemetry.output.records import window_estimate_record
     registry = parse_registry({"metrics": [{"name": "m", "protocol": "olh", "epsilon": 1.0,
                                             "domain": {"labels": list("abcd")},

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.registry import MetricConfig, Registry, load_registry, parse_registry
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.config.registry import MetricConfig, Registry, load_registry, parse_registry
 from ldp_telemetry.pipelines import cli
 
 REPO = Path(__file__).resolve().parents[2]

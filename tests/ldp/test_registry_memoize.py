@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from ldp_telemetry.ldp.budget import privacy_budget, reports_per_window
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.fingerprint import canonical_text
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.config.budget import privacy_budget, reports_per_window
+from ldp_telemetry.ldp.config.fingerprint import canonical_text
+from ldp_telemetry.ldp.config.registry import parse_registry
 
 
 def entry(**fields):
@@ -116,7 +116,7 @@ def test_on_limit_repeat_is_the_default_and_stop_carries_its_caveat():
 
 
 def test_more_than_one_memoized_report_per_window_is_warned_about():
-    from ldp_telemetry.ldp.budget import repeated_reports_warning
+    from ldp_telemetry.ldp.config.budget import repeated_reports_warning
     memo = load(memoize={"lifetime_epsilon": 4.0}, reports_per_day=24)
     assert repeated_reports_warning(memo, 3_600_000) is None  # one an hour, hourly windows
     warning = repeated_reports_warning(memo, 86_400_000)
@@ -126,7 +126,7 @@ def test_more_than_one_memoized_report_per_window_is_warned_about():
 
 
 def test_auto_resolves_a_memoized_metric_by_the_two_stage_comparison():
-    from ldp_telemetry.ldp.planner import two_stage_plan
+    from ldp_telemetry.ldp.config.planner import two_stage_plan
     config = load(protocol="auto", epsilon=1.07, domain={"size": 105},
                   memoize={"lifetime_epsilon": 4.39, "max_values": 4})
     [best] = [row for row in two_stage_plan(1.07, 4.39, 105, max_values=4) if row.recommended]
@@ -143,7 +143,7 @@ def test_registry_diff_names_a_change_of_memoization():
 
 
 def test_the_cost_of_a_window():
-    from ldp_telemetry.ldp.budget import window_cost
+    from ldp_telemetry.ldp.config.budget import window_cost
     plain = privacy_budget(load(reports_per_day=24)).as_record()
     assert window_cost(plain, 86_400_000) == "ε = 24 (24 reports at most)"
     assert window_cost(plain, 1_800_000) == "ε = 1 (1 report at most)"  # half an hour

@@ -7,9 +7,9 @@ import hashlib
 
 import pytest
 
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.fingerprint import FINGERPRINT_BYTES, canonical_text, fingerprint
-from ldp_telemetry.ldp.registry import MAX_HISTORY, parse_registry
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.config.fingerprint import FINGERPRINT_BYTES, canonical_text, fingerprint
+from ldp_telemetry.ldp.config.registry import MAX_HISTORY, parse_registry
 
 BASE = {"name": "app", "protocol": "oue", "epsilon": 2.0, "domain": {"labels": ["x", "y", "z"]}}
 

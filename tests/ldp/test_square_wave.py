@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldp_telemetry.ldp.channels import SquareWaveChannel
 from ldp_telemetry.ldp.protocols import make_numeric_protocol
+from ldp_telemetry.ldp.protocols.channels import SquareWaveChannel
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave, sw_b, sw_pq
 
 EPSILONS = [1e-3, 0.5, 1.0, 2.0, 4.0, 10.0]
@@ -186,7 +186,7 @@ def test_output_buckets_default_and_limits():
 def test_em_work_products_equal_the_plain_products(compiled, monkeypatch):
     """`products()` (the in-place buffers EM uses) against forward/backward, through scipy's
     compiled CSR kernel and through `@` (the path of a scipy without it)."""
-    from ldp_telemetry.ldp import channels
+    from ldp_telemetry.ldp.protocols import channels
     if not compiled:
         monkeypatch.setattr(channels, "_csr_matvec", lambda: False)
     channel = SquareWave(1.0, 256, 200).channel()

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 from scipy import fft as sfft
 
-from ldp_telemetry.ldp import wiener
-from ldp_telemetry.ldp.estimation import unbiased_estimate
-from ldp_telemetry.ldp.estimators import EstimatorSpec
-from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.postprocess import project_to_simplex
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.estimation import wiener
+from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
+from ldp_telemetry.ldp.estimation.postprocess import project_to_simplex
+from ldp_telemetry.ldp.estimation.queries import linear_variance
 from ldp_telemetry.ldp.protocols import make_protocol
-from ldp_telemetry.ldp.queries import linear_variance
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
 PROTOCOLS = ["grr", "oue", "sue", "rue", "olh", "blh", "rlh", "hr", "ss", "rws"]
 WIENER = ["dw", "iiw", "iiw-g", "amrp", "smooth", "gf-dw"]

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.output.atomic import check_writable_folder, is_remote, write_atomically
 
 

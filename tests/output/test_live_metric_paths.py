@@ -18,12 +18,12 @@ from ldp_telemetry.dashboard.pages import metric_page_link
 from ldp_telemetry.dashboard.payload import row_bounds
 from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource
-from ldp_telemetry.ldp.estimation import unbiased_estimate
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.times import iso_from_ms
+from ldp_telemetry.ldp.base.times import iso_from_ms
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 from ldp_telemetry.output.layout import LATEST, PANES_DIR, metric_segment
 from ldp_telemetry.output.reader import latest_panes, read_estimates, read_pane_log
-from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.follower import WatermarkPolicy
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.live import run_live

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ldp_telemetry.ldp.errors import ConfigError, InputError
+from ldp_telemetry.ldp.base.errors import ConfigError, InputError
 from ldp_telemetry.output.layout import PANE_LOG, TOO_LATE_LOG, WindowKey
 from ldp_telemetry.output.reader import (latest_panes, read_estimates, read_pane_log,
                                          record_problem, select_window)

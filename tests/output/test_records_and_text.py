@@ -8,9 +8,9 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.times import iso_from_ms, ms_from_iso
+from ldp_telemetry.ldp.base.times import iso_from_ms, ms_from_iso
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.output.bands import Z95, band95, half_width95
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record

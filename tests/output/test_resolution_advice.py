@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.estimation import smallest_resolvable
+from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.output.resolution import (CHANCE_ABOVE_FLOOR, NOISE_SHARE, resolution,
                                              series_resolution, warning_text)
 

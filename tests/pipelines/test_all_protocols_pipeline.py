@@ -9,8 +9,8 @@ import fastavro
 import numpy as np
 import pytest
 
+from ldp_telemetry.ldp.config.registry import load_registry
 from ldp_telemetry.ldp.protocols import PROTOCOLS
-from ldp_telemetry.ldp.registry import load_registry
 from ldp_telemetry.pipelines import cli
 from ldp_telemetry.schemas import NAMESPACE, load_schema
 from tests.json_lines import json_lines

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.errors import ConfigError, InputError, RegistryError, UserError
+from ldp_telemetry.ldp.base.errors import ConfigError, InputError, RegistryError, UserError
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.pipelines.cli import user_message
 from ldp_telemetry.pipelines.parser import build_parser, flag_table

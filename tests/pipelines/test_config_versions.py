@@ -23,9 +23,9 @@ import fastavro
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.registry import load_registry, parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
-from ldp_telemetry.output.reasons import Reason
+from ldp_telemetry.ldp.config.registry import load_registry, parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.job import EstimateJob

@@ -7,8 +7,8 @@ import gzip
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.pipelines.csv_input import read_true_values
 
 REGISTRY = parse_registry({"metrics": [

@@ -111,7 +111,7 @@ def test_envelopes_claiming_more_than_they_hold_cannot_inflate_any_account(tmp_p
     reports, never envelopes x 10^6."""
     from ldp_telemetry.dashboard.server import Dashboard
     from ldp_telemetry.dashboard.source import StoreSource
-    from ldp_telemetry.ldp.windows import WindowSpec
+    from ldp_telemetry.ldp.config.windows import WindowSpec
     from ldp_telemetry.pipelines.batch import run_job
     from ldp_telemetry.pipelines.job import EstimateJob
     from ldp_telemetry.store import open_store

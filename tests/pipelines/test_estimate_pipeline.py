@@ -15,10 +15,10 @@ import fastavro
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.estimation import unbiased_estimate
-from ldp_telemetry.ldp.postprocess import project_to_simplex
-from ldp_telemetry.ldp.registry import load_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import load_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.estimation.postprocess import project_to_simplex
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas import load_schema

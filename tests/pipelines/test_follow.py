@@ -8,16 +8,16 @@ import json
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.engine.batches import ReportBatch
 from ldp_telemetry.ldp.protocols import make_protocol
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.output.layout import CHECKPOINT, TOO_LATE_LOG, WindowKey
 from ldp_telemetry.pipelines.checkpoint import FollowState
 from ldp_telemetry.pipelines.event_stream import split_batch
 from ldp_telemetry.pipelines.follower import (DirectoryFollower, WatermarkPolicy,
                                               is_complete_report_file)
-from ldp_telemetry.schemas.batches import ReportBatch
 from ldp_telemetry.schemas.codec import write_reports
 
 T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z in ms

@@ -11,8 +11,8 @@ import shutil
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.output.layout import CHECKPOINT
 from ldp_telemetry.pipelines import follower as follower_module
 from ldp_telemetry.pipelines.checkpoint import read_checkpoint
@@ -146,8 +146,8 @@ def test_one_checkpoint_per_poll_and_the_polls_batches_handed_together(tmp_path,
 
 
 def test_a_polls_elements_share_stream_events_under_the_message_limit():
+    from ldp_telemetry.ldp.engine.batches import ReportBatch
     from ldp_telemetry.pipelines.event_stream import MAX_ELEMENT_BYTES, EventStream
-    from ldp_telemetry.schemas.batches import ReportBatch
     stream = EventStream()
     small = [ReportBatch(METRIC, T0 + k * MINUTE, {"value": np.zeros(100, dtype=np.int64)})
              for k in range(10)]

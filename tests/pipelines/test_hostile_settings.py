@@ -18,9 +18,9 @@ import pytest
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Timestamp
 
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.graph import build_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
@@ -161,8 +161,8 @@ def test_one_window_beyond_the_memory_budget_is_refused_with_the_domain_that_fit
 
 
 def test_a_window_that_fits_but_not_with_the_store_is_refused_with_the_store(tmp_path):
-    from ldp_telemetry.ldp.registry import parse_registry
-    from ldp_telemetry.ldp.windows import WindowSpec
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.config.windows import WindowSpec
     from ldp_telemetry.pipelines.memory import check_memory_budget
     metric = {"name": "big", "protocol": "oue", "epsilon": 1.0, "domain": {"size": 10 ** 6}}
     check_memory_budget(parse_registry({"metrics": [metric]}), WindowSpec.from_seconds(3600),

@@ -10,8 +10,8 @@ import numpy as np
 
 from ldp_telemetry.dashboard.payload import row_bounds
 from ldp_telemetry.dashboard.source import FolderSource, StoreSource
-from ldp_telemetry.ldp.attacks import fake_reports
-from ldp_telemetry.ldp.registry import load_registry
+from ldp_telemetry.ldp.config.registry import load_registry
+from ldp_telemetry.ldp.integrity.attacks import fake_reports
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.store import open_store

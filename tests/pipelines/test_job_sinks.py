@@ -9,8 +9,8 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
 from ldp_telemetry.dashboard.source import FolderSource
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.graph import job_sinks
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.transforms.sinks import (DeadLetterFiles, DeadLetterShards, EstimateShards,

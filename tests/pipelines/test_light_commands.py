@@ -14,8 +14,8 @@ import sys
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.registry import load_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import load_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 

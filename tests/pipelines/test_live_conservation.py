@@ -16,7 +16,7 @@ import shutil
 import numpy as np
 
 from ldp_telemetry.dashboard.source import FolderSource, StoreSource
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.output.layout import STATUS
 from ldp_telemetry.output.reader import latest_panes, read_estimates
 from ldp_telemetry.pipelines.counters import accepted as accepted_of

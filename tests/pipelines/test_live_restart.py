@@ -16,11 +16,11 @@ import time
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimation import unbiased_estimate
 from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 from ldp_telemetry.output.layout import CHECKPOINT
-from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.output.reader import read_pane_log
+from ldp_telemetry.schemas.codec import write_reports
 
 T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z, ms
 MINUTE = 60_000

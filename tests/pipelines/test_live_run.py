@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimation import unbiased_estimate
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.protocols import make_protocol
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 from ldp_telemetry.output.layout import CHECKPOINT, LATEST, STATUS
 from ldp_telemetry.output.reader import read_pane_log
 from ldp_telemetry.pipelines.follower import WatermarkPolicy

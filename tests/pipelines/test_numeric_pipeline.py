@@ -20,15 +20,15 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.testing.util import assert_that
 
-from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.csv_input import map_to_domain
 from ldp_telemetry.pipelines.graph import build_streaming_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.pipelines.csv_input import map_to_domain
 from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.transforms.replay import FilesArrive, ReplayReportFiles, WatermarkTo

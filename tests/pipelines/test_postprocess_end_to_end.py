@@ -8,14 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.postprocess import METHODS, PostprocessSpec
-from ldp_telemetry.ldp.queries import WindowEstimate
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
-from ldp_telemetry.pipelines.batch import run_job
-from ldp_telemetry.pipelines.job import EstimateJob
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.estimation.postprocess import METHODS, PostprocessSpec
+from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.output.reader import read_estimates
+from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.csv_input import TrueValues
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.pipelines.simulate import simulate_reports
 
 DAY_MS = 86_400_000

@@ -7,14 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.queries import WindowEstimate
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.estimation.queries import WindowEstimate
+from ldp_telemetry.output.reader import read_estimates
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.cli import main
-from ldp_telemetry.pipelines.job import EstimateJob
-from ldp_telemetry.output.reader import read_estimates
 from ldp_telemetry.pipelines.csv_input import TrueValues
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.pipelines.simulate import simulate_reports
 
 DAY_MS = 86_400_000
@@ -185,7 +185,7 @@ def test_query_needs_exactly_one_kind_of_query(output, capsys):
 def test_show_and_query_agree_on_the_band_and_pick_windows_alike(output, capsys):
     """One ± (the 95% band's half width) in `show` and `query`, each saying so; a time inside a
     window names it in both; `show --last` and `--window` select windows."""
-    from ldp_telemetry.ldp.times import iso_from_ms, ms_from_iso
+    from ldp_telemetry.ldp.base.times import iso_from_ms, ms_from_iso
     from ldp_telemetry.output.bands import Z95
     record = window_record(output, "colour", 1)
     inside = iso_from_ms(ms_from_iso(record["window_start"]) + 3_600_000)  # an hour in

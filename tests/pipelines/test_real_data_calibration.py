@@ -29,11 +29,11 @@ import io
 
 import numpy as np
 
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
-from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.pipelines.csv_input import TrueValues
+from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.pipelines.simulate import simulate_reports
 from tests.json_lines import job_json_lines
 

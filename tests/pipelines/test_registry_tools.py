@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ldp_telemetry.ldp.planner import recommend
-from ldp_telemetry.ldp.registry import load_registry
+from ldp_telemetry.ldp.config.planner import recommend
+from ldp_telemetry.ldp.config.registry import load_registry
 from ldp_telemetry.pipelines import cli
 from ldp_telemetry.pipelines.registry_tools import COUNTED, DEAD_LETTERED, SAME
 

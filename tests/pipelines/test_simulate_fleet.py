@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.csv_input import TrueValues
 from ldp_telemetry.pipelines.simulate import device_memos, fleet_assignment
-from ldp_telemetry.ldp.registry import parse_registry
 
 T0 = 1_357_000_000_000
 

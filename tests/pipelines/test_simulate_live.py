@@ -8,8 +8,8 @@ import fastavro
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.errors import InputError
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.pipelines import cli
 from ldp_telemetry.pipelines.csv_input import TrueValues
 from ldp_telemetry.pipelines.simulate import live_schedule, simulate_live

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.errors import StoreError
-from ldp_telemetry.ldp.registry import load_registry
+from ldp_telemetry.ldp.base.errors import StoreError
+from ldp_telemetry.ldp.config.registry import load_registry
 from ldp_telemetry.output.layout import STATUS
 from ldp_telemetry.output.reader import latest_panes, read_pane_log
 from ldp_telemetry.schemas.codec import write_reports

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from ldp_telemetry.ldp.registry import load_registry
+from ldp_telemetry.ldp.config.registry import load_registry
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.store import open_store

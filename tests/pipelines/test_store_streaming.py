@@ -7,7 +7,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.graph import build_streaming_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.store import open_store

@@ -25,11 +25,11 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.testing.util import assert_that, equal_to
 
-from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.estimation import unbiased_estimate
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.protocols import make_protocol
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 from ldp_telemetry.pipelines.arguments import add_job_arguments
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.counters import summary_line

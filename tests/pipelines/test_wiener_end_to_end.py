@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.estimators import EstimatorSpec
-from ldp_telemetry.ldp.postprocess import PostprocessSpec
+from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
+from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec
+from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.ldp.protocols import make_protocol
-from ldp_telemetry.ldp.queries import WindowEstimate
-from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.output.reader import read_estimates
+from ldp_telemetry.pipelines.cli import main
 
 DAY_S = 86_400
 START_S = 1_600_000_000 - 1_600_000_000 % DAY_S

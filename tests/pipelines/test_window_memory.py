@@ -14,16 +14,16 @@ import sys
 
 import pytest
 
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.memory import job_memory_bytes
 
 pytestmark = pytest.mark.slow  # jobs in subprocesses, peak memory measured
 CHILD = """
 import contextlib, io, json, os, resource, sys, tempfile
 import numpy as np
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports

@@ -17,8 +17,8 @@ import fastavro  # noqa: E402
 import psutil  # noqa: E402  (a dependency of distributed)
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
-from ldp_telemetry.ldp.errors import ConfigError  # noqa: E402
-from ldp_telemetry.ldp.windows import WindowSpec  # noqa: E402
+from ldp_telemetry.ldp.base.errors import ConfigError  # noqa: E402
+from ldp_telemetry.ldp.config.windows import WindowSpec  # noqa: E402
 from ldp_telemetry.pipelines.job import EstimateJob  # noqa: E402
 from ldp_telemetry.runners import make_runner  # noqa: E402
 from ldp_telemetry.runners.dask import (ClusterDaskRunner, dask_options,  # noqa: E402

@@ -12,8 +12,8 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from ldp_telemetry.ldp.registry import load_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import load_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.graph import build_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
@@ -74,7 +74,7 @@ def test_dry_run_builds_the_job_with_stable_step_names_and_the_project_staged(tm
         members = {Path(name).relative_to(Path(name).parts[0]).as_posix()
                    for name in sdist.getnames() if len(Path(name).parts) > 1}
     assert {"setup.py", "schemas/report.avsc", "schemas/window_estimate.avsc",
-            "schemas/dead_letter.avsc", "transforms/count.py", "ldp/registry.py",
+            "schemas/dead_letter.avsc", "transforms/count.py", "ldp/config/registry.py",
             "runners/dataflow.py"} <= members
 
 

@@ -10,8 +10,8 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from ldp_telemetry.ldp.registry import load_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import load_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.live import run_live
 from ldp_telemetry.pipelines.remote import build_remote_pipeline

@@ -25,9 +25,9 @@ import fastavro
 import numpy as np
 from hypothesis import strategies as st
 
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.batches import MAX_DETAIL_CHARS, DeadLetter, ReportBatch
 from ldp_telemetry.schemas import load_schema
-from ldp_telemetry.schemas.batches import MAX_DETAIL_CHARS, DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.decompress import CODEC_MEMORY_LIMIT, codec_problem
 from ldp_telemetry.schemas.envelopes import envelope_record, envelope_schema

@@ -13,12 +13,12 @@ import avro.schema
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.engine.batches import ReportBatch
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas import SCHEMA_DIR, report_schema_json
-from ldp_telemetry.schemas.batches import ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
 from tests.json_lines import json_lines
 

@@ -11,10 +11,10 @@ import pytest
 
 import ldp_telemetry.schemas.decompress
 
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.output.reasons import Reason
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.batches import REPORT_ID, DeadLetter, ReportBatch
+from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.schemas import SCHEMA_DIR, report_schema_json
-from ldp_telemetry.schemas.batches import REPORT_ID, DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
 from tests.schemas.avro_blocks import encode_long, join_container, split_container, write_blocks
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ldp_telemetry.ldp.engine.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas import decompress, records
-from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.switches import collector_paused
 from tests.schemas.avro_blocks import write_blocks

@@ -8,9 +8,9 @@ import fastavro
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.output.reasons import Reason
-from ldp_telemetry.schemas.batches import REPORT_ID, DeadLetter, ReportBatch
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.batches import REPORT_ID, DeadLetter, ReportBatch
+from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.schemas.codec import ReportDecoder, write_reports
 from ldp_telemetry.schemas.envelopes import (ENVELOPE_LAYOUT, envelope_record, envelope_schema,
                                              payload_columns, write_envelopes)

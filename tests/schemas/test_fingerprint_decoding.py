@@ -8,10 +8,10 @@ import fastavro
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.output.reasons import Reason
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.batches import DeadLetter, ReportBatch
+from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.schemas import load_schema, payload_branch, report_schema_json
-from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 
 HOUR = 3_600_000

@@ -6,8 +6,8 @@ import zlib
 import numpy as np
 import pytest
 
-from ldp_telemetry.output.reasons import Reason
-from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
+from ldp_telemetry.ldp.engine.batches import DeadLetter, ReportBatch
+from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.limits import DecodeLimits
 from tests.schemas.avro_blocks import join_container, split_container, write_blocks

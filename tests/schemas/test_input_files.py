@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from ldp_telemetry.output.reasons import Reason
+from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.schemas import files
 from ldp_telemetry.schemas.files import RefusedInput, open_report_file
 from ldp_telemetry.transforms.read import expand_file_patterns

@@ -13,13 +13,13 @@ import cramjam
 import fastavro
 import pytest
 
-from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.output.reasons import Reason
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.batches import CUT_MARK, DeadLetter, ReportBatch
+from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.pipelines.arguments import add_job_arguments
 from ldp_telemetry.pipelines.job import job_from_arguments
 from ldp_telemetry.schemas import load_schema, report_schema_json
-from ldp_telemetry.schemas.batches import CUT_MARK, DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.container import Container
 from ldp_telemetry.schemas.decompress import codec_problem

@@ -15,10 +15,10 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from ldp_telemetry.client.vectors import registry_document
-from ldp_telemetry.ldp.estimators import METHODS as ESTIMATORS
-from ldp_telemetry.ldp.postprocess import METHODS as POSTPROCESSORS
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
+from ldp_telemetry.ldp.estimation.postprocess import METHODS as POSTPROCESSORS
 from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS
-from ldp_telemetry.ldp.registry import parse_registry
 from ldp_telemetry.schemas import SCHEMA_DIR
 from tests.ldp.test_numeric_registry import CONTRACT
 from tests.ldp.test_registry import BAD, VALID

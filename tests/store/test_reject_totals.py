@@ -4,7 +4,7 @@ writing the same totals again — a replay after a SIGKILL — changes nothing, 
 replaces the smaller one. SQLite and PostgreSQL."""
 from __future__ import annotations
 
-from ldp_telemetry.ldp.times import ms_from_iso
+from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.store import open_store
 from ldp_telemetry.store.records import UNATTRIBUTED_MS
 from ldp_telemetry.transforms.store import RejectTotals, follower_writes_rejects

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from ldp_telemetry.ldp.errors import StoreError
-from ldp_telemetry.ldp.times import ms_from_iso
+from ldp_telemetry.ldp.base.errors import StoreError
+from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.store import open_store
 from ldp_telemetry.store.records import UNATTRIBUTED_MS, reject_slice

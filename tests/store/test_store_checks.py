@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from ldp_telemetry.ldp.errors import StoreError
+from ldp_telemetry.ldp.base.errors import StoreError
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.store import open_store
 from ldp_telemetry.store.records import MAX_NAME_CHARS

@@ -1,10 +1,10 @@
 """The store's per-metric privacy table: what each configuration promises a device, from the
-records' `privacy` field (ldp_telemetry.ldp.budget), in SQLite and PostgreSQL."""
+records' `privacy` field (ldp_telemetry.ldp.config.budget), in SQLite and PostgreSQL."""
 from __future__ import annotations
 
 
-from ldp_telemetry.ldp.budget import privacy_budget
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.budget import privacy_budget
+from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.store import open_store
 from tests.store.test_sql_store import postgres_url, record, store_url  # noqa: F401 (fixtures)
 

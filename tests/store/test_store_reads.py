@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ldp_telemetry.ldp.times import iso_from_ms
+from ldp_telemetry.ldp.base.times import iso_from_ms
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.store import open_store, reads
 from ldp_telemetry.store.records import UNATTRIBUTED_MS

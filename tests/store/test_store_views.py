@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ldp_telemetry.ldp.times import iso_from_ms
+from ldp_telemetry.ldp.base.times import iso_from_ms
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.store import open_store
 from ldp_telemetry.store.views import VIEWS, missing_views

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 from apache_beam import coders
 
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.batches import REPORT_ID, ReportBatch
+from ldp_telemetry.ldp.engine.counting import SliceCounter
 from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
 from ldp_telemetry.transforms.coders import (COLUMN_ALIGNMENT, ReportBatchCoder, decode_batch,
                                              encode_batch, encoded_size)
-from ldp_telemetry.transforms.count import SliceCounter
 
 
 @pytest.mark.parametrize("columns", [
@@ -51,8 +51,8 @@ def test_the_registry_gives_the_coder_for_keyed_batches():
 def test_the_batch_job_sends_batches_to_the_grouping_with_the_coder(tmp_path):
     import apache_beam as beam
 
-    from ldp_telemetry.ldp.registry import parse_registry
-    from ldp_telemetry.ldp.windows import WindowSpec
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.config.windows import WindowSpec
     from ldp_telemetry.pipelines.graph import build_pipeline
     from ldp_telemetry.pipelines.job import EstimateJob
     registry = parse_registry({"metrics": [

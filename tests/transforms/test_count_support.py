@@ -9,11 +9,12 @@ import pickle
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.batches import REPORT_ID, ReportBatch
+from ldp_telemetry.ldp.engine.counting import IdSet, SliceCounter, SupportStatistic
 from ldp_telemetry.ldp.integrity.accumulate import sample_nbytes
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.schemas.batches import REPORT_ID, ReportBatch
-from ldp_telemetry.transforms.count import IdSet, MergeSupportFn, SliceCounter, SupportStatistic
+from ldp_telemetry.ldp.protocols import hashing
+from ldp_telemetry.transforms.count import MergeSupportFn
 from ldp_telemetry.transforms.estimate_windows import FinalizeEstimatesFn
 
 PROTOCOLS = [("grr", 1.0, 10), ("oue", 1.0, 13), ("olh", 1.5, 10)]  # OUE d=13: padding bits
@@ -309,7 +310,8 @@ def test_copies_of_an_id_with_different_reports_count_one_way_whatever_the_group
     """A slice's batches come from a GroupByKey in an order the runner chooses. When copies of
     one id carry different reports, the copy counted follows the batches' content digests, so
     every order gives one statistic (each order alone would count its own first copy)."""
-    from ldp_telemetry.transforms.count import CountSliceFn, batch_digest
+    from ldp_telemetry.ldp.engine.counting import batch_digest
+    from ldp_telemetry.transforms.count import CountSliceFn
 
     ids = np.arange(40, dtype=np.int64)
     first, second = (ReportBatch("grr", 0, {"value": np.full(40, v), REPORT_ID: ids})

@@ -13,12 +13,12 @@ import fastavro
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.engine.batches import DeadLetter
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.graph import build_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
-from ldp_telemetry.schemas.batches import DeadLetter
 from ldp_telemetry.schemas.codec import ReportDecoder, report_as_json, write_reports
 from ldp_telemetry.store import open_store
 from ldp_telemetry.store.records import UNATTRIBUTED_MS, reject_slice

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.transforms.replay import FilesArrive, ProcessingTimePasses, WatermarkTo
 from tests.pipelines.test_streaming_panes import (METRIC, T0, TRUTH_0, Reports, iso,
                                                   pane_checker, run_stream)

@@ -12,13 +12,13 @@ import zlib
 import fastavro
 import pytest
 
-from ldp_telemetry.ldp.registry import parse_registry
+from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas import report_schema_json
 from ldp_telemetry.transforms.read import expand_file_patterns
 from tests.schemas.avro_blocks import join_container, split_container, write_blocks
-from ldp_telemetry.ldp.windows import WindowSpec
+from ldp_telemetry.ldp.config.windows import WindowSpec
 from tests.json_lines import job_json_lines
 
 

@@ -10,13 +10,13 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from ldp_telemetry.ldp.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.engine.batches import DeadLetter, ReportBatch
 from ldp_telemetry.ldp.protocols import make_protocol
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.ldp.windows import WindowSpec
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.remote import build_remote_pipeline
-from ldp_telemetry.schemas.batches import DeadLetter, ReportBatch
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.transforms import sources
 from ldp_telemetry.transforms.sources import (DecodeReportMessagesFn, FollowedDirectory,

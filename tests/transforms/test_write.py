@@ -15,18 +15,18 @@ import fastavro
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.finalize import finalize_window
-from ldp_telemetry.ldp.registry import parse_registry
-from ldp_telemetry.schemas import load_schema
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.output.compact import IndexLabels, avro_values, plain_record
-from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
-from ldp_telemetry.transforms.store import STORE_FLUSH_VALUES, WritePanesToStoreFn
 from ldp_telemetry.output.reader import read_estimate_file, read_estimates
+from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
+from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.transforms import write
 from ldp_telemetry.transforms.shard_files import finalize_shards, temp_dir
+from ldp_telemetry.transforms.store import STORE_FLUSH_VALUES, WritePanesToStoreFn
 from ldp_telemetry.transforms.write import (SUFFIXES, BatchRecordsFn, FinalizeShardsFn,
-                                           WriteBundleShardFn, WriteRecords, json_line_pieces,
-                                           record_weight)
+                                            WriteBundleShardFn, WriteRecords, json_line_pieces,
+                                            record_weight)
 
 
 def test_json_pieces_are_exactly_json_dumps_for_any_piece_size():

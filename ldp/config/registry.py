@@ -10,12 +10,12 @@ JSON of the form
                   "domain": {"low": 0, "high": 800, "buckets": 256}, "estimator": "ems"}]}
 
 is loaded into frozen `MetricConfig` objects. `"protocol": "auto"` is resolved when the registry
-is loaded by ldp_telemetry.ldp.planner.recommend (lowest analytical MSE for the metric's ε and
-domain size); the choice and its reason are logged, and the resolved name is the metric's
+is loaded by ldp_telemetry.ldp.config.planner.recommend (lowest analytical MSE for the metric's ε
+and domain size); the choice and its reason are logged, and the resolved name is the metric's
 protocol from then on (the estimates report it). A numeric protocol (`sw`, ...;
 ldp_telemetry.ldp.protocols.NUMERIC_PROTOCOLS) takes a numeric domain {"low", "high",
 "buckets"[, "output_buckets"]} and a numeric estimator that fits it (default: the protocol's
-first, "ems" for sw). Every problem raises ldp_telemetry.ldp.errors.RegistryError, its message
+first, "ems" for sw). Every problem raises ldp_telemetry.ldp.base.errors.RegistryError, its message
 naming the metric and the field ("metric 'rtt_ms': field 'epsilon' must ..."), its `field` the
 path of the field in the registry (``metrics[1].epsilon``), before any report is read.
 """
@@ -34,26 +34,26 @@ from typing import Any
 
 import numpy as np
 
-from ldp_telemetry.ldp.errors import RegistryError, UserError
-from ldp_telemetry.ldp.estimation import SupportNoise
-from ldp_telemetry.ldp.estimators import UNBIASED, EstimatorSpec
-from ldp_telemetry.ldp.fingerprint import fingerprint
-from ldp_telemetry.ldp.histograms import bucket_edges
+from ldp_telemetry.ldp.base import validation
+from ldp_telemetry.ldp.base.errors import RegistryError, UserError
+from ldp_telemetry.ldp.base.registration import did_you_mean
+from ldp_telemetry.ldp.base.times import ms_from_iso
+from ldp_telemetry.ldp.base.validation import (EVENT_TIME_SPAN_TEXT, is_finite_number, is_int,
+                                               is_valid_event_time)
+from ldp_telemetry.ldp.config.fingerprint import fingerprint
+from ldp_telemetry.ldp.config.memoize import Memoization, parse_memoization, parse_reports_per_day
+from ldp_telemetry.ldp.config.planner import recommend, recommend_two_stage
+from ldp_telemetry.ldp.estimation.estimators import UNBIASED, EstimatorSpec
+from ldp_telemetry.ldp.estimation.histograms import bucket_edges
+from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.integrity.spec import DEFAULT as INTEGRITY_DEFAULT
 from ldp_telemetry.ldp.integrity.spec import IntegritySpec, parse_integrity
-from ldp_telemetry.ldp.memoize import Memoization, parse_memoization, parse_reports_per_day
-from ldp_telemetry.ldp.planner import recommend, recommend_two_stage
-from ldp_telemetry.ldp.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, FrequencyOracle,
                                          NumericProtocol, make_numeric_protocol, make_protocol)
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, NUMERIC, epsilon_problem
 from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
+from ldp_telemetry.ldp.protocols.noise import SupportNoise
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
-from ldp_telemetry.ldp.registration import did_you_mean
-from ldp_telemetry.ldp.times import ms_from_iso
-from ldp_telemetry.ldp import validation
-from ldp_telemetry.ldp.validation import (EVENT_TIME_SPAN_TEXT, is_finite_number, is_int,
-                                          is_valid_event_time)
 
 _METRIC_FIELDS = {"name", "version", "protocol", "epsilon", "domain", "estimator", "postprocess",
                   "not_before", "history", "memoize", "reports_per_day", "integrity"}
@@ -92,7 +92,7 @@ class MetricConfig:
 
     not_before: str | None = None
     version: int = 1  # the configuration's version; a metric's current one is its highest
-    #: two-stage reporting (ldp_telemetry.ldp.memoize): `epsilon` is then the per-report ε1
+    #: two-stage reporting (ldp_telemetry.ldp.config.memoize): `epsilon` is then the per-report ε1
     memoize: Memoization | None = None
     reports_per_day: float | None = None  # the configured reporting rate (privacy budget only)
     #: integrity statistics' settings (ldp_telemetry.ldp.integrity.spec); None: integrity off
@@ -105,7 +105,7 @@ class MetricConfig:
 
     @cached_property
     def fingerprint(self) -> bytes:
-        """The configuration fingerprint (ldp_telemetry.ldp.fingerprint) reports carry."""
+        """The configuration fingerprint (ldp_telemetry.ldp.config.fingerprint) reports carry."""
         return fingerprint(self)
 
     @property

@@ -26,12 +26,12 @@ error of an unbiased answer to the same query, named by `std_error_kind`:
       power-ns                                      full-domain answer has error 0)
     base-pos (sets), base-cut, norm-cut, power    Base's                             base-reference
 
-With an estimator (the record's `estimator`, e.g. a Wiener filter of ldp_telemetry.ldp.wiener),
-queries start from the estimator's output f^ = A f~ instead of f~ (re-run from f~: it is a
-deterministic function of it; `--method` post-processes f^ again). A linear answer
-sum_v w_v f^_v = sum_v (A w)_v f~_v (A symmetric), so the variances below hold with weights
-A w: kind "fixed-gain" replaces "exact" (and "upper-bound"), the exact error of the filter at
-its final gains, which leaves out its bias and the randomness of its gains (docs/wiener.md
+With an estimator (the record's `estimator`, e.g. a Wiener filter of
+ldp_telemetry.ldp.estimation.wiener), queries start from the estimator's output f^ = A f~ instead
+of f~ (re-run from f~: it is a deterministic function of it; `--method` post-processes f^ again). A
+linear answer sum_v w_v f^_v = sum_v (A w)_v f~_v (A symmetric), so the variances below hold with
+weights A w: kind "fixed-gain" replaces "exact" (and "upper-bound"), the exact error of the filter
+at its final gains, which leaves out its bias and the randomness of its gains (docs/wiener.md
 measures both). For AMRP this is exact at fixed gains, while the record's per-value
 `std_error` uses an O(d) approximation of the same quantity (within about 1%).
 
@@ -76,13 +76,13 @@ from typing import Any
 
 import numpy as np
 
-from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.estimation import SupportNoise
-from ldp_telemetry.ldp.estimators import EstimatorSpec
-from ldp_telemetry.ldp.finalize import error_plug_in
-from ldp_telemetry.ldp.postprocess import PostprocessSpec, post_pos
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.base.validation import is_int, is_positive_int
+from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
+from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
+from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec, post_pos
 from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
-from ldp_telemetry.ldp.validation import is_int, is_positive_int
+from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
 #: Methods whose output sums to 1, for which Norm's standard error is the reference.
 _SUM_TO_ONE = frozenset({"norm-mul", "norm-sub", "norm-hyb", "mle-apx", "ibu", "power-ns"})
@@ -223,7 +223,7 @@ class WindowEstimate:
         """The Wiener-family fit of the window's estimator, or None for the unbiased estimate."""
         if self.estimator.method == "unbiased":
             return None
-        from ldp_telemetry.ldp import wiener
+        from ldp_telemetry.ldp.estimation import wiener
         return wiener.fit(self.estimator.method, self.unbiased, self.noise, self.protocol,
                           **dict(self.estimator.params))
 

@@ -1,7 +1,7 @@
 """Range and quantile queries on a numeric metric's window-estimate record.
 
 The record holds B bucket probabilities over `bucket_edges` (metric units). Mass is uniform
-within a bucket (as in ldp_telemetry.ldp.histograms), so
+within a bucket (as in ldp_telemetry.ldp.estimation.histograms), so
 
     range    Pr[lo ≤ X ≤ hi] = Σ_i x_i |[lo, hi] ∩ bucket_i| / width_i
     quantile the point where the piecewise-linear CDF reaches the level
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS, histogram_quantiles
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, histogram_quantiles
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as dt
 import time
 
+#: Milliseconds in a day.
+DAY_MS = 86_400_000
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _NAIVE_EPOCH = dt.datetime(1970, 1, 1)
 
@@ -39,3 +41,12 @@ def datetime_from_ms(epoch_ms: int) -> dt.datetime:
 def now_iso() -> str:
     """The wall-clock time now as ISO-8601 UTC text, always with milliseconds."""
     return iso_from_ms(time.time_ns() // 1_000_000, milliseconds=True)
+
+
+def reports_per_window(config, window_ms: int) -> float | None:
+    """Reports one device makes in a window of `window_ms` at the metric's configured rate
+    (`config.reports_per_day`; None when no rate is configured): above 1, a memoized device's
+    reports in a window share their permanent response
+    (ldp_telemetry.ldp.protocols.memoized.TwoStage.repeated_report_variance)."""
+    rate = config.reports_per_day
+    return None if rate is None else rate * window_ms / DAY_MS

@@ -1,7 +1,7 @@
 """EM and EMS reconstruction of a numeric distribution from a report histogram ([Li20] §5.5).
 
 Given the report counts n_j over d̃ output buckets and the transition model M (a
-`ldp_telemetry.ldp.channels.Channel`), EM ([Li20] Algorithm 1) iterates
+`ldp_telemetry.ldp.protocols.channels.Channel`), EM ([Li20] Algorithm 1) iterates
 
     E-step  P_i = x_i Σ_j n_j M[j, i] / (M x)_j
     M-step  x_i = P_i / Σ_k P_k
@@ -29,12 +29,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldp_telemetry.ldp.channels import Channel
-from ldp_telemetry.ldp.estimators import METHODS, EstimatorMethod, EstimatorOutput
+from ldp_telemetry.ldp.base.registration import Parameter
+from ldp_telemetry.ldp.base.validation import is_positive_int, is_positive_number
+from ldp_telemetry.ldp.estimation.estimators import METHODS, EstimatorMethod, EstimatorOutput
+from ldp_telemetry.ldp.estimation.uncertainty import BOOTSTRAP_PARAMETERS
 from ldp_telemetry.ldp.protocols.base import NUMERIC
-from ldp_telemetry.ldp.registration import Parameter
-from ldp_telemetry.ldp.uncertainty import BOOTSTRAP_PARAMETERS
-from ldp_telemetry.ldp.validation import is_positive_int, is_positive_number
+from ldp_telemetry.ldp.protocols.channels import Channel
 
 #: Largest number of EM iterations a registry may ask for (each is O(d + d̃)).
 MAX_ITERATIONS_LIMIT = 1_000_000

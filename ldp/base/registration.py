@@ -11,7 +11,7 @@ setting) that names the catalog's field, the nearest known name ("did you mean")
 one.
 
 A method's parameters are declared as `Parameter`s (default, check from
-ldp_telemetry.ldp.validation, what a valid value is); `MethodChoice` is a validated choice of a
+ldp_telemetry.ldp.base.validation, what a valid value is); `MethodChoice` is a validated choice of a
 method and its parameters, as a metric's `estimator` or `postprocess` field gives it.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ldp_telemetry.ldp.errors import RegistryError, UserError
+from ldp_telemetry.ldp.base.errors import RegistryError, UserError
 
 T = TypeVar("T")
 

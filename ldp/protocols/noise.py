@@ -65,7 +65,7 @@ def standard_error(frequencies: np.ndarray, noise: SupportNoise) -> np.ndarray:
     """Standard error of the unbiased estimate: sqrt of eq. 2 at `frequencies` clipped to [0, 1].
 
     `frequencies` is an estimate of the true distribution to plug into eq. 2;
-    ldp_telemetry.ldp.finalize uses the Norm-Sub projection of the unbiased estimate (see
+    ldp_telemetry.ldp.engine.finalize uses the Norm-Sub projection of the unbiased estimate (see
     finalize_window for why).
     """
     return np.sqrt(noise.variance(frequencies))

@@ -5,10 +5,12 @@ EM ([Li20] Algorithm 1) needs two products per iteration, y = M x and z = Mᵀ r
 M is a constant plus a band ([Li20] §5.5: the report density is q everywhere and p inside the
 plateau |ỹ − v| ≤ b), so both products take O(d + d̃) operations with cumulative sums instead
 of O(d · d̃) with a dense matrix. Each model also builds its dense matrix (for tests and small
-domains). Models are cached per configuration (`square_wave_channel`).
+domains). Models are cached per configuration (`square_wave_channel`). The Square Wave parameters
+(`sw_b`, `sw_pq`, `discrete_sw_parameters`) live here, with the channels they define.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -236,10 +238,30 @@ class DiscreteSquareWaveChannel(Channel):
         return self.q * c[-1] + (self.p - self.q) * (c[i + 2 * self.b + 1] - c[i])
 
 
+def sw_b(epsilon: float) -> float:
+    """Half-width b of the plateau ([Li20] §5.3); tends to 1/2 as ε → 0 and to 0 as ε → ∞."""
+    e = math.exp(epsilon)
+    excess = math.expm1(epsilon) - epsilon  # e^ε − 1 − ε, accurate for small ε
+    return (epsilon * e - math.expm1(epsilon)) / (2.0 * e * excess)
+
+
+def sw_pq(epsilon: float, b: float) -> tuple[float, float]:
+    """Plateau and floor densities p = e^ε/(2b e^ε + 1), q = 1/(2b e^ε + 1) ([Li20] §5.2)."""
+    e = math.exp(epsilon)
+    return e / (2.0 * b * e + 1.0), 1.0 / (2.0 * b * e + 1.0)
+
+
+def discrete_sw_parameters(epsilon: float, d: int) -> tuple[int, float, float]:
+    """(b, p, q) of the discrete Square Wave over d buckets ([Li20] §5.4)."""
+    b = int(math.floor(sw_b(epsilon) * d))
+    e = math.exp(epsilon)
+    total = (2 * b + 1) * e + d - 1
+    return b, e / total, 1.0 / total
+
+
 @lru_cache(maxsize=64)
 def square_wave_channel(epsilon: float, d: int, d_out: int) -> SquareWaveChannel:
     """The continuous Square Wave model of one configuration, built once."""
-    from ldp_telemetry.ldp.protocols.sw import sw_b, sw_pq
     b = sw_b(epsilon)
     p, q = sw_pq(epsilon, b)
     return SquareWaveChannel(d, d_out, b, p, q)
@@ -248,6 +270,5 @@ def square_wave_channel(epsilon: float, d: int, d_out: int) -> SquareWaveChannel
 @lru_cache(maxsize=64)
 def discrete_square_wave_channel(epsilon: float, d: int) -> DiscreteSquareWaveChannel:
     """The discrete Square Wave model of one configuration, built once."""
-    from ldp_telemetry.ldp.protocols.sw import discrete_sw_parameters
     b, p, q = discrete_sw_parameters(epsilon, d)
     return DiscreteSquareWaveChannel(d, b, p, q)

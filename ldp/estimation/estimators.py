@@ -25,14 +25,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ldp_telemetry.ldp.errors import RegistryError
-from ldp_telemetry.ldp.estimation import SupportNoise
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.base.registration import Catalog, MethodChoice, Parameter
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
-from ldp_telemetry.ldp.registration import Catalog, MethodChoice, Parameter
+from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
 #: Modules that register estimator methods when imported (loaded on the catalog's first use).
-METHOD_MODULES: list[str] = ["ldp_telemetry.ldp.wiener", "ldp_telemetry.ldp.em",
-                              "ldp_telemetry.ldp.binning", "ldp_telemetry.ldp.admm"]
+METHOD_MODULES: list[str] = ["ldp_telemetry.ldp.estimation.wiener",
+"ldp_telemetry.ldp.estimation.em",
+                              "ldp_telemetry.ldp.estimation.binning",
+                              "ldp_telemetry.ldp.estimation.admm"]
 
 
 @dataclass(frozen=True)

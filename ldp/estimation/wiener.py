@@ -55,13 +55,13 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ldp_telemetry.ldp import hashing
-from ldp_telemetry.ldp.estimation import SupportNoise
-from ldp_telemetry.ldp.estimators import METHODS, EstimatorMethod, EstimatorOutput
-from ldp_telemetry.ldp.postprocess import project_to_simplex
+from ldp_telemetry.ldp.base.registration import Parameter
+from ldp_telemetry.ldp.base.validation import is_finite_number, is_int
+from ldp_telemetry.ldp.estimation.estimators import METHODS, EstimatorMethod, EstimatorOutput
+from ldp_telemetry.ldp.estimation.postprocess import project_to_simplex
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
-from ldp_telemetry.ldp.registration import Parameter
-from ldp_telemetry.ldp.validation import is_finite_number, is_int
+from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
 
 def _fft():
@@ -239,8 +239,8 @@ def gaussian_wiener(unbiased: np.ndarray, noise_level: float, sigma: float
 
 def amrp_permutations(seed: int, count: int, d: int, first: int = 0) -> np.ndarray:
     """Permutations first .. first+count-1 of [0, d) that AMRP uses: the r-th orders the values
-    by the keys splitmix64(splitmix64(seed, r), v) (ldp_telemetry.ldp.hashing; portable across
-    runners and library versions; ties, of probability ~d^2/2^65, broken by value)."""
+    by the keys splitmix64(splitmix64(seed, r), v) (ldp_telemetry.ldp.protocols.hashing; portable
+    across runners and library versions; ties, of probability ~d^2/2^65, broken by value)."""
     rows = hashing.splitmix64(np.uint64(seed), np.arange(first, first + count, dtype=np.uint64))
     keys = hashing.splitmix64(rows[:, None], np.arange(d, dtype=np.uint64)[None, :])
     return np.argsort(keys, axis=1, kind="stable")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldp_telemetry.ldp import hashing
+from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols.base import random_seeds
 from ldp_telemetry.ldp.protocols.grr import GRR
 from ldp_telemetry.ldp.protocols.local_hashing import LocalHashing

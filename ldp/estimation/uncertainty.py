@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ldp_telemetry.ldp.histograms import (QUANTILE_LEVELS, histogram_mean, histogram_quantiles,
-                                           histogram_variance)
-from ldp_telemetry.ldp.registration import Parameter
-from ldp_telemetry.ldp.validation import is_nonnegative_int
+from ldp_telemetry.ldp.base.registration import Parameter
+from ldp_telemetry.ldp.base.validation import is_nonnegative_int
+from ldp_telemetry.ldp.estimation.histograms import (QUANTILE_LEVELS, histogram_mean,
+                                                     histogram_quantiles, histogram_variance)
 
 #: z of a two-sided 95% normal interval (the 0.975 quantile of the standard normal).
 Z95 = 1.959963984540054

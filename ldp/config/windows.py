@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ldp_telemetry.ldp.errors import ConfigError
-from ldp_telemetry.ldp.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.base.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_MS
 
 #: Most windows a report may be counted in (window / period): each slice statistic is added
 #: into that many windows, so the cost of the window stage is slices x this ratio.

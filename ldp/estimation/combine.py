@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimation import RESOLVABLE_STD_ERRORS, standard_error
-from ldp_telemetry.ldp.finalize import error_plug_in
+from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
+from ldp_telemetry.ldp.protocols.noise import RESOLVABLE_STD_ERRORS, standard_error
 
 #: The estimator of a combined estimate, as records name it.
 INVERSE_VARIANCE = "inverse-variance"

@@ -23,7 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from ldp_telemetry.ldp.memoize import REPEAT
+from ldp_telemetry.ldp.base.times import DAY_MS, reports_per_window
+from ldp_telemetry.ldp.config.memoize import REPEAT
 
 #: How the per-day and lifetime figures are composed.
 SEQUENTIAL = "basic sequential composition: the ε of separate reports add up"
@@ -32,7 +33,6 @@ MEMOIZED_RULE = ("basic sequential composition over reports, capped per distinct
 #: What `on_limit` "stop" adds outside the bound: whether a report is sent depends on the value.
 STOP_CAVEAT = ("on_limit 'stop' is outside this bound: a withheld report reveals that the "
                "device's new value is none of its memoized ones")
-DAY_MS = 86_400_000
 
 
 @dataclass(frozen=True)
@@ -116,14 +116,6 @@ def budget_text(privacy: dict | None) -> str | None:
         return None
     return PrivacyBudget(**{name: privacy.get(name) for name in PrivacyBudget.__dataclass_fields__}
                          ).text()
-
-
-def reports_per_window(config, window_ms: int) -> float | None:
-    """Reports one device makes in a window of `window_ms` at the configured rate (None when no
-    rate is configured): above 1, a memoized device's reports in a window share their permanent
-    response (ldp_telemetry.ldp.protocols.memoized.TwoStage.repeated_report_variance)."""
-    rate = config.reports_per_day
-    return None if rate is None else rate * window_ms / DAY_MS
 
 
 def repeated_reports_warning(config, window_ms: int) -> str | None:

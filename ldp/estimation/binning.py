@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimation import unbiased_estimate
-from ldp_telemetry.ldp.estimators import METHODS, EstimatorMethod, EstimatorOutput
-from ldp_telemetry.ldp.postprocess import project_to_simplex
+from ldp_telemetry.ldp.estimation.estimators import METHODS, EstimatorMethod, EstimatorOutput
+from ldp_telemetry.ldp.estimation.postprocess import project_to_simplex
+from ldp_telemetry.ldp.estimation.uncertainty import BOOTSTRAP_PARAMETERS
 from ldp_telemetry.ldp.protocols.base import NUMERIC
-from ldp_telemetry.ldp.uncertainty import BOOTSTRAP_PARAMETERS
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
 
 def _norm_sub(statistic: np.ndarray, n: int, protocol, **_bootstrap) -> EstimatorOutput:

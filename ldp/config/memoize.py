@@ -10,7 +10,7 @@ Registry (one metric):
     "reports_per_day": 24                # optional: the configured reporting rate, for the budget
 
 `lifetime_epsilon` is part of the configuration fingerprint
-(ldp_telemetry.ldp.fingerprint); `max_values`, `on_limit` and `reports_per_day` are not: they
+(ldp_telemetry.ldp.config.fingerprint); `max_values`, `on_limit` and `reports_per_day` are not: they
 bound what a device may send over time, not what one report means, and changing them must not
 re-key the permanent responses (fresh ones would undo the memoization).
 
@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from ldp_telemetry.ldp.base.validation import is_int, is_positive_number
 from ldp_telemetry.ldp.protocols.memoized import G_RULES
-from ldp_telemetry.ldp.validation import is_int, is_positive_number
 
 #: Domain-separation prefix of the PRR key derivation (changes if the derivation ever does).
 PRR_CONTEXT = b"ldp-telemetry/prr/v1"

@@ -60,7 +60,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ldp_telemetry.ldp.bytesums import add_column_counts, slab_rows
+from ldp_telemetry.ldp.protocols.bytesums import add_column_counts, slab_rows
 
 _U64 = np.uint64
 _GOLDEN_GAMMA = _U64(0x9E3779B97F4A7C15)

@@ -41,9 +41,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimation import SupportNoise
-from ldp_telemetry.ldp.registration import Catalog, MethodChoice, Parameter
-from ldp_telemetry.ldp.validation import is_finite_number, is_positive_number
+from ldp_telemetry.ldp.base.registration import Catalog, MethodChoice, Parameter
+from ldp_telemetry.ldp.base.validation import is_finite_number, is_positive_number
+from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
 Postprocessor = Callable[..., np.ndarray]
 
@@ -98,6 +98,16 @@ def project_to_simplex(values: np.ndarray, mass: float = 1.0) -> np.ndarray:
     shifts = (np.cumsum(descending) - mass) / np.arange(1, values.size + 1)
     support = np.flatnonzero(descending > shifts)[-1]  # index 0 always qualifies when mass > 0
     return np.maximum(values - shifts[support], 0.0)
+
+
+def error_plug_in(unbiased: np.ndarray) -> np.ndarray:
+    """The estimate of f that variances are evaluated at: the Norm-Sub projection of f~.
+
+    NaN (no reports) stays NaN. ldp_telemetry.ldp.engine.finalize.finalize_window says why this
+    plug-in.
+    """
+    unbiased = np.asarray(unbiased, dtype=np.float64)
+    return unbiased if np.isnan(unbiased).any() else project_to_simplex(unbiased)
 
 
 def _project_to_capped_simplex(values: np.ndarray, mass: float, cap: float) -> np.ndarray:

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimators import METHODS, EstimatorMethod, EstimatorOutput
+from ldp_telemetry.ldp.base.registration import Parameter
+from ldp_telemetry.ldp.base.validation import is_positive_int, is_positive_number
+from ldp_telemetry.ldp.estimation.estimators import METHODS, EstimatorMethod, EstimatorOutput
+from ldp_telemetry.ldp.estimation.uncertainty import BOOTSTRAP_PARAMETERS
 from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.protocols.hh import BRANCHING
-from ldp_telemetry.ldp.registration import Parameter
-from ldp_telemetry.ldp.uncertainty import BOOTSTRAP_PARAMETERS
-from ldp_telemetry.ldp.validation import is_positive_int, is_positive_number
 
 #: Most ADMM iterations a registry may ask for (each costs O(nodes) numpy work).
 MAX_ADMM_ITERATIONS = 100_000

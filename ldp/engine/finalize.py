@@ -9,17 +9,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldp_telemetry.ldp.em import expectation_maximisation, paper_tolerance
-from ldp_telemetry.ldp.estimation import SupportNoise, standard_error, unbiased_estimate
-from ldp_telemetry.ldp.estimators import EstimatorOutput
-from ldp_telemetry.ldp.histograms import QUANTILE_LEVELS, summary
-from ldp_telemetry.ldp.postprocess import project_to_simplex
+from ldp_telemetry.ldp.config.registry import MetricConfig
+from ldp_telemetry.ldp.estimation.em import expectation_maximisation, paper_tolerance
+from ldp_telemetry.ldp.estimation.estimators import EstimatorOutput
+from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, summary
+from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
+                                                      Band, BootstrapErrors, bias_corrected_bands,
+                                                      no_bands, Z95, parametric_bootstrap,
+                                                      uncalibrated_statistics)
 from ldp_telemetry.ldp.protocols.base import NUMERIC
-from ldp_telemetry.ldp.registry import MetricConfig
-from ldp_telemetry.ldp.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE, Band,
-                                           BootstrapErrors, bias_corrected_bands, no_bands,
-                                           Z95, parametric_bootstrap,
-                                           uncalibrated_statistics)
+from ldp_telemetry.ldp.protocols.noise import SupportNoise, standard_error, unbiased_estimate
 
 
 @dataclass(frozen=True)
@@ -32,15 +32,6 @@ class WindowResult:
     estimate: np.ndarray
     noise: SupportNoise
     estimator: EstimatorOutput | None = None
-
-
-def error_plug_in(unbiased: np.ndarray) -> np.ndarray:
-    """The estimate of f that variances are evaluated at: the Norm-Sub projection of f~.
-
-    NaN (no reports) stays NaN. See finalize_window for why this plug-in.
-    """
-    unbiased = np.asarray(unbiased, dtype=np.float64)
-    return unbiased if np.isnan(unbiased).any() else project_to_simplex(unbiased)
 
 
 def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int) -> WindowResult:
@@ -83,8 +74,8 @@ class NumericWindowResult:
 
     `estimate`: B bucket probabilities (summing to 1; NaN without reports) over
     `bucket_edges` (B + 1, metric units); `mean`, `variance`, `quantiles` (keyed by
-    ldp_telemetry.ldp.histograms.QUANTILE_LEVELS) in metric units; `errors` their bootstrap
-    standard errors.
+    ldp_telemetry.ldp.estimation.histograms.QUANTILE_LEVELS) in metric units; `errors` their
+    bootstrap standard errors.
     """
 
     n: int
@@ -96,7 +87,8 @@ class NumericWindowResult:
     errors: BootstrapErrors
     estimator: EstimatorOutput
     band_method: str = BAND_NONE
-    bands: dict = None  # statistic (ldp_telemetry.ldp.uncertainty.BAND_STATISTICS) -> Band
+    #: statistic (ldp_telemetry.ldp.estimation.uncertainty.BAND_STATISTICS) -> Band
+    bands: dict = None
 
 
 #: Estimators whose numeric bands are calibrated (bias-corrected bootstrap through EM).
@@ -106,11 +98,11 @@ CALIBRATED_BAND_ESTIMATORS = ("ems", "em")
 def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
                   uncalibrated: dict[str, str] | None = None) -> tuple[str, dict]:
     """(band method, bands) of a Square Wave metric estimated by EMS or EM: the bias-corrected
-    parametric bootstrap of ldp_telemetry.ldp.uncertainty.bias_corrected_bands with EM
+    parametric bootstrap of ldp_telemetry.ldp.estimation.uncertainty.bias_corrected_bands with EM
     ([Li20] Algorithm 1, τ of §6.1 or the configured one for "em") as the interval
     estimator; other estimators have no calibrated band (band method "none").
     `uncalibrated` (statistic -> reason) defaults to the statistics declared without a band at
-    the metric's ε (ldp_telemetry.ldp.uncertainty.uncalibrated_statistics)."""
+    the metric's ε (ldp_telemetry.ldp.estimation.uncertainty.uncalibrated_statistics)."""
     spec, protocol = config.estimator, config.protocol
     params = dict(spec.params)
     if spec.method not in CALIBRATED_BAND_ESTIMATORS:
@@ -138,9 +130,9 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
 
     The metric's NUMERIC estimator (EMS by default for Square Wave, [Li20] §5.5) reconstructs
     the bucket probabilities on [0, 1]; they are reported on the metric's own buckets of
-    [low, high], with their mean, variance and quantiles (ldp_telemetry.ldp.histograms) and
-    the standard errors of a seeded parametric bootstrap through the same estimator
-    (ldp_telemetry.ldp.uncertainty).
+    [low, high], with their mean, variance and quantiles (ldp_telemetry.ldp.estimation.histograms)
+    and the standard errors of a seeded parametric bootstrap through the same estimator
+    (ldp_telemetry.ldp.estimation.uncertainty).
     """
     protocol, spec = config.protocol, config.estimator
     edges = config.bucket_edges

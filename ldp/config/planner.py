@@ -33,10 +33,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from ldp_telemetry.ldp.errors import ConfigError, RegistryError
-from ldp_telemetry.ldp.memoize import MAX_MEMO_VALUES
+from ldp_telemetry.ldp.base.errors import ConfigError, RegistryError
+from ldp_telemetry.ldp.base.validation import MAX_DOMAIN_SIZE, is_int
+from ldp_telemetry.ldp.config.memoize import MAX_MEMO_VALUES
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
-from ldp_telemetry.ldp.validation import MAX_DOMAIN_SIZE, is_int
 
 _TIE = 1e-9
 

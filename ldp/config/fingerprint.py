@@ -32,7 +32,7 @@ text is unchanged):
 
 The estimator and post-processing are not in it: they are the server's choice and do not change
 what a report means; nor are a memoized metric's ``max_values``, ``on_limit`` or the
-``reports_per_day`` rate (ldp_telemetry.ldp.memoize).
+``reports_per_day`` rate (ldp_telemetry.ldp.config.memoize).
 """
 from __future__ import annotations
 

@@ -1,0 +1,3 @@
+"""What a metric is configured as: the registry, window settings, the privacy budget, the
+planner, configuration fingerprints and memoization. Imports `estimation`, `integrity`,
+`protocols` and `base`."""
