@@ -117,19 +117,22 @@ def expand_file_patterns(patterns: list[str]) -> list[str]:
     Local entries that are not regular files are kept (the reader turns each into a dead
     letter without opening it), including the dangling links and link loops that Beam's
     matching skips. InputError (field `input`) naming the pattern when it matches nothing or is
-    a local directory.
+    a local directory. A local pattern without a folder (`*.avro`) matches in the
+    current one.
     """
     files: dict[str, str] = {}  # identity (the real path of a local file) -> path as matched
-    for pattern in patterns:
-        local = FileSystems.get_scheme(pattern) is None
+    for given in patterns:
+        local = FileSystems.get_scheme(given) is None
+        # Beam's local matching needs a folder: `*.avro` matches in the current one
+        pattern = os.path.join(os.curdir, given) if local and not os.path.dirname(given) else given
         if local and os.path.isdir(pattern):
-            raise InputError(f"input {pattern!r} is a directory; give its files, e.g. "
-                             f"{os.path.join(pattern, '*.avro')!r}", field="input")
+            raise InputError(f"input {given!r} is a directory; give its files, e.g. "
+                             f"{os.path.join(given, '*.avro')!r}", field="input")
         matches = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
         if local:
             matches += _broken_links(pattern)
         if not matches:
-            raise InputError(f"input {pattern!r} matches no file", field="input")
+            raise InputError(f"input {given!r} matches no file", field="input")
         for path in sorted(matches):
             files.setdefault(os.path.realpath(path) if local else path, path)
     return list(files.values())

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from ldp_telemetry.ldp.base.errors import InputError
 from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.schemas import files
 from ldp_telemetry.schemas.files import RefusedInput, open_report_file
@@ -83,6 +84,16 @@ def test_a_path_swapped_for_a_fifo_after_the_check_is_not_waited_on(tmp_path, mo
     with pytest.raises(RefusedInput, match="FIFO"):
         open_report_file(str(path))
     assert len(checks) == 2
+
+
+def test_a_pattern_without_a_folder_matches_in_the_current_folder(tmp_path, monkeypatch):
+    write_blocks(tmp_path / "r.avro", [[good(1, "g")]])
+    write_blocks(tmp_path / "s.avro", [[good(2, "g")]])
+    monkeypatch.chdir(tmp_path)
+    assert expand_file_patterns(["*.avro"]) == ["./r.avro", "./s.avro"]
+    assert expand_file_patterns(["r.avro"]) == ["./r.avro"]
+    with pytest.raises(InputError, match="'x.avro' matches no file"):
+        expand_file_patterns(["x.avro"])
 
 
 def test_the_input_glob_lists_broken_links_that_beam_skips(tmp_path):
