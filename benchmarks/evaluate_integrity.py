@@ -1,8 +1,8 @@
 """Evaluation of the integrity statistics against simulated poisoning attacks.
 
 For each protocol and ε: `--honest` windows of n honest reports (the false-alarm rate of each
-statistic and of the window's flag), and for each attack (MGA, RIA, ROA; ldp.attacks), fake
-fraction and number of targets, `--windows` windows of n reports of which that fraction are
+statistic and of the window's flag), and for each attack (MGA, RIA, ROA; ldp.integrity.attacks),
+fake fraction and number of targets, `--windows` windows of n reports of which that fraction are
 fake (the detection rate of each statistic and of the window's flag), with the attack's gain,
 the mean over targets of f~_t - f_t (the estimate's error the attack causes), and the same with
 the section's labelled recovered estimate where it has one (ldp.integrity.recovery; the

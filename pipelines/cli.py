@@ -2,7 +2,7 @@
 a protocol, serve the dashboard, make and compare registries.
 
 `main` parses (`ldp_telemetry.pipelines.parser`), dispatches to the command's handler and maps
-errors to exit statuses: 0 when the command succeeds; 2 for a `ldp.errors.UserError` (a problem
+errors to exit statuses: 0 when the command succeeds; 2 for a `ldp.base.errors.UserError` (a problem
 in what the user gave), printed as one line `ldp COMMAND: error: MESSAGE` in which the setting
 the error names is written as its flag (`user_message`); any other exception is a bug and
 propagates with its traceback (exit status 1). `ldp run` also ends with 3 when its files are
@@ -229,7 +229,8 @@ def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
 
 
 def _print_two_stage_plan(args: argparse.Namespace) -> None:
-    """The two-stage comparison of `ldp plan --lifetime-epsilon` (ldp.planner.two_stage_plan)."""
+    """The two-stage comparison of `ldp plan --lifetime-epsilon`
+    (ldp.config.planner.two_stage_plan)."""
     from ldp_telemetry.ldp.config.planner import two_stage_plan
     rows = two_stage_plan(args.epsilon, args.lifetime_epsilon, args.domain, args.n,
                           args.max_values)

@@ -3,7 +3,7 @@
 `EstimateJob` is the estimation job (registry, input files, output folder, windows, store,
 reader limits); `LiveConfig` says how a live run follows its source and when it stops.
 `job_from_arguments` and `live_config_from_arguments` make them from `ldp run`'s arguments
-(`ldp_telemetry.pipelines.arguments`). Every problem is a `ldp.errors.UserError` naming the
+(`ldp_telemetry.pipelines.arguments`). Every problem is a `ldp.base.errors.UserError` naming the
 setting (`window`, `input`, `follow`, ...): the command line maps it to its flag.
 """
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The text of `ldp query`: a query on one window estimate, answered and formatted.
 
-Frequency metrics take `--labels`, `--top` and `--range` (`ldp.queries.WindowEstimate`),
+Frequency metrics take `--labels`, `--top` and `--range` (`ldp.estimation.queries.WindowEstimate`),
 optionally post-processed again (`--method`, `--param`); numeric metrics take `--range` in their
-units and `--quantile` (`ldp.numeric_queries.NumericWindow`). `--json` gives one JSON object.
-This is the command line's own formatting: its messages name flags. Every ± is the half width
-of the 95% band, as in `ldp show` and the dashboard (`output.text.BAND_NOTE`); the standard error
-is printed beside it, and in JSON each answer carries both (`std_error`, `half95`).
+units and `--quantile` (`ldp.estimation.numeric_queries.NumericWindow`). `--json` gives one JSON
+object. This is the command line's own formatting: its messages name flags. Every ± is the half
+width of the 95% band, as in `ldp show` and the dashboard (`output.text.BAND_NOTE`); the standard
+error is printed beside it, and in JSON each answer carries both (`std_error`, `half95`).
 """
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ CHUNK_RECORDS = 65_536
 #: The column of event times (int64 epoch ms) in the batches of a decoder made with
 #: `event_times=True`; the counting job never asks for it.
 EVENT_TIME = "event_time"
-# Valid event times are ldp.validation's [EVENT_TIME_MIN_MS, EVENT_TIME_END_MS). A device clock
+# Valid event times are ldp.base.validation's [EVENT_TIME_MIN_MS, EVENT_TIME_END_MS). A device clock
 # reset to the epoch gives times >= 0, which stay valid; times outside are not real (seconds or
 # microseconds taken for milliseconds, NaN cast to int64 min) and would overflow the window
 # arithmetic.

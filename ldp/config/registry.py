@@ -65,13 +65,13 @@ MAX_HISTORY = 64
 #: Highest configuration version.
 MAX_VERSION = 1_000_000
 AUTO = "auto"
-#: Largest domain size d (defined in ldp.validation, which `ldp plan` reads too).
+#: Largest domain size d (defined in ldp.base.validation, which `ldp plan` reads too).
 MAX_DOMAIN_SIZE = validation.MAX_DOMAIN_SIZE
 #: Report counts at which post-processing is tried on a probe vector when the registry loads.
 PROBE_REPORT_COUNTS = (1, 1_000, 1_000_000_000)
 #: Length of the probe vector (or d, when smaller).
 PROBE_VALUES = 64
-#: `not_before` dates must be valid event times (`ldp.validation.is_valid_event_time`).
+#: `not_before` dates must be valid event times (`ldp.base.validation.is_valid_event_time`).
 log = logging.getLogger(__name__)
 
 

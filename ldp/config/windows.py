@@ -18,7 +18,7 @@ from ldp_telemetry.ldp.base.validation import EVENT_TIME_END_MS, EVENT_TIME_MIN_
 #: into that many windows, so the cost of the window stage is slices x this ratio.
 MAX_WINDOWS_PER_REPORT = 1_000
 #: Longest window, period, offset or allowed lateness: the span of valid event times
-#: (`ldp.validation`), about 230 years. Longer ones cannot hold two distinct windows of real
+#: (`ldp.base.validation`), about 230 years. Longer ones cannot hold two distinct windows of real
 #: data, and 1e11 s or more leaves Beam's timestamp range.
 MAX_DURATION_MS = EVENT_TIME_END_MS - EVENT_TIME_MIN_MS
 #: Shortest window and period: event times are in milliseconds.

@@ -9,8 +9,8 @@ v // 8); padding bits above d must be 0.
 
 Statistic: the support counts themselves. A block of reports is unpacked by numpy
 (`np.unpackbits`, one 0/1 byte per bit) and its columns are summed as bytes, 255 reports at a
-time (ldp.bytesums: a byte cannot overflow), then added into the int64 counts. The block holds
-about _BLOCK_BYTES unpacked bytes whatever n is.
+time (ldp.protocols.bytesums: a byte cannot overflow), then added into the int64 counts. The block
+holds about _BLOCK_BYTES unpacked bytes whatever n is.
 """
 from __future__ import annotations
 

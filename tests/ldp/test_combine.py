@@ -1,5 +1,6 @@
-"""The combined estimate of several configuration versions (ldp.combine): exactly unbiased, with
-the exact variance Σ w_k² Var_k / (Σ w_k)², checked by simulation; and which versions combine."""
+"""The combined estimate of several configuration versions (ldp.estimation.combine): exactly
+unbiased, with the exact variance Σ w_k² Var_k / (Σ w_k)², checked by simulation; and which
+versions combine."""
 from __future__ import annotations
 
 import numpy as np

@@ -297,7 +297,7 @@ def window(method="base", protocol_name="oue", n=5000, seed=3, **params) -> Wind
 
 def test_point_query_standard_error_is_the_records():
     w = window()
-    record_se = standard_error(project_to_simplex(w.unbiased), w.noise)  # as ldp.finalize does
+    record_se = standard_error(project_to_simplex(w.unbiased), w.noise)  # as finalize does
     for i, label in enumerate(w.labels):
         answer = w.point(label)
         assert answer.value == pytest.approx(w.unbiased[i])

@@ -192,7 +192,7 @@ def test_smoothing_is_eq25_and_gf_dw_uses_the_gaussian_spectrum():
 @pytest.mark.parametrize("name", ["grr", "oue", "olh", "hr", "ss", "rws"])
 def test_fixed_gain_standard_error_is_the_exact_variance_of_the_linear_filter(name):
     """The O(d log d) formula equals, value by value, the exact variance of sum_v A_uv f~_v
-    from the per-protocol closed forms of ldp.queries (an independent derivation)."""
+    from the per-protocol closed forms of ldp.estimation.queries (an independent derivation)."""
     protocol, noise, _, unbiased = window(name, 40, 3000, 2.0, seed=9)
     plug_in = project_to_simplex(unbiased)
     for method, params in [("iiw", {"iterations": 30}), ("smooth", {}), ("gf-dw", {"sigma": 2.0})]:

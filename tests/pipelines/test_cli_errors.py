@@ -1,4 +1,4 @@
-"""The command line's error taxonomy: a problem in what the user gave (`ldp.errors.UserError`)
+"""The command line's error taxonomy: a problem in what the user gave (`ldp.base.errors.UserError`)
 is one line naming the flag and exit status 2; anything else is a bug, shown with its traceback
 (exit status 1), never dressed up as a mistyped flag."""
 from __future__ import annotations

@@ -170,7 +170,7 @@ def test_a_window_of_two_versions_has_an_estimate_per_version_and_a_combined_one
         flights, tmp_path, capsys):
     """Half of the devices still on v1 (OUE, ε = 2), half on v2 (GRR, ε = 4, labels reversed):
     an estimate per version from its own reports, and their inverse-variance combination
-    (ldp.combine) over all of them, each within 5 exact standard errors of the truth (the
+    (ldp.estimation.combine) over all of them, each within 5 exact standard errors of the truth (the
     combination's: Σ w_k² Var_k / (Σ w_k)² with eq. 2 at the truth)."""
     indices, labels, truth = flights
     history = [{"version": 1, "protocol": "oue", "epsilon": 2.0, "domain": {"labels": labels}}]
