@@ -2,9 +2,9 @@
 
 For each ε, one window of n Square Wave reports of real data (flights3m `minute`, one day,
 resampled to n; a Beta(5, 2) sample when the data set is absent) is reconstructed by
-  ems, em      ldp_telemetry.ldp.estimation.em with the structured model (two O(d) products per
-  iteration) dense        the same iterations with M as a dense d̃ × d matrix built once (numpy
-  matmul)
+  ems, em      ldp_telemetry.ldp.estimation.em with the structured model (two O(d) products
+               per iteration)
+  dense        the same iterations with M as a dense d̃ × d matrix built once (numpy matmul)
 each a median of --repeats runs (wall-clock; process CPU time alongside, which a shared
 machine inflates less). The dense figure is measured on --dense-iterations iterations and
 scaled to the EMS iteration count. The surveyed implementation rebuilds dense arrays every

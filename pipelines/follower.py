@@ -77,7 +77,8 @@ from ldp_telemetry.ldp.base.validation import seconds_problem
 from ldp_telemetry.ldp.config.registry import Registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.engine.batches import DeadLetter, ReportBatch
-from ldp_telemetry.ldp.engine.counting import SupportStatistic, duplicate_letter
+from ldp_telemetry.ldp.engine.counting import (DUPLICATE_EXAMPLES, SupportStatistic,
+                                               duplicate_letter)
 from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.output.atomic import write_atomically
 from ldp_telemetry.output.layout import (COMBINED, DEAD_LETTER_DIR, TOO_LATE_LOG, WindowKey,
@@ -367,8 +368,8 @@ class DirectoryFollower:
                 where = (item.metric, item.slice_start_ms)
                 count, examples = duplicates.get(where, (0, ()))
                 repeated = item.columns["report_id"][~keep]
-                duplicates[where] = (count + len(repeated),
-                                     examples + tuple(int(i) for i in repeated[:5]))
+                examples += tuple(int(i) for i in repeated[:DUPLICATE_EXAMPLES])
+                duplicates[where] = (count + len(repeated), examples)
                 item = select_rows(item, keep)
             if not item.n:
                 continue
@@ -380,7 +381,7 @@ class DirectoryFollower:
         letters.extend(cap.finish_file())
         for (metric, start_ms), (count, examples) in duplicates.items():
             letters.append(duplicate_letter(
-                SupportStatistic(metric, None, count, examples[:5]), start_ms,
+                SupportStatistic(metric, None, count, examples[:DUPLICATE_EXAMPLES]), start_ms,
                 self._windows.slice_ms))
         state.records_read += self._decoder.records_read - before
         state.files[name] = FileRecord(state.watermark_ms, *file_identity(stat),

@@ -16,8 +16,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
 from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.engine.counting import DUPLICATES
 from ldp_telemetry.pipelines.job import EstimateJob
-from ldp_telemetry.transforms.count import DUPLICATES, CountKeyedWindows, CountWindowPanes
+from ldp_telemetry.transforms.count import CountKeyedWindows, CountWindowPanes
 from ldp_telemetry.transforms.estimate_windows import FinalizeEstimatesFn, FinalizePanesFn
 from ldp_telemetry.transforms.read import BATCHES, DEAD_LETTERS, ReadReportBatches
 from ldp_telemetry.transforms.sinks import (DeadLetterFiles, DeadLetterShards, EstimateShards,

@@ -65,7 +65,7 @@ PLAIN_BYTES_PER_VALUE = 200
 
 
 #: Bytes a live run over a directory holds per distinct report id of an open slice (an int64 in
-#: a sorted numpy level, `transforms.count.IdSet`; twice that for a moment while levels merge).
+#: a sorted numpy level, `ldp.engine.counting.IdSet`; twice that for a moment while levels merge).
 REPORT_ID_BYTES = 8
 
 

@@ -1,7 +1,7 @@
 """The report ids a live run over a directory has counted, per open (metric, slice).
 
 The batch job counts each report id once per (metric, slice), across files and configuration
-versions (`transforms.count.SliceCounter`: the first row of each id is counted, the others are
+versions (`ldp.engine.counting.SliceCounter`: the first row of each id is counted, the others are
 `duplicate` dead letters). `SliceIds` makes the same decision in the directory follower, before
 a batch is handed to Beam, so that every pane of a live run counts the reports the batch job
 counts over the same files: re-delivered files and ids repeated within a file add nothing.
@@ -28,7 +28,7 @@ class SliceIds:
     __slots__ = ("_sets",)
 
     def __init__(self):
-        self._sets: dict = {}  # (metric, slice start ms) -> transforms.count.IdSet
+        self._sets: dict = {}  # (metric, slice start ms) -> ldp.engine.counting.IdSet
 
     def keep(self, batch: ReportBatch) -> np.ndarray | None:
         """The mask of the batch's rows to count (the first row of each id not counted before in

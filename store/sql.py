@@ -132,8 +132,8 @@ _TABLE_NAMES = ("ldp_windows", "ldp_window_values", "ldp_window_summaries", "ldp
                 "ldp_rejects", "ldp_runs", "ldp_metric_privacy")
 
 #: What each metric configuration promises a device (ldp_telemetry.ldp.config.budget), from the
-# records'  `privacy` field: one row per (metric, version), the newest record's. `lifetime_epsilon`
-# is  NULL when the lifetime cost grows without bound (one-stage reports); `value_epsilon` is ε∞,
+#: records' `privacy` field: one row per (metric, version), the newest record's. `lifetime_epsilon`
+#: is NULL when the lifetime cost grows without bound (one-stage reports); `value_epsilon` is ε∞,
 #: the cost of any number of reports of one distinct value (memoized reports only).
 _PRIVACY_TABLE = """
 CREATE TABLE IF NOT EXISTS ldp_metric_privacy (

@@ -54,3 +54,93 @@ def test_a_pickle_made_under_the_old_module_name_still_loads(new, old, name, mak
     loaded = pickle.loads(data.replace(f"{new.__name__}\n".encode(), f"{old}\n".encode()))
     assert type(loaded) is type(made)
     assert state(loaded) == state(made)
+
+
+# -- every class a running job holds resolves under the name it had before 0.3 ----------------
+
+#: The modules moved in 0.3, by new name: the name an older job pickled their classes under.
+#: The three modules outside `ldp` stay as re-exports; the modules moved inside `ldp` left no
+#: module behind, so no class of theirs may be in what a job holds between steps.
+_LDP_MOVES = {
+    "base": ("errors", "registration", "times", "validation"),
+    "config": ("budget", "fingerprint", "memoize", "planner", "registry", "windows"),
+    "engine": ("finalize",),
+    "estimation": ("admm", "binning", "combine", "distances", "em", "estimators", "histograms",
+                   "numeric_queries", "postprocess", "queries", "uncertainty", "wiener"),
+    "integrity": ("attacks",),
+    "protocols": ("bytesums", "channels", "hashing"),
+}
+OLD_MODULE = {
+    "ldp_telemetry.ldp.engine.counting": "ldp_telemetry.transforms.count",
+    "ldp_telemetry.ldp.engine.batches": "ldp_telemetry.schemas.batches",
+    "ldp_telemetry.ldp.engine.reasons": "ldp_telemetry.output.reasons",
+    "ldp_telemetry.ldp.engine.window": "ldp_telemetry.ldp.integrity.window",
+    "ldp_telemetry.ldp.protocols.noise": "ldp_telemetry.ldp.estimation",
+    **{f"ldp_telemetry.ldp.{part}.{name}": f"ldp_telemetry.ldp.{name}"
+       for part, names in _LDP_MOVES.items() for name in names},
+}
+FREQUENCY_ENTRIES = [("grr", 10), ("oue", 13), ("sue", 10), ("rue", 10), ("olh", 40),
+                     ("blh", 40), ("rlh", 40), ("hr", 16), ("ss", 20), ("rws", 20)]
+NUMERIC_ENTRIES = ["sw", "sw-discrete", "cfo-grr", "cfo-olh", "hh", "sr", "pm"]
+
+
+def held_by_a_job():
+    """What a job holds between its steps and in its state, for every protocol: the report
+    batches, the dedupe step's IdSet, each slice's and window's SupportStatistic (with the
+    integrity sample), the duplicate dead letters, and the compact window-estimate records."""
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.transforms.count import MergeSupportFn
+    from ldp_telemetry.transforms.estimate_windows import FinalizeEstimatesFn
+
+    registry = parse_registry({"metrics": [
+        *({"name": name, "protocol": name, "epsilon": 1.0, "domain": {"size": d}}
+          for name, d in FREQUENCY_ENTRIES),
+        *({"name": name, "protocol": name, "epsilon": 1.0,
+           "domain": {"low": 0, "high": 1, "buckets": 16}} for name in NUMERIC_ENTRIES)]})
+    finalize = FinalizeEstimatesFn(registry, compact=True)
+    finalize.setup()
+    rng = np.random.default_rng(11)
+    held = []
+    for name in [name for name, _ in FREQUENCY_ENTRIES] + NUMERIC_ENTRIES:
+        config = registry[name]
+        values = (rng.integers(0, config.d, 400) if name in dict(FREQUENCY_ENTRIES)
+                  else rng.random(400))
+        columns = config.protocol.perturb(values, rng)
+        columns[batches.REPORT_ID] = np.concatenate([np.arange(390), np.arange(10)])
+        batch = batches.ReportBatch(name, 0, columns, config.version)
+        ids = counting.IdSet()
+        ids.add_new(columns[batches.REPORT_ID])
+        statistic = counting.count_slice(registry, [batch])
+        window = MergeSupportFn().add_input(MergeSupportFn().create_accumulator(), statistic)
+        records = finalize._records(name, window, 0, 60_000,
+                                    {"timing": "ON_TIME", "index": 0, "is_last": True})
+        held += [batch, ids, statistic, window, counting.duplicate_letter(statistic, 0, 60_000),
+                 *records]
+    return held
+
+
+def pickled_classes(obj) -> set[tuple[str, str]]:
+    """(module, name) of every class or function a protocol-2 pickle of `obj` names."""
+    import pickletools
+    return {tuple(arg.split(" ", 1)) for op, arg, _ in pickletools.genops(pickle.dumps(obj, 2))
+            if op.name == "GLOBAL"}
+
+
+def test_every_class_a_job_holds_resolves_under_its_name_before_the_move():
+    import importlib
+    held = held_by_a_job()
+    names = set().union(*(pickled_classes(obj) for obj in held))
+    ours = {(module, name) for module, name in names if module.startswith("ldp_telemetry.")}
+    assert ("ldp_telemetry.ldp.engine.counting", "SupportStatistic") in ours
+    assert ("ldp_telemetry.ldp.integrity.sample", "ReportSample") in ours  # the samples are in
+    unresolved = []
+    for module, name in sorted(ours):
+        old = OLD_MODULE.get(module, module)
+        try:
+            resolved = getattr(importlib.import_module(old), name)
+        except (ImportError, AttributeError):
+            unresolved.append(f"{old}.{name} (now {module}.{name})")
+            continue
+        assert resolved is getattr(importlib.import_module(module), name)
+    assert not unresolved, "pickled by a running job, gone from the module it had: " + ", ".join(
+        unresolved)

@@ -43,18 +43,21 @@ from apache_beam.transforms import window as beam_window
 from ldp_telemetry.ldp.config.registry import Registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.engine.batches import ReportBatch
-from ldp_telemetry.ldp.engine.counting import (DUPLICATES, IdSet,  # noqa: F401 (see below)
-                                               SliceCounter, SupportStatistic, VersionStatistic,
-                                               count_slice, duplicate_letter)
+from ldp_telemetry.ldp.engine.counting import (DUPLICATES, SupportStatistic, count_slice,
+                                               duplicate_letter)
+from ldp_telemetry.ldp.engine.counting import (IdSet, SliceCounter,  # noqa: F401 (see below)
+                                               VersionStatistic)
 from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.transforms.coders import ReportBatchCoder  # noqa: F401 (registers it)
 from ldp_telemetry.transforms.dedupe import DeduplicateSlicesFn
 from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
 from ldp_telemetry.transforms.windows import into_slices, into_windows
 
-# SupportStatistic, VersionStatistic and IdSet moved to ldp_telemetry.ldp.engine.counting in
-# 0.3. Beam pickles them inside accumulators and state under this module's name, so they stay
-# importable from here for one release: a running streaming job can be updated. Remove in 0.4.
+# SupportStatistic, VersionStatistic, IdSet and SliceCounter moved to
+# ldp_telemetry.ldp.engine.counting in 0.3. Beam pickles the first three under this module's name
+# (accumulators and elements: SupportStatistic, VersionStatistic; DeduplicateSlicesFn's state:
+# IdSet), so they stay importable from here for one release: a running streaming job can be
+# updated. Remove in 0.4.
 
 
 class MergeSupportFn(beam.CombineFn):

@@ -27,8 +27,10 @@ def count_window(config: MetricConfig, columns: dict, report_ids: np.ndarray | N
     `report_ids` is None), counted in batches of BATCH_ROWS; a repeated id is counted once and
     shows in `duplicates`."""
     n = len(next(iter(columns.values())))
-    ids = np.arange(n, dtype=np.int64) if report_ids is None else np.asarray(report_ids,
-                                                                            dtype=np.int64)
+    if report_ids is None:
+        ids = np.arange(n, dtype=np.int64)
+    else:
+        ids = np.asarray(report_ids, dtype=np.int64)
     if len(ids) != n:
         raise ValueError(f"{len(ids)} report ids for {n} reports")
     batches = [ReportBatch(config.name, 0, {**{k: v[start:start + BATCH_ROWS]

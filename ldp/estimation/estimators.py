@@ -32,7 +32,7 @@ from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
 #: Modules that register estimator methods when imported (loaded on the catalog's first use).
 METHOD_MODULES: list[str] = ["ldp_telemetry.ldp.estimation.wiener",
-"ldp_telemetry.ldp.estimation.em",
+                              "ldp_telemetry.ldp.estimation.em",
                               "ldp_telemetry.ldp.estimation.binning",
                               "ldp_telemetry.ldp.estimation.admm"]
 

@@ -79,8 +79,7 @@ import numpy as np
 from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.ldp.base.validation import is_int, is_positive_int
 from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
-from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
-from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec, post_pos
+from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec, error_plug_in, post_pos
 from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
 

@@ -13,7 +13,8 @@ counts; p* and q*, hence the analytical n·MSE (`n_mse`, [Fang25] eq. 4 with the
 q*) that the planner ranks by; the aggregation cost (`server_cost`, `aggregation_rank`) for the
 planner's tie-break; and `report_variance`, the variance of any weighted sum of one report's support
 indicators, from which ldp_telemetry.ldp.estimation.queries computes the exact variance of any
-linear answer. Estimation is shared (ldp_telemetry.ldp.protocols.noise).
+linear answer. The support-set noise model (unbiased estimate, variances) is shared by every
+pure protocol: ldp_telemetry.ldp.protocols.noise.
 """
 from __future__ import annotations
 

@@ -37,9 +37,8 @@ top 32 bits of t to [0, g) is monotone, H(seed, v) = y exactly when t lies in
 That test is one multiply, one add and one compare per (report, value) pair, done by numpy on
 a (reports x values) block; no Python call runs per pair. The block's hits are summed per value
 as bytes (ldp.protocols.bytesums), not as 64-bit integers. The three passes over the block
-(multiply,
-add, compare) each run at a few G pairs/s, so in numpy the test is bounded near 1 G pairs/s:
-about 1 M reports/s at d = 1024 (docs/benchmarks.md).
+(multiply, add, compare) each run at a few G pairs/s, so in numpy the test is bounded near
+1 G pairs/s: about 1 M reports/s at d = 1024 (docs/benchmarks.md).
 
 A seeded k-subset of [0, d) (the wheel subset of RWS) is the first k entries of a partial
 Fisher-Yates shuffle driven by the same function:

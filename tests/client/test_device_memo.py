@@ -18,8 +18,7 @@ from ldp_telemetry.client.device import DeviceMemo
 from ldp_telemetry.ldp.base.errors import InputError
 from ldp_telemetry.ldp.config.memoize import words_for
 from ldp_telemetry.ldp.config.registry import parse_registry
-from ldp_telemetry.ldp.protocols import hashing
-from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols import hashing, make_protocol
 
 SECRET = bytes(range(32))
 T0 = 1_717_200_000_000

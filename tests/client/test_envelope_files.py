@@ -63,7 +63,8 @@ def test_envelope_and_per_report_files_of_the_same_reports_decode_alike(tmp_path
 
 
 def test_simulate_writes_envelope_files_of_the_same_reports_as_per_report_files(tmp_path):
-    from ldp_telemetry.pipelines.simulate import TrueValues, simulate_reports
+    from ldp_telemetry.pipelines.csv_input import TrueValues
+    from ldp_telemetry.pipelines.simulate import simulate_reports
     config = REGISTRY["g"]
     rng = np.random.default_rng(5)
     truth = TrueValues(rng.integers(0, 3, 250), 1_717_200_000_000 + rng.integers(0, HOUR, 250))

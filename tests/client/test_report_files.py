@@ -85,7 +85,8 @@ def test_the_job_decodes_client_files_into_the_encoded_columns(tmp_path):
 
 
 def test_simulate_writes_client_files_that_carry_the_fingerprint(tmp_path):
-    from ldp_telemetry.pipelines.simulate import TrueValues, simulate_reports
+    from ldp_telemetry.pipelines.csv_input import TrueValues
+    from ldp_telemetry.pipelines.simulate import simulate_reports
     config = REGISTRY["g"]
     rng = np.random.default_rng(5)
     truth = TrueValues(rng.integers(0, 3, 250), T0 + rng.integers(0, HOUR, 250))

@@ -16,8 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.protocols import hashing
-from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols import hashing, make_protocol
 
 K = 4.5
 SLACK = 1e-9

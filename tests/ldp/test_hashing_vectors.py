@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.protocols import hashing
-from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols import hashing, make_protocol
 
 from tests.ldp.hashing_reference import ref_local_hash, ref_splitmix64, ref_subset
 

@@ -16,8 +16,7 @@ from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.estimation.admm import admm, tree_projection
 from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
-from ldp_telemetry.ldp.protocols import hashing
-from ldp_telemetry.ldp.protocols import make_numeric_protocol
+from ldp_telemetry.ldp.protocols import hashing, make_numeric_protocol
 from ldp_telemetry.ldp.protocols.hh import node_counts, tree_depth
 from ldp_telemetry.ldp.protocols.olh import OLH
 

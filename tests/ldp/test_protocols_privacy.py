@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldp_telemetry.ldp.protocols import hashing
-from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
+from ldp_telemetry.ldp.protocols import PROTOCOLS, hashing, make_protocol
 from ldp_telemetry.ldp.protocols.hr import hadamard_parity
 
 DOMAINS = [2, 3, 4, 5, 6]

@@ -23,8 +23,7 @@ from scipy import stats
 from ldp_telemetry.ldp.estimation import queries
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, PostprocessSpec, project_to_simplex
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate, linear_variance, report_variance
-from ldp_telemetry.ldp.protocols import hashing
-from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
+from ldp_telemetry.ldp.protocols import PROTOCOLS, hashing, make_protocol
 from ldp_telemetry.ldp.protocols.hr import hadamard_parity
 from ldp_telemetry.ldp.protocols.noise import standard_error, unbiased_estimate
 

@@ -15,8 +15,7 @@ from ldp_telemetry.ldp.base.errors import RegistryError, UserError
 from ldp_telemetry.ldp.base.registration import (Catalog, MethodChoice, Parameter, bind_parameters,
                                                  did_you_mean)
 from ldp_telemetry.ldp.base.validation import is_positive_int
-from ldp_telemetry.ldp.estimation import estimators
-from ldp_telemetry.ldp.estimation import postprocess
+from ldp_telemetry.ldp.estimation import estimators, postprocess
 from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, make_numeric_protocol,
                                          make_protocol)
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, NUMERIC

@@ -10,8 +10,8 @@ import pytest
 from scipy import stats
 
 from ldp_telemetry.ldp.protocols import make_numeric_protocol
-from ldp_telemetry.ldp.protocols.channels import SquareWaveChannel
-from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave, sw_b, sw_pq
+from ldp_telemetry.ldp.protocols.channels import SquareWaveChannel, sw_b, sw_pq
+from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
 
 EPSILONS = [1e-3, 0.5, 1.0, 2.0, 4.0, 10.0]
 
