@@ -117,8 +117,8 @@ def expand_file_patterns(patterns: list[str]) -> list[str]:
     Local entries that are not regular files are kept (the reader turns each into a dead
     letter without opening it), including the dangling links and link loops that Beam's
     matching skips. InputError (field `input`) naming the pattern when it matches nothing or is
-    a local directory. A local pattern without a folder (`*.avro`) matches in the
-    current one.
+    a local directory. A local pattern without a folder (`*.avro`) matches in the current
+    folder.
     """
     files: dict[str, str] = {}  # identity (the real path of a local file) -> path as matched
     for given in patterns:
