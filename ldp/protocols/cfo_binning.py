@@ -63,7 +63,7 @@ class CfoBinning(NumericProtocol):
     def new_statistic(self) -> np.ndarray:
         return self.inner.new_statistic()
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         self.inner.accumulate(statistic, columns)
 
     def resample(self, estimate: np.ndarray, n: int, rng: np.random.Generator, size: int

@@ -63,5 +63,5 @@ class GRR(FrequencyOracle):
         invalid = (value < 0) | (value >= self.d)
         return {"value": np.where(invalid, 0, value)}, invalid
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         statistic += np.bincount(columns["value"], minlength=self.d)

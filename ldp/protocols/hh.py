@@ -149,7 +149,7 @@ class HierarchicalHistogram(NumericProtocol):
     def new_statistic(self) -> np.ndarray:
         return np.zeros(int(self.offsets()[-1]), dtype=np.int64)
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         level = np.asarray(columns["level"], dtype=np.int64)
         statistic[: self.h] += np.bincount(level - 1, minlength=self.h)
         offsets = self.offsets()

@@ -128,7 +128,7 @@ class HR(FrequencyOracle):
     def statistic_nbytes(self) -> int:
         return 16 * self.K
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         cells = 2 * np.asarray(columns["row"], dtype=np.int64) + columns["bit"]
         statistic += np.bincount(cells, minlength=statistic.size).reshape(statistic.shape)
 

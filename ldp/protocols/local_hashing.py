@@ -14,7 +14,7 @@ Python call per pair.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -39,7 +39,7 @@ def local_hashing_n_mse(epsilon: float, d: int, g: int) -> float:
     return pure_n_mse(*local_hashing_support(epsilon, g), d)
 
 
-def better_rounding(candidates, n_mse_of) -> int:
+def better_rounding(candidates: Iterable[int], n_mse_of: Callable[[int], float]) -> int:
     """The candidate integer with the lowest n·MSE (ties: the smaller one)."""
     return min(sorted(set(candidates)), key=n_mse_of)
 
@@ -100,6 +100,6 @@ class LocalHashing(FrequencyOracle):
     def check_payloads(self, columns):
         return check_seeded_payloads(columns, self.g)
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         hashing.add_local_hash_support(statistic, columns["seed"].view(np.uint64),
                                        columns["y"], self.g)

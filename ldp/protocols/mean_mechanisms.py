@@ -83,10 +83,10 @@ class StochasticRounding(MeanMechanism):
     def new_statistic(self) -> np.ndarray:
         return np.zeros(2, dtype=np.int64)
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         statistic += np.bincount(columns["up"].astype(np.int64), minlength=2)
 
-    def mean_and_error(self, statistic, n):
+    def mean_and_error(self, statistic: np.ndarray, n: int) -> tuple[float, float]:
         """t̄ = (c₊ − c₋)/(n (p − q)); Var ṽ_i = 1/(p − q)² − t_i² ≤ 1/(p − q)² − t̄² on average."""
         gap = 2.0 * self.p - 1.0
         mean = float(statistic[1] - statistic[0]) / (n * gap)
@@ -136,11 +136,11 @@ class PiecewiseMechanism(MeanMechanism):
     def new_statistic(self) -> np.ndarray:
         return np.zeros(2, dtype=np.float64)
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         y = columns["y"]
         statistic += (y.sum(), y @ y)
 
-    def mean_and_error(self, statistic, n):
+    def mean_and_error(self, statistic: np.ndarray, n: int) -> tuple[float, float]:
         """t̄ = Σ ṽ/n with the reports' sample standard error."""
         mean = float(statistic[0]) / n
         return mean, math.sqrt(max(float(statistic[1]) / n - mean ** 2, 0.0) / n)

@@ -40,13 +40,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.protocols import hashing
-from ldp_telemetry.ldp.protocols.base import (epsilon_problem, grr_perturb,
+from ldp_telemetry.ldp.protocols.base import (FrequencyOracle, epsilon_problem, grr_perturb,
                                               independent_support_variance, pure_n_mse,
                                               random_seeds)
 from ldp_telemetry.ldp.protocols.blh import BLH
@@ -151,7 +151,13 @@ def grr_from_words(value: int, k: int, p: float, words: np.ndarray) -> int:
     return other + (other >= value)
 
 
-class TwoStage:
+if TYPE_CHECKING:  # to the type checker, the mixin is the oracle it is mixed into
+    _Oracle = FrequencyOracle
+else:
+    _Oracle = object
+
+
+class TwoStage(_Oracle):
     """What every two-stage oracle adds to its one-stage class (a mixin listed first).
 
     Subclasses are frozen dataclasses with the field `lifetime_epsilon` (ε∞); `epsilon` is the
@@ -489,7 +495,7 @@ class MemoizedRLH(_MemoizedLocalHashing, RLH):
 
 
 #: The two-stage class of every protocol memoization is defined for, by registry name.
-MEMOIZED: dict[str, type] = {cls.name: cls for cls in (
+MEMOIZED: dict[str, type[TwoStage]] = {cls.name: cls for cls in (
     MemoizedGRR, MemoizedOUE, MemoizedSUE, MemoizedRUE, MemoizedOLH, MemoizedBLH, MemoizedRLH)}
 #: The two-stage local-hashing protocols whose g a registry's `memoize.g` may choose (not BLH,
 #: whose g = 2 is its definition).
@@ -498,7 +504,7 @@ LOCAL_HASHING = frozenset(name for name, cls in MEMOIZED.items()
 
 
 def make_memoized_protocol(name: str, report_epsilon: float, d: int, lifetime_epsilon: float,
-                           g_rule: str | None = None):
+                           g_rule: str | None = None) -> TwoStage:
     """The two-stage oracle `name` at ε1 = report_epsilon and ε∞ = lifetime_epsilon over [0, d),
     local hashing with g chosen by `g_rule` (None: the default, "report"); RegistryError when
     `name` has no two-stage form, or a g rule is given for a protocol without g."""

@@ -71,7 +71,7 @@ class RWS(FixedSizeSubset):
     def check_payloads(self, columns):
         return check_seeded_payloads(columns, self.d)
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         seeds, y = columns["seed"].view(np.uint64), np.asarray(columns["y"], dtype=np.int64)
         for start, block in hashing.seeded_permutations(seeds, self.d, self.k):
             supported = block[:, : self.k] + y[start:start + len(block), None]

@@ -82,5 +82,5 @@ class SS(FixedSizeSubset):
         items[invalid] = np.arange(self.k)
         return {"items": items}, invalid
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         statistic += np.bincount(columns["items"].ravel(), minlength=self.d)

@@ -87,7 +87,7 @@ class UnaryEncoding(FrequencyOracle):
             invalid |= (bits[:, -1] >> np.uint8(8 - padding)) != 0
         return {"bits": bits}, invalid
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         bits = columns["bits"]
         rows = slab_rows(_BLOCK_BYTES, self.d)
         for start in range(0, len(bits), rows):
