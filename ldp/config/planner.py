@@ -31,16 +31,12 @@ per-report ε1 and a lifetime ε∞ (ldp_telemetry.ldp.protocols.memoized) with 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 from dataclasses import asdict, dataclass
 
 from ldp_telemetry.ldp.base.errors import ConfigError, RegistryError
 from ldp_telemetry.ldp.base.validation import MAX_DOMAIN_SIZE, is_int
 from ldp_telemetry.ldp.config.memoize import MAX_MEMO_VALUES
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
-
-if TYPE_CHECKING:
-    from ldp_telemetry.ldp.protocols.memoized import TwoStage
 
 _TIE = 1e-9
 
@@ -195,7 +191,7 @@ def two_stage_plan(report_epsilon: float, lifetime_epsilon: float, d: int, n: in
 
 
 def _two_stage(name: str, report_epsilon: float, d: int, lifetime_epsilon: float,
-               g_rule: str | None) -> TwoStage:
+               g_rule: str | None):
     """The two-stage protocol, a bad ε∞ a ConfigError on the plan's setting."""
     from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
     try:

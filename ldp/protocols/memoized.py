@@ -51,11 +51,13 @@ from ldp_telemetry.ldp.protocols.base import (FrequencyOracle, epsilon_problem, 
                                               random_seeds)
 from ldp_telemetry.ldp.protocols.blh import BLH
 from ldp_telemetry.ldp.protocols.grr import GRR
+from ldp_telemetry.ldp.protocols.local_hashing import LocalHashing
 from ldp_telemetry.ldp.protocols.olh import OLH
 from ldp_telemetry.ldp.protocols.oue import OUE
 from ldp_telemetry.ldp.protocols.rlh import RLH
 from ldp_telemetry.ldp.protocols.rue import RUE
 from ldp_telemetry.ldp.protocols.sue import SUE
+from ldp_telemetry.ldp.protocols.unary_encoding import UnaryEncoding
 
 #: Words(kind, item, count) -> `count` uniform uint64 words of the device's keyed stream for
 #: (kind, item) (ldp_telemetry.ldp.config.memoize.prr_words bound to a secret and configuration).
@@ -130,14 +132,14 @@ def symmetric_irr(prr: Stage, report_epsilon: float) -> Stage:
     return Stage(1.0 - t, t)
 
 
-def coin(words: np.ndarray, p) -> np.ndarray:
+def coin(words: np.ndarray, p: float | np.ndarray) -> np.ndarray:
     """Portable Bernoulli(p) draws from uint64 words: (w >> 11) < ceil(p · 2^53) (within 2^-53
     of p; `p` a number or an array of them)."""
     thresholds = np.ceil(np.asarray(p, dtype=np.float64) * 2.0 ** 53).astype(np.uint64)
     return (np.asarray(words, dtype=np.uint64) >> _TOP53) < thresholds
 
 
-def below(word, k: int) -> int:
+def below(word: int | np.integer, k: int) -> int:
     """A portable integer in [0, k) from one uint64 word: (w · k) >> 64 (bias below k/2^64)."""
     return (int(word) * int(k)) >> 64
 
@@ -151,10 +153,12 @@ def grr_from_words(value: int, k: int, p: float, words: np.ndarray) -> int:
     return other + (other >= value)
 
 
-if TYPE_CHECKING:  # to the type checker, the mixin is the oracle it is mixed into
+if TYPE_CHECKING:  # to the type checker, each mixin is the oracle it is mixed into
     _Oracle = FrequencyOracle
+    _Unary = UnaryEncoding
+    _LocalHashing = LocalHashing
 else:
-    _Oracle = object
+    _Oracle = _Unary = _LocalHashing = object
 
 
 class TwoStage(_Oracle):
@@ -275,10 +279,10 @@ class MemoizedGRR(TwoStage, GRR):
 
 # -- unary encoding ---------------------------------------------------------------------------
 
-class _MemoizedUnary(TwoStage):
+class _MemoizedUnary(TwoStage, _Unary):
     """A unary member's bits at ε∞ memoized, then a symmetric IRR on every bit."""
 
-    one_stage: ClassVar[type]
+    one_stage: ClassVar[type[UnaryEncoding]]
 
     def __post_init__(self) -> None:
         self.one_stage.__post_init__(self)
@@ -402,7 +406,7 @@ def loloha_g(lifetime_epsilon: float, report_epsilon: float, upper: int) -> int:
     return low
 
 
-class _MemoizedLocalHashing(TwoStage):
+class _MemoizedLocalHashing(TwoStage, _LocalHashing):
     """LOLOHA's construction [Arcolezi23]: one hash seed per device (memoized), a PRR per hash
     bucket GRR_g at ε∞ (memoized), then an IRR GRR_g composing to GRR_g at ε1; g is the
     member's own choice at ε1 (the composed channel is local hashing at ε1), or with
@@ -410,7 +414,7 @@ class _MemoizedLocalHashing(TwoStage):
     g permanent responses, whatever the number of values it reports, so its lifetime ε is at
     most g·ε∞. Either way the stages compose to GRR_g at ε1 exactly."""
 
-    one_stage: ClassVar[type]
+    one_stage: ClassVar[type[LocalHashing]]
     #: whether g is a choice (OLH, RLH) or the protocol's definition (BLH: g = 2)
     g_is_chosen: ClassVar[bool] = True
     g_rule: str
@@ -514,8 +518,10 @@ def make_memoized_protocol(name: str, report_epsilon: float, d: int, lifetime_ep
         raise RegistryError(f"memoization is defined for protocols {sorted(MEMOIZED)}, not "
                             f"{name!r}", "memoize") from None
     if g_rule is None:
-        return cls(epsilon=report_epsilon, d=d, lifetime_epsilon=lifetime_epsilon)
+        # each class is a dataclass with the field lifetime_epsilon (and g_rule, local hashing)
+        return cls(epsilon=report_epsilon, d=d, lifetime_epsilon=lifetime_epsilon)  # type: ignore[call-arg]
     if name not in LOCAL_HASHING:
         raise RegistryError(f"applies to local hashing with a chosen g ({sorted(LOCAL_HASHING)}),"
                             f" not {name!r}", "memoize.g")
-    return cls(epsilon=report_epsilon, d=d, lifetime_epsilon=lifetime_epsilon, g_rule=g_rule)
+    return cls(epsilon=report_epsilon, d=d, lifetime_epsilon=lifetime_epsilon,  # type: ignore[call-arg]
+               g_rule=g_rule)
