@@ -36,7 +36,7 @@ class IndexLabels(Sequence):
     def __iter__(self) -> Iterator[str]:
         return map(str, range(self._d))
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, IndexLabels) and other._d == self._d
 
     def __hash__(self) -> int:
@@ -72,7 +72,7 @@ def avro_values(record: dict) -> dict:
             for key, value in record.items()}
 
 
-def _avro_array(array: np.ndarray):
+def _avro_array(array: np.ndarray) -> list | FloatChunks:
     return array.tolist() if len(array) <= CHUNK_ITEMS else FloatChunks(array)
 
 

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import math
 
+from typing import Any
+
 import numpy as np
 
 from ldp_telemetry.ldp.protocols import hashing
+from ldp_telemetry.ldp.protocols.base import Columns
 from ldp_telemetry.ldp.protocols.fixed_subset import FixedSizeSubset
 from ldp_telemetry.ldp.protocols.grr import GRR
 from ldp_telemetry.ldp.protocols.local_hashing import LocalHashing
@@ -70,20 +73,20 @@ def _one_plus_binomial_pmf(p: float, others: int, q: float) -> np.ndarray:
 class SupportModel:
     """The support facts of one protocol (see the module docstring); subclasses per family."""
 
-    def __init__(self, protocol):
+    def __init__(self, protocol: Any) -> None:
         self.protocol = protocol
 
-    def sampled(self, columns) -> dict:
+    def sampled(self, columns: Columns) -> dict:
         return dict(columns)
 
     def row_bytes(self) -> int:
         """Bytes of one sampled row, its 8-byte priority included."""
         raise NotImplementedError
 
-    def supports(self, columns, values) -> np.ndarray | None:
+    def supports(self, columns: Columns, values: np.ndarray) -> np.ndarray | None:
         return None
 
-    def sizes(self, columns) -> np.ndarray | None:
+    def sizes(self, columns: Columns) -> np.ndarray | None:
         return None
 
     def size_pmf(self) -> np.ndarray | None:
@@ -206,7 +209,7 @@ class SingleModel(SupportModel):
         return 8 + 8
 
 
-def support_model(protocol) -> SupportModel | None:
+def support_model(protocol: object) -> SupportModel | None:
     """The model of `protocol`'s family, or None when integrity has none (numeric, HR)."""
     if isinstance(protocol, UnaryEncoding):
         return UnaryModel(protocol)
@@ -219,7 +222,7 @@ def support_model(protocol) -> SupportModel | None:
     return None
 
 
-def support_size_moments(protocol) -> tuple[float, float] | None:
+def support_size_moments(protocol: object) -> tuple[float, float] | None:
     """(mean, variance) of one honest report's support size, whatever its true value, or None
     when the family has no model. Constant sizes (GRR 1, SS/RWS k) have variance 0."""
     model = support_model(protocol)
