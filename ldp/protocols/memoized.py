@@ -219,6 +219,11 @@ class TwoStage(_Oracle):
         """The PRR of `item` as one row of payload columns, from the device's keyed words."""
         raise NotImplementedError
 
+    def instantaneous_response(self, columns: dict[str, np.ndarray], rng: np.random.Generator
+                               ) -> dict[str, np.ndarray]:
+        """The IRR of PRR payload columns (one row per report), drawn from `rng`."""
+        raise NotImplementedError
+
     def prr_report_variance(self, w: np.ndarray) -> np.ndarray:
         """Var over the PRR of E[Y | PRR] / (p2 - q2)^2, for every true value x (closed form)."""
         raise NotImplementedError
