@@ -11,6 +11,7 @@ domains). Models are cached per configuration (`square_wave_channel`). The Squar
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -48,7 +49,8 @@ class Product:
     The caller writes the vector in place (no copy per call); the result is a new array.
     """
 
-    def __init__(self, size: int, apply, buffer: np.ndarray | None = None):
+    def __init__(self, size: int, apply: Callable[[np.ndarray], np.ndarray],
+                 buffer: np.ndarray | None = None) -> None:
         self.input = np.zeros(size) if buffer is None else buffer
         self._apply = apply
 
@@ -179,6 +181,8 @@ class SquareWaveChannel(Channel):
     q: float
     out_edges: np.ndarray = field(init=False, repr=False)
     in_edges: np.ndarray = field(init=False, repr=False)
+    _forward: _PlateauOperator = field(init=False, repr=False)
+    _backward: _PlateauOperator = field(init=False, repr=False)
 
     def __post_init__(self):
         out_edges = np.linspace(-self.b, 1.0 + self.b, self.d_out + 1)
@@ -221,7 +225,7 @@ class DiscreteSquareWaveChannel(Channel):
     q: float
 
     @property
-    def d_out(self) -> int:
+    def d_out(self) -> int:  # type: ignore[override]  # read-only here: it follows from d and b
         return self.d + 2 * self.b
 
     def forward(self, x):

@@ -36,6 +36,12 @@ from ldp_telemetry.ldp.protocols.numeric import (NumericProtocol, check_real_pay
 DOUBLE_BYTES = 8
 
 
+def _buckets(protocol: NumericProtocol) -> int:
+    """d̃, the report histogram's size, which a Square Wave protocol's __post_init__ sets."""
+    assert protocol.output_buckets is not None, "set by __post_init__"
+    return protocol.output_buckets
+
+
 def _multinomial(probabilities: np.ndarray, n: int, rng: np.random.Generator, size: int
                  ) -> np.ndarray:
     probabilities = np.clip(probabilities, 0.0, None)
@@ -107,10 +113,10 @@ class SquareWave(NumericProtocol):
         return check_real_payloads(columns, -self.b, 1.0 + self.b)
 
     def new_statistic(self) -> np.ndarray:
-        return np.zeros(self.output_buckets, dtype=np.int64)
+        return np.zeros(_buckets(self), dtype=np.int64)
 
-    def accumulate(self, statistic, columns) -> None:
-        b, d_out = self.b, self.output_buckets
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
+        b, d_out = self.b, _buckets(self)
         j = np.floor((columns["y"] + b) * (d_out / (1.0 + 2.0 * b))).astype(np.int64)
         statistic += np.bincount(np.clip(j, 0, d_out - 1), minlength=d_out)
 
@@ -160,7 +166,7 @@ class DiscreteSquareWave(NumericProtocol):
         return {"y": np.where(plateau, near, far)}
 
     def payload_bytes(self) -> int:
-        return BRANCH_BYTES + varint_bytes(self.output_buckets - 1)
+        return BRANCH_BYTES + varint_bytes(_buckets(self) - 1)
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"y": y} for y in columns["y"].tolist())
@@ -170,11 +176,11 @@ class DiscreteSquareWave(NumericProtocol):
 
     def check_payloads(self, columns):
         y = np.asarray(columns["y"], dtype=np.int64)
-        invalid = (y < 0) | (y >= self.output_buckets)
+        invalid = (y < 0) | (y >= _buckets(self))
         return {"y": np.where(invalid, 0, y)}, invalid
 
     def new_statistic(self) -> np.ndarray:
-        return np.zeros(self.output_buckets, dtype=np.int64)
+        return np.zeros(_buckets(self), dtype=np.int64)
 
-    def accumulate(self, statistic, columns) -> None:
-        statistic += np.bincount(columns["y"], minlength=self.output_buckets)
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
+        statistic += np.bincount(columns["y"], minlength=_buckets(self))
