@@ -10,6 +10,7 @@ import fastavro
 
 if TYPE_CHECKING:
     from ldp_telemetry.ldp.protocols.base import FrequencyOracle
+    from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 
 SCHEMA_DIR = Path(__file__).resolve().parent
 NAMESPACE = "ldp.telemetry"
@@ -35,7 +36,8 @@ def report_schema_json(payload_record: str | None = None) -> dict:
     return schema
 
 
-def payload_branch(protocol: FrequencyOracle | type[FrequencyOracle]) -> str:
+def payload_branch(protocol: FrequencyOracle | NumericProtocol | type[FrequencyOracle]
+                   | type[NumericProtocol]) -> str:
     """Full Avro name of the protocol's payload record (its branch of the report's union)."""
     return f"{NAMESPACE}.{protocol.payload_record}"
 
