@@ -10,6 +10,7 @@ every other consumer expects.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ class IndexLabels(Sequence):
     def __len__(self) -> int:
         return self._d
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice) -> Any:  # a label, or a list of them
         if isinstance(index, slice):
             return [str(v) for v in range(*index.indices(self._d))]
         if not -self._d <= index < self._d:
@@ -56,7 +57,7 @@ class FloatChunks(Sequence):
     def __len__(self) -> int:
         return len(self._array)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice) -> Any:  # a number, or a list of them
         part = self._array[index]
         return part.tolist()
 

@@ -53,7 +53,7 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterator
 from operator import itemgetter, methodcaller
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -108,7 +108,7 @@ def report_as_json(record: dict, limit: int | None = None) -> str:
     With `limit`, each string and bytes value is cut before encoding and the text is cut to
     `limit` characters (see `clip`), so that a huge report never becomes a huge text.
     """
-    def plain(value):
+    def plain(value: Any) -> Any:
         if isinstance(value, bytes):
             if limit is not None:
                 value = value[:limit]

@@ -133,7 +133,7 @@ def _full_name(named: dict, enclosing: str) -> tuple[str | None, str]:
     return (f"{namespace}.{name}" if namespace else name), namespace
 
 
-def _shape(canonical):
+def _shape(canonical: Any) -> Any:
     """A canonical schema as a hashable value, record fields in name order."""
     if isinstance(canonical, str):
         return canonical
@@ -188,7 +188,7 @@ def _envelope_shapes() -> dict:
     return {field["name"]: _shape(field["type"]) for field in canonical["fields"]}
 
 
-def without_logical_types(canonical):
+def without_logical_types(canonical: Any) -> Any:
     """A canonical schema with each logical type replaced by its underlying type.
 
     The decoder wants event times as the epoch milliseconds they are encoded as: decoding

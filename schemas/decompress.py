@@ -91,7 +91,7 @@ def _streamed(decompressor_factory: Callable[[], Any], errors: tuple[type[Except
 class _RawDeflate:
     """zlib's raw-deflate decompressor with the interface of bz2's and lzma's."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._inflate = zlib.decompressobj(-15)
 
     def decompress(self, data: bytes, max_length: int) -> bytes:

@@ -25,7 +25,7 @@ class BlockRecords:
     """Decodes blocks of records of one writer schema (canonical JSON of a report schema, see
     `ldp_telemetry.schemas.compatibility`)."""
 
-    def __init__(self, schema):
+    def __init__(self, schema: dict) -> None:
         header = io.BytesIO()
         fastavro.schemaless_writer(header, HEADER_SCHEMA, {
             "magic": MAGIC, "sync": _SYNC,

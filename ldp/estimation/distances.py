@@ -69,7 +69,7 @@ def variance_error(x: ArrayLike, y: ArrayLike, points: ArrayLike | None = None) 
     x, y = _pair(x, y)
     points = np.arange(len(x), dtype=np.float64) if points is None else np.asarray(points, float)
 
-    def variance(z):
+    def variance(z: np.ndarray) -> float:
         return z @ points ** 2 - (z @ points) ** 2
     return float(abs(variance(x) - variance(y)))
 

@@ -50,7 +50,7 @@ class ReportSample:
     def __len__(self) -> int:
         return min(self._held, self.capacity)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[ReportSample], tuple]:
         priority, columns = self.rows()
         return ReportSample, (self.capacity, int(self.key), priority, columns, self._unnamed)
 

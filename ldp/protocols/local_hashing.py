@@ -82,7 +82,7 @@ class LocalHashing(FrequencyOracle):
         """
         return independent_support_variance(self.p_star, self.q_star, w)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         values = np.asarray(values, dtype=np.int64)
         seeds = random_seeds(values.shape, rng)
         hashed = hashing.local_hash(seeds, values, self.g)
@@ -94,10 +94,11 @@ class LocalHashing(FrequencyOracle):
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return seeded_payloads_to_avro(columns)
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return seeded_payloads_from_avro(payloads, self.g)
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return check_seeded_payloads(columns, self.g)
 
     def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:

@@ -270,11 +270,12 @@ class MemoizedGRR(TwoStage, GRR):
     def prr_report_variance(self, w: np.ndarray) -> np.ndarray:
         return GRR(self.lifetime_epsilon, self.d).report_variance(w)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         prr = grr_perturb(values, self.d, self.prr.p, rng)
         return self.instantaneous_response({"value": prr}, rng)
 
-    def instantaneous_response(self, columns, rng):
+    def instantaneous_response(self, columns: dict[str, np.ndarray], rng: np.random.Generator
+                                   ) -> dict[str, np.ndarray]:
         return {"value": grr_perturb(columns["value"], self.d, self.irr.p, rng)}
 
     def permanent_response(self, item: int, words: Words) -> dict[str, np.ndarray]:
@@ -305,7 +306,7 @@ class _MemoizedUnary(TwoStage, _Unary):
         prr = self.prr
         return independent_support_variance(prr.p, prr.q, w)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         values = np.asarray(values, dtype=np.int64)
         prr = self.prr
         packed = np.empty((len(values), (self.d + 7) // 8), dtype=np.uint8)
@@ -316,7 +317,8 @@ class _MemoizedUnary(TwoStage, _Unary):
             packed[start:start + len(rows)] = np.packbits(bits, axis=1, bitorder="little")
         return self.instantaneous_response({"bits": packed}, rng)
 
-    def instantaneous_response(self, columns, rng):
+    def instantaneous_response(self, columns: dict[str, np.ndarray], rng: np.random.Generator
+                                   ) -> dict[str, np.ndarray]:
         packed = np.asarray(columns["bits"], dtype=np.uint8)
         out = np.empty_like(packed)
         irr = self.irr
@@ -456,14 +458,15 @@ class _MemoizedLocalHashing(TwoStage, _LocalHashing):
         # the PRR's level, whose support indicators are independent (LocalHashing)
         return independent_support_variance(self.prr.p, 1.0 / self.g, w)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         values = np.asarray(values, dtype=np.int64)
         seeds = random_seeds(values.shape, rng)
         hashed = hashing.local_hash(seeds, values, self.g)
         prr = grr_perturb(hashed, self.g, self.prr.p, rng)
         return self.instantaneous_response({"seed": seeds.view(np.int64), "y": prr}, rng)
 
-    def instantaneous_response(self, columns, rng):
+    def instantaneous_response(self, columns: dict[str, np.ndarray], rng: np.random.Generator
+                                   ) -> dict[str, np.ndarray]:
         return {"seed": np.asarray(columns["seed"], dtype=np.int64),
                 "y": grr_perturb(columns["y"], self.g, self.irr.p, rng)}
 

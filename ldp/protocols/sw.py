@@ -90,7 +90,7 @@ class SquareWave(NumericProtocol):
         """`size` report histograms ~ Multinomial(n, M x) for the distribution x = `estimate`."""
         return _multinomial(self.channel().forward(estimate), n, rng, size)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         v = np.asarray(values, dtype=np.float64)
         b = self.b
         plateau = rng.random(v.shape) < 2.0 * b * self.p
@@ -106,10 +106,11 @@ class SquareWave(NumericProtocol):
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return real_payloads_to_avro(columns)
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return real_payloads_from_avro(payloads, -self.b, 1.0 + self.b)
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return check_real_payloads(columns, -self.b, 1.0 + self.b)
 
     def new_statistic(self) -> np.ndarray:
@@ -155,7 +156,7 @@ class DiscreteSquareWave(NumericProtocol):
         """`size` report histograms ~ Multinomial(n, M x) for the distribution x = `estimate`."""
         return _multinomial(self.channel().forward(estimate), n, rng, size)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         i = unit_buckets(values, self.d)
         b, p, _ = discrete_sw_parameters(self.epsilon, self.d)
         plateau = rng.random(i.shape) < (2 * b + 1) * p
@@ -171,10 +172,11 @@ class DiscreteSquareWave(NumericProtocol):
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"y": y} for y in columns["y"].tolist())
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return self.check_payloads({"y": int_column(payloads, "y")})
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         y = np.asarray(columns["y"], dtype=np.int64)
         invalid = (y < 0) | (y >= _buckets(self))
         return {"y": np.where(invalid, 0, y)}, invalid
