@@ -36,8 +36,10 @@ setup(
     python_requires=">=3.10",
     packages=packages,
     package_dir=package_dir,
-    package_data={"ldp_telemetry.schemas": ["*.avsc", "*.schema.json"],
-                  "ldp_telemetry.client": ["test_vectors.json"],
+    # py.typed (PEP 561): the Beam-free packages that mypy checks ship their annotations
+    package_data={"ldp_telemetry.ldp": ["py.typed"], "ldp_telemetry.output": ["py.typed"],
+                  "ldp_telemetry.schemas": ["*.avsc", "*.schema.json", "py.typed"],
+                  "ldp_telemetry.client": ["test_vectors.json", "py.typed"],
                   "ldp_telemetry.dashboard": ["static/*.js", "static/*.css",
                                               "static/*.LICENSE"]},
     # Beam and fastavro to the tested minor versions: the code leans on some of their internals
@@ -47,6 +49,7 @@ setup(
                       "cramjam>=2.6"],  # fastavro's snappy codec
     extras_require={"test": ["pytest>=7", "avro>=1.11", "hypothesis>=6.100",
                              "ruff>=0.17,<0.18",  # the lint .ci/run runs (rules in pyproject.toml)
+                             "mypy>=2.4,<2.5",  # the type check .ci/run runs (pyproject.toml)
                              "packaging>=22",  # reading the pins in the dependency contract
                              # fastavro writes zstandard and lz4 files for the fuzzer's seeds
                              "backports.zstd>=1.0; python_version < '3.14'", "lz4>=4.0",

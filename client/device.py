@@ -54,14 +54,21 @@ import json
 import os
 import secrets
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 
 from ldp_telemetry.client.durable import locked, remove_temporaries, settle, write_durably
 from ldp_telemetry.ldp.base.errors import InputError
-from ldp_telemetry.ldp.config.memoize import REPEAT, secret_problem, state_mac, words_for
+from ldp_telemetry.ldp.config.memoize import (REPEAT, Memoization, secret_problem, state_mac,
+                                              words_for)
 from ldp_telemetry.ldp.engine.batches import clip
+from ldp_telemetry.ldp.protocols.memoized import TwoStage
+
+if TYPE_CHECKING:
+    from ldp_telemetry.ldp.config.registry import MetricConfig
 
 #: Version of the state file's format (1: no MAC and no counter, refused).
 STATE_FORMAT = 2
@@ -145,21 +152,23 @@ class DeviceMemo:
         return self._counter
 
     @staticmethod
-    def needs_state(config) -> bool:
+    def needs_state(config: MetricConfig) -> bool:
         """Whether `config`'s lifetime bound needs the state: `max_values` below the distinct
         PRRs the protocol can produce (d; g for local hashing), which bound it without state."""
-        memo = config.memoize
-        return memo.max_values is not None and memo.max_values < config.protocol.prr_items
+        memo, protocol = config.memoize, config.protocol
+        assert memo is not None and isinstance(protocol, TwoStage), "a memoized metric"
+        return memo.max_values is not None and memo.max_values < protocol.prr_items
 
-    def items(self, config) -> list[int]:
+    def items(self, config: MetricConfig) -> list[int]:
         """The PRR items this device holds for `config`, in the order first used."""
         return list(self._items.get(_key(config), ()))
 
-    def permanent_response(self, config, point: int) -> dict[str, np.ndarray] | None:
+    def permanent_response(self, config: MetricConfig, point: int) -> dict[str, np.ndarray] | None:
         """The PRR columns (one row) of the domain index `point` under the memoized `config`;
         None when the report is withheld (`max_values` reached and `on_limit` "stop").
         Raises MemoStateError when a new item cannot be saved (nothing is then held)."""
         protocol = config.protocol
+        assert isinstance(protocol, TwoStage), "a memoized metric"
         words = words_for(self._secret, config)
         key = _key(config)
         item = self._item_of.get((key, int(point)))
@@ -174,7 +183,7 @@ class DeviceMemo:
             cached = self._responses[key, item] = protocol.permanent_response(item, words)
         return cached
 
-    def _admit(self, key: str, item: int, memo) -> int | None:
+    def _admit(self, key: str, item: int, memo: Memoization | None) -> int | None:
         """The item to report for a new `item`: itself once durably saved, the last held item
         ("repeat") or None ("stop") when the list is full. With a state file it is decided on
         the state as saved, under the lock."""
@@ -185,10 +194,11 @@ class DeviceMemo:
             self._adopt(_read(self.state_path))
             return self._choose(key, item, memo)
 
-    def _choose(self, key: str, item: int, memo) -> int | None:
+    def _choose(self, key: str, item: int, memo: Memoization | None) -> int | None:
         held = self._items.get(key, [])
         if item in held:  # another process (or thread) of this device added it meanwhile
             return item
+        assert memo is not None, "a memoized metric"
         if memo.max_values is not None and len(held) >= memo.max_values:
             return held[-1] if memo.on_limit == REPEAT else None
         if self.state_path is None:
@@ -201,8 +211,9 @@ class DeviceMemo:
         return item
 
     @contextlib.contextmanager
-    def _lock(self):
+    def _lock(self) -> Iterator[None]:
         """This object's mutex, then the state file's exclusive lock `NAME.lock`."""
+        assert self.state_path is not None, "only a memo with a state file locks it"
         with self._mutex, contextlib.ExitStack() as held:
             try:
                 held.enter_context(locked(self.state_path.with_name(self.state_path.name
@@ -213,6 +224,7 @@ class DeviceMemo:
             yield
 
     def _start(self, new_identity: bool) -> None:
+        assert self.state_path is not None, "only a memo with a state file starts from it"
         with self._lock():
             try:  # a writer killed mid-save left them; every writer holds this lock
                 remove_temporaries(self.state_path)
@@ -269,6 +281,7 @@ class DeviceMemo:
                 f"{clip(lost[0], 80)!r}): it was replaced by another state of this secret "
                 "(a new identity over a secret that had reported?), so it is refused")
         if counter != self._settled:  # written by another object, or a save that failed late
+            assert self.state_path is not None, "a document was read from the state file"
             try:  # persist before use: what is read may not be durable yet (module docstring)
                 settle(self.state_path)
             except OSError as error:
@@ -307,7 +320,7 @@ def _real(path: str | os.PathLike) -> Path:
     return Path(os.path.realpath(path))
 
 
-def _is_count(value) -> bool:
+def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -334,11 +347,12 @@ def _read(path: Path) -> dict | None:
     return document
 
 
-def _key(config) -> str:
+def _key(config: MetricConfig) -> str:
     return f"{config.name}/{config.fingerprint.hex()}"
 
 
-def memoized_columns(config, points: np.ndarray, devices, rng: np.random.Generator
+def memoized_columns(config: MetricConfig, points: np.ndarray, devices: Iterable[DeviceMemo],
+                     rng: np.random.Generator
                      ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The reports of a memoized `config`: the PRR of each point by its device (`devices`: one
     DeviceMemo per point), then one instantaneous response per report drawn from `rng` in a
@@ -351,6 +365,7 @@ def memoized_columns(config, points: np.ndarray, devices, rng: np.random.Generat
             rows.append(response)
             kept[position] = True
     protocol = config.protocol
+    assert isinstance(protocol, TwoStage), "a memoized metric"
     if not rows:
         empty = protocol.perturb(np.zeros(0, dtype=np.int64), rng)
         return empty, kept

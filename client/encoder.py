@@ -12,7 +12,7 @@ under the configuration it was made with, whatever the registry says by then.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,8 +58,9 @@ class EncodedReports:
                               self.columns, config.fingerprint)
 
 
-def encode(config, value: Any, rng: np.random.Generator, *, event_time_ms: int | None = None,
-           report_id: int | None = None, device=None) -> dict | None:
+def encode(config: Any, value: Any, rng: np.random.Generator, *,
+           event_time_ms: int | None = None, report_id: int | None = None,
+           device: DeviceMemo | None = None) -> dict | None:
     """One report record of `value` (a label, an index, or a number of a numeric metric) under
     `config` (a registry MetricConfig); `event_time_ms` defaults to now, `report_id` to a draw
     from `rng` after the perturbation; `device` the DeviceMemo of a memoized metric. None when
@@ -71,17 +72,18 @@ def encode(config, value: Any, rng: np.random.Generator, *, event_time_ms: int |
     return next(reports.records(), None)
 
 
-def encode_many(config, values: Any, rng: np.random.Generator, *, event_times_ms: Any = None,
-                report_ids: Any = None, device=None) -> EncodedReports:
+def encode_many(config: Any, values: Any, rng: np.random.Generator, *,
+                event_times_ms: Any = None, report_ids: Any = None,
+                device: DeviceMemo | Iterable[DeviceMemo] | None = None) -> EncodedReports:
     """Reports of many values (see `encode`; `values` as ldp_telemetry.client.values takes them,
     `event_times_ms` one per value or None for now, `report_ids` one per value or None)."""
     return encode_points(config, domain_points(config, values), rng,
                          event_times_ms=event_times_ms, report_ids=report_ids, device=device)
 
 
-def encode_points(config, points: np.ndarray, rng: np.random.Generator, *,
+def encode_points(config: Any, points: np.ndarray, rng: np.random.Generator, *,
                   event_times_ms: Any = None, report_ids: Any = None,
-                  device=None) -> EncodedReports:
+                  device: DeviceMemo | Iterable[DeviceMemo] | None = None) -> EncodedReports:
     """Reports of values already mapped into the domain (`domain_points`: indices in [0, d), or
     points of [0, 1] for a numeric metric). `device`: a memoized metric's DeviceMemo, or one per
     point (a simulated fleet); ignored for other metrics."""

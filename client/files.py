@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from types import TracebackType
 from typing import BinaryIO
 
 from ldp_telemetry.client.durable import sync_folder as _sync_folder
@@ -50,7 +51,7 @@ class ReportFile:
                 self.discard()
         return self
 
-    def _new_writer(self, handle: BinaryIO):
+    def _new_writer(self, handle: BinaryIO) -> ReportWriter:
         """The Avro writer of the file's records (per-report records here)."""
         return ReportWriter(handle, self.codec, self.block_bytes)
 
@@ -93,7 +94,8 @@ class ReportFile:
     def __enter__(self) -> ReportFile:
         return self.open()
 
-    def __exit__(self, kind, error, trace) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
         if kind is None:
             self.close()
         else:

@@ -7,7 +7,7 @@ nothing is perturbed from a value the server would read as another one.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,10 +16,13 @@ from ldp_telemetry.ldp.base.registration import did_you_mean
 from ldp_telemetry.ldp.base.validation import is_int, is_number
 from ldp_telemetry.ldp.protocols.base import NUMERIC
 
+if TYPE_CHECKING:
+    from ldp_telemetry.ldp.config.registry import MetricConfig
+
 VALUE = "value"
 
 
-def domain_points(config, values: Any) -> np.ndarray:
+def domain_points(config: MetricConfig, values: Any) -> np.ndarray:
     """int64 indices in [0, d) of a frequency metric's values, or float64 points in [0, 1] of a
     numeric metric's; `values` a sequence or array (one value: use a list of one)."""
     array = values if isinstance(values, np.ndarray) else np.asarray(list(values), dtype=object)
@@ -31,7 +34,7 @@ def domain_points(config, values: Any) -> np.ndarray:
     return _indices(config, array)
 
 
-def _indices(config, array: np.ndarray) -> np.ndarray:
+def _indices(config: MetricConfig, array: np.ndarray) -> np.ndarray:
     d = config.d
     if array.dtype.kind in "iu":
         indices = array.astype(np.int64, copy=False)
@@ -48,7 +51,7 @@ def _indices(config, array: np.ndarray) -> np.ndarray:
     return indices
 
 
-def _index(config, value: Any) -> int:
+def _index(config: MetricConfig, value: Any) -> int:
     """One value's index, or -1 when it is none (the caller names it)."""
     if is_int(value):
         return int(value)
@@ -60,17 +63,20 @@ def _index(config, value: Any) -> int:
     return -1
 
 
-def _unit_points(config, array: np.ndarray) -> np.ndarray:
+def _unit_points(config: MetricConfig, array: np.ndarray) -> np.ndarray:
     if array.dtype.kind in "iuf":
         numbers = array.astype(np.float64)
     else:
         numbers = np.array([float(v) if is_number(v) else np.nan for v in array.tolist()],
                            dtype=np.float64)
-    _refuse(config, array, ~((numbers >= config.low) & (numbers <= config.high)))  # NaN too
-    return np.clip(config.to_unit(numbers), 0.0, 1.0)
+    low, high = config.low, config.high
+    assert low is not None and high is not None, "a numeric metric has a domain"
+    _refuse(config, array, ~((numbers >= low) & (numbers <= high)))  # NaN too
+    points: np.ndarray = np.clip(config.to_unit(numbers), 0.0, 1.0)
+    return points
 
 
-def _refuse(config, array: np.ndarray, bad: np.ndarray) -> None:
+def _refuse(config: MetricConfig, array: np.ndarray, bad: np.ndarray) -> None:
     """InputError naming the first bad value (and how many there are) when any is bad."""
     if not bad.any():
         return
@@ -82,7 +88,7 @@ def _refuse(config, array: np.ndarray, bad: np.ndarray) -> None:
     raise InputError(f"{subject} of metric {config.name!r}: {_expected(config, example)}", VALUE)
 
 
-def _expected(config, example: Any) -> str:
+def _expected(config: MetricConfig, example: Any) -> str:
     """What the metric's values must be, as a phrase."""
     if config.kind == NUMERIC:
         return f"expected a number in [{config.low:g}, {config.high:g}]"

@@ -30,9 +30,10 @@ from ldp_telemetry.client.encoder import encode
 from ldp_telemetry.client.values import domain_points
 from ldp_telemetry.ldp.config.fingerprint import WIRE_FORMAT, canonical_text, real_text
 from ldp_telemetry.ldp.config.memoize import prr_key, words_for
-from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.registry import MetricConfig, parse_registry
 from ldp_telemetry.ldp.protocols.base import NUMERIC
-from ldp_telemetry.ldp.protocols.memoized import BUCKET, VALUE
+from ldp_telemetry.ldp.protocols.memoized import BUCKET, VALUE, TwoStage
+from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 from ldp_telemetry.schemas import load_schema
 
 VECTORS_PATH = Path(__file__).with_name("test_vectors.json")
@@ -102,6 +103,7 @@ def memo_vectors() -> list[dict]:
     for number, (entry, triples) in enumerate(MEMO_CASES):
         config = registry[entry["name"]]
         protocol = config.protocol
+        assert isinstance(protocol, TwoStage), "a memoized metric"
         for offset, (secret_hex, seed, value) in enumerate(triples):
             secret = bytes.fromhex(secret_hex)
             point = int(domain_points(config, [value])[0])
@@ -116,6 +118,7 @@ def memo_vectors() -> list[dict]:
                             device=DeviceMemo(secret))
             encoded = io.BytesIO()
             fastavro.schemaless_writer(encoded, schema, record)
+            assert record is not None, "a case that reports (no max_values reached)"
             branch, payload = record["payload"]
             prr_payload = next(protocol.payloads_to_avro(prr))
             out.append({
@@ -148,6 +151,7 @@ def vectors() -> dict:
                             event_time_ms=event_time_ms, report_id=report_id)
             encoded = io.BytesIO()
             fastavro.schemaless_writer(encoded, schema, record)
+            assert record is not None, "a metric that is not memoized always reports"
             branch, payload = record["payload"]
             out.append({
                 "registry_entry": entry, "canonical_text": canonical_text(config),
@@ -163,20 +167,23 @@ def vectors() -> dict:
             "vectors": out, "memoized_vectors": memo_vectors()}
 
 
-def server_support(config, avro: bytes) -> list[int]:
+def server_support(config: MetricConfig, avro: bytes) -> list[int]:
     """The support set of one schemaless-encoded report as the server counts it: indices in
     [0, d) of the values it supports (a frequency metric), or of the report-histogram buckets it
     adds to (a numeric metric's statistic)."""
     record = fastavro.schemaless_reader(io.BytesIO(avro), load_schema("report"), None,
                                         return_record_name=True)
+    assert isinstance(record, dict), "the report schema is a record"
     protocol = config.protocol
     columns, invalid = protocol.payloads_from_avro([record["payload"][1]])
     if invalid.any():
         raise ValueError(f"vector of {config.name}: the payload is outside the output space")
     statistic = protocol.new_statistic()
     protocol.accumulate(statistic, columns)
-    counts = statistic if config.kind == NUMERIC else protocol.support_counts(statistic)
-    return np.flatnonzero(counts).tolist()
+    counts = (statistic if isinstance(protocol, NumericProtocol)
+              else protocol.support_counts(statistic))
+    support: list[int] = np.flatnonzero(counts).tolist()
+    return support
 
 
 def _json_fields(payload: dict) -> dict:

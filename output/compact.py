@@ -10,6 +10,7 @@ every other consumer expects.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ class IndexLabels(Sequence):
     def __len__(self) -> int:
         return self._d
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice) -> Any:  # a label, or a list of them
         if isinstance(index, slice):
             return [str(v) for v in range(*index.indices(self._d))]
         if not -self._d <= index < self._d:
@@ -36,7 +37,7 @@ class IndexLabels(Sequence):
     def __iter__(self) -> Iterator[str]:
         return map(str, range(self._d))
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, IndexLabels) and other._d == self._d
 
     def __hash__(self) -> int:
@@ -56,7 +57,7 @@ class FloatChunks(Sequence):
     def __len__(self) -> int:
         return len(self._array)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice) -> Any:  # a number, or a list of them
         part = self._array[index]
         return part.tolist()
 
@@ -72,7 +73,7 @@ def avro_values(record: dict) -> dict:
             for key, value in record.items()}
 
 
-def _avro_array(array: np.ndarray):
+def _avro_array(array: np.ndarray) -> list | FloatChunks:
     return array.tolist() if len(array) <= CHUNK_ITEMS else FloatChunks(array)
 
 

@@ -21,7 +21,7 @@ from ldp_telemetry.ldp.integrity.statistics import jump_statistic, summarise
 from ldp_telemetry.output.layout import window_key
 
 
-def _series_key(record: Mapping):
+def _series_key(record: Mapping) -> tuple[str, str, int]:
     key = window_key(record)
     return (key.metric, key.version, len(record["labels"]))
 
@@ -42,10 +42,10 @@ def with_jump_tests(records: Iterable[dict]) -> list[dict]:
         if section is None:
             out.append(record)
             continue
-        key = _series_key(record)
+        series = _series_key(record)
         start = window_key(record).start_ms
-        before = [bounds for bounds in series_bounds[key] if bounds[1] <= start]
-        earlier = [(windows[key][b]["unbiased_estimate"], windows[key][b]["std_error"])
+        before = [bounds for bounds in series_bounds[series] if bounds[1] <= start]
+        earlier = [(windows[series][b]["unbiased_estimate"], windows[series][b]["std_error"])
                    for b in before[-int(section["history"]):]]
         section = copy.deepcopy(section)
         section["statistics"] = [s for s in section["statistics"] if s["name"] != "jump"]

@@ -97,7 +97,7 @@ class OutputTail:
                 except (ValueError, RecursionError):
                     continue
 
-    def _pane_record(self, entry) -> dict | None:
+    def _pane_record(self, entry: object) -> dict | None:
         """The window-estimate record a pane-log entry names, or None."""
         if not isinstance(entry, dict):
             return None
@@ -114,7 +114,7 @@ class OutputTail:
         return record if record_problem(record) is None else None
 
 
-def _too_late_count(entry) -> tuple[WindowKey, int] | None:
+def _too_late_count(entry: object) -> tuple[WindowKey, int] | None:
     """(window, cumulative too-late count) of a `too_late.jsonl` line, or None."""
     if not isinstance(entry, dict) or not is_int(entry.get("too_late")):
         return None

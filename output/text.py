@@ -94,7 +94,7 @@ def format_numeric(record: Mapping) -> str:
              + f"  95% band: {method or 'bootstrap'}"]
     bands = record.get("bands") or {}
 
-    def bar(key, error):
+    def bar(key: str, error: float | None) -> str:
         if method is not None:
             band = bands.get(key)
             return ("  (no band)" if band is None

@@ -4,8 +4,13 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import fastavro
+
+if TYPE_CHECKING:
+    from ldp_telemetry.ldp.protocols.base import FrequencyOracle
+    from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 
 SCHEMA_DIR = Path(__file__).resolve().parent
 NAMESPACE = "ldp.telemetry"
@@ -21,7 +26,7 @@ def report_schema_json(payload_record: str | None = None) -> dict:
     writer schema, so the pipeline reads both.
     """
     with open(SCHEMA_DIR / "report.avsc", encoding="utf-8") as handle:
-        schema = json.load(handle)
+        schema: dict = json.load(handle)
     if payload_record is not None:
         payload = next(f for f in schema["fields"] if f["name"] == "payload")
         branches = [b for b in payload["type"] if b["name"] == payload_record]
@@ -31,7 +36,8 @@ def report_schema_json(payload_record: str | None = None) -> dict:
     return schema
 
 
-def payload_branch(protocol) -> str:
+def payload_branch(protocol: FrequencyOracle | NumericProtocol | type[FrequencyOracle]
+                   | type[NumericProtocol]) -> str:
     """Full Avro name of the protocol's payload record (its branch of the report's union)."""
     return f"{NAMESPACE}.{protocol.payload_record}"
 
@@ -40,4 +46,6 @@ def payload_branch(protocol) -> str:
 def load_schema(name: str) -> dict:
     """The parsed fastavro schema of `<name>.avsc` (report, window_estimate, dead_letter)."""
     with open(SCHEMA_DIR / f"{name}.avsc", encoding="utf-8") as handle:
-        return fastavro.parse_schema(json.load(handle))
+        parsed = fastavro.parse_schema(json.load(handle))
+    assert isinstance(parsed, dict), f"{name}.avsc is not a record schema"
+    return parsed

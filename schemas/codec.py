@@ -51,8 +51,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import itemgetter, methodcaller
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -69,7 +70,8 @@ from ldp_telemetry.schemas import payload_branch
 from ldp_telemetry.schemas.compatibility import (FINGERPRINT, check_envelope_schema,
                                                  check_writer_schema, names_envelope,
                                                  without_logical_types)
-from ldp_telemetry.schemas.container import Block, Container, Lost, NotAContainer, read_header
+from ldp_telemetry.schemas.container import (Block, Container, Header, Lost, NotAContainer,
+                                             read_header)
 from ldp_telemetry.schemas.decompress import CorruptBlock, codec_problem
 from ldp_telemetry.schemas.envelopes import (MalformedEnvelope, check_header, decode_columns,
                                              envelope_count, envelope_stands)
@@ -106,7 +108,7 @@ def report_as_json(record: dict, limit: int | None = None) -> str:
     With `limit`, each string and bytes value is cut before encoding and the text is cut to
     `limit` characters (see `clip`), so that a huge report never becomes a huge text.
     """
-    def plain(value):
+    def plain(value: Any) -> Any:
         if isinstance(value, bytes):
             if limit is not None:
                 value = value[:limit]
@@ -150,7 +152,7 @@ class ReportDecoder:
         self._schemas: dict[str, tuple[str | None, BlockRecords | None, bool]] = {}
         self._block_records: BlockRecords | None = None  # of the file being decoded
 
-    def decode_file(self, path: str, opener=open_report_file
+    def decode_file(self, path: str, opener: Callable[[str, str], BinaryIO] = open_report_file
                     ) -> Iterator[ReportBatch | DeadLetter]:
         """Every batch and dead letter of one file; `records_read` grows by its record count.
 
@@ -178,7 +180,7 @@ class ReportDecoder:
             report = report_as_json(record, self.limits.max_dead_letter_report_chars)
         return DeadLetter(source, reason, clip(detail, MAX_DETAIL_CHARS), records, report, size)
 
-    def _decode_stream(self, handle, source: str) -> Iterator[ReportBatch | DeadLetter]:
+    def _decode_stream(self, handle: BinaryIO, source: str) -> Iterator[ReportBatch | DeadLetter]:
         try:
             header = read_header(handle, self.limits)
         except (NotAContainer, OSError) as error:
@@ -204,12 +206,12 @@ class ReportDecoder:
                 chunk, letters, finished = self._read_chunk(blocks, source, envelopes)
                 outputs = list(decode(chunk, source)) if chunk else []
                 # Freed while the collector is paused: re-enabled, it would first scan them.
-                chunk = None
+                del chunk
                 self._block_records = None
             yield from letters
             yield from outputs
 
-    def _schema(self, header) -> tuple[str | None, BlockRecords | None, bool]:
+    def _schema(self, header: Header) -> tuple[str | None, BlockRecords | None, bool]:
         """(why the writer schema holds no reports, or None; its record decoder; whether its
         records are report envelopes), kept per schema text: files of one writer share them."""
         if header.schema_text not in self._schemas:
@@ -239,6 +241,7 @@ class ReportDecoder:
         them were cannot be known); a decoded envelope is counted in reports by
         `decode_envelopes`, or here when it is larger than `max_envelope_bytes`.
         """
+        assert self._block_records is not None, "set by _decode_stream for the file's blocks"
         chunk: list[dict] = []
         letters: list[DeadLetter] = []
         max_record = (self.limits.max_envelope_bytes if envelopes
@@ -267,7 +270,7 @@ class ReportDecoder:
                     source, Reason.UNDECODABLE, f"block of {block.records} records failed to "
                     f"decode (at byte {block.offset}): {error}", block.records))
                 continue
-            if may_hold_large and max(sizes) > max_record:
+            if sizes is not None and max(sizes) > max_record:  # sizes: when it may hold large
                 for record, size in zip(records, sizes, strict=True):
                     if size > max_record and envelopes:
                         stands = envelope_count(record, self.limits.max_envelope_reports)
@@ -365,6 +368,7 @@ class ReportDecoder:
         if problem is not None:
             yield whole(Reason.CONFIG_MISMATCH, f"metric {shown}: {problem}")
             return
+        assert config is not None, "a configuration, or the problem with it"
         protocol = config.protocol
         if envelope["payload"] != protocol.payload_record:
             yield whole(Reason.PROTOCOL_MISMATCH,
@@ -463,9 +467,11 @@ class ReportDecoder:
                     yield self._record_letter(source, Reason.CONFIG_MISMATCH,
                                               f"metric {shown}: {problem}", record)
             else:
+                assert config is not None, "a configuration, or the problem with it"
                 yield from self._decode_configuration(config, group, source, shown)
 
-    def _by_configuration(self, metric: str, records: list[dict]):
+    def _by_configuration(self, metric: str, records: list[dict]
+                          ) -> Iterator[tuple[MetricConfig | None, str | None, list[dict]]]:
         """The records of one metric grouped by the configuration their fingerprint names:
         (MetricConfig, None, records) per version present, (None, why, records) per fingerprint
         that names no version of the metric. A report without a fingerprint is read under the

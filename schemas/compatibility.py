@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from ldp_telemetry.schemas import NAMESPACE, SCHEMA_DIR
 
@@ -31,7 +32,7 @@ class WriterSchema:
     canonical: dict | None = None
 
 
-def check_writer_schema(schema) -> WriterSchema:
+def check_writer_schema(schema: Any) -> WriterSchema:
     """Check a writer schema (parsed JSON, any value) against the report schema.
 
     It must be a record with exactly the fields of the report schema, in any order:
@@ -63,13 +64,13 @@ def check_writer_schema(schema) -> WriterSchema:
         return WriterSchema("field 'payload' is not a union of payload records")
     seen = set()
     for branch in types["payload"]:
-        name = branch.get("name") if isinstance(branch, dict) else branch
+        branch_name = branch.get("name") if isinstance(branch, dict) else branch
         if _shape(branch) not in expected["payload"]:
-            return WriterSchema(f"payload branch {_clip(name)} is not a payload record of the "
-                                f"report schema")
-        if name in seen:
-            return WriterSchema(f"payload branch {_clip(name)} appears twice")
-        seen.add(name)
+            return WriterSchema(f"payload branch {_clip(branch_name)} is not a payload record of "
+                                f"the report schema")
+        if branch_name in seen:
+            return WriterSchema(f"payload branch {_clip(branch_name)} appears twice")
+        seen.add(branch_name)
     return WriterSchema(None, {**canonical, "name": _TOP_LEVEL_NAME})
 
 
@@ -82,7 +83,7 @@ def _report_shapes() -> dict:
     return shapes
 
 
-def _canonical(schema, namespace: str, depth: int):
+def _canonical(schema: Any, namespace: str, depth: int) -> Any:
     """The schema with only what decoding depends on, names made full; None for anything the
     report schema cannot contain (named references, maps, enums, fixed, deeper nesting)."""
     if depth > _MAX_DEPTH:
@@ -132,7 +133,7 @@ def _full_name(named: dict, enclosing: str) -> tuple[str | None, str]:
     return (f"{namespace}.{name}" if namespace else name), namespace
 
 
-def _shape(canonical):
+def _shape(canonical: Any) -> Any:
     """A canonical schema as a hashable value, record fields in name order."""
     if isinstance(canonical, str):
         return canonical
@@ -146,7 +147,7 @@ def _shape(canonical):
     return f"{canonical['type']} ({canonical['logicalType']})"
 
 
-def _clip(value, limit: int = 200) -> str:
+def _clip(value: Any, limit: int = 200) -> str:
     text = json.dumps(value)
     return text if len(text) <= limit else text[:limit] + "…"
 
@@ -155,14 +156,14 @@ def _clip(value, limit: int = 200) -> str:
 ENVELOPE_RECORD = f"{NAMESPACE}.ReportEnvelope"
 
 
-def names_envelope(schema) -> bool:
+def names_envelope(schema: Any) -> bool:
     """Whether a writer schema (parsed JSON, any value) names the envelope record: its file is
     then checked with `check_envelope_schema`, never as a file of single reports."""
     return (isinstance(schema, dict) and schema.get("type") == "record"
             and _full_name(schema, "")[0] == ENVELOPE_RECORD)
 
 
-def check_envelope_schema(schema) -> WriterSchema:
+def check_envelope_schema(schema: Any) -> WriterSchema:
     """Check a writer schema against the envelope schema: the same fields (in any order), each
     of the same type; `fingerprint` a union of null and bytes in either order, or bytes."""
     canonical = _canonical(schema, "", 0) if isinstance(schema, dict) else None
@@ -187,7 +188,7 @@ def _envelope_shapes() -> dict:
     return {field["name"]: _shape(field["type"]) for field in canonical["fields"]}
 
 
-def without_logical_types(canonical):
+def without_logical_types(canonical: Any) -> Any:
     """A canonical schema with each logical type replaced by its underlying type.
 
     The decoder wants event times as the epoch milliseconds they are encoded as: decoding

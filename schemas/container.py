@@ -24,9 +24,11 @@ record counter near overflow.
 """
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass
 from collections.abc import Iterator
+from typing import BinaryIO, Final, cast
 
 import fastavro
 
@@ -81,7 +83,7 @@ class Lost:
     reason: str = Reason.UNDECODABLE
 
 
-def read_header(handle, limits: DecodeLimits) -> Header:
+def read_header(handle: BinaryIO, limits: DecodeLimits) -> Header:
     """The header at the start of `handle`, left positioned after it.
 
     Raises NotAContainer when the bytes are not a header of at most `limits.max_header_bytes`
@@ -92,7 +94,10 @@ def read_header(handle, limits: DecodeLimits) -> Header:
     handle.seek(0)
     stream = _Bounded(handle, limits.max_header_bytes)
     try:
-        header = fastavro.schemaless_reader(stream, HEADER_SCHEMA)
+        # _Bounded has the part of a binary file that the reader reads (read); the header
+        # schema is a record
+        header = cast(dict, fastavro.schemaless_reader(stream,  # type: ignore[arg-type]
+                                                       HEADER_SCHEMA))
         meta = header["meta"]
         if "avro.schema" not in meta:
             raise NotAContainer("its header has no writer schema ('avro.schema')")
@@ -113,7 +118,7 @@ def read_header(handle, limits: DecodeLimits) -> Header:
 class _Bounded:
     """Reads from `handle` that stop after `limit` bytes in all."""
 
-    def __init__(self, handle, limit: int):
+    def __init__(self, handle: BinaryIO, limit: int) -> None:
         self._handle, self._left = handle, limit
 
     @property
@@ -130,7 +135,7 @@ class _Bounded:
 class Container:
     """The blocks of one container file, read from `handle` after its `header`."""
 
-    def __init__(self, handle, header: Header, limits: DecodeLimits):
+    def __init__(self, handle: BinaryIO, header: Header, limits: DecodeLimits) -> None:
         self._handle = handle
         self._header = header
         self._limits = limits
@@ -193,12 +198,12 @@ class Container:
         return Lost(stands, f"block at byte {offset} announces {count} records: its record count "
                             f"is damaged; it stands for {stands}")
 
-    def _frames(self, read_data: bool):
+    def _frames(self, read_data: bool) -> Iterator[tuple[int, int, int, bytes | None] | Lost]:
         """(offset, count, size, data or None) of each block with intact framing, or `Lost`.
 
         `data` is read only when asked and when `size` is within the limit.
         """
-        position = self._header.end
+        position: int | None = self._header.end
         while position is not None:
             try:
                 frame = self._frame(position, read_data)
@@ -215,7 +220,8 @@ class Container:
             yield frame[:4]
             position = frame[4]
 
-    def _frame(self, position: int, read_data: bool):
+    def _frame(self, position: int, read_data: bool
+               ) -> tuple[int, int, int, bytes | None, int] | _End | None:
         """(offset, count, size, data, next offset) of an intact block at `position`.
 
         `_END` at the end of the file; None when the bytes there are not a well-framed block.
@@ -253,7 +259,12 @@ class Container:
             found + SYNC_SIZE
 
 
-_END = object()
+class _End(enum.Enum):
+    """The end of the file, as `Container._frame` says it."""
+    END = "end"
+
+
+_END: Final = _End.END
 
 
 def _clamp(count: int, limit: int) -> int:
@@ -261,7 +272,7 @@ def _clamp(count: int, limit: int) -> int:
     return min(max(abs(count), 1), limit)
 
 
-def _varint(handle, first: bytes = b""):
+def _varint(handle: BinaryIO, first: bytes = b"") -> int | None:
     """A zigzag varint (Avro long) read from `handle`, or None if it is not one."""
     shift, value = 0, 0
     for _ in range(10):
@@ -276,7 +287,7 @@ def _varint(handle, first: bytes = b""):
     return None
 
 
-def _find(handle, position: int, sync: bytes) -> int | None:
+def _find(handle: BinaryIO, position: int, sync: bytes) -> int | None:
     """Offset of the first sync marker at or after `position`, or None."""
     handle.seek(position)
     window = b""

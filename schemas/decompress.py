@@ -12,15 +12,17 @@ from __future__ import annotations
 import bz2
 import lzma
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 try:
     import cramjam
 except ImportError:  # fastavro reads snappy with cramjam; without it, snappy files are refused
-    cramjam = None
+    cramjam = None  # type: ignore[assignment]  # an optional module: None when missing
 try:
     import zstandard
 except ImportError:
-    zstandard = None
+    zstandard = None  # type: ignore[assignment]  # an optional module: None when missing
 try:
     import lz4.block
 except ImportError:
@@ -65,7 +67,8 @@ def _null(data: bytes, limit: int) -> bytes:
     return data
 
 
-def _streamed(decompressor_factory, errors):
+def _streamed(decompressor_factory: Callable[[], Any], errors: tuple[type[Exception], ...]
+              ) -> Callable[[bytes, int], bytes]:
     """Decompress streams of one format (one after another, as the format allows) to `limit`."""
     def run(data: bytes, limit: int) -> bytes:
         out = bytearray()
@@ -88,7 +91,7 @@ def _streamed(decompressor_factory, errors):
 class _RawDeflate:
     """zlib's raw-deflate decompressor with the interface of bz2's and lzma's."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._inflate = zlib.decompressobj(-15)
 
     def decompress(self, data: bytes, max_length: int) -> bytes:
@@ -147,12 +150,13 @@ def _lz4(data: bytes, limit: int) -> bytes:
     if stated > limit:
         raise BlockTooLarge(f"{stated} bytes once decompressed (stated by the block)")
     try:
-        return lz4.block.decompress(data)
+        plain: bytes = lz4.block.decompress(data)  # lz4 is untyped
+        return plain
     except lz4.block.LZ4BlockError as error:
         raise CorruptBlock(f"lz4: {error}") from error
 
 
-_DECOMPRESSORS = {
+_DECOMPRESSORS: dict[str, Callable[[bytes, int], bytes]] = {
     "null": _null,
     "deflate": _streamed(_RawDeflate, (zlib.error,)),
     "bzip2": _streamed(bz2.BZ2Decompressor, (OSError, EOFError)),

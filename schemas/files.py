@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from typing import BinaryIO
 
 from ldp_telemetry.ldp.engine.reasons import Reason
 
@@ -28,7 +29,7 @@ class RefusedInput(OSError):
         self.reason = reason
 
 
-def open_report_file(path: str, mode: str = "rb"):
+def open_report_file(path: str, mode: str = "rb") -> BinaryIO:
     """A binary stream of the regular file at `path` (following links).
 
     Raises RefusedInput for anything that is not a regular file, and OSError when the file

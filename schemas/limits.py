@@ -46,7 +46,7 @@ class DecodeLimits:
     max_envelope_reports: int = 1_000_000
     max_envelope_bytes: int = 64 * MIB
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
             if not is_positive_int(value):

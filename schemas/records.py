@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 import fastavro
 
@@ -24,13 +25,15 @@ class BlockRecords:
     """Decodes blocks of records of one writer schema (canonical JSON of a report schema, see
     `ldp_telemetry.schemas.compatibility`)."""
 
-    def __init__(self, schema):
+    def __init__(self, schema: dict) -> None:
         header = io.BytesIO()
         fastavro.schemaless_writer(header, HEADER_SCHEMA, {
             "magic": MAGIC, "sync": _SYNC,
             "meta": {"avro.schema": json.dumps(schema).encode(), "avro.codec": b"null"}})
         self._feed = _Feed(header.getvalue())
-        self._reader = fastavro.block_reader(self._feed, return_record_name=True)
+        # _Feed has the part of a binary file that block_reader reads (read)
+        self._reader = fastavro.block_reader(self._feed,  # type: ignore[arg-type]
+                                             return_record_name=True)
 
     def decode(self, records: int, data: bytes, sizes: bool = False
                ) -> tuple[list[dict], list[int] | None]:
@@ -41,8 +44,10 @@ class BlockRecords:
         """
         self._feed.put(_long(records) + _long(len(data)), data, _SYNC)
         block = next(self._reader)
-        stream = block.bytes_  # the block's data, as fastavro reads it
-        decoded, record_sizes = [], None
+        # the block's data, as fastavro reads it (tests/test_dependency_contract.py)
+        stream = block.bytes_  # type: ignore[attr-defined]
+        decoded: list[Any] = []  # the report schema's records: dicts
+        record_sizes: list[int] | None = None
         try:
             if sizes:
                 record_sizes, position = [], 0

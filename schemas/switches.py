@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+from collections.abc import Iterator
 
 _lock = threading.Lock()
 _users = 0
@@ -22,7 +23,7 @@ _gc_was_enabled = False
 
 
 @contextlib.contextmanager
-def collector_paused():
+def collector_paused() -> Iterator[None]:
     """Within the block: no cyclic garbage collection (reference-counted across threads)."""
     global _users, _gc_was_enabled
     with _lock:

@@ -20,7 +20,7 @@ class UserError(ValueError):
         self.message = message
         self.field = field
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type, tuple[str, str | None]]:
         return type(self), (self.message, self.field)
 
 

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from ldp_telemetry.ldp.base.errors import RegistryError, UserError
 
 T = TypeVar("T")
+_Choice = TypeVar("_Choice", bound="MethodChoice")
 
 
 def did_you_mean(name: Any, known: Iterable[str]) -> str:
@@ -101,7 +102,8 @@ class Catalog(MutableMapping[str, T], Generic[T]):
         if self._loaded:
             return
         with self._lock:
-            if self._loaded or self._loading:
+            # another thread may have loaded them since the check above
+            if self._loaded or self._loading:  # type: ignore[redundant-expr]
                 return
             self._loading = True
             try:
@@ -195,12 +197,12 @@ class MethodChoice:
         object.__setattr__(self, "params", tuple(sorted(values.items())))
 
     @property
-    def definition(self):
+    def definition(self) -> Any:
         """The catalog's entry for `method`."""
         return self.catalog[self.method]
 
     @classmethod
-    def parse(cls, value: Any):
+    def parse(cls: type[_Choice], value: Any) -> _Choice:
         """From a registry value: a method name, or an object {"method": name, **params}."""
         if isinstance(value, cls):
             return value

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from typing import Any
 
 #: Milliseconds in a day.
 DAY_MS = 86_400_000
@@ -43,7 +44,7 @@ def now_iso() -> str:
     return iso_from_ms(time.time_ns() // 1_000_000, milliseconds=True)
 
 
-def reports_per_window(config, window_ms: int) -> float | None:
+def reports_per_window(config: Any, window_ms: int) -> float | None:
     """Reports one device makes in a window of `window_ms` at the metric's configured rate
     (`config.reports_per_day`; None when no rate is configured): above 1, a memoized device's
     reports in a window share their permanent response

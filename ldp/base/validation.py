@@ -7,33 +7,33 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, TypeGuard
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     """An integer (Python or numpy), never a bool."""
     return isinstance(value, Integral) and not isinstance(value, bool)
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[float]:
     """An integer or a float (Python or numpy), never a bool; NaN and infinities included."""
     return isinstance(value, Real) and not isinstance(value, bool)
 
 
-def is_finite_number(value: Any) -> bool:
+def is_finite_number(value: Any) -> TypeGuard[float]:
     """A number (see `is_number`) that is neither NaN nor infinite."""
     return is_number(value) and math.isfinite(value)
 
 
-def is_positive_int(value: Any) -> bool:
+def is_positive_int(value: Any) -> TypeGuard[int]:
     return is_int(value) and value >= 1
 
 
-def is_nonnegative_int(value: Any) -> bool:
+def is_nonnegative_int(value: Any) -> TypeGuard[int]:
     return is_int(value) and value >= 0
 
 
-def is_positive_number(value: Any) -> bool:
+def is_positive_number(value: Any) -> TypeGuard[float]:
     """A finite number > 0."""
     return is_finite_number(value) and value > 0
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from ldp_telemetry.ldp.base.times import DAY_MS, reports_per_window
 from ldp_telemetry.ldp.config.memoize import REPEAT
@@ -77,7 +78,7 @@ class PrivacyBudget:
                 "distinct values)")
 
 
-def privacy_budget(config) -> PrivacyBudget:
+def privacy_budget(config: Any) -> PrivacyBudget:
     """The promise of a registry `MetricConfig` (module docstring)."""
     epsilon, rate = float(config.epsilon), config.reports_per_day
     memo = getattr(config, "memoize", None)
@@ -114,11 +115,12 @@ def budget_text(privacy: dict | None) -> str | None:
     """The `text` of a budget read back from a record's `privacy` field (None when absent)."""
     if not privacy:
         return None
-    return PrivacyBudget(**{name: privacy.get(name) for name in PrivacyBudget.__dataclass_fields__}
-                         ).text()
+    fields: dict[str, Any] = {name: privacy.get(name)
+                              for name in PrivacyBudget.__dataclass_fields__}
+    return PrivacyBudget(**fields).text()
 
 
-def repeated_reports_warning(config, window_ms: int) -> str | None:
+def repeated_reports_warning(config: Any, window_ms: int) -> str | None:
     """A warning when a memoized metric's devices send more than one report per window at the
     configured rate (their reports share a PRR, so the one-report-per-device error bars are too
     narrow: docs/privacy-over-time.md); None otherwise, or when no rate is configured."""

@@ -40,6 +40,7 @@ import dataclasses
 import hashlib
 import json
 import struct
+from typing import Any
 
 from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.protocols.memoized import REPORT_G
@@ -55,7 +56,7 @@ def real_text(value: float) -> str:
     return struct.pack(">d", float(value)).hex()
 
 
-def derived_parameters(protocol) -> dict:
+def derived_parameters(protocol: Any) -> dict:
     """The parameters a protocol object derives from ε and its domain (fields not given to its
     constructor: g, k, K, h), plus a numeric protocol's report histogram size d̃ and Square
     Wave's b."""
@@ -69,11 +70,11 @@ def derived_parameters(protocol) -> dict:
             for key, value in parameters.items()}
 
 
-def canonical_document(config) -> dict:
+def canonical_document(config: Any) -> dict:
     """The fingerprinted facts of a registry `MetricConfig`, as the canonical JSON object."""
     protocol = config.protocol
     if config.kind == NUMERIC:
-        domain = {"low": real_text(config.low), "high": real_text(config.high)}
+        domain: dict[str, Any] = {"low": real_text(config.low), "high": real_text(config.high)}
         if not getattr(protocol, "mean_only", False):
             domain["buckets"] = config.d
     elif config.labels is not None:
@@ -88,7 +89,7 @@ def canonical_document(config) -> dict:
     return document
 
 
-def memoize_document(protocol) -> dict:
+def memoize_document(protocol: Any) -> dict:
     """The ``memoize`` key of a two-stage protocol's canonical text: its inputs only; ``g``
     (local hashing's g rule) only when a registry chose one, so that every other text is
     unchanged."""
@@ -98,13 +99,13 @@ def memoize_document(protocol) -> dict:
     return document
 
 
-def canonical_text(config) -> str:
+def canonical_text(config: Any) -> str:
     """The canonical text of `config` (see the module docstring)."""
     return json.dumps(canonical_document(config), sort_keys=True, separators=(",", ":"),
                       ensure_ascii=True)
 
 
-def fingerprint(config) -> bytes:
+def fingerprint(config: Any) -> bytes:
     """The configuration fingerprint of a registry `MetricConfig`: SHA-256 of its canonical
     text, cut to FINGERPRINT_BYTES."""
     return hashlib.sha256(canonical_text(config).encode("ascii")).digest()[:FINGERPRINT_BYTES]

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +85,7 @@ class Memoization:
         return out
 
 
-def parse_memoization(value: Any, fail) -> Memoization:
+def parse_memoization(value: Any, fail: Callable[[str, str], Exception]) -> Memoization:
     """The registry's `memoize` object; `fail(field, message)` builds the RegistryError (its
     field a path under ``memoize``). ε∞ itself is checked by the protocol (ε1 < ε∞)."""
     expected = ('{"lifetime_epsilon": E[, "max_values": M, "on_limit": "stop" | "repeat", '
@@ -112,7 +112,7 @@ def parse_memoization(value: Any, fail) -> Memoization:
     return Memoization(float(lifetime), max_values, on_limit, g_rule)
 
 
-def parse_reports_per_day(value: Any, fail) -> float | None:
+def parse_reports_per_day(value: Any, fail: Callable[[str, str], Exception]) -> float | None:
     """The registry's `reports_per_day` (None when absent): a number in (0, 86400]."""
     if value is None:
         return None
@@ -165,7 +165,7 @@ def prr_words(secret: bytes, metric: str, fingerprint: bytes, kind: str, item: i
     return np.frombuffer(stream, dtype=">u8").astype(np.uint64)
 
 
-def words_for(secret: bytes, config):
+def words_for(secret: bytes, config: Any) -> Callable[[str, int, int], np.ndarray]:
     """The `Words` function of ldp_telemetry.ldp.protocols.memoized for one device and one
     registry configuration."""
     def words(kind: str, item: int, count: int) -> np.ndarray:

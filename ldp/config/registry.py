@@ -26,7 +26,7 @@ import json
 import logging
 import math
 import warnings
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -135,12 +135,14 @@ class MetricConfig:
         return make_protocol(self.protocol_name, self.epsilon, self.d)
 
     @cached_property
-    def bucket_edges(self):
+    def bucket_edges(self) -> np.ndarray:
         """Numeric metrics: the d + 1 bucket edges in the metric's units."""
+        assert self.low is not None and self.high is not None, "not a numeric metric"
         return bucket_edges(self.low, self.high, self.d)
 
-    def to_unit(self, values):
+    def to_unit(self, values: np.ndarray) -> np.ndarray:
         """Numeric metrics: values in [low, high] mapped onto [0, 1]."""
+        assert self.low is not None and self.high is not None, "not a numeric metric"
         return (values - self.low) / (self.high - self.low)
 
     @property
@@ -334,12 +336,12 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
     version = entry.get("version", 1)
     if not is_int(version) or not 1 <= version <= MAX_VERSION:
         raise fail("version", f"must be an integer in [1, {MAX_VERSION}], got {version!r}")
-    protocol = entry.get("protocol")
+    protocol: Any = entry.get("protocol")  # a registry value, checked here
     if protocol not in PROTOCOLS and protocol not in NUMERIC_PROTOCOLS and protocol != AUTO:
         known = sorted(PROTOCOLS) + sorted(NUMERIC_PROTOCOLS) + [AUTO]
         raise fail("protocol", f"must be one of {known}, got {protocol!r}"
                                f"{did_you_mean(protocol, known)}")
-    epsilon = entry.get("epsilon")
+    epsilon: Any = entry.get("epsilon")  # a registry value, checked here
     problem = epsilon_problem(epsilon)
     if problem:
         raise fail("epsilon", problem)
@@ -415,6 +417,7 @@ def _postprocess_problem(config: MetricConfig) -> str | None:
     Metrics with the same post-processing, p*, q* and probe length share one probe.
     """
     protocol = config.protocol
+    assert isinstance(protocol, FrequencyOracle), "numeric metrics are not post-processed"
     return _probe(config.postprocess, protocol.p_star, protocol.q_star,
                   min(config.d, PROBE_VALUES))
 
@@ -453,7 +456,8 @@ def _instant_problem(value: Any) -> str | None:
 
 
 def _parse_numeric_metric(entry: Mapping, name: str, protocol: str, epsilon: float,
-                          fail, refail) -> MetricConfig:
+                          fail: Callable[..., RegistryError],
+                          refail: Callable[[str, ValueError], RegistryError]) -> MetricConfig:
     """A metric of a numeric protocol: numeric domain, numeric estimator that fits it."""
     mean_only = getattr(NUMERIC_PROTOCOLS[protocol], "mean_only", False)
     low, high, buckets, output_buckets = _parse_numeric_domain(entry.get("domain"), fail,
@@ -477,7 +481,8 @@ def _parse_numeric_metric(entry: Mapping, name: str, protocol: str, epsilon: flo
     return config
 
 
-def _parse_numeric_domain(domain: Any, fail, needs_buckets: bool = True
+def _parse_numeric_domain(domain: Any, fail: Callable[..., RegistryError],
+                          needs_buckets: bool = True
                           ) -> tuple[float, float, int, int | None]:
     """low, high, buckets, output_buckets; a mean-only protocol (sr, pm) needs no buckets."""
     expected = '{"low": L, "high": H, "buckets": B} (optionally "output_buckets")'
@@ -508,7 +513,8 @@ def _parse_numeric_domain(domain: Any, fail, needs_buckets: bool = True
     return bounds[0], bounds[1], domain["buckets"], output_buckets
 
 
-def _parse_domain(domain: Any, fail) -> tuple[tuple[str, ...] | None, int]:
+def _parse_domain(domain: Any, fail: Callable[..., RegistryError]
+                  ) -> tuple[tuple[str, ...] | None, int]:
     if not isinstance(domain, Mapping) or len(domain) != 1:
         raise fail("domain", 'must be {"labels": [...]} or {"size": N}')
     if "labels" in domain:

@@ -50,7 +50,7 @@ class WindowSpec:
     early_every_ms: int | None = None
     offset_ms: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.size_ms < MIN_DURATION_MS:
             raise ConfigError(f"window must be at least 0.001 s (event times are in "
                               f"milliseconds), got {self.size_ms / 1000} s", field="window")

@@ -33,7 +33,7 @@ class Reason(str, Enum):
     TOO_LATE = "too_late"
 
     __str__ = str.__str__
-    __format__ = str.__format__
+    __format__ = str.__format__  # type: ignore[assignment]  # format as the plain value
 
     @property
     def counter(self) -> str:

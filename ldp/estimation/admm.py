@@ -33,7 +33,7 @@ from ldp_telemetry.ldp.base.validation import is_positive_int, is_positive_numbe
 from ldp_telemetry.ldp.estimation.estimators import METHODS, EstimatorMethod, EstimatorOutput
 from ldp_telemetry.ldp.estimation.uncertainty import BOOTSTRAP_PARAMETERS
 from ldp_telemetry.ldp.protocols.base import NUMERIC
-from ldp_telemetry.ldp.protocols.hh import BRANCHING
+from ldp_telemetry.ldp.protocols.hh import BRANCHING, HierarchicalHistogram
 
 #: Most ADMM iterations a registry may ask for (each costs O(nodes) numpy work).
 MAX_ADMM_ITERATIONS = 100_000
@@ -97,8 +97,8 @@ def admm(estimates: list[np.ndarray], weights: np.ndarray, rho: float, tolerance
     return [x[bounds[i]: bounds[i + 1]] for i in range(len(sizes))], iterations, residual
 
 
-def _hh_admm(statistic: np.ndarray, n: int, protocol, rho: float, tolerance: float,
-             max_iterations: int, **_bootstrap) -> EstimatorOutput:
+def _hh_admm(statistic: np.ndarray, n: int, protocol: HierarchicalHistogram, rho: float,
+             tolerance: float, max_iterations: int, **_bootstrap: object) -> EstimatorOutput:
     reports, estimates = protocol.level_estimates(statistic)
     weights = (reports > 0).astype(np.float64)  # a depth without reports has no say
     filled = [np.nan_to_num(level, nan=1.0 / len(level)) for level in estimates]

@@ -12,15 +12,18 @@ from ldp_telemetry.ldp.estimation.estimators import METHODS, EstimatorMethod, Es
 from ldp_telemetry.ldp.estimation.postprocess import project_to_simplex
 from ldp_telemetry.ldp.estimation.uncertainty import BOOTSTRAP_PARAMETERS
 from ldp_telemetry.ldp.protocols.base import NUMERIC
+from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
+from ldp_telemetry.ldp.protocols.mean_mechanisms import MeanMechanism
 from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
 
-def _norm_sub(statistic: np.ndarray, n: int, protocol, **_bootstrap) -> EstimatorOutput:
+def _norm_sub(statistic: np.ndarray, n: int, protocol: CfoBinning, **_bootstrap: object
+              ) -> EstimatorOutput:
     unbiased = unbiased_estimate(protocol.support_counts(statistic), protocol.noise(n))
     return EstimatorOutput(project_to_simplex(unbiased))
 
 
-def _mean(statistic: np.ndarray, n: int, protocol) -> EstimatorOutput:
+def _mean(statistic: np.ndarray, n: int, protocol: MeanMechanism) -> EstimatorOutput:
     """The mean-only estimate of SR / PM ([Li20] §2.2): (mean of t, its standard error)."""
     mean, error = protocol.mean_and_error(statistic, n)
     return EstimatorOutput(np.array([mean]), std_error=np.array([error]))

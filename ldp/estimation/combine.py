@@ -25,7 +25,9 @@ population); it is not formed for numeric metrics, whose estimators are not unbi
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +58,7 @@ class CombinedResult:
         return RESOLVABLE_STD_ERRORS / float(np.sqrt(self.total_weight))
 
 
-def shared_labels(configs) -> list[str] | None:
+def shared_labels(configs: Sequence[Any]) -> list[str] | None:
     """The values the versions `configs` share, in the order of the last one (the newest), or
     None when they cannot be combined: a numeric metric, sized domains of different sizes, or a
     mix of labelled and sized domains. Labels of a sized domain are the value indices."""
@@ -71,7 +73,7 @@ def shared_labels(configs) -> list[str] | None:
     return [label for label in configs[-1].labels if label in common]
 
 
-def combine_versions(parts) -> CombinedResult | None:
+def combine_versions(parts: Iterable[tuple[Any, Any]]) -> CombinedResult | None:
     """Combine the window results of several versions: `parts` is a list of
     (MetricConfig, WindowResult), oldest version first. None when fewer than two versions have
     reports or they share no value."""

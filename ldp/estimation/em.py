@@ -25,6 +25,7 @@ taken only where those bounds leave the rule open, a few times a run.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +36,7 @@ from ldp_telemetry.ldp.estimation.estimators import METHODS, EstimatorMethod, Es
 from ldp_telemetry.ldp.estimation.uncertainty import BOOTSTRAP_PARAMETERS
 from ldp_telemetry.ldp.protocols.base import NUMERIC
 from ldp_telemetry.ldp.protocols.channels import Channel
+from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
 
 #: Largest number of EM iterations a registry may ask for (each is O(d + d̃)).
 MAX_ITERATIONS_LIMIT = 1_000_000
@@ -102,7 +104,7 @@ def expectation_maximisation(channel: Channel, counts: np.ndarray, *, smoothing:
     scale = 4.0 if smoothing else 1.0
     x[:] = scale / channel.d if start is None else scale * np.asarray(start, float)
     smooth_step = _SmoothingStep(x) if smoothing else None
-    unsmoothed = smooth_step.input if smoothing else x
+    unsmoothed = smooth_step.input if smooth_step is not None else x
     share = counts / n
     # rounding of N·(a·b) − N: below N·d̃·2⁻⁵² (a·b ≈ 1, d̃ positive terms)
     margin = 4.0 * n * channel.d_out * np.finfo(float).eps
@@ -110,13 +112,13 @@ def expectation_maximisation(channel: Channel, counts: np.ndarray, *, smoothing:
     settled = tolerance + margin  # a bound beyond ±this settles |ΔL| ≥ τ
     predicted = forward()  # > 0 everywhere: every column of M is at least q·width
     np.divide(share, predicted, out=ratio)
-    change = math.inf  # |ΔL| of the last iteration, where computed
+    change: float | None = math.inf  # |ΔL| of the last iteration, where computed
     iterations = 0
     while iterations < max_iterations:
         # E- and M-step in one: Σ_i x_i (Mᵀ(n/N / Mx))_i = Σ_j n_j/N = 1, so
         # x ← x · Mᵀ(share / Mx) is already normalised
         np.multiply(x, backward(), out=unsmoothed)
-        if smoothing:
+        if smooth_step is not None:
             smooth_step()  # x ← 4 S(unsmoothed), the mass kept
         previous, predicted = predicted, forward()
         upper_ratio = ratio @ predicted  # ratio = share / previous
@@ -161,17 +163,18 @@ class _SmoothingStep:
 
 # -- the registry's NUMERIC methods ----------------------------------------------------------
 
-def _is_tolerance(value) -> bool:
+def _is_tolerance(value: object) -> bool:
     return value is None or is_positive_number(value)
 
 
-def _is_iteration_limit(value) -> bool:
+def _is_iteration_limit(value: object) -> bool:
     return is_positive_int(value) and value <= MAX_ITERATIONS_LIMIT
 
 
-def _run(smoothing: bool):
-    def run(counts: np.ndarray, n: int, protocol, *, tolerance=None,
-            max_iterations=DEFAULT_MAX_ITERATIONS, **_bootstrap) -> EstimatorOutput:
+def _run(smoothing: bool) -> Callable[..., EstimatorOutput]:
+    def run(counts: np.ndarray, n: int, protocol: SquareWave | DiscreteSquareWave, *,
+            tolerance: float | None = None, max_iterations: int = DEFAULT_MAX_ITERATIONS,
+            **_bootstrap: object) -> EstimatorOutput:
         """The NUMERIC estimator surface: (statistic, n, protocol, **params)."""
         tau = paper_tolerance(protocol.epsilon, smoothing) if tolerance is None else tolerance
         result = expectation_maximisation(protocol.channel(), counts, smoothing=smoothing,

@@ -27,8 +27,9 @@ import numpy as np
 
 from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.base.registration import Catalog, MethodChoice, Parameter
-from ldp_telemetry.ldp.protocols.base import FREQUENCY
+from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
+from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 
 #: Modules that register estimator methods when imported (loaded on the catalog's first use).
 METHOD_MODULES: list[str] = ["ldp_telemetry.ldp.estimation.wiener",
@@ -73,7 +74,7 @@ class EstimatorSpec(MethodChoice):
 
     catalog: ClassVar[Catalog] = METHODS
 
-    def check_fits(self, protocol: type) -> None:
+    def check_fits(self, protocol: type[FrequencyOracle] | type[NumericProtocol]) -> None:
         """RegistryError unless the method reads the statistic of `protocol` (a protocol class):
         a method of its kind, and one it names among its `estimators` when it names some."""
         fitting = getattr(protocol, "estimators", None)
@@ -84,7 +85,7 @@ class EstimatorSpec(MethodChoice):
                                 f"{protocol.name!r}; it takes one of {list(fitting)}",
                                 METHODS.field)
 
-    def run(self, *args, **kwargs) -> EstimatorOutput:
+    def run(self, *args: Any, **kwargs: Any) -> EstimatorOutput:
         return self.definition.run(*args, **kwargs, **dict(self.params))
 
     def record(self, output: EstimatorOutput | None = None) -> dict[str, Any]:
@@ -103,7 +104,8 @@ def _plain(value: Any) -> Any:
     return float(value)
 
 
-def _unbiased(unbiased: np.ndarray, noise: SupportNoise, protocol) -> EstimatorOutput:
+def _unbiased(unbiased: np.ndarray, noise: SupportNoise, protocol: FrequencyOracle
+              ) -> EstimatorOutput:
     """The support-set estimate itself, f~ = (c/n − q*)/(p* − q*) ([Wang20] journal eq. 2)."""
     return EstimatorOutput(np.asarray(unbiased, dtype=np.float64))
 

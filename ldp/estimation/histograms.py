@@ -10,6 +10,7 @@ transition model of [Li20] §5.5), so the statistics are those of a piecewise-co
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 #: The quantile levels of every numeric estimate record, as their record keys.
 QUANTILE_LEVELS: tuple[str, ...] = ("0.01", "0.05", "0.1", "0.25", "0.5", "0.75", "0.9", "0.95",
@@ -35,7 +36,7 @@ def histogram_variance(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.maximum(second - histogram_mean(x, edges) ** 2, 0.0)
 
 
-def histogram_quantiles(x: np.ndarray, edges: np.ndarray, levels) -> np.ndarray:
+def histogram_quantiles(x: np.ndarray, edges: np.ndarray, levels: ArrayLike) -> np.ndarray:
     """Quantiles at `levels` of each distribution in x (shape x.shape[:-1] + (len(levels),)).
 
     The CDF is linear inside each bucket; a level falling on a flat stretch (empty buckets)

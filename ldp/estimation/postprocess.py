@@ -37,7 +37,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 import numpy as np
 
@@ -148,6 +148,10 @@ def norm_cut_threshold(estimate: np.ndarray) -> float:
     return float(ascending[valid][0]) if valid.any() else math.inf
 
 
+@overload
+def post_pos(answers: float) -> float: ...
+@overload
+def post_pos(answers: np.ndarray) -> float | np.ndarray: ...
 def post_pos(answers: float | np.ndarray) -> float | np.ndarray:
     """Post-Pos (§3.1): max(answer, 0) for a query answer or an array of answers."""
     clipped = np.maximum(np.asarray(answers, dtype=np.float64), 0.0)

@@ -218,7 +218,7 @@ class WindowEstimate:
         return self.protocol.d
 
     @cached_property
-    def _fit(self):
+    def _fit(self) -> Any:  # a wiener.Fit, or None (wiener is imported on first use)
         """The Wiener-family fit of the window's estimator, or None for the unbiased estimate."""
         if self.estimator.method == "unbiased":
             return None

@@ -30,7 +30,7 @@ MAX_REPLICATES = 1_000
 DEFAULT_REPLICATES = 20
 
 
-def _is_replicates(value) -> bool:
+def _is_replicates(value: object) -> bool:
     return is_nonnegative_int(value) and value <= MAX_REPLICATES
 
 

@@ -19,9 +19,10 @@ benchmarks/evaluate_integrity.py (never by the pipeline):
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ldp_telemetry.ldp.protocols import hashing
-from ldp_telemetry.ldp.protocols.base import random_seeds
+from ldp_telemetry.ldp.protocols.base import FrequencyOracle, random_seeds
 from ldp_telemetry.ldp.protocols.grr import GRR
 from ldp_telemetry.ldp.protocols.local_hashing import LocalHashing
 from ldp_telemetry.ldp.protocols.rws import RWS
@@ -36,7 +37,8 @@ RWS_TRIES = 16
 _ROWS = 4096
 
 
-def fake_reports(protocol, attack: str, targets, m: int, rng: np.random.Generator) -> dict:
+def fake_reports(protocol: FrequencyOracle, attack: str, targets: ArrayLike, m: int,
+                 rng: np.random.Generator) -> dict:
     """Payload columns of m fake reports of `attack` promoting `targets` (distinct values)."""
     targets = np.asarray(targets, dtype=np.int64)
     if attack not in ATTACKS:
@@ -48,11 +50,11 @@ def fake_reports(protocol, attack: str, targets, m: int, rng: np.random.Generato
     return _maximal_gain(protocol, targets, m, rng)
 
 
-def _bits(protocol, dense: np.ndarray) -> dict:
+def _bits(protocol: FrequencyOracle, dense: np.ndarray) -> dict:
     return {"bits": np.packbits(dense, axis=1, bitorder="little")}
 
 
-def _random_output(protocol, m: int, rng) -> dict:
+def _random_output(protocol: FrequencyOracle, m: int, rng: np.random.Generator) -> dict:
     d = protocol.d
     if isinstance(protocol, GRR):
         return {"value": rng.integers(0, d, size=m)}
@@ -68,7 +70,8 @@ def _random_output(protocol, m: int, rng) -> dict:
     raise ValueError(f"no random-output attack for protocol {protocol.name!r}")
 
 
-def _maximal_gain(protocol, targets: np.ndarray, m: int, rng) -> dict:
+def _maximal_gain(protocol: FrequencyOracle, targets: np.ndarray, m: int,
+                  rng: np.random.Generator) -> dict:
     d, r = protocol.d, len(targets)
     if isinstance(protocol, GRR):
         return {"value": rng.choice(targets, size=m)}
@@ -91,7 +94,8 @@ def _maximal_gain(protocol, targets: np.ndarray, m: int, rng) -> dict:
     raise ValueError(f"no maximal-gain attack for protocol {protocol.name!r}")
 
 
-def _hashing_gain(protocol, targets, m, rng) -> dict:
+def _hashing_gain(protocol: LocalHashing, targets: np.ndarray, m: int,
+                  rng: np.random.Generator) -> dict:
     g = protocol.g
     seeds, ys = np.empty(m, dtype=np.uint64), np.empty(m, dtype=np.int64)
     rows = max(1, _ROWS * 64 // HASH_TRIES)
@@ -109,7 +113,7 @@ def _hashing_gain(protocol, targets, m, rng) -> dict:
     return {"seed": seeds.view(np.int64), "y": ys}
 
 
-def _wheel_gain(protocol, targets, m, rng) -> dict:
+def _wheel_gain(protocol: RWS, targets: np.ndarray, m: int, rng: np.random.Generator) -> dict:
     d, k = protocol.d, protocol.k
     seeds, ys = np.empty(m, dtype=np.uint64), np.empty(m, dtype=np.int64)
     rows = max(1, _ROWS // RWS_TRIES)

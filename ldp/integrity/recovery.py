@@ -14,7 +14,12 @@ is the recovery: it is a reading aid, labelled by its `method`.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+
+from ldp_telemetry.ldp.integrity.support import SupportModel
+from ldp_telemetry.ldp.protocols.base import FrequencyOracle
 
 #: The recovery's name in the record.
 METHOD = "remove-fake-support"
@@ -24,7 +29,8 @@ ITERATIONS = 20
 MAX_FAKE_FRACTION = 0.5
 
 
-def recovered_estimate(protocol, model, columns: dict, unbiased: np.ndarray, labels,
+def recovered_estimate(protocol: FrequencyOracle, model: SupportModel, columns: dict,
+                       unbiased: np.ndarray, labels: Sequence[str],
                        implicated: list[int]) -> dict | None:
     """{"method", "fake_fraction", "labels", "estimate"} for the implicated values (indices),
     or None when there are fewer than two or the protocol has no set probabilities."""
@@ -33,7 +39,9 @@ def recovered_estimate(protocol, model, columns: dict, unbiased: np.ndarray, lab
     if probabilities is None or not columns:
         return None
     p_in, p_out = probabilities
-    together = model.supports(columns, np.asarray(implicated)).all(axis=1)
+    supported = model.supports(columns, np.asarray(implicated))
+    assert supported is not None, "a model with set probabilities has supports"
+    together = supported.all(axis=1)
     share = float(together.mean())
     poisoned = np.nan_to_num(np.asarray(unbiased, dtype=np.float64)[implicated])
     gain = (1 - protocol.q_star) / (protocol.p_star - protocol.q_star)

@@ -18,6 +18,8 @@ only reports below it are copied (about s (1 + ln(n/s)) rows over a window of n)
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ldp_telemetry.ldp.protocols.hashing import splitmix64
@@ -48,11 +50,12 @@ class ReportSample:
     def __len__(self) -> int:
         return min(self._held, self.capacity)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[ReportSample], tuple]:
         priority, columns = self.rows()
         return ReportSample, (self.capacity, int(self.key), priority, columns, self._unnamed)
 
-    def offer(self, report_ids: np.ndarray | None, rows: int, take) -> None:
+    def offer(self, report_ids: np.ndarray | None, rows: int,
+              take: Callable[[np.ndarray], dict]) -> None:
         """Offer `rows` reports: `report_ids` (int64, or None), `take(mask)` their sampled
         columns for the rows of a boolean mask."""
         if report_ids is None:

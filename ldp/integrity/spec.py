@@ -64,7 +64,7 @@ _LIMITS = {"top_k": (2, MAX_TOP_K), "sample": (16, MAX_SAMPLE),
            "sample_bytes": (1 << 10, MAX_SAMPLE_BYTES), "history": (1, MAX_HISTORY)}
 
 
-def parse_integrity(value, where: str, label: str) -> IntegritySpec | None:
+def parse_integrity(value: object, where: str, label: str) -> IntegritySpec | None:
     """The registry field `integrity` (absent: DEFAULT; false: None) -> IntegritySpec.
 
     RegistryError naming the field (``metrics[0].integrity.top_k``) for anything else."""

@@ -34,13 +34,18 @@ tests/ldp/test_integrity.py):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
 from ldp_telemetry.ldp.base.times import reports_per_window
 from ldp_telemetry.ldp.integrity.recovery import recovered_estimate
-from ldp_telemetry.ldp.integrity.support import support_model, support_size_moments
+from ldp_telemetry.ldp.integrity.sample import ReportSample
+from ldp_telemetry.ldp.integrity.support import (SupportModel, support_model,
+                                                 support_size_moments)
+from ldp_telemetry.ldp.protocols.base import FrequencyOracle
 
 #: Expected count below which support-size cells are pooled with their neighbours.
 MIN_EXPECTED = 5.0
@@ -59,8 +64,9 @@ def normal_isf(p: float) -> float:
     return -_NORMAL.inv_cdf(p)
 
 
-def statistic(name: str, score=None, p_value=None, level: float = 0.0, values=(), df=None,
-              note=None) -> dict:
+def statistic(name: str, score: float | None = None, p_value: float | None = None,
+              level: float = 0.0, values: Sequence[int] = (), df: int | None = None,
+              note: str | None = None) -> dict:
     """One test's entry of the record section (`flagged`: p_value <= level)."""
     return {"name": name, "score": None if score is None else float(score),
             "df": None if df is None else int(df),
@@ -69,7 +75,7 @@ def statistic(name: str, score=None, p_value=None, level: float = 0.0, values=()
             "values": [str(v) for v in values], "note": note}
 
 
-def sum_statistic(protocol, counts: np.ndarray, n: int, level: float,
+def sum_statistic(protocol: FrequencyOracle, counts: np.ndarray, n: int, level: float,
                   reports_per_device: int = 1) -> dict:
     """The sum of the unbiased estimate against 1 (module docstring).
 
@@ -112,12 +118,13 @@ def _pooled_cells(expected: np.ndarray, observed: np.ndarray) -> tuple[np.ndarra
     return e, o
 
 
-def support_size_statistic(model, columns: dict, level: float) -> dict:
+def support_size_statistic(model: SupportModel, columns: dict, level: float) -> dict:
     """Pearson's χ² of the sampled support sizes against their honest pmf."""
     pmf = model.size_pmf()
     if pmf is None:
         return statistic("support_size", note="every report supports the same number of values")
     sizes = model.sizes(columns)
+    assert sizes is not None, "a model with a size pmf has sizes"
     m = len(sizes)
     if m < MIN_SAMPLE:
         return statistic("support_size", note=f"{m} sampled reports, fewer than {MIN_SAMPLE}")
@@ -131,8 +138,9 @@ def support_size_statistic(model, columns: dict, level: float) -> dict:
     return statistic("support_size", chi2, chdtrc(df, chi2), level, df=df)
 
 
-def co_support_statistic(model, columns: dict, unbiased: np.ndarray, std_error: np.ndarray,
-                         labels, top_k: int, level: float) -> dict:
+def co_support_statistic(model: SupportModel, columns: dict, unbiased: np.ndarray,
+                         std_error: np.ndarray, labels: Sequence[str], top_k: int,
+                         level: float) -> dict:
     """The co-support excess over the top-K values (module docstring)."""
     pairs = model.pair_probabilities()
     if pairs is None:
@@ -144,7 +152,9 @@ def co_support_statistic(model, columns: dict, unbiased: np.ndarray, std_error: 
     order = np.argsort(-np.nan_to_num(unbiased, nan=-np.inf), kind="stable")
     top = order[: min(top_k, len(order))]
     r1, r0 = pairs
-    matrix = model.supports(columns, top).astype(np.float64)
+    supported = model.supports(columns, top)
+    assert supported is not None, "a model with pair probabilities has supports"
+    matrix = supported.astype(np.float64)
     s = len(matrix)  # RWS: a bounded number of the sampled rows
     together = matrix.T @ matrix
     f = np.clip(np.nan_to_num(unbiased[top]), 0.0, 1.0)
@@ -169,7 +179,8 @@ def co_support_statistic(model, columns: dict, unbiased: np.ndarray, std_error: 
     return entry
 
 
-def jump_statistic(unbiased: np.ndarray, std_error: np.ndarray, earlier: list, labels,
+def jump_statistic(unbiased: np.ndarray, std_error: np.ndarray, earlier: list,
+                   labels: Sequence[str],
                    top_k: int, level: float) -> dict:
     """The jump of each top-K value against the mean of `earlier` windows' (unbiased, se)
     arrays of the same values (module docstring)."""
@@ -209,7 +220,7 @@ def summarise(section: dict) -> dict:
     return section
 
 
-def shared_reports(config, window_ms: int | None) -> int:
+def shared_reports(config: Any, window_ms: int | None) -> int:
     """R, the most reports one device sends to a window of `window_ms` that share a permanent
     response: ceil(reports_per_day x window length) for a memoized metric with a configured
     rate, else 1 (one-stage reports of a device are independent given its value)."""
@@ -219,7 +230,8 @@ def shared_reports(config, window_ms: int | None) -> int:
     return 1 if rate is None or rate <= 1 else math.ceil(rate)
 
 
-def window_integrity(config, result, table, sample, window_ms: int | None = None
+def window_integrity(config: Any, result: Any, table: np.ndarray, sample: ReportSample | None,
+                     window_ms: int | None = None
                      ) -> dict | None:
     """The integrity section of a frequency-oracle window's record, or None when the metric has
     integrity off (or is numeric). `result`: its finalize.WindowResult; `table`: the version's
@@ -272,7 +284,7 @@ def window_integrity(config, result, table, sample, window_ms: int | None = None
     return summarise(section)
 
 
-def _unsampled(sample) -> str:
+def _unsampled(sample: ReportSample | None) -> str:
     """Why a version with a sampled test has no sampled reports."""
     if sample is None:
         return (f"no report sample: fewer than {MIN_SAMPLE} reports fit in the metric's "

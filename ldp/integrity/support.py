@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import math
 
+from typing import Any
+
 import numpy as np
 
 from ldp_telemetry.ldp.protocols import hashing
+from ldp_telemetry.ldp.protocols.base import Columns
 from ldp_telemetry.ldp.protocols.fixed_subset import FixedSizeSubset
 from ldp_telemetry.ldp.protocols.grr import GRR
 from ldp_telemetry.ldp.protocols.local_hashing import LocalHashing
@@ -70,20 +73,20 @@ def _one_plus_binomial_pmf(p: float, others: int, q: float) -> np.ndarray:
 class SupportModel:
     """The support facts of one protocol (see the module docstring); subclasses per family."""
 
-    def __init__(self, protocol):
+    def __init__(self, protocol: Any) -> None:
         self.protocol = protocol
 
-    def sampled(self, columns) -> dict:
+    def sampled(self, columns: Columns) -> dict:
         return dict(columns)
 
     def row_bytes(self) -> int:
         """Bytes of one sampled row, its 8-byte priority included."""
         raise NotImplementedError
 
-    def supports(self, columns, values) -> np.ndarray | None:
+    def supports(self, columns: Columns, values: np.ndarray) -> np.ndarray | None:
         return None
 
-    def sizes(self, columns) -> np.ndarray | None:
+    def sizes(self, columns: Columns) -> np.ndarray | None:
         return None
 
     def size_pmf(self) -> np.ndarray | None:
@@ -102,17 +105,17 @@ class UnaryModel(SupportModel):
     def row_bytes(self) -> int:
         return 8 + self.protocol.n_bytes
 
-    def supports(self, columns, values):
+    def supports(self, columns: Columns, values: np.ndarray) -> np.ndarray:
         return _bit_supports(columns["bits"], values)
 
-    def sizes(self, columns):
+    def sizes(self, columns: Columns) -> np.ndarray:
         return _POPCOUNT[columns["bits"]].sum(axis=1, dtype=np.int64)
 
-    def size_pmf(self):
+    def size_pmf(self) -> np.ndarray:
         p = self.protocol
         return _one_plus_binomial_pmf(p.p_star, p.d - 1, p.q_star)
 
-    def set_probabilities(self, t):
+    def set_probabilities(self, t: int) -> tuple[float, float] | None:
         p, q = self.protocol.p_star, self.protocol.q_star
         return p * q ** (t - 1), q ** t
 
@@ -121,13 +124,13 @@ class HashingModel(SupportModel):
     def row_bytes(self) -> int:
         return 8 + 16
 
-    def supports(self, columns, values):
+    def supports(self, columns: Columns, values: np.ndarray) -> np.ndarray:
         seeds = columns["seed"].view(np.uint64)
         values = np.asarray(values, dtype=np.int64)
         hashed = hashing.local_hash(seeds[:, None], values[None, :], self.protocol.g)
         return hashed == np.asarray(columns["y"])[:, None]
 
-    def sizes(self, columns):
+    def sizes(self, columns: Columns) -> np.ndarray:
         d = self.protocol.d
         rows = min(len(columns["y"]), max(1, MAX_SIZE_CELLS // d))
         seeds = columns["seed"][:rows].view(np.uint64)
@@ -139,11 +142,11 @@ class HashingModel(SupportModel):
                                      "y": columns["y"][:rows]}, values).sum(axis=1)
         return counts
 
-    def size_pmf(self):
+    def size_pmf(self) -> np.ndarray:
         p = self.protocol
         return _one_plus_binomial_pmf(p.p_star, p.d - 1, 1.0 / p.g)
 
-    def set_probabilities(self, t):
+    def set_probabilities(self, t: int) -> tuple[float, float] | None:
         p, g = self.protocol.p_star, self.protocol.g
         return p / g ** (t - 1), 1.0 / g ** t
 
@@ -154,7 +157,7 @@ class SubsetModel(SupportModel):
     rows (each row's seeded k-subset costs O(d + k))."""
 
     @property
-    def _item_type(self):
+    def _item_type(self) -> type[np.signedinteger]:
         return np.int16 if self.protocol.d <= np.iinfo(np.int16).max else np.int32
 
     def row_bytes(self) -> int:
@@ -162,12 +165,12 @@ class SubsetModel(SupportModel):
             return 8 + 16
         return 8 + self.protocol.k * np.dtype(self._item_type).itemsize
 
-    def sampled(self, columns):
+    def sampled(self, columns: Columns) -> dict:
         if isinstance(self.protocol, RWS):
             return dict(columns)
         return {"items": np.asarray(columns["items"]).astype(self._item_type)}
 
-    def supports(self, columns, values):
+    def supports(self, columns: Columns, values: np.ndarray) -> np.ndarray:
         values = np.asarray(values, dtype=np.int64)
         protocol = self.protocol
         if not isinstance(protocol, RWS):
@@ -187,7 +190,7 @@ class SubsetModel(SupportModel):
                 out[start:start + len(block), j] = (members == value).any(axis=1)
         return out
 
-    def set_probabilities(self, t):
+    def set_probabilities(self, t: int) -> tuple[float, float] | None:
         """The others are k - 1 (probability p*) or k draws without replacement from d - 1."""
         p, k, d = self.protocol.p_star, self.protocol.k, self.protocol.d
         if t > d - 1:
@@ -206,7 +209,7 @@ class SingleModel(SupportModel):
         return 8 + 8
 
 
-def support_model(protocol) -> SupportModel | None:
+def support_model(protocol: object) -> SupportModel | None:
     """The model of `protocol`'s family, or None when integrity has none (numeric, HR)."""
     if isinstance(protocol, UnaryEncoding):
         return UnaryModel(protocol)
@@ -219,7 +222,7 @@ def support_model(protocol) -> SupportModel | None:
     return None
 
 
-def support_size_moments(protocol) -> tuple[float, float] | None:
+def support_size_moments(protocol: object) -> tuple[float, float] | None:
     """(mean, variance) of one honest report's support size, whatever its true value, or None
     when the family has no model. Constant sizes (GRR 1, SS/RWS k) have variance 0."""
     model = support_model(protocol)

@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -69,7 +69,7 @@ class FrequencyOracle(abc.ABC):
     #: The kind of protocol: estimator methods of this kind read its statistic.
     kind: ClassVar[str] = FREQUENCY
 
-    def __init_subclass__(cls, **kwargs) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "payload_schema" in cls.__dict__:
             cls.payload_record = cls.payload_schema["name"]
@@ -228,7 +228,7 @@ MIN_EPSILON = 1e-6
 MAX_EPSILON = 20.0
 
 
-def epsilon_problem(epsilon) -> str | None:
+def epsilon_problem(epsilon: object) -> str | None:
     """Why `epsilon` is not a usable privacy level (a phrase), or None when it is."""
     if not is_number(epsilon):
         return f"must be a number, got {epsilon!r}"
@@ -237,7 +237,7 @@ def epsilon_problem(epsilon) -> str | None:
     return None
 
 
-def random_seeds(shape, rng: np.random.Generator) -> np.ndarray:
+def random_seeds(shape: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """Fresh uniform 64-bit client seeds (uint64), from which the server re-derives structure."""
     return rng.integers(0, np.iinfo(np.uint64).max, size=shape, dtype=np.uint64, endpoint=True)
 

@@ -45,7 +45,7 @@ class CfoBinning(NumericProtocol):
     def support_counts(self, statistic: np.ndarray) -> np.ndarray:
         return self.inner.support_counts(statistic)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         return self.inner.perturb(unit_buckets(values, self.d), rng)
 
     def payload_bytes(self) -> int:
@@ -54,16 +54,17 @@ class CfoBinning(NumericProtocol):
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return self.inner.payloads_to_avro(columns)
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return self.inner.payloads_from_avro(payloads)
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return self.inner.check_payloads(columns)
 
     def new_statistic(self) -> np.ndarray:
         return self.inner.new_statistic()
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         self.inner.accumulate(statistic, columns)
 
     def resample(self, estimate: np.ndarray, n: int, rng: np.random.Generator, size: int

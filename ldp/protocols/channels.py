@@ -11,8 +11,10 @@ domains). Models are cached per configuration (`square_wave_channel`). The Squar
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +50,8 @@ class Product:
     The caller writes the vector in place (no copy per call); the result is a new array.
     """
 
-    def __init__(self, size: int, apply, buffer: np.ndarray | None = None):
+    def __init__(self, size: int, apply: Callable[[np.ndarray], np.ndarray],
+                 buffer: np.ndarray | None = None) -> None:
         self.input = np.zeros(size) if buffer is None else buffer
         self._apply = apply
 
@@ -126,7 +129,7 @@ class _PlateauOperator:
         return Product(size - 1, apply, masses)
 
 
-def _sparse_product(matrix, kernel=None):
+def _sparse_product(matrix: Any, kernel: Any = None) -> Callable[[np.ndarray], np.ndarray]:
     """`matrix @ v` as a function of v, through scipy's compiled CSR kernel where this scipy
     has it (`scipy.sparse._sparsetools.csr_matvec`, y += A v, without `@`'s checks: a third
     of the time of a product at d = 1024) and through `@` otherwise."""
@@ -144,7 +147,7 @@ def _sparse_product(matrix, kernel=None):
     return product
 
 
-def _csr_matvec():
+def _csr_matvec() -> Any:
     """scipy's compiled CSR kernel, or False for a scipy without it (`@` gives the same
     product). Imported on first use: the commands that need no estimation never load scipy."""
     try:
@@ -179,8 +182,10 @@ class SquareWaveChannel(Channel):
     q: float
     out_edges: np.ndarray = field(init=False, repr=False)
     in_edges: np.ndarray = field(init=False, repr=False)
+    _forward: _PlateauOperator = field(init=False, repr=False)
+    _backward: _PlateauOperator = field(init=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         out_edges = np.linspace(-self.b, 1.0 + self.b, self.d_out + 1)
         in_edges = np.linspace(0.0, 1.0, self.d + 1)
         object.__setattr__(self, "out_edges", out_edges)
@@ -197,13 +202,13 @@ class SquareWaveChannel(Channel):
         object.__setattr__(self, "_backward", _PlateauOperator(
             out_edges, in_edges + b, in_edges - b, band * self.d * width_out, flat))
 
-    def forward(self, x):
+    def forward(self, x: np.ndarray) -> np.ndarray:
         return self._forward(np.asarray(x, dtype=np.float64))
 
-    def backward(self, r):
+    def backward(self, r: np.ndarray) -> np.ndarray:
         return self._backward(np.asarray(r, dtype=np.float64))
 
-    def products(self):
+    def products(self) -> tuple[Product, Product]:
         return self._forward.product(), self._backward.product()
 
 
@@ -221,17 +226,17 @@ class DiscreteSquareWaveChannel(Channel):
     q: float
 
     @property
-    def d_out(self) -> int:
+    def d_out(self) -> int:  # type: ignore[override]  # read-only here: it follows from d and b
         return self.d + 2 * self.b
 
-    def forward(self, x):
+    def forward(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
         c = np.concatenate(([0.0], np.cumsum(x)))
         j = np.arange(self.d_out)
         window = c[np.minimum(j + 1, self.d)] - c[np.clip(j - 2 * self.b, 0, self.d)]
         return self.q * c[-1] + (self.p - self.q) * window
 
-    def backward(self, r):
+    def backward(self, r: np.ndarray) -> np.ndarray:
         r = np.asarray(r, dtype=np.float64)
         c = np.concatenate(([0.0], np.cumsum(r)))
         i = np.arange(self.d)

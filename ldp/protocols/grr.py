@@ -46,7 +46,7 @@ class GRR(FrequencyOracle):
         mean = p * w + q * (w.sum() - w)
         return p * w ** 2 + q * (np.dot(w, w) - w ** 2) - mean ** 2
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         return {"value": grr_perturb(values, self.d, self.p_star, rng)}
 
     def payload_bytes(self) -> int:
@@ -55,13 +55,14 @@ class GRR(FrequencyOracle):
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"value": v} for v in columns["value"].tolist())
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return self.check_payloads({"value": int_column(payloads, "value")})
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         value = np.asarray(columns["value"], dtype=np.int64)
         invalid = (value < 0) | (value >= self.d)
         return {"value": np.where(invalid, 0, value)}, invalid
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         statistic += np.bincount(columns["value"], minlength=self.d)

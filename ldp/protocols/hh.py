@@ -107,7 +107,7 @@ class HierarchicalHistogram(NumericProtocol):
         return self.h + np.concatenate([[0], np.cumsum(sizes)])
 
     # -- client -----------------------------------------------------------------------------
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         bucket = unit_buckets(values, self.d)
         level = rng.integers(1, self.h + 1, size=bucket.shape)
         seed = np.zeros(bucket.shape, dtype=np.int64)
@@ -132,11 +132,12 @@ class HierarchicalHistogram(NumericProtocol):
             columns["level"].tolist(), columns["seed"].tolist(), columns["y"].tolist(),
             strict=True))
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return self.check_payloads({key: int_column(payloads, key)
                                     for key in ("level", "seed", "y")})
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         level, seed, y = (np.asarray(columns[key], dtype=np.int64)
                           for key in ("level", "seed", "y"))
         ranges = np.array([0] + [self.output_range(o) for o in self.oracles] + [0])
@@ -149,7 +150,7 @@ class HierarchicalHistogram(NumericProtocol):
     def new_statistic(self) -> np.ndarray:
         return np.zeros(int(self.offsets()[-1]), dtype=np.int64)
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         level = np.asarray(columns["level"], dtype=np.int64)
         statistic[: self.h] += np.bincount(level - 1, minlength=self.h)
         offsets = self.offsets()
@@ -174,7 +175,8 @@ class HierarchicalHistogram(NumericProtocol):
                      for i, oracle in enumerate(self.oracles)]
         return reports, estimates
 
-    def resample(self, estimate, n, rng, size):
+    def resample(self, estimate: np.ndarray, n: int, rng: np.random.Generator, size: int
+                 ) -> np.ndarray:
         """`size` statistics of n users holding `estimate`: depths ~ Multinomial(n, 1/h each);
         at a GRR depth the node histogram is Multinomial(n_ℓ, f p* + (1 − f) q*), at an OLH
         depth each support count is Binomial(n_ℓ, f_v p* + (1 − f_v) q*) (see CfoBinning)."""

@@ -99,7 +99,7 @@ class HR(FrequencyOracle):
         bias = (2 * p - 1) * (K * w - total) / (K - 1)
         return ((K * squares - total ** 2) / (K - 1) - bias ** 2) / 4
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         values = np.asarray(values, dtype=np.int64)
         row = rng.integers(1, self.K, size=values.shape)
         flip = rng.random(values.shape) >= self.p_star
@@ -112,11 +112,12 @@ class HR(FrequencyOracle):
         return ({"row": j, "bit": bool(b)}
                 for j, b in zip(columns["row"].tolist(), columns["bit"].tolist(), strict=True))
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return self.check_payloads({"row": int_column(payloads, "row"),
                                     "bit": int_column(payloads, "bit")})
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         row = np.asarray(columns["row"], dtype=np.int64)
         bit = np.asarray(columns["bit"], dtype=np.int64)
         invalid = (row < 1) | (row >= self.K)
@@ -128,10 +129,10 @@ class HR(FrequencyOracle):
     def statistic_nbytes(self) -> int:
         return 16 * self.K
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         cells = 2 * np.asarray(columns["row"], dtype=np.int64) + columns["bit"]
         statistic += np.bincount(cells, minlength=statistic.size).reshape(statistic.shape)
 
-    def support_counts(self, statistic):
+    def support_counts(self, statistic: np.ndarray) -> np.ndarray:
         spread = walsh_hadamard(statistic[:, 0] - statistic[:, 1])
         return (statistic.sum() + spread[: self.d]) // 2

@@ -14,7 +14,7 @@ Python call per pair.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -39,7 +39,7 @@ def local_hashing_n_mse(epsilon: float, d: int, g: int) -> float:
     return pure_n_mse(*local_hashing_support(epsilon, g), d)
 
 
-def better_rounding(candidates, n_mse_of) -> int:
+def better_rounding(candidates: Iterable[int], n_mse_of: Callable[[int], float]) -> int:
     """The candidate integer with the lowest n·MSE (ties: the smaller one)."""
     return min(sorted(set(candidates)), key=n_mse_of)
 
@@ -82,7 +82,7 @@ class LocalHashing(FrequencyOracle):
         """
         return independent_support_variance(self.p_star, self.q_star, w)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         values = np.asarray(values, dtype=np.int64)
         seeds = random_seeds(values.shape, rng)
         hashed = hashing.local_hash(seeds, values, self.g)
@@ -94,12 +94,13 @@ class LocalHashing(FrequencyOracle):
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return seeded_payloads_to_avro(columns)
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return seeded_payloads_from_avro(payloads, self.g)
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return check_seeded_payloads(columns, self.g)
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         hashing.add_local_hash_support(statistic, columns["seed"].view(np.uint64),
                                        columns["y"], self.g)

@@ -41,7 +41,8 @@ class MeanMechanism(NumericProtocol):
         no information about it."""
         return None
 
-    def resample(self, estimate, n, rng, size):
+    def resample(self, estimate: np.ndarray, n: int, rng: np.random.Generator, size: int
+                 ) -> np.ndarray:
         raise NotImplementedError("mean-only protocols have closed-form standard errors")
 
 
@@ -59,7 +60,7 @@ class StochasticRounding(MeanMechanism):
         e = math.exp(self.epsilon)
         return e / (e + 1.0)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         t = 2.0 * np.asarray(values, dtype=np.float64) - 1.0
         p = self.p
         q = 1.0 - p
@@ -71,11 +72,12 @@ class StochasticRounding(MeanMechanism):
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"up": bool(u)} for u in columns["up"].tolist())
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return self.check_payloads({"up": np.fromiter(
             (p["up"] for p in payloads), dtype=bool, count=len(payloads))})
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Every boolean is a valid report."""
         up = np.asarray(columns["up"], dtype=bool)
         return {"up": up}, np.zeros(len(up), dtype=bool)
@@ -83,10 +85,10 @@ class StochasticRounding(MeanMechanism):
     def new_statistic(self) -> np.ndarray:
         return np.zeros(2, dtype=np.int64)
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         statistic += np.bincount(columns["up"].astype(np.int64), minlength=2)
 
-    def mean_and_error(self, statistic, n):
+    def mean_and_error(self, statistic: np.ndarray, n: int) -> tuple[float, float]:
         """t̄ = (c₊ − c₋)/(n (p − q)); Var ṽ_i = 1/(p − q)² − t_i² ≤ 1/(p − q)² − t̄² on average."""
         gap = 2.0 * self.p - 1.0
         mean = float(statistic[1] - statistic[0]) / (n * gap)
@@ -107,7 +109,7 @@ class PiecewiseMechanism(MeanMechanism):
         z = math.exp(self.epsilon / 2.0)
         return (z + 1.0) / (z - 1.0)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         t = 2.0 * np.asarray(values, dtype=np.float64) - 1.0
         z = math.exp(self.epsilon / 2.0)
         s = self.s
@@ -127,20 +129,21 @@ class PiecewiseMechanism(MeanMechanism):
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return real_payloads_to_avro(columns)
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return real_payloads_from_avro(payloads, -self.s, self.s)
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return check_real_payloads(columns, -self.s, self.s)
 
     def new_statistic(self) -> np.ndarray:
         return np.zeros(2, dtype=np.float64)
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         y = columns["y"]
         statistic += (y.sum(), y @ y)
 
-    def mean_and_error(self, statistic, n):
+    def mean_and_error(self, statistic: np.ndarray, n: int) -> tuple[float, float]:
         """t̄ = Σ ṽ/n with the reports' sample standard error."""
         mean = float(statistic[0]) / n
         return mean, math.sqrt(max(float(statistic[1]) / n - mean ** 2, 0.0) / n)
@@ -152,7 +155,7 @@ class PiecewiseMechanism(MeanMechanism):
         t = np.asarray(t, dtype=np.float64)
         return t ** 2 * z / (z - 1.0) + (z + 3.0) / (3.0 * (z - 1.0) ** 2)
 
-    def variance_of_t(self, statistic, n):
+    def variance_of_t(self, statistic: np.ndarray, n: int) -> float | None:
         """Var[t] from the second moment: E[t²] = (Σṽ²/n − (z + 3)/(3(z − 1)²)) (z − 1)/z, minus
         (t̄² − se²), an unbiased estimate of E[t]² ([Li20] §6 estimates the variance with PM);
         clipped at 0."""

@@ -40,22 +40,24 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.protocols import hashing
-from ldp_telemetry.ldp.protocols.base import (epsilon_problem, grr_perturb,
+from ldp_telemetry.ldp.protocols.base import (FrequencyOracle, epsilon_problem, grr_perturb,
                                               independent_support_variance, pure_n_mse,
                                               random_seeds)
 from ldp_telemetry.ldp.protocols.blh import BLH
 from ldp_telemetry.ldp.protocols.grr import GRR
+from ldp_telemetry.ldp.protocols.local_hashing import LocalHashing
 from ldp_telemetry.ldp.protocols.olh import OLH
 from ldp_telemetry.ldp.protocols.oue import OUE
 from ldp_telemetry.ldp.protocols.rlh import RLH
 from ldp_telemetry.ldp.protocols.rue import RUE
 from ldp_telemetry.ldp.protocols.sue import SUE
+from ldp_telemetry.ldp.protocols.unary_encoding import UnaryEncoding
 
 #: Words(kind, item, count) -> `count` uniform uint64 words of the device's keyed stream for
 #: (kind, item) (ldp_telemetry.ldp.config.memoize.prr_words bound to a secret and configuration).
@@ -130,14 +132,14 @@ def symmetric_irr(prr: Stage, report_epsilon: float) -> Stage:
     return Stage(1.0 - t, t)
 
 
-def coin(words: np.ndarray, p) -> np.ndarray:
+def coin(words: np.ndarray, p: float | np.ndarray) -> np.ndarray:
     """Portable Bernoulli(p) draws from uint64 words: (w >> 11) < ceil(p · 2^53) (within 2^-53
     of p; `p` a number or an array of them)."""
     thresholds = np.ceil(np.asarray(p, dtype=np.float64) * 2.0 ** 53).astype(np.uint64)
     return (np.asarray(words, dtype=np.uint64) >> _TOP53) < thresholds
 
 
-def below(word, k: int) -> int:
+def below(word: int | np.integer, k: int) -> int:
     """A portable integer in [0, k) from one uint64 word: (w · k) >> 64 (bias below k/2^64)."""
     return (int(word) * int(k)) >> 64
 
@@ -151,7 +153,15 @@ def grr_from_words(value: int, k: int, p: float, words: np.ndarray) -> int:
     return other + (other >= value)
 
 
-class TwoStage:
+if TYPE_CHECKING:  # to the type checker, each mixin is the oracle it is mixed into
+    _Oracle = FrequencyOracle
+    _Unary = UnaryEncoding
+    _LocalHashing = LocalHashing
+else:
+    _Oracle = _Unary = _LocalHashing = object
+
+
+class TwoStage(_Oracle):
     """What every two-stage oracle adds to its one-stage class (a mixin listed first).
 
     Subclasses are frozen dataclasses with the field `lifetime_epsilon` (ε∞); `epsilon` is the
@@ -209,6 +219,11 @@ class TwoStage:
         """The PRR of `item` as one row of payload columns, from the device's keyed words."""
         raise NotImplementedError
 
+    def instantaneous_response(self, columns: dict[str, np.ndarray], rng: np.random.Generator
+                               ) -> dict[str, np.ndarray]:
+        """The IRR of PRR payload columns (one row per report), drawn from `rng`."""
+        raise NotImplementedError
+
     def prr_report_variance(self, w: np.ndarray) -> np.ndarray:
         """Var over the PRR of E[Y | PRR] / (p2 - q2)^2, for every true value x (closed form)."""
         raise NotImplementedError
@@ -255,11 +270,12 @@ class MemoizedGRR(TwoStage, GRR):
     def prr_report_variance(self, w: np.ndarray) -> np.ndarray:
         return GRR(self.lifetime_epsilon, self.d).report_variance(w)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         prr = grr_perturb(values, self.d, self.prr.p, rng)
         return self.instantaneous_response({"value": prr}, rng)
 
-    def instantaneous_response(self, columns, rng):
+    def instantaneous_response(self, columns: dict[str, np.ndarray], rng: np.random.Generator
+                                   ) -> dict[str, np.ndarray]:
         return {"value": grr_perturb(columns["value"], self.d, self.irr.p, rng)}
 
     def permanent_response(self, item: int, words: Words) -> dict[str, np.ndarray]:
@@ -269,10 +285,10 @@ class MemoizedGRR(TwoStage, GRR):
 
 # -- unary encoding ---------------------------------------------------------------------------
 
-class _MemoizedUnary(TwoStage):
+class _MemoizedUnary(TwoStage, _Unary):
     """A unary member's bits at ε∞ memoized, then a symmetric IRR on every bit."""
 
-    one_stage: ClassVar[type]
+    one_stage: ClassVar[type[UnaryEncoding]]
 
     def __post_init__(self) -> None:
         self.one_stage.__post_init__(self)
@@ -290,7 +306,7 @@ class _MemoizedUnary(TwoStage):
         prr = self.prr
         return independent_support_variance(prr.p, prr.q, w)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         values = np.asarray(values, dtype=np.int64)
         prr = self.prr
         packed = np.empty((len(values), (self.d + 7) // 8), dtype=np.uint8)
@@ -301,7 +317,8 @@ class _MemoizedUnary(TwoStage):
             packed[start:start + len(rows)] = np.packbits(bits, axis=1, bitorder="little")
         return self.instantaneous_response({"bits": packed}, rng)
 
-    def instantaneous_response(self, columns, rng):
+    def instantaneous_response(self, columns: dict[str, np.ndarray], rng: np.random.Generator
+                                   ) -> dict[str, np.ndarray]:
         packed = np.asarray(columns["bits"], dtype=np.uint8)
         out = np.empty_like(packed)
         irr = self.irr
@@ -396,7 +413,7 @@ def loloha_g(lifetime_epsilon: float, report_epsilon: float, upper: int) -> int:
     return low
 
 
-class _MemoizedLocalHashing(TwoStage):
+class _MemoizedLocalHashing(TwoStage, _LocalHashing):
     """LOLOHA's construction [Arcolezi23]: one hash seed per device (memoized), a PRR per hash
     bucket GRR_g at ε∞ (memoized), then an IRR GRR_g composing to GRR_g at ε1; g is the
     member's own choice at ε1 (the composed channel is local hashing at ε1), or with
@@ -404,7 +421,7 @@ class _MemoizedLocalHashing(TwoStage):
     g permanent responses, whatever the number of values it reports, so its lifetime ε is at
     most g·ε∞. Either way the stages compose to GRR_g at ε1 exactly."""
 
-    one_stage: ClassVar[type]
+    one_stage: ClassVar[type[LocalHashing]]
     #: whether g is a choice (OLH, RLH) or the protocol's definition (BLH: g = 2)
     g_is_chosen: ClassVar[bool] = True
     g_rule: str
@@ -441,14 +458,15 @@ class _MemoizedLocalHashing(TwoStage):
         # the PRR's level, whose support indicators are independent (LocalHashing)
         return independent_support_variance(self.prr.p, 1.0 / self.g, w)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         values = np.asarray(values, dtype=np.int64)
         seeds = random_seeds(values.shape, rng)
         hashed = hashing.local_hash(seeds, values, self.g)
         prr = grr_perturb(hashed, self.g, self.prr.p, rng)
         return self.instantaneous_response({"seed": seeds.view(np.int64), "y": prr}, rng)
 
-    def instantaneous_response(self, columns, rng):
+    def instantaneous_response(self, columns: dict[str, np.ndarray], rng: np.random.Generator
+                                   ) -> dict[str, np.ndarray]:
         return {"seed": np.asarray(columns["seed"], dtype=np.int64),
                 "y": grr_perturb(columns["y"], self.g, self.irr.p, rng)}
 
@@ -489,7 +507,7 @@ class MemoizedRLH(_MemoizedLocalHashing, RLH):
 
 
 #: The two-stage class of every protocol memoization is defined for, by registry name.
-MEMOIZED: dict[str, type] = {cls.name: cls for cls in (
+MEMOIZED: dict[str, type[TwoStage]] = {cls.name: cls for cls in (
     MemoizedGRR, MemoizedOUE, MemoizedSUE, MemoizedRUE, MemoizedOLH, MemoizedBLH, MemoizedRLH)}
 #: The two-stage local-hashing protocols whose g a registry's `memoize.g` may choose (not BLH,
 #: whose g = 2 is its definition).
@@ -498,7 +516,7 @@ LOCAL_HASHING = frozenset(name for name, cls in MEMOIZED.items()
 
 
 def make_memoized_protocol(name: str, report_epsilon: float, d: int, lifetime_epsilon: float,
-                           g_rule: str | None = None):
+                           g_rule: str | None = None) -> TwoStage:
     """The two-stage oracle `name` at ε1 = report_epsilon and ε∞ = lifetime_epsilon over [0, d),
     local hashing with g chosen by `g_rule` (None: the default, "report"); RegistryError when
     `name` has no two-stage form, or a g rule is given for a protocol without g."""
@@ -508,8 +526,10 @@ def make_memoized_protocol(name: str, report_epsilon: float, d: int, lifetime_ep
         raise RegistryError(f"memoization is defined for protocols {sorted(MEMOIZED)}, not "
                             f"{name!r}", "memoize") from None
     if g_rule is None:
-        return cls(epsilon=report_epsilon, d=d, lifetime_epsilon=lifetime_epsilon)
+        # each class is a dataclass with the field lifetime_epsilon (and g_rule, local hashing)
+        return cls(epsilon=report_epsilon, d=d, lifetime_epsilon=lifetime_epsilon)  # type: ignore[call-arg]
     if name not in LOCAL_HASHING:
         raise RegistryError(f"applies to local hashing with a chosen g ({sorted(LOCAL_HASHING)}),"
                             f" not {name!r}", "memoize.g")
-    return cls(epsilon=report_epsilon, d=d, lifetime_epsilon=lifetime_epsilon, g_rule=g_rule)
+    return cls(epsilon=report_epsilon, d=d, lifetime_epsilon=lifetime_epsilon,  # type: ignore[call-arg]
+               g_rule=g_rule)

@@ -29,7 +29,7 @@ from ldp_telemetry.ldp.protocols.base import NUMERIC, Columns, epsilon_problem
 MAX_BUCKETS = 65_536
 
 
-def bucket_count_problem(value) -> str | None:
+def bucket_count_problem(value: object) -> str | None:
     """Why `value` is not a usable bucket count (a phrase), or None."""
     if not is_int(value) or not 2 <= value <= MAX_BUCKETS:
         return f"must be an integer in [2, {MAX_BUCKETS}], got {value!r}"

@@ -47,7 +47,7 @@ class RWS(FixedSizeSubset):
     payload_rule: ClassVar[str] = "RWS y must lie in [0, d)"
     server_cost: ClassVar[str] = "O(n·(k + d)): seeded k-step shuffle per report, one bincount"
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         values = np.asarray(values, dtype=np.int64)
         seeds = random_seeds(values.shape, rng)
         inside = rng.random(values.shape) < self.p_star
@@ -65,13 +65,14 @@ class RWS(FixedSizeSubset):
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return seeded_payloads_to_avro(columns)
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return seeded_payloads_from_avro(payloads, self.d)
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return check_seeded_payloads(columns, self.d)
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         seeds, y = columns["seed"].view(np.uint64), np.asarray(columns["y"], dtype=np.int64)
         for start, block in hashing.seeded_permutations(seeds, self.d, self.k):
             supported = block[:, : self.k] + y[start:start + len(block), None]

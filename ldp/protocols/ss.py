@@ -38,7 +38,7 @@ class SS(FixedSizeSubset):
     payload_rule: ClassVar[str] = "SS items must be exactly k distinct values in [0, d)"
     server_cost: ClassVar[str] = "O(n·k + d): histogram of the reported items"
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Draw the k members by sorting uniform keys; v's key is forced in front or behind."""
         values = np.asarray(values, dtype=np.int64)
         items = np.empty((len(values), self.k), dtype=np.int64)
@@ -59,7 +59,8 @@ class SS(FixedSizeSubset):
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"items": row} for row in columns["items"].tolist())
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         lists = [p["items"] for p in payloads]
         lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
         invalid = lengths != self.k
@@ -73,7 +74,7 @@ class SS(FixedSizeSubset):
         invalid |= out_of_space
         return columns, invalid
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """`items`: (n, k) integers; invalid when one lies outside [0, d) or two are equal."""
         items = np.array(columns["items"], dtype=np.int64).reshape(-1, self.k)
         invalid = ((items < 0) | (items >= self.d)).any(axis=1)
@@ -82,5 +83,5 @@ class SS(FixedSizeSubset):
         items[invalid] = np.arange(self.k)
         return {"items": items}, invalid
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         statistic += np.bincount(columns["items"].ravel(), minlength=self.d)

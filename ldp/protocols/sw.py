@@ -36,6 +36,12 @@ from ldp_telemetry.ldp.protocols.numeric import (NumericProtocol, check_real_pay
 DOUBLE_BYTES = 8
 
 
+def _buckets(protocol: NumericProtocol) -> int:
+    """d̃, the report histogram's size, which a Square Wave protocol's __post_init__ sets."""
+    assert protocol.output_buckets is not None, "set by __post_init__"
+    return protocol.output_buckets
+
+
 def _multinomial(probabilities: np.ndarray, n: int, rng: np.random.Generator, size: int
                  ) -> np.ndarray:
     probabilities = np.clip(probabilities, 0.0, None)
@@ -84,7 +90,7 @@ class SquareWave(NumericProtocol):
         """`size` report histograms ~ Multinomial(n, M x) for the distribution x = `estimate`."""
         return _multinomial(self.channel().forward(estimate), n, rng, size)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         v = np.asarray(values, dtype=np.float64)
         b = self.b
         plateau = rng.random(v.shape) < 2.0 * b * self.p
@@ -100,17 +106,18 @@ class SquareWave(NumericProtocol):
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return real_payloads_to_avro(columns)
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return real_payloads_from_avro(payloads, -self.b, 1.0 + self.b)
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return check_real_payloads(columns, -self.b, 1.0 + self.b)
 
     def new_statistic(self) -> np.ndarray:
-        return np.zeros(self.output_buckets, dtype=np.int64)
+        return np.zeros(_buckets(self), dtype=np.int64)
 
-    def accumulate(self, statistic, columns) -> None:
-        b, d_out = self.b, self.output_buckets
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
+        b, d_out = self.b, _buckets(self)
         j = np.floor((columns["y"] + b) * (d_out / (1.0 + 2.0 * b))).astype(np.int64)
         statistic += np.bincount(np.clip(j, 0, d_out - 1), minlength=d_out)
 
@@ -149,7 +156,7 @@ class DiscreteSquareWave(NumericProtocol):
         """`size` report histograms ~ Multinomial(n, M x) for the distribution x = `estimate`."""
         return _multinomial(self.channel().forward(estimate), n, rng, size)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         i = unit_buckets(values, self.d)
         b, p, _ = discrete_sw_parameters(self.epsilon, self.d)
         plateau = rng.random(i.shape) < (2 * b + 1) * p
@@ -160,21 +167,22 @@ class DiscreteSquareWave(NumericProtocol):
         return {"y": np.where(plateau, near, far)}
 
     def payload_bytes(self) -> int:
-        return BRANCH_BYTES + varint_bytes(self.output_buckets - 1)
+        return BRANCH_BYTES + varint_bytes(_buckets(self) - 1)
 
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"y": y} for y in columns["y"].tolist())
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return self.check_payloads({"y": int_column(payloads, "y")})
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         y = np.asarray(columns["y"], dtype=np.int64)
-        invalid = (y < 0) | (y >= self.output_buckets)
+        invalid = (y < 0) | (y >= _buckets(self))
         return {"y": np.where(invalid, 0, y)}, invalid
 
     def new_statistic(self) -> np.ndarray:
-        return np.zeros(self.output_buckets, dtype=np.int64)
+        return np.zeros(_buckets(self), dtype=np.int64)
 
-    def accumulate(self, statistic, columns) -> None:
-        statistic += np.bincount(columns["y"], minlength=self.output_buckets)
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
+        statistic += np.bincount(columns["y"], minlength=_buckets(self))

@@ -50,7 +50,7 @@ class UnaryEncoding(FrequencyOracle):
         """Every bit is perturbed independently: base.independent_support_variance."""
         return independent_support_variance(self.p_star, self.q_star, w)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         values = np.asarray(values, dtype=np.int64)
         packed = np.empty((len(values), self.n_bytes), dtype=np.uint8)
         for start in range(0, len(values), _PERTURB_ROWS):
@@ -66,7 +66,8 @@ class UnaryEncoding(FrequencyOracle):
     def payloads_to_avro(self, columns: Columns) -> Iterator[dict]:
         return ({"bits": row.tobytes()} for row in columns["bits"])
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         blobs = list(map(itemgetter("bits"), payloads))
         lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
         wrong_length = lengths != self.n_bytes
@@ -78,7 +79,7 @@ class UnaryEncoding(FrequencyOracle):
         columns, invalid = self.check_payloads({"bits": bits})
         return columns, invalid | wrong_length
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """`bits`: (n, ceil(d/8)) uint8; invalid when a padding bit is set."""
         bits = np.asarray(columns["bits"], dtype=np.uint8)
         invalid = np.zeros(len(bits), dtype=bool)
@@ -87,7 +88,7 @@ class UnaryEncoding(FrequencyOracle):
             invalid |= (bits[:, -1] >> np.uint8(8 - padding)) != 0
         return {"bits": bits}, invalid
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         bits = columns["bits"]
         rows = slab_rows(_BLOCK_BYTES, self.d)
         for start in range(0, len(bits), rows):
