@@ -10,8 +10,11 @@ payload_bytes, server_cost, aggregation_rank), so a newly registered protocol is
 without any change here.
 
 Recommendation (`recommend`): the protocol with the lowest n·MSE; protocols whose n·MSE is within a
-relative 1e-9 of it tie, and ties go to the fewest bytes per report, then to the cheaper aggregation
-(the smaller `aggregation_rank`), then to registry order. Eq. 4 with the rounded parameters is the
+relative 1e-9 of it tie, and ties go to the protocol without a hash-collision floor (the pooled-hash
+oracles CMS, HCMS and FLH add up to `collision` = 1/(k (m - 1)) to the MSE whatever n,
+ldp_telemetry.ldp.protocols.hash_pool: FLH ties OLH on n·MSE but is the less accurate), then to the
+fewest bytes per report, then to the cheaper aggregation (the smaller `aggregation_rank`), then to
+registry order. Eq. 4 with the rounded parameters is the
 quantity the [Fang25] §4.4 guideline approximates, so this rule reproduces the guideline and settles
 its open choices exactly:
 
@@ -54,6 +57,8 @@ class ProtocolPlan:
     bytes_per_report: int
     server_cost: str
     recommended: bool = False
+    #: the largest MSE the pool's hash collisions add whatever n (0 without a pool)
+    collision_mse: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -67,9 +72,11 @@ def plan(epsilon: float, d: int, n: int | None = None, max_bytes: int | None = N
     for name in PROTOCOLS:
         protocol = make_protocol(name, epsilon, d)
         n_mse = protocol.n_mse()
+        floor = float(getattr(protocol, "collision", 0.0))
         rows.append(ProtocolPlan(name, protocol.parameter, protocol.p_star,
-                                 protocol.q_star, n_mse, None if n is None else n_mse / n,
-                                 protocol.payload_bytes(), protocol.server_cost))
+                                 protocol.q_star, n_mse, None if n is None else n_mse / n + floor,
+                                 protocol.payload_bytes(), protocol.server_cost,
+                                 collision_mse=floor))
     choice, _ = _choose(rows, max_bytes)
     return [ProtocolPlan(**{**row.as_dict(), "recommended": row.protocol == choice})
             for row in rows]
@@ -98,7 +105,8 @@ def _choose(rows: list[ProtocolPlan], max_bytes: int | None) -> tuple[str, str]:
                           f"(the smallest needs {smallest})", "max_bytes")
     best = min(r.n_mse for r in allowed)
     tied = [r for r in allowed if r.n_mse <= best * (1 + _TIE)]
-    chosen = min(tied, key=lambda r: (r.bytes_per_report, PROTOCOLS[r.protocol].aggregation_rank))
+    chosen = min(tied, key=lambda r: (r.collision_mse, r.bytes_per_report,
+                                      PROTOCOLS[r.protocol].aggregation_rank))
     others = [r.protocol for r in tied if r is not chosen]
     reason = f"lowest analytical n·MSE {chosen.n_mse:.4g}"
     if others:

@@ -62,14 +62,14 @@ MAX_POOL_CELLS = 1 << 24
 _SUPPORT_CELLS = 1 << 18
 
 
-def pool_seeds(indices) -> np.ndarray:
-    """The public seeds s_j = splitmix64(POOL_ROOT, j) of pool indices j (uint64)."""
-    return hashing.splitmix64(POOL_ROOT, np.asarray(indices, dtype=np.int64))
+def pool_seeds(indices, root: int = POOL_ROOT) -> np.ndarray:
+    """The public seeds s_j = splitmix64(root, j) of pool indices j (uint64)."""
+    return hashing.splitmix64(np.uint64(root), np.asarray(indices, dtype=np.int64))
 
 
-def pool_hash(indices, values, m: int) -> np.ndarray:
+def pool_hash(indices, values, m: int, root: int = POOL_ROOT) -> np.ndarray:
     """h_j(v) = local_hash(s_j, v, m) in [0, m) for paired indices and values (broadcasting)."""
-    return hashing.local_hash(pool_seeds(indices), values, m)
+    return hashing.local_hash(pool_seeds(indices, root), values, m)
 
 
 @dataclass(frozen=True)
@@ -94,19 +94,24 @@ class PoolNoise(SupportNoise):
 class HashPool(FrequencyOracle):
     """Shared machinery of the pooled-hash oracles; subclasses give the bucket channel.
 
-    `hashes` and `buckets` override the default k and m (`default_k`, `default_m`); the values
-    used are the fields `k` and `m`, part of the configuration's fingerprint.
+    `hashes` and `buckets` override the default k and m (`default_k`, `default_m`), `pool` the
+    pool's root (POOL_ROOT; another root draws another pool, as the tests of unbiasedness over
+    the pool do); the values used are the fields `k`, `m` and `root`, part of the
+    configuration's fingerprint.
     """
 
     hashes: InitVar[int | None] = None
     buckets: InitVar[int | None] = None
+    pool: InitVar[int | None] = None
     k: int = field(init=False)
     m: int = field(init=False)
+    root: int = field(init=False)
 
     #: statistic cells per (hash, bucket): 1, or 2 for HCMS's (row, bit) counts
     cell_width: ClassVar[int] = 1
 
-    def __post_init__(self, hashes: int | None = None, buckets: int | None = None) -> None:
+    def __post_init__(self, hashes: int | None = None, buckets: int | None = None,
+                      pool: int | None = None) -> None:
         super().__post_init__()
         k = self.default_k() if hashes is None else hashes
         m = self.default_m() if buckets is None else buckets
@@ -119,8 +124,13 @@ class HashPool(FrequencyOracle):
         if k * m * self.cell_width > MAX_POOL_CELLS:
             raise RegistryError(f"{self.name}: k·m = {k * m * self.cell_width:,} statistic "
                                 f"cells exceed {MAX_POOL_CELLS:,} (MAX_POOL_CELLS)", "sketch")
+        root = POOL_ROOT if pool is None else pool
+        if not (is_int(root) and 0 <= root < 1 << 64):
+            raise RegistryError(f"{self.name} pool root must be an integer in [0, 2^64), "
+                                f"got {root!r}", "sketch.pool")
         object.__setattr__(self, "k", int(k))
         object.__setattr__(self, "m", int(m))
+        object.__setattr__(self, "root", int(root))
 
     # -- what subclasses give ---------------------------------------------------------------
     def default_k(self) -> int:
@@ -209,7 +219,7 @@ class HashPool(FrequencyOracle):
     def support_counts(self, statistic: np.ndarray) -> np.ndarray:
         """c_v = Σ_j T[j, h_j(v)], hashing blocks of values against the whole pool: O(k·d)."""
         table = self.bucket_support(statistic)
-        seeds = pool_seeds(np.arange(self.k))[:, None]
+        seeds = pool_seeds(np.arange(self.k), self.root)[:, None]
         counts = np.empty(self.d, dtype=np.int64)
         step = max(1, _SUPPORT_CELLS // self.k)
         for start in range(0, self.d, step):
@@ -223,4 +233,8 @@ class HashPool(FrequencyOracle):
         """(hash index j uniform on [0, k), bucket h_j(v)) for each value."""
         values = np.asarray(values, dtype=np.int64)
         j = rng.integers(0, self.k, size=values.shape)
-        return j, pool_hash(j, values, self.m)
+        return j, pool_hash(j, values, self.m, self.root)
+
+    def with_pool(self, root: int) -> HashPool:
+        """The same protocol (ε, d, k, m) over the pool of another root."""
+        return type(self)(self.epsilon, self.d, hashes=self.k, buckets=self.m, pool=root)
