@@ -1,4 +1,4 @@
-"""Apple's Count-Mean Sketch ([Apple17] Algorithms 1-2): a one-hot of m buckets, bit flips.
+"""Apple's Count-Mean Sketch ([Apple17], CMS): a one-hot of m buckets, bit flips.
 
 The client draws j uniformly from [0, k), sets the bit of its bucket h_j(v) in a one-hot vector
 of m bits (h_j the pool's hash, ldp_telemetry.ldp.protocols.hash_pool), flips every bit
@@ -7,8 +7,8 @@ in at most two bits, each costing a factor e^{ε/2}: ε-LDP.
 
 Support: a report supports the buckets whose bit is set: bucket p = e^{ε/2}/(e^{ε/2} + 1),
 q_b = 1 - p, so p* = p and q* = q_b + (p - q_b)/m. The statistic is the (k, m) table of set
-bits per (hash, bucket), [Apple17]'s sketch M up to the affine map its Algorithm 2 applies: O(m)
-per report (bits unpacked, summed per hash index). Wire format: the m bits packed little-endian
+bits per (hash, bucket), [Apple17]'s sketch M up to the affine map its server applies: O(m) per
+report (bits unpacked, summed per hash index). Wire format: the m bits packed little-endian
 in ceil(m/8) bytes, padding bits clear (as unary encoding's).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fast Local Hashing ([Cormode21] §4, pure-ldp's FastLH): OLH over a pool of k hashes.
+"""Fast Local Hashing ([Cormode21], pure-ldp's FastLH): OLH over a pool of k hashes.
 
 The client draws j uniformly from [0, k) and reports <j, GRR_g(h_j(v))>, h_j the pool's hash
 (ldp_telemetry.ldp.protocols.hash_pool) into g = m buckets, g chosen as OLH's (e^ε + 1 rounded,

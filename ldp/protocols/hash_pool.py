@@ -1,7 +1,7 @@
 """Frequency oracles over a bounded pool of k public hash functions: CMS, HCMS and FLH.
 
-Apple's Count-Mean Sketch and Hadamard Count-Mean Sketch ([Apple17] Algorithms 1-4) and Fast
-Local Hashing ([Cormode21] §4, "FLH") share one structure. A client draws a hash index j
+Apple's Count-Mean Sketch and Hadamard Count-Mean Sketch ([Apple17]) and Fast Local Hashing
+([Cormode21], "FLH") share one structure. A client draws a hash index j
 uniformly from [0, k), hashes its value to a bucket a = h_j(v) in [0, m), and reports j with a
 bucket-level randomised response about a. The server keeps, per (j, bucket), how many reports
 support that bucket: a (k, m) table filled in O(1) (HCMS, FLH) or O(m) (CMS) per report; the
@@ -32,9 +32,8 @@ true frequencies f,
 with C = 1/(k (m - 1)) and V(x) = Var[Σ_v w_v Y_v | x] for one report whose hash is fresh
 (`_report_variance`, each protocol's closed form). For one value (w = e_v) the first term is
 [Wang20] journal eq. 2 and the second C·(Σ_{x != v} f_x² - (1 - f_v)/n): the hash-collision
-term of [Apple17]'s variance (Σ_{x != v} f_x²/(k (m - 1)) in frequencies), which does not shrink
-with n. `PoolNoise` carries it into every window's standard errors; `linear_variance` into every
-query's.
+term, which does not shrink with n. `PoolNoise` carries it into every window's standard
+errors; `linear_variance` into every query's.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Apple's Hadamard Count-Mean Sketch ([Apple17] Algorithms 3-4): one bit per report.
+"""Apple's Hadamard Count-Mean Sketch ([Apple17], HCMS): one bit per report.
 
 The client draws j uniformly from [0, k) and a Hadamard row l uniformly from [0, m) (m a power of
 two; row 0 included, as in [Apple17]), computes the parity b = popcount(l & a) mod 2 of its

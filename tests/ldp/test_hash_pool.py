@@ -109,7 +109,7 @@ def test_the_window_noise_is_linear_variance_of_one_value():
 
 
 def test_cms_estimate_is_apples_count_mean_sketch_estimate():
-    """[Apple17] Algorithm 2: M[j] += k (c_ε/2 ṽ + 1/2) with ṽ in {-1, +1}^m and
+    """[Apple17], the CMS server: M[j] += k (c_ε/2 ṽ + 1/2) with ṽ in {-1, +1}^m and
     c_ε = (e^{ε/2} + 1)/(e^{ε/2} - 1); f(v) = m/(m - 1) ((1/k) Σ_j M[j, h_j(v)] - n/m)."""
     protocol = PROTOCOLS["cms"](epsilon=2.0, d=50, hashes=16, buckets=32)
     rng = np.random.default_rng(3)
