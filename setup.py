@@ -37,6 +37,7 @@ setup(
     packages=packages,
     package_dir=package_dir,
     package_data={"ldp_telemetry.schemas": ["*.avsc", "*.schema.json"],
+                  "ldp_telemetry.ldp.config": ["aggregation_cost.json"],
                   "ldp_telemetry.client": ["test_vectors.json"],
                   "ldp_telemetry.dashboard": ["static/*.js", "static/*.css",
                                               "static/*.LICENSE"]},
