@@ -33,7 +33,7 @@ support counts take (`finalize_seconds`); None for a protocol the model does not
 a required rate (reports per second per core: a metric's `aggregation_rate`, `ldp plan
 --aggregation-rate`), the recommendation is made by the same rule among the protocols whose
 modelled rate reaches it; the rule then trades a little accuracy for a protocol that keeps up
-(at d = 65,536 RWS counts a few hundred reports per second per core, FLH and HCMS tens of
+(at d = 65,536 RWS counts a few thousand reports per second per core, FLH and HCMS hundreds of
 millions).
 
 `two_stage_plan` compares the memoized (two-stage) form of every protocol that has one at a
