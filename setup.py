@@ -39,6 +39,7 @@ setup(
     # py.typed (PEP 561): the Beam-free packages that mypy checks ship their annotations
     package_data={"ldp_telemetry.ldp": ["py.typed"], "ldp_telemetry.output": ["py.typed"],
                   "ldp_telemetry.schemas": ["*.avsc", "*.schema.json", "py.typed"],
+                  "ldp_telemetry.ldp.config": ["aggregation_cost.json"],
                   "ldp_telemetry.client": ["test_vectors.json", "py.typed"],
                   "ldp_telemetry.dashboard": ["static/*.js", "static/*.css",
                                               "static/*.LICENSE"]},

@@ -83,6 +83,19 @@ def fingerprint_cost(r: dict) -> str:
                  rows)
 
 
+def aggregation_cost(r: dict) -> str:
+    def seconds(value: float) -> str:
+        return f"{value * 1e3:.3g}"
+
+    rows = [[f"`{row['protocol']}`", f"{row['d']:,}", row["parameter"] or "",
+             rate(1 / row["count_seconds_per_report"]),
+             rate(1 / row["model_count_seconds_per_report"]),
+             seconds(row["finalize_seconds"]), seconds(row["model_finalize_seconds"])]
+            for row in r["rows"]]
+    return table(["protocol", "d", "parameter", "reports/s per core", "model", "finalize ms",
+                  "model"], rows, right={1, 3, 4, 5, 6})
+
+
 def windows(r: dict) -> str:
     up = r["start_up"]
     rows = [[f"{w['windows']:,}", f"{w['job_s']:.1f} ({w['job_cpu_s']:.1f})",
@@ -397,6 +410,16 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "branch, length, 16 bytes) in "
      "fastavro; decode adds the lookup of each distinct fingerprint, once per chunk of reports.",
      fingerprint_cost, "python benchmarks/fingerprint_cost.py --reports 200000"),
+    ("aggregation_cost", "Aggregation cost by protocol and domain size",
+     "CPU time of one core counting reports (`accumulate`, in batches of up to 65,536 reports) "
+     "and finalizing one window (`support_counts`) for every frequency oracle at ε = 2, with "
+     "what the planner's cost model (t(d) = a + b·d^c per protocol, fitted to these rows; "
+     "`ldp/config/aggregation_cost.json`) gives for each. `ldp plan` shows the model, and "
+     "`\"protocol\": \"auto\"` with an `aggregation_rate` chooses among the protocols that "
+     "keep up ([registry](registry.md#aggregation_rate)). The model stays within a factor of 2 "
+     "of every row (tested).",
+     aggregation_cost, "python benchmarks/aggregation_cost.py --repeats 3 --target 0.1 "
+     "--sample 256 --model ldp/config/aggregation_cost.json"),
     ("windows", "Many windows",
      "One GRR metric (d = 8) with one report in each of W one-second windows, each W in its own "
      "process. *Finalize* is `finalize_window` and the record alone, without Beam; *beyond "

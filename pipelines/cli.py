@@ -197,8 +197,9 @@ def _convert(args: argparse.Namespace, _extra: list[str]) -> int:
 
 
 def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
+    from ldp_telemetry.ldp.config.cost import cost_model
     from ldp_telemetry.ldp.config.planner import guideline, plan, recommend
-    rows = plan(args.epsilon, args.domain, args.n, args.max_bytes)
+    rows = plan(args.epsilon, args.domain, args.n, args.max_bytes, args.aggregation_rate)
     if args.json and args.lifetime_epsilon is not None:
         from ldp_telemetry.ldp.config.planner import two_stage_plan
         two = two_stage_plan(args.epsilon, args.lifetime_epsilon, args.domain, args.n,
@@ -209,23 +210,36 @@ def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
     if args.json:
         print(json.dumps([row.as_dict() for row in rows], indent=1))
         return 0
-    choice, reason = recommend(args.epsilon, args.domain, args.max_bytes)
+    choice, reason = recommend(args.epsilon, args.domain, args.max_bytes, args.aggregation_rate)
     print(f"ε = {args.epsilon:g}, d = {args.domain:,}" + (f", n = {args.n:,}" if args.n else ""))
-    header = f"  {'protocol':<8} {'param':<9} {'p*':>9} {'q*':>9} {'n·MSE':>10}"
+    width = max(9, *(len(row.parameter) for row in rows))
+    header = f"  {'protocol':<8} {'param':<{width}} {'p*':>9} {'q*':>9} {'n·MSE':>10}"
     if args.n:
         header += f" {'MSE':>10} {'√MSE':>9}"
-    print(header + f" {'bytes':>6}  server cost")
+    print(header + f" {'bytes':>6} {'reports/s':>10} {'final. s':>8}  server cost")
     for row in rows:
-        line = (f"{'*' if row.recommended else ' '} {row.protocol:<8} {row.parameter:<9} "
+        line = (f"{'*' if row.recommended else ' '} {row.protocol:<8} {row.parameter:<{width}} "
                 f"{row.p_star:>9.4g} {row.q_star:>9.4g} {row.n_mse:>10.4g}")
         if args.n:
             line += f" {row.mse:>10.4g} {row.mse ** 0.5:>9.4g}"
-        print(line + f" {row.bytes_per_report:>6}  {row.server_cost}")
+        print(line + f" {row.bytes_per_report:>6} {_rate(row.reports_per_second):>10} "
+                     f"{_seconds(row.finalize_seconds):>8}  {row.server_cost}")
     print(f"recommended: {choice} — {reason}")
     print(f"guideline of [Fang25] §4.4: {guideline(args.epsilon, args.domain)}")
+    print(f"reports/s: counted per core, final. s: one window's support counts (cost model "
+          f"measured at ε = {cost_model().epsilon:g}, benchmarks/aggregation_cost.py)")
     if args.lifetime_epsilon is not None:
         _print_two_stage_plan(args)
     return 0
+
+
+def _rate(value: float | None) -> str:
+    """A modelled rate as a plan shows it: 3 significant digits, '-' when unmeasured."""
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2g}"
 
 
 def _print_two_stage_plan(args: argparse.Namespace) -> None:

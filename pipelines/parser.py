@@ -92,6 +92,9 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                       help="number of reports per window: also print MSE and its square root")
     plan.add_argument("--max-bytes", type=int, default=None,
                       help="recommend only among protocols with at most this many bytes per report")
+    plan.add_argument("--aggregation-rate", type=float, default=None, metavar="REPORTS_PER_S",
+                      help="recommend only among protocols the cost model says count at least "
+                           "this many reports per second per core")
     plan.add_argument("--json", action="store_true",
                       help="print a JSON list of objects (protocol, n_mse, ...) instead of a table")
 

@@ -10,8 +10,11 @@ payload_bytes, server_cost, aggregation_rank), so a newly registered protocol is
 without any change here.
 
 Recommendation (`recommend`): the protocol with the lowest n·MSE; protocols whose n·MSE is within a
-relative 1e-9 of it tie, and ties go to the fewest bytes per report, then to the cheaper aggregation
-(the smaller `aggregation_rank`), then to registry order. Eq. 4 with the rounded parameters is the
+relative 1e-9 of it tie, and ties go to the protocol without a hash-collision floor (the pooled-hash
+oracles CMS, HCMS and FLH add up to `collision` = 1/(k (m - 1)) to the MSE whatever n,
+ldp_telemetry.ldp.protocols.hash_pool: FLH ties OLH on n·MSE but is the less accurate), then to the
+fewest bytes per report, then to the cheaper aggregation (the smaller `aggregation_rank`), then to
+registry order. Eq. 4 with the rounded parameters is the
 quantity the [Fang25] §4.4 guideline approximates, so this rule reproduces the guideline and settles
 its open choices exactly:
 
@@ -24,6 +27,15 @@ its open choices exactly:
 
 The guideline's own text (`guideline`) is reported beside the choice.
 
+Server cost (`rate`): each row carries the measured cost model of ldp_telemetry.ldp.config.cost —
+the reports one core counts per second at d (`reports_per_second`) and the seconds one window's
+support counts take (`finalize_seconds`); None for a protocol the model does not measure. Given
+a required rate (reports per second per core: a metric's `aggregation_rate`, `ldp plan
+--aggregation-rate`), the recommendation is made by the same rule among the protocols whose
+modelled rate reaches it; the rule then trades a little accuracy for a protocol that keeps up
+(at d = 65,536 RWS counts a few thousand reports per second per core, FLH and HCMS hundreds of
+millions).
+
 `two_stage_plan` compares the memoized (two-stage) form of every protocol that has one at a
 per-report ε1 and a lifetime ε∞ (ldp_telemetry.ldp.protocols.memoized) with its one-stage form at
 ε1: the accuracy each report buys, and the lifetime ε each gives a device.
@@ -35,6 +47,7 @@ from dataclasses import asdict, dataclass
 
 from ldp_telemetry.ldp.base.errors import ConfigError, RegistryError
 from ldp_telemetry.ldp.base.validation import MAX_DOMAIN_SIZE, is_int
+from ldp_telemetry.ldp.config.cost import aggregation_rate_problem, cost_model
 from ldp_telemetry.ldp.config.memoize import MAX_MEMO_VALUES
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
 
@@ -54,23 +67,34 @@ class ProtocolPlan:
     bytes_per_report: int
     server_cost: str
     recommended: bool = False
+    #: the largest MSE the pool's hash collisions add whatever n (0 without a pool)
+    collision_mse: float = 0.0
+    #: the cost model's reports counted per second per core at d (None: not measured)
+    reports_per_second: float | None = None
+    #: the cost model's seconds of one window's support counts at d (None: not measured)
+    finalize_seconds: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def plan(epsilon: float, d: int, n: int | None = None, max_bytes: int | None = None
-         ) -> list[ProtocolPlan]:
+def plan(epsilon: float, d: int, n: int | None = None, max_bytes: int | None = None,
+         rate: float | None = None) -> list[ProtocolPlan]:
     """Every protocol's plan row, in registry order, the recommended one flagged."""
     _check_sizes(d, n)
+    model = cost_model()
     rows = []
     for name in PROTOCOLS:
         protocol = make_protocol(name, epsilon, d)
         n_mse = protocol.n_mse()
+        floor = float(getattr(protocol, "collision", 0.0))
         rows.append(ProtocolPlan(name, protocol.parameter, protocol.p_star,
-                                 protocol.q_star, n_mse, None if n is None else n_mse / n,
-                                 protocol.payload_bytes(), protocol.server_cost))
-    choice, _ = _choose(rows, max_bytes)
+                                 protocol.q_star, n_mse, None if n is None else n_mse / n + floor,
+                                 protocol.payload_bytes(), protocol.server_cost,
+                                 collision_mse=floor,
+                                 reports_per_second=model.reports_per_second(name, d),
+                                 finalize_seconds=model.finalize_seconds(name, d)))
+    choice, _ = _choose(rows, max_bytes, rate)
     return [ProtocolPlan(**{**row.as_dict(), "recommended": row.protocol == choice})
             for row in rows]
 
@@ -85,20 +109,37 @@ def _check_sizes(d: int, n: int | None) -> None:
         raise ConfigError(f"n must be a positive number of reports, got {n}", "n")
 
 
-def recommend(epsilon: float, d: int, max_bytes: int | None = None) -> tuple[str, str]:
+def recommend(epsilon: float, d: int, max_bytes: int | None = None,
+              rate: float | None = None) -> tuple[str, str]:
     """(protocol name, reason) by the rule of the module docstring."""
-    return _choose(plan(epsilon, d), max_bytes)
+    return _choose(plan(epsilon, d), max_bytes, rate)
 
 
-def _choose(rows: list[ProtocolPlan], max_bytes: int | None) -> tuple[str, str]:
+def _choose(rows: list[ProtocolPlan], max_bytes: int | None,
+            rate: float | None = None) -> tuple[str, str]:
     allowed = [r for r in rows if max_bytes is None or r.bytes_per_report <= max_bytes]
     if not allowed:
         smallest = min(r.bytes_per_report for r in rows)
         raise ConfigError(f"no protocol fits in {max_bytes} bytes per report "
                           f"(the smallest needs {smallest})", "max_bytes")
+    if rate is not None:
+        problem = aggregation_rate_problem(rate)
+        if problem:
+            raise ConfigError(f"aggregation_rate {problem}", "aggregation_rate")
+        fast = [r for r in allowed if r.reports_per_second is not None
+                and r.reports_per_second >= rate]
+        if not fast:
+            measured = [r for r in allowed if r.reports_per_second is not None]
+            best = max(measured, key=lambda r: r.reports_per_second, default=None)
+            fastest = ("no protocol is measured" if best is None else
+                       f"the fastest, {best.protocol}, counts {best.reports_per_second:,.0f}")
+            raise ConfigError(f"aggregation_rate: no protocol counts {rate:,.0f} reports per "
+                              f"second per core ({fastest})", "aggregation_rate")
+        allowed = fast
     best = min(r.n_mse for r in allowed)
     tied = [r for r in allowed if r.n_mse <= best * (1 + _TIE)]
-    chosen = min(tied, key=lambda r: (r.bytes_per_report, PROTOCOLS[r.protocol].aggregation_rank))
+    chosen = min(tied, key=lambda r: (r.collision_mse, r.bytes_per_report,
+                                      PROTOCOLS[r.protocol].aggregation_rank))
     others = [r.protocol for r in tied if r is not chosen]
     reason = f"lowest analytical n·MSE {chosen.n_mse:.4g}"
     if others:
@@ -106,6 +147,9 @@ def _choose(rows: list[ProtocolPlan], max_bytes: int | None) -> tuple[str, str]:
                   f"{chosen.bytes_per_report})"
     if max_bytes is not None:
         reason += f" among protocols with at most {max_bytes} bytes per report"
+    if rate is not None:
+        reason += (f" among protocols counting at least {rate:,.0f} reports/s per core "
+                   f"({chosen.protocol}: {chosen.reports_per_second:,.0f} by the cost model)")
     return chosen.protocol, reason
 
 

@@ -35,11 +35,12 @@ from typing import Any
 import numpy as np
 
 from ldp_telemetry.ldp.base import validation
-from ldp_telemetry.ldp.base.errors import RegistryError, UserError
+from ldp_telemetry.ldp.base.errors import ConfigError, RegistryError, UserError
 from ldp_telemetry.ldp.base.registration import did_you_mean
 from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.ldp.base.validation import (EVENT_TIME_SPAN_TEXT, is_finite_number, is_int,
                                                is_valid_event_time)
+from ldp_telemetry.ldp.config.cost import aggregation_rate_problem, cost_model
 from ldp_telemetry.ldp.config.fingerprint import fingerprint
 from ldp_telemetry.ldp.config.memoize import Memoization, parse_memoization, parse_reports_per_day
 from ldp_telemetry.ldp.config.planner import recommend, recommend_two_stage
@@ -56,7 +57,8 @@ from ldp_telemetry.ldp.protocols.noise import SupportNoise
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
 
 _METRIC_FIELDS = {"name", "version", "protocol", "epsilon", "domain", "estimator", "postprocess",
-                  "not_before", "history", "memoize", "reports_per_day", "integrity"}
+                  "not_before", "history", "memoize", "reports_per_day", "integrity",
+                  "aggregation_rate"}
 #: Fields of an entry of a metric's `history` (an earlier configuration).
 _HISTORY_FIELDS = {"version", "protocol", "epsilon", "domain", "estimator", "postprocess",
                    "memoize"}
@@ -97,6 +99,9 @@ class MetricConfig:
     reports_per_day: float | None = None  # the configured reporting rate (privacy budget only)
     #: integrity statistics' settings (ldp_telemetry.ldp.integrity.spec); None: integrity off
     integrity: IntegritySpec | None = INTEGRITY_DEFAULT
+    #: reports per second per core the protocol must count (ldp_telemetry.ldp.config.cost):
+    #: `"protocol": "auto"` chooses among the protocols that keep up; not fingerprinted
+    aggregation_rate: float | None = None
 
     @property
     def kind(self) -> str:
@@ -358,6 +363,15 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
         memoize = parse_memoization(entry["memoize"],
                                     lambda field, message: fail(field, message))
     integrity = parse_integrity(entry.get("integrity"), where, label)
+    aggregation_rate = entry.get("aggregation_rate")
+    if aggregation_rate is not None:
+        problem = aggregation_rate_problem(aggregation_rate)
+        if problem is None and (protocol in NUMERIC_PROTOCOLS or memoize is not None):
+            problem = ("applies to one-stage frequency metrics only (the cost model measures "
+                       "the frequency oracles)")
+        if problem:
+            raise fail("aggregation_rate", problem)
+        aggregation_rate = float(aggregation_rate)
     if protocol in NUMERIC_PROTOCOLS:
         config = _parse_numeric_metric(entry, name, protocol, float(epsilon), fail, refail)
         return dataclasses.replace(config, not_before=not_before, version=version,
@@ -375,7 +389,11 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
             log.info("%s: protocol 'auto' resolved to %r for ε1=%g, ε∞=%g, d=%d: %s", label,
                      protocol, epsilon, memoize.lifetime_epsilon, d, reason)
     elif protocol == AUTO:
-        protocol, reason = recommend(float(epsilon), d)
+        try:
+            protocol, reason = recommend(float(epsilon), d, rate=aggregation_rate)
+        except ConfigError as error:
+            message = error.message.removeprefix("aggregation_rate: ")
+            raise fail("aggregation_rate", message) from None
         if announce is None or name in announce:
             log.info("%s: protocol 'auto' resolved to %r for ε=%g, d=%d: %s",
                      label, protocol, epsilon, d, reason)
@@ -392,9 +410,16 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
         log.warning("metric %r: estimator %r assumes neighbouring values are similar, and the "
                     "domain is a list of labels: check that their order means something",
                     name, estimator.method)
+    if aggregation_rate is not None and entry.get("protocol") != AUTO:
+        modelled = cost_model().reports_per_second(protocol, d)
+        if modelled is not None and modelled < aggregation_rate:
+            log.warning("%s: protocol %r counts about %s reports/s per core at d=%d by the cost "
+                        "model, below its aggregation_rate %s", label, protocol,
+                        f"{modelled:,.0f}", d, f"{aggregation_rate:,.0f}")
     config = MetricConfig(name, protocol, float(epsilon), d, labels, postprocess, estimator,
                           not_before=not_before, version=version, memoize=memoize,
-                          reports_per_day=reports_per_day, integrity=integrity)
+                          reports_per_day=reports_per_day, integrity=integrity,
+                          aggregation_rate=aggregation_rate)
     try:
         config.protocol  # noqa: B018 (built now: its own checks run before any report is read)
     except ValueError as error:

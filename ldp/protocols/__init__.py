@@ -24,6 +24,9 @@ REGISTERED = (
     "hr.HR",
     "ss.SS",
     "rws.RWS",
+    "cms.CMS",
+    "hcms.HCMS",
+    "flh.FLH",
 )
 
 #: Numeric protocols: values in [low, high], estimated as a histogram (or, for sr and pm, as a

@@ -42,14 +42,15 @@ def hadamard_parity(rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
 
 
 def walsh_hadamard(vector: np.ndarray) -> np.ndarray:
-    """H @ vector for the Sylvester-Hadamard matrix of size len(vector) (a power of two)."""
+    """H @ vector for the Sylvester-Hadamard matrix of size len(vector) (a power of two); a
+    2-D array is transformed along its first axis (every column at once)."""
     out = np.array(vector, dtype=np.int64)
     size, half = len(out), 1
     while half < size:
-        pairs = out.reshape(-1, 2, half)
-        top, bottom = pairs[:, 0, :].copy(), pairs[:, 1, :]
-        pairs[:, 0, :] += bottom
-        pairs[:, 1, :] = top - bottom
+        pairs = out.reshape(-1, 2, half, *out.shape[1:])
+        top, bottom = pairs[:, 0].copy(), pairs[:, 1]
+        pairs[:, 0] += bottom
+        pairs[:, 1] = top - bottom
         half *= 2
     return out
 

@@ -109,6 +109,10 @@ def test_payload_bytes_bound_the_avro_encoding(name, d):
         largest[lh] = {"seed": -2**63, "y": getattr(protocol, "g", 2) - 1}
     for ue in ("oue", "sue", "rue"):
         largest[ue] = {"bits": bytes((d + 7) // 8)}
+    k, m = getattr(protocol, "k", 1), getattr(protocol, "m", 2)
+    largest["cms"] = {"hash": k - 1, "bits": bytes((m + 7) // 8)}
+    largest["hcms"] = {"hash": k - 1, "row": m - 1, "bit": True}
+    largest["flh"] = {"hash": k - 1, "y": m - 1}
     assert encoded(largest[name]) == protocol.payload_bytes()
 
 

@@ -18,6 +18,7 @@ import pytest
 from scipy import stats
 
 from ldp_telemetry.ldp.protocols import PROTOCOLS, hashing, make_protocol
+from ldp_telemetry.ldp.protocols.hash_pool import pool_hash
 from ldp_telemetry.ldp.protocols.hr import hadamard_parity
 
 DOMAINS = [2, 3, 4, 5, 6]
@@ -56,7 +57,35 @@ def output_distribution(protocol, v: int) -> dict:
         subsets = hashing.seeded_subsets(SEEDS, d, k).tolist()
         return {(s, y): (e / z if (v - y) % d in subset else 1 / z) / len(SEEDS)
                 for s, subset in enumerate(subsets) for y in range(d)}
+    if name in ("cms", "hcms", "flh"):
+        return pooled_distribution(protocol, v)
     raise AssertionError(f"no exact model for {name}")
+
+
+def pooled_distribution(protocol, v: int) -> dict:
+    """Exact Pr[output | v] of a pooled-hash oracle: the hash index j is uniform on [0, k) and
+    the bucket a = h_j(v) comes from the protocol's own pool (ldp.protocols.hash_pool)."""
+    k, m, name = protocol.k, protocol.m, protocol.name
+    buckets = pool_hash(np.arange(k), np.full(k, v), m, protocol.root).tolist()
+    if name == "flh":
+        p = protocol.bucket_p
+        return {(j, y): (p if y == a else (1 - p) / (m - 1)) / k
+                for j, a in enumerate(buckets) for y in range(m)}
+    if name == "hcms":
+        p = protocol.bucket_p
+        return {(j, row, b): (p if int(hadamard_parity(row, a)) == b else 1 - p) / (k * m)
+                for j, a in enumerate(buckets) for row in range(m) for b in (0, 1)}
+    # CMS: every bit of the one-hot vector of a is kept with probability p, independently
+    patterns = np.array(list(itertools.product((0, 1), repeat=m)), dtype=bool)
+    p = protocol.bucket_p
+    out = {}
+    for j, a in enumerate(buckets):
+        one_hot = np.arange(m) == a
+        kept = (patterns == one_hot).sum(axis=1)
+        chances = (p ** kept * (1 - p) ** (m - kept) / k).tolist()
+        out.update(zip(((j, bits) for bits in map(tuple, patterns.astype(int).tolist())),
+                       chances, strict=True))
+    return out
 
 
 @pytest.mark.parametrize("name", list(PROTOCOLS))
@@ -66,7 +95,7 @@ def test_exact_privacy_ratio(name, d, epsilon):
     protocol = make_protocol(name, epsilon, d)
     dists = [output_distribution(protocol, v) for v in range(d)]
     for dist in dists:
-        assert math.isclose(sum(dist.values()), 1.0, rel_tol=1e-12)
+        assert math.isclose(math.fsum(dist.values()), 1.0, rel_tol=1e-12)
     worst = max(dist_a[o] / dist_b[o] for dist_a, dist_b in itertools.permutations(dists, 2)
                 for o in dist_a)
     bound = math.exp(epsilon)
@@ -115,6 +144,13 @@ def output_class(protocol, columns, i: int):
         return int(columns["row"][i]), int(columns["bit"][i])
     if name == "ss":
         return tuple(sorted(int(x) for x in columns["items"][i]))
+    if name == "flh":
+        return int(columns["hash"][i]), int(columns["y"][i])
+    if name == "hcms":
+        return int(columns["hash"][i]), int(columns["row"][i]), int(columns["bit"][i])
+    if name == "cms":
+        bits = np.unpackbits(columns["bits"][i], bitorder="little")[: protocol.m]
+        return int(columns["hash"][i]), tuple(int(b) for b in bits)
     raise AssertionError(name)
 
 
@@ -130,6 +166,24 @@ def test_perturb_samples_the_exact_distribution(name):
     for i in range(DRAWS):
         observed[index[output_class(protocol, columns, i)]] += 1
     probabilities = np.array([expected[k] for k in keys])
+    assert stats.chisquare(observed, probabilities * DRAWS).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("name", ["cms", "hcms", "flh"])
+def test_pooled_perturb_samples_the_exact_distribution(name):
+    """A small pool (k = 2, m = 4: every output class expects >= 5 draws at ε = 1.1), so that
+    the chi-square test over (hash, output) is valid."""
+    protocol = PROTOCOLS[name](epsilon=1.1, d=5, hashes=2, buckets=4)
+    v = 3
+    columns = protocol.perturb(np.full(DRAWS, v), np.random.default_rng(41))
+    expected = output_distribution(protocol, v)
+    keys = list(expected)
+    index = {key: i for i, key in enumerate(keys)}
+    observed = np.zeros(len(keys))
+    for i in range(DRAWS):
+        observed[index[output_class(protocol, columns, i)]] += 1
+    probabilities = np.array([expected[k] for k in keys])
+    assert probabilities.min() * DRAWS >= 5
     assert stats.chisquare(observed, probabilities * DRAWS).pvalue > ALPHA
 
 

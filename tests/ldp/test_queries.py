@@ -34,7 +34,7 @@ REPEATS = 3000
 Z = 4.5
 #: The privacy level each protocol is simulated at (d = 20: HR has K = 32, SS k = 5, RWS k = 2).
 EPSILONS = {"grr": 1.0, "oue": 1.0, "sue": 1.0, "rue": 2.0, "olh": 2.0, "blh": 1.0, "rlh": 2.0,
-            "hr": 1.0, "ss": 1.0, "rws": 2.0}
+            "hr": 1.0, "ss": 1.0, "rws": 2.0, "cms": 2.0, "hcms": 1.0, "flh": 2.0}
 #: Weights whose answer has variance 0: every report supports the same number of values.
 FIXED_SUPPORT_SIZE = {"grr", "ss", "rws"}
 
@@ -42,10 +42,19 @@ FIXED_SUPPORT_SIZE = {"grr", "ss", "rws"}
 def simulate_unbiased(protocol, values: np.ndarray, repeats: int, seed: int) -> np.ndarray:
     """(repeats, d) unbiased estimates, each from a fresh perturbation of the same users."""
     rng = np.random.default_rng(seed)
-    columns = protocol.perturb(np.tile(values, repeats), rng)
     n = values.size
     noise = protocol.noise(n)
     out = np.empty((repeats, protocol.d))
+    if hasattr(protocol, "with_pool"):
+        # A pool of public hashes: unbiasedness and variance hold over its draw
+        # (ldp.protocols.hash_pool), so every repeat draws a fresh pool.
+        for r in range(repeats):
+            pooled = protocol.with_pool(int(rng.integers(0, 2**63)))
+            statistic = pooled.new_statistic()
+            pooled.accumulate(statistic, pooled.perturb(values, rng))
+            out[r] = unbiased_estimate(pooled.support_counts(statistic), noise)
+        return out
+    columns = protocol.perturb(np.tile(values, repeats), rng)
     for r in range(repeats):
         statistic = protocol.new_statistic()
         protocol.accumulate(statistic, {k: v[r * n:(r + 1) * n] for k, v in columns.items()})
@@ -158,6 +167,32 @@ def support_distribution(protocol, x: int) -> list[tuple[float, np.ndarray]]:
             for y in range(g):
                 chance = p if y == h[x] else (1 - p) / (g - 1)
                 out.append((chance / g ** d, (h == y).astype(float)))
+    elif protocol.name == "flh":  # a fresh hash, as local hashing's
+        g = protocol.m
+        for h in itertools.product(range(g), repeat=d):
+            h = np.array(h)
+            for y in range(g):
+                chance = p if y == h[x] else (1 - p) / (g - 1)
+                out.append((chance / g ** d, (h == y).astype(float)))
+    elif protocol.name == "cms":
+        m = protocol.m
+        for h in itertools.product(range(m), repeat=d):
+            h = np.array(h)
+            for bits in itertools.product((0, 1), repeat=m):
+                bits = np.array(bits)
+                rates = np.full(m, 1 - p)
+                rates[h[x]] = p
+                chance = float(np.prod(np.where(bits == 1, rates, 1 - rates)))
+                out.append((chance / m ** d, bits[h].astype(float)))
+    elif protocol.name == "hcms":
+        m = protocol.m
+        for h in itertools.product(range(m), repeat=d):
+            h = np.array(h)
+            for row in range(m):
+                for bit in (0, 1):
+                    chance = p if bit == hadamard_parity(row, h[x]) else 1 - p
+                    members = hadamard_parity(row, h) == bit
+                    out.append((chance / (m * m ** d), members.astype(float)))
     elif protocol.name == "hr":
         K = protocol.K
         for row in range(1, K):
@@ -183,12 +218,18 @@ def support_distribution(protocol, x: int) -> list[tuple[float, np.ndarray]]:
 #: (epsilon, d) of each exact enumeration: small enough to list every output.
 EXACT_CASES = {"grr": (1.0, 6), "oue": (1.0, 6), "sue": (0.5, 6), "rue": (2.0, 6),
                "olh": (1.0, 6), "blh": (1.0, 6), "rlh": (2.0, 5), "hr": (1.0, 6),
-               "ss": (0.5, 7), "rws": (1.0, 7)}
+               "ss": (0.5, 7), "rws": (1.0, 7), "cms": (1.0, 5), "hcms": (1.0, 5),
+               "flh": (1.0, 5)}
+#: Pooled-hash oracles with m = 4 buckets, so that every hash [0, d) -> [0, m) can be listed.
+EXACT_BUCKETS = {"cms": 4, "hcms": 4}
 
 
 @pytest.mark.parametrize("protocol_name", sorted(EXACT_CASES))
 def test_report_variance_is_exact_on_the_enumerated_mechanism(protocol_name):
     protocol = make_protocol(protocol_name, *EXACT_CASES[protocol_name])
+    if protocol_name in EXACT_BUCKETS:
+        protocol = PROTOCOLS[protocol_name](*EXACT_CASES[protocol_name],
+                                            buckets=EXACT_BUCKETS[protocol_name])
     d = protocol.d
     rng = np.random.default_rng(11)
     weight_sets = [rng.normal(size=d), queries.set_indicator(d, [1, 2, 4]),

@@ -70,6 +70,15 @@ def invalid_payloads(protocol) -> list[dict]:
                 {"items": [0, 1, d]}, {"items": [-1, 1, 2]}]
     if name == "rws":
         return [{"seed": 3, "y": d}, {"seed": 3, "y": -1}]
+    if name == "cms":
+        width = (protocol.m + 7) // 8
+        return [{"hash": protocol.k, "bits": bytes(width)}, {"hash": -1, "bits": bytes(width)},
+                {"hash": 0, "bits": bytes(width + 1)}]
+    if name == "hcms":
+        return [{"hash": protocol.k, "row": 0, "bit": True},
+                {"hash": 0, "row": protocol.m, "bit": False}]
+    if name == "flh":
+        return [{"hash": protocol.k, "y": 0}, {"hash": 0, "y": protocol.m}, {"hash": 1, "y": -1}]
     raise AssertionError(name)
 
 

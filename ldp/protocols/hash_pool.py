@@ -1,0 +1,239 @@
+"""Frequency oracles over a bounded pool of k public hash functions: CMS, HCMS and FLH.
+
+Apple's Count-Mean Sketch and Hadamard Count-Mean Sketch ([Apple17]) and Fast Local Hashing
+([Cormode21], "FLH") share one structure. A client draws a hash index j
+uniformly from [0, k), hashes its value to a bucket a = h_j(v) in [0, m), and reports j with a
+bucket-level randomised response about a. The server keeps, per (j, bucket), how many reports
+support that bucket: a (k, m) table filled in O(1) (HCMS, FLH) or O(m) (CMS) per report; the
+support count of every value follows at finalisation, in O(k·d):
+
+    c_v = Σ_j T[j, h_j(v)].
+
+Hash j is local hashing's keyed hash (ldp_telemetry.ldp.protocols.hashing.local_hash) with the
+public seed s_j = splitmix64(POOL_ROOT, j), so clients in any language derive the same pool.
+
+Support. The bucket channel supports the client's own bucket with probability p and any other
+bucket with probability q_b; a value v != x is supported when its bucket is, so over the draw of
+the pool (hashes 3-wise independent, as local hashing assumes)
+
+    p* = p,   q* = q_b + (p - q_b)/m,
+
+and the support-set estimator f~ = (c/n - q*)/(p* - q*) (ldp_telemetry.ldp.protocols.noise) is
+unbiased: it is [Apple17]'s estimator m/(m - 1)·(mean_j M[j, h_j(v)]/n - 1/m) written with p*, q*.
+
+Exact variance. One pool serves every report, so reports are independent given the pool, not
+over its draw. With κ(x, v) = (1/k) Σ_j [h_j(x) = h_j(v)] (mean 1/m, variance
+σ² = (1/m)(1 - 1/m)/k over the pool), the law of total variance gives, for any weights w and
+true frequencies f,
+
+    Var[Σ_v w_v f~_v] = Σ_x f_x V(x) / (n (p* - q*)²)
+                        + C·[(Σ f²)(Σ w²) - 2 Σ f_x² w_x² + (Σ f w)² - (1/n) Σ_x f_x (Σ w² - w_x²)]
+
+with C = 1/(k (m - 1)) and V(x) = Var[Σ_v w_v Y_v | x] for one report whose hash is fresh
+(`_report_variance`, each protocol's closed form). For one value (w = e_v) the first term is
+[Wang20] journal eq. 2 and the second C·(Σ_{x != v} f_x² - (1 - f_v)/n): the hash-collision
+term, which does not shrink with n. `PoolNoise` carries it into every window's standard
+errors; `linear_variance` into every query's.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import InitVar, dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.base.validation import is_int
+from ldp_telemetry.ldp.protocols import hashing
+from ldp_telemetry.ldp.protocols.base import FrequencyOracle, int_column
+from ldp_telemetry.ldp.protocols.noise import SupportNoise
+
+#: Root of the public hash pool: s_j = splitmix64(POOL_ROOT, j) ("LDP_POOL" in ASCII).
+POOL_ROOT = 0x4C44505F504F4F4C
+#: Most hash functions k a pool may hold (the statistic has k rows; finalize costs k·d hashes).
+MAX_POOL_HASHES = 1 << 16
+#: Most buckets m of a sketch (CMS reports m bits; the statistic has k·m cells).
+MAX_SKETCH_BUCKETS = 1 << 16
+#: Most cells k·m (k·2m for HCMS) of one statistic: 2^24 int64 cells, 128 MiB.
+MAX_POOL_CELLS = 1 << 24
+#: Hash evaluations per block of `support_counts`: (k x values) uint64, 2 MiB.
+_SUPPORT_CELLS = 1 << 18
+
+
+def pool_seeds(indices, root: int = POOL_ROOT) -> np.ndarray:
+    """The public seeds s_j = splitmix64(root, j) of pool indices j (uint64)."""
+    return hashing.splitmix64(np.uint64(root), np.asarray(indices, dtype=np.int64))
+
+
+def pool_hash(indices, values, m: int, root: int = POOL_ROOT) -> np.ndarray:
+    """h_j(v) = local_hash(s_j, v, m) in [0, m) for paired indices and values (broadcasting)."""
+    return hashing.local_hash(pool_seeds(indices, root), values, m)
+
+
+@dataclass(frozen=True)
+class PoolNoise(SupportNoise):
+    """SupportNoise plus the pool's collision term: `collision` = 1/(k (m - 1)).
+
+    variance(f) = [Wang20] journal eq. 2 + collision·(Σ_{x != v} f_x² - (1 - f_v)/n), f clipped
+    to [0, 1] as in SupportNoise (module docstring). `sigma` stays eq. 7 (the privacy noise)."""
+
+    collision: float = 0.0
+
+    def variance(self, f):
+        base = super().variance(f)
+        if self.n == 0:
+            return base
+        f = np.clip(np.asarray(f, dtype=np.float64), 0.0, 1.0)
+        shared = self.collision * (np.dot(f, f) - f ** 2 - (1.0 - f) / self.n)
+        return base + shared
+
+
+@dataclass(frozen=True)
+class HashPool(FrequencyOracle):
+    """Shared machinery of the pooled-hash oracles; subclasses give the bucket channel.
+
+    `hashes` and `buckets` override the default k and m (`default_k`, `default_m`), `pool` the
+    pool's root (POOL_ROOT; another root draws another pool, as the tests of unbiasedness over
+    the pool do); the values used are the fields `k`, `m` and `root`, part of the
+    configuration's fingerprint.
+    """
+
+    hashes: InitVar[int | None] = None
+    buckets: InitVar[int | None] = None
+    pool: InitVar[int | None] = None
+    k: int = field(init=False)
+    m: int = field(init=False)
+    root: int = field(init=False)
+
+    #: statistic cells per (hash, bucket): 1, or 2 for HCMS's (row, bit) counts
+    cell_width: ClassVar[int] = 1
+
+    def __post_init__(self, hashes: int | None = None, buckets: int | None = None,
+                      pool: int | None = None) -> None:
+        super().__post_init__()
+        k = self.default_k() if hashes is None else hashes
+        m = self.default_m() if buckets is None else buckets
+        if not (is_int(k) and 1 <= k <= MAX_POOL_HASHES):
+            raise RegistryError(f"{self.name} needs k hash functions in [1, {MAX_POOL_HASHES:,}]"
+                                f" (MAX_POOL_HASHES), got {k!r}", "sketch.k")
+        problem = self.buckets_problem(m)
+        if problem:
+            raise RegistryError(f"{self.name} buckets m {problem}", "sketch.m")
+        if k * m * self.cell_width > MAX_POOL_CELLS:
+            raise RegistryError(f"{self.name}: k·m = {k * m * self.cell_width:,} statistic "
+                                f"cells exceed {MAX_POOL_CELLS:,} (MAX_POOL_CELLS)", "sketch")
+        root = POOL_ROOT if pool is None else pool
+        if not (is_int(root) and 0 <= root < 1 << 64):
+            raise RegistryError(f"{self.name} pool root must be an integer in [0, 2^64), "
+                                f"got {root!r}", "sketch.pool")
+        object.__setattr__(self, "k", int(k))
+        object.__setattr__(self, "m", int(m))
+        object.__setattr__(self, "root", int(root))
+
+    # -- what subclasses give ---------------------------------------------------------------
+    def default_k(self) -> int:
+        raise NotImplementedError
+
+    def default_m(self) -> int:
+        raise NotImplementedError
+
+    def buckets_problem(self, m) -> str | None:
+        """Why m is not a usable bucket count (a phrase), or None."""
+        if not (is_int(m) and 2 <= m <= MAX_SKETCH_BUCKETS):
+            return f"must be an integer in [2, {MAX_SKETCH_BUCKETS:,}] (MAX_SKETCH_BUCKETS), " \
+                   f"got {m!r}"
+        return None
+
+    @property
+    def bucket_p(self) -> float:
+        """Probability that a report supports its own bucket."""
+        raise NotImplementedError
+
+    @property
+    def bucket_q(self) -> float:
+        """Probability that a report supports a given other bucket."""
+        raise NotImplementedError
+
+    def bucket_support(self, statistic: np.ndarray) -> np.ndarray:
+        """The (k, m) table of reports supporting each (hash, bucket), from the statistic."""
+        return statistic
+
+    # -- the pure-protocol surface ----------------------------------------------------------
+    @property
+    def p_star(self) -> float:
+        return self.bucket_p
+
+    @property
+    def q_star(self) -> float:
+        return self.bucket_q + (self.bucket_p - self.bucket_q) / self.m
+
+    @property
+    def parameter(self) -> str:
+        return f"k={self.k}, m={self.m}"
+
+    @property
+    def collision(self) -> float:
+        """C = 1/(k (m - 1)): the pool's collision variance per unit Σ_{x != v} f_x²."""
+        return 1.0 / (self.k * (self.m - 1))
+
+    def noise(self, n: int) -> PoolNoise:
+        return PoolNoise(self.p_star, self.q_star, int(n), self.collision)
+
+    def linear_variance(self, n: int, weights, frequencies) -> float:
+        """The module docstring's exact variance: independent reports plus the pool's term."""
+        if n == 0:
+            return math.inf
+        private = super().linear_variance(n, weights, frequencies)
+        w = np.asarray(weights, dtype=np.float64)
+        f = np.asarray(frequencies, dtype=np.float64)
+        squares = float(np.dot(w, w))
+        shared = (float(np.dot(f, f)) * squares - 2.0 * float(np.dot(f ** 2, w ** 2))
+                  + float(np.dot(f, w)) ** 2 - float(np.dot(f, squares - w ** 2)) / n)
+        return max(private + self.collision * shared, 0.0)
+
+    def n_mse(self) -> float:
+        """n·MSE of the privacy noise ([Fang25] eq. 4); the collision term adds
+        at most `collision` per value whatever n (module docstring)."""
+        return super().n_mse()
+
+    # -- wire format ------------------------------------------------------------------------
+    def check_hash(self, columns) -> tuple[np.ndarray, np.ndarray]:
+        """(hash column as int64 with invalid entries 0, invalid mask): j outside [0, k)."""
+        j = np.asarray(columns["hash"], dtype=np.int64)
+        invalid = (j < 0) | (j >= self.k)
+        return np.where(invalid, 0, j), invalid
+
+    def int_columns(self, payloads: list[dict], names: tuple[str, ...]) -> dict:
+        return {name: int_column(payloads, name) for name in names}
+
+    # -- server -----------------------------------------------------------------------------
+    def new_statistic(self) -> np.ndarray:
+        shape = (self.k, self.m) if self.cell_width == 1 else (self.k, self.m, self.cell_width)
+        return np.zeros(shape, dtype=np.int64)
+
+    def statistic_nbytes(self) -> int:
+        return 8 * self.k * self.m * self.cell_width
+
+    def support_counts(self, statistic: np.ndarray) -> np.ndarray:
+        """c_v = Σ_j T[j, h_j(v)], hashing blocks of values against the whole pool: O(k·d)."""
+        table = self.bucket_support(statistic)
+        seeds = pool_seeds(np.arange(self.k), self.root)[:, None]
+        counts = np.empty(self.d, dtype=np.int64)
+        step = max(1, _SUPPORT_CELLS // self.k)
+        for start in range(0, self.d, step):
+            values = np.arange(start, min(self.d, start + step), dtype=np.int64)
+            buckets = hashing.local_hash(seeds, values[None, :], self.m)
+            counts[start:start + len(values)] = np.take_along_axis(table, buckets, 1).sum(0)
+        return counts
+
+    def client_buckets(self, values: np.ndarray, rng: np.random.Generator
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """(hash index j uniform on [0, k), bucket h_j(v)) for each value."""
+        values = np.asarray(values, dtype=np.int64)
+        j = rng.integers(0, self.k, size=values.shape)
+        return j, pool_hash(j, values, self.m, self.root)
+
+    def with_pool(self, root: int) -> HashPool:
+        """The same protocol (ε, d, k, m) over the pool of another root."""
+        return type(self)(self.epsilon, self.d, hashes=self.k, buckets=self.m, pool=root)
