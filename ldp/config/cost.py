@@ -26,6 +26,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,7 @@ class CostCurve:
 
     def __call__(self, d: int) -> float:
         size = float(d if self.saturation is None else min(d, self.saturation))
-        return self.a + self.b * size ** self.c + self.e * size ** 2
+        return float(self.a + self.b * size ** self.c + self.e * size ** 2)
 
     def as_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "c": self.c, "e": self.e,
@@ -105,7 +106,7 @@ def fit(measurements: Iterable[Mapping], epsilon: float) -> dict:
     by_protocol: dict[str, list[Mapping]] = {}
     for row in measurements:
         by_protocol.setdefault(row["protocol"], []).append(row)
-    protocols = {}
+    protocols: dict[str, dict[str, Any]] = {}
     for name, rows in by_protocol.items():
         protocols[name] = {cost: fit_curve((row["d"], row[cost]) for row in rows).as_dict()
                            for cost in COSTS}
@@ -159,7 +160,7 @@ def cost_model() -> CostModel:
 MAX_AGGREGATION_RATE = 1e12
 
 
-def aggregation_rate_problem(value) -> str | None:
+def aggregation_rate_problem(value: object) -> str | None:
     """Why `value` is not a usable aggregation rate (a phrase), or None when it is: a number in
     (0, MAX_AGGREGATION_RATE] reports per second per core."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \

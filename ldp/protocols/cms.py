@@ -85,7 +85,7 @@ class CMS(HashPool):
         return (rest_squares * spread + (w + rest_sum / m) ** 2 * p * (1 - p)
                 + rest_sum ** 2 * (m - 1) * q * (1 - q) / m ** 2)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         j, bucket = self.client_buckets(values, rng)
         flip = rng.random((len(j), self.m)) >= self.bucket_p
         one_hot = np.zeros((len(j), self.m), dtype=bool)
@@ -99,7 +99,8 @@ class CMS(HashPool):
         return ({"hash": j, "bits": row.tobytes()}
                 for j, row in zip(columns["hash"].tolist(), columns["bits"], strict=True))
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                           ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         blobs = list(map(itemgetter("bits"), payloads))
         lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
         wrong_length = lengths != self.n_bytes
@@ -112,7 +113,7 @@ class CMS(HashPool):
                                                 ["hash"], "bits": bits})
         return columns, invalid | wrong_length
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """`hash`: j in [0, k); `bits`: (n, ceil(m/8)) uint8 with padding bits clear."""
         j, invalid = self.check_hash(columns)
         bits = np.asarray(columns["bits"], dtype=np.uint8).reshape(len(j), self.n_bytes)
@@ -123,7 +124,7 @@ class CMS(HashPool):
             bits = np.where(invalid[:, None], np.uint8(0), bits)
         return {"hash": np.where(invalid, 0, j), "bits": bits}, invalid
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         """Unpack blocks of reports, sort them by hash index, and sum each index's rows."""
         j_all, bits_all = np.asarray(columns["hash"], dtype=np.int64), columns["bits"]
         rows = max(1, _BLOCK_BITS // self.m)

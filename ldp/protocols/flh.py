@@ -63,7 +63,7 @@ class FLH(HashPool):
         (local_hashing.LocalHashing._report_variance): independent_support_variance."""
         return independent_support_variance(self.p_star, self.q_star, w)
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         j, bucket = self.client_buckets(values, rng)
         return {"hash": j, "y": grr_perturb(bucket, self.m, self.bucket_p, rng)}
 
@@ -74,15 +74,16 @@ class FLH(HashPool):
         return ({"hash": j, "y": y}
                 for j, y in zip(columns["hash"].tolist(), columns["y"].tolist(), strict=True))
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                           ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return self.check_payloads(self.int_columns(payloads, ("hash", "y")))
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         j, invalid = self.check_hash(columns)
         y = np.asarray(columns["y"], dtype=np.int64)
         invalid = invalid | (y < 0) | (y >= self.m)
         return {"hash": np.where(invalid, 0, j), "y": np.where(invalid, 0, y)}, invalid
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         cells = np.asarray(columns["hash"], dtype=np.int64) * self.m + columns["y"]
         statistic += np.bincount(cells, minlength=statistic.size).reshape(statistic.shape)

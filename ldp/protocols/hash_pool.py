@@ -46,7 +46,7 @@ import numpy as np
 from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.protocols import hashing
-from ldp_telemetry.ldp.protocols.base import FrequencyOracle, int_column
+from ldp_telemetry.ldp.protocols.base import Columns, FrequencyOracle, int_column
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
 #: Root of the public hash pool: s_j = splitmix64(POOL_ROOT, j) ("LDP_POOL" in ASCII).
@@ -61,12 +61,13 @@ MAX_POOL_CELLS = 1 << 24
 _SUPPORT_CELLS = 1 << 18
 
 
-def pool_seeds(indices, root: int = POOL_ROOT) -> np.ndarray:
+def pool_seeds(indices: np.ndarray, root: int = POOL_ROOT) -> np.ndarray:
     """The public seeds s_j = splitmix64(root, j) of pool indices j (uint64)."""
     return hashing.splitmix64(np.uint64(root), np.asarray(indices, dtype=np.int64))
 
 
-def pool_hash(indices, values, m: int, root: int = POOL_ROOT) -> np.ndarray:
+def pool_hash(indices: np.ndarray, values: np.ndarray, m: int, root: int = POOL_ROOT
+              ) -> np.ndarray:
     """h_j(v) = local_hash(s_j, v, m) in [0, m) for paired indices and values (broadcasting)."""
     return hashing.local_hash(pool_seeds(indices, root), values, m)
 
@@ -80,7 +81,7 @@ class PoolNoise(SupportNoise):
 
     collision: float = 0.0
 
-    def variance(self, f):
+    def variance(self, f: np.ndarray) -> np.ndarray:
         base = super().variance(f)
         if self.n == 0:
             return base
@@ -138,7 +139,7 @@ class HashPool(FrequencyOracle):
     def default_m(self) -> int:
         raise NotImplementedError
 
-    def buckets_problem(self, m) -> str | None:
+    def buckets_problem(self, m: object) -> str | None:
         """Why m is not a usable bucket count (a phrase), or None."""
         if not (is_int(m) and 2 <= m <= MAX_SKETCH_BUCKETS):
             return f"must be an integer in [2, {MAX_SKETCH_BUCKETS:,}] (MAX_SKETCH_BUCKETS), " \
@@ -180,7 +181,7 @@ class HashPool(FrequencyOracle):
     def noise(self, n: int) -> PoolNoise:
         return PoolNoise(self.p_star, self.q_star, int(n), self.collision)
 
-    def linear_variance(self, n: int, weights, frequencies) -> float:
+    def linear_variance(self, n: int, weights: np.ndarray, frequencies: np.ndarray) -> float:
         """The module docstring's exact variance: independent reports plus the pool's term."""
         if n == 0:
             return math.inf
@@ -198,7 +199,7 @@ class HashPool(FrequencyOracle):
         return super().n_mse()
 
     # -- wire format ------------------------------------------------------------------------
-    def check_hash(self, columns) -> tuple[np.ndarray, np.ndarray]:
+    def check_hash(self, columns: Columns) -> tuple[np.ndarray, np.ndarray]:
         """(hash column as int64 with invalid entries 0, invalid mask): j outside [0, k)."""
         j = np.asarray(columns["hash"], dtype=np.int64)
         invalid = (j < 0) | (j >= self.k)

@@ -23,6 +23,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns, varint_bytes
 from ldp_telemetry.ldp.protocols.cms import DEFAULT_SKETCH_HASHES, sketch_buckets
 from ldp_telemetry.ldp.protocols.hash_pool import HashPool
@@ -49,9 +50,9 @@ class HCMS(HashPool):
     def default_m(self) -> int:
         return sketch_buckets(self.d)
 
-    def buckets_problem(self, m) -> str | None:
+    def buckets_problem(self, m: object) -> str | None:
         problem = super().buckets_problem(m)
-        if problem is None and m & (m - 1):
+        if problem is None and is_int(m) and m & (m - 1):
             return f"must be a power of two, got {m!r}"
         return problem
 
@@ -82,7 +83,7 @@ class HCMS(HashPool):
                   + (w + rest_sum) ** 2 * p / m)
         return rest_squares * other / 4 + second - mean ** 2
 
-    def perturb(self, values, rng):
+    def perturb(self, values: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         j, bucket = self.client_buckets(values, rng)
         row = rng.integers(0, self.m, size=j.shape)
         flip = rng.random(j.shape) >= self.bucket_p
@@ -96,10 +97,11 @@ class HCMS(HashPool):
                 for j, r, b in zip(columns["hash"].tolist(), columns["row"].tolist(),
                                    columns["bit"].tolist(), strict=True))
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                           ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return self.check_payloads(self.int_columns(payloads, ("hash", "row", "bit")))
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         j, invalid = self.check_hash(columns)
         row = np.asarray(columns["row"], dtype=np.int64)
         bit = np.asarray(columns["bit"], dtype=np.int64)
@@ -107,11 +109,11 @@ class HCMS(HashPool):
         return ({"hash": np.where(invalid, 0, j), "row": np.where(invalid, 0, row),
                  "bit": np.where(invalid, 0, bit & 1)}, invalid)
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         cells = ((np.asarray(columns["hash"], dtype=np.int64) * self.m + columns["row"]) * 2
                  + columns["bit"])
         statistic += np.bincount(cells, minlength=statistic.size).reshape(statistic.shape)
 
-    def bucket_support(self, statistic):
+    def bucket_support(self, statistic: np.ndarray) -> np.ndarray:
         spread = walsh_hadamard((statistic[:, :, 0] - statistic[:, :, 1]).T).T
         return (statistic.sum(axis=(1, 2))[:, None] + spread) // 2
