@@ -311,10 +311,11 @@ def record_problem(record) -> str | None:
 
     `window_start` and `window_end` are ISO-8601 times; `estimate` and `std_error` hold one
     number per value; `labels` names them (or is empty, for a numeric metric whose buckets are
-    given by `bucket_edges`); `unbiased_estimate` is such a list, or null for a numeric metric;
-    `p_star`, `q_star` and `smallest_resolvable` are null or numbers when present; the sections
-    (`estimator`, `privacy`, `integrity`, ...) null or objects; the version fields as
-    `version_problem` says.
+    given by `bucket_edges`: one more than the values, or the range's two for a mean-only
+    protocol, whose `estimate` is empty); `unbiased_estimate` is such a list, or null for a
+    numeric metric; `p_star`, `q_star` and `smallest_resolvable` are null or numbers when
+    present; the sections (`estimator`, `privacy`, `integrity`, ...) null or objects; the
+    version fields as `version_problem` says.
     """
     if not isinstance(record, dict):
         return f"a JSON {type(record).__name__}, not an object"
@@ -344,7 +345,9 @@ def record_problem(record) -> str | None:
         return "field 'pane' has no integer 'index'"
     if numeric:
         edges = record["bucket_edges"]
-        if not _is_numbers(edges) or len(edges) != size + 1:
+        # a mean-only protocol's record (sr, pm) has no buckets: its edges are the range
+        if not _is_numbers(edges) or len(edges) != size + 1 and not (size == 0
+                                                                      and len(edges) == 2):
             return f"field 'bucket_edges' must hold {size + 1} numbers"
         errors = record.get("std_error")
         if errors is not None and not _is_numbers(errors):

@@ -18,3 +18,15 @@ def test_the_demo_sized_job_writes_the_golden_records_byte_for_byte(tmp_path):
     for line, expected in zip(written, golden, strict=True):
         assert line == expected
     assert avro_lines(output) == read_golden("estimates.avro.jsonl.gz")
+
+
+def test_ldp_show_reads_every_kind_of_record_the_job_wrote(tmp_path, capsys):
+    """Mean-only records (pm: no buckets, the range's two edges) included: they were refused as
+    "not a window estimate" before."""
+    from ldp_telemetry.pipelines.cli import main
+    output = run_golden_job(tmp_path)
+    assert main(["show", "--output", str(output), "--windows", "1"]) == 0
+    shown = capsys.readouterr().out
+    for title in ("g.labels v1", "o.sized v1", "u.plain v1", "s.num v1", "p.mean v1",
+                  "v.versions v1", "v.versions v2", "v.versions combined v1+v2"):
+        assert shown.count(title + "  [2013-01-02T00:00:00Z") == 1
