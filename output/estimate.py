@@ -179,10 +179,14 @@ class EstimateRecord:
     # -- JSON -------------------------------------------------------------------------------------
     @classmethod
     def from_json(cls, value: Mapping | str | bytes) -> EstimateRecord:
-        """The record of a decoded JSON object (or its text); ValueError saying what is wrong
+        """The record of a JSON object, decoded or as its text; ValueError saying what is wrong
         when it is not a window estimate (`record_problem`)."""
-        if isinstance(value, (str, bytes)):
-            value = json.loads(value)
+        return cls.from_value(json.loads(value) if isinstance(value, (str, bytes)) else value)
+
+    @classmethod
+    def from_value(cls, value: object) -> EstimateRecord:
+        """The record of any decoded JSON value; ValueError saying what is wrong when it is not
+        a window estimate (`record_problem`: checked once, here)."""
         problem = record_problem(value)
         if problem is not None:
             raise ValueError(f"not a window estimate: {problem}")
@@ -261,7 +265,10 @@ def _is_str(value) -> bool:
 
 
 def _is_numbers(values) -> bool:
-    return isinstance(values, list) and all(is_number(v) for v in values)
+    """A list of numbers (`is_number`); a list of floats, what the writers write, is found
+    without an ABC check per item."""
+    return isinstance(values, list) and (all(type(v) is float for v in values)
+                                         or all(is_number(v) for v in values))
 
 
 #: Fields every estimate record has: (check, what the message calls the type).

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from ldp_telemetry.ldp.base.errors import ConfigError, InputError
 from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.ldp.base.validation import is_int
-from ldp_telemetry.output.estimate import EstimateRecord, Pane, record_problem, version_problem
+from ldp_telemetry.output.estimate import EstimateRecord, Pane, version_problem
 from ldp_telemetry.output.layout import (COMBINED, ESTIMATES, PANE_LOG, WindowKey,
                                          shard_pattern, window_key)
 
@@ -81,7 +81,12 @@ def _checked(raw: bytes, where: str, problem_of, what: str) -> dict:
 
 
 def _estimate(raw: bytes, where: str) -> EstimateRecord:
-    return EstimateRecord.from_json(_checked(raw, where, record_problem, "a window estimate"))
+    """The record of one line (checked once, by `EstimateRecord.from_value`)."""
+    value = _json(raw, where)
+    try:
+        return EstimateRecord.from_value(value)
+    except ValueError as error:  # from_value's own: what `record_problem` found
+        raise InputError(f"{where}: {error}", OUTPUT_FIELD) from None
 
 
 def _entry(raw: bytes, where: str) -> dict:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.output.layout import (DEAD_LETTER_DIR, DEAD_LETTERS, ESTIMATES, PANE_LOG,
                                          TOO_LATE_LOG, WindowKey, shard_pattern, window_key)
-from ldp_telemetry.output.estimate import EstimateRecord, record_problem
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.reader import pane_file
 
 #: Longest line of a JSON-lines file, or pane file, a follower reads (longer: skipped).
@@ -62,8 +62,7 @@ class OutputTail:
             if record is not None:
                 appended.estimates.append(record)
         for path in self._files(ESTIMATES):
-            appended.estimates.extend(EstimateRecord.from_json(r) for r in self._new_values(path)
-                                      if record_problem(r) is None)
+            appended.estimates.extend(filter(None, map(_record_or_none, self._new_values(path))))
         dead_letter_files = self._files(DEAD_LETTERS) | set(
             glob.glob(os.path.join(glob.escape(self.folder), DEAD_LETTER_DIR, "*.jsonl")))
         for path in sorted(dead_letter_files):
@@ -112,7 +111,15 @@ class OutputTail:
                 record = json.load(handle)
         except (OSError, ValueError, RecursionError):
             return None
-        return EstimateRecord.from_json(record) if record_problem(record) is None else None
+        return _record_or_none(record)
+
+
+def _record_or_none(value) -> EstimateRecord | None:
+    """The record of a decoded JSON value, or None when it is not one (`record_problem`)."""
+    try:
+        return EstimateRecord.from_value(value)
+    except ValueError:
+        return None
 
 
 def _too_late_count(entry) -> tuple[WindowKey, int] | None:
