@@ -7,10 +7,9 @@ import json
 import pytest
 
 from ldp_telemetry.ldp.base.errors import ConfigError, InputError
+from ldp_telemetry.output.estimate import EstimateRecord, record_problem
 from ldp_telemetry.output.layout import PANE_LOG, TOO_LATE_LOG, WindowKey
-from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.reader import (latest_panes, read_estimates, read_pane_log,
-                                         record_problem, select_window)
+from ldp_telemetry.output.reader import latest_panes, read_estimates, read_pane_log, select_window
 from ldp_telemetry.output.tail import OutputTail
 
 T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z
