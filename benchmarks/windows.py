@@ -35,7 +35,7 @@ from bench_json import Run, add_json_argument
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.engine.finalize import finalize_window
-from ldp_telemetry.output.records import window_estimate_record
+from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas.codec import write_reports
@@ -66,8 +66,8 @@ def measure(windows: int, per_window: int, window_s: float, d: int, tmp: str) ->
     start, start_cpu = time.perf_counter(), cpu_seconds()
     for _ in range(windows):
         result = finalize_window(config, statistic, per_window)
-        window_estimate_record(config, result, "2024-01-01T00:00:00Z", "2024-01-01T00:00:01Z",
-                               {"timing": "ON_TIME", "index": 0, "is_last": False})
+        window_estimate_record(config, result, 1_704_067_200_000, 1_704_067_201_000,
+                               BATCH_PANE).json_value()  # the plain record, as before
     finalize_s, finalize_cpu_s = time.perf_counter() - start, cpu_seconds() - start_cpu
     return {"windows": windows, "job_s": job_s, "finalize_s": finalize_s,
             "job_cpu_s": job_cpu_s, "finalize_cpu_s": finalize_cpu_s,

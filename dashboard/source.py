@@ -33,14 +33,14 @@ from ldp_telemetry.ldp.base.errors import ConfigError, InputError, StoreError
 from ldp_telemetry.ldp.base.times import iso_from_ms
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.engine.reasons import UNATTRIBUTED_REASONS, Reason
-from ldp_telemetry.output.bands import band95, half_width95
+from ldp_telemetry.output.bands import half_width95
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
 from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, WindowKey,
-                                         shard_pattern, version_label, window_key)
-from ldp_telemetry.output.reader import pane_of
+                                         shard_pattern, window_key)
 from ldp_telemetry.output.resolution import resolution, series_resolution, warning_text
 from ldp_telemetry.output.tail import OutputTail
-from ldp_telemetry.store.records import dead_letter_origin
+from ldp_telemetry.store.records import dead_letter_origin, value_rows
 
 #: A page shows at most this many windows of a metric (the latest ones).
 MAX_WINDOWS_PER_PAGE = 2000
@@ -72,23 +72,24 @@ def series_name(length: int, version: str) -> str:
     return f"{text}, {version}" if version else text
 
 
-def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, upper: list
-          ) -> dict:
-    view = dict(record)
-    _, start, end, _ = window_key(record)  # as the pages' rows write them
-    view["window_start"], view["window_end"] = iso_from_ms(start), iso_from_ms(end)
+def _view(record: EstimateRecord, late_reports, rejects: dict, seq: int, lower: list,
+          upper: list) -> dict:
+    """The JSON view of a window a page is sent: the record's JSON (`json_value`) with what
+    the page draws added (see the module)."""
+    view = record.json_value()
     for name in SUPPORT_FIELDS:
         view.setdefault(name, None)
     view["late_reports"] = late_reports
     view["rejects"] = dict(sorted(rejects.items()))
     view["pane_seq"] = seq
     view["lower95"], view["upper95"] = lower, upper
-    view["half95"] = [half_width95(error) for error in record.get("std_error") or ()]
-    view["series"] = series_of(record)
-    view["version"] = version_label(record)
-    view["mean_half95"] = half_width95(record.get("mean_std_error"))
+    errors = () if record.std_error is None else record.std_error.tolist()
+    view["half95"] = [half_width95(error) for error in errors]
+    view["series"] = series_name(record.end_ms - record.start_ms, record.version)
+    view["version"] = record.version
+    view["mean_half95"] = half_width95(record.mean_std_error)
     view["quantile_half95"] = {level: half_width95(error) for level, error
-                               in (record.get("quantile_std_errors") or {}).items()}
+                               in (record.quantile_std_errors or {}).items()}
     found = resolution(record)
     view["warning"] = (warning_text(record, found)
                        if found is not None and found.under_resolved else None)
@@ -96,22 +97,32 @@ def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, uppe
     return view
 
 
-def _with_jumps(records: list[dict], every: list[dict]) -> list[dict]:
+#: What the store adds to a window's record (`EstimateStore.windows`, `store.reads.window_record`).
+STORE_FACTS = ("late_reports", "pane_seq", "lower95", "upper95")
+
+
+def _stored(window: dict) -> tuple[EstimateRecord, dict]:
+    """A stored window as its record and what the store adds to it (`STORE_FACTS`; None where
+    a read leaves one out)."""
+    added = {name: window.pop(name, None) for name in STORE_FACTS}
+    return EstimateRecord.from_json(window), added
+
+
+def _with_jumps(records: list[EstimateRecord], every: list[EstimateRecord]
+                ) -> list[EstimateRecord]:
     """`records` with the jump test of their integrity sections, computed over `every` record of
     the metric (which holds them): the jump test needs the earlier windows too."""
-    if not any(r.get("integrity") is not None for r in records):
+    if not any(r.integrity is not None for r in records):
         return records
     tested = {id(original): new for original, new in zip(every, with_jump_tests(every),
                                                            strict=True)}
     return [tested.get(id(r), r) for r in records]
 
 
-def _bands(record: dict) -> tuple[list, list]:
+def _bands(record: EstimateRecord) -> tuple[list, list]:
     """The 95% band of each value of a record: (lower bounds, upper bounds)."""
-    errors = record.get("std_error") or [None] * len(record["estimate"])
-    bands = [band95(value, error) for value, error in zip(record["estimate"], errors,
-                                                          strict=False)]
-    return [low for low, _ in bands], [high for _, high in bands]
+    rows = list(value_rows(record))
+    return [row.lower95 for row in rows], [row.upper95 for row in rows]
 
 
 class _Pool:
@@ -234,21 +245,20 @@ class StoreSource:
         every record is read (`ldp show`-like uses; the pages use `payload` and `window`)."""
         with self._pool.store() as store:
             cursor = store.latest_seq()
-            records = store.windows(metric, since)[-MAX_WINDOWS_PER_PAGE:]
-            rejects = store.rejects(metric, [window_key(r)[1:3] for r in records])
-            if since and any(r.get("integrity") is not None for r in records):
-                every = store.windows(metric, 0)
-                changed = {window_key(r) for r in records}
-                records = [r for r in _with_jumps(every, every) if window_key(r) in changed]
+            stored = [_stored(w) for w in store.windows(metric, since)[-MAX_WINDOWS_PER_PAGE:]]
+            records = [record for record, _ in stored]
+            facts = {record.key: added for record, added in stored}
+            rejects = store.rejects(metric, [r.key[1:3] for r in records])
+            if since and any(r.integrity is not None for r in records):
+                every = [_stored(w)[0] for w in store.windows(metric, 0)]
+                records = [r for r in _with_jumps(every, every) if r.key in facts]
             else:
                 records = _with_jumps(records, records)
         views = []
         for record in records:
-            late = record.pop("late_reports")
-            seq = record.pop("pane_seq")
-            lower, upper = record.pop("lower95"), record.pop("upper95")
-            views.append(_view(record, late, rejects.get(window_key(record)[1:3], {}), seq,
-                               lower, upper))
+            added = facts[record.key]
+            views.append(_view(record, added["late_reports"], rejects.get(record.key[1:3], {}),
+                               added["pane_seq"], added["lower95"], added["upper95"]))
         return cursor, views
 
     def window(self, metric: str, start_ms: int, end_ms: int, version: str = "") -> dict | None:
@@ -257,23 +267,24 @@ class StoreSource:
         its jump test from the `history` windows before it."""
         from ldp_telemetry.store import reads
         with self._pool.store() as store:
-            record = reads.window_record(store, metric, version, start_ms, end_ms)
-            if record is None:
+            found = reads.window_record(store, metric, version, start_ms, end_ms)
+            if found is None:
                 return None
+            record, added = _stored(found)
             rejects = reads.window_rejects(store, metric, start_ms, start_ms + 1)
-            section = record.get("integrity")
+            section = record.integrity
             if section is not None:
                 earlier = [row for row in reads.window_rows(
                     store, metric, 0, end_ms=start_ms, limit=4 * int(section["history"]) + 4)
                     if row["version"] == version
                     and row["window_end_ms"] - row["window_start_ms"] == end_ms - start_ms]
-                history = [reads.window_record(store, metric, version, row["window_start_ms"],
-                                               row["window_end_ms"]) for row in earlier]
+                history = [_stored(reads.window_record(store, metric, version,
+                                                       row["window_start_ms"],
+                                                       row["window_end_ms"]))[0]
+                           for row in earlier]
                 record = _with_jumps([record], [*history, record])[0]
-        late = record.pop("late_reports")
-        seq = record.pop("pane_seq")
-        lower, upper = record.pop("lower95"), record.pop("upper95")
-        return _view(record, late, rejects.get((start_ms, end_ms), {}), seq, lower, upper)
+        return _view(record, added["late_reports"], rejects.get((start_ms, end_ms), {}),
+                     added["pane_seq"], added["lower95"], added["upper95"])
 
     def export_windows(self, metric: str, top_k: int, keep_all: int) -> list[dict]:
         """The window views of `metric` a page shows (its latest `MAX_WINDOWS_PER_PAGE`) for an
@@ -304,11 +315,11 @@ class StoreSource:
             bounds = (row["window_start_ms"], row["window_end_ms"])
             chosen = large.get((row["version"], bounds[1] - bounds[0]))
             if chosen is None:
-                record = whole.get((*bounds, row["version"]))
-                if record is not None:
-                    late, seq = record.pop("late_reports"), record.pop("pane_seq")
-                    lower, upper = record.pop("lower95"), record.pop("upper95")
-                    view = _view(record, late, rejects.get(bounds, {}), seq, lower, upper)
+                found = whole.get((*bounds, row["version"]))
+                if found is not None:
+                    record, added = _stored(found)
+                    view = _view(record, added["late_reports"], rejects.get(bounds, {}),
+                                 added["pane_seq"], added["lower95"], added["upper95"])
                     if (*bounds, row["version"]) in flags:  # with the jump test
                         view["integrity_flag"] = flags[(*bounds, row["version"])]
                     views.append(view)
@@ -396,18 +407,17 @@ class StoreSource:
                     key = (row["window_start_ms"], row["window_end_ms"], row["version"])
                     changed = reads.window_record(store, metric, row["version"], *key[:2],
                                                   bands=False)
-                    text = None if changed is None else flag_text(changed)
+                    text = None if changed is None else flag_text(_stored(changed)[0])
                     if text is None:
                         flags.pop(key, None)
                     else:
                         flags[key] = text
             return flags
         flags = {}
-        for tested in with_jump_tests(store.windows(metric)):
+        for tested in with_jump_tests(_stored(w)[0] for w in store.windows(metric)):
             text = flag_text(tested)
             if text is not None:
-                key = window_key(tested)
-                flags[(key.start_ms, key.end_ms, key.version)] = text
+                flags[(tested.start_ms, tested.end_ms, tested.version)] = text
         with self._cache_lock:
             self._flags[metric] = (cursor, now, flags)
         return flags
@@ -465,7 +475,7 @@ class FolderSource:
         self._tail = OutputTail(output_dir)
         self._lock = threading.Lock()
         self._seq = 0
-        self._latest: dict[WindowKey, dict] = {}  # window -> latest record
+        self._latest: dict[WindowKey, EstimateRecord] = {}  # window -> latest record
         self._changed: dict[WindowKey, int] = {}  # window -> seq of its last change
         self._n_on_time: dict[WindowKey, int] = {}
         self._too_late: dict[WindowKey, int] = {}
@@ -500,12 +510,12 @@ class FolderSource:
                            if key.metric == metric and self._changed[key] > since),
                           key=lambda key: key[1:])[-MAX_WINDOWS_PER_PAGE:]
             every = [record for key, record in self._latest.items() if key.metric == metric]
-            tested = {window_key(r): r for r in _with_jumps(every, every)}
+            tested = {r.key: r for r in _with_jumps(every, every)}
             views = []
             for key in keys:
                 n_on_time = self._n_on_time.get(key)
                 record = tested[key]
-                late = None if n_on_time is None else int(record["n"]) - n_on_time
+                late = None if n_on_time is None else record.n - n_on_time
                 views.append(_view(record, late, self._rejects_in(key), self._changed[key],
                                    *_bands(record)))
             return self._seq, views
@@ -569,14 +579,13 @@ class FolderSource:
             if estimate.window == key.window:
                 self._changed[estimate] = self._seq
 
-    def _add_estimate(self, record: dict) -> None:
-        key = window_key(record)
-        pane = pane_of(record)
-        if pane["timing"] == "ON_TIME":
-            self._n_on_time.setdefault(key, int(record["n"]))
+    def _add_estimate(self, record: EstimateRecord) -> None:
+        key = record.key
+        if record.pane.timing == "ON_TIME":
+            self._n_on_time.setdefault(key, record.n)
         current = self._latest.get(key)
         self._windows_of.setdefault(key.metric, set()).add(key)
-        if current is None or pane_of(current)["index"] < pane["index"]:
+        if current is None or current.pane.index < record.pane.index:
             self._latest[key] = record
         self._seq += 1
         self._changed[key] = self._seq

@@ -6,8 +6,9 @@ valid event times is `ldp_telemetry.ldp.base.validation`'s):
 
 * `layout` — the files and folders of a batch run and of a live run, the injective encoding of
   a metric name into a path segment, the typed window key;
-* `records` — the window-estimate record, built from a window's result (`compact`: the same
-  record with numpy arrays, as the writers take it);
+* `estimate` — the window-estimate record, typed (`EstimateRecord`): window bounds in ms, read
+  and written as JSON and Avro, byte-compatible with earlier files;
+* `records` — the window-estimate record built from a window's result;
 * `reader` — the one reader of both layouts (`show`, `query` and a restarted live run use it;
   `tail` follows a folder while a job writes it, for the dashboard);
 * `text` — records as text (`ldp show`, a live run's line per pane);

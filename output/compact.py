@@ -3,9 +3,9 @@
 A window-estimate record of a domain of d values holds d labels and three arrays of d numbers.
 As Python lists they cost about 160 bytes per value (a float object and a pointer per number,
 a string per label); kept as float64 numpy arrays and, for a sized domain, `IndexLabels`, they
-cost 24 bytes per value. The writers take compact records directly (`avro_values` for fastavro,
-`transforms.write.json_line_pieces` for JSON); `plain_record` gives the plain-values record
-every other consumer expects.
+cost 24 bytes per value. An `output.estimate.EstimateRecord` keeps them so; the writers take
+its fields as they are (`avro_values` for fastavro, `transforms.write.json_line_pieces` for
+JSON), and `plain_record` gives them as plain values (`EstimateRecord.json_value`).
 """
 from __future__ import annotations
 

@@ -14,53 +14,51 @@ numeric metrics, combined estimates, records written before the section) pass un
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from ldp_telemetry.ldp.integrity.statistics import jump_statistic, summarise
-from ldp_telemetry.output.layout import window_key
+from ldp_telemetry.output.estimate import EstimateRecord
 
 
-def _series_key(record: Mapping) -> tuple[str, str, int]:
-    key = window_key(record)
-    return (key.metric, key.version, len(record["labels"]))
+def _series_key(record: EstimateRecord) -> tuple[str, str, int]:
+    return (record.metric, record.version, len(record.labels))
 
 
-def with_jump_tests(records: Iterable[dict]) -> list[dict]:
+def with_jump_tests(records: Iterable[EstimateRecord]) -> list[EstimateRecord]:
     """`records` (any order; panes of a window in pane order) with the jump statistic in each
     integrity section, as copies of the records that have a section; same order."""
     records = list(records)
     windows: dict = defaultdict(dict)  # series -> window start ms -> last pane's record
     for record in records:
-        if record.get("integrity") is not None:
-            key = window_key(record)
-            windows[_series_key(record)][(key.start_ms, key.end_ms)] = record
+        if record.integrity is not None:
+            windows[_series_key(record)][(record.start_ms, record.end_ms)] = record
     series_bounds = {key: sorted(found) for key, found in windows.items()}
     out = []
     for record in records:
-        section = record.get("integrity")
+        section = record.integrity
         if section is None:
             out.append(record)
             continue
-        series = _series_key(record)
-        start = window_key(record).start_ms
-        before = [bounds for bounds in series_bounds[series] if bounds[1] <= start]
-        earlier = [(windows[series][b]["unbiased_estimate"], windows[series][b]["std_error"])
+        key = _series_key(record)
+        before = [bounds for bounds in series_bounds[key] if bounds[1] <= record.start_ms]
+        earlier = [(windows[key][b].unbiased_estimate, windows[key][b].std_error)
                    for b in before[-int(section["history"]):]]
-        section = copy.deepcopy(section)
+        section = copy.deepcopy(dict(section))
         section["statistics"] = [s for s in section["statistics"] if s["name"] != "jump"]
         section["statistics"].append(jump_statistic(
-            record["unbiased_estimate"], record["std_error"], earlier, record["labels"],
+            record.unbiased_estimate, record.std_error, earlier, record.labels,
             int(section["top_k"]), float(section["level"])))
-        out.append({**record, "integrity": summarise(section)})
+        out.append(dataclasses.replace(record, integrity=summarise(section)))
     return out
 
 
-def flag_text(record: Mapping) -> str | None:
+def flag_text(record: EstimateRecord) -> str | None:
     """One line naming a flagged window's statistics and implicated values (and their
     recovered estimate, labelled, when the section has one), or None when the record has no
     section or nothing is flagged."""
-    section = record.get("integrity")
+    section = record.integrity
     if not section or not section.get("flagged"):
         return None
     parts = []

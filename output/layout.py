@@ -111,16 +111,16 @@ def window_key(record: Mapping) -> WindowKey:
                      ms_from_iso(record["window_end"]), version_label(record))
 
 
-def pane_path(record: Mapping) -> str:
-    """The pane file of a window-estimate record, relative to the output folder ('/'-joined)."""
-    start, end = (record[k].replace("-", "").replace(":", "")
-                  for k in ("window_start", "window_end"))
-    pane = record["pane"]
-    version = version_label(record)
-    return "/".join((PANES_DIR, f"metric={metric_segment(record['metric'])}",
+def pane_path(record) -> str:
+    """The pane file of a window-estimate record (`output.estimate.EstimateRecord`), relative to
+    the output folder ('/'-joined)."""
+    start, end = (text.replace("-", "").replace(":", "")
+                  for text in (record.window_start, record.window_end))
+    version = record.version
+    return "/".join((PANES_DIR, f"metric={metric_segment(record.metric)}",
                      *((f"version={version}",) if version else ()),
-                     f"date={record['window_start'][:10]}", f"{start}--{end}",
-                     f"pane-{pane['index']:05d}-{pane['timing']}.json"))
+                     f"date={record.window_start[:10]}", f"{start}--{end}",
+                     f"pane-{record.pane.index:05d}-{record.pane.timing}.json"))
 
 
 def shard_pattern(name: str, suffix: str = ".jsonl") -> str:

@@ -1,9 +1,11 @@
 """Read a job's output back: the one reader of a batch run's shards and of a live run's panes.
 
 `read_estimates` is what `ldp show` and `ldp query` read, whichever layout the folder holds
-(`ldp_telemetry.output.layout`); a restarted live run reads the pane log (`read_pane_log`,
-`latest_panes`, `truncate_torn_tail`); a follower that reads what is appended while a job runs
-(the dashboard) uses `ldp_telemetry.output.tail`, built on the same functions.
+(`ldp_telemetry.output.layout`), as typed records (`output.estimate.EstimateRecord`; a line
+is one when `record_problem` finds nothing wrong with it); a restarted live run reads the pane
+log (`read_pane_log`, `latest_panes`, `truncate_torn_tail`); a follower that reads what is
+appended while a job runs (the dashboard) uses `ldp_telemetry.output.tail`, built on the same
+functions.
 
 A file that cannot be read, or a line that is not a window estimate, is an `InputError` (field
 ``output``) naming the file and the line.
@@ -17,15 +19,16 @@ from collections.abc import Iterator, Mapping
 
 from ldp_telemetry.ldp.base.errors import ConfigError, InputError
 from ldp_telemetry.ldp.base.times import ms_from_iso
-from ldp_telemetry.ldp.base.validation import is_int, is_number
+from ldp_telemetry.ldp.base.validation import is_int
+from ldp_telemetry.output.estimate import EstimateRecord, Pane, version_problem
 from ldp_telemetry.output.layout import (COMBINED, ESTIMATES, PANE_LOG, WindowKey,
-                                         shard_pattern, version_label, window_key)
+                                         shard_pattern, window_key)
 
 #: The field of a job's settings that names its output folder.
 OUTPUT_FIELD = "output"
 
 
-def read_estimates(output_dir: str, metric: str | None = None) -> list[dict]:
+def read_estimates(output_dir: str, metric: str | None = None) -> list[EstimateRecord]:
     """Every window-estimate record under `output_dir` (only `metric`'s when given), sorted by
     metric, window start and pane index.
 
@@ -42,9 +45,8 @@ def read_estimates(output_dir: str, metric: str | None = None) -> list[dict]:
         raise InputError(f"no {shard_pattern(ESTIMATES)} files (nor a live run's {PANE_LOG}) "
                          f"in {output_dir}", OUTPUT_FIELD)
     if metric is not None:
-        records = [r for r in records if r["metric"] == metric]
-    return sorted(records, key=lambda r: (r["metric"], ms_from_iso(r["window_start"]),
-                                          r["pane"]["index"]))
+        records = [r for r in records if r.metric == metric]
+    return sorted(records, key=lambda r: (r.metric, r.start_ms, r.pane.index))
 
 
 def estimate_shards(output_dir: str) -> list[str]:
@@ -52,7 +54,7 @@ def estimate_shards(output_dir: str) -> list[str]:
     return sorted(glob.glob(os.path.join(glob.escape(output_dir), shard_pattern(ESTIMATES))))
 
 
-def read_estimate_file(path: str) -> list[dict]:
+def read_estimate_file(path: str) -> list[EstimateRecord]:
     """The window-estimate records of one JSON-lines file; InputError naming the file and line."""
     return [_estimate(raw, where) for raw, where in _lines(path) if raw.strip()]
 
@@ -78,8 +80,13 @@ def _checked(raw: bytes, where: str, problem_of, what: str) -> dict:
     return value
 
 
-def _estimate(raw: bytes, where: str) -> dict:
-    return _checked(raw, where, record_problem, "a window estimate")
+def _estimate(raw: bytes, where: str) -> EstimateRecord:
+    """The record of one line (checked once, by `EstimateRecord.from_value`)."""
+    value = _json(raw, where)
+    try:
+        return EstimateRecord.from_value(value)
+    except ValueError as error:  # from_value's own: what `record_problem` found
+        raise InputError(f"{where}: {error}", OUTPUT_FIELD) from None
 
 
 def _entry(raw: bytes, where: str) -> dict:
@@ -97,107 +104,10 @@ def _json(raw: bytes, where: str):
         raise InputError(f"{where}: nested too deeply to be an estimate", OUTPUT_FIELD) from None
 
 
-def _is_str(value) -> bool:
-    return isinstance(value, str)
-
-
-def _is_numbers(values) -> bool:
-    return isinstance(values, list) and all(is_number(v) for v in values)
-
-
-#: Fields every estimate record has: (check, what the message calls the type).
-_COMMON_FIELDS = {"metric": (_is_str, "str"), "window_start": (_is_str, "str"),
-                  "window_end": (_is_str, "str"), "n": (is_int, "int"),
-                  "protocol": (_is_str, "str"), "epsilon": (is_number, "number"),
-                  "estimate": (lambda v: isinstance(v, list), "list"),
-                  "pane": (lambda v: isinstance(v, dict), "dict")}
-#: ... and the record of a frequency metric (one without `bucket_edges`).
-_FREQUENCY_FIELDS = {"labels": (lambda v: isinstance(v, list), "list"),
-                     "std_error": (lambda v: isinstance(v, list), "list"),
-                     "postprocess": (lambda v: isinstance(v, dict), "dict")}
-#: Optional facts of the metric's protocol: null or a number.
-_OPTIONAL_NUMBERS = ("p_star", "q_star", "smallest_resolvable")
-
-
-#: Most versions a combined estimate read back may name (a registry lists at most 64 earlier
-#: configurations of a metric, and its current one).
-MAX_COMBINED_VERSIONS = 65
-
-
-def version_problem(record: Mapping) -> str | None:
-    """Why a record's or pane-log entry's version fields are not usable, or None:
-    `config_version` null or a positive int, `combined_versions` null or a list of positive
-    ints, `fingerprint` null or a string."""
-    version = record.get("config_version")
-    if version is not None and not (is_int(version) and version > 0):
-        return "field 'config_version' must be null or a positive integer"
-    combined = record.get("combined_versions")
-    if combined is not None and not (isinstance(combined, list)
-                                     and 2 <= len(combined) <= MAX_COMBINED_VERSIONS
-                                     and all(is_int(v) and v > 0 for v in combined)
-                                     and combined == sorted(set(combined))):
-        return (f"field 'combined_versions' must be null or 2 to {MAX_COMBINED_VERSIONS} "
-                "increasing positive integers")
-    if combined is not None and version is not None:
-        return "fields 'config_version' and 'combined_versions' cannot both be set"
-    if record.get("fingerprint") is not None and not _is_str(record["fingerprint"]):
-        return "field 'fingerprint' must be null or a string"
-    return None
-
-
-def record_problem(record) -> str | None:
-    """Why a decoded JSON value is not a window estimate a reader can use, or None.
-
-    `window_start` and `window_end` are ISO-8601 times; `estimate` and `std_error` hold one
-    number per value; `labels` names them (or is empty, for a numeric metric whose buckets are
-    given by `bucket_edges`); `unbiased_estimate` is such a list, or null for a numeric metric;
-    `p_star`, `q_star` and `smallest_resolvable` are null or numbers when present; the version
-    fields as `version_problem` says.
-    """
-    if not isinstance(record, dict):
-        return f"a JSON {type(record).__name__}, not an object"
-    numeric = record.get("bucket_edges") is not None
-    fields = _COMMON_FIELDS if numeric else {**_COMMON_FIELDS, **_FREQUENCY_FIELDS}
-    for field, (check, kind) in fields.items():
-        if not check(record.get(field)):
-            return f"field {field!r} is missing or not a {kind}"
-    for field in ("window_start", "window_end"):
-        try:
-            ms_from_iso(record[field])
-        except ValueError:
-            return f"field {field!r} is not an ISO-8601 time"
-    for field in _OPTIONAL_NUMBERS:
-        if record.get(field) is not None and not is_number(record[field]):
-            return f"field {field!r} must be null or a number"
-    problem = version_problem(record)
-    if problem is not None:
-        return problem
-    size = len(record["estimate"])
-    if not _is_numbers(record["estimate"]):
-        return f"field 'estimate' must hold {size} numbers"
-    if numeric:
-        edges = record["bucket_edges"]
-        if not _is_numbers(edges) or len(edges) != size + 1:
-            return f"field 'bucket_edges' must hold {size + 1} numbers"
-        return None if is_int(record["pane"].get("index")) \
-            else "field 'pane' has no integer 'index'"
-    if len(record["std_error"]) != size or not _is_numbers(record["std_error"]):
-        return f"field 'std_error' must hold {size} numbers"
-    if record["labels"] and len(record["labels"]) != size:
-        return f"field 'labels' must hold {size} labels, one per estimate"
-    unbiased = record.get("unbiased_estimate")
-    if unbiased is not None and not (_is_numbers(unbiased) and len(unbiased) == size):
-        return f"field 'unbiased_estimate' must be null or hold {size} numbers"
-    if not is_int(record["pane"].get("index")):
-        return "field 'pane' has no integer 'index'"
-    return None
-
-
 def pane_of(record: Mapping) -> dict:
-    """The record's pane, defaulting to one ON_TIME pane (a record without one is a batch one)."""
-    pane = record.get("pane") or {}
-    return {"timing": pane.get("timing", "ON_TIME"), "index": int(pane.get("index", 0)),
-            "is_last": bool(pane.get("is_last", False))}
+    """A decoded JSON record's pane, defaulting to one ON_TIME pane (a record without one is a
+    batch one); an `EstimateRecord` has it as `pane`."""
+    return Pane.from_json(record.get("pane")).to_json()
 
 
 # -- a live run's pane log ------------------------------------------------------------------------
@@ -255,7 +165,7 @@ def pane_file(output_dir: str, entry: Mapping) -> str | None:
     return path if os.path.commonpath([path, root]) == root else None
 
 
-def read_pane(output_dir: str, entry: Mapping) -> dict:
+def read_pane(output_dir: str, entry: Mapping) -> EstimateRecord:
     """The window-estimate record a pane-log entry names; InputError when it cannot be read."""
     path = pane_file(output_dir, entry)
     if path is None:
@@ -280,17 +190,17 @@ def truncate_torn_tail(path: str) -> None:
 
 # -- choosing a window ----------------------------------------------------------------------------
 
-def version_preference(record: Mapping) -> tuple[int, int]:
+def version_preference(record: EstimateRecord) -> tuple[int, int]:
     """How much a record stands for its window among the estimates of its configuration
     versions: a combined estimate first, then the highest version, then one without versions."""
-    label = version_label(record)
+    label = record.version
     if label == COMBINED:
         return 2, 0
-    return (1, int(record["config_version"])) if label else (0, 0)
+    return (1, int(record.config_version)) if label else (0, 0)
 
 
-def latest_by_window(records: list[dict], metric: str, version: str | None = None,
-                     every_version: bool = False) -> list[dict]:
+def latest_by_window(records: list[EstimateRecord], metric: str, version: str | None = None,
+                     every_version: bool = False) -> list[EstimateRecord]:
     """The last pane of each window of `metric`, sorted by window start, end, then version (as
     `version_preference`; `records` sorted as `read_estimates` sorts them).
 
@@ -299,28 +209,29 @@ def latest_by_window(records: list[dict], metric: str, version: str | None = Non
     `every_version`, else the one that stands for the window (`version_preference`).
     ConfigError (field ``metric`` or ``config_version``) listing the metrics or versions that exist
     when there is none."""
-    mine = [r for r in records if r["metric"] == metric]
+    mine = [r for r in records if r.metric == metric]
     if not mine:
-        known = sorted({r["metric"] for r in records})
+        known = sorted({r.metric for r in records})
         raise ConfigError(f"no estimates of metric {metric!r} (metrics: {', '.join(known)})",
                           "metric")
     if version is not None:
-        versions = sorted({version_label(r) for r in mine} - {""})
-        mine = [r for r in mine if version_label(r) == version]
+        versions = sorted({r.version for r in mine} - {""})
+        mine = [r for r in mine if r.version == version]
         if not mine:
             raise ConfigError(f"no estimates of metric {metric!r} from configuration version "
                               f"{version!r} (versions: {', '.join(versions) or 'none'})",
                               "config_version")
-    by_window: dict[tuple, dict] = {}
+    by_window: dict[tuple, EstimateRecord] = {}
     # a stable sort: within a version, the last pane wins; across versions, the preferred one
     for record in sorted(mine, key=version_preference):
-        key = window_key(record)
+        key = record.key
         by_window[key[1:] if every_version else key[1:3]] = record
     return sorted(by_window.values(),
-                  key=lambda record: (*window_key(record)[1:3], version_preference(record)))
+                  key=lambda record: (*record.key[1:3], version_preference(record)))
 
 
-def windows_at(windows: list[dict], metric: str, window: str) -> list[dict]:
+def windows_at(windows: list[EstimateRecord], metric: str, window: str
+               ) -> list[EstimateRecord]:
     """The windows (of one metric, as `latest_by_window` gives them) that `window` names.
 
     `window` is an integer index into them (0 first, -1 last), or an ISO-8601 time (UTC if
@@ -336,7 +247,7 @@ def windows_at(windows: list[dict], metric: str, window: str) -> list[dict]:
         except ValueError:
             raise ConfigError(f"window {window!r} is neither ISO-8601 nor an integer index",
                               "window") from None
-        bounds = [window_key(w)[1:3] for w in windows]
+        bounds = [w.key[1:3] for w in windows]
         found = [w for w, (start, _) in zip(windows, bounds, strict=True) if start == wanted]
         found = found or [w for w, (start, end) in zip(windows, bounds, strict=True)
                           if start <= wanted < end]
@@ -345,14 +256,14 @@ def windows_at(windows: list[dict], metric: str, window: str) -> list[dict]:
     else:
         if -len(windows) <= position < len(windows):
             return [windows[position]]
-    listing = ", ".join(f"[{i}] {w['window_start']}" for i, w in enumerate(windows[:20]))
+    listing = ", ".join(f"[{i}] {w.window_start}" for i, w in enumerate(windows[:20]))
     more = f", ... ({len(windows) - 20} more)" if len(windows) > 20 else ""
     raise ConfigError(f"metric {metric!r} has no window {window!r}; its {len(windows)} "
                       f"window(s) start at: {listing}{more}", "window")
 
 
-def select_window(records: list[dict], metric: str, window: str,
-                  version: str | None = None) -> dict:
+def select_window(records: list[EstimateRecord], metric: str, window: str,
+                  version: str | None = None) -> EstimateRecord:
     """The one record of `metric` that `window` names (`windows_at`): an index, the start of a
     window, or a time inside exactly one window; of its configuration versions, `version` or the
     one that stands for it (`latest_by_window`). When a window has several panes the last one is
@@ -362,30 +273,31 @@ def select_window(records: list[dict], metric: str, window: str,
     """
     found = windows_at(latest_by_window(records, metric, version), metric, window)
     if len(found) > 1:
-        listing = ", ".join(f"[{w['window_start']} .. {w['window_end']})" for w in found[:10])
+        listing = ", ".join(f"[{w.window_start} .. {w.window_end})" for w in found[:10])
         raise ConfigError(f"time {window!r} lies in {len(found)} windows of metric {metric!r} "
                           f"({listing}): give one's start or index", "window")
     return found[0]
 
 
-def select_windows(records: list[dict], metric: str, windows: list[str] | None = None,
-                   first: int | None = None, last: int | None = None,
-                   version: str | None = None) -> list[dict]:
+def select_windows(records: list[EstimateRecord], metric: str,
+                   windows: list[str] | None = None, first: int | None = None,
+                   last: int | None = None, version: str | None = None
+                   ) -> list[EstimateRecord]:
     """The windows of `metric` to show, each its last pane, in order: those `windows` names
     (`windows_at`: indices or times; every window holding a time), else all; then the `first`
     N and the `last` N of them. Each window's estimates of every configuration version, or only
     `version`'s."""
     mine = latest_by_window(records, metric, version)
     if windows:
-        chosen: dict[tuple[int, int], dict] = {}
+        chosen: dict[tuple[int, int], EstimateRecord] = {}
         for window in windows:
             for record in windows_at(mine, metric, window):
-                chosen[window_key(record)[1:3]] = record
+                chosen[record.key[1:3]] = record
         mine = [chosen[bounds] for bounds in sorted(chosen)]
     if first is not None:
         mine = mine[:first]
     if last is not None:
         mine = mine[len(mine) - last:] if last else []
-    wanted = {window_key(record)[1:3] for record in mine}
+    wanted = {record.key[1:3] for record in mine}
     return [record for record in latest_by_window(records, metric, version, every_version=True)
-            if window_key(record)[1:3] in wanted]
+            if record.key[1:3] in wanted]

@@ -1,4 +1,5 @@
-"""The window-estimate record: built from a window's result, Beam-free.
+"""The window-estimate record (`output.estimate.EstimateRecord`) built from a window's result,
+Beam-free.
 
 Every record names the configuration its reports were made under: `config_version` and
 `fingerprint` (ldp_telemetry.ldp.config.fingerprint). A window holding reports of several versions
@@ -22,48 +23,44 @@ from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResul
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_FIXED_GAIN
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
-from ldp_telemetry.output.compact import IndexLabels, plain_record
+from ldp_telemetry.output.compact import IndexLabels
+from ldp_telemetry.output.estimate import EstimateRecord, Pane
 from ldp_telemetry.output.layout import COMBINED
 
 #: The pane of every window of a batch run (one pane, when the input is complete).
-BATCH_PANE = {"timing": "ON_TIME", "index": 0, "is_last": False}
+BATCH_PANE = Pane()
 
 
-
-def window_estimate_record(config, result, window_start: str, window_end: str, pane,
-                           compact: bool = False, integrity: dict | None = None) -> dict:
-    """The JSON/Avro record of one window of the metric `config` (a registry MetricConfig).
+def window_estimate_record(config, result, start_ms: int, end_ms: int, pane: Pane = BATCH_PANE,
+                           integrity: dict | None = None) -> EstimateRecord:
+    """The record of one window [start_ms, end_ms) of the metric `config` (a registry
+    MetricConfig) from its `result` (`ldp.engine.finalize`).
 
     `integrity`: the window's integrity section (ldp_telemetry.ldp.integrity.statistics), kept
     as `integrity` (null when none: integrity off, numeric metrics, combined records; absent
     from records written before the field).
 
-    Plain Python values; with `compact`, the arrays stay float64 numpy arrays and a sized
-    domain's labels are `IndexLabels` (24 instead of about 160 bytes per value; see
-    `ldp_telemetry.output.compact`, whose `plain_record` makes the plain record).
+    The arrays stay float64 numpy arrays and a sized domain's labels are `IndexLabels` (24
+    instead of about 160 bytes per value; see `ldp_telemetry.output.compact`) until written.
     """
     if isinstance(result, NumericWindowResult):
-        record = numeric_estimate_record(config, result, window_start, window_end, pane,
-                                         compact=True)
-    else:
-        spec = config.postprocess
-        record = {
-            **_common_fields(config, result, window_start, window_end, pane),
-            "postprocess": {"method": spec.method,
-                            "params": {k: None if v is None else float(v)
-                                       for k, v in spec.as_dict().items() if k != "method"}},
-            "labels": _labels(config),
-            "estimate": np.asarray(result.estimate, dtype=np.float64),
-            "unbiased_estimate": np.asarray(result.unbiased, dtype=np.float64),
-            "std_error": np.asarray(result.std_error, dtype=np.float64),
-            "integrity": integrity,
-            "band_method": frequency_band_method(result),
-        }
-    return record if compact else plain_record(record)
+        return numeric_estimate_record(config, result, start_ms, end_ms, pane)
+    spec = config.postprocess
+    return EstimateRecord(
+        **_common_fields(config, result, start_ms, end_ms, pane),
+        postprocess={"method": spec.method,
+                     "params": {k: None if v is None else float(v)
+                                for k, v in spec.as_dict().items() if k != "method"}},
+        labels=_labels(config),
+        estimate=np.asarray(result.estimate, dtype=np.float64),
+        unbiased_estimate=np.asarray(result.unbiased, dtype=np.float64),
+        std_error=np.asarray(result.std_error, dtype=np.float64),
+        integrity=integrity,
+        band_method=frequency_band_method(result))
 
 
-def numeric_estimate_record(config, result: NumericWindowResult, window_start: str,
-                            window_end: str, pane, compact: bool = False) -> dict:
+def numeric_estimate_record(config, result: NumericWindowResult, start_ms: int, end_ms: int,
+                            pane: Pane = BATCH_PANE) -> EstimateRecord:
     """The record of a numeric metric: the common fields, then the distribution over its buckets.
 
     `estimate`: B probabilities of the buckets [bucket_edges[i], bucket_edges[i+1]);
@@ -73,63 +70,59 @@ def numeric_estimate_record(config, result: NumericWindowResult, window_start: s
     `band_reasons` says why a statistic has none (ldp_telemetry.ldp.estimation.uncertainty).
     """
     errors = result.errors
-    record = {
-        **_common_fields(config, result, window_start, window_end, pane),
-        "postprocess": {"method": "none", "params": {}},
-        "labels": config.value_labels if len(result.estimate) == config.d else [],
-        "estimate": np.asarray(result.estimate, dtype=np.float64),
-        "unbiased_estimate": None,
-        "std_error": np.asarray(errors.buckets, dtype=np.float64),
-        "bucket_edges": np.asarray(result.bucket_edges, dtype=np.float64),
-        "mean": result.mean,
-        "variance": result.variance,
-        "quantiles": dict(result.quantiles),
-        "mean_std_error": errors.mean,
-        "quantile_std_errors": dict(errors.quantiles),
-        "bootstrap_replicates": errors.replicates,
-        "band_method": result.band_method,
-        "bands": {key: band.as_dict() for key, band in (result.bands or {}).items()},
-        "band_reasons": {key: band.reason for key, band in (result.bands or {}).items()
-                         if band.reason is not None},
-    }
-    return record if compact else plain_record(record)
+    return EstimateRecord(
+        **_common_fields(config, result, start_ms, end_ms, pane),
+        postprocess={"method": "none", "params": {}},
+        labels=config.value_labels if len(result.estimate) == config.d else [],
+        estimate=np.asarray(result.estimate, dtype=np.float64),
+        unbiased_estimate=None,
+        std_error=np.asarray(errors.buckets, dtype=np.float64),
+        bucket_edges=np.asarray(result.bucket_edges, dtype=np.float64),
+        mean=result.mean,
+        variance=result.variance,
+        quantiles=dict(result.quantiles),
+        mean_std_error=errors.mean,
+        quantile_std_errors=dict(errors.quantiles),
+        bootstrap_replicates=errors.replicates,
+        band_method=result.band_method,
+        bands={key: band.as_dict() for key, band in (result.bands or {}).items()},
+        band_reasons={key: band.reason for key, band in (result.bands or {}).items()
+                      if band.reason is not None})
 
 
-def combined_estimate_record(configs, combined: CombinedResult, window_start: str,
-                             window_end: str, pane, compact: bool = False) -> dict:
+def combined_estimate_record(configs, combined: CombinedResult, start_ms: int, end_ms: int,
+                             pane: Pane = BATCH_PANE) -> EstimateRecord:
     """The record of a window's combined estimate over the versions `configs` (MetricConfigs,
     oldest first) of one metric: `estimate` and `unbiased_estimate` are the combined unbiased
     estimate of the shared `labels`, `std_error` its exact standard error; `protocol` is
     COMBINED, `epsilon` the largest ε of the versions, `p_star` and `q_star` null."""
     used = [config for config in configs if config.version in combined.versions]
     estimate = np.asarray(combined.estimate, dtype=np.float64)
-    record = {
-        "metric": used[-1].name,
-        "window_start": window_start,
-        "window_end": window_end,
-        "n": combined.n,
-        "protocol": COMBINED,
-        "epsilon": max(config.epsilon for config in used),
-        "config_version": None,
-        "fingerprint": None,
-        "combined_versions": list(combined.versions),
-        "p_star": None,
-        "q_star": None,
-        "smallest_resolvable": combined.smallest_resolvable,
-        "estimator": {"method": INVERSE_VARIANCE,
-                      "params": {f"weight.v{version}": share
-                                 for version, share in combined.weights.items()},
-                      "iterations": None, "last_change": None},
-        "pane": pane,
-        "postprocess": {"method": "none", "params": {}},
-        "labels": combined.labels,
-        "estimate": estimate,
-        "unbiased_estimate": estimate.copy(),
-        "std_error": np.asarray(combined.std_error, dtype=np.float64),
-        "privacy": privacy_budget(used[-1]).as_record(),
-        "band_method": BAND_EXACT,
-    }
-    return record if compact else plain_record(record)
+    return EstimateRecord(
+        metric=used[-1].name,
+        start_ms=int(start_ms),
+        end_ms=int(end_ms),
+        n=combined.n,
+        protocol=COMBINED,
+        epsilon=max(config.epsilon for config in used),
+        config_version=None,
+        fingerprint=None,
+        combined_versions=tuple(combined.versions),
+        p_star=None,
+        q_star=None,
+        smallest_resolvable=combined.smallest_resolvable,
+        estimator={"method": INVERSE_VARIANCE,
+                   "params": {f"weight.v{version}": share
+                              for version, share in combined.weights.items()},
+                   "iterations": None, "last_change": None},
+        pane=pane,
+        postprocess={"method": "none", "params": {}},
+        labels=combined.labels,
+        estimate=estimate,
+        unbiased_estimate=estimate.copy(),
+        std_error=np.asarray(combined.std_error, dtype=np.float64),
+        privacy=privacy_budget(used[-1]).as_record(),
+        band_method=BAND_EXACT)
 
 
 def frequency_band_method(result) -> str:
@@ -156,12 +149,12 @@ def _labels(config):
     return config.value_labels
 
 
-def _common_fields(config, result, window_start: str, window_end: str, pane) -> dict:
+def _common_fields(config, result, start_ms: int, end_ms: int, pane: Pane) -> dict:
     """The fields every window-estimate record has, whatever the metric's kind."""
     return {
         "metric": config.name,
-        "window_start": window_start,
-        "window_end": window_end,
+        "start_ms": int(start_ms),
+        "end_ms": int(end_ms),
         "n": result.n,
         "protocol": config.protocol_name,
         "epsilon": config.epsilon,

@@ -17,10 +17,9 @@ the same rate, a window n'/n times as long.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ldp_telemetry.output.layout import window_key
+from ldp_telemetry.output.estimate import EstimateRecord
 
 #: P(Z > 2): the chance that noise puts a value of frequency 0 above the floor.
 CHANCE_ABOVE_FLOOR = 0.5 * math.erfc(2 / math.sqrt(2))
@@ -45,15 +44,13 @@ class Resolution:
         return self.by_chance > NOISE_SHARE * self.resolved_values
 
 
-def resolution(record: Mapping) -> Resolution | None:
+def resolution(record: EstimateRecord) -> Resolution | None:
     """The resolution of a frequency metric's window, or None (a numeric metric, no reports or
     no smallest resolvable frequency)."""
-    floor = record.get("smallest_resolvable")
-    n = record.get("n") or 0
-    estimate = record.get("estimate") or []
-    if floor is None or not n or not estimate or record.get("bucket_edges") is not None:
+    floor, n = record.smallest_resolvable, record.n
+    if floor is None or not n or not len(record.estimate) or record.numeric:
         return None
-    ranked = sorted((float(v) for v in estimate), reverse=True)
+    ranked = sorted(record.estimate.tolist(), reverse=True)
     by_chance = CHANCE_ABOVE_FLOOR * len(ranked)
     needed = min(len(ranked), max(1, math.ceil(by_chance / NOISE_SHARE)))
     target = ranked[needed - 1]
@@ -71,38 +68,37 @@ def duration_text(ms: float) -> str:
     return f"{ms:.3g} ms"
 
 
-def warning_text(record: Mapping, found: Resolution) -> str:
+def warning_text(record: EstimateRecord, found: Resolution) -> str:
     """One line: why the window is under-resolved and what window would do."""
     needed = min(found.values, max(1, math.ceil(found.by_chance / NOISE_SHARE)))
-    return (f"too few reports for d={found.values} at ε={record['epsilon']:g}: "
-            f"n={record['n']:,}, smallest resolvable {found.floor:.3g}; noise alone puts about "
+    return (f"too few reports for d={found.values} at ε={record.epsilon:g}: "
+            f"n={record.n:,}, smallest resolvable {found.floor:.3g}; noise alone puts about "
             f"{found.by_chance:.1f} values of frequency 0 above it, so at least {needed} must "
             f"stand above it and {found.resolved_values} do; {_longer(record, found)}")
 
 
-def _longer(record: Mapping, found: Resolution) -> str:
+def _longer(record: EstimateRecord, found: Resolution) -> str:
     if math.isinf(found.scale):
         return "no window length would do"
-    _, start, end, _ = window_key(record)
     return (f"about {math.ceil(found.reports_needed):,} reports would (windows of about "
-            f"{duration_text((end - start) * found.scale)} at this rate)")
+            f"{duration_text((record.end_ms - record.start_ms) * found.scale)} at this rate)")
 
 
-def under_resolved_summary(records: list[Mapping]) -> list[str]:
+def under_resolved_summary(records: list[EstimateRecord]) -> list[str]:
     """Per metric with under-resolved windows, one line: how many, and what window would do
     (the longest needed over them)."""
-    by_metric: dict[str, list[tuple[Mapping, Resolution]]] = {}
+    by_metric: dict[str, list[tuple[EstimateRecord, Resolution]]] = {}
     total: dict[str, int] = {}
     for record in records:
-        total[record["metric"]] = total.get(record["metric"], 0) + 1
+        total[record.metric] = total.get(record.metric, 0) + 1
         found = resolution(record)
         if found is not None and found.under_resolved:
-            by_metric.setdefault(record["metric"], []).append((record, found))
+            by_metric.setdefault(record.metric, []).append((record, found))
     lines = []
     for metric, windows in sorted(by_metric.items()):
         record, worst = max(windows, key=lambda pair: pair[1].scale)
         lines.append(f"warning: {metric}: {len(windows)} of {total[metric]} window(s) have too "
-                     f"few reports for d={worst.values} at ε={record['epsilon']:g}: more than "
+                     f"few reports for d={worst.values} at ε={record.epsilon:g}: more than "
                      f"{NOISE_SHARE:.0%} of the values above their smallest resolvable frequency "
                      f"are expected there by chance; {_longer(record, worst)}")
     return lines

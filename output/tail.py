@@ -3,8 +3,8 @@
 `OutputTail(folder).read()` returns the records appended since the previous call, from the files
 of either layout (`ldp_telemetry.output.layout`):
 
-* window estimates: the pane files named by new lines of a live run's `panes.log`, and new lines
-  of `estimates-*.jsonl` (in the folder or below it);
+* window estimates (`EstimateRecord`s): the pane files named by new lines of a live run's
+  `panes.log`, and new lines of `estimates-*.jsonl` (in the folder or below it);
 * dead letters: new lines of `dead_letters-*.jsonl` (in the folder or below it) and of a live
   run's `dead_letters/*.jsonl`;
 * too-late counts: new lines of a live run's `too_late.jsonl` (the cumulative count of reports
@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.output.layout import (DEAD_LETTER_DIR, DEAD_LETTERS, ESTIMATES, PANE_LOG,
                                          TOO_LATE_LOG, WindowKey, shard_pattern, window_key)
-from ldp_telemetry.output.reader import pane_file, record_problem
+from ldp_telemetry.output.estimate import EstimateRecord
+from ldp_telemetry.output.reader import pane_file
 
 #: Longest line of a JSON-lines file, or pane file, a follower reads (longer: skipped).
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -36,7 +37,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 class Appended:
     """What one `OutputTail.read` found, each list in the order it was written."""
 
-    estimates: list[dict] = field(default_factory=list)
+    estimates: list[EstimateRecord] = field(default_factory=list)
     dead_letters: list[dict] = field(default_factory=list)
     too_late: list[tuple[WindowKey, int]] = field(default_factory=list)
 
@@ -61,8 +62,7 @@ class OutputTail:
             if record is not None:
                 appended.estimates.append(record)
         for path in self._files(ESTIMATES):
-            appended.estimates.extend(r for r in self._new_values(path)
-                                      if record_problem(r) is None)
+            appended.estimates.extend(filter(None, map(_record_or_none, self._new_values(path))))
         dead_letter_files = self._files(DEAD_LETTERS) | set(
             glob.glob(os.path.join(glob.escape(self.folder), DEAD_LETTER_DIR, "*.jsonl")))
         for path in sorted(dead_letter_files):
@@ -97,7 +97,7 @@ class OutputTail:
                 except (ValueError, RecursionError):
                     continue
 
-    def _pane_record(self, entry: object) -> dict | None:
+    def _pane_record(self, entry: object) -> EstimateRecord | None:
         """The window-estimate record a pane-log entry names, or None."""
         if not isinstance(entry, dict):
             return None
@@ -111,7 +111,15 @@ class OutputTail:
                 record = json.load(handle)
         except (OSError, ValueError, RecursionError):
             return None
-        return record if record_problem(record) is None else None
+        return _record_or_none(record)
+
+
+def _record_or_none(value: object) -> EstimateRecord | None:
+    """The record of a decoded JSON value, or None when it is not one (`record_problem`)."""
+    try:
+        return EstimateRecord.from_value(value)
+    except ValueError:
+        return None
 
 
 def _too_late_count(entry: object) -> tuple[WindowKey, int] | None:

@@ -6,13 +6,13 @@ and the dashboard: `BAND_NOTE` says so once per output.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
 
 import numpy as np
 
 from ldp_telemetry.output.bands import Z95, half_width95
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.integrity import flag_text
-from ldp_telemetry.output.layout import COMBINED, version_label
+from ldp_telemetry.output.layout import COMBINED
 from ldp_telemetry.output.resolution import resolution, warning_text
 
 #: Unicode categories shown escaped: control characters (C0, DEL, C1), format characters (the
@@ -38,13 +38,13 @@ def _escape(char: str) -> str:
                                                  else f"\\U{code:08x}")
 
 
-def metric_title(record: Mapping) -> str:
+def metric_title(record: EstimateRecord) -> str:
     """The metric and the configuration version its estimate is from: ``flight.dest v2``,
     ``flight.dest combined v1+v2`` (just the metric for a record without versions)."""
-    version = version_label(record)
-    metric = printable(record["metric"])
+    version = record.version
+    metric = printable(record.metric)
     if version == COMBINED:
-        return f"{metric} {COMBINED} " + "+".join(f"v{v}" for v in record["combined_versions"])
+        return f"{metric} {COMBINED} " + "+".join(f"v{v}" for v in record.combined_versions)
     return f"{metric} {version}" if version else metric
 
 
@@ -52,24 +52,23 @@ def metric_title(record: Mapping) -> str:
 BAND_NOTE = f"± is the half width of the 95% band: {Z95:.2f} standard errors"
 
 
-def format_top(record: Mapping, k: int = 5) -> str:
+def format_top(record: EstimateRecord, k: int = 5) -> str:
     """One window as text: its header, then the k largest estimates with 95% error bars
     (for a numeric metric: its mean and quantiles with 95% error bars), and a warning line when
     the window is under-resolved (`output.resolution`)."""
-    if record.get("bucket_edges") is not None:
+    if record.numeric:
         return format_numeric(record)
-    estimate = np.asarray(record["estimate"])
-    error = np.asarray(record["std_error"])
+    estimate, error = record.estimate, record.std_error
     top = np.argsort(-estimate, kind="stable")[:k]
-    method = record["postprocess"]["method"]
-    estimator = (record.get("estimator") or {}).get("method", "unbiased")
+    method = record.postprocess["method"]
+    estimator = (record.estimator or {}).get("method", "unbiased")
     if estimator != "unbiased":
         method = f"{estimator} + {method}"
-    lines = [f"{metric_title(record)}  [{record['window_start']} .. {record['window_end']})  "
-             f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  {method}"]
+    lines = [f"{metric_title(record)}  [{record.window_start} .. {record.window_end})  "
+             f"n={record.n:,}  {record.protocol} ε={record.epsilon:g}  {method}"]
     for i in top.tolist():
-        lines.append(f"    {printable(str(record['labels'][i])):>12}  {estimate[i]:7.4f} ± "
-                     f"{half_width95(error[i]):.4f}")
+        lines.append(f"    {printable(str(record.labels[i])):>12}  {estimate[i]:7.4f} ± "
+                     f"{half_width95(float(error[i])):.4f}")
     found = resolution(record)
     if found is not None and found.under_resolved:
         lines.append(f"    warning: {warning_text(record, found)}")
@@ -79,20 +78,20 @@ def format_top(record: Mapping, k: int = 5) -> str:
     return "\n".join(lines)
 
 
-def format_numeric(record: Mapping) -> str:
+def format_numeric(record: EstimateRecord) -> str:
     """A numeric metric's window: mean and quantiles, each with its 95% band.
 
     A record that names its `band_method` shows its own `bands` as [lower, upper] (a
     bias-corrected band need not be centred on the estimate) and "no band" where it has none;
     a record written before the field shows estimate ± z · bootstrap standard error."""
-    estimator = record["estimator"]
-    method = record.get("band_method")
-    lines = [f"{metric_title(record)}  [{record['window_start']} .. {record['window_end']})  "
-             f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  "
+    estimator = record.estimator
+    method = record.band_method
+    lines = [f"{metric_title(record)}  [{record.window_start} .. {record.window_end})  "
+             f"n={record.n:,}  {record.protocol} ε={record.epsilon:g}  "
              f"{estimator['method']}"
              + (f" ({estimator['iterations']} iterations)" if estimator.get("iterations") else "")
              + f"  95% band: {method or 'bootstrap'}"]
-    bands = record.get("bands") or {}
+    bands = record.bands or {}
 
     def bar(key: str, error: float | None) -> str:
         if method is not None:
@@ -100,26 +99,27 @@ def format_numeric(record: Mapping) -> str:
             return ("  (no band)" if band is None
                     else f"  [{band['lower']:.4g}, {band['upper']:.4g}]")
         return "" if error is None or error != error else f" ± {half_width95(error):.4g}"
-    lines.append(f"    {'mean':>12}  {record['mean']:.4g}"
-                 f"{bar('mean', record.get('mean_std_error'))}")
-    errors = record.get("quantile_std_errors") or {}
-    for level in ("0.1", "0.25", "0.5", "0.75", "0.9") if record.get("quantiles") else ():
-        lines.append(f"    {'q' + level:>12}  {record['quantiles'][level]:.4g}"
+    lines.append(f"    {'mean':>12}  {record.mean:.4g}"
+                 f"{bar('mean', record.mean_std_error)}")
+    errors = record.quantile_std_errors or {}
+    for level in ("0.1", "0.25", "0.5", "0.75", "0.9") if record.quantiles else ():
+        lines.append(f"    {'q' + level:>12}  {record.quantiles[level]:.4g}"
                      f"{bar(level, errors.get(level))}")
     return "\n".join(lines)
 
 
-def format_pane(record: Mapping, k: int = 3) -> str:
+def format_pane(record: EstimateRecord, k: int = 3) -> str:
     """One line per pane: window, pane, n and the k largest estimates with 95% error bars, and
     the values implicated when the pane's integrity section is flagged (without the jump test,
     which needs the earlier windows: `ldp show` has it)."""
-    estimate, error, labels = record["estimate"], record["std_error"], record["labels"]
+    estimate, labels = record.estimate.tolist(), record.value_labels
+    error = record.std_error.tolist() if record.std_error is not None else [None] * len(estimate)
     top = sorted(range(len(estimate)), key=lambda i: -estimate[i])[:k]
     values = ", ".join(f"{printable(str(labels[i]))} {estimate[i]:.3f}±{half_width95(error[i]):.3f}"
                        for i in top)
-    pane = record["pane"]
-    section = record.get("integrity") or {}
+    pane = record.pane
+    section = record.integrity or {}
     flagged = (f"  integrity flagged: {', '.join(section['implicated'][:5]) or 'no values'}"
                if section.get("flagged") else "")
-    return (f"{metric_title(record):<18} [{record['window_start']} .. {record['window_end']})  "
-            f"{pane['timing']:<7} #{pane['index']:<3} n={record['n']:<7,} {values}{flagged}")
+    return (f"{metric_title(record):<18} [{record.window_start} .. {record.window_end})  "
+            f"{pane.timing:<7} #{pane.index:<3} n={record.n:<7,} {values}{flagged}")

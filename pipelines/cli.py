@@ -332,10 +332,9 @@ def _warn_under_resolved(output: str) -> None:
         records = read_estimates(output)
     except UserError:  # no window was written
         return
-    from ldp_telemetry.output.layout import window_key
     latest = {}
     for record in records:  # sorted by pane: the last pane of each window (and version) wins
-        latest[window_key(record)] = record
+        latest[record.key] = record
     for line in under_resolved_summary(list(latest.values())):
         print(line)
 
@@ -346,23 +345,22 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.output.text import BAND_NOTE, format_top, printable
     records = with_jump_tests(read_estimates(args.output))
     metrics = ([args.metric] if args.metric is not None
-               else sorted({record["metric"] for record in records}))
+               else sorted({record.metric for record in records}))
     chosen = [window for metric in metrics
               for window in select_windows(records, metric, args.window, args.windows, args.last,
                                            args.config_version)]
     from ldp_telemetry.ldp.config.budget import budget_text, repeated_reports_note, window_cost
-    from ldp_telemetry.output.layout import window_key
     print(f"({BAND_NOTE})")
     promised: dict[str, str] = {}  # metric -> what its newest shown version promises a device
     for record in chosen:
         print(format_top(record, args.top))
-        promise = budget_text(record.get("privacy"))
+        promise = budget_text(record.privacy)
         if promise is not None:
-            _, start_ms, end_ms, _ = window_key(record)
-            note = repeated_reports_note(record["privacy"], end_ms - start_ms)
-            promised[record["metric"]] = (
-                f"{promise}; per window of {(end_ms - start_ms) / 1000:g} s: "
-                f"{window_cost(record['privacy'], end_ms - start_ms)}"
+            length = record.end_ms - record.start_ms
+            note = repeated_reports_note(record.privacy, length)
+            promised[record.metric] = (
+                f"{promise}; per window of {length / 1000:g} s: "
+                f"{window_cost(record.privacy, length)}"
                 + ("" if note is None else f"\n  warning: {note}"))
     for metric, promise in promised.items():
         print(f"privacy of {printable(metric)}: {promise}")
@@ -377,13 +375,12 @@ def _query(args: argparse.Namespace, _extra: list[str]) -> int:
         raise ConfigError("queries are answered from one configuration version's estimate (the "
                           "exact variance of a sum needs that version's protocol): give "
                           "--config-version v1, v2, ...", "config_version")
-    from ldp_telemetry.output.layout import window_key
     records = read_estimates(args.output)
     record = select_window(records, args.metric, args.window, args.config_version)
-    if record.get("combined_versions"):  # the window's newest version stands for it here
-        bounds, newest = window_key(record)[1:3], f"v{max(record['combined_versions'])}"
+    if record.combined_versions:  # the window's newest version stands for it here
+        bounds, newest = record.key[1:3], f"v{max(record.combined_versions)}"
         record = next(r for r in latest_by_window(records, args.metric, newest)
-                      if window_key(r)[1:3] == bounds)
+                      if r.key[1:3] == bounds)
     print(answer_query(record, args))
     return 0
 

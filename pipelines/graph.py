@@ -40,9 +40,8 @@ def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
                                                 slice_offset_ms=job.windows.slice_offset_ms,
                                                 limits=job.limits))
     streaming = pipeline.options.view_as(StandardOptions).streaming
-    # Compact records (numpy arrays, lazy labels) to the sinks: the file writers take them as
-    # they are, the store sink makes them plain.
-    estimates, dead_letters = _estimate(read, job, streaming, compact=True, flatten=False)
+    # Typed records (numpy arrays, lazy labels) to the sinks: each writes them its own way.
+    estimates, dead_letters = _estimate(read, job, streaming, flatten=False)
     write_to_sinks(job_sinks(job), estimates, dead_letters)
 
 
@@ -52,9 +51,10 @@ def build_streaming_pipeline(pipeline: beam.Pipeline, job: EstimateJob, source: 
 
     `source` is applied to the pipeline's root and must give `batches`: (metric, ReportBatch)
     stamped with the batch's slice start, and `dead_letters`: DeadLetter (as `ReadReportBatches`
-    and every `transforms.sources.ReportSource` do). Records are plain dicts in the
-    window_estimate and dead_letter schemas, one estimate per (metric, window, pane), emitted in
-    the windows they describe. `job.files` and `job.output` are not used.
+    and every `transforms.sources.ReportSource` do). Estimates are `EstimateRecord`s
+    (`output.estimate`), dead letters dicts of the dead_letter schema, one estimate per
+    (metric, window, pane), emitted in the windows they describe. `job.files` and `job.output`
+    are not used.
 
     Report ids are counted once per (metric, slice) across panes (`transforms.dedupe`) unless
     `dedupe` is False: a followed directory's follower has deduplicated the batches already.
@@ -77,7 +77,7 @@ def job_sinks(job: EstimateJob, panes: PaneFiles | None = None,
     (unless `dead_letters` is False: a followed directory's follower writes them itself): a
     batch run's shard files, or one file each in a live run. Then the store, when the job names
     one; it receives the estimates as the pane sink wrote them (pane indices continued after a
-    restart), and a batch run's compact records made plain; and the dead-letter counts unless
+    restart); and the dead-letter counts unless
     `store_rejects` is False (a followed directory's follower writes them itself).
     """
     batch = panes is None
@@ -85,13 +85,13 @@ def job_sinks(job: EstimateJob, panes: PaneFiles | None = None,
     if dead_letters:
         sinks.append(DeadLetterShards(job.output) if batch else DeadLetterFiles(job.output))
     if job.store is not None:
-        sinks.append(StoreSink(job.store, job.windows, compact_records=batch,
-                               rejects=store_rejects, run=job.store_run))
+        sinks.append(StoreSink(job.store, job.windows, rejects=store_rejects,
+                               run=job.store_run))
     return sinks
 
 
-def _estimate(read, job: EstimateJob, streaming: bool, compact: bool = False,
-              dedupe: bool = True, flatten: bool = True
+def _estimate(read, job: EstimateJob, streaming: bool, dedupe: bool = True,
+              flatten: bool = True
               ) -> tuple[beam.PCollection, beam.PCollection | tuple]:
     """Count and finalize: on the pane path (streaming, or pane options) in Beam windows, else
     with plain window keys (`transforms.count`).
@@ -105,7 +105,7 @@ def _estimate(read, job: EstimateJob, streaming: bool, compact: bool = False,
     counted = read[BATCHES] | "CountSupport" >> count
     finalize = FinalizePanesFn if panes else FinalizeEstimatesFn
     estimates = counted["windows"] | "FinalizeEstimates" >> beam.ParDo(
-        finalize(job.registry, compact))
+        finalize(job.registry))
     if not flatten:
         return estimates, (
             read[DEAD_LETTERS] | "DeadLetterRecords" >> beam.Map(_as_dict),

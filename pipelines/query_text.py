@@ -15,14 +15,15 @@ import json
 from ldp_telemetry.ldp.base.errors import ConfigError, InputError
 from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
 from ldp_telemetry.output.bands import half_width95
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.text import BAND_NOTE
 
 
-def answer_query(record: dict, args: argparse.Namespace) -> str:
+def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
     """The text `ldp query` prints for `record` (a window estimate) and its query arguments
     (`--labels`, `--top`, `--range` or `--quantile`; `--method`, `--param`, `--json`).
     ConfigError for arguments that do not fit the record's metric."""
-    if record.get("bucket_edges") is not None:
+    if record.numeric:
         return _numeric_answer(record, args)
     if args.quantile is not None:
         raise ConfigError(f"--quantile needs a numeric metric; {args.metric!r} is not one",
@@ -61,7 +62,7 @@ def answer_query(record: dict, args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-def _numeric_answer(record: dict, args: argparse.Namespace) -> str:
+def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
     from ldp_telemetry.ldp.estimation.numeric_queries import NumericWindow
     if args.labels is not None or args.top is not None or args.method is not None:
         raise ConfigError(f"metric {args.metric!r} is numeric: ask --range LO HI (its units) or "
@@ -84,11 +85,11 @@ def _numeric_answer(record: dict, args: argparse.Namespace) -> str:
     if args.json:
         return json.dumps({"metric": window.metric, "window_start": window.window_start,
                            "window_end": window.window_end, "n": window.n,
-                           "protocol": record["protocol"], "epsilon": record["epsilon"],
-                           "estimator": record["estimator"],
+                           "protocol": record.protocol, "epsilon": record.epsilon,
+                           "estimator": record.estimator,
                            "answers": [_with_band(a.as_dict()) for a in answers]})
     lines = [f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
-             f"{record['protocol']} ε={record['epsilon']:g}  {record['estimator']['method']}"]
+             f"{record.protocol} ε={record.epsilon:g}  {record.estimator['method']}"]
     for answer in answers:
         what = (f"P[{answer.argument[0]:g} <= X <= {answer.argument[1]:g}]"
                 if answer.query == "range" else f"quantile {answer.argument[0]:g}")
@@ -146,12 +147,12 @@ def _describe(answer) -> str:
     return f"set {{{shown}}} ({len(answer.labels)} values)"
 
 
-def _read_window(kind, record: dict, args: argparse.Namespace):
+def _read_window(kind, record: EstimateRecord, args: argparse.Namespace):
     """`kind.from_record(record)`; InputError (field `output`) naming the window when the record
     holds what no job of ours writes (the reader checks its shape, not every field's meaning)."""
     try:
         return kind.from_record(record)
     except (KeyError, TypeError, ValueError) as error:
-        raise InputError(f"the estimate of metric {args.metric!r} at {record['window_start']} in "
+        raise InputError(f"the estimate of metric {args.metric!r} at {record.window_start} in "
                          f"{args.output} cannot be read: {type(error).__name__}: {error}",
                          field="output") from None

@@ -1,17 +1,33 @@
-"""How the store counts dead letters: the metric and time slice of each (no Beam, no SQL).
+"""What the store keeps of a record, for every kind of store (no Beam, no SQL).
+
+A window estimate (`ldp_telemetry.output.estimate.EstimateRecord`) becomes one pane row
+(`pane_row`: the window, its pane and the facts a query filters on, with the whole record as
+JSON), one row per value (`value_rows`: with its 95% band, `output.bands.band95`) and, for a
+numeric metric, one row per summary statistic (`summary_rows`). The SQL store
+(`store.sql.EstimateStore.write_panes`) and the BigQuery sink
+(`transforms.store.bigquery_pane_row`) both build their rows with these.
 
 A dead letter is a dict in the `schemas/dead_letter.avsc` layout; its `report` (JSON text, when
-the report could be decoded) names the metric and the event time it is counted under. Window
-estimates are stored as their records give them (`ldp_telemetry.output.records`).
+the report could be decoded) names the metric and the event time it is counted under.
 """
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterator
+from itertools import repeat
+from typing import NamedTuple
+
+import numpy as np
 
 from ldp_telemetry.ldp.base.errors import StoreError
 from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.ldp.base.validation import is_int
+from ldp_telemetry.ldp.config.budget import budget_text
 from ldp_telemetry.ldp.engine.reasons import UNATTRIBUTED_REASONS
+from ldp_telemetry.output.bands import band95
+from ldp_telemetry.output.compact import FloatChunks
+from ldp_telemetry.output.estimate import EstimateRecord
 
 #: Slice bounds of a dead letter that names no known metric or no valid event time.
 UNATTRIBUTED_MS = -(2 ** 63)
@@ -74,3 +90,78 @@ def reject_slice(letter: dict, slice_ms: int, slice_offset_ms: int = 0
         return metric, reason, UNATTRIBUTED_MS, UNATTRIBUTED_MS
     start = slice_offset_ms + ((moment - slice_offset_ms) // slice_ms) * slice_ms
     return metric, reason, start, start + slice_ms
+
+
+# -- window estimates ---------------------------------------------------------------------------
+
+#: The support facts of a frequency oracle a pane row carries (null for a numeric metric).
+SUPPORT_COLUMNS = ("p_star", "q_star", "smallest_resolvable")
+
+
+def number(value) -> float | None:
+    """A number for a store column: None for null and NaN (no reports)."""
+    return None if value is None or math.isnan(float(value)) else float(value)
+
+
+def pane_row(record: EstimateRecord) -> dict:
+    """The columns of one pane of a window, by name: `metric`, `version`
+    (`EstimateRecord.version`), `window_start_ms`, `window_end_ms`, `n`, `protocol`, `epsilon`,
+    the SUPPORT_COLUMNS, the `estimator` and `postprocess` methods, `pane_timing`,
+    `pane_index`, `pane_is_last`, `record` (the record's JSON text, `EstimateRecord.to_json`),
+    and the promise to a device: `per_day_epsilon`, `lifetime_epsilon`, `privacy` (its
+    sentence; null in records written before it)."""
+    privacy = record.privacy or {}
+    return {"metric": record.metric, "version": record.version,
+            "window_start_ms": record.start_ms, "window_end_ms": record.end_ms,
+            "n": int(record.n), "protocol": record.protocol, "epsilon": float(record.epsilon),
+            **{name: number(getattr(record, name)) for name in SUPPORT_COLUMNS},
+            "estimator": (record.estimator or {}).get("method"),
+            "postprocess": (record.postprocess or {}).get("method"),
+            "pane_timing": record.pane.timing, "pane_index": record.pane.index,
+            "pane_is_last": record.pane.is_last, "record": record.to_json(),
+            "per_day_epsilon": number(privacy.get("per_day")),
+            "lifetime_epsilon": number(privacy.get("lifetime")),
+            "privacy": budget_text(record.privacy)}
+
+
+class ValueRow(NamedTuple):
+    """One value of a window: its index, label, estimate, unbiased estimate and standard error
+    (null where the record has none) and its 95% band (null without a standard error)."""
+
+    value_index: int
+    label: str
+    estimate: float
+    unbiased_estimate: float | None
+    std_error: float | None
+    lower95: float | None
+    upper95: float | None
+
+
+def value_rows(record: EstimateRecord) -> Iterator[ValueRow]:
+    """The record's values one row at a time (numbers made as they are taken: a large
+    domain's rows are never held as a list)."""
+    size = len(record.estimate)
+    labels = record.labels if len(record.labels) else map(str, range(size))
+    columns = (_floats(record.estimate), _floats(record.unbiased_estimate, size),
+               _floats(record.std_error, size))
+    for index, (label, value, raw, error) in enumerate(zip(labels, *columns, strict=False)):
+        low, high = band95(value, error)
+        yield ValueRow(index, str(label), value, raw, error, low, high)
+
+
+def summary_rows(record: EstimateRecord) -> Iterator[tuple[str, float | None, float | None]]:
+    """A numeric record's summaries as (statistic, value, standard error): `mean` (with its
+    standard error), `variance`, and `q<level>` per quantile (with its bootstrap standard
+    error); nothing for a frequency record (no `mean`, no quantiles)."""
+    if record.mean is None and not record.quantiles:
+        return
+    yield "mean", number(record.mean), number(record.mean_std_error)
+    yield "variance", number(record.variance), None
+    errors = record.quantile_std_errors or {}
+    for level, value in (record.quantiles or {}).items():
+        yield f"q{level}", number(value), number(errors.get(level))
+
+
+def _floats(array: np.ndarray | None, size: int = 0) -> Iterator[float | None]:
+    """Python floats of `array`, converted a chunk at a time; `size` Nones when it is None."""
+    return repeat(None, size) if array is None else iter(FloatChunks(array))

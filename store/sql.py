@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import sqlite3
 import time
@@ -30,11 +29,11 @@ from ldp_telemetry.ldp.base.errors import StoreError
 from ldp_telemetry.ldp.base.registration import Catalog
 from ldp_telemetry.ldp.base.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.ldp.config.budget import budget_text
-from ldp_telemetry.output.bands import band95
-from ldp_telemetry.output.layout import window_key
-from ldp_telemetry.output.reader import pane_of
+from ldp_telemetry.output.estimate import EstimateRecord, records_of
 from ldp_telemetry.store.reads import create_read_indexes, missing_read_indexes
-from ldp_telemetry.store.records import MAX_NAME_CHARS, UNATTRIBUTED_MS, check_metric_names
+from ldp_telemetry.store.records import (MAX_NAME_CHARS, SUPPORT_COLUMNS, UNATTRIBUTED_MS,
+                                         check_metric_names, number, pane_row, summary_rows,
+                                         value_rows)
 from ldp_telemetry.store.views import create_views, missing_views
 
 
@@ -282,9 +281,6 @@ WHERE v.metric = ? AND w.pane_seq > ?
 ORDER BY v.window_start_ms, v.window_end_ms, v.version, v.value_index
 """
 
-#: Columns of ldp_windows saved from the record's fields of the same names.
-SUPPORT_COLUMNS = ("p_star", "q_star", "smallest_resolvable")
-
 #: The field of a job's or a command's settings that names the store.
 STORE_FIELD = "store"
 
@@ -464,8 +460,9 @@ class EstimateStore:
         return self
 
     # -- writing ------------------------------------------------------------------------------
-    def write_panes(self, records: Iterable[dict], run: int = 0) -> int:
-        """Upsert window-estimate records (schemas/window_estimate.avsc dicts) of the run `run`
+    def write_panes(self, records: Iterable[EstimateRecord | dict], run: int = 0) -> int:
+        """Upsert window-estimate records (`EstimateRecord`s, or decoded JSON records, read with
+        `EstimateRecord.from_json`) of the run `run`
         (`begin_run`; 0: no registered run, older than every registered one). A window is
         replaced by a pane of a later run, or of the same run with a higher `pane.index`; when it
         is, its value and summary rows are replaced with it and the earlier runs' rejects of its
@@ -474,38 +471,39 @@ class EstimateStore:
         follows). Returns the records given. One transaction; writers of one metric take turns
         (SQLite's write lock; a per-metric advisory lock in PostgreSQL).
 
-        p_star, q_star and smallest_resolvable are the record's (null when it has none); each
-        value's lower95/upper95 is its band95 (null without a standard error).
+        The rows are `store.records`' (`pane_row`, `value_rows`, `summary_rows`: the row
+        builder BigQuery's sink uses too): p_star, q_star and smallest_resolvable are the
+        record's (null when it has none); each value's lower95/upper95 is its band95 (null
+        without a standard error).
 
         An ON_TIME pane's n is kept as n_on_time; a later pane's n − n_on_time is the window's
         late_reports (panes accumulate: each covers every report counted so far).
         StoreError for a metric name longer than the store keys, or when the database fails.
         """
-        records = sorted(records, key=window_key)  # one lock order for every writer
+        records = sorted(records_of(records), key=lambda r: r.key)  # one lock order for all
         if not records:
             return 0
-        check_metric_names({record["metric"] for record in records})
+        check_metric_names({record.metric for record in records})
         now_ms = int(time.time() * 1000)
         with self._transaction() as cursor:
-            self._lock_metrics(cursor, {record["metric"] for record in records})
+            self._lock_metrics(cursor, {record.metric for record in records})
             for record in records:
-                metric, start_ms, end_ms, version = window_key(record)
+                columns = pane_row(record)
+                metric, version = record.metric, columns["version"]
+                start_ms, end_ms = record.start_ms, record.end_ms
                 window = (metric, version, start_ms, end_ms)
-                pane = pane_of(record)
-                cursor.execute(self._sql(_LOG_PANE), (*window, pane["index"], pane["timing"],
-                                                      int(record["n"]), now_ms, run))
-                seq = self._pane_seq(cursor, window, run, pane["index"])
+                index, timing, n = columns["pane_index"], columns["pane_timing"], columns["n"]
+                cursor.execute(self._sql(_LOG_PANE), (*window, index, timing, n, now_ms, run))
+                seq = self._pane_seq(cursor, window, run, index)
                 start, end = self._time(start_ms), self._time(end_ms)
-                n_on_time = int(record["n"]) if pane["timing"] == "ON_TIME" else None
+                n_on_time = n if timing == "ON_TIME" else None
                 cursor.execute(self._sql(_UPSERT_WINDOW), (
-                    metric, version, start, end, start_ms, end_ms, int(record["n"]), n_on_time,
+                    metric, version, start, end, start_ms, end_ms, n, n_on_time,
                     None if n_on_time is None else 0,
-                    record["protocol"], float(record["epsilon"]),
-                    *(_number(record.get(name)) for name in SUPPORT_COLUMNS),
-                    (record.get("estimator") or {}).get("method"),
-                    (record.get("postprocess") or {}).get("method"),
-                    pane["timing"], pane["index"], pane["is_last"], seq,
-                    json.dumps(record, sort_keys=True), run))
+                    columns["protocol"], columns["epsilon"],
+                    *(columns[name] for name in SUPPORT_COLUMNS),
+                    columns["estimator"], columns["postprocess"],
+                    timing, index, columns["pane_is_last"], seq, columns["record"], run))
                 replaced = cursor.rowcount > 0  # 0: a later run or pane holds the window
                 if n_on_time is not None:  # also when a later pane of this run got here first
                     cursor.execute(self._sql(_KEEP_ON_TIME), (n_on_time, n_on_time, *window, run))
@@ -517,12 +515,12 @@ class EstimateStore:
                 # Rows are made as the driver takes them (psycopg pipelines them), never held
                 # as a list: about 300 bytes per value of a large domain.
                 cursor.executemany(self._sql(_INSERT_VALUE),
-                                   _value_rows(record, row, pane["index"], run))
-                summaries = list(_summary_rows(record, row, pane["index"], run))
+                                   ((*row, *values, index, run) for values in value_rows(record)))
+                summaries = [(*row, *summary, index, run) for summary in summary_rows(record)]
                 if summaries:
                     cursor.executemany(self._sql(_INSERT_SUMMARY), summaries)
                 cursor.execute(self._sql(_DROP_OLDER_REJECTS), (metric, start_ms, end_ms, run))
-                self._write_privacy(cursor, metric, version, record.get("privacy"))
+                self._write_privacy(cursor, metric, version, record.privacy)
         return len(records)
 
     def _write_privacy(self, cursor, metric: str, version: str, privacy) -> None:
@@ -535,7 +533,7 @@ class EstimateStore:
             self._privacy_table = True
         cursor.execute(self._sql(_UPSERT_PRIVACY), (
             metric, version, float(privacy["per_report"]), bool(privacy["memoized"]),
-            *(_number(privacy.get(name)) for name in ("reports_per_day", "per_day", "lifetime",
+            *(number(privacy.get(name)) for name in ("reports_per_day", "per_day", "lifetime",
                                                       "lifetime_epsilon")),
             None if privacy.get("distinct_values") is None else int(privacy["distinct_values"]),
             str(privacy.get("rule", "")), budget_text(privacy) or ""))
@@ -686,13 +684,12 @@ class EstimateStore:
         `(record::jsonb -> 'integrity' ->> 'flagged')` (PostgreSQL), without the jump test."""
         from ldp_telemetry.output.integrity import flag_text, with_jump_tests
         flagged = []
-        for record in with_jump_tests(self.windows(metric)):
+        for record in with_jump_tests(records_of(self.windows(metric))):
             text = flag_text(record)
             if text is not None:
-                flagged.append({"window_start": record["window_start"],
-                                "window_end": record["window_end"],
-                                "version": window_key(record).version,
-                                "implicated": record["integrity"]["implicated"], "flag": text})
+                flagged.append({"window_start": record.window_start,
+                                "window_end": record.window_end, "version": record.version,
+                                "implicated": record.integrity["implicated"], "flag": text})
         return flagged
 
     def rejects(self, metric: str, windows: Iterable[tuple[int, int]] | None = None
@@ -927,36 +924,3 @@ class _Snapshot:
                 self._connection.rollback()  # end the read: the next one sees new panes
         finally:
             self._cursor.close()
-
-
-def _value_rows(record: dict, window: tuple, pane_index: int, run: int):
-    """A record's value rows; `window` is (metric, version, start, end, start ms, end ms)."""
-    labels = record.get("labels") or [str(i) for i in range(len(record["estimate"]))]
-    estimate = record["estimate"]
-    unbiased = record.get("unbiased_estimate") or [None] * len(estimate)
-    errors = record.get("std_error") or [None] * len(estimate)
-    for index, (label, value, raw, error) in enumerate(zip(labels, estimate, unbiased, errors,
-                                                           strict=False)):
-        low, high = band95(value, error)
-        yield (*window, index, str(label), float(value),
-               None if raw is None else float(raw), None if error is None else float(error),
-               low, high, pane_index, run)
-
-
-def _number(value) -> float | None:
-    """A summary value for SQL: None for null and NaN (no reports)."""
-    return None if value is None or math.isnan(float(value)) else float(value)
-
-
-def _summary_rows(record: dict, row: tuple, pane_index: int, run: int):
-    """A numeric record's summaries, one row each: `mean` (with its standard error),
-    `variance`, and `q<level>` per quantile (with its bootstrap standard error); nothing for
-    a frequency record (no `mean`). `row` is the window as in `_value_rows`."""
-    if record.get("mean") is None and not record.get("quantiles"):
-        return
-    yield (*row, "mean", _number(record.get("mean")), _number(record.get("mean_std_error")),
-           pane_index, run)
-    yield (*row, "variance", _number(record.get("variance")), None, pane_index, run)
-    errors = record.get("quantile_std_errors") or {}
-    for level, value in (record.get("quantiles") or {}).items():
-        yield (*row, f"q{level}", _number(value), _number(errors.get(level)), pane_index, run)

@@ -9,12 +9,12 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
-from ldp_telemetry.ldp.base.times import iso_from_ms
 from ldp_telemetry.ldp.config.registry import Registry
 from ldp_telemetry.ldp.engine.counting import SupportStatistic
 from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.ldp.estimation.combine import combine_versions
 from ldp_telemetry.ldp.integrity.statistics import window_integrity
+from ldp_telemetry.output.estimate import EstimateRecord, Pane
 from ldp_telemetry.output.records import (BATCH_PANE, combined_estimate_record,
                                           window_estimate_record)
 
@@ -22,31 +22,29 @@ from ldp_telemetry.output.records import (BATCH_PANE, combined_estimate_record,
 class FinalizeEstimatesFn(beam.DoFn):
     """((metric, window start ms, window end ms), SupportStatistic) -> window-estimate records
     (one per configuration version, and a combined one; see `_records`) on the batch path:
-    each window has one ON_TIME pane (`BATCH_PANE`). Plain Python values, or
-    compact ones with `compact` (see `window_estimate_record`).
+    each window has one ON_TIME pane (`BATCH_PANE`). Records are
+    `ldp_telemetry.output.estimate.EstimateRecord`s, their arrays numpy until written.
 
     Counter `windows_finalized`. For windows and panes given by the runner see
     `FinalizePanesFn`.
     """
 
-    def __init__(self, registry: Registry, compact: bool = False):
+    def __init__(self, registry: Registry):
         self._registry = registry
-        self._compact = compact
 
     def setup(self):
         self._windows = Metrics.counter("ldp", "windows_finalized")
 
     def process(self, element: tuple[tuple[str, int, int], SupportStatistic]):
         (metric, start_ms, end_ms), statistic = element
-        yield from self._records(metric, statistic, start_ms, end_ms, dict(BATCH_PANE))
+        yield from self._records(metric, statistic, start_ms, end_ms, BATCH_PANE)
 
     def _records(self, metric: str, statistic: SupportStatistic, start_ms: int, end_ms: int,
-                 pane: dict) -> list[dict]:
+                 pane: Pane) -> list[EstimateRecord]:
         """One record per configuration version in the window, and the versions' combined
         estimate when there are several that share values (ldp_telemetry.ldp.estimation.combine).
         Each version's record carries its integrity section (ldp_telemetry.ldp.integrity.statistics;
         the jump test is added by readers, which have the earlier windows)."""
-        start, end = iso_from_ms(start_ms), iso_from_ms(end_ms)
         parts, sections = [], []
         for version in sorted(statistic.parts):
             part = statistic.parts[version]
@@ -55,13 +53,13 @@ class FinalizeEstimatesFn(beam.DoFn):
             parts.append((config, result))
             sections.append(window_integrity(config, result, part.table, part.sample,
                                              end_ms - start_ms))
-        records = [window_estimate_record(config, result, start, end, pane, self._compact,
+        records = [window_estimate_record(config, result, start_ms, end_ms, pane,
                                           integrity=section)
                    for (config, result), section in zip(parts, sections, strict=True)]
         combined = combine_versions(parts) if len(parts) > 1 else None
         if combined is not None:
             records.append(combined_estimate_record([config for config, _ in parts], combined,
-                                                    start, end, pane, self._compact))
+                                                    start_ms, end_ms, pane))
         self._windows.inc()
         return records
 
@@ -73,7 +71,7 @@ class FinalizePanesFn(FinalizeEstimatesFn):
     def process(self, element: tuple[str, SupportStatistic], window=beam.DoFn.WindowParam,
                 pane_info=beam.DoFn.PaneInfoParam):
         metric, statistic = element
-        pane = {"timing": PaneInfoTiming.to_string(pane_info.timing),
-                "index": int(pane_info.index), "is_last": bool(pane_info.is_last)}
+        pane = Pane(PaneInfoTiming.to_string(pane_info.timing), int(pane_info.index),
+                    bool(pane_info.is_last))
         yield from self._records(metric, statistic, window.start.micros // 1000,
                                  window.end.micros // 1000, pane)

@@ -14,12 +14,14 @@ import json
 import os
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 
 import apache_beam as beam
 
 from ldp_telemetry.ldp.base.times import now_iso
 from ldp_telemetry.output.atomic import is_remote, write_atomically
-from ldp_telemetry.output.layout import LATEST, PANE_LOG, WindowKey, pane_path, window_key
+from ldp_telemetry.output.estimate import EstimateRecord
+from ldp_telemetry.output.layout import LATEST, PANE_LOG, WindowKey, pane_path
 from ldp_telemetry.output.text import format_pane
 
 _LOCK = threading.Lock()
@@ -27,7 +29,8 @@ _LATEST_INDEX: dict[tuple[str, WindowKey], int] = {}  # (output, window) -> high
 
 
 class WritePanesFn(beam.DoFn):
-    """Window-estimate record -> its pane file, a log line and the window's latest.json.
+    """Window-estimate record (`EstimateRecord`) -> its pane file, a log line and the window's
+    latest.json.
 
     `index_offsets` shifts the pane indices of windows that already have panes on disk (a
     restarted run continues their numbering); panes of `suppressed` windows are not written (a
@@ -44,30 +47,31 @@ class WritePanesFn(beam.DoFn):
         self._suppressed = frozenset(suppressed)
         self._echo = echo
 
-    def process(self, record: dict):
-        key = window_key(record)
+    def process(self, record: EstimateRecord):
+        key = record.key
         if key.window in self._suppressed:
             return
         offset = self._offsets.get(key, 0)
         if offset:
-            record = dict(record, pane=dict(record["pane"], index=record["pane"]["index"] + offset))
+            record = record.with_pane(replace(record.pane, index=record.pane.index + offset))
         relative = pane_path(record)
-        text = json.dumps(record, sort_keys=True) + "\n"
+        text = record.to_json() + "\n"
         if is_remote(self._output):
             write_atomically(f"{self._output.rstrip('/')}/{relative}", text)
             yield record
             return
         path = os.path.join(self._output, *relative.split("/"))
         write_atomically(path, text, fsync=False)
-        entry = {"metric": record["metric"], "window_start": record["window_start"],
-                 "window_end": record["window_end"], "pane": record["pane"], "n": record["n"],
-                 "config_version": record.get("config_version"),
-                 "combined_versions": record.get("combined_versions"),
+        entry = {"metric": record.metric, "window_start": record.window_start,
+                 "window_end": record.window_end, "pane": record.pane.to_json(), "n": record.n,
+                 "config_version": record.config_version,
+                 "combined_versions": (None if record.combined_versions is None
+                                       else list(record.combined_versions)),
                  "path": relative, "written_at": now_iso()}
         with _LOCK:
             latest_key = (self._output, key)
-            if record["pane"]["index"] > _LATEST_INDEX.get(latest_key, -1):
-                _LATEST_INDEX[latest_key] = record["pane"]["index"]
+            if record.pane.index > _LATEST_INDEX.get(latest_key, -1):
+                _LATEST_INDEX[latest_key] = record.pane.index
                 write_atomically(os.path.join(os.path.dirname(path), LATEST), text, fsync=False)
             with open(os.path.join(self._output, PANE_LOG), "a", encoding="utf-8") as log:
                 log.write(json.dumps(entry, sort_keys=True) + "\n")

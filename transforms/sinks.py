@@ -25,7 +25,6 @@ from apache_beam.io.filesystems import FileSystems
 
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.output.atomic import write_atomically
-from ldp_telemetry.output.compact import plain_record
 from ldp_telemetry.output.layout import DEAD_LETTER_DIR, DEAD_LETTERS, ESTIMATES
 from ldp_telemetry.transforms.panes import WritePanesFn
 from ldp_telemetry.transforms.store import WriteToStore
@@ -60,7 +59,7 @@ def dead_letter_parts(dead_letters) -> tuple[beam.PCollection, ...]:
 
 class EstimateShards(Sink):
     """OUT/estimates-SSSSS-of-NNNNN.{jsonl,avro}: one shard per bundle, so each window's record
-    is written as it is made (compact records welcome, see `transforms/write.py`)."""
+    is written as it is made (`transforms/write.py`)."""
 
     def __init__(self, output: str):
         self._output = output
@@ -124,24 +123,18 @@ class DeadLetterFiles(Sink):
 
 class StoreSink(Sink):
     """The estimate store at `url` (`WriteToStore`): every estimate record it is given, and the
-    dead-letter counts per job slice of `windows`. `compact_records`: the estimates are compact
-    (a batch run's) and are made plain first. `rejects` False: the dead letters are not counted
+    dead-letter counts per job slice of `windows`. `rejects` False: the dead letters are not counted
     here (a followed directory's follower keeps the reject totals,
     `transforms.store.RejectTotals`)."""
 
-    def __init__(self, url: str, windows: WindowSpec, compact_records: bool = False,
-                 rejects: bool = True, run: int = 0):
+    def __init__(self, url: str, windows: WindowSpec, rejects: bool = True, run: int = 0):
         self._url = url
         self._run = run
         self._windows = windows
-        self._compact = compact_records
         self._rejects = rejects
 
     def write(self, estimates, dead_letters):
-        stored = estimates
-        if self._compact:
-            stored = estimates | "PlainEstimates" >> beam.Map(plain_record)
-        (stored, dead_letters) | "WriteToStore" >> WriteToStore(
+        (estimates, dead_letters) | "WriteToStore" >> WriteToStore(
             self._url, self._windows.slice_ms, self._windows.slice_offset_ms, self._rejects,
             self._run)
         return estimates

@@ -7,7 +7,6 @@ stale pane changes nothing). `WriteToStore` wires it and the dead-letter counts 
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,13 +21,9 @@ from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
 from ldp_telemetry.ldp.base.errors import StoreError
 from ldp_telemetry.ldp.base.registration import Catalog
-from ldp_telemetry.ldp.config.budget import budget_text
-from ldp_telemetry.output.bands import band95
-from ldp_telemetry.output.layout import version_label
-from ldp_telemetry.output.reader import pane_of
-from ldp_telemetry.store.records import reject_slice
-from ldp_telemetry.store.sql import (CONNECTORS, STORE_FIELD, SUPPORT_COLUMNS, EstimateStore,
-                                     open_store)
+from ldp_telemetry.output.estimate import EstimateRecord, records_of
+from ldp_telemetry.store.records import pane_row, reject_slice, value_rows
+from ldp_telemetry.store.sql import CONNECTORS, STORE_FIELD, EstimateStore, open_store
 from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
 
 BIGQUERY_SCHEME = "bigquery://"
@@ -105,9 +100,9 @@ class WritePanesToStoreFn(_StoreWriterFn):
     def start_bundle(self):
         self._pending, self._values = [], 0
 
-    def process(self, record):
+    def process(self, record: EstimateRecord):
         self._pending.append(record)
-        self._values += len(record["estimate"])
+        self._values += len(record.estimate)
         if self._values >= STORE_FLUSH_VALUES:
             self.finish_bundle()
 
@@ -345,31 +340,16 @@ BIGQUERY_REJECTS_SCHEMA = {"fields": [
 ]}
 
 
-def bigquery_pane_row(record: dict) -> dict:
-    """One BigQuery row of `ldp_panes` per pane: the SQL store's ldp_windows columns, with the
-    value rows nested as the repeated field `values`."""
-    pane = pane_of(record)
-    labels = record.get("labels") or [str(i) for i in range(len(record["estimate"]))]
-    errors = record.get("std_error") or [None] * len(record["estimate"])
-    unbiased = record.get("unbiased_estimate") or [None] * len(record["estimate"])
-    values = [{"value_index": i, "label": str(label), "estimate": value,
-               "unbiased_estimate": raw, "std_error": error,
-               **dict(zip(("lower95", "upper95"), band95(value, error), strict=True))}
-              for i, (label, value, raw, error)
-              in enumerate(zip(labels, record["estimate"], unbiased, errors, strict=False))]
-    return {"metric": record["metric"], "version": version_label(record),
-            "window_start": record["window_start"],
-            "window_end": record["window_end"], "n": int(record["n"]),
-            "protocol": record["protocol"], "epsilon": float(record["epsilon"]),
-            **{name: record.get(name) for name in SUPPORT_COLUMNS},
-            "estimator": (record.get("estimator") or {}).get("method"),
-            "postprocess": (record.get("postprocess") or {}).get("method"),
-            "pane_timing": pane["timing"], "pane_index": pane["index"],
-            "pane_is_last": pane["is_last"], "record": json.dumps(record, sort_keys=True),
-            "per_day_epsilon": (record.get("privacy") or {}).get("per_day"),
-            "lifetime_epsilon": (record.get("privacy") or {}).get("lifetime"),
-            "privacy": budget_text(record.get("privacy")),
-            "values": values}
+def bigquery_pane_row(record: EstimateRecord | dict) -> dict:
+    """One BigQuery row of `ldp_panes` per pane: the SQL store's ldp_windows columns
+    (`store.records.pane_row`, the rows every store kind is given), with the window bounds as
+    timestamps and the value rows (`store.records.value_rows`) nested as the repeated field
+    `values`."""
+    record = next(records_of([record]))
+    columns = pane_row(record)
+    del columns["window_start_ms"], columns["window_end_ms"]
+    return {**columns, "window_start": record.window_start, "window_end": record.window_end,
+            "values": [row._asdict() for row in value_rows(record)]}
 
 
 def bigquery_reject_row(element) -> dict:

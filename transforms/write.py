@@ -33,6 +33,7 @@ from apache_beam.transforms import window as beam_window
 from fastavro.write import Writer
 
 from ldp_telemetry.output.compact import IndexLabels, avro_values, plain_record
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.transforms.shard_files import (check_output_path, finalize_shards, temp_dir,
                                                   temp_stem)
@@ -54,9 +55,10 @@ _JSON = json.JSONEncoder(sort_keys=True)
 _SIZED_TYPES = frozenset({list, tuple, str, np.ndarray, IndexLabels})
 
 
-def record_weight(record: dict) -> int:
+def record_weight(record: EstimateRecord | dict) -> int:
     """1 + the items of the record's top-level arrays and the characters of its strings."""
-    return 1 + sum(len(value) for value in record.values() if type(value) in _SIZED_TYPES)
+    fields = record.layout() if isinstance(record, EstimateRecord) else record
+    return 1 + sum(len(value) for value in fields.values() if type(value) in _SIZED_TYPES)
 
 
 def json_line_pieces(record: dict, piece_items: int = JSON_PIECE_ITEMS) -> Iterator[str]:
@@ -143,10 +145,12 @@ class ShardWriter:
             for suffix, mime_type in FORMATS)
         self._avro = Writer(self._avro_file, schema, "deflate")
 
-    def write(self, record: dict) -> None:
-        for piece in json_line_pieces(record):
+    def write(self, record: EstimateRecord | dict) -> None:
+        """Write a window estimate (its `layout`, the fields as written) or a dict record."""
+        fields = record.layout() if isinstance(record, EstimateRecord) else record
+        for piece in json_line_pieces(fields):
             self._json.write(piece.encode("utf-8"))
-        self._avro.write(avro_values(record))
+        self._avro.write(avro_values(fields))
 
     def close(self) -> str:
         """Close both files; returns the stem."""
@@ -219,7 +223,7 @@ _KEYED = beam.typehints.Tuple[None, beam.typehints.Any]
 
 
 class WriteRecords(beam.PTransform):
-    """Records (plain or compact dicts, see `ldp_telemetry.output.compact`) ->
+    """Records (`EstimateRecord`s; dicts, plain or compact: `ldp_telemetry.output.compact`) ->
     `<prefix>-SSSSS-of-NNNNN.jsonl` and `.avro` with the named schema, the same records in both;
     returns the shards' paths. A run replaces every earlier run's shards of the same files,
     whatever their count (`finalize_shards`).

@@ -13,7 +13,9 @@ errors only, not their correlations), and say so.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -36,6 +38,21 @@ class NumericAnswer:
                 "band95": None if self.band is None else list(self.band)}
 
 
+class NumericRecord(Protocol):
+    """What a query reads of a numeric metric's window-estimate record: the attributes of
+    ldp_telemetry.output.estimate.EstimateRecord (which `ldp` cannot import)."""
+
+    metric: str
+    window_start: str
+    window_end: str
+    n: int
+    bucket_edges: np.ndarray | None
+    estimate: np.ndarray
+    quantile_std_errors: Mapping[str, float] | None
+    band_method: str | None
+    bands: Mapping[str, Any] | None
+
+
 @dataclass(frozen=True)
 class NumericWindow:
     """One numeric window: its distribution over buckets and the record's standard errors."""
@@ -51,15 +68,17 @@ class NumericWindow:
     bands: dict | None = None  # statistic -> {"lower", "upper"} or None
 
     @classmethod
-    def from_record(cls, record: dict) -> NumericWindow:
-        if record.get("bucket_edges") is None:
-            raise ConfigError(f"metric {record['metric']!r} is not numeric (its records have no "
+    def from_record(cls, record: NumericRecord) -> NumericWindow:
+        """From a numeric metric's window-estimate record (the attributes of
+        ldp_telemetry.output.estimate.EstimateRecord, `NumericRecord`)."""
+        if record.bucket_edges is None:
+            raise ConfigError(f"metric {record.metric!r} is not numeric (its records have no "
                               "bucket_edges)", "metric")
-        return cls(record["metric"], record["window_start"], record["window_end"],
-                   int(record["n"]), np.asarray(record["bucket_edges"], dtype=np.float64),
-                   np.asarray(record["estimate"], dtype=np.float64),
-                   dict(record.get("quantile_std_errors") or {}), record.get("band_method"),
-                   dict(record.get("bands") or {}))
+        return cls(record.metric, record.window_start, record.window_end,
+                   int(record.n), np.asarray(record.bucket_edges, dtype=np.float64),
+                   np.asarray(record.estimate, dtype=np.float64),
+                   dict(record.quantile_std_errors or {}), record.band_method,
+                   dict(record.bands or {}))
 
     def range_probability(self, lo: float, hi: float) -> NumericAnswer:
         """Pr[lo ≤ X ≤ hi], in metric units; ConfigError when lo > hi."""

@@ -72,7 +72,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -152,6 +152,24 @@ class Answer:
                 "method": self.method, "params": dict(self.params)}
 
 
+class FrequencyRecord(Protocol):
+    """What a query reads of a frequency oracle's window-estimate record: the attributes of
+    ldp_telemetry.output.estimate.EstimateRecord (which `ldp` cannot import: it is a layer
+    above)."""
+
+    metric: str
+    window_start: str
+    window_end: str
+    n: int
+    protocol: str
+    epsilon: float
+    labels: Sequence[str]
+    postprocess: Mapping[str, Any] | None
+    estimator: Mapping[str, Any] | None
+    unbiased_estimate: np.ndarray | None
+    estimate: np.ndarray
+
+
 @dataclass(frozen=True)
 class WindowEstimate:
     """One window's arrays and noise model, post-processed with `spec`."""
@@ -168,18 +186,19 @@ class WindowEstimate:
     estimator: EstimatorSpec = EstimatorSpec("unbiased")
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> WindowEstimate:
-        """From a window-estimate record (ldp_telemetry.output.records.window_estimate_record)."""
-        labels = tuple(record["labels"])
-        protocol = make_protocol(record["protocol"], float(record["epsilon"]), len(labels))
-        post = record["postprocess"]
+    def from_record(cls, record: FrequencyRecord) -> WindowEstimate:
+        """From a frequency oracle's window-estimate record (the attributes of
+        ldp_telemetry.output.estimate.EstimateRecord, `FrequencyRecord`)."""
+        labels = tuple(record.labels)
+        protocol = make_protocol(record.protocol, float(record.epsilon), len(labels))
+        post = record.postprocess
         spec = PostprocessSpec(post["method"], tuple((post.get("params") or {}).items()))
-        chosen = record.get("estimator") or {"method": "unbiased"}
+        chosen = record.estimator or {"method": "unbiased"}
         estimator = EstimatorSpec(chosen["method"], tuple((chosen.get("params") or {}).items()))
-        return cls(record["metric"], record["window_start"], record["window_end"], protocol,
-                   int(record["n"]), labels,
-                   np.asarray(record["unbiased_estimate"], dtype=np.float64),
-                   np.asarray(record["estimate"], dtype=np.float64), spec, estimator)
+        return cls(record.metric, record.window_start, record.window_end, protocol,
+                   int(record.n), labels,
+                   np.asarray(record.unbiased_estimate, dtype=np.float64),
+                   np.asarray(record.estimate, dtype=np.float64), spec, estimator)
 
     @classmethod
     def from_unbiased(cls, protocol: FrequencyOracle, n: int, unbiased: np.ndarray,

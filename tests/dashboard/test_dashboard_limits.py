@@ -15,6 +15,7 @@ from ldp_telemetry.dashboard.pages import index_page, metric_page
 from ldp_telemetry.dashboard.server import (Dashboard, allowed_hosts, host_name,
                                             serve_in_thread)
 from ldp_telemetry.dashboard.source import StoreSource
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.text import format_pane, format_top, metric_title, printable
 from ldp_telemetry.store import open_store
 
@@ -155,6 +156,7 @@ def test_control_characters_in_names_are_escaped_on_the_page_and_in_the_terminal
     window = record("2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z", 10)
     window["metric"] = name
     window["labels"] = [f"a{RLO}", "b"]
+    window = EstimateRecord.from_json(window)
     for text in (metric_title(window), format_top(window), format_pane(window)):
         assert RLO not in text and "\x1b" not in text and "\u2066" not in text
         assert "cpu\\u202elanigiro" in text

@@ -8,6 +8,7 @@ Every rate check states the chance that it fails although the test is calibrated
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import pickle
 
@@ -17,12 +18,14 @@ import pytest
 from scipy import stats
 
 from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.window import window_with_integrity
 from ldp_telemetry.ldp.integrity.accumulate import new_sample, observe, sample_nbytes
 from ldp_telemetry.ldp.integrity.attacks import fake_reports
 from ldp_telemetry.ldp.integrity.spec import DEFAULT, IntegritySpec
 from ldp_telemetry.ldp.integrity.statistics import shared_reports, sum_statistic
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.output.text import format_pane, format_top
@@ -233,9 +236,9 @@ def test_the_registry_field_defaults_turns_off_and_names_bad_settings():
 
 
 # -- records, the jump test and show -------------------------------------------------------------
-def record_of(config, result, section, day: int) -> dict:
-    return window_estimate_record(config, result, f"2024-01-{day:02d}T00:00:00Z",
-                                  f"2024-01-{day + 1:02d}T00:00:00Z", dict(BATCH_PANE),
+def record_of(config, result, section, day: int) -> EstimateRecord:
+    return window_estimate_record(config, result, ms_from_iso(f"2024-01-{day:02d}T00:00:00Z"),
+                                  ms_from_iso(f"2024-01-{day + 1:02d}T00:00:00Z"), BATCH_PANE,
                                   integrity=section)
 
 
@@ -245,9 +248,10 @@ def test_the_section_is_valid_avro_and_old_records_still_read():
     result, section = window(config, zipf(30), 5000, rng)
     schema = fastavro.parse_schema(json.loads((SCHEMA_DIR / "window_estimate.avsc").read_text()))
     record = record_of(config, result, section, 1)
-    assert fastavro.validate(record, schema)
-    old = {k: v for k, v in record.items() if k != "integrity"}
-    assert fastavro.validate(old, schema)
+    assert fastavro.validate(record.to_avro(), schema)
+    old = dataclasses.replace(record, integrity=None, fields=record.fields - {"integrity"})
+    assert "integrity" not in json.loads(old.to_json())
+    assert fastavro.validate(old.to_avro(), schema)
     assert with_jump_tests([old]) == [old] and flag_text(old) is None
 
 
@@ -268,11 +272,11 @@ def test_the_jump_test_flags_a_promoted_value_against_earlier_windows():
     result, section = window(config, bumped, 20_000, rng)
     records.append(record_of(config, result, section, 7))
     tested = with_jump_tests(list(reversed(records)))[::-1]
-    jumps = [{s["name"]: s for s in r["integrity"]["statistics"]}["jump"] for r in tested]
+    jumps = [{s["name"]: s for s in r.integrity["statistics"]}["jump"] for r in tested]
     assert jumps[0]["note"] == "no earlier window"
     assert not any(j["flagged"] for j in jumps[:-1])
     assert jumps[-1]["flagged"] and "25" in jumps[-1]["values"]
-    assert tested[-1]["integrity"]["flagged"] and "25" in tested[-1]["integrity"]["implicated"]
+    assert tested[-1].integrity["flagged"] and "25" in tested[-1].integrity["implicated"]
     assert "integrity: FLAGGED" in format_top(tested[-1]) and "25" in format_top(tested[-1])
     assert "integrity" not in format_top(tested[1])
 
@@ -314,9 +318,8 @@ def test_the_recovered_estimate_removes_most_of_the_fake_support_and_is_only_rep
     for target in targets:
         assert result.unbiased[target] - f[target] > 0.04
         assert abs(by_label[str(target)] - f[target]) < 0.02
-    assert "recovered (remove-fake-support, not applied" in flag_text(
-        {"integrity": section})
     record = record_of(config, result, section, 1)
+    assert "recovered (remove-fake-support, not applied" in flag_text(record)
     assert "integrity flagged: " in format_pane(record) and "150" in format_pane(record)
     _, honest = window(config, f, 20_000, rng)
     assert honest["recovered"] is None

@@ -2,6 +2,7 @@
 standard errors, and the mean-only record."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.records import window_estimate_record
 
 
@@ -59,10 +61,10 @@ def test_mean_estimates_are_unbiased_with_honest_errors(protocol):
     z = np.asarray(z)
     assert abs(z.mean()) < 4.5 / math.sqrt(40)
     assert 0.6 < math.sqrt(np.mean(z ** 2)) < 1.4
-    record = window_estimate_record(metric, result, "a", "b",
-                                    {"timing": "ON_TIME", "index": 0, "is_last": False})
+    record = window_estimate_record(metric, result, 0, 1000).json_value()
     assert record["estimate"] == [] and record["labels"] == [] and record["quantiles"] == {}
     assert record["bucket_edges"] == [10, 30] and record["mean_std_error"] > 0
+    assert EstimateRecord.from_json(record).to_json() == json.dumps(record, sort_keys=True)
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 2.0])

@@ -12,9 +12,13 @@ from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window, numeric_bands
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
                                                       BAND_STATISTICS, uncalibrated_statistics)
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.output.text import format_numeric
 from ldp_telemetry.schemas import load_schema
+
+T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z
+HOUR = 3_600_000
 
 
 def sw_config(estimator: str = "ems", epsilon: float = 2.0, buckets: int = 32, high=16.0):
@@ -73,19 +77,18 @@ def test_a_record_names_its_band_method_and_round_trips_through_avro():
     config = sw_config(estimator="em")
     statistic = window(config, rng.uniform(2, 10, 3000), rng)
     record = window_estimate_record(config, finalize_window(config, statistic, 3000),
-                                    "2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z",
-                                    dict(BATCH_PANE))
-    assert record["band_method"] == BAND_BIAS_CORRECTED
-    assert record["bands"]["0.01"] is None and "0.01" in record["band_reasons"]
-    band = record["bands"]["0.5"]
+                                    T0, T0 + HOUR, BATCH_PANE)
+    assert record.band_method == BAND_BIAS_CORRECTED
+    assert record.bands["0.01"] is None and "0.01" in record.band_reasons
+    band = record.bands["0.5"]
     assert band["lower"] < band["upper"]
     schema = fastavro.parse_schema(load_schema("window_estimate"))
     buffer = io.BytesIO()
-    fastavro.writer(buffer, schema, [record])
+    fastavro.writer(buffer, schema, [record.to_avro()])
     buffer.seek(0)
     (read,) = list(fastavro.reader(buffer))
-    assert read["bands"] == record["bands"] and read["band_method"] == BAND_BIAS_CORRECTED
-    text = format_numeric(read)
+    assert read["bands"] == record.bands and read["band_method"] == BAND_BIAS_CORRECTED
+    text = format_numeric(EstimateRecord.from_avro(read))
     assert "95% band: bias-corrected-bootstrap" in text
     assert f"[{band['lower']:.4g}, {band['upper']:.4g}]" in text
 
@@ -98,14 +101,13 @@ def test_old_records_without_band_fields_still_read():
     rng = np.random.default_rng(11)
     config = sw_config()
     record = window_estimate_record(config, finalize_window(
-        config, window(config, rng.uniform(2, 10, 500), rng), 500), "2024-03-01T00:00:00Z",
-        "2024-03-01T01:00:00Z", dict(BATCH_PANE))
+        config, window(config, rng.uniform(2, 10, 500), rng), 500), T0, T0 + HOUR, BATCH_PANE)
     buffer = io.BytesIO()
-    fastavro.writer(buffer, fastavro.parse_schema(old), [record])
+    fastavro.writer(buffer, fastavro.parse_schema(old), [record.to_avro()])
     buffer.seek(0)
     (read,) = list(fastavro.reader(buffer, reader_schema=fastavro.parse_schema(full)))
     assert (read["band_method"], read["bands"], read["band_reasons"]) == (None, None, None)
-    assert " ± " in format_numeric(read)  # the old bootstrap band, as before
+    assert " ± " in format_numeric(EstimateRecord.from_avro(read))  # the old bootstrap band
 
 
 @pytest.mark.parametrize("protocol", ["sr", "pm"])

@@ -1,19 +1,22 @@
 """Range and quantile queries on a numeric record, by hand, and through `ldp query`."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.estimation.numeric_queries import NumericWindow
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.pipelines.cli import main
 
-RECORD = {"metric": "rtt", "window_start": "2024-03-01T00:00:00Z",
-          "window_end": "2024-03-02T00:00:00Z", "n": 100, "protocol": "sw", "epsilon": 1.0,
-          "estimator": {"method": "ems", "params": {}, "iterations": 7, "last_change": 1e-4},
-          "bucket_edges": [0.0, 100.0, 200.0, 400.0], "estimate": [0.2, 0.3, 0.5],
-          "quantile_std_errors": {"0.5": 12.5}}
+RECORD = EstimateRecord(
+    metric="rtt", start_ms=1_709_251_200_000, end_ms=1_709_337_600_000, n=100, protocol="sw",
+    epsilon=1.0,
+    estimator={"method": "ems", "params": {}, "iterations": 7, "last_change": 1e-4},
+    bucket_edges=[0.0, 100.0, 200.0, 400.0], estimate=[0.2, 0.3, 0.5],
+    quantile_std_errors={"0.5": 12.5})
 
 
 def test_range_probability_spreads_mass_uniformly_within_buckets():
@@ -35,12 +38,12 @@ def test_quantiles_and_their_errors():
     with pytest.raises(ValueError):
         window.quantile(1.5)
     with pytest.raises(ValueError, match="not numeric"):
-        NumericWindow.from_record({"metric": "x", "bucket_edges": None})
+        NumericWindow.from_record(dataclasses.replace(RECORD, metric="x", bucket_edges=None))
 
 
 def test_query_cli_on_a_numeric_metric(tmp_path, capsys):
     (tmp_path / "estimates-00000-of-00001.jsonl").write_text(
-        json.dumps({**RECORD, "pane": {"timing": "ON_TIME", "index": 0, "is_last": False}})
+        RECORD.to_json()
         + "\n")
     assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
                  "--quantile", "0.5,0.75", "--json"]) == 0

@@ -420,8 +420,7 @@ def test_from_record_round_trip():
                                             "postprocess": {"method": "base-cut", "alpha": 1}}]})
     config = registry["m"]
     result = finalize_window(config, np.array([300, 250, 240, 210]), 1000)
-    record = window_estimate_record(config, result, "2020-01-01T00:00:00Z",
-                                    "2020-01-02T00:00:00Z", {"index": 0})
+    record = window_estimate_record(config, result, 1_577_836_800_000, 1_577_923_200_000)
     w = WindowEstimate.from_record(record)
     assert w.spec == config.postprocess and w.protocol == config.protocol
     assert np.allclose(w.estimate, result.estimate)

@@ -104,9 +104,9 @@ def test_every_metric_of_a_live_run_has_its_own_panes_latest_and_page(tmp_path, 
 
     # ldp show / query's reader
     records = read_estimates(str(output))
-    assert sorted(r["metric"] for r in records) == sorted(METRICS)
+    assert sorted(r.metric for r in records) == sorted(METRICS)
     for record in records:
-        assert_is_the_record_of(record, record["metric"], expected)
+        assert_is_the_record_of(record.json_value(), record.metric, expected)
 
     # the dashboard: the folder source, then each metric's page through the server and its link
     source = FolderSource(str(output))

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from ldp_telemetry.ldp.base.errors import ConfigError, InputError
+from ldp_telemetry.output.estimate import EstimateRecord, record_problem
 from ldp_telemetry.output.layout import PANE_LOG, TOO_LATE_LOG, WindowKey
-from ldp_telemetry.output.reader import (latest_panes, read_estimates, read_pane_log,
-                                         record_problem, select_window)
+from ldp_telemetry.output.reader import latest_panes, read_estimates, read_pane_log, select_window
 from ldp_telemetry.output.tail import OutputTail
 
 T0 = 1_709_251_200_000  # 2024-03-01T00:00:00Z
@@ -43,9 +43,9 @@ def test_batch_shards_are_read_sorted_and_filtered(tmp_path):
         json.dumps(later) + "\n\n" + json.dumps(record(metric="z")) + "\n")
     (tmp_path / "estimates-00001-of-00002.jsonl").write_text(
         json.dumps(sub_second) + "\n" + json.dumps(record()) + "\n")
-    assert [(r["metric"], r["n"]) for r in read_estimates(str(tmp_path))] == \
+    assert [(r.metric, r.n) for r in read_estimates(str(tmp_path))] == \
         [("m", 10), ("m", 15), ("m", 20), ("z", 10)]  # by time, not by text
-    assert [r["n"] for r in read_estimates(str(tmp_path), "z")] == [10]
+    assert [r.n for r in read_estimates(str(tmp_path), "z")] == [10]
 
 
 def test_a_live_run_is_read_as_the_latest_pane_of_each_window(tmp_path):
@@ -58,7 +58,7 @@ def test_a_live_run_is_read_as_the_latest_pane_of_each_window(tmp_path):
     assert [e["n"] for e in read_pane_log(str(tmp_path))] == [5, 30, 20, 10]
     assert {key: entry["n"] for key, entry in latest_panes(str(tmp_path)).items()} == {
         WindowKey("m", T0, T0 + HOUR): 30, WindowKey("m", T0 + HOUR, T0 + 2 * HOUR): 10}
-    assert [(r["n"], r["pane"]["index"]) for r in read_estimates(str(tmp_path))] == \
+    assert [(r.n, r.pane.index) for r in read_estimates(str(tmp_path))] == \
         [(30, 2), (10, 0)]
 
 
@@ -94,9 +94,10 @@ def test_a_record_problem_is_named(change, problem):
 
 
 def test_a_window_is_chosen_by_start_or_index_and_a_miss_names_the_field():
-    records = [record(), record(start="2024-03-01T01:00:00Z", end="2024-03-01T02:00:00Z", n=20)]
-    assert select_window(records, "m", "2024-03-01T01:00:00")["n"] == 20  # naive: UTC
-    assert select_window(records, "m", "-1")["n"] == 20
+    records = [EstimateRecord.from_json(r) for r in (
+        record(), record(start="2024-03-01T01:00:00Z", end="2024-03-01T02:00:00Z", n=20))]
+    assert select_window(records, "m", "2024-03-01T01:00:00").n == 20  # naive: UTC
+    assert select_window(records, "m", "-1").n == 20
     for metric, window, field in (("x", "0", "metric"), ("m", "5", "window"),
                                   ("m", "yesterday", "window")):
         with pytest.raises(ConfigError) as caught:
@@ -112,10 +113,10 @@ def test_a_follower_reads_only_complete_new_lines_and_skips_what_is_not_a_record
     shard.write_text(json.dumps(record()) + "\n" + "[1, 2]\n" + "{not json\n"
                      + json.dumps({**record(), "labels": ["x"] * 500}) + "\n"  # too long
                      + "[" * 1500 + "\n" + late[:20])  # nested too deeply
-    assert [r["n"] for r in tail.read().estimates] == [10] and tail.found
+    assert [r.n for r in tail.read().estimates] == [10] and tail.found
     with open(shard, "a", encoding="utf-8") as handle:
         handle.write(late[20:] + "\n")
-    assert [r["n"] for r in tail.read().estimates] == [15]
+    assert [r.n for r in tail.read().estimates] == [15]
     assert tail.read().estimates == []
     write_pane(tmp_path, record(n=40, timing="EARLY"))
     with open(tmp_path / PANE_LOG, "a", encoding="utf-8") as log:  # hostile or broken lines
@@ -129,6 +130,6 @@ def test_a_follower_reads_only_complete_new_lines_and_skips_what_is_not_a_record
         + json.dumps({"metric": "m", "window_start": "never", "window_end": "x",
                       "too_late": 9}) + "\n")
     appended = tail.read()
-    assert [r["n"] for r in appended.estimates] == [40]
+    assert [r.n for r in appended.estimates] == [40]
     assert appended.dead_letters == [{"reason": "undecodable"}]
     assert appended.too_late == [(WindowKey("m", T0, T0 + HOUR), 3)]

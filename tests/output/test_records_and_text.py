@@ -12,6 +12,7 @@ from ldp_telemetry.ldp.base.times import iso_from_ms, ms_from_iso
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.output.bands import Z95, band95, half_width95
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.output.text import format_numeric, format_pane, format_top
@@ -22,7 +23,7 @@ REGISTRY = parse_registry({"metrics": [
      "domain": {"low": 0, "high": 10, "buckets": 8}}]})
 
 
-def record_of(name: str, n: int) -> dict:
+def record_of(name: str, n: int) -> EstimateRecord:
     config = REGISTRY[name]
     protocol = config.protocol
     rng = np.random.default_rng(3)
@@ -30,29 +31,29 @@ def record_of(name: str, n: int) -> dict:
     values = rng.integers(0, 3, n) if name == "g" else rng.uniform(0, 1, n)
     protocol.accumulate(statistic, protocol.perturb(values, rng))
     result = finalize_window(config, statistic, n)
-    return window_estimate_record(config, result, "2024-03-01T00:00:00Z",
-                                  "2024-03-01T01:00:00Z", dict(BATCH_PANE))
+    return window_estimate_record(config, result, ms_from_iso("2024-03-01T00:00:00Z"),
+                                  ms_from_iso("2024-03-01T01:00:00Z"), BATCH_PANE)
 
 
 def test_a_frequency_record_carries_p_star_q_star_and_the_smallest_resolvable_frequency():
     record = record_of("g", 400)
     e = math.exp(2.0)
-    p, q = record["p_star"], record["q_star"]
+    p, q = record.p_star, record.q_star
     assert p == pytest.approx(e / (e + 2)) and q == pytest.approx(1 / (e + 2))
-    assert record["smallest_resolvable"] == pytest.approx(
+    assert record.smallest_resolvable == pytest.approx(
         2 * math.sqrt(q * (1 - q) / 400) / (p - q))
 
 
 def test_a_numeric_record_has_null_support_facts_and_an_empty_window_no_resolvable_frequency():
     numeric = record_of("s", 300)
-    assert (numeric["p_star"], numeric["q_star"], numeric["smallest_resolvable"]) == \
+    assert (numeric.p_star, numeric.q_star, numeric.smallest_resolvable) == \
         (None, None, None)
     empty = record_of("g", 0)
-    assert empty["p_star"] is not None and empty["smallest_resolvable"] is None
+    assert empty.p_star is not None and empty.smallest_resolvable is None
 
 
 def test_a_record_without_a_pane_is_one_on_time_pane():
-    assert pane_of({}) == BATCH_PANE
+    assert pane_of({}) == BATCH_PANE.to_json()
     assert pane_of({"pane": {"timing": "LATE", "index": 3, "is_last": True}}) == \
         {"timing": "LATE", "index": 3, "is_last": True}
 
@@ -64,13 +65,13 @@ def test_text_shows_the_half_width_of_the_95_percent_band():
               "std_error": [0.0123, 0.02], "postprocess": {"method": "norm", "params": {}},
               "estimator": {"method": "unbiased", "params": {}},
               "pane": {"timing": "ON_TIME", "index": 0, "is_last": False}}
-    top = format_top(record, k=1).splitlines()
+    top = format_top(EstimateRecord.from_json(record), k=1).splitlines()
     assert top[1].split() == ["a", "0.7000", "±", f"{Z95 * 0.0123:.4f}"]
-    assert f"a 0.700±{Z95 * 0.0123:.3f}" in format_pane(record)
+    assert f"a 0.700±{Z95 * 0.0123:.3f}" in format_pane(EstimateRecord.from_json(record))
     numeric = {**record, "bucket_edges": [0.0, 1.0, 2.0], "mean": 1.25, "mean_std_error": 0.5,
                "quantiles": {level: 1.0 for level in ("0.1", "0.25", "0.5", "0.75", "0.9")},
                "quantile_std_errors": {"0.5": 0.25}}
-    lines = format_numeric(numeric).splitlines()
+    lines = format_numeric(EstimateRecord.from_json(numeric)).splitlines()
     assert lines[1].split() == ["mean", "1.25", "±", f"{Z95 * 0.5:.4g}"]
     assert lines[4].split() == ["q0.5", "1", "±", f"{Z95 * 0.25:.4g}"]
     assert lines[3].split() == ["q0.25", "1"]  # no standard error: no band

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.resolution import (CHANCE_ABOVE_FLOOR, NOISE_SHARE, resolution,
                                              series_resolution, warning_text)
 
@@ -65,10 +66,10 @@ def test_a_windows_own_line_cannot_contradict_itself():
     checked = 0
     for n in (300, 700, 2000, 10_000):
         estimate = np.clip(np.asarray(zipf(500)) + rng.normal(0, 0.004, 500), 0, None)
-        record = {"metric": "m", "window_start": "2024-03-01T00:00:00Z",
-                  "window_end": "2024-03-01T01:00:00Z", "n": n, "epsilon": 2.0,
-                  "smallest_resolvable": smallest_resolvable(P_STAR, Q_STAR, n),
-                  "estimate": estimate.tolist()}
+        record = EstimateRecord(metric="m", start_ms=1_709_251_200_000,
+                                end_ms=1_709_254_800_000, n=n, protocol="oue", epsilon=2.0,
+                                smallest_resolvable=smallest_resolvable(P_STAR, Q_STAR, n),
+                                estimate=estimate)
         found = resolution(record)
         if not found.under_resolved:
             continue

@@ -239,25 +239,28 @@ def test_simulate_into_a_folder_that_cannot_be_made_or_holds_reports(tmp_path, c
 
 
 def test_a_record_no_job_wrote_is_a_user_error_of_query(job_files, capsys):
-    """Records that pass the reader's shape check but hold what no job writes: exit 2 naming
-    the output folder, not a traceback."""
+    """Records that hold what no job writes: exit 2 naming the output folder, not a traceback
+    — the reader's shape check names the file and line (a section that is not an object), the
+    query the window (what passes that check but cannot be queried)."""
     from ldp_telemetry.pipelines.cli import main
     registry, reports, out = job_files
     assert main(["run", "--registry", str(registry), "--input", str(reports), "--output",
                  str(out), "--window", "3600"]) == 0
     [shard] = sorted(out.glob("estimates-*.jsonl"))
     records = [json.loads(line) for line in shard.read_text().splitlines()]
-    for damage in ({"postprocess": {"params": {}}},  # no method
-                   {"estimator": "iiw"},  # not an object
-                   {"unbiased_estimate": None}):  # a frequency record without it
+    by_window = ("the estimate of metric 'm' at ", f" in {out} cannot be read: ")
+    by_line = (f"{shard} line 1: not a window estimate: ",
+               "field 'estimator' must be null or an object")
+    for damage, (start, inside) in (({"postprocess": {"params": {}}}, by_window),  # no method
+                                    ({"estimator": "iiw"}, by_line),  # not an object
+                                    ({"unbiased_estimate": None}, by_window)):  # frequency
         shard.write_text("".join(json.dumps({**r, **damage}) + "\n" for r in records))
         capsys.readouterr()
         assert main(["query", "--output", str(out), "--metric", "m", "--window", "0",
                      "--top", "2"]) == 2, damage
         error = capsys.readouterr().err
-        assert error.startswith("ldp query: error: --output: the estimate of metric 'm' at "), \
-            error
-        assert f" in {out} cannot be read: " in error
+        assert error.startswith(f"ldp query: error: --output: {start}"), error
+        assert inside in error, error
 
 
 #: Every numeric flag of run, simulate, convert and plan, with the values of each class that

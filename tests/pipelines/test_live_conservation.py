@@ -68,7 +68,7 @@ def test_summary_status_dead_letters_show_store_and_dashboard_agree(tmp_path, ha
     # accepted = Σ latest-pane n + too late, in the pane files and in `ldp show`'s records
     panes = {(e["window_start"], e["window_end"]): e["n"]
              for e in latest_panes(str(output)).values()}
-    shown = {(r["window_start"], r["window_end"]): r["n"] for r in read_estimates(str(output))}
+    shown = {(r.window_start, r.window_end): r.n for r in read_estimates(str(output))}
     assert shown == panes and sum(panes.values()) + 7 == accepted
     # the dead-letter files, per reason
     letters: dict[str, int] = {}

@@ -171,7 +171,7 @@ def test_streaming_panes_of_a_numeric_metric(tmp_path):
                 ("LATE", direct(config, [(t1, c1), (t2, c2)], T0, T0 + 60))]
 
     def check(records):
-        records = sorted((r for r in records if r["metric"] == "rtt_ms"),
+        records = sorted((r.json_value() for r in records if r.metric == "rtt_ms"),
                          key=lambda r: r["pane"]["index"])
         assert [r["pane"]["timing"] for r in records] == ["ON_TIME", "LATE"]
         for record, (_, result) in zip(records, expected, strict=True):

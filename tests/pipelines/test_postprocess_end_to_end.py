@@ -12,6 +12,7 @@ from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, PostprocessSpec
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.reader import read_estimates
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.csv_input import TrueValues
@@ -70,20 +71,20 @@ def test_every_method_is_named_with_its_parameters(job_output):
     assert len(records) == 2 * len(POSTPROCESS)
     assert {method for _, method, _ in POSTPROCESS} == set(METHODS)
     for i, (_, method, params) in enumerate(POSTPROCESS):
-        mine = [r for r in records if r["metric"] == f"m{i:02d}"]
+        mine = [r for r in records if r.metric == f"m{i:02d}"]
         assert len(mine) == 2
         for record in mine:
-            assert record["postprocess"] == {"method": method, "params": params}
+            assert record.postprocess == {"method": method, "params": params}
             window = WindowEstimate.from_record(record)
             spec = PostprocessSpec.parse({"method": method, **params})
-            assert window.spec == spec == registry[record["metric"]].postprocess
-            assert np.allclose(record["estimate"],
-                               spec.apply(np.asarray(record["unbiased_estimate"]), window.noise))
+            assert window.spec == spec == registry[record.metric].postprocess
+            assert np.allclose(record.estimate,
+                               spec.apply(np.asarray(record.unbiased_estimate), window.noise))
 
 
 def test_records_survive_a_json_round_trip_into_queries(job_output):
     _, out = job_output
     for record in read_estimates(out):
-        again = json.loads(json.dumps(record))
+        again = EstimateRecord.from_json(json.loads(record.to_json()))
         answer = WindowEstimate.from_record(again).set_sum([0, 1, 2])
         assert np.isfinite(answer.value) and answer.std_error > 0

@@ -10,6 +10,7 @@ import pytest
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.reader import read_estimates
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.cli import main
@@ -62,7 +63,8 @@ def query_json(capsys, out, *args):
 
 
 def window_record(out, metric, index):
-    return [r for r in read_estimates(out) if r["metric"] == metric][index]
+    """The record, as the JSON the job wrote (`EstimateRecord.json_value`)."""
+    return [r for r in read_estimates(out) if r.metric == metric][index].json_value()
 
 
 def test_set_query_text_and_json(output, capsys):
@@ -73,8 +75,8 @@ def test_set_query_text_and_json(output, capsys):
     assert "norm-reference" in text
     result = query_json(capsys, output, "--metric", "colour", "--window", "0",
                         "--labels", "red,blue,white")
-    expected = WindowEstimate.from_record(window_record(output, "colour", 0)).set_sum(
-        ["red", "blue", "white"])
+    record = EstimateRecord.from_json(window_record(output, "colour", 0))
+    expected = WindowEstimate.from_record(record).set_sum(["red", "blue", "white"])
     (answer,) = result["answers"]
     assert answer["value"] == pytest.approx(expected.value)
     assert answer["std_error"] == pytest.approx(expected.std_error)
@@ -93,7 +95,7 @@ def test_point_query_matches_the_record(output, capsys):
 
 
 def test_window_by_iso_variants_and_index(output, capsys):
-    starts = [r["window_start"] for r in read_estimates(output, "colour")]
+    starts = [r.window_start for r in read_estimates(output, "colour")]
     assert len(starts) == 3
     by_index = query_json(capsys, output, "--metric", "colour", "--window", "-1", "--top", "2")
     for spelling in (starts[-1], starts[-1].replace("Z", "+00:00"), starts[-1].rstrip("Z")):
@@ -138,7 +140,7 @@ def test_method_override(output, capsys):
 @pytest.mark.parametrize("protocol", OTHER_PROTOCOLS)
 def test_set_and_range_queries_on_every_protocol(output, capsys, protocol):
     metric = f"size-{protocol}"
-    window = WindowEstimate.from_record(window_record(output, metric, 0))
+    window = WindowEstimate.from_record(EstimateRecord.from_json(window_record(output, metric, 0)))
     result = query_json(capsys, output, "--metric", metric, "--window", "0", "--labels", "1,4,7")
     (answer,) = result["answers"]
     expected = window.set_sum(["1", "4", "7"])
@@ -205,6 +207,6 @@ def test_show_and_query_agree_on_the_band_and_pick_windows_alike(output, capsys)
     assert shown[2].split() == [record["labels"][top], f"{record['estimate'][top]:.4f}", "±",
                                 f"{Z95 * record['std_error'][top]:.4f}"]
     assert main(["show", "--output", output, "--metric", "colour", "--last", "2"]) == 0
-    starts = [r["window_start"] for r in read_estimates(output, "colour")]
+    starts = [r.window_start for r in read_estimates(output, "colour")]
     lines = capsys.readouterr().out
     assert starts[-1] in lines and starts[-2] in lines and starts[0] not in lines

@@ -33,6 +33,7 @@ from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 from ldp_telemetry.pipelines.arguments import add_job_arguments
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.counters import summary_line
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.pipelines.graph import build_pipeline, build_streaming_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob, job_from_arguments
 from ldp_telemetry.schemas.codec import write_reports
@@ -105,7 +106,7 @@ def pane_checker(expected):
     is_last, n, unbiased estimate, truth), ...]}, and every ON_TIME estimate is near its truth."""
     def check(records):
         got = {}
-        for record in records:
+        for record in map(EstimateRecord.json_value, records):
             assert record["metric"] == METRIC
             pane = record["pane"]
             got.setdefault((record["window_start"], record["window_end"]), []).append(

@@ -11,6 +11,7 @@ from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
 from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.reader import read_estimates
 from ldp_telemetry.pipelines.cli import main
 
@@ -58,7 +59,8 @@ def output(tmp_path_factory):
 
 
 def records_of(out, name):
-    mine = [r for r in read_estimates(out) if r["metric"] == name]
+    """The metric's records as the JSON the job wrote (`EstimateRecord.json_value`)."""
+    mine = [r.json_value() for r in read_estimates(out) if r.metric == name]
     assert len(mine) == 2
     return mine
 
@@ -113,7 +115,7 @@ def test_query_starts_from_the_estimator_output(output, capsys):
     assert point["unbiased_value"] == pytest.approx(record["unbiased_estimate"][16], abs=1e-15)
     assert point["std_error_kind"] == "fixed-gain"
     assert point["std_error"] == pytest.approx(record["std_error"][16], rel=1e-9)
-    window = WindowEstimate.from_record(record)
+    window = WindowEstimate.from_record(EstimateRecord.from_json(record))
     assert window.point(16).value == pytest.approx(record["estimate"][16], abs=1e-15)
     # a range answer's error: the exact variance of the filter's linear answer, which smoothing
     # makes smaller than the sum of the per-value errors

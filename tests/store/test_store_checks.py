@@ -152,7 +152,8 @@ def test_metric_names_longer_than_the_store_keys_are_refused_at_start(tmp_path, 
     assert not (tmp_path / "store.db").exists()
     record = {"metric": stem + "-a", "window_start": "2024-03-01T00:00:00Z",
               "window_end": "2024-03-01T01:00:00Z", "n": 1, "protocol": "grr", "epsilon": 2.0,
-              "estimate": [1.0], "pane": {"timing": "ON_TIME", "index": 0, "is_last": True}}
+              "estimate": [1.0], "pane": {"timing": "ON_TIME", "index": 0, "is_last": True},
+              "labels": ["a"], "std_error": [0.0], "postprocess": {"method": "none", "params": {}}}
     with open_store(url) as store, pytest.raises(StoreError, match="at most 512"):
         store.write_panes([record])  # the API refuses it too, rather than cutting it
     fits = {"metrics": [dict(registry["metrics"][0], name="m" * MAX_NAME_CHARS)]}

@@ -277,7 +277,7 @@ def test_a_version_whose_every_report_repeated_another_versions_id_gets_no_estim
     finalize = FinalizeEstimatesFn(registry)
     finalize.setup()
     records = list(finalize.process((("m", 0, 3_600_000), statistic)))
-    assert [(r["config_version"], r["n"]) for r in records] == [(2, 5)]
+    assert [(r.config_version, r.n) for r in records] == [(2, 5)]
 
 
 def test_id_set_shortcut_for_batches_in_id_order_is_exact():

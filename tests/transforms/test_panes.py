@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+from ldp_telemetry.ldp.base.times import ms_from_iso
+from ldp_telemetry.output.estimate import EstimateRecord, Pane
 from ldp_telemetry.output.layout import PANE_LOG, WindowKey, pane_path
 from ldp_telemetry.output.reader import latest_panes, read_pane_log, truncate_torn_tail
 from ldp_telemetry.transforms.panes import WritePanesFn
@@ -14,9 +16,10 @@ HOUR = 3_600_000
 
 
 def record(index, timing="EARLY", n=10, start="2024-03-01T00:00:00Z", metric="m/x"):
-    return {"metric": metric, "window_start": start, "window_end": "2024-03-01T01:00:00Z",
-            "n": n, "estimate": [0.5, 0.5], "std_error": [0.1, 0.1], "labels": ["a", "b"],
-            "pane": {"timing": timing, "index": index, "is_last": False}}
+    return EstimateRecord(metric=metric, start_ms=ms_from_iso(start), end_ms=T0 + HOUR, n=n,
+                          protocol="oue", epsilon=1.0, estimate=[0.5, 0.5],
+                          std_error=[0.1, 0.1], labels=["a", "b"],
+                          pane=Pane(timing, index, False))
 
 
 def test_each_pane_is_a_file_listed_in_the_log_and_latest_only_moves_forward(tmp_path):
@@ -40,7 +43,7 @@ def test_a_restart_continues_indices_and_suppresses_complete_windows(tmp_path):
     other = WindowKey("m/x", T0 + 2 * HOUR, T0 + HOUR)
     sink = WritePanesFn(str(tmp_path), index_offsets={key: 3}, suppressed=frozenset({other}))
     [written] = sink.process(record(0, "ON_TIME", 50))
-    assert written["pane"]["index"] == 3
+    assert written.pane.index == 3
     assert list(sink.process(record(0, start="2024-03-01T02:00:00Z"))) == []
     assert [e["pane"]["index"] for e in read_pane_log(str(tmp_path))] == [3]
     assert pane_path(written).endswith("pane-00003-ON_TIME.json")

@@ -15,9 +15,11 @@ import fastavro
 import numpy as np
 import pytest
 
+from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.output.compact import IndexLabels, avro_values, plain_record
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.reader import read_estimate_file, read_estimates
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.schemas import load_schema
@@ -39,23 +41,25 @@ def test_json_pieces_are_exactly_json_dumps_for_any_piece_size():
         assert "".join(json_line_pieces(record, piece_items)) == expected
 
 
-def big_record(d: int, compact: bool) -> dict:
+def big_record(d: int) -> EstimateRecord:
     config = parse_registry({"metrics": [{"name": "m", "protocol": "oue", "epsilon": 2.0,
                                           "domain": {"size": d}}]})["m"]
     statistic = config.protocol.new_statistic()
     rng = np.random.default_rng(5)
     config.protocol.accumulate(statistic, config.protocol.perturb(rng.integers(0, d, 50), rng))
     result = finalize_window(config, statistic, 50)
-    return window_estimate_record(config, result, "2024-03-01T00:00:00Z", "2024-03-02T00:00:00Z",
-                                  dict(BATCH_PANE), compact)
+    return window_estimate_record(config, result, ms_from_iso("2024-03-01T00:00:00Z"),
+                                  ms_from_iso("2024-03-02T00:00:00Z"), BATCH_PANE)
 
 
 def test_a_compact_record_is_written_as_its_plain_form_to_json_and_avro():
     d = 40_000  # more than one piece (16,384 items) per array
-    compact, plain = big_record(d, True), big_record(d, False)
+    record = big_record(d)
+    compact, plain = record.layout(), record.json_value()
     assert isinstance(compact["estimate"], np.ndarray) and compact["labels"] == IndexLabels(d)
     assert plain_record(compact) == plain and plain["labels"][:3] == ["0", "1", "2"]
-    assert "".join(json_line_pieces(compact)) == json.dumps(plain, sort_keys=True) + "\n"
+    assert "".join(json_line_pieces(compact)) == json.dumps(plain, sort_keys=True) + "\n" \
+        == record.to_json() + "\n"
     schema = fastavro.parse_schema(load_schema("window_estimate"))
     written = {}
     for name, record in (("compact", avro_values(compact)), ("plain", plain)):
@@ -86,7 +90,8 @@ def test_the_store_sink_writes_before_a_bundle_of_large_windows_is_held_whole():
     sink.start_bundle()
     per_record = STORE_FLUSH_VALUES // 4
     for _ in range(10):
-        sink.process({"estimate": [0.0] * per_record})
+        sink.process(EstimateRecord(metric="m", start_ms=0, end_ms=1000, n=0, protocol="oue",
+                                    epsilon=1.0, estimate=np.zeros(per_record)))
     sink.finish_bundle()
     # Written every 4 records (the bound), then the bundle's last 2.
     assert sink._store.calls == [4, 4, 2]
@@ -172,10 +177,11 @@ def test_a_run_replaces_an_earlier_run_with_another_shard_count(tmp_path, count,
     assert lines == [json.dumps(r, sort_keys=True) for r in records]
 
 
-def expected_files(records: list[dict], schema: str, sync_marker: bytes) -> tuple[bytes, bytes]:
+def expected_files(records: list, schema: str, sync_marker: bytes) -> tuple[bytes, bytes]:
     """The contract of one shard, built here without the writer: JSON lines of the plain
     records (sorted keys, UTF-8), and fastavro's deflate container with the same sync marker
-    (fastavro picks a random one per file)."""
+    (fastavro picks a random one per file). A window estimate as the fields it writes."""
+    records = [r.layout() if isinstance(r, EstimateRecord) else r for r in records]
     text = "".join(json.dumps(plain_record(r), sort_keys=True) + "\n" for r in records)
     buffer = io.BytesIO()
     fastavro.writer(buffer, load_schema(schema), [avro_values(r) for r in records],
@@ -190,7 +196,7 @@ def test_the_files_are_byte_for_byte_the_contract(tmp_path, name, schema, num_sh
     """The same bytes as Beam's text and Avro sinks wrote before (checked once against them):
     a large compact estimate in pieces, small plain records, and the empty shard of no record
     (an empty file and a bare Avro header)."""
-    records = ([big_record(40_000, True), big_record(7, True), big_record(50, False)]
+    records = ([big_record(40_000), big_record(7), big_record(50)]
                if name == "estimates" else [letter(i, "r" * i) for i in range(3)])[:count]
     with beam.Pipeline() as pipeline:
         (pipeline | beam.Create(records, reshuffle=False)
@@ -214,7 +220,7 @@ def test_a_bundle_writes_its_shard_as_records_arrive(tmp_path):
     folder = temp_dir(str(tmp_path), "estimates")
     fn = WriteBundleShardFn(folder, load_schema("window_estimate"))
     fn.start_bundle()
-    fn.process(big_record(40_000, True))  # ~2 MB of JSON: past any buffer
+    fn.process(big_record(40_000))  # ~2 MB of JSON: past any buffer
     (path,) = glob.glob(f"{folder}/*.jsonl")
     assert (tmp_path / path).stat().st_size > 1_000_000  # on disk before the bundle ends
     assert list(fn.finish_bundle())
@@ -256,14 +262,14 @@ def test_finalize_replaces_shards_of_every_other_count_and_keeps_other_files(tmp
         (tmp_path / name).write_bytes(b"kept")
     folder = temp_dir(str(tmp_path), "estimates")
     fn = WriteBundleShardFn(folder, load_schema("window_estimate"))
-    stems = [stem for _, stem in bundle(fn, [big_record(5, False)]) + bundle(fn, [])
-             + bundle(fn, [big_record(6, False)])]
+    stems = [stem for _, stem in bundle(fn, [big_record(5)]) + bundle(fn, [])
+             + bundle(fn, [big_record(6)])]
     assert len(stems) == 2  # a bundle without records writes no shard
     finalize_shards(prefix, SUFFIXES, stems, folder)
     names = sorted(path.name for path in tmp_path.iterdir())
     assert names == sorted(kept + [f"estimates-0000{i}-of-00002{suffix}"
                                    for i in range(2) for suffix in SUFFIXES])
-    assert sorted(len(r["estimate"]) for i in range(2) for r in read_estimate_file(
+    assert sorted(len(r.estimate) for i in range(2) for r in read_estimate_file(
         str(tmp_path / f"estimates-0000{i}-of-00002.jsonl"))) == [5, 6]
 
 
