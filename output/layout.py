@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ldp_telemetry.ldp.base.times import ms_from_iso
 
@@ -111,7 +111,7 @@ def window_key(record: Mapping) -> WindowKey:
                      ms_from_iso(record["window_end"]), version_label(record))
 
 
-def pane_path(record) -> str:
+def pane_path(record: Any) -> str:  # an EstimateRecord (output.estimate imports this module)
     """The pane file of a window-estimate record (`output.estimate.EstimateRecord`), relative to
     the output folder ('/'-joined)."""
     start, end = (text.replace("-", "").replace(":", "")
