@@ -2,7 +2,7 @@
 charts over windows draw, never a whole record.
 
     {"fields": FIELDS, "rows": [[...], ...], "series": [{...}, ...], "cursor": C, "t0": T,
-     "unit": U, "timings": TIMINGS}
+     "unit": U, "timings": TIMINGS, "partials": PARTIAL_TEXTS}
 
 A row holds, in the order of `FIELDS`: the window's start (epoch ms T + start × U; its end is
 the start plus its series' `length_ms`), the index of its series in `series`, n, late reports,
@@ -10,8 +10,10 @@ pane timing (an index into `TIMINGS`), index and last flag, the smallest resolva
 rejects by reason (or null), the estimates and 95% half widths of the series' top-k values (in
 the series' `indices` order), the mean and its 95% half width (numeric metrics), whether the
 window has too few reports for its series (`output.resolution.SeriesResolution`), and its
-integrity flag's text (or null). Chart values are rounded to `CHART_DIGITS` significant digits;
-a chosen window's values come whole from `/api/window`. A series carries its name
+integrity flag's text (or null), and why it is partial (an index into `partials`,
+`output.coverage.PARTIAL_TEXTS`; 0: it is not). Chart values are rounded to `CHART_DIGITS`
+significant digits; a chosen window's values come whole from `/api/window`. A series carries
+its name
 (`source.series_of`), configuration version, window length, the indices and labels of its top-k
 values, and the advice on its resolution, once.
 """
@@ -21,10 +23,11 @@ import math
 from dataclasses import dataclass, field
 
 from ldp_telemetry.output.bands import half_width95
+from ldp_telemetry.output.coverage import NOT_PARTIAL, PARTIAL_TEXTS
 from ldp_telemetry.output.resolution import SeriesResolution
 
 FIELDS = ("start", "series", "n", "late", "timing", "pane", "last", "floor", "rejects", "top",
-          "half", "mean", "mean_half", "few", "integrity")
+          "half", "mean", "mean_half", "few", "integrity", "partial")
 TIMINGS = ("EARLY", "ON_TIME", "LATE", "UNKNOWN")
 #: Significant digits of the values drawn over windows (the values table shows them whole; a
 #: read-out of 4 decimals can differ from it in the last digit, about once in 200 values).
@@ -62,7 +65,8 @@ def rounded(value):
 
 def pack(rows: list[dict], series: list[Series], cursor: int) -> dict:
     """The payload of `rows` (dicts as `store.reads.window_rows` gives them, with `rejects`,
-    `top` {value index: (estimate, lower95, upper95)} and `integrity_flag` added)."""
+    `top` {value index: (estimate, lower95, upper95)}, `integrity_flag` and `partial`
+    (`output.coverage.partial_code`) added)."""
     where = {(s.version, s.length_ms): position for position, s in enumerate(series)}
     t0 = min((row["window_start_ms"] for row in rows), default=0)
     unit = 1000 if all((row["window_start_ms"] - t0) % 1000 == 0 for row in rows) else 1
@@ -88,9 +92,10 @@ def pack(rows: list[dict], series: list[Series], cursor: int) -> dict:
             [None if v is None or v[1] is None or v[2] is None
              else rounded((v[2] - v[1]) / 2) for v in values],
             rounded(row.get("mean")), rounded(half_width95(row.get("mean_std_error"))),
-            1 if few else 0, row.get("integrity_flag")])
+            1 if few else 0, row.get("integrity_flag"), row.get("partial", NOT_PARTIAL)])
     return {"fields": FIELDS, "rows": packed, "series": [s.as_json() for s in series],
-            "cursor": cursor, "t0": t0, "unit": unit, "timings": TIMINGS}
+            "cursor": cursor, "t0": t0, "unit": unit, "timings": TIMINGS,
+            "partials": PARTIAL_TEXTS}
 
 
 def row_bounds(payload: dict, row: list) -> tuple[int, int, str]:

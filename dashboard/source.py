@@ -33,6 +33,7 @@ from ldp_telemetry.ldp.errors import ConfigError, InputError, StoreError
 from ldp_telemetry.ldp.times import iso_from_ms
 from ldp_telemetry.ldp.validation import is_int
 from ldp_telemetry.output.bands import band95, half_width95
+from ldp_telemetry.output.coverage import MetricInputs, partial_code, read_inputs
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
 from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, WindowKey,
                                           shard_pattern, version_label, window_key)
@@ -222,8 +223,11 @@ class StoreSource:
                 tops = {s.version: reads.top_values(store, metric, s.version, s.indices, low,
                                                     high) for s in series if s.indices}
             flags = self._integrity_flags(store, metric, cursor, rows)
+            facts = reads.run_inputs(store, metric) if rows else {}
         for row in rows:
             bounds = (row["window_start_ms"], row["window_end_ms"])
+            row["partial"] = partial_code(*bounds, row["n"], row["pane_timing"],
+                                          facts.get(row["run_seq"]))
             row["rejects"] = rejects.get(bounds)
             row["top"] = tops.get(row["version"], {}).get(bounds)
             row["integrity_flag"] = flags.get((*bounds, row["version"]))
@@ -533,7 +537,18 @@ class FolderSource:
         series = series_of_views(every, top_k)
         chosen = [v for v in every if v["pane_seq"] > since
                   and start_ms <= window_key(v).start_ms < end_ms][-limit:]
-        return pack([row_of_view(v, series) for v in chosen], series, cursor)
+        inputs = read_inputs(self.description)
+        facts = None
+        if inputs is not None:
+            first, last = inputs.ranges.get(metric, (None, None))
+            facts = MetricInputs(first, last, inputs.watermark_ms)
+        rows = []
+        for view in chosen:
+            row = row_of_view(view, series)
+            row["partial"] = partial_code(row["window_start_ms"], row["window_end_ms"],
+                                          row["n"], row["pane_timing"], facts)
+            rows.append(row)
+        return pack(rows, series, cursor)
 
     def export_windows(self, metric: str, top_k: int, keep_all: int) -> list[dict]:
         """Every window view of `metric` a page shows, whole (an output folder's records are

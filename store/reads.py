@@ -13,6 +13,8 @@
                                                  one window's latest record, read by its key
     window_rejects(store, metric, start_ms, end_ms)
                                                  dead letters per window in a time range
+    run_inputs(store, metric)                    per run: the metric's event-time range and
+                                                 the run's last watermark (output.coverage)
 
 None of them reads a stored record except `window_record`: a list of windows costs what its
 columns cost, whatever the size of the domain. `READ_INDEXES` are the indexes these reads use;
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 
 from ldp_telemetry.output.bands import band95
+from ldp_telemetry.output.coverage import MetricInputs
 from ldp_telemetry.store.records import UNATTRIBUTED_MS
 
 #: The indexes of the dashboards' reads (name, table, key columns, covered columns). SQLite
@@ -49,7 +52,7 @@ MAX_TOP_VALUES = 100
 _WINDOW_COLUMNS = ("window_start_ms", "window_end_ms", "version", "n", "late_reports",
                    "pane_timing", "pane_index", "pane_is_last", "pane_seq", "protocol",
                    "epsilon", "p_star", "q_star", "smallest_resolvable", "estimator",
-                   "postprocess")
+                   "postprocess", "run_seq")
 
 _METRIC_TOTALS = """
 SELECT metric, COUNT(*), MIN(window_start_ms), MAX(window_end_ms), SUM(n)
@@ -124,6 +127,11 @@ FROM (SELECT DISTINCT metric, window_start_ms, window_end_ms FROM ldp_windows
 GROUP BY w.window_start_ms, w.window_end_ms, r.reason
 """
 
+_RUN_INPUTS = """
+SELECT run_seq, first_event_ms, last_event_ms, watermark_ms FROM ldp_run_inputs
+WHERE metric = ?
+"""
+
 #: Every read above by name, with example parameters: what the query-plan test explains.
 QUERIES = {"metric_totals": (_METRIC_TOTALS, ()),
            "latest_window": (_LATEST_WINDOW, ("m",)),
@@ -136,7 +144,8 @@ QUERIES = {"metric_totals": (_METRIC_TOTALS, ()),
            "means": (_MEANS, ("m", 0, 2**62)),
            "record": (_RECORD, ("m", "v1", 0, 1)),
            "bands": (_BANDS, ("m", "v1", 0, 1)),
-           "rejects_in_range": (_REJECTS_IN_RANGE, ("m", 0, 2**62))}
+           "rejects_in_range": (_REJECTS_IN_RANGE, ("m", 0, 2**62)),
+           "run_inputs": (_RUN_INPUTS, ("m",))}
 
 
 def index_statements(dialect: str) -> list[str]:
@@ -210,7 +219,8 @@ def window_rows(store, metric: str, since: int = 0, start_ms: int = -(2**62),
                      for s, e, v, value, error in cursor.fetchall()}
     rows.reverse()
     for row in rows:
-        for name in ("window_start_ms", "window_end_ms", "n", "pane_index", "pane_seq"):
+        for name in ("window_start_ms", "window_end_ms", "n", "pane_index", "pane_seq",
+                     "run_seq"):
             row[name] = int(row[name])
         row["late_reports"] = None if row["late_reports"] is None else int(row["late_reports"])
         row["pane_is_last"] = bool(row["pane_is_last"])
@@ -312,3 +322,21 @@ def window_rejects(store, metric: str, start_ms: int = -(2**62), end_ms: int = 2
                                                    (metric, start_ms, end_ms)):
         found.setdefault((int(start), int(end)), {})[reason] = int(count)
     return found
+
+
+def run_inputs(store, metric: str) -> dict[int, MetricInputs]:
+    """{run_seq: the inputs of `metric` that run recorded at its end} (`output.coverage`; read
+    by the table's key); empty for a store made before runs recorded them."""
+    exists = ("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'ldp_run_inputs'"
+              if store.dialect == "sqlite" else "SELECT to_regclass('ldp_run_inputs')::text")
+    with store._snapshot() as cursor:
+        cursor.execute(exists)
+        found = cursor.fetchone()
+        if found is None or found[0] is None:
+            return {}
+        cursor.execute(store._sql(_RUN_INPUTS), (metric,))
+        rows = cursor.fetchall()
+    return {int(run): MetricInputs(None if first is None else int(first),
+                                   None if last is None else int(last),
+                                   None if watermark is None else int(watermark))
+            for run, first, last, watermark in rows}

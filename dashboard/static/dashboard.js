@@ -105,7 +105,7 @@
                version: s.version || "", series: s.name, n: row[at.n], late_reports: row[at.late],
                pane: {timing: data.timings[row[at.timing]], index: row[at.pane], is_last: !!row[at.last]},
                smallest_resolvable: row[at.floor], rejects: row[at.rejects] || {}, few: !!row[at.few],
-               integrity_flag: row[at.integrity], light: true};
+               integrity_flag: row[at.integrity], partial: row[at.partial] || 0, light: true};
       if (typeof row[at.mean] === "number") { w.mean = row[at.mean]; w.mean_half95 = row[at.mean_half]; }
       if (s.indices && s.indices.length) {
         w.top = {indices: s.indices, labels: s.labels, estimate: top, half95: half,
@@ -133,16 +133,11 @@
     allWindows.forEach(function (w) { counts[w.series] = (counts[w.series] || 0) + 1; });
     return Object.keys(counts).sort(function (a, b) { return counts[b] - counts[a] || (a < b ? -1 : 1); });
   }
-  /* Flag the partial windows of the shown series: the first or last one with fewer reports than
-   * the series' median, or any with fewer than half of it. */
-  function flagPartial() {
-    var ns = windows.map(function (w) { return w.n; }).sort(function (a, b) { return a - b; });
-    var median = ns.length ? ns[Math.floor((ns.length - 1) / 2)] : 0;
-    windows.forEach(function (w, k) {
-      var edge = k === 0 || k === windows.length - 1;
-      w._partial = windows.length > 2 && ((edge && w.n < median) || w.n < median / 2);
-    });
-  }
+  /* The partial windows, as the server decided them from the facts its runs recorded (the
+   * watermark when a run stopped, the inputs' event-time range: output/coverage.py); a row's
+   * `partial` indexes state.partials, 0 for a window that is not partial. */
+  function flagPartial() { windows.forEach(function (w) { w._partial = !!w.partial; }); }
+  function partialText(w) { return (state.partials || [])[w.partial] || "partial"; }
   function readHash() {
     var found = {};
     String(location.hash || "").replace(/^#/, "").split("&").forEach(function (part) {
@@ -581,7 +576,7 @@
                  ["late reports", w.late_reports === null || w.late_reports === undefined ? "\u2014" : count(w.late_reports)],
                  ["rejected", count(rejected)],
                  ["smallest resolvable", w.smallest_resolvable ? fmt(w.smallest_resolvable) + " (2 s.e. at f = 0)" : "\u2014"]];
-    if (w._partial) { items.push(["partial", "yes: fewer reports than the series' median"]); }
+    if (w._partial) { items.push(["partial", partialText(w)]); }
     if (typeof w.mean === "number") { items.push(["mean", byError(w.mean, w.mean_half95)]); }
     if (typeof w.mean_half95 === "number") { items.push(["mean \u00b1 95%", halfText(w.mean_half95)]); }
     if (typeof w.variance === "number") { items.push(["variance", String(Number(w.variance.toPrecision(3)))]); }
@@ -779,7 +774,7 @@
       var old = byKey[fullKey(w)];
       if (!old || paneIndex(old) < paneIndex(w) || (paneIndex(old) === paneIndex(w) && (old.light || !w.light))) {
         if (!old || paneIndex(old) !== paneIndex(w)) { dataVersion++; }  /* else: same values, now whole */
-        if (old) { ["start_ms", "end_ms", "few"].forEach(function (f) { if (w[f] === undefined) { w[f] = old[f]; } }); }
+        if (old) { ["start_ms", "end_ms", "few", "partial"].forEach(function (f) { if (w[f] === undefined) { w[f] = old[f]; } }); }
         if (!w.top && old && old.top && w.value_indices) { w.top = old.top; }  /* an export's cut view */
         if (!w.top && old && old.top && w.estimate) {  /* keep the series' top-k indices */
           w.top = {indices: old.top.indices, labels: old.top.labels,

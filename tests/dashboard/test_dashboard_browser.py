@@ -15,6 +15,7 @@ from ldp_telemetry.dashboard.source import FolderSource, StoreSource
 from ldp_telemetry.ldp.estimation import smallest_resolvable
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.output.bands import Z95
+from ldp_telemetry.output.coverage import RunInputs
 from ldp_telemetry.store import open_store
 
 #: How long a page may take to show a pane written while it is open (it polls every 0.3 s).
@@ -324,7 +325,9 @@ def headers_align(browser, table: str) -> list:
 @pytest.fixture(scope="module")
 def big_store(tmp_path_factory):
     """1,000 hourly windows of a metric with 500 labels (Zipf-like, one label's share rising
-    over time), written to a SQLite store; returns (url, the last window's record)."""
+    over time), written to a SQLite store by a run whose inputs start with the first window and
+    end 1,000 s into the last one (which is thus partial, and has fewer reports); returns (url,
+    the records)."""
     import numpy as np
     folder = tmp_path_factory.mktemp("big")
     url = f"sqlite:///{folder}/big.db"
@@ -342,7 +345,7 @@ def big_store(tmp_path_factory):
         start = 1_709_251_200 + 3600 * k
         records.append({
             "metric": "big.metric", "window_start": f"{_iso(start)}",
-            "window_end": f"{_iso(start + 3600)}", "n": 100_000 if 0 < k < 999 else 20_000,
+            "window_end": f"{_iso(start + 3600)}", "n": 100_000 if k < 999 else 28_000,
             "protocol": "oue", "epsilon": 2.0, "p_star": 0.5, "q_star": 0.1192,
             "smallest_resolvable": 0.0035,
             "estimator": {"method": "unbiased", "params": {}},
@@ -350,9 +353,12 @@ def big_store(tmp_path_factory):
             "estimate": estimate.tolist(), "unbiased_estimate": estimate.tolist(),
             "std_error": error.tolist(),
             "pane": {"timing": "ON_TIME", "index": 0, "is_last": False}})
+    first_ms, last_ms = 1_709_251_200_000, (1_709_251_200 + 3600 * 999 + 1000) * 1000
     with open_store(url) as store:
+        run = store.begin_run("batch", ["big.avro"], str(folder)).seq
         for at in range(0, 1000, 100):
-            store.write_panes(records[at:at + 100])
+            store.write_panes(records[at:at + 100], run=run)
+        store.record_inputs(run, RunInputs({"big.metric": (first_ms + 2, last_ms)}))
     return url, records
 
 
