@@ -94,26 +94,39 @@
 
   /* -- the rows of the page and of api/windows (dashboard/payload.py) into window objects -- */
   function isoOf(ms) { return new Date(ms).toISOString().replace(/\.000Z$/, "Z"); }
+  /* A payload is sent by column: a column is its rows' values, or {all: value} for one value
+   * in every row; `start` is the difference from the previous row's start (units of data.unit
+   * ms); frequencies are integers in units of 1/data.scale. */
   function expand(data) {
-    var at = {};
-    (data.fields || []).forEach(function (name, i) { at[name] = i; });
-    var seriesList = data.series || [];
-    return (data.rows || []).map(function (row) {
-      var s = seriesList[row[at.series]] || {}, top = row[at.top] || [], half = row[at.half] || [];
-      var start = data.t0 + row[at.start] * data.unit, end = start + s.length_ms;
+    var count = data.count || 0, cols = {}, scale = data.scale || 1;
+    (data.fields || []).forEach(function (name) {
+      var column = (data.columns || {})[name];
+      cols[name] = Array.isArray(column) ? column : null;
+      if (!cols[name]) { var one = column ? column.all : null; cols[name] = {length: count, at: one}; }
+    });
+    function get(name, k) { var c = cols[name]; return Array.isArray(c) ? c[k] : c.at; }
+    function freq(v) { return typeof v === "number" ? v / scale : null; }
+    var seriesList = data.series || [], out = [], start = data.t0;
+    for (var k = 0; k < count; k++) {
+      var s = seriesList[get("series", k)] || {};
+      var top = (get("top", k) || []).map(freq), half = (get("half", k) || []).map(freq);
+      start += get("start", k) * data.unit;
+      var end = start + s.length_ms;
       var w = {window_start: isoOf(start), window_end: isoOf(end), start_ms: start, end_ms: end,
-               version: s.version || "", series: s.name, n: row[at.n], late_reports: row[at.late],
-               pane: {timing: data.timings[row[at.timing]], index: row[at.pane], is_last: !!row[at.last]},
-               smallest_resolvable: row[at.floor], rejects: row[at.rejects] || {}, few: !!row[at.few],
-               integrity_flag: row[at.integrity], partial: row[at.partial] || 0, light: true};
-      if (typeof row[at.mean] === "number") { w.mean = row[at.mean]; w.mean_half95 = row[at.mean_half]; }
+               version: s.version || "", series: s.name, n: get("n", k), late_reports: get("late", k),
+               pane: {timing: data.timings[get("timing", k)], index: get("pane", k), is_last: !!get("last", k)},
+               smallest_resolvable: freq(get("floor", k)), rejects: get("rejects", k) || {}, few: !!get("few", k),
+               integrity_flag: get("integrity", k), partial: get("partial", k) || 0, light: true};
+      var mean = get("mean", k);
+      if (typeof mean === "number") { w.mean = mean; w.mean_half95 = get("mean_half", k); }
       if (s.indices && s.indices.length) {
         w.top = {indices: s.indices, labels: s.labels, estimate: top, half95: half,
                  lower95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e - half[r] : null; }),
                  upper95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e + half[r] : null; })};
       }
-      return w;
-    });
+      out.push(w);
+    }
+    return out;
   }
   /* A window flagged on its own: too few reports where its series mostly has enough (the advice
    * for the whole series is shown once, at the top of the page). */
@@ -796,7 +809,7 @@
     fetch("api/windows?metric=" + encodeURIComponent(state.metric) + "&since=" + state.cursor, {cache: "no-store"})
       .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
       .then(function (update) {
-        if (update.rows.length) { state.series = update.series; merge(expand(update)); state.cursor = update.cursor; render(); }
+        if (update.count) { state.series = update.series; merge(expand(update)); state.cursor = update.cursor; render(); }
         else { state.cursor = update.cursor; }
         status.textContent = "live \u00b7 updated " + new Date().toLocaleTimeString("en-GB") + " \u00b7 " + allWindows.length + (allWindows.length === 1 ? " window" : " windows");
       })
