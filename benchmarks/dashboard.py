@@ -107,8 +107,10 @@ def measure(url: str, name: str, args) -> dict:
     if args.page_windows:  # a page embeds more windows than MAX_WINDOWS_PER_PAGE: charts timed
         payload = source.payload
 
-        def wider(metric, top_k, since=0, start_ms=-(2**62), end_ms=2**62, limit=None):
-            return payload(metric, top_k, since, start_ms, end_ms, limit or args.page_windows)
+        def wider(metric, top_k, since=0, start_ms=-(2**62), end_ms=2**62, limit=None,
+                  oldest=False):
+            return payload(metric, top_k, since, start_ms, end_ms, limit or args.page_windows,
+                           oldest)
         source.payload = wider
     if args.script:  # serve another version of the page's script (to time it)
         from ldp_telemetry.dashboard import server as served

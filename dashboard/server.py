@@ -290,7 +290,11 @@ def make_server(dashboard: Dashboard, host: str = DEFAULT_HOST, port: int = DEFA
             low = time_param(query, "from") if "from" in query else -(2**62)
             high = time_param(query, "to") if "to" in query else 2**62
             limit = int_param(query, "limit", MAX_WINDOWS_PER_PAGE, 1, MAX_WINDOWS_PER_PAGE)
-            data = dashboard.source.payload(metric, dashboard.top_k, since, low, high, limit)
+            order = _one(query, "order", "newest")
+            if order not in ("newest", "oldest"):
+                raise BadRequest("order must be newest or oldest")
+            data = dashboard.source.payload(metric, dashboard.top_k, since, low, high, limit,
+                                            oldest=order == "oldest")
             # rows hold no NaN (`payload.rounded`, `payload.scaled`); allow_nan=False would say
             # if one did
             self._send(json.dumps(data, allow_nan=False, separators=(",", ":")).encode(),

@@ -208,14 +208,17 @@ class StoreSource:
             return metric_summaries(store)
 
     def payload(self, metric: str, top_k: int, since: int = 0, start_ms: int = -(2**62),
-                end_ms: int = 2**62, limit: int = MAX_WINDOWS_PER_PAGE) -> dict:
-        """The latest `limit` windows of `metric` starting in [start_ms, end_ms) whose pane
-        changed after `since`, as `payload.pack` rows (what the charts over windows draw)."""
+                end_ms: int = 2**62, limit: int = MAX_WINDOWS_PER_PAGE,
+                oldest: bool = False) -> dict:
+        """The latest (`oldest`: the earliest) `limit` windows of `metric` starting in
+        [start_ms, end_ms) whose pane changed after `since`, as `payload.pack` rows (what the
+        charts over windows draw), with the metric's `span` (`store.reads.metric_span`)."""
         from ldp_telemetry.store import reads
         with self._pool.store() as store:
             cursor = store.latest_seq()
             series = self._series_of(store, metric, top_k, cursor)
-            rows = reads.window_rows(store, metric, since, start_ms, end_ms, limit)
+            rows = reads.window_rows(store, metric, since, start_ms, end_ms, limit, oldest)
+            span = reads.metric_span(store, metric)
             if rows:
                 low = rows[0]["window_start_ms"]
                 high = rows[-1]["window_start_ms"] + 1
@@ -231,7 +234,7 @@ class StoreSource:
             row["rejects"] = rejects.get(bounds)
             row["top"] = tops.get(row["version"], {}).get(bounds)
             row["integrity_flag"] = flags.get((*bounds, row["version"]))
-        return pack(rows, series, cursor)
+        return {**pack(rows, series, cursor), "span": span}
 
     def windows(self, metric: str, since: int = 0) -> tuple[int, list[dict]]:
         """(cursor, the latest pane of each window of `metric` changed after `since`), whole:
@@ -497,12 +500,16 @@ class FolderSource:
         with self._lock:
             return sorted({key.metric for key in self._latest})
 
-    def windows(self, metric: str, since: int = 0) -> tuple[int, list[dict]]:
+    def windows(self, metric: str, since: int = 0, limit: int | None = MAX_WINDOWS_PER_PAGE
+                ) -> tuple[int, list[dict]]:
+        """(cursor, the views of the latest `limit` windows of `metric` (None: every window)
+        changed after `since`)."""
         self.refresh()
         with self._lock:
             keys = sorted((key for key in self._latest
                            if key.metric == metric and self._changed[key] > since),
-                          key=lambda key: key[1:])[-MAX_WINDOWS_PER_PAGE:]
+                          key=lambda key: key[1:])
+            keys = keys if limit is None else keys[-limit:]
             every = [record for key, record in self._latest.items() if key.metric == metric]
             tested = {window_key(r): r for r in _with_jumps(every, every)}
             views = []
@@ -531,12 +538,14 @@ class FolderSource:
         return summaries
 
     def payload(self, metric: str, top_k: int, since: int = 0, start_ms: int = -(2**62),
-                end_ms: int = 2**62, limit: int = MAX_WINDOWS_PER_PAGE) -> dict:
+                end_ms: int = 2**62, limit: int = MAX_WINDOWS_PER_PAGE,
+                oldest: bool = False) -> dict:
         """As `StoreSource.payload`, from the records read so far."""
-        cursor, every = self.windows(metric)
+        cursor, every = self.windows(metric, limit=None)
         series = series_of_views(every, top_k)
         chosen = [v for v in every if v["pane_seq"] > since
-                  and start_ms <= window_key(v).start_ms < end_ms][-limit:]
+                  and start_ms <= window_key(v).start_ms < end_ms]
+        chosen = chosen[:limit] if oldest else chosen[-limit:]
         inputs = read_inputs(self.description)
         facts = None
         if inputs is not None:
@@ -548,7 +557,10 @@ class FolderSource:
             row["partial"] = partial_code(row["window_start_ms"], row["window_end_ms"],
                                           row["n"], row["pane_timing"], facts)
             rows.append(row)
-        return pack(rows, series, cursor)
+        starts = [window_key(v).start_ms for v in every]
+        span = {"windows": len(starts), "first_start_ms": min(starts, default=None),
+                "last_start_ms": max(starts, default=None)}
+        return {**pack(rows, series, cursor), "span": span}
 
     def export_windows(self, metric: str, top_k: int, keep_all: int) -> list[dict]:
         """Every window view of `metric` a page shows, whole (an output folder's records are

@@ -2,9 +2,11 @@
 
     metric_summaries(store)                      one row per metric: windows, first and last
                                                  window, the latest window's n, pane, protocol
-    window_rows(store, metric, since, start_ms, end_ms, limit)
+    window_rows(store, metric, since, start_ms, end_ms, limit, oldest)
                                                  the windows of a metric in a time range, newest
-                                                 `limit`, as the ldp_windows columns (no record)
+                                                 (or oldest) `limit`, as the ldp_windows columns
+                                                 (no record)
+    metric_span(store, metric)                   how many windows a metric has, first and last
     top_values(store, metric, version, indices, start_ms, end_ms)
                                                  values `indices` of each window in the range
     value_totals(store, metric, version, length_ms)
@@ -75,6 +77,14 @@ WHERE metric = ? AND window_start_ms >= ? AND window_start_ms < ? AND pane_seq >
 ORDER BY window_start_ms DESC, window_end_ms DESC, version DESC LIMIT ?
 """
 
+#: As _WINDOW_ROWS, the oldest `limit` windows of the range (a page reading forward in time).
+_OLDEST_WINDOW_ROWS = _WINDOW_ROWS.replace("DESC", "ASC")
+
+#: A metric's windows: how many, the first and the last start (the index's first and last keys).
+_METRIC_SPAN = """
+SELECT COUNT(*), MIN(window_start_ms), MAX(window_start_ms) FROM ldp_windows WHERE metric = ?
+"""
+
 _TOP_VALUES = """
 SELECT window_start_ms, window_end_ms, value_index, estimate, std_error
 FROM ldp_window_values
@@ -137,6 +147,8 @@ QUERIES = {"metric_totals": (_METRIC_TOTALS, ()),
            "latest_window": (_LATEST_WINDOW, ("m",)),
            "reject_totals": (_REJECT_TOTALS, (UNATTRIBUTED_MS,)),
            "window_rows": (_WINDOW_ROWS, ("m", 0, 2**62, 0, 100)),
+           "oldest_window_rows": (_OLDEST_WINDOW_ROWS, ("m", 0, 2**62, 0, 100)),
+           "metric_span": (_METRIC_SPAN, ("m",)),
            "top_values": (_TOP_VALUES.format(marks="?, ?"), ("m", "v1", 0, 1, 0, 2**62)),
            "value_rows": (_VALUE_ROWS.format(marks="?, ?"), ("m", "v1", 0, 1, 0, 2**62)),
            "value_totals": (_VALUE_TOTALS, ("m", "v1", 3_600_000)),
@@ -202,14 +214,24 @@ def metric_summaries(store) -> list[dict]:
     return summaries
 
 
+def metric_span(store, metric: str) -> dict:
+    """`windows` (how many `metric` has, of every series), `first_start_ms` and
+    `last_start_ms` (None without windows), from the windows index."""
+    count, first, last = store._query(_METRIC_SPAN, (metric,))[0]
+    return {"windows": int(count), "first_start_ms": None if first is None else int(first),
+            "last_start_ms": None if last is None else int(last)}
+
+
 def window_rows(store, metric: str, since: int = 0, start_ms: int = -(2**62),
-                end_ms: int = 2**62, limit: int = 2000) -> list[dict]:
+                end_ms: int = 2**62, limit: int = 2000, oldest: bool = False) -> list[dict]:
     """The windows of `metric` starting in [start_ms, end_ms) whose pane was logged after
-    `since`: the newest `limit` of them, oldest first, as dicts of the ldp_windows columns
-    (`_WINDOW_COLUMNS`, `estimator` and `postprocess` being the method names) and, for a
+    `since`: the newest `limit` of them (`oldest`: the oldest), oldest first, as dicts of the
+    ldp_windows columns (`_WINDOW_COLUMNS`, `estimator` and `postprocess` being the method
+    names) and, for a
     numeric metric, `mean` and `mean_std_error`."""
     with store._snapshot() as cursor:
-        cursor.execute(store._sql(_WINDOW_ROWS), (metric, start_ms, end_ms, since, limit))
+        cursor.execute(store._sql(_OLDEST_WINDOW_ROWS if oldest else _WINDOW_ROWS),
+                       (metric, start_ms, end_ms, since, limit))
         rows = [dict(zip(_WINDOW_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
         if rows:
             low = min(row["window_start_ms"] for row in rows)
@@ -217,7 +239,8 @@ def window_rows(store, metric: str, since: int = 0, start_ms: int = -(2**62),
             cursor.execute(store._sql(_MEANS), (metric, low, high))
             means = {(int(s), int(e), v): (value, error)
                      for s, e, v, value, error in cursor.fetchall()}
-    rows.reverse()
+    if not oldest:
+        rows.reverse()
     for row in rows:
         for name in ("window_start_ms", "window_end_ms", "n", "pane_index", "pane_seq",
                      "run_seq"):

@@ -163,6 +163,9 @@
     if (!selectedKey) { return; }
     var text = "#series=" + encodeURIComponent(series || "") + "&window=" + encodeURIComponent(selectedKey);
     if (zoom) { text += "&from=" + encodeURIComponent(isoOf(zoom.min * 1000)) + "&to=" + encodeURIComponent(isoOf(zoom.max * 1000)); }
+    if (!loaded.latest && allWindows.length) {
+      text += "&page=" + encodeURIComponent(isoOf(allWindows[0].start_ms)) + "&page_end=" + encodeURIComponent(isoOf(allWindows[allWindows.length - 1].start_ms));
+    }
     if (location.hash !== text) { try { history.replaceState(null, "", text); } catch (e) { /* file: pages */ } }
   }
   function dateText(iso, withTime) {
@@ -749,6 +752,64 @@
   }
   window.ldpWindows = function (views) { merge(views); render(); };
 
+  /* -- the windows held: the latest page, or a page of earlier ones ------------------------
+   * A page holds at most a server's page of windows (MAX_WINDOWS_PER_PAGE of
+   * dashboard/source.py); state.span says how many the metric has. The range bar pages by time
+   * through api/windows: the page before the first held window, the one after the last, or the
+   * latest again. A page of history is in the URL (page, page_end: its first and last window's
+   * start). */
+  var loaded = {latest: true};
+  function heldText(first, last, span) {
+    return "windows " + shortTime(first.window_start) + " \u2013 " + shortTime(last.window_end) + " UTC: " +
+      count(allWindows.length) + " of " + count(span.windows);
+  }
+  function drawRangeBar() {
+    var bar = document.getElementById("range-bar"), span = state.span || {};
+    if (!bar) { return; }
+    var whole = !allWindows.length || !span.windows || (loaded.latest && span.windows <= allWindows.length);
+    bar.hidden = whole;
+    if (whole) { return; }
+    var first = allWindows[0], last = allWindows[allWindows.length - 1];
+    document.getElementById("range-text").textContent = heldText(first, last, span) +
+      (state.live ? "" : " (an export holds the latest windows; serve the store to see the others)");
+    ["range-earlier", "range-later", "range-latest"].forEach(function (id) { document.getElementById(id).hidden = !state.live; });
+    document.getElementById("range-earlier").disabled = first.start_ms <= span.first_start_ms;
+    document.getElementById("range-later").disabled = loaded.latest;
+    document.getElementById("range-latest").disabled = loaded.latest;
+  }
+  /* Replace the windows held with a page of api/windows (`query`: its time range and order);
+   * `pick`: the key of the window to choose, "first" or "last" of the page, or null (the latest
+   * complete one). */
+  function loadPage(query, pick) {
+    var status = document.getElementById("status");
+    return fetch("api/windows?metric=" + encodeURIComponent(state.metric) + "&since=0" + query, {cache: "no-store"})
+      .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
+      .then(function (data) {
+        if (!data.count) { return; }
+        state.series = data.series; state.span = data.span;
+        allWindows = []; merge(expand(data)); dataVersion++;
+        var last = allWindows[allWindows.length - 1];
+        loaded.latest = !data.span || last.start_ms >= data.span.last_start_ms;
+        zoom = null; state.fromHash = false;
+        var names = seriesNames();
+        if (names.indexOf(series) < 0) { series = names[0] || null; }
+        var held = allWindows.filter(function (w) { return w.series === series; });
+        var chosen = pick === "first" ? held[0] : pick === "last" ? held[held.length - 1] :
+          held.find(function (w) { return key(w) === pick; });
+        selectedKey = chosen ? key(chosen) : null; userSelected = !!chosen;
+        render();
+      })
+      .catch(function () { if (status) { status.textContent = "live \u00b7 could not load those windows, retry"; } });
+  }
+  function loadEarlier() {
+    if (!allWindows.length) { return null; }
+    return loadPage("&to=" + encodeURIComponent(isoOf(allWindows[0].start_ms)), "last");
+  }
+  function loadLater() {
+    if (!allWindows.length) { return null; }
+    return loadPage("&from=" + encodeURIComponent(isoOf(allWindows[allWindows.length - 1].start_ms + 1)) + "&order=oldest", "first");
+  }
+
   function render() {
     chooseSeries();
     var current = windows.find(function (w) { return key(w) === selectedKey; });
@@ -763,6 +824,7 @@
       selectedKey = key(current);
     }
     fillSelect();
+    drawRangeBar();
     var chartStarted = window.performance ? performance.now() : 0;
     drawTopK();
     if (!state.renders && window.performance) { document.body.setAttribute("data-topk-ms", (performance.now() - chartStarted).toFixed(1)); }
@@ -809,7 +871,13 @@
     fetch("api/windows?metric=" + encodeURIComponent(state.metric) + "&since=" + state.cursor, {cache: "no-store"})
       .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
       .then(function (update) {
-        if (update.count) { state.series = update.series; merge(expand(update)); state.cursor = update.cursor; render(); }
+        var changed = update.count ? expand(update) : [];
+        if (!loaded.latest && allWindows.length) {  /* a page of history: only its own windows */
+          var low = allWindows[0].start_ms, high = allWindows[allWindows.length - 1].start_ms;
+          changed = changed.filter(function (w) { return w.start_ms >= low && w.start_ms <= high; });
+        }
+        if (update.span) { state.span = update.span; }
+        if (changed.length) { state.series = update.series; merge(changed); state.cursor = update.cursor; render(); }
         else { state.cursor = update.cursor; }
         status.textContent = "live \u00b7 updated " + new Date().toLocaleTimeString("en-GB") + " \u00b7 " + allWindows.length + (allWindows.length === 1 ? " window" : " windows");
       })
@@ -862,7 +930,22 @@
   if (fromHash.window && allWindows.some(function (w) { return key(w) === fromHash.window; })) {
     selectedKey = fromHash.window; userSelected = true; state.fromHash = true;
   }
+  [["range-earlier", loadEarlier], ["range-later", loadLater],
+   ["range-latest", function () { return loadPage("", null); }]].forEach(function (pair) {
+    var node = document.getElementById(pair[0]);
+    if (node) { node.addEventListener("click", pair[1]); }
+  });
   render();
+  if (state.live && fromHash.page && !isNaN(Date.parse(fromHash.page)) && allWindows.length &&
+      Date.parse(fromHash.page) < allWindows[0].start_ms) {  /* a page of history, from the URL */
+    var pageEnd = Date.parse(fromHash.page_end || "");
+    loadPage("&from=" + encodeURIComponent(fromHash.page) + (isNaN(pageEnd) ? "" : "&to=" + encodeURIComponent(isoOf(pageEnd + 1))) +
+             "&order=oldest", fromHash.window || "last").then(function () {
+      if (fromHash.from && fromHash.to && Date.parse(fromHash.from) < Date.parse(fromHash.to)) {
+        zoom = {min: Date.parse(fromHash.from) / 1000, max: Date.parse(fromHash.to) / 1000}; chartDrawn = null; render();
+      }
+    });
+  }
   var resizeTimer = null;
   window.addEventListener("resize", function () { clearTimeout(resizeTimer); resizeTimer = setTimeout(render, 150); });
   if (state.live) { setTimeout(poll, state.poll_ms); }

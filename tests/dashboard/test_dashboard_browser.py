@@ -604,3 +604,61 @@ def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser,
 def _ms(iso: str) -> float:
     from datetime import datetime
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
+
+
+@pytest.fixture(scope="module")
+def long_store(tmp_path_factory):
+    """2,600 hourly windows of an 8-value metric: more than a page holds (2,000)."""
+    from tests.dashboard.test_dashboard_payloads import write_store
+    url = f"sqlite:///{tmp_path_factory.mktemp('long')}/long.db"
+    return url, write_store(url, 2600, 8)
+
+
+def test_windows_before_a_page_are_reached_by_paging_through_time(browser, served, long_store,
+                                                                  artifacts):
+    """The page holds the latest 2,000 windows and says how many there are; "earlier" loads the
+    page before it (its last window chosen, the page in the URL), "later" and "latest" come
+    back, and the URL of a page of history opens that page."""
+    url, records = long_store
+    base = served(StoreSource(url))
+    browser.driver.set_window_size(1280, 1000)
+    browser.get(base + metric_page_link("m"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "2000"
+    text = browser.driver.execute_script(
+        "return document.getElementById('range-bar').hidden ? null : "
+        "document.getElementById('range-text').textContent")
+    assert text is not None and "2,000 of 2,600" in text
+    browser.driver.execute_script("document.getElementById('range-earlier').click()")
+    assert wait_for(browser, "document.body.getAttribute('data-windows') === '600'", 30)
+    first, last = records[0], records[599]
+    assert browser.driver.execute_script(
+        "return document.getElementById('window-select').value") == \
+        f"{last['window_start']}|{last['window_end']}"
+    assert browser.driver.execute_script(
+        "return document.getElementById('range-earlier').disabled")
+    shown = browser.driver.execute_script("return decodeURIComponent(location.hash)")
+    assert f"page={first['window_start']}" in shown
+    assert wait_loaded(browser)
+    browser.screenshot(str(artifacts / "long-metric-earlier-page.png"))
+    # the address of this page of history opens it again
+    browser.get("about:blank")
+    browser.get(base + metric_page_link("m") + "#" + shown.lstrip("#"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows') === '600'", 60)
+    assert browser.driver.execute_script(
+        "return document.getElementById('window-select').value") == \
+        f"{last['window_start']}|{last['window_end']}"
+    browser.driver.execute_script("document.getElementById('range-later').click()")
+    after = records[600]  # the 2,000 windows after the page: the first of them chosen
+    assert wait_for(browser, "document.getElementById('window-select').value === "
+                             f"'{after['window_start']}|{after['window_end']}'", 30)
+    assert browser.driver.execute_script("return document.body.getAttribute('data-windows')") \
+        == "2000"
+    assert browser.driver.execute_script("return document.getElementById('range-later').disabled")
+    browser.driver.execute_script("document.getElementById('range-earlier').click()")
+    assert wait_for(browser, "document.body.getAttribute('data-windows') === '600'", 30)
+    browser.driver.execute_script("document.getElementById('range-latest').click()")
+    newest = records[-1]
+    assert wait_for(browser, "document.getElementById('window-select').value === "
+                             f"'{newest['window_start']}|{newest['window_end']}'", 30)
+    assert "page=" not in browser.driver.execute_script("return location.hash")
+    check_clean(browser)

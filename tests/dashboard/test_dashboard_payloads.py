@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.error
 
 import numpy as np
 import pytest
@@ -156,3 +157,24 @@ def test_a_payload_is_sent_by_column_and_reads_back_exactly(tmp_path):
             assert abs(value - written["estimate"][i]) <= 0.5 / FREQUENCY_SCALE
     # the page embeds the same columns: 30 windows in a few kilobytes
     assert len(json.dumps(payload, separators=(",", ":"))) < 30 * 60 + 2000
+
+
+def test_a_page_of_windows_reads_forward_in_time_and_says_how_many_there_are(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, 12, 8)
+    source = StoreSource(url)
+    server, base = serve_in_thread(Dashboard(source, top_k=2))
+    try:
+        _, body = get(base + "api/windows?metric=m&since=0&from=" + iso_from_ms(START + 3 * HOUR)
+                      + "&order=oldest&limit=4")
+        page = json.loads(body)
+        assert [r["start_ms"] for r in unpacked(page)] == [START + k * HOUR for k in (3, 4, 5, 6)]
+        assert page["span"] == {"windows": 12, "first_start_ms": START,
+                                "last_start_ms": START + 11 * HOUR}
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            get(base + "api/windows?metric=m&since=0&order=sideways")
+        assert refused.value.code == 400
+    finally:
+        server.shutdown()
+        server.server_close()
+        source.close()
