@@ -19,8 +19,8 @@ Frequencies (the smallest resolvable one, the top-k estimates and half widths) a
 units of 1/`FREQUENCY_SCALE`; a mean and its half width are rounded to `CHART_DIGITS`
 significant digits. `unpack` reads a payload back into rows. A chosen window's values come
 whole from `/api/window`. A series carries its name (`source.series_of`), configuration version,
-window length, the indices and labels of its top-k values, and the advice on its resolution,
-once.
+window length, the indices and labels of its top-k values (control characters escaped:
+`output.text.printable`), and the advice on its resolution, once.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.coverage import NOT_PARTIAL, PARTIAL_TEXTS
 from ldp_telemetry.output.resolution import SeriesResolution
+from ldp_telemetry.output.text import printable
 
 FIELDS = ("start", "series", "n", "late", "timing", "pane", "last", "floor", "rejects", "top",
           "half", "mean", "mean_half", "few", "integrity", "partial")
@@ -58,7 +59,8 @@ class Series:
     def as_json(self) -> dict:
         found = self.resolution
         return {"name": self.name, "version": self.version, "length_ms": self.length_ms,
-                "indices": self.indices, "labels": self.labels, "windows": self.windows,
+                "indices": self.indices, "labels": [printable(str(label)) for label in self.labels],
+                "windows": self.windows,
                 "advice": None if found is None else found.advice(),
                 "all_few": None if found is None else found.all_under_resolved}
 

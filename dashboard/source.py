@@ -41,6 +41,7 @@ from ldp_telemetry.output.reasons import UNATTRIBUTED_REASONS, Reason
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.output.resolution import resolution, series_resolution, warning_text
 from ldp_telemetry.output.tail import OutputTail
+from ldp_telemetry.output.text import printable
 from ldp_telemetry.store.records import dead_letter_origin
 
 #: A page shows at most this many windows of a metric (the latest ones).
@@ -83,6 +84,8 @@ def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, uppe
     view["late_reports"] = late_reports
     view["rejects"] = dict(sorted(rejects.items()))
     view["pane_seq"] = seq
+    if isinstance(view.get("labels"), list):  # shown as text, control characters escaped
+        view["labels"] = [printable(str(label)) for label in view["labels"]]
     view["lower95"], view["upper95"] = lower, upper
     view["half95"] = [half_width95(error) for error in record.get("std_error") or ()]
     view["series"] = series_of(record)
@@ -428,6 +431,7 @@ def _lean_view(metric: str, row: dict, series: Series, values: dict[int, tuple],
     kept = [i for i in series.indices if i in values]
     columns = list(zip(*(values[i] for i in kept), strict=True)) or [()] * 6
     labels, estimate, unbiased, errors, lower, upper = (list(column) for column in columns)
+    labels = [printable(str(label)) for label in labels]
     return {"metric": metric, "window_start": iso_from_ms(start), "window_end": iso_from_ms(end),
             "version": row["version"], "series": series.name, "n": row["n"],
             "late_reports": row["late_reports"],

@@ -268,12 +268,41 @@
       readout.appendChild(span);
     });
   }
-  /* A tick at t s (UTC) of a time axis whose ticks are `step` s apart (uPlot picks round steps:
-   * minutes, hours, days, months): dates at midnights, hours in between. */
+  /* A tick at t s (UTC) of a time axis whose ticks are `step` s apart: dates at midnights,
+   * hours in between, months for steps of a month or more. */
   function timeLabel(t, step) {
     var iso = isoOf(t * 1000);
     if (step >= 86400 || t % 86400 === 0) { return step >= 28 * 86400 ? iso.slice(0, 7) : iso.slice(0, 10); }
     return iso.slice(11, 16);
+  }
+  /* The ticks of the time axis over [low, high] s, `space` px apart at least on `width` px: the
+   * smallest round step whose ticks fit — minutes, whole UTC hours (1, 2, 3, 6, 12), days (1, 2),
+   * weeks (1, 2: Mondays), months (1, 3) or years — every tick a multiple of its step. */
+  var AXIS_STEPS = [60, 300, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800,
+                    7 * 86400, 14 * 86400, "1mo", "3mo", "1y"];
+  function axisTicks(low, high, width, space) {
+    var span = Math.max(1, high - low), wanted = Math.max(1, Math.floor(width / space));
+    var chosen = AXIS_STEPS[AXIS_STEPS.length - 1];
+    for (var s = 0; s < AXIS_STEPS.length; s++) {
+      var size = typeof AXIS_STEPS[s] === "number" ? AXIS_STEPS[s] : AXIS_STEPS[s] === "1mo" ? 30.4 * 86400 : AXIS_STEPS[s] === "3mo" ? 91.3 * 86400 : 365.2 * 86400;
+      if (span / size <= wanted) { chosen = AXIS_STEPS[s]; break; }
+    }
+    var ticks = [], t;
+    if (typeof chosen === "number") {
+      var offset = chosen >= 7 * 86400 ? 4 * 86400 : 0;  /* weeks from a Monday (1970-01-05) */
+      for (t = Math.ceil((low - offset) / chosen) * chosen + offset; t <= high; t += chosen) { ticks.push(t); }
+      return {ticks: ticks, step: chosen};
+    }
+    var months = chosen === "1mo" ? 1 : chosen === "3mo" ? 3 : 12, at = new Date(low * 1000);
+    var month = at.getUTCFullYear() * 12 + at.getUTCMonth();
+    month = Math.ceil(month / months) * months;
+    for (;; month += months) {
+      t = Date.UTC(Math.floor(month / 12), month % 12, 1) / 1000;
+      if (t < low) { continue; }
+      if (t > high) { break; }
+      ticks.push(t);
+    }
+    return {ticks: ticks, step: months * 30.4 * 86400};
   }
   function drawTopK() {
     var holder = document.getElementById("topk"), legend = document.getElementById("topk-legend");
@@ -317,7 +346,7 @@
       }
     });
     if (!bands.length) { holder.removeAttribute("data-band"); }
-    var downX = null;
+    var downX = null, axisStep = 3600;
     var options = {
       width: width, height: 300, legend: {show: false}, bands: bands, series: series,
       padding: [12, 44, 0, 0],  /* room for the last time label */
@@ -331,7 +360,13 @@
         return [state.numeric ? low - pad : low, high + pad];
       }}},
       axes: [{label: "window start (UTC)", labelSize: 20, stroke: "#374151", grid: {stroke: "#e5e7eb"}, space: 90,
-              values: function (u, splits, axis, space, step) { return splits.map(function (t) { return timeLabel(t, step); }); }},
+              splits: function (u, axis, low, high) {
+                var found = axisTicks(low, high, u.bbox.width / (window.devicePixelRatio || 1), 90);
+                axisStep = found.step;
+                holder.setAttribute("data-x-ticks", found.ticks.map(function (t) { return isoOf(t * 1000); }).join(" "));
+                return found.ticks;
+              },
+              values: function (u, splits) { return splits.map(function (t) { return timeLabel(t, axisStep); }); }},
              {label: state.numeric ? "mean (metric units)" : "frequency", stroke: "#374151", grid: {stroke: "#e5e7eb"}, size: 60}],
       hooks: {
         drawClear: [function (u) {  /* the chosen window, under the lines */
@@ -342,6 +377,27 @@
           ctx.fillStyle = "rgba(37, 99, 235, 0.12)";
           ctx.fillRect(Math.min(left, right - 2), u.bbox.top, Math.max(2, right - left), u.bbox.height);
           ctx.restore();
+        }],
+        draw: [function (u) {  /* EARLY and LATE panes: a mark under their window (an open
+                                  * circle, a triangle), in the colours of the pane timings */
+          var ctx = u.ctx, ratio = window.devicePixelRatio || 1, marked = 0;
+          var y = u.bbox.top + u.bbox.height - 7 * ratio, r = 4 * ratio;
+          ctx.save();
+          ctx.lineWidth = 1.5 * ratio;
+          windows.forEach(function (w) {
+            var timing = timingOf(w), t = startMs(w) / 1000;
+            if ((timing !== "EARLY" && timing !== "LATE") || t < u.scales.x.min || t > u.scales.x.max) { return; }
+            var x = u.valToPos(t, "x", true);
+            ctx.beginPath();
+            if (timing === "EARLY") {
+              ctx.strokeStyle = TIMING.EARLY.color; ctx.arc(x, y, r, 0, 2 * Math.PI); ctx.stroke();
+            } else {
+              ctx.fillStyle = TIMING.LATE.color; ctx.moveTo(x, y - r); ctx.lineTo(x + r, y + r); ctx.lineTo(x - r, y + r); ctx.closePath(); ctx.fill();
+            }
+            marked++;
+          });
+          ctx.restore();
+          holder.setAttribute("data-pane-markers", String(marked));
         }],
         setCursor: [function (u) {
           var k = u.cursor.idx;
@@ -369,7 +425,10 @@
     chart.over.addEventListener("click", function (event) {
       var k = chart.cursor.idx;
       if (downX === null || Math.abs(event.clientX - downX) > 3 || k === null || k === undefined || !windows[k]) { return; }
-      select(key(windows[k]), true);
+      /* after the click is handled: a second click of a double-click (which resets the zoom)
+       * is then never held behind the page's redraw */
+      var picked = key(windows[k]);
+      setTimeout(function () { select(picked, true); }, 0);
     });
     chart.over.addEventListener("mouseleave", function () { clear(readout); });
     lines.forEach(function (line, rank) {
@@ -383,6 +442,12 @@
       item.addEventListener("mouseenter", function () { state.focus = line.label; drawTopK(); });
       item.addEventListener("mouseleave", function () { state.focus = null; drawTopK(); });
       legend.appendChild(item);
+    });
+    [["EARLY", "\u25cb early pane (the window still open)"], ["LATE", "\u25b2 late pane (reports after the watermark)"]].forEach(function (pair) {
+      if (!windows.some(function (w) { return timingOf(w) === pair[0]; })) { return; }
+      var note = htmlEl("span", {"class": "legend-item pane-mark", "data-timing": pair[0]}, pair[1]);
+      note.style.color = TIMING[pair[0]].color;
+      legend.appendChild(note);
     });
     var reset = htmlEl("button", {type: "button", "class": "legend-item", id: "topk-reset"}, "all windows");
     reset.hidden = !zoom;

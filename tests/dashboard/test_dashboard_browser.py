@@ -3,6 +3,7 @@ the server, no console error, the page's numbers are the job's, a new pane appea
 reload, and names from the data render as text. Screenshots go to test-artifacts/dashboard/."""
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import time
@@ -173,6 +174,12 @@ def test_a_pane_written_while_the_page_is_open_appears_without_a_reload(
         "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
         ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
     assert facts["pane"] == "late #1" and facts["late reports"] == "250"
+    # the late pane is marked under its window on the chart over windows, and in its legend
+    assert wait_for(browser, "document.getElementById('topk').getAttribute('data-pane-markers')"
+                             " === '1'", timeout=LIVE_TIMEOUT_S)
+    assert browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#topk-legend .pane-mark'))"
+        ".map(n => n.dataset.timing)") == ["LATE"]
     # the new pane's values are fetched whole for the chosen window
     assert wait_for(browser, "document.querySelector('#values-table tbody tr') && document"
                              ".querySelector('#values-table tbody tr').cells[2].textContent === "
@@ -188,9 +195,11 @@ def test_names_from_the_data_render_as_text(browser, served, tmp_path, artifacts
               "window_end": "2024-03-01T01:00:00Z", "n": 500, "protocol": "grr",
               "epsilon": 1.0, "estimator": {"method": "unbiased", "params": {}},
               "postprocess": {"method": "norm-sub", "params": {}},
-              "labels": [label, "</script><script>window.__owned=3</script>", "plain"],
-              "estimate": [0.5, 0.3, 0.2], "unbiased_estimate": [0.5, 0.3, 0.2],
-              "std_error": [0.04, 0.04, 0.04],
+              "labels": [label, "</script><script>window.__owned=3</script>", "plain",
+                         "AT&amp;T & \"double\" 'single' &lt;", "\u202egnp.exe\u200b"],
+              "estimate": [0.4, 0.25, 0.15, 0.12, 0.08],
+              "unbiased_estimate": [0.4, 0.25, 0.15, 0.12, 0.08],
+              "std_error": [0.04] * 5,
               "pane": {"timing": "ON_TIME", "index": 0, "is_last": False}}
     url_db = f"sqlite:///{tmp_path}/hostile.db"
     with open_store(url_db) as store:
@@ -210,7 +219,18 @@ def test_names_from_the_data_render_as_text(browser, served, tmp_path, artifacts
     labels = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#values-table td.label'))"
         ".map(td => td.textContent)")
-    assert labels == record["labels"]
+    # as text: markup, entities and quotes as they are; a right-to-left override and a zero-width
+    # space escaped (output.text.printable), in the table, the legend and the ranked bars
+    shown = [*record["labels"][:4], "\\u202egnp.exe\\u200b"]
+    assert labels == shown
+    legend = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#topk-legend button.toggle'))"
+        ".map(b => b.textContent)")
+    assert legend == shown
+    bars = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#distribution text.bar-label'))"
+        ".map(t => t.textContent)")
+    assert bars == [text if len(text) <= 22 else text[:21] + "\u2026" for text in shown]
     assert browser.driver.execute_script(
         "return document.querySelectorAll('main b, main img, main i').length") == 0
     assert browser.driver.execute_script(
@@ -534,6 +554,14 @@ def visible_range(browser) -> list:
         "return [h.getAttribute('data-x-min'), h.getAttribute('data-x-max')];")
 
 
+def time_ticks(browser) -> list:
+    """The ticks of the time axis of the chart over windows, as UTC datetimes."""
+    import datetime as dt
+    text = browser.driver.execute_script(
+        "return document.getElementById('topk').getAttribute('data-x-ticks')")
+    return [dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in text.split()]
+
+
 def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser, served,
                                                                         big_store, artifacts):
     """The chart over windows (uPlot): the band of the value in focus is painted without
@@ -553,6 +581,11 @@ def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser,
         "return document.getElementById('topk-reset').offsetParent") is None
     full = visible_range(browser)
     assert full[0] <= records[0]["window_start"] and full[1] >= records[-1]["window_start"]
+    # 1,000 hours on about 1,000 px: a tick every week, on Mondays at midnight UTC
+    ticks = time_ticks(browser)
+    assert len(ticks) >= 4 and {t.weekday() for t in ticks} == {0}
+    assert all((t.hour, t.minute) == (0, 0) for t in ticks)
+    assert all((b - a).days == 7 for a, b in itertools.pairwise(ticks))
     chosen = browser.driver.execute_script("return document.getElementById('window-select').value")
     over = browser.driver.find_element("css selector", "#topk .u-over")
     width = over.size["width"]
@@ -567,6 +600,10 @@ def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser,
     span = [_ms(t) for t in full]
     shown = [_ms(t) for t in zoomed]
     assert 0.15 < (shown[1] - shown[0]) / (span[1] - span[0]) < 0.35
+    # a quarter of it: a tick every day, or every two, at midnight UTC
+    ticks = time_ticks(browser)
+    assert len(ticks) >= 4 and all((t.hour, t.minute) == (0, 0) for t in ticks)
+    assert {(b - a).days for a, b in itertools.pairwise(ticks)} in ({1}, {2})
     assert "from=" in browser.driver.execute_script("return decodeURIComponent(location.hash)")
     assert browser.driver.execute_script(
         "return document.getElementById('window-select').value") == chosen  # a drag chooses none
