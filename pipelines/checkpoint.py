@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ldp_telemetry.ldp.errors import InputError
 from ldp_telemetry.ldp.times import ms_from_iso
 from ldp_telemetry.output.atomic import temporary_name, write_atomically
+from ldp_telemetry.output.coverage import INPUTS_FILE
 from ldp_telemetry.output.layout import CHECKPOINT, WindowKey
 
 #: The checkpoint format this version reads and writes.
@@ -159,10 +160,10 @@ def read_checkpoint(output_dir: str) -> FollowState | None:
 
 
 def sweep_temporary_files(output_dir: str) -> list[str]:
-    """Remove the temporary files a killed run left beside its checkpoint and status file
-    (`output.atomic` names them `.<name>.<unique>.tmp`); returns their paths."""
+    """Remove the temporary files a killed run left beside its checkpoint, status and inputs
+    files (`output.atomic` names them `.<name>.<unique>.tmp`); returns their paths."""
     swept = []
-    for pattern in (f".{CHECKPOINT}.*.tmp", ".status.json.*.tmp",
+    for pattern in (f".{CHECKPOINT}.*.tmp", ".status.json.*.tmp", f".{INPUTS_FILE}.*.tmp",
                     os.path.join("dead_letters", ".*.tmp")):
         for path in sorted(glob.glob(os.path.join(glob.escape(output_dir), pattern))):
             try:

@@ -255,3 +255,11 @@ def test_the_inputs_event_range_and_watermark_are_kept_across_a_restart(tmp_path
     write(tmp_path / "in", "b.avro", [T0 + 2 * MINUTE + 5])
     again.poll()
     assert again.inputs().ranges == {METRIC: (T0 + 7, T0 + 2 * MINUTE + 5)}
+
+
+def test_a_restart_sweeps_the_inputs_file_a_killed_run_was_writing(tmp_path):
+    (tmp_path / "out").mkdir()
+    torn = tmp_path / "out" / ".inputs.json.123-456-abcdef01.tmp"
+    torn.write_text("{")
+    follower(tmp_path)
+    assert not torn.exists()
