@@ -379,12 +379,49 @@ def big_store(tmp_path_factory):
         for at in range(0, 1000, 100):
             store.write_panes(records[at:at + 100], run=run)
         store.record_inputs(run, RunInputs({"big.metric": (first_ms + 2, last_ms)}))
+        # the same windows of a metric whose inputs cover its last window whole (its fewer
+        # reports notwithstanding)
+        whole = store.begin_run("batch", ["whole.avro"], str(folder)).seq
+        for at in range(0, 1000, 100):
+            store.write_panes([{**r, "metric": "big.whole"} for r in records[at:at + 100]],
+                              run=whole)
+        store.record_inputs(whole, RunInputs({"big.whole": (first_ms + 2,
+                                                            first_ms + 1000 * 3_600_000 - 9)}))
     return url, records
 
 
 def _iso(seconds: int) -> str:
     from ldp_telemetry.ldp.times import iso_from_ms
     return iso_from_ms(seconds * 1000)
+
+
+def test_a_complete_last_window_with_fewer_reports_is_not_partial(browser, served, big_store):
+    """At 1,000 windows × 500 labels, a last window whose run's inputs cover it whole is not
+    partial, however few its reports (28,000 where the others have 100,000): the page opens on
+    it and flags nothing; the same window cut by its inputs' end is partial (the next test)."""
+    url, records = big_store
+    browser.driver.set_window_size(1280, 1000)
+    browser.get(served(StoreSource(url)) + metric_page_link("big.whole"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "1000"
+    last = records[-1]
+    assert browser.driver.execute_script(
+        "return document.getElementById('window-select').value") == \
+        f"{last['window_start']}|{last['window_end']}"
+    assert wait_loaded(browser)
+    facts = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#window-facts div'))"
+        ".map(d => d.dataset.fact)")
+    assert "partial" not in facts
+    flags = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#accounting-rows tbody tr'))"
+        ".filter(tr => tr.querySelector('.flags').textContent.includes('partial')).length")
+    assert flags == 0
+    check_clean(browser)
+    browser.get(served(StoreSource(url)) + metric_page_link("big.metric"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "1000"
+    assert wait_for(browser, "document.querySelector('#accounting-rows tbody tr .flags')"
+                             ".textContent") == "partial"  # the newest row: cut by the inputs
+    check_clean(browser)
 
 
 def test_a_thousand_windows_of_five_hundred_labels_stay_readable(browser, served, big_store,
