@@ -8,14 +8,15 @@ R times; p50 and p95 per endpoint, the bytes a metric page loads, and `--export`
 
 Endpoints: the index; a metric page (its HTML); the page's script; `/api/windows` with cursor 0
 (every window's chart row) and with the newest cursor (a live page's poll); a week of windows by
-time range; one window by its key (what choosing a window fetches). The server is warmed by one
-request per metric page first (the series' top-k sums are computed once per metric and kept).
-Requests go one at a time from this process over real sockets. The goals: p95 ≤ 200 ms for
-every request; the charts of a metric page drawn ≤ 1 s after navigation in headless Chromium
-(`--browser`; the chart over windows alone is timed too); a page ≤ 300 KB with its scripts
-(the vendored uPlot's included), styles and the chosen window (uncompressed; the
-server gzips what it sends to a browser, and both are reported); export ≤ 10 s. Asserts
-nothing. PostgreSQL is the test suite's throw-away server (tests/store/postgres_server.py).
+time range; the page of windows before the latest page (what "earlier windows" loads; one window
+when all fit in a page); one window by its key (what choosing a window fetches). The server is
+warmed by one request per metric page first (the series' top-k sums are computed once per metric
+and kept). Requests go one at a time from this process over real sockets. The goals: p95 ≤ 200 ms
+for every request; the charts of a metric page drawn ≤ 1 s after navigation in headless Chromium
+(`--browser`; the chart over windows alone is timed too); a page ≤ 300 KB with its scripts (the
+vendored uPlot's included), styles and the chosen window (uncompressed; the server gzips what it
+sends to a browser, and both are reported); export ≤ 10 s. Asserts nothing. PostgreSQL is the test
+suite's throw-away server (tests/store/postgres_server.py).
 """
 from __future__ import annotations
 
@@ -107,8 +108,10 @@ def measure(url: str, name: str, args) -> dict:
     if args.page_windows:  # a page embeds more windows than MAX_WINDOWS_PER_PAGE: charts timed
         payload = source.payload
 
-        def wider(metric, top_k, since=0, start_ms=-(2**62), end_ms=2**62, limit=None):
-            return payload(metric, top_k, since, start_ms, end_ms, limit or args.page_windows)
+        def wider(metric, top_k, since=0, start_ms=-(2**62), end_ms=2**62, limit=None,
+                  oldest=False):
+            return payload(metric, top_k, since, start_ms, end_ms, limit or args.page_windows,
+                           oldest)
         source.payload = wider
     if args.script:  # serve another version of the page's script (to time it)
         from ldp_telemetry.dashboard import server as served
@@ -147,6 +150,9 @@ def measure(url: str, name: str, args) -> dict:
             "api/windows poll": lambda k: base + "api/windows?" + urlencode(
                 {"metric": metrics[k % len(metrics)], "since": cursor}),
             "api/windows one week": week,
+            "api/windows earlier page": lambda k: base + "api/windows?" + urlencode({
+                "metric": metrics[k % len(metrics)], "since": 0,
+                "to": iso_from_ms(T0_MS + max(1, args.windows - 2000) * HOUR_MS)}),
             "api/window": window,
         }
         rows = []

@@ -499,8 +499,9 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      dashboard, "python benchmarks/dashboard.py --browser"),
     ("dashboard_long", "Dashboard at 10⁴ windows",
      "As above for one metric of 10,000 hourly windows × 100 labels, SQLite only. A page holds "
-     "the latest 2,000 windows (`MAX_WINDOWS_PER_PAGE`); `/api/windows` pages the others by "
-     "time.",
+     "2,000 windows (`MAX_WINDOWS_PER_PAGE`), the latest first; the page's \"earlier windows\" "
+     "and \"later windows\" load the others by time through `/api/windows` (the row "
+     "\"api/windows earlier page\": the 2,000 windows before the latest page).",
      dashboard, "python benchmarks/dashboard.py --metrics 1 --windows 10000 --labels 100 "
                 "--stores sqlite --browser --name dashboard_long"),
     ("cli_startup", "Command start-up",

@@ -193,6 +193,11 @@ configuration version)
 </section>
 <section class="card">
 <h2>{over_title}</h2>
+<div id="range-bar" class="range-bar" hidden>
+<button type="button" id="range-earlier" class="control">◀ earlier windows</button>
+<span id="range-text"></span>
+<button type="button" id="range-later" class="control">later windows ▶</button>
+<button type="button" id="range-latest" class="control">latest</button></div>
 <div id="topk" class="chart"></div><div id="topk-readout" class="readout"></div>
 <div id="topk-legend" class="legend"></div></section>
 <section class="card"><h2>Window <select id="window-select" aria-label="window"></select>

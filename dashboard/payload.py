@@ -1,19 +1,26 @@
 """What a metric page embeds and `/api/windows` answers: each window as one short row of what the
-charts over windows draw, never a whole record.
+charts over windows draw, never a whole record, sent by column.
 
-    {"fields": FIELDS, "rows": [[...], ...], "series": [{...}, ...], "cursor": C, "t0": T,
-     "unit": U, "timings": TIMINGS}
+    {"fields": FIELDS, "count": N, "columns": {field: column, ...}, "series": [{...}, ...],
+     "cursor": C, "t0": T, "unit": U, "scale": FREQUENCY_SCALE, "timings": TIMINGS,
+     "partials": PARTIAL_TEXTS}
 
-A row holds, in the order of `FIELDS`: the window's start (epoch ms T + start × U; its end is
-the start plus its series' `length_ms`), the index of its series in `series`, n, late reports,
-pane timing (an index into `TIMINGS`), index and last flag, the smallest resolvable frequency,
-rejects by reason (or null), the estimates and 95% half widths of the series' top-k values (in
-the series' `indices` order), the mean and its 95% half width (numeric metrics), whether the
-window has too few reports for its series (`output.resolution.SeriesResolution`), and its
-integrity flag's text (or null). Chart values are rounded to `CHART_DIGITS` significant digits;
-a chosen window's values come whole from `/api/window`. A series carries its name
-(`source.series_of`), configuration version, window length, the indices and labels of its top-k
-values, and the advice on its resolution, once.
+A column is the list of its N rows' values, or `{"all": value}` when every row has the same one
+(most columns of most metrics: series, late reports, pane, flags). Per row, in the order of
+`FIELDS`: the window's start (`start`: the difference from the previous row's start, the first
+from T, in units of U ms; its end is the start plus its series' `length_ms`), the index of its
+series in `series`, n, late reports, pane timing (an index into `TIMINGS`), index and last flag,
+the smallest resolvable frequency, rejects by reason (or null), the estimates and 95% half
+widths of the series' top-k values (in the series' `indices` order), the mean and its 95% half
+width (numeric metrics), whether the window has too few reports for its series
+(`output.resolution.SeriesResolution`), its integrity flag's text (or null), and why it is
+partial (an index into `partials`, `output.coverage.PARTIAL_TEXTS`; 0: it is not).
+Frequencies (the smallest resolvable one, the top-k estimates and half widths) are integers in
+units of 1/`FREQUENCY_SCALE`; a mean and its half width are rounded to `CHART_DIGITS`
+significant digits. `unpack` reads a payload back into rows. A chosen window's values come
+whole from `/api/window`. A series carries its name (`source.series_of`), configuration version,
+window length, the indices and labels of its top-k values (control characters escaped:
+`output.text.printable`), and the advice on its resolution, once.
 """
 from __future__ import annotations
 
@@ -21,14 +28,19 @@ import math
 from dataclasses import dataclass, field
 
 from ldp_telemetry.output.bands import half_width95
+from ldp_telemetry.output.coverage import NOT_PARTIAL, PARTIAL_TEXTS
 from ldp_telemetry.output.resolution import SeriesResolution
+from ldp_telemetry.output.text import printable
 
 FIELDS = ("start", "series", "n", "late", "timing", "pane", "last", "floor", "rejects", "top",
-          "half", "mean", "mean_half", "few", "integrity")
+          "half", "mean", "mean_half", "few", "integrity", "partial")
 TIMINGS = ("EARLY", "ON_TIME", "LATE", "UNKNOWN")
-#: Significant digits of the values drawn over windows (the values table shows them whole; a
-#: read-out of 4 decimals can differ from it in the last digit, about once in 200 values).
+#: Significant digits of a numeric metric's mean drawn over windows (the window's facts show
+#: it whole).
 CHART_DIGITS = 6
+#: Frequencies drawn over windows are sent as integers in units of 1/FREQUENCY_SCALE (10⁻⁷): a
+#: read-out of 4 decimals differs from the value's own rounding about once in 1,000 values.
+FREQUENCY_SCALE = 10_000_000
 
 
 @dataclass
@@ -47,7 +59,8 @@ class Series:
     def as_json(self) -> dict:
         found = self.resolution
         return {"name": self.name, "version": self.version, "length_ms": self.length_ms,
-                "indices": self.indices, "labels": self.labels, "windows": self.windows,
+                "indices": self.indices, "labels": [printable(str(label)) for label in self.labels],
+                "windows": self.windows,
                 "advice": None if found is None else found.advice(),
                 "all_few": None if found is None else found.all_under_resolved}
 
@@ -60,13 +73,30 @@ def rounded(value):
     return float(f"{value:.{CHART_DIGITS}g}") if math.isfinite(value) else None
 
 
+def scaled(value):
+    """A frequency in units of 1/FREQUENCY_SCALE; None for None, NaN and infinities."""
+    if value is None:
+        return None
+    value = float(value)
+    return round(value * FREQUENCY_SCALE) if math.isfinite(value) else None
+
+
+def _column(values: list):
+    """A column as sent: `{"all": value}` when every row has the same value, else the list."""
+    if values and all(v == values[0] and type(v) is type(values[0]) for v in values):
+        return {"all": values[0]}
+    return values
+
+
 def pack(rows: list[dict], series: list[Series], cursor: int) -> dict:
     """The payload of `rows` (dicts as `store.reads.window_rows` gives them, with `rejects`,
-    `top` {value index: (estimate, lower95, upper95)} and `integrity_flag` added)."""
+    `top` {value index: (estimate, lower95, upper95)}, `integrity_flag` and `partial`
+    (`output.coverage.partial_code`) added)."""
     where = {(s.version, s.length_ms): position for position, s in enumerate(series)}
     t0 = min((row["window_start_ms"] for row in rows), default=0)
     unit = 1000 if all((row["window_start_ms"] - t0) % 1000 == 0 for row in rows) else 1
     packed = []
+    previous = t0
     for row in rows:
         start, end = row["window_start_ms"], row["window_end_ms"]
         position = where.get((row["version"], end - start))
@@ -80,21 +110,46 @@ def pack(rows: list[dict], series: list[Series], cursor: int) -> dict:
                and chosen.resolution.under_resolved(floor))
         timing = row["pane_timing"]
         packed.append([
-            (start - t0) // unit, position, row["n"], row.get("late_reports"),
+            (start - previous) // unit, position, row["n"], row.get("late_reports"),
             TIMINGS.index(timing) if timing in TIMINGS else len(TIMINGS) - 1,
             row["pane_index"], 1 if row["pane_is_last"] else 0,
-            rounded(floor), row.get("rejects") or None,
-            [None if v is None else rounded(v[0]) for v in values],
+            scaled(floor), row.get("rejects") or None,
+            [None if v is None else scaled(v[0]) for v in values],
             [None if v is None or v[1] is None or v[2] is None
-             else rounded((v[2] - v[1]) / 2) for v in values],
+             else scaled((v[2] - v[1]) / 2) for v in values],
             rounded(row.get("mean")), rounded(half_width95(row.get("mean_std_error"))),
-            1 if few else 0, row.get("integrity_flag")])
-    return {"fields": FIELDS, "rows": packed, "series": [s.as_json() for s in series],
-            "cursor": cursor, "t0": t0, "unit": unit, "timings": TIMINGS}
+            1 if few else 0, row.get("integrity_flag"), row.get("partial", NOT_PARTIAL)])
+        previous = start
+    columns = {name: _column([row[at] for row in packed]) for at, name in enumerate(FIELDS)}
+    return {"fields": FIELDS, "count": len(packed), "columns": columns,
+            "series": [s.as_json() for s in series], "cursor": cursor, "t0": t0, "unit": unit,
+            "scale": FREQUENCY_SCALE, "timings": TIMINGS, "partials": PARTIAL_TEXTS}
 
 
-def row_bounds(payload: dict, row: list) -> tuple[int, int, str]:
-    """(start ms, end ms, configuration version) of one packed row of `payload`."""
-    series = payload["series"][row[FIELDS.index("series")]]
-    start = payload["t0"] + row[FIELDS.index("start")] * payload["unit"]
-    return start, start + series["length_ms"], series["version"]
+def unpack(payload: dict) -> list[dict]:
+    """The rows of a payload as dicts by field, with `start_ms`, `end_ms` and `version` added,
+    `start` absolute (ms) and the frequencies as floats (what the page's script reads)."""
+    count = payload["count"]
+    columns = {name: (column["all"],) * count if isinstance(column, dict) else column
+               for name, column in payload["columns"].items()}
+    scale = payload["scale"]
+
+    def frequency(value):
+        return None if value is None else value / scale
+    rows, start = [], payload["t0"]
+    for k in range(count):
+        row = {name: columns[name][k] for name in payload["fields"]}
+        start += row["start"] * payload["unit"]
+        series = payload["series"][row["series"]]
+        row.update(start=start, start_ms=start, end_ms=start + series["length_ms"],
+                   version=series["version"], floor=frequency(row["floor"]),
+                   top=[frequency(v) for v in row["top"]],
+                   half=[frequency(v) for v in row["half"]])
+        rows.append(row)
+    return rows
+
+
+def last_bounds(payload: dict) -> tuple[int, int, str] | None:
+    """(start ms, end ms, configuration version) of a payload's latest row, or None."""
+    rows = unpack(payload) if payload["count"] else []
+    return (rows[-1]["start_ms"], rows[-1]["end_ms"], rows[-1]["version"]) if rows else None

@@ -38,7 +38,7 @@ from ldp_telemetry.dashboard.pages import (DEFAULT_TOP_K, EXPORT_ALL_VALUES, PAG
                                            embedded_json, export_window_file, finite,
                                            index_page, metric_page, metric_page_name,
                                            window_file_name)
-from ldp_telemetry.dashboard.payload import row_bounds
+from ldp_telemetry.dashboard.payload import last_bounds
 from ldp_telemetry.dashboard.source import MAX_WINDOWS_PER_PAGE
 from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.ldp.base.times import ms_from_iso
@@ -154,9 +154,8 @@ class Dashboard:
         latest `MAX_WINDOWS_PER_PAGE` windows (`payload.pack`); a window's values are fetched
         when it is chosen (from /api/window, or an exported page's `window_files`)."""
         data = self.source.payload(metric, self.top_k)
-        latest = None
-        if data["rows"]:
-            latest = self.source.header(metric, *row_bounds(data, data["rows"][-1]))
+        bounds = last_bounds(data)
+        latest = None if bounds is None else self.source.header(metric, *bounds)
         return metric_page(metric, data, latest, self.source.description, live, self.top_k,
                            self.poll_ms, window_files)
 
@@ -291,8 +290,13 @@ def make_server(dashboard: Dashboard, host: str = DEFAULT_HOST, port: int = DEFA
             low = time_param(query, "from") if "from" in query else -(2**62)
             high = time_param(query, "to") if "to" in query else 2**62
             limit = int_param(query, "limit", MAX_WINDOWS_PER_PAGE, 1, MAX_WINDOWS_PER_PAGE)
-            data = dashboard.source.payload(metric, dashboard.top_k, since, low, high, limit)
-            # rows hold no NaN (`payload.rounded`); allow_nan=False would say if one did
+            order = _one(query, "order", "newest")
+            if order not in ("newest", "oldest"):
+                raise BadRequest("order must be newest or oldest")
+            data = dashboard.source.payload(metric, dashboard.top_k, since, low, high, limit,
+                                            oldest=order == "oldest")
+            # rows hold no NaN (`payload.rounded`, `payload.scaled`); allow_nan=False would say
+            # if one did
             self._send(json.dumps(data, allow_nan=False, separators=(",", ":")).encode(),
                        "application/json")
 

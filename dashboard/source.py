@@ -34,12 +34,14 @@ from ldp_telemetry.ldp.base.times import iso_from_ms
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.engine.reasons import UNATTRIBUTED_REASONS, Reason
 from ldp_telemetry.output.bands import half_width95
+from ldp_telemetry.output.coverage import MetricInputs, partial_code, read_inputs
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
 from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, WindowKey,
                                          shard_pattern, window_key)
 from ldp_telemetry.output.resolution import resolution, series_resolution, warning_text
 from ldp_telemetry.output.tail import OutputTail
+from ldp_telemetry.output.text import printable
 from ldp_telemetry.store.records import dead_letter_origin, value_rows
 
 #: A page shows at most this many windows of a metric (the latest ones).
@@ -82,6 +84,8 @@ def _view(record: EstimateRecord, late_reports, rejects: dict, seq: int, lower: 
     view["late_reports"] = late_reports
     view["rejects"] = dict(sorted(rejects.items()))
     view["pane_seq"] = seq
+    if isinstance(view.get("labels"), list):  # shown as text, control characters escaped
+        view["labels"] = [printable(str(label)) for label in view["labels"]]
     view["lower95"], view["upper95"] = lower, upper
     errors = () if record.std_error is None else record.std_error.tolist()
     view["half95"] = [half_width95(error) for error in errors]
@@ -218,14 +222,17 @@ class StoreSource:
             return metric_summaries(store)
 
     def payload(self, metric: str, top_k: int, since: int = 0, start_ms: int = -(2**62),
-                end_ms: int = 2**62, limit: int = MAX_WINDOWS_PER_PAGE) -> dict:
-        """The latest `limit` windows of `metric` starting in [start_ms, end_ms) whose pane
-        changed after `since`, as `payload.pack` rows (what the charts over windows draw)."""
+                end_ms: int = 2**62, limit: int = MAX_WINDOWS_PER_PAGE,
+                oldest: bool = False) -> dict:
+        """The latest (`oldest`: the earliest) `limit` windows of `metric` starting in
+        [start_ms, end_ms) whose pane changed after `since`, as `payload.pack` rows (what the
+        charts over windows draw), with the metric's `span` (`store.reads.metric_span`)."""
         from ldp_telemetry.store import reads
         with self._pool.store() as store:
             cursor = store.latest_seq()
             series = self._series_of(store, metric, top_k, cursor)
-            rows = reads.window_rows(store, metric, since, start_ms, end_ms, limit)
+            rows = reads.window_rows(store, metric, since, start_ms, end_ms, limit, oldest)
+            span = reads.metric_span(store, metric)
             if rows:
                 low = rows[0]["window_start_ms"]
                 high = rows[-1]["window_start_ms"] + 1
@@ -233,12 +240,15 @@ class StoreSource:
                 tops = {s.version: reads.top_values(store, metric, s.version, s.indices, low,
                                                     high) for s in series if s.indices}
             flags = self._integrity_flags(store, metric, cursor, rows)
+            facts = reads.run_inputs(store, metric) if rows else {}
         for row in rows:
             bounds = (row["window_start_ms"], row["window_end_ms"])
+            row["partial"] = partial_code(*bounds, row["n"], row["pane_timing"],
+                                          facts.get(row["run_seq"]))
             row["rejects"] = rejects.get(bounds)
             row["top"] = tops.get(row["version"], {}).get(bounds)
             row["integrity_flag"] = flags.get((*bounds, row["version"]))
-        return pack(rows, series, cursor)
+        return {**pack(rows, series, cursor), "span": span}
 
     def windows(self, metric: str, since: int = 0) -> tuple[int, list[dict]]:
         """(cursor, the latest pane of each window of `metric` changed after `since`), whole:
@@ -431,6 +441,7 @@ def _lean_view(metric: str, row: dict, series: Series, values: dict[int, tuple],
     kept = [i for i in series.indices if i in values]
     columns = list(zip(*(values[i] for i in kept), strict=True)) or [()] * 6
     labels, estimate, unbiased, errors, lower, upper = (list(column) for column in columns)
+    labels = [printable(str(label)) for label in labels]
     return {"metric": metric, "window_start": iso_from_ms(start), "window_end": iso_from_ms(end),
             "version": row["version"], "series": series.name, "n": row["n"],
             "late_reports": row["late_reports"],
@@ -503,12 +514,16 @@ class FolderSource:
         with self._lock:
             return sorted({key.metric for key in self._latest})
 
-    def windows(self, metric: str, since: int = 0) -> tuple[int, list[dict]]:
+    def windows(self, metric: str, since: int = 0, limit: int | None = MAX_WINDOWS_PER_PAGE
+                ) -> tuple[int, list[dict]]:
+        """(cursor, the views of the latest `limit` windows of `metric` (None: every window)
+        changed after `since`)."""
         self.refresh()
         with self._lock:
             keys = sorted((key for key in self._latest
                            if key.metric == metric and self._changed[key] > since),
-                          key=lambda key: key[1:])[-MAX_WINDOWS_PER_PAGE:]
+                          key=lambda key: key[1:])
+            keys = keys if limit is None else keys[-limit:]
             every = [record for key, record in self._latest.items() if key.metric == metric]
             tested = {r.key: r for r in _with_jumps(every, every)}
             views = []
@@ -537,13 +552,29 @@ class FolderSource:
         return summaries
 
     def payload(self, metric: str, top_k: int, since: int = 0, start_ms: int = -(2**62),
-                end_ms: int = 2**62, limit: int = MAX_WINDOWS_PER_PAGE) -> dict:
+                end_ms: int = 2**62, limit: int = MAX_WINDOWS_PER_PAGE,
+                oldest: bool = False) -> dict:
         """As `StoreSource.payload`, from the records read so far."""
-        cursor, every = self.windows(metric)
+        cursor, every = self.windows(metric, limit=None)
         series = series_of_views(every, top_k)
         chosen = [v for v in every if v["pane_seq"] > since
-                  and start_ms <= window_key(v).start_ms < end_ms][-limit:]
-        return pack([row_of_view(v, series) for v in chosen], series, cursor)
+                  and start_ms <= window_key(v).start_ms < end_ms]
+        chosen = chosen[:limit] if oldest else chosen[-limit:]
+        inputs = read_inputs(self.description)
+        facts = None
+        if inputs is not None:
+            first, last = inputs.ranges.get(metric, (None, None))
+            facts = MetricInputs(first, last, inputs.watermark_ms)
+        rows = []
+        for view in chosen:
+            row = row_of_view(view, series)
+            row["partial"] = partial_code(row["window_start_ms"], row["window_end_ms"],
+                                          row["n"], row["pane_timing"], facts)
+            rows.append(row)
+        starts = [window_key(v).start_ms for v in every]
+        span = {"windows": len(starts), "first_start_ms": min(starts, default=None),
+                "last_start_ms": max(starts, default=None)}
+        return {**pack(rows, series, cursor), "span": span}
 
     def export_windows(self, metric: str, top_k: int, keep_all: int) -> list[dict]:
         """Every window view of `metric` a page shows, whole (an output folder's records are

@@ -7,6 +7,7 @@ import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from ldp_telemetry.output.coverage import RunInputs, write_inputs
 from ldp_telemetry.pipelines.counters import run_and_count
 from ldp_telemetry.pipelines.graph import build_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
@@ -31,7 +32,8 @@ def run_job(job: EstimateJob, beam_args: list[str], out=None) -> dict[str, int]:
         job, run = start_store_run(job, "batch", job.files)
         try:
             build_pipeline(pipeline, job)
-            counters = run_and_count(pipeline, out)
+            inputs = RunInputs()
+            counters = run_and_count(pipeline, out, inputs)
         except KeyboardInterrupt:
             run.finish("interrupted")
             raise
@@ -39,8 +41,9 @@ def run_job(job: EstimateJob, beam_args: list[str], out=None) -> dict[str, int]:
             run.finish("failed")
             raise
     if counters:  # not a dry run: every estimate record reached the store sink, counted there
+        write_inputs(job.output, inputs)  # what decides the partial windows (output.coverage)
         line = run.end(counters, produced=sum(counters.get(f"store_panes_{what}", 0)
-                                              for what in ("written", "failed")))
+                                              for what in ("written", "failed")), inputs=inputs)
         if line is not None:
             print(line, file=out)
     else:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ldp_telemetry.ldp.base.errors import InputError
 from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.output.atomic import temporary_name, write_atomically
+from ldp_telemetry.output.coverage import INPUTS_FILE
 from ldp_telemetry.output.layout import CHECKPOINT, WindowKey
 
 #: The checkpoint format this version reads and writes.
@@ -78,6 +79,8 @@ class FollowState:
     dead_letters: dict = field(default_factory=dict)  # reason -> records
     windows: dict = field(default_factory=dict)  # WindowKey -> WindowCounts
     rejects: dict = field(default_factory=dict)  # (metric, reason, start, end) -> records
+    #: metric -> (first, last) event time in ms of the valid reports read (output.coverage)
+    event_ranges: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps({  # files keep their order: the order they were consumed in
@@ -87,7 +90,8 @@ class FollowState:
             "records_read": self.records_read, "records_accepted": self.records_accepted,
             "too_late": self.too_late, "dead_letters": self.dead_letters,
             "windows": [vars(w) for w in self.windows.values()],
-            "rejects": [[*key, n] for key, n in self.rejects.items()]})
+            "rejects": [[*key, n] for key, n in self.rejects.items()],
+            "event_ranges": {m: list(pair) for m, pair in self.event_ranges.items()}})
 
     @classmethod
     def from_json(cls, text: str) -> FollowState:
@@ -109,7 +113,9 @@ class FollowState:
                         int(doc["records_read"]), int(doc["records_accepted"]),
                         int(doc["too_late"]), {str(k): int(v) for k, v in
                                                doc["dead_letters"].items()},
-                        {w.key: w for w in windows}, rejects)
+                        {w.key: w for w in windows}, rejects,
+                        {str(m): (int(first), int(last)) for m, (first, last)
+                         in doc.get("event_ranges", {}).items()})
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise ValueError(f"it does not have the checkpoint's shape "
                              f"({type(error).__name__}: {error})") from None
@@ -154,10 +160,10 @@ def read_checkpoint(output_dir: str) -> FollowState | None:
 
 
 def sweep_temporary_files(output_dir: str) -> list[str]:
-    """Remove the temporary files a killed run left beside its checkpoint and status file
-    (`output.atomic` names them `.<name>.<unique>.tmp`); returns their paths."""
+    """Remove the temporary files a killed run left beside its checkpoint, status and inputs
+    files (`output.atomic` names them `.<name>.<unique>.tmp`); returns their paths."""
     swept = []
-    for pattern in (f".{CHECKPOINT}.*.tmp", ".status.json.*.tmp",
+    for pattern in (f".{CHECKPOINT}.*.tmp", ".status.json.*.tmp", f".{INPUTS_FILE}.*.tmp",
                     os.path.join("dead_letters", ".*.tmp")):
         for path in sorted(glob.glob(os.path.join(glob.escape(output_dir), pattern))):
             try:

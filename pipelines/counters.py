@@ -10,11 +10,13 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import TestOptions
 
 from ldp_telemetry.ldp.engine.reasons import Reason
-from ldp_telemetry.transforms.read import COUNTER_NAMESPACE
+from ldp_telemetry.output.coverage import RunInputs
+from ldp_telemetry.transforms.read import COUNTER_NAMESPACE, EVENT_TIME_NAMESPACE
 
 
-def run_and_count(pipeline, out) -> dict[str, int]:
-    """Run a built job to its end; print and return its record counters.
+def run_and_count(pipeline, out, inputs: RunInputs | None = None) -> dict[str, int]:
+    """Run a built job to its end; print and return its record counters. `inputs`, when
+    given, gets each metric's event-time range (`input_ranges`).
 
     A dry run (`--dry_run=True`, e.g. on Dataflow) builds and validates the job without running
     it: nothing is counted, and the empty counters are returned.
@@ -25,6 +27,8 @@ def run_and_count(pipeline, out) -> dict[str, int]:
         print("dry run: the job was built and validated, and not run", file=out)
         return {}
     counters = record_counters(result)
+    if inputs is not None:
+        inputs.merge(input_ranges(result))
     print(summary_line(counters), file=out)
     return counters
 
@@ -43,6 +47,23 @@ def record_counters(result) -> dict[str, int]:
         value = counter.committed if counter.committed is not None else counter.attempted
         totals[name] = totals.get(name, 0) + int(value or 0)
     return totals
+
+
+def input_ranges(result) -> dict[str, tuple[int, int]]:
+    """Per metric, (first, last) event time in ms of the valid reports the job read: the min
+    and max of its `EVENT_TIME_NAMESPACE` distribution (committed where reported, else
+    attempted), over every step."""
+    query = result.metrics().query(MetricsFilter().with_namespace(EVENT_TIME_NAMESPACE))
+    ranges: dict[str, tuple[int, int]] = {}
+    for found in query["distributions"]:
+        value = found.committed if found.committed is not None else found.attempted
+        if value is None or not value.count:
+            continue
+        metric, low, high = found.key.metric.name, int(value.min), int(value.max)
+        if metric in ranges:
+            low, high = min(low, ranges[metric][0]), max(high, ranges[metric][1])
+        ranges[metric] = (low, high)
+    return ranges
 
 
 def accepted(counters: dict[str, int]) -> int:

@@ -81,6 +81,7 @@ from ldp_telemetry.ldp.engine.counting import (DUPLICATE_EXAMPLES, SupportStatis
                                                duplicate_letter)
 from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.output.atomic import write_atomically
+from ldp_telemetry.output.coverage import RunInputs
 from ldp_telemetry.output.layout import (COMBINED, DEAD_LETTER_DIR, TOO_LATE_LOG, WindowKey,
                                          window_key)
 from ldp_telemetry.output.reader import latest_panes
@@ -379,6 +380,10 @@ class DirectoryFollower:
                 counts.accepted += item.n
             accepted.append(item)
         letters.extend(cap.finish_file())
+        for metric, (first, last) in self._decoder.event_ranges.items():
+            known = state.event_ranges.get(metric)
+            state.event_ranges[metric] = ((first, last) if known is None else
+                                          (min(first, known[0]), max(last, known[1])))
         for (metric, start_ms), (count, examples) in duplicates.items():
             letters.append(duplicate_letter(
                 SupportStatistic(metric, None, count, examples[:DUPLICATE_EXAMPLES]), start_ms,
@@ -418,6 +423,11 @@ class DirectoryFollower:
         self._count_letters([letter])
         self._write_letters(f"{name}.changed-{'-'.join(map(str, identity))}", [letter])
         return [letter]
+
+    def inputs(self) -> RunInputs:
+        """What the run has read (`output.coverage`): its metrics' event-time ranges and its
+        watermark."""
+        return RunInputs(dict(self.state.event_ranges), self.state.watermark_ms)
 
     def idle_for(self) -> float:
         """Seconds since the last new file (or since the start)."""

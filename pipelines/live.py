@@ -141,7 +141,8 @@ def _run_follower(job, live, beam_args, stream, out, rejects, stop) -> dict[str,
               f"{counts.too_late}", file=out)
     print(f"panes: {job.output}/{PANE_LOG} (index), {job.output}/panes/ (one file per pane)",
           file=out)
-    stored = store_run.end(counters, produced=counters["panes_written"])
+    stored = store_run.end(counters, produced=counters["panes_written"],
+                           inputs=follower.inputs())
     if stored is not None:
         print(stored, file=out)
     return counters

@@ -7,14 +7,17 @@ import json
 import os
 
 from ldp_telemetry.output.atomic import write_atomically
+from ldp_telemetry.output.coverage import write_inputs
 from ldp_telemetry.output.layout import STATUS
 from ldp_telemetry.pipelines.follower import DirectoryFollower
 from ldp_telemetry.pipelines.memory import report_id_bytes
 
 
 def write_status(output: str, follower: DirectoryFollower, finished: bool) -> None:
-    """Replace OUT/status.json with the follower's state (`finished`: the run has ended)."""
+    """Replace OUT/status.json with the follower's state (`finished`: the run has ended), and
+    OUT/inputs.json with what it has read (`output.coverage.write_inputs`)."""
     state = follower.state
+    write_inputs(output, follower.inputs())
     write_atomically(os.path.join(output, STATUS), json.dumps({
         "finished": finished, "watermark_ms": state.watermark_ms,
         "files_consumed": len(state.files), "counters": state.counters(),

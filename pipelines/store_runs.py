@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from ldp_telemetry.ldp.base.errors import StoreError
+from ldp_telemetry.output.coverage import RunInputs
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.store.sql import CONNECTORS, open_store, shown_url
 
@@ -36,17 +37,21 @@ class RunInStore:
         self._job = job
         self._before = panes_before  # panes the run had stored before (a resumed live run)
 
-    def end(self, counters: dict[str, int], produced: int) -> str | None:
+    def end(self, counters: dict[str, int], produced: int, inputs: RunInputs | None = None
+            ) -> str | None:
         """The run reached its end having made `produced` panes: compare them with the panes
         the store holds for it (Beam's counters can miss a streaming run's last bundle), count
-        the difference as `store_panes_failed` in `counters`, record "finished" or
-        "incomplete", and return the line that says so (None without a store)."""
+        the difference as `store_panes_failed` in `counters`, record what it read (`inputs`:
+        `EstimateStore.record_inputs`) and "finished" or "incomplete", and return the line that
+        says so (None without a store)."""
         job = self._job
         if not keeps_runs(job.store):
             return None
         try:
             with open_store(job.store) as store:
                 stored = store.run_panes(job.store_run) - self._before
+                if inputs is not None and inputs.ranges:
+                    store.record_inputs(job.store_run, inputs)
         except StoreError:
             stored = counters.get("store_panes_written", 0)
         counters["store_panes_written"] = stored

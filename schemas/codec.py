@@ -149,6 +149,8 @@ class ReportDecoder:
         self.limits = limits
         self.records_read = 0
         self.event_times = event_times  # batches carry an EVENT_TIME column (the converter's)
+        #: metric -> (first, last) event time in ms of the valid reports decoded so far
+        self.event_ranges: dict[str, tuple[int, int]] = {}
         self._schemas: dict[str, tuple[str | None, BlockRecords | None, bool]] = {}
         self._block_records: BlockRecords | None = None  # of the file being decoded
 
@@ -325,6 +327,7 @@ class ReportDecoder:
                 if isinstance(item, DeadLetter):
                     yield item
                 elif len(item[1]) >= _GATHER_BELOW:
+                    self._widen_range(item[0].name, item[1])
                     yield from split_by_slice(item[0].name, item[1], item[2], self.slice_ms,
                                               self.slice_offset_ms, item[0].version)
                 else:
@@ -335,6 +338,7 @@ class ReportDecoder:
                 times = np.concatenate([part[1] for part in parts])
                 columns = {name: np.concatenate([part[2][name] for part in parts])
                            for name in columns}
+            self._widen_range(config.name, times)
             yield from split_by_slice(config.name, times, columns, self.slice_ms,
                                       self.slice_offset_ms, config.version)
 
@@ -429,10 +433,21 @@ class ReportDecoder:
             times = times[keep]
         return times, columns
 
+    def _widen_range(self, metric: str, times: np.ndarray) -> None:
+        """Widen `event_ranges[metric]` to hold the valid reports' event times `times`."""
+        if not len(times):
+            return
+        first, last = int(times.min()), int(times.max())
+        old = self.event_ranges.get(metric)
+        if old is not None:
+            first, last = min(first, old[0]), max(last, old[1])
+        self.event_ranges[metric] = (first, last)
+
     def _split(self, config: MetricConfig, times: np.ndarray, columns: dict, checks: list
                ) -> Iterator[ReportBatch]:
         """The reports that pass every check (`_report_checks`), split by slice."""
         times, columns = self._kept(times, columns, checks)
+        self._widen_range(config.name, times)
         yield from split_by_slice(config.name, times, columns, self.slice_ms,
                                   self.slice_offset_ms, config.version)
 

@@ -2,9 +2,11 @@
 
     metric_summaries(store)                      one row per metric: windows, first and last
                                                  window, the latest window's n, pane, protocol
-    window_rows(store, metric, since, start_ms, end_ms, limit)
+    window_rows(store, metric, since, start_ms, end_ms, limit, oldest)
                                                  the windows of a metric in a time range, newest
-                                                 `limit`, as the ldp_windows columns (no record)
+                                                 (or oldest) `limit`, as the ldp_windows columns
+                                                 (no record)
+    metric_span(store, metric)                   how many windows a metric has, first and last
     top_values(store, metric, version, indices, start_ms, end_ms)
                                                  values `indices` of each window in the range
     value_totals(store, metric, version, length_ms)
@@ -13,6 +15,8 @@
                                                  one window's latest record, read by its key
     window_rejects(store, metric, start_ms, end_ms)
                                                  dead letters per window in a time range
+    run_inputs(store, metric)                    per run: the metric's event-time range and
+                                                 the run's last watermark (output.coverage)
 
 None of them reads a stored record except `window_record`: a list of windows costs what its
 columns cost, whatever the size of the domain. `READ_INDEXES` are the indexes these reads use;
@@ -24,6 +28,7 @@ from __future__ import annotations
 import json
 
 from ldp_telemetry.output.bands import band95
+from ldp_telemetry.output.coverage import MetricInputs
 from ldp_telemetry.store.records import UNATTRIBUTED_MS
 
 #: The indexes of the dashboards' reads (name, table, key columns, covered columns). SQLite
@@ -49,7 +54,7 @@ MAX_TOP_VALUES = 100
 _WINDOW_COLUMNS = ("window_start_ms", "window_end_ms", "version", "n", "late_reports",
                    "pane_timing", "pane_index", "pane_is_last", "pane_seq", "protocol",
                    "epsilon", "p_star", "q_star", "smallest_resolvable", "estimator",
-                   "postprocess")
+                   "postprocess", "run_seq")
 
 _METRIC_TOTALS = """
 SELECT metric, COUNT(*), MIN(window_start_ms), MAX(window_end_ms), SUM(n)
@@ -70,6 +75,14 @@ _WINDOW_ROWS = f"""
 SELECT {", ".join(_WINDOW_COLUMNS)} FROM ldp_windows
 WHERE metric = ? AND window_start_ms >= ? AND window_start_ms < ? AND pane_seq > ?
 ORDER BY window_start_ms DESC, window_end_ms DESC, version DESC LIMIT ?
+"""
+
+#: As _WINDOW_ROWS, the oldest `limit` windows of the range (a page reading forward in time).
+_OLDEST_WINDOW_ROWS = _WINDOW_ROWS.replace("DESC", "ASC")
+
+#: A metric's windows: how many, the first and the last start (the index's first and last keys).
+_METRIC_SPAN = """
+SELECT COUNT(*), MIN(window_start_ms), MAX(window_start_ms) FROM ldp_windows WHERE metric = ?
 """
 
 _TOP_VALUES = """
@@ -124,11 +137,18 @@ FROM (SELECT DISTINCT metric, window_start_ms, window_end_ms FROM ldp_windows
 GROUP BY w.window_start_ms, w.window_end_ms, r.reason
 """
 
+_RUN_INPUTS = """
+SELECT run_seq, first_event_ms, last_event_ms, watermark_ms FROM ldp_run_inputs
+WHERE metric = ?
+"""
+
 #: Every read above by name, with example parameters: what the query-plan test explains.
 QUERIES = {"metric_totals": (_METRIC_TOTALS, ()),
            "latest_window": (_LATEST_WINDOW, ("m",)),
            "reject_totals": (_REJECT_TOTALS, (UNATTRIBUTED_MS,)),
            "window_rows": (_WINDOW_ROWS, ("m", 0, 2**62, 0, 100)),
+           "oldest_window_rows": (_OLDEST_WINDOW_ROWS, ("m", 0, 2**62, 0, 100)),
+           "metric_span": (_METRIC_SPAN, ("m",)),
            "top_values": (_TOP_VALUES.format(marks="?, ?"), ("m", "v1", 0, 1, 0, 2**62)),
            "value_rows": (_VALUE_ROWS.format(marks="?, ?"), ("m", "v1", 0, 1, 0, 2**62)),
            "value_totals": (_VALUE_TOTALS, ("m", "v1", 3_600_000)),
@@ -136,7 +156,8 @@ QUERIES = {"metric_totals": (_METRIC_TOTALS, ()),
            "means": (_MEANS, ("m", 0, 2**62)),
            "record": (_RECORD, ("m", "v1", 0, 1)),
            "bands": (_BANDS, ("m", "v1", 0, 1)),
-           "rejects_in_range": (_REJECTS_IN_RANGE, ("m", 0, 2**62))}
+           "rejects_in_range": (_REJECTS_IN_RANGE, ("m", 0, 2**62)),
+           "run_inputs": (_RUN_INPUTS, ("m",))}
 
 
 def index_statements(dialect: str) -> list[str]:
@@ -193,14 +214,24 @@ def metric_summaries(store) -> list[dict]:
     return summaries
 
 
+def metric_span(store, metric: str) -> dict:
+    """`windows` (how many `metric` has, of every series), `first_start_ms` and
+    `last_start_ms` (None without windows), from the windows index."""
+    count, first, last = store._query(_METRIC_SPAN, (metric,))[0]
+    return {"windows": int(count), "first_start_ms": None if first is None else int(first),
+            "last_start_ms": None if last is None else int(last)}
+
+
 def window_rows(store, metric: str, since: int = 0, start_ms: int = -(2**62),
-                end_ms: int = 2**62, limit: int = 2000) -> list[dict]:
+                end_ms: int = 2**62, limit: int = 2000, oldest: bool = False) -> list[dict]:
     """The windows of `metric` starting in [start_ms, end_ms) whose pane was logged after
-    `since`: the newest `limit` of them, oldest first, as dicts of the ldp_windows columns
-    (`_WINDOW_COLUMNS`, `estimator` and `postprocess` being the method names) and, for a
+    `since`: the newest `limit` of them (`oldest`: the oldest), oldest first, as dicts of the
+    ldp_windows columns (`_WINDOW_COLUMNS`, `estimator` and `postprocess` being the method
+    names) and, for a
     numeric metric, `mean` and `mean_std_error`."""
     with store._snapshot() as cursor:
-        cursor.execute(store._sql(_WINDOW_ROWS), (metric, start_ms, end_ms, since, limit))
+        cursor.execute(store._sql(_OLDEST_WINDOW_ROWS if oldest else _WINDOW_ROWS),
+                       (metric, start_ms, end_ms, since, limit))
         rows = [dict(zip(_WINDOW_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
         if rows:
             low = min(row["window_start_ms"] for row in rows)
@@ -208,9 +239,11 @@ def window_rows(store, metric: str, since: int = 0, start_ms: int = -(2**62),
             cursor.execute(store._sql(_MEANS), (metric, low, high))
             means = {(int(s), int(e), v): (value, error)
                      for s, e, v, value, error in cursor.fetchall()}
-    rows.reverse()
+    if not oldest:
+        rows.reverse()
     for row in rows:
-        for name in ("window_start_ms", "window_end_ms", "n", "pane_index", "pane_seq"):
+        for name in ("window_start_ms", "window_end_ms", "n", "pane_index", "pane_seq",
+                     "run_seq"):
             row[name] = int(row[name])
         row["late_reports"] = None if row["late_reports"] is None else int(row["late_reports"])
         row["pane_is_last"] = bool(row["pane_is_last"])
@@ -312,3 +345,21 @@ def window_rejects(store, metric: str, start_ms: int = -(2**62), end_ms: int = 2
                                                    (metric, start_ms, end_ms)):
         found.setdefault((int(start), int(end)), {})[reason] = int(count)
     return found
+
+
+def run_inputs(store, metric: str) -> dict[int, MetricInputs]:
+    """{run_seq: the inputs of `metric` that run recorded at its end} (`output.coverage`; read
+    by the table's key); empty for a store made before runs recorded them."""
+    exists = ("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'ldp_run_inputs'"
+              if store.dialect == "sqlite" else "SELECT to_regclass('ldp_run_inputs')::text")
+    with store._snapshot() as cursor:
+        cursor.execute(exists)
+        found = cursor.fetchone()
+        if found is None or found[0] is None:
+            return {}
+        cursor.execute(store._sql(_RUN_INPUTS), (metric,))
+        rows = cursor.fetchall()
+    return {int(run): MetricInputs(None if first is None else int(first),
+                                   None if last is None else int(last),
+                                   None if watermark is None else int(watermark))
+            for run, first, last, watermark in rows}

@@ -29,6 +29,7 @@ from ldp_telemetry.ldp.base.errors import StoreError
 from ldp_telemetry.ldp.base.registration import Catalog
 from ldp_telemetry.ldp.base.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.ldp.config.budget import budget_text
+from ldp_telemetry.output.coverage import RunInputs
 from ldp_telemetry.output.estimate import EstimateRecord, records_of
 from ldp_telemetry.store.reads import create_read_indexes, missing_read_indexes
 from ldp_telemetry.store.records import (MAX_NAME_CHARS, SUPPORT_COLUMNS, UNATTRIBUTED_MS,
@@ -122,13 +123,20 @@ CREATE TABLE IF NOT EXISTS ldp_runs (
   output TEXT NOT NULL,
   finished_at_ms BIGINT,
   detail TEXT);
+CREATE TABLE IF NOT EXISTS ldp_run_inputs (
+  run_seq BIGINT NOT NULL,
+  metric TEXT NOT NULL,
+  first_event_ms BIGINT,
+  last_event_ms BIGINT,
+  watermark_ms BIGINT,
+  PRIMARY KEY (metric, run_seq));
 CREATE INDEX IF NOT EXISTS ldp_panes_by_metric ON ldp_panes (metric, seq);
 CREATE INDEX IF NOT EXISTS ldp_rejects_by_slice ON ldp_rejects (metric, slice_start_ms);
 """
 
 #: Every table the store keeps.
 _TABLE_NAMES = ("ldp_windows", "ldp_window_values", "ldp_window_summaries", "ldp_panes",
-                "ldp_rejects", "ldp_runs", "ldp_metric_privacy")
+                "ldp_rejects", "ldp_runs", "ldp_run_inputs", "ldp_metric_privacy")
 
 #: What each metric configuration promises a device (ldp_telemetry.ldp.config.budget), from the
 #: records' `privacy` field: one row per (metric, version), the newest record's. `lifetime_epsilon`
@@ -225,6 +233,16 @@ ON CONFLICT (metric, version, window_start_ms, window_end_ms, run_seq, pane_inde
 _REGISTER_RUN = """
 INSERT INTO ldp_runs (run_id, kind, started_at_ms, status, inputs, output, finished_at_ms)
 VALUES (?, ?, ?, ?, ?, ?, ?)
+"""
+
+#: A run's inputs of one metric (`output.coverage.RunInputs`); a resumed run widens its range.
+_SET_RUN_INPUTS = """
+INSERT INTO ldp_run_inputs (run_seq, metric, first_event_ms, last_event_ms, watermark_ms)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (metric, run_seq) DO UPDATE SET
+  first_event_ms = {least}(ldp_run_inputs.first_event_ms, excluded.first_event_ms),
+  last_event_ms = {greatest}(ldp_run_inputs.last_event_ms, excluded.last_event_ms),
+  watermark_ms = excluded.watermark_ms
 """
 
 _SET_REJECTS = """
@@ -626,6 +644,19 @@ class EstimateStore:
             cursor.execute(self._sql("UPDATE ldp_runs SET status = ?, finished_at_ms = ?, "
                                      "detail = ? WHERE run_seq = ?"),
                            (status, int(time.time() * 1000), detail, run))
+
+    def record_inputs(self, run: int, inputs: RunInputs) -> None:
+        """Record what run `run` read (`output.coverage.RunInputs`: per metric its reports'
+        event-time range, and a live run's watermark when it stopped), one row per metric of
+        `ldp_run_inputs`; a resumed run's range is widened, its watermark replaced. The
+        dashboards decide from them which windows are partial."""
+        least, greatest = (("MIN", "MAX") if self.dialect == "sqlite"
+                           else ("LEAST", "GREATEST"))
+        statement = self._sql(_SET_RUN_INPUTS.format(least=least, greatest=greatest))
+        with self._transaction() as cursor:
+            for metric, (first, last) in sorted(inputs.ranges.items()):
+                cursor.execute(statement, (run, metric[:MAX_NAME_CHARS], int(first), int(last),
+                                           inputs.watermark_ms))
 
     def runs(self) -> list[dict]:
         """Every registered run, oldest first: run_seq, run_id, kind, started_at_ms, status,

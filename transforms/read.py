@@ -23,14 +23,19 @@ from ldp_telemetry.transforms.progress import PROGRESS
 BATCHES = "batches"
 DEAD_LETTERS = "dead_letters"
 COUNTER_NAMESPACE = "ldp"
+#: Namespace of the per-metric event-time distributions (their min and max: the inputs' range).
+EVENT_TIME_NAMESPACE = "ldp.event_time"
 
 
 class DecodeReportFilesFn(beam.DoFn):
     """file path -> (metric, ReportBatch) stamped with its slice start; dead letters tagged.
 
     Counters (namespace "ldp"): records_read, records_accepted, batches, and
-    dead_letter.<reason> in records. Dead letters go through a `DeadLetterCap` per file: the
-    first `verbatim` of each reason as they are, the others aggregated (counts exact).
+    dead_letter.<reason> in records; per metric, a distribution (namespace
+    `EVENT_TIME_NAMESPACE`, named by the metric) whose min and max are the first and last event
+    time of its valid reports (`output.coverage`). Dead letters go through a `DeadLetterCap`
+    per file: the first `verbatim` of each reason as they are, the others aggregated (counts
+    exact).
     """
 
     def __init__(self, registry: Registry, slice_ms: int, slice_offset_ms: int = 0,
@@ -57,6 +62,7 @@ class DecodeReportFilesFn(beam.DoFn):
     def decode(self, source: str, opener):
         """Decode the container `opener(source, mode)` gives: tagged outputs, counters."""
         before = self._decoder.records_read
+        ranges = dict(self._decoder.event_ranges)
         for item in self._decoder.decode_file(source, opener=opener):
             if isinstance(item, DeadLetter):
                 Metrics.counter(COUNTER_NAMESPACE, f"dead_letter.{item.reason}").inc(item.records)
@@ -71,6 +77,11 @@ class DecodeReportFilesFn(beam.DoFn):
         for letter in self._cap.finish_file():
             yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
         self._read.inc(self._decoder.records_read - before)
+        for metric, pair in self._decoder.event_ranges.items():
+            if ranges.get(metric) != pair:  # min and max: the distribution's other fields unused
+                distribution = Metrics.distribution(EVENT_TIME_NAMESPACE, metric)
+                distribution.update(pair[0])
+                distribution.update(pair[1])
         PROGRESS.add(1, self._decoder.records_read - before)
 
 

@@ -94,26 +94,39 @@
 
   /* -- the rows of the page and of api/windows (dashboard/payload.py) into window objects -- */
   function isoOf(ms) { return new Date(ms).toISOString().replace(/\.000Z$/, "Z"); }
+  /* A payload is sent by column: a column is its rows' values, or {all: value} for one value
+   * in every row; `start` is the difference from the previous row's start (units of data.unit
+   * ms); frequencies are integers in units of 1/data.scale. */
   function expand(data) {
-    var at = {};
-    (data.fields || []).forEach(function (name, i) { at[name] = i; });
-    var seriesList = data.series || [];
-    return (data.rows || []).map(function (row) {
-      var s = seriesList[row[at.series]] || {}, top = row[at.top] || [], half = row[at.half] || [];
-      var start = data.t0 + row[at.start] * data.unit, end = start + s.length_ms;
+    var count = data.count || 0, cols = {}, scale = data.scale || 1;
+    (data.fields || []).forEach(function (name) {
+      var column = (data.columns || {})[name];
+      cols[name] = Array.isArray(column) ? column : null;
+      if (!cols[name]) { var one = column ? column.all : null; cols[name] = {length: count, at: one}; }
+    });
+    function get(name, k) { var c = cols[name]; return Array.isArray(c) ? c[k] : c.at; }
+    function freq(v) { return typeof v === "number" ? v / scale : null; }
+    var seriesList = data.series || [], out = [], start = data.t0;
+    for (var k = 0; k < count; k++) {
+      var s = seriesList[get("series", k)] || {};
+      var top = (get("top", k) || []).map(freq), half = (get("half", k) || []).map(freq);
+      start += get("start", k) * data.unit;
+      var end = start + s.length_ms;
       var w = {window_start: isoOf(start), window_end: isoOf(end), start_ms: start, end_ms: end,
-               version: s.version || "", series: s.name, n: row[at.n], late_reports: row[at.late],
-               pane: {timing: data.timings[row[at.timing]], index: row[at.pane], is_last: !!row[at.last]},
-               smallest_resolvable: row[at.floor], rejects: row[at.rejects] || {}, few: !!row[at.few],
-               integrity_flag: row[at.integrity], light: true};
-      if (typeof row[at.mean] === "number") { w.mean = row[at.mean]; w.mean_half95 = row[at.mean_half]; }
+               version: s.version || "", series: s.name, n: get("n", k), late_reports: get("late", k),
+               pane: {timing: data.timings[get("timing", k)], index: get("pane", k), is_last: !!get("last", k)},
+               smallest_resolvable: freq(get("floor", k)), rejects: get("rejects", k) || {}, few: !!get("few", k),
+               integrity_flag: get("integrity", k), partial: get("partial", k) || 0, light: true};
+      var mean = get("mean", k);
+      if (typeof mean === "number") { w.mean = mean; w.mean_half95 = get("mean_half", k); }
       if (s.indices && s.indices.length) {
         w.top = {indices: s.indices, labels: s.labels, estimate: top, half95: half,
                  lower95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e - half[r] : null; }),
                  upper95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e + half[r] : null; })};
       }
-      return w;
-    });
+      out.push(w);
+    }
+    return out;
   }
   /* A window flagged on its own: too few reports where its series mostly has enough (the advice
    * for the whole series is shown once, at the top of the page). */
@@ -133,16 +146,11 @@
     allWindows.forEach(function (w) { counts[w.series] = (counts[w.series] || 0) + 1; });
     return Object.keys(counts).sort(function (a, b) { return counts[b] - counts[a] || (a < b ? -1 : 1); });
   }
-  /* Flag the partial windows of the shown series: the first or last one with fewer reports than
-   * the series' median, or any with fewer than half of it. */
-  function flagPartial() {
-    var ns = windows.map(function (w) { return w.n; }).sort(function (a, b) { return a - b; });
-    var median = ns.length ? ns[Math.floor((ns.length - 1) / 2)] : 0;
-    windows.forEach(function (w, k) {
-      var edge = k === 0 || k === windows.length - 1;
-      w._partial = windows.length > 2 && ((edge && w.n < median) || w.n < median / 2);
-    });
-  }
+  /* The partial windows, as the server decided them from the facts its runs recorded (the
+   * watermark when a run stopped, the inputs' event-time range: output/coverage.py); a row's
+   * `partial` indexes state.partials, 0 for a window that is not partial. */
+  function flagPartial() { windows.forEach(function (w) { w._partial = !!w.partial; }); }
+  function partialText(w) { return (state.partials || [])[w.partial] || "partial"; }
   function readHash() {
     var found = {};
     String(location.hash || "").replace(/^#/, "").split("&").forEach(function (part) {
@@ -155,6 +163,9 @@
     if (!selectedKey) { return; }
     var text = "#series=" + encodeURIComponent(series || "") + "&window=" + encodeURIComponent(selectedKey);
     if (zoom) { text += "&from=" + encodeURIComponent(isoOf(zoom.min * 1000)) + "&to=" + encodeURIComponent(isoOf(zoom.max * 1000)); }
+    if (!loaded.latest && allWindows.length) {
+      text += "&page=" + encodeURIComponent(isoOf(allWindows[0].start_ms)) + "&page_end=" + encodeURIComponent(isoOf(allWindows[allWindows.length - 1].start_ms));
+    }
     if (location.hash !== text) { try { history.replaceState(null, "", text); } catch (e) { /* file: pages */ } }
   }
   function dateText(iso, withTime) {
@@ -257,12 +268,41 @@
       readout.appendChild(span);
     });
   }
-  /* A tick at t s (UTC) of a time axis whose ticks are `step` s apart (uPlot picks round steps:
-   * minutes, hours, days, months): dates at midnights, hours in between. */
+  /* A tick at t s (UTC) of a time axis whose ticks are `step` s apart: dates at midnights,
+   * hours in between, months for steps of a month or more. */
   function timeLabel(t, step) {
     var iso = isoOf(t * 1000);
     if (step >= 86400 || t % 86400 === 0) { return step >= 28 * 86400 ? iso.slice(0, 7) : iso.slice(0, 10); }
     return iso.slice(11, 16);
+  }
+  /* The ticks of the time axis over [low, high] s, `space` px apart at least on `width` px: the
+   * smallest round step whose ticks fit — minutes, whole UTC hours (1, 2, 3, 6, 12), days (1, 2),
+   * weeks (1, 2: Mondays), months (1, 3) or years — every tick a multiple of its step. */
+  var AXIS_STEPS = [60, 300, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800,
+                    7 * 86400, 14 * 86400, "1mo", "3mo", "1y"];
+  function axisTicks(low, high, width, space) {
+    var span = Math.max(1, high - low), wanted = Math.max(1, Math.floor(width / space));
+    var chosen = AXIS_STEPS[AXIS_STEPS.length - 1];
+    for (var s = 0; s < AXIS_STEPS.length; s++) {
+      var size = typeof AXIS_STEPS[s] === "number" ? AXIS_STEPS[s] : AXIS_STEPS[s] === "1mo" ? 30.4 * 86400 : AXIS_STEPS[s] === "3mo" ? 91.3 * 86400 : 365.2 * 86400;
+      if (span / size <= wanted) { chosen = AXIS_STEPS[s]; break; }
+    }
+    var ticks = [], t;
+    if (typeof chosen === "number") {
+      var offset = chosen >= 7 * 86400 ? 4 * 86400 : 0;  /* weeks from a Monday (1970-01-05) */
+      for (t = Math.ceil((low - offset) / chosen) * chosen + offset; t <= high; t += chosen) { ticks.push(t); }
+      return {ticks: ticks, step: chosen};
+    }
+    var months = chosen === "1mo" ? 1 : chosen === "3mo" ? 3 : 12, at = new Date(low * 1000);
+    var month = at.getUTCFullYear() * 12 + at.getUTCMonth();
+    month = Math.ceil(month / months) * months;
+    for (;; month += months) {
+      t = Date.UTC(Math.floor(month / 12), month % 12, 1) / 1000;
+      if (t < low) { continue; }
+      if (t > high) { break; }
+      ticks.push(t);
+    }
+    return {ticks: ticks, step: months * 30.4 * 86400};
   }
   function drawTopK() {
     var holder = document.getElementById("topk"), legend = document.getElementById("topk-legend");
@@ -306,7 +346,7 @@
       }
     });
     if (!bands.length) { holder.removeAttribute("data-band"); }
-    var downX = null;
+    var downX = null, axisStep = 3600;
     var options = {
       width: width, height: 300, legend: {show: false}, bands: bands, series: series,
       padding: [12, 44, 0, 0],  /* room for the last time label */
@@ -320,7 +360,13 @@
         return [state.numeric ? low - pad : low, high + pad];
       }}},
       axes: [{label: "window start (UTC)", labelSize: 20, stroke: "#374151", grid: {stroke: "#e5e7eb"}, space: 90,
-              values: function (u, splits, axis, space, step) { return splits.map(function (t) { return timeLabel(t, step); }); }},
+              splits: function (u, axis, low, high) {
+                var found = axisTicks(low, high, u.bbox.width / (window.devicePixelRatio || 1), 90);
+                axisStep = found.step;
+                holder.setAttribute("data-x-ticks", found.ticks.map(function (t) { return isoOf(t * 1000); }).join(" "));
+                return found.ticks;
+              },
+              values: function (u, splits) { return splits.map(function (t) { return timeLabel(t, axisStep); }); }},
              {label: state.numeric ? "mean (metric units)" : "frequency", stroke: "#374151", grid: {stroke: "#e5e7eb"}, size: 60}],
       hooks: {
         drawClear: [function (u) {  /* the chosen window, under the lines */
@@ -331,6 +377,27 @@
           ctx.fillStyle = "rgba(37, 99, 235, 0.12)";
           ctx.fillRect(Math.min(left, right - 2), u.bbox.top, Math.max(2, right - left), u.bbox.height);
           ctx.restore();
+        }],
+        draw: [function (u) {  /* EARLY and LATE panes: a mark under their window (an open
+                                  * circle, a triangle), in the colours of the pane timings */
+          var ctx = u.ctx, ratio = window.devicePixelRatio || 1, marked = 0;
+          var y = u.bbox.top + u.bbox.height - 7 * ratio, r = 4 * ratio;
+          ctx.save();
+          ctx.lineWidth = 1.5 * ratio;
+          windows.forEach(function (w) {
+            var timing = timingOf(w), t = startMs(w) / 1000;
+            if ((timing !== "EARLY" && timing !== "LATE") || t < u.scales.x.min || t > u.scales.x.max) { return; }
+            var x = u.valToPos(t, "x", true);
+            ctx.beginPath();
+            if (timing === "EARLY") {
+              ctx.strokeStyle = TIMING.EARLY.color; ctx.arc(x, y, r, 0, 2 * Math.PI); ctx.stroke();
+            } else {
+              ctx.fillStyle = TIMING.LATE.color; ctx.moveTo(x, y - r); ctx.lineTo(x + r, y + r); ctx.lineTo(x - r, y + r); ctx.closePath(); ctx.fill();
+            }
+            marked++;
+          });
+          ctx.restore();
+          holder.setAttribute("data-pane-markers", String(marked));
         }],
         setCursor: [function (u) {
           var k = u.cursor.idx;
@@ -358,7 +425,10 @@
     chart.over.addEventListener("click", function (event) {
       var k = chart.cursor.idx;
       if (downX === null || Math.abs(event.clientX - downX) > 3 || k === null || k === undefined || !windows[k]) { return; }
-      select(key(windows[k]), true);
+      /* after the click is handled: a second click of a double-click (which resets the zoom)
+       * is then never held behind the page's redraw */
+      var picked = key(windows[k]);
+      setTimeout(function () { select(picked, true); }, 0);
     });
     chart.over.addEventListener("mouseleave", function () { clear(readout); });
     lines.forEach(function (line, rank) {
@@ -372,6 +442,12 @@
       item.addEventListener("mouseenter", function () { state.focus = line.label; drawTopK(); });
       item.addEventListener("mouseleave", function () { state.focus = null; drawTopK(); });
       legend.appendChild(item);
+    });
+    [["EARLY", "\u25cb early pane (the window still open)"], ["LATE", "\u25b2 late pane (reports after the watermark)"]].forEach(function (pair) {
+      if (!windows.some(function (w) { return timingOf(w) === pair[0]; })) { return; }
+      var note = htmlEl("span", {"class": "legend-item pane-mark", "data-timing": pair[0]}, pair[1]);
+      note.style.color = TIMING[pair[0]].color;
+      legend.appendChild(note);
     });
     var reset = htmlEl("button", {type: "button", "class": "legend-item", id: "topk-reset"}, "all windows");
     reset.hidden = !zoom;
@@ -581,7 +657,7 @@
                  ["late reports", w.late_reports === null || w.late_reports === undefined ? "\u2014" : count(w.late_reports)],
                  ["rejected", count(rejected)],
                  ["smallest resolvable", w.smallest_resolvable ? fmt(w.smallest_resolvable) + " (2 s.e. at f = 0)" : "\u2014"]];
-    if (w._partial) { items.push(["partial", "yes: fewer reports than the series' median"]); }
+    if (w._partial) { items.push(["partial", partialText(w)]); }
     if (typeof w.mean === "number") { items.push(["mean", byError(w.mean, w.mean_half95)]); }
     if (typeof w.mean_half95 === "number") { items.push(["mean \u00b1 95%", halfText(w.mean_half95)]); }
     if (typeof w.variance === "number") { items.push(["variance", String(Number(w.variance.toPrecision(3)))]); }
@@ -741,6 +817,64 @@
   }
   window.ldpWindows = function (views) { merge(views); render(); };
 
+  /* -- the windows held: the latest page, or a page of earlier ones ------------------------
+   * A page holds at most a server's page of windows (MAX_WINDOWS_PER_PAGE of
+   * dashboard/source.py); state.span says how many the metric has. The range bar pages by time
+   * through api/windows: the page before the first held window, the one after the last, or the
+   * latest again. A page of history is in the URL (page, page_end: its first and last window's
+   * start). */
+  var loaded = {latest: true};
+  function heldText(first, last, span) {
+    return "windows " + shortTime(first.window_start) + " \u2013 " + shortTime(last.window_end) + " UTC: " +
+      count(allWindows.length) + " of " + count(span.windows);
+  }
+  function drawRangeBar() {
+    var bar = document.getElementById("range-bar"), span = state.span || {};
+    if (!bar) { return; }
+    var whole = !allWindows.length || !span.windows || (loaded.latest && span.windows <= allWindows.length);
+    bar.hidden = whole;
+    if (whole) { return; }
+    var first = allWindows[0], last = allWindows[allWindows.length - 1];
+    document.getElementById("range-text").textContent = heldText(first, last, span) +
+      (state.live ? "" : " (an export holds the latest windows; serve the store to see the others)");
+    ["range-earlier", "range-later", "range-latest"].forEach(function (id) { document.getElementById(id).hidden = !state.live; });
+    document.getElementById("range-earlier").disabled = first.start_ms <= span.first_start_ms;
+    document.getElementById("range-later").disabled = loaded.latest;
+    document.getElementById("range-latest").disabled = loaded.latest;
+  }
+  /* Replace the windows held with a page of api/windows (`query`: its time range and order);
+   * `pick`: the key of the window to choose, "first" or "last" of the page, or null (the latest
+   * complete one). */
+  function loadPage(query, pick) {
+    var status = document.getElementById("status");
+    return fetch("api/windows?metric=" + encodeURIComponent(state.metric) + "&since=0" + query, {cache: "no-store"})
+      .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
+      .then(function (data) {
+        if (!data.count) { return; }
+        state.series = data.series; state.span = data.span;
+        allWindows = []; merge(expand(data)); dataVersion++;
+        var last = allWindows[allWindows.length - 1];
+        loaded.latest = !data.span || last.start_ms >= data.span.last_start_ms;
+        zoom = null; state.fromHash = false;
+        var names = seriesNames();
+        if (names.indexOf(series) < 0) { series = names[0] || null; }
+        var held = allWindows.filter(function (w) { return w.series === series; });
+        var chosen = pick === "first" ? held[0] : pick === "last" ? held[held.length - 1] :
+          held.find(function (w) { return key(w) === pick; });
+        selectedKey = chosen ? key(chosen) : null; userSelected = !!chosen;
+        render();
+      })
+      .catch(function () { if (status) { status.textContent = "live \u00b7 could not load those windows, retry"; } });
+  }
+  function loadEarlier() {
+    if (!allWindows.length) { return null; }
+    return loadPage("&to=" + encodeURIComponent(isoOf(allWindows[0].start_ms)), "last");
+  }
+  function loadLater() {
+    if (!allWindows.length) { return null; }
+    return loadPage("&from=" + encodeURIComponent(isoOf(allWindows[allWindows.length - 1].start_ms + 1)) + "&order=oldest", "first");
+  }
+
   function render() {
     chooseSeries();
     var current = windows.find(function (w) { return key(w) === selectedKey; });
@@ -755,6 +889,7 @@
       selectedKey = key(current);
     }
     fillSelect();
+    drawRangeBar();
     var chartStarted = window.performance ? performance.now() : 0;
     drawTopK();
     if (!state.renders && window.performance) { document.body.setAttribute("data-topk-ms", (performance.now() - chartStarted).toFixed(1)); }
@@ -779,7 +914,7 @@
       var old = byKey[fullKey(w)];
       if (!old || paneIndex(old) < paneIndex(w) || (paneIndex(old) === paneIndex(w) && (old.light || !w.light))) {
         if (!old || paneIndex(old) !== paneIndex(w)) { dataVersion++; }  /* else: same values, now whole */
-        if (old) { ["start_ms", "end_ms", "few"].forEach(function (f) { if (w[f] === undefined) { w[f] = old[f]; } }); }
+        if (old) { ["start_ms", "end_ms", "few", "partial"].forEach(function (f) { if (w[f] === undefined) { w[f] = old[f]; } }); }
         if (!w.top && old && old.top && w.value_indices) { w.top = old.top; }  /* an export's cut view */
         if (!w.top && old && old.top && w.estimate) {  /* keep the series' top-k indices */
           w.top = {indices: old.top.indices, labels: old.top.labels,
@@ -801,7 +936,13 @@
     fetch("api/windows?metric=" + encodeURIComponent(state.metric) + "&since=" + state.cursor, {cache: "no-store"})
       .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
       .then(function (update) {
-        if (update.rows.length) { state.series = update.series; merge(expand(update)); state.cursor = update.cursor; render(); }
+        var changed = update.count ? expand(update) : [];
+        if (!loaded.latest && allWindows.length) {  /* a page of history: only its own windows */
+          var low = allWindows[0].start_ms, high = allWindows[allWindows.length - 1].start_ms;
+          changed = changed.filter(function (w) { return w.start_ms >= low && w.start_ms <= high; });
+        }
+        if (update.span) { state.span = update.span; }
+        if (changed.length) { state.series = update.series; merge(changed); state.cursor = update.cursor; render(); }
         else { state.cursor = update.cursor; }
         status.textContent = "live \u00b7 updated " + new Date().toLocaleTimeString("en-GB") + " \u00b7 " + allWindows.length + (allWindows.length === 1 ? " window" : " windows");
       })
@@ -854,7 +995,22 @@
   if (fromHash.window && allWindows.some(function (w) { return key(w) === fromHash.window; })) {
     selectedKey = fromHash.window; userSelected = true; state.fromHash = true;
   }
+  [["range-earlier", loadEarlier], ["range-later", loadLater],
+   ["range-latest", function () { return loadPage("", null); }]].forEach(function (pair) {
+    var node = document.getElementById(pair[0]);
+    if (node) { node.addEventListener("click", pair[1]); }
+  });
   render();
+  if (state.live && fromHash.page && !isNaN(Date.parse(fromHash.page)) && allWindows.length &&
+      Date.parse(fromHash.page) < allWindows[0].start_ms) {  /* a page of history, from the URL */
+    var pageEnd = Date.parse(fromHash.page_end || "");
+    loadPage("&from=" + encodeURIComponent(fromHash.page) + (isNaN(pageEnd) ? "" : "&to=" + encodeURIComponent(isoOf(pageEnd + 1))) +
+             "&order=oldest", fromHash.window || "last").then(function () {
+      if (fromHash.from && fromHash.to && Date.parse(fromHash.from) < Date.parse(fromHash.to)) {
+        zoom = {min: Date.parse(fromHash.from) / 1000, max: Date.parse(fromHash.to) / 1000}; chartDrawn = null; render();
+      }
+    });
+  }
   var resizeTimer = null;
   window.addEventListener("resize", function () { clearTimeout(resizeTimer); resizeTimer = setTimeout(render, 150); });
   if (state.live) { setTimeout(poll, state.poll_ms); }

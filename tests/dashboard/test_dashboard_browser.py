@@ -3,6 +3,7 @@ the server, no console error, the page's numbers are the job's, a new pane appea
 reload, and names from the data render as text. Screenshots go to test-artifacts/dashboard/."""
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import time
@@ -15,6 +16,7 @@ from ldp_telemetry.dashboard.source import FolderSource, StoreSource
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.output.bands import Z95
+from ldp_telemetry.output.coverage import RunInputs
 from ldp_telemetry.store import open_store
 
 #: How long a page may take to show a pane written while it is open (it polls every 0.3 s).
@@ -172,6 +174,12 @@ def test_a_pane_written_while_the_page_is_open_appears_without_a_reload(
         "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
         ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
     assert facts["pane"] == "late #1" and facts["late reports"] == "250"
+    # the late pane is marked under its window on the chart over windows, and in its legend
+    assert wait_for(browser, "document.getElementById('topk').getAttribute('data-pane-markers')"
+                             " === '1'", timeout=LIVE_TIMEOUT_S)
+    assert browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#topk-legend .pane-mark'))"
+        ".map(n => n.dataset.timing)") == ["LATE"]
     # the new pane's values are fetched whole for the chosen window
     assert wait_for(browser, "document.querySelector('#values-table tbody tr') && document"
                              ".querySelector('#values-table tbody tr').cells[2].textContent === "
@@ -187,9 +195,11 @@ def test_names_from_the_data_render_as_text(browser, served, tmp_path, artifacts
               "window_end": "2024-03-01T01:00:00Z", "n": 500, "protocol": "grr",
               "epsilon": 1.0, "estimator": {"method": "unbiased", "params": {}},
               "postprocess": {"method": "norm-sub", "params": {}},
-              "labels": [label, "</script><script>window.__owned=3</script>", "plain"],
-              "estimate": [0.5, 0.3, 0.2], "unbiased_estimate": [0.5, 0.3, 0.2],
-              "std_error": [0.04, 0.04, 0.04],
+              "labels": [label, "</script><script>window.__owned=3</script>", "plain",
+                         "AT&amp;T & \"double\" 'single' &lt;", "\u202egnp.exe\u200b"],
+              "estimate": [0.4, 0.25, 0.15, 0.12, 0.08],
+              "unbiased_estimate": [0.4, 0.25, 0.15, 0.12, 0.08],
+              "std_error": [0.04] * 5,
               "pane": {"timing": "ON_TIME", "index": 0, "is_last": False}}
     url_db = f"sqlite:///{tmp_path}/hostile.db"
     with open_store(url_db) as store:
@@ -209,7 +219,18 @@ def test_names_from_the_data_render_as_text(browser, served, tmp_path, artifacts
     labels = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#values-table td.label'))"
         ".map(td => td.textContent)")
-    assert labels == record["labels"]
+    # as text: markup, entities and quotes as they are; a right-to-left override and a zero-width
+    # space escaped (output.text.printable), in the table, the legend and the ranked bars
+    shown = [*record["labels"][:4], "\\u202egnp.exe\\u200b"]
+    assert labels == shown
+    legend = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#topk-legend button.toggle'))"
+        ".map(b => b.textContent)")
+    assert legend == shown
+    bars = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#distribution text.bar-label'))"
+        ".map(t => t.textContent)")
+    assert bars == [text if len(text) <= 22 else text[:21] + "\u2026" for text in shown]
     assert browser.driver.execute_script(
         "return document.querySelectorAll('main b, main img, main i').length") == 0
     assert browser.driver.execute_script(
@@ -324,7 +345,9 @@ def headers_align(browser, table: str) -> list:
 @pytest.fixture(scope="module")
 def big_store(tmp_path_factory):
     """1,000 hourly windows of a metric with 500 labels (Zipf-like, one label's share rising
-    over time), written to a SQLite store; returns (url, the last window's record)."""
+    over time), written to a SQLite store by a run whose inputs start with the first window and
+    end 1,000 s into the last one (which is thus partial, and has fewer reports); returns (url,
+    the records)."""
     import numpy as np
     folder = tmp_path_factory.mktemp("big")
     url = f"sqlite:///{folder}/big.db"
@@ -342,7 +365,7 @@ def big_store(tmp_path_factory):
         start = 1_709_251_200 + 3600 * k
         records.append({
             "metric": "big.metric", "window_start": f"{_iso(start)}",
-            "window_end": f"{_iso(start + 3600)}", "n": 100_000 if 0 < k < 999 else 20_000,
+            "window_end": f"{_iso(start + 3600)}", "n": 100_000 if k < 999 else 28_000,
             "protocol": "oue", "epsilon": 2.0, "p_star": 0.5, "q_star": 0.1192,
             "smallest_resolvable": 0.0035,
             "estimator": {"method": "unbiased", "params": {}},
@@ -350,15 +373,55 @@ def big_store(tmp_path_factory):
             "estimate": estimate.tolist(), "unbiased_estimate": estimate.tolist(),
             "std_error": error.tolist(),
             "pane": {"timing": "ON_TIME", "index": 0, "is_last": False}})
+    first_ms, last_ms = 1_709_251_200_000, (1_709_251_200 + 3600 * 999 + 1000) * 1000
     with open_store(url) as store:
+        run = store.begin_run("batch", ["big.avro"], str(folder)).seq
         for at in range(0, 1000, 100):
-            store.write_panes(records[at:at + 100])
+            store.write_panes(records[at:at + 100], run=run)
+        store.record_inputs(run, RunInputs({"big.metric": (first_ms + 2, last_ms)}))
+        # the same windows of a metric whose inputs cover its last window whole (its fewer
+        # reports notwithstanding)
+        whole = store.begin_run("batch", ["whole.avro"], str(folder)).seq
+        for at in range(0, 1000, 100):
+            store.write_panes([{**r, "metric": "big.whole"} for r in records[at:at + 100]],
+                              run=whole)
+        store.record_inputs(whole, RunInputs({"big.whole": (first_ms + 2,
+                                                            first_ms + 1000 * 3_600_000 - 9)}))
     return url, records
 
 
 def _iso(seconds: int) -> str:
     from ldp_telemetry.ldp.base.times import iso_from_ms
     return iso_from_ms(seconds * 1000)
+
+
+def test_a_complete_last_window_with_fewer_reports_is_not_partial(browser, served, big_store):
+    """At 1,000 windows × 500 labels, a last window whose run's inputs cover it whole is not
+    partial, however few its reports (28,000 where the others have 100,000): the page opens on
+    it and flags nothing; the same window cut by its inputs' end is partial (the next test)."""
+    url, records = big_store
+    browser.driver.set_window_size(1280, 1000)
+    browser.get(served(StoreSource(url)) + metric_page_link("big.whole"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "1000"
+    last = records[-1]
+    assert browser.driver.execute_script(
+        "return document.getElementById('window-select').value") == \
+        f"{last['window_start']}|{last['window_end']}"
+    assert wait_loaded(browser)
+    facts = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#window-facts div'))"
+        ".map(d => d.dataset.fact)")
+    assert "partial" not in facts
+    flags = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#accounting-rows tbody tr'))"
+        ".filter(tr => tr.querySelector('.flags').textContent.includes('partial')).length")
+    assert flags == 0
+    check_clean(browser)
+    browser.get(served(StoreSource(url)) + metric_page_link("big.metric"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "1000"
+    assert wait_for(browser, "document.querySelector('#accounting-rows tbody tr .flags')"
+                             ".textContent") == "partial"  # the newest row: cut by the inputs
+    check_clean(browser)
 
 
 def test_a_thousand_windows_of_five_hundred_labels_stay_readable(browser, served, big_store,
@@ -528,6 +591,14 @@ def visible_range(browser) -> list:
         "return [h.getAttribute('data-x-min'), h.getAttribute('data-x-max')];")
 
 
+def time_ticks(browser) -> list:
+    """The ticks of the time axis of the chart over windows, as UTC datetimes."""
+    import datetime as dt
+    text = browser.driver.execute_script(
+        "return document.getElementById('topk').getAttribute('data-x-ticks')")
+    return [dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in text.split()]
+
+
 def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser, served,
                                                                         big_store, artifacts):
     """The chart over windows (uPlot): the band of the value in focus is painted without
@@ -547,6 +618,11 @@ def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser,
         "return document.getElementById('topk-reset').offsetParent") is None
     full = visible_range(browser)
     assert full[0] <= records[0]["window_start"] and full[1] >= records[-1]["window_start"]
+    # 1,000 hours on about 1,000 px: a tick every week, on Mondays at midnight UTC
+    ticks = time_ticks(browser)
+    assert len(ticks) >= 4 and {t.weekday() for t in ticks} == {0}
+    assert all((t.hour, t.minute) == (0, 0) for t in ticks)
+    assert all((b - a).days == 7 for a, b in itertools.pairwise(ticks))
     chosen = browser.driver.execute_script("return document.getElementById('window-select').value")
     over = browser.driver.find_element("css selector", "#topk .u-over")
     width = over.size["width"]
@@ -561,6 +637,10 @@ def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser,
     span = [_ms(t) for t in full]
     shown = [_ms(t) for t in zoomed]
     assert 0.15 < (shown[1] - shown[0]) / (span[1] - span[0]) < 0.35
+    # a quarter of it: a tick every day, or every two, at midnight UTC
+    ticks = time_ticks(browser)
+    assert len(ticks) >= 4 and all((t.hour, t.minute) == (0, 0) for t in ticks)
+    assert {(b - a).days for a, b in itertools.pairwise(ticks)} in ({1}, {2})
     assert "from=" in browser.driver.execute_script("return decodeURIComponent(location.hash)")
     assert browser.driver.execute_script(
         "return document.getElementById('window-select').value") == chosen  # a drag chooses none
@@ -598,3 +678,61 @@ def test_values_over_windows_zoom_by_dragging_and_reset_by_double_click(browser,
 def _ms(iso: str) -> float:
     from datetime import datetime
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
+
+
+@pytest.fixture(scope="module")
+def long_store(tmp_path_factory):
+    """2,600 hourly windows of an 8-value metric: more than a page holds (2,000)."""
+    from tests.dashboard.test_dashboard_payloads import write_store
+    url = f"sqlite:///{tmp_path_factory.mktemp('long')}/long.db"
+    return url, write_store(url, 2600, 8)
+
+
+def test_windows_before_a_page_are_reached_by_paging_through_time(browser, served, long_store,
+                                                                  artifacts):
+    """The page holds the latest 2,000 windows and says how many there are; "earlier" loads the
+    page before it (its last window chosen, the page in the URL), "later" and "latest" come
+    back, and the URL of a page of history opens that page."""
+    url, records = long_store
+    base = served(StoreSource(url))
+    browser.driver.set_window_size(1280, 1000)
+    browser.get(base + metric_page_link("m"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')", 60) == "2000"
+    text = browser.driver.execute_script(
+        "return document.getElementById('range-bar').hidden ? null : "
+        "document.getElementById('range-text').textContent")
+    assert text is not None and "2,000 of 2,600" in text
+    browser.driver.execute_script("document.getElementById('range-earlier').click()")
+    assert wait_for(browser, "document.body.getAttribute('data-windows') === '600'", 30)
+    first, last = records[0], records[599]
+    assert browser.driver.execute_script(
+        "return document.getElementById('window-select').value") == \
+        f"{last['window_start']}|{last['window_end']}"
+    assert browser.driver.execute_script(
+        "return document.getElementById('range-earlier').disabled")
+    shown = browser.driver.execute_script("return decodeURIComponent(location.hash)")
+    assert f"page={first['window_start']}" in shown
+    assert wait_loaded(browser)
+    browser.screenshot(str(artifacts / "long-metric-earlier-page.png"))
+    # the address of this page of history opens it again
+    browser.get("about:blank")
+    browser.get(base + metric_page_link("m") + "#" + shown.lstrip("#"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows') === '600'", 60)
+    assert browser.driver.execute_script(
+        "return document.getElementById('window-select').value") == \
+        f"{last['window_start']}|{last['window_end']}"
+    browser.driver.execute_script("document.getElementById('range-later').click()")
+    after = records[600]  # the 2,000 windows after the page: the first of them chosen
+    assert wait_for(browser, "document.getElementById('window-select').value === "
+                             f"'{after['window_start']}|{after['window_end']}'", 30)
+    assert browser.driver.execute_script("return document.body.getAttribute('data-windows')") \
+        == "2000"
+    assert browser.driver.execute_script("return document.getElementById('range-later').disabled")
+    browser.driver.execute_script("document.getElementById('range-earlier').click()")
+    assert wait_for(browser, "document.body.getAttribute('data-windows') === '600'", 30)
+    browser.driver.execute_script("document.getElementById('range-latest').click()")
+    newest = records[-1]
+    assert wait_for(browser, "document.getElementById('window-select').value === "
+                             f"'{newest['window_start']}|{newest['window_end']}'", 30)
+    assert "page=" not in browser.driver.execute_script("return location.hash")
+    check_clean(browser)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.error
 
 import numpy as np
 import pytest
 
 from ldp_telemetry.dashboard.pages import metric_page_link
-from ldp_telemetry.dashboard.payload import row_bounds
 from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
 from ldp_telemetry.dashboard.source import StoreSource
 from ldp_telemetry.ldp.base.times import iso_from_ms
@@ -91,7 +91,7 @@ def test_windows_are_paged_by_time_and_one_window_is_read_by_its_key(tmp_path):
         for row, k in zip(rows, (8, 9, 10, 11), strict=True):
             assert row["top"] == pytest.approx([records[k]["estimate"][i]
                                                 for i in series["indices"]], rel=1e-5)
-        start, end, version = row_bounds(page, page["rows"][0])
+        start, end, version = rows[0]["start_ms"], rows[0]["end_ms"], rows[0]["version"]
         _, whole = get(base + f"api/window?metric=m&start={iso_from_ms(start)}"
                               f"&end={iso_from_ms(end)}&version={version}")
         whole = json.loads(whole)
@@ -116,7 +116,7 @@ def test_threads_read_in_parallel_through_a_bounded_pool(tmp_path):
     def read():
         try:
             for _ in range(10):
-                results.append(len(source.payload("m", 3)["rows"]))
+                results.append(source.payload("m", 3)["count"])
                 results.append(source.window("m", START, START + HOUR, "")["n"])
         except Exception as error:  # noqa: BLE001 - any failure is the test's finding
             errors.append(error)
@@ -130,3 +130,51 @@ def test_threads_read_in_parallel_through_a_bounded_pool(tmp_path):
     assert source._pool._open <= 3
     source.close()
     assert source._pool._free == []
+
+
+def test_a_payload_is_sent_by_column_and_reads_back_exactly(tmp_path):
+    """Columns every row shares are sent once; starts as differences; frequencies as integers
+    of 1/FREQUENCY_SCALE, within half a unit of the stored value (what the chart draws)."""
+    from ldp_telemetry.dashboard.payload import FREQUENCY_SCALE, unpack
+    url = f"sqlite:///{tmp_path}/s.db"
+    records = write_store(url, 30, 20)
+    source = StoreSource(url)
+    try:
+        payload = source.payload("m", 3)
+    finally:
+        source.close()
+    columns = payload["columns"]
+    for shared in ("series", "late", "timing", "pane", "last", "rejects", "mean", "few",
+                   "integrity", "partial"):
+        assert isinstance(columns[shared], dict), shared  # {"all": value}
+    assert columns["start"] == [0] + [3600] * 29 and payload["unit"] == 1000
+    rows = unpack(payload)
+    indices = payload["series"][0]["indices"]
+    for row, written in zip(rows, records, strict=True):
+        assert row["start_ms"] == START + records.index(written) * HOUR
+        assert row["n"] == written["n"]
+        for value, i in zip(row["top"], indices, strict=True):
+            assert abs(value - written["estimate"][i]) <= 0.5 / FREQUENCY_SCALE
+    # the page embeds the same columns: 30 windows in a few kilobytes
+    assert len(json.dumps(payload, separators=(",", ":"))) < 30 * 60 + 2000
+
+
+def test_a_page_of_windows_reads_forward_in_time_and_says_how_many_there_are(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, 12, 8)
+    source = StoreSource(url)
+    server, base = serve_in_thread(Dashboard(source, top_k=2))
+    try:
+        _, body = get(base + "api/windows?metric=m&since=0&from=" + iso_from_ms(START + 3 * HOUR)
+                      + "&order=oldest&limit=4")
+        page = json.loads(body)
+        assert [r["start_ms"] for r in unpacked(page)] == [START + k * HOUR for k in (3, 4, 5, 6)]
+        assert page["span"] == {"windows": 12, "first_start_ms": START,
+                                "last_start_ms": START + 11 * HOUR}
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            get(base + "api/windows?metric=m&since=0&order=sideways")
+        assert refused.value.code == 400
+    finally:
+        server.shutdown()
+        server.server_close()
+        source.close()

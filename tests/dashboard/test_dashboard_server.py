@@ -12,7 +12,7 @@ import pytest
 
 from ldp_telemetry.dashboard.cli import add_dashboard_arguments
 from ldp_telemetry.dashboard.pages import embedded_json, metric_page_link, metric_page_name
-from ldp_telemetry.dashboard.payload import row_bounds
+from ldp_telemetry.dashboard.payload import unpack
 from ldp_telemetry.dashboard.server import Dashboard, make_server, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource
 from ldp_telemetry.ldp.protocols import make_protocol
@@ -46,14 +46,11 @@ def assert_drawn_as_computed_once(window: dict) -> None:
 
 def unpacked(payload: dict) -> list[dict]:
     """The rows of a page's or /api/windows' payload (dashboard/payload.py) as dicts by field,
-    with `series` the series' name."""
-    rows = []
-    for packed in payload["rows"]:
-        row = dict(zip(payload["fields"], packed, strict=True))
-        row["start_ms"], row["end_ms"], _ = row_bounds(payload, packed)
+    with `series` the series' name and `timing` the pane's."""
+    rows = unpack(payload)
+    for row in rows:
         row["series"] = payload["series"][row["series"]]["name"]
         row["timing"] = payload["timings"][row["timing"]]
-        rows.append(row)
     return rows
 
 
@@ -99,7 +96,7 @@ def test_pages_allow_no_other_origin_and_the_api_returns_only_changes(tmp_path):
                                                                         ["a", "b"])
         light = unpacked(first)[0]
         assert light["floor"] == pytest.approx(smallest_resolvable(GRR.p_star, GRR.q_star, 10))
-        assert light["top"] == [0.6, 0.4]  # to CHART_DIGITS (6) significant digits:
+        assert light["top"] == [0.6, 0.4]  # in units of 1/FREQUENCY_SCALE:
         assert light["half"] == pytest.approx([Z95 * 0.1] * 2, rel=1e-5)
         assert '"estimate"' not in json.dumps(first)  # no record, no value arrays
         _, whole = get(base + "api/window?metric=m&start=2024-03-01T00:00:00Z"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.dashboard.pages import metric_page_link
-from ldp_telemetry.dashboard.payload import row_bounds
+from ldp_telemetry.dashboard.payload import unpack
 from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource
 from ldp_telemetry.ldp.base.times import iso_from_ms
@@ -122,8 +122,8 @@ def test_every_metric_of_a_live_run_has_its_own_panes_latest_and_page(tmp_path, 
             data = page.split('<script id="ldp-data" type="application/json">')[1]
             data = json.loads(data.split("</script>")[0])
             assert data["metric"] == name
-            [row] = data["rows"]  # what the charts draw; the record comes when chosen:
-            start, end, version = row_bounds(data, row)
+            [row] = unpack(data)  # what the charts draw; the record comes when chosen:
+            start, end, version = row["start_ms"], row["end_ms"], row["version"]
             query = urlencode({"metric": name, "start": iso_from_ms(start),
                                "end": iso_from_ms(end), "version": version})
             with urlopen(base + "api/window?" + query, timeout=10) as response:

@@ -241,3 +241,25 @@ def test_a_followed_folder_mixing_envelope_and_per_report_files_counts_reports(t
     assert f.poll() == 2
     assert f.state.records_read == f.state.records_accepted == 12
     assert sum(b.n for b in f._stream.batches) == 12
+
+
+def test_the_inputs_event_range_and_watermark_are_kept_across_a_restart(tmp_path):
+    """What decides a live run's partial windows (output/coverage.py): the valid reports' first
+    and last event time, kept in the checkpoint, and the watermark."""
+    f = follower(tmp_path, policy=WatermarkPolicy(0, None))
+    write(tmp_path / "in", "a.avro", [T0 + 7, T0 + MINUTE + 30_000])
+    f.poll()
+    assert f.inputs().ranges == {METRIC: (T0 + 7, T0 + MINUTE + 30_000)}
+    assert f.inputs().watermark_ms == f.state.watermark_ms == T0 + MINUTE
+    again = follower(tmp_path, policy=WatermarkPolicy(0, None))  # a restart: from the checkpoint
+    write(tmp_path / "in", "b.avro", [T0 + 2 * MINUTE + 5])
+    again.poll()
+    assert again.inputs().ranges == {METRIC: (T0 + 7, T0 + 2 * MINUTE + 5)}
+
+
+def test_a_restart_sweeps_the_inputs_file_a_killed_run_was_writing(tmp_path):
+    (tmp_path / "out").mkdir()
+    torn = tmp_path / "out" / ".inputs.json.123-456-abcdef01.tmp"
+    torn.write_text("{")
+    follower(tmp_path)
+    assert not torn.exists()

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 
-from ldp_telemetry.dashboard.payload import row_bounds
+from ldp_telemetry.dashboard.payload import last_bounds, unpack
 from ldp_telemetry.dashboard.source import FolderSource, StoreSource
 from ldp_telemetry.ldp.config.registry import load_registry
 from ldp_telemetry.ldp.integrity.attacks import fake_reports
@@ -70,10 +70,9 @@ def test_a_poisoned_window_is_flagged_in_the_record_show_the_store_and_the_dashb
     for source in (FolderSource(str(out)), StoreSource(url)):
         _, views = source.windows("w.oue")
         payload = source.payload("w.oue", 5)  # the page's rows carry the same flags
-        window = source.window("w.oue", *row_bounds(payload, payload["rows"][-1]))
+        window = source.window("w.oue", *last_bounds(payload))
         source.close()
         marked = [v["window_start"] for v in views if v["integrity_flag"]]
         assert marked == [by_hour[-1]["window_start"]]
-        flagged = payload["fields"].index("integrity")
-        assert [bool(row[flagged]) for row in payload["rows"]] == [False, False, False, True]
+        assert [bool(row["integrity"]) for row in unpack(payload)] == [False, False, False, True]
         assert window["integrity_flag"] == views[-1]["integrity_flag"]

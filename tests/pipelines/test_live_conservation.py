@@ -15,8 +15,11 @@ import shutil
 
 import numpy as np
 
+from ldp_telemetry.dashboard.payload import unpack
 from ldp_telemetry.dashboard.source import FolderSource, StoreSource
 from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.output.coverage import (CUT_BY_RUN_END, NOT_PARTIAL, RunInputs,
+                                           read_inputs)
 from ldp_telemetry.output.layout import STATUS
 from ldp_telemetry.output.reader import latest_panes, read_estimates
 from ldp_telemetry.pipelines.counters import accepted as accepted_of
@@ -85,6 +88,15 @@ def test_summary_status_dead_letters_show_store_and_dashboard_agree(tmp_path, ha
     assert stored == panes
     assert per_window == {(T0, T0 + MINUTE): {"too_late": 7}}
     assert unattributed == {("", "duplicate"): 45, ("", "undecodable"): 1}
+    # what the run read (output/coverage.py), kept across its restart: the valid reports'
+    # event-time range and the watermark it stopped at (the latest slice's start: no idle
+    # advance), in the folder and the store
+    inputs = read_inputs(str(output))
+    assert inputs == RunInputs({METRIC: (T0 + 5, T0 + 3 * MINUTE + 29)}, T0 + 3 * MINUTE)
+    with open_store(url) as store:
+        recorded = store._query("SELECT metric, first_event_ms, last_event_ms, watermark_ms "
+                                "FROM ldp_run_inputs")
+    assert recorded == [(METRIC, T0 + 5, T0 + 3 * MINUTE + 29, T0 + 3 * MINUTE)]
     # the dashboard, from the folder and from the store
     folder, from_store = FolderSource(str(output)), StoreSource(url)
     try:
@@ -94,6 +106,9 @@ def test_summary_status_dead_letters_show_store_and_dashboard_agree(tmp_path, ha
             late = {v["window_start"]: v["rejects"].get("too_late", 0) for v in views}
             assert late["2024-03-01T00:00:00Z"] == 7 and sum(late.values()) == 7
             assert source.unattributed_rejects() == unattributed
+            # the window the run stopped inside (its watermark short of its end) is partial
+            assert [row["partial"] for row in unpack(source.payload(METRIC, 3))] == \
+                [NOT_PARTIAL, NOT_PARTIAL, CUT_BY_RUN_END]
     finally:
         folder.close()
         from_store.close()

@@ -58,6 +58,11 @@ def test_window_rows_are_paged_by_time_and_cursor(filled):
     assert "record" not in rows[0] and rows[0]["pane_timing"] == "ON_TIME"
     page = reads.window_rows(filled, "m.grr", 0, START + HOUR, START + 4 * HOUR, limit=2)
     assert [r["window_start_ms"] for r in page] == [START + 2 * HOUR, START + 3 * HOUR]
+    forward = reads.window_rows(filled, "m.grr", 0, START + HOUR, limit=2, oldest=True)
+    assert [r["window_start_ms"] for r in forward] == [START + HOUR, START + 2 * HOUR]
+    assert reads.metric_span(filled, "m.grr") == {
+        "windows": 6, "first_start_ms": START, "last_start_ms": START + 5 * HOUR}
+    assert reads.metric_span(filled, "absent")["windows"] == 0
     newest = max(r["pane_seq"] for r in rows)
     assert reads.window_rows(filled, "m.grr", since=newest) == []
     [numeric] = reads.window_rows(filled, "m.num")
