@@ -30,6 +30,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 #: The output folder's record of a run's inputs (`write_inputs`).
 INPUTS_FILE = "inputs.json"
@@ -71,7 +72,7 @@ class RunInputs:
                 "ranges": {metric: list(pair) for metric, pair in sorted(self.ranges.items())}}
 
     @classmethod
-    def from_json(cls, doc) -> RunInputs:
+    def from_json(cls, doc: Any) -> RunInputs:  # a decoded JSON document
         """ValueError for a document not of `as_json`'s shape."""
         try:
             watermark = doc["watermark_ms"]
