@@ -38,9 +38,9 @@ from ldp_telemetry.ldp.protocols.string_keys import (PAD, PREFIX_KEY_ROOT, exten
                                                      padded_rows, row_strings, string_problem)
 
 #: Most heavy hitters one window reports (`top`).
-MAX_TOP = 1_000
+MAX_TOP = 500
 #: Most candidates kept per level (`width`): a level tests 256 × width prefixes.
-MAX_WIDTH = 4_000
+MAX_WIDTH = 1_000
 #: Most strings of a candidate dictionary.
 MAX_CANDIDATES = 1_000_000
 _BYTES = np.arange(256, dtype=np.uint8)

@@ -193,18 +193,31 @@ class PrefixExtension:
         start = self.levels + (level - 1) * size
         return np.asarray(statistic[start: start + size]).reshape(self.pool, self.g)
 
+    @cached_property
+    def _pool_coefficients(self) -> tuple[np.ndarray, np.ndarray]:
+        """(m, K) uint64 multiply-add words (a, b) of every pool seed (hashing.hash_coefficients)."""
+        return hashing.hash_coefficients(self.pool_seeds)
+
     def support_counts(self, statistic: np.ndarray, level: int, keys: np.ndarray) -> np.ndarray:
         """How many reports of `level` support each prefix key: Σ_j counts[j, H(s_{ℓ,j}, key)].
 
-        O(K × len(keys)) hash evaluations, in blocks of candidates.
+        O(K × len(keys)): the local hash of ldp_telemetry.ldp.protocols.hashing evaluated in
+        place on (K × block) arrays, then one gather from the level's table per cell.
         """
-        keys = np.asarray(keys, dtype=np.uint64)
-        table = self.level_table(statistic, level)
-        seeds = self.pool_seeds[level - 1]
+        keys = hashing.value_keys(np.asarray(keys, dtype=np.uint64))
+        table = self.level_table(statistic, level).ravel()
+        a, b = (words[level - 1][None, :] for words in self._pool_coefficients)
+        rows = (np.arange(self.pool, dtype=np.uint64) * np.uint64(self.g))[None, :]
+        g, shift = np.uint64(self.g), np.uint64(32)
         out = np.zeros(keys.shape[0], dtype=np.int64)
-        rows = np.arange(self.pool)[:, None]
         block = max(1, (1 << 20) // self.pool)
-        for start in range(0, keys.shape[0], block):
-            hashed = hashing.local_hash(seeds[:, None], keys[None, start:start + block], self.g)
-            out[start:start + block] = table[rows, hashed].sum(axis=0)
+        with np.errstate(over="ignore"):
+            for start in range(0, keys.shape[0], block):
+                t = np.multiply(keys[start:start + block, None], a)
+                t += b
+                t >>= shift
+                t *= g
+                t >>= shift
+                t += rows
+                out[start:start + block] = table.take(t).sum(axis=1)
         return out
