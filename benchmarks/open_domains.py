@@ -27,7 +27,7 @@ Data: `words` (wordfreq_en_large: English word frequencies, words of lower-case 
 apostrophes), `names` (babynames 2017: name counts, letters only), strings of at most
 `--max-bytes` bytes (longer ones dropped; the share kept is reported).
 
-    python benchmarks/open_domains.py --peer-python /tmp/peers-venv/bin/python \
+    LDP_PEERS_PYTHON=/path/to/peers-venv/bin/python python benchmarks/open_domains.py \
         --json benchmarks/results/open_domains.json
 """
 from __future__ import annotations
@@ -146,8 +146,9 @@ def main(argv=None) -> int:
     parser.add_argument("--k", nargs="+", type=int, default=[10, 50])
     parser.add_argument("--max-bytes", type=int, default=10)
     parser.add_argument("--pool", type=int, default=1024)
-    parser.add_argument("--peer-python", default=None,
-                        help="an interpreter with pure-ldp installed (else no peer columns)")
+    parser.add_argument("--peer-python", default=os.environ.get("LDP_PEERS_PYTHON"),
+                        help="an interpreter with pure-ldp installed (default: "
+                             "$LDP_PEERS_PYTHON; without one, no peer columns)")
     parser.add_argument("--peers", nargs="+", default=list(PEERS), choices=PEERS)
     parser.add_argument("--peer-max-n", type=int, default=100_000)
     parser.add_argument("--hcms-hashes", type=int, default=256)
@@ -159,7 +160,10 @@ def main(argv=None) -> int:
     if args.peer_python is None:
         print("pure-ldp not available (--peer-python): peer columns left empty", file=sys.stderr)
     rows = []
-    with Run("open_domains", args.json, vars(args)) as run:
+    settings = {k: v for k, v in vars(args).items()
+                if k not in ("datasets_dir", "peer_python")}  # local paths
+    settings["peers_available"] = args.peer_python is not None
+    with Run("open_domains", args.json, settings) as run:
         for dataset in args.dataset:
             strings, frequencies, kept = load(dataset, args.datasets_dir, args.max_bytes)
             for n in args.users:
