@@ -105,7 +105,7 @@ def find_heavy_hitters(protocol: PrefixExtension, statistic: np.ndarray, *, top:
         support = np.concatenate([np.zeros(len(grown), dtype=np.int64), support[complete]])
         pooled = np.concatenate([np.zeros(len(grown), dtype=np.int64), pooled[complete]])
         complete = rows[:, -1] == PAD
-        support += protocol.support_counts(statistic, level, keys)
+        support += protocol.prefix_support(statistic, level, keys)
         pooled += reports[level - 1]
         estimate = (support / pooled - q) / (p - q)
         keep = np.argsort(-estimate, kind="stable")[:width]
@@ -144,7 +144,7 @@ def estimate_strings(protocol: PrefixExtension, statistic: np.ndarray,
         key = extend_keys(key, rows[:, level - 1])
         use = first <= level
         if use.any():
-            support[use] += protocol.support_counts(statistic, level, key[use])
+            support[use] += protocol.prefix_support(statistic, level, key[use])
             pooled[use] += reports[level - 1]
     p, q = protocol.p_star, protocol.q_star
     with np.errstate(invalid="ignore", divide="ignore"):

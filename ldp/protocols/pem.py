@@ -195,10 +195,10 @@ class PrefixExtension:
 
     @cached_property
     def _pool_coefficients(self) -> tuple[np.ndarray, np.ndarray]:
-        """(m, K) uint64 multiply-add words (a, b) of every pool seed (hashing.hash_coefficients)."""
+        """(m, K) uint64 multiply-add words (a, b) of every pool seed (hash_coefficients)."""
         return hashing.hash_coefficients(self.pool_seeds)
 
-    def support_counts(self, statistic: np.ndarray, level: int, keys: np.ndarray) -> np.ndarray:
+    def prefix_support(self, statistic: np.ndarray, level: int, keys: np.ndarray) -> np.ndarray:
         """How many reports of `level` support each prefix key: Σ_j counts[j, H(s_{ℓ,j}, key)].
 
         O(K × len(keys)): the local hash of ldp_telemetry.ldp.protocols.hashing evaluated in
