@@ -33,7 +33,7 @@ from ldp_telemetry.ldp.base.validation import is_finite_number, is_int
 from ldp_telemetry.ldp.estimation.estimators import METHODS, EstimatorMethod
 from ldp_telemetry.ldp.estimation.uncertainty import Z95
 from ldp_telemetry.ldp.protocols.base import STRINGS
-from ldp_telemetry.ldp.protocols.pem import PrefixExtension
+from ldp_telemetry.ldp.protocols.pem import HASH_BLOCK_CELLS, PrefixExtension
 from ldp_telemetry.ldp.protocols.string_keys import (PAD, PREFIX_KEY_ROOT, extend_keys,
                                                      padded_rows, row_strings, string_problem)
 
@@ -71,6 +71,19 @@ class HeavyHitters:
         """The values as text (invalid UTF-8, which only a truncated prefix could hold, is
         shown with replacement characters)."""
         return [value.decode("utf-8", errors="replace") for value in self.values]
+
+
+#: Bytes per candidate while a level is decoded: its prefix (max_bytes), key, support, pooled
+#: count, estimate, the sort's order and the next level's copies (both held at once).
+CANDIDATE_BYTES = 2 * 48
+#: Bytes of the hash evaluation's block: the uint64 cells, the gathered counts, slack.
+HASH_BLOCK_BYTES = 3 * 8 * HASH_BLOCK_CELLS
+
+
+def decode_nbytes(protocol: PrefixExtension, width: int) -> int:
+    """Bytes the decoding of one window holds beyond the statistic (256 × width candidates per
+    level), whatever the number of reports: the memory model's window working set."""
+    return 256 * width * (CANDIDATE_BYTES + 2 * protocol.d) + HASH_BLOCK_BYTES
 
 
 def _empty(protocol: PrefixExtension, reports: np.ndarray, reason: str) -> HeavyHitters:

@@ -50,6 +50,8 @@ DEFAULT_POOL = 1_024
 MAX_HASH_RANGE = 64
 #: Largest statistic of one window: levels × pool × g counts of 8 bytes (64 MiB).
 MAX_STATISTIC_BYTES = 64 << 20
+#: Cells (pool × candidates) of one block of the candidates' hash evaluation.
+HASH_BLOCK_CELLS = 1 << 20
 #: The root of the level pools' seeds.
 POOL_ROOT = np.uint64(0x6A09E667F3BCC908)
 
@@ -210,7 +212,7 @@ class PrefixExtension:
         rows = (np.arange(self.pool, dtype=np.uint64) * np.uint64(self.g))[None, :]
         g, shift = np.uint64(self.g), np.uint64(32)
         out = np.zeros(keys.shape[0], dtype=np.int64)
-        block = max(1, (1 << 20) // self.pool)
+        block = max(1, HASH_BLOCK_CELLS // self.pool)
         with np.errstate(over="ignore"):
             for start in range(0, keys.shape[0], block):
                 t = np.multiply(keys[start:start + block, None], a)

@@ -168,3 +168,23 @@ def test_a_level_without_reports_gives_no_heavy_hitters():
                                     "y": np.array([0, 1])})
     result = find_heavy_hitters(protocol, statistic)
     assert result.values == [] and "level 3 has no reports" in result.reason
+
+
+def test_decoding_stays_within_the_memory_model():
+    """tracemalloc's peak while one window is decoded is at most `decode_nbytes` (the memory
+    model's share of a string metric's window), and not far below it."""
+    import tracemalloc
+
+    from ldp_telemetry.ldp.estimation.heavy_hitters import decode_nbytes
+    rng = np.random.default_rng(12)
+    protocol = make_string_protocol("pem", 2.0, 10, 1024)
+    words = [bytes(rng.integers(97, 100, size=rng.integers(1, 10), dtype=np.uint8))
+             for _ in range(20_000)]
+    statistic = protocol.new_statistic()
+    protocol.accumulate(statistic, protocol.perturb(padded_rows(words, 10), rng))
+    for top in (10, 100):
+        tracemalloc.start()
+        find_heavy_hitters(protocol, statistic, top=top)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert 0.7 * decode_nbytes(protocol, 2 * top) <= peak <= decode_nbytes(protocol, 2 * top)
