@@ -157,7 +157,10 @@ class MetricConfig:
     @property
     def value_labels(self) -> list[str]:
         """Labels of the domain values (their index as text for a sized domain; for a numeric
-        domain each bucket as "[lo, hi)", the last one closed)."""
+        domain each bucket as "[lo, hi)", the last one closed; none for a string metric, whose
+        domain is open)."""
+        if self.kind == STRINGS:
+            return []
         if self.kind == NUMERIC:
             edges = self.bucket_edges.tolist()
             return [f"[{lo:g}, {hi:g}{']' if i == self.d - 1 else ')'}"
