@@ -188,3 +188,30 @@ def test_decoding_stays_within_the_memory_model():
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert 0.7 * decode_nbytes(protocol, 2 * top) <= peak <= decode_nbytes(protocol, 2 * top)
+
+
+def test_the_pool_term_of_the_variance_over_fresh_pools(monkeypatch):
+    """With a small pool (K = 16) the collisions with a heavy string dominate the variance of
+    another's estimate: over 200 windows, each with a fresh pool (POOL_ROOT drawn anew), the
+    sample variance's ratio to the formula (sampling + pool term) lies in the chi-square(199)
+    1e-5 two-sided interval [0.65, 1.45]; without the pool term the ratio would be about 8."""
+    import ldp_telemetry.ldp.protocols.pem as pem
+
+    rng = np.random.default_rng(90)
+    n, windows = 20_000, 200
+    others = [bytes(rng.integers(97, 123, size=4, dtype=np.uint8)) for _ in range(2_000)]
+    estimates, errors = [], []
+    for _ in range(windows):
+        monkeypatch.setattr(pem, "POOL_ROOT", np.uint64(rng.integers(0, 2**63)))
+        protocol = make_string_protocol("pem", 2.0, 4, 16)
+        u = rng.random(n)
+        held = np.where(u < 0.3, -1, np.where(u < 0.7, -2, rng.integers(0, len(others), n)))
+        rows = padded_rows([b"hit" if i == -1 else b"big" if i == -2 else others[i]
+                            for i in held], 4)
+        statistic = protocol.new_statistic()
+        protocol.accumulate(statistic, protocol.perturb(rows, rng))
+        result = estimate_strings(protocol, statistic, [b"hit", b"big"])
+        estimates.append(result.estimate[0])
+        errors.append(result.std_error[0])
+    ratio = np.var(estimates, ddof=1) / np.mean(np.square(errors))
+    assert 0.65 <= ratio <= 1.45, ratio
