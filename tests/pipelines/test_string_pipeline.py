@@ -142,6 +142,11 @@ def test_simulate_run_show_with_sliding_windows(tmp_path):
     shown = subprocess.run([*cli, "show", "--output", str(tmp_path / "out")], check=True,
                            capture_output=True, text=True).stdout
     assert "heavy-hitters" in shown and "café" in shown and "mail" in shown
+    # the dashboard's exported page of the metric lists the heavy hitters of its windows
+    subprocess.run([*cli, "dashboard", "--output", str(tmp_path / "out"), "--export",
+                    str(tmp_path / "pages")], check=True, capture_output=True)
+    page = (tmp_path / "pages" / f"metric-{METRIC}.html").read_text(encoding="utf-8")
+    assert all(f'"{word}"' in page for word in ("mail", "maps", "browser"))
 
 
 def test_bad_pem_payloads_become_dead_letters(tmp_path):
