@@ -17,7 +17,9 @@ dictionary of the sample (it is told the domain: an upper bound no open-domain m
 pure-ldp runs in a separate interpreter (`--peer-python`, an environment with pure-ldp from
 the package index; never a dependency of this project) through benchmarks/open_domains_peers.py;
 without it the peer columns are left empty. Peers run up to `--peer-max-n` users (they handle
-one report at a time in Python).
+one report at a time in Python). `--reuse-peers JSON` takes the peer columns from an earlier
+run's file instead (the same seed, data and settings draw the same users), to measure a change
+of this project's method without running the peers again.
 
 Rates: aggregation reports/s is n over the server's time (counting every report, then decoding
 the top k); this project counts with one `bincount` and decodes in time independent of n.
@@ -151,18 +153,33 @@ def main(argv=None) -> int:
                              "$LDP_PEERS_PYTHON; without one, no peer columns)")
     parser.add_argument("--peers", nargs="+", default=list(PEERS), choices=PEERS)
     parser.add_argument("--peer-max-n", type=int, default=100_000)
+    parser.add_argument("--reuse-peers", metavar="JSON", default=None,
+                        help="take the peer columns from an earlier run's --json file (same "
+                             "seed, data and settings: the same users) instead of running them")
     parser.add_argument("--hcms-hashes", type=int, default=256)
     parser.add_argument("--hcms-width", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=2026)
     add_json_argument(parser)
     args = parser.parse_args(argv)
     args.peer_python = peer_python_available(args.peer_python)
-    if args.peer_python is None:
+    if args.peer_python is None and not args.reuse_peers:
         print("pure-ldp not available (--peer-python): peer columns left empty", file=sys.stderr)
     rows = []
+    earlier = {}
+    if args.reuse_peers:
+        with open(args.reuse_peers, encoding="utf-8") as handle:
+            document = json.load(handle)
+        for key in ("seed", "max_bytes", "hcms_hashes", "hcms_width"):
+            if document["parameters"][key] != getattr(args, key):
+                parser.error(f"--reuse-peers: the earlier run's {key} differs")
+        earlier = {(r["dataset"], r["n"], r["epsilon"], r["k"]):
+                   {name: m for name, m in r["methods"].items() if name != "pem"}
+                   for r in document["results"]["settings"]}
+        args.peer_python = None
     settings = {k: v for k, v in vars(args).items()
-                if k not in ("datasets_dir", "peer_python")}  # local paths
-    settings["peers_available"] = args.peer_python is not None
+                if k not in ("datasets_dir", "peer_python", "reuse_peers")}  # local paths
+    settings["peers_available"] = args.peer_python is not None or bool(earlier)
+    settings["peers_from_earlier_run"] = bool(earlier)
     with Run("open_domains", args.json, settings) as run:
         for dataset in args.dataset:
             strings, frequencies, kept = load(dataset, args.datasets_dir, args.max_bytes)
@@ -182,6 +199,7 @@ def main(argv=None) -> int:
                     for k in args.k:
                         row = {"dataset": dataset, "n": n, "epsilon": epsilon, "k": k,
                                "kept": kept, "distinct": len(counted), "methods": {}}
+                        row["methods"].update(earlier.get((dataset, n, epsilon, k), {}))
                         for name, result in methods.items():
                             server_s = result["aggregate_s"] + result["decode_s"][str(k)]
                             row["methods"][name] = {
@@ -195,6 +213,8 @@ def main(argv=None) -> int:
                                           f"{m['aggregation_rate']:,.0f}/s"
                                           for name, m in row["methods"].items())
                         print(f"{dataset} n={n:,} ε={epsilon:g} k={k}: {shown}", flush=True)
+        for row in rows:  # this project's column first
+            row["methods"] = dict(sorted(row["methods"].items(), key=lambda kv: kv[0] != "pem"))
         run.save({"settings": rows})
     return 0
 

@@ -1,11 +1,15 @@
 """Heavy hitters of a string metric's window, found from one round of PEM reports.
 
 Decoding ([Wang19], with every level's reports from the same round): level
-1 tests the 256 one-byte prefixes; each further level ℓ tests the one-byte extensions of the
+1 tests the one-byte prefixes; each further level ℓ tests the one-byte extensions of the
 `width` best candidates of level ℓ − 1 against the reports of level ℓ and keeps the `width`
-best again. A candidate that ended in NUL is a complete string: its only extension is NUL, and
-because a string's prefix of every length beyond it is the string itself padded, its estimate
-pools the support counts of every level since it completed. After level m (max_bytes) every
+best again. Values are UTF-8 (the client refuses anything else), so only extensions that keep
+a prefix valid UTF-8 are tested: at a character boundary NUL, ASCII or a lead byte whose
+character fits in max_bytes (179 of 256 bytes, fewer near the end), inside a character the 64
+continuation bytes; every heavy hitter is valid UTF-8. A candidate that ended in NUL is a
+complete string: its only extension is NUL, and because a string's prefix of every length
+beyond it is the string itself padded, its estimate pools the support counts of every level
+since it completed. After level m (max_bytes) every
 candidate is complete; the heavy hitters are the `top` best whose estimate exceeds `threshold`.
 
 Estimate of a candidate from S support counts among N reports of its levels ([Wang20] journal
@@ -19,7 +23,7 @@ hitters x: Σ_ℓ n_ℓ^2 / N^2 · Σ_x f_x^2 (p − q_g)^2 (1/g)(1 − 1/g) / (
 q_g = (1 − p)/(g − 1) GRR's probability of reporting a given other bucket, evaluated at the
 reported heavy hitters' estimates (clipped at 0). Error bars are estimate ± 1.96 standard errors.
 
-Cost per window: m levels × (256 × width candidates) × K hash evaluations, whatever n.
+Cost per window: m levels × (at most 179 × width candidates) × K hash evaluations, whatever n.
 """
 from __future__ import annotations
 
@@ -44,6 +48,12 @@ MAX_WIDTH = 1_000
 #: Most strings of a candidate dictionary.
 MAX_CANDIDATES = 1_000_000
 _BYTES = np.arange(256, dtype=np.uint8)
+#: Continuation bytes a byte announces when it starts a UTF-8 character (0: ASCII or NUL; -1:
+#: it cannot start one: a continuation byte, C0, C1, F5..FF).
+_NEEDS = np.full(256, -1, dtype=np.int64)
+_NEEDS[:0x80], _NEEDS[0xC2:0xE0], _NEEDS[0xE0:0xF0], _NEEDS[0xF0:0xF5] = 0, 1, 2, 3
+#: The bytes that continue a UTF-8 character.
+_CONTINUATION = (_BYTES >= 0x80) & (_BYTES <= 0xBF)
 
 
 @dataclass(frozen=True)
@@ -106,15 +116,21 @@ def find_heavy_hitters(protocol: PrefixExtension, statistic: np.ndarray, *, top:
     complete = np.zeros(1, dtype=bool)
     support = np.zeros(1, dtype=np.int64)  # pooled over the levels since the string completed
     pooled = np.zeros(1, dtype=np.int64)
+    pending = np.zeros(1, dtype=np.int64)  # continuation bytes the prefix still owes
     for level in range(1, protocol.levels + 1):
         open_ = ~complete
-        grown = np.repeat(rows[open_], 256, axis=0)
-        grown = np.concatenate([grown, np.tile(_BYTES, int(open_.sum()))[:, None]], axis=1)
+        wait = pending[open_]
+        allowed = np.where((wait == 0)[:, None], (_NEEDS >= 0) & (level + _NEEDS <= protocol.d),
+                           _CONTINUATION[None, :])
+        which, byte = np.nonzero(allowed)
+        grown = np.concatenate([rows[open_][which], byte.astype(np.uint8)[:, None]], axis=1)
         done = np.concatenate([rows[complete], np.full((int(complete.sum()), 1), PAD,
                                                        dtype=np.uint8)], axis=1)
         rows = np.concatenate([grown, done])
-        keys = np.concatenate([extend_keys(keys[open_][:, None], _BYTES).ravel(),
+        keys = np.concatenate([extend_keys(keys[open_][which], byte),
                                extend_keys(keys[complete], PAD)])
+        pending = np.concatenate([np.where(wait[which] == 0, _NEEDS[byte], wait[which] - 1),
+                                  np.zeros(int(complete.sum()), dtype=np.int64)])
         support = np.concatenate([np.zeros(len(grown), dtype=np.int64), support[complete]])
         pooled = np.concatenate([np.zeros(len(grown), dtype=np.int64), pooled[complete]])
         complete = rows[:, -1] == PAD
@@ -122,7 +138,7 @@ def find_heavy_hitters(protocol: PrefixExtension, statistic: np.ndarray, *, top:
         pooled += reports[level - 1]
         estimate = (support / pooled - q) / (p - q)
         keep = np.argsort(-estimate, kind="stable")[:width]
-        rows, keys, complete = rows[keep], keys[keep], complete[keep]
+        rows, keys, complete, pending = rows[keep], keys[keep], complete[keep], pending[keep]
         support, pooled = support[keep], pooled[keep]
     estimate = (support / pooled - q) / (p - q)
     order = np.argsort(-estimate, kind="stable")

@@ -215,3 +215,21 @@ def test_the_pool_term_of_the_variance_over_fresh_pools(monkeypatch):
         errors.append(result.std_error[0])
     ratio = np.var(estimates, ddof=1) / np.mean(np.square(errors))
     assert 0.65 <= ratio <= 1.45, ratio
+
+
+def test_finds_multibyte_strings_and_only_valid_utf8():
+    """Two-, three- and four-byte characters (café, 東京, 🚀 go) among ASCII words, ε = 4,
+    n = 100,000: the four strings of 20% or more are found (each ≥ 25 standard errors of a
+    level's noise), and every heavy hitter decodes as UTF-8 strictly."""
+    rng = np.random.default_rng(14)
+    words = ["café".encode(), "東京".encode(), "🚀 go".encode(), b"mail"]
+    held = rng.choice(5, size=100_000, p=[0.25, 0.25, 0.2, 0.2, 0.1])
+    others = [bytes(rng.integers(97, 123, size=5, dtype=np.uint8)) for _ in range(5_000)]
+    values = [words[i] if i < 4 else others[rng.integers(len(others))] for i in held]
+    protocol = make_string_protocol("pem", 4.0, 8, 256)
+    statistic = protocol.new_statistic()
+    protocol.accumulate(statistic, protocol.perturb(padded_rows(values, 8), rng))
+    result = find_heavy_hitters(protocol, statistic, top=8)
+    assert set(result.values[:4]) == set(words)
+    for value in result.values:
+        value.decode("utf-8")  # strict: a UnicodeDecodeError fails the test
