@@ -357,6 +357,43 @@ def evaluate_postprocess(r: dict) -> str:
     return "\n".join(out).rstrip()
 
 
+OPEN_DOMAIN_METHODS = {"pem": "PEM (here)", "pem-hcms": "pure-ldp PEM", "treehist-hcms":
+                       "pure-ldp TreeHist", "hcms": "pure-ldp HCMS + dictionary"}
+
+
+def open_domains(r: dict) -> str:
+    """Heavy hitters of string domains: F1 and NCR per method, the aggregation rates and their
+    ratio, the statistic's size (the best F1 of a row in bold)."""
+    rows = []
+    for s in r["settings"]:
+        methods = s["methods"]
+        best = max(m["f1"] for m in methods.values())
+
+        def cell(name, key, bold=False, methods=methods, best=best):
+            m = methods.get(name)
+            if m is None:
+                return "–"
+            text = f"{m[key]:.2f}"
+            return f"**{text}**" if bold and m[key] == best else text
+        peers = [m["aggregation_rate"] for name, m in methods.items() if name != "pem"]
+        ours = methods["pem"]
+        counting_s = s["n"] / ours["aggregation_rate"] - ours["decode_s"]
+        rows.append([s["dataset"], f"{s['n']:,}", f"{s['epsilon']:g}", str(s["k"]),
+                     *[cell(name, "f1", True) for name in OPEN_DOMAIN_METHODS],
+                     *[cell(name, "ncr") for name in OPEN_DOMAIN_METHODS],
+                     rate(ours["aggregation_rate"]), rate(max(peers) if peers else None),
+                     fixed(0)(ours["aggregation_rate"] / max(peers) if peers else None),
+                     rate(s["n"] / counting_s if counting_s > 0 else None),
+                     fixed(2)(ours["decode_s"]),
+                     fixed(1)(ours["statistic_bytes"] / 2**20)])
+    names = list(OPEN_DOMAIN_METHODS.values())
+    return table(["data set", "n", "ε", "k", *[f"F1 {n}" for n in names],
+                  *[f"NCR {n}" for n in names], "server reports/s (here)",
+                  "best peer server reports/s", "ratio", "counting reports/s (here)",
+                  "decoding s (here)", "statistic MiB"], rows,
+                 right=set(range(1, 4 + 2 * len(names) + 6)))
+
+
 SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
     ("throughput", "Throughput against fastavro's raw decode",
      "N reports per protocol (d = 1024, ε = 2, Zipf-shaped values over one "
@@ -562,6 +599,17 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "python benchmarks/evaluate_postprocess.py --dataset emoji babynames --users 1000000 "
      "--epsilon 0.5 1 2 4 --repeats 30 --protocol oue grr --methods base norm-sub norm-hyb "
      "mle-apx ibu"),
+    ("open_domains", "Heavy hitters of open string domains",
+     "n users drawn from real string frequencies (English words, 2017 baby names), each "
+     "reporting once; this project's single-round PEM beside pure-ldp's PEM, TreeHist (both "
+     "over its HCMS) and HCMS decoding the sample's true dictionary, on the same users' "
+     "strings; top-k F1 and NCR against the sample's true top k (the best F1 of a row in "
+     "bold), one run per setting; *server* reports/s = n over the server's counting and "
+     "decoding time (pure-ldp: aggregating its reports one by one, then finding the top k), "
+     "*counting* = n over this project's counting alone, *decoding* its time per window "
+     "(independent of n); peers up to `--peer-max-n` users (– beyond). Method and contract: "
+     "[open domains](open-domains.md).",
+     open_domains, "LDP_PEERS_PYTHON=... python benchmarks/open_domains.py"),
     ("memo_encode", "Memoized reports on the client",
      "Encoding N values (Zipf over d = 105, ε1 = 1.07, ε∞ = 4.39) by the client library, in "
      "reports/s: one-stage; memoized *cold*, every value from a new device, so each report "
@@ -636,6 +684,29 @@ def anchor(title: str) -> str:
     return kept.replace(" ", "-")
 
 
+#: Pages outside docs/benchmarks.md that show a benchmark's table between two markers:
+#: (page, benchmark). The block is rewritten (and checked) with docs/benchmarks.md.
+OWN_PAGES = [(CHECKOUT / "docs" / "open-domains.md", "open_domains")]
+
+
+def render_block(page: Path, name: str, results: Path) -> str:
+    """`page` with the table of benchmark `name` between its `<!-- name:begin -->` and
+    `<!-- name:end -->` markers."""
+    text = page.read_text(encoding="utf-8")
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    head, _, rest = text.partition(begin)
+    _, _, tail = rest.partition(end)
+    path = results / f"{name}.json"
+    if path.exists():
+        document = json.loads(path.read_text(encoding="utf-8"))
+        renderer = next(r for n, _, _, r, _ in SECTIONS if n == name)
+        body = (f"`{shown_command(document['command'])}`\n\n{machine_line(document)}\n\n"
+                + renderer(dict(document["results"], parameters=document["parameters"])))
+    else:
+        body = "Not measured yet: see [Benchmarks](benchmarks.md)."
+    return f"{head}{begin}\n{body}\n{end}{tail}"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=RESULTS)
@@ -643,16 +714,18 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 when the page differs from the results")
     args = parser.parse_args(argv)
-    text = render(args.results)
+    pages = [(args.out, render(args.results))]
+    pages += [(page, render_block(page, name, args.results)) for page, name in OWN_PAGES
+              if page.exists()]
     if args.check:
-        current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
-        if current != text:
-            print(f"{args.out} is not up to date: run python benchmarks/report.py",
-                  file=sys.stderr)
-            return 1
-        return 0
-    args.out.write_text(text, encoding="utf-8")
-    print(f"wrote {args.out}")
+        stale = [page for page, text in pages
+                 if (page.read_text(encoding="utf-8") if page.exists() else "") != text]
+        for page in stale:
+            print(f"{page} is not up to date: run python benchmarks/report.py", file=sys.stderr)
+        return 1 if stale else 0
+    for page, text in pages:
+        page.write_text(text, encoding="utf-8")
+        print(f"wrote {page}")
     return 0
 
 

@@ -2,8 +2,10 @@
 
 A frequency metric takes labels of its domain (a labelled domain) or integer indices in [0, d)
 (either domain); a numeric metric takes numbers in [low, high], mapped onto the unit interval as
-u = (x - low) / (high - low). Anything else is an `InputError` (field ``value``) naming the value:
-nothing is perturbed from a value the server would read as another one.
+u = (x - low) / (high - low); a string metric takes strings (or UTF-8 bytes) of at most its
+`max_bytes` UTF-8 bytes without NUL, padded into rows of bytes. Anything else is an
+`InputError` (field ``value``) naming the value: nothing is perturbed from a value the server
+would read as another one.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import numpy as np
 from ldp_telemetry.ldp.base.errors import InputError
 from ldp_telemetry.ldp.base.registration import did_you_mean
 from ldp_telemetry.ldp.base.validation import is_int, is_number
-from ldp_telemetry.ldp.protocols.base import NUMERIC
+from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS
+from ldp_telemetry.ldp.protocols.string_keys import as_utf8, padded_rows, string_problem
 
 if TYPE_CHECKING:
     from ldp_telemetry.ldp.config.registry import MetricConfig
@@ -23,15 +26,33 @@ VALUE = "value"
 
 
 def domain_points(config: MetricConfig, values: Any) -> np.ndarray:
-    """int64 indices in [0, d) of a frequency metric's values, or float64 points in [0, 1] of a
-    numeric metric's; `values` a sequence or array (one value: use a list of one)."""
+    """int64 indices in [0, d) of a frequency metric's values, float64 points in [0, 1] of a
+    numeric metric's, or (n, max_bytes) uint8 rows of a string metric's; `values` a sequence or
+    array (one value: use a list of one)."""
     array = values if isinstance(values, np.ndarray) else np.asarray(list(values), dtype=object)
     if array.ndim != 1:
         raise InputError(f"values of metric {config.name!r} must be one-dimensional, got shape "
                          f"{array.shape}", VALUE)
     if config.kind == NUMERIC:
         return _unit_points(config, array)
+    if config.kind == STRINGS:
+        return _string_rows(config, array)
     return _indices(config, array)
+
+
+def _string_rows(config: MetricConfig, array: np.ndarray) -> np.ndarray:
+    """Padded byte rows (ldp.protocols.string_keys) of str or UTF-8 bytes values."""
+    encoded = []
+    for value in array.tolist():
+        try:
+            data = as_utf8(value)
+        except (TypeError, UnicodeDecodeError) as error:
+            raise InputError(f"value {value!r} of metric {config.name!r}: {error}", VALUE) from None
+        problem = string_problem(data, config.d)
+        if problem:
+            raise InputError(f"value {value!r} of metric {config.name!r} {problem}", VALUE)
+        encoded.append(data)
+    return padded_rows(encoded, config.d)
 
 
 def _indices(config: MetricConfig, array: np.ndarray) -> np.ndarray:

@@ -31,9 +31,8 @@ from ldp_telemetry.client.values import domain_points
 from ldp_telemetry.ldp.config.fingerprint import WIRE_FORMAT, canonical_text, real_text
 from ldp_telemetry.ldp.config.memoize import prr_key, words_for
 from ldp_telemetry.ldp.config.registry import MetricConfig, parse_registry
-from ldp_telemetry.ldp.protocols.base import NUMERIC
+from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS
 from ldp_telemetry.ldp.protocols.memoized import BUCKET, VALUE, TwoStage
-from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 from ldp_telemetry.schemas import load_schema
 
 VECTORS_PATH = Path(__file__).with_name("test_vectors.json")
@@ -76,6 +75,9 @@ CASES: tuple[tuple[dict, tuple[tuple[int, object], ...]], ...] = (
     ({"name": "v.rtt_ms", "protocol": "sw", "epsilon": 1.0,
       "domain": {"low": 0, "high": 800, "buckets": 16}},
      ((25, 123.5), (26, 800))),
+    ({"name": "v.app", "protocol": "pem", "epsilon": 2.0,
+      "domain": {"strings": {"max_bytes": 8, "pool": 16}}},
+     ((27, "mail"), (28, "Zürich"))),
 )
 
 
@@ -165,7 +167,8 @@ def vectors() -> dict:
                 "event_time_ms": event_time_ms, "report_id": report_id,
                 "payload": {"record": branch.rsplit(".", 1)[1], "fields": _json_fields(payload)},
                 "avro": encoded.getvalue().hex(),
-                "support_of": "report_buckets" if config.kind == NUMERIC else "values",
+                "support_of": {NUMERIC: "report_buckets",
+                               STRINGS: "statistic_cells"}.get(config.kind, "values"),
                 "support": server_support(config, encoded.getvalue()),
             })
     return {"format": WIRE_FORMAT, "schema": "schemas/report.avsc",
@@ -176,7 +179,8 @@ def vectors() -> dict:
 def server_support(config: MetricConfig, avro: bytes) -> list[int]:
     """The support set of one schemaless-encoded report as the server counts it: indices in
     [0, d) of the values it supports (a frequency metric), or of the report-histogram buckets it
-    adds to (a numeric metric's statistic)."""
+    adds to (a numeric metric's statistic), or the cells of a string metric's statistic it adds
+    one to (its level's report count, then its (level, hash, y) count)."""
     record = fastavro.schemaless_reader(io.BytesIO(avro), load_schema("report"), None,
                                         return_record_name=True)
     assert isinstance(record, dict), "the report schema is a record"
@@ -186,7 +190,7 @@ def server_support(config: MetricConfig, avro: bytes) -> list[int]:
         raise ValueError(f"vector of {config.name}: the payload is outside the output space")
     statistic = protocol.new_statistic()
     protocol.accumulate(statistic, columns)
-    counts = (statistic if isinstance(protocol, NumericProtocol)
+    counts = (statistic if config.kind in (NUMERIC, STRINGS)
               else protocol.support_counts(statistic))
     support: list[int] = np.flatnonzero(counts).tolist()
     return support

@@ -76,13 +76,15 @@ COMBINED_FIELDS = FREQUENCY_FIELDS - {"integrity"}
 NUMERIC_FIELDS = COMBINED_FIELDS | {
     "bucket_edges", "mean", "variance", "quantiles", "mean_std_error", "quantile_std_errors",
     "bootstrap_replicates", "bands", "band_reasons"}
+#: ... a string metric's (its heavy hitters as labels, how they were found; no integrity).
+STRING_FIELDS = COMBINED_FIELDS | {"heavy_hitters"}
 #: Every field this module knows, in the Avro schema's order.
 KNOWN_FIELDS = ("metric", "window_start", "window_end", "n", "protocol", "epsilon", "p_star",
                 "q_star", "smallest_resolvable", "config_version", "fingerprint",
                 "combined_versions", "estimator", "postprocess", "labels", "estimate",
                 "unbiased_estimate", "std_error", "pane", "bucket_edges", "mean", "variance",
                 "quantiles", "mean_std_error", "quantile_std_errors", "bootstrap_replicates",
-                "band_method", "bands", "band_reasons", "privacy", "integrity")
+                "band_method", "bands", "band_reasons", "privacy", "integrity", "heavy_hitters")
 _ARRAYS = ("estimate", "std_error", "unbiased_estimate", "bucket_edges")
 
 
@@ -122,6 +124,7 @@ class EstimateRecord:
     bootstrap_replicates: int | None = None
     bands: Mapping[str, Any] | None = None
     band_reasons: Mapping[str, str] | None = None
+    heavy_hitters: Mapping[str, Any] | None = None
     fields: frozenset[str] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -135,6 +138,7 @@ class EstimateRecord:
             object.__setattr__(self, "combined_versions", tuple(self.combined_versions))
         if self.fields is None:
             layout = (NUMERIC_FIELDS if self.bucket_edges is not None else
+                      STRING_FIELDS if self.heavy_hitters is not None else
                       COMBINED_FIELDS if self.combined_versions is not None else FREQUENCY_FIELDS)
             object.__setattr__(self, "fields", layout)
 
@@ -222,6 +226,7 @@ class EstimateRecord:
         its kind's, with any other field that is not null, so its `to_json` is the line the job
         wrote beside it."""
         layout = (NUMERIC_FIELDS if value.get("bucket_edges") is not None else
+                  STRING_FIELDS if value.get("heavy_hitters") is not None else
                   COMBINED_FIELDS if value.get("combined_versions") is not None
                   else FREQUENCY_FIELDS)
         present = layout | {name for name in value

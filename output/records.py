@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ldp_telemetry.ldp.config.budget import privacy_budget
-from ldp_telemetry.ldp.engine.finalize import NumericWindowResult
+from ldp_telemetry.ldp.engine.finalize import NumericWindowResult, StringWindowResult
 from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_FIXED_GAIN
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
@@ -45,6 +45,8 @@ def window_estimate_record(config, result, start_ms: int, end_ms: int, pane: Pan
     """
     if isinstance(result, NumericWindowResult):
         return numeric_estimate_record(config, result, start_ms, end_ms, pane)
+    if isinstance(result, StringWindowResult):
+        return string_estimate_record(config, result, start_ms, end_ms, pane)
     spec = config.postprocess
     return EstimateRecord(
         **_common_fields(config, result, start_ms, end_ms, pane),
@@ -88,6 +90,29 @@ def numeric_estimate_record(config, result: NumericWindowResult, start_ms: int, 
         bands={key: band.as_dict() for key, band in (result.bands or {}).items()},
         band_reasons={key: band.reason for key, band in (result.bands or {}).items()
                       if band.reason is not None})
+
+
+def string_estimate_record(config, result: StringWindowResult, start_ms: int, end_ms: int,
+                           pane: Pane = BATCH_PANE) -> EstimateRecord:
+    """The record of a string metric: the common fields, then the window's heavy hitters, best
+    first, as `labels` (the strings), `estimate` (= `unbiased_estimate`: their frequencies) and
+    `std_error`; `heavy_hitters` says how they were found (top, threshold, width, reports per
+    level) and why the list is empty when it is (`reason`)."""
+    found = result.heavy_hitters
+    params = dict(config.estimator.params)
+    estimate = np.asarray(found.estimate, dtype=np.float64)
+    return EstimateRecord(
+        **_common_fields(config, result, start_ms, end_ms, pane),
+        postprocess={"method": "none", "params": {}},
+        labels=tuple(found.labels),
+        estimate=estimate,
+        unbiased_estimate=estimate.copy(),
+        std_error=np.asarray(found.std_error, dtype=np.float64),
+        band_method=BAND_EXACT,
+        heavy_hitters={"top": int(params["top"]), "threshold": float(params["threshold"]),
+                       "width": int(params["width"] or 2 * params["top"]),
+                       "level_reports": [int(v) for v in found.level_reports],
+                       "reason": found.reason})
 
 
 def combined_estimate_record(configs, combined: CombinedResult, start_ms: int, end_ms: int,

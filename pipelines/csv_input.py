@@ -23,6 +23,8 @@ from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.ldp.base.validation import (EVENT_TIME_END_MS, EVENT_TIME_MIN_MS,
                                                EVENT_TIME_SPAN_TEXT)
 from ldp_telemetry.ldp.config.registry import MetricConfig
+from ldp_telemetry.ldp.protocols.base import STRINGS
+from ldp_telemetry.ldp.protocols.string_keys import padded_rows, string_problem
 
 #: The field of `ldp simulate` its errors name.
 INPUT = "input"
@@ -134,6 +136,8 @@ def map_to_domain(raw: list[str], config: MetricConfig, lines: np.ndarray | None
     """
     if config.kind == "numeric":
         return map_to_unit_interval(raw, config, lines, path)
+    if config.kind == STRINGS:
+        return map_to_string_rows(raw, config, lines, path)
     distinct, inverse = np.unique(np.asarray(raw, dtype=object).astype(str), return_inverse=True)
     if config.labels is not None:
         position = {label: i for i, label in enumerate(config.labels)}
@@ -149,6 +153,22 @@ def map_to_domain(raw: list[str], config: MetricConfig, lines: np.ndarray | None
                          f"{config.name!r} (first at {_rows_text(bad, lines)}: {examples})",
                          INPUT)
     return mapped[inverse.reshape(-1)]
+
+
+def map_to_string_rows(raw: list[str], config: MetricConfig, lines: np.ndarray | None = None,
+                       path: str | None = None) -> np.ndarray:
+    """Strings -> padded byte rows (ldp.protocols.string_keys); a string longer than the
+    metric's max_bytes in UTF-8, or holding NUL, is an InputError naming how many, where and
+    the first few."""
+    encoded = [str(value).encode("utf-8") for value in raw]
+    bad = np.array([string_problem(value, config.d) is not None for value in encoded],
+                   dtype=bool)
+    if bad.any():
+        first = encoded[int(np.flatnonzero(bad)[0])]
+        raise InputError(f"{_prefix(path)}{int(bad.sum())} value(s) cannot be reported by string "
+                         f"metric {config.name!r} (first at {_rows_text(bad, lines)}: "
+                         f"{_examples(raw, bad)}; it {string_problem(first, config.d)})", INPUT)
+    return padded_rows(encoded, config.d)
 
 
 def _examples(raw: list[str], bad: np.ndarray) -> str:

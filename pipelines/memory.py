@@ -13,7 +13,8 @@ What a job holds beyond its start-up (interpreter, Beam, numpy: about 260 MB on 
   compressed copy. Per domain value (measured with tracemalloc and peak RSS,
   `benchmarks/window_memory.py`): `WINDOW_BYTES_PER_VALUE` for frequency oracles,
   `NUMERIC_WINDOW_BYTES_PER_VALUE` per bucket for numeric metrics (EMS, bootstrap), plus
-  `AMRP_WINDOW_BYTES` for AMRP's permutation blocks, plus, with `--store`,
+  `AMRP_WINDOW_BYTES` for AMRP's permutation blocks, a string metric's statistic and decoding
+  (`decode_nbytes` of ldp/estimation/heavy_hitters.py) whatever its domain, plus, with `--store`,
   `STORE_BYTES_PER_VALUE` and the store sink's waiting records (`store_pending_bytes`);
 * dead letters (`dead_letter_bytes`): a fixed amount whatever their number. Each is written by
   the step that makes it (transforms/sinks.py, never grouped or flattened whole), the first
@@ -42,7 +43,7 @@ from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.ldp.config.registry import MetricConfig, Registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.integrity.accumulate import sample_nbytes
-from ldp_telemetry.ldp.protocols.base import NUMERIC
+from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS
 
 #: Default budget (MB) for the accumulators and the window being finalized and written.
 DEFAULT_MEMORY_BUDGET_MB = 4096.0
@@ -132,7 +133,14 @@ def window_bytes(metric: MetricConfig, store: bool = False) -> int:
 
 
 def _window_terms(metric: MetricConfig, store: bool = False) -> tuple[int, int]:
-    """(bytes per domain value, bytes whatever the domain) of `window_bytes`."""
+    """(bytes per domain value, bytes whatever the domain) of `window_bytes`. A string metric has
+    no domain: its statistic and the decoding's candidates (`decode_nbytes`) are fixed bytes."""
+    if metric.kind == STRINGS:
+        from ldp_telemetry.ldp.estimation.heavy_hitters import decode_nbytes
+        params = dict(metric.estimator.params)
+        fixed = metric.statistic_nbytes + decode_nbytes(metric.protocol,
+                                                        params["width"] or 2 * params["top"])
+        return 0, fixed + (store_pending_bytes() if store else 0)
     per_value = NUMERIC_WINDOW_BYTES_PER_VALUE if metric.kind == NUMERIC else WINDOW_BYTES_PER_VALUE
     fixed = AMRP_WINDOW_BYTES if metric.estimator.method == "amrp" else 0
     if store:

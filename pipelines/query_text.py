@@ -25,6 +25,9 @@ def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
     ConfigError for arguments that do not fit the record's metric."""
     if record.numeric:
         return _numeric_answer(record, args)
+    if record.heavy_hitters is not None:
+        from ldp_telemetry.pipelines.heavy_hitter_query import answer_heavy_hitters
+        return answer_heavy_hitters(record, args)
     if args.quantile is not None:
         raise ConfigError(f"--quantile needs a numeric metric; {args.metric!r} is not one",
                           field="quantile")

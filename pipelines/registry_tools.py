@@ -21,7 +21,7 @@ from ldp_telemetry.ldp.config.budget import privacy_budget
 from ldp_telemetry.ldp.config.fingerprint import canonical_text
 from ldp_telemetry.ldp.config.planner import recommend
 from ldp_telemetry.ldp.config.registry import MetricConfig, Registry, load_registry, parse_registry
-from ldp_telemetry.ldp.protocols.base import NUMERIC, epsilon_problem
+from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS, epsilon_problem
 from ldp_telemetry.output.atomic import write_atomically
 
 #: Default largest number of distinct values `registry init` turns into labels.
@@ -172,6 +172,9 @@ def _memo_text(config: MetricConfig) -> str:
 
 
 def _domain_changes(old: MetricConfig, new: MetricConfig) -> list[str]:
+    if STRINGS in (old.kind, new.kind):
+        before, after = _domain_text(old), _domain_text(new)
+        return [] if before == after else [f"domain {before} -> {after}"]
     if old.kind == NUMERIC or new.kind == NUMERIC:
         before, after = _numeric_domain(old), _numeric_domain(new)
         return [] if before == after else [f"domain {before} -> {after}"]
@@ -204,6 +207,8 @@ def _numeric_domain(config: MetricConfig) -> str:
 def _domain_text(config: MetricConfig) -> str:
     if config.kind == NUMERIC:
         return _numeric_domain(config)
+    if config.kind == STRINGS:
+        return f"strings of at most {config.d} bytes, pool {config.pool}"
     return f"{config.d} labels" if config.labels is not None else f"size {config.d}"
 
 

@@ -15,7 +15,8 @@ docs/fleet-contract.md; test vectors in `ldp_telemetry/client/test_vectors.json`
   Wave's ``b``) as the 16 lower-case hex digits of its IEEE 754 binary64 bits, big-endian, in a
   string (``2.0`` -> ``"4000000000000000"``): exact, and the same in every language;
 - ``domain``: ``{"labels":[...]}``, ``{"size":d}``, or ``{"buckets":B,"high":H,"low":L}``
-  (``{"high":H,"low":L}`` for a mean-only protocol);
+  (``{"high":H,"low":L}`` for a mean-only protocol), or for a string metric
+  ``{"strings":{"max_bytes":m,"pool":K}}``;
 - ``parameters``: the parameters the protocol derives from ε and d (g, k, K, b, h, d̃), so that
   a change in how they are derived changes the fingerprint too;
 - ``format``: `WIRE_FORMAT`, the version of the report's wire format.
@@ -42,7 +43,7 @@ import json
 import struct
 from typing import Any
 
-from ldp_telemetry.ldp.protocols.base import NUMERIC
+from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS
 from ldp_telemetry.ldp.protocols.memoized import REPORT_G
 
 #: Version of the report wire format (schemas/report.avsc and the payload encodings).
@@ -77,6 +78,8 @@ def canonical_document(config: Any) -> dict:
         domain: dict[str, Any] = {"low": real_text(config.low), "high": real_text(config.high)}
         if not getattr(protocol, "mean_only", False):
             domain["buckets"] = config.d
+    elif config.kind == STRINGS:
+        domain = {"strings": {"max_bytes": config.d, "pool": protocol.pool}}
     elif config.labels is not None:
         domain = {"labels": list(config.labels)}
     else:

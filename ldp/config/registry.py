@@ -15,9 +15,12 @@ and domain size); the choice and its reason are logged, and the resolved name is
 protocol from then on (the estimates report it). A numeric protocol (`sw`, ...;
 ldp_telemetry.ldp.protocols.NUMERIC_PROTOCOLS) takes a numeric domain {"low", "high",
 "buckets"[, "output_buckets"]} and a numeric estimator that fits it (default: the protocol's
-first, "ems" for sw). Every problem raises ldp_telemetry.ldp.base.errors.RegistryError, its message
-naming the metric and the field ("metric 'rtt_ms': field 'epsilon' must ..."), its `field` the
-path of the field in the registry (``metrics[1].epsilon``), before any report is read.
+first, "ems" for sw). A string protocol (`pem`; ldp_telemetry.ldp.protocols.STRING_PROTOCOLS)
+takes an open domain of UTF-8 strings {"strings": {"max_bytes": m[, "pool": K]}} and the
+estimator "heavy-hitters" (its `top`, `threshold`, `width`). Every problem raises
+ldp_telemetry.ldp.base.errors.RegistryError, its message naming the metric and the field
+("metric 'rtt_ms': field 'epsilon' must ..."), its `field` the path of the field in the
+registry (``metrics[1].epsilon``), before any report is read.
 """
 from __future__ import annotations
 
@@ -49,12 +52,14 @@ from ldp_telemetry.ldp.estimation.histograms import bucket_edges
 from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.integrity.spec import DEFAULT as INTEGRITY_DEFAULT
 from ldp_telemetry.ldp.integrity.spec import IntegritySpec, parse_integrity
-from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, FrequencyOracle,
-                                         NumericProtocol, make_numeric_protocol, make_protocol)
-from ldp_telemetry.ldp.protocols.base import FREQUENCY, NUMERIC, epsilon_problem
+from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, STRING_PROTOCOLS,
+                                         FrequencyOracle, NumericProtocol, make_numeric_protocol,
+                                         make_protocol, make_string_protocol)
+from ldp_telemetry.ldp.protocols.base import FREQUENCY, NUMERIC, STRINGS, epsilon_problem
 from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
+from ldp_telemetry.ldp.protocols.pem import DEFAULT_POOL, string_domain_problem
 
 _METRIC_FIELDS = {"name", "version", "protocol", "epsilon", "domain", "estimator", "postprocess",
                   "not_before", "history", "memoize", "reports_per_day", "integrity",
@@ -91,6 +96,7 @@ class MetricConfig:
     low: float | None = None  # numeric metrics: the domain [low, high] in the metric's units
     high: float | None = None
     output_buckets: int | None = None  # numeric metrics: d̃ as given (None: the protocol's default)
+    pool: int | None = None  # string metrics: hash functions per level (d is then max_bytes)
 
     not_before: str | None = None
     version: int = 1  # the configuration's version; a metric's current one is its highest
@@ -105,7 +111,10 @@ class MetricConfig:
 
     @property
     def kind(self) -> str:
-        """The protocol's kind: FREQUENCY for a frequency oracle, NUMERIC for a numeric one."""
+        """The protocol's kind: FREQUENCY for a frequency oracle, NUMERIC for a numeric one,
+        STRINGS for a string protocol."""
+        if self.protocol_name in STRING_PROTOCOLS:
+            return STRINGS
         return NUMERIC if self.protocol_name in NUMERIC_PROTOCOLS else FREQUENCY
 
     @cached_property
@@ -134,6 +143,8 @@ class MetricConfig:
         if self.kind == NUMERIC:
             return make_numeric_protocol(self.protocol_name, self.epsilon, self.d,
                                          self.output_buckets)
+        if self.kind == STRINGS:
+            return make_string_protocol(self.protocol_name, self.epsilon, self.d, self.pool)
         if self.memoize is not None:
             return make_memoized_protocol(self.protocol_name, self.epsilon, self.d,
                                           self.memoize.lifetime_epsilon, self.memoize.g_rule)
@@ -153,7 +164,10 @@ class MetricConfig:
     @property
     def value_labels(self) -> list[str]:
         """Labels of the domain values (their index as text for a sized domain; for a numeric
-        domain each bucket as "[lo, hi)", the last one closed)."""
+        domain each bucket as "[lo, hi)", the last one closed; none for a string metric, whose
+        domain is open)."""
+        if self.kind == STRINGS:
+            return []
         if self.kind == NUMERIC:
             edges = self.bucket_edges.tolist()
             return [f"[{lo:g}, {hi:g}{']' if i == self.d - 1 else ')'}"
@@ -342,8 +356,9 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
     if not is_int(version) or not 1 <= version <= MAX_VERSION:
         raise fail("version", f"must be an integer in [1, {MAX_VERSION}], got {version!r}")
     protocol: Any = entry.get("protocol")  # a registry value, checked here
-    if protocol not in PROTOCOLS and protocol not in NUMERIC_PROTOCOLS and protocol != AUTO:
-        known = sorted(PROTOCOLS) + sorted(NUMERIC_PROTOCOLS) + [AUTO]
+    if (protocol not in PROTOCOLS and protocol not in NUMERIC_PROTOCOLS
+            and protocol not in STRING_PROTOCOLS and protocol != AUTO):
+        known = sorted(PROTOCOLS) + sorted(NUMERIC_PROTOCOLS) + sorted(STRING_PROTOCOLS) + [AUTO]
         raise fail("protocol", f"must be one of {known}, got {protocol!r}"
                                f"{did_you_mean(protocol, known)}")
     epsilon: Any = entry.get("epsilon")  # a registry value, checked here
@@ -358,8 +373,9 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
     reports_per_day = parse_reports_per_day(entry.get("reports_per_day"), fail)
     memoize = None
     if entry.get("memoize") is not None:
-        if protocol in NUMERIC_PROTOCOLS:
-            raise fail("memoize", f"needs a frequency protocol, not the numeric {protocol!r}")
+        if protocol in NUMERIC_PROTOCOLS or protocol in STRING_PROTOCOLS:
+            kind = "numeric" if protocol in NUMERIC_PROTOCOLS else "string"
+            raise fail("memoize", f"needs a frequency protocol, not the {kind} {protocol!r}")
         memoize = parse_memoization(entry["memoize"],
                                     lambda field, message: fail(field, message))
     integrity = parse_integrity(entry.get("integrity"), where, label)
@@ -374,6 +390,10 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
         aggregation_rate = float(aggregation_rate)
     if protocol in NUMERIC_PROTOCOLS:
         config = _parse_numeric_metric(entry, name, protocol, float(epsilon), fail, refail)
+        return dataclasses.replace(config, not_before=not_before, version=version,
+                                   reports_per_day=reports_per_day, integrity=None)
+    if protocol in STRING_PROTOCOLS:
+        config = _parse_string_metric(entry, name, protocol, float(epsilon), fail, refail)
         return dataclasses.replace(config, not_before=not_before, version=version,
                                    reports_per_day=reports_per_day, integrity=None)
     labels, d = _parse_domain(entry.get("domain"), fail)
@@ -498,6 +518,47 @@ def _parse_numeric_metric(entry: Mapping, name: str, protocol: str, epsilon: flo
         raise refail("estimator", error) from None
     config = MetricConfig(name, protocol, epsilon, buckets, None, PostprocessSpec.parse("none"),
                           estimator, low, high, output_buckets)
+    try:
+        config.protocol  # noqa: B018 (built now: its own checks run before any report is read)
+    except ValueError as error:
+        field = error.field if isinstance(error, UserError) and error.field else "protocol"
+        raise fail(field, str(error)) from None
+    return config
+
+
+def _parse_string_metric(entry: Mapping, name: str, protocol: str, epsilon: float,
+                         fail: Callable[..., RegistryError],
+                         refail: Callable[..., RegistryError]) -> MetricConfig:
+    """A metric of a string protocol: an open domain of strings, the heavy-hitters estimator.
+    No post-processing (there is no domain to make consistent) and no integrity statistics
+    (no support model for a string's reports exists here)."""
+    expected = '{"strings": {"max_bytes": M}} (optionally "pool")'
+    domain = entry.get("domain")
+    if not (isinstance(domain, Mapping) and set(domain) == {"strings"}
+            and isinstance(domain["strings"], Mapping) and "max_bytes" in domain["strings"]):
+        raise fail("domain", f"of a string protocol must be {expected}")
+    strings = domain["strings"]
+    unknown = sorted(set(strings) - {"max_bytes", "pool"})
+    if unknown:
+        raise fail(f"domain.strings.{unknown[0]}", f"is not a string domain field ({expected})")
+    max_bytes, pool = strings["max_bytes"], strings.get("pool", DEFAULT_POOL)
+    problem = string_domain_problem(max_bytes, pool)
+    if problem:
+        raise fail(f"domain.strings.{problem[0]}", problem[1])
+    if "postprocess" in entry and entry["postprocess"] not in ("none", {"method": "none"}):
+        raise fail("postprocess", f"does not apply to string protocol {protocol!r} (its "
+                                  "estimator returns heavy hitters); leave it out")
+    if entry.get("integrity") not in (None, False):
+        raise fail("integrity", f"is not available for string protocol {protocol!r}: no "
+                                "support model of its reports exists yet; leave it out")
+    default = STRING_PROTOCOLS[protocol].estimators[0]
+    try:
+        estimator = EstimatorSpec.parse(entry.get("estimator", default))
+        estimator.check_fits(STRING_PROTOCOLS[protocol])
+    except ValueError as error:
+        raise refail("estimator", error) from None
+    config = MetricConfig(name, protocol, epsilon, max_bytes, None, PostprocessSpec.parse("none"),
+                          estimator, pool=pool)
     try:
         config.protocol  # noqa: B018 (built now: its own checks run before any report is read)
     except ValueError as error:

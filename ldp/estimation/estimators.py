@@ -35,7 +35,8 @@ from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 METHOD_MODULES: list[str] = ["ldp_telemetry.ldp.estimation.wiener",
                               "ldp_telemetry.ldp.estimation.em",
                               "ldp_telemetry.ldp.estimation.binning",
-                              "ldp_telemetry.ldp.estimation.admm"]
+                              "ldp_telemetry.ldp.estimation.admm",
+                              "ldp_telemetry.ldp.estimation.heavy_hitters"]
 
 
 @dataclass(frozen=True)

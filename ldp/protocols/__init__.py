@@ -12,6 +12,7 @@ import importlib
 from ldp_telemetry.ldp.base.registration import Catalog
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
+from ldp_telemetry.ldp.protocols.pem import PrefixExtension
 
 REGISTERED = (
     "grr.GRR",
@@ -41,6 +42,11 @@ NUMERIC_REGISTERED = (
     "mean_mechanisms.PiecewiseMechanism",
 )
 
+#: String protocols: UTF-8 strings of an open domain, estimated as heavy hitters.
+STRING_REGISTERED = (
+    "pem.PrefixExtension",
+)
+
 
 def _catalog(noun: str, entries: tuple[str, ...], base: type) -> Catalog:
     """The classes `entries` name, each checked to be a `base` subclass, by registry name."""
@@ -57,6 +63,7 @@ def _catalog(noun: str, entries: tuple[str, ...], base: type) -> Catalog:
 PROTOCOLS: Catalog[type[FrequencyOracle]] = _catalog("protocol", REGISTERED, FrequencyOracle)
 NUMERIC_PROTOCOLS: Catalog[type[NumericProtocol]] = _catalog(
     "numeric protocol", NUMERIC_REGISTERED, NumericProtocol)
+STRING_PROTOCOLS: Catalog = _catalog("string protocol", STRING_REGISTERED, PrefixExtension)
 
 
 def make_protocol(name: str, epsilon: float, d: int) -> FrequencyOracle:
@@ -70,5 +77,12 @@ def make_numeric_protocol(name: str, epsilon: float, buckets: int,
     return NUMERIC_PROTOCOLS.lookup(name)(epsilon=epsilon, d=buckets, output_buckets=output_buckets)
 
 
+def make_string_protocol(name: str, epsilon: float, max_bytes: int, pool: int
+                         ) -> PrefixExtension:
+    """The string protocol `name` over strings of at most `max_bytes`; RegistryError when
+    unknown."""
+    return STRING_PROTOCOLS.lookup(name)(epsilon=epsilon, d=max_bytes, pool=pool)
+
+
 __all__ = ["FrequencyOracle", "NUMERIC_PROTOCOLS", "NumericProtocol", "PROTOCOLS",
-           "make_numeric_protocol", "make_protocol"]
+           "STRING_PROTOCOLS", "make_numeric_protocol", "make_protocol", "make_string_protocol"]

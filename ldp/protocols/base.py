@@ -38,6 +38,9 @@ Columns = Mapping[str, np.ndarray]
 #: `kind` and an estimator method's `kind` (the protocols whose statistic it reads) are one of them.
 FREQUENCY = "frequency"
 NUMERIC = "numeric"
+#: The third kind: a string of an open domain (ldp_telemetry.ldp.protocols.pem), estimated as the
+#: window's heavy hitters.
+STRINGS = "strings"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ldp_telemetry.client import write_report_file
 from ldp_telemetry.client.vectors import CASES, VECTORS_PATH, vectors_text
 from ldp_telemetry.ldp.config.fingerprint import FINGERPRINT_BYTES
 from ldp_telemetry.ldp.config.registry import parse_registry
-from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS
+from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS, STRING_PROTOCOLS
 from ldp_telemetry.schemas import SCHEMA_DIR
 from ldp_telemetry.schemas.codec import ReportDecoder
 
@@ -34,7 +34,8 @@ def test_the_vectors_cover_every_frequency_protocol_labels_sizes_non_ascii_and_s
     assert {e["protocol"] for e in entries} >= set(PROTOCOLS) | {"sw"}
     assert {"labels", "size", "low"} <= {key for e in entries for key in e["domain"]}
     assert any(not label.isascii() for e in entries for label in e["domain"].get("labels", []))
-    assert {e["protocol"] for e in entries} - set(PROTOCOLS) <= set(NUMERIC_PROTOCOLS)
+    assert {e["protocol"] for e in entries} - set(PROTOCOLS) <= {*NUMERIC_PROTOCOLS,
+                                                                 *STRING_PROTOCOLS}
     assert len(STORED["vectors"]) == sum(len(pairs) for _, pairs in CASES)
 
 
@@ -74,10 +75,10 @@ def test_the_support_sets_are_those_the_job_counts(tmp_path):
         statistic = config.protocol.new_statistic()
         for batch in decoder.decode_file(path):
             config.protocol.accumulate(statistic, batch.columns)
-        counts = statistic if config.kind == "numeric" else \
+        counts = statistic if config.kind in ("numeric", "strings") else \
             config.protocol.support_counts(statistic)
         assert decoder.records_read == 1
         assert np.flatnonzero(counts).tolist() == vector["support"], vector["registry_entry"]
         assert set(np.unique(counts).tolist()) <= {0, 1}
-        assert vector["support_of"] == ("report_buckets" if config.kind == "numeric"
-                                        else "values")
+        assert vector["support_of"] == {"numeric": "report_buckets",
+                                        "strings": "statistic_cells"}.get(config.kind, "values")

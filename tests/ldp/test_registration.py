@@ -16,9 +16,9 @@ from ldp_telemetry.ldp.base.registration import (Catalog, MethodChoice, Paramete
                                                  did_you_mean)
 from ldp_telemetry.ldp.base.validation import is_positive_int
 from ldp_telemetry.ldp.estimation import estimators, postprocess
-from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, make_numeric_protocol,
-                                         make_protocol)
-from ldp_telemetry.ldp.protocols.base import FREQUENCY, NUMERIC
+from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, STRING_PROTOCOLS,
+                                         make_numeric_protocol, make_protocol)
+from ldp_telemetry.ldp.protocols.base import FREQUENCY, NUMERIC, STRINGS
 
 
 @dataclass(frozen=True)
@@ -201,10 +201,12 @@ def test_unknown_names_are_registry_errors_with_the_nearest_name():
 
 
 def test_one_word_for_the_kind_of_protocol():
-    """A protocol class, a metric and an estimator method all have a `kind`, one of two."""
+    """A protocol class, a metric and an estimator method all have a `kind`, one of three."""
     assert {cls.kind for cls in PROTOCOLS.values()} == {FREQUENCY}
     assert {cls.kind for cls in NUMERIC_PROTOCOLS.values()} == {NUMERIC}
-    assert {method.kind for method in estimators.METHODS.values()} == {FREQUENCY, NUMERIC}
+    assert {cls.kind for cls in STRING_PROTOCOLS.values()} == {STRINGS}
+    assert {method.kind for method in estimators.METHODS.values()} == {FREQUENCY, NUMERIC,
+                                                                       STRINGS}
     for cls in NUMERIC_PROTOCOLS.values():  # the methods a numeric protocol names are numeric
         assert cls.estimators and all(estimators.METHODS[name].kind == NUMERIC
                                       for name in cls.estimators), cls.name

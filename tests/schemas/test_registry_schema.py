@@ -18,7 +18,7 @@ from ldp_telemetry.client.vectors import registry_document
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
 from ldp_telemetry.ldp.estimation.postprocess import METHODS as POSTPROCESSORS
-from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS
+from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS, STRING_PROTOCOLS
 from ldp_telemetry.schemas import SCHEMA_DIR
 from tests.ldp.test_numeric_registry import CONTRACT
 from tests.ldp.test_registry import BAD, VALID
@@ -117,7 +117,8 @@ def test_versions_and_history_are_part_of_the_shape():
 
 def test_the_schema_names_every_protocol_estimator_and_post_processing():
     definitions = SCHEMA["$defs"]
-    assert definitions["protocol"]["enum"] == [*PROTOCOLS, *NUMERIC_PROTOCOLS, "auto"]
+    assert definitions["protocol"]["enum"] == [*PROTOCOLS, *NUMERIC_PROTOCOLS, *STRING_PROTOCOLS,
+                                               "auto"]
     assert definitions["estimator"]["oneOf"][0]["enum"] == list(ESTIMATORS)
     assert definitions["postprocess"]["oneOf"][0]["enum"] == [*POSTPROCESSORS,
                                                              *POSTPROCESSORS.aliases]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import fastavro
 import pytest
 
-from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS
+from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS, STRING_PROTOCOLS
 from ldp_telemetry.schemas import report_schema_json
 
 #: The branch order of the first files ever written. A union branch is encoded by its index,
@@ -23,7 +23,8 @@ def test_the_union_equals_the_protocols_payload_schemas():
     by_name = {branch["name"]: branch for branch in branches}
     assert len(by_name) == len(branches), "a record name appears twice in the union"
     # numeric protocols that report through a frequency oracle (cfo-*) reuse its payload
-    owners = [cls for cls in [*PROTOCOLS.values(), *NUMERIC_PROTOCOLS.values()]
+    owners = [cls for cls in [*PROTOCOLS.values(), *NUMERIC_PROTOCOLS.values(),
+                              *STRING_PROTOCOLS.values()]
               if "payload_schema" in vars(cls)]
     declared = {cls.payload_record: cls.payload_schema for cls in owners}
     assert len(declared) == len(owners), "two protocols declare the same payload record"

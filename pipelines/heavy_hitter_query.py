@@ -1,0 +1,55 @@
+"""`ldp query` on a string metric's window: answers read from the record's heavy hitters.
+
+A string metric's window holds no estimate of every string, only of the heavy hitters it found
+(docs/open-domains.md): `--top K` lists the first K of them, `--labels a,b` the named ones that
+are among them. A string that is not a heavy hitter has no estimate in the record (its reports
+were never tested against it): a ConfigError says so. Sets, ranges, quantiles and
+re-estimation (`--method`) do not apply.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.output.bands import half_width95
+from ldp_telemetry.output.estimate import EstimateRecord
+from ldp_telemetry.output.text import BAND_NOTE
+
+
+def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> str:
+    """The text (or JSON, with --json) of --top or --labels on a string metric's record."""
+    for flag in ("range", "quantile", "method"):
+        if getattr(args, flag, None) is not None:
+            raise ConfigError(f"--{flag} does not apply to string metric {args.metric!r}: its "
+                              "window holds heavy hitters only (ask --top K or --labels)",
+                              field=flag)
+    assert record.std_error is not None, "a string record carries its standard errors"
+    found = dict(zip(record.labels, zip(record.estimate.tolist(), record.std_error.tolist(),
+                                        strict=True), strict=True))
+    if args.top is not None:
+        chosen = list(record.labels[: args.top])
+    else:
+        chosen = [label.strip() for label in args.labels.split(",")]
+        missing = [label for label in chosen if label not in found]
+        if missing:
+            raise ConfigError(f"{missing[0]!r} is not among the {len(found)} heavy hitters of "
+                              f"string metric {args.metric!r} in this window, so the window "
+                              "holds no estimate of it", field="labels")
+    answers = [{"query": "heavy-hitter", "labels": [label], "value": found[label][0],
+                "std_error": found[label][1], "half95": half_width95(found[label][1])}
+               for label in chosen]
+    if args.json:
+        return json.dumps({"metric": record.metric, "window_start": record.window_start,
+                           "window_end": record.window_end, "n": record.n,
+                           "protocol": record.protocol, "epsilon": record.epsilon,
+                           "heavy_hitters": dict(record.heavy_hitters or {}),
+                           "answers": answers},
+                          ensure_ascii=False)
+    lines = [f"{record.metric}  [{record.window_start} .. {record.window_end})  "
+             f"n={record.n:,}  {record.protocol} ε={record.epsilon:g}  heavy hitters"]
+    for answer in answers:
+        lines.append(f"  {answer['labels'][0]:<40} {answer['value']:9.5f} ± "
+                     f"{answer['half95']:.5f}  (s.e. {answer['std_error']:.5f})")
+    lines.append(f"  ({BAND_NOTE}; s.e. of the prefix-extension estimate)")
+    return "\n".join(lines)

@@ -1,0 +1,258 @@
+"""String metrics end to end: `ldp simulate` from a CSV of words, `ldp run` with sliding windows,
+the heavy-hitter record (schema, fields, values equal to the window's finalize without Beam),
+`ldp show`, dead letters for bad PEM payloads, streaming panes through a TestStream, and a live
+run that follows a directory and writes the store."""
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import apache_beam as beam
+import fastavro
+import numpy as np
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
+from apache_beam.testing.util import assert_that
+
+from ldp_telemetry.client.values import domain_points
+from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.output.reader import read_pane_log
+from ldp_telemetry.output.records import window_estimate_record
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.csv_input import map_to_domain
+from ldp_telemetry.pipelines.follower import WatermarkPolicy
+from ldp_telemetry.pipelines.graph import build_streaming_pipeline
+from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
+from ldp_telemetry.pipelines.live import run_live
+from ldp_telemetry.schemas import load_schema
+from ldp_telemetry.schemas.codec import write_reports
+from ldp_telemetry.store import open_store
+from ldp_telemetry.transforms.replay import FilesArrive, ReplayReportFiles, WatermarkTo
+from tests.json_lines import job_json_lines
+
+T0 = 1_709_251_200  # 2024-03-01T00:00:00Z, seconds
+HOUR = 3600
+METRIC = "app.name"
+REGISTRY_DOC = {"metrics": [
+    {"name": METRIC, "protocol": "pem", "epsilon": 4.0,
+     "domain": {"strings": {"max_bytes": 10, "pool": 128}},
+     "estimator": {"method": "heavy-hitters", "top": 4}}]}
+REGISTRY = parse_registry(REGISTRY_DOC)
+CONFIG = REGISTRY[METRIC]
+WORDS = ["mail", "maps", "café", "browser", "chat"]
+SHARES = [0.35, 0.25, 0.2, 0.12, 0.08]
+_FIRST_IDS = itertools.count(0, 1_000_000)
+
+
+def simulate(tmp_path, rng, n, start_s, span_s, name):
+    values = rng.choice(WORDS, size=n, p=SHARES)
+    times = (start_s * 1000 + rng.integers(0, span_s * 1000, n)).astype(np.int64)
+    columns = CONFIG.protocol.perturb(domain_points(CONFIG, values), rng)
+    path = str(tmp_path / f"{name}.avro")
+    first = next(_FIRST_IDS)  # distinct ids across files: a repeated id counts once
+    write_reports(path, METRIC, CONFIG.protocol, first + np.arange(n), times, columns)
+    return path, times, columns
+
+
+def direct(parts, start_ms, end_ms):
+    """The window's finalize result computed without Beam from the same payloads."""
+    statistic, n = CONFIG.protocol.new_statistic(), 0
+    for times, columns in parts:
+        inside = (times >= start_ms) & (times < end_ms)
+        CONFIG.protocol.accumulate(statistic, {k: v[inside] for k, v in columns.items()})
+        n += int(inside.sum())
+    return finalize_window(CONFIG, statistic, n)
+
+
+def check_record(record, expected):
+    """The record holds the in-process result's heavy hitters, and validates as Avro."""
+    want = window_estimate_record(CONFIG, expected, record["window_start"],
+                                  record["window_end"], record["pane"])
+    assert record["n"] == expected.n
+    assert record["labels"] == want["labels"]
+    np.testing.assert_allclose(record["estimate"], want["estimate"], rtol=1e-12)
+    np.testing.assert_allclose(record["std_error"], want["std_error"], rtol=1e-12)
+    assert record["heavy_hitters"] == want["heavy_hitters"]
+    assert record["heavy_hitters"]["top"] == 4 and record["heavy_hitters"]["width"] == 8
+    assert sum(record["heavy_hitters"]["level_reports"]) == record["n"]
+    assert record["protocol"] == "pem" and record["band_method"] == "exact-variance"
+    fastavro.validation.validate(record, load_schema("window_estimate"), raise_errors=True)
+
+
+def test_map_to_domain_pads_strings_and_refuses_long_ones():
+    rows = map_to_domain(["mail", "café"], CONFIG)
+    assert rows.shape == (2, 10) and bytes(rows[1][:5]) == "café".encode()
+    with pytest.raises(InputError, match=r"1 value\(s\) cannot be reported by string metric "
+                                         r"'app.name' \(first at line 3: 'a-very-long-name'; it "
+                                         r"is 16 bytes long in UTF-8, more than max_bytes"):
+        map_to_domain(["ok", "a-very-long-name"], CONFIG)
+
+
+def test_simulate_run_show_with_sliding_windows(tmp_path):
+    """`ldp simulate` from a CSV, `ldp run` with 2-hour windows every hour, `ldp show`."""
+    rng = np.random.default_rng(41)
+    n = 30_000
+    values = rng.choice(WORDS, size=n, p=SHARES)
+    times = T0 + rng.integers(0, 3 * HOUR, n)
+    with open(tmp_path / "apps.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["t", "app"])
+        writer.writerows(zip(times.tolist(), values.tolist(), strict=True))
+    registry = tmp_path / "registry.json"
+    registry.write_text(json.dumps(REGISTRY_DOC))
+    cli = [sys.executable, "-m", "ldp_telemetry.pipelines.cli"]
+    subprocess.run([*cli, "simulate", "--registry", str(registry), "--metric", METRIC,
+                    "--input", str(tmp_path / "apps.csv"), "--value-column", "app",
+                    "--time-column", "t", "--out", str(tmp_path / "reports"), "--seed", "3"],
+                   check=True, capture_output=True)
+    files = tuple(sorted(glob.glob(str(tmp_path / "reports" / "*.avro"))))
+    job = EstimateJob(REGISTRY, files, str(tmp_path / "out"),
+                      WindowSpec(2 * HOUR * 1000, HOUR * 1000))
+    counters = run_job(job, [], out=io.StringIO())
+    assert counters["records_accepted"] == n
+    records = job_json_lines(tmp_path / "out", "estimates")
+    assert len(records) == 4  # windows starting at -1 h, 0, 1 h, 2 h
+    parts = []
+    for path in files:
+        with open(path, "rb") as handle:
+            rows = list(fastavro.reader(handle))
+        parts.append((np.array([round(r["event_time"].timestamp() * 1000) for r in rows],
+                               dtype=np.int64),
+                      {key: np.array([r["payload"][key] for r in rows])
+                       for key in ("level", "hash", "y")}))
+    for record in records:
+        start = int(np.datetime64(record["window_start"].rstrip("Z"), "ms").astype(np.int64))
+        expected = direct(parts, start, start + 2 * HOUR * 1000)
+        check_record(record, expected)
+        if record["n"] > 15_000:  # the two full windows find the four most frequent apps
+            assert set(record["labels"]) == set(WORDS[:4])
+    shown = subprocess.run([*cli, "show", "--output", str(tmp_path / "out")], check=True,
+                           capture_output=True, text=True).stdout
+    assert "heavy-hitters" in shown and "café" in shown and "mail" in shown
+    # the dashboard's exported page of the metric lists the heavy hitters of its windows
+    subprocess.run([*cli, "dashboard", "--output", str(tmp_path / "out"), "--export",
+                    str(tmp_path / "pages")], check=True, capture_output=True)
+    page = (tmp_path / "pages" / f"metric-{METRIC}.html").read_text(encoding="utf-8")
+    assert all(f'"{word}"' in page for word in ("mail", "maps", "browser"))
+
+
+def test_bad_pem_payloads_become_dead_letters(tmp_path):
+    path = str(tmp_path / "bad.avro")
+    g = CONFIG.protocol.g
+    write_reports(path, METRIC, CONFIG.protocol, np.arange(4), np.full(4, T0 * 1000),
+                  {"level": np.array([1, 11, 2, 3]), "hash": np.array([0, 0, 128, 5]),
+                   "y": np.array([0, 0, 0, g])})
+    job = EstimateJob(REGISTRY, (path,), str(tmp_path / "out"), WindowSpec(HOUR * 1000,
+                                                                          HOUR * 1000))
+    counters = run_job(job, [], out=io.StringIO())
+    assert counters["records_accepted"] == 1
+    assert counters["dead_letter.invalid_payload"] == 3
+    letters = job_json_lines(tmp_path / "out", "dead_letters")
+    assert all("prefix-extension" in letter["detail"] for letter in letters)
+    (record,) = job_json_lines(tmp_path / "out", "estimates")
+    assert record["labels"] == [] and "has no reports" in record["heavy_hitters"]["reason"]
+
+
+def test_streaming_panes_of_a_string_metric(tmp_path):
+    """One window of 60 s: an ON_TIME pane with the on-time file, then a LATE pane with both."""
+    rng = np.random.default_rng(42)
+    on_time, t1, c1 = simulate(tmp_path, rng, 6_000, T0, 60, "on-time")
+    late, t2, c2 = simulate(tmp_path, rng, 3_000, T0, 60, "late")
+    steps = [WatermarkTo(T0), FilesArrive((on_time,)), WatermarkTo(T0 + 60),
+             FilesArrive((late,)), WatermarkTo(T0 + 500)]
+    windows = WindowSpec.from_seconds(60, allowed_lateness=120)
+    expected = [direct([(t1, c1)], T0 * 1000, (T0 + 60) * 1000),
+                direct([(t1, c1), (t2, c2)], T0 * 1000, (T0 + 60) * 1000)]
+
+    def check(records):
+        records = sorted(records, key=lambda r: r["pane"]["index"])
+        assert [r["pane"]["timing"] for r in records] == ["ON_TIME", "LATE"]
+        for record, result in zip(records, expected, strict=True):
+            check_record(record, result)
+
+    options = PipelineOptions([])
+    options.view_as(StandardOptions).streaming = True
+    pipeline = beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
+    job = EstimateJob(REGISTRY, (), "", windows)
+    estimates, _ = build_streaming_pipeline(
+        pipeline, job, ReplayReportFiles(REGISTRY, windows.slice_ms, steps))
+    assert_that(estimates, check)
+    pipeline.run().wait_until_finish()
+
+
+WAIT_S = 90  # per expected pane; the first one includes Beam's start-up
+
+
+def wait_for(condition, what):
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"waited {WAIT_S} s for {what}")
+
+
+@pytest.mark.slow
+def test_live_run_of_a_string_metric_writes_panes_and_the_store(tmp_path, hard_deadline):
+    """A live run follows a directory: window 0's two files, then a file of window 1 moves the
+    watermark past window 0; its on-time pane holds the heavy hitters of both files, and the
+    store holds them too."""
+    hard_deadline(600)
+    inbox, output = tmp_path / "in", tmp_path / "out"
+    inbox.mkdir()
+    rng = np.random.default_rng(43)
+    written = {}
+    failures = []
+    w0 = "2024-03-01T00:00:00Z"
+
+    def write(name, n, start_s):
+        path, times, columns = simulate(tmp_path, rng, n, start_s, 60, name)
+        os.rename(path, inbox / f"{name}.avro")
+        written[name] = (times, columns)
+
+    def on_time_panes():
+        return [e for e in read_pane_log(output)
+                if e["window_start"] == w0 and e["pane"]["timing"] == "ON_TIME"]
+
+    def feed():
+        try:
+            write("w0-a", 5_000, T0)
+            write("w0-b", 4_000, T0)
+            write("w1", 1_000, T0 + 60)
+            wait_for(lambda: output.exists() and on_time_panes(), "window 0's on-time pane")
+        except TimeoutError as error:
+            failures.append(error)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    store = f"sqlite:///{tmp_path / 'estimates.db'}"
+    job = EstimateJob(REGISTRY, (), str(output),
+                      WindowSpec(60_000, 60_000, allowed_lateness_ms=60_000), store)
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    printed = io.StringIO()
+    run_live(job, LiveConfig("directory", str(inbox), WatermarkPolicy(0, None), poll_s=0.2,
+                             until_s=600), [], out=printed)
+    feeder.join(timeout=5)
+    assert not failures, failures
+    assert "records read: 10000, accepted: 10000" in printed.getvalue(), printed.getvalue()
+    entry = on_time_panes()[-1]
+    record = json.loads((output / entry["path"]).read_text())
+    expected = direct([written["w0-a"], written["w0-b"]], T0 * 1000, (T0 + 60) * 1000)
+    check_record(record, expected)
+    assert set(record["labels"]) == set(WORDS[:4])
+    stored = [w for w in open_store(store).windows(METRIC) if w["window_start"] == w0]
+    assert stored and stored[-1]["n"] == 9_000
