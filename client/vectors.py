@@ -31,7 +31,7 @@ from ldp_telemetry.client.values import domain_points
 from ldp_telemetry.ldp.config.fingerprint import WIRE_FORMAT, canonical_text, real_text
 from ldp_telemetry.ldp.config.memoize import prr_key, words_for
 from ldp_telemetry.ldp.config.registry import MetricConfig, parse_registry
-from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS
+from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS, FrequencyOracle
 from ldp_telemetry.ldp.protocols.memoized import BUCKET, VALUE, TwoStage
 from ldp_telemetry.schemas import load_schema
 
@@ -190,8 +190,9 @@ def server_support(config: MetricConfig, avro: bytes) -> list[int]:
         raise ValueError(f"vector of {config.name}: the payload is outside the output space")
     statistic = protocol.new_statistic()
     protocol.accumulate(statistic, columns)
-    counts = (statistic if config.kind in (NUMERIC, STRINGS)
-              else protocol.support_counts(statistic))
+    # a numeric or string metric's statistic is what the report adds to
+    counts = (protocol.support_counts(statistic) if isinstance(protocol, FrequencyOracle)
+              else statistic)
     support: list[int] = np.flatnonzero(counts).tolist()
     return support
 

@@ -144,7 +144,10 @@ class MetricConfig:
             return make_numeric_protocol(self.protocol_name, self.epsilon, self.d,
                                          self.output_buckets)
         if self.kind == STRINGS:
-            return make_string_protocol(self.protocol_name, self.epsilon, self.d, self.pool)
+            assert self.pool is not None, "a string metric's pool is set when it is parsed"
+            # a PrefixExtension: the string kind's own interface, outside the two typed here
+            return make_string_protocol(  # type: ignore[return-value]
+                self.protocol_name, self.epsilon, self.d, self.pool)
         if self.memoize is not None:
             return make_memoized_protocol(self.protocol_name, self.epsilon, self.d,
                                           self.memoize.lifetime_epsilon, self.memoize.g_rule)
