@@ -8,8 +8,9 @@ A row holds, in the order of `FIELDS`: the window's start (epoch ms T + start ×
 the start plus its series' `length_ms`), the index of its series in `series`, n, late reports,
 pane timing (an index into `TIMINGS`), index and last flag, the smallest resolvable frequency,
 rejects by reason (or null), the estimates and 95% half widths of the series' top-k values (in
-the series' `indices` order), the mean and its 95% half width (numeric metrics), whether the
-window has too few reports for its series (`output.resolution.SeriesResolution`), and its
+the series' `indices` order), the mean and the lower and upper bound of the record's 95% band
+of it (numeric metrics; null where the record has none, `output.bands`), whether the window
+has too few reports for its series (`output.resolution.SeriesResolution`), and its
 integrity flag's text (or null). Chart values are rounded to `CHART_DIGITS` significant digits;
 a chosen window's values come whole from `/api/window`. A series carries its name
 (`source.series_of`), configuration version, window length, the indices and labels of its top-k
@@ -20,11 +21,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.resolution import SeriesResolution
 
 FIELDS = ("start", "series", "n", "late", "timing", "pane", "last", "floor", "rejects", "top",
-          "half", "mean", "mean_half", "few", "integrity")
+          "half", "mean", "mean_low", "mean_high", "few", "integrity")
 TIMINGS = ("EARLY", "ON_TIME", "LATE", "UNKNOWN")
 #: Significant digits of the values drawn over windows (the values table shows them whole; a
 #: read-out of 4 decimals can differ from it in the last digit, about once in 200 values).
@@ -87,7 +87,8 @@ def pack(rows: list[dict], series: list[Series], cursor: int) -> dict:
             [None if v is None else rounded(v[0]) for v in values],
             [None if v is None or v[1] is None or v[2] is None
              else rounded((v[2] - v[1]) / 2) for v in values],
-            rounded(row.get("mean")), rounded(half_width95(row.get("mean_std_error"))),
+            rounded(row.get("mean")),
+            *(rounded(bound) for bound in row.get("mean_band") or (None, None)),
             1 if few else 0, row.get("integrity_flag")])
     return {"fields": FIELDS, "rows": packed, "series": [s.as_json() for s in series],
             "cursor": cursor, "t0": t0, "unit": unit, "timings": TIMINGS}

@@ -11,9 +11,10 @@ with what a page draws added, computed here once so that the page's script compu
   ({reason: records} of dead letters whose event time falls in the window);
 * `series`: which series of the metric the window belongs to (`series_of`), the one choice a
   page offers between windows of one metric that must not be drawn together;
-* `mean_half95` and `quantile_half95` of a numeric metric (the ± of the mean's and each
-  quantile's 95% band), and `warning`: why the window's reports are too few for its domain at
-  its ε (`output.resolution`), or None;
+* `mean_band` and `quantile_bands` of a numeric metric (the record's own 95% band of the mean
+  and of each quantile, [lower, upper] or None where the record has none:
+  `ldp_telemetry.output.bands.summary_bands`, as the store saves them), and `warning`: why
+  the window's reports are too few for its domain at its ε (`output.resolution`), or None;
 * `integrity_flag`: the window's integrity flag as text (`output.integrity.flag_text`: the
   flagged statistics and the values they implicate), or None; the record's `integrity` section
   carries the jump test over the metric's earlier windows (`output.integrity.with_jump_tests`).
@@ -33,7 +34,7 @@ from ldp_telemetry.ldp.base.errors import ConfigError, InputError, StoreError
 from ldp_telemetry.ldp.base.times import iso_from_ms
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.engine.reasons import UNATTRIBUTED_REASONS, Reason
-from ldp_telemetry.output.bands import band95, half_width95
+from ldp_telemetry.output.bands import band95, half_width95, summary_bands
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
 from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, WindowKey,
                                          shard_pattern, version_label, window_key)
@@ -86,9 +87,11 @@ def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, uppe
     view["half95"] = [half_width95(error) for error in record.get("std_error") or ()]
     view["series"] = series_of(record)
     view["version"] = version_label(record)
-    view["mean_half95"] = half_width95(record.get("mean_std_error"))
-    view["quantile_half95"] = {level: half_width95(error) for level, error
-                               in (record.get("quantile_std_errors") or {}).items()}
+    # the record's own bands of its summaries (output/bands.py, as the store saves them)
+    bands = summary_bands(record)
+    view["mean_band"] = _pair(bands.get("mean"))
+    view["quantile_bands"] = {level: _pair(bands.get(f"q{level}"))
+                              for level in record.get("quantiles") or {}}
     found = resolution(record)
     view["warning"] = (warning_text(record, found)
                        if found is not None and found.under_resolved else None)
@@ -104,6 +107,11 @@ def _with_jumps(records: list[dict], every: list[dict]) -> list[dict]:
     tested = {id(original): new for original, new in zip(every, with_jump_tests(every),
                                                            strict=True)}
     return [tested.get(id(r), r) for r in records]
+
+
+def _pair(band) -> list | None:
+    """[lower, upper] of a summary band; None where there is none."""
+    return None if band is None or band[0] is None or band[1] is None else list(band)
 
 
 def _bands(record: dict) -> tuple[list, list]:
@@ -672,7 +680,7 @@ def row_of_view(view: dict, series: list[Series]) -> dict:
             "pane_is_last": bool(pane.get("is_last")), "pane_seq": view["pane_seq"],
             "smallest_resolvable": view.get("smallest_resolvable"),
             "rejects": view.get("rejects") or None, "top": top, "mean": view.get("mean"),
-            "mean_std_error": view.get("mean_std_error"),
+            "mean_std_error": view.get("mean_std_error"), "mean_band": view.get("mean_band"),
             "integrity_flag": view.get("integrity_flag")}
 
 

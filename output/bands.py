@@ -1,9 +1,20 @@
-"""The 95% error band every reader shows: estimate ± Z95 · standard error."""
+"""The 95% error bands every reader shows, in one place.
+
+A frequency value's band is estimate ± Z95 · standard error (`band95`). A numeric record's
+statistics (mean, variance, quantiles) carry their own bands (`bands`, named by `band_method`;
+a bias-corrected band need not be centred on the estimate, and a statistic may have none):
+`statistic_band` and `summary_bands` read them, falling back to estimate ± Z95 · bootstrap
+standard error only for records written before `band_method` existed. The store, the
+dashboard, `ldp show` and `ldp query` all take their bands from here.
+"""
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from ldp_telemetry.ldp.estimation.uncertainty import Z95
 
-__all__ = ["Z95", "band95", "half_width95"]
+__all__ = ["Z95", "band95", "half_width95", "statistic_band", "summary_bands",
+           "summary_statistics"]
 
 
 def band95(value: float, std_error: float | None) -> tuple[float | None, float | None]:
@@ -16,3 +27,46 @@ def band95(value: float, std_error: float | None) -> tuple[float | None, float |
 def half_width95(std_error: float | None) -> float | None:
     """Z95 · std_error: the ± of a 95% band (None when there is no standard error)."""
     return None if std_error is None else Z95 * std_error
+
+
+def _finite(value) -> float | None:
+    """value as a float, None for None and NaN."""
+    return None if value is None or value != value else float(value)
+
+
+def summary_statistics(record: Mapping) -> list[tuple[str, str, float | None, float | None]]:
+    """(statistic, band key, value, bootstrap standard error) of a numeric record's summaries:
+    `mean`, `variance` and `q<level>` per quantile (band key: the record's `bands` key, the
+    bare level for a quantile); empty for a frequency record."""
+    if record.get("mean") is None and not record.get("quantiles"):
+        return []
+    errors = record.get("quantile_std_errors") or {}
+    rows = [("mean", "mean", _finite(record.get("mean")), _finite(record.get("mean_std_error"))),
+            ("variance", "variance", _finite(record.get("variance")), None)]
+    rows += [(f"q{level}", level, _finite(value), _finite(errors.get(level)))
+             for level, value in (record.get("quantiles") or {}).items()]
+    return rows
+
+
+def statistic_band(record: Mapping, key: str, value: float | None = None,
+                   std_error: float | None = None) -> tuple[float | None, float | None]:
+    """(lower, upper) of the 95% band of statistic `key` ("mean", "variance" or a quantile
+    level such as "0.5") of a numeric record; (None, None) where the record has none.
+
+    A record naming its `band_method` is read as it is: its `bands[key]`, null being no band
+    (the record's `band_reasons` say why). A record written before the field gets
+    value ± Z95 · std_error (`band95`), as readers showed it then."""
+    if record.get("band_method") is not None:
+        band = (record.get("bands") or {}).get(key)
+        if band is None:
+            return None, None
+        return _finite(band.get("lower")), _finite(band.get("upper"))
+    if value is None or std_error is None:
+        return None, None
+    return band95(value, std_error)
+
+
+def summary_bands(record: Mapping) -> dict[str, tuple[float | None, float | None]]:
+    """statistic (as `summary_statistics` names it) -> (lower, upper) of its 95% band."""
+    return {name: statistic_band(record, key, value, error)
+            for name, key, value, error in summary_statistics(record)}

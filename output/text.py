@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ldp_telemetry.output.bands import Z95, half_width95
+from ldp_telemetry.output.bands import Z95, half_width95, statistic_band
 from ldp_telemetry.output.integrity import flag_text
 from ldp_telemetry.output.layout import COMBINED, version_label
 from ldp_telemetry.output.resolution import resolution, warning_text
@@ -92,13 +92,11 @@ def format_numeric(record: Mapping) -> str:
              f"{estimator['method']}"
              + (f" ({estimator['iterations']} iterations)" if estimator.get("iterations") else "")
              + f"  95% band: {method or 'bootstrap'}"]
-    bands = record.get("bands") or {}
 
     def bar(key, error):
-        if method is not None:
-            band = bands.get(key)
-            return ("  (no band)" if band is None
-                    else f"  [{band['lower']:.4g}, {band['upper']:.4g}]")
+        if method is not None:  # the record's own band (output/bands.py)
+            lower, upper = statistic_band(record, key)
+            return "  (no band)" if lower is None else f"  [{lower:.4g}, {upper:.4g}]"
         return "" if error is None or error != error else f" ± {half_width95(error):.4g}"
     lines.append(f"    {'mean':>12}  {record['mean']:.4g}"
                  f"{bar('mean', record.get('mean_std_error'))}")

@@ -30,7 +30,7 @@ from ldp_telemetry.ldp.base.errors import StoreError
 from ldp_telemetry.ldp.base.registration import Catalog
 from ldp_telemetry.ldp.base.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.ldp.config.budget import budget_text
-from ldp_telemetry.output.bands import band95
+from ldp_telemetry.output.bands import band95, summary_bands, summary_statistics
 from ldp_telemetry.output.layout import window_key
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.store.reads import create_read_indexes, missing_read_indexes
@@ -90,6 +90,8 @@ CREATE TABLE IF NOT EXISTS ldp_window_summaries (
   statistic TEXT NOT NULL,
   value DOUBLE PRECISION,
   std_error DOUBLE PRECISION,
+  lower95 DOUBLE PRECISION,
+  upper95 DOUBLE PRECISION,
   pane_index BIGINT NOT NULL,
   run_seq BIGINT NOT NULL DEFAULT 0,
   PRIMARY KEY (metric, version, window_start_ms, window_end_ms, statistic));
@@ -200,8 +202,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 _INSERT_SUMMARY = """
 INSERT INTO ldp_window_summaries (metric, version, window_start, window_end, window_start_ms,
-  window_end_ms, statistic, value, std_error, pane_index, run_seq)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+  window_end_ms, statistic, value, std_error, lower95, upper95, pane_index, run_seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 #: A window's rows in a table of one row per value or statistic: dropped when a pane replaces it.
@@ -750,10 +752,13 @@ class EstimateStore:
                                  STORE_FIELD)
             if before and "run_seq" not in before:
                 self._add_runs(cursor)
+            banded = before and self._add_summary_bands(cursor)
             for statement in filter(str.strip, ddl.split(";")):
                 cursor.execute(statement)
             cursor.execute(_PRIVACY_TABLE)
             self._privacy_table = True
+            if banded:  # the summary view reads the new columns
+                create_views(cursor, self.dialect)
         self.create_read_indexes()
 
     def create_read_indexes(self) -> None:
@@ -803,6 +808,34 @@ class EstimateStore:
         cursor.execute("ALTER TABLE ldp_panes_with_runs RENAME TO ldp_panes")
         cursor.execute("PRAGMA legacy_alter_table = OFF")
 
+    def _add_summary_bands(self, cursor) -> bool:
+        """Give a store's ldp_window_summaries made before it kept bands their lower95/upper95,
+        filled from each window's stored record (`output.bands.summary_bands`), in the caller's
+        transaction. False when the table already has them (or does not exist yet)."""
+        if not self._has_table(cursor, "ldp_window_summaries"):
+            return False
+        cursor.execute("SELECT * FROM ldp_window_summaries WHERE 1 = 0")
+        if "lower95" in {description[0] for description in cursor.description}:
+            return False
+        for column in ("lower95", "upper95"):
+            cursor.execute(f"ALTER TABLE ldp_window_summaries ADD COLUMN {column} "
+                           "DOUBLE PRECISION")
+        # the read index covering the summaries without their bands (store/reads.py has its
+        # successor, made by create_read_indexes)
+        cursor.execute("DROP INDEX IF EXISTS ldp_window_summaries_by_statistic")
+        cursor.execute("SELECT DISTINCT w.metric, w.version, w.window_start_ms, "
+                       "w.window_end_ms, w.record FROM ldp_windows w JOIN ldp_window_summaries s "
+                       "ON s.metric = w.metric AND s.version = w.version "
+                       "AND s.window_start_ms = w.window_start_ms "
+                       "AND s.window_end_ms = w.window_end_ms")
+        updates = [(*band, statistic, *window)
+                   for *window, text in cursor.fetchall()
+                   for statistic, band in summary_bands(json.loads(text)).items()]
+        cursor.executemany(self._sql(
+            "UPDATE ldp_window_summaries SET lower95 = ?, upper95 = ? WHERE statistic = ? AND "
+            "metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?"), updates)
+        return True
+
     def _has_every_table(self) -> bool:
         """Whether the store has every table `create_tables` makes (read in a snapshot)."""
         listing = ("SELECT name FROM sqlite_master WHERE type = 'table'" if self.dialect == "sqlite"
@@ -814,8 +847,13 @@ class EstimateStore:
                 return False
             cursor.execute("SELECT * FROM ldp_windows WHERE 1 = 0")
             columns = {description[0] for description in cursor.description}
+            summary_columns: set[str] = set()
+            if "ldp_window_summaries" in tables:
+                cursor.execute("SELECT * FROM ldp_window_summaries WHERE 1 = 0")
+                summary_columns = {description[0] for description in cursor.description}
         self._privacy_table = "ldp_metric_privacy" in tables
-        return set(_TABLE_NAMES) <= tables and {"version", "run_seq"} <= columns
+        return (set(_TABLE_NAMES) <= tables and {"version", "run_seq"} <= columns
+                and "lower95" in summary_columns)
 
     def _sql(self, text: str) -> str:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")
@@ -950,13 +988,9 @@ def _number(value) -> float | None:
 
 def _summary_rows(record: dict, row: tuple, pane_index: int, run: int):
     """A numeric record's summaries, one row each: `mean` (with its standard error),
-    `variance`, and `q<level>` per quantile (with its bootstrap standard error); nothing for
-    a frequency record (no `mean`). `row` is the window as in `_value_rows`."""
-    if record.get("mean") is None and not record.get("quantiles"):
-        return
-    yield (*row, "mean", _number(record.get("mean")), _number(record.get("mean_std_error")),
-           pane_index, run)
-    yield (*row, "variance", _number(record.get("variance")), None, pane_index, run)
-    errors = record.get("quantile_std_errors") or {}
-    for level, value in (record.get("quantiles") or {}).items():
-        yield (*row, f"q{level}", _number(value), _number(errors.get(level)), pane_index, run)
+    `variance`, and `q<level>` per quantile (with its bootstrap standard error), each with
+    the record's own 95% band (`output.bands.summary_bands`: null where the record has none);
+    nothing for a frequency record (no `mean`). `row` is the window as in `_value_rows`."""
+    bands = summary_bands(record)
+    for statistic, _, value, error in summary_statistics(record):
+        yield (*row, statistic, value, error, *bands[statistic], pane_index, run)
