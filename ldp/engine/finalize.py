@@ -95,19 +95,14 @@ class NumericWindowResult:
 CALIBRATED_BAND_ESTIMATORS = ("ems", "em")
 
 
-def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
-                  uncalibrated: dict[str, str] | None = None) -> tuple[str, dict]:
-    """(band method, bands) of a Square Wave metric estimated by EMS or EM: the bias-corrected
-    parametric bootstrap of ldp_telemetry.ldp.estimation.uncertainty.bias_corrected_bands with EM
-    ([Li20] Algorithm 1, τ of §6.1 or the configured one for "em") as the interval
-    estimator; other estimators have no calibrated band (band method "none").
-    `uncalibrated` (statistic -> reason) defaults to the statistics declared without a band at
-    the metric's ε (ldp_telemetry.ldp.estimation.uncertainty.uncalibrated_statistics)."""
+def interval_fit(config: MetricConfig):
+    """The interval estimator of a Square Wave metric estimated by EMS or EM: report counts ->
+    EM's distribution over the buckets ([Li20] Algorithm 1 without smoothing, τ of §6.1 or the
+    configured one for "em"); None for other estimators (they have no calibrated band)."""
     spec, protocol = config.estimator, config.protocol
-    params = dict(spec.params)
     if spec.method not in CALIBRATED_BAND_ESTIMATORS:
-        return BAND_NONE, no_bands(f"no calibrated band for estimator {spec.method!r}: its "
-                                   "bootstrap measures the spread, not the bias")
+        return None
+    params = dict(spec.params)
     tolerance = params.get("tolerance") if spec.method == "em" else None
     tolerance = paper_tolerance(protocol.epsilon, False) if tolerance is None else tolerance
     channel = protocol.channel()
@@ -116,7 +111,24 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
         return expectation_maximisation(channel, counts, smoothing=False,
                                         tolerance=float(tolerance),
                                         max_iterations=params["max_iterations"]).estimate
-    bands = bias_corrected_bands(channel.forward, fit, counts, n, config.bucket_edges,
+    return fit
+
+
+def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
+                  uncalibrated: dict[str, str] | None = None) -> tuple[str, dict]:
+    """(band method, bands) of a Square Wave metric estimated by EMS or EM: the bias-corrected
+    parametric bootstrap of ldp_telemetry.ldp.estimation.uncertainty.bias_corrected_bands with
+    `interval_fit` as the interval estimator; other estimators have no calibrated band (band
+    method "none"). `uncalibrated` (statistic -> reason) defaults to the statistics declared
+    without a band at the metric's ε and n
+    (ldp_telemetry.ldp.estimation.uncertainty.uncalibrated_statistics)."""
+    spec, protocol = config.estimator, config.protocol
+    params = dict(spec.params)
+    fit = interval_fit(config)
+    if fit is None:
+        return BAND_NONE, no_bands(f"no calibrated band for estimator {spec.method!r}: its "
+                                   "bootstrap measures the spread, not the bias")
+    bands = bias_corrected_bands(protocol.channel().forward, fit, counts, n, config.bucket_edges,
                                  params.get("bootstrap", 0), params.get("seed", 0),
                                  uncalibrated_statistics(protocol.epsilon)
                                  if uncalibrated is None else uncalibrated)

@@ -97,8 +97,9 @@ UNCALIBRATED_REASON = ("no calibrated band at ε = {epsilon:g}: the bootstrap th
                        "below 0.93 in benchmarks/coverage.py)")
 
 
-def uncalibrated_statistics(epsilon: float) -> dict[str, str]:
-    """Statistic -> reason, for the statistics whose band is not calibrated at this ε."""
+def uncalibrated_statistics(epsilon: float, n: int | None = None) -> dict[str, str]:
+    """Statistic -> reason, for the statistics whose band is not calibrated at this ε (and n
+    reports per window, where the measurement depends on it)."""
     reason = UNCALIBRATED_REASON.format(epsilon=epsilon)
     return {key: reason for key, smallest in CALIBRATED_FROM_EPSILON.items()
             if epsilon < smallest}
@@ -130,6 +131,64 @@ def _statistics(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
                             histogram_quantiles(x, edges, levels)])
 
 
+#: How the margin for the bias left after the correction is taken (`band_limits`):
+#: "significant" (the record's): the part of |b| beyond its own noise, max(|b| − t·s/√R, 0);
+#: "whole": all of |b| (the rule before; over-covers where the bias is only noise);
+#: "none": no margin.
+MARGIN_RULES = ("significant", "whole", "none")
+
+
+def bootstrap_statistics(channel_model: Callable[[np.ndarray], np.ndarray],
+                         fit: Callable[[np.ndarray], np.ndarray], counts: np.ndarray, n: int,
+                         edges: np.ndarray, replicates: int, seed: int
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """(θ̂, θ*): the BAND_STATISTICS of fit(counts) and of R = `replicates` refits of report
+    histograms drawn from Multinomial(n, M x̂) (`channel_model(x̂)` = M x̂), shapes (S,) and
+    (R, S). Seeded with (seed, n, 95). Cost: R + 1 runs of `fit`."""
+    pilot = np.asarray(fit(counts), dtype=np.float64)
+    rng = np.random.default_rng([int(seed), int(n), 95])
+    probabilities = np.clip(channel_model(pilot), 0.0, None)
+    draws = rng.multinomial(int(n), probabilities / probabilities.sum(), size=int(replicates))
+    return (_statistics(pilot, edges)[0],
+            _statistics(np.array([fit(draw) for draw in draws]), edges))
+
+
+def feasible_ranges(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lowest, highest) each statistic of BAND_STATISTICS can take for values in
+    [edges[0], edges[-1]]: the domain for the mean and the quantiles, [0, (high − low)²/4]
+    for the variance (Popoviciu's bound)."""
+    low, high = float(edges[0]), float(edges[-1])
+    lowest = np.full(len(BAND_STATISTICS), low)
+    highest = np.full(len(BAND_STATISTICS), high)
+    at = BAND_STATISTICS.index("variance")
+    lowest[at], highest[at] = 0.0, (high - low) ** 2 / 4.0
+    return lowest, highest
+
+
+def band_limits(theta: np.ndarray, replicated: np.ndarray, edges: np.ndarray,
+                margin: str = "significant") -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) of the bias-corrected bands of each statistic from θ̂ and the R
+    replicates θ* (see `bias_corrected_bands`), clipped to the statistics' feasible ranges
+    (the true value always lies there, so clipping never loses coverage)."""
+    from scipy.stats import t as student_t  # scipy only where bands are made
+    replicates = replicated.shape[0]
+    t = float(student_t.ppf(0.975, replicates - 1))
+    bias = replicated.mean(axis=0) - theta
+    spread = replicated.std(axis=0, ddof=1)
+    if margin == "significant":
+        extra = np.maximum(np.abs(bias) - t * spread / np.sqrt(replicates), 0.0)
+    elif margin == "whole":
+        extra = np.abs(bias)
+    elif margin == "none":
+        extra = np.zeros_like(bias)
+    else:
+        raise ValueError(f"margin is one of {MARGIN_RULES}, got {margin!r}")
+    half = t * spread * np.sqrt(1.0 + 1.0 / replicates) + extra
+    lowest, highest = feasible_ranges(edges)
+    centre = theta - bias
+    return (np.clip(centre - half, lowest, highest), np.clip(centre + half, lowest, highest))
+
+
 def bias_corrected_bands(channel_model: Callable[[np.ndarray], np.ndarray],
                          fit: Callable[[np.ndarray], np.ndarray], counts: np.ndarray, n: int,
                          edges: np.ndarray, replicates: int, seed: int,
@@ -140,37 +199,33 @@ def bias_corrected_bands(channel_model: Callable[[np.ndarray], np.ndarray],
     smoothing, [Li20] Algorithm 1: its early-stopped deconvolution is far less biased than
     EMS's smoothed one); `channel_model(x)` the report-bucket probabilities M x of [Li20] §5.5.
     With x̂ = fit(counts) and θ̂ a statistic of x̂, R report histograms are drawn from
-    Multinomial(n, M x̂) (exactly the reports the client's Square Wave would send if x̂ were the
-    truth), each is fitted again, and with θ*_r the replicates' statistics
+    Multinomial(n, M x̂) (exactly the reports the client's Square Wave would send if x̂ were
+    the truth), each is fitted again, and with θ*_r the replicates' statistics
 
         b = mean(θ*) − θ̂,   s = std(θ*),
-        band = θ̂ − b ± (t · s · √(1 + 1/R) + |b|)
+        band = θ̂ − b ± (t · s · √(1 + 1/R) + max(|b| − t · s/√R, 0))
 
-    with t the 0.975 quantile of Student's t with R − 1 degrees of freedom (s is estimated
-    from R replicates) and √(1 + 1/R) the variance s²/R of the estimated bias. The bias is
-    measured at x̂, which EM has smoothed, not at the truth: it understates the true bias,
-    by up to its own size where we measured it, hence the margin |b|. Statistics named in
-    `uncalibrated` (statistic -> reason) get no band, with the reason. Cost: R + 1 runs of
-    `fit`, independent of n up to the iterations EM takes (at most its max_iterations).
+    clipped to the range the statistic can take (`feasible_ranges`), with t the 0.975 quantile
+    of Student's t with R − 1 degrees of freedom (s is estimated from R replicates) and
+    √(1 + 1/R) the variance s²/R of the estimated bias. The bias is measured at x̂, which EM
+    has smoothed, not at the truth: it understates the true bias, by up to its own size where
+    we measured it, hence a margin of the bias' size — but only of the part of |b| its own
+    noise (t · s/√R) does not explain, since a margin of a bias that is only noise widens the
+    band for nothing (the whole |b| over-covered the mean and variance: 0.97–1.00).
+    Statistics named in `uncalibrated` (statistic -> reason) get no band, with the reason.
+    Cost: R + 1 runs of `fit`, independent of n up to the iterations EM takes (at most its
+    max_iterations).
     """
     if replicates < 2 or n <= 0:
         return no_bands("no band: fewer than 2 bootstrap replicates" if n > 0
                         else "no band: no reports")
-    pilot = np.asarray(fit(counts), dtype=np.float64)
-    rng = np.random.default_rng([int(seed), int(n), 95])
-    probabilities = np.clip(channel_model(pilot), 0.0, None)
-    draws = rng.multinomial(int(n), probabilities / probabilities.sum(), size=int(replicates))
-    theta = _statistics(pilot, edges)[0]
-    replicated = _statistics(np.array([fit(draw) for draw in draws]), edges)
-    bias = replicated.mean(axis=0) - theta
-    from scipy.stats import t as student_t  # scipy only where bands are made
-    t = float(student_t.ppf(0.975, replicates - 1))
-    half = (t * replicated.std(axis=0, ddof=1) * np.sqrt(1.0 + 1.0 / replicates)
-            + np.abs(bias))
+    theta, replicated = bootstrap_statistics(channel_model, fit, counts, n, edges, replicates,
+                                             seed)
+    lower, upper = band_limits(theta, replicated, edges)
     bands = {}
-    for key, centre, width in zip(BAND_STATISTICS, theta - bias, half, strict=True):
+    for key, low, high in zip(BAND_STATISTICS, lower, upper, strict=True):
         if key in uncalibrated:
             bands[key] = Band(None, None, uncalibrated[key])
         else:
-            bands[key] = Band(float(centre - width), float(centre + width))
+            bands[key] = Band(float(low), float(high))
     return bands

@@ -119,3 +119,30 @@ def test_mean_only_protocols_give_an_exact_mean_band_and_nothing_else(protocol):
     assert result.band_method == BAND_EXACT
     assert result.bands["mean"].lower < result.mean < result.bands["mean"].upper
     assert result.bands["0.5"].lower is None
+
+
+def test_band_limits_margin_rules_and_clipping():
+    """The record's margin is the part of |b| its noise t·s/√R does not explain; bands are
+    clipped to what a statistic can take (domain [0, 100]: variance ≤ 2,500)."""
+    from scipy.stats import t as student_t
+
+    from ldp_telemetry.ldp.estimation.uncertainty import band_limits, feasible_ranges
+    edges = np.linspace(0.0, 100.0, 11)
+    size = len(BAND_STATISTICS)
+    replicated = 50.0 + np.tile(np.array([[-1.0], [1.0]]), (10, size))  # R = 20, mean 50
+    s, t = replicated.std(axis=0, ddof=1)[0], student_t.ppf(0.975, 19)
+    spread = t * s * np.sqrt(1 + 1 / 20)
+    for bias in (0.1, 2.0):
+        theta = np.full(size, 50.0 - bias)  # b = mean(θ*) − θ̂ = bias
+        lower, upper = band_limits(theta, replicated, edges, "significant")
+        extra = max(bias - t * s / np.sqrt(20), 0.0)
+        assert np.allclose(upper - lower, 2 * (spread + extra)), bias
+        whole = band_limits(theta, replicated, edges, "whole")
+        assert np.allclose(whole[1] - whole[0], 2 * (spread + bias))
+        assert np.allclose((lower + upper) / 2, theta - bias)  # centred on θ̂ − b
+    lowest, highest = feasible_ranges(edges)
+    far = band_limits(np.full(size, -300.0), 200 * replicated - 10300.0, edges, "none")
+    assert np.all(far[0] >= lowest) and np.all(far[1] <= highest)
+    assert highest[BAND_STATISTICS.index("variance")] == 2500.0
+    with pytest.raises(ValueError, match="margin"):
+        band_limits(theta, replicated, edges, "half")
