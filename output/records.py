@@ -51,7 +51,8 @@ def window_estimate_record(config, result, window_start: str, window_end: str, p
             **_common_fields(config, result, window_start, window_end, pane),
             "postprocess": {"method": spec.method,
                             "params": {k: None if v is None else float(v)
-                                       for k, v in spec.as_dict().items() if k != "method"}},
+                                       for k, v in spec.as_dict().items() if k != "method"},
+                            **chosen_postprocess(getattr(result, "postprocess_choice", None))},
             "labels": _labels(config),
             "estimate": np.asarray(result.estimate, dtype=np.float64),
             "unbiased_estimate": np.asarray(result.unbiased, dtype=np.float64),
@@ -130,6 +131,15 @@ def combined_estimate_record(configs, combined: CombinedResult, window_start: st
         "band_method": BAND_EXACT,
     }
     return record if compact else plain_record(record)
+
+
+def chosen_postprocess(choice) -> dict:
+    """The record's report of a replay's choice (ldp_telemetry.ldp.estimation.replay.Choice):
+    `chosen` (the method run) and `expected_mse` (each candidate's replayed mean squared error
+    for the query); nothing for a fixed method."""
+    if choice is None:
+        return {}
+    return {"chosen": choice.method, "expected_mse": dict(choice.expected_mse)}
 
 
 def frequency_band_method(result) -> str:

@@ -14,6 +14,7 @@ from ldp_telemetry.ldp.estimation.em import expectation_maximisation, paper_tole
 from ldp_telemetry.ldp.estimation.estimators import EstimatorOutput
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, summary
 from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
+from ldp_telemetry.ldp.estimation.replay import Choice, postprocess_with_choice
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
                                                       Band, BootstrapErrors, bias_corrected_bands,
                                                       no_bands, Z95, parametric_bootstrap,
@@ -32,13 +33,17 @@ class WindowResult:
     estimate: np.ndarray
     noise: SupportNoise
     estimator: EstimatorOutput | None = None
+    #: the post-processing a replay chose (ldp_telemetry.ldp.estimation.replay), for "auto"
+    postprocess_choice: Choice | None = None
 
 
 def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int) -> WindowResult:
     """Estimate the window's distribution from the protocol's sufficient statistic.
 
     unbiased: f~ = (c/n - q*)/(p* - q*) ([Wang20] journal §2); estimate: the metric's estimator
-    applied to f~ (the unbiased estimate itself by default), then its post-processing;
+    applied to f~ (the unbiased estimate itself by default), then its post-processing (for
+    "auto", "auto-top" and "auto-sets" the method a replay of the window chooses,
+    `postprocess_choice`);
     std_error: the estimator's standard error where it reports one, else the standard error of
     f~, the square root of eq. 2 evaluated at the Norm-Sub projection of f~ (the constrained
     least-squares estimate of f).
@@ -63,9 +68,9 @@ def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int) -> Wind
         output = config.estimator.run(unbiased, noise, protocol)
     std_error = (output.std_error if output.std_error is not None
                  else standard_error(error_plug_in(unbiased), noise))
-    return WindowResult(n=int(n), unbiased=unbiased, std_error=std_error,
-                        estimate=config.postprocess.apply(output.estimate, noise), noise=noise,
-                        estimator=output)
+    estimate, choice = postprocess_with_choice(config.postprocess, output.estimate, noise)
+    return WindowResult(n=int(n), unbiased=unbiased, std_error=std_error, estimate=estimate,
+                        noise=noise, estimator=output, postprocess_choice=choice)
 
 
 @dataclass(frozen=True)
