@@ -34,7 +34,7 @@ from ldp_telemetry.ldp.base.errors import ConfigError, InputError, StoreError
 from ldp_telemetry.ldp.base.times import iso_from_ms
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.engine.reasons import UNATTRIBUTED_REASONS, Reason
-from ldp_telemetry.output.bands import band95, half_width95, summary_bands
+from ldp_telemetry.output.bands import summary_bands, value_bands
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
 from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, WindowKey,
                                          shard_pattern, version_label, window_key)
@@ -84,7 +84,7 @@ def _view(record: dict, late_reports, rejects: dict, seq: int, lower: list, uppe
     view["rejects"] = dict(sorted(rejects.items()))
     view["pane_seq"] = seq
     view["lower95"], view["upper95"] = lower, upper
-    view["half95"] = [half_width95(error) for error in record.get("std_error") or ()]
+    view["half95"] = _halves(lower, upper)
     view["series"] = series_of(record)
     view["version"] = version_label(record)
     # the record's own bands of its summaries (output/bands.py, as the store saves them)
@@ -114,12 +114,16 @@ def _pair(band) -> list | None:
     return None if band is None or band[0] is None or band[1] is None else list(band)
 
 
+def _halves(lower: list, upper: list) -> list:
+    """The half width of each value's band; None where it has none."""
+    return [None if low is None or high is None else (high - low) / 2
+            for low, high in zip(lower or (), upper or (), strict=False)]
+
+
 def _bands(record: dict) -> tuple[list, list]:
-    """The 95% band of each value of a record: (lower bounds, upper bounds)."""
-    errors = record.get("std_error") or [None] * len(record["estimate"])
-    bands = [band95(value, error) for value, error in zip(record["estimate"], errors,
-                                                          strict=False)]
-    return [low for low, _ in bands], [high for _, high in bands]
+    """The 95% band of each value of a record: (lower bounds, upper bounds), as the store
+    saves them (`output.bands.value_bands`)."""
+    return value_bands(record)
 
 
 class _Pool:
@@ -441,7 +445,7 @@ def _lean_view(metric: str, row: dict, series: Series, values: dict[int, tuple],
             "postprocess": {"method": row["postprocess"]}, "labels": labels,
             "estimate": estimate, "unbiased_estimate": unbiased, "std_error": errors,
             "lower95": lower, "upper95": upper,
-            "half95": [half_width95(error) for error in errors], "value_indices": kept,
+            "half95": _halves(lower, upper), "value_indices": kept,
             "values_total": series.values, "integrity_flag": integrity_flag}
 
 

@@ -1,6 +1,7 @@
 """The 95% error bands every reader shows, in one place.
 
-A frequency value's band is estimate ± Z95 · standard error (`band95`). A numeric record's
+A frequency value's band is estimate ± Z95 · standard error (`band95`, `value_bands`), none
+where the record declares none (a Wiener filter's). A numeric record's
 statistics (mean, variance, quantiles) carry their own bands (`bands`, named by `band_method`;
 a bias-corrected band need not be centred on the estimate, and a statistic may have none):
 `statistic_band` and `summary_bands` read them, falling back to estimate ± Z95 · bootstrap
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 from ldp_telemetry.ldp.estimation.uncertainty import Z95
 
 __all__ = ["Z95", "band95", "half_width95", "statistic_band", "summary_bands",
-           "summary_statistics"]
+           "summary_statistics", "value_bands"]
 
 
 def band95(value: float, std_error: float | None) -> tuple[float | None, float | None]:
@@ -27,6 +28,18 @@ def band95(value: float, std_error: float | None) -> tuple[float | None, float |
 def half_width95(std_error: float | None) -> float | None:
     """Z95 · std_error: the ± of a 95% band (None when there is no standard error)."""
     return None if std_error is None else Z95 * std_error
+
+
+def value_bands(record: Mapping) -> tuple[list, list]:
+    """(lower bounds, upper bounds) of the 95% band of each value of a frequency record:
+    estimate ± Z95 · std_error, or None for every value when the record declares no band
+    (`band_method` "none": a Wiener filter's fixed-gain error, `band_reasons` says why)."""
+    estimate = record["estimate"]
+    errors = record.get("std_error")
+    if record.get("band_method") == "none" or errors is None:
+        return [None] * len(estimate), [None] * len(estimate)
+    bands = [band95(value, error) for value, error in zip(estimate, errors, strict=False)]
+    return [low for low, _ in bands], [high for _, high in bands]
 
 
 def _finite(value) -> float | None:

@@ -19,7 +19,7 @@ import numpy as np
 from ldp_telemetry.ldp.config.budget import privacy_budget
 from ldp_telemetry.ldp.engine.finalize import NumericWindowResult
 from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_FIXED_GAIN
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, WIENER_NO_BAND
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.output.compact import IndexLabels, plain_record
@@ -60,6 +60,8 @@ def window_estimate_record(config, result, window_start: str, window_end: str, p
             "integrity": integrity,
             "band_method": frequency_band_method(result),
         }
+        if record["band_method"] == BAND_NONE:  # the values' band, declared absent
+            record["band_reasons"] = {"estimate": WIENER_NO_BAND}
     return record if compact else plain_record(record)
 
 
@@ -144,9 +146,10 @@ def chosen_postprocess(choice) -> dict:
 
 def frequency_band_method(result) -> str:
     """The band of a frequency record: the exact variance of the unbiased estimate ([Wang20]
-    journal eq. 2), or a Wiener filter's fixed-gain variance (its bias left out)."""
+    journal eq. 2); none for a Wiener filter, whose fixed-gain standard error leaves out its
+    bias (the record keeps that error, and says why it has no band in `band_reasons`)."""
     output = result.estimator
-    return BAND_FIXED_GAIN if output is not None and output.std_error is not None else BAND_EXACT
+    return BAND_NONE if output is not None and output.std_error is not None else BAND_EXACT
 
 
 def support_facts(config, n: int) -> dict:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ldp_telemetry.output.bands import Z95, half_width95, statistic_band
+from ldp_telemetry.output.bands import Z95, half_width95, statistic_band, value_bands
 from ldp_telemetry.output.integrity import flag_text
 from ldp_telemetry.output.layout import COMBINED, version_label
 from ldp_telemetry.output.resolution import resolution, warning_text
@@ -52,6 +52,14 @@ def metric_title(record: Mapping) -> str:
 BAND_NOTE = f"± is the half width of the 95% band: {Z95:.2f} standard errors"
 
 
+def _plus_minus(lower, upper, error, spec: str) -> str:
+    """" ± half width" of a value's 95% band, or its bare standard error where the record
+    declares no band (a Wiener filter's)."""
+    if lower is None or upper is None:
+        return "" if error is None else f" (s.e. {error:{spec}}, no band)"
+    return f" ± {(upper - lower) / 2:{spec}}"
+
+
 def format_top(record: Mapping, k: int = 5) -> str:
     """One window as text: its header, then the k largest estimates with 95% error bars
     (for a numeric metric: its mean and quantiles with 95% error bars), and a warning line when
@@ -67,9 +75,10 @@ def format_top(record: Mapping, k: int = 5) -> str:
         method = f"{estimator} + {method}"
     lines = [f"{metric_title(record)}  [{record['window_start']} .. {record['window_end']})  "
              f"n={record['n']:,}  {record['protocol']} ε={record['epsilon']:g}  {method}"]
+    lower, upper = value_bands(record)
     for i in top.tolist():
-        lines.append(f"    {printable(str(record['labels'][i])):>12}  {estimate[i]:7.4f} ± "
-                     f"{half_width95(error[i]):.4f}")
+        lines.append(f"    {printable(str(record['labels'][i])):>12}  {estimate[i]:7.4f}"
+                     + _plus_minus(lower[i], upper[i], error[i], ".4f"))
     found = resolution(record)
     if found is not None and found.under_resolved:
         lines.append(f"    warning: {warning_text(record, found)}")
@@ -112,8 +121,10 @@ def format_pane(record: Mapping, k: int = 3) -> str:
     the values implicated when the pane's integrity section is flagged (without the jump test,
     which needs the earlier windows: `ldp show` has it)."""
     estimate, error, labels = record["estimate"], record["std_error"], record["labels"]
+    lower, upper = value_bands(record)
     top = sorted(range(len(estimate)), key=lambda i: -estimate[i])[:k]
-    values = ", ".join(f"{printable(str(labels[i]))} {estimate[i]:.3f}±{half_width95(error[i]):.3f}"
+    values = ", ".join(f"{printable(str(labels[i]))} {estimate[i]:.3f}"
+                       + _plus_minus(lower[i], upper[i], error[i], ".3f").replace(" ± ", "±")
                        for i in top)
     pane = record["pane"]
     section = record.get("integrity") or {}

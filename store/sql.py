@@ -30,7 +30,7 @@ from ldp_telemetry.ldp.base.errors import StoreError
 from ldp_telemetry.ldp.base.registration import Catalog
 from ldp_telemetry.ldp.base.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.ldp.config.budget import budget_text
-from ldp_telemetry.output.bands import band95, summary_bands, summary_statistics
+from ldp_telemetry.output.bands import summary_bands, summary_statistics, value_bands
 from ldp_telemetry.output.layout import window_key
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.store.reads import create_read_indexes, missing_read_indexes
@@ -477,7 +477,8 @@ class EstimateStore:
         (SQLite's write lock; a per-metric advisory lock in PostgreSQL).
 
         p_star, q_star and smallest_resolvable are the record's (null when it has none); each
-        value's lower95/upper95 is its band95 (null without a standard error).
+        value's lower95/upper95 is its band (`output.bands.value_bands`: null without a standard
+        error, or when the record declares no band).
 
         An ON_TIME pane's n is kept as n_on_time; a later pane's n − n_on_time is the window's
         late_reports (panes accumulate: each covers every report counted so far).
@@ -973,9 +974,9 @@ def _value_rows(record: dict, window: tuple, pane_index: int, run: int):
     estimate = record["estimate"]
     unbiased = record.get("unbiased_estimate") or [None] * len(estimate)
     errors = record.get("std_error") or [None] * len(estimate)
-    for index, (label, value, raw, error) in enumerate(zip(labels, estimate, unbiased, errors,
-                                                           strict=False)):
-        low, high = band95(value, error)
+    lower, upper = value_bands(record)
+    for index, (label, value, raw, error, low, high) in enumerate(zip(
+            labels, estimate, unbiased, errors, lower, upper, strict=False)):
         yield (*window, index, str(label), float(value),
                None if raw is None else float(raw), None if error is None else float(error),
                low, high, pane_index, run)

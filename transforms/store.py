@@ -23,7 +23,7 @@ from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from ldp_telemetry.ldp.base.errors import StoreError
 from ldp_telemetry.ldp.base.registration import Catalog
 from ldp_telemetry.ldp.config.budget import budget_text
-from ldp_telemetry.output.bands import band95
+from ldp_telemetry.output.bands import value_bands
 from ldp_telemetry.output.layout import version_label
 from ldp_telemetry.output.reader import pane_of
 from ldp_telemetry.store.records import reject_slice
@@ -352,11 +352,12 @@ def bigquery_pane_row(record: dict) -> dict:
     labels = record.get("labels") or [str(i) for i in range(len(record["estimate"]))]
     errors = record.get("std_error") or [None] * len(record["estimate"])
     unbiased = record.get("unbiased_estimate") or [None] * len(record["estimate"])
+    lower, upper = value_bands(record)
     values = [{"value_index": i, "label": str(label), "estimate": value,
-               "unbiased_estimate": raw, "std_error": error,
-               **dict(zip(("lower95", "upper95"), band95(value, error), strict=True))}
-              for i, (label, value, raw, error)
-              in enumerate(zip(labels, record["estimate"], unbiased, errors, strict=False))]
+               "unbiased_estimate": raw, "std_error": error, "lower95": low, "upper95": high}
+              for i, (label, value, raw, error, low, high)
+              in enumerate(zip(labels, record["estimate"], unbiased, errors, lower, upper,
+                               strict=False))]
     return {"metric": record["metric"], "version": version_label(record),
             "window_start": record["window_start"],
             "window_end": record["window_end"], "n": int(record["n"]),

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from collections.abc import Iterator
 
 import numpy as np
@@ -417,6 +417,8 @@ class Fit:
     filter: FixedGainFilter | AmrpFilter
     iterations: int | None = None
     last_change: float | None = None
+    #: with keep_extremes, the values kept at their unbiased estimate (`extreme_values`)
+    kept: np.ndarray | None = None
 
 
 def _fit_dw(unbiased, level, noise) -> Fit:
@@ -458,10 +460,19 @@ _FITS = {"dw": _fit_dw, "iiw": _fit_iiw, "iiw-g": _fit_iiw_g, "amrp": _fit_amrp,
          "smooth": _fit_smooth, "gf-dw": _fit_gf_dw}
 
 
-def fit(method: str, unbiased: np.ndarray, noise: SupportNoise, protocol, **params) -> Fit:
-    """Run Wiener-family `method` with `params` on one window's unbiased estimate."""
+def fit(method: str, unbiased: np.ndarray, noise: SupportNoise, protocol,
+        keep_extremes: bool = False, **params) -> Fit:
+    """Run Wiener-family `method` with `params` on one window's unbiased estimate; with
+    `keep_extremes`, the values it over-suppressed keep the unbiased estimate
+    (`extreme_values`, named in `Fit.kept`)."""
     unbiased = np.asarray(unbiased, dtype=np.float64)
-    return _FITS[method](unbiased, estimate_noise_level(protocol, noise), noise, **params)
+    result = _FITS[method](unbiased, estimate_noise_level(protocol, noise), noise, **params)
+    if keep_extremes:
+        kept = extreme_values(unbiased, result.estimate)
+        if kept.any():
+            result = replace(result, estimate=np.where(kept, unbiased, result.estimate),
+                             kept=kept)
+    return result
 
 
 #: Family-wise rate at which `keep_extremes` keeps a value that is no extreme: a value is kept
@@ -490,26 +501,23 @@ def extreme_values(unbiased: np.ndarray, estimate: np.ndarray,
 
 
 def _runner(method: str):
-    def run(unbiased, noise, protocol, keep_extremes: bool = False, **params
-            ) -> EstimatorOutput:
+    def run(unbiased, noise, protocol, **params) -> EstimatorOutput:
         result = fit(method, unbiased, noise, protocol, **params)
-        estimate = result.estimate
         std_error = result.filter.standard_error(unbiased, noise, protocol)
-        if keep_extremes:  # the extremes keep f~ and the exact error of f~ (eq. 2)
-            kept = extreme_values(unbiased, estimate)
-            if kept.any():
-                exact = standard_error(error_plug_in(np.asarray(unbiased, dtype=np.float64)),
-                                       noise)
-                estimate = np.where(kept, unbiased, estimate)
-                std_error = np.where(kept, exact, std_error)
-        return EstimatorOutput(estimate, std_error, result.iterations, result.last_change)
+        if result.kept is not None:  # the extremes keep f~ and the exact error of f~ (eq. 2)
+            exact = standard_error(error_plug_in(np.asarray(unbiased, dtype=np.float64)), noise)
+            std_error = np.where(result.kept, exact, std_error)
+        return EstimatorOutput(result.estimate, std_error, result.iterations,
+                               result.last_change)
     run.__name__ = f"run_{method.replace('-', '_')}"
     return run
 
 
 #: Every Wiener method's `keep_extremes` option (`extreme_values`; off by default).
-KEEP_EXTREMES = {"keep_extremes": Parameter(False, lambda v: isinstance(v, bool),
-                                            "true or false")}
+KEEP_EXTREMES = {"keep_extremes": Parameter(
+    False, lambda v: isinstance(v, bool) or (is_int(v) and v in (0, 1))
+    or (isinstance(v, float) and v in (0.0, 1.0)),  # a record's params give back 0.0 / 1.0
+    "true or false", bool)}
 
 
 def _iterations(default: int) -> Parameter:

@@ -267,7 +267,7 @@ def test_registry_parameters_and_their_errors():
     assert registry(estimator="gf-dw")["m"].estimator.record()["params"] == {
         "sigma": 3.0, "keep_extremes": False}
     for bad, message in [({"method": "iiw", "iterations": -1}, "iterations"),
-                         ({"method": "dw", "keep_extremes": 1}, "keep_extremes"),
+                         ({"method": "dw", "keep_extremes": "yes"}, "keep_extremes"),
                          ({"method": "amrp", "permutations": 0}, "permutations"),
                          ({"method": "amrp", "seed": -2}, "seed"),
                          ({"method": "gf-dw", "sigma": 0}, "sigma"),

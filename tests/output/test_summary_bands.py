@@ -141,3 +141,33 @@ def test_a_store_made_before_summary_bands_gets_them_from_its_records(record, tm
     assert same(saved, expected(record))
     assert "ldp_window_summary_bands_by_statistic" in indexes
     assert "ldp_window_summaries_by_statistic" not in indexes
+
+
+def test_a_wiener_record_declares_no_band_and_no_reader_draws_one(tmp_path):
+    """A Wiener filter's fixed-gain standard error leaves out its bias (coverage 72-98%): the
+    record keeps the error, declares no band with its reason, and the store, the dashboard's
+    view and the text show none."""
+    config = parse_registry({"metrics": [{"name": "dep", "protocol": "oue", "epsilon": 2.0,
+                                          "domain": {"size": 32}, "estimator": "iiw"}]})["dep"]
+    rng = np.random.default_rng(5)
+    statistic = config.protocol.new_statistic()
+    config.protocol.accumulate(statistic, config.protocol.perturb(rng.integers(0, 32, 2000),
+                                                                  rng))
+    record = window_estimate_record(config, finalize_window(config, statistic, 2000),
+                                    "2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z",
+                                    dict(BATCH_PANE))
+    assert record["band_method"] == "none" and "bias" in record["band_reasons"]["estimate"]
+    assert all(error > 0 for error in record["std_error"])
+    url = f"sqlite:///{tmp_path}/wiener.db"
+    with open_store(url) as store:
+        store.write_panes([record])
+        rows = store._query("SELECT lower95, upper95 FROM ldp_window_values")
+    assert rows and all(low is None and high is None for low, high in rows)
+    source = StoreSource(url)
+    try:
+        window = source.window("dep", START_MS, START_MS + 3_600_000, version_label(record))
+    finally:
+        source.close()
+    assert set(window["lower95"]) == {None} and set(window["half95"]) == {None}
+    from ldp_telemetry.output.text import format_pane, format_top
+    assert "no band" in format_top(record) and "no band" in format_pane(record)
