@@ -135,7 +135,7 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
                                    "bootstrap measures the spread, not the bias")
     bands = bias_corrected_bands(protocol.channel().forward, fit, counts, n, config.bucket_edges,
                                  params.get("bootstrap", 0), params.get("seed", 0),
-                                 uncalibrated_statistics(protocol.epsilon)
+                                 uncalibrated_statistics(protocol.epsilon, int(n))
                                  if uncalibrated is None else uncalibrated)
     method = BAND_BIAS_CORRECTED if any(b.lower is not None for b in bands.values()) else BAND_NONE
     return method, bands
