@@ -120,12 +120,29 @@ def postprocess_with_choice(spec: PostprocessSpec, estimate: np.ndarray, noise: 
     return METHODS[choice.method].run(np.asarray(estimate, dtype=np.float64), noise), choice
 
 
-def _runner(method: str):
-    def run(estimate: np.ndarray, noise: SupportNoise, **params) -> np.ndarray:
-        spec = PostprocessSpec(method, tuple(params.items()))
-        return postprocess_with_choice(spec, estimate, noise)[0]
-    run.__name__ = f"run_{method.replace('-', '_')}"
-    return run
+def _apply_choice(estimate: np.ndarray, noise: SupportNoise, query: str, **params
+                  ) -> np.ndarray:
+    estimate = np.asarray(estimate, dtype=np.float64)
+    return METHODS[choose(estimate, noise, query, **params).method].run(estimate, noise)
+
+
+def auto(estimate: np.ndarray, noise: SupportNoise, *, replicates: int = 10, seed: int = 0
+         ) -> np.ndarray:
+    """The method a replay finds best for the full distribution, applied (`choose`)."""
+    return _apply_choice(estimate, noise, "full", replicates=replicates, seed=seed)
+
+
+def auto_top(estimate: np.ndarray, noise: SupportNoise, *, replicates: int = 10,
+             seed: int = 0, k: int = 10) -> np.ndarray:
+    """The method a replay finds best for the top-k values, applied (`choose`)."""
+    return _apply_choice(estimate, noise, "top", replicates=replicates, seed=seed, k=k)
+
+
+def auto_sets(estimate: np.ndarray, noise: SupportNoise, *, replicates: int = 10,
+              seed: int = 0, fraction: float = 0.1, sets: int = 20) -> np.ndarray:
+    """The method a replay finds best for set sums, applied (`choose`)."""
+    return _apply_choice(estimate, noise, "sets", replicates=replicates, seed=seed,
+                         fraction=fraction, sets=sets)
 
 
 def _whole(low: int, high: int):
@@ -140,10 +157,10 @@ def _whole(low: int, high: int):
 _REPLAY = {"replicates": Parameter(10, _whole(1, MAX_REPLICATES),
                                    f"an integer in [1, {MAX_REPLICATES}]", int),
            "seed": Parameter(0, _whole(0, 2 ** 53), "an integer in [0, 2^53]", int)}
-METHODS.register(PostprocessMethod("auto", _runner("auto"), dict(_REPLAY)))
-METHODS.register(PostprocessMethod("auto-top", _runner("auto-top"), {
+METHODS.register(PostprocessMethod("auto", auto, dict(_REPLAY)))
+METHODS.register(PostprocessMethod("auto-top", auto_top, {
     **_REPLAY, "k": Parameter(10, _whole(1, 2 ** 31), "an integer >= 1", int)}))
-METHODS.register(PostprocessMethod("auto-sets", _runner("auto-sets"), {
+METHODS.register(PostprocessMethod("auto-sets", auto_sets, {
     **_REPLAY,
     "fraction": Parameter(0.1, lambda v: is_finite_number(v) and 0 < v <= 1,
                           "a number in (0, 1]", float),
