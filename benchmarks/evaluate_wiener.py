@@ -28,7 +28,12 @@ Perturbation: OUE's support counts are drawn from their exact distribution
 every user. Methods: base, dw, iiw (30 iterations), iiw-g (10), smooth (eq. 25),
 gf-dw (sigma 3), amrp (100 permutations).
 
+`--keep-extremes` instead compares each filter with and without its `keep_extremes` option
+(values the filter over-suppressed keep their unbiased estimate, [Fang23] §V-D): top-10 MSE
+and full-domain MSE, as ratios to Base's, on the same perturbations.
+
     python benchmarks/evaluate_wiener.py                       # the docs/wiener.md tables
+    python benchmarks/evaluate_wiener.py --keep-extremes --epsilon 2 4 --repeats 5
     python benchmarks/evaluate_wiener.py --datasets taxi48 --epsilon 4 5 --repeats 10
 """
 from __future__ import annotations
@@ -142,6 +147,61 @@ def evaluate(counts: np.ndarray, protocol_name: str, epsilon: float, repeats: in
     return sums
 
 
+EXTREME_METHODS = ("dw", "iiw", "iiw-g", "gf-dw")
+
+
+def evaluate_extremes(counts: np.ndarray, protocol_name: str, epsilon: float, repeats: int,
+                      rng: np.random.Generator) -> dict[str, float]:
+    """Top-10 and full-domain MSE of Base and of each EXTREME_METHODS filter without ("m") and
+    with ("m+x") keep_extremes, averaged over `repeats` perturbations of one population; and
+    the mean number of values kept ("m+x kept")."""
+    d, n = counts.size, int(counts.sum())
+    f = counts / n
+    protocol = make_protocol(protocol_name, epsilon, d)
+    noise = protocol.noise(n)
+    top = np.argsort(-f, kind="stable")[:10]
+    sample = support_counts_exact if protocol_name == "oue" else support_counts_full
+    sums: dict[str, float] = {}
+
+    def add(key: str, value: float) -> None:
+        sums[key] = sums.get(key, 0.0) + float(value) / repeats
+    for _ in range(repeats):
+        unbiased = unbiased_estimate(sample(protocol, counts, rng), noise)
+        add("base top10", np.mean((unbiased - f)[top] ** 2))
+        add("base mse", np.mean((unbiased - f) ** 2))
+        for method in EXTREME_METHODS:
+            plain = EstimatorSpec(method).run(unbiased, noise, protocol).estimate
+            kept = EstimatorSpec(method, {"keep_extremes": True}).run(
+                unbiased, noise, protocol).estimate
+            for suffix, estimate in (("", plain), ("+x", kept)):
+                add(f"{method}{suffix} top10", np.mean((estimate - f)[top] ** 2))
+                add(f"{method}{suffix} mse", np.mean((estimate - f) ** 2))
+            add(f"{method}+x kept", np.count_nonzero(kept != plain))
+    return sums
+
+
+def extremes_table(args, rng) -> None:
+    """The --keep-extremes table: per filter, top-10 MSE / Base's without and with the option,
+    full MSE / Base's with it, and the values kept per window."""
+    rows = []
+    for name in args.datasets:
+        counts = population(name, args.datasets_dir, args.users)
+        for protocol in args.protocols:
+            for epsilon in args.epsilon:
+                found = evaluate_extremes(counts, protocol, epsilon, args.repeats, rng)
+                top, mse = found["base top10"], found["base mse"]
+                rows.append(f"| {name} | {counts.size} | {protocol} | {epsilon:g} |" + "".join(
+                    f" {found[m + ' top10'] / top:.2f} → {found[m + '+x top10'] / top:.2f}"
+                    f" ({found[m + ' mse'] / mse:.2f} → {found[m + '+x mse'] / mse:.2f},"
+                    f" {found[m + '+x kept']:.1f}) |" for m in EXTREME_METHODS))
+                print(f"  {name} {protocol} ε={epsilon:g} done", file=sys.stderr, flush=True)
+    print(f"\nkeep_extremes: top-10 MSE / Base's without → with the option (full MSE / Base's "
+          f"without → with; values kept per window), mean of {args.repeats} repeats\n")
+    print("| data | d | protocol | ε |" + "".join(f" {m} |" for m in EXTREME_METHODS))
+    print("|---|---:|---|---:|" + "---|" * len(EXTREME_METHODS))
+    print("\n".join(rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=DATASETS)
@@ -151,8 +211,13 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=3_000_000, help="taxi48 population")
     parser.add_argument("--datasets-dir", default=default_datasets_dir())
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep-extremes", action="store_true",
+                        help="compare each filter with and without keep_extremes (top-10 MSE)")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
+    if args.keep_extremes:
+        extremes_table(args, rng)
+        return
     started = time.perf_counter()
     mse_rows, top_rows, se_rows = [], [], []
     for name in args.datasets:

@@ -158,29 +158,84 @@ def ems_speed(r: dict) -> str:
                      "dense matrix s", "dense / ours"], rows, right={0, 2, 3, 4, 5, 6, 7}))
 
 
+def _declared(row: dict) -> set[str]:
+    """The statistics the record declares without a band at the row's ε and n: the code's
+    current declaration (uncalibrated_statistics), or the file's own list in older files."""
+    if "declared_without_band" in row:
+        return set(row["declared_without_band"])
+    from ldp_telemetry.ldp.estimation.uncertainty import uncalibrated_statistics
+    return set(uncalibrated_statistics(row["epsilon"], row["n"]))
+
+
 def coverage(r: dict) -> str:
     """The numeric bands' coverage: one row per data set, ε and n; * marks a statistic the
-    record declares without a band at that ε (its coverage is measured all the same)."""
+    record declares without a band at that ε and n (its coverage is measured all the same).
+    Then the margin rules compared on the same replicates, and the families without a
+    bias-corrected band."""
     keys = r["statistics"]
     goal = r["goal"]
+    windows = r["parameters"]["windows"]
+    se = (0.95 * 0.05 / windows) ** 0.5
+    if "coverage_by_rule" in r["cells"][0] and "record_margins" not in r:
+        # a file measured before the record's margins were chosen per statistic: the record's
+        # bands are the same replicates under those margins, which the file holds per rule
+        from ldp_telemetry.ldp.estimation.uncertainty import RECORD_MARGINS
+        margins = dict(zip(keys, RECORD_MARGINS, strict=True))
+        for row in r["cells"]:
+            row["coverage"] = {key: row["coverage_by_rule"][margins[key]][key] for key in keys}
+        r["record_margins"] = margins
 
     def cell(row, key):
         value = row["coverage"][key]
-        mark = "*" if key in row["declared_without_band"] else ""
+        mark = "*" if key in _declared(row) else ""
         return "–" if value is None else f"{value:.2f}{mark}"
     rows = [[row["dataset"], f"{row['epsilon']:g}", f"{row['n']:,}",
              *[cell(row, key) for key in keys], f"{row['median_band_s']:.2f}"]
             for row in r["cells"]]
-    windows = r["parameters"]["windows"]
-    within = sum(goal[0] <= row["coverage"][key] <= goal[1] for row in r["cells"]
-                 for key in keys if key not in row["declared_without_band"])
-    banded = sum(key not in row["declared_without_band"] for row in r["cells"] for key in keys)
-    return (f"{windows} windows per row, {r['parameters']['replicates']} replicates; a "
-            f"coverage's standard error is {(0.95 * 0.05 / windows) ** 0.5:.3f}. Cells with a "
-            f"band inside [{goal[0]}, {goal[1]}]: {within} of {banded}. "
-            f"Range queries: {r['range_queries']}.\n\n"
-            + table(["data set", "ε", "n", *keys, "band s"], rows,
-                    right=set(range(1, len(keys) + 4))))
+    banded = [(row, key) for row in r["cells"] for key in keys if key not in _declared(row)]
+
+    def counts(coverage_of) -> str:
+        within = sum(goal[0] <= coverage_of(row, key) <= goal[1] for row, key in banded)
+        above = sum(coverage_of(row, key) > goal[1] for row, key in banded)
+        below = sum(coverage_of(row, key) < goal[0] for row, key in banded)
+        close = sum(goal[0] - 2 * se <= coverage_of(row, key) < goal[0] for row, key in banded)
+        return (f"{within} inside, {above} above, {below} below ({close} of them within 2 "
+                f"standard errors of {goal[0]})")
+    out = [f"{windows} windows per row, {r['parameters']['replicates']} replicates; a "
+           f"coverage's standard error is {se:.3f}. Of the {len(banded)} cells with a band "
+           f"(goal [{goal[0]}, {goal[1]}]): {counts(lambda row, key: row['coverage'][key])}. "
+           f"Range queries: {r['range_queries']}.", "",
+           table(["data set", "ε", "n", *keys, "band s"], rows,
+                 right=set(range(1, len(keys) + 4)))]
+    rules = r.get("margin_rules")
+    if rules:
+        groups = {"mean, variance": ["mean", "variance"],
+                  "quantiles": [k for k in keys if k not in ("mean", "variance")]}
+        lines = []
+        for rule in rules:
+            for group, members in groups.items():
+                mine = [(row, key) for row, key in banded if key in members]
+                values = [row["coverage_by_rule"][rule][key] for row, key in mine]
+                lines.append([rule, group, str(sum(goal[0] <= v <= goal[1] for v in values)),
+                              str(sum(v > goal[1] for v in values)),
+                              str(sum(v < goal[0] for v in values))])
+        chosen = ", ".join(f"{key} {rule}" for key, rule in r["record_margins"].items())
+        out += ["", "The margin rules on the same replicates, over the same cells with a band "
+                f"(the record's margins: {chosen}):", "",
+                table(["margin rule", "statistics", "inside", "above", "below"], lines,
+                      right={2, 3, 4})]
+    families = r.get("families") or []
+    if families:
+        fkeys = list(families[0]["coverage"])
+        lines = [[row["family"], row["dataset"], f"{row['epsilon']:g}", f"{row['n']:,}",
+                  *[f"{row['coverage'][k]:.2f}" for k in fkeys],
+                  f"{row['median_finalize_s']:.2f}"] for row in families]
+        out += ["", f"Estimators without a bias-corrected band: coverage of estimate ± 1.96 · "
+                f"bootstrap standard error over {families[0]['windows']} windows (their "
+                "records declare no band):", "",
+                table(["estimator", "data set", "ε", "n", *fkeys, "finalize s"], lines,
+                      right=set(range(2, len(fkeys) + 5)))]
+    return "\n".join(out)
 
 
 def wiener_speed(r: dict) -> str:
@@ -394,6 +449,24 @@ def open_domains(r: dict) -> str:
                  right=set(range(1, 4 + 2 * len(names) + 6)))
 
 
+def evaluate_auto(r: dict) -> str:
+    """The auto post-processing per setting and query: its MSE over the best fixed method's
+    and over Base's, the best fixed method, what it chose."""
+    rows = r["rows"]
+    lines = [[row["data"], row["protocol"].upper(), f"{row['epsilon']:g}", row["query"],
+              f"{row['ratio_best']:.3f}", f"{row['ratio_base']:.3f}", row["best_fixed"],
+              ", ".join(f"{m} {c}" for m, c in sorted(row["chosen"].items(),
+                                                     key=lambda item: -item[1])[:3]),
+              f"{row['median_choose_s']:.2f}"] for row in rows]
+    within = sum(row["ratio_best"] <= r["goal"]["ratio_best"] for row in rows)
+    not_worse = sum(row["ratio_base"] <= r["goal"]["ratio_base"] for row in rows)
+    return (f"{r['repeats']} windows per setting. Within 10% of the best fixed method: "
+            f"{within} of {len(rows)}; no worse than Base: {not_worse} of {len(rows)}.\n\n"
+            + table(["data set", "protocol", "ε", "query", "auto / best", "auto / Base",
+                     "best fixed", "auto chose", "choice s"], lines,
+                    right={2, 4, 5, 8}))
+
+
 SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
     ("throughput", "Throughput against fastavro's raw decode",
      "N reports per protocol (d = 1024, ε = 2, Zipf-shaped values over one "
@@ -509,8 +582,8 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "(through EM, [error bars](error-bars.md#numeric-metrics)) is checked against the "
      "window's true mean, variance and quantiles: the fraction of windows covered (goal "
      "[0.93, 0.97] at nominal 0.95) and the median seconds the bands cost per window. "
-     "A `*` marks a statistic the record declares without a band at that ε.",
-     coverage, "python benchmarks/coverage.py --windows 40"),
+     "A `*` marks a statistic the record declares without a band at that ε and n.",
+     coverage, "python benchmarks/coverage.py --windows 200 --families"),
     ("wiener_speed", "Wiener estimators per window",
      "`finalize_window` (unbiased estimate, the estimator with its standard errors, Norm-Hyb) "
      "on the support counts of one simulated window of 10⁶ OUE reports (ε = 2), and the "
@@ -610,6 +683,13 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "(independent of n); peers up to `--peer-max-n` users (– beyond). Method and contract: "
      "[open domains](open-domains.md).",
      open_domains, "LDP_PEERS_PYTHON=... python benchmarks/open_domains.py"),
+    ("evaluate_auto", "Post-processing chosen by replay (auto)",
+     "Real value frequencies (1,000,000 users drawn from the emoji counts and the 1,024 most "
+     "common names of 1940), OUE's and GRR's exact support counts; `auto`, `auto-top` (k = 10) "
+     "and `auto-sets` (sets of 10% of the domain) each scored on its own query against every "
+     "fixed candidate on the same windows ([post-processing](postprocessing.md#auto)). Goal: "
+     "within 10% of the best fixed method, never worse than Base.",
+     evaluate_auto, "python benchmarks/evaluate_auto.py --repeats 10"),
     ("memo_encode", "Memoized reports on the client",
      "Encoding N values (Zipf over d = 105, ε1 = 1.07, ε∞ = 4.39) by the client library, in "
      "reports/s: one-stage; memoized *cold*, every value from a new device, so each report "

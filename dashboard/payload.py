@@ -11,8 +11,9 @@ A column is the list of its N rows' values, or `{"all": value}` when every row h
 from T, in units of U ms; its end is the start plus its series' `length_ms`), the index of its
 series in `series`, n, late reports, pane timing (an index into `TIMINGS`), index and last flag,
 the smallest resolvable frequency, rejects by reason (or null), the estimates and 95% half
-widths of the series' top-k values (in the series' `indices` order), the mean and its 95% half
-width (numeric metrics), whether the window has too few reports for its series
+widths of the series' top-k values (in the series' `indices` order), the mean and the lower
+and upper bound of the record's 95% band of it (numeric metrics; null where the record has
+none, `output.bands`), whether the window has too few reports for its series
 (`output.resolution.SeriesResolution`), its integrity flag's text (or null), and why it is
 partial (an index into `partials`, `output.coverage.PARTIAL_TEXTS`; 0: it is not).
 Frequencies (the smallest resolvable one, the top-k estimates and half widths) are integers in
@@ -27,13 +28,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.coverage import NOT_PARTIAL, PARTIAL_TEXTS
 from ldp_telemetry.output.resolution import SeriesResolution
 from ldp_telemetry.output.text import printable
 
 FIELDS = ("start", "series", "n", "late", "timing", "pane", "last", "floor", "rejects", "top",
-          "half", "mean", "mean_half", "few", "integrity", "partial")
+          "half", "mean", "mean_low", "mean_high", "few", "integrity", "partial")
 TIMINGS = ("EARLY", "ON_TIME", "LATE", "UNKNOWN")
 #: Significant digits of a numeric metric's mean drawn over windows (the window's facts show
 #: it whole).
@@ -117,7 +117,8 @@ def pack(rows: list[dict], series: list[Series], cursor: int) -> dict:
             [None if v is None else scaled(v[0]) for v in values],
             [None if v is None or v[1] is None or v[2] is None
              else scaled((v[2] - v[1]) / 2) for v in values],
-            rounded(row.get("mean")), rounded(half_width95(row.get("mean_std_error"))),
+            rounded(row.get("mean")),
+            *(rounded(bound) for bound in row.get("mean_band") or (None, None)),
             1 if few else 0, row.get("integrity_flag"), row.get("partial", NOT_PARTIAL)])
         previous = start
     columns = {name: _column([row[at] for row in packed]) for at, name in enumerate(FIELDS)}

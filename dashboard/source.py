@@ -11,9 +11,10 @@ with what a page draws added, computed here once so that the page's script compu
   ({reason: records} of dead letters whose event time falls in the window);
 * `series`: which series of the metric the window belongs to (`series_of`), the one choice a
   page offers between windows of one metric that must not be drawn together;
-* `mean_half95` and `quantile_half95` of a numeric metric (the ± of the mean's and each
-  quantile's 95% band), and `warning`: why the window's reports are too few for its domain at
-  its ε (`output.resolution`), or None;
+* `mean_band` and `quantile_bands` of a numeric metric (the record's own 95% band of the mean
+  and of each quantile, [lower, upper] or None where the record has none:
+  `ldp_telemetry.output.bands.summary_bands`, as the store saves them), and `warning`: why
+  the window's reports are too few for its domain at its ε (`output.resolution`), or None;
 * `integrity_flag`: the window's integrity flag as text (`output.integrity.flag_text`: the
   flagged statistics and the values they implicate), or None; the record's `integrity` section
   carries the jump test over the metric's earlier windows (`output.integrity.with_jump_tests`).
@@ -33,9 +34,9 @@ from ldp_telemetry.ldp.base.errors import ConfigError, InputError, StoreError
 from ldp_telemetry.ldp.base.times import iso_from_ms
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.engine.reasons import UNATTRIBUTED_REASONS, Reason
-from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.coverage import MetricInputs, partial_code, read_inputs
 from ldp_telemetry.output.estimate import EstimateRecord
+from ldp_telemetry.output.bands import summary_bands
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
 from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, WindowKey,
                                          shard_pattern, window_key)
@@ -87,13 +88,14 @@ def _view(record: EstimateRecord, late_reports, rejects: dict, seq: int, lower: 
     if isinstance(view.get("labels"), list):  # shown as text, control characters escaped
         view["labels"] = [printable(str(label)) for label in view["labels"]]
     view["lower95"], view["upper95"] = lower, upper
-    errors = () if record.std_error is None else record.std_error.tolist()
-    view["half95"] = [half_width95(error) for error in errors]
+    view["half95"] = _halves(lower, upper)
     view["series"] = series_name(record.end_ms - record.start_ms, record.version)
     view["version"] = record.version
-    view["mean_half95"] = half_width95(record.mean_std_error)
-    view["quantile_half95"] = {level: half_width95(error) for level, error
-                               in (record.quantile_std_errors or {}).items()}
+    # the record's own bands of its summaries (output/bands.py, as the store saves them)
+    bands = summary_bands(record)
+    view["mean_band"] = _pair(bands.get("mean"))
+    view["quantile_bands"] = {level: _pair(bands.get(f"q{level}"))
+                              for level in record.quantiles or {}}
     found = resolution(record)
     view["warning"] = (warning_text(record, found)
                        if found is not None and found.under_resolved else None)
@@ -123,8 +125,20 @@ def _with_jumps(records: list[EstimateRecord], every: list[EstimateRecord]
     return [tested.get(id(r), r) for r in records]
 
 
+def _pair(band: tuple | None) -> list | None:
+    """[lower, upper] of a summary band; None where there is none."""
+    return None if band is None or band[0] is None or band[1] is None else list(band)
+
+
+def _halves(lower: list, upper: list) -> list:
+    """The half width of each value's band; None where it has none."""
+    return [None if low is None or high is None else (high - low) / 2
+            for low, high in zip(lower or (), upper or (), strict=False)]
+
+
 def _bands(record: EstimateRecord) -> tuple[list, list]:
-    """The 95% band of each value of a record: (lower bounds, upper bounds)."""
+    """The 95% band of each value of a record: (lower bounds, upper bounds), as the store saves
+    them (`store.records.value_rows`, with `output.bands`)."""
     rows = list(value_rows(record))
     return [row.lower95 for row in rows], [row.upper95 for row in rows]
 
@@ -454,7 +468,7 @@ def _lean_view(metric: str, row: dict, series: Series, values: dict[int, tuple],
             "postprocess": {"method": row["postprocess"]}, "labels": labels,
             "estimate": estimate, "unbiased_estimate": unbiased, "std_error": errors,
             "lower95": lower, "upper95": upper,
-            "half95": [half_width95(error) for error in errors], "value_indices": kept,
+            "half95": _halves(lower, upper), "value_indices": kept,
             "values_total": series.values, "integrity_flag": integrity_flag}
 
 
@@ -712,7 +726,7 @@ def row_of_view(view: dict, series: list[Series]) -> dict:
             "pane_is_last": bool(pane.get("is_last")), "pane_seq": view["pane_seq"],
             "smallest_resolvable": view.get("smallest_resolvable"),
             "rejects": view.get("rejects") or None, "top": top, "mean": view.get("mean"),
-            "mean_std_error": view.get("mean_std_error"),
+            "mean_std_error": view.get("mean_std_error"), "mean_band": view.get("mean_band"),
             "integrity_flag": view.get("integrity_flag")}
 
 

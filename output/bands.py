@@ -1,9 +1,27 @@
-"""The 95% error band every reader shows: estimate ± Z95 · standard error."""
+"""The 95% error bands every reader shows, in one place.
+
+A frequency value's band is estimate ± Z95 · standard error (`band95`, `value_bands`), none
+where the record declares none (a Wiener filter's). A numeric record's
+statistics (mean, variance, quantiles) carry their own bands (`bands`, named by `band_method`;
+a bias-corrected band need not be centred on the estimate, and a statistic may have none):
+`statistic_band` and `summary_bands` read them, falling back to estimate ± Z95 · bootstrap
+standard error only for records written before `band_method` existed. The store, the
+dashboard, `ldp show` and `ldp query` all take their bands from here. A record is an
+`output.estimate.EstimateRecord` or its decoded JSON (a stored record read back).
+"""
 from __future__ import annotations
 
-from ldp_telemetry.ldp.estimation.uncertainty import Z95
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["Z95", "band95", "half_width95"]
+from ldp_telemetry.ldp.estimation.uncertainty import Z95
+from ldp_telemetry.output.estimate import EstimateRecord
+
+#: A window-estimate record, typed or as decoded JSON.
+Record = EstimateRecord | Mapping[str, Any]
+
+__all__ = ["Z95", "band95", "declares_no_value_band", "half_width95", "statistic_band",
+           "summary_bands", "summary_statistics", "value_bands"]
 
 
 def band95(value: float, std_error: float | None) -> tuple[float | None, float | None]:
@@ -16,3 +34,71 @@ def band95(value: float, std_error: float | None) -> tuple[float | None, float |
 def half_width95(std_error: float | None) -> float | None:
     """Z95 · std_error: the ± of a 95% band (None when there is no standard error)."""
     return None if std_error is None else Z95 * std_error
+
+
+def _field(record: Record, name: str) -> Any:
+    """A field of a typed or a decoded record (None where it has none)."""
+    return (getattr(record, name) if isinstance(record, EstimateRecord)
+            else record.get(name))
+
+
+def declares_no_value_band(record: Record) -> bool:
+    """Whether a frequency record declares its values without a band (`band_method` "none": a
+    Wiener filter's fixed-gain error; `band_reasons` says why)."""
+    return _field(record, "band_method") == "none"
+
+
+def value_bands(record: Record) -> tuple[list, list]:
+    """(lower bounds, upper bounds) of the 95% band of each value of a frequency record:
+    estimate ± Z95 · std_error, or None for every value when the record declares no band
+    (`band_method` "none": a Wiener filter's fixed-gain error, `band_reasons` says why)."""
+    estimate, errors = _field(record, "estimate"), _field(record, "std_error")
+    if declares_no_value_band(record) or errors is None:
+        return [None] * len(estimate), [None] * len(estimate)
+    bands = [band95(float(value), float(error))
+             for value, error in zip(estimate, errors, strict=False)]
+    return [low for low, _ in bands], [high for _, high in bands]
+
+
+def _finite(value) -> float | None:
+    """value as a float, None for None and NaN."""
+    return None if value is None or value != value else float(value)
+
+
+def summary_statistics(record: Record) -> list[tuple[str, str, float | None, float | None]]:
+    """(statistic, band key, value, bootstrap standard error) of a numeric record's summaries:
+    `mean`, `variance` and `q<level>` per quantile (band key: the record's `bands` key, the
+    bare level for a quantile); empty for a frequency record."""
+    if _field(record, "mean") is None and not _field(record, "quantiles"):
+        return []
+    errors = _field(record, "quantile_std_errors") or {}
+    rows = [("mean", "mean", _finite(_field(record, "mean")),
+             _finite(_field(record, "mean_std_error"))),
+            ("variance", "variance", _finite(_field(record, "variance")), None)]
+    rows += [(f"q{level}", level, _finite(value), _finite(errors.get(level)))
+             for level, value in (_field(record, "quantiles") or {}).items()]
+    return rows
+
+
+def statistic_band(record: Record, key: str, value: float | None = None,
+                   std_error: float | None = None) -> tuple[float | None, float | None]:
+    """(lower, upper) of the 95% band of statistic `key` ("mean", "variance" or a quantile
+    level such as "0.5") of a numeric record; (None, None) where the record has none.
+
+    A record naming its `band_method` is read as it is: its `bands[key]`, null being no band
+    (the record's `band_reasons` say why). A record written before the field gets
+    value ± Z95 · std_error (`band95`), as readers showed it then."""
+    if _field(record, "band_method") is not None:
+        band = (_field(record, "bands") or {}).get(key)
+        if band is None:
+            return None, None
+        return _finite(band.get("lower")), _finite(band.get("upper"))
+    if value is None or std_error is None:
+        return None, None
+    return band95(value, std_error)
+
+
+def summary_bands(record: Record) -> dict[str, tuple[float | None, float | None]]:
+    """statistic (as `summary_statistics` names it) -> (lower, upper) of its 95% band."""
+    return {name: statistic_band(record, key, value, error)
+            for name, key, value, error in summary_statistics(record)}

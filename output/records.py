@@ -20,11 +20,11 @@ import numpy as np
 from ldp_telemetry.ldp.config.budget import privacy_budget
 from ldp_telemetry.ldp.engine.finalize import NumericWindowResult, StringWindowResult
 from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_FIXED_GAIN
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, WIENER_NO_BAND
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.output.compact import IndexLabels
-from ldp_telemetry.output.estimate import EstimateRecord, Pane
+from ldp_telemetry.output.estimate import FREQUENCY_FIELDS, EstimateRecord, Pane
 from ldp_telemetry.output.layout import COMBINED
 
 #: The pane of every window of a batch run (one pane, when the input is complete).
@@ -48,17 +48,22 @@ def window_estimate_record(config, result, start_ms: int, end_ms: int, pane: Pan
     if isinstance(result, StringWindowResult):
         return string_estimate_record(config, result, start_ms, end_ms, pane)
     spec = config.postprocess
+    band_method = frequency_band_method(result)
+    no_band = band_method == BAND_NONE  # the values' band, declared absent (a Wiener filter's)
     return EstimateRecord(
         **_common_fields(config, result, start_ms, end_ms, pane),
         postprocess={"method": spec.method,
                      "params": {k: None if v is None else float(v)
-                                for k, v in spec.as_dict().items() if k != "method"}},
+                                for k, v in spec.as_dict().items() if k != "method"},
+                     **chosen_postprocess(getattr(result, "postprocess_choice", None))},
         labels=_labels(config),
         estimate=np.asarray(result.estimate, dtype=np.float64),
         unbiased_estimate=np.asarray(result.unbiased, dtype=np.float64),
         std_error=np.asarray(result.std_error, dtype=np.float64),
         integrity=integrity,
-        band_method=frequency_band_method(result))
+        band_method=band_method,
+        band_reasons={"estimate": WIENER_NO_BAND} if no_band else None,
+        fields=FREQUENCY_FIELDS | {"band_reasons"} if no_band else None)
 
 
 def numeric_estimate_record(config, result: NumericWindowResult, start_ms: int, end_ms: int,
@@ -150,11 +155,21 @@ def combined_estimate_record(configs, combined: CombinedResult, start_ms: int, e
         band_method=BAND_EXACT)
 
 
+def chosen_postprocess(choice) -> dict:
+    """The record's report of a replay's choice (ldp_telemetry.ldp.estimation.replay.Choice):
+    `chosen` (the method run) and `expected_mse` (each candidate's replayed mean squared error
+    for the query); nothing for a fixed method."""
+    if choice is None:
+        return {}
+    return {"chosen": choice.method, "expected_mse": dict(choice.expected_mse)}
+
+
 def frequency_band_method(result) -> str:
     """The band of a frequency record: the exact variance of the unbiased estimate ([Wang20]
-    journal eq. 2), or a Wiener filter's fixed-gain variance (its bias left out)."""
+    journal eq. 2); none for a Wiener filter, whose fixed-gain standard error leaves out its
+    bias (the record keeps that error, and says why it has no band in `band_reasons`)."""
     output = result.estimator
-    return BAND_FIXED_GAIN if output is not None and output.std_error is not None else BAND_EXACT
+    return BAND_NONE if output is not None and output.std_error is not None else BAND_EXACT
 
 
 def support_facts(config, n: int) -> dict:

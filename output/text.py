@@ -9,8 +9,8 @@ import unicodedata
 
 import numpy as np
 
-from ldp_telemetry.output.bands import Z95, half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
+from ldp_telemetry.output.bands import Z95, half_width95, statistic_band, value_bands
 from ldp_telemetry.output.integrity import flag_text
 from ldp_telemetry.output.layout import COMBINED
 from ldp_telemetry.output.resolution import resolution, warning_text
@@ -52,6 +52,15 @@ def metric_title(record: EstimateRecord) -> str:
 BAND_NOTE = f"± is the half width of the 95% band: {Z95:.2f} standard errors"
 
 
+def _plus_minus(lower: float | None, upper: float | None, error: float | None,
+                spec: str) -> str:
+    """" ± half width" of a value's 95% band, or its bare standard error where the record
+    declares no band (a Wiener filter's)."""
+    if lower is None or upper is None:
+        return "" if error is None else f" (s.e. {error:{spec}}, no band)"
+    return f" ± {(upper - lower) / 2:{spec}}"
+
+
 def format_top(record: EstimateRecord, k: int = 5) -> str:
     """One window as text: its header, then the k largest estimates with 95% error bars
     (for a numeric metric: its mean and quantiles with 95% error bars), and a warning line when
@@ -66,9 +75,10 @@ def format_top(record: EstimateRecord, k: int = 5) -> str:
         method = f"{estimator} + {method}"
     lines = [f"{metric_title(record)}  [{record.window_start} .. {record.window_end})  "
              f"n={record.n:,}  {record.protocol} ε={record.epsilon:g}  {method}"]
+    lower, upper = value_bands(record)
     for i in top.tolist():
-        lines.append(f"    {printable(str(record.labels[i])):>12}  {estimate[i]:7.4f} ± "
-                     f"{half_width95(float(error[i])):.4f}")
+        lines.append(f"    {printable(str(record.labels[i])):>12}  {estimate[i]:7.4f}"
+                     + _plus_minus(lower[i], upper[i], float(error[i]), ".4f"))
     found = resolution(record)
     if found is not None and found.under_resolved:
         lines.append(f"    warning: {warning_text(record, found)}")
@@ -91,13 +101,11 @@ def format_numeric(record: EstimateRecord) -> str:
              f"{estimator['method']}"
              + (f" ({estimator['iterations']} iterations)" if estimator.get("iterations") else "")
              + f"  95% band: {method or 'bootstrap'}"]
-    bands = record.bands or {}
 
     def bar(key: str, error: float | None) -> str:
-        if method is not None:
-            band = bands.get(key)
-            return ("  (no band)" if band is None
-                    else f"  [{band['lower']:.4g}, {band['upper']:.4g}]")
+        if method is not None:  # the record's own band (output/bands.py)
+            lower, upper = statistic_band(record, key)
+            return "  (no band)" if lower is None else f"  [{lower:.4g}, {upper:.4g}]"
         return "" if error is None or error != error else f" ± {half_width95(error):.4g}"
     lines.append(f"    {'mean':>12}  {record.mean:.4g}"
                  f"{bar('mean', record.mean_std_error)}")
@@ -114,8 +122,10 @@ def format_pane(record: EstimateRecord, k: int = 3) -> str:
     which needs the earlier windows: `ldp show` has it)."""
     estimate, labels = record.estimate.tolist(), record.value_labels
     error = record.std_error.tolist() if record.std_error is not None else [None] * len(estimate)
+    lower, upper = value_bands(record)
     top = sorted(range(len(estimate)), key=lambda i: -estimate[i])[:k]
-    values = ", ".join(f"{printable(str(labels[i]))} {estimate[i]:.3f}±{half_width95(error[i]):.3f}"
+    values = ", ".join(f"{printable(str(labels[i]))} {estimate[i]:.3f}"
+                       + _plus_minus(lower[i], upper[i], error[i], ".3f").replace(" ± ", "±")
                        for i in top)
     pane = record.pane
     section = record.integrity or {}

@@ -43,9 +43,9 @@ READ_INDEXES = (
     ("ldp_window_values_by_value", "ldp_window_values",
      ("metric", "value_index", "version", "window_start_ms"),
      ("window_end_ms", "estimate", "std_error")),
-    ("ldp_window_summaries_by_statistic", "ldp_window_summaries",
+    ("ldp_window_summary_bands_by_statistic", "ldp_window_summaries",
      ("metric", "statistic", "window_start_ms"), ("window_end_ms", "version", "value",
-                                                  "std_error")),
+                                                  "std_error", "lower95", "upper95")),
 )
 
 #: Largest number of values a top-k request may name.
@@ -113,7 +113,8 @@ WHERE metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?
 """
 
 _MEANS = """
-SELECT window_start_ms, window_end_ms, version, value, std_error FROM ldp_window_summaries
+SELECT window_start_ms, window_end_ms, version, value, std_error, lower95, upper95
+FROM ldp_window_summaries
 WHERE metric = ? AND statistic = 'mean' AND window_start_ms >= ? AND window_start_ms < ?
 """
 
@@ -227,8 +228,9 @@ def window_rows(store, metric: str, since: int = 0, start_ms: int = -(2**62),
     """The windows of `metric` starting in [start_ms, end_ms) whose pane was logged after
     `since`: the newest `limit` of them (`oldest`: the oldest), oldest first, as dicts of the
     ldp_windows columns (`_WINDOW_COLUMNS`, `estimator` and `postprocess` being the method
-    names) and, for a
-    numeric metric, `mean` and `mean_std_error`."""
+    names) and, for a numeric metric, `mean`, `mean_std_error` and `mean_band` (the record's 95%
+    band of the mean, [lower, upper], as the store saved it: both None where the record has
+    none)."""
     with store._snapshot() as cursor:
         cursor.execute(store._sql(_OLDEST_WINDOW_ROWS if oldest else _WINDOW_ROWS),
                        (metric, start_ms, end_ms, since, limit))
@@ -237,8 +239,7 @@ def window_rows(store, metric: str, since: int = 0, start_ms: int = -(2**62),
             low = min(row["window_start_ms"] for row in rows)
             high = max(row["window_start_ms"] for row in rows) + 1
             cursor.execute(store._sql(_MEANS), (metric, low, high))
-            means = {(int(s), int(e), v): (value, error)
-                     for s, e, v, value, error in cursor.fetchall()}
+            means = {(int(s), int(e), v): found for s, e, v, *found in cursor.fetchall()}
     if not oldest:
         rows.reverse()
     for row in rows:
@@ -249,7 +250,7 @@ def window_rows(store, metric: str, since: int = 0, start_ms: int = -(2**62),
         row["pane_is_last"] = bool(row["pane_is_last"])
         found = means.get((row["window_start_ms"], row["window_end_ms"], row["version"]))
         if found is not None:
-            row["mean"], row["mean_std_error"] = found
+            row["mean"], row["mean_std_error"], *row["mean_band"] = found
     return rows
 
 

@@ -2,7 +2,7 @@
 
 A window estimate (`ldp_telemetry.output.estimate.EstimateRecord`) becomes one pane row
 (`pane_row`: the window, its pane and the facts a query filters on, with the whole record as
-JSON), one row per value (`value_rows`: with its 95% band, `output.bands.band95`) and, for a
+JSON), one row per value (`value_rows`: with its 95% band, `output.bands`) and, for a
 numeric metric, one row per summary statistic (`summary_rows`). The SQL store
 (`store.sql.EstimateStore.write_panes`) and the BigQuery sink
 (`transforms.store.bigquery_pane_row`) both build their rows with these.
@@ -25,7 +25,8 @@ from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.config.budget import budget_text
 from ldp_telemetry.ldp.engine.reasons import UNATTRIBUTED_REASONS
-from ldp_telemetry.output.bands import band95
+from ldp_telemetry.output.bands import (band95, declares_no_value_band, summary_bands,
+                                        summary_statistics)
 from ldp_telemetry.output.compact import FloatChunks
 from ldp_telemetry.output.estimate import EstimateRecord
 
@@ -144,22 +145,21 @@ def value_rows(record: EstimateRecord) -> Iterator[ValueRow]:
     labels = record.labels if len(record.labels) else map(str, range(size))
     columns = (_floats(record.estimate), _floats(record.unbiased_estimate, size),
                _floats(record.std_error, size))
+    no_band = declares_no_value_band(record)
     for index, (label, value, raw, error) in enumerate(zip(labels, *columns, strict=False)):
-        low, high = band95(value, error)
+        low, high = (None, None) if no_band else band95(value, error)
         yield ValueRow(index, str(label), value, raw, error, low, high)
 
 
-def summary_rows(record: EstimateRecord) -> Iterator[tuple[str, float | None, float | None]]:
-    """A numeric record's summaries as (statistic, value, standard error): `mean` (with its
-    standard error), `variance`, and `q<level>` per quantile (with its bootstrap standard
-    error); nothing for a frequency record (no `mean`, no quantiles)."""
-    if record.mean is None and not record.quantiles:
-        return
-    yield "mean", number(record.mean), number(record.mean_std_error)
-    yield "variance", number(record.variance), None
-    errors = record.quantile_std_errors or {}
-    for level, value in (record.quantiles or {}).items():
-        yield f"q{level}", number(value), number(errors.get(level))
+def summary_rows(record: EstimateRecord
+                 ) -> Iterator[tuple[str, float | None, float | None, float | None, float | None]]:
+    """A numeric record's summaries as (statistic, value, standard error, lower95, upper95):
+    `mean` (with its standard error), `variance`, and `q<level>` per quantile (with its
+    bootstrap standard error), each with the record's own 95% band (`output.bands.summary_bands`:
+    null where the record has none); nothing for a frequency record (no `mean`, no quantiles)."""
+    bands = summary_bands(record)
+    for statistic, _, value, error in summary_statistics(record):
+        yield (statistic, value, error, *bands[statistic])
 
 
 def _floats(array: np.ndarray | None, size: int = 0) -> Iterator[float | None]:

@@ -31,6 +31,7 @@ from ldp_telemetry.ldp.base.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.ldp.config.budget import budget_text
 from ldp_telemetry.output.coverage import RunInputs
 from ldp_telemetry.output.estimate import EstimateRecord, records_of
+from ldp_telemetry.output.bands import summary_bands
 from ldp_telemetry.store.reads import create_read_indexes, missing_read_indexes
 from ldp_telemetry.store.records import (MAX_NAME_CHARS, SUPPORT_COLUMNS, UNATTRIBUTED_MS,
                                          check_metric_names, number, pane_row, summary_rows,
@@ -90,6 +91,8 @@ CREATE TABLE IF NOT EXISTS ldp_window_summaries (
   statistic TEXT NOT NULL,
   value DOUBLE PRECISION,
   std_error DOUBLE PRECISION,
+  lower95 DOUBLE PRECISION,
+  upper95 DOUBLE PRECISION,
   pane_index BIGINT NOT NULL,
   run_seq BIGINT NOT NULL DEFAULT 0,
   PRIMARY KEY (metric, version, window_start_ms, window_end_ms, statistic));
@@ -207,8 +210,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 _INSERT_SUMMARY = """
 INSERT INTO ldp_window_summaries (metric, version, window_start, window_end, window_start_ms,
-  window_end_ms, statistic, value, std_error, pane_index, run_seq)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+  window_end_ms, statistic, value, std_error, lower95, upper95, pane_index, run_seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 #: A window's rows in a table of one row per value or statistic: dropped when a pane replaces it.
@@ -491,8 +494,8 @@ class EstimateStore:
 
         The rows are `store.records`' (`pane_row`, `value_rows`, `summary_rows`: the row
         builder BigQuery's sink uses too): p_star, q_star and smallest_resolvable are the
-        record's (null when it has none); each value's lower95/upper95 is its band95 (null
-        without a standard error).
+        record's (null when it has none); each value's lower95/upper95 is its band
+        (`output.bands`: null without a standard error, or when the record declares no band).
 
         An ON_TIME pane's n is kept as n_on_time; a later pane's n − n_on_time is the window's
         late_reports (panes accumulate: each covers every report counted so far).
@@ -778,10 +781,13 @@ class EstimateStore:
                                  STORE_FIELD)
             if before and "run_seq" not in before:
                 self._add_runs(cursor)
+            banded = before and self._add_summary_bands(cursor)
             for statement in filter(str.strip, ddl.split(";")):
                 cursor.execute(statement)
             cursor.execute(_PRIVACY_TABLE)
             self._privacy_table = True
+            if banded:  # the summary view reads the new columns
+                create_views(cursor, self.dialect)
         self.create_read_indexes()
 
     def create_read_indexes(self) -> None:
@@ -831,6 +837,34 @@ class EstimateStore:
         cursor.execute("ALTER TABLE ldp_panes_with_runs RENAME TO ldp_panes")
         cursor.execute("PRAGMA legacy_alter_table = OFF")
 
+    def _add_summary_bands(self, cursor) -> bool:
+        """Give a store's ldp_window_summaries made before it kept bands their lower95/upper95,
+        filled from each window's stored record (`output.bands.summary_bands`), in the caller's
+        transaction. False when the table already has them (or does not exist yet)."""
+        if not self._has_table(cursor, "ldp_window_summaries"):
+            return False
+        cursor.execute("SELECT * FROM ldp_window_summaries WHERE 1 = 0")
+        if "lower95" in {description[0] for description in cursor.description}:
+            return False
+        for column in ("lower95", "upper95"):
+            cursor.execute(f"ALTER TABLE ldp_window_summaries ADD COLUMN {column} "
+                           "DOUBLE PRECISION")
+        # the read index covering the summaries without their bands (store/reads.py has its
+        # successor, made by create_read_indexes)
+        cursor.execute("DROP INDEX IF EXISTS ldp_window_summaries_by_statistic")
+        cursor.execute("SELECT DISTINCT w.metric, w.version, w.window_start_ms, "
+                       "w.window_end_ms, w.record FROM ldp_windows w JOIN ldp_window_summaries s "
+                       "ON s.metric = w.metric AND s.version = w.version "
+                       "AND s.window_start_ms = w.window_start_ms "
+                       "AND s.window_end_ms = w.window_end_ms")
+        updates = [(*band, statistic, *window)
+                   for *window, text in cursor.fetchall()
+                   for statistic, band in summary_bands(json.loads(text)).items()]
+        cursor.executemany(self._sql(
+            "UPDATE ldp_window_summaries SET lower95 = ?, upper95 = ? WHERE statistic = ? AND "
+            "metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?"), updates)
+        return True
+
     def _has_every_table(self) -> bool:
         """Whether the store has every table `create_tables` makes (read in a snapshot)."""
         listing = ("SELECT name FROM sqlite_master WHERE type = 'table'" if self.dialect == "sqlite"
@@ -842,8 +876,13 @@ class EstimateStore:
                 return False
             cursor.execute("SELECT * FROM ldp_windows WHERE 1 = 0")
             columns = {description[0] for description in cursor.description}
+            summary_columns: set[str] = set()
+            if "ldp_window_summaries" in tables:
+                cursor.execute("SELECT * FROM ldp_window_summaries WHERE 1 = 0")
+                summary_columns = {description[0] for description in cursor.description}
         self._privacy_table = "ldp_metric_privacy" in tables
-        return set(_TABLE_NAMES) <= tables and {"version", "run_seq"} <= columns
+        return (set(_TABLE_NAMES) <= tables and {"version", "run_seq"} <= columns
+                and "lower95" in summary_columns)
 
     def _sql(self, text: str) -> str:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")

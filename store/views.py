@@ -8,15 +8,14 @@ Metabase): docs/store.md#views-for-grafana-superset-and-metabase.
                          the windows and its rank (1 = largest) — the top-k of a series
     ldp_top_series       ldp_estimates with each value's rank: `WHERE rank <= 5` is a top-5 panel
     ldp_window_accounting  per window: n, late reports, pane, dead letters counted in it
-    ldp_summary_bands    numeric metrics: mean and quantiles per window with their 95% band
+    ldp_summary_bands    numeric metrics: mean, variance and quantiles per window with the
+                         record's 95% band (output/bands.py; null where it has none)
 
 `time` is the window's start: TIMESTAMPTZ on PostgreSQL, ISO-8601 text on SQLite. The views are
 made with the tables (and by `ldp dashboard` in a store made before them); the same text serves
 both databases but for `GREATEST`/`MAX`.
 """
 from __future__ import annotations
-
-from ldp_telemetry.output.bands import Z95
 
 _VIEWS = {
     "ldp_estimates": """
@@ -50,10 +49,9 @@ SELECT w.metric, w.version, w.window_start AS time, w.window_start, w.window_end
    WHERE r.metric = w.metric AND r.slice_start_ms >= w.window_start_ms
      AND r.slice_start_ms < w.window_end_ms AND r.slice_end_ms <= w.window_end_ms) AS rejected
 FROM ldp_windows w""",
-    "ldp_summary_bands": f"""
+    "ldp_summary_bands": """
 SELECT metric, version, window_start AS time, window_start, window_end, window_start_ms,
-  window_end_ms, statistic, value, std_error,
-  value - {Z95!r} * std_error AS lower95, value + {Z95!r} * std_error AS upper95
+  window_end_ms, statistic, value, std_error, lower95, upper95
 FROM ldp_window_summaries""",
 }
 

@@ -35,6 +35,12 @@
     var decimals = Math.max(0, Math.min(12, 1 - Math.floor(Math.log10(half))));
     return Number(x).toFixed(decimals);
   }
+  /* A record's band [lower, upper] of a numeric summary: its half width, and as text. */
+  function bandHalf(band) { return band ? (band[1] - band[0]) / 2 : null; }
+  function bandText(band) {
+    var half = bandHalf(band);
+    return "[" + byError(band[0], half) + ", " + byError(band[1], half) + "]";
+  }
   function halfText(half) { return (typeof half === "number" && half > 0) ? String(Number(half.toPrecision(2))) : "\u2014"; }
   function count(x) { return (x === null || x === undefined) ? "\u2014" : Number(x).toLocaleString("en-US"); }
   function shortTime(iso) {
@@ -118,7 +124,11 @@
                smallest_resolvable: freq(get("floor", k)), rejects: get("rejects", k) || {}, few: !!get("few", k),
                integrity_flag: get("integrity", k), partial: get("partial", k) || 0, light: true};
       var mean = get("mean", k);
-      if (typeof mean === "number") { w.mean = mean; w.mean_half95 = get("mean_half", k); }
+      if (typeof mean === "number") {
+        w.mean = mean;
+        var low = get("mean_low", k), high = get("mean_high", k);
+        w.mean_band = typeof low === "number" && typeof high === "number" ? [low, high] : null;
+      }
       if (s.indices && s.indices.length) {
         w.top = {indices: s.indices, labels: s.labels, estimate: top, half95: half,
                  lower95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e - half[r] : null; }),
@@ -318,8 +328,8 @@
     var lines = state.numeric ? [{index: -1, label: "mean"}] : topLabels();
     var valueOf = state.numeric ? function (w) {
       if (typeof w.mean !== "number") { return null; }
-      var h = w.mean_half95 || 0;
-      return {e: w.mean, low: w.mean - h, high: w.mean + h, half: h};
+      var b = w.mean_band;  /* the record's own band, which need not be centred on the mean */
+      return b ? {e: w.mean, low: b[0], high: b[1], half: (b[1] - b[0]) / 2} : {e: w.mean, low: w.mean, high: w.mean, half: 0};
     } : null;
     function at(w, line) { return valueOf ? valueOf(w) : topValue(w, line.index); }
     var visible = lines.filter(function (l) { return !hidden[l.label]; });
@@ -457,7 +467,7 @@
 
   /* -- the selected window: ranked bars (or label order), a numeric density ----------------- */
   function quantilePairs(w) {
-    return Object.keys(w.quantiles || {}).map(function (level) { return [Number(level), w.quantiles[level], (w.quantile_half95 || {})[level]]; })
+    return Object.keys(w.quantiles || {}).map(function (level) { return [Number(level), w.quantiles[level], (w.quantile_bands || {})[level] || null]; })
       .filter(function (pair) { return typeof pair[1] === "number"; }).sort(function (a, b) { return a[0] - b[0]; });
   }
   function isOrdinal(w) { return (w.labels || []).every(function (l) { return /^-?\d+$/.test(String(l)); }); }
@@ -585,8 +595,8 @@
   function drawQuantiles(w) {
     var holder = document.getElementById("quantiles");
     var rows = [];
-    if (typeof w.mean === "number") { rows.push({label: "mean = " + byError(w.mean, w.mean_half95), value: w.mean, half: w.mean_half95, cls: "mean"}); }
-    quantilePairs(w).forEach(function (p) { rows.push({label: "q" + Number((p[0] * 100).toPrecision(3)) + " = " + byError(p[1], p[2]), value: p[1], half: p[2], cls: "quantile"}); });
+    if (typeof w.mean === "number") { rows.push({label: "mean = " + byError(w.mean, bandHalf(w.mean_band)), value: w.mean, band: w.mean_band, cls: "mean"}); }
+    quantilePairs(w).forEach(function (p) { rows.push({label: "q" + Number((p[0] * 100).toPrecision(3)) + " = " + byError(p[1], bandHalf(p[2])), value: p[1], band: p[2], cls: "quantile"}); });
     if (!rows.length) { return; }
     var geo = state.densityX, width = chartWidth(holder), rowH = 22;
     var height = rows.length * rowH + 12;
@@ -597,13 +607,15 @@
       svg.appendChild(svgEl("line", {x1: geo.left, x2: geo.left + geo.width, y1: mid, y2: mid, "class": "grid"}));
       var text = svgEl("text", {x: geo.left - 8, y: mid + 4, "class": row.cls + "-label", "text-anchor": "end"}, row.label);
       svg.appendChild(text);
-      if (typeof row.half === "number" && row.half > 0) {
-        var bar = svgEl("line", {x1: x(row.value - row.half), x2: x(row.value + row.half), y1: mid, y2: mid, "class": row.cls + "-interval"});
-        svg.appendChild(tooltip(bar, row.label + " \u00b1 " + halfText(row.half) + " (95%)"));
-        [row.value - row.half, row.value + row.half].forEach(function (v) {
+      if (row.band && row.band[1] > row.band[0]) {  /* the record's band: [lower, upper] */
+        var bar = svgEl("line", {x1: x(row.band[0]), x2: x(row.band[1]), y1: mid, y2: mid, "class": row.cls + "-interval"});
+        svg.appendChild(tooltip(bar, row.label + ", 95% band " + bandText(row.band)));
+        row.band.forEach(function (v) {
           svg.appendChild(svgEl("line", {x1: x(v), x2: x(v), y1: mid - 5, y2: mid + 5, "class": row.cls + "-interval"}));
         });
-        svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, "\u00b1 " + halfText(row.half)));
+        svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, bandText(row.band)));
+      } else {
+        svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, "no band"));
       }
       svg.appendChild(svgEl("circle", {cx: x(row.value), cy: mid, r: 4, "class": row.cls + "-point"}));
     });
@@ -658,8 +670,8 @@
                  ["rejected", count(rejected)],
                  ["smallest resolvable", w.smallest_resolvable ? fmt(w.smallest_resolvable) + " (2 s.e. at f = 0)" : "\u2014"]];
     if (w._partial) { items.push(["partial", partialText(w)]); }
-    if (typeof w.mean === "number") { items.push(["mean", byError(w.mean, w.mean_half95)]); }
-    if (typeof w.mean_half95 === "number") { items.push(["mean \u00b1 95%", halfText(w.mean_half95)]); }
+    if (typeof w.mean === "number") { items.push(["mean", byError(w.mean, bandHalf(w.mean_band))]); }
+    if (typeof w.mean === "number") { items.push(["mean, 95% band", w.mean_band ? bandText(w.mean_band) : "none"]); }
     if (typeof w.variance === "number") { items.push(["variance", String(Number(w.variance.toPrecision(3)))]); }
     if (w.estimator && w.estimator.iterations !== null && w.estimator.iterations !== undefined) {
       items.push(["estimator", w.estimator.method + ", " + w.estimator.iterations + " iterations" +

@@ -15,6 +15,7 @@ from ldp_telemetry.ldp.estimation.estimators import EstimatorOutput
 from ldp_telemetry.ldp.estimation.heavy_hitters import HeavyHitters
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, summary
 from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
+from ldp_telemetry.ldp.estimation.replay import Choice, postprocess_with_choice
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
                                                       Band, BootstrapErrors, bias_corrected_bands,
                                                       no_bands, Z95, parametric_bootstrap,
@@ -33,13 +34,17 @@ class WindowResult:
     estimate: np.ndarray
     noise: SupportNoise
     estimator: EstimatorOutput | None = None
+    #: the post-processing a replay chose (ldp_telemetry.ldp.estimation.replay), for "auto"
+    postprocess_choice: Choice | None = None
 
 
 def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int) -> WindowResult:
     """Estimate the window's distribution from the protocol's sufficient statistic.
 
     unbiased: f~ = (c/n - q*)/(p* - q*) ([Wang20] journal §2); estimate: the metric's estimator
-    applied to f~ (the unbiased estimate itself by default), then its post-processing;
+    applied to f~ (the unbiased estimate itself by default), then its post-processing (for
+    "auto", "auto-top" and "auto-sets" the method a replay of the window chooses,
+    `postprocess_choice`);
     std_error: the estimator's standard error where it reports one, else the standard error of
     f~, the square root of eq. 2 evaluated at the Norm-Sub projection of f~ (the constrained
     least-squares estimate of f).
@@ -67,9 +72,9 @@ def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int) -> Wind
         output = config.estimator.run(unbiased, noise, protocol)
     std_error = (output.std_error if output.std_error is not None
                  else standard_error(error_plug_in(unbiased), noise))
-    return WindowResult(n=int(n), unbiased=unbiased, std_error=std_error,
-                        estimate=config.postprocess.apply(output.estimate, noise), noise=noise,
-                        estimator=output)
+    estimate, choice = postprocess_with_choice(config.postprocess, output.estimate, noise)
+    return WindowResult(n=int(n), unbiased=unbiased, std_error=std_error, estimate=estimate,
+                        noise=noise, estimator=output, postprocess_choice=choice)
 
 
 @dataclass(frozen=True)
@@ -115,19 +120,14 @@ class NumericWindowResult:
 CALIBRATED_BAND_ESTIMATORS = ("ems", "em")
 
 
-def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
-                  uncalibrated: dict[str, str] | None = None) -> tuple[str, dict]:
-    """(band method, bands) of a Square Wave metric estimated by EMS or EM: the bias-corrected
-    parametric bootstrap of ldp_telemetry.ldp.estimation.uncertainty.bias_corrected_bands with EM
-    ([Li20] Algorithm 1, τ of §6.1 or the configured one for "em") as the interval
-    estimator; other estimators have no calibrated band (band method "none").
-    `uncalibrated` (statistic -> reason) defaults to the statistics declared without a band at
-    the metric's ε (ldp_telemetry.ldp.estimation.uncertainty.uncalibrated_statistics)."""
+def interval_fit(config: MetricConfig):
+    """The interval estimator of a Square Wave metric estimated by EMS or EM: report counts ->
+    EM's distribution over the buckets ([Li20] Algorithm 1 without smoothing, τ of §6.1 or the
+    configured one for "em"); None for other estimators (they have no calibrated band)."""
     spec, protocol = config.estimator, config.protocol
-    params = dict(spec.params)
     if spec.method not in CALIBRATED_BAND_ESTIMATORS:
-        return BAND_NONE, no_bands(f"no calibrated band for estimator {spec.method!r}: its "
-                                   "bootstrap measures the spread, not the bias")
+        return None
+    params = dict(spec.params)
     tolerance = params.get("tolerance") if spec.method == "em" else None
     tolerance = paper_tolerance(protocol.epsilon, False) if tolerance is None else tolerance
     channel = protocol.channel()
@@ -136,9 +136,26 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
         return expectation_maximisation(channel, counts, smoothing=False,
                                         tolerance=float(tolerance),
                                         max_iterations=params["max_iterations"]).estimate
-    bands = bias_corrected_bands(channel.forward, fit, counts, n, config.bucket_edges,
+    return fit
+
+
+def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
+                  uncalibrated: dict[str, str] | None = None) -> tuple[str, dict]:
+    """(band method, bands) of a Square Wave metric estimated by EMS or EM: the bias-corrected
+    parametric bootstrap of ldp_telemetry.ldp.estimation.uncertainty.bias_corrected_bands with
+    `interval_fit` as the interval estimator; other estimators have no calibrated band (band
+    method "none"). `uncalibrated` (statistic -> reason) defaults to the statistics declared
+    without a band at the metric's ε and n
+    (ldp_telemetry.ldp.estimation.uncertainty.uncalibrated_statistics)."""
+    spec, protocol = config.estimator, config.protocol
+    params = dict(spec.params)
+    fit = interval_fit(config)
+    if fit is None:
+        return BAND_NONE, no_bands(f"no calibrated band for estimator {spec.method!r}: its "
+                                   "bootstrap measures the spread, not the bias")
+    bands = bias_corrected_bands(protocol.channel().forward, fit, counts, n, config.bucket_edges,
                                  params.get("bootstrap", 0), params.get("seed", 0),
-                                 uncalibrated_statistics(protocol.epsilon)
+                                 uncalibrated_statistics(protocol.epsilon, int(n))
                                  if uncalibrated is None else uncalibrated)
     method = BAND_BIAS_CORRECTED if any(b.lower is not None for b in bands.values()) else BAND_NONE
     return method, bands

@@ -588,9 +588,11 @@ def _float_or_none(value: Any) -> float | None:
 _ALPHA = Parameter(2.0, is_positive_number, "a finite number > 0", float)
 _EXPONENT = Parameter(None, _is_exponent, "null (fit it) or a finite number >= 0", _float_or_none)
 
-#: The methods by name; "none" is another name of "base".
+#: The methods by name; "none" is another name of "base". The replay-chosen methods ("auto",
+#: "auto-top", "auto-sets") register from ldp_telemetry.ldp.estimation.replay on first use.
 METHODS: Catalog[PostprocessMethod] = Catalog("post-processing method", "postprocess",
-                                              aliases={"none": "base"})
+                                              aliases={"none": "base"},
+                                              modules=["ldp_telemetry.ldp.estimation.replay"])
 for _method in (
     PostprocessMethod("base", base),
     PostprocessMethod("post-pos", base),  # the distribution is left as is; post_pos clips answers

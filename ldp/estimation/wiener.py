@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from collections.abc import Iterator
 
 import numpy as np
@@ -58,10 +58,10 @@ import numpy as np
 from ldp_telemetry.ldp.base.registration import Parameter
 from ldp_telemetry.ldp.base.validation import is_finite_number, is_int
 from ldp_telemetry.ldp.estimation.estimators import METHODS, EstimatorMethod, EstimatorOutput
-from ldp_telemetry.ldp.estimation.postprocess import project_to_simplex
+from ldp_telemetry.ldp.estimation.postprocess import error_plug_in, project_to_simplex
 from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
-from ldp_telemetry.ldp.protocols.noise import SupportNoise
+from ldp_telemetry.ldp.protocols.noise import SupportNoise, standard_error
 
 
 def _fft():
@@ -417,6 +417,8 @@ class Fit:
     filter: FixedGainFilter | AmrpFilter
     iterations: int | None = None
     last_change: float | None = None
+    #: with keep_extremes, the values kept at their unbiased estimate (`extreme_values`)
+    kept: np.ndarray | None = None
 
 
 def _fit_dw(unbiased, level, noise) -> Fit:
@@ -458,20 +460,64 @@ _FITS = {"dw": _fit_dw, "iiw": _fit_iiw, "iiw-g": _fit_iiw_g, "amrp": _fit_amrp,
          "smooth": _fit_smooth, "gf-dw": _fit_gf_dw}
 
 
-def fit(method: str, unbiased: np.ndarray, noise: SupportNoise, protocol, **params) -> Fit:
-    """Run Wiener-family `method` with `params` on one window's unbiased estimate."""
+def fit(method: str, unbiased: np.ndarray, noise: SupportNoise, protocol,
+        keep_extremes: bool = False, **params) -> Fit:
+    """Run Wiener-family `method` with `params` on one window's unbiased estimate; with
+    `keep_extremes`, the values it over-suppressed keep the unbiased estimate
+    (`extreme_values`, named in `Fit.kept`)."""
     unbiased = np.asarray(unbiased, dtype=np.float64)
-    return _FITS[method](unbiased, estimate_noise_level(protocol, noise), noise, **params)
+    result = _FITS[method](unbiased, estimate_noise_level(protocol, noise), noise, **params)
+    if keep_extremes:
+        kept = extreme_values(unbiased, result.estimate)
+        if kept.any():
+            result = replace(result, estimate=np.where(kept, unbiased, result.estimate),
+                             kept=kept)
+    return result
+
+
+#: Family-wise rate at which `keep_extremes` keeps a value that is no extreme: a value is kept
+#: unfiltered when the filter lowered it by more than the Φ⁻¹(1 − rate/d) quantile of its
+#: residual's noise.
+EXTREME_RATE = 0.05
+
+
+def extreme_values(unbiased: np.ndarray, estimate: np.ndarray,
+                   rate: float = EXTREME_RATE) -> np.ndarray:
+    """Mask of the values a filter over-suppressed: with r = f~ − f^ the amount the filter took
+    from each value and σ_r = 1.4826 · MAD(r) its robust noise scale (peaks are outliers of r,
+    not part of its spread), the values with r_v − median(r) > Φ⁻¹(1 − rate/d) · σ_r. [Fang23]
+    §V-D: large frequencies are over-suppressed when the noise spectrum fluctuates from its
+    estimate, "these extreme values are easy to identify and we can just leave [them] unchanged
+    after filtering". Under Gaussian residual noise about `rate` windows in 1 keep a value that
+    is no extreme. None when σ_r is 0."""
+    from scipy.stats import norm  # scipy only where the option is used
+
+    residual = np.asarray(unbiased, dtype=np.float64) - np.asarray(estimate, dtype=np.float64)
+    centre = np.median(residual)
+    scale = 1.482602218505602 * np.median(np.abs(residual - centre))
+    if not scale > 0:
+        return np.zeros(residual.size, dtype=bool)
+    return residual - centre > norm.ppf(1.0 - rate / residual.size) * scale
 
 
 def _runner(method: str):
     def run(unbiased, noise, protocol, **params) -> EstimatorOutput:
         result = fit(method, unbiased, noise, protocol, **params)
-        return EstimatorOutput(result.estimate,
-                               result.filter.standard_error(unbiased, noise, protocol),
-                               result.iterations, result.last_change)
+        std_error = result.filter.standard_error(unbiased, noise, protocol)
+        if result.kept is not None:  # the extremes keep f~ and the exact error of f~ (eq. 2)
+            exact = standard_error(error_plug_in(np.asarray(unbiased, dtype=np.float64)), noise)
+            std_error = np.where(result.kept, exact, std_error)
+        return EstimatorOutput(result.estimate, std_error, result.iterations,
+                               result.last_change)
     run.__name__ = f"run_{method.replace('-', '_')}"
     return run
+
+
+#: Every Wiener method's `keep_extremes` option (`extreme_values`; off by default).
+KEEP_EXTREMES = {"keep_extremes": Parameter(
+    False, lambda v: isinstance(v, bool) or (is_int(v) and v in (0, 1))
+    or (isinstance(v, float) and v in (0.0, 1.0)),  # a record's params give back 0.0 / 1.0
+    "true or false", bool)}
 
 
 def _iterations(default: int) -> Parameter:
@@ -480,25 +526,28 @@ def _iterations(default: int) -> Parameter:
 
 
 METHODS.register(EstimatorMethod(
-    "dw", FREQUENCY, _runner("dw"), ordinal=True,
+    "dw", FREQUENCY, _runner("dw"), dict(KEEP_EXTREMES), ordinal=True,
     summary="Direct Wiener deconvolution [Fang23] §IV-C"))
 METHODS.register(EstimatorMethod(
-    "iiw", FREQUENCY, _runner("iiw"), {"iterations": _iterations(30)}, ordinal=True,
+    "iiw", FREQUENCY, _runner("iiw"), {"iterations": _iterations(30), **KEEP_EXTREMES},
+    ordinal=True,
     summary="Improved Iterative Wiener [Fang23] Algorithm 1 (30 iterations)"))
 METHODS.register(EstimatorMethod(
-    "iiw-g", FREQUENCY, _runner("iiw-g"), {"iterations": _iterations(10)}, ordinal=True,
+    "iiw-g", FREQUENCY, _runner("iiw-g"), {"iterations": _iterations(10), **KEEP_EXTREMES},
+    ordinal=True,
     summary="IIW started from |G|^2 [Fang23] §IV-C (10 iterations, §V-B)"))
 METHODS.register(EstimatorMethod(
     "amrp", FREQUENCY, _runner("amrp"),
     {"permutations": Parameter(100, lambda v: is_int(v) and 1 <= v <= MAX_PERMUTATIONS,
                                f"an integer in [1, {MAX_PERMUTATIONS}]"),
-     "seed": Parameter(0, lambda v: is_int(v) and 0 <= v < 2 ** 63, "an integer in [0, 2^63)")},
+     "seed": Parameter(0, lambda v: is_int(v) and 0 <= v < 2 ** 63, "an integer in [0, 2^63)"),
+     **KEEP_EXTREMES},
     ordinal=True, summary="DW averaged over seeded random permutations [Fang23] §IV-C"))
 METHODS.register(EstimatorMethod(
-    "smooth", FREQUENCY, _runner("smooth"), ordinal=True,
+    "smooth", FREQUENCY, _runner("smooth"), dict(KEEP_EXTREMES), ordinal=True,
     summary="the (1/4, 1/2, 1/4) smoothing baseline [Fang23] eq. 25"))
 METHODS.register(EstimatorMethod(
     "gf-dw", FREQUENCY, _runner("gf-dw"),
     {"sigma": Parameter(3.0, lambda v: is_finite_number(v) and 0 < v <= MAX_SIGMA,
-                        f"a number in (0, {MAX_SIGMA:g}]")},
+                        f"a number in (0, {MAX_SIGMA:g}]"), **KEEP_EXTREMES},
     ordinal=True, summary="Gaussian filter then DW [Fang23] Appendix C (sigma 3: GF3-DW)"))

@@ -274,6 +274,11 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
               "unbiased_estimate": estimate, "std_error": [0.01] * 6,
               "mean": 0.47, "variance": 0.05, "mean_std_error": 0.0123,
               "quantiles": {"0.5": 0.45, "0.9": 0.82},
+              # the record's own bands: not centred on the estimate, and none for q0.9
+              "band_method": "bias-corrected-bootstrap",
+              "bands": {"mean": {"lower": 0.452, "upper": 0.5}, "variance": None,
+                        "0.5": {"lower": 0.43, "upper": 0.49}, "0.9": None},
+              "band_reasons": {"variance": "no band", "0.9": "no calibrated band"},
               "pane": {"timing": "EARLY", "index": 0, "is_last": False}}
     url_db = f"sqlite:///{tmp_path}/numeric.db"
     with open_store(url_db) as store:
@@ -285,7 +290,12 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
     quantiles = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#quantiles .quantile-label'))"
         ".map(t => t.textContent)")
-    assert quantiles == ["q50 = 0.45", "q90 = 0.82"]
+    assert quantiles == ["q50 = 0.450", "q90 = 0.82"]  # digits set by the band (q90 has none)
+    # each row shows the record's band, [lower, upper] (never estimate ± z · s.e.), or none
+    intervals = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#quantiles .interval-text'))"
+        ".map(t => t.textContent)")
+    assert intervals == ["[0.452, 0.500]", "[0.430, 0.490]", "no band"]
     heights = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#distribution rect.bar'))"
         ".map(r => r.getBoundingClientRect().height)")
@@ -295,9 +305,9 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
     facts = browser.driver.execute_script(
         "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
         ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
-    # digits set by the standard error: ± 1.96 · 0.0123 = 0.024, so the mean to 3 decimals
+    # digits set by the band's half width (0.024), so the mean to 3 decimals
     assert facts["pane"] == "early #0" and facts["mean"] == "0.470"
-    assert facts["mean ± 95%"] == "0.024"
+    assert facts["mean, 95% band"] == "[0.452, 0.500]"
     assert facts["estimator"].startswith("ems, 42 iterations")
     header = browser.driver.execute_script(
         "return Object.fromEntries(Array.from(document.querySelectorAll('header dl.facts div'))"

@@ -416,7 +416,7 @@ def test_power_law_exponent_is_zero_without_significant_counts():
 def test_method_table_uses_the_papers_names():
     assert set(pp.METHODS) == {"base", "post-pos", "base-pos", "base-cut", "norm", "norm-mul",
                                "norm-sub", "norm-cut", "norm-hyb", "mle-apx", "power", "power-ns",
-                               "ibu"}
+                               "ibu", "auto", "auto-top", "auto-sets"}
     assert pp.METHODS.aliases == {"none": "base"} and "cls" not in pp.METHODS
 
 

@@ -39,6 +39,10 @@ POSTPROCESS = [
     ("ibu", "ibu", {}),
     ({"method": "power", "exponent": 1.5}, "power", {"exponent": 1.5}),
     ({"method": "power-ns"}, "power-ns", {"exponent": None}),
+    ("auto", "auto", {"replicates": 10.0, "seed": 0.0}),
+    ({"method": "auto-top", "k": 3}, "auto-top", {"replicates": 10.0, "seed": 0.0, "k": 3.0}),
+    ("auto-sets", "auto-sets", {"replicates": 10.0, "seed": 0.0, "fraction": 0.1,
+                                "sets": 20.0}),
 ]
 PROTOCOLS = ["grr", "oue", "olh"]
 
@@ -74,7 +78,10 @@ def test_every_method_is_named_with_its_parameters(job_output):
         mine = [r for r in records if r.metric == f"m{i:02d}"]
         assert len(mine) == 2
         for record in mine:
-            assert record.postprocess == {"method": method, "params": params}
+            post = record.postprocess
+            assert {"method": post["method"], "params": post["params"]} == {
+                "method": method, "params": params}
+            assert ("chosen" in post) == method.startswith("auto")  # the replay's choice
             window = WindowEstimate.from_record(record)
             spec = PostprocessSpec.parse({"method": method, **params})
             assert window.spec == spec == registry[record.metric].postprocess

@@ -76,7 +76,7 @@ def rerun(record):
 def test_records_name_the_estimator_and_keep_the_unbiased_estimate(output):
     for record in records_of(output, "slot.iiw"):
         assert record["estimator"]["method"] == "iiw"
-        assert record["estimator"]["params"] == {"iterations": 30}
+        assert record["estimator"]["params"] == {"iterations": 30, "keep_extremes": False}
         assert record["estimator"]["iterations"] == 30
         assert 0 <= record["estimator"]["last_change"] < 1e-3
         unbiased = np.asarray(record["unbiased_estimate"])
@@ -91,7 +91,8 @@ def test_records_name_the_estimator_and_keep_the_unbiased_estimate(output):
 
 def test_postprocess_none_leaves_the_estimator_output_untouched(output):
     for record in records_of(output, "slot.amrp"):
-        assert record["estimator"]["params"] == {"permutations": 20, "seed": 5}
+        assert record["estimator"]["params"] == {"permutations": 20, "seed": 5,
+                                                 "keep_extremes": False}
         assert record["estimator"]["iterations"] is None
         filtered, _ = rerun(record)
         np.testing.assert_array_equal(record["estimate"], filtered.estimate)
@@ -108,7 +109,8 @@ def test_query_starts_from_the_estimator_output(output, capsys):
     assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
                  "--labels", "16", "--method", "base", "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)
-    assert answer["estimator"] == {"method": "iiw", "params": {"iterations": 30}}
+    assert answer["estimator"] == {"method": "iiw",
+                                   "params": {"iterations": 30, "keep_extremes": False}}
     point = answer["answers"][0]
     filtered, _ = rerun(record)
     assert point["value"] == pytest.approx(filtered.estimate[16], abs=1e-15)
@@ -124,7 +126,7 @@ def test_query_starts_from_the_estimator_output(output, capsys):
     assert ranged.std_error < np.sum(record["std_error"][10:21])
     assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
                  "--top", "3"]) == 0
-    assert "iiw (iterations=30) + norm-hyb" in capsys.readouterr().out
+    assert "iiw (iterations=30, keep_extremes=False) + norm-hyb" in capsys.readouterr().out
 
 
 def test_every_metric_is_its_estimator_then_its_postprocessing(output):

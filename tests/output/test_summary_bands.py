@@ -1,0 +1,173 @@
+"""Every reader shows a numeric record's own 95% bands (output/bands.py): the store's summary
+rows and view, its window reads, the dashboard's window view and chart rows, and `ldp show`.
+
+The record comes from a real Square Wave window finalized with the bias-corrected bootstrap,
+whose bands are not centred on the printed estimate and are null for the statistics the
+record declares uncalibrated: a reader that drew estimate ± z · s.e. would differ from it.
+"""
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+
+from ldp_telemetry.dashboard.source import StoreSource
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.output.bands import (band95, statistic_band, summary_bands,
+                                        summary_statistics)
+from ldp_telemetry.output.layout import version_label
+from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
+from ldp_telemetry.output.text import format_numeric
+from ldp_telemetry.store import open_store
+from ldp_telemetry.store.reads import window_rows
+
+START_MS = 1_709_251_200_000  # 2024-03-01T00:00:00Z
+
+
+def numeric_record(epsilon: float = 0.5) -> dict:
+    """A finalized Square Wave window (EMS, 10 replicates); at ε = 0.5 the 0.01/0.05/... tail
+    quantiles are declared without a band."""
+    registry = parse_registry({"metrics": [{
+        "name": "latency", "protocol": "sw", "epsilon": epsilon,
+        "domain": {"low": 0, "high": 32, "buckets": 32},
+        "estimator": {"method": "ems", "bootstrap": 10, "seed": 4}}]})
+    config = registry["latency"]
+    rng = np.random.default_rng(31)
+    values = np.clip(rng.lognormal(1.0, 0.6, 3000), 0, 32)
+    statistic = config.protocol.new_statistic()
+    config.protocol.accumulate(statistic, config.protocol.perturb(config.to_unit(values), rng))
+    result = finalize_window(config, statistic, len(values))
+    return window_estimate_record(config, result, "2024-03-01T00:00:00Z",
+                                  "2024-03-01T01:00:00Z", dict(BATCH_PANE))
+
+
+@pytest.fixture(scope="module")
+def record() -> dict:
+    found = numeric_record()
+    assert found["band_method"] == "bias-corrected-bootstrap"
+    return found
+
+
+def expected(record: dict) -> dict:
+    """statistic -> the record's own (lower, upper), (None, None) where it has none."""
+    out = {}
+    for name, key, _, _ in summary_statistics(record):
+        band = record["bands"].get(key)
+        out[name] = (None, None) if band is None else (band["lower"], band["upper"])
+    return out
+
+
+def same(found: dict, bands: dict) -> bool:
+    """Whether two statistic -> (lower, upper) maps agree (None where there is no band)."""
+    return found.keys() == bands.keys() and all(
+        (found[k][0] is None) == (bands[k][0] is None)
+        and (bands[k][0] is None or found[k] == pytest.approx(bands[k])) for k in bands)
+
+
+def test_the_records_bands_are_not_estimate_plus_minus_z_se(record):
+    """The premise: a reader drawing estimate ± z · s.e. would be wrong for this record."""
+    bands = expected(record)
+    assert any(low is None for low, _ in bands.values())  # declared without a band
+    mean_se = band95(record["mean"], record["mean_std_error"])
+    assert bands["mean"] != pytest.approx(mean_se)
+    assert summary_bands(record) == bands
+
+
+def test_a_legacy_record_without_band_method_gets_estimate_plus_minus_z_se():
+    legacy = {"mean": 2.0, "mean_std_error": 0.5, "variance": 1.0,
+              "quantiles": {"0.5": 1.5}, "quantile_std_errors": {"0.5": float("nan")}}
+    assert statistic_band(legacy, "mean", 2.0, 0.5) == band95(2.0, 0.5)
+    assert summary_bands(legacy) == {"mean": band95(2.0, 0.5), "variance": (None, None),
+                                     "q0.5": (None, None)}
+    assert summary_bands({"estimate": [0.5, 0.5]}) == {}  # a frequency record has none
+
+
+def test_store_view_reads_dashboard_and_text_show_the_records_bands(record, tmp_path):
+    url = f"sqlite:///{tmp_path}/bands.db"
+    with open_store(url) as store:
+        store.write_panes([record])
+    bands = expected(record)
+    with open_store(url, create=False) as store:
+        saved = {statistic: (low, high) for statistic, low, high in store._query(
+            "SELECT statistic, lower95, upper95 FROM ldp_window_summaries")}
+        view = {statistic: (low, high) for statistic, low, high in store._query(
+            "SELECT statistic, lower95, upper95 FROM ldp_summary_bands")}
+        [row] = window_rows(store, "latency")
+    assert same(saved, bands) and same(view, bands)
+    assert row["mean_band"] == pytest.approx(list(bands["mean"]))
+
+    source = StoreSource(url)
+    try:
+        window = source.window("latency", START_MS, START_MS + 3_600_000,
+                               version_label(record))
+        payload = source.payload("latency", 5)
+    finally:
+        source.close()
+    assert window["mean_band"] == pytest.approx(list(bands["mean"]))
+    for level in record["quantiles"]:
+        shown = window["quantile_bands"][level]
+        assert (shown is None) == (bands[f"q{level}"][0] is None)
+        if shown is not None:
+            assert shown == pytest.approx(list(bands[f"q{level}"]))
+    [packed] = payload["rows"]
+    fields = payload["fields"]
+    low, high = packed[fields.index("mean_low")], packed[fields.index("mean_high")]
+    assert (low, high) == pytest.approx(bands["mean"], rel=1e-5)  # 6 significant digits
+
+    text = format_numeric(record)
+    assert f"[{bands['mean'][0]:.4g}, {bands['mean'][1]:.4g}]" in text
+    assert "(no band)" in text  # q0.1 is declared without a band at ε = 0.5
+
+
+def test_a_store_made_before_summary_bands_gets_them_from_its_records(record, tmp_path):
+    path = tmp_path / "old.db"
+    with open_store(f"sqlite:///{path}") as store:
+        store.write_panes([record])
+    with sqlite3.connect(path) as connection:  # the layout of a store made before the bands
+        connection.execute("DROP VIEW ldp_summary_bands")
+        connection.execute("DROP INDEX ldp_window_summary_bands_by_statistic")
+        connection.execute("CREATE INDEX ldp_window_summaries_by_statistic ON "
+                           "ldp_window_summaries (metric, statistic, window_start_ms, "
+                           "window_end_ms, version, value, std_error)")
+        for column in ("lower95", "upper95"):
+            connection.execute(f"ALTER TABLE ldp_window_summaries DROP COLUMN {column}")
+    with open_store(f"sqlite:///{path}") as store:  # a writer opens it
+        saved = {statistic: (low, high) for statistic, low, high in store._query(
+            "SELECT statistic, lower95, upper95 FROM ldp_summary_bands")}
+        indexes = {name for (name,) in store._query(
+            "SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert same(saved, expected(record))
+    assert "ldp_window_summary_bands_by_statistic" in indexes
+    assert "ldp_window_summaries_by_statistic" not in indexes
+
+
+def test_a_wiener_record_declares_no_band_and_no_reader_draws_one(tmp_path):
+    """A Wiener filter's fixed-gain standard error leaves out its bias (coverage 72-98%): the
+    record keeps the error, declares no band with its reason, and the store, the dashboard's
+    view and the text show none."""
+    config = parse_registry({"metrics": [{"name": "dep", "protocol": "oue", "epsilon": 2.0,
+                                          "domain": {"size": 32}, "estimator": "iiw"}]})["dep"]
+    rng = np.random.default_rng(5)
+    statistic = config.protocol.new_statistic()
+    config.protocol.accumulate(statistic, config.protocol.perturb(rng.integers(0, 32, 2000),
+                                                                  rng))
+    record = window_estimate_record(config, finalize_window(config, statistic, 2000),
+                                    "2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z",
+                                    dict(BATCH_PANE))
+    assert record["band_method"] == "none" and "bias" in record["band_reasons"]["estimate"]
+    assert all(error > 0 for error in record["std_error"])
+    url = f"sqlite:///{tmp_path}/wiener.db"
+    with open_store(url) as store:
+        store.write_panes([record])
+        rows = store._query("SELECT lower95, upper95 FROM ldp_window_values")
+    assert rows and all(low is None and high is None for low, high in rows)
+    source = StoreSource(url)
+    try:
+        window = source.window("dep", START_MS, START_MS + 3_600_000, version_label(record))
+    finally:
+        source.close()
+    assert set(window["lower95"]) == {None} and set(window["half95"]) == {None}
+    from ldp_telemetry.output.text import format_pane, format_top
+    assert "no band" in format_top(record) and "no band" in format_pane(record)
