@@ -26,9 +26,11 @@ from apache_beam.testing.util import assert_that
 
 from ldp_telemetry.client.values import domain_points
 from ldp_telemetry.ldp.base.errors import InputError
+from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.output.estimate import Pane
 from ldp_telemetry.output.reader import read_pane_log
 from ldp_telemetry.output.records import window_estimate_record
 from ldp_telemetry.pipelines.batch import run_job
@@ -79,8 +81,9 @@ def direct(parts, start_ms, end_ms):
 
 def check_record(record, expected):
     """The record holds the in-process result's heavy hitters, and validates as Avro."""
-    want = window_estimate_record(CONFIG, expected, record["window_start"],
-                                  record["window_end"], record["pane"])
+    want = window_estimate_record(CONFIG, expected, ms_from_iso(record["window_start"]),
+                                  ms_from_iso(record["window_end"]),
+                                  Pane.from_json(record["pane"])).json_value()
     assert record["n"] == expected.n
     assert record["labels"] == want["labels"]
     np.testing.assert_allclose(record["estimate"], want["estimate"], rtol=1e-12)
