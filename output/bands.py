@@ -45,7 +45,7 @@ def _field(record: Record, name: str) -> Any:
 def declares_no_value_band(record: Record) -> bool:
     """Whether a frequency record declares its values without a band (`band_method` "none": a
     Wiener filter's fixed-gain error; `band_reasons` says why)."""
-    return _field(record, "band_method") == "none"
+    return bool(_field(record, "band_method") == "none")
 
 
 def value_bands(record: Record) -> tuple[list, list]:
@@ -60,7 +60,7 @@ def value_bands(record: Record) -> tuple[list, list]:
     return [low for low, _ in bands], [high for _, high in bands]
 
 
-def _finite(value) -> float | None:
+def _finite(value: Any) -> float | None:
     """value as a float, None for None and NaN."""
     return None if value is None or value != value else float(value)
 

@@ -27,7 +27,9 @@ search of O(d) steps); Power is left out (O(d √n) per run).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -120,7 +122,7 @@ def postprocess_with_choice(spec: PostprocessSpec, estimate: np.ndarray, noise: 
     return METHODS[choice.method].run(np.asarray(estimate, dtype=np.float64), noise), choice
 
 
-def _apply_choice(estimate: np.ndarray, noise: SupportNoise, query: str, **params
+def _apply_choice(estimate: np.ndarray, noise: SupportNoise, query: str, **params: Any
                   ) -> np.ndarray:
     estimate = np.asarray(estimate, dtype=np.float64)
     return METHODS[choose(estimate, noise, query, **params).method].run(estimate, noise)
@@ -145,10 +147,10 @@ def auto_sets(estimate: np.ndarray, noise: SupportNoise, *, replicates: int = 10
                          fraction=fraction, sets=sets)
 
 
-def _whole(low: int, high: int):
+def _whole(low: int, high: int) -> Callable[[object], bool]:
     """The check of an integer parameter in [low, high]; a whole float (as a record's params
     map of doubles gives it back) passes too."""
-    def valid(value) -> bool:
+    def valid(value: object) -> bool:
         return (is_number(value) and not isinstance(value, bool) and float(value).is_integer()
                 and low <= value <= high)
     return valid
