@@ -85,6 +85,9 @@ KNOWN_FIELDS = ("metric", "window_start", "window_end", "n", "protocol", "epsilo
                 "unbiased_estimate", "std_error", "pane", "bucket_edges", "mean", "variance",
                 "quantiles", "mean_std_error", "quantile_std_errors", "bootstrap_replicates",
                 "band_method", "bands", "band_reasons", "privacy", "integrity", "heavy_hitters")
+#: The postprocess fields of a replay's choice (`postprocess: "auto"`): absent from the JSON of
+#: a fixed method's record, null in its Avro record.
+_POSTPROCESS_CHOICE = ("chosen", "expected_mse")
 _ARRAYS = ("estimate", "std_error", "unbiased_estimate", "bucket_edges")
 
 
@@ -231,6 +234,11 @@ class EstimateRecord:
                   else FREQUENCY_FIELDS)
         present = layout | {name for name in value
                             if name not in REQUIRED_FIELDS and value[name] is not None}
+        postprocess = value.get("postprocess")
+        if isinstance(postprocess, Mapping):  # a fixed method's record has no replay choice
+            value = {**value, "postprocess": {
+                key: item for key, item in postprocess.items()
+                if not (key in _POSTPROCESS_CHOICE and item is None)}}
         return cls._from_fields(value, frozenset(present))
 
     def to_avro(self) -> dict:

@@ -109,7 +109,7 @@ def string_estimate_record(config, result: StringWindowResult, start_ms: int, en
     return EstimateRecord(
         **_common_fields(config, result, start_ms, end_ms, pane),
         postprocess={"method": "none", "params": {}},
-        labels=tuple(found.labels),
+        labels=list(found.labels),
         estimate=estimate,
         unbiased_estimate=estimate.copy(),
         std_error=np.asarray(found.std_error, dtype=np.float64),

@@ -97,7 +97,7 @@ def held_by_a_job():
           for name, d in FREQUENCY_ENTRIES),
         *({"name": name, "protocol": name, "epsilon": 1.0,
            "domain": {"low": 0, "high": 1, "buckets": 16}} for name in NUMERIC_ENTRIES)]})
-    finalize = FinalizeEstimatesFn(registry, compact=True)
+    finalize = FinalizeEstimatesFn(registry)
     finalize.setup()
     rng = np.random.default_rng(11)
     held = []

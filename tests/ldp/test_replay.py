@@ -17,8 +17,12 @@ from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.ldp.estimation.replay import CANDIDATES, choose
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.schemas import load_schema
+
+#: 2024-03-01T00:00:00Z, the window the records are made for.
+HOUR_START_MS = 1_709_251_200_000
 
 
 def zipf(d: int, s: float = 1.3) -> np.ndarray:
@@ -38,8 +42,8 @@ def record_of(postprocess, n: int = 20_000, seed: int = 3) -> dict:
     statistic = cfg.protocol.new_statistic()
     cfg.protocol.accumulate(statistic, cfg.protocol.perturb(rng.choice(256, n, p=zipf(256)),
                                                             rng))
-    return window_estimate_record(cfg, finalize_window(cfg, statistic, n), "2024-03-01T00:00:00Z",
-                                  "2024-03-01T01:00:00Z", dict(BATCH_PANE))
+    return window_estimate_record(cfg, finalize_window(cfg, statistic, n), HOUR_START_MS,
+                                  HOUR_START_MS + 3_600_000, BATCH_PANE).json_value()
 
 
 @pytest.mark.parametrize("method", ["auto", "auto-top", "auto-sets"])
@@ -59,7 +63,7 @@ def test_the_record_names_the_choice_and_round_trips_through_avro(method):
     (read,) = list(fastavro.reader(buffer))
     assert read["postprocess"]["chosen"] == post["chosen"]
     # ldp query re-runs the record's method on the same window: the same choice, the same values
-    again = WindowEstimate.from_record(read)
+    again = WindowEstimate.from_record(EstimateRecord.from_avro(read))
     np.testing.assert_allclose(again.with_method(again.spec).estimate, record["estimate"])
 
 

@@ -8,7 +8,8 @@ record the pipeline makes: a frequency oracle with labels and integrity on, a si
 mean-only Piecewise Mechanism, and a metric with two configuration versions (one record per
 version and a combined one). 28,000 reports a metric over three one-day windows, one seed.
 
-Regenerate (only when the record format itself changes, which this branch does not):
+Regenerate only when what a record holds changes on purpose (as when the numeric bands were
+clipped to each statistic's range), and say so in the commit:
     python -m tests.output.golden_job tests/output/golden
 """
 from __future__ import annotations

@@ -12,11 +12,13 @@ import sqlite3
 import numpy as np
 import pytest
 
+from ldp_telemetry.dashboard.payload import unpack
 from ldp_telemetry.dashboard.source import StoreSource
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.output.bands import (band95, statistic_band, summary_bands,
                                         summary_statistics)
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.layout import version_label
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.output.text import format_numeric
@@ -24,6 +26,9 @@ from ldp_telemetry.store import open_store
 from ldp_telemetry.store.reads import window_rows
 
 START_MS = 1_709_251_200_000  # 2024-03-01T00:00:00Z
+
+#: 2024-03-01T00:00:00Z, the window the records are made for.
+HOUR_START_MS = 1_709_251_200_000
 
 
 def numeric_record(epsilon: float = 0.5) -> dict:
@@ -39,8 +44,8 @@ def numeric_record(epsilon: float = 0.5) -> dict:
     statistic = config.protocol.new_statistic()
     config.protocol.accumulate(statistic, config.protocol.perturb(config.to_unit(values), rng))
     result = finalize_window(config, statistic, len(values))
-    return window_estimate_record(config, result, "2024-03-01T00:00:00Z",
-                                  "2024-03-01T01:00:00Z", dict(BATCH_PANE))
+    return window_estimate_record(config, result, HOUR_START_MS,
+                                  HOUR_START_MS + 3_600_000, BATCH_PANE).json_value()
 
 
 @pytest.fixture(scope="module")
@@ -111,12 +116,11 @@ def test_store_view_reads_dashboard_and_text_show_the_records_bands(record, tmp_
         assert (shown is None) == (bands[f"q{level}"][0] is None)
         if shown is not None:
             assert shown == pytest.approx(list(bands[f"q{level}"]))
-    [packed] = payload["rows"]
-    fields = payload["fields"]
-    low, high = packed[fields.index("mean_low")], packed[fields.index("mean_high")]
+    [packed] = unpack(payload)
+    low, high = packed["mean_low"], packed["mean_high"]
     assert (low, high) == pytest.approx(bands["mean"], rel=1e-5)  # 6 significant digits
 
-    text = format_numeric(record)
+    text = format_numeric(EstimateRecord.from_value(record))
     assert f"[{bands['mean'][0]:.4g}, {bands['mean'][1]:.4g}]" in text
     assert "(no band)" in text  # q0.1 is declared without a band at ε = 0.5
 
@@ -154,8 +158,8 @@ def test_a_wiener_record_declares_no_band_and_no_reader_draws_one(tmp_path):
     config.protocol.accumulate(statistic, config.protocol.perturb(rng.integers(0, 32, 2000),
                                                                   rng))
     record = window_estimate_record(config, finalize_window(config, statistic, 2000),
-                                    "2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z",
-                                    dict(BATCH_PANE))
+                                    HOUR_START_MS, HOUR_START_MS + 3_600_000,
+                                    BATCH_PANE).json_value()
     assert record["band_method"] == "none" and "bias" in record["band_reasons"]["estimate"]
     assert all(error > 0 for error in record["std_error"])
     url = f"sqlite:///{tmp_path}/wiener.db"
@@ -170,4 +174,5 @@ def test_a_wiener_record_declares_no_band_and_no_reader_draws_one(tmp_path):
         source.close()
     assert set(window["lower95"]) == {None} and set(window["half95"]) == {None}
     from ldp_telemetry.output.text import format_pane, format_top
-    assert "no band" in format_top(record) and "no band" in format_pane(record)
+    typed = EstimateRecord.from_value(record)
+    assert "no band" in format_top(typed) and "no band" in format_pane(typed)

@@ -181,10 +181,10 @@ def test_streaming_panes_of_a_string_metric(tmp_path):
                 direct([(t1, c1), (t2, c2)], T0 * 1000, (T0 + 60) * 1000)]
 
     def check(records):
-        records = sorted(records, key=lambda r: r["pane"]["index"])
-        assert [r["pane"]["timing"] for r in records] == ["ON_TIME", "LATE"]
+        records = sorted(records, key=lambda r: r.pane.index)
+        assert [r.pane.timing for r in records] == ["ON_TIME", "LATE"]
         for record, result in zip(records, expected, strict=True):
-            check_record(record, result)
+            check_record(record.json_value(), result)
 
     options = PipelineOptions([])
     options.view_as(StandardOptions).streaming = True

@@ -27,8 +27,8 @@ def test_sql_and_bigquery_rows_of_every_kind_of_record_are_the_same_rows(tmp_pat
                 "SELECT value_index, label, estimate, unbiased_estimate, std_error, lower95, "
                 f"upper95 FROM ldp_window_values {where} ORDER BY value_index", key)
             summaries = store._query(
-                f"SELECT statistic, value, std_error FROM ldp_window_summaries {where} "
-                "ORDER BY statistic", key)
+                "SELECT statistic, value, std_error, lower95, upper95 FROM ldp_window_summaries "
+                f"{where} ORDER BY statistic", key)
             row = bigquery_pane_row(record)
             assert set(row) == {field["name"] for field in BIGQUERY_PANES_SCHEMA["fields"]}
             columns = pane_row(record)
