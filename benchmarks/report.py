@@ -47,7 +47,9 @@ def throughput(r: dict) -> str:
              fixed(1)(p.get("envelope_over_records")),
              fixed(1)(p.get("envelope_over_records_beyond_start_up")), rate(p["aggregate"]),
              rate(p["aggregate_without_ids"]), fixed(1)(p.get("counting_bound")),
-             fixed(0)(p.get("shuffle_bytes_per_report"))] for p in r["protocols"]]
+             fixed(2)(p.get("share_of_counting_bound")),
+             fixed(1)(p.get("shuffle_bytes_per_report")),
+             fixed(0)(p.get("batch_bytes_per_report"))] for p in r["protocols"]]
     parameters = r["parameters"]
     start_up = r.get("start_up_s")
     about = (f"{parameters['reports']:,} reports per protocol in {parameters.get('files', 1)} "
@@ -60,7 +62,8 @@ def throughput(r: dict) -> str:
                           "envelope end to end", "envelope / per-report end to end",
                           "the same beyond start-up",
                           "aggregation", "aggregation without ids", "counting bound",
-                          "bytes shuffled per report"], rows)
+                          "share of the bound reached", "bytes shuffled per report",
+                          "batch bytes per report"], rows)
 
 
 def scaling(r: dict) -> str:
@@ -362,9 +365,14 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "[Many windows](#many-windows)), which bounds the envelope end-to-end rate; *beyond "
      "start-up* compares the two jobs' times less that start-up. *Counting bound* is the "
      "largest such ratio an envelope job could reach if it did nothing but count (counting "
-     "is work both layouts do); *bytes shuffled per report* is what each report carries "
-     "through the grouping by slice that exact deduplication of report ids needs "
-     "([envelopes](envelopes.md#what-limits-the-envelope-rate)). "
+     "is work both layouts do), and *share of the bound reached* the envelope job's ratio beyond "
+     "start-up over it (the start-up, the counting and both jobs run in each repeat; these "
+     "ratios are medians of the repeats' own); *bytes shuffled per report* is what the "
+     "envelope job moves through the grouping by slice per report: partial statistics "
+     "counted before it and their report ids, which keep the deduplication of report ids exact "
+     "([envelopes](envelopes.md#what-limits-the-envelope-rate)); *batch bytes per report* is "
+     "what the envelope batches themselves would take (what crossed it when reports were "
+     "counted after it). "
      "Numeric protocols use "
      "d buckets of [0, 1]; Square Wave is finalized with EMS without bootstrap.",
      throughput, "python benchmarks/throughput.py --reports 1000000 --protocols grr,oue,olh"),
