@@ -234,6 +234,14 @@ class SliceCounter:
         """The distinct report ids counted so far, sorted (int64)."""
         return self._ids.array()
 
+    def nbytes(self) -> int:
+        """Bytes held: the tables (`statistic_nbytes` of their versions), the integrity
+        samples and the ids counted (8 bytes each)."""
+        metric = self._statistic.metric
+        return sum(self._registry.version(metric, version).statistic_nbytes
+                   + (part.sample.nbytes() if part.sample is not None else 0)
+                   for version, part in self._statistic.parts.items()) + 8 * len(self._ids)
+
 
 def count_slice(registry: Registry, batches: Iterable[ReportBatch]) -> SupportStatistic:
     """The statistic of every batch of one slice: counted in the order given, and again in

@@ -38,6 +38,9 @@ from ldp_telemetry.ldp.engine.counting import SliceCounter, SupportStatistic, ba
 #: another partial. Each open partial holds a table of the protocol's statistic, the ids and
 #: the integrity sample of its reports.
 MAX_OPEN_PARTIALS = 256
+#: Bytes the open partials of a `PartialCounter` may hold together (`SliceCounter.nbytes`);
+#: past it the oldest are sent on, down to the one just added to.
+MAX_OPEN_PARTIAL_BYTES = 64 * 2 ** 20
 
 SliceKey = tuple[str, int]  # (metric, slice start ms)
 
@@ -81,17 +84,21 @@ class PartialCounter:
     """Counts the batches one source decodes into, a `SliceCounter` per (metric, slice).
 
     Give `add` every ReportBatch the source decodes into, in order (empty ones too: the ordinals
-    count them); it returns the partials it closed to stay within `max_open`. `finish()`
-    returns the rest, in the order their slices were first seen.
+    count them); it returns the partials it closed to stay within `max_open` partials and
+    `max_bytes` (the partial just added to is never closed). `finish()` returns the rest, in
+    the order their slices were first seen.
     """
 
-    def __init__(self, registry: Registry, source: str, max_open: int = MAX_OPEN_PARTIALS):
+    def __init__(self, registry: Registry, source: str, max_open: int = MAX_OPEN_PARTIALS,
+                 max_bytes: int = MAX_OPEN_PARTIAL_BYTES):
         if max_open < 1:
             raise ValueError(f"max_open must be at least 1, got {max_open}")
         self._registry = registry
         self._source = source
         self._max_open = max_open
+        self._max_bytes = max_bytes
         self._open: dict[SliceKey, tuple[SliceCounter, list[int]]] = {}
+        self._sizes: dict[SliceKey, int] = {}
         self._ordinal = 0
 
     def add(self, batch: ReportBatch) -> list[tuple[SliceKey, PartialCount]]:
@@ -107,6 +114,9 @@ class PartialCounter:
             entry = self._open[key] = (SliceCounter(self._registry), [])
         entry[0].add(batch)
         entry[1].append(ordinal)
+        self._sizes[key] = entry[0].nbytes()
+        while len(self._open) > 1 and sum(self._sizes.values()) > self._max_bytes:
+            closed.append(self._close(next(k for k in self._open if k != key)))
         return closed
 
     def finish(self) -> list[tuple[SliceKey, PartialCount]]:
@@ -114,6 +124,7 @@ class PartialCounter:
 
     def _close(self, key: SliceKey) -> tuple[SliceKey, PartialCount]:
         counter, ordinals = self._open.pop(key)
+        self._sizes.pop(key, None)
         return key, PartialCount(counter.result(), counter.ids(), self._source,
                                  np.asarray(ordinals, dtype=np.int32))
 

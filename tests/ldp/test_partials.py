@@ -151,6 +151,16 @@ def test_partial_counter_closes_the_oldest_slice_past_its_limit():
     assert [(key[1], p.ordinals.tolist()) for key, p in closed] == [
         (0, [0, 2, 4]), (1000, [1, 3])]
     assert sum(p.statistic.n + p.statistic.duplicates for _, p in closed) == 250
+    counter = PartialCounter(REGISTRY, "s", max_bytes=1)  # one open partial: the latest
+    closed = [c for b in batches for c in counter.add(b)] + counter.finish()
+    assert [(key[1], p.ordinals.tolist()) for key, p in closed] == [
+        (0, [0]), (1000, [1]), (0, [2]), (1000, [3]), (0, [4])]
+    counter = PartialCounter(REGISTRY, "s", max_bytes=10 ** 9)
+    for batch in batches:
+        counter.add(batch)
+    counters = [c for c, _ in counter._open.values()]
+    assert sum(c.nbytes() for c in counters) == (  # no integrity sample for GRR
+        2 * REGISTRY["grr"].statistic_nbytes + 8 * sum(len(c.ids()) for c in counters))
     with pytest.raises(ValueError, match="max_open"):
         PartialCounter(REGISTRY, "s", max_open=0)
 
