@@ -66,6 +66,20 @@ def throughput(r: dict) -> str:
                           "batch bytes per report"], rows)
 
 
+def envelope_bound(r: dict) -> str:
+    rows = [[f"`{p['protocol']}`", fixed(2)(p["start_up_s"]), fixed(2)(p["job_s"]),
+             fixed(2)(p["beyond_start_up_s"]), fixed(2)(p["decode_s"]), fixed(2)(p["count_s"]),
+             fixed(2)(p["rest_s"]), fixed(2)(p["share_of_bound"]),
+             fixed(2)(p["decode_over_beyond"])] for p in r["protocols"]]
+    parameters = r["parameters"]
+    return (f"{parameters['reports']:,} reports per protocol in {parameters['files']} envelope "
+            f"file(s) of {parameters['envelope_reports']:,}-report envelopes, medians of "
+            f"{parameters['repeats']} repeats.\n\n"
+            + table(["protocol", "start-up (s)", "job (s)", "beyond start-up (s)", "decode (s)",
+                     "count (s)", "rest (s)", "share of the counting bound",
+                     "decode / beyond start-up"], rows))
+
+
 def scaling(r: dict) -> str:
     parameters = r["parameters"]
     rows = [[p["runner"], str(p["workers"]), fixed(2)(p["start_up_s"]), fixed(2)(p["job_s"]),
@@ -376,6 +390,20 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "Numeric protocols use "
      "d buckets of [0, 1]; Square Wave is finalized with EMS without bootstrap.",
      throughput, "python benchmarks/throughput.py --reports 1000000 --protocols grr,oue,olh"),
+    ("envelope_bound", "Envelope jobs against their counting bound",
+     "How close the envelope job comes to the [throughput](#throughput-against-fastavros-raw-"
+     "decode) table's counting bound, over more reports so that the time beyond start-up is "
+     "not a small difference of two start-ups: in each repeat a job of 1 report (the "
+     "start-up), the job over the envelope files (FnApiRunner), the reader alone and the "
+     "counting alone (support, each report id once, the integrity sample). *Share of the "
+     "counting bound* is counting time over the job's time beyond start-up, which equals the "
+     "throughput table's envelope ratio beyond start-up over its counting bound; *rest* is "
+     "the time beyond start-up that is neither decoding nor counting (Beam's steps, the "
+     "grouping of partial statistics, finalize, writing). Each report is counted before the "
+     "grouping by slice ([envelopes](envelopes.md#what-limits-the-envelope-rate)), so an "
+     "envelope job's time beyond start-up is about its reader's plus its counting.",
+     envelope_bound, "python benchmarks/envelope_bound.py --reports 4000000 "
+     "--protocols grr,oue,olh"),
     ("throughput_multiprocess", "Throughput on the multi-process runner",
      "The same measurement with the end-to-end jobs on FnApiRunner with two worker processes "
      "(`ldp_telemetry.runners.direct.multi_process_options`, [runners](runners.md)) and the "
