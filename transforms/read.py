@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import OrderedDict
 
 import apache_beam as beam
 from apache_beam.io.filesystem import FileSystem
@@ -18,7 +19,7 @@ from apache_beam.utils.timestamp import Timestamp
 
 from ldp_telemetry.ldp.base.errors import InputError
 from ldp_telemetry.ldp.config.registry import Registry
-from ldp_telemetry.ldp.engine.batches import DeadLetter
+from ldp_telemetry.ldp.engine.batches import DeadLetter, ReportBatch
 from ldp_telemetry.ldp.engine.partials import PartialCount, PartialCounter, batches_at
 from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.files import open_report_file
@@ -29,6 +30,8 @@ from ldp_telemetry.transforms.progress import PROGRESS
 BATCHES = "batches"
 DEAD_LETTERS = "dead_letters"
 COUNTER_NAMESPACE = "ldp"
+#: Bytes of decoded columns `FileBatches` keeps of the files it decoded again.
+MAX_REDECODED_BYTES = 256 * 2 ** 20
 
 
 class DecodeReportFilesFn(beam.DoFn):
@@ -98,26 +101,57 @@ def _stamped(element: tuple[tuple[str, int], PartialCount]) -> TimestampedValue:
 class FileBatches:
     """PartialCount -> the batches of its file it counted, decoded again as the reader with
     these settings decoded them (`merge_partials`' `batches_of`). Dead letters and counters
-    are the first reading's; nothing is counted here."""
+    are the first reading's; nothing is counted here.
+
+    The batches of the files decoded last are kept, within `max_bytes` of columns (a file
+    larger than that is not kept), so that a file whose partials of several slices need it
+    is decoded again once per worker rather than once per slice.
+    """
 
     def __init__(self, registry: Registry, slice_ms: int, slice_offset_ms: int = 0,
-                 limits: DecodeLimits = DecodeLimits()):
+                 limits: DecodeLimits = DecodeLimits(), max_bytes: int = MAX_REDECODED_BYTES):
         self._registry = registry
         self._slice_ms = slice_ms
         self._slice_offset_ms = slice_offset_ms
         self._limits = limits
+        self._max_bytes = max_bytes
         self._decoder = None
+        self._kept: OrderedDict[str, tuple[list[ReportBatch], int]] = OrderedDict()
+        self.decoded = 0  # files decoded again by this instance (in this process)
 
     def __getstate__(self):
-        return {**self.__dict__, "_decoder": None}
+        return {**self.__dict__, "_decoder": None, "_kept": OrderedDict(), "decoded": 0}
 
-    def __call__(self, partial: PartialCount) -> list:
+    def __call__(self, partial: PartialCount) -> list[ReportBatch]:
+        kept = self._kept.get(partial.source)
+        if kept is not None:
+            self._kept.move_to_end(partial.source)
+            return batches_at(kept[0], partial.ordinals)
         if self._decoder is None:
             self._decoder = ReportDecoder(self._registry, self._slice_ms,
                                           slice_offset_ms=self._slice_offset_ms,
                                           limits=self._limits)
-        return batches_at(self._decoder.decode_file(partial.source, opener=_open_file),
-                          partial.ordinals)
+        self.decoded += 1
+        wanted = set(partial.ordinals.tolist())
+        found, every, size = [], [], 0
+        ordinal = 0
+        for item in self._decoder.decode_file(partial.source, opener=_open_file):
+            if not isinstance(item, ReportBatch):
+                continue
+            if ordinal in wanted:
+                found.append(item)
+            if every is not None:
+                size += sum(column.nbytes for column in item.columns.values())
+                if size <= self._max_bytes:
+                    every.append(item)
+                else:
+                    every = None
+            ordinal += 1
+        if every is not None:
+            self._kept[partial.source] = (every, size)
+            while sum(held for _, held in self._kept.values()) > self._max_bytes:
+                self._kept.popitem(last=False)
+        return found
 
 
 def _open_file(path: str, mode: str):

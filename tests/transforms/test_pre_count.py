@@ -18,7 +18,8 @@ from ldp_telemetry.schemas.codec import ReportDecoder
 from ldp_telemetry.schemas.envelopes import write_envelopes
 from ldp_telemetry.schemas.writer import write_reports
 from ldp_telemetry.transforms.count import CountKeyedWindows
-from ldp_telemetry.transforms.read import BATCHES, ReadReportBatches
+from ldp_telemetry.ldp.engine.partials import PartialCounter
+from ldp_telemetry.transforms.read import BATCHES, FileBatches, ReadReportBatches
 
 HOUR = 3_600_000
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % HOUR
@@ -93,3 +94,27 @@ def test_counting_before_the_shuffle_gives_count_slice_of_every_batch(
                     label="Windows")
         assert_that(counted[DUPLICATES] | beam.Map(lambda letter: letter.records)
                     | beam.CombineGlobally(sum), equal_to([duplicates]), label="Duplicates")
+
+
+@pytest.mark.parametrize("max_bytes", [0, 2 ** 30])
+def test_file_batches_decodes_a_partials_batches_again(tmp_path, max_bytes):
+    """The batches a partial counted, decoded again; a file kept (within max_bytes) is not
+    decoded again for its partials of other slices."""
+    files = write_files(tmp_path, 10 ** 15)
+    spec = WindowSpec(HOUR, HOUR)
+    decoder = ReportDecoder(REGISTRY, spec.slice_ms)
+    batches_of = FileBatches(REGISTRY, spec.slice_ms, max_bytes=max_bytes)
+    for path in files[:2]:
+        counter = PartialCounter(REGISTRY, path)
+        first = [item for item in decoder.decode_file(path) if isinstance(item, ReportBatch)]
+        partials = [p for batch in first for p in counter.add(batch)] + counter.finish()
+        assert len(partials) == 3  # one per hour
+        for _, partial in partials:
+            again = batches_of(partial)
+            want = [first[i] for i in partial.ordinals.tolist()]
+            assert [b.slice_start_ms for b in again] == [b.slice_start_ms for b in want]
+            for got, expected_batch in zip(again, want, strict=True):
+                assert sorted(got.columns) == sorted(expected_batch.columns)
+                for name, column in expected_batch.columns.items():
+                    np.testing.assert_array_equal(got.columns[name], column)
+    assert batches_of.decoded == (6 if max_bytes == 0 else 2)
