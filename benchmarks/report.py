@@ -459,9 +459,10 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "The throughput benchmark's files (d = 1024, ε = 2), each job in its own process: peak "
      "resident memory (ru_maxrss) over the per-report files and over the envelope files of "
      "the same reports, and what each holds beyond the start-up. The reader's chunks are "
-     "bounded in reports for both layouts, so the envelope path holds what the per-report "
-     "path holds; most of it, on FnApiRunner, is the reports grouped by slice before "
-     "counting, which [the memory model](hostile-input.md#the-memory-budget) leaves out.",
+     "bounded in reports for both layouts, and each file's reports are counted before the "
+     "grouping by slice, so what FnApiRunner materialises for the grouping is partial "
+     "statistics and 8 bytes of report id per report, not the reports ([the memory "
+     "model](hostile-input.md#the-memory-budget) leaves it out).",
      envelope_memory, "python benchmarks/envelope_memory.py --reports 1000000 "
      "--protocols grr,oue,olh"),
     ("window_memory", "Memory of large domains",
