@@ -64,14 +64,26 @@ def main(argv=None) -> None:
     parser.add_argument("--envelope-reports", type=int, default=DEFAULT_ENVELOPE_REPORTS)
     parser.add_argument("--workdir", default=None, help="keep the report files here")
     parser.add_argument("--one", nargs="+", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--make", nargs=2, default=None, help=argparse.SUPPRESS)
     add_json_argument(parser)
     args = parser.parse_args(argv)
     protocols = args.protocols.split(",")
     if args.one is not None:
         print(json.dumps(one_job(args.one, protocols, args.domain, args.epsilon)))
         return
+    if args.make is not None:  # the files of one protocol, written in a process of their own
+        workdir, name = args.make
+        make_report_files(workdir, stem_of(name, args), registry_of(
+            protocols, args.domain, args.epsilon), f"bench.{name}", args.reports, 1,
+            args.envelope_reports)
+        return
     with Run("envelope_memory", args.json, vars(args)) as run:
         run.save(measure(args, protocols))
+
+
+def stem_of(name: str, args) -> str:
+    """The throughput benchmark's file stem of protocol `name` (one file of each layout)."""
+    return f"{name}-{args.reports}-{args.domain}-{args.epsilon:g}-1"
 
 
 def measure(args, protocols: list[str]) -> dict:
@@ -96,9 +108,15 @@ def measure(args, protocols: list[str]) -> dict:
           f"{'held envelope':>15}{'envelope/per-report':>21}")
     rows = []
     for name in protocols:
-        stem = f"{name}-{args.reports}-{args.domain}-{args.epsilon:g}-1"
-        paths, envelopes = make_report_files(workdir, stem, registry, f"bench.{name}",
-                                             args.reports, 1, args.envelope_reports)
+        # Written by a child process: a process's peak RSS (ru_maxrss) starts from its parent's
+        # resident size when it was forked, so this process must stay small.
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--protocols", args.protocols,
+                        "--domain", str(args.domain), "--epsilon", str(args.epsilon),
+                        "--reports", str(args.reports), "--envelope-reports",
+                        str(args.envelope_reports), "--make", workdir, name], check=True)
+        paths, envelopes = make_report_files(workdir, stem_of(name, args), registry,
+                                             f"bench.{name}", args.reports, 1,
+                                             args.envelope_reports)
         records, packed = run(paths), run(envelopes)
         for side in (records, packed):
             if side["records_read"] != args.reports:

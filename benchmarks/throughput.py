@@ -16,11 +16,14 @@ each; then, each a median of --repeats runs in this process,
   aggregate    SliceCounter.add over already-decoded batches (the counting alone,
                repeated report ids dropped); `no dedupe`: the same batches without their ids;
   count bound  the largest `beyond s-u` an envelope job could reach if it only counted
-               (`counting_bound`);
-  shuffle B    bytes per report of the envelope batches as they cross the runner's grouping
-               by slice (ReportBatchCoder): exact deduplication of report ids within a slice
-               needs every report of the slice in one place, so each report's payload crosses
-               one shuffle before it is counted, whatever its layout.
+               (`counting_bound`); `of bound`: `beyond s-u` over it. The start-up, the
+               counting and both jobs run in every repeat, and these ratios are medians of
+               the repeats' own ratios;
+  shuffle B    bytes per report of what the envelope job moves through the runner's grouping
+               by slice: each file's reports are counted before it (ldp.engine.partials), so
+               only partial statistics and their report ids cross it (pickled, as Beam's
+               fallback coder does); `batches B`: the envelope batches themselves
+               (ReportBatchCoder), what crossed it when every report was counted after it.
 Rates are reports/s; ratios are the figures that matter on a shared, noisy machine (each repeat
 runs the decodes and jobs in turn, so that both sides of a ratio see the same load). With
 --multi-process the end-to-end runs use ldp_telemetry.runners.direct.multi_process_options().
@@ -33,6 +36,7 @@ import argparse
 import contextlib
 import io
 import os
+import pickle
 import statistics
 import tempfile
 import time
@@ -45,6 +49,7 @@ from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.engine.batches import REPORT_ID, ReportBatch
 from ldp_telemetry.ldp.engine.counting import SliceCounter
+from ldp_telemetry.ldp.engine.partials import PartialCounter
 from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, PROTOCOLS
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
@@ -129,6 +134,17 @@ def aggregate(registry, batches: list[ReportBatch]) -> None:
         counter.add(batch)
 
 
+def partial_bytes(registry, paths: list[str]) -> int:
+    """Bytes of the partial statistics an envelope job sends through the grouping by slice."""
+    total = 0
+    for path in paths:
+        counter = PartialCounter(registry, path)
+        partials = [p for batch in decode_batches(registry, path) for p in counter.add(batch)]
+        for element in partials + counter.finish():
+            total += len(pickle.dumps(element, pickle.HIGHEST_PROTOCOL))
+    return total
+
+
 def without_ids(batches: list[ReportBatch]) -> list[ReportBatch]:
     return [ReportBatch(b.metric, b.slice_start_ms,
                         {k: v for k, v in b.columns.items() if k != REPORT_ID}) for b in batches]
@@ -205,7 +221,7 @@ def measure(args, beam_args: list[str]) -> tuple[list[dict], float | None]:
     header = (f"{'protocol':<9}{'raw decode/s':>14}{'decode/s':>12}{'dec+count/raw':>15}"
               f"{'end-to-end/s':>14}{'e2e/raw':>9}{'env decode/s':>14}{'env e2e/s':>12}"
               f"{'env/rec':>9}{'beyond s-u':>11}{'aggregate/s':>14}{'no dedupe/s':>14}"
-              f"{'count bound':>12}{'shuffle B':>10}")
+              f"{'count bound':>12}{'of bound':>11}{'shuffle B':>10}{'batches B':>10}")
     start_up = start_up_seconds(registry, workdir, f"bench.{names[0]}", args, beam_args)
     if start_up is not None:
         print(f"start-up: a job of 1 report takes {start_up:.2f} s")
@@ -215,11 +231,9 @@ def measure(args, beam_args: list[str]) -> tuple[list[dict], float | None]:
         stem = f"{name}-{args.reports}-{args.domain}-{args.epsilon:g}-{args.files}"
         paths, envelopes = make_report_files(workdir, stem, registry, f"bench.{name}",
                                              args.reports, args.files, args.envelope_reports)
-        row = measure_files(registry, paths, envelopes, args, beam_args)
-        row["envelope_over_records_beyond_start_up"] = beyond_start_up(
-            args.reports, row["end_to_end"], row["envelope_end_to_end"], start_up)
-        row["counting_bound"] = counting_bound(args.reports, row["end_to_end"],
-                                               row["aggregate"], start_up)
+        one = os.path.join(workdir, "start-up-1.avro")
+        row = measure_files(registry, paths, envelopes, args, beam_args,
+                            None if start_up is None else one)
 
         def shown(value, spec=",.0f"):
             return "-" if value is None else format(value, spec)
@@ -232,7 +246,9 @@ def measure(args, beam_args: list[str]) -> tuple[list[dict], float | None]:
               f"{row['aggregate']:>14,.0f}"
               f"{row['aggregate_without_ids']:>14,.0f}"
               f"{shown(row['counting_bound'], '.1f'):>12}"
-              f"{row['shuffle_bytes_per_report']:>10.0f}", flush=True)
+              f"{shown(row['share_of_counting_bound'], '.2f'):>11}"
+              f"{row['shuffle_bytes_per_report']:>10.1f}"
+              f"{row['batch_bytes_per_report']:>10.0f}", flush=True)
         rows.append({"protocol": name, **row})
     return rows, start_up
 
@@ -259,19 +275,25 @@ def beyond_start_up(n: int, records: float | None, envelopes: float | None,
 
 
 def measure_files(registry, paths: list[str], envelopes: list[str], args,
-                  beam_args: list[str]) -> dict:
+                  beam_args: list[str], one_report: str | None) -> dict:
     """The rates of one protocol's report files and envelope files (reports/s).
 
-    Each repeat runs every measurement once, in turn, so that the ratios compare runs that saw
-    the same load of a shared machine; the medians are over the repeats.
+    Each repeat runs every measurement once, in turn — the decodes, the counting, a job of one
+    report (`one_report`, None: no jobs) and the two jobs — so that the ratios compare runs
+    that saw the same load of a shared machine. The start-up ratios (`beyond_start_up`,
+    `counting_bound` and the share of it reached) are computed per repeat; every figure is the
+    median over the repeats.
     """
     n = args.reports
+    batches = decode_batches(registry, paths)
     actions = {
         "raw_decode": lambda: raw_decode(paths),
         "decode": lambda: decode_batches(registry, paths),
         "decode_and_count": lambda: decode_and_count(registry, paths),
-        "envelope_decode": lambda: decode_batches(registry, envelopes)}
-    if not args.skip_end_to_end:
+        "envelope_decode": lambda: decode_batches(registry, envelopes),
+        "aggregate": lambda: aggregate(registry, batches)}
+    if one_report is not None:
+        actions["start_up"] = lambda: end_to_end(registry, one_report, beam_args)
         actions["end_to_end"] = lambda: end_to_end(registry, paths, beam_args)
         actions["envelope_end_to_end"] = lambda: end_to_end(registry, envelopes, beam_args)
     times = {name: [] for name in actions}
@@ -280,9 +302,20 @@ def measure_files(registry, paths: list[str], envelopes: list[str], args,
             for name, action in actions.items():
                 times[name].append(median_seconds(action, 1))
     rates = {name: n / statistics.median(seconds) for name, seconds in times.items()}
-    batches = decode_batches(registry, paths)
-    agg = n / median_seconds(lambda: aggregate(registry, batches), args.repeats)
-    shuffled = sum(len(encode_batch(batch)) for batch in decode_batches(registry, envelopes))
+    agg = rates["aggregate"]
+    ratios = {"beyond": [], "bound": [], "share": []}
+    for k in range(args.repeats if one_report is not None else 0):
+        start_up = times["start_up"][k]
+        beyond = beyond_start_up(n, n / times["end_to_end"][k],
+                                 n / times["envelope_end_to_end"][k], start_up)
+        bound = counting_bound(n, n / times["end_to_end"][k], n / times["aggregate"][k],
+                               start_up)
+        ratios["bound"].append(bound)
+        if beyond is not None:
+            ratios["beyond"].append(beyond)
+            ratios["share"].append(beyond / bound)
+    median = {k: statistics.median(v) if v else None for k, v in ratios.items()}
+    batch_bytes = sum(len(encode_batch(batch)) for batch in decode_batches(registry, envelopes))
     bare = without_ids(batches)
     agg_bare = n / median_seconds(lambda: aggregate(registry, bare), args.repeats)
     raw, e2e, env_e2e = (rates["raw_decode"], rates.get("end_to_end"),
@@ -293,7 +326,11 @@ def measure_files(registry, paths: list[str], envelopes: list[str], args,
             "envelope_decode": rates["envelope_decode"], "envelope_end_to_end": env_e2e,
             "envelope_over_records": None if e2e is None else env_e2e / e2e,
             "aggregate": agg, "aggregate_without_ids": agg_bare,
-            "shuffle_bytes_per_report": shuffled / n}
+            "start_up_s": statistics.median(times["start_up"]) if "start_up" in times else None,
+            "envelope_over_records_beyond_start_up": median["beyond"],
+            "counting_bound": median["bound"], "share_of_counting_bound": median["share"],
+            "shuffle_bytes_per_report": partial_bytes(registry, envelopes) / n,
+            "batch_bytes_per_report": batch_bytes / n}
 
 
 if __name__ == "__main__":

@@ -34,14 +34,19 @@ def build_pipeline(pipeline: beam.Pipeline, job: EstimateJob) -> None:
     if job.windows.early_every_ms is not None:
         raise ConfigError("early_every needs a streaming source: reading a fixed set of files "
                           "gives each window one on-time pane", field="early_every")
+    streaming = pipeline.options.view_as(StandardOptions).streaming
+    # Without panes, each file's reports are counted where they are decoded: only partial
+    # statistics and report ids cross the grouping by slice (transforms.count).
+    pre_count = not (streaming or job.windows.has_pane_options)
+    reader = ReadReportBatches(job.registry, job.windows.slice_ms,
+                               slice_offset_ms=job.windows.slice_offset_ms, limits=job.limits,
+                               pre_count=pre_count)
     read = (pipeline
             | "ListFiles" >> beam.Create(list(job.files))
-            | "ReadReports" >> ReadReportBatches(job.registry, job.windows.slice_ms,
-                                                slice_offset_ms=job.windows.slice_offset_ms,
-                                                limits=job.limits))
-    streaming = pipeline.options.view_as(StandardOptions).streaming
+            | "ReadReports" >> reader)
     # Typed records (numpy arrays, lazy labels) to the sinks: each writes them its own way.
-    estimates, dead_letters = _estimate(read, job, streaming, flatten=False)
+    estimates, dead_letters = _estimate(read, job, streaming, flatten=False,
+                                        batches_of=reader.recount() if pre_count else None)
     write_to_sinks(job_sinks(job), estimates, dead_letters)
 
 
@@ -91,17 +96,18 @@ def job_sinks(job: EstimateJob, panes: PaneFiles | None = None,
 
 
 def _estimate(read, job: EstimateJob, streaming: bool, dedupe: bool = True,
-              flatten: bool = True
+              flatten: bool = True, batches_of=None
               ) -> tuple[beam.PCollection, beam.PCollection | tuple]:
     """Count and finalize: on the pane path (streaming, or pane options) in Beam windows, else
-    with plain window keys (`transforms.count`).
+    with plain window keys (`transforms.count`; `batches_of`: the reader counted before the
+    shuffle).
 
     Dead letters: one PCollection, or with `flatten=False` a tuple of two (the reader's and the
     duplicates), so that each is written by the step that makes it: a batch run's reader may
     make millions, and FnApiRunner materialises an input of a Flatten it cannot fuse."""
     panes = streaming or job.windows.has_pane_options
     count = (CountWindowPanes(job.registry, job.windows, dedupe) if panes
-             else CountKeyedWindows(job.registry, job.windows))
+             else CountKeyedWindows(job.registry, job.windows, batches_of))
     counted = read[BATCHES] | "CountSupport" >> count
     finalize = FinalizePanesFn if panes else FinalizeEstimatesFn
     estimates = counted["windows"] | "FinalizeEstimates" >> beam.ParDo(

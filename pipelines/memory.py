@@ -31,8 +31,13 @@ it (`report_id_bytes`) as the run goes. A streaming graph through Beam (Pub/Sub,
 MatchContinuously) holds the same 8 bytes per report in the state of its "DeduplicateSlices"
 step (`transforms.dedupe`), per open slice, on its workers.
 
+A batch run without panes counts each file's reports before the grouping by slice
+(`ldp_telemetry.ldp.engine.partials`): the reader holds the open partial statistics of the file
+it decodes, within `MAX_OPEN_PARTIAL_BYTES` (64 MiB) beyond the one it is adding to.
+
 Not modelled: the reports themselves, which a runner may hold while it groups them by slice
-(FnApiRunner materialises every grouped collection), and, for sliding windows in a batch run,
+(FnApiRunner materialises every grouped collection; in a batch run without panes only partial
+statistics and 8 bytes of id per report are grouped), and, for sliding windows in a batch run,
 the statistics of every window at the merge step (their number depends on the data's span).
 Each worker process of a multi-process runner needs the budget on its own, and a worker that
 runs bundles on several threads (Dataflow's) holds one window being finalized per thread.

@@ -19,6 +19,13 @@ split a combine's inputs over partial accumulators, and two partial statistics t
 same id cannot be added exactly. A followed directory's follower counts the first copy it
 reads instead (`pipelines.slice_ids`).
 
+Counted before the shuffle. A batch job reading files (`ReadReportBatches` with `pre_count`)
+counts each file's reports of a slice where it decodes them and sends only partial statistics
+and their report ids through "GroupSlices"; "CountSupport" (`CountPartialsFn`) adds them by
+`ldp_telemetry.ldp.engine.partials.merge_partials`, which decodes again the files whose
+partials share report ids and counts their batches as `count_slice` would: the same statistic,
+duplicates and copies counted as when every batch crosses the grouping.
+
 Two transforms count windows, one per kind of run:
 
 * `CountKeyedWindows` (batch runs without pane options): no Beam windows; slices and windows
@@ -47,6 +54,7 @@ from ldp_telemetry.ldp.engine.counting import (DUPLICATES, SupportStatistic, cou
                                                duplicate_letter)
 from ldp_telemetry.ldp.engine.counting import (IdSet, SliceCounter,  # noqa: F401 (see below)
                                                VersionStatistic)
+from ldp_telemetry.ldp.engine.partials import merge_partials
 from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.transforms.coders import ReportBatchCoder  # noqa: F401 (registers it)
 from ldp_telemetry.transforms.dedupe import DeduplicateSlicesFn
@@ -93,6 +101,20 @@ class CountSliceFn(beam.DoFn):
     def process(self, element):
         key, batches = element
         yield key, count_slice(self._registry, batches)
+
+
+class CountPartialsFn(beam.DoFn):
+    """(key, every PartialCount of one slice) -> (key, SupportStatistic), by `merge_partials`;
+    `batches_of` (a picklable callable, e.g. `transforms.read.FileBatches`) decodes a
+    partial's batches again."""
+
+    def __init__(self, registry: Registry, batches_of):
+        self._registry = registry
+        self._batches_of = batches_of
+
+    def process(self, element):
+        key, partials = element
+        yield key, merge_partials(self._registry, partials, self._batches_of)
 
 
 @beam.typehints.with_output_types(tuple[Any, SupportStatistic])
@@ -168,20 +190,29 @@ class CountKeyedWindows(beam.PTransform):
     sent to the windows holding it ("IntoWindows", window / period of them) and added there
     ("MergeSlices"). The reader's batches are in the global window already (timestamped, not
     windowed).
+
+    With `batches_of` (`ReadReportBatches.recount()`), the input is the pre-counting reader's
+    ((metric, slice start ms), PartialCount) instead, added by `CountPartialsFn`.
     """
 
-    def __init__(self, registry: Registry, windows: WindowSpec):
+    def __init__(self, registry: Registry, windows: WindowSpec, batches_of=None):
         super().__init__()
         self._registry = registry
         self._windows = windows
+        self._batches_of = batches_of
 
     def expand(self, batches):
         spec = self._windows
-        counted = (batches
-                   | "IntoSlices" >> beam.Map(_slice_key).with_output_types(
-                       tuple[tuple[str, int], ReportBatch])  # so that batches use ReportBatchCoder
+        if self._batches_of is None:
+            sliced = (batches
+                      | "IntoSlices" >> beam.Map(_slice_key).with_output_types(
+                          tuple[tuple[str, int], ReportBatch]))  # batches use ReportBatchCoder
+            count = CountSliceFn(self._registry)
+        else:
+            sliced, count = batches, CountPartialsFn(self._registry, self._batches_of)
+        counted = (sliced
                    | "GroupSlices" >> beam.GroupByKey()
-                   | "CountSupport" >> beam.ParDo(CountSliceFn(self._registry))
+                   | "CountSupport" >> beam.ParDo(count)
                    | "CountReports" >> beam.ParDo(SplitDuplicatesFn(spec.slice_ms))
                    .with_outputs(DUPLICATES, main="statistics"))
         windows = counted.statistics

@@ -11,7 +11,7 @@ reported as `duplicates` on the slice's statistic and becomes a `duplicate` dead
 ids are dropped with the counter: deduplication holds within a slice (for fixed windows, the
 window), not across slices or forever. Two partial statistics that hold the same id cannot be
 added exactly (a statistic cannot remove a report again), so one counter sees every batch of a
-slice.
+slice, or at least every batch holding a repeated id (`ldp_telemetry.ldp.engine.partials`).
 
 Which copy is counted. When a slice holds duplicates, `count_slice` counts its batches in the
 order of their content digests (`batch_digest`), not in the order they arrived, and each
@@ -19,6 +19,9 @@ batch's rows in order: copies that carry the same report (a retried file) give t
 statistic whichever is counted, and copies of an id that carry *different* reports give one
 answer on every runner and every run (the copy in the batch of the smallest digest). A followed
 directory's follower counts the first copy it reads instead (`pipelines.slice_ids`).
+
+A batch job counts each file's reports before the grouping by slice and adds those partial
+statistics exactly afterwards (`ldp_telemetry.ldp.engine.partials`), with the same copies counted.
 
 The Beam steps around it are in `ldp_telemetry.transforms.count`;
 `ldp_telemetry.ldp.engine.window` counts and finalizes one window in process, for evaluations
@@ -140,6 +143,14 @@ class IdSet:
             seen |= level[np.minimum(at, len(level) - 1)] == ids
         return seen
 
+    def array(self) -> np.ndarray:
+        """Every id held, sorted (int64)."""
+        if not self.levels:
+            return np.zeros(0, dtype=np.int64)
+        if len(self.levels) == 1:
+            return self.levels[0]
+        return np.sort(np.concatenate(self.levels))
+
     def add_new(self, ids: np.ndarray) -> np.ndarray:
         """Add `ids`; return the mask of rows to count: the first row of each id not seen before."""
         ids = np.asarray(ids, dtype=np.int64)
@@ -218,6 +229,18 @@ class SliceCounter:
     def result(self) -> SupportStatistic:
         """The slice's statistic so far (metric None when no report was counted)."""
         return self._statistic
+
+    def ids(self) -> np.ndarray:
+        """The distinct report ids counted so far, sorted (int64)."""
+        return self._ids.array()
+
+    def nbytes(self) -> int:
+        """Bytes held: the tables (`statistic_nbytes` of their versions), the integrity
+        samples and the ids counted (8 bytes each)."""
+        metric = self._statistic.metric
+        return sum(self._registry.version(metric, version).statistic_nbytes
+                   + (part.sample.nbytes() if part.sample is not None else 0)
+                   for version, part in self._statistic.parts.items()) + 8 * len(self._ids)
 
 
 def count_slice(registry: Registry, batches: Iterable[ReportBatch]) -> SupportStatistic:

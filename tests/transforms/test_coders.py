@@ -48,23 +48,37 @@ def test_the_registry_gives_the_coder_for_keyed_batches():
     assert key == ("m", 5) and back.columns["value"].tolist() == [1, 2]
 
 
-def test_the_batch_job_sends_batches_to_the_grouping_with_the_coder(tmp_path):
+def test_keyed_counting_sends_batches_to_the_grouping_with_the_coder(tmp_path):
+    """Batches grouped by slice (a batch source other than the file reader) use the coder; the
+    batch job over files counts before the grouping and sends no batch through it."""
     import apache_beam as beam
 
     from ldp_telemetry.ldp.config.registry import parse_registry
     from ldp_telemetry.ldp.config.windows import WindowSpec
     from ldp_telemetry.pipelines.graph import build_pipeline
     from ldp_telemetry.pipelines.job import EstimateJob
+    from ldp_telemetry.transforms.count import CountKeyedWindows
     registry = parse_registry({"metrics": [
         {"name": "m", "protocol": "grr", "epsilon": 1.0, "domain": {"size": 4}}]})
+    spec = WindowSpec.from_seconds(60)
     pipeline = beam.Pipeline()
-    build_pipeline(pipeline, EstimateJob(registry, ("unused.avro",), str(tmp_path),
-                                         WindowSpec.from_seconds(60)))
+    _ = (pipeline | beam.Create([("m", ReportBatch("m", 0, {"value": np.zeros(1, np.int32)}))])
+         | "CountSupport" >> CountKeyedWindows(registry, spec))
     proto = pipeline.to_runner_api().components
     [keyed] = [proto.pcollections[out] for t in proto.transforms.values()
                if t.unique_name.endswith("CountSupport/IntoSlices") for out in t.outputs.values()]
     kv = proto.coders[keyed.coder_id]
     assert "ReportBatchCoder" in kv.component_coder_ids[1]
+
+    pipeline = beam.Pipeline()
+    build_pipeline(pipeline, EstimateJob(registry, ("unused.avro",), str(tmp_path), spec))
+    proto = pipeline.to_runner_api().components
+    [grouped] = [proto.pcollections[name] for t in proto.transforms.values()
+                 if t.unique_name.endswith("CountSupport/GroupSlices")
+                 for name in t.inputs.values()]
+    assert not any(name.endswith("IntoSlices") for name in
+                   (t.unique_name for t in proto.transforms.values()))
+    assert "ReportBatchCoder" not in str(proto.coders[grouped.coder_id])
 
 
 def test_decoded_columns_are_views_of_the_encoded_bytes_at_aligned_offsets():
