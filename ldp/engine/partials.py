@@ -72,7 +72,7 @@ class PartialCount:
         """No id repeated within these reports."""
         return not self.statistic.duplicates
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
         return PartialCount, (self.statistic, self.ids, self.source, self.ordinals)
 
     def __repr__(self) -> str:
@@ -154,7 +154,7 @@ def colliding(ids: Sequence[np.ndarray]) -> np.ndarray:
     Arrays whose ranges [first, last] overlap no other's are never compared; the others are
     merged and compared once (O(m log m) in their m ids)."""
     spans = sorted((a[0], a[-1], i) for i, a in enumerate(ids) if len(a))
-    overlapping = set()
+    overlapping: set[int] = set()
     reach, reacher = None, None  # the largest last id so far, and whose
     for first, last, i in spans:
         if reach is not None and first <= reach:
