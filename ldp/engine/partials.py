@@ -155,7 +155,7 @@ def colliding(ids: Sequence[np.ndarray]) -> np.ndarray:
     merged and compared once (O(m log m) in their m ids)."""
     spans = sorted((a[0], a[-1], i) for i, a in enumerate(ids) if len(a))
     overlapping: set[int] = set()
-    reach, reacher = None, None  # the largest last id so far, and whose
+    reach, reacher = None, -1  # the largest last id so far, and whose
     for first, last, i in spans:
         if reach is not None and first <= reach:
             overlapping.update((i, reacher))
