@@ -14,6 +14,7 @@ The file is written under a temporary name and renamed, as `ReportFile`.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import BinaryIO
 
 from ldp_telemetry.client.encoder import EncodedReports
@@ -39,17 +40,20 @@ class EnvelopeFile(ReportFile):
     def _new_writer(self, handle: BinaryIO) -> EnvelopeWriter:
         return EnvelopeWriter(handle, self.codec, self.block_bytes, self.envelope_reports)
 
-    def write(self, reports: EncodedReports) -> int:
-        """Append the reports of one configuration, in envelopes; returns how many."""
-        if self._writer is None:
+    def write(self, reports: EncodedReports | Iterable[dict]) -> int:
+        """Append the reports of one configuration, in envelopes; returns how many. Typed as
+        `ReportFile.write` (an EnvelopeFile is a ReportFile); report records are refused
+        (InputError): an envelope is made of one configuration's columns."""
+        writer = self._writer
+        if writer is None:
             raise RuntimeError(f"envelope file {self.path} is not open")
+        assert isinstance(writer, EnvelopeWriter)  # what _new_writer made
         if not isinstance(reports, EncodedReports):
             raise InputError(f"an envelope file takes EncodedReports (encode_many), got "
                              f"{type(reports).__name__}", "reports")
         config = reports.config
-        written = self._writer.write(config.name, config.protocol, reports.report_ids,
-                                     reports.event_times_ms, reports.columns,
-                                     config.fingerprint)
+        written = writer.write(config.name, config.protocol, reports.report_ids,
+                               reports.event_times_ms, reports.columns, config.fingerprint)
         self.count += written
         return written
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from types import TracebackType
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from ldp_telemetry.client.durable import sync_folder as _sync_folder
 from ldp_telemetry.client.encoder import EncodedReports
@@ -20,6 +20,13 @@ from ldp_telemetry.schemas.writer import BLOCK_BYTES, ReportWriter
 
 #: Suffix of a report file's name while it is written.
 TEMPORARY_SUFFIX = ".tmp"
+
+
+class FileWriter(Protocol):
+    """What a report file asks of its Avro writer beyond `write`: a per-report `ReportWriter`
+    here, an `EnvelopeWriter` in `client.envelopes.EnvelopeFile` (whose `write` differs)."""
+
+    def flush(self) -> None: ...
 
 
 class ReportFile:
@@ -39,7 +46,7 @@ class ReportFile:
         self.temporary = self.path + TEMPORARY_SUFFIX
         self.codec, self.block_bytes = codec, block_bytes
         self._handle: BinaryIO | None = None
-        self._writer: ReportWriter | None = None
+        self._writer: FileWriter | None = None
         self.count = 0
 
     def open(self) -> ReportFile:
@@ -51,16 +58,18 @@ class ReportFile:
                 self.discard()
         return self
 
-    def _new_writer(self, handle: BinaryIO) -> ReportWriter:
+    def _new_writer(self, handle: BinaryIO) -> FileWriter:
         """The Avro writer of the file's records (per-report records here)."""
         return ReportWriter(handle, self.codec, self.block_bytes)
 
     def write(self, reports: EncodedReports | Iterable[dict]) -> int:
         """Append reports; returns how many."""
-        if self._writer is None:
+        writer = self._writer
+        if writer is None:
             raise RuntimeError(f"report file {self.path} is not open")
+        assert isinstance(writer, ReportWriter)  # _new_writer's (a subclass's overrides write)
         records = reports.records() if isinstance(reports, EncodedReports) else reports
-        written = self._writer.write(records)
+        written = writer.write(records)
         self.count += written
         return written
 

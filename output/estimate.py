@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,7 +131,7 @@ class EstimateRecord:
     fields: frozenset[str] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in _ARRAYS:
             value = getattr(self, name)
             if value is not None and not (isinstance(value, np.ndarray)
@@ -197,6 +197,7 @@ class EstimateRecord:
         problem = record_problem(value)
         if problem is not None:
             raise ValueError(f"not a window estimate: {problem}")
+        assert isinstance(value, dict)  # record_problem found no problem: a JSON object
         return cls._from_fields(value, frozenset(value) - set(REQUIRED_FIELDS))
 
     def to_json(self) -> str:
@@ -215,6 +216,7 @@ class EstimateRecord:
                   "window_end": self.window_end, "n": self.n, "protocol": self.protocol,
                   "epsilon": self.epsilon, "estimate": self.estimate,
                   "pane": self.pane.to_json()}
+        assert self.fields is not None  # __post_init__ gives a record without one its kind's
         for name in KNOWN_FIELDS:
             if name in self.fields and name not in values:
                 value = getattr(self, name)
@@ -246,13 +248,14 @@ class EstimateRecord:
         return avro_values(self.layout())
 
     # -- equality ---------------------------------------------------------------------------------
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         """Two records are equal when they write the same JSON text."""
         if not isinstance(other, EstimateRecord):
             return NotImplemented
         return self.to_json() == other.to_json()
 
-    __hash__ = None  # mutable arrays inside: not hashable
+    # mutable arrays inside: not hashable (None, which `object.__hash__`'s type does not allow)
+    __hash__ = None  # type: ignore[assignment]
 
     @classmethod
     def _from_fields(cls, value: Mapping, present: frozenset[str]) -> EstimateRecord:
@@ -264,7 +267,8 @@ class EstimateRecord:
                    fields=frozenset(present & set(KNOWN_FIELDS)), extra=extra)
 
 
-def records_of(values) -> Iterator[EstimateRecord]:
+def records_of(values: Iterable[EstimateRecord | Mapping | str | bytes],
+               ) -> Iterator[EstimateRecord]:
     """Each of `values` as an EstimateRecord: a record as it is, a mapping (a decoded JSON
     record) read with `EstimateRecord.from_json`."""
     for value in values:
@@ -273,11 +277,11 @@ def records_of(values) -> Iterator[EstimateRecord]:
 
 # -- what a reader can use ----------------------------------------------------------------------
 
-def _is_str(value) -> bool:
+def _is_str(value: object) -> bool:
     return isinstance(value, str)
 
 
-def _is_numbers(values) -> bool:
+def _is_numbers(values: object) -> bool:
     """A list of numbers (`is_number`); a list of floats, what the writers write, is found
     without an ABC check per item."""
     return isinstance(values, list) and (all(type(v) is float for v in values)
@@ -326,7 +330,7 @@ def version_problem(record: Mapping) -> str | None:
     return None
 
 
-def record_problem(record) -> str | None:
+def record_problem(record: object) -> str | None:
     """Why a decoded JSON value is not a window estimate a reader can use, or None.
 
     `window_start` and `window_end` are ISO-8601 times; `estimate` and `std_error` hold one

@@ -18,6 +18,8 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable
 
+import numpy as np
+
 from ldp_telemetry.ldp.integrity.statistics import jump_statistic, summarise
 from ldp_telemetry.output.estimate import EstimateRecord
 
@@ -30,7 +32,9 @@ def with_jump_tests(records: Iterable[EstimateRecord]) -> list[EstimateRecord]:
     """`records` (any order; panes of a window in pane order) with the jump statistic in each
     integrity section, as copies of the records that have a section; same order."""
     records = list(records)
-    windows: dict = defaultdict(dict)  # series -> window start ms -> last pane's record
+    # series -> window bounds (ms) -> last pane's record
+    windows: defaultdict[tuple[str, str, int], dict[tuple[int, int], EstimateRecord]] = (
+        defaultdict(dict))
     for record in records:
         if record.integrity is not None:
             windows[_series_key(record)][(record.start_ms, record.end_ms)] = record
@@ -47,8 +51,11 @@ def with_jump_tests(records: Iterable[EstimateRecord]) -> list[EstimateRecord]:
                    for b in before[-int(section["history"]):]]
         section = copy.deepcopy(dict(section))
         section["statistics"] = [s for s in section["statistics"] if s["name"] != "jump"]
+        # read as jump_statistic reads them (np.asarray): a null array, which no writer writes
+        # beside a section, is a NaN scalar there, as it always was
         section["statistics"].append(jump_statistic(
-            record.unbiased_estimate, record.std_error, earlier, record.labels,
+            np.asarray(record.unbiased_estimate, dtype=np.float64),
+            np.asarray(record.std_error, dtype=np.float64), earlier, record.labels,
             int(section["top_k"]), float(section["level"])))
         out.append(dataclasses.replace(record, integrity=summarise(section)))
     return out

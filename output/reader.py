@@ -15,7 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from ldp_telemetry.ldp.base.errors import ConfigError, InputError
 from ldp_telemetry.ldp.base.times import ms_from_iso
@@ -70,13 +70,16 @@ def _lines(path: str) -> Iterator[tuple[bytes, str]]:
         raise InputError(f"cannot read {path}: {error.strerror}", OUTPUT_FIELD) from None
 
 
-def _checked(raw: bytes, where: str, problem_of, what: str) -> dict:
-    """The JSON value of one line, which `problem_of` finds nothing wrong with; InputError
-    naming the line and `what` it should have been otherwise."""
+def _checked(raw: bytes, where: str, problem_of: Callable[[object], str | None],
+             what: str) -> dict:
+    """The JSON value of one line, which `problem_of` (one that rejects any value but an
+    object) finds nothing wrong with; InputError naming the line and `what` it should have been
+    otherwise."""
     value = _json(raw, where)
     problem = problem_of(value)
     if problem:
         raise InputError(f"{where}: not {what}: {problem}", OUTPUT_FIELD)
+    assert isinstance(value, dict)  # problem_of rejects a value that is not an object
     return value
 
 
@@ -93,7 +96,7 @@ def _entry(raw: bytes, where: str) -> dict:
     return _checked(raw, where, pane_entry_problem, "a pane-log entry")
 
 
-def _json(raw: bytes, where: str):
+def _json(raw: bytes, where: str) -> object:
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as error:
@@ -121,7 +124,7 @@ def read_pane_log(output_dir: str) -> list[dict]:
     return [_entry(raw, where) for raw, where in _lines(path) if raw.endswith(b"\n")]
 
 
-def pane_entry_problem(entry) -> str | None:
+def pane_entry_problem(entry: object) -> str | None:
     """Why a decoded JSON value is not a pane-log entry, or None. An entry holds `metric`,
     `window_start`, `window_end` (ISO-8601), `pane` (with an integer `index`), the integer `n`
     and the pane file's `path` relative to the output folder (checked when it is read)."""
@@ -196,7 +199,8 @@ def version_preference(record: EstimateRecord) -> tuple[int, int]:
     label = record.version
     if label == COMBINED:
         return 2, 0
-    return (1, int(record.config_version)) if label else (0, 0)
+    version = record.config_version  # None exactly when the label is ""
+    return (0, 0) if version is None else (1, int(version))
 
 
 def latest_by_window(records: list[EstimateRecord], metric: str, version: str | None = None,

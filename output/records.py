@@ -15,13 +15,18 @@ promises one device per report, per day and over a lifetime (`ldp_telemetry.ldp.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from ldp_telemetry.ldp.config.budget import privacy_budget
-from ldp_telemetry.ldp.engine.finalize import NumericWindowResult, StringWindowResult
+from ldp_telemetry.ldp.config.registry import MetricConfig
+from ldp_telemetry.ldp.engine.finalize import (NumericWindowResult, StringWindowResult,
+                                               WindowResult)
 from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, WIENER_NO_BAND
-from ldp_telemetry.ldp.protocols.base import FREQUENCY
+from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.output.compact import IndexLabels
 from ldp_telemetry.output.estimate import FREQUENCY_FIELDS, EstimateRecord, Pane
@@ -31,7 +36,8 @@ from ldp_telemetry.output.layout import COMBINED
 BATCH_PANE = Pane()
 
 
-def window_estimate_record(config, result, start_ms: int, end_ms: int, pane: Pane = BATCH_PANE,
+def window_estimate_record(config: MetricConfig, result: WindowResult | NumericWindowResult,
+                           start_ms: int, end_ms: int, pane: Pane = BATCH_PANE,
                            integrity: dict | None = None) -> EstimateRecord:
     """The record of one window [start_ms, end_ms) of the metric `config` (a registry
     MetricConfig) from its `result` (`ldp.engine.finalize`).
@@ -66,8 +72,8 @@ def window_estimate_record(config, result, start_ms: int, end_ms: int, pane: Pan
         fields=FREQUENCY_FIELDS | {"band_reasons"} if no_band else None)
 
 
-def numeric_estimate_record(config, result: NumericWindowResult, start_ms: int, end_ms: int,
-                            pane: Pane = BATCH_PANE) -> EstimateRecord:
+def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, start_ms: int,
+                            end_ms: int, pane: Pane = BATCH_PANE) -> EstimateRecord:
     """The record of a numeric metric: the common fields, then the distribution over its buckets.
 
     `estimate`: B probabilities of the buckets [bucket_edges[i], bucket_edges[i+1]);
@@ -97,8 +103,8 @@ def numeric_estimate_record(config, result: NumericWindowResult, start_ms: int, 
                       if band.reason is not None})
 
 
-def string_estimate_record(config, result: StringWindowResult, start_ms: int, end_ms: int,
-                           pane: Pane = BATCH_PANE) -> EstimateRecord:
+def string_estimate_record(config: MetricConfig, result: StringWindowResult, start_ms: int,
+                           end_ms: int, pane: Pane = BATCH_PANE) -> EstimateRecord:
     """The record of a string metric: the common fields, then the window's heavy hitters, best
     first, as `labels` (the strings), `estimate` (= `unbiased_estimate`: their frequencies) and
     `std_error`; `heavy_hitters` says how they were found (top, threshold, width, reports per
@@ -120,8 +126,8 @@ def string_estimate_record(config, result: StringWindowResult, start_ms: int, en
                        "reason": found.reason})
 
 
-def combined_estimate_record(configs, combined: CombinedResult, start_ms: int, end_ms: int,
-                             pane: Pane = BATCH_PANE) -> EstimateRecord:
+def combined_estimate_record(configs: Sequence[MetricConfig], combined: CombinedResult,
+                             start_ms: int, end_ms: int, pane: Pane = BATCH_PANE) -> EstimateRecord:
     """The record of a window's combined estimate over the versions `configs` (MetricConfigs,
     oldest first) of one metric: `estimate` and `unbiased_estimate` are the combined unbiased
     estimate of the shared `labels`, `std_error` its exact standard error; `protocol` is
@@ -155,7 +161,7 @@ def combined_estimate_record(configs, combined: CombinedResult, start_ms: int, e
         band_method=BAND_EXACT)
 
 
-def chosen_postprocess(choice) -> dict:
+def chosen_postprocess(choice: Any) -> dict:  # a replay.Choice, or None
     """The record's report of a replay's choice (ldp_telemetry.ldp.estimation.replay.Choice):
     `chosen` (the method run) and `expected_mse` (each candidate's replayed mean squared error
     for the query); nothing for a fixed method."""
@@ -164,7 +170,7 @@ def chosen_postprocess(choice) -> dict:
     return {"chosen": choice.method, "expected_mse": dict(choice.expected_mse)}
 
 
-def frequency_band_method(result) -> str:
+def frequency_band_method(result: WindowResult) -> str:
     """The band of a frequency record: the exact variance of the unbiased estimate ([Wang20]
     journal eq. 2); none for a Wiener filter, whose fixed-gain standard error leaves out its
     bias (the record keeps that error, and says why it has no band in `band_reasons`)."""
@@ -172,24 +178,27 @@ def frequency_band_method(result) -> str:
     return BAND_NONE if output is not None and output.std_error is not None else BAND_EXACT
 
 
-def support_facts(config, n: int) -> dict:
+def support_facts(config: MetricConfig, n: int) -> dict:
     """`p_star`, `q_star` and `smallest_resolvable` of a window of n reports of the metric
     `config`: the protocol's own for a frequency oracle, None for a numeric metric."""
     if config.kind != FREQUENCY:
         return {"p_star": None, "q_star": None, "smallest_resolvable": None}
-    p_star, q_star = float(config.protocol.p_star), float(config.protocol.q_star)
+    protocol = config.protocol
+    assert isinstance(protocol, FrequencyOracle), "a frequency metric's protocol is an oracle"
+    p_star, q_star = float(protocol.p_star), float(protocol.q_star)
     return {"p_star": p_star, "q_star": q_star,
             "smallest_resolvable": smallest_resolvable(p_star, q_star, int(n))}
 
 
-def _labels(config):
+def _labels(config: MetricConfig) -> Sequence[str]:
     """The metric's labels without a string per value of a sized domain (`IndexLabels`)."""
     if config.labels is None and config.kind == FREQUENCY:
         return IndexLabels(config.d)
     return config.value_labels
 
 
-def _common_fields(config, result, start_ms: int, end_ms: int, pane: Pane) -> dict:
+def _common_fields(config: MetricConfig, result: WindowResult | NumericWindowResult,
+                   start_ms: int, end_ms: int, pane: Pane) -> dict:
     """The fields every window-estimate record has, whatever the metric's kind."""
     return {
         "metric": config.name,

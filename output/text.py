@@ -43,7 +43,7 @@ def metric_title(record: EstimateRecord) -> str:
     ``flight.dest combined v1+v2`` (just the metric for a record without versions)."""
     version = record.version
     metric = printable(record.metric)
-    if version == COMBINED:
+    if record.combined_versions is not None:  # its version is COMBINED
         return f"{metric} {COMBINED} " + "+".join(f"v{v}" for v in record.combined_versions)
     return f"{metric} {version}" if version else metric
 
@@ -67,9 +67,11 @@ def format_top(record: EstimateRecord, k: int = 5) -> str:
     the window is under-resolved (`output.resolution`)."""
     if record.numeric:
         return format_numeric(record)
-    estimate, error = record.estimate, record.std_error
+    estimate, error, post = record.estimate, record.std_error, record.postprocess
+    # a frequency oracle's record has both (record_problem requires them of one read back)
+    assert error is not None and post is not None, "a frequency record without its errors"
     top = np.argsort(-estimate, kind="stable")[:k]
-    method = record.postprocess["method"]
+    method = post["method"]
     estimator = (record.estimator or {}).get("method", "unbiased")
     if estimator != "unbiased":
         method = f"{estimator} + {method}"
@@ -95,6 +97,7 @@ def format_numeric(record: EstimateRecord) -> str:
     bias-corrected band need not be centred on the estimate) and "no band" where it has none;
     a record written before the field shows estimate ± z · bootstrap standard error."""
     estimator = record.estimator
+    assert estimator is not None, "a numeric record names its estimator (every writer's does)"
     method = record.band_method
     lines = [f"{metric_title(record)}  [{record.window_start} .. {record.window_end})  "
              f"n={record.n:,}  {record.protocol} ε={record.epsilon:g}  "
@@ -109,9 +112,9 @@ def format_numeric(record: EstimateRecord) -> str:
         return "" if error is None or error != error else f" ± {half_width95(error):.4g}"
     lines.append(f"    {'mean':>12}  {record.mean:.4g}"
                  f"{bar('mean', record.mean_std_error)}")
-    errors = record.quantile_std_errors or {}
-    for level in ("0.1", "0.25", "0.5", "0.75", "0.9") if record.quantiles else ():
-        lines.append(f"    {'q' + level:>12}  {record.quantiles[level]:.4g}"
+    errors, quantiles = record.quantile_std_errors or {}, record.quantiles or {}
+    for level in ("0.1", "0.25", "0.5", "0.75", "0.9") if quantiles else ():
+        lines.append(f"    {'q' + level:>12}  {quantiles[level]:.4g}"
                      f"{bar(level, errors.get(level))}")
     return "\n".join(lines)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 from fastavro.write import Writer
@@ -43,12 +43,17 @@ from ldp_telemetry.schemas.compatibility import ENVELOPE_RECORD
 from ldp_telemetry.schemas.limits import DecodeLimits
 from ldp_telemetry.schemas.writer import BLOCK_BYTES
 
+if TYPE_CHECKING:
+    from ldp_telemetry.ldp.protocols.base import FrequencyOracle
+    from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
+
 #: The layout version this module writes and reads.
 ENVELOPE_LAYOUT = 1
 #: Full Avro name of the envelope record: how a reader tells envelope files from report files.
 ENVELOPE_NAME = ENVELOPE_RECORD
 _ID_TIME = np.dtype("<i8")
-_FIXED = {"int": np.dtype("<i4"), "long": np.dtype("<i8"), "double": np.dtype("<f8")}
+_FIXED: dict[str, np.dtype] = {"int": np.dtype("<i4"), "long": np.dtype("<i8"),
+                               "double": np.dtype("<f8")}
 
 
 class MalformedEnvelope(ValueError):
@@ -114,7 +119,7 @@ def _payload_fields(record: str) -> tuple[tuple[str, str], ...]:
                  for f in branch["fields"])
 
 
-def payload_columns(protocol) -> tuple[Column, ...]:
+def payload_columns(protocol: FrequencyOracle | NumericProtocol) -> tuple[Column, ...]:
     """The envelope columns of `protocol`'s payload, in the payload record's field order."""
     columns = []
     for name, kind in _payload_fields(protocol.payload_record):
@@ -127,13 +132,16 @@ def payload_columns(protocol) -> tuple[Column, ...]:
     return tuple(columns)
 
 
-def _inner(protocol):
-    """The frequency oracle a numeric protocol bins into (itself otherwise)."""
+def _inner(protocol: FrequencyOracle | NumericProtocol) -> Any:
+    """The frequency oracle a numeric protocol bins into (itself otherwise). Typed Any: its
+    width (`n_bytes` of a bit vector, `k` of a subset) follows from its payload record, which
+    the types do not tie to the class."""
     return getattr(protocol, "inner", protocol)
 
 
-def envelope_record(metric: str, protocol, report_ids: np.ndarray, event_times_ms: np.ndarray,
-                    columns: Columns, fingerprint: bytes | None = None) -> dict:
+def envelope_record(metric: str, protocol: FrequencyOracle | NumericProtocol,
+                    report_ids: np.ndarray, event_times_ms: np.ndarray, columns: Columns,
+                    fingerprint: bytes | None = None) -> dict:
     """The envelope record (schemas/envelope.avsc) of one batch of reports of `metric`."""
     ids = np.asarray(report_ids, dtype=np.int64)
     times = np.asarray(event_times_ms, dtype=np.int64)
@@ -188,14 +196,14 @@ def check_header(record: dict, max_reports: int) -> int:
     if layout != ENVELOPE_LAYOUT:
         raise MalformedEnvelope(f"layout version {layout}; this reader reads layout "
                                 f"{ENVELOPE_LAYOUT}")
-    count = record["count"]
+    count: int = record["count"]  # the schema's long
     if not 0 <= count <= max_reports:
         raise MalformedEnvelope(f"count {count} is outside [0, --max-envelope-reports "
                                 f"{max_reports}]")
     return count
 
 
-def decode_columns(record: dict, protocol, count: int
+def decode_columns(record: dict, protocol: FrequencyOracle | NumericProtocol, count: int
                    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """(report ids, event times, payload columns) of an envelope of `protocol`'s payload, as
     views of its bytes; MalformedEnvelope naming the field whose size disagrees with `count`."""
@@ -226,7 +234,7 @@ DEFAULT_ENVELOPE_REPORTS = 10_000
 MAX_WRITTEN_ENVELOPE_REPORTS = DecodeLimits().max_envelope_reports
 
 
-def envelope_reports_problem(value) -> str | None:
+def envelope_reports_problem(value: object) -> str | None:
     """Why `value` is not a number of reports per written envelope (a phrase), or None."""
     if not is_positive_int(value) or value > MAX_WRITTEN_ENVELOPE_REPORTS:
         return (f"must be an integer in [1, {MAX_WRITTEN_ENVELOPE_REPORTS:,}] "
@@ -250,8 +258,9 @@ class EnvelopeWriter:
         self.count = 0
         self.envelopes = 0
 
-    def write(self, metric: str, protocol, report_ids: np.ndarray, event_times_ms: np.ndarray,
-              columns: Columns, fingerprint: bytes | None = None) -> int:
+    def write(self, metric: str, protocol: FrequencyOracle | NumericProtocol,
+              report_ids: np.ndarray, event_times_ms: np.ndarray, columns: Columns,
+              fingerprint: bytes | None = None) -> int:
         """Append the reports of one metric configuration, in envelopes; returns how many."""
         n = len(report_ids)
         for start in range(0, n, self.envelope_reports):
@@ -267,7 +276,8 @@ class EnvelopeWriter:
         self._writer.flush()
 
 
-def write_envelopes(path: str | BinaryIO, metric: str, protocol, report_ids: np.ndarray,
+def write_envelopes(path: str | BinaryIO, metric: str,
+                    protocol: FrequencyOracle | NumericProtocol, report_ids: np.ndarray,
                     event_times_ms: np.ndarray, columns: Columns, codec: str = "null",
                     envelope_reports: int = DEFAULT_ENVELOPE_REPORTS,
                     fingerprint: bytes | None = None) -> int:
@@ -281,8 +291,9 @@ def write_envelopes(path: str | BinaryIO, metric: str, protocol, report_ids: np.
                           envelope_reports, fingerprint)
 
 
-def _write_all(handle, metric, protocol, ids, times, columns, codec, envelope_reports,
-               fingerprint) -> int:
+def _write_all(handle: BinaryIO, metric: str, protocol: FrequencyOracle | NumericProtocol,
+               ids: np.ndarray, times: np.ndarray, columns: Columns, codec: str,
+               envelope_reports: int, fingerprint: bytes | None) -> int:
     writer = EnvelopeWriter(handle, codec, envelope_reports=envelope_reports)
     writer.write(metric, protocol, np.asarray(ids), np.asarray(times), columns, fingerprint)
     writer.flush()

@@ -44,12 +44,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from ldp_telemetry.ldp.base.errors import ConfigError, RegistryError
 from ldp_telemetry.ldp.base.validation import MAX_DOMAIN_SIZE, is_int
 from ldp_telemetry.ldp.config.cost import aggregation_rate_problem, cost_model
 from ldp_telemetry.ldp.config.memoize import MAX_MEMO_VALUES
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
+
+if TYPE_CHECKING:  # imported where it is used (`_two_stage`): a name for the checker only
+    from ldp_telemetry.ldp.protocols.memoized import TwoStage
 
 _TIE = 1e-9
 
@@ -130,9 +134,10 @@ def _choose(rows: list[ProtocolPlan], max_bytes: int | None,
                 and r.reports_per_second >= rate]
         if not fast:
             measured = [r for r in allowed if r.reports_per_second is not None]
-            best = max(measured, key=lambda r: r.reports_per_second, default=None)
-            fastest = ("no protocol is measured" if best is None else
-                       f"the fastest, {best.protocol}, counts {best.reports_per_second:,.0f}")
+            top = max(measured, key=lambda r: r.reports_per_second or 0.0,  # each is measured
+                      default=None)
+            fastest = ("no protocol is measured" if top is None else
+                       f"the fastest, {top.protocol}, counts {top.reports_per_second:,.0f}")
             raise ConfigError(f"aggregation_rate: no protocol counts {rate:,.0f} reports per "
                               f"second per core ({fastest})", "aggregation_rate")
         allowed = fast
@@ -216,9 +221,10 @@ def two_stage_plan(report_epsilon: float, lifetime_epsilon: float, d: int, n: in
         seen_g = set()
         for rule in rules:
             two = _two_stage(name, report_epsilon, d, lifetime_epsilon, rule)
-            if rule is not None and two.g in seen_g:
+            g = getattr(two, "g", None)  # a local-hashing oracle's (the others have no g)
+            if rule is not None and g in seen_g:
                 continue  # LOLOHA's g is the one-report g here: one row says it
-            seen_g.add(getattr(two, "g", None))
+            seen_g.add(g)
             distinct = two.prr_items if max_values is None else min(max_values, two.prr_items)
             n_mse = two.n_mse()
             construction = ("LOLOHA's own g (g: loloha)" if rule == LOLOHA_G
@@ -235,7 +241,7 @@ def two_stage_plan(report_epsilon: float, lifetime_epsilon: float, d: int, n: in
 
 
 def _two_stage(name: str, report_epsilon: float, d: int, lifetime_epsilon: float,
-               g_rule: str | None):
+               g_rule: str | None) -> TwoStage:
     """The two-stage protocol, a bad ε∞ a ConfigError on the plan's setting."""
     from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
     try:

@@ -40,6 +40,7 @@ from ldp_telemetry.ldp.config.registry import Registry
 from ldp_telemetry.ldp.engine.batches import REPORT_ID, DeadLetter, ReportBatch
 from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.ldp.integrity import accumulate as integrity
+from ldp_telemetry.ldp.integrity.sample import ReportSample
 
 #: The name of the stream of `duplicate` dead letters (a tagged output of the Beam steps).
 DUPLICATES = "duplicates"
@@ -53,12 +54,12 @@ class VersionStatistic:
 
     __slots__ = ("n", "table", "sample")
 
-    def __init__(self, n: int, table, sample=None):
+    def __init__(self, n: int, table: np.ndarray, sample: ReportSample | None = None) -> None:
         self.n = n
         self.table = table
         self.sample = sample
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[VersionStatistic], tuple]:
         return VersionStatistic, (self.n, self.table, self.sample)
 
 
@@ -109,7 +110,7 @@ class SupportStatistic:
         self.duplicate_ids = (self.duplicate_ids + other.duplicate_ids)[:DUPLICATE_EXAMPLES]
         return self
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[SupportStatistic], tuple]:
         return SupportStatistic, (self.metric, self.parts, self.duplicates, self.duplicate_ids)
 
     def __repr__(self) -> str:
@@ -206,8 +207,8 @@ class SliceCounter:
             statistic.metric = batch.metric
         columns = batch.columns
         ids = columns.get(REPORT_ID)
-        if REPORT_ID in columns:
-            keep = self._ids.add_new(columns[REPORT_ID])
+        if ids is not None:
+            keep = self._ids.add_new(ids)
             columns = {k: v for k, v in columns.items() if k != REPORT_ID}
             if not keep.all():
                 repeated = batch.columns[REPORT_ID][~keep]

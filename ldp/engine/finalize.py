@@ -20,8 +20,11 @@ from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_
                                                       Band, BootstrapErrors, bias_corrected_bands,
                                                       no_bands, Z95, parametric_bootstrap,
                                                       uncalibrated_statistics)
-from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS
+from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS, FrequencyOracle
+from ldp_telemetry.ldp.protocols.mean_mechanisms import MeanMechanism
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, standard_error, unbiased_estimate
+from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
+from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,8 @@ class WindowResult:
     postprocess_choice: Choice | None = None
 
 
-def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int) -> WindowResult:
+def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int
+                    ) -> WindowResult | NumericWindowResult:
     """Estimate the window's distribution from the protocol's sufficient statistic.
 
     unbiased: f~ = (c/n - q*)/(p* - q*) ([Wang20] journal §2); estimate: the metric's estimator
@@ -63,6 +67,7 @@ def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int) -> Wind
     if config.kind == STRINGS:
         return finalize_string_window(config, statistic, n)
     protocol = config.protocol
+    assert isinstance(protocol, FrequencyOracle), "a metric that is not numeric has an oracle"
     noise = protocol.noise(n)
     counts = np.asarray(protocol.support_counts(statistic), dtype=np.int64)
     unbiased = unbiased_estimate(counts, noise)
@@ -107,13 +112,13 @@ class NumericWindowResult:
     estimate: np.ndarray
     bucket_edges: np.ndarray
     mean: float
-    variance: float
+    variance: float | None  # None: a mean-only protocol whose reports carry none (SR)
     quantiles: dict
     errors: BootstrapErrors
     estimator: EstimatorOutput
     band_method: str = BAND_NONE
     #: statistic (ldp_telemetry.ldp.estimation.uncertainty.BAND_STATISTICS) -> Band
-    bands: dict = None
+    bands: dict | None = None
 
 
 #: Estimators whose numeric bands are calibrated (bias-corrected bootstrap through EM).
@@ -130,9 +135,11 @@ def interval_fit(config: MetricConfig):
     params = dict(spec.params)
     tolerance = params.get("tolerance") if spec.method == "em" else None
     tolerance = paper_tolerance(protocol.epsilon, False) if tolerance is None else tolerance
+    # EMS and EM are the Square Wave protocols' estimators (their `estimators`)
+    assert isinstance(protocol, (SquareWave, DiscreteSquareWave)), "a calibrated band's protocol"
     channel = protocol.channel()
 
-    def fit(counts):
+    def fit(counts: np.ndarray) -> np.ndarray:
         return expectation_maximisation(channel, counts, smoothing=False,
                                         tolerance=float(tolerance),
                                         max_iterations=params["max_iterations"]).estimate
@@ -172,6 +179,7 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
     (ldp_telemetry.ldp.estimation.uncertainty).
     """
     protocol, spec = config.protocol, config.estimator
+    assert isinstance(protocol, NumericProtocol), "a numeric metric's protocol"
     edges = config.bucket_edges
     counts = np.asarray(statistic)
     params = dict(spec.params)
@@ -181,7 +189,9 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
         nan = float("nan")
         estimate = np.full(config.d, nan)
         output = EstimatorOutput(estimate)
-        errors = parametric_bootstrap(None, 0, None, edges, params.get("bootstrap", 0), 0)
+        # n = 0: parametric_bootstrap returns NaN errors before it would resample or estimate
+        errors = parametric_bootstrap(None, 0, None, edges,  # type: ignore[arg-type]
+                                      params.get("bootstrap", 0), 0)
         return NumericWindowResult(0, estimate, edges, nan, nan,
                                    {key: nan for key in QUANTILE_LEVELS}, errors, output,
                                    BAND_NONE, no_bands("no band: no reports"))
@@ -203,15 +213,19 @@ def _finalize_mean_only(config: MetricConfig, statistic: np.ndarray, n: int
     """SR / PM: the mean in metric units and its closed-form standard error; no histogram
     (`estimate` and `quantiles` are empty). `variance`: PM's estimate of the values' variance
     from the reports' second moment; None for SR, whose reports (±1/(p − q)) carry none."""
-    scale = 0.5 * (config.high - config.low)  # t = 2v − 1 in [−1, 1] -> [low, high]
+    protocol, low, high = config.protocol, config.low, config.high
+    assert isinstance(protocol, MeanMechanism), "a mean-only protocol (its `mean_only`)"
+    assert low is not None and high is not None, "a numeric metric has its range"
+    scale = 0.5 * (high - low)  # t = 2v − 1 in [−1, 1] -> [low, high]
     variance = None
     if n == 0:
         output = EstimatorOutput(np.array([np.nan]), std_error=np.array([np.nan]))
     else:
         output = config.estimator.run(statistic, n, config.protocol)
-        variance_of_t = config.protocol.variance_of_t(statistic, n)
+        variance_of_t = protocol.variance_of_t(statistic, n)
         variance = None if variance_of_t is None else scale ** 2 * variance_of_t
-    mean = config.low + scale * (float(output.estimate[0]) + 1.0)
+    mean = low + scale * (float(output.estimate[0]) + 1.0)
+    assert output.std_error is not None, "the mean estimator gives its standard error"
     errors = BootstrapErrors(0, np.zeros(0), scale * float(output.std_error[0]), {})
     bands = no_bands(f"no band: protocol {config.protocol.name!r} estimates the mean only")
     mean_band = Band(None, None, "no band: no reports")

@@ -192,6 +192,8 @@ class WindowEstimate:
         labels = tuple(record.labels)
         protocol = make_protocol(record.protocol, float(record.epsilon), len(labels))
         post = record.postprocess
+        if post is None:  # every writer writes one; TypeError, as subscripting None raised
+            raise TypeError(f"the record of metric {record.metric!r} has no postprocess section")
         spec = PostprocessSpec(post["method"], tuple((post.get("params") or {}).items()))
         chosen = record.estimator or {"method": "unbiased"}
         estimator = EstimatorSpec(chosen["method"], tuple((chosen.get("params") or {}).items()))

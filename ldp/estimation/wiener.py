@@ -50,8 +50,10 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -60,11 +62,11 @@ from ldp_telemetry.ldp.base.validation import is_finite_number, is_int
 from ldp_telemetry.ldp.estimation.estimators import METHODS, EstimatorMethod, EstimatorOutput
 from ldp_telemetry.ldp.estimation.postprocess import error_plug_in, project_to_simplex
 from ldp_telemetry.ldp.protocols import hashing
-from ldp_telemetry.ldp.protocols.base import FREQUENCY
+from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, standard_error
 
 
-def _fft():
+def _fft() -> ModuleType:
     """scipy.fft, imported on first use: the Beam-free client library loads no scipy."""
     from scipy import fft
 
@@ -89,7 +91,7 @@ _AMRP_KEPT_CELLS = 1 << 21
 
 
 @functools.lru_cache(maxsize=256)
-def support_covariances(protocol) -> tuple[float, float]:
+def support_covariances(protocol: FrequencyOracle) -> tuple[float, float]:
     """(c1, c0): covariance of one report's support indicators of two distinct values u != v
     when the user holds u (c1) and when the user holds neither (c0).
 
@@ -118,7 +120,7 @@ def theorem3_noise_power(noise: SupportNoise, d: int) -> np.ndarray:
     return power
 
 
-def noise_power_spectrum(protocol, n: int) -> np.ndarray:
+def noise_power_spectrum(protocol: FrequencyOracle, n: int) -> np.ndarray:
     """Exact E|N_k|^2, k = 0..d-1, for n reports of `protocol`: eq. 20 plus the support
     covariances of one report (module docstring; equal to eq. 20 for unary encoding and local
     hashing, P_0 = 0 for GRR and fixed-size subsets)."""
@@ -133,7 +135,7 @@ def noise_power_spectrum(protocol, n: int) -> np.ndarray:
     return power
 
 
-def estimate_noise_level(protocol, noise: SupportNoise) -> float:
+def estimate_noise_level(protocol: FrequencyOracle, noise: SupportNoise) -> float:
     """S = P_n / (p* - q*)^2: the white noise power of F~_k for k != 0 (frequency units)."""
     return float(noise_power_spectrum(protocol, noise.n)[1 % protocol.d]
                  / (noise.p_star - noise.q_star) ** 2)
@@ -261,7 +263,8 @@ class SeededPermutations:
             yield amrp_permutations(self.seed, min(step, self.count - first), self.d, first)
 
 
-def _permutation_blocks(permutations) -> Iterator[np.ndarray]:
+def _permutation_blocks(permutations: SeededPermutations | np.ndarray
+                        ) -> Iterator[np.ndarray]:
     if isinstance(permutations, SeededPermutations):
         yield from permutations.blocks()
         return
@@ -282,7 +285,7 @@ class AmrpFilter:
 
     unbiased: np.ndarray
     noise_level: float
-    permutations: object
+    permutations: SeededPermutations | np.ndarray
 
     @property
     def count(self) -> int:
@@ -316,7 +319,8 @@ class AmrpFilter:
             total += restored.sum(axis=0)
         return total / self.count
 
-    def standard_error(self, unbiased: np.ndarray, noise: SupportNoise, protocol) -> np.ndarray:
+    def standard_error(self, unbiased: np.ndarray, noise: SupportNoise,
+                       protocol: FrequencyOracle) -> np.ndarray:
         """Approximate standard error at these gains (amrp_standard_error)."""
         d = self.unbiased.size
         plug_in = project_to_simplex(unbiased)
@@ -337,7 +341,8 @@ class AmrpFilter:
                                    off_sum / lags, off_squares / lags, count)
 
 
-def amrp(unbiased: np.ndarray, noise_level: float, permutations) -> np.ndarray:
+def amrp(unbiased: np.ndarray, noise_level: float,
+         permutations: SeededPermutations | np.ndarray) -> np.ndarray:
     """Average of Multiple Random Permutations ([Fang23] §IV-C, DW-AMRP): DW on f~ reordered by
     each permutation, each result put back in the original order, averaged. Vectorised over
     the permutations of a block and their values."""
@@ -349,14 +354,14 @@ def amrp(unbiased: np.ndarray, noise_level: float, permutations) -> np.ndarray:
 # Standard errors
 
 
-def covariance_terms(protocol, noise: SupportNoise) -> tuple[float, float]:
+def covariance_terms(protocol: FrequencyOracle, noise: SupportNoise) -> tuple[float, float]:
     """(beta', gamma'): Cov(f~_u, f~_v) = beta' + gamma' (f_u + f_v) for u != v."""
     c1, c0 = support_covariances(protocol)
     scale = noise.n * (noise.p_star - noise.q_star) ** 2
     return c0 / scale, (c1 - c0) / scale
 
 
-def filtered_standard_error(unbiased: np.ndarray, noise: SupportNoise, protocol,
+def filtered_standard_error(unbiased: np.ndarray, noise: SupportNoise, protocol: FrequencyOracle,
                             gain: np.ndarray) -> np.ndarray:
     """Standard error of A f~ for the circulant filter of rfft `gain` (gain[0] = 1), at its
     fixed gains (module docstring), f plugged in as the Norm-Sub projection of f~."""
@@ -371,7 +376,7 @@ def filtered_standard_error(unbiased: np.ndarray, noise: SupportNoise, protocol,
     return np.sqrt(np.maximum(spread + beta + 2 * gamma * filtered_f, 0.0))
 
 
-def amrp_standard_error(unbiased: np.ndarray, noise: SupportNoise, protocol,
+def amrp_standard_error(unbiased: np.ndarray, noise: SupportNoise, protocol: FrequencyOracle,
                         image_of_plug_in: np.ndarray, diagonal: float, m1: float, m2: float,
                         count: int) -> np.ndarray:
     """Approximate standard error of AMRP at its fixed gains.
@@ -404,7 +409,8 @@ class FixedGainFilter:
         values = np.asarray(values, dtype=np.float64)
         return _fft().irfft(self.gains * _fft().rfft(values), n=values.size)
 
-    def standard_error(self, unbiased: np.ndarray, noise: SupportNoise, protocol) -> np.ndarray:
+    def standard_error(self, unbiased: np.ndarray, noise: SupportNoise,
+                       protocol: FrequencyOracle) -> np.ndarray:
         """Exact standard error of A f~ at these gains (filtered_standard_error)."""
         return filtered_standard_error(unbiased, noise, protocol, self.gains)
 
@@ -421,12 +427,12 @@ class Fit:
     kept: np.ndarray | None = None
 
 
-def _fit_dw(unbiased, level, noise) -> Fit:
+def _fit_dw(unbiased: np.ndarray, level: float, noise: SupportNoise) -> Fit:
     estimate, gain = direct_wiener(unbiased, level)
     return Fit(estimate, FixedGainFilter(gain))
 
 
-def _fit_iiw(unbiased, level, noise, iterations: int) -> Fit:
+def _fit_iiw(unbiased: np.ndarray, level: float, noise: SupportNoise, iterations: int) -> Fit:
     estimate, gain, change = iterative_wiener(unbiased, level, iterations)
     return Fit(estimate, FixedGainFilter(gain), iterations, change)
 
@@ -436,32 +442,36 @@ def iiw_g_initial_power(unbiased: np.ndarray, noise: SupportNoise) -> np.ndarray
     return (noise.p_star - noise.q_star) ** 2 * np.abs(_fft().rfft(unbiased)) ** 2
 
 
-def _fit_iiw_g(unbiased, level, noise, iterations: int) -> Fit:
+def _fit_iiw_g(unbiased: np.ndarray, level: float, noise: SupportNoise,
+               iterations: int) -> Fit:
     estimate, gain, change = iterative_wiener(unbiased, level, iterations,
                                               iiw_g_initial_power(unbiased, noise))
     return Fit(estimate, FixedGainFilter(gain), iterations, change)
 
 
-def _fit_amrp(unbiased, level, noise, permutations: int, seed: int) -> Fit:
+def _fit_amrp(unbiased: np.ndarray, level: float, noise: SupportNoise, permutations: int,
+              seed: int) -> Fit:
     frozen = AmrpFilter(unbiased, level, SeededPermutations(seed, permutations, unbiased.size))
     return Fit(frozen(unbiased), frozen)
 
 
-def _fit_smooth(unbiased, level, noise) -> Fit:
+def _fit_smooth(unbiased: np.ndarray, level: float, noise: SupportNoise) -> Fit:
     return Fit(smooth(unbiased), FixedGainFilter(smoothing_gain(np.size(unbiased))))
 
 
-def _fit_gf_dw(unbiased, level, noise, sigma: float) -> Fit:
+def _fit_gf_dw(unbiased: np.ndarray, level: float, noise: SupportNoise, sigma: float) -> Fit:
     estimate, gain = gaussian_wiener(unbiased, level, sigma)
     return Fit(estimate, FixedGainFilter(gain))
 
 
-_FITS = {"dw": _fit_dw, "iiw": _fit_iiw, "iiw-g": _fit_iiw_g, "amrp": _fit_amrp,
-         "smooth": _fit_smooth, "gf-dw": _fit_gf_dw}
+#: method -> its fit (unbiased, noise level, noise, then the method's own parameters)
+_FITS: dict[str, Callable[..., Fit]] = {
+    "dw": _fit_dw, "iiw": _fit_iiw, "iiw-g": _fit_iiw_g, "amrp": _fit_amrp,
+    "smooth": _fit_smooth, "gf-dw": _fit_gf_dw}
 
 
-def fit(method: str, unbiased: np.ndarray, noise: SupportNoise, protocol,
-        keep_extremes: bool = False, **params) -> Fit:
+def fit(method: str, unbiased: np.ndarray, noise: SupportNoise, protocol: FrequencyOracle,
+        keep_extremes: bool = False, **params: Any) -> Fit:
     """Run Wiener-family `method` with `params` on one window's unbiased estimate; with
     `keep_extremes`, the values it over-suppressed keep the unbiased estimate
     (`extreme_values`, named in `Fit.kept`)."""
@@ -500,8 +510,9 @@ def extreme_values(unbiased: np.ndarray, estimate: np.ndarray,
     return residual - centre > norm.ppf(1.0 - rate / residual.size) * scale
 
 
-def _runner(method: str):
-    def run(unbiased, noise, protocol, **params) -> EstimatorOutput:
+def _runner(method: str) -> Callable[..., EstimatorOutput]:
+    def run(unbiased: np.ndarray, noise: SupportNoise, protocol: FrequencyOracle,
+            **params: Any) -> EstimatorOutput:
         result = fit(method, unbiased, noise, protocol, **params)
         std_error = result.filter.standard_error(unbiased, noise, protocol)
         if result.kept is not None:  # the extremes keep f~ and the exact error of f~ (eq. 2)
