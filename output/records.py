@@ -197,7 +197,8 @@ def _labels(config: MetricConfig) -> Sequence[str]:
     return config.value_labels
 
 
-def _common_fields(config: MetricConfig, result: WindowResult | NumericWindowResult,
+def _common_fields(config: MetricConfig,
+                   result: WindowResult | NumericWindowResult | StringWindowResult,
                    start_ms: int, end_ms: int, pane: Pane) -> dict:
     """The fields every window-estimate record has, whatever the metric's kind."""
     return {

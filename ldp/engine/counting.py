@@ -239,6 +239,8 @@ class SliceCounter:
         """Bytes held: the tables (`statistic_nbytes` of their versions), the integrity
         samples and the ids counted (8 bytes each)."""
         metric = self._statistic.metric
+        if metric is None:  # nothing counted yet
+            return 8 * len(self._ids)
         return sum(self._registry.version(metric, version).statistic_nbytes
                    + (part.sample.nbytes() if part.sample is not None else 0)
                    for version, part in self._statistic.parts.items()) + 8 * len(self._ids)

@@ -5,6 +5,7 @@ Cost depends on the domain size only, never on the number of reports.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,7 @@ class WindowResult:
 
 
 def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int
-                    ) -> WindowResult | NumericWindowResult:
+                    ) -> WindowResult | NumericWindowResult | StringWindowResult:
     """Estimate the window's distribution from the protocol's sufficient statistic.
 
     unbiased: f~ = (c/n - q*)/(p* - q*) ([Wang20] journal §2); estimate: the metric's estimator
@@ -95,7 +96,9 @@ def finalize_string_window(config: MetricConfig, statistic: np.ndarray, n: int
                            ) -> StringWindowResult:
     """The window's heavy hitters by the metric's estimator ("heavy-hitters": prefix extension
     over the PEM statistic). Cost: levels × candidates × pool, never the number of reports."""
-    return StringWindowResult(int(n), config.estimator.run(statistic, int(n), config.protocol))
+    found = config.estimator.run(statistic, int(n), config.protocol)
+    assert isinstance(found, HeavyHitters), "the string kind's estimator finds heavy hitters"
+    return StringWindowResult(int(n), found)
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ class NumericWindowResult:
 CALIBRATED_BAND_ESTIMATORS = ("ems", "em")
 
 
-def interval_fit(config: MetricConfig):
+def interval_fit(config: MetricConfig) -> Callable[[np.ndarray], np.ndarray] | None:
     """The interval estimator of a Square Wave metric estimated by EMS or EM: report counts ->
     EM's distribution over the buckets ([Li20] Algorithm 1 without smoothing, τ of §6.1 or the
     configured one for "em"); None for other estimators (they have no calibrated band)."""
@@ -160,6 +163,8 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
     if fit is None:
         return BAND_NONE, no_bands(f"no calibrated band for estimator {spec.method!r}: its "
                                    "bootstrap measures the spread, not the bias")
+    # `interval_fit` gives a fit only for the Square Wave protocols' EMS and EM
+    assert isinstance(protocol, (SquareWave, DiscreteSquareWave)), "a calibrated band's protocol"
     bands = bias_corrected_bands(protocol.channel().forward, fit, counts, n, config.bucket_edges,
                                  params.get("bootstrap", 0), params.get("seed", 0),
                                  uncalibrated_statistics(protocol.epsilon, int(n))

@@ -13,10 +13,13 @@ import numpy as np
 from ldp_telemetry.ldp.config.registry import MetricConfig, Registry
 from ldp_telemetry.ldp.engine.batches import REPORT_ID, ReportBatch
 from ldp_telemetry.ldp.engine.counting import SupportStatistic, count_slice
-from ldp_telemetry.ldp.engine.finalize import NumericWindowResult, WindowResult, finalize_window
+from ldp_telemetry.ldp.engine.finalize import (NumericWindowResult, StringWindowResult,
+                                               WindowResult, finalize_window)
 from ldp_telemetry.ldp.integrity.accumulate import new_sample
 from ldp_telemetry.ldp.integrity.statistics import window_integrity
 
+#: What `finalize_window` gives, by the metric's kind.
+AnyWindowResult = WindowResult | NumericWindowResult | StringWindowResult
 #: Reports per batch, as the reader's batches.
 BATCH_ROWS = 8192
 
@@ -43,7 +46,7 @@ def count_window(config: MetricConfig, columns: dict, report_ids: np.ndarray | N
 
 def window_with_integrity(config: MetricConfig, columns: dict,
                           report_ids: np.ndarray | None = None, window_ms: int | None = None
-                          ) -> tuple[WindowResult | NumericWindowResult, dict | None]:
+                          ) -> tuple[AnyWindowResult, dict | None]:
     """(WindowResult, integrity section) of the reports `columns` of the metric `config`,
     counted by `count_window`, in a window of `window_ms` (statistics.window_integrity)."""
     statistic = count_window(config, columns, report_ids)
