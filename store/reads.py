@@ -38,7 +38,8 @@ READ_INDEXES = (
      ("pane_seq", "n", "pane_timing")),
     # value_index before version, and the bands not covered: a read of one window by its key
     # then matches more columns of the table's key than of this index and is not tempted by a
-    # covering scan, whatever the planner's statistics (SQLite has none until ANALYZE)
+    # covering scan, whatever the planner's statistics (SQLite has none until ANALYZE);
+    # top_values finds its rows here and reads their saved bands from the table
     ("ldp_window_values_by_value", "ldp_window_values",
      ("metric", "value_index", "version", "window_start_ms"),
      ("window_end_ms", "estimate", "std_error")),
