@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 
-from ldp_telemetry.output.bands import band95
 from ldp_telemetry.output.coverage import MetricInputs
 from ldp_telemetry.store.records import UNATTRIBUTED_MS
 
@@ -39,7 +38,8 @@ READ_INDEXES = (
      ("pane_seq", "n", "pane_timing")),
     # value_index before version, and the bands not covered: a read of one window by its key
     # then matches more columns of the table's key than of this index and is not tempted by a
-    # covering scan, whatever the planner's statistics (SQLite has none until ANALYZE)
+    # covering scan, whatever the planner's statistics (SQLite has none until ANALYZE);
+    # top_values finds its rows here and reads their saved bands from the table
     ("ldp_window_values_by_value", "ldp_window_values",
      ("metric", "value_index", "version", "window_start_ms"),
      ("window_end_ms", "estimate", "std_error")),
@@ -86,7 +86,7 @@ SELECT COUNT(*), MIN(window_start_ms), MAX(window_start_ms) FROM ldp_windows WHE
 """
 
 _TOP_VALUES = """
-SELECT window_start_ms, window_end_ms, value_index, estimate, std_error
+SELECT window_start_ms, window_end_ms, value_index, estimate, lower95, upper95
 FROM ldp_window_values
 WHERE metric = ? AND version = ? AND value_index IN ({marks})
   AND window_start_ms >= ? AND window_start_ms < ?
@@ -258,17 +258,16 @@ def top_values(store, metric: str, version: str, indices: list[int], start_ms: i
                end_ms: int) -> dict[tuple[int, int], dict[int, tuple]]:
     """{(window start ms, end ms): {value index: (estimate, lower95, upper95)}} of the values
     `indices` (at most MAX_TOP_VALUES) of the windows of (`metric`, `version`) starting in
-    [start_ms, end_ms); the band is `output.bands.band95` of the stored standard error (what
-    the store saves as lower95/upper95), read from the index alone."""
+    [start_ms, end_ms); the band is the one the store saved (`store.records.value_rows`: null
+    where the record declares none, a Wiener filter's), found through the values index."""
     indices = [int(i) for i in indices][:MAX_TOP_VALUES]
     if not indices:
         return {}
     found: dict[tuple[int, int], dict[int, tuple]] = {}
     rows = store._query(_TOP_VALUES.format(marks=", ".join("?" * len(indices))),
                         (metric, version, *indices, start_ms, end_ms))
-    for start, end, index, estimate, error in rows:
-        found.setdefault((int(start), int(end)), {})[int(index)] = (estimate,
-                                                                   *band95(estimate, error))
+    for start, end, index, estimate, low, high in rows:
+        found.setdefault((int(start), int(end)), {})[int(index)] = (estimate, low, high)
     return found
 
 

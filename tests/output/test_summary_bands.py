@@ -170,9 +170,14 @@ def test_a_wiener_record_declares_no_band_and_no_reader_draws_one(tmp_path):
     source = StoreSource(url)
     try:
         window = source.window("dep", START_MS, START_MS + 3_600_000, version_label(record))
+        payload = source.payload("dep", 5)
     finally:
         source.close()
     assert set(window["lower95"]) == {None} and set(window["half95"]) == {None}
+    # the charts over windows draw the store's saved band of the top values: none here
+    [packed] = unpack(payload)
+    assert len(packed["top"]) == 5 and None not in packed["top"]
+    assert set(packed["half"]) == {None}
     from ldp_telemetry.output.text import format_pane, format_top
     typed = EstimateRecord.from_value(record)
     assert "no band" in format_top(typed) and "no band" in format_pane(typed)
