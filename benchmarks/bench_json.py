@@ -55,6 +55,19 @@ def command_line(argv: list[str] | None = None) -> str:
     return " ".join(["python", shown, *map(shlex.quote, argv[1:])])
 
 
+def default_datasets_dir() -> str:
+    """The shared data sets: $LDP_DATASETS, else the `shared/datasets` folder beside the
+    checkout."""
+    checkout = Path(__file__).resolve().parent.parent
+    return os.environ.get("LDP_DATASETS", str(checkout.parent / "shared" / "datasets"))
+
+
+def _recorded(name: str, value: object) -> bool:
+    """Whether a parameter goes into the results file: not the output path, and not a path of
+    this machine (an absolute path says nothing about the run that another machine could use)."""
+    return name not in ("json", "one") and not (isinstance(value, str) and os.path.isabs(value))
+
+
 class Run:
     """Context of one benchmark run: samples the load average in a daemon thread and writes
     the JSON file on `save` (nothing when the path is None).
@@ -66,7 +79,7 @@ class Run:
 
     def __init__(self, benchmark: str, path: str | None, parameters: dict):
         self.benchmark, self.path = benchmark, path
-        self.parameters = {k: v for k, v in parameters.items() if k not in ("json", "one")}
+        self.parameters = {k: v for k, v in parameters.items() if _recorded(k, v)}
         self._samples: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)

@@ -22,9 +22,8 @@ import time
 from collections import Counter
 
 import numpy as np
-from bench_json import Run, add_json_argument
-from evaluate_postprocess import (SAMPLERS, babynames_counts, default_datasets_dir, emoji_counts,
-                                  evaluate, resample)
+from bench_json import Run, add_json_argument, default_datasets_dir
+from evaluate_postprocess import SAMPLERS, babynames_counts, emoji_counts, evaluate, resample
 
 from ldp_telemetry.ldp.estimation.replay import AUTO_METHODS, CANDIDATES, choose
 from ldp_telemetry.ldp.protocols import make_protocol

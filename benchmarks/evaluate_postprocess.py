@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from bench_json import Run, add_json_argument
+from bench_json import Run, add_json_argument, default_datasets_dir
 
 from ldp_telemetry.ldp.estimation import postprocess as pp
 from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
@@ -48,11 +48,6 @@ METHOD_ORDER = ["base", "post-pos", "base-pos", "base-cut", "norm", "norm-mul", 
                 "norm-cut", "norm-hyb", "mle-apx", "ibu", "power", "power-ns"]
 DEFAULT_RHOS = (10, 50, 90)
 PERTURB_CHUNK = 1 << 16
-
-
-def default_datasets_dir() -> str:
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.environ.get("LDP_DATASETS", os.path.join(os.path.dirname(here), "shared", "datasets"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,8 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     rows = []
-    settings = {k: v for k, v in vars(args).items() if k != "datasets"}  # a local path
-    with Run("evaluate_postprocess", args.json, settings) as run:
+    with Run("evaluate_postprocess", args.json, vars(args)) as run:
         for dataset in args.dataset:
             counts, label = population(args, dataset, rng)
             for protocol in args.protocol:

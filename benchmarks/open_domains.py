@@ -46,7 +46,7 @@ import time
 from collections import Counter
 
 import numpy as np
-from bench_json import Run, add_json_argument
+from bench_json import Run, add_json_argument, default_datasets_dir
 
 from ldp_telemetry.ldp.estimation.heavy_hitters import find_heavy_hitters
 from ldp_telemetry.ldp.protocols import make_string_protocol
@@ -55,11 +55,6 @@ from ldp_telemetry.ldp.protocols.string_keys import padded_rows
 PEERS = ("pem-hcms", "treehist-hcms", "hcms")
 PEER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "open_domains_peers.py")
 PATTERNS = {"words": re.compile(r"^[a-z']+$"), "names": re.compile(r"^[A-Za-z]+$")}
-
-
-def default_datasets_dir() -> str:
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.environ.get("LDP_DATASETS", os.path.join(os.path.dirname(here), "shared", "datasets"))
 
 
 def load(name: str, folder: str, max_bytes: int) -> tuple[list[str], np.ndarray, float]:

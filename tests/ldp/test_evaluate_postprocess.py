@@ -81,6 +81,8 @@ def test_tiny_evaluation_runs_every_method(evaluation, capsys, tmp_path):
     document = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     rows = document["results"]["rows"]
     assert document["benchmark"] == "evaluate_postprocess"
+    # the data sets' folder (an absolute path of this machine) is not recorded, the rest is
+    assert "datasets" not in document["parameters"] and document["parameters"]["users"] == 3000
     assert [r["protocol"] for r in rows] == ["oue", "grr"]
     assert set(rows[0]["mse"]) == {"base", "norm-hyb", "ibu", "power-ns"}
 
