@@ -513,20 +513,10 @@ def _parse_numeric_metric(entry: Mapping, name: str, protocol: str, epsilon: flo
     if "postprocess" in entry and entry["postprocess"] not in ("none", "base", {"method": "none"}):
         raise fail("postprocess", f"does not apply to numeric protocol {protocol!r} (its "
                                   "estimator returns a distribution); leave it out")
-    default = NUMERIC_PROTOCOLS[protocol].estimators[0]
-    try:
-        estimator = EstimatorSpec.parse(entry.get("estimator", default))
-        estimator.check_fits(NUMERIC_PROTOCOLS[protocol])
-    except ValueError as error:
-        raise refail("estimator", error) from None
+    estimator = _parse_estimator(entry, NUMERIC_PROTOCOLS[protocol], refail)
     config = MetricConfig(name, protocol, epsilon, buckets, None, PostprocessSpec.parse("none"),
                           estimator, low, high, output_buckets)
-    try:
-        config.protocol  # noqa: B018 (built now: its own checks run before any report is read)
-    except ValueError as error:
-        field = error.field if isinstance(error, UserError) and error.field else "protocol"
-        raise fail(field, str(error)) from None
-    return config
+    return _built(config, fail)
 
 
 def _parse_string_metric(entry: Mapping, name: str, protocol: str, epsilon: float,
@@ -554,14 +544,26 @@ def _parse_string_metric(entry: Mapping, name: str, protocol: str, epsilon: floa
     if entry.get("integrity") not in (None, False):
         raise fail("integrity", f"is not available for string protocol {protocol!r}: no "
                                 "support model of its reports exists yet; leave it out")
-    default = STRING_PROTOCOLS[protocol].estimators[0]
-    try:
-        estimator = EstimatorSpec.parse(entry.get("estimator", default))
-        estimator.check_fits(STRING_PROTOCOLS[protocol])
-    except ValueError as error:
-        raise refail("estimator", error) from None
+    estimator = _parse_estimator(entry, STRING_PROTOCOLS[protocol], refail)
     config = MetricConfig(name, protocol, epsilon, max_bytes, None, PostprocessSpec.parse("none"),
                           estimator, pool=pool)
+    return _built(config, fail)
+
+
+def _parse_estimator(entry: Mapping, protocol: Any,
+                     refail: Callable[[str, ValueError], RegistryError]) -> EstimatorSpec:
+    """The metric's `estimator` (the protocol class's first by default), checked to fit it."""
+    try:
+        estimator = EstimatorSpec.parse(entry.get("estimator", protocol.estimators[0]))
+        estimator.check_fits(protocol)
+    except ValueError as error:
+        raise refail("estimator", error) from None
+    return estimator
+
+
+def _built(config: MetricConfig, fail: Callable[..., RegistryError]) -> MetricConfig:
+    """`config` with its protocol built now, so that the protocol's own checks run before any
+    report is read (a RegistryError naming the field they name, else `protocol`)."""
     try:
         config.protocol  # noqa: B018 (built now: its own checks run before any report is read)
     except ValueError as error:
