@@ -16,13 +16,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import ClassVar
 
 import numpy as np
 
 from ldp_telemetry.ldp.protocols.base import BRANCH_BYTES, Columns, varint_bytes
 from ldp_telemetry.ldp.protocols.hash_pool import HashPool
+from ldp_telemetry.ldp.protocols.unary_encoding import bit_rows
 
 #: Default pool size k and bucket count m of CMS and HCMS (a 1 MiB statistic for CMS).
 DEFAULT_SKETCH_HASHES = 128
@@ -101,14 +101,7 @@ class CMS(HashPool):
 
     def payloads_from_avro(self, payloads: list[dict]
                            ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        blobs = list(map(itemgetter("bits"), payloads))
-        lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
-        wrong_length = lengths != self.n_bytes
-        if wrong_length.any():
-            empty = bytes(self.n_bytes)
-            blobs = [empty if bad else blob
-                     for blob, bad in zip(blobs, wrong_length.tolist(), strict=True)]
-        bits = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), self.n_bytes)
+        bits, wrong_length = bit_rows(payloads, self.n_bytes)
         columns, invalid = self.check_payloads({"hash": self.int_columns(payloads, ("hash",))
                                                 ["hash"], "bits": bits})
         return columns, invalid | wrong_length

@@ -36,6 +36,20 @@ def bits_payload_schema(record: str) -> dict:
          "doc": "d bits packed little-endian in ceil(d/8) bytes."}]}
 
 
+
+def bit_rows(payloads: list[dict], n_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The payloads' packed `bits` as an (n, n_bytes) uint8 array, and the mask of payloads
+    whose bits are not n_bytes long (their row is zeros: the caller marks them invalid)."""
+    blobs = list(map(itemgetter("bits"), payloads))
+    lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
+    wrong_length = lengths != n_bytes
+    if wrong_length.any():
+        empty = bytes(n_bytes)
+        blobs = [empty if bad else blob
+                 for blob, bad in zip(blobs, wrong_length.tolist(), strict=True)]
+    bits = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), n_bytes)
+    return bits, wrong_length
+
 class UnaryEncoding(FrequencyOracle):
     """Shared machinery of the unary-encoding protocols; subclasses choose p and q."""
 
@@ -68,14 +82,7 @@ class UnaryEncoding(FrequencyOracle):
 
     def payloads_from_avro(self, payloads: list[dict]
                                ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        blobs = list(map(itemgetter("bits"), payloads))
-        lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
-        wrong_length = lengths != self.n_bytes
-        if wrong_length.any():
-            empty = bytes(self.n_bytes)
-            blobs = [empty if bad else blob
-                     for blob, bad in zip(blobs, wrong_length.tolist(), strict=True)]
-        bits = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), self.n_bytes)
+        bits, wrong_length = bit_rows(payloads, self.n_bytes)
         columns, invalid = self.check_payloads({"bits": bits})
         return columns, invalid | wrong_length
 
