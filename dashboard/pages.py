@@ -17,6 +17,7 @@ from ldp_telemetry.ldp.config.budget import budget_text, repeated_reports_note, 
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.output.layout import metric_segment, window_key
 from ldp_telemetry.output.text import printable
+from ldp_telemetry.store.records import labels_per_window
 
 #: Values listed in the top-k chart of a metric page.
 DEFAULT_TOP_K = 5
@@ -143,6 +144,10 @@ def metric_page(metric: str, data: dict, latest: dict | None, source: str, live:
     window's start ms, file name], ...]}, `export_chunks`)."""
     latest = latest or {"metric": metric}
     d = len(latest.get("labels") or latest.get("estimate") or ())
+    strings = labels_per_window(latest.get("protocol"))  # heavy hitters found per window
+    levels = len((latest.get("heavy_hitters") or {}).get("level_reports") or ())  # one a byte
+    domain = (f"strings of at most {levels or '?'} bytes (open); heavy hitters found per window"
+              if strings else f"{d:,} values")
     estimator = latest.get("estimator") or {}
     estimator_text = (html.escape(str(estimator.get("method", "—")))
                       + html.escape(_params(estimator)))
@@ -153,7 +158,8 @@ def metric_page(metric: str, data: dict, latest: dict | None, source: str, live:
     numeric = latest.get("bucket_edges") is not None or "mean" in latest
     top_hint = f"estimate, 95% band (± {Z95:.2f} standard errors); click a window"
     over_title = (f"Mean over windows <span class=\"hint\">{top_hint}</span>" if numeric else
-                  f"Top {top_k} values over windows <span class=\"hint\">{top_hint}; click a "
+                  f"Top {top_k} {'strings' if strings else 'values'} over windows "
+                  f"<span class=\"hint\">{top_hint}; click a "
                   "legend entry to hide or show a value, hover it to see its band</span>")
     advice = "".join(
         f'<p class="warning advice" data-series="{html.escape(s["name"])}">'
@@ -165,7 +171,7 @@ def metric_page(metric: str, data: dict, latest: dict | None, source: str, live:
 <dl class="facts">
 <div><dt>protocol</dt><dd>{html.escape(str(latest.get("protocol", "—")))}</dd></div>
 <div><dt>ε</dt><dd>{_number(latest.get("epsilon"))}</dd></div>
-<div><dt>domain</dt><dd>{d:,} values</dd></div>
+<div><dt>domain</dt><dd>{html.escape(domain)}</dd></div>
 <div><dt>p*</dt><dd>{_number(latest.get("p_star"))}</dd></div>
 <div><dt>q*</dt><dd>{_number(latest.get("q_star"))}</dd></div>
 <div><dt>estimator</dt><dd>{estimator_text}</dd></div>
@@ -199,7 +205,7 @@ configuration version)
 <button type="button" id="range-later" class="control">later windows ▶</button>
 <button type="button" id="range-latest" class="control">latest</button></div>
 <div id="topk" class="chart"></div><div id="topk-readout" class="readout"></div>
-<div id="topk-legend" class="legend"></div></section>
+<div id="topk-legend" class="legend"></div><p id="topk-note" class="hint" hidden></p></section>
 <section class="card"><h2>Window <select id="window-select" aria-label="window"></select>
 <button type="button" id="window-prev" class="control" aria-label="previous window">◀</button>
 <input type="range" id="window-slider" class="control" min="0" max="0" step="1" value="0"

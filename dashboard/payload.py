@@ -21,7 +21,12 @@ units of 1/`FREQUENCY_SCALE`; a mean and its half width are rounded to `CHART_DI
 significant digits. `unpack` reads a payload back into rows. A chosen window's values come
 whole from `/api/window`. A series carries its name (`source.series_of`), configuration version,
 window length, the indices and labels of its top-k values (control characters escaped:
-`output.text.printable`), and the advice on its resolution, once.
+`output.text.printable`), and the advice on its resolution, once. A series whose values are
+found anew in each window (a string metric's heavy hitters, `store.records.labels_per_window`)
+is keyed by label: `by_label` is true, `indices` is empty, `labels` are its top-k strings (the
+largest mean estimate over its windows, 0 where a window lacks one) and a row's estimates are in
+their order, null where the window's heavy hitters lack the string; `labels_cut` says the
+top-k was chosen among the `store.reads.MAX_SERIES_LABELS` labels seen most recently.
 """
 from __future__ import annotations
 
@@ -54,12 +59,20 @@ class Series:
     labels: list[str] = field(default_factory=list)
     resolution: SeriesResolution | None = None
     windows: int = 0
-    values: int = 0  # the domain's size (0: a numeric metric)
+    values: int = 0  # the domain's size (0: a numeric metric); by label: the labels ranked
+    by_label: bool = False  # its top-k are labels, not value indices (see the module)
+    labels_cut: bool = False  # by label: more labels than were ranked
+
+    def top_keys(self) -> list:
+        """What a row's `top` is keyed by: the top-k labels of a series by label, else the
+        top-k value indices."""
+        return self.labels if self.by_label else self.indices
 
     def as_json(self) -> dict:
         found = self.resolution
         return {"name": self.name, "version": self.version, "length_ms": self.length_ms,
                 "indices": self.indices, "labels": [printable(str(label)) for label in self.labels],
+                "by_label": self.by_label, "labels_cut": self.labels_cut,
                 "windows": self.windows,
                 "advice": None if found is None else found.advice(),
                 "all_few": None if found is None else found.all_under_resolved}
@@ -90,7 +103,8 @@ def _column(values: list):
 
 def pack(rows: list[dict], series: list[Series], cursor: int) -> dict:
     """The payload of `rows` (dicts as `store.reads.window_rows` gives them, with `rejects`,
-    `top` {value index: (estimate, lower95, upper95)}, `integrity_flag` and `partial`
+    `top` {value index, or label for a series by label: (estimate, lower95, upper95)},
+    `integrity_flag` and `partial`
     (`output.coverage.partial_code`) added)."""
     where = {(s.version, s.length_ms): position for position, s in enumerate(series)}
     t0 = min((row["window_start_ms"] for row in rows), default=0)
@@ -104,7 +118,7 @@ def pack(rows: list[dict], series: list[Series], cursor: int) -> dict:
             continue
         chosen = series[position]
         top = row.get("top") or {}
-        values = [top.get(i) for i in chosen.indices]
+        values = [top.get(k) for k in chosen.top_keys()]
         floor = row.get("smallest_resolvable")
         few = (chosen.resolution is not None and floor is not None
                and chosen.resolution.under_resolved(floor))

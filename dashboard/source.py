@@ -10,7 +10,10 @@ with what a page draws added, computed here once so that the page's script compu
 * `late_reports` (reports counted after the ON_TIME pane, None before one) and `rejects`
   ({reason: records} of dead letters whose event time falls in the window);
 * `series`: which series of the metric the window belongs to (`series_of`), the one choice a
-  page offers between windows of one metric that must not be drawn together;
+  page offers between windows of one metric that must not be drawn together; the chart over a
+  series draws its top-k values by value index, or, for a string metric whose heavy hitters
+  change from window to window (`store.records.labels_per_window`), its top-k strings by label
+  (`top_labels`; a window whose heavy hitters lack a string has no value for it);
 * `mean_band` and `quantile_bands` of a numeric metric (the record's own 95% band of the mean
   and of each quantile, [lower, upper] or None where the record has none:
   `ldp_telemetry.output.bands.summary_bands`, as the store saves them), and `warning`: why
@@ -43,7 +46,8 @@ from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, Wind
 from ldp_telemetry.output.resolution import resolution, series_resolution, warning_text
 from ldp_telemetry.output.tail import OutputTail
 from ldp_telemetry.output.text import printable
-from ldp_telemetry.store.records import dead_letter_origin, value_rows
+from ldp_telemetry.store.reads import MAX_SERIES_LABELS
+from ldp_telemetry.store.records import dead_letter_origin, labels_per_window, value_rows
 
 #: A page shows at most this many windows of a metric (the latest ones).
 MAX_WINDOWS_PER_PAGE = 2000
@@ -251,8 +255,14 @@ class StoreSource:
                 low = rows[0]["window_start_ms"]
                 high = rows[-1]["window_start_ms"] + 1
                 rejects = reads.window_rejects(store, metric, low, high)
-                tops = {s.version: reads.top_values(store, metric, s.version, s.indices, low,
-                                                    high) for s in series if s.indices}
+                tops = {}  # by series: {window bounds: {value index or label: values}}
+                for s in series:
+                    if s.by_label and s.labels:
+                        tops[(s.version, s.length_ms)] = reads.label_values(
+                            store, metric, s.version, s.length_ms, s.labels, low, high)
+                    elif s.indices:
+                        tops[(s.version, s.length_ms)] = reads.top_values(
+                            store, metric, s.version, s.indices, low, high)
             flags = self._integrity_flags(store, metric, cursor, rows)
             facts = reads.run_inputs(store, metric) if rows else {}
         for row in rows:
@@ -260,7 +270,7 @@ class StoreSource:
             row["partial"] = partial_code(*bounds, row["n"], row["pane_timing"],
                                           facts.get(row["run_seq"]))
             row["rejects"] = rejects.get(bounds)
-            row["top"] = tops.get(row["version"], {}).get(bounds)
+            row["top"] = tops.get((row["version"], bounds[1] - bounds[0]), {}).get(bounds)
             row["integrity_flag"] = flags.get((*bounds, row["version"]))
         return {**pack(rows, series, cursor), "span": span}
 
@@ -319,7 +329,8 @@ class StoreSource:
         with self._pool.store() as store:
             cursor = store.latest_seq()
             series = self._series_of(store, metric, top_k, cursor)
-            large = {(s.version, s.length_ms): s for s in series if s.values > keep_all}
+            large = {(s.version, s.length_ms): s for s in series  # a string metric's windows
+                     if s.values > keep_all and not s.by_label}  # hold its heavy hitters only
             rows = reads.window_rows(store, metric, 0, limit=MAX_WINDOWS_PER_PAGE)
             if not rows:
                 return []
@@ -385,7 +396,11 @@ class StoreSource:
         for (version, length), windows in members.items():
             latest = windows[-1]
             one = Series(series_name(length, version), version, length, windows=len(windows))
-            if latest.get("mean") is None:
+            if latest.get("mean") is None and labels_per_window(latest["protocol"]):
+                found_labels, one.labels_cut = reads.label_totals(store, metric, version, length)
+                one.by_label, one.values = True, len(found_labels)
+                one.labels = top_labels(found_labels, top_k)
+            elif latest.get("mean") is None:
                 totals, count = reads.value_totals(store, metric, version, length)
                 one.values = len(totals)
                 if totals:
@@ -677,9 +692,37 @@ def summary_of(metric: str, views: list[dict]) -> dict:
             "rejects": sum(sum(v["rejects"].values()) for v in views)}
 
 
+def top_labels(totals: dict[str, float], top_k: int) -> list[str]:
+    """The `top_k` labels of a series keyed by label: the largest sums of their estimates over
+    the series' windows (a window lacking a label counts 0: the largest mean estimate); ties by
+    the label. The one rule of both sources."""
+    return sorted(totals, key=lambda label: (-totals[label], label))[:top_k]
+
+
+def label_totals_of_views(views: list[dict]) -> tuple[dict[str, float], bool]:
+    """As `store.reads.label_totals`, from a series' window views (oldest first): {label: the
+    sum of its estimates}, at most `MAX_SERIES_LABELS` labels, those seen most recently (read
+    from the newest window back: a label first met when the limit is reached is left out), and
+    whether one was left out."""
+    totals: dict[str, float] = {}
+    cut = False
+    for view in reversed(views):
+        for label, value in zip(view.get("labels") or (), view.get("estimate") or (),
+                                strict=False):
+            label = str(label)
+            if label not in totals:
+                if len(totals) >= MAX_SERIES_LABELS:
+                    cut = True
+                    continue
+                totals[label] = 0.0
+            totals[label] += float(value or 0.0)
+    return totals, cut
+
+
 def series_of_views(views: list[dict], top_k: int) -> list[Series]:
     """The series of a metric's window views, with their top-k values (largest mean estimate
-    over the series' windows; ties: the lower index) and resolution; most windows first."""
+    over the series' windows; ties: the lower index; by label for a string metric,
+    `top_labels`) and resolution; most windows first."""
     members: dict[tuple[str, int], list[dict]] = {}
     for view in views:
         _, start, end, version = window_key(view)
@@ -688,7 +731,11 @@ def series_of_views(views: list[dict], top_k: int) -> list[Series]:
     for (version, length), windows in members.items():
         latest = windows[-1]
         one = Series(series_name(length, version), version, length, windows=len(windows))
-        if latest.get("bucket_edges") is None and latest.get("estimate"):
+        if latest.get("bucket_edges") is None and labels_per_window(latest.get("protocol")):
+            found, one.labels_cut = label_totals_of_views(windows)
+            one.by_label, one.values = True, len(found)
+            one.labels = top_labels(found, top_k)
+        elif latest.get("bucket_edges") is None and latest.get("estimate"):
             size = len(latest["estimate"])
             one.values = size
             totals = [0.0] * size
@@ -715,11 +762,20 @@ def row_of_view(view: dict, series: list[Series]) -> dict:
     chosen = next((s for s in series if (s.version, s.length_ms) == (version, end - start)),
                   None)
     estimate = view.get("estimate")
-    if chosen is not None and estimate and chosen.indices \
+    lower, upper = view.get("lower95") or [], view.get("upper95") or []
+
+    def values(i: int) -> tuple:
+        return (estimate[i], lower[i] if i < len(lower) else None,
+                upper[i] if i < len(upper) else None)
+    if chosen is not None and chosen.by_label:  # the series' strings this window holds
+        wanted = set(chosen.labels)
+        top = {}
+        for i, label in enumerate((view.get("labels") or [])[:len(estimate or ())]):
+            if label in wanted:
+                top.setdefault(label, values(i))
+    elif chosen is not None and estimate and chosen.indices \
             and len(estimate) > max(chosen.indices):
-        lower, upper = view.get("lower95") or [], view.get("upper95") or []
-        top = {i: (estimate[i], lower[i] if i < len(lower) else None,
-                   upper[i] if i < len(upper) else None) for i in chosen.indices}
+        top = {i: values(i) for i in chosen.indices}
     return {"window_start_ms": start, "window_end_ms": end, "version": version,
             "n": int(view["n"]), "late_reports": view.get("late_reports"),
             "pane_timing": pane.get("timing", "ON_TIME"), "pane_index": pane.get("index", 0),

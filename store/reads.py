@@ -11,6 +11,12 @@
                                                  values `indices` of each window in the range
     value_totals(store, metric, version, length_ms)
                                                  per value: the sum of its estimates over windows
+    label_totals(store, metric, version, length_ms)
+                                                 per label of a string metric (values keyed by
+                                                 label, `records.labels_per_window`): the sum of
+                                                 its estimates over windows
+    label_values(store, metric, version, length_ms, labels, start_ms, end_ms)
+                                                 labels `labels` of each window in the range
     window_record(store, metric, version, start_ms, end_ms)
                                                  one window's latest record, read by its key
     window_rejects(store, metric, start_ms, end_ms)
@@ -50,6 +56,9 @@ READ_INDEXES = (
 
 #: Largest number of values a top-k request may name.
 MAX_TOP_VALUES = 100
+#: Most distinct labels the top-k of a string metric's series is chosen from: those seen most
+#: recently (by the latest window holding each). A series with more says so (`label_totals`).
+MAX_SERIES_LABELS = 10_000
 
 _WINDOW_COLUMNS = ("window_start_ms", "window_end_ms", "version", "n", "late_reports",
                    "pane_timing", "pane_index", "pane_is_last", "pane_seq", "protocol",
@@ -106,6 +115,21 @@ WHERE metric = ? AND version = ? AND window_end_ms - window_start_ms = ?
 GROUP BY value_index ORDER BY value_index
 """
 
+#: Per label of a series: its sum and its latest window; the labels seen most recently first
+#: (ties: the best rank a label had, then the label), at most a limit of them.
+_LABEL_TOTALS = """
+SELECT label, SUM(estimate), MAX(window_start_ms), MIN(value_index) FROM ldp_window_values
+WHERE metric = ? AND version = ? AND window_end_ms - window_start_ms = ?
+GROUP BY label ORDER BY MAX(window_start_ms) DESC, MIN(value_index), label LIMIT ?
+"""
+
+_LABEL_VALUES = """
+SELECT window_start_ms, window_end_ms, label, estimate, lower95, upper95
+FROM ldp_window_values
+WHERE metric = ? AND version = ? AND window_start_ms >= ? AND window_start_ms < ?
+  AND window_end_ms - window_start_ms = ? AND label IN ({marks})
+"""
+
 _LABELS = """
 SELECT value_index, label FROM ldp_window_values
 WHERE metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?
@@ -154,6 +178,9 @@ QUERIES = {"metric_totals": (_METRIC_TOTALS, ()),
            "value_rows": (_VALUE_ROWS.format(marks="?, ?"), ("m", "v1", 0, 1, 0, 2**62)),
            "value_totals": (_VALUE_TOTALS, ("m", "v1", 3_600_000)),
            "labels": (_LABELS.format(marks="?, ?"), ("m", "v1", 0, 1, 0, 1)),
+           "label_totals": (_LABEL_TOTALS, ("m", "v1", 3_600_000, MAX_SERIES_LABELS + 1)),
+           "label_values": (_LABEL_VALUES.format(marks="?, ?"),
+                            ("m", "v1", 0, 2**62, 3_600_000, "a", "b")),
            "means": (_MEANS, ("m", 0, 2**62)),
            "record": (_RECORD, ("m", "v1", 0, 1)),
            "bands": (_BANDS, ("m", "v1", 0, 1)),
@@ -297,6 +324,35 @@ def value_totals(store, metric: str, version: str, length_ms: int) -> tuple[list
     for index, total, _ in rows:
         totals[int(index)] = float(total or 0.0)
     return totals, max(int(row[2]) for row in rows)
+
+
+def label_totals(store, metric: str, version: str, length_ms: int
+                 ) -> tuple[dict[str, float], bool]:
+    """({label: the sum of its estimates over the windows of (`metric`, `version`) of length
+    `length_ms`}, whether labels were left out): for a series whose values are keyed by label
+    (`records.labels_per_window`), a window where a label is absent counts 0. At most
+    `MAX_SERIES_LABELS` labels, those seen most recently (the database groups the rest and
+    sends none of them); the second item says whether there were more."""
+    rows = store._query(_LABEL_TOTALS, (metric, version, length_ms, MAX_SERIES_LABELS + 1))
+    return ({str(label): float(total or 0.0) for label, total, *_ in rows[:MAX_SERIES_LABELS]},
+            len(rows) > MAX_SERIES_LABELS)
+
+
+def label_values(store, metric: str, version: str, length_ms: int, labels: list[str],
+                 start_ms: int, end_ms: int) -> dict[tuple[int, int], dict[str, tuple]]:
+    """{(window start ms, end ms): {label: (estimate, lower95, upper95)}} of the labels `labels`
+    (at most MAX_TOP_VALUES) in the windows of (`metric`, `version`) of length `length_ms`
+    starting in [start_ms, end_ms): `top_values` by label, for a series keyed by label. A label
+    a window does not hold (not one of its heavy hitters) is absent from its dict."""
+    labels = [str(label) for label in labels][:MAX_TOP_VALUES]
+    if not labels:
+        return {}
+    found: dict[tuple[int, int], dict[str, tuple]] = {}
+    rows = store._query(_LABEL_VALUES.format(marks=", ".join("?" * len(labels))),
+                        (metric, version, start_ms, end_ms, length_ms, *labels))
+    for start, end, label, estimate, low, high in rows:
+        found.setdefault((int(start), int(end)), {})[str(label)] = (estimate, low, high)
+    return found
 
 
 def labels_of(store, metric: str, version: str, start_ms: int, end_ms: int,

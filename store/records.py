@@ -25,6 +25,7 @@ from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.config.budget import budget_text
 from ldp_telemetry.ldp.engine.reasons import UNATTRIBUTED_REASONS
+from ldp_telemetry.ldp.protocols import STRING_PROTOCOLS
 from ldp_telemetry.output.bands import (band95, declares_no_value_band, summary_bands,
                                         summary_statistics)
 from ldp_telemetry.output.compact import FloatChunks
@@ -136,6 +137,15 @@ class ValueRow(NamedTuple):
     std_error: float | None
     lower95: float | None
     upper95: float | None
+
+
+def labels_per_window(protocol) -> bool:
+    """Whether the values of a window of `protocol` are found anew in each window: a string
+    metric's heavy hitters (`ldp.protocols.STRING_PROTOCOLS`). Their `value_index` is the rank
+    of the value in its window, not an identity, so a reader over windows keys them by `label`.
+    Decided by the protocol every window row and record carries (so a store written before
+    this function is read the same way)."""
+    return protocol in STRING_PROTOCOLS
 
 
 def value_rows(record: EstimateRecord) -> Iterator[ValueRow]:

@@ -129,7 +129,11 @@
         var low = get("mean_low", k), high = get("mean_high", k);
         w.mean_band = typeof low === "number" && typeof high === "number" ? [low, high] : null;
       }
-      if (s.indices && s.indices.length) {
+      if (s.by_label && s.labels && s.labels.length) {  /* a string metric: in its labels' order */
+        w.top = {by_label: true, labels: s.labels, estimate: top, half95: half,
+                 lower95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e - half[r] : null; }),
+                 upper95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e + half[r] : null; })};
+      } else if (s.indices && s.indices.length) {
         w.top = {indices: s.indices, labels: s.labels, estimate: top, half95: half,
                  lower95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e - half[r] : null; }),
                  upper95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e + half[r] : null; })};
@@ -146,7 +150,8 @@
   /* -- series, partial windows, the URL ------------------------------------------------- */
   var allWindows = [];
   var series = null;            /* the series shown (window length; source.series_of) */
-  var hidden = {};              /* top-k labels hidden from the chart, by label */
+  var hidden = Object.create(null);  /* top-k labels hidden from the chart, by label (no
+                                        * prototype: a label may be "constructor" or "__proto__") */
   var order = null;             /* "ranked" or "label" */
   var showAll = false;
   var fetching = {};
@@ -223,8 +228,12 @@
     }
   }
 
-  /* A window's value i of the top-k chart (its `top` subset, or its whole arrays). */
-  function topValue(w, i) {
+  /* A window's value of a line of the top-k chart (its `top` subset, or its whole arrays). A
+   * line of a series keyed by label (a string metric) is found by its label: null where the
+   * window's heavy hitters lack it (not found above the threshold: a gap, not 0). */
+  function topValue(w, line) {
+    if (line.byLabel) { return labelValue(w, line.label); }
+    var i = line.index;
     if (w.top && w.top.indices) {
       var at = w.top.indices.indexOf(i);
       if (at >= 0) {
@@ -236,8 +245,29 @@
     var b = band(w, i);
     return {e: w.estimate[i] || 0, low: b.low, high: b.high, half: b.half};
   }
+  function labelValue(w, label) {
+    var at, e;
+    if (w.estimate && w.labels) {  /* the whole window: its own heavy hitters */
+      at = w.labels.indexOf(label);
+      if (at < 0) { return null; }
+      var b = band(w, at);
+      return {e: w.estimate[at], low: b.low, high: b.high, half: b.half};
+    }
+    at = w.top && w.top.by_label ? w.top.labels.indexOf(label) : -1;
+    e = at < 0 ? null : w.top.estimate[at];
+    if (typeof e !== "number") { return null; }
+    var low = w.top.lower95[at], high = w.top.upper95[at];
+    return {e: e, low: typeof low === "number" ? low : e, high: typeof high === "number" ? high : e, half: w.top.half95[at] || 0};
+  }
+  /* Whether a window is known not to hold `label` among its heavy hitters (whole, or its
+   * chart row was sent with that label). */
+  function knownAbsent(w, label) {
+    if (w.estimate && w.labels) { return w.labels.indexOf(label) < 0; }
+    return !!(w.top && w.top.by_label && w.top.labels.indexOf(label) >= 0);
+  }
   function topLabels() {
     var info = seriesInfo(series);
+    if (info.by_label) { return (info.labels || []).map(function (label, r) { return {index: r, label: label, byLabel: true}; }); }
     if (info.indices && info.indices.length) { return info.indices.map(function (i, r) { return {index: i, label: info.labels[r]}; }); }
     var w = windows.find(function (v) { return v.top && v.top.indices; });
     if (w) { return w.top.indices.map(function (i, r) { return {index: i, label: w.top.labels[r]}; }); }
@@ -272,7 +302,14 @@
     readout.appendChild(htmlEl("strong", {}, shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + "  n = " + count(w.n) + (w._partial ? " (partial)" : "")));
     lines.forEach(function (line, rank) {
       var v = at(w, line);
-      if (!v || hidden[line.label]) { return; }
+      if (hidden[line.label]) { return; }
+      if (!v && line.byLabel && knownAbsent(w, line.label)) {  /* its heavy hitters lack it */
+        var absent = htmlEl("span", {"class": "readout-item absent"}, String(line.label) + " not found");
+        absent.style.color = PALETTE[rank % PALETTE.length];
+        readout.appendChild(absent);
+        return;
+      }
+      if (!v) { return; }
       var span = htmlEl("span", {"class": "readout-item"}, String(line.label) + " " + fmt(v.e) + " \u00b1 " + fmt(v.half));
       span.style.color = PALETTE[rank % PALETTE.length];
       readout.appendChild(span);
@@ -314,6 +351,16 @@
     }
     return {ticks: ticks, step: months * 30.4 * 86400};
   }
+  /* What the chart of a series keyed by label (a string metric) draws, said under it. */
+  function drawLabelNote() {
+    var note = document.getElementById("topk-note"), info = seriesInfo(series);
+    if (!note) { return; }
+    note.hidden = !info.by_label;
+    note.textContent = !info.by_label ? "" :
+      "The strings with the largest mean estimate over this series' windows (a window whose heavy hitters lack a string counts 0 in that mean). " +
+      "A gap in a line is a window where the string was not found above the heavy-hitter threshold, not a frequency of 0 measured." +
+      (info.labels_cut ? " This series has more distinct strings than the dashboard ranks: the top strings are chosen among those seen most recently." : "");
+  }
   function drawTopK() {
     var holder = document.getElementById("topk"), legend = document.getElementById("topk-legend");
     var readout = document.getElementById("topk-readout");
@@ -324,6 +371,7 @@
     if (chart) { chart.destroy(); chart = null; }
     chartDrawn = drawn;
     clear(holder); clear(legend); clear(readout);
+    drawLabelNote();
     if (!windows.length) { holder.appendChild(htmlEl("p", {"class": "empty"}, "No windows yet.")); return; }
     var lines = state.numeric ? [{index: -1, label: "mean"}] : topLabels();
     var valueOf = state.numeric ? function (w) {
@@ -331,7 +379,7 @@
       var b = w.mean_band;  /* the record's own band, which need not be centred on the mean */
       return b ? {e: w.mean, low: b[0], high: b[1], half: (b[1] - b[0]) / 2} : {e: w.mean, low: w.mean, high: w.mean, half: 0};
     } : null;
-    function at(w, line) { return valueOf ? valueOf(w) : topValue(w, line.index); }
+    function at(w, line) { return valueOf ? valueOf(w) : topValue(w, line); }
     var visible = lines.filter(function (l) { return !hidden[l.label]; });
     /* the band of the value in focus is drawn (the first, largest one unless the legend says
      * otherwise) */
@@ -341,10 +389,12 @@
     lines.forEach(function (line, rank) {
       var color = PALETTE[rank % PALETTE.length], dimmed = state.focus && state.focus !== line.label;
       var values = windows.map(function (w) { var v = at(w, line); return v ? v.e : null; });
+      /* a string found in lone windows is a point between gaps: drawn as points */
+      var lone = values.some(function (v, k) { return v !== null && (k === 0 || values[k - 1] === null) && (k === values.length - 1 || values[k + 1] === null); });
       data.push(values);
       series.push({label: String(line.label), show: !hidden[line.label], stroke: dimmed ? rgba(color, 0.45) : color,
                    width: dimmed ? 1.2 : 2, spanGaps: false,
-                   points: {show: windows.length <= 120, size: 6, fill: color, stroke: color}});
+                   points: {show: windows.length <= 120 || lone, size: windows.length <= 120 ? 6 : 4, fill: color, stroke: color}});
       if (focus === line.label && !hidden[line.label]) {
         var main = data.length - 1;
         data.push(windows.map(function (w) { var v = at(w, line); return v ? (state.numeric ? v.high : Math.max(0, v.high)) : null; }));
@@ -928,7 +978,7 @@
         if (!old || paneIndex(old) !== paneIndex(w)) { dataVersion++; }  /* else: same values, now whole */
         if (old) { ["start_ms", "end_ms", "few", "partial"].forEach(function (f) { if (w[f] === undefined) { w[f] = old[f]; } }); }
         if (!w.top && old && old.top && w.value_indices) { w.top = old.top; }  /* an export's cut view */
-        if (!w.top && old && old.top && w.estimate) {  /* keep the series' top-k indices */
+        if (!w.top && old && old.top && old.top.indices && w.estimate) {  /* keep the series' top-k indices */
           w.top = {indices: old.top.indices, labels: old.top.labels,
                    estimate: old.top.indices.map(function (i) { return w.estimate[i]; }),
                    lower95: old.top.indices.map(function (i) { return (w.lower95 || [])[i]; }),
@@ -989,7 +1039,7 @@
       if (current && !current.light) { drawValues(current); }
     });
   }
-  document.getElementById("series-select").addEventListener("change", function (event) { series = event.target.value; selectedKey = null; userSelected = false; state.fromHash = false; hidden = {}; render(); });
+  document.getElementById("series-select").addEventListener("change", function (event) { series = event.target.value; selectedKey = null; userSelected = false; state.fromHash = false; hidden = Object.create(null); render(); });
   var orderNode = document.getElementById("order-select");
   merge(expand(state));
   var firstFull = allWindows.find(function (w) { return w.labels && w.labels.length; });

@@ -117,9 +117,13 @@ def test_every_read_is_answered_from_an_index(filled):
         if filled.dialect == "sqlite":
             # every table is searched by an index or scanned through a covering one; nothing is
             # sorted in a temporary tree but the groups of the reject slices found in a range
+            # and a string series' labels (grouped by label, the most recent first: its rows
+            # are found by the table's key, windows × heavy hitters of one series)
             for step in steps:
                 if step.startswith(("SCAN", "SEARCH")) and "ldp_" in step:
                     assert "INDEX" in step, (name, steps)
+                if name == "label_totals":
+                    continue
                 if name != "rejects_in_range" or "GROUP BY" not in step:
                     assert "TEMP B-TREE" not in step, (name, steps)
         else:
