@@ -46,7 +46,6 @@ from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, Wind
 from ldp_telemetry.output.resolution import resolution, series_resolution, warning_text
 from ldp_telemetry.output.tail import OutputTail
 from ldp_telemetry.output.text import printable
-from ldp_telemetry.store.reads import MAX_SERIES_LABELS
 from ldp_telemetry.store.records import dead_letter_origin, labels_per_window, value_rows
 
 #: A page shows at most this many windows of a metric (the latest ones).
@@ -701,9 +700,10 @@ def top_labels(totals: dict[str, float], top_k: int) -> list[str]:
 
 def label_totals_of_views(views: list[dict]) -> tuple[dict[str, float], bool]:
     """As `store.reads.label_totals`, from a series' window views (oldest first): {label: the
-    sum of its estimates}, at most `MAX_SERIES_LABELS` labels, those seen most recently (read
-    from the newest window back: a label first met when the limit is reached is left out), and
-    whether one was left out."""
+    sum of its estimates}, at most `store.reads.MAX_SERIES_LABELS` labels, those seen most
+    recently (read from the newest window back: a label first met when the limit is reached is
+    left out), and whether one was left out."""
+    from ldp_telemetry.store import reads
     totals: dict[str, float] = {}
     cut = False
     for view in reversed(views):
@@ -711,7 +711,7 @@ def label_totals_of_views(views: list[dict]) -> tuple[dict[str, float], bool]:
                                 strict=False):
             label = str(label)
             if label not in totals:
-                if len(totals) >= MAX_SERIES_LABELS:
+                if len(totals) >= reads.MAX_SERIES_LABELS:
                     cut = True
                     continue
                 totals[label] = 0.0
@@ -732,9 +732,9 @@ def series_of_views(views: list[dict], top_k: int) -> list[Series]:
         latest = windows[-1]
         one = Series(series_name(length, version), version, length, windows=len(windows))
         if latest.get("bucket_edges") is None and labels_per_window(latest.get("protocol")):
-            found, one.labels_cut = label_totals_of_views(windows)
-            one.by_label, one.values = True, len(found)
-            one.labels = top_labels(found, top_k)
+            ranked, one.labels_cut = label_totals_of_views(windows)
+            one.by_label, one.values = True, len(ranked)
+            one.labels = top_labels(ranked, top_k)
         elif latest.get("bucket_edges") is None and latest.get("estimate"):
             size = len(latest["estimate"])
             one.values = size
