@@ -299,6 +299,7 @@
   }
   function fillReadout(readout, w, lines, at) {
     clear(readout);
+    readout.style.visibility = "";
     readout.appendChild(htmlEl("strong", {}, shortTime(w.window_start) + " \u2013 " + shortTime(w.window_end) + "  n = " + count(w.n) + (w._partial ? " (partial)" : "")));
     lines.forEach(function (line, rank) {
       var v = at(w, line);
@@ -370,7 +371,8 @@
     if (chart && drawn === chartDrawn) { chart.redraw(false); return; }
     if (chart) { chart.destroy(); chart = null; }
     chartDrawn = drawn;
-    clear(holder); clear(legend); clear(readout);
+    clear(holder); clear(legend);
+    readout.style.visibility = "hidden";  /* its height kept: the legend stays where it is */
     drawLabelNote();
     if (!windows.length) { holder.appendChild(htmlEl("p", {"class": "empty"}, "No windows yet.")); return; }
     var lines = state.numeric ? [{index: -1, label: "mean"}] : topLabels();
@@ -490,7 +492,8 @@
       var picked = key(windows[k]);
       setTimeout(function () { select(picked, true); }, 0);
     });
-    chart.over.addEventListener("mouseleave", function () { clear(readout); });
+    /* hidden, not emptied: the legend under it does not move up as the pointer goes to it */
+    chart.over.addEventListener("mouseleave", function () { readout.style.visibility = "hidden"; });
     lines.forEach(function (line, rank) {
       var color = PALETTE[rank % PALETTE.length];
       var item = htmlEl("button", {type: "button", "class": "legend-item toggle" + (hidden[line.label] ? " off" : ""), "data-label": line.label, "aria-pressed": hidden[line.label] ? "false" : "true"});

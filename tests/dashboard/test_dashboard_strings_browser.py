@@ -1,0 +1,169 @@
+"""A string metric in headless Chromium, end to end: `ldp simulate` of a CSV column of words
+(markup, quotes, right-to-left text and an override, "constructor" and "__proto__") into Avro,
+a batch run into a SQLite store, the dashboard on it and its static export. The chart's lines
+are the series' top strings by label, a string missing from a window's heavy hitters is a gap
+("not found" in the read-out), and the chosen window lists its heavy hitters with their bands."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+
+from ldp_telemetry.dashboard.pages import metric_page_link, metric_page_name
+from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
+from ldp_telemetry.dashboard.source import StoreSource, top_labels
+from ldp_telemetry.ldp.config.registry import load_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.output.bands import Z95
+from ldp_telemetry.output.text import printable
+from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.cli import main
+from ldp_telemetry.pipelines.job import EstimateJob
+
+from tests.dashboard.test_dashboard_browser import check_clean, wait_for, wait_loaded
+
+T0 = 1_709_251_200  # 2024-03-01T00:00:00Z
+HOUR_MS = 3_600_000
+METRIC = "app.name"
+TOP_K = 8
+WORDS = ["mail", "<script>x", "\"q'&", "שלום", "\u202eexe", "__proto__", "constructor"]
+#: Shares per hourly window: "mail" and "<script>x" swap ranks after two hours, "__proto__" is
+#: held only in the first two and "constructor" only in the last two.
+SHARES = [[0.40, 0.25, 0.10, 0.08, 0.07, 0.10, 0.00]] * 2 + \
+         [[0.22, 0.38, 0.10, 0.08, 0.07, 0.00, 0.15]] * 2
+REPORTS_PER_HOUR = 30_000
+
+
+@pytest.fixture(scope="module")
+def string_run(tmp_path_factory):
+    """The words simulated from a CSV, run into hourly windows in a SQLite store; the store's
+    URL, the job's records and the folder."""
+    folder = tmp_path_factory.mktemp("dashboard-strings")
+    rng = np.random.default_rng(7)
+    with open(folder / "words.csv", "w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out)
+        writer.writerow(["word", "event_time"])
+        for hour, shares in enumerate(SHARES):
+            words = rng.choice(len(WORDS), size=REPORTS_PER_HOUR, p=shares)
+            times = T0 + hour * 3600 + rng.integers(0, 3600, REPORTS_PER_HOUR)
+            writer.writerows([WORDS[w], int(t)] for w, t in zip(words, times, strict=True))
+    registry_path = folder / "registry.json"
+    registry_path.write_text(json.dumps({"metrics": [
+        {"name": METRIC, "protocol": "pem", "epsilon": 4.0,
+         "domain": {"strings": {"max_bytes": 12, "pool": 128}},
+         "estimator": {"method": "heavy-hitters", "top": TOP_K, "threshold": 0.03}}]}),
+        encoding="utf-8")
+    assert main(["simulate", "--registry", str(registry_path), "--metric", METRIC, "--input",
+                 str(folder / "words.csv"), "--value-column", "word", "--time-column",
+                 "event_time", "--out", str(folder / "reports"), "--seed", "5"]) == 0
+    store = f"sqlite:///{folder}/store.db"
+    job = EstimateJob(load_registry(registry_path),
+                      tuple(sorted(str(p) for p in (folder / "reports").glob("*.avro"))),
+                      str(folder / "estimates"), WindowSpec(HOUR_MS, HOUR_MS), store=store)
+    run_job(job, ["--runner=FnApiRunner"], out=io.StringIO())
+    records = sorted((json.loads(line) for path in (folder / "estimates").glob("estimates-*.jsonl")
+                      for line in path.read_text(encoding="utf-8").splitlines()),
+                     key=lambda r: r["window_start"])
+    return {"store": store, "records": records, "folder": folder}
+
+
+def expected_lines(records: list[dict]) -> list[str]:
+    """The series' strings as the page shows them: the largest sums over the windows."""
+    totals: dict[str, float] = {}
+    for record in records:
+        for label, value in zip(record["labels"], record["estimate"], strict=True):
+            totals[label] = totals.get(label, 0.0) + value
+    return [printable(label) for label in top_labels(totals, TOP_K)]
+
+
+def legend(browser) -> list[tuple[str, str]]:
+    return browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#topk-legend button.toggle'))"
+        ".map(b => [b.textContent, b.getAttribute('aria-pressed')])")
+
+
+def readout_at(browser, fraction: float, window: str) -> list[str]:
+    """The read-out of the chart over windows with the pointer `fraction` across the plot, once
+    it reads the window whose times start with `window`."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    over = browser.driver.find_element("css selector", "#topk .u-over")
+    width = over.size["width"]
+    ActionChains(browser.driver).move_to_element_with_offset(
+        over, int((fraction - 0.5) * (width - 4)), 0).perform()
+    assert wait_for(browser, "(document.querySelector('#topk-readout strong') || {})"
+                             f".textContent.startsWith({json.dumps(window)})")
+    return browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#topk-readout .readout-item'))"
+        ".map(s => s.textContent)")
+
+
+def test_the_chart_of_a_string_metric_draws_each_string_by_label(browser, string_run,
+                                                                 tmp_path, artifacts):
+    records = string_run["records"]
+    assert len(records) == 4
+    found = [set(r["labels"]) for r in records]
+    # the job found what the test is about: ranks swapped, two strings in half the windows
+    assert records[0]["labels"][:2] == ["mail", "<script>x"]
+    assert records[3]["labels"][:2] == ["<script>x", "mail"]
+    assert "__proto__" in found[0] - found[3] and "constructor" in found[3] - found[0]
+    lines = expected_lines(records)
+    # all seven among the lines, the override escaped (a window's heavy hitters may hold a
+    # string the noise made up, as any run's may)
+    assert {printable(w) for w in WORDS} <= set(lines)
+    source = StoreSource(string_run["store"])
+    server, base = serve_in_thread(Dashboard(source, top_k=TOP_K, poll_ms=300))
+    try:
+        browser.get(base + metric_page_link(METRIC))
+        assert wait_for(browser, "document.body.getAttribute('data-windows')") == "4"
+        assert wait_loaded(browser) == len(records[-1]["labels"])
+        # one line per string, by label, every one shown (neither "constructor" nor
+        # "__proto__" is taken for a hidden line)
+        assert legend(browser) == [[label, "true"] for label in lines]
+        assert browser.driver.execute_script("return window.__owned === undefined")
+        note = browser.driver.execute_script(
+            "return document.getElementById('topk-note').textContent")
+        assert "not found above the heavy-hitter threshold" in note
+        assert "Top 8 strings over windows" in browser.driver.execute_script(
+            "return document.querySelector('main h2').textContent")
+        # the first window: "__proto__" drawn, "constructor" a gap; the last the other way
+        first = readout_at(browser, 0.0, "2024-03-01 \u2013 ")
+        last = readout_at(browser, 1.0, "2024-03-01 03:00 \u2013 ")
+        assert "constructor not found" in first and "__proto__ not found" in last
+        for items, record in ((first, records[0]), (last, records[-1])):
+            for label, value in zip(record["labels"], record["estimate"], strict=True):
+                assert any(item.startswith(f"{printable(label)} {value:.4f} \u00b1 ")
+                           for item in items), (label, items)
+        # the chosen (latest) window lists its own heavy hitters, best first, with bands
+        rows = browser.driver.execute_script(
+            "return Array.from(document.querySelectorAll('#values-table tbody tr'))"
+            ".map(tr => [tr.querySelector('td.label').textContent,"
+            " tr.querySelector('td.band').textContent])")
+        latest = records[-1]
+        assert rows == [[printable(label), f"{Z95 * error:.4f}"] for label, error in
+                        zip(latest["labels"], latest["std_error"], strict=True)]
+        # a legend entry named like an Object property toggles its line
+        browser.driver.find_element(
+            "css selector", "#topk-legend button[data-label='constructor']").click()
+        assert wait_for(browser, "document.querySelector(\"#topk-legend "
+                                 "button[data-label='constructor']\")"
+                                 ".getAttribute('aria-pressed') === 'false'")
+        browser.screenshot(str(artifacts / "string-metric.png"))
+        check_clean(browser)
+        # the static export shows the same lines and the same heavy hitters
+        Dashboard(source, top_k=TOP_K).export(str(tmp_path / "site"))
+        browser.get((tmp_path / "site" / metric_page_name(METRIC)).as_uri())
+        assert wait_loaded(browser) == len(latest["labels"])
+        assert legend(browser) == [[label, "true"] for label in lines]
+        assert browser.driver.execute_script(
+            "return Array.from(document.querySelectorAll('#values-table td.label'))"
+            ".map(td => td.textContent)") == [printable(label) for label in latest["labels"]]
+        assert browser.driver.execute_script("return window.__owned === undefined")
+        assert browser.console_errors() == []
+        browser.screenshot(str(artifacts / "string-metric-export.png"))
+    finally:
+        server.shutdown()
+        server.server_close()
+        source.close()
