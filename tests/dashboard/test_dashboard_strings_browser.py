@@ -14,7 +14,7 @@ import pytest
 
 from ldp_telemetry.dashboard.pages import metric_page_link, metric_page_name
 from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
-from ldp_telemetry.dashboard.source import StoreSource, top_labels
+from ldp_telemetry.dashboard.source import FolderSource, StoreSource, top_labels
 from ldp_telemetry.ldp.config.registry import load_registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.output.bands import Z95
@@ -152,6 +152,18 @@ def test_the_chart_of_a_string_metric_draws_each_string_by_label(browser, string
                                  ".getAttribute('aria-pressed') === 'false'")
         browser.screenshot(str(artifacts / "string-metric.png"))
         check_clean(browser)
+        # the job's output folder draws the same lines
+        folder_source = FolderSource(str(string_run["folder"] / "estimates"))
+        folder_server, folder_base = serve_in_thread(Dashboard(folder_source, top_k=TOP_K))
+        try:
+            browser.get(folder_base + metric_page_link(METRIC))
+            assert wait_loaded(browser) == len(latest["labels"])
+            assert legend(browser) == [[label, "true"] for label in lines]
+            check_clean(browser)
+        finally:
+            folder_server.shutdown()
+            folder_server.server_close()
+            folder_source.close()
         # the static export shows the same lines and the same heavy hitters
         Dashboard(source, top_k=TOP_K).export(str(tmp_path / "site"))
         browser.get((tmp_path / "site" / metric_page_name(METRIC)).as_uri())
