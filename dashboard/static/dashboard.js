@@ -523,10 +523,11 @@
     return Object.keys(w.quantiles || {}).map(function (level) { return [Number(level), w.quantiles[level], (w.quantile_bands || {})[level] || null]; })
       .filter(function (pair) { return typeof pair[1] === "number"; }).sort(function (a, b) { return a[0] - b[0]; });
   }
-  function isOrdinal(w) { return (w.labels || []).every(function (l) { return /^-?\d+$/.test(String(l)); }); }
+  /* Labels that are all integers (a string metric's heavy hitters are always ranked) */
+  function isOrdinal(w) { return !w.heavy_hitters && (w.labels || []).every(function (l) { return /^-?\d+$/.test(String(l)); }); }
 
   function drawDistribution(w) {
-    if (order === null) {  /* decided by the first window whose values are loaded */
+    if (order === null && w.estimate && w.estimate.length) {  /* decided by the first window whose values are loaded */
       order = isOrdinal(w) ? "label" : "ranked";
       var orderSelect = document.getElementById("order-select");
       if (orderSelect) { orderSelect.value = order; }
@@ -535,6 +536,12 @@
     clear(holder); clear(document.getElementById("quantiles"));
     if (w.bucket_edges) { drawDensity(w, holder); drawQuantiles(w); return; }
     var showAllButton = document.getElementById("show-all");
+    if (!w.estimate.length) {  /* a string metric's window without heavy hitters */
+      if (showAllButton) { showAllButton.hidden = true; }
+      holder.appendChild(htmlEl("p", {"class": "empty"}, "No values in this window" +
+        (w.heavy_hitters ? ": no string was found above the heavy-hitter threshold" + (w.heavy_hitters.reason ? " (" + String(w.heavy_hitters.reason) + ")" : "") : "") + "."));
+      return;
+    }
     if (order === "label") { drawInOrder(w, holder); if (showAllButton) { showAllButton.hidden = true; } return; }
     var d = w.estimate.length;
     var ranked = w.estimate.map(function (_, i) { return i; }).sort(function (a, b) { return w.estimate[b] - w.estimate[a] || a - b; });
@@ -729,6 +736,11 @@
     if (w.estimator && w.estimator.iterations !== null && w.estimator.iterations !== undefined) {
       items.push(["estimator", w.estimator.method + ", " + w.estimator.iterations + " iterations" +
                   (w.estimator.last_change !== null && w.estimator.last_change !== undefined ? ", last change " + Number(w.estimator.last_change).toExponential(2) : "")]);
+    }
+    var hh = w.heavy_hitters;  /* a string metric's window: how its heavy hitters were found */
+    if (hh && w.estimate) {
+      items.push(["heavy hitters", count(w.estimate.length) + " found (at most " + count(hh.top) + ", above " + fmt(hh.threshold) + ")" +
+                  (hh.reason ? ": " + String(hh.reason) : "")]);
     }
     items.forEach(function (item) {
       var div = htmlEl("div", {"data-fact": item[0]});

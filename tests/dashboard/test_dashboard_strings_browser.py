@@ -23,7 +23,9 @@ from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.job import EstimateJob
 
-from tests.dashboard.test_dashboard_browser import check_clean, wait_for, wait_loaded
+from tests.dashboard.test_dashboard_browser import (  # noqa: F401 - blank_page: autouse
+    blank_page, check_clean, wait_for, wait_loaded)
+from tests.dashboard.test_dashboard_strings import string_record, write_store
 
 T0 = 1_709_251_200  # 2024-03-01T00:00:00Z
 HOUR_MS = 3_600_000
@@ -175,6 +177,38 @@ def test_the_chart_of_a_string_metric_draws_each_string_by_label(browser, string
         assert browser.driver.execute_script("return window.__owned === undefined")
         assert browser.console_errors() == []
         browser.screenshot(str(artifacts / "string-metric-export.png"))
+    finally:
+        server.shutdown()
+        server.server_close()
+        source.close()
+
+
+def test_a_window_without_heavy_hitters_says_why(browser, tmp_path):
+    """A window whose heavy-hitter list is empty (a level without reports) is drawn as a sentence
+    with the record's reason, not as an empty chart; the other windows stay ranked, even when
+    their strings look like numbers."""
+    empty = string_record(1, [])
+    empty["heavy_hitters"]["reason"] = "level 3 has no reports"
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, [string_record(0, [("42", 0.3), ("7", 0.5)]), empty])
+    source = StoreSource(url)
+    server, base = serve_in_thread(Dashboard(source, top_k=TOP_K, poll_ms=300))
+    try:
+        browser.get(base + metric_page_link(METRIC))
+        assert wait_for(browser, "document.body.getAttribute('data-windows')") == "2"
+        text = wait_for(browser, "(document.querySelector('#distribution p.empty') || {})"
+                                 ".textContent")
+        assert text == ("No values in this window: no string was found above the heavy-hitter "
+                        "threshold (level 3 has no reports).")
+        assert "0 found" in browser.driver.execute_script(
+            "return document.querySelector(\"[data-fact='heavy hitters'] dd\").textContent")
+        browser.driver.execute_script("document.getElementById('window-prev').click()")
+        assert wait_for(browser, "document.querySelectorAll('#distribution text.bar-label')"
+                                 ".length") == 2
+        assert browser.driver.execute_script(  # ranked by estimate: "7" first
+            "return Array.from(document.querySelectorAll('#distribution text.bar-label'))"
+            ".map(t => t.textContent)") == ["7", "42"]
+        check_clean(browser)
     finally:
         server.shutdown()
         server.server_close()
