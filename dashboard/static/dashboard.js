@@ -1008,6 +1008,26 @@
     });
   }
 
+  /* What the rows of each series are keyed by: its top-k value indices, or its strings. */
+  function topKeys(list) {
+    return JSON.stringify((list || []).map(function (s) { return [s.name, s.by_label ? s.labels : s.indices]; }));
+  }
+  /* The windows held, asked again (their rows with the series' new top-k), merged in place:
+   * the zoom and the chosen window stay. */
+  function refreshHeld() {
+    if (!allWindows.length) { render(); return; }
+    var first = allWindows[0].start_ms, last = allWindows[allWindows.length - 1].start_ms;
+    fetch("api/windows?metric=" + encodeURIComponent(state.metric) + "&since=0&from=" + encodeURIComponent(isoOf(first)) +
+          "&to=" + encodeURIComponent(isoOf(last + 1)), {cache: "no-store"})
+      .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
+      .then(function (data) {
+        if (data.count && topKeys(data.series) === topKeys(state.series)) {
+          merge(expand(data)); dataVersion++;
+        }
+        render();
+      })
+      .catch(function () { render(); });
+  }
   function poll() {
     var status = document.getElementById("status");
     fetch("api/windows?metric=" + encodeURIComponent(state.metric) + "&since=" + state.cursor, {cache: "no-store"})
@@ -1019,7 +1039,12 @@
           changed = changed.filter(function (w) { return w.start_ms >= low && w.start_ms <= high; });
         }
         if (update.span) { state.span = update.span; }
-        if (changed.length) { state.series = update.series; merge(changed); state.cursor = update.cursor; render(); }
+        if (changed.length) {
+          var before = topKeys(state.series);
+          state.series = update.series; merge(changed); state.cursor = update.cursor;
+          /* a series' top-k changed: the rows held carry the old one's values */
+          if (topKeys(update.series) !== before) { refreshHeld(); } else { render(); }
+        }
         else { state.cursor = update.cursor; }
         status.textContent = "live \u00b7 updated " + new Date().toLocaleTimeString("en-GB") + " \u00b7 " + allWindows.length + (allWindows.length === 1 ? " window" : " windows");
       })

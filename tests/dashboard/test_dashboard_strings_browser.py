@@ -213,3 +213,30 @@ def test_a_window_without_heavy_hitters_says_why(browser, tmp_path):
         server.shutdown()
         server.server_close()
         source.close()
+
+
+def test_a_live_page_redraws_its_lines_when_the_top_strings_change(browser, tmp_path,
+                                                                   monkeypatch):
+    """A pane that changes a series' top strings: the windows already on the page are asked
+    again, so a string that enters the top is drawn in them too (not as gaps)."""
+    from ldp_telemetry.dashboard import source as sources
+    monkeypatch.setattr(sources, "SERIES_REFRESH_S", 0.0)  # the series follow every change
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, [string_record(k, [("a", 0.5), ("b", 0.3), ("c", 0.1)]) for k in range(3)])
+    source = StoreSource(url)
+    server, base = serve_in_thread(Dashboard(source, top_k=2, poll_ms=300))
+    try:
+        browser.get(base + metric_page_link(METRIC))
+        assert wait_for(browser, "document.body.getAttribute('data-windows')") == "3"
+        assert [label for label, _ in legend(browser)] == ["a", "b"]
+        write_store(url, [string_record(3, [("c", 0.9), ("a", 0.05)])])  # c: 1.2 > b: 0.9
+        assert wait_for(browser, "document.body.getAttribute('data-windows') === '4' && "
+                                 "document.querySelectorAll('#topk-legend button.toggle')[1]"
+                                 ".textContent === 'c'")
+        first = readout_at(browser, 0.0, "2024-03-01 \u2013 ")
+        assert any(item.startswith("c 0.1000 \u00b1 ") for item in first), first
+        check_clean(browser)
+    finally:
+        server.shutdown()
+        server.server_close()
+        source.close()
