@@ -4,7 +4,12 @@ R times; p50 and p95 per endpoint, the bytes a metric page loads, and `--export`
 
     python benchmarks/dashboard.py [--metrics 10] [--windows 1000] [--labels 500]
                                    [--requests 40] [--stores sqlite,postgresql] [--browser]
-                                   [--name dashboard] [--json PATH]
+                                   [--strings] [--name dashboard] [--json PATH]
+
+With `--strings` every metric is a string metric (PEM): each window holds its own `--labels`
+heavy hitters, the largest noisy estimates over a vocabulary of `STRING_VOCABULARY` words whose
+Zipf ranking shifts by one word a day, so the strings of a series change over time and the
+chart over windows is keyed by label (docs/cli.md#ldp-dashboard).
 
 Endpoints: the index; a metric page (its HTML); the page's script; `/api/windows` with cursor 0
 (every window's chart row) and with the newest cursor (a live page's poll); a week of windows by
@@ -50,9 +55,41 @@ HOUR_MS = 3_600_000
 GOAL_P95_MS, GOAL_PAGE_KB, GOAL_EXPORT_S, GOAL_PAINT_MS = 200.0, 300.0, 10.0, 1000.0
 
 
-def build(url: str, metrics: int, windows: int, labels: int, seed: int = 30) -> float:
+#: Words a string metric's heavy hitters are drawn from (`--strings`).
+STRING_VOCABULARY = 5000
+
+
+def string_window(metric: str, k: int, heavy: int, rng) -> dict:
+    """The k-th hourly window of a string metric: its `heavy` largest noisy estimates over
+    STRING_VOCABULARY words (Zipf 1.1 over a ranking that shifts by a word a day), best first,
+    as a PEM job writes them."""
+    ranks = (np.arange(STRING_VOCABULARY) + k // 24) % STRING_VOCABULARY
+    truth = 1.0 / (ranks + 1.0) ** 1.1
+    truth /= truth.sum()
+    n = int(rng.integers(80_000, 120_000))
+    error = np.sqrt(truth * (1 - truth) / n + 4e-7)
+    estimate = truth + rng.normal(0, error)
+    best = np.argsort(-estimate, kind="stable")[:heavy]
+    start = T0_MS + k * HOUR_MS
+    return {"metric": metric, "window_start": iso_from_ms(start),
+            "window_end": iso_from_ms(start + HOUR_MS), "n": n, "protocol": "pem",
+            "epsilon": 4.0, "p_star": None, "q_star": None, "smallest_resolvable": None,
+            "estimator": {"method": "heavy-hitters",
+                          "params": {"top": heavy, "threshold": 0.0, "width": 0}},
+            "postprocess": {"method": "none", "params": {}},
+            "labels": [f"word-{i:05d}" for i in best.tolist()],
+            "estimate": estimate[best].tolist(), "unbiased_estimate": estimate[best].tolist(),
+            "std_error": error[best].tolist(), "band_method": "exact-variance",
+            "heavy_hitters": {"top": heavy, "threshold": 0.0, "width": 2 * heavy,
+                              "level_reports": [n // 16] * 16, "reason": None},
+            "pane": {"timing": "ON_TIME", "index": 0, "is_last": True}}
+
+
+def build(url: str, metrics: int, windows: int, labels: int, seed: int = 30,
+          strings: bool = False) -> float:
     """Write the store: per metric, `windows` hourly windows of an OUE metric over `labels`
-    Zipf-like values with noise; returns the seconds taken."""
+    Zipf-like values with noise (`strings`: of a string metric with `labels` heavy hitters per
+    window, `string_window`); returns the seconds taken."""
     rng = np.random.default_rng(seed)
     base = 1.0 / np.arange(1, labels + 1) ** 1.1
     names = [f"v{i:04d}" for i in range(labels)]
@@ -62,6 +99,12 @@ def build(url: str, metrics: int, windows: int, labels: int, seed: int = 30) -> 
         for m in range(metrics):
             batch = []
             for k in range(windows):
+                if strings:
+                    batch.append(string_window(f"bench.m{m:02d}", k, labels, rng))
+                    if len(batch) == 100:
+                        store.write_panes(batch)
+                        batch = []
+                    continue
                 truth = base / base.sum()
                 n = int(rng.integers(80_000, 120_000))
                 error = np.full(labels, np.sqrt(q_star * (1 - q_star) / n) / (p_star - q_star))
@@ -195,7 +238,7 @@ def measure(url: str, name: str, args) -> dict:
         source.close()
     worst = max(row["p95_ms"] for row in rows)
     return {"store": name, "metrics": args.metrics, "windows": args.windows,
-            "labels": args.labels, "endpoints": rows, "page_kb": page_kb,
+            "labels": args.labels, "strings": args.strings, "endpoints": rows, "page_kb": page_kb,
             "page_sent_kb": page_sent_kb,
             "export_s": export_s, "export_mb": export_mb, "export_files": len(written),
             "worst_p95_ms": worst, "first_paint": paint,
@@ -260,7 +303,8 @@ def run_stores(args) -> dict:
     if "sqlite" in wanted:
         with tempfile.TemporaryDirectory() as folder:
             url = f"sqlite:///{folder}/bench.db"
-            seconds = build(url, args.metrics, args.windows, args.labels)
+            seconds = build(url, args.metrics, args.windows, args.labels,
+                            strings=args.strings)
             print(f"SQLite      built in {seconds:.0f} s "
                   f"({os.path.getsize(folder + '/bench.db') / 1e6:.0f} MB)")
             results.append(measure(url, "SQLite", args))
@@ -277,7 +321,8 @@ def run_stores(args) -> dict:
                 with psycopg.connect(base, autocommit=True) as admin:
                     admin.execute("CREATE DATABASE bench_dashboard")
                 url = base.replace("/postgres?", "/bench_dashboard?")
-                seconds = build(url, args.metrics, args.windows, args.labels)
+                seconds = build(url, args.metrics, args.windows, args.labels,
+                                strings=args.strings)
                 with psycopg.connect(url, autocommit=True) as connection:
                     connection.execute("VACUUM ANALYZE")  # as autovacuum would, in time
                 print(f"PostgreSQL  built in {seconds:.0f} s")
@@ -302,9 +347,12 @@ def main() -> int:
     parser.add_argument("--top-k", type=int, default=5,
                         help="values drawn over windows per metric page (the series count)")
     parser.add_argument("--stores", default="sqlite,postgresql")
+    parser.add_argument("--strings", action="store_true",
+                        help="string metrics: --labels heavy hitters per window, changing over "
+                             "time (the chart over windows keyed by label)")
     parser.add_argument("--name", default="dashboard",
                         help="the results' name (benchmarks/report.py has a section per name: "
-                             "dashboard, dashboard_long for 10⁴ windows)")
+                             "dashboard, dashboard_long for 10⁴ windows, dashboard_strings)")
     parser.add_argument("--browser", action="store_true",
                         help="also time first paint and the charts' first drawing in headless "
                              "Chromium")

@@ -662,6 +662,14 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "\"api/windows earlier page\": the 2,000 windows before the latest page).",
      dashboard, "python benchmarks/dashboard.py --metrics 1 --windows 10000 --labels 100 "
                 "--stores sqlite --browser --name dashboard_long"),
+    ("dashboard_strings", "Dashboard of string metrics",
+     "As the dashboard at operating size for 10 string metrics (PEM) × 1,000 hourly windows, "
+     "each window holding its own 20 heavy hitters (\"labels\" below) drawn from 5,000 words "
+     "whose ranking shifts by one word a day: each series' top-k strings are ranked by label "
+     "over its windows (`store.reads.label_totals`) and each row's estimates read by label "
+     "(`label_values`), [the chart keyed by label](cli.md#ldp-dashboard).",
+     dashboard, "python benchmarks/dashboard.py --strings --labels 20 --browser "
+                "--name dashboard_strings"),
     ("cli_startup", "Command start-up",
      "Each command in a fresh interpreter, round-robin; only `ldp run` imports Apache Beam.",
      cli_startup, "python benchmarks/cli_startup.py --runs 5"),
