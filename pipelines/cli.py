@@ -29,10 +29,17 @@ def _drop_optional_gcp_notice(record: logging.LogRecord) -> bool:
     return "apitools not found" not in record.getMessage()
 
 
+def _drop_user_error_traceback(record: logging.LogRecord) -> bool:
+    """Beam logs an exception raised in a step with its traceback before raising it again; a
+    UserError (e.g. an input file changed while the job ran) is then one line from `main`."""
+    return not (record.exc_info and isinstance(record.exc_info[1], UserError))
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_drop_optional_gcp_notice)
+        handler.addFilter(_drop_user_error_traceback)
     # e.g. how "protocol": "auto" was resolved
     logging.getLogger("ldp_telemetry").setLevel(logging.INFO)
     exiting = argv is None  # the process's own command line: it exits when this returns
