@@ -56,6 +56,8 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
     spec = config.postprocess
     band_method = frequency_band_method(result)
     no_band = band_method == BAND_NONE  # the values' band, declared absent (a Wiener filter's)
+    # a pooled-hash oracle's k and m, so that no reader assumes the defaults (absent otherwise)
+    sketch = getattr(config.protocol, "sketch_parameters", lambda: None)()
     return EstimateRecord(
         **_common_fields(config, result, start_ms, end_ms, pane),
         postprocess={"method": spec.method,
@@ -69,7 +71,9 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
         integrity=integrity,
         band_method=band_method,
         band_reasons={"estimate": WIENER_NO_BAND} if no_band else None,
-        fields=FREQUENCY_FIELDS | {"band_reasons"} if no_band else None)
+        parameters=sketch,
+        fields=(FREQUENCY_FIELDS | ({"band_reasons"} if no_band else set())
+                | ({"parameters"} if sketch else set())))
 
 
 def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, start_ms: int,

@@ -38,6 +38,7 @@ errors; `linear_variance` into every query's.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import ClassVar
 
@@ -59,6 +60,21 @@ MAX_SKETCH_BUCKETS = 1 << 16
 MAX_POOL_CELLS = 1 << 24
 #: Hash evaluations per block of `support_counts`: (k x values) uint64, 2 MiB.
 _SUPPORT_CELLS = 1 << 18
+#: The sketch parameters a configuration may choose and a record carries: k hash functions and m
+#: buckets (FLH's g), as the registry's `sketch` object and the window-estimate record's
+#: `parameters` name them, mapped to the constructor's keywords.
+SKETCH_FIELDS = {"k": "hashes", "m": "buckets"}
+
+
+def sketch_arguments(parameters: Mapping[str, object]) -> dict[str, object]:
+    """The constructor keywords (`hashes`, `buckets`) of a `sketch` / `parameters` mapping
+    ({"k": K, "m": M}, either optional); ValueError naming an unknown key. The values are
+    checked by the protocol's constructor (RegistryError naming ``sketch.k`` / ``sketch.m``)."""
+    unknown = sorted(set(parameters) - set(SKETCH_FIELDS))
+    if unknown:
+        raise RegistryError(f"{unknown[0]!r} is not a sketch parameter (expected "
+                            f"{sorted(SKETCH_FIELDS)})", f"sketch.{unknown[0]}")
+    return {SKETCH_FIELDS[key]: value for key, value in parameters.items()}
 
 
 def pool_seeds(indices: np.ndarray, root: int = POOL_ROOT) -> np.ndarray:
@@ -172,6 +188,11 @@ class HashPool(FrequencyOracle):
     @property
     def parameter(self) -> str:
         return f"k={self.k}, m={self.m}"
+
+    def sketch_parameters(self) -> dict[str, int]:
+        """{"k": k, "m": m}: what a window-estimate record carries to rebuild this protocol
+        (`sketch_arguments` turns it back into the constructor's keywords)."""
+        return {"k": self.k, "m": self.m}
 
     @property
     def collision(self) -> float:
