@@ -72,6 +72,8 @@ def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int
     noise = protocol.noise(n)
     counts = np.asarray(protocol.support_counts(statistic), dtype=np.int64)
     unbiased = unbiased_estimate(counts, noise)
+    if noise.n:  # a noise level that depends on f (a pool's collision term) at the plug-in
+        noise = noise.given(error_plug_in(unbiased))
     if noise.n == 0:  # nothing to estimate from: every estimator would return NaN
         output = EstimatorOutput(unbiased)
     else:

@@ -217,7 +217,8 @@ class WindowEstimate:
         spec = PostprocessSpec.parse(spec)
         labels = tuple(labels) if labels is not None else tuple(map(str, range(protocol.d)))
         return cls(metric, window_start, window_end, protocol, int(n), labels, unbiased,
-                   spec.apply(unbiased, protocol.noise(n)), spec)
+                   spec.apply(unbiased, protocol.noise(n).given(error_plug_in(unbiased))),
+                   spec)
 
     def with_method(self, method: str | Mapping | PostprocessSpec, **params: Any
                     ) -> WindowEstimate:
@@ -237,7 +238,8 @@ class WindowEstimate:
 
     @property
     def noise(self) -> SupportNoise:
-        return self.protocol.noise(self.n)
+        """The window's noise model at its plug-in (a pool's collision term included)."""
+        return self.protocol.noise(self.n).given(self.plug_in)
 
     @property
     def d(self) -> int:

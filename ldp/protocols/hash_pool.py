@@ -37,6 +37,7 @@ errors; `linear_variance` into every query's.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
@@ -48,7 +49,7 @@ from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols.base import Columns, FrequencyOracle, int_column
-from ldp_telemetry.ldp.protocols.noise import SupportNoise
+from ldp_telemetry.ldp.protocols.noise import RESOLVABLE_STD_ERRORS, SupportNoise
 
 #: Root of the public hash pool: s_j = splitmix64(POOL_ROOT, j) ("LDP_POOL" in ASCII).
 POOL_ROOT = 0x4C44505F504F4F4C
@@ -93,9 +94,30 @@ class PoolNoise(SupportNoise):
     """SupportNoise plus the pool's collision term: `collision` = 1/(k (m - 1)).
 
     variance(f) = [Wang20] journal eq. 2 + collision·(Σ_{x != v} f_x² - (1 - f_v)/n), f clipped
-    to [0, 1] as in SupportNoise (module docstring). `sigma` stays eq. 7 (the privacy noise)."""
+    to [0, 1] as in SupportNoise (module docstring). `sigma`, the standard error of a value of
+    frequency 0 that thresholds, weights and `smallest_resolvable` use, is
+    sqrt(eq. 7 + collision·(Σ f² - 1/n)) with Σ f² (`squares`) of the window's plug-in
+    (`given`); eq. 7 alone (the privacy noise) until one is given."""
 
     collision: float = 0.0
+    squares: float | None = None  # Σ f² of the plug-in distribution given (None: none yet)
+
+    def given(self, frequencies: np.ndarray) -> PoolNoise:
+        f = np.clip(np.asarray(frequencies, dtype=np.float64), 0.0, 1.0)
+        return dataclasses.replace(self, squares=float(np.dot(f, f)))
+
+    @property
+    def sigma(self) -> float:
+        private = super().sigma
+        if self.n == 0 or self.squares is None:
+            return private
+        return math.sqrt(private ** 2 + self.collision * max(self.squares - 1.0 / self.n, 0.0))
+
+    @property
+    def smallest_resolvable(self) -> float | None:
+        if self.n == 0 or self.squares is None:
+            return super().smallest_resolvable
+        return RESOLVABLE_STD_ERRORS * self.sigma
 
     def variance(self, f: np.ndarray) -> np.ndarray:
         base = super().variance(f)
