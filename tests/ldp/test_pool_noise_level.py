@@ -14,6 +14,7 @@ seeds, 10 to 15 standard errors from 1), and the test checks that it fails, so t
 """
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -29,7 +30,9 @@ from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.ldp.protocols import PROTOCOLS
 from ldp_telemetry.ldp.protocols.hash_pool import PoolNoise
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, smallest_resolvable, unbiased_estimate
+from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.records import window_estimate_record
+from ldp_telemetry.output.resolution import CHANCE_ABOVE_FLOOR, NOISE_SHARE, resolution
 
 D = 64
 #: Zipf over the first 16 values, 0 elsewhere: Σ f² = 0.139
@@ -139,3 +142,27 @@ def test_combined_versions_weigh_by_the_collision_aware_level():
     weights = [1 / result.noise.sigma ** 2 for _, result in parts]
     assert combined.weights[1] == pytest.approx(weights[0] / sum(weights), rel=1e-12)
     assert combined.total_weight == pytest.approx(sum(weights), rel=1e-12)
+
+
+
+@pytest.mark.parametrize("sketch, n", [({"k": 2, "m": 4}, 20_000), ({}, 200)])
+def test_the_reports_a_pooled_window_needs_leave_its_collision_floor_out(sketch, n):
+    """`ldp show`'s advice (output.resolution): the floor's privacy part falls as 1/sqrt(n), its
+    collision part does not, so a target at or below the collision part needs no finite n."""
+    entry = {"name": "c", "protocol": "cms", "epsilon": 2.0, "domain": {"size": D}}
+    config = parse_registry({"metrics": [{**entry, **({"sketch": sketch} if sketch else {})}]})
+    record = window_estimate_record(config["c"], finalized(config["c"], n=n), START, END)
+    private = smallest_resolvable(record.p_star, record.q_star, n)
+    collision = record.smallest_resolvable ** 2 - private ** 2
+    ranked = sorted(record.estimate.tolist(), reverse=True)
+    target = ranked[math.ceil(CHANCE_ABOVE_FLOOR * D / NOISE_SHARE) - 1]
+    found = resolution(record)
+    plain = resolution(EstimateRecord.from_json({**json.loads(record.to_json()),
+                                                 "parameters": None}))
+    assert plain.scale == max(1.0, (record.smallest_resolvable / target) ** 2)
+    if target ** 2 <= collision:  # k = 2, m = 4: the collision part alone is above the target
+        assert math.isinf(found.reports_needed) and math.isfinite(plain.reports_needed)
+    else:
+        assert found.scale == pytest.approx(max(1.0, private ** 2 / (target ** 2 - collision)),
+                                            rel=1e-12)
+        assert found.scale > plain.scale
