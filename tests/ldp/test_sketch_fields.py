@@ -231,3 +231,11 @@ def test_ldp_plan_takes_the_sketch_flags():
     done = subprocess.run([*command[:-1], "100"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert done.stderr.strip().startswith("ldp plan: error: --sketch-m for hcms"), done.stderr
+
+
+def test_registry_diff_names_a_changed_sketch():
+    from ldp_telemetry.pipelines.registry_tools import describe_changes
+    old = registry(metric(sketch={"k": 64}))["app"]
+    new = registry(metric(sketch={"k": 256, "m": 1024}))["app"]
+    assert describe_changes(old, new) == ["sketch k=64, m=512 -> k=256, m=1024"]
+    assert describe_changes(old, registry(metric("oue"))["app"]) == ["protocol cms -> oue"]
