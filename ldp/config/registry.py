@@ -308,6 +308,8 @@ def _parse_history(entry: Mapping, current: MetricConfig, where: str) -> list[Me
                                 f"{at}.version")
         inherited = {key: entry[key] for key in ("estimator", "postprocess", "integrity")
                      if key in entry}
+        if _pooled(earlier.get("protocol")):  # no integrity statistics to inherit settings of
+            inherited.pop("integrity", None)
         config = _parse_metric({**inherited, **earlier, "name": name}, at,
                                label=f"metric {name!r} version {earlier['version']!r}")
         configs.append(dataclasses.replace(config, not_before=current.not_before,

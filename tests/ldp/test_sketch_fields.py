@@ -239,3 +239,10 @@ def test_registry_diff_names_a_changed_sketch():
     new = registry(metric(sketch={"k": 256, "m": 1024}))["app"]
     assert describe_changes(old, new) == ["sketch k=64, m=512 -> k=256, m=1024"]
     assert describe_changes(old, registry(metric("oue"))["app"]) == ["protocol cms -> oue"]
+
+
+def test_an_earlier_pooled_version_does_not_inherit_the_current_integrity_settings():
+    loaded = registry(metric("olh", version=2, integrity={"top_k": 5}, history=[
+        {"version": 1, "protocol": "flh", "epsilon": 2.0, "domain": {"size": 500}}]))
+    assert loaded.version("app", 1).integrity is None
+    assert loaded.version("app", 2).integrity.top_k == 5
