@@ -246,3 +246,11 @@ def test_an_earlier_pooled_version_does_not_inherit_the_current_integrity_settin
         {"version": 1, "protocol": "flh", "epsilon": 2.0, "domain": {"size": 500}}]))
     assert loaded.version("app", 1).integrity is None
     assert loaded.version("app", 2).integrity.top_k == 5
+
+
+def test_ldp_show_names_the_sketch_of_a_pooled_window():
+    from ldp_telemetry.output.text import format_top
+    shown = format_top(window(registry(metric(sketch={"k": 8, "m": 16}))["app"]), 3)
+    assert "  cms (k=8, m=16) ε=2  " in shown.splitlines()[0]
+    plain = format_top(window(registry(metric("olh"))["app"]), 3)
+    assert "  olh ε=2  " in plain.splitlines()[0]
