@@ -117,6 +117,19 @@ def aggregation_cost(r: dict) -> str:
                   "model"], rows, right={1, 3, 4, 5, 6})
 
 
+def sketch_cost(r: dict) -> str:
+    def seconds(value: float) -> str:
+        return f"{value * 1e3:.3g}"
+
+    rows = [[f"`{row['protocol']}`", f"{row['d']:,}", f"{row['k']:,}", f"{row['m']:,}",
+             rate(1 / row["count_seconds_per_report"]),
+             rate(1 / row["model_count_seconds_per_report"]), fixed(2)(row["count_ratio"]),
+             seconds(row["finalize_seconds"]), seconds(row["model_finalize_seconds"]),
+             fixed(2)(row["finalize_ratio"])] for row in r["rows"]]
+    return table(["protocol", "d", "k", "m", "reports/s per core", "scaled model", "ratio",
+                  "finalize ms", "scaled model", "ratio"], rows, right=set(range(1, 10)))
+
+
 def windows(r: dict) -> str:
     up = r["start_up"]
     rows = [[f"{w['windows']:,}", f"{w['job_s']:.1f} ({w['job_cpu_s']:.1f})",
@@ -577,6 +590,17 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "of every row (tested).",
      aggregation_cost, "python benchmarks/aggregation_cost.py --repeats 3 --target 0.1 "
      "--sample 256 --model ldp/config/aggregation_cost.json"),
+    ("sketch_cost", "Aggregation cost of the pooled-hash oracles by sketch",
+     "CMS, HCMS and FLH at sketches other than their defaults (k/4, 4k, m/4, 4m; a registry's "
+     "[`sketch`](registry.md#sketch)), measured as the section above measures the defaults, "
+     "beside the model `ldp plan --sketch-k K --sketch-m M` shows: the defaults' model scaled "
+     "by k/k0 for finalizing and by m/m0 for CMS's counting ([large domains]"
+     "(large-domains.md#the-sketch-in-the-registry)). Ratio: measured time / modelled time. "
+     "Within a factor of 2 for FLH and for every sketch whose statistic is no larger than the "
+     "default's (tested); larger statistics cost more than the scaling says where the "
+     "statistic itself is the work: HCMS's counting (its (k, m, 2) histogram is added per "
+     "batch) and HCMS's finalizing at a large m (k Walsh–Hadamard transforms of m).",
+     sketch_cost, "python benchmarks/sketch_cost.py"),
     ("windows", "Many windows",
      "One GRR metric (d = 8) with one report in each of W one-second windows, each W in its own "
      "process. *Finalize* is `finalize_window` and the record alone, without Beam; *beyond "

@@ -27,7 +27,7 @@ from ldp_telemetry.ldp.engine.finalize import (NumericWindowResult, StringWindow
 from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, WIENER_NO_BAND
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
-from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
+from ldp_telemetry.ldp.protocols.noise import SupportNoise, smallest_resolvable
 from ldp_telemetry.output.compact import IndexLabels
 from ldp_telemetry.output.estimate import FREQUENCY_FIELDS, EstimateRecord, Pane
 from ldp_telemetry.output.layout import COMBINED
@@ -56,6 +56,8 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
     spec = config.postprocess
     band_method = frequency_band_method(result)
     no_band = band_method == BAND_NONE  # the values' band, declared absent (a Wiener filter's)
+    # a pooled-hash oracle's k and m, so that no reader assumes the defaults (absent otherwise)
+    sketch = getattr(config.protocol, "sketch_parameters", lambda: None)()
     return EstimateRecord(
         **_common_fields(config, result, start_ms, end_ms, pane),
         postprocess={"method": spec.method,
@@ -69,7 +71,9 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
         integrity=integrity,
         band_method=band_method,
         band_reasons={"estimate": WIENER_NO_BAND} if no_band else None,
-        fields=FREQUENCY_FIELDS | {"band_reasons"} if no_band else None)
+        parameters=sketch,
+        fields=(FREQUENCY_FIELDS | ({"band_reasons"} if no_band else set())
+                | ({"parameters"} if sketch else set())))
 
 
 def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, start_ms: int,
@@ -178,16 +182,19 @@ def frequency_band_method(result: WindowResult) -> str:
     return BAND_NONE if output is not None and output.std_error is not None else BAND_EXACT
 
 
-def support_facts(config: MetricConfig, n: int) -> dict:
+def support_facts(config: MetricConfig, n: int, noise: SupportNoise | None = None) -> dict:
     """`p_star`, `q_star` and `smallest_resolvable` of a window of n reports of the metric
-    `config`: the protocol's own for a frequency oracle, None for a numeric metric."""
+    `config`: the protocol's own for a frequency oracle, None for a numeric metric.
+    `noise`: the window's noise model, whose level includes a pooled-hash oracle's collision
+    term at the window's plug-in (`SupportNoise.given`)."""
     if config.kind != FREQUENCY:
         return {"p_star": None, "q_star": None, "smallest_resolvable": None}
     protocol = config.protocol
     assert isinstance(protocol, FrequencyOracle), "a frequency metric's protocol is an oracle"
     p_star, q_star = float(protocol.p_star), float(protocol.q_star)
-    return {"p_star": p_star, "q_star": q_star,
-            "smallest_resolvable": smallest_resolvable(p_star, q_star, int(n))}
+    resolvable = (noise.smallest_resolvable if noise is not None
+                  else smallest_resolvable(p_star, q_star, int(n)))
+    return {"p_star": p_star, "q_star": q_star, "smallest_resolvable": resolvable}
 
 
 def _labels(config: MetricConfig) -> Sequence[str]:
@@ -211,7 +218,7 @@ def _common_fields(config: MetricConfig,
         "config_version": config.version,
         "fingerprint": config.fingerprint.hex(),
         "combined_versions": None,
-        **support_facts(config, result.n),
+        **support_facts(config, result.n, getattr(result, "noise", None)),
         "estimator": config.estimator.record(result.estimator),
         "pane": pane,
         "privacy": privacy_budget(config).as_record(),

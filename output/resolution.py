@@ -12,13 +12,17 @@ at rank 3).
 The floor falls as 1/sqrt(n) (the planner's formula at a fixed ε and protocol), so the reports
 that would do follow from the record: with r = (chance values)/`NOISE_SHARE` values needed above
 the floor and f_r the r-th largest estimate, n' = n·(floor / f_r)²; with reports arriving at
-the same rate, a window n'/n times as long.
+the same rate, a window n'/n times as long. The floor of a pooled-hash oracle (CMS, HCMS, FLH:
+records with `parameters`) also holds the pool's hash-collision term, which does not fall with n
+(docs/large-domains.md): only its privacy part, 2·sqrt(q*(1 − q*)/n)/(p* − q*), does, so
+n' = n·private²/(f_r² − collision²), and no n' resolves an f_r at or below the collision part.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.output.estimate import EstimateRecord
 
 #: P(Z > 2): the chance that noise puts a value of frequency 0 above the floor.
@@ -54,8 +58,7 @@ def resolution(record: EstimateRecord) -> Resolution | None:
     by_chance = CHANCE_ABOVE_FLOOR * len(ranked)
     needed = min(len(ranked), max(1, math.ceil(by_chance / NOISE_SHARE)))
     target = ranked[needed - 1]
-    scale = (floor / target) ** 2 if target > 0 else math.inf
-    scale = max(1.0, scale)
+    scale = max(1.0, _scale(record, floor, target))
     return Resolution(floor, sum(v >= floor for v in ranked), by_chance, len(ranked),
                       n * scale, scale)
 
@@ -102,6 +105,19 @@ def under_resolved_summary(records: list[EstimateRecord]) -> list[str]:
                      f"{NOISE_SHARE:.0%} of the values above their smallest resolvable frequency "
                      f"are expected there by chance; {_longer(record, worst)}")
     return lines
+
+
+def _scale(record: EstimateRecord, floor: float, target: float) -> float:
+    """n'/n: how many times the reports at which the record's floor falls to `target` (module
+    docstring); inf when none would do."""
+    if target <= 0:
+        return math.inf
+    if record.parameters is None or record.p_star is None or record.q_star is None:
+        return (floor / target) ** 2
+    private = smallest_resolvable(record.p_star, record.q_star, record.n)
+    assert private is not None  # the record has reports (checked by `resolution`)
+    collision = floor ** 2 - private ** 2
+    return private ** 2 / (target ** 2 - collision) if target ** 2 > collision else math.inf
 
 
 @dataclass(frozen=True)

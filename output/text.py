@@ -75,8 +75,11 @@ def format_top(record: EstimateRecord, k: int = 5) -> str:
     estimator = (record.estimator or {}).get("method", "unbiased")
     if estimator != "unbiased":
         method = f"{estimator} + {method}"
+    sketch = record.parameters  # a pooled-hash oracle's k and m
+    shown = ", ".join(f"{key}={value}" for key, value in sorted((sketch or {}).items()))
+    protocol = f"{record.protocol} ({shown})" if shown else record.protocol
     lines = [f"{metric_title(record)}  [{record.window_start} .. {record.window_end})  "
-             f"n={record.n:,}  {record.protocol} ε={record.epsilon:g}  {method}"]
+             f"n={record.n:,}  {protocol} ε={record.epsilon:g}  {method}"]
     lower, upper = value_bands(record)
     for i in top.tolist():
         lines.append(f"    {printable(str(record.labels[i])):>12}  {estimate[i]:7.4f}"

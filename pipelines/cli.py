@@ -29,10 +29,17 @@ def _drop_optional_gcp_notice(record: logging.LogRecord) -> bool:
     return "apitools not found" not in record.getMessage()
 
 
+def _drop_user_error_traceback(record: logging.LogRecord) -> bool:
+    """Beam logs an exception raised in a step with its traceback before raising it again; a
+    UserError (e.g. an input file changed while the job ran) is then one line from `main`."""
+    return not (record.exc_info and isinstance(record.exc_info[1], UserError))
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_drop_optional_gcp_notice)
+        handler.addFilter(_drop_user_error_traceback)
     # e.g. how "protocol": "auto" was resolved
     logging.getLogger("ldp_telemetry").setLevel(logging.INFO)
     exiting = argv is None  # the process's own command line: it exits when this returns
@@ -199,7 +206,10 @@ def _convert(args: argparse.Namespace, _extra: list[str]) -> int:
 def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.ldp.config.cost import cost_model
     from ldp_telemetry.ldp.config.planner import guideline, plan, recommend
-    rows = plan(args.epsilon, args.domain, args.n, args.max_bytes, args.aggregation_rate)
+    sketch = {key: value for key, value in (("k", args.sketch_k), ("m", args.sketch_m))
+              if value is not None}
+    rows = plan(args.epsilon, args.domain, args.n, args.max_bytes, args.aggregation_rate,
+                sketch)
     if args.json and args.lifetime_epsilon is not None:
         from ldp_telemetry.ldp.config.planner import two_stage_plan
         two = two_stage_plan(args.epsilon, args.lifetime_epsilon, args.domain, args.n,
@@ -210,7 +220,8 @@ def _plan(args: argparse.Namespace, _extra: list[str]) -> int:
     if args.json:
         print(json.dumps([row.as_dict() for row in rows], indent=1))
         return 0
-    choice, reason = recommend(args.epsilon, args.domain, args.max_bytes, args.aggregation_rate)
+    choice, reason = recommend(args.epsilon, args.domain, args.max_bytes, args.aggregation_rate,
+                               sketch)
     print(f"ε = {args.epsilon:g}, d = {args.domain:,}" + (f", n = {args.n:,}" if args.n else ""))
     width = max(9, *(len(row.parameter) for row in rows))
     header = f"  {'protocol':<8} {'param':<{width}} {'p*':>9} {'q*':>9} {'n·MSE':>10}"

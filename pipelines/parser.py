@@ -95,6 +95,11 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     plan.add_argument("--aggregation-rate", type=float, default=None, metavar="REPORTS_PER_S",
                       help="recommend only among protocols the cost model says count at least "
                            "this many reports per second per core")
+    plan.add_argument("--sketch-k", type=int, default=None, metavar="K",
+                      help="the pooled-hash oracles (cms, hcms, flh) with K hash functions, as "
+                           "a registry's sketch.k (default: each one's own)")
+    plan.add_argument("--sketch-m", type=int, default=None, metavar="M",
+                      help="... and M buckets (FLH: its g), as a registry's sketch.m")
     plan.add_argument("--json", action="store_true",
                       help="print a JSON list of objects (protocol, n_mse, ...) instead of a table")
 

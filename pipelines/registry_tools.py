@@ -158,6 +158,9 @@ def describe_changes(old: MetricConfig, new: MetricConfig) -> list[str]:
     if old.epsilon != new.epsilon:
         changes.append(f"ε {old.epsilon:g} -> {new.epsilon:g}")
     changes += _domain_changes(old, new)
+    pools = [getattr(config.protocol, "sketch_parameters", None) for config in (old, new)]
+    if old.protocol_name == new.protocol_name and all(pools) and pools[0]() != pools[1]():
+        changes.append(f"sketch {old.protocol.parameter} -> {new.protocol.parameter}")
     before, after = _memo_text(old), _memo_text(new)
     if before != after:  # a new ε∞ re-keys every device's permanent responses
         changes.append(f"memoization {before} -> {after}")

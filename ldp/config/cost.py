@@ -168,3 +168,23 @@ def aggregation_rate_problem(value: object) -> str | None:
         return (f"must be a number of reports per second per core in (0, "
                 f"{MAX_AGGREGATION_RATE:g}] (MAX_AGGREGATION_RATE), got {value!r}")
     return None
+
+
+def sketch_costs(model: CostModel, protocol: Any) -> tuple[float | None, float | None]:
+    """(reports per second per core, seconds of one window's support counts) of a pooled-hash
+    oracle (ldp_telemetry.ldp.protocols.hash_pool) at its own k and m; (None, None) when the
+    model does not measure it.
+
+    The model measures the default k0 and m0; their costs are scaled by the terms that carry k
+    and m: finalize by k/k0 (k·d hashes per window), CMS's counting by m/m0 (m bits unpacked
+    and summed per report). HCMS and FLH count a report in O(1), whatever k and m. A scaling
+    of measured figures, not a measurement: read it as an order of magnitude far from k0, m0.
+    """
+    name, d = protocol.name, protocol.d
+    seconds, finalize = model.seconds_per_report(name, d), model.finalize_seconds(name, d)
+    if seconds is None or finalize is None:
+        return None, None
+    if name == "cms":
+        seconds *= protocol.m / protocol.default_m()
+    finalize *= protocol.k / protocol.default_k()
+    return (1.0 / seconds if seconds > 0 else math.inf), finalize

@@ -43,14 +43,16 @@ per-report ε1 and a lifetime ε∞ (ldp_telemetry.ldp.protocols.memoized) with 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from ldp_telemetry.ldp.base.errors import ConfigError, RegistryError
 from ldp_telemetry.ldp.base.validation import MAX_DOMAIN_SIZE, is_int
-from ldp_telemetry.ldp.config.cost import aggregation_rate_problem, cost_model
+from ldp_telemetry.ldp.config.cost import aggregation_rate_problem, cost_model, sketch_costs
 from ldp_telemetry.ldp.config.memoize import MAX_MEMO_VALUES
 from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
+from ldp_telemetry.ldp.protocols.hash_pool import HashPool, sketch_arguments
 
 if TYPE_CHECKING:  # imported where it is used (`_two_stage`): a name for the checker only
     from ldp_telemetry.ldp.protocols.memoized import TwoStage
@@ -83,24 +85,45 @@ class ProtocolPlan:
 
 
 def plan(epsilon: float, d: int, n: int | None = None, max_bytes: int | None = None,
-         rate: float | None = None) -> list[ProtocolPlan]:
-    """Every protocol's plan row, in registry order, the recommended one flagged."""
+         rate: float | None = None, sketch: Mapping[str, int] | None = None
+         ) -> list[ProtocolPlan]:
+    """Every protocol's plan row, in registry order, the recommended one flagged.
+
+    `sketch` ({"k": K, "m": M}, either optional; a registry's `sketch`) sets the pool of the
+    pooled-hash oracles: their rows show that k and m, the collision term and the costs at
+    them (`cost.sketch_costs`); ConfigError naming ``sketch_k`` / ``sketch_m`` when one of
+    them cannot take it."""
     _check_sizes(d, n)
     model = cost_model()
     rows = []
     for name in PROTOCOLS:
-        protocol = make_protocol(name, epsilon, d)
+        protocol = _planned(name, epsilon, d, sketch)
         n_mse = protocol.n_mse()
         floor = float(getattr(protocol, "collision", 0.0))
+        if isinstance(protocol, HashPool):
+            per_second, finalize = sketch_costs(model, protocol)
+        else:
+            per_second = model.reports_per_second(name, d)
+            finalize = model.finalize_seconds(name, d)
         rows.append(ProtocolPlan(name, protocol.parameter, protocol.p_star,
                                  protocol.q_star, n_mse, None if n is None else n_mse / n + floor,
                                  protocol.payload_bytes(), protocol.server_cost,
-                                 collision_mse=floor,
-                                 reports_per_second=model.reports_per_second(name, d),
-                                 finalize_seconds=model.finalize_seconds(name, d)))
+                                 collision_mse=floor, reports_per_second=per_second,
+                                 finalize_seconds=finalize))
     choice, _ = _choose(rows, max_bytes, rate)
     return [ProtocolPlan(**{**row.as_dict(), "recommended": row.protocol == choice})
             for row in rows]
+
+
+def _planned(name: str, epsilon: float, d: int, sketch: Mapping[str, int] | None):
+    """The protocol `name` as planned: a pooled-hash oracle with the `sketch` given."""
+    if not sketch or not issubclass(PROTOCOLS[name], HashPool):
+        return make_protocol(name, epsilon, d)
+    try:
+        return make_protocol(name, epsilon, d, **sketch_arguments(sketch))
+    except RegistryError as error:  # sketch.k -> the setting sketch_k (`ldp plan --sketch-k`)
+        setting = (error.field or "sketch").replace(".", "_")
+        raise ConfigError(f"{setting} for {name}: {error.message}", setting) from None
 
 
 def _check_sizes(d: int, n: int | None) -> None:
@@ -114,9 +137,10 @@ def _check_sizes(d: int, n: int | None) -> None:
 
 
 def recommend(epsilon: float, d: int, max_bytes: int | None = None,
-              rate: float | None = None) -> tuple[str, str]:
-    """(protocol name, reason) by the rule of the module docstring."""
-    return _choose(plan(epsilon, d), max_bytes, rate)
+              rate: float | None = None, sketch: Mapping[str, int] | None = None
+              ) -> tuple[str, str]:
+    """(protocol name, reason) by the rule of the module docstring (`sketch` as `plan`'s)."""
+    return _choose(plan(epsilon, d, sketch=sketch), max_bytes, rate)
 
 
 def _choose(rows: list[ProtocolPlan], max_bytes: int | None,

@@ -56,6 +56,7 @@ from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, STRING_PR
                                          FrequencyOracle, NumericProtocol, make_numeric_protocol,
                                          make_protocol, make_string_protocol)
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, NUMERIC, STRINGS, epsilon_problem
+from ldp_telemetry.ldp.protocols.hash_pool import SKETCH_FIELDS, HashPool, sketch_arguments
 from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
@@ -63,10 +64,10 @@ from ldp_telemetry.ldp.protocols.pem import DEFAULT_POOL, string_domain_problem
 
 _METRIC_FIELDS = {"name", "version", "protocol", "epsilon", "domain", "estimator", "postprocess",
                   "not_before", "history", "memoize", "reports_per_day", "integrity",
-                  "aggregation_rate"}
+                  "aggregation_rate", "sketch"}
 #: Fields of an entry of a metric's `history` (an earlier configuration).
 _HISTORY_FIELDS = {"version", "protocol", "epsilon", "domain", "estimator", "postprocess",
-                   "memoize"}
+                   "memoize", "sketch"}
 #: Most earlier configurations one metric may list.
 MAX_HISTORY = 64
 #: Highest configuration version.
@@ -108,6 +109,9 @@ class MetricConfig:
     #: reports per second per core the protocol must count (ldp_telemetry.ldp.config.cost):
     #: `"protocol": "auto"` chooses among the protocols that keep up; not fingerprinted
     aggregation_rate: float | None = None
+    #: the pooled-hash oracles' `sketch` ({"k": K, "m": M}) as sorted items; empty: the
+    #: protocol's defaults (ldp_telemetry.ldp.protocols.hash_pool; fingerprinted as k and m)
+    sketch: tuple[tuple[str, int], ...] = ()
 
     @property
     def kind(self) -> str:
@@ -151,7 +155,8 @@ class MetricConfig:
         if self.memoize is not None:
             return make_memoized_protocol(self.protocol_name, self.epsilon, self.d,
                                           self.memoize.lifetime_epsilon, self.memoize.g_rule)
-        return make_protocol(self.protocol_name, self.epsilon, self.d)
+        return make_protocol(self.protocol_name, self.epsilon, self.d,
+                             **sketch_arguments(dict(self.sketch)))
 
     @cached_property
     def bucket_edges(self) -> np.ndarray:
@@ -303,6 +308,8 @@ def _parse_history(entry: Mapping, current: MetricConfig, where: str) -> list[Me
                                 f"{at}.version")
         inherited = {key: entry[key] for key in ("estimator", "postprocess", "integrity")
                      if key in entry}
+        if _pooled(earlier.get("protocol")):  # no integrity statistics to inherit settings of
+            inherited.pop("integrity", None)
         config = _parse_metric({**inherited, **earlier, "name": name}, at,
                                label=f"metric {name!r} version {earlier['version']!r}")
         configs.append(dataclasses.replace(config, not_before=current.not_before,
@@ -381,6 +388,7 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
             raise fail("memoize", f"needs a frequency protocol, not the {kind} {protocol!r}")
         memoize = parse_memoization(entry["memoize"],
                                     lambda field, message: fail(field, message))
+    sketch = _parse_sketch(entry.get("sketch"), protocol, fail)
     integrity = parse_integrity(entry.get("integrity"), where, label)
     aggregation_rate = entry.get("aggregation_rate")
     if aggregation_rate is not None:
@@ -420,6 +428,14 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
         if announce is None or name in announce:
             log.info("%s: protocol 'auto' resolved to %r for ε=%g, d=%d: %s",
                      label, protocol, epsilon, d, reason)
+    if _pooled(protocol):
+        if entry.get("integrity") not in (None, False):
+            chosen = " ('auto' chose it)" if entry.get("protocol") == AUTO else ""
+            raise fail("integrity", f"is not available for protocol {protocol!r}{chosen}: its "
+                                    "reports' support depends on the realised collisions of the "
+                                    "public hash pool, which the integrity tests have no model "
+                                    "of (docs/large-domains.md); leave it out")
+        integrity = None
     try:
         postprocess = PostprocessSpec.parse(entry.get("postprocess"))
     except ValueError as error:
@@ -442,18 +458,48 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
     config = MetricConfig(name, protocol, float(epsilon), d, labels, postprocess, estimator,
                           not_before=not_before, version=version, memoize=memoize,
                           reports_per_day=reports_per_day, integrity=integrity,
-                          aggregation_rate=aggregation_rate)
+                          aggregation_rate=aggregation_rate, sketch=sketch)
     try:
         config.protocol  # noqa: B018 (built now: its own checks run before any report is read)
     except ValueError as error:
         field = error.field if isinstance(error, UserError) else None
-        if field and field.startswith("memoize"):
+        if field and field.startswith(("memoize", "sketch")):
             raise fail(field, str(error)) from None
         raise refail("protocol", error) from None
     problem = _postprocess_problem(config)
     if problem:
         raise fail("postprocess", problem)
     return config
+
+
+def _pooled(protocol: object) -> bool:
+    """Whether `protocol` (a registry name) is a pooled-hash oracle (CMS, HCMS, FLH)."""
+    return protocol in PROTOCOLS and issubclass(PROTOCOLS[protocol], HashPool)
+
+
+def _parse_sketch(value: Any, protocol: Any, fail: Callable[..., RegistryError]
+                  ) -> tuple[tuple[str, int], ...]:
+    """The metric's `sketch`, {"k": K, "m": M} (either optional), as sorted items: the pool's
+    hash functions and buckets of a pooled-hash oracle (FLH's m is its g). Their limits are the
+    protocol's own (MAX_POOL_HASHES, MAX_SKETCH_BUCKETS, MAX_POOL_CELLS; HCMS: m a power of
+    two), checked when it is built; absent: the protocol's defaults."""
+    if value is None:
+        return ()
+    pooled = [name for name in PROTOCOLS if _pooled(name)]
+    if not _pooled(protocol):
+        hint = " (name one: 'auto' may choose an oracle without a pool)" if protocol == AUTO \
+            else ""
+        raise fail("sketch", f"applies to the pooled-hash oracles {pooled} only, not "
+                             f"{protocol!r}{hint}")
+    expected = '{"k": K, "m": M} (either optional)'
+    if not isinstance(value, Mapping) or not value:
+        raise fail("sketch", f"must be an object {expected}, got {value!r}")
+    for key in sorted(value):
+        if key not in SKETCH_FIELDS:
+            raise fail(f"sketch.{key}", f"is not a sketch field ({expected})")
+        if not is_int(value[key]):
+            raise fail(f"sketch.{key}", f"must be an integer, got {value[key]!r}")
+    return tuple(sorted((key, int(item)) for key, item in value.items()))
 
 
 def _postprocess_problem(config: MetricConfig) -> str | None:

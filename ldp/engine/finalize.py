@@ -72,12 +72,15 @@ def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int
     noise = protocol.noise(n)
     counts = np.asarray(protocol.support_counts(statistic), dtype=np.int64)
     unbiased = unbiased_estimate(counts, noise)
+    plug_in = error_plug_in(unbiased)
+    if noise.n:  # a noise level that depends on f (a pool's collision term) at the plug-in
+        noise = noise.given(plug_in)
     if noise.n == 0:  # nothing to estimate from: every estimator would return NaN
         output = EstimatorOutput(unbiased)
     else:
         output = config.estimator.run(unbiased, noise, protocol)
     std_error = (output.std_error if output.std_error is not None
-                 else standard_error(error_plug_in(unbiased), noise))
+                 else standard_error(plug_in, noise))
     estimate, choice = postprocess_with_choice(config.postprocess, output.estimate, noise)
     return WindowResult(n=int(n), unbiased=unbiased, std_error=std_error, estimate=estimate,
                         noise=noise, estimator=output, postprocess_choice=choice)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from ldp_telemetry.ldp.base.errors import InputError
 from ldp_telemetry.ldp.config.registry import Registry
 from ldp_telemetry.ldp.engine.batches import REPORT_ID, ReportBatch
 from ldp_telemetry.ldp.engine.counting import SliceCounter, SupportStatistic, batch_digest
@@ -45,8 +46,14 @@ MAX_OPEN_PARTIAL_BYTES = 64 * 2 ** 20
 SliceKey = tuple[str, int]  # (metric, slice start ms)
 
 
-class SourceChanged(RuntimeError):
-    """A source decoded again did not give the reports it gave when it was first counted."""
+class SourceChanged(InputError):
+    """A source decoded again did not give the reports it gave when it was first counted (a
+    file rewritten while the job ran): an input error naming the file (field `input`; the
+    command line exits with status 2), not a bug."""
+
+    def __init__(self, message: str, field: str | None = "input"):
+        # one argument too: a runner re-raises a worker's exception as type(error)(message)
+        super().__init__(message, field)
 
 
 class PartialCount:
@@ -205,7 +212,8 @@ def _check_same(partial: PartialCount, batches: list[ReportBatch]) -> None:
     if (len(batches) != len(partial.ordinals) or not np.array_equal(distinct, partial.ids)
             or rows != partial.statistic.n + partial.statistic.duplicates):
         raise SourceChanged(
-            f"{partial.source!r} decoded again did not give the reports it gave when it was "
-            f"counted (batches {len(batches)} of {len(partial.ordinals)}, reports {rows} of "
-            f"{partial.statistic.n + partial.statistic.duplicates}): was it changed while the "
-            f"job ran? Its slice cannot be counted exactly")
+            f"input file {partial.source!r} changed while the job ran: decoded again it did not "
+            f"give the reports it gave when it was counted (batches {len(batches)} of "
+            f"{len(partial.ordinals)}, reports {rows} of "
+            f"{partial.statistic.n + partial.statistic.duplicates}), so its slice cannot be "
+            f"counted exactly; run the job again on files that stay as they are")

@@ -81,6 +81,7 @@ from ldp_telemetry.ldp.base.validation import is_int, is_positive_int
 from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
 from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec, error_plug_in, post_pos
 from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
+from ldp_telemetry.ldp.protocols.hash_pool import sketch_arguments
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
 #: Methods whose output sums to 1, for which Norm's standard error is the reference.
@@ -190,7 +191,11 @@ class WindowEstimate:
         """From a frequency oracle's window-estimate record (the attributes of
         ldp_telemetry.output.estimate.EstimateRecord, `FrequencyRecord`)."""
         labels = tuple(record.labels)
-        protocol = make_protocol(record.protocol, float(record.epsilon), len(labels))
+        # a pooled-hash oracle's k and m; a record without them (written before the field)
+        # was made with the defaults
+        sketch = getattr(record, "parameters", None) or {}
+        protocol = make_protocol(record.protocol, float(record.epsilon), len(labels),
+                                 **sketch_arguments(sketch))
         post = record.postprocess
         if post is None:  # every writer writes one; TypeError, as subscripting None raised
             raise TypeError(f"the record of metric {record.metric!r} has no postprocess section")
@@ -212,7 +217,8 @@ class WindowEstimate:
         spec = PostprocessSpec.parse(spec)
         labels = tuple(labels) if labels is not None else tuple(map(str, range(protocol.d)))
         return cls(metric, window_start, window_end, protocol, int(n), labels, unbiased,
-                   spec.apply(unbiased, protocol.noise(n)), spec)
+                   spec.apply(unbiased, protocol.noise(n).given(error_plug_in(unbiased))),
+                   spec)
 
     def with_method(self, method: str | Mapping | PostprocessSpec, **params: Any
                     ) -> WindowEstimate:
@@ -232,7 +238,8 @@ class WindowEstimate:
 
     @property
     def noise(self) -> SupportNoise:
-        return self.protocol.noise(self.n)
+        """The window's noise model at its plug-in (a pool's collision term included)."""
+        return self.protocol.noise(self.n).given(self.plug_in)
 
     @property
     def d(self) -> int:

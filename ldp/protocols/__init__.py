@@ -66,9 +66,11 @@ NUMERIC_PROTOCOLS: Catalog[type[NumericProtocol]] = _catalog(
 STRING_PROTOCOLS: Catalog = _catalog("string protocol", STRING_REGISTERED, PrefixExtension)
 
 
-def make_protocol(name: str, epsilon: float, d: int) -> FrequencyOracle:
-    """The oracle `name` at privacy level epsilon over [0, d); RegistryError when unknown."""
-    return PROTOCOLS.lookup(name)(epsilon=epsilon, d=d)
+def make_protocol(name: str, epsilon: float, d: int, **parameters: object) -> FrequencyOracle:
+    """The oracle `name` at privacy level epsilon over [0, d); RegistryError when unknown.
+    `parameters`: constructor keywords a protocol takes beyond ε and d (the pooled-hash
+    oracles' `hashes` and `buckets`; TypeError for a protocol that takes none)."""
+    return PROTOCOLS.lookup(name)(epsilon=epsilon, d=d, **parameters)
 
 
 def make_numeric_protocol(name: str, epsilon: float, buckets: int,

@@ -37,7 +37,9 @@ errors; `linear_variance` into every query's.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import ClassVar
 
@@ -47,7 +49,7 @@ from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols.base import Columns, FrequencyOracle, int_column
-from ldp_telemetry.ldp.protocols.noise import SupportNoise
+from ldp_telemetry.ldp.protocols.noise import RESOLVABLE_STD_ERRORS, SupportNoise
 
 #: Root of the public hash pool: s_j = splitmix64(POOL_ROOT, j) ("LDP_POOL" in ASCII).
 POOL_ROOT = 0x4C44505F504F4F4C
@@ -59,6 +61,21 @@ MAX_SKETCH_BUCKETS = 1 << 16
 MAX_POOL_CELLS = 1 << 24
 #: Hash evaluations per block of `support_counts`: (k x values) uint64, 2 MiB.
 _SUPPORT_CELLS = 1 << 18
+#: The sketch parameters a configuration may choose and a record carries: k hash functions and m
+#: buckets (FLH's g), as the registry's `sketch` object and the window-estimate record's
+#: `parameters` name them, mapped to the constructor's keywords.
+SKETCH_FIELDS = {"k": "hashes", "m": "buckets"}
+
+
+def sketch_arguments(parameters: Mapping[str, object]) -> dict[str, object]:
+    """The constructor keywords (`hashes`, `buckets`) of a `sketch` / `parameters` mapping
+    ({"k": K, "m": M}, either optional); ValueError naming an unknown key. The values are
+    checked by the protocol's constructor (RegistryError naming ``sketch.k`` / ``sketch.m``)."""
+    unknown = sorted(set(parameters) - set(SKETCH_FIELDS))
+    if unknown:
+        raise RegistryError(f"{unknown[0]!r} is not a sketch parameter (expected "
+                            f"{sorted(SKETCH_FIELDS)})", f"sketch.{unknown[0]}")
+    return {SKETCH_FIELDS[key]: value for key, value in parameters.items()}
 
 
 def pool_seeds(indices: np.ndarray, root: int = POOL_ROOT) -> np.ndarray:
@@ -77,9 +94,30 @@ class PoolNoise(SupportNoise):
     """SupportNoise plus the pool's collision term: `collision` = 1/(k (m - 1)).
 
     variance(f) = [Wang20] journal eq. 2 + collision·(Σ_{x != v} f_x² - (1 - f_v)/n), f clipped
-    to [0, 1] as in SupportNoise (module docstring). `sigma` stays eq. 7 (the privacy noise)."""
+    to [0, 1] as in SupportNoise (module docstring). `sigma`, the standard error of a value of
+    frequency 0 that thresholds, weights and `smallest_resolvable` use, is
+    sqrt(eq. 7 + collision·(Σ f² - 1/n)) with Σ f² (`squares`) of the window's plug-in
+    (`given`); eq. 7 alone (the privacy noise) until one is given."""
 
     collision: float = 0.0
+    squares: float | None = None  # Σ f² of the plug-in distribution given (None: none yet)
+
+    def given(self, frequencies: np.ndarray) -> PoolNoise:
+        f = np.clip(np.asarray(frequencies, dtype=np.float64), 0.0, 1.0)
+        return dataclasses.replace(self, squares=float(np.dot(f, f)))
+
+    @property
+    def sigma(self) -> float:
+        private = super().sigma
+        if self.n == 0 or self.squares is None:
+            return private
+        return math.sqrt(private ** 2 + self.collision * max(self.squares - 1.0 / self.n, 0.0))
+
+    @property
+    def smallest_resolvable(self) -> float | None:
+        if self.n == 0 or self.squares is None:
+            return super().smallest_resolvable
+        return RESOLVABLE_STD_ERRORS * self.sigma
 
     def variance(self, f: np.ndarray) -> np.ndarray:
         base = super().variance(f)
@@ -172,6 +210,11 @@ class HashPool(FrequencyOracle):
     @property
     def parameter(self) -> str:
         return f"k={self.k}, m={self.m}"
+
+    def sketch_parameters(self) -> dict[str, int]:
+        """{"k": k, "m": m}: what a window-estimate record carries to rebuild this protocol
+        (`sketch_arguments` turns it back into the constructor's keywords)."""
+        return {"k": self.k, "m": self.m}
 
     @property
     def collision(self) -> float:

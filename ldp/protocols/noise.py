@@ -40,6 +40,19 @@ class SupportNoise:
         p, q = self.p_star, self.q_star
         return float(np.sqrt(q * (1.0 - q) / (self.n * (p - q) ** 2)))
 
+    def given(self, frequencies: np.ndarray) -> SupportNoise:
+        """This noise model for a window whose distribution is estimated by `frequencies` (a
+        plug-in, e.g. the Norm-Sub projection of f~): itself, since eq. 2 and 7 need nothing
+        more; a model with a term that depends on f (the pooled-hash oracles' collision term,
+        ldp_telemetry.ldp.protocols.hash_pool.PoolNoise) takes it into `sigma`."""
+        return self
+
+    @property
+    def smallest_resolvable(self) -> float | None:
+        """RESOLVABLE_STD_ERRORS · `sigma`, the smallest frequency the window resolves (the
+        standard error of a value of frequency 0): `smallest_resolvable`; None when n = 0."""
+        return smallest_resolvable(self.p_star, self.q_star, self.n)
+
     def variance(self, f: np.ndarray) -> np.ndarray:
         """Exact variance of the unbiased estimate when the true frequencies are f (eq. 2).
 

@@ -136,7 +136,7 @@ def test_a_source_changed_since_it_was_counted_is_refused():
     sources = {k: source_batches("oue", seed=s, id_range=300) for k, s in (("a", 1), ("b", 2))}
     changed = {**sources, "a": source_batches("oue", seed=3, id_range=300)}
     key, partials = next(iter(partials_of(sources).items()))
-    with pytest.raises(SourceChanged, match="'a' decoded again"):
+    with pytest.raises(SourceChanged, match="'a' changed while the job ran"):
         merge_partials(REGISTRY, partials, redecoder(changed))
 
 
