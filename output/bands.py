@@ -1,7 +1,9 @@
 """The 95% error bands every reader shows, in one place.
 
-A frequency value's band is estimate ± Z95 · standard error (`band95`, `value_bands`), none
-where the record declares none (a Wiener filter's). A numeric record's
+A frequency value's band is the exact 95% band of its unbiased estimate, unbiased_estimate ±
+Z95 · standard error (`band95`, `value_bands`; ldp_telemetry.ldp.estimation.frequency_bands
+says why, whatever the post-processing: the printed estimate may lie outside it), none where
+the record declares none (a Wiener filter's). A numeric record's
 statistics (mean, variance, quantiles) carry their own bands (`bands`, named by `band_method`;
 a bias-corrected band need not be centred on the estimate, and a statistic may have none):
 `statistic_band` and `summary_bands` read them, falling back to estimate ± Z95 · bootstrap
@@ -20,8 +22,8 @@ from ldp_telemetry.output.estimate import EstimateRecord
 #: A window-estimate record, typed or as decoded JSON.
 Record = EstimateRecord | Mapping[str, Any]
 
-__all__ = ["Z95", "band95", "declares_no_value_band", "half_width95", "statistic_band",
-           "summary_bands", "summary_statistics", "value_bands"]
+__all__ = ["Z95", "band95", "band_centre", "declares_no_value_band", "half_width95",
+           "statistic_band", "summary_bands", "summary_statistics", "value_bands"]
 
 
 def band95(value: float, std_error: float | None) -> tuple[float | None, float | None]:
@@ -48,15 +50,24 @@ def declares_no_value_band(record: Record) -> bool:
     return bool(_field(record, "band_method") == "none")
 
 
+def band_centre(record: Record) -> Any:
+    """The values a frequency record's bands are centred on: its `unbiased_estimate` (the
+    exact band of the unbiased estimate, whatever the post-processing), `estimate` where the
+    record has none."""
+    unbiased = _field(record, "unbiased_estimate")
+    return _field(record, "estimate") if unbiased is None else unbiased
+
+
 def value_bands(record: Record) -> tuple[list, list]:
     """(lower bounds, upper bounds) of the 95% band of each value of a frequency record:
-    estimate ± Z95 · std_error, or None for every value when the record declares no band
-    (`band_method` "none": a Wiener filter's fixed-gain error, `band_reasons` says why)."""
+    unbiased_estimate ± Z95 · std_error (`band_centre`), or None for every value when the
+    record declares no band (`band_method` "none": a Wiener filter's fixed-gain error,
+    `band_reasons` says why)."""
     estimate, errors = _field(record, "estimate"), _field(record, "std_error")
     if declares_no_value_band(record) or errors is None:
         return [None] * len(estimate), [None] * len(estimate)
     bands = [band95(float(value), float(error))
-             for value, error in zip(estimate, errors, strict=False)]
+             for value, error in zip(band_centre(record), errors, strict=False)]
     return [low for low, _ in bands], [high for _, high in bands]
 
 

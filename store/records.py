@@ -147,7 +147,8 @@ def value_rows(record: EstimateRecord) -> Iterator[ValueRow]:
                _floats(record.std_error, size))
     no_band = declares_no_value_band(record)
     for index, (label, value, raw, error) in enumerate(zip(labels, *columns, strict=False)):
-        low, high = (None, None) if no_band else band95(value, error)
+        # the band of the unbiased estimate (output.bands.band_centre), whatever the estimate
+        low, high = (None, None) if no_band else band95(value if raw is None else raw, error)
         yield ValueRow(index, str(label), value, raw, error, low, high)
 
 

@@ -1,0 +1,146 @@
+"""95% bands of frequency values and of query answers, whatever the post-processing.
+
+A post-processing method ([Wang20] journal §3) is a non-linear, biased function of the unbiased
+estimate f~. f~'s exact error (eq. 2) placed around the post-processed value f' does not mean
+95% for anything: measured, it over-covers the many small values (f' is pulled towards 0 where
+the truth is small) and under-covers the top values (f' is shifted down by Norm-Sub's δ).
+A parametric bootstrap of f' through the channel (bias and spread from synthetic windows drawn
+at the Norm-Sub fit) does no better where the noise is comparable with the values: the fit
+puts a noisy value at 0, the replay then sees almost no spread there, and the top values'
+bands covered 0.62–0.70 (OUE, ε = 1, n = 10⁴, flights' airports; docs/error-bars.md).
+
+So the band of a value — and of a set or range sum — is the **exact 95% confidence interval of
+the true frequency from the unbiased estimate** (`band_method` exact-variance):
+
+    f~_S ± z · sqrt(Var[f~_S]),   Var of [Wang20] journal eq. 2 (a set: the protocol's
+                                  `linear_variance`, its support correlations included),
+
+whatever post-processing made the printed estimate, which may lie outside it (a value
+Norm-Sub sets to 0 keeps a band above 0 when its unbiased estimate is significant). It holds
+the truth in 95% of windows for every value, top or zero (the central limit theorem on the
+support counts), and is what the record's `unbiased_estimate` and `std_error` already say.
+It is not clipped at 0: a clipped band would hold a value of frequency 0 in 97.5% of windows.
+
+A top-k answer is the exception: it reports the values ranked highest by f', a selection the
+exact error does not see (the largest estimates are more often over-estimates, and the top
+ranks are where the bias of post-processing sits). Its band is a bias-corrected parametric
+bootstrap through the exact channel (`top_k_bands`, `band_method` bias-corrected-bootstrap):
+R synthetic windows of n reports are drawn at the fitted distribution π̂ = Norm-Sub(f~) (true
+counts ~ Multinomial(n, π̂), support counts from the protocol's channel, `replayed_windows`),
+each is post-processed by the same method and ranked by its own f'*, and with e_{r,i} the
+error of the rank-i value of replicate r,
+
+    b_i = mean_r(e_{r,i}),   s_i = std_r(e_{r,i}),
+    band_i = f'_(i) − b_i ± t_{0.975, R−1} · s_i · √(1 + 1/R),   clipped to [0, 1].
+
+Cost per window: nothing for the exact bands; R runs of the method on d values for a top-k
+query (R = `BAND_REPLICATES`).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from ldp_telemetry.ldp.estimation.postprocess import is_single_support, project_to_simplex
+from ldp_telemetry.ldp.estimation.uncertainty import Z95
+from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
+
+#: Replicates of a top-k answer's bootstrap band (each costs one run of the post-processing).
+BAND_REPLICATES = 40
+#: Most replicates a caller may ask for.
+MAX_BAND_REPLICATES = 1_000
+_STREAM = 3195  # the bootstrap's own stream, apart from the replay's choice (seeded 31)
+
+
+def exact_bands(values: np.ndarray, std_errors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """values ± Z95 · std_errors: the band of unbiased answers with exact standard errors
+    (not clipped, module docstring)."""
+    values, std_errors = np.asarray(values, float), np.asarray(std_errors, float)
+    return values - Z95 * std_errors, values + Z95 * std_errors
+
+
+def channel_support_counts(true_counts: np.ndarray, noise: SupportNoise,
+                           rng: np.random.Generator) -> np.ndarray:
+    """Support counts of a window whose users hold `true_counts`, drawn from the protocol's
+    channel: for single support (GRR) the kept reports Bin(n_v, p* − q*) plus a uniform
+    Multinomial of the rest, exact; otherwise Bin(n_v, p*) + Bin(n − n_v, q*) per value, exact
+    for unary encodings and leaving out the weak dependence between values of the others."""
+    n = int(noise.n)
+    d = true_counts.size
+    if is_single_support(noise, d):
+        kept = rng.binomial(true_counts, noise.p_star - noise.q_star)
+        return kept + rng.multinomial(n - int(kept.sum()), np.full(d, 1.0 / d))
+    return rng.binomial(true_counts, noise.p_star) + rng.binomial(n - true_counts, noise.q_star)
+
+
+def replayed_windows(fitted: np.ndarray, noise: SupportNoise, replicates: int,
+                     rng: np.random.Generator) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(true frequencies, unbiased estimate) of `replicates` synthetic windows of n reports
+    whose users are drawn from `fitted` (a distribution over the d values)."""
+    n = int(noise.n)
+    probabilities = np.clip(np.asarray(fitted, dtype=np.float64), 0.0, None)
+    probabilities /= probabilities.sum()
+    for _ in range(int(replicates)):
+        true_counts = rng.multinomial(n, probabilities)
+        support = channel_support_counts(true_counts, noise, rng)
+        yield true_counts / n, unbiased_estimate(support, noise)
+
+
+def bootstrap_bands(unbiased: np.ndarray, noise: SupportNoise,
+                    postprocess: Callable[[np.ndarray], np.ndarray],
+                    answers: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+                    replicates: int = BAND_REPLICATES, seed: int = 0
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper): bias-corrected bootstrap bands (module docstring) of the answers
+    `answers(f', truth)` -> (answers of f', the same answers of the truth), for the window
+    whose unbiased estimate is `unbiased`; `postprocess` maps an unbiased estimate to f'.
+    Clipped to [0, 1], where every answer's truth lies. Seeded with (seed, n, d). ValueError
+    for fewer than 2 or more than MAX_BAND_REPLICATES replicates."""
+    from scipy.stats import t as student_t  # scipy only where bands are made
+    if not 2 <= replicates <= MAX_BAND_REPLICATES:
+        raise ValueError(f"replicates must lie in [2, {MAX_BAND_REPLICATES}], got {replicates}")
+    unbiased = np.asarray(unbiased, dtype=np.float64)
+    rng = np.random.default_rng([int(seed), int(noise.n), unbiased.size, _STREAM])
+    point, _ = answers(postprocess(unbiased), unbiased)
+    errors = []
+    for truth, replayed in replayed_windows(project_to_simplex(unbiased), noise, replicates,
+                                            rng):
+        got, true = answers(postprocess(replayed), truth)
+        errors.append(got - true)
+    errors_array = np.array(errors)
+    bias = errors_array.mean(axis=0)
+    half = (float(student_t.ppf(0.975, replicates - 1)) * errors_array.std(axis=0, ddof=1)
+            * math.sqrt(1.0 + 1.0 / replicates))
+    centre = np.asarray(point, dtype=np.float64) - bias
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
+def top_answers(k: int) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Answers: the values ranked 1..k by f' (ties in domain order), each against its truth."""
+    def answers(estimate: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(-estimate, kind="stable")[:k]
+        return estimate[order], truth[order]
+    return answers
+
+
+def top_k_bands(unbiased: np.ndarray, noise: SupportNoise,
+                postprocess: Callable[[np.ndarray], np.ndarray], k: int,
+                replicates: int = BAND_REPLICATES, seed: int = 0
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) of the bands of the values ranked 1..k by postprocess(unbiased) (module
+    docstring: bias-corrected bootstrap through the channel, each replicate ranked by its own
+    post-processed estimate)."""
+    k = min(int(k), np.asarray(unbiased).size)
+    return bootstrap_bands(unbiased, noise, postprocess, top_answers(k), replicates, seed)
+
+
+#: Post-processing methods whose top-k bootstrap band is declared absent, and why (measured by
+#: benchmarks/coverage_frequency.py, docs/error-bars.md).
+TOP_K_UNCALIBRATED: dict[str, str] = {}
+
+
+def top_k_declared(method: str, epsilon: float, n: int) -> str | None:
+    """Why a top-k answer of `method` at ε and n reports has no band, or None when it has one."""
+    return TOP_K_UNCALIBRATED.get(method)
