@@ -72,7 +72,7 @@ def band_text(record: EstimateRecord) -> str:
     the values are post-processed (`output.bands.band_centre`)."""
     method = record.band_method or BAND_EXACT
     post = (record.postprocess or {}).get("method", "base")
-    if (method == BAND_EXACT and post not in ("base", "none")
+    if (method == BAND_EXACT and post not in ("base", "none", "post-pos")
             and record.unbiased_estimate is not None):
         return f"{method} of the unbiased estimate"
     return method
