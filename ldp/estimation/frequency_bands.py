@@ -33,6 +33,10 @@ error of the rank-i value of replicate r,
     b_i = mean_r(e_{r,i}),   s_i = std_r(e_{r,i}),
     band_i = f'_(i) − b_i ± t_{0.975, R−1} · s_i · √(1 + 1/R),   clipped to [0, 1].
 
+Where the top-k band measured below 0.90 (a method at a grid cell of ε and n,
+`TOP_K_UNCALIBRATED`; Power's, not measured), the answers say so instead (`top_k_declared`:
+band none, with the reason).
+
 Cost per window: nothing for the exact bands; R runs of the method on d values for a top-k
 query (R = `BAND_REPLICATES`).
 """
@@ -136,11 +140,35 @@ def top_k_bands(unbiased: np.ndarray, noise: SupportNoise,
     return bootstrap_bands(unbiased, noise, postprocess, top_answers(k), replicates, seed)
 
 
-#: Post-processing methods whose top-k bootstrap band is declared absent, and why (measured by
-#: benchmarks/coverage_frequency.py, docs/error-bars.md).
-TOP_K_UNCALIBRATED: dict[str, str] = {}
+#: The (ε, n per window) grid benchmarks/coverage_frequency.py measures the top-k bands on.
+TOP_K_EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
+TOP_K_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000)
+#: Method -> the grid cells (ε, n) where its top-k band is declared absent: the measured
+#: coverage fell below 0.90 for GRR or OUE on the airports data (docs/error-bars.md). A method
+#: not measured at all (Power's top-k: O(d √n) per replicate) is declared everywhere.
+TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {}
+#: Methods whose top-k bands were not measured.
+TOP_K_NOT_MEASURED = frozenset({"power", "power-ns"})
+TOP_K_REASON = ("no calibrated band for top-k answers of {method} at ε = {epsilon:g}, n = {n}: "
+                "its bootstrap band covered less than 0.90 there "
+                "(benchmarks/coverage_frequency.py)")
+TOP_K_NOT_MEASURED_REASON = ("no band for top-k answers of {method}: its bootstrap band was not "
+                             "measured (the method costs O(d √n) per replicate)")
+
+
+def top_k_cell(epsilon: float, n: int) -> tuple[float, int]:
+    """The measured grid cell of a window of ε and n reports: the largest grid ε at or below ε
+    (the smallest when none is), the grid n nearest in log scale."""
+    below = [grid for grid in TOP_K_EPSILONS if grid <= epsilon]
+    cell_n = min(TOP_K_SIZES, key=lambda size: abs(math.log(max(n, 1)) - math.log(size)))
+    return (below[-1] if below else TOP_K_EPSILONS[0]), cell_n
 
 
 def top_k_declared(method: str, epsilon: float, n: int) -> str | None:
-    """Why a top-k answer of `method` at ε and n reports has no band, or None when it has one."""
-    return TOP_K_UNCALIBRATED.get(method)
+    """Why the top-k answers of `method` (for a replay-chosen one: the method chosen) at ε and
+    n reports have no band, or None when they have one (`TOP_K_UNCALIBRATED`)."""
+    if method in TOP_K_NOT_MEASURED:
+        return TOP_K_NOT_MEASURED_REASON.format(method=method)
+    if top_k_cell(epsilon, n) in TOP_K_UNCALIBRATED.get(method, frozenset()):
+        return TOP_K_REASON.format(method=method, epsilon=epsilon, n=f"{n:,}")
+    return None

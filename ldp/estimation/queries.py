@@ -346,7 +346,7 @@ class WindowEstimate:
         answers = [replace(self._answer("point", [int(i)]), query="top-k") for i in order]
         if self._fit is not None:
             return answers
-        reason = top_k_declared(self.spec.method, self.protocol.epsilon, self.n)
+        reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n)
         if reason is not None:
             return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
                             band_reason=reason) for a in answers]

@@ -21,6 +21,7 @@ import pytest
 from scipy import stats
 
 from ldp_telemetry.ldp.estimation import queries
+from ldp_telemetry.ldp.estimation.frequency_bands import top_k_declared
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, PostprocessSpec, project_to_simplex
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate, linear_variance, report_variance
 from ldp_telemetry.ldp.protocols import PROTOCOLS, hashing, make_protocol
@@ -397,8 +398,13 @@ def test_every_method_names_its_band(method):
     assert pair.method == method and dict(pair.params) == dict(w.spec.params)
     assert all(np.isfinite([point.value, point.std_error, pair.value, pair.std_error]))
     top = w.top_k(3)
-    assert [a.band_method for a in top] == ["bias-corrected-bootstrap"] * 3
-    assert all(0.0 <= a.lower95 <= a.upper95 <= 1.0 for a in top)
+    reason = top_k_declared(w._chosen_method, w.protocol.epsilon, w.n)
+    if reason is None:
+        assert [a.band_method for a in top] == ["bias-corrected-bootstrap"] * 3
+        assert all(0.0 <= a.lower95 <= a.upper95 <= 1.0 for a in top)
+    else:  # declared without a band (power's, not measured; cells measured below 0.90)
+        assert [(a.band_method, a.lower95, a.band_reason) for a in top] == [
+            ("none", None, reason)] * 3
 
 
 def test_post_pos_clips_the_answer():

@@ -229,3 +229,17 @@ def test_show_and_query_agree_on_the_band_and_pick_windows_alike(output, capsys)
     starts = [r.window_start for r in read_estimates(output, "colour")]
     lines = capsys.readouterr().out
     assert starts[-1] in lines and starts[-2] in lines and starts[0] not in lines
+
+
+def test_an_answer_without_a_band_says_so_and_why(output, capsys):
+    """Top-k answers of Power (whose bootstrap band is not measured) print no ± and name the
+    reason; their JSON carries band_method none, null bounds and the reason."""
+    code, text, _ = query(capsys, output, "--metric", "colour", "--window", "0", "--top", "2",
+                          "--method", "power")
+    assert code == 0 and "(no band)" in text and "±" not in text.split("(95% band")[0]
+    assert "no band for top-k answers of power" in text and "95% band: none" in text
+    result = query_json(capsys, output, "--metric", "colour", "--window", "0", "--top", "2",
+                        "--method", "power")
+    for answer in result["answers"]:
+        assert (answer["band_method"], answer["lower95"], answer["half95"]) == ("none", None, None)
+        assert answer["band_reason"].startswith("no band for top-k answers of power")
