@@ -46,7 +46,8 @@ from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import WindowResult
 from ldp_telemetry.ldp.estimation.combine import combine_versions
 from ldp_telemetry.ldp.estimation.frequency_bands import (BAND_REPLICATES, bootstrap_bands,
-                                                          channel_support_counts, exact_bands)
+                                                          channel_support_counts, exact_bands,
+                                                          score_bands)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, error_plug_in
 from ldp_telemetry.ldp.estimation.replay import choose
 from ldp_telemetry.ldp.estimation.uncertainty import Z95
@@ -58,7 +59,8 @@ METHOD_ORDER = ("base", "base-pos", "post-pos", "base-cut", "norm", "norm-mul", 
 TOP = 10
 RECORD = "record"
 #: The record's bands, the same whatever the post-processing (row "record").
-RECORD_GROUPS = ("values", "top", "rest", "zeros", "set", "range", "set norm", "range norm")
+RECORD_GROUPS = ("values", "top", "rest", "zeros", "set", "range", "set norm", "range norm",
+                 "values wald", "top wald", "rest wald", "zeros wald")
 #: Per post-processing method.
 METHOD_GROUPS = ("top-k", "top-k exact", "old", "old top", "tried", "tried top")
 
@@ -133,9 +135,12 @@ def measure_cell(dataset, protocol_name: str, epsilon: float, n: int, windows: i
         weights = np.vstack([set_rows, range_rows])
         true_sums = weights @ truth
         # the record's band of every value, and of a set or range (module docstring)
-        inside = _inside(*exact_bands(unbiased, error), truth)
+        inside = _inside(*score_bands(unbiased, protocol.p_star, protocol.q_star, n), truth)
         for group, mask in groups.items():
             _add(hits[RECORD][group], inside[mask])
+        wald = _inside(*exact_bands(unbiased, error), truth)  # f~ ± z · plug-in error
+        for group, mask in groups.items():
+            _add(hits[RECORD][f"{group} wald"], wald[mask])
         for shifted in ("", " norm"):  # every method's band of a sum; Norm's own answer's
             rows = weights - weights.sum(axis=1, keepdims=True) / d if shifted else weights
             sums = weights @ unbiased + (weights.sum(axis=1) / d * (1.0 - unbiased.sum())

@@ -10,16 +10,18 @@ puts a noisy value at 0, the replay then sees almost no spread there, and the to
 bands covered 0.62–0.70 (OUE, ε = 1, n = 10⁴, flights' airports; docs/error-bars.md).
 
 So the band of a value — and of a set or range sum — is the **exact 95% confidence interval of
-the true frequency from the unbiased estimate** (`band_method` exact-variance):
+the true frequency from the unbiased estimate** (`band_method` exact-variance), whatever
+post-processing made the printed estimate, which may lie outside it (a value Norm-Sub sets to
+0 keeps a band above 0 when its unbiased estimate is significant):
 
-    f~_S ± z · sqrt(Var[f~_S]),   Var of [Wang20] journal eq. 2 (a set: the protocol's
-                                  `linear_variance`, its support correlations included),
+    a value   every f with |f~_v − f| ≤ z · sqrt(Var(f)), Var of [Wang20] journal eq. 2 at f
+              itself (`score_bands`: the variance of the value tested, not of a plug-in);
+    a sum     f~_S ± z · sqrt(Var[f~_S]) at the Norm-Sub plug-in (the protocol's
+              `linear_variance`, its support correlations included; `exact_bands`).
 
-whatever post-processing made the printed estimate, which may lie outside it (a value
-Norm-Sub sets to 0 keeps a band above 0 when its unbiased estimate is significant). It holds
-the truth in 95% of windows for every value, top or zero (the central limit theorem on the
-support counts), and is what the record's `unbiased_estimate` and `std_error` already say.
-It is not clipped at 0: a clipped band would hold a value of frequency 0 in 97.5% of windows.
+They hold the truth in 95% of windows for every value, top or zero (the central limit theorem
+on the support counts). They are not clipped at 0: a clipped band would hold a value of
+frequency 0 in 97.5% of windows.
 
 A top-k answer is the exception: it reports the values ranked highest by f', a selection the
 exact error does not see (the largest estimates are more often over-estimates, and the top
@@ -63,6 +65,30 @@ def exact_bands(values: np.ndarray, std_errors: np.ndarray) -> tuple[np.ndarray,
     (not clipped, module docstring)."""
     values, std_errors = np.asarray(values, float), np.asarray(std_errors, float)
     return values - Z95 * std_errors, values + Z95 * std_errors
+
+
+def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The exact 95% band of each value's true frequency from its unbiased estimate: every f
+    with |f~ − f| ≤ z · sqrt(Var(f)), Var(f) = A + B f the variance of eq. 2 at f itself
+    (A = q*(1 − q*) / (n (p* − q*)²), B = (1 − p* − q*) / (n (p* − q*))), i.e.
+
+        f~ + z² B / 2 ± z · sqrt(A + B f~ + z² B² / 4)
+
+    (the score, or Wilson, construction: the variance is that of the value tested, not of a
+    plug-in estimate, so a top value's band is as wide as its own error and not as that of a
+    value post-processing pulled down). Not clipped: f in [0, 1] lies in the band exactly when
+    the test at f accepts. n = 0 gives NaN."""
+    f = np.asarray(unbiased, dtype=np.float64)
+    if n <= 0:
+        return np.full_like(f, np.nan), np.full_like(f, np.nan)
+    gap = p_star - q_star
+    a = q_star * (1.0 - q_star) / (n * gap * gap)
+    b = (1.0 - p_star - q_star) / (n * gap)
+    z2 = Z95 * Z95
+    half = Z95 * np.sqrt(np.maximum(a + b * f + z2 * b * b / 4.0, 0.0))
+    centre = f + z2 * b / 2.0
+    return centre - half, centre + half
 
 
 def channel_support_counts(true_counts: np.ndarray, noise: SupportNoise,

@@ -79,8 +79,8 @@ import numpy as np
 from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.ldp.base.validation import is_int, is_positive_int
 from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
-from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, top_k_bands,
-                                                          top_k_declared)
+from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, score_bands,
+                                                          top_k_bands, top_k_declared)
 from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, error_plug_in,
                                                       post_pos)
 from ldp_telemetry.ldp.estimation.replay import AUTO_METHODS, postprocess_with_choice
@@ -301,7 +301,7 @@ class WindowEstimate:
         value = float(self.estimate[chosen].sum())
         if method == "post-pos":
             value = post_pos(float(self.filtered[chosen].sum()))
-        # the band's centre: Norm's own (unbiased, linear) answer, else the unbiased answer
+        # a sum's band: around Norm's own (unbiased, linear) answer, else the unbiased answer
         weights = indicator - len(chosen) / self.d if method == "norm" else indicator
         centre = value if method == "norm" else unbiased_value
         se = math.sqrt(linear_variance(self.protocol, self.n, self._weights(weights),
@@ -312,7 +312,11 @@ class WindowEstimate:
         if self._fit is not None:  # a Wiener filter's answer: its fixed-gain error, no band
             return replace(answer, std_error_kind="fixed-gain", band_method=BAND_NONE,
                            band_reason=WIENER_NO_BAND)
-        lower, upper = exact_bands(np.array([centre]), np.array([se]))
+        if len(chosen) == 1:  # a value: its record's band (the score band of f~_v)
+            lower, upper = score_bands(np.array([unbiased_value]), self.protocol.p_star,
+                                       self.protocol.q_star, self.n)
+        else:
+            lower, upper = exact_bands(np.array([centre]), np.array([se]))
         return replace(answer, band_method=BAND_EXACT, lower95=float(lower[0]),
                        upper95=float(upper[0]))
 

@@ -197,7 +197,7 @@ def test_show_and_query_agree_on_the_band_and_pick_windows_alike(output, capsys)
     around a norm-hyb estimate, so printed as [lower, upper]), each saying so; a time inside a
     window names it in both; `show --last` and `--window` select windows."""
     from ldp_telemetry.ldp.base.times import iso_from_ms, ms_from_iso
-    from ldp_telemetry.output.bands import Z95
+    from ldp_telemetry.output.bands import value_bands
     record = window_record(output, "colour", 1)
     inside = iso_from_ms(ms_from_iso(record["window_start"]) + 3_600_000)  # an hour in
     top = max(range(len(record["estimate"])),  # the value norm-hyb moved most
@@ -212,10 +212,10 @@ def test_show_and_query_agree_on_the_band_and_pick_windows_alike(output, capsys)
                         "--labels", label)
     assert answer["window_start"] == record["window_start"]
     (point,) = answer["answers"]
-    low = record["unbiased_estimate"][top] - Z95 * record["std_error"][top]
-    high = record["unbiased_estimate"][top] + Z95 * record["std_error"][top]
+    lower, upper = value_bands(record)  # the score band of the unbiased estimate
+    low, high = lower[top], upper[top]
     assert [point["lower95"], point["upper95"]] == pytest.approx([low, high], rel=1e-12)
-    assert point["half95"] == pytest.approx(Z95 * point["std_error"], rel=1e-12)
+    assert point["half95"] == pytest.approx((high - low) / 2, rel=1e-12)
     assert f"[{low:.5f}, {high:.5f}]" in text
     assert main(["show", "--output", output, "--metric", "colour", "--window", inside,
                  "--top", str(len(LABELS))]) == 0
