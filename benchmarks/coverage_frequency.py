@@ -47,7 +47,7 @@ from ldp_telemetry.ldp.engine.finalize import WindowResult
 from ldp_telemetry.ldp.estimation.combine import combine_versions
 from ldp_telemetry.ldp.estimation.frequency_bands import (BAND_REPLICATES, bootstrap_bands,
                                                           channel_support_counts, exact_bands,
-                                                          score_bands)
+                                                          score_bands, with_score_bands)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, error_plug_in
 from ldp_telemetry.ldp.estimation.replay import choose
 from ldp_telemetry.ldp.estimation.uncertainty import Z95
@@ -62,7 +62,8 @@ RECORD = "record"
 RECORD_GROUPS = ("values", "top", "rest", "zeros", "set", "range", "set norm", "range norm",
                  "values wald", "top wald", "rest wald", "zeros wald")
 #: Per post-processing method.
-METHOD_GROUPS = ("top-k", "top-k exact", "old", "old top", "tried", "tried top")
+METHOD_GROUPS = ("top-k", "top-k bootstrap", "top-k exact", "old", "old top", "tried",
+                 "tried top")
 
 
 def airports(datasets: Path):
@@ -108,7 +109,8 @@ def query_weights(d: int, sets: int, rng: np.random.Generator) -> tuple[np.ndarr
 
 
 def measure_cell(dataset, protocol_name: str, epsilon: float, n: int, windows: int, sets: int,
-                 replicates: int, seed: int, full_limit: int, methods) -> dict | None:
+                 replicates: int, seed: int, full_limit: int, methods,
+                 fit: str = "norm-sub") -> dict | None:
     """Coverage per method and group over `windows` windows (module docstring)."""
     d = dataset(0).size
     protocol = make_protocol(protocol_name, epsilon, d)
@@ -160,10 +162,13 @@ def measure_cell(dataset, protocol_name: str, epsilon: float, n: int, windows: i
             answers = lambda f, t: (np.concatenate([f, f[np.argsort(-f, kind="stable")[:TOP]]]),  # noqa: E731
                                     np.concatenate([t, t[np.argsort(-f, kind="stable")[:TOP]]]))
             low, high = bootstrap_bands(unbiased, noise, lambda u, run=run: run(u, noise),
-                                        answers, replicates, seed + w)
+                                        answers, replicates, seed + w,
+                                        lambda u: METHODS[fit].run(u, noise))
             seconds[method].append(time.perf_counter() - started)
             order = np.argsort(-estimate, kind="stable")[:TOP]
-            _add(hits[method]["top-k"], _inside(low[d:], high[d:], truth[order]))
+            _add(hits[method]["top-k bootstrap"], _inside(low[d:], high[d:], truth[order]))
+            top_lo, top_hi = with_score_bands(low[d:], high[d:], unbiased[order], noise)
+            _add(hits[method]["top-k"], _inside(top_lo, top_hi, truth[order]))
             _add(hits[method]["top-k exact"], inside[order])
             tried = _inside(low[:d], high[:d], truth)
             _add(hits[method]["tried"], tried)
@@ -239,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full-limit", type=int, default=100_000,
                         help="most reports a window perturbed with the client's code may have")
     parser.add_argument("--combined", action="store_true")
+    parser.add_argument("--fit", default="norm-sub",
+                        help="the distribution the bootstrap replays (a post-processing method)")
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--datasets-dir", default=default_datasets_dir())
     add_json_argument(parser)
@@ -256,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                     for n in args.sizes:
                         cell = measure_cell(dataset, protocol, epsilon, n, args.windows,
                                             args.sets, args.replicates, args.seed,
-                                            args.full_limit, args.methods)
+                                            args.full_limit, args.methods, args.fit)
                         if cell is None:
                             print(f"{name} {protocol} ε={epsilon:g} n={n:,}: not measured "
                                   f"(more than --full-limit reports)", flush=True)
