@@ -255,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no data sets at {folder}: set LDP_DATASETS", file=sys.stderr)
         return 2
     rows, combined = [], []
-    with Run("coverage_frequency", args.json, vars(args)) as run:
+    # two results files: the record's bands alone (--methods with none), and per method
+    name = "coverage_frequency_methods" if args.methods else "coverage_frequency"
+    with Run(name, args.json, vars(args)) as run:
         for name in args.datasets:
             dataset = DATASETS[name](folder)
             for protocol in args.protocols:
@@ -269,9 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                                   f"(more than --full-limit reports)", flush=True)
                             continue
                         for method, result in cell.items():
-                            rows.append({"dataset": name, "protocol": protocol,
-                                         "epsilon": epsilon, "n": n, "method": method,
-                                         **result})
+                            rows.append({"dataset": name, "d": dataset(0).size,
+                                         "protocol": protocol, "epsilon": epsilon, "n": n,
+                                         "method": method, **result})
                             print(_line(rows[-1]), flush=True)
             if args.combined:
                 for epsilon in args.epsilons:

@@ -850,19 +850,41 @@ def _goal_counts(values: list[float]) -> str:
             f"(lowest {min(values):.3f}, highest {max(values):.3f})")
 
 
+#: The domain size of each data set of benchmarks/coverage_frequency.py (rows written before
+#: the script recorded `d`).
+FREQUENCY_DATASET_SIZES = {"airports": 229, "emoji": 969}
+
+
+def _declared_values(row: dict) -> bool:
+    """Whether records of this cell declare their values without a band (too few expected
+    supports, ldp_telemetry.ldp.estimation.frequency_bands.few_supports_reason)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason
+    from ldp_telemetry.ldp.protocols import make_protocol
+    d = row.get("d", FREQUENCY_DATASET_SIZES[row["dataset"]])
+    noise = make_protocol(row["protocol"], row["epsilon"], d).noise(row["n"])
+    return few_supports_reason(noise) is not None
+
+
 def coverage_frequency(r: dict) -> str:
     """The record's bands (every post-processing method alike) per data set, protocol, ε and
-    n, by group; then the combined versions'."""
+    n, by group; then the combined versions'. `*`: the cell's records declare their values
+    without a band (measured all the same; set and range answers keep theirs)."""
     rows = [row for row in r["rows"] if row["method"] == "record"]
     header = ["data set", "protocol", "ε", "n", *FREQUENCY_GROUPS]
+    value_groups = ("values", "top", "rest", "zeros")
+
+    def cell(row: dict, group: str) -> str:
+        mark = "*" if group in value_groups and _declared_values(row) else ""
+        return rate3(row["coverage"].get(group)) + mark
     body = [[row["dataset"], row["protocol"], f"{row['epsilon']:g}", f"{row['n']:,}",
-             *[rate3(row["coverage"].get(group)) for group in FREQUENCY_GROUPS]]
-            for row in rows]
+             *[cell(row, group) for group in FREQUENCY_GROUPS]] for row in rows]
     values = [row["coverage"][g] for row in rows for g in FREQUENCY_GROUPS
-              if row["coverage"].get(g) is not None]
+              if row["coverage"].get(g) is not None
+              and not (g in value_groups and _declared_values(row))]
     windows = r["parameters"].get("windows")
-    out = [f"W = {windows} windows per cell. Every (cell, group): {_goal_counts(values)}.", "",
-           table(header, body, right=set(range(2, len(header))))]
+    out = [f"W = {windows} windows per cell. Every (cell, group) with a band: "
+           f"{_goal_counts(values)}. `*`: declared without a band (too few expected supports "
+           f"per value).", "", table(header, body, right=set(range(2, len(header))))]
     combined = r.get("combined") or []
     if combined:
         groups = ("values", "top", "rest", "zeros")
@@ -936,7 +958,8 @@ SECTIONS += [
      "([error bars](error-bars.md#query-answers)), and the bands measured and not kept.",
      coverage_frequency_methods,
      "python benchmarks/coverage_frequency.py --datasets airports --protocols grr oue "
-     "--sizes 1000 10000 100000 --windows 20"),
+     "--sizes 1000 10000 100000 --windows 40 --methods base base-pos post-pos base-cut norm "
+     "norm-mul norm-sub norm-cut norm-hyb mle-apx ibu auto"),
 ]
 
 def main(argv=None) -> int:

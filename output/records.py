@@ -25,6 +25,7 @@ from ldp_telemetry.ldp.config.registry import MetricConfig
 from ldp_telemetry.ldp.engine.finalize import (NumericWindowResult, StringWindowResult,
                                                WindowResult)
 from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
+from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, WIENER_NO_BAND
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
@@ -55,7 +56,7 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
         return string_estimate_record(config, result, start_ms, end_ms, pane)
     spec = config.postprocess
     band_method = frequency_band_method(result)
-    no_band = band_method == BAND_NONE  # the values' band, declared absent (a Wiener filter's)
+    no_band = band_method == BAND_NONE  # the values' band, declared absent
     return EstimateRecord(
         **_common_fields(config, result, start_ms, end_ms, pane),
         postprocess={"method": spec.method,
@@ -68,7 +69,7 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
         std_error=np.asarray(result.std_error, dtype=np.float64),
         integrity=integrity,
         band_method=band_method,
-        band_reasons={"estimate": WIENER_NO_BAND} if no_band else None,
+        band_reasons={"estimate": frequency_band_reason(result)} if no_band else None,
         fields=FREQUENCY_FIELDS | {"band_reasons"} if no_band else None)
 
 
@@ -173,9 +174,19 @@ def chosen_postprocess(choice: Any) -> dict:  # a replay.Choice, or None
 def frequency_band_method(result: WindowResult) -> str:
     """The band of a frequency record: the exact variance of the unbiased estimate ([Wang20]
     journal eq. 2); none for a Wiener filter, whose fixed-gain standard error leaves out its
-    bias (the record keeps that error, and says why it has no band in `band_reasons`)."""
+    bias (the record keeps that error), and for a window with too few expected supports per
+    value (`frequency_band_reason`; the record says why in `band_reasons`)."""
+    return BAND_NONE if frequency_band_reason(result) is not None else BAND_EXACT
+
+
+def frequency_band_reason(result: WindowResult) -> str | None:
+    """Why a frequency record's values have no band: a Wiener filter's (WIENER_NO_BAND), or too
+    few expected supports per value for a normal band (frequency_bands.few_supports_reason);
+    None when they have one."""
     output = result.estimator
-    return BAND_NONE if output is not None and output.std_error is not None else BAND_EXACT
+    if output is not None and output.std_error is not None:
+        return WIENER_NO_BAND
+    return few_supports_reason(result.noise)
 
 
 def support_facts(config: MetricConfig, n: int) -> dict:

@@ -79,8 +79,9 @@ import numpy as np
 from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.ldp.base.validation import is_int, is_positive_int
 from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
-from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, score_bands,
-                                                          top_k_bands, top_k_declared)
+from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_supports_reason,
+                                                          score_bands, top_k_bands,
+                                                          top_k_declared)
 from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, error_plug_in,
                                                       post_pos)
 from ldp_telemetry.ldp.estimation.replay import AUTO_METHODS, postprocess_with_choice
@@ -312,6 +313,9 @@ class WindowEstimate:
         if self._fit is not None:  # a Wiener filter's answer: its fixed-gain error, no band
             return replace(answer, std_error_kind="fixed-gain", band_method=BAND_NONE,
                            band_reason=WIENER_NO_BAND)
+        few = few_supports_reason(self.noise)
+        if few is not None and len(chosen) == 1:  # as the record's value bands
+            return replace(answer, band_method=BAND_NONE, band_reason=few)
         if len(chosen) == 1:  # a value: its record's band (the score band of f~_v)
             lower, upper = score_bands(np.array([unbiased_value]), self.protocol.p_star,
                                        self.protocol.q_star, self.n)
@@ -348,7 +352,7 @@ class WindowEstimate:
             raise ConfigError(f"k must be a positive integer, got {k!r}", "k")
         order = np.argsort(-self.estimate, kind="stable")[: int(k)]
         answers = [replace(self._answer("point", [int(i)]), query="top-k") for i in order]
-        if self._fit is not None:
+        if self._fit is not None or answers[0].band_method == BAND_NONE:
             return answers
         reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n)
         if reason is not None:

@@ -183,3 +183,30 @@ def test_top_k_bands_are_seeded_clipped_and_checked():
     assert np.all((first[0] >= 0) & (first[0] <= first[1]) & (first[1] <= 1))
     with pytest.raises(ValueError, match="replicates must lie in"):
         bootstrap_bands(unbiased, noise, run, lambda f, t: (f, t), replicates=1)
+
+
+def test_too_few_expected_supports_declare_the_values_without_a_band():
+    """GRR over 1,000 values with 500 reports expects n·q* < 4 supports of a value nobody holds:
+    the record says `none` with the reason, the store/show/dashboard draw no band, a point query
+    answers without one; with 20,000 reports the band is back."""
+    labels = [f"v{i}" for i in range(1_000)]
+    config = parse_registry({"metrics": [{
+        "name": "g", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": labels},
+        "postprocess": "norm-sub"}]})["g"]
+    protocol = config.protocol
+    rng = np.random.default_rng(2)
+    for n, declared in ((500, True), (20_000, False)):
+        statistic = protocol.new_statistic()
+        protocol.accumulate(statistic, protocol.perturb(rng.integers(0, 50, n), rng))
+        record = window_estimate_record(config, finalize_window(config, statistic, n), 0, 1)
+        assert (n * protocol.q_star < 4) == declared
+        point = WindowEstimate.from_record(record).point("v3")
+        if declared:
+            assert record.band_method == "none"
+            assert "too few for a normal band" in record.band_reasons["estimate"]
+            assert value_bands(record) == ([None] * 1_000, [None] * 1_000)
+            assert (point.band_method, point.lower95) == ("none", None)
+            assert point.band_reason == record.band_reasons["estimate"]
+        else:
+            assert record.band_method == "exact-variance" and record.band_reasons is None
+            assert point.band_method == "exact-variance" and point.lower95 is not None
