@@ -55,8 +55,9 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
     if isinstance(result, StringWindowResult):
         return string_estimate_record(config, result, start_ms, end_ms, pane)
     spec = config.postprocess
-    band_method = frequency_band_method(result)
-    no_band = band_method == BAND_NONE  # the values' band, declared absent
+    reason = frequency_band_reason(result)  # why the values have no band, or None
+    band_method = BAND_NONE if reason is not None else BAND_EXACT
+    no_band = reason is not None
     return EstimateRecord(
         **_common_fields(config, result, start_ms, end_ms, pane),
         postprocess={"method": spec.method,
@@ -69,7 +70,7 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
         std_error=np.asarray(result.std_error, dtype=np.float64),
         integrity=integrity,
         band_method=band_method,
-        band_reasons={"estimate": frequency_band_reason(result)} if no_band else None,
+        band_reasons={"estimate": reason} if reason is not None else None,
         fields=FREQUENCY_FIELDS | {"band_reasons"} if no_band else None)
 
 
