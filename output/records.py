@@ -30,7 +30,8 @@ from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, WIEN
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.output.compact import IndexLabels
-from ldp_telemetry.output.estimate import FREQUENCY_FIELDS, EstimateRecord, Pane
+from ldp_telemetry.output.estimate import (COMBINED_FIELDS, FREQUENCY_FIELDS, EstimateRecord,
+                                           Pane)
 from ldp_telemetry.output.layout import COMBINED
 
 #: The pane of every window of a batch run (one pane, when the input is complete).
@@ -160,7 +161,10 @@ def combined_estimate_record(configs: Sequence[MetricConfig], combined: Combined
         unbiased_estimate=estimate.copy(),
         std_error=np.asarray(combined.std_error, dtype=np.float64),
         privacy=privacy_budget(used[-1]).as_record(),
-        band_method=BAND_EXACT)
+        # no band where a version expects too few supports per value (CombinedResult)
+        band_method=BAND_EXACT if combined.band_reason is None else BAND_NONE,
+        band_reasons=None if combined.band_reason is None else {"estimate": combined.band_reason},
+        fields=None if combined.band_reason is None else COMBINED_FIELDS | {"band_reasons"})
 
 
 def chosen_postprocess(choice: Any) -> dict:  # a replay.Choice, or None

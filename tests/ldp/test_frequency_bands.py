@@ -226,3 +226,35 @@ def test_top_k_bands_are_not_too_narrow(method):
             hits += int(answer.lower95 <= truth <= answer.upper95)
             checks += 1
     assert hits / checks >= 0.95 - Z_CHECK * math.sqrt(0.95 * 0.05 / checks)
+
+
+def test_a_combined_record_declares_no_band_when_a_version_expects_too_few_supports():
+    """Two versions over 1,000 labels (OUE, and GRR with 300 reports: n·q* < 4): the combined
+    record names the version and the reason, and readers draw no band; with 20,000 GRR
+    reports it keeps its exact band."""
+    from ldp_telemetry.ldp.estimation.combine import combine_versions
+    from ldp_telemetry.output.records import combined_estimate_record
+    labels = [f"v{i}" for i in range(1_000)]
+    document = {"metrics": [{"name": "m", "protocol": "grr", "epsilon": 1.0,
+                             "domain": {"labels": labels}, "version": 2,
+                             "history": [{"protocol": "oue", "epsilon": 1.0,
+                                          "domain": {"labels": labels}, "version": 1}]}]}
+    configs = parse_registry(document).versions("m")
+    rng = np.random.default_rng(4)
+    for grr_n, declared in ((300, True), (20_000, False)):
+        parts = []
+        for config, n in zip(configs, (2_000, grr_n), strict=True):
+            statistic = config.protocol.new_statistic()
+            config.protocol.accumulate(statistic,
+                                       config.protocol.perturb(rng.integers(0, 30, n), rng))
+            parts.append((config, finalize_window(config, statistic, n)))
+        combined = combine_versions(parts)
+        record = combined_estimate_record(configs, combined, 0, 1)
+        if declared:
+            assert record.band_method == "none"
+            assert record.band_reasons["estimate"].startswith("version 2: no band")
+            assert value_bands(record) == ([None] * 1_000, [None] * 1_000)
+            assert "band_reasons" in record.json_value()
+        else:
+            assert record.band_method == "exact-variance" and record.band_reasons is None
+            assert value_bands(record)[0][0] is not None
