@@ -1,34 +1,47 @@
-"""Coverage of the 95% bands of post-processed frequency values, query answers and combined
-versions, on real categorical data.
+"""Coverage of the 95% bands of frequency values, query answers and combined versions, on real
+categorical data, for every post-processing method.
 
-For each data set, protocol, ε and n, W windows of n users are drawn (flights3m: one day's
-departure airports, resampled to n; emoji: the occurrence frequencies), perturbed through the
-protocol's channel (GRR and OUE: their support counts drawn from their exact distribution, as
-`channel_support_counts` does; OLH and HR: the client's own `perturb` and the server's
-`support_counts`, up to --full-limit reports) and estimated. Every post-processing method
-post-processes the same unbiased estimate and gets the band its records carry
-(`band_method_of` of ldp_telemetry.ldp.estimation.frequency_bands: exact for Base, Norm and
-Post-Pos, the bias-corrected bootstrap through the channel for the others; "auto" holds the
-replay's choice fixed, as the record does). Each band is checked against the window's true
-frequencies:
+For each data set, protocol, ε and n, W windows of n users are drawn (airports: one day of
+flights3m's departure airports per window, d = 229, resampled to n; emoji: the occurrence
+frequencies, d = 969), perturbed through the protocol's channel (GRR and OUE: their support
+counts drawn from their exact distribution, `channel_support_counts`; OLH and HR: the client's
+own `perturb` and the server's `support_counts`, up to --full-limit reports) and estimated.
+Each band is checked against the window's true frequencies.
 
-    values   every value, and by group: top (the 10 highest true frequencies), rest (the other
-             values with users), zeros (values without users)
-    set      --sets random sets of 10% of the domain per window (the sum of their values)
+Row "record" — the bands records and point/set/range answers carry, the same whatever the
+post-processing (ldp_telemetry.ldp.estimation.frequency_bands):
+
+    values   the score band of every value's unbiased estimate, and by group: top (the 10
+             highest true frequencies), rest (the other values with users), zeros (values
+             without users); "... wald": f~ ± z · eq. 2 at the Norm-Sub plug-in, for comparison
+    set      --sets random sets of 10% of the domain per window (exact band of the unbiased
+             sum; "set norm": Norm's own answer)
     range    --sets random ranges of 1-25% of the domain per window (domain order)
-    top-k    the 10 values ranked highest by the method's estimate, each against its truth
-    old      the band before: f' ± z · eq. 2 standard error of f~, every value and the top ones
 
-Combined versions (`--combined`): per data set, ε and n, half the users report under OUE at ε
-and half under GRR at ε (a version change mid-window); `combine_versions` gives the inverse-
-variance combination and its exact standard error (band estimate ± z · s.e., clipped to [0, 1]).
+One row per post-processing method (--methods; "auto" holds the replay's choice fixed):
 
-A coverage's standard error is about √(0.95 · 0.05 / m) for m independent checks; the values
-of one window are not independent, so the per-group W windows are the honest unit for "top"
-(10 W checks) and the sets (--sets · W).
+    top-k            the 10 values ranked highest by the method's estimate, with the band
+                     `ldp query` gives them (bootstrap through the channel widened to the
+                     selected value's score band); "top-k bootstrap": the bootstrap alone;
+                     "top-k exact": the score band alone
+    old, old top     the band records had before: f' ± z · eq. 2 error of f~, every value and
+                     the top ones
+    tried, tried top a bias-corrected bootstrap of every post-processed value (the same
+                     replicates), the alternative measured and not kept
 
-    nice python benchmarks/coverage_frequency.py --windows 40 \\
+Combined versions (--combined): per data set, ε and n, half the users report under OUE at ε and
+half under GRR at ε; `combine_versions` gives the inverse-variance combination and its exact
+standard error (band estimate ± z · s.e.).
+
+With --methods and no method the results are the record's bands alone (benchmark
+"coverage_frequency"), else per method ("coverage_frequency_methods"). A coverage's standard
+error is about √(0.95 · 0.05 / m) for m checks (the count per group is in the JSON).
+
+    nice python benchmarks/coverage_frequency.py --methods --windows 200 --combined \\
         --json benchmarks/results/coverage_frequency.json
+    nice python benchmarks/coverage_frequency.py --datasets airports --protocols grr oue \\
+        --sizes 1000 10000 100000 --windows 40 \\
+        --json benchmarks/results/coverage_frequency_methods.json
 """
 from __future__ import annotations
 
