@@ -867,6 +867,138 @@ def render_block(page: Path, name: str, results: Path) -> str:
     return f"{head}{begin}\n{body}\n{end}{tail}"
 
 
+# -- the frequency bands' coverage (benchmarks/coverage_frequency.py) ------------------------
+
+#: The coverage goal of a 95% band, and the groups of the record's bands in table order.
+FREQUENCY_GOAL = (0.93, 0.97)
+FREQUENCY_GROUPS = ("values", "top", "rest", "zeros", "set", "range", "set norm", "range norm")
+
+
+def _goal_counts(values: list[float]) -> str:
+    low, high = FREQUENCY_GOAL
+    inside = sum(low <= v <= high for v in values)
+    return (f"{inside} of {len(values)} inside [{low}, {high}], "
+            f"{sum(v > high for v in values)} above, {sum(v < low for v in values)} below "
+            f"(lowest {min(values):.3f}, highest {max(values):.3f})")
+
+
+#: The domain size of each data set of benchmarks/coverage_frequency.py (rows written before
+#: the script recorded `d`).
+FREQUENCY_DATASET_SIZES = {"airports": 229, "emoji": 969}
+
+
+def _declared_values(row: dict) -> bool:
+    """Whether records of this cell declare their values without a band (too few expected
+    supports, ldp_telemetry.ldp.estimation.frequency_bands.few_supports_reason)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason
+    from ldp_telemetry.ldp.protocols import make_protocol
+    d = row.get("d", FREQUENCY_DATASET_SIZES[row["dataset"]])
+    noise = make_protocol(row["protocol"], row["epsilon"], d).noise(row["n"])
+    return few_supports_reason(noise) is not None
+
+
+def coverage_frequency(r: dict) -> str:
+    """The record's bands (every post-processing method alike) per data set, protocol, ε and
+    n, by group; then the combined versions'. `*`: the cell's records declare their values
+    without a band (measured all the same; set and range answers keep theirs)."""
+    rows = [row for row in r["rows"] if row["method"] == "record"]
+    header = ["data set", "protocol", "ε", "n", *FREQUENCY_GROUPS]
+    value_groups = ("values", "top", "rest", "zeros")
+
+    def cell(row: dict, group: str) -> str:
+        mark = "*" if group in value_groups and _declared_values(row) else ""
+        return rate3(row["coverage"].get(group)) + mark
+    body = [[row["dataset"], row["protocol"], f"{row['epsilon']:g}", f"{row['n']:,}",
+             *[cell(row, group) for group in FREQUENCY_GROUPS]] for row in rows]
+    values = [row["coverage"][g] for row in rows for g in FREQUENCY_GROUPS
+              if row["coverage"].get(g) is not None
+              and not (g in value_groups and _declared_values(row))]
+    windows = r["parameters"].get("windows")
+    out = [f"W = {windows} windows per cell. Every (cell, group) with a band: "
+           f"{_goal_counts(values)}. `*`: declared without a band (too few expected supports "
+           f"per value).", "", table(header, body, right=set(range(2, len(header))))]
+    combined = r.get("combined") or []
+    if combined:
+        groups = ("values", "top", "rest", "zeros")
+
+        def declared(row: dict) -> bool:  # the GRR version's n/2 reports expect too few
+            return _declared_values({**row, "protocol": "grr", "n": row["n"] // 2})
+        cvalues = [row["coverage"][g] for row in combined for g in groups
+                   if row["coverage"].get(g) is not None and not declared(row)]
+        out += ["", f"Combined versions (OUE and GRR at ε, n/2 reports each), every (cell, "
+                f"group) with a band: {_goal_counts(cvalues)}. `*`: declared without a band "
+                f"(the GRR version expects too few supports per value).", "",
+                table(["data set", "ε", "n", *groups],
+                      [[row["dataset"], f"{row['epsilon']:g}", f"{row['n']:,}",
+                        *[rate3(row["coverage"].get(g)) + ("*" if declared(row) else "")
+                          for g in groups]] for row in combined],
+                      right={1, 2, 3, 4, 5, 6})]
+    return "\n".join(out)
+
+
+def rate3(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def coverage_frequency_methods(r: dict) -> str:
+    """Per post-processing method: the top-k answers' bootstrap band per cell, and the bands
+    measured and not kept (eq. 2's error around the post-processed value; a bias-corrected
+    bootstrap of every value)."""
+    rows = [row for row in r["rows"] if row["method"] != "record"]
+    methods = list(dict.fromkeys(row["method"] for row in rows))
+    cells = list(dict.fromkeys((row["dataset"], row["protocol"], row["epsilon"], row["n"])
+                               for row in rows))
+    by = {(row["dataset"], row["protocol"], row["epsilon"], row["n"], row["method"]): row
+          for row in rows}
+    body = [[dataset, protocol, f"{epsilon:g}", f"{n:,}",
+             *[rate3(by[(dataset, protocol, epsilon, n, m)]["coverage"]["top-k"])
+               for m in methods]] for dataset, protocol, epsilon, n in cells]
+    out = [f"W = {r['parameters'].get('windows')} windows per cell; top-10 answers of each "
+           f"method, bias-corrected bootstrap band (R = {r['parameters'].get('replicates')}).",
+           "", table(["data set", "protocol", "ε", "n", *methods], body,
+                     right=set(range(2, 4 + len(methods))))]
+    summary = []
+    for method in methods:
+        mine = [row["coverage"] for row in rows if row["method"] == method]
+
+        def span(key: str, mine=mine) -> str:
+            values = [c[key] for c in mine if c.get(key) is not None]
+            return f"{min(values):.2f}–{max(values):.2f}" if values else "–"
+        summary.append([method, span("top-k"), span("top-k bootstrap"), span("top-k exact"),
+                        span("old"), span("old top"), span("tried"), span("tried top")])
+    out += ["", "Range over the cells, per method: the top-k band kept (the bootstrap's widened "
+            "to the selected value's score band); the bootstrap's alone; the score band of the "
+            "selected values' unbiased estimates alone (top-k exact); the band before, eq. 2's "
+            "error around the post-processed value (old, every value and the 10 largest); a "
+            "bias-corrected bootstrap of every value (tried, every value and the 10 largest).",
+            "", table(["method", "top-k", "top-k bootstrap", "top-k exact", "old", "old top",
+                       "tried", "tried top"], summary)]
+    return "\n".join(out)
+
+
+SECTIONS += [
+    ("coverage_frequency", "Coverage of the frequency 95% bands",
+     "Real categorical data (a day of flights3m's departure airports per window, d = 229; the "
+     "emoji occurrences, d = 969), n users per window perturbed through each protocol's "
+     "channel; the record's band of every value — the exact band of the unbiased estimate, "
+     "whatever the post-processing ([error bars](error-bars.md#post-processed-values)) — "
+     "and the exact band of set and range answers, checked against the window's truth: "
+     "every value, the 10 largest (top), the other values with users (rest), those without "
+     "(zeros), 5 random sets of 10% of the domain and 5 random ranges per window (Norm's own "
+     "answer: set norm, range norm). OLH and HR at 10⁶ reports are not measured (the client's "
+     "perturbation is too slow for W windows).",
+     coverage_frequency,
+     "python benchmarks/coverage_frequency.py --methods --windows 200 --combined"),
+    ("coverage_frequency_methods", "Coverage of the top-k bands per post-processing method",
+     "The top-k answers of `ldp query` per post-processing method on the airports data, GRR "
+     "and OUE: their bias-corrected bootstrap band through the channel "
+     "([error bars](error-bars.md#query-answers)), and the bands measured and not kept.",
+     coverage_frequency_methods,
+     "python benchmarks/coverage_frequency.py --datasets airports --protocols grr oue "
+     "--sizes 1000 10000 100000 --windows 40 --methods base base-pos post-pos base-cut norm "
+     "norm-mul norm-sub norm-cut norm-hyb mle-apx ibu auto"),
+]
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=RESULTS)

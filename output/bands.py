@@ -1,7 +1,10 @@
 """The 95% error bands every reader shows, in one place.
 
-A frequency value's band is estimate ± Z95 · standard error (`band95`, `value_bands`), none
-where the record declares none (a Wiener filter's). A numeric record's
+A frequency value's band is the exact 95% band of its unbiased estimate (`value_bands`,
+`value_band`: the score band at the record's p*, q* and n; unbiased_estimate ± Z95 · standard
+error for a record without them; ldp_telemetry.ldp.estimation.frequency_bands says why,
+whatever the post-processing: the printed estimate may lie outside it), none where the record
+declares none (a Wiener filter's). A numeric record's
 statistics (mean, variance, quantiles) carry their own bands (`bands`, named by `band_method`;
 a bias-corrected band need not be centred on the estimate, and a statistic may have none):
 `statistic_band` and `summary_bands` read them, falling back to estimate ± Z95 · bootstrap
@@ -14,14 +17,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
+from ldp_telemetry.ldp.estimation.frequency_bands import score_bands
 from ldp_telemetry.ldp.estimation.uncertainty import Z95
 from ldp_telemetry.output.estimate import EstimateRecord
 
 #: A window-estimate record, typed or as decoded JSON.
 Record = EstimateRecord | Mapping[str, Any]
 
-__all__ = ["Z95", "band95", "declares_no_value_band", "half_width95", "statistic_band",
-           "summary_bands", "summary_statistics", "value_bands"]
+__all__ = ["Z95", "band95", "band_centre", "declares_no_value_band", "half_width95",
+           "score_facts", "statistic_band", "summary_bands", "summary_statistics", "value_band",
+           "value_bands"]
 
 
 def band95(value: float, std_error: float | None) -> tuple[float | None, float | None]:
@@ -48,15 +55,53 @@ def declares_no_value_band(record: Record) -> bool:
     return bool(_field(record, "band_method") == "none")
 
 
+def band_centre(record: Record) -> Any:
+    """The values a frequency record's bands are centred on: its `unbiased_estimate` (the
+    exact band of the unbiased estimate, whatever the post-processing), `estimate` where the
+    record has none."""
+    unbiased = _field(record, "unbiased_estimate")
+    return _field(record, "estimate") if unbiased is None else unbiased
+
+
+def score_facts(record: Record) -> tuple[float, float, int] | None:
+    """(p*, q*, n) of a frequency record whose bands are `score_bands` of its unbiased
+    estimate (ldp_telemetry.ldp.estimation.frequency_bands); None for a record without them (a
+    combined or string record, one written before p* and q* were recorded, an empty window),
+    whose bands are centre ± Z95 · std_error."""
+    p_star, q_star, n = (_field(record, name) for name in ("p_star", "q_star", "n"))
+    if (p_star is None or q_star is None or not n or _field(record, "unbiased_estimate") is None
+            or _field(record, "combined_versions") is not None):
+        return None
+    return float(p_star), float(q_star), int(n)
+
+
+def value_band(facts: tuple[float, float, int] | None, centre: float | None,
+               std_error: float | None) -> tuple[float | None, float | None]:
+    """One value's band: its score band at `facts` (`score_facts`), else centre ± Z95 ·
+    std_error; (None, None) without a standard error."""
+    if centre is None or std_error is None:
+        return None, None
+    if facts is None:
+        return band95(centre, std_error)
+    lower, upper = score_bands(np.array([centre]), *facts)
+    return float(lower[0]), float(upper[0])
+
+
 def value_bands(record: Record) -> tuple[list, list]:
-    """(lower bounds, upper bounds) of the 95% band of each value of a frequency record:
-    estimate ± Z95 · std_error, or None for every value when the record declares no band
-    (`band_method` "none": a Wiener filter's fixed-gain error, `band_reasons` says why)."""
+    """(lower bounds, upper bounds) of the 95% band of each value of a frequency record: the
+    exact band of its unbiased estimate (`score_bands` at the record's p*, q* and n; centre
+    ± Z95 · std_error for a record without them, `band_centre`), or None for every value when
+    the record declares no band (`band_method` "none": a Wiener filter's fixed-gain error,
+    `band_reasons` says why)."""
     estimate, errors = _field(record, "estimate"), _field(record, "std_error")
     if declares_no_value_band(record) or errors is None:
         return [None] * len(estimate), [None] * len(estimate)
+    facts = score_facts(record)
+    if facts is not None:
+        lower, upper = score_bands(np.asarray(band_centre(record), dtype=np.float64), *facts)
+        return lower.tolist(), upper.tolist()
     bands = [band95(float(value), float(error))
-             for value, error in zip(estimate, errors, strict=False)]
+             for value, error in zip(band_centre(record), errors, strict=False)]
     return [low for low, _ in bands], [high for _, high in bands]
 
 

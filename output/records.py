@@ -25,11 +25,13 @@ from ldp_telemetry.ldp.config.registry import MetricConfig
 from ldp_telemetry.ldp.engine.finalize import (NumericWindowResult, StringWindowResult,
                                                WindowResult)
 from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
+from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, WIENER_NO_BAND
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, smallest_resolvable
 from ldp_telemetry.output.compact import IndexLabels
-from ldp_telemetry.output.estimate import FREQUENCY_FIELDS, EstimateRecord, Pane
+from ldp_telemetry.output.estimate import (COMBINED_FIELDS, FREQUENCY_FIELDS, EstimateRecord,
+                                           Pane)
 from ldp_telemetry.output.layout import COMBINED
 
 #: The pane of every window of a batch run (one pane, when the input is complete).
@@ -54,8 +56,9 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
     if isinstance(result, StringWindowResult):
         return string_estimate_record(config, result, start_ms, end_ms, pane)
     spec = config.postprocess
-    band_method = frequency_band_method(result)
-    no_band = band_method == BAND_NONE  # the values' band, declared absent (a Wiener filter's)
+    reason = frequency_band_reason(result)  # why the values have no band, or None
+    band_method = BAND_NONE if reason is not None else BAND_EXACT
+    no_band = reason is not None
     # a pooled-hash oracle's k and m, so that no reader assumes the defaults (absent otherwise)
     sketch = getattr(config.protocol, "sketch_parameters", lambda: None)()
     return EstimateRecord(
@@ -70,7 +73,7 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
         std_error=np.asarray(result.std_error, dtype=np.float64),
         integrity=integrity,
         band_method=band_method,
-        band_reasons={"estimate": WIENER_NO_BAND} if no_band else None,
+        band_reasons={"estimate": reason} if reason is not None else None,
         parameters=sketch,
         fields=(FREQUENCY_FIELDS | ({"band_reasons"} if no_band else set())
                 | ({"parameters"} if sketch else set())))
@@ -162,7 +165,10 @@ def combined_estimate_record(configs: Sequence[MetricConfig], combined: Combined
         unbiased_estimate=estimate.copy(),
         std_error=np.asarray(combined.std_error, dtype=np.float64),
         privacy=privacy_budget(used[-1]).as_record(),
-        band_method=BAND_EXACT)
+        # no band where a version expects too few supports per value (CombinedResult)
+        band_method=BAND_EXACT if combined.band_reason is None else BAND_NONE,
+        band_reasons=None if combined.band_reason is None else {"estimate": combined.band_reason},
+        fields=None if combined.band_reason is None else COMBINED_FIELDS | {"band_reasons"})
 
 
 def chosen_postprocess(choice: Any) -> dict:  # a replay.Choice, or None
@@ -174,12 +180,14 @@ def chosen_postprocess(choice: Any) -> dict:  # a replay.Choice, or None
     return {"chosen": choice.method, "expected_mse": dict(choice.expected_mse)}
 
 
-def frequency_band_method(result: WindowResult) -> str:
-    """The band of a frequency record: the exact variance of the unbiased estimate ([Wang20]
-    journal eq. 2); none for a Wiener filter, whose fixed-gain standard error leaves out its
-    bias (the record keeps that error, and says why it has no band in `band_reasons`)."""
+def frequency_band_reason(result: WindowResult) -> str | None:
+    """Why a frequency record's values have no band: a Wiener filter's (WIENER_NO_BAND), or too
+    few expected supports per value for a normal band (frequency_bands.few_supports_reason);
+    None when they have one."""
     output = result.estimator
-    return BAND_NONE if output is not None and output.std_error is not None else BAND_EXACT
+    if output is not None and output.std_error is not None:
+        return WIENER_NO_BAND
+    return few_supports_reason(result.noise)
 
 
 def support_facts(config: MetricConfig, n: int, noise: SupportNoise | None = None) -> dict:

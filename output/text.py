@@ -9,6 +9,7 @@ import unicodedata
 
 import numpy as np
 
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.bands import Z95, half_width95, statistic_band, value_bands
 from ldp_telemetry.output.integrity import flag_text
@@ -52,13 +53,29 @@ def metric_title(record: EstimateRecord) -> str:
 BAND_NOTE = f"± is the half width of the 95% band: {Z95:.2f} standard errors"
 
 
-def _plus_minus(lower: float | None, upper: float | None, error: float | None,
+def _plus_minus(value: float, lower: float | None, upper: float | None, error: float | None,
                 spec: str) -> str:
-    """" ± half width" of a value's 95% band, or its bare standard error where the record
-    declares no band (a Wiener filter's)."""
+    """" ± half width" of a value's 95% band when it is centred on the value, " [lower,
+    upper]" when it is not (the band of the unbiased estimate around a post-processed value,
+    `output.bands.band_centre`), or the bare standard error where the record declares no band
+    (a Wiener filter's)."""
     if lower is None or upper is None:
         return "" if error is None else f" (s.e. {error:{spec}}, no band)"
-    return f" ± {(upper - lower) / 2:{spec}}"
+    if abs((lower + upper) / 2 - value) <= 1e-12 * max(1.0, abs(value)):
+        return f" ± {(upper - lower) / 2:{spec}}"
+    return f" [{lower:{spec}}, {upper:{spec}}]"
+
+
+def band_text(record: EstimateRecord) -> str:
+    """What a frequency record's value bands are, as `ldp show` names them: its `band_method`
+    (exact-variance for records written before the field), "of the unbiased estimate" when
+    the values are post-processed (`output.bands.band_centre`)."""
+    method = record.band_method or BAND_EXACT
+    post = (record.postprocess or {}).get("method", "base")
+    if (method == BAND_EXACT and post not in ("base", "none", "post-pos")
+            and record.unbiased_estimate is not None):
+        return f"{method} of the unbiased estimate"
+    return method
 
 
 def format_top(record: EstimateRecord, k: int = 5) -> str:
@@ -79,11 +96,13 @@ def format_top(record: EstimateRecord, k: int = 5) -> str:
     shown = ", ".join(f"{key}={value}" for key, value in sorted((sketch or {}).items()))
     protocol = f"{record.protocol} ({shown})" if shown else record.protocol
     lines = [f"{metric_title(record)}  [{record.window_start} .. {record.window_end})  "
-             f"n={record.n:,}  {protocol} ε={record.epsilon:g}  {method}"]
+             f"n={record.n:,}  {protocol} ε={record.epsilon:g}  {method}"
+             f"  95% band: {band_text(record)}"]
     lower, upper = value_bands(record)
     for i in top.tolist():
         lines.append(f"    {printable(str(record.labels[i])):>12}  {estimate[i]:7.4f}"
-                     + _plus_minus(lower[i], upper[i], float(error[i]), ".4f"))
+                     + _plus_minus(float(estimate[i]), lower[i], upper[i], float(error[i]),
+                                   ".4f"))
     found = resolution(record)
     if found is not None and found.under_resolved:
         lines.append(f"    warning: {warning_text(record, found)}")
@@ -131,7 +150,8 @@ def format_pane(record: EstimateRecord, k: int = 3) -> str:
     lower, upper = value_bands(record)
     top = sorted(range(len(estimate)), key=lambda i: -estimate[i])[:k]
     values = ", ".join(f"{printable(str(labels[i]))} {estimate[i]:.3f}"
-                       + _plus_minus(lower[i], upper[i], error[i], ".3f").replace(" ± ", "±")
+                       + _plus_minus(estimate[i], lower[i], upper[i], error[i],
+                                     ".3f").replace(" ± ", "±")
                        for i in top)
     pane = record.pane
     section = record.integrity or {}

@@ -51,18 +51,41 @@ def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
                                          "params": dict(window.estimator.params)},
                            "postprocess": {"method": window.spec.method,
                                            "params": dict(window.spec.params)},
-                           "answers": [_with_band(a.as_dict()) for a in answers]})
+                           "answers": [_with_frequency_band(a.as_dict()) for a in answers]})
     params = ", ".join(f"{k}={v:g}" if v is not None else f"{k}=fitted"
                        for k, v in window.spec.params)
     lines = [f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
              f"{window.protocol.name} ε={window.protocol.epsilon:g}  "
              f"{_estimator_prefix(window)}{window.spec.method}{f' ({params})' if params else ''}"]
     for answer in answers:
-        lines.append(f"  {_describe(answer):<40} {answer.value:9.5f} ± "
-                     f"{half_width95(answer.std_error):.5f}  (s.e. {answer.std_error:.5f})")
+        lines.append(f"  {_describe(answer):<40} {answer.value:9.5f}{_band_text(answer)}"
+                     f"  (s.e. {answer.std_error:.5f})")
+    methods = sorted({answer.band_method for answer in answers})
     kind = answers[0].std_error_kind
-    lines.append(f"  ({BAND_NOTE}; s.e. {kind}: {STD_ERROR_KINDS[kind]})")
+    lines.append(f"  (95% band: {', '.join(methods)}; {BAND_NOTE}; s.e. {kind}: "
+                 f"{STD_ERROR_KINDS[kind]})")
+    lines += sorted({f"  (no band: {answer.band_reason})" for answer in answers
+                     if answer.band_reason is not None})
     return "\n".join(lines)
+
+
+def _band_text(answer) -> str:
+    """" ± half width" of a frequency answer's 95% band when it is centred on the answer,
+    " [lower, upper]" when it is not (the band of the unbiased answer, or a bootstrap's), or
+    " (no band)"."""
+    if answer.lower95 is None or answer.upper95 is None:
+        return " (no band)"
+    half = (answer.upper95 - answer.lower95) / 2
+    if abs(answer.lower95 + half - answer.value) <= 1e-12 * max(1.0, abs(answer.value)):
+        return f" ± {half:.5f}"
+    return f" [{answer.lower95:.5f}, {answer.upper95:.5f}]"
+
+
+def _with_frequency_band(answer: dict) -> dict:
+    """A frequency answer's JSON with `half95`, the half width of its 95% band (null without
+    a band)."""
+    low, high = answer.get("lower95"), answer.get("upper95")
+    return {**answer, "half95": None if low is None or high is None else (high - low) / 2}
 
 
 def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason
 from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.ldp.protocols.noise import RESOLVABLE_STD_ERRORS, standard_error
@@ -50,6 +51,9 @@ class CombinedResult:
     std_error: np.ndarray
     weights: dict[int, float]  # version -> its share of the weight (the shares sum to 1)
     total_weight: float  # Σ_k w_k = 1 / Var of the combined estimate of a value of frequency 0
+    #: why the values have no 95% band (a version with too few expected supports per value,
+    #: frequency_bands.few_supports_reason), or None
+    band_reason: str | None = None
 
     @property
     def smallest_resolvable(self) -> float:
@@ -95,10 +99,12 @@ def combine_versions(parts: Iterable[tuple[Any, Any]]) -> CombinedResult | None:
         weighted_variance += weight ** 2 * error[rows] ** 2
         totals.append(weight)
     total = sum(totals)
+    few = [(config.version, few_supports_reason(result.noise)) for config, result in parts]
+    reasons = [f"version {version}: {reason}" for version, reason in few if reason is not None]
     return CombinedResult(
         versions=tuple(config.version for config, _ in parts), labels=labels,
         n=sum(result.n for _, result in parts), estimate=weighted / total,
         std_error=np.sqrt(weighted_variance) / total,
         weights={config.version: weight / total
                  for (config, _), weight in zip(parts, totals, strict=True)},
-        total_weight=total)
+        total_weight=total, band_reason="; ".join(reasons) or None)

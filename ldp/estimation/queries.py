@@ -79,21 +79,23 @@ import numpy as np
 from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.ldp.base.validation import is_int, is_positive_int
 from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
-from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec, error_plug_in, post_pos
+from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_supports_reason,
+                                                          score_bands, top_k_bands,
+                                                          top_k_declared)
+from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, error_plug_in,
+                                                      post_pos)
+from ldp_telemetry.ldp.estimation.replay import AUTO_METHODS, postprocess_with_choice
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT,
+                                                      BAND_NONE, WIENER_NO_BAND)
 from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
 from ldp_telemetry.ldp.protocols.hash_pool import sketch_arguments
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
-#: Methods whose output sums to 1, for which Norm's standard error is the reference.
-_SUM_TO_ONE = frozenset({"norm-mul", "norm-sub", "norm-hyb", "mle-apx", "ibu", "power-ns"})
-
 STD_ERROR_KINDS = {
-    "exact": "the exact standard error of the (unbiased) answer",
+    "exact": "the exact standard error of the unbiased answer its band is centred on (Norm's "
+             "own answer for norm, the unbiased estimate's answer for every other method)",
     "fixed-gain": "the exact standard error of the estimator's linear answer at its final "
                   "gains (without the filter's bias or the randomness of its gains)",
-    "upper-bound": "the answer clips an unbiased answer at 0: its RMS error is at most this",
-    "norm-reference": "no closed form: the exact standard error of Norm's answer to the query",
-    "base-reference": "no closed form: the exact standard error of Base's answer to the query",
 }
 
 
@@ -145,12 +147,20 @@ class Answer:
     unbiased_value: float  # Base's answer to the same query
     method: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    #: the answer's 95% band and how it was made (exact-variance, bias-corrected-bootstrap or
+    #: none, `band_reason` then says why); ldp_telemetry.ldp.estimation.frequency_bands
+    band_method: str = BAND_NONE
+    lower95: float | None = None
+    upper95: float | None = None
+    band_reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"query": self.query, "indices": list(self.indices), "labels": list(self.labels),
                 "value": self.value, "std_error": self.std_error,
                 "std_error_kind": self.std_error_kind, "unbiased_value": self.unbiased_value,
-                "method": self.method, "params": dict(self.params)}
+                "method": self.method, "params": dict(self.params),
+                "band_method": self.band_method, "lower95": self.lower95,
+                "upper95": self.upper95, "band_reason": self.band_reason}
 
 
 class FrequencyRecord(Protocol):
@@ -293,30 +303,33 @@ class WindowEstimate:
     # -- answers ------------------------------------------------------------------------------
     def _answer(self, query: str, indices: Sequence[int]) -> Answer:
         method, params = self.spec.method, dict(self.spec.params)
-        d = self.d
-        indicator = set_indicator(d, indices)
-        unbiased_value = float(self.unbiased[list(indices)].sum())
-        value = float(self.estimate[list(indices)].sum())
-        exact = "exact" if self._fit is None else "fixed-gain"
-        base_se = math.sqrt(linear_variance(self.protocol, self.n, self._weights(indicator),
-                                            self.plug_in))
+        chosen = list(indices)
+        indicator = set_indicator(self.d, chosen)
+        unbiased_value = float(self.unbiased[chosen].sum())
+        value = float(self.estimate[chosen].sum())
         if method == "post-pos":
-            linear_value = float(self.filtered[list(indices)].sum())
-            kind = "upper-bound" if self._fit is None else exact
-            value, se = post_pos(linear_value), base_se
-        elif method == "base":
-            kind, se = exact, base_se
-        elif method == "base-pos" and len(indices) == 1:
-            kind, se = "upper-bound" if self._fit is None else exact, base_se
-        elif method == "norm" or method in _SUM_TO_ONE:
-            weights = self._weights(indicator - len(indices) / d)
-            se = math.sqrt(linear_variance(self.protocol, self.n, weights, self.plug_in))
-            kind = exact if method == "norm" else "norm-reference"
+            value = post_pos(float(self.filtered[chosen].sum()))
+        # a sum's band: around Norm's own (unbiased, linear) answer, else the unbiased answer
+        weights = indicator - len(chosen) / self.d if method == "norm" else indicator
+        centre = value if method == "norm" else unbiased_value
+        se = math.sqrt(linear_variance(self.protocol, self.n, self._weights(weights),
+                                       self.plug_in))
+        answer = Answer(query, tuple(int(i) for i in chosen),
+                        tuple(self.labels[i] for i in chosen), value, se, "exact",
+                        unbiased_value, method, params)
+        if self._fit is not None:  # a Wiener filter's answer: its fixed-gain error, no band
+            return replace(answer, std_error_kind="fixed-gain", band_method=BAND_NONE,
+                           band_reason=WIENER_NO_BAND)
+        few = few_supports_reason(self.noise)
+        if few is not None and len(chosen) == 1:  # as the record's value bands
+            return replace(answer, band_method=BAND_NONE, band_reason=few)
+        if len(chosen) == 1:  # a value: its record's band (the score band of f~_v)
+            lower, upper = score_bands(np.array([unbiased_value]), self.protocol.p_star,
+                                       self.protocol.q_star, self.n)
         else:
-            kind, se = "base-reference", base_se
-        return Answer(query, tuple(int(i) for i in indices),
-                      tuple(self.labels[i] for i in indices), value, se, kind, unbiased_value,
-                      method, params)
+            lower, upper = exact_bands(np.array([centre]), np.array([se]))
+        return replace(answer, band_method=BAND_EXACT, lower95=float(lower[0]),
+                       upper95=float(upper[0]))
 
     def point(self, value: int | str) -> Answer:
         """f'_v for one value (label or index)."""
@@ -345,7 +358,33 @@ class WindowEstimate:
         if not is_positive_int(k):
             raise ConfigError(f"k must be a positive integer, got {k!r}", "k")
         order = np.argsort(-self.estimate, kind="stable")[: int(k)]
-        return [replace(self._answer("point", [int(i)]), query="top-k") for i in order]
+        answers = [replace(self._answer("point", [int(i)]), query="top-k") for i in order]
+        if self._fit is not None or answers[0].band_method == BAND_NONE:
+            return answers
+        reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n)
+        if reason is not None:
+            return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
+                            band_reason=reason) for a in answers]
+        lower, upper = top_k_bands(self.unbiased, self.noise, self._postprocessor, len(order))
+        return [replace(a, band_method=BAND_BIAS_CORRECTED, lower95=float(low),
+                        upper95=float(high))
+                for a, low, high in zip(answers, lower, upper, strict=True)]
+
+    def _postprocessor(self, unbiased: np.ndarray) -> np.ndarray:
+        """The window's post-processing of an unbiased estimate (for "auto" and the other
+        replay-chosen methods, the method the window's replay chose, held fixed)."""
+        return METHODS[self._chosen_method].run(unbiased, self.noise, **self._chosen_params)
+
+    @cached_property
+    def _chosen_method(self) -> str:
+        if self.spec.method not in AUTO_METHODS:
+            return self.spec.method
+        _, choice = postprocess_with_choice(self.spec, self.filtered, self.noise)
+        return "base" if choice is None else choice.method
+
+    @property
+    def _chosen_params(self) -> dict:
+        return {} if self.spec.method in AUTO_METHODS else dict(self.spec.params)
 
 
 def _preview(labels: Sequence[str], limit: int = 10) -> str:

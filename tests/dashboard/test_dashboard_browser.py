@@ -15,7 +15,7 @@ from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource, StoreSource
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
-from ldp_telemetry.output.bands import Z95
+from ldp_telemetry.output.bands import value_bands
 from ldp_telemetry.output.coverage import RunInputs
 from ldp_telemetry.store import open_store
 
@@ -99,10 +99,11 @@ def test_pages_show_the_jobs_numbers_for_a_chosen_window(browser, demo_run, serv
         "Array.from(tr.cells).map(td => td.textContent))")
     shown = {row[1]: row[2:] for row in rows}
     assert set(shown) == set(chosen["labels"])
-    for label, estimate, error, unbiased in zip(chosen["labels"], chosen["estimate"],
-                                                chosen["std_error"],
-                                                chosen["unbiased_estimate"], strict=True):
-        assert shown[label] == [f"{estimate:.4f}", f"{Z95 * error:.4f}", f"{unbiased:.4f}",
+    lower, upper = value_bands(chosen)  # the record's bands (output.bands)
+    for label, estimate, error, unbiased, low, high in zip(
+            chosen["labels"], chosen["estimate"], chosen["std_error"],
+            chosen["unbiased_estimate"], lower, upper, strict=True):
+        assert shown[label] == [f"{estimate:.4f}", f"{(high - low) / 2:.4f}", f"{unbiased:.4f}",
                                 f"{error:.4f}"], label
     facts = browser.driver.execute_script(
         "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"

@@ -8,6 +8,7 @@ import sys
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
 
 from ldp_telemetry.dashboard.cli import add_dashboard_arguments
@@ -15,9 +16,9 @@ from ldp_telemetry.dashboard.pages import embedded_json, metric_page_link, metri
 from ldp_telemetry.dashboard.payload import unpack
 from ldp_telemetry.dashboard.server import Dashboard, make_server, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource
+from ldp_telemetry.ldp.estimation.frequency_bands import score_bands
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
-from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.store import open_store
 
 GRR = make_protocol("grr", 1.0, 2)
@@ -33,12 +34,25 @@ def record(start: str, end: str, n: int, index: int = 0, timing: str = "ON_TIME"
             "pane": {"timing": timing, "index": index, "is_last": False}}
 
 
+def bands_of(n: int) -> tuple[list, list]:
+    """The record's value bands: the score band of the unbiased estimates [0.6, 0.4] at GRR's
+    p*, q* and n (output.bands.value_bands)."""
+    lower, upper = score_bands(np.array([0.6, 0.4]), GRR.p_star, GRR.q_star, n)
+    return lower.tolist(), upper.tolist()
+
+
+def halves(n: int) -> list:
+    lower, upper = bands_of(n)
+    return [(high - low) / 2 for low, high in zip(lower, upper, strict=True)]
+
+
 def assert_drawn_as_computed_once(window: dict) -> None:
     """A window view carries what the page draws: bands, half widths, p*, q*, smallest
     resolvable (the script computes none of them)."""
-    assert window["lower95"] == pytest.approx([0.6 - Z95 * 0.1, 0.4 - Z95 * 0.1])
-    assert window["upper95"] == pytest.approx([0.6 + Z95 * 0.1, 0.4 + Z95 * 0.1])
-    assert window["half95"] == pytest.approx([Z95 * 0.1, Z95 * 0.1])
+    lower, upper = bands_of(window["n"])
+    assert window["lower95"] == pytest.approx(lower)
+    assert window["upper95"] == pytest.approx(upper)
+    assert window["half95"] == pytest.approx(halves(window["n"]))
     assert (window["p_star"], window["q_star"]) == pytest.approx((GRR.p_star, GRR.q_star))
     assert window["smallest_resolvable"] == pytest.approx(
         smallest_resolvable(GRR.p_star, GRR.q_star, window["n"]))
@@ -97,7 +111,7 @@ def test_pages_allow_no_other_origin_and_the_api_returns_only_changes(tmp_path):
         light = unpacked(first)[0]
         assert light["floor"] == pytest.approx(smallest_resolvable(GRR.p_star, GRR.q_star, 10))
         assert light["top"] == [0.6, 0.4]  # in units of 1/FREQUENCY_SCALE:
-        assert light["half"] == pytest.approx([Z95 * 0.1] * 2, rel=1e-5)
+        assert light["half"] == pytest.approx(halves(10), rel=1e-5)
         assert '"estimate"' not in json.dumps(first)  # no record, no value arrays
         _, whole = get(base + "api/window?metric=m&start=2024-03-01T00:00:00Z"
                               "&end=2024-03-01T01:00:00Z")
@@ -239,8 +253,9 @@ def test_a_store_source_sends_the_bands_and_facts_the_store_saved(tmp_path):
         _, [window] = source.windows("m")
     finally:
         source.close()
-    assert window["lower95"] == pytest.approx([0.6 - Z95 * 0.1, -1.5])
-    assert window["upper95"] == pytest.approx([0.6 + Z95 * 0.1, 0.4 + Z95 * 0.1])
+    lower, upper = bands_of(10)
+    assert window["lower95"] == pytest.approx([lower[0], -1.5])
+    assert window["upper95"] == pytest.approx(upper)
     assert window["smallest_resolvable"] == 0.125
 
 

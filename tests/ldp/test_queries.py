@@ -21,6 +21,7 @@ import pytest
 from scipy import stats
 
 from ldp_telemetry.ldp.estimation import queries
+from ldp_telemetry.ldp.estimation.frequency_bands import top_k_declared
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, PostprocessSpec, project_to_simplex
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate, linear_variance, report_variance
 from ldp_telemetry.ldp.protocols import PROTOCOLS, hashing, make_protocol
@@ -378,19 +379,32 @@ def test_norm_answers_and_exact_standard_error():
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
-def test_every_method_names_its_standard_error(method):
+def test_every_method_names_its_band(method):
+    """Every answer carries the exact band of an unbiased answer to the same query: Norm's own
+    answer for norm, the unbiased estimate's for every other method (whose printed answer may
+    lie outside it); top-k answers a bootstrap band (ldp.estimation.frequency_bands)."""
     w = window(method)
     point, pair = w.point("h"), w.set_sum(["g", "h"])
     base = window("base")
-    expected_kind = {"base": "exact", "norm": "exact", "post-pos": "upper-bound"}.get(method)
-    if expected_kind is None:
-        expected_kind = "norm-reference" if method in queries._SUM_TO_ONE else "base-reference"
-    assert pair.std_error_kind == expected_kind
-    assert point.std_error_kind == ("upper-bound" if method == "base-pos" else expected_kind)
-    if expected_kind in ("base-reference", "upper-bound"):
+    assert pair.std_error_kind == point.std_error_kind == "exact"
+    assert pair.band_method == point.band_method == "exact-variance"
+    centre = pair.value if method == "norm" else pair.unbiased_value
+    assert (pair.lower95 + pair.upper95) / 2 == pytest.approx(centre)
+    assert (pair.upper95 - pair.lower95) / 2 == pytest.approx(1.959963984540054 * pair.std_error)
+    if method != "norm":
         assert pair.std_error == pytest.approx(base.set_sum(["g", "h"]).std_error)
+        assert (pair.lower95, pair.upper95) == pytest.approx(
+            (base.set_sum(["g", "h"]).lower95, base.set_sum(["g", "h"]).upper95))
     assert pair.method == method and dict(pair.params) == dict(w.spec.params)
     assert all(np.isfinite([point.value, point.std_error, pair.value, pair.std_error]))
+    top = w.top_k(3)
+    reason = top_k_declared(w._chosen_method, w.protocol.epsilon, w.n)
+    if reason is None:
+        assert [a.band_method for a in top] == ["bias-corrected-bootstrap"] * 3
+        assert all(0.0 <= a.lower95 <= a.upper95 <= 1.0 for a in top)
+    else:  # declared without a band (power's, not measured; cells measured below 0.90)
+        assert [(a.band_method, a.lower95, a.band_reason) for a in top] == [
+            ("none", None, reason)] * 3
 
 
 def test_post_pos_clips_the_answer():

@@ -72,7 +72,7 @@ def test_set_query_text_and_json(output, capsys):
                           "--labels", "red,blue,white")
     assert code == 0
     assert "colour" in text and "norm-hyb (alpha=2)" in text and "set {red, blue, white}" in text
-    assert "norm-reference" in text
+    assert "95% band: exact-variance" in text and "norm-reference" not in text
     result = query_json(capsys, output, "--metric", "colour", "--window", "0",
                         "--labels", "red,blue,white")
     record = EstimateRecord.from_json(window_record(output, "colour", 0))
@@ -80,6 +80,12 @@ def test_set_query_text_and_json(output, capsys):
     (answer,) = result["answers"]
     assert answer["value"] == pytest.approx(expected.value)
     assert answer["std_error"] == pytest.approx(expected.std_error)
+    # the band of the unbiased answer, not centred on the post-processed one
+    assert answer["band_method"] == "exact-variance" and answer["band_reason"] is None
+    assert [answer["lower95"], answer["upper95"]] == pytest.approx(
+        [expected.unbiased_value - 1.959963984540054 * expected.std_error,
+         expected.unbiased_value + 1.959963984540054 * expected.std_error])
+    assert answer["half95"] == pytest.approx(1.959963984540054 * expected.std_error)
     assert answer["labels"] == ["red", "blue", "white"] and answer["query"] == "set"
     assert result["postprocess"] == {"method": "norm-hyb", "params": {"alpha": 2.0}}
 
@@ -109,6 +115,7 @@ def test_top_k_and_range(output, capsys):
     top = query_json(capsys, output, "--metric", "colour", "--window", "0", "--top", "3")
     values = [a["value"] for a in top["answers"]]
     assert len(values) == 3 and values == sorted(values, reverse=True)
+    assert {a["band_method"] for a in top["answers"]} == {"bias-corrected-bootstrap"}
     record = window_record(output, "colour", 0)
     assert [a["labels"][0] for a in top["answers"]] == \
         [LABELS[i] for i in np.argsort(-np.asarray(record["estimate"]), kind="stable")[:3]]
@@ -130,7 +137,8 @@ def test_method_override(output, capsys):
                         "red,green", "--method", "post-pos")
     (answer,) = result["answers"]
     assert result["postprocess"]["method"] == "post-pos"
-    assert answer["std_error_kind"] == "upper-bound"
+    assert answer["std_error_kind"] == "exact" and answer["band_method"] == "exact-variance"
+    assert answer["lower95"] + answer["half95"] == pytest.approx(answer["unbiased_value"])
     assert answer["value"] == pytest.approx(max(0.0, sum(record["unbiased_estimate"][:2])))
     hyb = query_json(capsys, output, "--metric", "colour", "--window", "0", "--top", "1",
                      "--method", "norm-hyb", "--param", "alpha=0.5")
@@ -185,28 +193,53 @@ def test_query_needs_exactly_one_kind_of_query(output, capsys):
 
 
 def test_show_and_query_agree_on_the_band_and_pick_windows_alike(output, capsys):
-    """One ± (the 95% band's half width) in `show` and `query`, each saying so; a time inside a
+    """One band per value in `show` and `query` (the exact band of the unbiased estimate, here
+    around a norm-hyb estimate, so printed as [lower, upper]), each saying so; a time inside a
     window names it in both; `show --last` and `--window` select windows."""
     from ldp_telemetry.ldp.base.times import iso_from_ms, ms_from_iso
-    from ldp_telemetry.output.bands import Z95
+    from ldp_telemetry.output.bands import value_bands
     record = window_record(output, "colour", 1)
     inside = iso_from_ms(ms_from_iso(record["window_start"]) + 3_600_000)  # an hour in
-    code, text, _ = query(capsys, output, "--metric", "colour", "--window", inside, "--top", "1")
+    top = max(range(len(record["estimate"])),  # the value norm-hyb moved most
+              key=lambda i: abs(record["estimate"][i] - record["unbiased_estimate"][i]))
+    label = record["labels"][top]
+    assert abs(record["estimate"][top] - record["unbiased_estimate"][top]) > 1e-6
+    code, text, _ = query(capsys, output, "--metric", "colour", "--window", inside,
+                          "--labels", label)
     assert code == 0 and "± is the half width of the 95% band: 1.96 standard errors" in text
-    top = max(range(len(record["estimate"])), key=lambda i: record["estimate"][i])
-    answer = query_json(capsys, output, "--metric", "colour", "--window", inside, "--top", "1")
+    assert "95% band: exact-variance" in text
+    answer = query_json(capsys, output, "--metric", "colour", "--window", inside,
+                        "--labels", label)
     assert answer["window_start"] == record["window_start"]
-    half = answer["answers"][0]["half95"]
-    assert half == pytest.approx(Z95 * answer["answers"][0]["std_error"], rel=1e-12)
-    assert f"± {half:.5f}" in text
+    (point,) = answer["answers"]
+    lower, upper = value_bands(record)  # the score band of the unbiased estimate
+    low, high = lower[top], upper[top]
+    assert [point["lower95"], point["upper95"]] == pytest.approx([low, high], rel=1e-12)
+    assert point["half95"] == pytest.approx((high - low) / 2, rel=1e-12)
+    assert f"[{low:.5f}, {high:.5f}]" in text
     assert main(["show", "--output", output, "--metric", "colour", "--window", inside,
-                 "--top", "1"]) == 0
+                 "--top", str(len(LABELS))]) == 0
     shown = capsys.readouterr().out.splitlines()
     assert shown[0] == "(± is the half width of the 95% band: 1.96 standard errors)"
     assert record["window_start"] in shown[1]
-    assert shown[2].split() == [record["labels"][top], f"{record['estimate'][top]:.4f}", "±",
-                                f"{Z95 * record['std_error'][top]:.4f}"]
+    assert "95% band: exact-variance of the unbiased estimate" in shown[1]
+    (line,) = [line.split() for line in shown[2:] if line.split()[:1] == [label]]
+    assert line == [label, f"{record['estimate'][top]:.4f}", f"[{low:.4f},", f"{high:.4f}]"]
     assert main(["show", "--output", output, "--metric", "colour", "--last", "2"]) == 0
     starts = [r.window_start for r in read_estimates(output, "colour")]
     lines = capsys.readouterr().out
     assert starts[-1] in lines and starts[-2] in lines and starts[0] not in lines
+
+
+def test_an_answer_without_a_band_says_so_and_why(output, capsys):
+    """Top-k answers of Power (whose bootstrap band is not measured) print no ± and name the
+    reason; their JSON carries band_method none, null bounds and the reason."""
+    code, text, _ = query(capsys, output, "--metric", "colour", "--window", "0", "--top", "2",
+                          "--method", "power")
+    assert code == 0 and "(no band)" in text and "±" not in text.split("(95% band")[0]
+    assert "no band for top-k answers of power" in text and "95% band: none" in text
+    result = query_json(capsys, output, "--metric", "colour", "--window", "0", "--top", "2",
+                        "--method", "power")
+    for answer in result["answers"]:
+        assert (answer["band_method"], answer["lower95"], answer["half95"]) == ("none", None, None)
+        assert answer["band_reason"].startswith("no band for top-k answers of power")

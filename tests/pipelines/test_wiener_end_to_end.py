@@ -116,6 +116,9 @@ def test_query_starts_from_the_estimator_output(output, capsys):
     assert point["value"] == pytest.approx(filtered.estimate[16], abs=1e-15)
     assert point["unbiased_value"] == pytest.approx(record["unbiased_estimate"][16], abs=1e-15)
     assert point["std_error_kind"] == "fixed-gain"
+    # no band, as the record declares none (the filter's error leaves out its bias)
+    assert (point["band_method"], point["lower95"], point["half95"]) == ("none", None, None)
+    assert point["band_reason"] == record["band_reasons"]["estimate"]
     assert point["std_error"] == pytest.approx(record["std_error"][16], rel=1e-9)
     window = WindowEstimate.from_record(EstimateRecord.from_json(record))
     assert window.point(16).value == pytest.approx(record["estimate"][16], abs=1e-15)
@@ -126,7 +129,11 @@ def test_query_starts_from_the_estimator_output(output, capsys):
     assert ranged.std_error < np.sum(record["std_error"][10:21])
     assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
                  "--top", "3"]) == 0
-    assert "iiw (iterations=30, keep_extremes=False) + norm-hyb" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "iiw (iterations=30, keep_extremes=False) + norm-hyb" in text
+    answers = text.splitlines()[1:4]  # the three answer lines: no ±, "(no band)"
+    assert all("(no band)" in line and "±" not in line for line in answers), answers
+    assert "95% band: none" in text
 
 
 def test_every_metric_is_its_estimator_then_its_postprocessing(output):

@@ -4,11 +4,12 @@ from __future__ import annotations
 import math
 import uuid
 
+import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.base.errors import StoreError
 from ldp_telemetry.ldp.base.times import ms_from_iso
-from ldp_telemetry.output.bands import Z95
+from ldp_telemetry.ldp.estimation.frequency_bands import score_bands
 from ldp_telemetry.store import open_store
 from ldp_telemetry.store.records import UNATTRIBUTED_MS, reject_slice
 
@@ -65,10 +66,10 @@ def test_a_pane_reads_back_as_written_with_its_accounting(store_url):
         [window] = store.windows("m.grr")
         seq = window.pop("pane_seq")
         assert window.pop("late_reports") == 0
-        assert window.pop("lower95") == pytest.approx(
-            [e - Z95 * s for e, s in zip(written["estimate"], written["std_error"], strict=True)])
-        assert window.pop("upper95") == pytest.approx(
-            [e + Z95 * s for e, s in zip(written["estimate"], written["std_error"], strict=True)])
+        # the band of the unbiased estimate, whatever the post-processing (output.bands)
+        lower, upper = score_bands(np.array(written["unbiased_estimate"]), P_STAR, Q_STAR, 100)
+        assert window.pop("lower95") == pytest.approx(lower.tolist())
+        assert window.pop("upper95") == pytest.approx(upper.tolist())
         assert window == written
         assert seq == store.latest_seq() >= 1
         assert store.metrics() == ["m.grr"]
@@ -90,8 +91,9 @@ def test_the_latest_pane_wins_whatever_order_panes_arrive_in(store_url):
                                 "pane_index FROM ldp_window_values ORDER BY value_index")
             assert [(r[0], r[1], r[5]) for r in rows] == [(0, "a", 2), (1, "b", 2), (2, "c", 2)]
             assert [r[2] for r in rows] == pytest.approx([0.4, 0.4, 0.2])
-            assert rows[0][3] == pytest.approx(0.4 - Z95 * 0.02)
-            assert rows[2][4] == pytest.approx(0.2 + Z95 * 0.04)
+            # the score band of the unbiased estimates 0.41 and 0.21 (output.bands)
+            lower, upper = score_bands(np.array([0.41, 0.21]), P_STAR, Q_STAR, 130)
+            assert (rows[0][3], rows[2][4]) == pytest.approx((lower[0], upper[1]))
             logged = store._query("SELECT pane_index, pane_timing, n FROM ldp_panes "
                                   "ORDER BY pane_index")
             assert logged == [(0, "EARLY", 40), (1, "ON_TIME", 100), (2, "LATE", 130)]

@@ -2,14 +2,16 @@
 returns, and that each is answered from an index (the query plans are read)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.base.times import iso_from_ms
-from ldp_telemetry.output.bands import Z95
+from ldp_telemetry.ldp.estimation.frequency_bands import score_bands
 from ldp_telemetry.store import open_store, reads
 from ldp_telemetry.store.records import UNATTRIBUTED_MS
 
-from tests.store.test_sql_store import HOUR, postgres_url, record, store_url  # noqa: F401
+from tests.store.test_sql_store import (HOUR, P_STAR, Q_STAR, postgres_url,  # noqa: F401
+                                        record, store_url)
 
 START = 1_709_251_200_000  # 2024-03-01T00:00:00Z
 
@@ -79,13 +81,15 @@ def test_top_values_totals_labels_and_one_window_by_its_key(filled):
     assert sorted(top) == [(START + 4 * HOUR, START + 5 * HOUR),
                            (START + 5 * HOUR, START + 6 * HOUR)]
     estimate, low, high = top[(START + 5 * HOUR, START + 6 * HOUR)][1]
-    assert (estimate, low, high) == pytest.approx((0.35, 0.35 - Z95 * 0.03, 0.35 + Z95 * 0.03))
+    # the score band of the unbiased estimate (0.36), around the post-processed 0.35
+    band = score_bands(np.array([0.36]), P_STAR, Q_STAR, 105)
+    assert (estimate, low, high) == pytest.approx((0.35, band[0][0], band[1][0]))
     assert reads.labels_of(filled, "m.grr", version, START, START + HOUR, [2, 0]) == {
         0: "a", 2: "c"}
     one = reads.window_record(filled, "m.grr", version, START + 3 * HOUR, START + 4 * HOUR)
     assert one["n"] == 103 and one["estimate"] == pytest.approx([0.47, 0.33, 0.2])
-    assert one["upper95"] == pytest.approx([0.47 + Z95 * 0.02, 0.33 + Z95 * 0.03,
-                                            0.2 + Z95 * 0.04])
+    assert one["upper95"] == pytest.approx(  # the score band of the unbiased estimates
+        score_bands(np.array([0.48, 0.34, 0.21]), P_STAR, Q_STAR, 103)[1].tolist())
     assert reads.window_record(filled, "m.grr", version, START, START + 1) is None
     assert reads.window_rejects(filled, "m.grr") == {
         (START, START + HOUR): {"invalid_payload": 2},

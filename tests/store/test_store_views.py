@@ -6,14 +6,17 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.base.times import iso_from_ms
+from ldp_telemetry.ldp.estimation.frequency_bands import score_bands
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.store import open_store
 from ldp_telemetry.store.views import VIEWS, missing_views
 
-from tests.store.test_sql_store import HOUR, postgres_url, record, store_url  # noqa: F401
+from tests.store.test_sql_store import (HOUR, P_STAR, Q_STAR, postgres_url,  # noqa: F401
+                                        record, store_url)
 
 START = 1_709_251_200_000
 GRAFANA = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "ldp-dashboard.json"
@@ -51,7 +54,9 @@ def test_latest_estimates_with_bands_and_resolution(filled):
     assert len(found) == 9
     start, label, estimate, lower, upper, n, resolved = found[3]  # the second window's a
     assert (start, label, n) == (START + HOUR, "a", 101)
-    assert (estimate, lower, upper) == pytest.approx((0.4, 0.4 - Z95 * 0.02, 0.4 + Z95 * 0.02))
+    # the score band of the unbiased estimate (0.41), around the post-processed 0.4
+    band = score_bands(np.array([0.41]), P_STAR, Q_STAR, 101)
+    assert (estimate, lower, upper) == pytest.approx((0.4, band[0][0], band[1][0]))
     assert resolved == 1  # 0.4 is above the floor of 101 reports (about 0.13)
     clipped = rows(filled, "SELECT MIN(lower95_clipped) FROM ldp_estimates")[0][0]
     assert clipped >= 0

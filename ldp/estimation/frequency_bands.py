@@ -1,0 +1,233 @@
+"""95% bands of frequency values and of query answers, whatever the post-processing.
+
+A post-processing method ([Wang20] journal §3) is a non-linear, biased function of the unbiased
+estimate f~. f~'s exact error (eq. 2) placed around the post-processed value f' does not mean
+95% for anything: measured, it over-covers the many small values (f' is pulled towards 0 where
+the truth is small) and under-covers the top values (f' is shifted down by Norm-Sub's δ).
+A parametric bootstrap of f' through the channel (bias and spread from synthetic windows drawn
+at the Norm-Sub fit) does no better where the noise is comparable with the values: the fit
+puts a noisy value at 0, the replay then sees almost no spread there, and the top values'
+bands covered 0.62–0.70 (OUE, ε = 1, n = 10⁴, flights' airports; docs/error-bars.md).
+
+So the band of a value — and of a set or range sum — is the **exact 95% confidence interval of
+the true frequency from the unbiased estimate** (`band_method` exact-variance), whatever
+post-processing made the printed estimate, which may lie outside it (a value Norm-Sub sets to
+0 keeps a band above 0 when its unbiased estimate is significant):
+
+    a value   every f with |f~_v − f| ≤ z · sqrt(Var(f)), Var of [Wang20] journal eq. 2 at f
+              itself (`score_bands`: the variance of the value tested, not of a plug-in);
+    a sum     f~_S ± z · sqrt(Var[f~_S]) at the Norm-Sub plug-in (the protocol's
+              `linear_variance`, its support correlations included; `exact_bands`).
+
+They hold the truth in 95% of windows for every value, top or zero (the central limit theorem
+on the support counts). They are not clipped at 0: a clipped band would hold a value of
+frequency 0 in 97.5% of windows.
+
+A top-k answer is the exception: it reports the values ranked highest by f', a selection the
+exact error does not see (the largest estimates are more often over-estimates, and the top
+ranks are where the bias of post-processing sits). Its band is a bias-corrected parametric
+bootstrap through the exact channel (`top_k_bands`, `band_method` bias-corrected-bootstrap):
+R synthetic windows of n reports are drawn at the fitted distribution π̂ = Norm-Sub(f~) (true
+counts ~ Multinomial(n, π̂), support counts from the protocol's channel, `replayed_windows`),
+each is post-processed by the same method and ranked by its own f'*, and with e_{r,i} the
+error of the rank-i value of replicate r (the band is then widened to hold the selected
+value's own score band, `with_score_bands`),
+
+    b_i = mean_r(e_{r,i}),   s_i = std_r(e_{r,i}),
+    band_i = f'_(i) − b_i ± t_{0.975, R−1} · s_i · √(1 + 1/R),   clipped to [0, 1].
+
+Where the top-k band measured below 0.90 (a method at a grid cell of ε and n,
+`TOP_K_UNCALIBRATED`; Power's, not measured), the answers say so instead (`top_k_declared`:
+band none, with the reason).
+
+Cost per window: nothing for the exact bands; R runs of the method on d values for a top-k
+query (R = `BAND_REPLICATES`).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from ldp_telemetry.ldp.estimation.postprocess import is_single_support, project_to_simplex
+from ldp_telemetry.ldp.estimation.uncertainty import Z95
+from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
+
+#: Replicates of a top-k answer's bootstrap band (each costs one run of the post-processing).
+BAND_REPLICATES = 40
+#: Most replicates a caller may ask for.
+MAX_BAND_REPLICATES = 1_000
+_STREAM = 3195  # the bootstrap's own stream, apart from the replay's choice (seeded 31)
+
+
+def exact_bands(values: np.ndarray, std_errors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """values ± Z95 · std_errors: the band of unbiased answers with exact standard errors
+    (not clipped, module docstring)."""
+    values, std_errors = np.asarray(values, float), np.asarray(std_errors, float)
+    return values - Z95 * std_errors, values + Z95 * std_errors
+
+
+def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The exact 95% band of each value's true frequency from its unbiased estimate: every f
+    with |f~ − f| ≤ z · sqrt(Var(f)), Var(f) = A + B f the variance of eq. 2 at f itself
+    (A = q*(1 − q*) / (n (p* − q*)²), B = (1 − p* − q*) / (n (p* − q*))), i.e.
+
+        f~ + z² B / 2 ± z · sqrt(A + B f~ + z² B² / 4)
+
+    (the score, or Wilson, construction: the variance is that of the value tested, not of a
+    plug-in estimate, so a top value's band is as wide as its own error and not as that of a
+    value post-processing pulled down). Not clipped: f in [0, 1] lies in the band exactly when
+    the test at f accepts. n = 0 gives NaN."""
+    f = np.asarray(unbiased, dtype=np.float64)
+    if n <= 0:
+        return np.full_like(f, np.nan), np.full_like(f, np.nan)
+    gap = p_star - q_star
+    a = q_star * (1.0 - q_star) / (n * gap * gap)
+    b = (1.0 - p_star - q_star) / (n * gap)
+    z2 = Z95 * Z95
+    half = Z95 * np.sqrt(np.maximum(a + b * f + z2 * b * b / 4.0, 0.0))
+    centre = f + z2 * b / 2.0
+    return centre - half, centre + half
+
+
+def channel_support_counts(true_counts: np.ndarray, noise: SupportNoise,
+                           rng: np.random.Generator) -> np.ndarray:
+    """Support counts of a window whose users hold `true_counts`, drawn from the protocol's
+    channel: for single support (GRR) the kept reports Bin(n_v, p* − q*) plus a uniform
+    Multinomial of the rest, exact; otherwise Bin(n_v, p*) + Bin(n − n_v, q*) per value, exact
+    for unary encodings and leaving out the weak dependence between values of the others."""
+    n = int(noise.n)
+    d = true_counts.size
+    if is_single_support(noise, d):
+        kept = rng.binomial(true_counts, noise.p_star - noise.q_star)
+        return kept + rng.multinomial(n - int(kept.sum()), np.full(d, 1.0 / d))
+    return rng.binomial(true_counts, noise.p_star) + rng.binomial(n - true_counts, noise.q_star)
+
+
+def replayed_windows(fitted: np.ndarray, noise: SupportNoise, replicates: int,
+                     rng: np.random.Generator) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(true frequencies, unbiased estimate) of `replicates` synthetic windows of n reports
+    whose users are drawn from `fitted` (a distribution over the d values)."""
+    n = int(noise.n)
+    probabilities = np.clip(np.asarray(fitted, dtype=np.float64), 0.0, None)
+    probabilities /= probabilities.sum()
+    for _ in range(int(replicates)):
+        true_counts = rng.multinomial(n, probabilities)
+        support = channel_support_counts(true_counts, noise, rng)
+        yield true_counts / n, unbiased_estimate(support, noise)
+
+
+def bootstrap_bands(unbiased: np.ndarray, noise: SupportNoise,
+                    postprocess: Callable[[np.ndarray], np.ndarray],
+                    answers: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+                    replicates: int = BAND_REPLICATES, seed: int = 0,
+                    fit: Callable[[np.ndarray], np.ndarray] = project_to_simplex
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper): bias-corrected bootstrap bands (module docstring) of the answers
+    `answers(f', truth)` -> (answers of f', the same answers of the truth), for the window
+    whose unbiased estimate is `unbiased`; `postprocess` maps an unbiased estimate to f'.
+    Clipped to [0, 1], where every answer's truth lies. Seeded with (seed, n, d). ValueError
+    for fewer than 2 or more than MAX_BAND_REPLICATES replicates."""
+    from scipy.stats import t as student_t  # scipy only where bands are made
+    if not 2 <= replicates <= MAX_BAND_REPLICATES:
+        raise ValueError(f"replicates must lie in [2, {MAX_BAND_REPLICATES}], got {replicates}")
+    unbiased = np.asarray(unbiased, dtype=np.float64)
+    rng = np.random.default_rng([int(seed), int(noise.n), unbiased.size, _STREAM])
+    point, _ = answers(postprocess(unbiased), unbiased)
+    errors = []
+    for truth, replayed in replayed_windows(fit(unbiased), noise, replicates, rng):
+        got, true = answers(postprocess(replayed), truth)
+        errors.append(got - true)
+    errors_array = np.array(errors)
+    bias = errors_array.mean(axis=0)
+    half = (float(student_t.ppf(0.975, replicates - 1)) * errors_array.std(axis=0, ddof=1)
+            * math.sqrt(1.0 + 1.0 / replicates))
+    centre = np.asarray(point, dtype=np.float64) - bias
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
+def top_answers(k: int) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Answers: the values ranked 1..k by f' (ties in domain order), each against its truth."""
+    def answers(estimate: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(-estimate, kind="stable")[:k]
+        return estimate[order], truth[order]
+    return answers
+
+
+def top_k_bands(unbiased: np.ndarray, noise: SupportNoise,
+                postprocess: Callable[[np.ndarray], np.ndarray], k: int,
+                replicates: int = BAND_REPLICATES, seed: int = 0
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) of the bands of the values ranked 1..k by postprocess(unbiased) (module
+    docstring: bias-corrected bootstrap through the channel, each replicate ranked by its own
+    post-processed estimate)."""
+    k = min(int(k), np.asarray(unbiased).size)
+    lower, upper = bootstrap_bands(unbiased, noise, postprocess, top_answers(k), replicates,
+                                   seed)
+    order = np.argsort(-postprocess(np.asarray(unbiased, dtype=np.float64)), kind="stable")[:k]
+    return with_score_bands(lower, upper, np.asarray(unbiased)[order], noise)
+
+
+def with_score_bands(lower: np.ndarray, upper: np.ndarray, unbiased: np.ndarray,
+                     noise: SupportNoise) -> tuple[np.ndarray, np.ndarray]:
+    """The union of bootstrap bands and the selected values' own score bands (`score_bands`):
+    where the ranking is stable the selection costs nothing and the score band is exact,
+    while the bootstrap replays at the Norm-Sub fit, whose top values Norm-Sub's δ has
+    lowered (for GRR, whose variance grows with f, its bands came out too narrow there)."""
+    score_lower, score_upper = score_bands(unbiased, noise.p_star, noise.q_star, noise.n)
+    return np.minimum(lower, score_lower), np.maximum(upper, score_upper)
+
+
+#: The (ε, n per window) grid benchmarks/coverage_frequency.py measures the top-k bands on.
+TOP_K_EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
+TOP_K_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000)
+#: Method -> the grid cells (ε, n) where its top-k band is declared absent: the measured
+#: coverage fell below 0.90 for GRR or OUE on the airports data (docs/error-bars.md). A method
+#: not measured at all (Power's top-k: O(d √n) per replicate) is declared everywhere.
+TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {}
+#: Methods whose top-k bands were not measured.
+TOP_K_NOT_MEASURED = frozenset({"power", "power-ns"})
+TOP_K_REASON = ("no calibrated band for top-k answers of {method} at ε = {epsilon:g}, n = {n}: "
+                "its bootstrap band covered less than 0.90 there "
+                "(benchmarks/coverage_frequency.py)")
+TOP_K_NOT_MEASURED_REASON = ("no band for top-k answers of {method}: its bootstrap band was not "
+                             "measured (the method costs O(d √n) per replicate)")
+
+
+def top_k_cell(epsilon: float, n: int) -> tuple[float, int]:
+    """The measured grid cell of a window of ε and n reports: the largest grid ε at or below ε
+    (the smallest when none is), the grid n nearest in log scale."""
+    below = [grid for grid in TOP_K_EPSILONS if grid <= epsilon]
+    cell_n = min(TOP_K_SIZES, key=lambda size: abs(math.log(max(n, 1)) - math.log(size)))
+    return (below[-1] if below else TOP_K_EPSILONS[0]), cell_n
+
+
+def top_k_declared(method: str, epsilon: float, n: int) -> str | None:
+    """Why the top-k answers of `method` (for a replay-chosen one: the method chosen) at ε and
+    n reports have no band, or None when they have one (`TOP_K_UNCALIBRATED`)."""
+    if method in TOP_K_NOT_MEASURED:
+        return TOP_K_NOT_MEASURED_REASON.format(method=method)
+    if top_k_cell(epsilon, n) in TOP_K_UNCALIBRATED.get(method, frozenset()):
+        return TOP_K_REASON.format(method=method, epsilon=epsilon, n=f"{n:,}")
+    return None
+
+
+#: A window whose value of frequency 0 expects fewer supports than this, n · q* (GRR over a
+#: large domain with few reports), has no value bands: its support counts are too discrete
+#: for a normal band (measured: GRR, d = 969, n = 10³, n · q* ≈ 1 — every value's band held the
+#: truth in 0.97–0.98 of windows, the zeros' in 0.92 at ε = 4).
+MIN_EXPECTED_SUPPORTS = 4.0
+FEW_SUPPORTS_REASON = ("no band: a value held by nobody expects n·q* = {expected:.2g} supports "
+                       "in this window (fewer than {least:g}), too few for a normal band "
+                       "(measured coverage 0.92-0.98 there)")
+
+
+def few_supports_reason(noise: SupportNoise) -> str | None:
+    """Why a window of `noise`'s n reports has no value bands (`MIN_EXPECTED_SUPPORTS`), or
+    None. A window without reports has none for its own reason."""
+    expected = noise.n * noise.q_star
+    if noise.n == 0 or expected >= MIN_EXPECTED_SUPPORTS:
+        return None
+    return FEW_SUPPORTS_REASON.format(expected=expected, least=MIN_EXPECTED_SUPPORTS)
