@@ -21,6 +21,7 @@ import numpy as np
 
 from ldp_telemetry.ldp.estimation.frequency_bands import score_bands
 from ldp_telemetry.ldp.estimation.uncertainty import Z95
+from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.output.estimate import EstimateRecord
 
 #: A window-estimate record, typed or as decoded JSON.
@@ -66,9 +67,12 @@ def band_centre(record: Record) -> Any:
 def score_facts(record: Record) -> tuple[float, float, int] | None:
     """(p*, q*, n) of a frequency record whose bands are `score_bands` of its unbiased
     estimate (ldp_telemetry.ldp.estimation.frequency_bands); None for a record without them (a
-    combined or string record, one written before p* and q* were recorded, an empty window),
+    combined or string record, a pooled-hash oracle's (its eq. 2 leaves out the collision term
+    its std_error holds), one written before p* and q* were recorded, an empty window),
     whose bands are centre ± Z95 · std_error."""
     p_star, q_star, n = (_field(record, name) for name in ("p_star", "q_star", "n"))
+    if is_pooled(_field(record, "protocol")):  # its std_error holds the collision term
+        return None
     if (p_star is None or q_star is None or not n or _field(record, "unbiased_estimate") is None
             or _field(record, "combined_versions") is not None):
         return None

@@ -53,10 +53,11 @@ from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.integrity.spec import DEFAULT as INTEGRITY_DEFAULT
 from ldp_telemetry.ldp.integrity.spec import IntegritySpec, parse_integrity
 from ldp_telemetry.ldp.protocols import (NUMERIC_PROTOCOLS, PROTOCOLS, STRING_PROTOCOLS,
-                                         FrequencyOracle, NumericProtocol, make_numeric_protocol,
-                                         make_protocol, make_string_protocol)
+                                         FrequencyOracle, NumericProtocol, is_pooled,
+                                         make_numeric_protocol, make_protocol,
+                                         make_string_protocol)
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, NUMERIC, STRINGS, epsilon_problem
-from ldp_telemetry.ldp.protocols.hash_pool import SKETCH_FIELDS, HashPool, sketch_arguments
+from ldp_telemetry.ldp.protocols.hash_pool import SKETCH_FIELDS, sketch_arguments
 from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
@@ -308,7 +309,7 @@ def _parse_history(entry: Mapping, current: MetricConfig, where: str) -> list[Me
                                 f"{at}.version")
         inherited = {key: entry[key] for key in ("estimator", "postprocess", "integrity")
                      if key in entry}
-        if _pooled(earlier.get("protocol")):  # no integrity statistics to inherit settings of
+        if is_pooled(earlier.get("protocol")):  # no integrity statistics to inherit settings of
             inherited.pop("integrity", None)
         config = _parse_metric({**inherited, **earlier, "name": name}, at,
                                label=f"metric {name!r} version {earlier['version']!r}")
@@ -428,7 +429,7 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
         if announce is None or name in announce:
             log.info("%s: protocol 'auto' resolved to %r for ε=%g, d=%d: %s",
                      label, protocol, epsilon, d, reason)
-    if _pooled(protocol):
+    if is_pooled(protocol):
         if entry.get("integrity") not in (None, False):
             chosen = " ('auto' chose it)" if entry.get("protocol") == AUTO else ""
             raise fail("integrity", f"is not available for protocol {protocol!r}{chosen}: its "
@@ -472,11 +473,6 @@ def _parse_metric(entry: Any, where: str, label: str | None = None,
     return config
 
 
-def _pooled(protocol: object) -> bool:
-    """Whether `protocol` (a registry name) is a pooled-hash oracle (CMS, HCMS, FLH)."""
-    return protocol in PROTOCOLS and issubclass(PROTOCOLS[protocol], HashPool)
-
-
 def _parse_sketch(value: Any, protocol: Any, fail: Callable[..., RegistryError]
                   ) -> tuple[tuple[str, int], ...]:
     """The metric's `sketch`, {"k": K, "m": M} (either optional), as sorted items: the pool's
@@ -485,8 +481,8 @@ def _parse_sketch(value: Any, protocol: Any, fail: Callable[..., RegistryError]
     two), checked when it is built; absent: the protocol's defaults."""
     if value is None:
         return ()
-    pooled = [name for name in PROTOCOLS if _pooled(name)]
-    if not _pooled(protocol):
+    pooled = [name for name in PROTOCOLS if is_pooled(name)]
+    if not is_pooled(protocol):
         hint = " (name one: 'auto' may choose an oracle without a pool)" if protocol == AUTO \
             else ""
         raise fail("sketch", f"applies to the pooled-hash oracles {pooled} only, not "

@@ -68,8 +68,8 @@ def exact_bands(values: np.ndarray, std_errors: np.ndarray) -> tuple[np.ndarray,
     return values - Z95 * std_errors, values + Z95 * std_errors
 
 
-def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int
-                ) -> tuple[np.ndarray, np.ndarray]:
+def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int,
+                extra: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """The exact 95% band of each value's true frequency from its unbiased estimate: every f
     with |f~ − f| ≤ z · sqrt(Var(f)), Var(f) = A + B f the variance of eq. 2 at f itself
     (A = q*(1 − q*) / (n (p* − q*)²), B = (1 − p* − q*) / (n (p* − q*))), i.e.
@@ -78,13 +78,15 @@ def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int
 
     (the score, or Wilson, construction: the variance is that of the value tested, not of a
     plug-in estimate, so a top value's band is as wide as its own error and not as that of a
-    value post-processing pulled down). Not clipped: f in [0, 1] lies in the band exactly when
+    value post-processing pulled down). `extra`: a variance every value has beyond eq. 2 whatever
+    its own f (a pooled-hash oracle's collision term, SupportNoise.extra_variance), added to
+    A. Not clipped: f in [0, 1] lies in the band exactly when
     the test at f accepts. n = 0 gives NaN."""
     f = np.asarray(unbiased, dtype=np.float64)
     if n <= 0:
         return np.full_like(f, np.nan), np.full_like(f, np.nan)
     gap = p_star - q_star
-    a = q_star * (1.0 - q_star) / (n * gap * gap)
+    a = q_star * (1.0 - q_star) / (n * gap * gap) + extra
     b = (1.0 - p_star - q_star) / (n * gap)
     z2 = Z95 * Z95
     half = Z95 * np.sqrt(np.maximum(a + b * f + z2 * b * b / 4.0, 0.0))
@@ -176,7 +178,8 @@ def with_score_bands(lower: np.ndarray, upper: np.ndarray, unbiased: np.ndarray,
     where the ranking is stable the selection costs nothing and the score band is exact,
     while the bootstrap replays at the Norm-Sub fit, whose top values Norm-Sub's δ has
     lowered (for GRR, whose variance grows with f, its bands came out too narrow there)."""
-    score_lower, score_upper = score_bands(unbiased, noise.p_star, noise.q_star, noise.n)
+    score_lower, score_upper = score_bands(unbiased, noise.p_star, noise.q_star, noise.n,
+                                           noise.extra_variance)
     return np.minimum(lower, score_lower), np.maximum(upper, score_upper)
 
 

@@ -87,7 +87,7 @@ from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, 
 from ldp_telemetry.ldp.estimation.replay import AUTO_METHODS, postprocess_with_choice
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT,
                                                       BAND_NONE, WIENER_NO_BAND)
-from ldp_telemetry.ldp.protocols import FrequencyOracle, make_protocol
+from ldp_telemetry.ldp.protocols import FrequencyOracle, is_pooled, make_protocol
 from ldp_telemetry.ldp.protocols.hash_pool import sketch_arguments
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
@@ -323,7 +323,9 @@ class WindowEstimate:
         few = few_supports_reason(self.noise)
         if few is not None and len(chosen) == 1:  # as the record's value bands
             return replace(answer, band_method=BAND_NONE, band_reason=few)
-        if len(chosen) == 1:  # a value: its record's band (the score band of f~_v)
+        if len(chosen) == 1 and not is_pooled(self.protocol.name):
+            # a value: its record's band (the score band of f~_v); a pooled-hash oracle's
+            # record band is centre ± z · its standard error, which holds the collision term
             lower, upper = score_bands(np.array([unbiased_value]), self.protocol.p_star,
                                        self.protocol.q_star, self.n)
         else:

@@ -11,6 +11,7 @@ import importlib
 
 from ldp_telemetry.ldp.base.registration import Catalog
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle
+from ldp_telemetry.ldp.protocols.hash_pool import HashPool
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 from ldp_telemetry.ldp.protocols.pem import PrefixExtension
 
@@ -73,6 +74,12 @@ def make_protocol(name: str, epsilon: float, d: int, **parameters: object) -> Fr
     return PROTOCOLS.lookup(name)(epsilon=epsilon, d=d, **parameters)
 
 
+def is_pooled(name: object) -> bool:
+    """Whether `name` is a pooled-hash oracle (CMS, HCMS, FLH): its support counts share the
+    pool's hash collisions, so a value's variance is not eq. 2 alone."""
+    return isinstance(name, str) and name in PROTOCOLS and issubclass(PROTOCOLS[name], HashPool)
+
+
 def make_numeric_protocol(name: str, epsilon: float, buckets: int,
                           output_buckets: int | None = None) -> NumericProtocol:
     """The numeric protocol `name` over `buckets` input buckets; RegistryError when unknown."""
@@ -87,4 +94,5 @@ def make_string_protocol(name: str, epsilon: float, max_bytes: int, pool: int
 
 
 __all__ = ["FrequencyOracle", "NUMERIC_PROTOCOLS", "NumericProtocol", "PROTOCOLS",
-           "STRING_PROTOCOLS", "make_numeric_protocol", "make_protocol", "make_string_protocol"]
+           "STRING_PROTOCOLS", "is_pooled", "make_numeric_protocol", "make_protocol",
+           "make_string_protocol"]

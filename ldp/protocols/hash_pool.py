@@ -107,11 +107,15 @@ class PoolNoise(SupportNoise):
         return dataclasses.replace(self, squares=float(np.dot(f, f)))
 
     @property
-    def sigma(self) -> float:
-        private = super().sigma
+    def extra_variance(self) -> float:
+        """The collision term at the plug-in given, collision·(Σ f² − 1/n); 0 until one is."""
         if self.n == 0 or self.squares is None:
-            return private
-        return math.sqrt(private ** 2 + self.collision * max(self.squares - 1.0 / self.n, 0.0))
+            return 0.0
+        return self.collision * max(self.squares - 1.0 / self.n, 0.0)
+
+    @property
+    def sigma(self) -> float:
+        return math.sqrt(super().sigma ** 2 + self.extra_variance)
 
     @property
     def smallest_resolvable(self) -> float | None:

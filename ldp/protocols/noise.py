@@ -48,6 +48,12 @@ class SupportNoise:
         return self
 
     @property
+    def extra_variance(self) -> float:
+        """The part of every value's variance that eq. 2 leaves out and does not depend on the
+        value itself: 0 here (a pooled-hash oracle's collision term in PoolNoise)."""
+        return 0.0
+
+    @property
     def smallest_resolvable(self) -> float | None:
         """RESOLVABLE_STD_ERRORS · `sigma`, the smallest frequency the window resolves (the
         standard error of a value of frequency 0): `smallest_resolvable`; None when n = 0."""
