@@ -51,7 +51,7 @@ from ldp_telemetry.ldp.base.errors import ConfigError, RegistryError
 from ldp_telemetry.ldp.base.validation import MAX_DOMAIN_SIZE, is_int
 from ldp_telemetry.ldp.config.cost import aggregation_rate_problem, cost_model, sketch_costs
 from ldp_telemetry.ldp.config.memoize import MAX_MEMO_VALUES
-from ldp_telemetry.ldp.protocols import PROTOCOLS, make_protocol
+from ldp_telemetry.ldp.protocols import PROTOCOLS, FrequencyOracle, is_pooled, make_protocol
 from ldp_telemetry.ldp.protocols.hash_pool import HashPool, sketch_arguments
 
 if TYPE_CHECKING:  # imported where it is used (`_two_stage`): a name for the checker only
@@ -115,9 +115,10 @@ def plan(epsilon: float, d: int, n: int | None = None, max_bytes: int | None = N
             for row in rows]
 
 
-def _planned(name: str, epsilon: float, d: int, sketch: Mapping[str, int] | None):
+def _planned(name: str, epsilon: float, d: int, sketch: Mapping[str, int] | None
+             ) -> FrequencyOracle:
     """The protocol `name` as planned: a pooled-hash oracle with the `sketch` given."""
-    if not sketch or not issubclass(PROTOCOLS[name], HashPool):
+    if not sketch or not is_pooled(name):
         return make_protocol(name, epsilon, d)
     try:
         return make_protocol(name, epsilon, d, **sketch_arguments(sketch))
