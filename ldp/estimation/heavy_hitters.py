@@ -90,22 +90,25 @@ class HeavyHitters:
         return [value.decode("utf-8", errors="replace") for value in self.values]
 
 
-#: Bytes per candidate while a level is decoded: its prefix (max_bytes), key, support, pooled
-#: count, estimate, the sort's order and the next level's copies (both held at once).
-CANDIDATE_BYTES = 2 * 48
+#: Most candidates one kept candidate yields at the next level: its valid UTF-8 extensions.
+MAX_EXTENSIONS = 179
+#: Bytes per candidate while a level is decoded, beyond twice its prefix (max_bytes): its key,
+#: support, pooled count, estimate and the sort's order, some held twice while the next level's
+#: copies are made (tracemalloc: 77 bytes a candidate in all at m = 10, 112 at m = 32).
+CANDIDATE_BYTES = 64
 #: Bytes per dictionary string while a window is decoded, beyond its padded row (max_bytes):
-#: its first level, key, support, pooled count, the level's sorted keys and selection, the hash
-#: input and the merge's copies (tracemalloc: about 100 at m = 10).
-DICTIONARY_BYTES = 128
-#: Bytes of the hash evaluation's block: the uint64 cells, the gathered counts, slack.
+#: its first level, key, support, pooled count, the level's sorted keys and selection and the
+#: merge's copies (tracemalloc: 72 to 93 at m = 10 for 16,000 to 78,000 strings).
+DICTIONARY_BYTES = 96
+#: Bytes of the hash evaluation's blocks: the uint64 cells, the gathered counts, slack.
 HASH_BLOCK_BYTES = 3 * 8 * HASH_BLOCK_CELLS
 
 
 def decode_nbytes(protocol: PrefixExtension, width: int, dictionary: int = 0) -> int:
-    """Bytes the decoding of one window holds beyond the statistic (256 × width candidates per
-    level, and `dictionary` strings), whatever the number of reports: the memory model's window
-    working set."""
-    return (256 * width * (CANDIDATE_BYTES + 2 * protocol.d)
+    """Bytes the decoding of one window holds beyond the statistic (MAX_EXTENSIONS × width
+    candidates per level, and `dictionary` strings), whatever the number of reports: the memory
+    model's window working set."""
+    return (MAX_EXTENSIONS * width * (CANDIDATE_BYTES + 2 * protocol.d)
             + dictionary * (DICTIONARY_BYTES + protocol.d) + HASH_BLOCK_BYTES)
 
 
@@ -113,31 +116,40 @@ def _empty(protocol: PrefixExtension, reports: np.ndarray, reason: str) -> Heavy
     return HeavyHitters([], np.zeros(0), np.zeros(0), reports, reason)
 
 
+#: Dictionary strings padded at once (bounds the padding's temporary bytes objects).
+PAD_CHUNK = 4_096
+
+
 def check_dictionary(values: Iterable[bytes], max_bytes: int) -> list[bytes]:
-    """The candidate dictionary as a list; ValueError naming a string the metric cannot hold,
-    a repeated string, or more than MAX_CANDIDATES strings."""
+    """The candidate dictionary as a list; ValueError naming a string the metric cannot hold or
+    more than MAX_CANDIDATES strings (a repeated string is refused by `_Dictionary`)."""
     values = list(values)
     if len(values) > MAX_CANDIDATES:
         raise ValueError(f"{len(values):,} candidates, more than MAX_CANDIDATES "
                          f"({MAX_CANDIDATES:,})")
-    seen: set[bytes] = set()
     for value in values:
         problem = string_problem(value, max_bytes)
         if problem:
             raise ValueError(f"candidate {value!r} {problem}")
-        if value in seen:
-            raise ValueError(f"candidate {value!r} appears more than once")
-        seen.add(value)
     return values
 
 
 class _Dictionary:
     """The candidate dictionary's state while a window is decoded: each string's key at the
     current level, and its support and reports pooled over the levels from its length + 1
-    (its length, for a string of max_bytes) on."""
+    (its length, for a string of max_bytes) on. ValueError when a string is listed twice."""
 
     def __init__(self, values: list[bytes], max_bytes: int):
-        self.rows = padded_rows(values, max_bytes)
+        self.rows = np.empty((len(values), max_bytes), dtype=np.uint8)
+        for start in range(0, len(values), PAD_CHUNK):
+            self.rows[start:start + PAD_CHUNK] = padded_rows(values[start:start + PAD_CHUNK],
+                                                             max_bytes)
+        ordered = np.sort(self.rows.view(f"V{max_bytes}").ravel())
+        twice = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if twice.size:
+            value = bytes(ordered[twice[0]]).rstrip(b"\0")
+            raise ValueError(f"candidate {value!r} appears more than once")
+        del ordered
         lengths = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
         self.first = np.minimum(lengths + 1, max_bytes)
         self.key = np.full(len(values), PREFIX_KEY_ROOT, dtype=np.uint64)
@@ -154,10 +166,12 @@ class _Dictionary:
         positions in the dictionary)."""
         self.key = extend_keys(self.key, self.rows[:, level - 1])
         use = np.flatnonzero(self.first <= level)
-        order = np.argsort(self.key[use])
-        self.complete_keys, self.complete_index = self.key[use][order], use[order]
+        keys = self.key[use]
+        order = np.argsort(keys)
+        self.complete_keys, self.complete_index = keys[order], use[order]
+        del order
         if use.size:
-            self.support[use] += protocol.prefix_support(statistic, level, self.key[use])
+            self.support[use] += protocol.prefix_support(statistic, level, keys)
             self.pooled[use] += reports
 
 
@@ -227,24 +241,28 @@ def find_heavy_hitters(protocol: PrefixExtension, statistic: np.ndarray, *, top:
         rows, keys, complete, pending = rows[keep], keys[keep], complete[keep], pending[keep]
         support, pooled = support[keep], pooled[keep]
     found = row_strings(rows)
-    found_by: list[str] = [SEARCH] * len(found)
     if known is not None:
-        # strings of max_bytes (never completed by a NUL) the search may hold at the end
-        index = {value: i for i, value in enumerate(values)}
-        searched = [i for i, value in enumerate(found) if value not in index]
-        known.reached[[index[value] for value in found if value in index]] = True
-        found = [found[i] for i in searched] + values
-        found_by = [SEARCH] * len(searched) + [BOTH if b else DICTIONARY
-                                               for b in known.reached.tolist()]
+        # a string of max_bytes (never completed by a NUL) the search holds at the end: every
+        # dictionary string is complete at level m, so `leave` finds it by its key there
+        searched = np.flatnonzero(~known.leave(keys, np.ones(keys.shape, dtype=bool)))
+        found = [found[i] for i in searched.tolist()]
         support = np.concatenate([support[searched], known.support])
         pooled = np.concatenate([pooled[searched], known.pooled])
     estimate = (support / pooled - q) / (p - q)
     order = np.argsort(-estimate, kind="stable")
     order = order[estimate[order] > threshold][:top]
     pooled, estimate = pooled[order], estimate[order]
-    return HeavyHitters([found[i] for i in order], estimate,
-                        _std_errors(protocol, estimate, pooled, reports), reports,
-                        found_by=tuple(found_by[i] for i in order) if known is not None else ())
+    values_by: list[bytes] = []
+    found_by: list[str] = []
+    for i in order.tolist():
+        if i < len(found):
+            values_by.append(found[i])
+            found_by.append(SEARCH)
+        else:
+            values_by.append(values[i - len(found)])
+            found_by.append(BOTH if known.reached[i - len(found)] else DICTIONARY)
+    return HeavyHitters(values_by, estimate, _std_errors(protocol, estimate, pooled, reports),
+                        reports, found_by=tuple(found_by) if known is not None else ())
 
 
 def estimate_strings(protocol: PrefixExtension, statistic: np.ndarray,

@@ -108,7 +108,7 @@ def test_dictionary_decoding_errors_and_memory_model():
     with pytest.raises(ValueError, match="is 7 bytes long"):
         find_heavy_hitters(protocol, statistic, dictionary=[b"toolong"])
     assert (decode_nbytes(protocol, 20, 1_000) - decode_nbytes(protocol, 20)
-            == 1_000 * (128 + protocol.d))
+            == 1_000 * (96 + protocol.d))
 
 
 def test_decoding_with_a_dictionary_stays_within_the_memory_model():
