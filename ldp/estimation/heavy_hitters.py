@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -259,6 +260,7 @@ def find_heavy_hitters(protocol: PrefixExtension, statistic: np.ndarray, *, top:
             values_by.append(found[i])
             found_by.append(SEARCH)
         else:
+            assert known is not None, "only a dictionary's strings follow the search's"
             values_by.append(values[i - len(found)])
             found_by.append(BOTH if known.reached[i - len(found)] else DICTIONARY)
     return HeavyHitters(values_by, estimate, _std_errors(protocol, estimate, pooled, reports),
@@ -305,7 +307,10 @@ def _std_errors(protocol: PrefixExtension, estimate: np.ndarray, pooled: np.ndar
     return np.where(pooled > 0, np.sqrt(sampling + pool), np.nan)
 
 
-def _run(statistic, n, protocol, *, top, threshold, width, dictionary=()):
+def _run(statistic: np.ndarray, n: int, protocol: PrefixExtension, *, top: int,
+         threshold: float, width: int, dictionary: Iterable[bytes] = ()) -> Any:
+    """The estimator's run: HeavyHitters (Any: EstimatorMethod types the other kinds' output,
+    and finalize_string_window checks this one's)."""
     return find_heavy_hitters(protocol, statistic, top=top, threshold=threshold,
                               width=width or None, dictionary=dictionary)
 

@@ -57,7 +57,7 @@ HASH_BLOCK_CELLS = 1 << 16
 POOL_ROOT = np.uint64(0x6A09E667F3BCC908)
 
 
-def string_domain_problem(max_bytes, pool) -> tuple[str, str] | None:
+def string_domain_problem(max_bytes: object, pool: object) -> tuple[str, str] | None:
     """(field under domain.strings, why) when max_bytes or pool is unusable; None if usable."""
     if not is_int(max_bytes) or not 1 <= max_bytes <= MAX_STRING_BYTES:
         return "max_bytes", (f"must be an integer in [1, {MAX_STRING_BYTES}] "
@@ -99,9 +99,10 @@ class PrefixExtension:
         problem = epsilon_problem(self.epsilon)
         if problem:
             raise RegistryError(f"epsilon {problem}", "epsilon")
-        problem = string_domain_problem(self.d, self.pool)
-        if problem:
-            raise RegistryError(f"{problem[0]} {problem[1]}", f"domain.strings.{problem[0]}")
+        domain_problem = string_domain_problem(self.d, self.pool)
+        if domain_problem:
+            field_name, why = domain_problem
+            raise RegistryError(f"{field_name} {why}", f"domain.strings.{field_name}")
         object.__setattr__(self, "g", olh_hash_range(self.epsilon))
         if self.statistic_nbytes() > MAX_STATISTIC_BYTES:
             raise RegistryError(
@@ -146,7 +147,8 @@ class PrefixExtension:
         index = rng.integers(0, self.pool, size=n)
         keys = prefix_keys(rows)[np.arange(n), level - 1]
         hashed = hashing.local_hash(self.pool_seeds[level - 1, index], keys, self.g)
-        return {"level": level, "hash": index, "y": grr_perturb(hashed, self.g, self.p_star, rng)}
+        return {"level": np.asarray(level), "hash": np.asarray(index),
+                "y": grr_perturb(hashed, self.g, self.p_star, rng)}
 
     # -- wire format ------------------------------------------------------------------------
     def payload_bytes(self) -> int:
@@ -158,11 +160,12 @@ class PrefixExtension:
             columns["level"].tolist(), columns["hash"].tolist(), columns["y"].tolist(),
             strict=True))
 
-    def payloads_from_avro(self, payloads):
+    def payloads_from_avro(self, payloads: list[dict]
+                           ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return self.check_payloads({key: int_column(payloads, key)
                                     for key in ("level", "hash", "y")})
 
-    def check_payloads(self, columns):
+    def check_payloads(self, columns: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
         level, index, y = (np.asarray(columns[key], dtype=np.int64)
                            for key in ("level", "hash", "y"))
         invalid = ((level < 1) | (level > self.levels) | (index < 0) | (index >= self.pool)
@@ -177,7 +180,7 @@ class PrefixExtension:
     def new_statistic(self) -> np.ndarray:
         return np.zeros(self.levels * (1 + self.pool * self.g), dtype=np.int64)
 
-    def accumulate(self, statistic, columns) -> None:
+    def accumulate(self, statistic: np.ndarray, columns: Columns) -> None:
         level = np.asarray(columns["level"], dtype=np.int64) - 1
         if level.size == 0:
             return
