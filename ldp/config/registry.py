@@ -47,8 +47,8 @@ from ldp_telemetry.ldp.config.cost import aggregation_rate_problem, cost_model
 from ldp_telemetry.ldp.config.fingerprint import fingerprint
 from ldp_telemetry.ldp.config.memoize import Memoization, parse_memoization, parse_reports_per_day
 from ldp_telemetry.ldp.config.planner import recommend, recommend_two_stage
+from ldp_telemetry.ldp.config.string_dictionary import dictionary_problem, read_dictionary_files
 from ldp_telemetry.ldp.estimation.estimators import UNBIASED, EstimatorSpec
-from ldp_telemetry.ldp.estimation.heavy_hitters import MAX_CANDIDATES
 from ldp_telemetry.ldp.estimation.histograms import bucket_edges
 from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.integrity.spec import DEFAULT as INTEGRITY_DEFAULT
@@ -61,7 +61,6 @@ from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
 from ldp_telemetry.ldp.protocols.pem import DEFAULT_POOL, string_domain_problem
-from ldp_telemetry.ldp.protocols.string_keys import string_problem
 
 _METRIC_FIELDS = {"name", "version", "protocol", "epsilon", "domain", "estimator", "postprocess",
                   "not_before", "history", "memoize", "reports_per_day", "integrity",
@@ -252,7 +251,7 @@ def load_registry(path: str | Path, announce: Collection[str] | None = None) -> 
     except RecursionError:
         raise RegistryError(f"registry {path} is nested too deeply to be a registry",
                             "registry") from None
-    return parse_registry(document, announce)
+    return parse_registry(read_dictionary_files(document, path.parent), announce)
 
 
 def parse_registry(document: Any, announce: Collection[str] | None = None) -> Registry:
@@ -530,13 +529,17 @@ def _parse_string_metric(entry: Mapping, name: str, protocol: str, epsilon: floa
     """A metric of a string protocol: an open domain of strings, the heavy-hitters estimator.
     No post-processing (there is no domain to make consistent) and no integrity statistics
     (no support model for a string's reports exists here)."""
-    expected = '{"strings": {"max_bytes": M}} (optionally "pool", "dictionary")'
+    expected = ('{"strings": {"max_bytes": M}} (optionally "pool", "dictionary" or '
+                '"dictionary_file")')
     domain = entry.get("domain")
     if not (isinstance(domain, Mapping) and set(domain) == {"strings"}
             and isinstance(domain["strings"], Mapping) and "max_bytes" in domain["strings"]):
         raise fail("domain", f"of a string protocol must be {expected}")
     strings = domain["strings"]
     unknown = sorted(set(strings) - {"max_bytes", "pool", "dictionary"})
+    if unknown == ["dictionary_file"]:
+        raise fail("domain.strings.dictionary_file", "is read relative to the registry's file: "
+                                                     "load the registry from its file")
     if unknown:
         raise fail(f"domain.strings.{unknown[0]}", f"is not a string domain field ({expected})")
     max_bytes, pool = strings["max_bytes"], strings.get("pool", DEFAULT_POOL)
@@ -558,30 +561,14 @@ def _parse_string_metric(entry: Mapping, name: str, protocol: str, epsilon: floa
 
 def _parse_dictionary(values: Any, max_bytes: int, fail: Callable[..., RegistryError]
                       ) -> tuple[bytes, ...]:
-    """A string metric's `domain.strings.dictionary`: at most MAX_CANDIDATES distinct strings,
-    each one a client could report (ldp_telemetry.ldp.protocols.string_keys.string_problem)."""
-    field = "domain.strings.dictionary"
-    if not isinstance(values, list):
-        raise fail(field, f"must be a list of strings, got {type(values).__name__}")
-    if len(values) > MAX_CANDIDATES:
-        raise fail(field, f"lists {len(values):,} strings, more than MAX_CANDIDATES "
-                          f"({MAX_CANDIDATES:,})")
-    seen: dict[bytes, int] = {}
-    for position, value in enumerate(values):
-        at = f"{field}[{position}]"
-        if not isinstance(value, str):
-            raise fail(at, f"must be a string, got {value!r}")
-        try:
-            data = value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise fail(at, f"{value!r} is not valid Unicode (a lone surrogate)") from None
-        problem = string_problem(data, max_bytes)
-        if problem:
-            raise fail(at, f"{value!r} {problem}")
-        if data in seen:
-            raise fail(at, f"{value!r} is listed twice (also at [{seen[data]}])")
-        seen[data] = position
-    return tuple(seen)
+    """A string metric's `domain.strings.dictionary` (ldp_telemetry.ldp.config.string_dictionary)
+    as UTF-8 bytes."""
+    problem = dictionary_problem(values, max_bytes)
+    if problem:
+        position, why = problem
+        index = "" if position is None else f"[{position}]"
+        raise fail(f"domain.strings.dictionary{index}", why)
+    return tuple(value.encode("utf-8") for value in values)
 
 
 def _parse_estimator(entry: Mapping, protocol: Any,

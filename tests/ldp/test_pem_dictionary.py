@@ -130,3 +130,70 @@ def test_decoding_with_a_dictionary_stays_within_the_memory_model():
     tracemalloc.stop()
     model = decode_nbytes(protocol, 20, len(dictionary))
     assert 0.7 * model <= peak <= model
+
+
+def test_a_dictionary_file_is_read_relative_to_the_registry(tmp_path):
+    """`dictionary_file` names a UTF-8 file beside the registry, one string per line (CR LF or
+    LF; a blank line is the empty string); history entries may name one too."""
+    import json
+
+    from ldp_telemetry.ldp.config.registry import load_registry
+
+    (tmp_path / "lists").mkdir()
+    (tmp_path / "lists" / "apps.txt").write_bytes("mail\r\ncafé\n\nmaps\n".encode())
+    document = entry([])
+    strings = document["metrics"][0]["domain"]["strings"]
+    del strings["dictionary"]
+    strings["dictionary_file"] = "lists/apps.txt"
+    document["metrics"][0]["version"] = 2
+    document["metrics"][0]["history"] = [
+        {"version": 1, "protocol": "pem", "epsilon": 1.0,
+         "domain": {"strings": {"max_bytes": 6, "dictionary_file": "lists/apps.txt"}}}]
+    (tmp_path / "registry.json").write_text(json.dumps(document), encoding="utf-8")
+    registry = load_registry(tmp_path / "registry.json")
+    assert registry["app"].dictionary == (b"mail", "café".encode(), b"", b"maps")
+    assert registry.version("app", 1).dictionary == registry["app"].dictionary
+    with pytest.raises(RegistryError) as error:  # no folder to read it from
+        parse_registry(document)
+    assert error.value.field == "metrics[0].domain.strings.dictionary_file"
+
+
+@pytest.mark.parametrize("content, strings, message", [
+    (None, {}, "cannot be read (apps.txt: No such file or directory)"),
+    (b"mail\nbrowser\n", {}, "(apps.txt) line 2: 'browser' is 7 bytes long"),
+    (b"mail\nmail", {}, "line 2: 'mail' is listed twice"),
+    (b"mail\n\xff\n", {}, "apps.txt is not UTF-8 text (line 2"),
+    (b"mail\n", {"dictionary": ["maps"]}, "not both"),
+])
+def test_dictionary_file_errors_name_the_field_and_line(tmp_path, content, strings, message):
+    import json
+
+    from ldp_telemetry.ldp.config.registry import load_registry
+
+    if content is not None:
+        (tmp_path / "apps.txt").write_bytes(content)
+    document = entry([])
+    document["metrics"][0]["domain"]["strings"] = {"max_bytes": 6, **strings,
+                                                   "dictionary_file": "apps.txt"}
+    (tmp_path / "registry.json").write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(RegistryError) as error:
+        load_registry(tmp_path / "registry.json")
+    assert error.value.field == "metrics[0].domain.strings.dictionary_file"
+    assert message in str(error.value)
+
+
+def test_a_dictionary_file_beyond_its_limit_is_refused(tmp_path, monkeypatch):
+    import json
+
+    import ldp_telemetry.ldp.config.string_dictionary as string_dictionary
+    from ldp_telemetry.ldp.config.registry import load_registry
+
+    monkeypatch.setattr(string_dictionary, "MAX_DICTIONARY_FILE_BYTES", 10)
+    (tmp_path / "apps.txt").write_bytes(b"mail\nmaps\n")  # 10 bytes: accepted
+    document = entry([])
+    document["metrics"][0]["domain"]["strings"] = {"max_bytes": 6, "dictionary_file": "apps.txt"}
+    (tmp_path / "registry.json").write_text(json.dumps(document), encoding="utf-8")
+    assert load_registry(tmp_path / "registry.json")["app"].dictionary == (b"mail", b"maps")
+    (tmp_path / "apps.txt").write_bytes(b"mail\nmaps\nx\n")
+    with pytest.raises(RegistryError, match="more than MAX_DICTIONARY_FILE_BYTES"):
+        load_registry(tmp_path / "registry.json")
