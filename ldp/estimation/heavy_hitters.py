@@ -57,6 +57,9 @@ _NEEDS[:0x80], _NEEDS[0xC2:0xE0], _NEEDS[0xE0:0xF0], _NEEDS[0xF0:0xF5] = 0, 1, 2
 _CONTINUATION = (_BYTES >= 0x80) & (_BYTES <= 0xBF)
 
 
+#: How the heavy hitters are ranked (the estimator's `rank`): by estimate, or by the lower end of
+#: the band (rank_scores).
+RANK_ESTIMATE, RANK_LOWER = "estimate", "lower"
 #: How a heavy hitter was found (the record's `heavy_hitters.found_by`): by the prefix search
 #: only, from the candidate dictionary only (the search did not reach it), or by both.
 SEARCH, DICTIONARY, BOTH = "search", "dictionary", "both"
@@ -189,13 +192,15 @@ class _Dictionary:
 
 def find_heavy_hitters(protocol: PrefixExtension, statistic: np.ndarray, *, top: int = 10,
                        threshold: float = 0.0, width: int | None = None,
-                       dictionary: Iterable[bytes] = ()) -> HeavyHitters:
+                       dictionary: Iterable[bytes] = (), rank: str = RANK_LOWER
+                       ) -> HeavyHitters:
     """The `top` heavy hitters (estimate > threshold) of a window's PEM statistic, found by
     prefix extension with `width` candidates per level (default 2 × top) and, when a candidate
     `dictionary` is given (checked by `check_dictionary`), among its strings estimated directly
     as `estimate_strings` does; both ranked together. A dictionary string the search completes
     leaves the search (its estimate is the dictionary's, the same counts), so the search's
-    width goes to strings the dictionary does not hold."""
+    width goes to strings the dictionary does not hold. `rank`: RANK_ESTIMATE orders the heavy
+    hitters by estimate, RANK_LOWER by `rank_scores`' lower end of the band."""
     width = 2 * top if width is None else width
     values = check_dictionary(dictionary, protocol.d)
     reports = protocol.level_reports(statistic)
@@ -250,7 +255,7 @@ def find_heavy_hitters(protocol: PrefixExtension, statistic: np.ndarray, *, top:
         support = np.concatenate([support[searched], known.support])
         pooled = np.concatenate([pooled[searched], known.pooled])
     estimate = (support / pooled - q) / (p - q)
-    order = np.argsort(-estimate, kind="stable")
+    order = np.argsort(-rank_scores(protocol, estimate, pooled, rank), kind="stable")
     order = order[estimate[order] > threshold][:top]
     pooled, estimate = pooled[order], estimate[order]
     values_by: list[bytes] = []
@@ -292,6 +297,21 @@ def estimate_strings(protocol: PrefixExtension, statistic: np.ndarray,
                         reports)
 
 
+def rank_scores(protocol: PrefixExtension, estimate: np.ndarray, pooled: np.ndarray,
+                rank: str) -> np.ndarray:
+    """What the heavy hitters are ordered by: the estimate (RANK_ESTIMATE), or (RANK_LOWER) the
+    estimate minus Z95 of its sampling standard errors, the lower end of its band without the
+    pool term (which depends on the strings chosen). Candidates pooled over fewer levels (longer
+    strings, whose estimates from a dictionary or a deep search are noisier) then need more
+    support to rank high, instead of filling the top with noise."""
+    if rank == RANK_ESTIMATE:
+        return estimate
+    p, q = protocol.p_star, protocol.q_star
+    f = np.clip(estimate, 0.0, 1.0)
+    sampling = (f * p * (1 - p) + (1 - f) * q * (1 - q)) / (pooled * (p - q) ** 2)
+    return estimate - Z95 * np.sqrt(sampling)
+
+
 def _std_errors(protocol: PrefixExtension, estimate: np.ndarray, pooled: np.ndarray,
                 reports: np.ndarray) -> np.ndarray:
     """The module docstring's standard error of each estimate (NaN where N = 0)."""
@@ -308,11 +328,11 @@ def _std_errors(protocol: PrefixExtension, estimate: np.ndarray, pooled: np.ndar
 
 
 def _run(statistic: np.ndarray, n: int, protocol: PrefixExtension, *, top: int,
-         threshold: float, width: int, dictionary: Iterable[bytes] = ()) -> Any:
+         threshold: float, width: int, rank: str, dictionary: Iterable[bytes] = ()) -> Any:
     """The estimator's run: HeavyHitters (Any: EstimatorMethod types the other kinds' output,
     and finalize_string_window checks this one's)."""
     return find_heavy_hitters(protocol, statistic, top=top, threshold=threshold,
-                              width=width or None, dictionary=dictionary)
+                              width=width or None, dictionary=dictionary, rank=rank)
 
 
 HEAVY_HITTERS = METHODS.register(EstimatorMethod(
@@ -323,5 +343,7 @@ HEAVY_HITTERS = METHODS.register(EstimatorMethod(
         "threshold": Parameter(0.0, lambda v: is_finite_number(v) and 0 <= v < 1,
                                "a frequency in [0, 1)", float),
         "width": Parameter(0, lambda v: is_int(v) and (v == 0 or 1 <= v <= MAX_WIDTH),
-                           f"0 (twice top) or an integer in [1, {MAX_WIDTH}]")},
+                           f"0 (twice top) or an integer in [1, {MAX_WIDTH}]"),
+        "rank": Parameter(RANK_LOWER, lambda v: v in (RANK_ESTIMATE, RANK_LOWER),
+                          f"{RANK_ESTIMATE!r} or {RANK_LOWER!r}")},
     summary="prefix extension over one round of PEM reports: the top strings with bands"))

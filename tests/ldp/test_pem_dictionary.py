@@ -197,3 +197,36 @@ def test_a_dictionary_file_beyond_its_limit_is_refused(tmp_path, monkeypatch):
     (tmp_path / "apps.txt").write_bytes(b"mail\nmaps\nx\n")
     with pytest.raises(RegistryError, match="more than MAX_DICTIONARY_FILE_BYTES"):
         load_registry(tmp_path / "registry.json")
+
+
+def test_ranking_by_the_lower_end_of_the_band():
+    """`rank`: "estimate" orders by estimate; "lower" (the default) by the estimate minus 1.96
+    sampling standard errors, so that of two equal estimates the one pooled over more reports
+    ranks first. Either way each string's estimate is the same."""
+    from ldp_telemetry.ldp.estimation.heavy_hitters import rank_scores
+    from ldp_telemetry.ldp.estimation.uncertainty import Z95
+
+    protocol = make_string_protocol("pem", 2.0, 6, 64)
+    estimate, pooled = np.array([0.1, 0.1, 0.2]), np.array([1_000, 100_000, 1_000])
+    assert rank_scores(protocol, estimate, pooled, "estimate") is estimate
+    lower = rank_scores(protocol, estimate, pooled, "lower")
+    p, q = protocol.p_star, protocol.q_star
+    sampling = (0.1 * p * (1 - p) + 0.9 * q * (1 - q)) / (1_000 * (p - q) ** 2)
+    assert lower[0] == pytest.approx(0.1 - Z95 * np.sqrt(sampling), rel=1e-12)
+    assert lower[1] > lower[0]
+    protocol, statistic = window(seed=24)
+    by_estimate = find_heavy_hitters(protocol, statistic, top=20, rank="estimate")
+    by_lower = find_heavy_hitters(protocol, statistic, top=20, rank="lower")
+    assert np.all(np.diff(by_estimate.estimate) <= 0)
+    common = {v: e for v, e in zip(by_estimate.values, by_estimate.estimate, strict=True)}
+    assert all(common[v] == e for v, e in zip(by_lower.values, by_lower.estimate, strict=True)
+               if v in common)
+
+
+def test_an_unknown_rank_is_a_registry_error():
+    document = entry([])
+    document["metrics"][0]["estimator"] = {"method": "heavy-hitters", "rank": "z"}
+    with pytest.raises(RegistryError) as error:
+        parse_registry(document)
+    assert error.value.field == "metrics[0].estimator.rank"
+    assert "'estimate' or 'lower'" in str(error.value)
