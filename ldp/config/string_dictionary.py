@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_telemetry.ldp.base.errors import RegistryError
-from ldp_telemetry.ldp.estimation.heavy_hitters import MAX_CANDIDATES
-from ldp_telemetry.ldp.protocols.pem import MAX_STRING_BYTES
+from ldp_telemetry.ldp.protocols.pem import MAX_CANDIDATES, MAX_STRING_BYTES
 from ldp_telemetry.ldp.protocols.string_keys import string_problem
 
 #: Largest dictionary file: MAX_CANDIDATES lines of MAX_STRING_BYTES bytes and a CR LF.

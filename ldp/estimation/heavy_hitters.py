@@ -38,7 +38,7 @@ from ldp_telemetry.ldp.base.validation import is_finite_number, is_int
 from ldp_telemetry.ldp.estimation.estimators import METHODS, EstimatorMethod
 from ldp_telemetry.ldp.estimation.uncertainty import Z95
 from ldp_telemetry.ldp.protocols.base import STRINGS
-from ldp_telemetry.ldp.protocols.pem import HASH_BLOCK_CELLS, PrefixExtension
+from ldp_telemetry.ldp.protocols.pem import HASH_BLOCK_CELLS, MAX_CANDIDATES, PrefixExtension
 from ldp_telemetry.ldp.protocols.string_keys import (PAD, PREFIX_KEY_ROOT, extend_keys,
                                                      padded_rows, row_strings, string_problem)
 
@@ -46,8 +46,6 @@ from ldp_telemetry.ldp.protocols.string_keys import (PAD, PREFIX_KEY_ROOT, exten
 MAX_TOP = 500
 #: Most candidates kept per level (`width`): a level tests 256 × width prefixes.
 MAX_WIDTH = 1_000
-#: Most strings of a candidate dictionary.
-MAX_CANDIDATES = 100_000
 _BYTES = np.arange(256, dtype=np.uint8)
 #: Continuation bytes a byte announces when it starts a UTF-8 character (0: ASCII or NUL; -1:
 #: it cannot start one: a continuation byte, C0, C1, F5..FF).

@@ -40,6 +40,9 @@ from ldp_telemetry.ldp.protocols.string_keys import prefix_keys
 
 #: Largest `max_bytes` of a string metric (one level per byte).
 MAX_STRING_BYTES = 64
+#: Most strings of a candidate dictionary decoded beside the search (each costs up to m × pool
+#: hash evaluations per window; ldp_telemetry.ldp.estimation.heavy_hitters).
+MAX_CANDIDATES = 100_000
 #: Largest pool of hash functions per level.
 MAX_POOL = 65_536
 #: Smallest pool: fewer seeds make the pool's collisions between heavy prefixes dominate.
