@@ -12,10 +12,10 @@ import pytest
 
 from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.config.registry import parse_registry
-from ldp_telemetry.ldp.estimation.heavy_hitters import (BOTH, DICTIONARY, MAX_CANDIDATES, SEARCH,
-                                                        decode_nbytes, estimate_strings,
-                                                        find_heavy_hitters)
+from ldp_telemetry.ldp.estimation.heavy_hitters import (BOTH, DICTIONARY, SEARCH, decode_nbytes,
+                                                        estimate_strings, find_heavy_hitters)
 from ldp_telemetry.ldp.protocols import make_string_protocol
+from ldp_telemetry.ldp.protocols.pem import MAX_CANDIDATES
 from ldp_telemetry.ldp.protocols.string_keys import padded_rows
 
 K = 4.5
