@@ -11,7 +11,8 @@ once and returns its top k; the scores ([Wang19] §VI, as pure-ldp's evaluations
                rank: a hit on the first string counts k, on the k-th 1)
 
 Methods: `pem` is this project's (ldp_telemetry.ldp.protocols.pem, decoded by
-ldp_telemetry.ldp.estimation.heavy_hitters; one level per byte, pool 1,024); the peers are
+ldp_telemetry.ldp.estimation.heavy_hitters; one level per byte, pool 1,024), `pem-dictionary`
+the same statistic decoded with the sample's true dictionary beside the search; the peers are
 pure-ldp's PEM and TreeHist over its HCMS frequency oracle, and HCMS alone decoding the true
 dictionary of the sample (it is told the domain: an upper bound no open-domain method has).
 pure-ldp runs in a separate interpreter (`--peer-python`, an environment with pure-ldp from
@@ -91,7 +92,10 @@ def scores(found: list[str], truth: list[str]) -> dict:
 
 
 def ours(values: list[str], epsilon: float, ks: list[int], max_bytes: int, pool: int,
-         rng: np.random.Generator) -> dict:
+         rng: np.random.Generator, dictionary: list[str]) -> dict:
+    """This project's PEM on the users' strings: "pem" decodes by the prefix search alone,
+    "pem-dictionary" from the same statistic with `dictionary` (the sample's true one, as HCMS
+    is told) beside the search."""
     protocol = make_string_protocol("pem", epsilon, max_bytes, pool)
     rows = padded_rows([v.encode("utf-8") for v in values], max_bytes)
     started = time.perf_counter()
@@ -101,14 +105,18 @@ def ours(values: list[str], epsilon: float, ks: list[int], max_bytes: int, pool:
     started = time.perf_counter()
     protocol.accumulate(statistic, columns)
     aggregate_s = time.perf_counter() - started
-    top, decode_s = {}, {}
-    for k in ks:
-        started = time.perf_counter()
-        found = find_heavy_hitters(protocol, statistic, top=k)
-        decode_s[str(k)] = time.perf_counter() - started
-        top[str(k)] = found.labels
-    return {"top": top, "client_s": client_s, "aggregate_s": aggregate_s, "decode_s": decode_s,
-            "statistic_bytes": protocol.statistic_nbytes()}
+    known = [v.encode("utf-8") for v in dictionary]
+    results = {}
+    for name, candidates in (("pem", []), ("pem-dictionary", known)):
+        top, decode_s = {}, {}
+        for k in ks:
+            started = time.perf_counter()
+            found = find_heavy_hitters(protocol, statistic, top=k, dictionary=candidates)
+            decode_s[str(k)] = time.perf_counter() - started
+            top[str(k)] = found.labels
+        results[name] = {"top": top, "client_s": client_s, "aggregate_s": aggregate_s,
+                         "decode_s": decode_s, "statistic_bytes": protocol.statistic_nbytes()}
+    return results
 
 
 def peers(values, epsilon, ks, dictionary, seed, args) -> dict | None:
@@ -148,9 +156,10 @@ def main(argv=None) -> int:
                              "$LDP_PEERS_PYTHON; without one, no peer columns)")
     parser.add_argument("--peers", nargs="+", default=list(PEERS), choices=PEERS)
     parser.add_argument("--peer-max-n", type=int, default=100_000)
-    parser.add_argument("--reuse-peers", metavar="JSON", default=None,
-                        help="take the peer columns from an earlier run's --json file (same "
-                             "seed, data and settings: the same users) instead of running them")
+    parser.add_argument("--reuse-peers", metavar="JSON", nargs="+", default=None,
+                        help="take the peer columns from earlier runs' --json files (same "
+                             "seed, data and settings: the same users) instead of running them; "
+                             "a setting in several files is taken from the last")
     parser.add_argument("--hcms-hashes", type=int, default=256)
     parser.add_argument("--hcms-width", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=2026)
@@ -161,20 +170,21 @@ def main(argv=None) -> int:
         print("pure-ldp not available (--peer-python): peer columns left empty", file=sys.stderr)
     rows = []
     earlier = {}
-    if args.reuse_peers:
-        with open(args.reuse_peers, encoding="utf-8") as handle:
+    for path in args.reuse_peers or ():
+        with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
         for key in ("seed", "max_bytes", "hcms_hashes", "hcms_width"):
             if document["parameters"][key] != getattr(args, key):
-                parser.error(f"--reuse-peers: the earlier run's {key} differs")
-        earlier = {(r["dataset"], r["n"], r["epsilon"], r["k"]):
-                   {name: m for name, m in r["methods"].items() if name != "pem"}
-                   for r in document["results"]["settings"]}
+                parser.error(f"--reuse-peers {path}: the earlier run's {key} differs")
+        earlier.update({(r["dataset"], r["n"], r["epsilon"], r["k"]):
+                        {name: m for name, m in r["methods"].items() if name in PEERS}
+                        for r in document["results"]["settings"]})
         args.peer_python = None
     settings = {k: v for k, v in vars(args).items()
                 if k not in ("datasets_dir", "peer_python", "reuse_peers")}  # local paths
     settings["peers_available"] = args.peer_python is not None or bool(earlier)
     settings["peers_from_earlier_run"] = bool(earlier)
+    settings["peers_files"] = [os.path.basename(path) for path in args.reuse_peers or ()]
     with Run("open_domains", args.json, settings) as run:
         for dataset in args.dataset:
             strings, frequencies, kept = load(dataset, args.datasets_dir, args.max_bytes)
@@ -186,8 +196,8 @@ def main(argv=None) -> int:
                                                              p=frequencies)]
                     counted = Counter(values)
                     ranked = sorted(counted, key=lambda s: (-counted[s], s))
-                    methods = {"pem": ours(values, epsilon, args.k, args.max_bytes, args.pool,
-                                           rng)}
+                    methods = ours(values, epsilon, args.k, args.max_bytes, args.pool, rng,
+                                   sorted(counted))
                     if n <= args.peer_max_n:
                         methods.update(peers(values, epsilon, args.k, sorted(counted), seed,
                                              args) or {})
@@ -208,8 +218,8 @@ def main(argv=None) -> int:
                                           f"{m['aggregation_rate']:,.0f}/s"
                                           for name, m in row["methods"].items())
                         print(f"{dataset} n={n:,} ε={epsilon:g} k={k}: {shown}", flush=True)
-        for row in rows:  # this project's column first
-            row["methods"] = dict(sorted(row["methods"].items(), key=lambda kv: kv[0] != "pem"))
+        for row in rows:  # this project's columns first
+            row["methods"] = dict(sorted(row["methods"].items(), key=lambda kv: kv[0] in PEERS))
         run.save({"settings": rows})
     return 0
 

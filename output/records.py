@@ -115,7 +115,8 @@ def string_estimate_record(config: MetricConfig, result: StringWindowResult, sta
     """The record of a string metric: the common fields, then the window's heavy hitters, best
     first, as `labels` (the strings), `estimate` (= `unbiased_estimate`: their frequencies) and
     `std_error`; `heavy_hitters` says how they were found (top, threshold, width, reports per
-    level) and why the list is empty when it is (`reason`)."""
+    level, the dictionary's size and, with one, `found_by` per heavy hitter: "search",
+    "dictionary" or "both") and why the list is empty when it is (`reason`)."""
     found = result.heavy_hitters
     params = dict(config.estimator.params)
     estimate = np.asarray(found.estimate, dtype=np.float64)
@@ -130,7 +131,8 @@ def string_estimate_record(config: MetricConfig, result: StringWindowResult, sta
         heavy_hitters={"top": int(params["top"]), "threshold": float(params["threshold"]),
                        "width": int(params["width"] or 2 * params["top"]),
                        "level_reports": [int(v) for v in found.level_reports],
-                       "reason": found.reason})
+                       "reason": found.reason, "dictionary": len(config.dictionary),
+                       "found_by": list(found.found_by)})
 
 
 def combined_estimate_record(configs: Sequence[MetricConfig], combined: CombinedResult,

@@ -144,7 +144,8 @@ def _window_terms(metric: MetricConfig, store: bool = False) -> tuple[int, int]:
         from ldp_telemetry.ldp.estimation.heavy_hitters import decode_nbytes
         params = dict(metric.estimator.params)
         fixed = metric.statistic_nbytes + decode_nbytes(metric.protocol,
-                                                        params["width"] or 2 * params["top"])
+                                                        params["width"] or 2 * params["top"],
+                                                        len(metric.dictionary))
         return 0, fixed + (store_pending_bytes() if store else 0)
     per_value = NUMERIC_WINDOW_BYTES_PER_VALUE if metric.kind == NUMERIC else WINDOW_BYTES_PER_VALUE
     fixed = AMRP_WINDOW_BYTES if metric.estimator.method == "amrp" else 0

@@ -16,8 +16,8 @@ protocol from then on (the estimates report it). A numeric protocol (`sw`, ...;
 ldp_telemetry.ldp.protocols.NUMERIC_PROTOCOLS) takes a numeric domain {"low", "high",
 "buckets"[, "output_buckets"]} and a numeric estimator that fits it (default: the protocol's
 first, "ems" for sw). A string protocol (`pem`; ldp_telemetry.ldp.protocols.STRING_PROTOCOLS)
-takes an open domain of UTF-8 strings {"strings": {"max_bytes": m[, "pool": K]}} and the
-estimator "heavy-hitters" (its `top`, `threshold`, `width`). Every problem raises
+takes an open domain of UTF-8 strings {"strings": {"max_bytes": m[, "pool": K][, "dictionary":
+[...]]}} and the estimator "heavy-hitters" (its `top`, `threshold`, `width`). Every problem raises
 ldp_telemetry.ldp.base.errors.RegistryError, its message naming the metric and the field
 ("metric 'rtt_ms': field 'epsilon' must ..."), its `field` the path of the field in the
 registry (``metrics[1].epsilon``), before any report is read.
@@ -47,6 +47,7 @@ from ldp_telemetry.ldp.config.cost import aggregation_rate_problem, cost_model
 from ldp_telemetry.ldp.config.fingerprint import fingerprint
 from ldp_telemetry.ldp.config.memoize import Memoization, parse_memoization, parse_reports_per_day
 from ldp_telemetry.ldp.config.planner import recommend, recommend_two_stage
+from ldp_telemetry.ldp.config.string_dictionary import dictionary_problem, read_dictionary_files
 from ldp_telemetry.ldp.estimation.estimators import UNBIASED, EstimatorSpec
 from ldp_telemetry.ldp.estimation.histograms import bucket_edges
 from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec
@@ -99,6 +100,9 @@ class MetricConfig:
     high: float | None = None
     output_buckets: int | None = None  # numeric metrics: d̃ as given (None: the protocol's default)
     pool: int | None = None  # string metrics: hash functions per level (d is then max_bytes)
+    #: string metrics: the candidate dictionary (UTF-8), decoded beside the prefix search; the
+    #: server's choice, not fingerprinted (ldp_telemetry.ldp.estimation.heavy_hitters)
+    dictionary: tuple[bytes, ...] = ()
 
     not_before: str | None = None
     version: int = 1  # the configuration's version; a metric's current one is its highest
@@ -253,7 +257,7 @@ def load_registry(path: str | Path, announce: Collection[str] | None = None) -> 
     except RecursionError:
         raise RegistryError(f"registry {path} is nested too deeply to be a registry",
                             "registry") from None
-    return parse_registry(document, announce)
+    return parse_registry(read_dictionary_files(document, path.parent), announce)
 
 
 def parse_registry(document: Any, announce: Collection[str] | None = None) -> Registry:
@@ -567,13 +571,17 @@ def _parse_string_metric(entry: Mapping, name: str, protocol: str, epsilon: floa
     """A metric of a string protocol: an open domain of strings, the heavy-hitters estimator.
     No post-processing (there is no domain to make consistent) and no integrity statistics
     (no support model for a string's reports exists here)."""
-    expected = '{"strings": {"max_bytes": M}} (optionally "pool")'
+    expected = ('{"strings": {"max_bytes": M}} (optionally "pool", "dictionary" or '
+                '"dictionary_file")')
     domain = entry.get("domain")
     if not (isinstance(domain, Mapping) and set(domain) == {"strings"}
             and isinstance(domain["strings"], Mapping) and "max_bytes" in domain["strings"]):
         raise fail("domain", f"of a string protocol must be {expected}")
     strings = domain["strings"]
-    unknown = sorted(set(strings) - {"max_bytes", "pool"})
+    unknown = sorted(set(strings) - {"max_bytes", "pool", "dictionary"})
+    if unknown == ["dictionary_file"]:
+        raise fail("domain.strings.dictionary_file", "is read relative to the registry's file: "
+                                                     "load the registry from its file")
     if unknown:
         raise fail(f"domain.strings.{unknown[0]}", f"is not a string domain field ({expected})")
     max_bytes, pool = strings["max_bytes"], strings.get("pool", DEFAULT_POOL)
@@ -586,10 +594,23 @@ def _parse_string_metric(entry: Mapping, name: str, protocol: str, epsilon: floa
     if entry.get("integrity") not in (None, False):
         raise fail("integrity", f"is not available for string protocol {protocol!r}: no "
                                 "support model of its reports exists yet; leave it out")
+    dictionary = _parse_dictionary(strings.get("dictionary", []), max_bytes, fail)
     estimator = _parse_estimator(entry, STRING_PROTOCOLS[protocol], refail)
     config = MetricConfig(name, protocol, epsilon, max_bytes, None, PostprocessSpec.parse("none"),
-                          estimator, pool=pool)
+                          estimator, pool=pool, dictionary=dictionary)
     return _built(config, fail)
+
+
+def _parse_dictionary(values: Any, max_bytes: int, fail: Callable[..., RegistryError]
+                      ) -> tuple[bytes, ...]:
+    """A string metric's `domain.strings.dictionary` (ldp_telemetry.ldp.config.string_dictionary)
+    as UTF-8 bytes."""
+    problem = dictionary_problem(values, max_bytes)
+    if problem:
+        position, why = problem
+        index = "" if position is None else f"[{position}]"
+        raise fail(f"domain.strings.dictionary{index}", why)
+    return tuple(value.encode("utf-8") for value in values)
 
 
 def _parse_estimator(entry: Mapping, protocol: Any,

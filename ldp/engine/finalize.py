@@ -99,7 +99,8 @@ def finalize_string_window(config: MetricConfig, statistic: np.ndarray, n: int
                            ) -> StringWindowResult:
     """The window's heavy hitters by the metric's estimator ("heavy-hitters": prefix extension
     over the PEM statistic). Cost: levels × candidates × pool, never the number of reports."""
-    found = config.estimator.run(statistic, int(n), config.protocol)
+    found = config.estimator.run(statistic, int(n), config.protocol,
+                                 dictionary=config.dictionary)
     assert isinstance(found, HeavyHitters), "the string kind's estimator finds heavy hitters"
     return StringWindowResult(int(n), found)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from ldp_telemetry.ldp.base.validation import is_finite_number, is_int
 from ldp_telemetry.ldp.estimation.estimators import METHODS, EstimatorMethod
 from ldp_telemetry.ldp.estimation.uncertainty import Z95
 from ldp_telemetry.ldp.protocols.base import STRINGS
-from ldp_telemetry.ldp.protocols.pem import HASH_BLOCK_CELLS, PrefixExtension
+from ldp_telemetry.ldp.protocols.pem import HASH_BLOCK_CELLS, MAX_CANDIDATES, PrefixExtension
 from ldp_telemetry.ldp.protocols.string_keys import (PAD, PREFIX_KEY_ROOT, extend_keys,
                                                      padded_rows, row_strings, string_problem)
 
@@ -45,8 +46,6 @@ from ldp_telemetry.ldp.protocols.string_keys import (PAD, PREFIX_KEY_ROOT, exten
 MAX_TOP = 500
 #: Most candidates kept per level (`width`): a level tests 256 × width prefixes.
 MAX_WIDTH = 1_000
-#: Most strings of a candidate dictionary.
-MAX_CANDIDATES = 1_000_000
 _BYTES = np.arange(256, dtype=np.uint8)
 #: Continuation bytes a byte announces when it starts a UTF-8 character (0: ASCII or NUL; -1:
 #: it cannot start one: a continuation byte, C0, C1, F5..FF).
@@ -56,17 +55,27 @@ _NEEDS[:0x80], _NEEDS[0xC2:0xE0], _NEEDS[0xE0:0xF0], _NEEDS[0xF0:0xF5] = 0, 1, 2
 _CONTINUATION = (_BYTES >= 0x80) & (_BYTES <= 0xBF)
 
 
+#: How the heavy hitters are ranked (the estimator's `rank`): by estimate, or by the lower end of
+#: the band (rank_scores).
+RANK_ESTIMATE, RANK_LOWER = "estimate", "lower"
+#: How a heavy hitter was found (the record's `heavy_hitters.found_by`): by the prefix search
+#: only, from the candidate dictionary only (the search did not reach it), or by both.
+SEARCH, DICTIONARY, BOTH = "search", "dictionary", "both"
+
+
 @dataclass(frozen=True)
 class HeavyHitters:
     """A window's heavy hitters, best first: `values` (UTF-8 bytes), their `estimate`d
     frequencies, `std_error`, 95% band (`lower`, `upper`); `level_reports` n_ℓ per level;
-    `reason` why the list is empty when it must be (None otherwise)."""
+    `reason` why the list is empty when it must be (None otherwise); `found_by` how each was
+    found (SEARCH, DICTIONARY or BOTH; empty when no dictionary was given)."""
 
     values: list[bytes]
     estimate: np.ndarray
     std_error: np.ndarray
     level_reports: np.ndarray
     reason: str | None = None
+    found_by: tuple[str, ...] = ()
 
     @property
     def lower(self) -> np.ndarray:
@@ -83,33 +92,121 @@ class HeavyHitters:
         return [value.decode("utf-8", errors="replace") for value in self.values]
 
 
-#: Bytes per candidate while a level is decoded: its prefix (max_bytes), key, support, pooled
-#: count, estimate, the sort's order and the next level's copies (both held at once).
-CANDIDATE_BYTES = 2 * 48
-#: Bytes of the hash evaluation's block: the uint64 cells, the gathered counts, slack.
+#: Most candidates one kept candidate yields at the next level: its valid UTF-8 extensions.
+MAX_EXTENSIONS = 179
+#: Bytes per candidate while a level is decoded, beyond twice its prefix (max_bytes): its key,
+#: support, pooled count, estimate and the sort's order, some held twice while the next level's
+#: copies are made (tracemalloc: 77 bytes a candidate in all at m = 10, 112 at m = 32).
+CANDIDATE_BYTES = 64
+#: Bytes per dictionary string while a window is decoded, beyond its padded row (max_bytes):
+#: its first level, key, support, pooled count, the level's sorted keys and selection and the
+#: merge's copies (tracemalloc: 72 to 93 at m = 10 for 16,000 to 78,000 strings).
+DICTIONARY_BYTES = 96
+#: Bytes of the hash evaluation's blocks: the uint64 cells, the gathered counts, slack.
 HASH_BLOCK_BYTES = 3 * 8 * HASH_BLOCK_CELLS
 
 
-def decode_nbytes(protocol: PrefixExtension, width: int) -> int:
-    """Bytes the decoding of one window holds beyond the statistic (256 × width candidates per
-    level), whatever the number of reports: the memory model's window working set."""
-    return 256 * width * (CANDIDATE_BYTES + 2 * protocol.d) + HASH_BLOCK_BYTES
+def decode_nbytes(protocol: PrefixExtension, width: int, dictionary: int = 0) -> int:
+    """Bytes the decoding of one window holds beyond the statistic (MAX_EXTENSIONS × width
+    candidates per level, and `dictionary` strings), whatever the number of reports: the memory
+    model's window working set."""
+    return (MAX_EXTENSIONS * width * (CANDIDATE_BYTES + 2 * protocol.d)
+            + dictionary * (DICTIONARY_BYTES + protocol.d) + HASH_BLOCK_BYTES)
 
 
 def _empty(protocol: PrefixExtension, reports: np.ndarray, reason: str) -> HeavyHitters:
     return HeavyHitters([], np.zeros(0), np.zeros(0), reports, reason)
 
 
+#: Dictionary strings padded at once (bounds the padding's temporary bytes objects).
+PAD_CHUNK = 4_096
+
+
+def check_dictionary(values: Iterable[bytes], max_bytes: int) -> list[bytes]:
+    """The candidate dictionary as a list; ValueError naming a string the metric cannot hold or
+    more than MAX_CANDIDATES strings (a repeated string is refused by `_Dictionary`)."""
+    values = list(values)
+    if len(values) > MAX_CANDIDATES:
+        raise ValueError(f"{len(values):,} candidates, more than MAX_CANDIDATES "
+                         f"({MAX_CANDIDATES:,})")
+    for value in values:
+        problem = string_problem(value, max_bytes)
+        if problem:
+            raise ValueError(f"candidate {value!r} {problem}")
+    return values
+
+
+class _Dictionary:
+    """The candidate dictionary's state while a window is decoded: each string's key at the
+    current level, and its support and reports pooled over the levels from its length + 1
+    (its length, for a string of max_bytes) on. ValueError when a string is listed twice."""
+
+    def __init__(self, values: list[bytes], max_bytes: int):
+        self.rows = np.empty((len(values), max_bytes), dtype=np.uint8)
+        for start in range(0, len(values), PAD_CHUNK):
+            self.rows[start:start + PAD_CHUNK] = padded_rows(values[start:start + PAD_CHUNK],
+                                                             max_bytes)
+        ordered = np.sort(self.rows.view(f"V{max_bytes}").ravel())
+        twice = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if twice.size:
+            value = bytes(ordered[twice[0]]).rstrip(b"\0")
+            raise ValueError(f"candidate {value!r} appears more than once")
+        del ordered
+        lengths = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
+        self.first = np.minimum(lengths + 1, max_bytes)
+        self.key = np.full(len(values), PREFIX_KEY_ROOT, dtype=np.uint64)
+        self.support = np.zeros(len(values), dtype=np.int64)
+        self.pooled = np.zeros(len(values), dtype=np.int64)
+        self.complete_keys = np.zeros(0, dtype=np.uint64)
+        self.complete_index = np.zeros(0, dtype=np.int64)
+        self.reached = np.zeros(len(values), dtype=bool)  # completed by the search
+
+    def add_level(self, protocol: PrefixExtension, statistic: np.ndarray, level: int,
+                  reports: int) -> None:
+        """Pool level `level`: the strings complete by then gain their support there;
+        `complete_keys` are their keys at this level, sorted (`complete_index` their
+        positions in the dictionary)."""
+        self.key = extend_keys(self.key, self.rows[:, level - 1])
+        use = np.flatnonzero(self.first <= level)
+        keys = self.key[use]
+        order = np.argsort(keys)
+        self.complete_keys, self.complete_index = keys[order], use[order]
+        del order
+        if use.size:
+            self.support[use] += protocol.prefix_support(statistic, level, keys)
+            self.pooled[use] += reports
+
+
+    def leave(self, keys: np.ndarray, complete: np.ndarray) -> np.ndarray:
+        """Which search candidates of this level (`keys`; `complete`: ended in NUL) are
+        complete dictionary strings; they are marked `reached`."""
+        if self.complete_keys.size == 0:
+            return np.zeros(keys.shape, dtype=bool)
+        at = np.minimum(np.searchsorted(self.complete_keys, keys), self.complete_keys.size - 1)
+        hit = complete & (self.complete_keys[at] == keys)
+        self.reached[self.complete_index[at[hit]]] = True
+        return hit
+
+
 def find_heavy_hitters(protocol: PrefixExtension, statistic: np.ndarray, *, top: int = 10,
-                       threshold: float = 0.0, width: int | None = None) -> HeavyHitters:
+                       threshold: float = 0.0, width: int | None = None,
+                       dictionary: Iterable[bytes] = (), rank: str = RANK_LOWER
+                       ) -> HeavyHitters:
     """The `top` heavy hitters (estimate > threshold) of a window's PEM statistic, found by
-    prefix extension with `width` candidates per level (default 2 × top)."""
+    prefix extension with `width` candidates per level (default 2 × top) and, when a candidate
+    `dictionary` is given (checked by `check_dictionary`), among its strings estimated directly
+    as `estimate_strings` does; both ranked together. A dictionary string the search completes
+    leaves the search (its estimate is the dictionary's, the same counts), so the search's
+    width goes to strings the dictionary does not hold. `rank`: RANK_ESTIMATE orders the heavy
+    hitters by estimate, RANK_LOWER by `rank_scores`' lower end of the band."""
     width = 2 * top if width is None else width
+    values = check_dictionary(dictionary, protocol.d)
     reports = protocol.level_reports(statistic)
     if (reports == 0).any():
         empty = int(np.flatnonzero(reports == 0)[0]) + 1
         return _empty(protocol, reports, f"no heavy hitters: level {empty} has no reports "
                                          f"({int(reports.sum())} reports in the window)")
+    known = _Dictionary(values, protocol.d) if values else None
     p, q = protocol.p_star, protocol.q_star
     rows = np.zeros((1, 0), dtype=np.uint8)
     keys = np.array([PREFIX_KEY_ROOT], dtype=np.uint64)
@@ -134,19 +231,43 @@ def find_heavy_hitters(protocol: PrefixExtension, statistic: np.ndarray, *, top:
         support = np.concatenate([np.zeros(len(grown), dtype=np.int64), support[complete]])
         pooled = np.concatenate([np.zeros(len(grown), dtype=np.int64), pooled[complete]])
         complete = rows[:, -1] == PAD
+        if known is not None:
+            known.add_level(protocol, statistic, level, int(reports[level - 1]))
+            leave = known.leave(keys, complete)
+            if leave.any():
+                stay = ~leave
+                rows, keys, complete = rows[stay], keys[stay], complete[stay]
+                pending, support, pooled = pending[stay], support[stay], pooled[stay]
         support += protocol.prefix_support(statistic, level, keys)
         pooled += reports[level - 1]
         estimate = (support / pooled - q) / (p - q)
         keep = np.argsort(-estimate, kind="stable")[:width]
         rows, keys, complete, pending = rows[keep], keys[keep], complete[keep], pending[keep]
         support, pooled = support[keep], pooled[keep]
+    found = row_strings(rows)
+    if known is not None:
+        # a string of max_bytes (never completed by a NUL) the search holds at the end: every
+        # dictionary string is complete at level m, so `leave` finds it by its key there
+        searched = np.flatnonzero(~known.leave(keys, np.ones(keys.shape, dtype=bool)))
+        found = [found[i] for i in searched.tolist()]
+        support = np.concatenate([support[searched], known.support])
+        pooled = np.concatenate([pooled[searched], known.pooled])
     estimate = (support / pooled - q) / (p - q)
-    order = np.argsort(-estimate, kind="stable")
+    order = np.argsort(-rank_scores(protocol, estimate, pooled, rank), kind="stable")
     order = order[estimate[order] > threshold][:top]
-    rows, support, pooled, estimate = rows[order], support[order], pooled[order], estimate[order]
-    return HeavyHitters(row_strings(rows), estimate,
-                        _std_errors(protocol, estimate, pooled, reports),
-                        reports)
+    pooled, estimate = pooled[order], estimate[order]
+    values_by: list[bytes] = []
+    found_by: list[str] = []
+    for i in order.tolist():
+        if i < len(found):
+            values_by.append(found[i])
+            found_by.append(SEARCH)
+        else:
+            assert known is not None, "only a dictionary's strings follow the search's"
+            values_by.append(values[i - len(found)])
+            found_by.append(BOTH if known.reached[i - len(found)] else DICTIONARY)
+    return HeavyHitters(values_by, estimate, _std_errors(protocol, estimate, pooled, reports),
+                        reports, found_by=tuple(found_by) if known is not None else ())
 
 
 def estimate_strings(protocol: PrefixExtension, statistic: np.ndarray,
@@ -163,23 +284,30 @@ def estimate_strings(protocol: PrefixExtension, statistic: np.ndarray,
         if problem:
             raise ValueError(f"candidate {value!r} {problem}")
     reports = protocol.level_reports(statistic)
-    rows = padded_rows(values, protocol.d)
-    lengths = np.array([len(v) for v in values], dtype=np.int64)
-    first = np.minimum(lengths + 1, protocol.d)
-    support = np.zeros(len(values), dtype=np.int64)
-    pooled = np.zeros(len(values), dtype=np.int64)
-    key = np.full(len(values), PREFIX_KEY_ROOT, dtype=np.uint64)
+    known = _Dictionary(values, protocol.d)
     for level in range(1, protocol.d + 1):
-        key = extend_keys(key, rows[:, level - 1])
-        use = first <= level
-        if use.any():
-            support[use] += protocol.prefix_support(statistic, level, key[use])
-            pooled[use] += reports[level - 1]
+        known.add_level(protocol, statistic, level, int(reports[level - 1]))
     p, q = protocol.p_star, protocol.q_star
+    support, pooled = known.support, known.pooled
     with np.errstate(invalid="ignore", divide="ignore"):
         estimate = np.where(pooled > 0, (support / np.maximum(pooled, 1) - q) / (p - q), np.nan)
     return HeavyHitters(values, estimate, _std_errors(protocol, estimate, pooled, reports),
                         reports)
+
+
+def rank_scores(protocol: PrefixExtension, estimate: np.ndarray, pooled: np.ndarray,
+                rank: str) -> np.ndarray:
+    """What the heavy hitters are ordered by: the estimate (RANK_ESTIMATE), or (RANK_LOWER) the
+    estimate minus Z95 of its sampling standard errors, the lower end of its band without the
+    pool term (which depends on the strings chosen). Candidates pooled over fewer levels (longer
+    strings, whose estimates from a dictionary or a deep search are noisier) then need more
+    support to rank high, instead of filling the top with noise."""
+    if rank == RANK_ESTIMATE:
+        return estimate
+    p, q = protocol.p_star, protocol.q_star
+    f = np.clip(estimate, 0.0, 1.0)
+    sampling = (f * p * (1 - p) + (1 - f) * q * (1 - q)) / (pooled * (p - q) ** 2)
+    return estimate - Z95 * np.sqrt(sampling)
 
 
 def _std_errors(protocol: PrefixExtension, estimate: np.ndarray, pooled: np.ndarray,
@@ -197,9 +325,12 @@ def _std_errors(protocol: PrefixExtension, estimate: np.ndarray, pooled: np.ndar
     return np.where(pooled > 0, np.sqrt(sampling + pool), np.nan)
 
 
-def _run(statistic, n, protocol, *, top, threshold, width):
+def _run(statistic: np.ndarray, n: int, protocol: PrefixExtension, *, top: int,
+         threshold: float, width: int, rank: str, dictionary: Iterable[bytes] = ()) -> Any:
+    """The estimator's run: HeavyHitters (Any: EstimatorMethod types the other kinds' output,
+    and finalize_string_window checks this one's)."""
     return find_heavy_hitters(protocol, statistic, top=top, threshold=threshold,
-                              width=width or None)
+                              width=width or None, dictionary=dictionary, rank=rank)
 
 
 HEAVY_HITTERS = METHODS.register(EstimatorMethod(
@@ -210,5 +341,7 @@ HEAVY_HITTERS = METHODS.register(EstimatorMethod(
         "threshold": Parameter(0.0, lambda v: is_finite_number(v) and 0 <= v < 1,
                                "a frequency in [0, 1)", float),
         "width": Parameter(0, lambda v: is_int(v) and (v == 0 or 1 <= v <= MAX_WIDTH),
-                           f"0 (twice top) or an integer in [1, {MAX_WIDTH}]")},
+                           f"0 (twice top) or an integer in [1, {MAX_WIDTH}]"),
+        "rank": Parameter(RANK_LOWER, lambda v: v in (RANK_ESTIMATE, RANK_LOWER),
+                          f"{RANK_ESTIMATE!r} or {RANK_LOWER!r}")},
     summary="prefix extension over one round of PEM reports: the top strings with bands"))

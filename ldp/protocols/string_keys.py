@@ -38,7 +38,7 @@ def string_problem(value: bytes, max_bytes: int) -> str | None:
     return None
 
 
-def as_utf8(value) -> bytes:
+def as_utf8(value: object) -> bytes:
     """A string value as its UTF-8 bytes (bytes are taken as they are, and must be UTF-8)."""
     if isinstance(value, str):
         return value.encode("utf-8")

@@ -21,7 +21,8 @@ def test_a_string_metric_and_its_defaults():
     config = parse_registry(entry())["app"]
     assert config.kind == STRINGS and config.d == 12 and config.pool == DEFAULT_POOL
     assert config.estimator.method == "heavy-hitters"
-    assert dict(config.estimator.params) == {"threshold": 0.0, "top": 10, "width": 0}
+    assert dict(config.estimator.params) == {"threshold": 0.0, "top": 10, "width": 0,
+                                             "rank": "lower"}
     assert config.integrity is None and config.value_labels == []
     assert ('"domain":{"strings":{"max_bytes":12,"pool":1024}}' in canonical_text(config)
             and '"parameters":{"g":8}' in canonical_text(config))

@@ -152,6 +152,37 @@ def test_simulate_run_show_with_sliding_windows(tmp_path):
     assert all(f'"{word}"' in page for word in ("mail", "maps", "browser"))
 
 
+def test_a_batch_run_decodes_against_the_registrys_dictionary(tmp_path):
+    """A registry naming a candidate dictionary (the same fingerprint: the same reports count):
+    the record's heavy hitters say which the search found and which the dictionary, and equal
+    the window's finalize without Beam. ε = 4, 20,000 reports: the four most frequent apps
+    (12% and more) are ≥ 20 standard errors above every other candidate, so they are the top 4;
+    "browser" is in the dictionary and found by the search too, "zoom" holds no report."""
+    document = json.loads(json.dumps(REGISTRY_DOC))
+    document["metrics"][0]["domain"]["strings"]["dictionary"] = ["browser", "zoom"]
+    registry = parse_registry(document)
+    config = registry[METRIC]
+    assert config.fingerprint == CONFIG.fingerprint and config.dictionary == (b"browser", b"zoom")
+    rng = np.random.default_rng(43)
+    path, times, columns = simulate(tmp_path, rng, 20_000, T0, HOUR, "apps")
+    job = EstimateJob(registry, (path,), str(tmp_path / "out"), WindowSpec(HOUR * 1000,
+                                                                          HOUR * 1000))
+    counters = run_job(job, [], out=io.StringIO())
+    assert counters["records_accepted"] == 20_000
+    (record,) = job_json_lines(tmp_path / "out", "estimates")
+    statistic = config.protocol.new_statistic()
+    config.protocol.accumulate(statistic, columns)
+    want = window_estimate_record(config, finalize_window(config, statistic, 20_000),
+                                  T0 * 1000, (T0 + HOUR) * 1000).json_value()
+    assert record["labels"] == want["labels"] and record["heavy_hitters"] == want["heavy_hitters"]
+    np.testing.assert_allclose(record["estimate"], want["estimate"], rtol=1e-12)
+    assert set(record["labels"]) == set(WORDS[:4])
+    found_by = dict(zip(record["labels"], record["heavy_hitters"]["found_by"], strict=True))
+    assert found_by == {"mail": "search", "maps": "search", "café": "search", "browser": "both"}
+    assert record["heavy_hitters"]["dictionary"] == 2
+    fastavro.validation.validate(record, load_schema("window_estimate"), raise_errors=True)
+
+
 def test_bad_pem_payloads_become_dead_letters(tmp_path):
     path = str(tmp_path / "bad.avro")
     g = CONFIG.protocol.g
