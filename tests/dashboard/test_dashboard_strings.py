@@ -198,3 +198,50 @@ def test_store_and_folder_sources_draw_the_same_lines(store_url, tmp_path):  # n
         assert [len(v["labels"]) for v in exported if v["series"] == "1 h"] == [3, 2, 2, 3]
     finally:
         store.close()
+
+
+def test_both_sources_cut_the_labels_ranked_by_the_same_rule(tmp_path, monkeypatch):
+    """At the bound, labels last seen in the same window are kept by the best rank they had in
+    any window, then by the label (`store.reads.label_totals`): the folder source as the store."""
+    monkeypatch.setattr(reads, "MAX_SERIES_LABELS", 2)
+    # all three strings are in the latest window; "a" was ranked first in window 0, so it
+    # and "b" (first in window 1) are kept, not "c" (ranked second at best)
+    records = [string_record(0, [("a", 0.5), ("b", 0.4)]),
+               string_record(1, [("b", 0.3), ("c", 0.2), ("a", 0.1)])]
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, records)
+    folder = FolderSource(write_folder(tmp_path / "out", records))
+    store = StoreSource(url)
+    try:
+        for source in (store, folder):
+            [series], rows = chart(source, 5)
+            assert series["labels"] == ["b", "a"] and series["labels_cut"], source
+            assert [row["top"] for row in rows] == [[0.4, 0.5], [0.3, 0.1]], source
+    finally:
+        store.close()
+
+
+def labelled_record(k: int, estimate: list[float], length: int) -> dict:
+    """The k-th window of length `length` of a labelled (GRR) metric "m.grr" over x, y, z."""
+    found = dict(string_record(k, [], metric="m.grr", length=length), protocol="grr",
+                 labels=["x", "y", "z"], estimate=estimate, unbiased_estimate=estimate,
+                 std_error=[0.01] * 3, p_star=0.6, q_star=0.2, smallest_resolvable=0.01)
+    del found["heavy_hitters"], found["band_method"]
+    return found
+
+
+def test_an_export_cuts_each_series_to_its_own_top_values(tmp_path):
+    """Two series of one configuration version (two window lengths) with different top values:
+    an export of their windows cut to the top-k (a domain above `keep_all`) keeps each
+    series' own (the values read are keyed by version and window length)."""
+    records = [labelled_record(k, [0.6, 0.3, 0.1], HOUR) for k in range(2)]
+    records += [labelled_record(0, [0.1, 0.2, 0.7], 4 * HOUR)]
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, records)
+    store = StoreSource(url)
+    try:
+        exported = store.export_windows("m.grr", 1, keep_all=2)
+        assert sorted((v["series"], v["labels"], v["estimate"]) for v in exported) == [
+            ("1 h", ["x"], [0.6]), ("1 h", ["x"], [0.6]), ("4 h", ["z"], [0.7])]
+    finally:
+        store.close()
