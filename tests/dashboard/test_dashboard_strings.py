@@ -245,3 +245,31 @@ def test_an_export_cuts_each_series_to_its_own_top_values(tmp_path):
             ("1 h", ["x"], [0.6]), ("1 h", ["x"], [0.6]), ("4 h", ["z"], [0.7])]
     finally:
         store.close()
+
+
+def test_the_bound_breaks_ties_by_code_point_whatever_the_database_collation(postgres_url,  # noqa: F811
+                                                                            tmp_path, monkeypatch):
+    """A PostgreSQL database whose collation is a language's (ICU, "a" before "B") cuts the
+    labels ranked as SQLite and the output folder do: by the label's code points ("B" first)."""
+    import uuid
+
+    import psycopg
+    monkeypatch.setattr(reads, "MAX_SERIES_LABELS", 1)
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu "
+                      "ICU_LOCALE 'en-US' LOCALE 'C'")
+    url = postgres_url.replace("/postgres?", f"/{name}?")
+    # "a" and "B" are both in the latest window, both ranked first in some window: a tie
+    records = [string_record(0, [("a", 0.5)]), string_record(1, [("B", 0.3), ("a", 0.1)])]
+    write_store(url, records)
+    write_store(f"sqlite:///{tmp_path}/s.db", records)
+    folder = FolderSource(write_folder(tmp_path / "out", records))
+    stores = [StoreSource(url), StoreSource(f"sqlite:///{tmp_path}/s.db")]
+    try:
+        for source in (*stores, folder):
+            [series], _ = chart(source, 5)
+            assert series["labels"] == ["B"] and series["labels_cut"], source
+    finally:
+        for store in stores:
+            store.close()
