@@ -695,8 +695,9 @@ def summary_of(metric: str, views: list[dict]) -> dict:
 def top_labels(totals: dict[str, float], top_k: int) -> list[str]:
     """The `top_k` labels of a series keyed by label: the largest sums of their estimates over
     the series' windows (a window lacking a label counts 0: the largest mean estimate); ties by
-    the label. The one rule of both sources."""
-    return sorted(totals, key=lambda label: (-totals[label], label))[:top_k]
+    the label as a page shows it (`output.text.printable`: an output folder's views hold it
+    so, a store its raw text). The one rule of both sources."""
+    return sorted(totals, key=lambda label: (-totals[label], printable(label)))[:top_k]
 
 
 def label_totals_of_views(views: list[dict]) -> tuple[dict[str, float], bool]:

@@ -273,3 +273,21 @@ def test_the_bound_breaks_ties_by_code_point_whatever_the_database_collation(pos
     finally:
         for store in stores:
             store.close()
+
+
+def test_ties_are_broken_by_the_string_shown_in_both_sources(tmp_path):
+    """A tie between a plain string and one holding a bidirectional override: both sources
+    order by the string as the page shows it (`output.text.printable`; the output folder's
+    views hold it so), and keep the same one."""
+    records = [string_record(0, [("a", 0.3), ("\u202eb", 0.3)])]
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, records)
+    folder = FolderSource(write_folder(tmp_path / "out", records))
+    store = StoreSource(url)
+    try:
+        for source in (store, folder):
+            [series], rows = chart(source, 1)
+            assert series["labels"] == ["\\u202eb"], source  # "\" sorts before "a"
+            assert [row["top"] for row in rows] == [[0.3]], source
+    finally:
+        store.close()
