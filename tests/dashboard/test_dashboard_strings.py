@@ -291,3 +291,24 @@ def test_ties_are_broken_by_the_string_shown_in_both_sources(tmp_path):
             assert [row["top"] for row in rows] == [[0.3]], source
     finally:
         store.close()
+
+
+def test_a_labelled_metrics_two_lengths_of_one_version_keep_their_own_top_values(
+        store_url, tmp_path):  # noqa: F811
+    """The rows of each series carry the values of its own top-k indices (read by version and
+    window length), in both sources."""
+    records = [labelled_record(k, [0.6, 0.3, 0.1], HOUR) for k in range(2)]
+    records += [labelled_record(0, [0.1, 0.2, 0.7], 4 * HOUR)]
+    write_store(store_url, records)
+    folder = FolderSource(write_folder(tmp_path / "out", records))
+    store = StoreSource(store_url)
+    try:
+        for source in (store, folder):
+            payload = source.payload("m.grr", 1)
+            names = [s["name"] for s in payload["series"]]
+            assert [(s["name"], s["indices"], s["labels"]) for s in payload["series"]] == [
+                ("1 h", [0], ["x"]), ("4 h", [2], ["z"])], source
+            assert sorted((names[row["series"]], row["top"]) for row in unpack(payload)) == [
+                ("1 h", [0.6]), ("1 h", [0.6]), ("4 h", [0.7])], source
+    finally:
+        store.close()
