@@ -334,8 +334,8 @@ class StoreSource:
             if not rows:
                 return []
             low, high = rows[0]["window_start_ms"], rows[-1]["window_start_ms"] + 1
-            values = {s.version: reads.value_rows(store, metric, s.version, s.indices, low, high)
-                      for s in large.values()}
+            values = {key: reads.value_rows(store, metric, s.version, s.indices, low, high)
+                      for key, s in large.items()}  # by series: a version's lengths differ
             rejects = reads.window_rejects(store, metric, low, high)
             flags = self._integrity_flags(store, metric, cursor, rows)
             whole = {}  # the small domains' windows, read one by one by their keys
@@ -358,7 +358,8 @@ class StoreSource:
                         view["integrity_flag"] = flags[(*bounds, row["version"])]
                     views.append(view)
                 continue
-            views.append(_lean_view(metric, row, chosen, values[row["version"]].get(bounds, {}),
+            views.append(_lean_view(metric, row, chosen,
+                                    values[(row["version"], bounds[1] - bounds[0])].get(bounds, {}),
                                     rejects.get(bounds, {}),
                                     flags.get((*bounds, row["version"]))))
         return views
@@ -694,29 +695,29 @@ def summary_of(metric: str, views: list[dict]) -> dict:
 def top_labels(totals: dict[str, float], top_k: int) -> list[str]:
     """The `top_k` labels of a series keyed by label: the largest sums of their estimates over
     the series' windows (a window lacking a label counts 0: the largest mean estimate); ties by
-    the label. The one rule of both sources."""
-    return sorted(totals, key=lambda label: (-totals[label], label))[:top_k]
+    the label as a page shows it (`output.text.printable`: an output folder's views hold it
+    so, a store its raw text). The one rule of both sources."""
+    return sorted(totals, key=lambda label: (-totals[label], printable(label)))[:top_k]
 
 
 def label_totals_of_views(views: list[dict]) -> tuple[dict[str, float], bool]:
     """As `store.reads.label_totals`, from a series' window views (oldest first): {label: the
     sum of its estimates}, at most `store.reads.MAX_SERIES_LABELS` labels, those seen most
-    recently (read from the newest window back: a label first met when the limit is reached is
-    left out), and whether one was left out."""
+    recently (by the latest window holding each; ties: the best rank a label had in any
+    window, then the label: the store's order), and whether one was left out."""
     from ldp_telemetry.store import reads
     totals: dict[str, float] = {}
-    cut = False
-    for view in reversed(views):
-        for label, value in zip(view.get("labels") or (), view.get("estimate") or (),
-                                strict=False):
+    seen: dict[str, tuple[int, int]] = {}  # label: (-its latest window's start, best rank)
+    for view in views:
+        start = -window_key(view).start_ms
+        for rank, (label, value) in enumerate(zip(view.get("labels") or (),
+                                                  view.get("estimate") or (), strict=False)):
             label = str(label)
-            if label not in totals:
-                if len(totals) >= reads.MAX_SERIES_LABELS:
-                    cut = True
-                    continue
-                totals[label] = 0.0
-            totals[label] += float(value or 0.0)
-    return totals, cut
+            totals[label] = totals.get(label, 0.0) + float(value or 0.0)
+            latest, best = seen.get(label, (start, rank))
+            seen[label] = (min(latest, start), min(best, rank))
+    kept = sorted(seen, key=lambda label: (*seen[label], label))[:reads.MAX_SERIES_LABELS]
+    return {label: totals[label] for label in kept}, len(seen) > len(kept)
 
 
 def series_of_views(views: list[dict], top_k: int) -> list[Series]:

@@ -116,12 +116,15 @@ GROUP BY value_index ORDER BY value_index
 """
 
 #: Per label of a series: its sum and its latest window; the labels seen most recently first
-#: (ties: the best rank a label had, then the label), at most a limit of them.
+#: (ties: the best rank a label had, then the label by code point, whatever the database's
+#: collation: `{binary}` is `_BINARY` of the dialect), at most a limit of them.
 _LABEL_TOTALS = """
 SELECT label, SUM(estimate), MAX(window_start_ms), MIN(value_index) FROM ldp_window_values
 WHERE metric = ? AND version = ? AND window_end_ms - window_start_ms = ?
-GROUP BY label ORDER BY MAX(window_start_ms) DESC, MIN(value_index), label LIMIT ?
+GROUP BY label ORDER BY MAX(window_start_ms) DESC, MIN(value_index), label{binary} LIMIT ?
 """
+#: The collation ordering UTF-8 text by code point, as Python orders str (SQLite's default).
+_BINARY = {"sqlite": "", "postgresql": ' COLLATE "C"'}
 
 _LABEL_VALUES = """
 SELECT window_start_ms, window_end_ms, label, estimate, lower95, upper95
@@ -178,7 +181,8 @@ QUERIES = {"metric_totals": (_METRIC_TOTALS, ()),
            "value_rows": (_VALUE_ROWS.format(marks="?, ?"), ("m", "v1", 0, 1, 0, 2**62)),
            "value_totals": (_VALUE_TOTALS, ("m", "v1", 3_600_000)),
            "labels": (_LABELS.format(marks="?, ?"), ("m", "v1", 0, 1, 0, 1)),
-           "label_totals": (_LABEL_TOTALS, ("m", "v1", 3_600_000, MAX_SERIES_LABELS + 1)),
+           "label_totals": (_LABEL_TOTALS.format(binary=""),
+                            ("m", "v1", 3_600_000, MAX_SERIES_LABELS + 1)),
            "label_values": (_LABEL_VALUES.format(marks="?, ?"),
                             ("m", "v1", 0, 2**62, 3_600_000, "a", "b")),
            "means": (_MEANS, ("m", 0, 2**62)),
@@ -333,7 +337,8 @@ def label_totals(store, metric: str, version: str, length_ms: int
     (`records.labels_per_window`), a window where a label is absent counts 0. At most
     `MAX_SERIES_LABELS` labels, those seen most recently (the database groups the rest and
     sends none of them); the second item says whether there were more."""
-    rows = store._query(_LABEL_TOTALS, (metric, version, length_ms, MAX_SERIES_LABELS + 1))
+    rows = store._query(_LABEL_TOTALS.format(binary=_BINARY[store.dialect]),
+                        (metric, version, length_ms, MAX_SERIES_LABELS + 1))
     return ({str(label): float(total or 0.0) for label, total, *_ in rows[:MAX_SERIES_LABELS]},
             len(rows) > MAX_SERIES_LABELS)
 

@@ -1013,20 +1013,27 @@
     return JSON.stringify((list || []).map(function (s) { return [s.name, s.by_label ? s.labels : s.indices]; }));
   }
   /* The windows held, asked again (their rows with the series' new top-k), merged in place:
-   * the zoom and the chosen window stay. */
+   * the zoom and the chosen window stay. A live page may hold more windows than a server's
+   * page (its page and those that arrived since): they are asked for page by page, the latest
+   * first, down to the first one held. */
   function refreshHeld() {
     if (!allWindows.length) { render(); return; }
-    var first = allWindows[0].start_ms, last = allWindows[allWindows.length - 1].start_ms;
-    fetch("api/windows?metric=" + encodeURIComponent(state.metric) + "&since=0&from=" + encodeURIComponent(isoOf(first)) +
-          "&to=" + encodeURIComponent(isoOf(last + 1)), {cache: "no-store"})
-      .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
-      .then(function (data) {
-        if (data.count && topKeys(data.series) === topKeys(state.series)) {
-          merge(expand(data)); dataVersion++;
-        }
-        render();
-      })
-      .catch(function () { render(); });
+    var first = allWindows[0].start_ms, keys = topKeys(state.series);
+    function page(to) {
+      return fetch("api/windows?metric=" + encodeURIComponent(state.metric) + "&since=0&from=" + encodeURIComponent(isoOf(first)) +
+                   "&to=" + encodeURIComponent(isoOf(to)), {cache: "no-store"})
+        .then(function (response) { return response.ok ? response.json() : Promise.reject(new Error("HTTP " + response.status)); })
+        .then(function (data) {
+          if (!data.count || topKeys(data.series) !== keys) { return null; }
+          var rows = expand(data);
+          merge(rows); dataVersion++;
+          var earliest = Math.min.apply(null, rows.map(function (w) { return w.start_ms; }));
+          /* the next page ends after the earliest start this one held (its other windows of
+           * that start, if the page was cut among them), always before this page's end */
+          return earliest > first ? page(earliest + 1 < to ? earliest + 1 : earliest) : null;
+        });
+    }
+    page(allWindows[allWindows.length - 1].start_ms + 1).catch(function () { return null; }).then(render);
   }
   function poll() {
     var status = document.getElementById("status");

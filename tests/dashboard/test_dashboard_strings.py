@@ -198,3 +198,117 @@ def test_store_and_folder_sources_draw_the_same_lines(store_url, tmp_path):  # n
         assert [len(v["labels"]) for v in exported if v["series"] == "1 h"] == [3, 2, 2, 3]
     finally:
         store.close()
+
+
+def test_both_sources_cut_the_labels_ranked_by_the_same_rule(tmp_path, monkeypatch):
+    """At the bound, labels last seen in the same window are kept by the best rank they had in
+    any window, then by the label (`store.reads.label_totals`): the folder source as the store."""
+    monkeypatch.setattr(reads, "MAX_SERIES_LABELS", 2)
+    # all three strings are in the latest window; "a" was ranked first in window 0, so it
+    # and "b" (first in window 1) are kept, not "c" (ranked second at best)
+    records = [string_record(0, [("a", 0.5), ("b", 0.4)]),
+               string_record(1, [("b", 0.3), ("c", 0.2), ("a", 0.1)])]
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, records)
+    folder = FolderSource(write_folder(tmp_path / "out", records))
+    store = StoreSource(url)
+    try:
+        for source in (store, folder):
+            [series], rows = chart(source, 5)
+            assert series["labels"] == ["b", "a"] and series["labels_cut"], source
+            assert [row["top"] for row in rows] == [[0.4, 0.5], [0.3, 0.1]], source
+    finally:
+        store.close()
+
+
+def labelled_record(k: int, estimate: list[float], length: int) -> dict:
+    """The k-th window of length `length` of a labelled (GRR) metric "m.grr" over x, y, z."""
+    found = dict(string_record(k, [], metric="m.grr", length=length), protocol="grr",
+                 labels=["x", "y", "z"], estimate=estimate, unbiased_estimate=estimate,
+                 std_error=[0.01] * 3, p_star=0.6, q_star=0.2, smallest_resolvable=0.01)
+    del found["heavy_hitters"], found["band_method"]
+    return found
+
+
+def test_an_export_cuts_each_series_to_its_own_top_values(tmp_path):
+    """Two series of one configuration version (two window lengths) with different top values:
+    an export of their windows cut to the top-k (a domain above `keep_all`) keeps each
+    series' own (the values read are keyed by version and window length)."""
+    records = [labelled_record(k, [0.6, 0.3, 0.1], HOUR) for k in range(2)]
+    records += [labelled_record(0, [0.1, 0.2, 0.7], 4 * HOUR)]
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, records)
+    store = StoreSource(url)
+    try:
+        exported = store.export_windows("m.grr", 1, keep_all=2)
+        assert sorted((v["series"], v["labels"], v["estimate"]) for v in exported) == [
+            ("1 h", ["x"], [0.6]), ("1 h", ["x"], [0.6]), ("4 h", ["z"], [0.7])]
+    finally:
+        store.close()
+
+
+def test_the_bound_breaks_ties_by_code_point_whatever_the_database_collation(postgres_url,  # noqa: F811
+                                                                            tmp_path, monkeypatch):
+    """A PostgreSQL database whose collation is a language's (ICU, "a" before "B") cuts the
+    labels ranked as SQLite and the output folder do: by the label's code points ("B" first)."""
+    import uuid
+
+    import psycopg
+    monkeypatch.setattr(reads, "MAX_SERIES_LABELS", 1)
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu "
+                      "ICU_LOCALE 'en-US' LOCALE 'C'")
+    url = postgres_url.replace("/postgres?", f"/{name}?")
+    # "a" and "B" are both in the latest window, both ranked first in some window: a tie
+    records = [string_record(0, [("a", 0.5)]), string_record(1, [("B", 0.3), ("a", 0.1)])]
+    write_store(url, records)
+    write_store(f"sqlite:///{tmp_path}/s.db", records)
+    folder = FolderSource(write_folder(tmp_path / "out", records))
+    stores = [StoreSource(url), StoreSource(f"sqlite:///{tmp_path}/s.db")]
+    try:
+        for source in (*stores, folder):
+            [series], _ = chart(source, 5)
+            assert series["labels"] == ["B"] and series["labels_cut"], source
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_ties_are_broken_by_the_string_shown_in_both_sources(tmp_path):
+    """A tie between a plain string and one holding a bidirectional override: both sources
+    order by the string as the page shows it (`output.text.printable`; the output folder's
+    views hold it so), and keep the same one."""
+    records = [string_record(0, [("a", 0.3), ("\u202eb", 0.3)])]
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, records)
+    folder = FolderSource(write_folder(tmp_path / "out", records))
+    store = StoreSource(url)
+    try:
+        for source in (store, folder):
+            [series], rows = chart(source, 1)
+            assert series["labels"] == ["\\u202eb"], source  # "\" sorts before "a"
+            assert [row["top"] for row in rows] == [[0.3]], source
+    finally:
+        store.close()
+
+
+def test_a_labelled_metrics_two_lengths_of_one_version_keep_their_own_top_values(
+        store_url, tmp_path):  # noqa: F811
+    """The rows of each series carry the values of its own top-k indices (read by version and
+    window length), in both sources."""
+    records = [labelled_record(k, [0.6, 0.3, 0.1], HOUR) for k in range(2)]
+    records += [labelled_record(0, [0.1, 0.2, 0.7], 4 * HOUR)]
+    write_store(store_url, records)
+    folder = FolderSource(write_folder(tmp_path / "out", records))
+    store = StoreSource(store_url)
+    try:
+        for source in (store, folder):
+            payload = source.payload("m.grr", 1)
+            names = [s["name"] for s in payload["series"]]
+            assert [(s["name"], s["indices"], s["labels"]) for s in payload["series"]] == [
+                ("1 h", [0], ["x"]), ("4 h", [2], ["z"])], source
+            assert sorted((names[row["series"]], row["top"]) for row in unpack(payload)) == [
+                ("1 h", [0.6]), ("1 h", [0.6]), ("4 h", [0.7])], source
+    finally:
+        store.close()

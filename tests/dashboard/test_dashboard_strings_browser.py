@@ -240,3 +240,35 @@ def test_a_live_page_redraws_its_lines_when_the_top_strings_change(browser, tmp_
         server.shutdown()
         server.server_close()
         source.close()
+
+
+def test_a_live_page_holding_more_than_a_page_of_windows_redraws_them_all(browser, tmp_path,
+                                                                          monkeypatch):
+    """A live page that holds more windows than a server's page (MAX_WINDOWS_PER_PAGE: its
+    2,000 windows and those that arrived since) asks again for all of them, page by page, when
+    the top strings change: the oldest windows draw the string that entered the top too."""
+    from ldp_telemetry.dashboard import source as sources
+    monkeypatch.setattr(sources, "SERIES_REFRESH_S", 0.0)  # the series follow every change
+    held = sources.MAX_WINDOWS_PER_PAGE
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, [string_record(k, [("a", 0.5), ("b", 0.11), ("c", 0.1)])
+                      for k in range(held)])  # b: 220 > c: 200
+    source = StoreSource(url)
+    server, base = serve_in_thread(Dashboard(source, top_k=2, poll_ms=300))
+    try:
+        browser.get(base + metric_page_link(METRIC))
+        assert wait_for(browser, "document.body.getAttribute('data-windows')") == str(held)
+        assert [label for label, _ in legend(browser)] == ["a", "b"]
+        # 50 windows more in one poll: c 245 > b 220; the page holds 2,050 windows
+        write_store(url, [string_record(k, [("c", 0.9), ("a", 0.05)])
+                          for k in range(held, held + 50)])
+        assert wait_for(browser, f"document.body.getAttribute('data-windows') === '{held + 50}'"
+                                 " && document.querySelectorAll('#topk-legend button.toggle')[1]"
+                                 ".textContent === 'c'")
+        first = readout_at(browser, 0.0, "2024-03-0")  # one of the first windows held
+        assert any(item.startswith("c 0.1000 \u00b1 ") for item in first), first
+        check_clean(browser)
+    finally:
+        server.shutdown()
+        server.server_close()
+        source.close()
