@@ -23,8 +23,8 @@ Norm-Sub, HH-ADMM): the coverage of estimate ± z · bootstrap standard error, t
 their bootstrap could give, which is why their records declare none. Range queries have no
 band in the record (declared, not measured).
 
-    python benchmarks/coverage.py --windows 200 --families --jobs 2 \\
-        --json benchmarks/results/coverage.json
+    python benchmarks/coverage.py --windows 100 --calibration-set-sizes 1000,10000,100000 \\
+        --families --jobs 2 --json benchmarks/results/coverage.json
 """
 from __future__ import annotations
 
