@@ -1,67 +1,103 @@
-"""Coverage of the numeric 95% bands that window-estimate records carry, on real and skewed data.
+"""Coverage of the numeric 95% bands that window-estimate records carry, on held-out real data.
 
-For each data set, ε and n, W windows of n values are drawn (a real column sampled without
-replacement, or a lognormal latency), perturbed with Square Wave (the client mechanism) and
-given the bias-corrected parametric bootstrap through EM that finalize_window puts in the
-record (`interval_fit` of ldp_telemetry.ldp.engine.finalize, `bootstrap_statistics` and
-`band_limits` of ldp_telemetry.ldp.estimation.uncertainty; R replicates). Each statistic's band
-is checked against the window's true value; the script prints the fraction of windows covered
-per statistic under the record's margins (RECORD_MARGINS), measured for every statistic,
-with "*" where the record declares the statistic without a band at this ε and n
-(`uncalibrated_statistics`), and the median seconds the bands cost per window. The same
-replicates also give the coverage under each margin rule for every statistic (MARGIN_RULES:
-"whole", the rule before, "significant" and "none"), kept in the JSON. Goal: [0.93, 0.97] at
-nominal 0.95; with W windows a coverage's standard error is √(0.95 · 0.05 / W) (0.015 at
-W = 200).
+For each data set, ε, n and bucket count, W windows of n values are drawn (a real column
+sampled without replacement, or a lognormal latency), perturbed with Square Wave (the client
+mechanism) and given the bias-corrected parametric bootstrap through EM that finalize_window
+puts in the record (`interval_fit` of ldp_telemetry.ldp.engine.finalize, `bootstrap_statistics`
+and `half_widths` of ldp_telemetry.ldp.estimation.uncertainty; R replicates), with the margin
+scales the record uses (`band_scales`). Each statistic's band is checked against the window's
+true value; the script prints the fraction of windows covered per statistic, with "*" where
+the record declares the statistic without a band at this ε and n (its coverage is measured all
+the same), and the median seconds the bands cost per window.
+
+The margins are fitted by benchmarks/calibrate_bands.py on other windows (seed 131) of the
+lognormal latency and flights3m `distance`; this script measures them on held-out windows
+(seed 31) of those two and on a data shape the calibration never saw, flights3m `delay`
+(arrival delay, minutes: a spike near 0, a long right tail). Goal: [0.93, 0.97] at nominal
+0.95; with W windows a coverage's standard error is √(0.95 · 0.05 / W) (0.015 at W = 200).
+The JSON also keeps each cell's coverage at c = 0 (the replicates' spread only) and c = 1
+(the whole bias estimate |b| as margin, the rule before the calibration).
 
 `--families` adds the numeric estimators without a bias-corrected band (CFO-binning with
 Norm-Sub, HH-ADMM): the coverage of estimate ± z · bootstrap standard error, the only band
 their bootstrap could give, which is why their records declare none. Range queries have no
 band in the record (declared, not measured).
 
-    python benchmarks/coverage.py --windows 200 --families --json benchmarks/results/coverage.json
+    python benchmarks/coverage.py --windows 100 --calibration-set-sizes 1000,10000,100000 \\
+        --families --jobs 2 --json benchmarks/results/coverage.json
 """
 from __future__ import annotations
 
 import argparse
-import os
+import functools
+import pickle
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from bench_json import Run, add_json_argument
+from bench_json import Run, add_json_argument, default_datasets_dir
 
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window, interval_fit
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
-from ldp_telemetry.ldp.estimation.uncertainty import (BAND_STATISTICS, MARGIN_RULES,
-                                                      RECORD_MARGINS, Z95, band_limits,
-                                                      bootstrap_statistics,
-                                                      uncalibrated_statistics)
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_STATISTICS, Z95, band_scales,
+                                                      bootstrap_statistics, half_widths)
 
-DATASETS = Path(os.environ.get("LDP_DATASETS", Path(__file__).resolve().parents[2] / "shared"
-                               / "datasets"))
-FLIGHTS = DATASETS / "flights3m_2001H1.npz"
-
-
-def lognormal(rng: np.random.Generator, n: int) -> np.ndarray:
-    """A latency in ms: lognormal(μ = 1, σ = 0.6), clipped to the domain [0, 32]."""
-    return np.clip(rng.lognormal(1.0, 0.6, n), 0.0, 32.0)
-
-
-def flights_distance(column: np.ndarray):
-    """Flight distances (miles, right-skewed), n of the 3 million at random, jittered by up
-    to one mile so that ties do not sit on bucket edges."""
-    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
-        return column[rng.choice(len(column), n, replace=False)] + rng.random(n)
-    return draw
+FLIGHTS = "flights3m_2001H1.npz"
+LOGNORMAL = "lognormal latency"
+DISTANCE = "flights3m distance"
+DELAY = "flights3m delay"
+#: data set -> (low, high) of its domain
+DOMAINS = {LOGNORMAL: (0.0, 32.0), DISTANCE: (0.0, 5000.0), DELAY: (-60.0, 240.0)}
+#: the data sets the margins are fitted on (benchmarks/calibrate_bands.py)
+CALIBRATION_SETS = (LOGNORMAL, DISTANCE)
+#: measured here only: a data shape the calibration never saw
+HELD_OUT_SETS = (DELAY,)
+CALIBRATION_SEED = 131
+EVALUATION_SEED = 31
 
 
-def truth(values: np.ndarray) -> dict[str, float]:
-    return {"mean": float(values.mean()), "variance": float(values.var()),
-            **{key: float(np.quantile(values, float(key))) for key in QUANTILE_LEVELS}}
+def flights_path() -> Path:
+    return Path(default_datasets_dir()) / FLIGHTS
+
+
+def available(names) -> list[str]:
+    """The data sets of `names` that can be drawn here (the flights columns need the shared
+    data sets; a missing file is said on stderr and skipped)."""
+    found = []
+    for name in names:
+        if name != LOGNORMAL and not flights_path().exists():
+            print(f"data set not found, skipped: {name} ({FLIGHTS})", file=sys.stderr)
+            continue
+        found.append(name)
+    return found
+
+
+@functools.cache
+def _column(name: str) -> np.ndarray:
+    return np.load(flights_path())[name.split()[-1]].astype(np.float64)
+
+
+def draw(name: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    """n values of data set `name`, clipped to its domain: a lognormal(μ = 1, σ = 0.6) latency
+    in ms, or n of the 3 million flights at random (with replacement only when n exceeds
+    them), jittered by up to one unit so that ties do not sit on bucket edges."""
+    low, high = DOMAINS[name]
+    if name == LOGNORMAL:
+        values = rng.lognormal(1.0, 0.6, n)
+    else:
+        column = _column(name)
+        values = column[rng.choice(len(column), n, replace=n > len(column))] + rng.random(n)
+    return np.clip(values, low, high)
+
+
+def truth(values: np.ndarray) -> np.ndarray:
+    """The window's true BAND_STATISTICS (population variance, quantiles of the values)."""
+    levels = [float(key) for key in QUANTILE_LEVELS]
+    return np.concatenate([[values.mean(), values.var()], np.quantile(values, levels)])
 
 
 def registry_of(protocol: str, estimator: dict, epsilon: float, domain) -> object:
@@ -77,40 +113,72 @@ def reports(config, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return statistic
 
 
-def cell(name, draw, domain, epsilon, n, windows, replicates, seed) -> dict:
-    """Coverage of one (data set, ε, n) over `windows` windows, under every margin rule."""
+def simulate(name: str, epsilon: float, n: int, buckets: int, windows: int, replicates: int,
+             seed: int) -> dict:
+    """Per window and statistic of one (data set, ε, n, buckets) cell: `error` |θ − (θ̂ − b)|
+    (the truth's distance from the band's centre), `spread` s and `bias` b of the R
+    replicates, arrays of shape (W, S); and the seconds the bootstrap took per window. A band
+    of margin scale c covers the truth iff error ≤ half_widths(spread, bias, R, c) (clipping
+    to the feasible range never removes the truth)."""
+    low, high = DOMAINS[name]
     config = registry_of("sw", {"method": "ems", "bootstrap": replicates, "seed": seed},
-                         epsilon, domain)
+                         epsilon, (low, high, buckets))
     fit = interval_fit(config)
     forward = config.protocol.channel().forward
     edges = config.bucket_edges
-    rng = np.random.default_rng([seed, n, int(epsilon * 100)])
-    rules = (*MARGIN_RULES, "record")
-    hits = {rule: {key: 0 for key in BAND_STATISTICS} for rule in rules}
-    widths = {rule: {key: [] for key in BAND_STATISTICS} for rule in rules}
-    seconds = []
-    for _ in range(windows):
-        values = draw(rng, n)
+    rng = np.random.default_rng([seed, n, int(epsilon * 100), buckets])
+    error, spread, bias, seconds = [], [], [], []
+    for window in range(windows):
+        values = draw(name, rng, n)
         counts = reports(config, values, rng)
         started = time.perf_counter()
-        theta, replicated = bootstrap_statistics(forward, fit, counts, n, edges, replicates, seed)
-        limits = {rule: band_limits(theta, replicated, edges, rule) for rule in MARGIN_RULES}
-        limits["record"] = band_limits(theta, replicated, edges, RECORD_MARGINS)
+        theta, replicated = bootstrap_statistics(forward, fit, counts, n, edges, replicates,
+                                                 seed * 100_003 + window)
         seconds.append(time.perf_counter() - started)
-        true = truth(values)
-        for rule, (lower, upper) in limits.items():
-            for key, low, high in zip(BAND_STATISTICS, lower, upper, strict=True):
-                hits[rule][key] += bool(low <= true[key] <= high)
-                widths[rule][key].append(high - low)
-    coverage = {rule: {key: hits[rule][key] / windows for key in BAND_STATISTICS}
-                for rule in MARGIN_RULES}
-    record = {key: hits["record"][key] / windows for key in BAND_STATISTICS}
-    width = {rule: {key: statistics.median(widths[rule][key]) for key in BAND_STATISTICS}
-             for rule in rules}
-    return {"dataset": name, "epsilon": epsilon, "n": n, "windows": windows,
-            "coverage": record, "coverage_by_rule": coverage,
-            "median_width_by_rule": width,
-            "median_band_s": statistics.median(seconds)}
+        b = replicated.mean(axis=0) - theta
+        error.append(np.abs(truth(values) - (theta - b)))
+        spread.append(replicated.std(axis=0, ddof=1))
+        bias.append(b)
+    return {"dataset": name, "epsilon": epsilon, "n": n, "buckets": buckets,
+            "windows": windows, "replicates": replicates, "error": np.array(error),
+            "spread": np.array(spread), "bias": np.array(bias), "seconds": seconds}
+
+
+def simulate_cell(args: tuple) -> dict:
+    return simulate(*args)
+
+
+def simulate_all(cells: list[tuple], jobs: int):
+    """`simulate` over cells (argument tuples), in `jobs` processes; yields in order."""
+    if jobs <= 1:
+        yield from map(simulate_cell, cells)
+        return
+    with ProcessPoolExecutor(jobs) as pool:
+        yield from pool.map(simulate_cell, cells)
+
+
+def coverage_at(sim: dict, scales) -> np.ndarray:
+    """Fraction of the cell's windows whose band of margin scale(s) c holds the truth, per
+    statistic."""
+    half = half_widths(sim["spread"], sim["bias"], sim["replicates"], scales)
+    return (sim["error"] <= half).mean(axis=0)
+
+
+def evaluate(sim: dict) -> dict:
+    """The cell's coverage under the record's margins (`band_scales`), at c = 0 and c = 1."""
+    scales, _ = band_scales(sim["epsilon"], sim["n"], sim["buckets"], sim["replicates"])
+    record = coverage_at(sim, np.nan_to_num(scales, nan=1.0))
+    declared = [key for key, scale in zip(BAND_STATISTICS, scales, strict=True)
+                if np.isnan(scale)]
+    return {"dataset": sim["dataset"], "epsilon": sim["epsilon"], "n": sim["n"],
+            "buckets": sim["buckets"], "windows": sim["windows"],
+            "held_out_shape": sim["dataset"] in HELD_OUT_SETS,
+            "coverage": dict(zip(BAND_STATISTICS, map(float, record), strict=True)),
+            "declared_without_band": declared,
+            "coverage_by_rule": {
+                f"c = {c:g}": dict(zip(BAND_STATISTICS, map(float, coverage_at(sim, c)),
+                                       strict=True)) for c in (0.0, 1.0)},
+            "median_band_s": statistics.median(sim["seconds"])}
 
 
 #: Numeric estimators without a bias-corrected band: (label, protocol, estimator, buckets).
@@ -118,23 +186,24 @@ FAMILIES = (("CFO-binning (cfo-grr, norm-sub)", "cfo-grr", "norm-sub", 64),
             ("HH-ADMM (hh, admm)", "hh", "admm", 64))
 
 
-def family_cell(label, protocol, estimator, buckets, name, draw, domain, epsilon, n, windows,
-                replicates, seed) -> dict:
+def family_cell(label, protocol, estimator, buckets, name, epsilon, n, windows, replicates,
+                seed) -> dict:
     """Coverage of estimate ± Z95 · bootstrap standard error of a numeric estimator without a
     bias-corrected band (the band its bootstrap could give): mean and quantiles."""
+    low, high = DOMAINS[name]
     config = registry_of(protocol, {"method": estimator, "bootstrap": replicates, "seed": seed},
-                         epsilon, (domain[0], domain[1], buckets))
+                         epsilon, (low, high, buckets))
     rng = np.random.default_rng([seed, n, int(epsilon * 100), 7])
     keys = ["mean", *QUANTILE_LEVELS]
     hits = dict.fromkeys(keys, 0)
     seconds = []
     for _ in range(windows):
-        values = draw(rng, n)
+        values = draw(name, rng, n)
         statistic = reports(config, values, rng)
         started = time.perf_counter()
         result = finalize_window(config, statistic, n)
         seconds.append(time.perf_counter() - started)
-        true = truth(values)
+        true = dict(zip(BAND_STATISTICS, truth(values), strict=True))
         shown = {"mean": (result.mean, result.errors.mean),
                  **{k: (result.quantiles[k], result.errors.quantiles[k]) for k in QUANTILE_LEVELS}}
         for key, (value, error) in shown.items():
@@ -144,61 +213,101 @@ def family_cell(label, protocol, estimator, buckets, name, draw, domain, epsilon
             "median_finalize_s": statistics.median(seconds)}
 
 
+def numbers(text: str, kind=float) -> list:
+    return [kind(value) for value in text.split(",") if value]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=200)
     parser.add_argument("--replicates", type=int, default=20)
     parser.add_argument("--epsilons", default="0.5,1,2,4")
-    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--sizes", default="1000,10000,100000,1000000")
+    parser.add_argument("--calibration-set-sizes", default="1000,10000,100000,1000000",
+                        help="the sizes measured on held-out windows of the calibration "
+                             "data sets (--sizes: on the held-out data shape)")
+    parser.add_argument("--buckets", type=int, default=128)
+    parser.add_argument("--wide-all", action="store_true",
+                        help="the --wide-* cells on every data set, not the held-out shape only")
+    parser.add_argument("--wide-buckets", type=int, default=512,
+                        help="a second bucket count, measured on the --wide-* cells (0: none)")
+    parser.add_argument("--wide-epsilons", default="1,4")
+    parser.add_argument("--wide-sizes", default="10000")
+    parser.add_argument("--wide-windows", type=int, default=100)
+    parser.add_argument("--cache", metavar="PATH", default=None,
+                        help="keep the simulated windows in PATH (pickle) and re-evaluate "
+                             "from it when it exists (after a new calibration)")
+    parser.add_argument("--simulate-only", action="store_true",
+                        help="with --cache: simulate and keep the windows, evaluate nothing")
     parser.add_argument("--families", action="store_true",
                         help="also measure CFO-binning and HH-ADMM (bootstrap s.e. bands)")
     parser.add_argument("--family-windows", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=31)
+    parser.add_argument("--seed", type=int, default=EVALUATION_SEED)
+    parser.add_argument("--jobs", type=int, default=1, help="processes measuring cells")
     add_json_argument(parser)
     args = parser.parse_args(argv)
-    sets = [("lognormal latency", lognormal, (0.0, 32.0, 128))]
-    if FLIGHTS.exists():
-        sets.append(("flights3m distance", flights_distance(
-            np.load(FLIGHTS)["distance"].astype(np.float64)), (0.0, 5000.0, 128)))
+    if args.seed == CALIBRATION_SEED:
+        parser.error(f"--seed {CALIBRATION_SEED} is the calibration's: pick held-out windows")
+    sets = available(CALIBRATION_SETS + HELD_OUT_SETS)
+    sets = sorted(sets, key=lambda name: name not in HELD_OUT_SETS)  # the held-out shape first
+    sizes = {name: numbers(args.sizes if name in HELD_OUT_SETS else args.calibration_set_sizes,
+                           int) for name in sets}
+    cells = [(name, e, n, args.buckets, args.windows, args.replicates, args.seed)
+             for name in sets for e in numbers(args.epsilons) for n in sizes[name]]
+    if args.wide_buckets:
+        cells += [(name, e, n, args.wide_buckets, args.wide_windows, args.replicates, args.seed)
+                  for name in sets if name in HELD_OUT_SETS or args.wide_all
+                  for e in numbers(args.wide_epsilons) for n in numbers(args.wide_sizes, int)]
+    cache = Path(args.cache) if args.cache else None
+    if cache is not None and cache.exists():
+        with cache.open("rb") as file:
+            sims = pickle.load(file)  # a file this script wrote (trusted, local)
+        if [tuple(sim[k] for k in ("dataset", "epsilon", "n", "buckets", "windows"))
+                for sim in sims] != [cell[:5] for cell in cells]:
+            parser.error(f"--cache {cache} holds other cells")
     else:
-        print(f"data set not found, skipped: {FLIGHTS.name}", file=sys.stderr)
-    epsilons = [float(e) for e in args.epsilons.split(",")]
-    sizes = [int(n) for n in args.sizes.split(",")]
+        sims = simulate_all(cells, args.jobs)
+        if cache is not None:
+            done = []
+            for sim in sims:  # kept as each cell ends: a partial file names its cells
+                done.append(sim)
+                with cache.with_suffix(".partial").open("wb") as file:
+                    pickle.dump(done, file)
+            cache.with_suffix(".partial").replace(cache)
+            sims = done
+    if args.simulate_only:
+        return
     keys = list(BAND_STATISTICS)
-    print(f"{'data set':<20} {'ε':>4} {'n':>7} " + " ".join(f"{k[:5]:>5} " for k in keys)
-          + "  band s")
+    print(f"{'data set':<20} {'ε':>4} {'n':>8} {'d':>4} "
+          + " ".join(f"{k[:5]:>5} " for k in keys) + "  band s")
     rows, families = [], []
     with Run("coverage", args.json, vars(args)) as run:
-        for name, draw, domain in sets:
-            for epsilon in epsilons:
-                for n in sizes:
-                    row = cell(name, draw, domain, epsilon, n, args.windows, args.replicates,
-                               args.seed)
-                    rows.append(row)
-                    print(f"{name:<20} {epsilon:>4g} {n:>7} " + " ".join(
-                        f"{row['coverage'][k]:5.2f}"
-                        + ("*" if k in uncalibrated_statistics(epsilon, n) else " ")
-                        for k in keys)
-                        + f"  {row['median_band_s']:.2f}", flush=True)
+        for sim in sims:
+            row = evaluate(sim)
+            rows.append(row)
+            print(f"{row['dataset']:<20} {row['epsilon']:>4g} {row['n']:>8} {row['buckets']:>4} "
+                  + " ".join(f"{row['coverage'][k]:5.2f}"
+                             + ("*" if k in row["declared_without_band"] else " ")
+                             for k in keys)
+                  + f"  {row['median_band_s']:.2f}", flush=True)
         if args.families:
             fkeys = ["mean", *QUANTILE_LEVELS]
             print(f"\nestimate ± {Z95:.2f} · bootstrap s.e. (no record band)\n"
                   f"{'family':<32} {'data set':<20} {'ε':>4} {'n':>7} "
                   + " ".join(f"{k[:5]:>5}" for k in fkeys) + "  finalize s")
             for label, protocol, estimator, buckets in FAMILIES:
-                for name, draw, domain in sets:
+                for name in available(CALIBRATION_SETS):
                     for epsilon in (1.0, 4.0):
-                        for n in (10_000,):
-                            row = family_cell(label, protocol, estimator, buckets, name, draw,
-                                              domain, epsilon, n, args.family_windows,
-                                              args.replicates, args.seed)
-                            families.append(row)
-                            print(f"{label:<32} {name:<20} {epsilon:>4g} {n:>7} " + " ".join(
-                                f"{row['coverage'][k]:5.2f}" for k in fkeys)
-                                + f"  {row['median_finalize_s']:.2f}", flush=True)
+                        row = family_cell(label, protocol, estimator, buckets, name, epsilon,
+                                          10_000, args.family_windows, args.replicates,
+                                          args.seed)
+                        families.append(row)
+                        print(f"{label:<32} {name:<20} {epsilon:>4g} {10_000:>7} " + " ".join(
+                            f"{row['coverage'][k]:5.2f}" for k in fkeys)
+                            + f"  {row['median_finalize_s']:.2f}", flush=True)
         run.save({"cells": rows, "statistics": keys, "goal": [0.93, 0.97],
-                  "margin_rules": list(MARGIN_RULES),
-                  "record_margins": dict(zip(BAND_STATISTICS, RECORD_MARGINS, strict=True)),
+                  "calibration_sets": list(CALIBRATION_SETS),
+                  "held_out_sets": list(HELD_OUT_SETS), "calibration_seed": CALIBRATION_SEED,
                   "families": families,
                   "range_queries": "no band in the record (declared, not measured)"})
 

@@ -193,8 +193,8 @@ def ems_speed(r: dict) -> str:
 
 
 def _declared(row: dict) -> set[str]:
-    """The statistics the record declares without a band at the row's ε and n: the code's
-    current declaration (uncalibrated_statistics), or the file's own list in older files."""
+    """The statistics the record declares without a band at the row's ε and n: the file's own
+    list (the declarations it was measured under), or the code's current one in older files."""
     if "declared_without_band" in row:
         return set(row["declared_without_band"])
     from ldp_telemetry.ldp.estimation.uncertainty import uncalibrated_statistics
@@ -202,62 +202,60 @@ def _declared(row: dict) -> set[str]:
 
 
 def coverage(r: dict) -> str:
-    """The numeric bands' coverage: one row per data set, ε and n; * marks a statistic the
-    record declares without a band at that ε and n (its coverage is measured all the same).
-    Then the margin rules compared on the same replicates, and the families without a
-    bias-corrected band."""
+    """The numeric bands' coverage on held-out windows: one row per data set, ε, n and
+    buckets; * marks a statistic the record declares without a band there (its coverage is
+    measured all the same). Counts of the cells with a band inside, above and below the goal,
+    in all and on the data shape the calibration never saw; then the same cells at c = 0 and
+    c = 1; then the families without a bias-corrected band."""
     keys = r["statistics"]
     goal = r["goal"]
     windows = r["parameters"]["windows"]
     se = (0.95 * 0.05 / windows) ** 0.5
-    if "coverage_by_rule" in r["cells"][0] and "record_margins" not in r:
-        # a file measured before the record's margins were chosen per statistic: the record's
-        # bands are the same replicates under those margins, which the file holds per rule
-        from ldp_telemetry.ldp.estimation.uncertainty import RECORD_MARGINS
-        margins = dict(zip(keys, RECORD_MARGINS, strict=True))
-        for row in r["cells"]:
-            row["coverage"] = {key: row["coverage_by_rule"][margins[key]][key] for key in keys}
-        r["record_margins"] = margins
 
     def cell(row, key):
         value = row["coverage"][key]
         mark = "*" if key in _declared(row) else ""
         return "–" if value is None else f"{value:.2f}{mark}"
-    rows = [[row["dataset"], f"{row['epsilon']:g}", f"{row['n']:,}",
+    rows = [[row["dataset"], f"{row['epsilon']:g}", f"{row['n']:,}", str(row.get("buckets", 128)),
              *[cell(row, key) for key in keys], f"{row['median_band_s']:.2f}"]
             for row in r["cells"]]
     banded = [(row, key) for row in r["cells"] for key in keys if key not in _declared(row)]
 
-    def counts(coverage_of) -> str:
-        within = sum(goal[0] <= coverage_of(row, key) <= goal[1] for row, key in banded)
-        above = sum(coverage_of(row, key) > goal[1] for row, key in banded)
-        below = sum(coverage_of(row, key) < goal[0] for row, key in banded)
-        close = sum(goal[0] - 2 * se <= coverage_of(row, key) < goal[0] for row, key in banded)
-        return (f"{within} inside, {above} above, {below} below ({close} of them within 2 "
-                f"standard errors of {goal[0]})")
+    def counts(pairs, coverage_of) -> list[str]:
+        values = [coverage_of(row, key) for row, key in pairs]
+        return [str(len(values)), str(sum(goal[0] <= v <= goal[1] for v in values)),
+                str(sum(v > goal[1] for v in values)), str(sum(v < goal[0] for v in values)),
+                str(sum(abs(v - 0.95) > 2 * se for v in values))]
+    record = lambda row, key: row["coverage"][key]  # noqa: E731
+    held_out = r.get("held_out_sets", [])
+    groups = [("all", banded),
+              ("held-out windows of the calibration data sets",
+               [(row, key) for row, key in banded if row["dataset"] not in held_out]),
+              ("held-out data shape (" + ", ".join(held_out) + ")",
+               [(row, key) for row, key in banded if row["dataset"] in held_out])]
+    groups += [(f"{d} buckets", [(row, key) for row, key in banded
+                                 if row.get("buckets", 128) == d])
+               for d in sorted({row.get("buckets", 128) for row in r["cells"]})]
+    declared = sum(len(_declared(row)) for row in r["cells"])
     out = [f"{windows} windows per row, {r['parameters']['replicates']} replicates; a "
-           f"coverage's standard error is {se:.3f}. Of the {len(banded)} cells with a band "
-           f"(goal [{goal[0]}, {goal[1]}]): {counts(lambda row, key: row['coverage'][key])}. "
-           f"Range queries: {r['range_queries']}.", "",
-           table(["data set", "ε", "n", *keys, "band s"], rows,
-                 right=set(range(1, len(keys) + 4)))]
-    rules = r.get("margin_rules")
-    if rules:
-        groups = {"mean, variance": ["mean", "variance"],
-                  "quantiles": [k for k in keys if k not in ("mean", "variance")]}
-        lines = []
-        for rule in rules:
-            for group, members in groups.items():
-                mine = [(row, key) for row, key in banded if key in members]
-                values = [row["coverage_by_rule"][rule][key] for row, key in mine]
-                lines.append([rule, group, str(sum(goal[0] <= v <= goal[1] for v in values)),
-                              str(sum(v > goal[1] for v in values)),
-                              str(sum(v < goal[0] for v in values))])
-        chosen = ", ".join(f"{key} {rule}" for key, rule in r["record_margins"].items())
-        out += ["", "The margin rules on the same replicates, over the same cells with a band "
-                f"(the record's margins: {chosen}):", "",
-                table(["margin rule", "statistics", "inside", "above", "below"], lines,
-                      right={2, 3, 4})]
+           f"coverage's standard error is {se:.3f}. {len(banded)} cells have a band, "
+           f"{declared} are declared without one (`*`). Goal [{goal[0]}, {goal[1]}]; "
+           f"\"off 0.95\" counts the cells more than 2 standard errors ({2 * se:.3f}) from "
+           f"0.95. Range queries: {r['range_queries']}.", "",
+           table(["cells with a band", "cells", "inside", "above", "below", "off 0.95"],
+                 [[name, *counts(pairs, record)] for name, pairs in groups if pairs],
+                 right={1, 2, 3, 4, 5}), "",
+           table(["data set", "ε", "n", "d", *keys, "band s"], rows,
+                 right=set(range(1, len(keys) + 5)))]
+    rules = list(r["cells"][0].get("coverage_by_rule", {}))
+    if rules and "calibration_sets" in r:
+        lines = [[f"margin {rule} for every statistic",
+                  *counts(banded, lambda row, key, rule=rule: row["coverage_by_rule"][rule][key])]
+                 for rule in rules]
+        out += ["", "The same cells under a fixed margin scale (c = 0: the replicates' spread "
+                "alone; c = 1: the whole |b|, the rule before the calibration):", "",
+                table(["margin", "cells", "inside", "above", "below", "off 0.95"], lines,
+                      right={1, 2, 3, 4, 5})]
     families = r.get("families") or []
     if families:
         fkeys = list(families[0]["coverage"])
@@ -270,6 +268,24 @@ def coverage(r: dict) -> str:
                 table(["estimator", "data set", "ε", "n", *fkeys, "finalize s"], lines,
                       right=set(range(2, len(fkeys) + 5)))]
     return "\n".join(out)
+
+
+def band_calibration(r: dict) -> str:
+    """The fitted margin scale c per (ε, n) cell and statistic ("–": declared without a band)
+    and the calibration data sets' coverage at it."""
+    keys = r["statistics"]
+    sets = r["calibration_sets"]
+    rows = []
+    for row in r["cells"]:
+        rows.append([f"{row['epsilon']:g}", f"{row['n']:,}", "c",
+                     *["–" if row["scales"][k] is None else f"{row['scales'][k]:.2f}"
+                       for k in keys]])
+        for name in sets:
+            rows.append(["", "", name, *[f"{row['coverage'][name][k]:.2f}" for k in keys]])
+    return (f"{r['parameters']['windows']} calibration windows per data set and cell; a cell "
+            f"keeps its band where both data sets' coverage at the fitted c lies within "
+            f"{r['tolerance']} of {r['target']}.\n\n"
+            + table(["ε", "n", "", *keys], rows, right=set(range(3, len(keys) + 3))))
 
 
 def wiener_speed(r: dict) -> str:
@@ -654,13 +670,22 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "against the same iterations with a dense d̃ × d matrix. The goal is ≤ 0.1 s per window.",
      ems_speed, "python benchmarks/ems_speed.py"),
     ("coverage", "Coverage of the numeric 95% bands",
-     "Square Wave metrics (128 buckets; EMS estimate) over W windows of n values each, "
+     "Square Wave metrics (128 buckets, and 512 where the d column says so; EMS estimate) "
+     "over W windows of n values each, "
      "perturbed by the client's mechanism; each record's bias-corrected bootstrap band "
      "(through EM, [error bars](error-bars.md#numeric-metrics)) is checked against the "
      "window's true mean, variance and quantiles: the fraction of windows covered (goal "
      "[0.93, 0.97] at nominal 0.95) and the median seconds the bands cost per window. "
-     "A `*` marks a statistic the record declares without a band at that ε and n.",
-     coverage, "python benchmarks/coverage.py --windows 200 --families"),
+     "A `*` marks a statistic the record declares without a band at that ε and n. The margins "
+     "are fitted on other windows (see the next section); these windows are held out, and "
+     "flights3m `delay` is a data shape the calibration never saw.",
+     coverage, "python benchmarks/coverage.py --windows 200 --families --jobs 2"),
+    ("band_calibration", "Calibration of the numeric 95% bands",
+     "The margin scale c of each statistic's band per (ε, n) cell (`MARGIN_SCALES`, "
+     "[error bars](error-bars.md#numeric-metrics)), fitted on calibration windows of the "
+     "lognormal latency and flights3m `distance` (128 buckets, R = 20) so that the worse of "
+     "the two coverages is nearest 0.95, and those coverages.",
+     band_calibration, "python benchmarks/calibrate_bands.py --windows 200 --jobs 2 --write"),
     ("wiener_speed", "Wiener estimators per window",
      "`finalize_window` (unbiased estimate, the estimator with its standard errors, Norm-Hyb) "
      "on the support counts of one simulated window of 10⁶ OUE reports (ε = 2), and the "

@@ -87,7 +87,8 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
     `std_error`: their bootstrap standard errors; `mean`, `variance`, `quantiles` in metric
     units with `mean_std_error`, `quantile_std_errors`; `unbiased_estimate` is null.
     `band_method` names how the 95% `bands` (statistic -> {lower, upper}, or null) were made,
-    `band_reasons` says why a statistic has none (ldp_telemetry.ldp.estimation.uncertainty).
+    `band_reasons` says why a statistic has none, or that its band is extrapolated
+    (ldp_telemetry.ldp.estimation.uncertainty).
     """
     errors = result.errors
     return EstimateRecord(

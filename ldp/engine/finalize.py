@@ -18,9 +18,9 @@ from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, summary
 from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.estimation.replay import Choice, postprocess_with_choice
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
-                                                      Band, BootstrapErrors, bias_corrected_bands,
-                                                      no_bands, Z95, parametric_bootstrap,
-                                                      uncalibrated_statistics)
+                                                      Band, BootstrapErrors, band_scales,
+                                                      bias_corrected_bands, no_bands, Z95,
+                                                      parametric_bootstrap)
 from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS, FrequencyOracle
 from ldp_telemetry.ldp.protocols.mean_mechanisms import MeanMechanism
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, standard_error, unbiased_estimate
@@ -153,14 +153,12 @@ def interval_fit(config: MetricConfig) -> Callable[[np.ndarray], np.ndarray] | N
     return fit
 
 
-def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
-                  uncalibrated: dict[str, str] | None = None) -> tuple[str, dict]:
+def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str, dict]:
     """(band method, bands) of a Square Wave metric estimated by EMS or EM: the bias-corrected
     parametric bootstrap of ldp_telemetry.ldp.estimation.uncertainty.bias_corrected_bands with
-    `interval_fit` as the interval estimator; other estimators have no calibrated band (band
-    method "none"). `uncalibrated` (statistic -> reason) defaults to the statistics declared
-    without a band at the metric's ε and n
-    (ldp_telemetry.ldp.estimation.uncertainty.uncalibrated_statistics)."""
+    `interval_fit` as the interval estimator and the margins calibrated for the metric's ε,
+    n, buckets and replicates (`band_scales`: null bands where declared, the reason where
+    extrapolated); other estimators have no calibrated band (band method "none")."""
     spec, protocol = config.estimator, config.protocol
     params = dict(spec.params)
     fit = interval_fit(config)
@@ -169,10 +167,10 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int,
                                    "bootstrap measures the spread, not the bias")
     # `interval_fit` gives a fit only for the Square Wave protocols' EMS and EM
     assert isinstance(protocol, (SquareWave, DiscreteSquareWave)), "a calibrated band's protocol"
+    replicates = params.get("bootstrap", 0)
+    scales, reasons = band_scales(protocol.epsilon, int(n), config.d, replicates)
     bands = bias_corrected_bands(protocol.channel().forward, fit, counts, n, config.bucket_edges,
-                                 params.get("bootstrap", 0), params.get("seed", 0),
-                                 uncalibrated_statistics(protocol.epsilon, int(n))
-                                 if uncalibrated is None else uncalibrated)
+                                 replicates, params.get("seed", 0), scales, reasons)
     method = BAND_BIAS_CORRECTED if any(b.lower is not None for b in bands.values()) else BAND_NONE
     return method, bands
 

@@ -93,54 +93,73 @@ WIENER_NO_BAND = ("no calibrated band for a Wiener filter: its fixed-gain standa
 #: quantile levels.
 BAND_STATISTICS: tuple[str, ...] = ("mean", "variance") + QUANTILE_LEVELS
 
-#: The (ε, n per window) grid benchmarks/coverage.py measures the bands on.
+#: The (ε, n per window) grid the record's margins are calibrated on
+#: (benchmarks/calibrate_bands.py) and measured on (benchmarks/coverage.py), and the
+#: replicates and buckets they are calibrated with. A window outside them gets the nearest
+#: cell's margin, and its bands say so (`band_scales`): at 512 buckets the held-out coverage
+#: was 0.81-1.00 (8 of 21 cells more than two standard errors from 0.95, mostly below).
 COVERAGE_EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
-COVERAGE_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000)
+COVERAGE_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000, 1_000_000)
+CALIBRATED_REPLICATES = DEFAULT_REPLICATES
+CALIBRATED_BUCKETS = 128
 
-#: Statistic -> the grid cells (ε, n) where its band is declared absent: the measured coverage
-#: of the record's band fell below 0.90 on a shared data set (W = 200 windows: a coverage of
-#: 0.93 is observed below 0.90 with probability 5%; docs/error-bars.md has the table). Cells
-#: at 0.90–0.93 keep their band (within sampling noise of the goal).
-UNCALIBRATED_CELLS: dict[str, frozenset[tuple[float, int]]] = {
-    "0.01": frozenset({(0.5, 1_000), (0.5, 10_000), (0.5, 100_000), (1.0, 1_000),
-                       (1.0, 10_000), (1.0, 100_000), (2.0, 1_000), (2.0, 10_000),
-                       (2.0, 100_000)}),
-    "0.05": frozenset({(0.5, 1_000), (0.5, 10_000), (0.5, 100_000), (1.0, 1_000),
-                       (2.0, 1_000)}),
-    "0.1": frozenset({(0.5, 1_000), (0.5, 10_000), (1.0, 1_000), (2.0, 1_000),
-                      (4.0, 100_000)}),
-    "0.25": frozenset({(0.5, 1_000), (2.0, 1_000), (4.0, 100_000)}),
-    "0.95": frozenset({(0.5, 1_000)}),
-    "0.99": frozenset({(0.5, 1_000), (0.5, 10_000), (1.0, 1_000), (1.0, 10_000),
-                       (2.0, 1_000), (2.0, 10_000), (4.0, 1_000)}),
-}
-UNCALIBRATED_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: the bootstrap through EM "
-                       "understates the deconvolution bias of this statistic there (measured "
-                       "coverage below 0.90 in benchmarks/coverage.py)")
+UNCALIBRATED_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: no margin on the bootstrap "
+                       "through EM brought this statistic's coverage into [0.93, 0.97] on the "
+                       "calibration data (benchmarks/calibrate_bands.py)")
+EXTRAPOLATED_REASON = ("band extrapolated: {what} outside the calibrated range ({measured}); "
+                       "the margin of the nearest calibrated setting is used")
 
 
 def coverage_cell(epsilon: float, n: int) -> tuple[float, int]:
-    """The measured grid cell a window of ε and n reports falls in: the largest grid ε at or
-    below ε (the smallest above it when none is), the grid n nearest in log scale. Outside
-    the grid (ε > 4, n > 10⁵, ...) the nearest cell stands in for a measurement."""
+    """The calibrated grid cell a window of ε and n reports falls in: the largest grid ε at or
+    below ε (the smallest above it when none is), the grid n nearest in log scale."""
     below = [grid for grid in COVERAGE_EPSILONS if grid <= epsilon]
     cell_epsilon = below[-1] if below else COVERAGE_EPSILONS[0]
     cell_n = min(COVERAGE_SIZES, key=lambda size: abs(math.log(max(n, 1)) - math.log(size)))
     return cell_epsilon, cell_n
 
 
-def uncalibrated_statistics(epsilon: float, n: int | None = None) -> dict[str, str]:
-    """Statistic -> reason, for the statistics whose band is not calibrated for windows of ε
-    and n reports (`coverage_cell`); without n, those declared at any n for that ε."""
-    sizes = COVERAGE_SIZES if n is None else (coverage_cell(epsilon, n)[1],)
-    cell_epsilon = coverage_cell(epsilon, COVERAGE_SIZES[0])[0]
-    found = {}
-    for key, cells in UNCALIBRATED_CELLS.items():
-        declared = [size for size in sizes if (cell_epsilon, size) in cells]
-        if declared:
-            found[key] = UNCALIBRATED_REASON.format(
-                epsilon=epsilon, n=f"{n:,}" if n is not None else "any")
-    return found
+def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
+                replicates: int = CALIBRATED_REPLICATES) -> tuple[np.ndarray, dict[str, str]]:
+    """(c per statistic of BAND_STATISTICS, reasons) for windows of ε, n reports, `buckets`
+    buckets and R = `replicates`: the calibrated margin scale of the window's grid cell
+    (`coverage_cell`; MARGIN_SCALES of ldp_telemetry.ldp.estimation.band_calibration), NaN
+    where the statistic is declared without a band (reason UNCALIBRATED_REASON); for a window
+    outside the calibrated range (ε outside [0.5, 4], n outside [10³/√10, √10 · 10⁶], other
+    than 128 buckets or R = 20) every band's reason says it is extrapolated."""
+    from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
+    cell = coverage_cell(epsilon, n)
+    outside = []
+    if not COVERAGE_EPSILONS[0] <= epsilon <= COVERAGE_EPSILONS[-1]:
+        outside.append((f"ε = {epsilon:g}",
+                        f"{COVERAGE_EPSILONS[0]:g}-{COVERAGE_EPSILONS[-1]:g}"))
+    if not COVERAGE_SIZES[0] / math.sqrt(10) <= n <= COVERAGE_SIZES[-1] * math.sqrt(10):
+        outside.append((f"n = {n:,}", f"{COVERAGE_SIZES[0]:,}-{COVERAGE_SIZES[-1]:,} reports"))
+    if buckets != CALIBRATED_BUCKETS:
+        outside.append((f"{buckets} buckets", f"{CALIBRATED_BUCKETS} buckets"))
+    if replicates != CALIBRATED_REPLICATES:
+        outside.append((f"{replicates} bootstrap replicates", f"{CALIBRATED_REPLICATES}"))
+    extrapolated = "; ".join(EXTRAPOLATED_REASON.format(what=what, measured=measured)
+                             for what, measured in outside)
+    scales = np.full(len(BAND_STATISTICS), np.nan)
+    reasons = {}
+    for at, key in enumerate(BAND_STATISTICS):
+        scale = MARGIN_SCALES[cell][key]
+        if scale is None:
+            reasons[key] = UNCALIBRATED_REASON.format(epsilon=epsilon, n=f"{n:,}")
+        else:
+            scales[at] = scale
+            if extrapolated:
+                reasons[key] = extrapolated
+    return scales, reasons
+
+
+def uncalibrated_statistics(epsilon: float, n: int) -> dict[str, str]:
+    """Statistic -> reason, for the statistics declared without a band for windows of ε and n
+    reports (`band_scales`)."""
+    scales, reasons = band_scales(epsilon, n)
+    return {key: reasons[key] for key, scale in zip(BAND_STATISTICS, scales, strict=True)
+            if np.isnan(scale)}
 
 
 @dataclass(frozen=True)
@@ -167,18 +186,6 @@ def _statistics(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
     levels = [float(level) for level in QUANTILE_LEVELS]
     return np.column_stack([histogram_mean(x, edges), histogram_variance(x, edges),
                             histogram_quantiles(x, edges, levels)])
-
-
-#: How the margin for the bias left after the correction is taken (`band_limits`):
-#: "whole": all of |b|; "significant": the part of |b| beyond its own noise,
-#: max(|b| − t·s/√R, 0); "none": no margin.
-MARGIN_RULES = ("whole", "significant", "none")
-#: The record's margin per statistic of BAND_STATISTICS: none for the mean and the variance,
-#: whose bias after the correction is noise (with the whole |b| they covered 0.97–1.00, with
-#: none 38 of 48 cells lie in [0.93, 0.97]); the whole |b| for the quantiles, whose bias at
-#: x̂ understates the deconvolution bias (without it the middle quantiles covered 0.81–0.94).
-RECORD_MARGINS: tuple[str, ...] = tuple("none" if key in ("mean", "variance") else "whole"
-                                        for key in BAND_STATISTICS)
 
 
 def bootstrap_statistics(channel_model: Callable[[np.ndarray], np.ndarray],
@@ -208,26 +215,31 @@ def feasible_ranges(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lowest, highest
 
 
-def band_limits(theta: np.ndarray, replicated: np.ndarray, edges: np.ndarray,
-                margin: str | tuple[str, ...] = RECORD_MARGINS) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) of the bias-corrected bands of each statistic from θ̂ and the R
-    replicates θ* (see `bias_corrected_bands`) with `margin` (one of MARGIN_RULES, or one per
-    statistic; default the record's), clipped to the statistics' feasible ranges (the true
-    value always lies there, so clipping never loses coverage)."""
+def half_widths(spread: np.ndarray, bias: np.ndarray, replicates: int,
+                scale: np.ndarray | float) -> np.ndarray:
+    """Half-width of the bias-corrected band for margin scale c (`bias_corrected_bands`):
+    t · s · √(1 + 1/R) · min(1, 1 + c) + max(c, 0) · |b|, with t the 0.975 quantile of
+    Student's t with R − 1 degrees of freedom. Increasing in c: c ≥ 0 adds c · |b| to the
+    replicates' spread, c in [−1, 0) narrows the spread part (where it alone over-covers)."""
     from scipy.stats import t as student_t  # scipy only where bands are made
-    replicates = replicated.shape[0]
     t = float(student_t.ppf(0.975, replicates - 1))
+    scale = np.asarray(scale, dtype=np.float64)
+    return (t * np.asarray(spread) * np.sqrt(1.0 + 1.0 / replicates) * np.minimum(1.0, 1.0 + scale)
+            + np.maximum(scale, 0.0) * np.abs(bias))
+
+
+def band_limits(theta: np.ndarray, replicated: np.ndarray, edges: np.ndarray,
+                scales: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) of the bias-corrected bands of each statistic from θ̂ and the R
+    replicates θ* (see `bias_corrected_bands`) with margin scale c (one, or one per statistic;
+    `half_widths`), clipped to the statistics' feasible ranges (the true value always lies
+    there, so clipping never loses coverage). NaN where c is NaN."""
+    scales = np.broadcast_to(np.asarray(scales, dtype=np.float64), theta.shape)
+    if np.any(scales[~np.isnan(scales)] < -1.0):
+        raise ValueError(f"a margin scale is at least -1, got {np.nanmin(scales)!r}")
+    replicates = replicated.shape[0]
     bias = replicated.mean(axis=0) - theta
-    spread = replicated.std(axis=0, ddof=1)
-    rules = (margin,) * bias.size if isinstance(margin, str) else tuple(margin)
-    if len(rules) != bias.size or not set(rules) <= set(MARGIN_RULES):
-        raise ValueError(f"margin is one of {MARGIN_RULES} (or one per statistic), "
-                         f"got {margin!r}")
-    rule = np.array(rules)
-    extra = np.where(rule == "whole", np.abs(bias), 0.0)
-    extra = np.where(rule == "significant",
-                     np.maximum(np.abs(bias) - t * spread / np.sqrt(replicates), 0.0), extra)
-    half = t * spread * np.sqrt(1.0 + 1.0 / replicates) + extra
+    half = half_widths(replicated.std(axis=0, ddof=1), bias, replicates, scales)
     lowest, highest = feasible_ranges(edges)
     centre = theta - bias
     return (np.clip(centre - half, lowest, highest), np.clip(centre + half, lowest, highest))
@@ -236,7 +248,7 @@ def band_limits(theta: np.ndarray, replicated: np.ndarray, edges: np.ndarray,
 def bias_corrected_bands(channel_model: Callable[[np.ndarray], np.ndarray],
                          fit: Callable[[np.ndarray], np.ndarray], counts: np.ndarray, n: int,
                          edges: np.ndarray, replicates: int, seed: int,
-                         uncalibrated: dict[str, str]) -> dict[str, Band]:
+                         scales: np.ndarray, reasons: dict[str, str]) -> dict[str, Band]:
     """95% bands for the mean, variance and quantiles by a bias-corrected parametric bootstrap.
 
     `fit` is the interval estimator, report counts -> distribution over the buckets (EM without
@@ -247,28 +259,28 @@ def bias_corrected_bands(channel_model: Callable[[np.ndarray], np.ndarray],
     the truth), each is fitted again, and with θ*_r the replicates' statistics
 
         b = mean(θ*) − θ̂,   s = std(θ*),
-        band = θ̂ − b ± (t · s · √(1 + 1/R) + m)
+        band = θ̂ − b ± (t · s · √(1 + 1/R) · min(1, 1 + c) + max(c, 0) · |b|)
 
-    clipped to the range the statistic can take (`feasible_ranges`), with t the 0.975 quantile
-    of Student's t with R − 1 degrees of freedom (s is estimated from R replicates) and
-    √(1 + 1/R) the variance s²/R of the estimated bias. The bias is measured at x̂, which EM
-    has smoothed, not at the truth: for a quantile it understates the true bias, by up to its
-    own size where we measured it, hence the margin m = |b| (RECORD_MARGINS); for the mean and
-    the variance the bias left is noise and m = 0 (a margin there only over-covered).
-    Statistics named in `uncalibrated` (statistic -> reason) get no band, with the reason.
-    Cost: R + 1 runs of `fit`, independent of n up to the iterations EM takes (at most its
-    max_iterations).
+    clipped to the range the statistic can take (`feasible_ranges`), t the 0.975 quantile of
+    Student's t with R − 1 degrees of freedom (s is estimated from R replicates), √(1 + 1/R)
+    for the variance s²/R of the estimated bias. The bias is measured at x̂, which EM has
+    smoothed, not at the truth, so the correction leaves a bias of its own; the margin scale c
+    per statistic (`scales`, from `band_scales`: calibrated per (ε, n) cell on calibration
+    windows, measured on held-out ones) sizes the band to 95% coverage. A statistic whose c
+    is NaN gets no band; `reasons` (statistic -> text) go with the bands (why there is none,
+    or that the band is extrapolated). Cost: R + 1 runs of `fit`, independent of n up to the
+    iterations EM takes (at most its max_iterations).
     """
     if replicates < 2 or n <= 0:
         return no_bands("no band: fewer than 2 bootstrap replicates" if n > 0
                         else "no band: no reports")
     theta, replicated = bootstrap_statistics(channel_model, fit, counts, n, edges, replicates,
                                              seed)
-    lower, upper = band_limits(theta, replicated, edges)
+    lower, upper = band_limits(theta, replicated, edges, scales)
     bands = {}
-    for key, low, high in zip(BAND_STATISTICS, lower, upper, strict=True):
-        if key in uncalibrated:
-            bands[key] = Band(None, None, uncalibrated[key])
+    for key, low, high, scale in zip(BAND_STATISTICS, lower, upper, scales, strict=True):
+        if np.isnan(scale):
+            bands[key] = Band(None, None, reasons[key])
         else:
-            bands[key] = Band(float(low), float(high))
+            bands[key] = Band(float(low), float(high), reasons.get(key))
     return bands
