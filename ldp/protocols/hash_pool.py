@@ -97,14 +97,31 @@ class PoolNoise(SupportNoise):
     to [0, 1] as in SupportNoise (module docstring). `sigma`, the standard error of a value of
     frequency 0 that thresholds, weights and `smallest_resolvable` use, is
     sqrt(eq. 7 + collision·(Σ f² - 1/n)) with Σ f² (`squares`) of the window's plug-in
-    (`given`); eq. 7 alone (the privacy noise) until one is given."""
+    (`given`); eq. 7 alone (the privacy noise) until one is given. `pool` = (root, k, m)
+    identifies the hashes, so that two versions' collision errors over one pool are known to be
+    correlated (`shared_collision`)."""
 
     collision: float = 0.0
     squares: float | None = None  # Σ f² of the plug-in distribution given (None: none yet)
+    pool: tuple[int, int, int] | None = None  # (root, k, m) of the pool (None: not known)
 
     def given(self, frequencies: np.ndarray) -> PoolNoise:
         f = np.clip(np.asarray(frequencies, dtype=np.float64), 0.0, 1.0)
         return dataclasses.replace(self, squares=float(np.dot(f, f)))
+
+    def shared_collision(self, other: SupportNoise) -> float:
+        """C_ab of two versions hashing one pool (same root): their bias given the pool is
+        Σ_{x != v} f_x (κ(x, v) - 1/m)/(1 - 1/m) (module docstring) over the pool's common first
+        min(k_a, k_b) hashes, so Cov = Σ_{x != v} f_x² / (max(k_a, k_b)·(m - 1)) for one m.
+        For different m (the multiply-shift hash of one seed places a value in related buckets
+        at every m) Cauchy-Schwarz per hash bounds it by 1/(max k·sqrt((m_a - 1)(m_b - 1))),
+        which is used. 0 for another root or a noise without a pool."""
+        if not isinstance(other, PoolNoise) or self.pool is None or other.pool is None:
+            return 0.0
+        (root, k, m), (other_root, other_k, other_m) = self.pool, other.pool
+        if root != other_root:
+            return 0.0
+        return 1.0 / (max(k, other_k) * math.sqrt((m - 1) * (other_m - 1)))
 
     @property
     def sigma(self) -> float:
@@ -222,7 +239,8 @@ class HashPool(FrequencyOracle):
         return 1.0 / (self.k * (self.m - 1))
 
     def noise(self, n: int) -> PoolNoise:
-        return PoolNoise(self.p_star, self.q_star, int(n), self.collision)
+        return PoolNoise(self.p_star, self.q_star, int(n), self.collision,
+                         pool=(self.root, self.k, self.m))
 
     def linear_variance(self, n: int, weights: np.ndarray, frequencies: np.ndarray) -> float:
         """The module docstring's exact variance: independent reports plus the pool's term."""
