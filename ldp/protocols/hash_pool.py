@@ -59,6 +59,9 @@ MAX_POOL_HASHES = 1 << 16
 MAX_SKETCH_BUCKETS = 1 << 16
 #: Most cells k·m (k·2m for HCMS) of one statistic: 2^24 int64 cells, 128 MiB.
 MAX_POOL_CELLS = 1 << 24
+#: Most hash evaluations k·d of one window's `support_counts` (about 80 s at the 2·10⁸ a second
+#: measured by benchmarks/sketch_cost.py): FLH's default k = 1,024 at the largest domain, 2²⁴.
+MAX_POOL_HASH_EVALUATIONS = 1 << 34
 #: Hash evaluations per block of `support_counts`: (k x values) uint64, 2 MiB.
 _SUPPORT_CELLS = 1 << 18
 #: The sketch parameters a configuration may choose and a record carries: k hash functions and m
@@ -179,6 +182,12 @@ class HashPool(FrequencyOracle):
         if k * m * self.cell_width > MAX_POOL_CELLS:
             raise RegistryError(f"{self.name}: k·m = {k * m * self.cell_width:,} statistic "
                                 f"cells exceed {MAX_POOL_CELLS:,} (MAX_POOL_CELLS)", "sketch")
+        if k * self.d > MAX_POOL_HASH_EVALUATIONS:
+            raise RegistryError(f"{self.name}: k·d = {k * self.d:,} hash evaluations per window "
+                                f"exceed {MAX_POOL_HASH_EVALUATIONS:,} "
+                                f"(MAX_POOL_HASH_EVALUATIONS): at most k = "
+                                f"{MAX_POOL_HASH_EVALUATIONS // self.d:,} at d = {self.d:,}",
+                                "sketch.k")
         root = POOL_ROOT if pool is None else pool
         if not (is_int(root) and 0 <= root < 1 << 64):
             raise RegistryError(f"{self.name} pool root must be an integer in [0, 2^64), "
