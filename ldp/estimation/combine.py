@@ -69,6 +69,8 @@ class CombinedResult:
         """RESOLVABLE_STD_ERRORS standard errors of the combined estimate of a value of
         frequency 0: 2·sqrt(Σ_k w_k + shared_variance) / Σ_k w_k (2 / sqrt(Σ_k w_k) when the
         versions' errors are independent)."""
+        if self.shared_variance == 0.0:  # the same float as ever for independent versions
+            return RESOLVABLE_STD_ERRORS / float(np.sqrt(self.total_weight))
         return (RESOLVABLE_STD_ERRORS * float(np.sqrt(self.total_weight + self.shared_variance))
                 / self.total_weight)
 
