@@ -31,8 +31,14 @@ def _drop_optional_gcp_notice(record: logging.LogRecord) -> bool:
 
 def _drop_user_error_traceback(record: logging.LogRecord) -> bool:
     """Beam logs an exception raised in a step with its traceback before raising it again; a
-    UserError (e.g. an input file changed while the job ran) is then one line from `main`."""
-    return not (record.exc_info and isinstance(record.exc_info[1], UserError))
+    UserError (e.g. an input file changed while the job ran) is then one line from `main`. A
+    portable runner's worker logs it as text (`partials.reported_source_change`)."""
+    if record.exc_info and isinstance(record.exc_info[1], UserError):
+        return False
+    if record.levelno < logging.ERROR:
+        return True
+    from ldp_telemetry.ldp.engine.partials import reported_source_change
+    return reported_source_change(RuntimeError(record.getMessage())) is None
 
 
 def main(argv: list[str] | None = None) -> int:

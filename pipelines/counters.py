@@ -9,6 +9,7 @@ from __future__ import annotations
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import TestOptions
 
+from ldp_telemetry.ldp.engine.partials import reported_source_change
 from ldp_telemetry.ldp.engine.reasons import Reason
 from ldp_telemetry.output.coverage import RunInputs
 from ldp_telemetry.transforms.read import COUNTER_NAMESPACE, EVENT_TIME_NAMESPACE
@@ -19,10 +20,18 @@ def run_and_count(pipeline, out, inputs: RunInputs | None = None) -> dict[str, i
     given, gets each metric's event-time range (`input_ranges`).
 
     A dry run (`--dry_run=True`, e.g. on Dataflow) builds and validates the job without running
-    it: nothing is counted, and the empty counters are returned.
+    it: nothing is counted, and the empty counters are returned. An input file changed while
+    the job ran is SourceChanged on every runner, also where the runner reports the workers'
+    error only as text (`partials.reported_source_change`).
     """
-    result = pipeline.run()
-    result.wait_until_finish()
+    try:
+        result = pipeline.run()
+        result.wait_until_finish()
+    except RuntimeError as error:  # a portable runner's failed job: a worker's error as text
+        changed = reported_source_change(error)
+        if changed is None:
+            raise
+        raise changed from None
     if pipeline.options.view_as(TestOptions).dry_run:
         print("dry run: the job was built and validated, and not run", file=out)
         return {}

@@ -25,6 +25,7 @@ otherwise (a file rewritten while the job ran).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -54,6 +55,18 @@ class SourceChanged(InputError):
     def __init__(self, message: str, field: str | None = "input"):
         # one argument too: a runner re-raises a worker's exception as type(error)(message)
         super().__init__(message, field)
+
+
+#: A SourceChanged as a worker's traceback names it: what a portable runner (a job service,
+#: Flink's job server) reports of it, as the text of a RuntimeError, instead of the exception.
+_REPORTED_CHANGE = re.compile(r"\bldp\.engine\.partials\.SourceChanged: ([^\n]+)")
+
+
+def reported_source_change(error: RuntimeError) -> SourceChanged | None:
+    """The SourceChanged a runner reported only as the text of a failed job (`error`), to be
+    raised in its place (the command line exits 2 naming the file); None when it holds none."""
+    found = _REPORTED_CHANGE.findall(str(error))
+    return SourceChanged(found[-1].strip()) if found else None
 
 
 class PartialCount:

@@ -13,6 +13,15 @@ is exactly unbiased (each f~_k is), and its exact variance is
 
     Var[f^_v] = Σ_k w_k² Var[f~_{k,v}] / (Σ_k w_k)²                       (eq. 2 per version)
 
+Versions of a pooled-hash oracle (CMS, HCMS, FLH) are the exception on both counts. Their σ_k²
+includes the pool's collision term at the window's plug-in (ldp_telemetry.ldp.protocols.
+hash_pool.PoolNoise), so their weights depend on the data through Σ f² alone (a bias of the
+order of that estimate's error, far below the standard error). And two of them hashing one
+public pool make collision errors that are correlated, not independent: where value v sits at
+the same index j in both, the variance gains 2 w_a w_b C_ab Σ_{i != j} f_{a,i} f_{b,i} / (Σ_k w_k)²
+(f_{a,i}: the frequency of the value version a puts at index i; C_ab:
+`SupportNoise.shared_collision`), with the versions' plug-ins for f.
+
 reported as a standard error with each Var[f~_{k,v}] the variance of that version's unbiased
 estimate (eq. 2 at its plug-in estimate, `finalize.error_plug_in`; not the error a version's
 estimator may report for its own output). σ_k² is eq. 2 at f_v = 0, so the weights are the optimal
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -54,12 +64,19 @@ class CombinedResult:
     #: why the values have no 95% band (a version with too few expected supports per value,
     #: frequency_bands.few_supports_reason), or None
     band_reason: str | None = None
+    #: Σ_{a != b} w_a w_b Cov[f~_a, f~_b] of a value of frequency 0: pooled-hash versions'
+    #: shared collision errors (module docstring); 0 for every other oracle
+    shared_variance: float = 0.0
 
     @property
     def smallest_resolvable(self) -> float:
         """RESOLVABLE_STD_ERRORS standard errors of the combined estimate of a value of
-        frequency 0: 2 / sqrt(Σ_k w_k)."""
-        return RESOLVABLE_STD_ERRORS / float(np.sqrt(self.total_weight))
+        frequency 0: 2·sqrt(Σ_k w_k + shared_variance) / Σ_k w_k (2 / sqrt(Σ_k w_k) when the
+        versions' errors are independent)."""
+        if self.shared_variance == 0.0:  # the same float as ever for independent versions
+            return RESOLVABLE_STD_ERRORS / float(np.sqrt(self.total_weight))
+        return (RESOLVABLE_STD_ERRORS * float(np.sqrt(self.total_weight + self.shared_variance))
+                / self.total_weight)
 
 
 def shared_labels(configs: Sequence[Any]) -> list[str] | None:
@@ -89,22 +106,39 @@ def combine_versions(parts: Iterable[tuple[Any, Any]]) -> CombinedResult | None:
         return None
     weighted = np.zeros(len(labels))
     weighted_variance = np.zeros(len(labels))
-    totals = []
+    totals, rows_of, plug_ins = [], [], []
     for config, result in parts:
         weight = 1.0 / result.noise.sigma ** 2
         index = {label: i for i, label in enumerate(config.value_labels)}
         rows = np.fromiter((index[label] for label in labels), dtype=np.intp, count=len(labels))
         weighted += weight * np.asarray(result.unbiased, dtype=np.float64)[rows]
-        error = standard_error(error_plug_in(result.unbiased), result.noise)
+        plug_in = error_plug_in(result.unbiased)
+        error = standard_error(plug_in, result.noise)
         weighted_variance += weight ** 2 * error[rows] ** 2
         totals.append(weight)
+        rows_of.append(rows)
+        plug_ins.append(np.clip(plug_in, 0.0, 1.0))
+    shared_variance = 0.0
+    for a, b in combinations(range(len(parts)), 2):
+        shared = parts[a][1].noise.shared_collision(parts[b][1].noise)
+        if shared == 0.0:
+            continue
+        # Cov[f~_a,v, f~_b,v] = C_ab·Σ_{i != j} f_a,i f_b,i where v sits at index j in both
+        size = min(len(plug_ins[a]), len(plug_ins[b]))
+        products = plug_ins[a][:size] * plug_ins[b][:size]
+        both = float(products.sum())
+        pair = 2.0 * totals[a] * totals[b] * shared
+        same = rows_of[a] == rows_of[b]
+        weighted_variance[same] += pair * (both - products[rows_of[a][same]])
+        shared_variance += pair * both
     total = sum(totals)
     few = [(config.version, few_supports_reason(result.noise)) for config, result in parts]
     reasons = [f"version {version}: {reason}" for version, reason in few if reason is not None]
     return CombinedResult(
         versions=tuple(config.version for config, _ in parts), labels=labels,
         n=sum(result.n for _, result in parts), estimate=weighted / total,
-        std_error=np.sqrt(weighted_variance) / total,
+        std_error=np.sqrt(np.maximum(weighted_variance, 0.0)) / total,
         weights={config.version: weight / total
                  for (config, _), weight in zip(parts, totals, strict=True)},
-        total_weight=total, band_reason="; ".join(reasons) or None)
+        total_weight=total, band_reason="; ".join(reasons) or None,
+        shared_variance=shared_variance)

@@ -59,6 +59,9 @@ MAX_POOL_HASHES = 1 << 16
 MAX_SKETCH_BUCKETS = 1 << 16
 #: Most cells k·m (k·2m for HCMS) of one statistic: 2^24 int64 cells, 128 MiB.
 MAX_POOL_CELLS = 1 << 24
+#: Most hash evaluations k·d of one window's `support_counts` (about 80 s at the 2·10⁸ a second
+#: measured by benchmarks/sketch_cost.py): FLH's default k = 1,024 at the largest domain, 2²⁴.
+MAX_POOL_HASH_EVALUATIONS = 1 << 34
 #: Hash evaluations per block of `support_counts`: (k x values) uint64, 2 MiB.
 _SUPPORT_CELLS = 1 << 18
 #: The sketch parameters a configuration may choose and a record carries: k hash functions and m
@@ -97,14 +100,31 @@ class PoolNoise(SupportNoise):
     to [0, 1] as in SupportNoise (module docstring). `sigma`, the standard error of a value of
     frequency 0 that thresholds, weights and `smallest_resolvable` use, is
     sqrt(eq. 7 + collision·(Σ f² - 1/n)) with Σ f² (`squares`) of the window's plug-in
-    (`given`); eq. 7 alone (the privacy noise) until one is given."""
+    (`given`); eq. 7 alone (the privacy noise) until one is given. `pool` = (root, k, m)
+    identifies the hashes, so that two versions' collision errors over one pool are known to be
+    correlated (`shared_collision`)."""
 
     collision: float = 0.0
     squares: float | None = None  # Σ f² of the plug-in distribution given (None: none yet)
+    pool: tuple[int, int, int] | None = None  # (root, k, m) of the pool (None: not known)
 
     def given(self, frequencies: np.ndarray) -> PoolNoise:
         f = np.clip(np.asarray(frequencies, dtype=np.float64), 0.0, 1.0)
         return dataclasses.replace(self, squares=float(np.dot(f, f)))
+
+    def shared_collision(self, other: SupportNoise) -> float:
+        """C_ab of two versions hashing one pool (same root): their bias given the pool is
+        Σ_{x != v} f_x (κ(x, v) - 1/m)/(1 - 1/m) (module docstring) over the pool's common first
+        min(k_a, k_b) hashes, so Cov = Σ_{x != v} f_x² / (max(k_a, k_b)·(m - 1)) for one m.
+        For different m (the multiply-shift hash of one seed places a value in related buckets
+        at every m) Cauchy-Schwarz per hash bounds it by 1/(max k·sqrt((m_a - 1)(m_b - 1))),
+        which is used. 0 for another root or a noise without a pool."""
+        if not isinstance(other, PoolNoise) or self.pool is None or other.pool is None:
+            return 0.0
+        (root, k, m), (other_root, other_k, other_m) = self.pool, other.pool
+        if root != other_root:
+            return 0.0
+        return 1.0 / (max(k, other_k) * math.sqrt((m - 1) * (other_m - 1)))
 
     @property
     def extra_variance(self) -> float:
@@ -166,6 +186,12 @@ class HashPool(FrequencyOracle):
         if k * m * self.cell_width > MAX_POOL_CELLS:
             raise RegistryError(f"{self.name}: k·m = {k * m * self.cell_width:,} statistic "
                                 f"cells exceed {MAX_POOL_CELLS:,} (MAX_POOL_CELLS)", "sketch")
+        if k * self.d > MAX_POOL_HASH_EVALUATIONS:
+            raise RegistryError(f"{self.name}: k·d = {k * self.d:,} hash evaluations per window "
+                                f"exceed {MAX_POOL_HASH_EVALUATIONS:,} "
+                                f"(MAX_POOL_HASH_EVALUATIONS): at most k = "
+                                f"{MAX_POOL_HASH_EVALUATIONS // self.d:,} at d = {self.d:,}",
+                                "sketch.k")
         root = POOL_ROOT if pool is None else pool
         if not (is_int(root) and 0 <= root < 1 << 64):
             raise RegistryError(f"{self.name} pool root must be an integer in [0, 2^64), "
@@ -226,7 +252,8 @@ class HashPool(FrequencyOracle):
         return 1.0 / (self.k * (self.m - 1))
 
     def noise(self, n: int) -> PoolNoise:
-        return PoolNoise(self.p_star, self.q_star, int(n), self.collision)
+        return PoolNoise(self.p_star, self.q_star, int(n), self.collision,
+                         pool=(self.root, self.k, self.m))
 
     def linear_variance(self, n: int, weights: np.ndarray, frequencies: np.ndarray) -> float:
         """The module docstring's exact variance: independent reports plus the pool's term."""

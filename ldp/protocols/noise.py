@@ -47,6 +47,13 @@ class SupportNoise:
         ldp_telemetry.ldp.protocols.hash_pool.PoolNoise) takes it into `sigma`."""
         return self
 
+    def shared_collision(self, other: SupportNoise) -> float:
+        """C_ab: the covariance of this window's unbiased estimate of a value with `other`'s
+        (another version's reports of the same window), per unit Σ_{x != v} f_x². 0: reports
+        made apart are independent unless both versions hash values through one public pool
+        (ldp_telemetry.ldp.protocols.hash_pool.PoolNoise)."""
+        return 0.0
+
     @property
     def extra_variance(self) -> float:
         """The part of every value's variance that eq. 2 leaves out and does not depend on the

@@ -16,6 +16,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from ldp_telemetry.ldp.base.errors import ConfigError, RegistryError
+from ldp_telemetry.ldp.base.validation import MAX_DOMAIN_SIZE
 from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.ldp.config.cost import cost_model
 from ldp_telemetry.ldp.config.planner import plan
@@ -24,6 +25,7 @@ from ldp_telemetry.ldp.engine.batches import ReportBatch
 from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate, set_indicator
 from ldp_telemetry.ldp.protocols import PROTOCOLS
+from ldp_telemetry.ldp.protocols.hash_pool import MAX_POOL_HASH_EVALUATIONS
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.records import window_estimate_record
 from ldp_telemetry.schemas import SCHEMA_DIR, load_schema
@@ -73,6 +75,11 @@ def test_the_sketch_builds_the_protocol_and_is_fingerprinted(name):
     (metric(sketch={"m": 1}), "sketch.m", "MAX_SKETCH_BUCKETS"),
     (metric("hcms", sketch={"m": 96}), "sketch.m", "power of two"),
     (metric(sketch={"k": 65536, "m": 1024}), "sketch", "MAX_POOL_CELLS"),
+    # finalize hashes every value under every hash: k·d is bounded (2^34, ~80 s a window)
+    ({**metric("flh", sketch={"k": 2048}), "domain": {"size": 1 << 24}}, "sketch.k",
+     "MAX_POOL_HASH_EVALUATIONS"),
+    ({**metric(sketch={"k": 65536, "m": 2}), "domain": {"size": (1 << 18) + 1}}, "sketch.k",
+     "at most k = 65,535 at d = 262,145"),
 ])
 def test_a_bad_sketch_is_an_error_naming_its_field(entry, field, words):
     with pytest.raises(RegistryError, match=words) as raised:
@@ -254,3 +261,12 @@ def test_ldp_show_names_the_sketch_of_a_pooled_window():
     assert "  cms (k=8, m=16) ε=2  " in shown.splitlines()[0]
     plain = format_top(window(registry(metric("olh"))["app"]), 3)
     assert "  olh ε=2  " in plain.splitlines()[0]
+
+
+def test_the_defaults_at_the_largest_domain_stay_within_the_hash_evaluation_limit():
+    """FLH's default k = 1,024 at d = 2^24 is the limit itself; CMS and HCMS stay below it."""
+    for name in ("cms", "hcms", "flh"):
+        config = registry({**metric(name), "domain": {"size": MAX_DOMAIN_SIZE}})["app"]
+        assert config.protocol.k * MAX_DOMAIN_SIZE <= MAX_POOL_HASH_EVALUATIONS
+    edge = registry({**metric(sketch={"k": 65536, "m": 2}), "domain": {"size": 1 << 18}})
+    assert edge["app"].protocol.k == 65536
