@@ -10,14 +10,17 @@ A column is the list of its N rows' values, or `{"all": value}` when every row h
 `FIELDS`: the window's start (`start`: the difference from the previous row's start, the first
 from T, in units of U ms; its end is the start plus its series' `length_ms`), the index of its
 series in `series`, n, late reports, pane timing (an index into `TIMINGS`), index and last flag,
-the smallest resolvable frequency, rejects by reason (or null), the estimates and 95% half
-widths of the series' top-k values (in the series' `indices` order), the mean and the lower
+the smallest resolvable frequency, rejects by reason (or null), the estimates of the series'
+top-k values (in the series' `indices` order) and the lower (`low`) and upper (`high`) bound of
+each one's 95% band as the record saved it (`output.bands.value_bands`: a post-processed
+value's band need not be centred on its estimate, which may even lie outside it; null where the
+record declares none, `store.records.value_rows`), the mean and the lower
 and upper bound of the record's 95% band of it (numeric metrics; null where the record has
 none, `output.bands`), whether the window has too few reports for its series
 (`output.resolution.SeriesResolution`), its integrity flag's text (or null), and why it is
 partial (an index into `partials`, `output.coverage.PARTIAL_TEXTS`; 0: it is not).
-Frequencies (the smallest resolvable one, the top-k estimates and half widths) are integers in
-units of 1/`FREQUENCY_SCALE`; a mean and its half width are rounded to `CHART_DIGITS`
+Frequencies (the smallest resolvable one, the top-k estimates and their bounds) are integers in
+units of 1/`FREQUENCY_SCALE`; a mean and its bounds are rounded to `CHART_DIGITS`
 significant digits. `unpack` reads a payload back into rows. A chosen window's values come
 whole from `/api/window`. A series carries its name (`source.series_of`), configuration version,
 window length, the indices and labels of its top-k values (control characters escaped:
@@ -38,7 +41,7 @@ from ldp_telemetry.output.resolution import SeriesResolution
 from ldp_telemetry.output.text import printable
 
 FIELDS = ("start", "series", "n", "late", "timing", "pane", "last", "floor", "rejects", "top",
-          "half", "mean", "mean_low", "mean_high", "few", "integrity", "partial")
+          "low", "high", "mean", "mean_low", "mean_high", "few", "integrity", "partial")
 TIMINGS = ("EARLY", "ON_TIME", "LATE", "UNKNOWN")
 #: Significant digits of a numeric metric's mean drawn over windows (the window's facts show
 #: it whole).
@@ -129,8 +132,8 @@ def pack(rows: list[dict], series: list[Series], cursor: int) -> dict:
             row["pane_index"], 1 if row["pane_is_last"] else 0,
             scaled(floor), row.get("rejects") or None,
             [None if v is None else scaled(v[0]) for v in values],
-            [None if v is None or v[1] is None or v[2] is None
-             else scaled((v[2] - v[1]) / 2) for v in values],
+            *([None if v is None or v[1] is None or v[2] is None else scaled(v[at])
+               for v in values] for at in (1, 2)),
             rounded(row.get("mean")),
             *(rounded(bound) for bound in row.get("mean_band") or (None, None)),
             1 if few else 0, row.get("integrity_flag"), row.get("partial", NOT_PARTIAL)])
@@ -159,7 +162,8 @@ def unpack(payload: dict) -> list[dict]:
         row.update(start=start, start_ms=start, end_ms=start + series["length_ms"],
                    version=series["version"], floor=frequency(row["floor"]),
                    top=[frequency(v) for v in row["top"]],
-                   half=[frequency(v) for v in row["half"]])
+                   low=[frequency(v) for v in row["low"]],
+                   high=[frequency(v) for v in row["high"]])
         rows.append(row)
     return rows
 
