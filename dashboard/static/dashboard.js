@@ -126,7 +126,15 @@
     var seriesList = data.series || [], out = [], start = data.t0;
     for (var k = 0; k < count; k++) {
       var s = seriesList[get("series", k)] || {};
-      var top = (get("top", k) || []).map(freq), lows = (get("low", k) || []).map(freq), highs = (get("high", k) || []).map(freq);
+      /* a band as sent: low = estimate - lower, skew = (upper - e) - (e - lower), one number
+       * for the row when its bands share it */
+      var sent = get("top", k) || [], below = get("low", k) || [], skew = get("skew", k);
+      var top = sent.map(freq);
+      var lows = sent.map(function (e, r) { return typeof e === "number" && typeof below[r] === "number" ? freq(e - below[r]) : null; });
+      var highs = sent.map(function (e, r) {
+        var d = below[r], s = Array.isArray(skew) ? skew[r] : skew;
+        return typeof e === "number" && typeof d === "number" && typeof s === "number" ? freq(e + d + s) : null;
+      });
       start += get("start", k) * data.unit;
       var end = start + s.length_ms;
       var w = {window_start: isoOf(start), window_end: isoOf(end), start_ms: start, end_ms: end,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ldp_telemetry.dashboard.pages import metric_page_link
-from ldp_telemetry.dashboard.payload import FREQUENCY_SCALE, unpack
+from ldp_telemetry.dashboard.payload import FREQUENCY_SCALE, SKEW_SHARED, Series, pack, unpack
 from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource, StoreSource
 from ldp_telemetry.ldp.base.times import iso_from_ms
@@ -142,3 +142,39 @@ def test_the_read_out_prints_a_band_not_centred_as_lower_upper(browser, tmp_path
         server.shutdown()
         server.server_close()
         source.close()
+
+
+def packed_bands(top: dict) -> tuple[dict, dict]:
+    """(the sent band columns, the unpacked row) of one window whose top values are `top`
+    {index: (estimate, lower95, upper95)}."""
+    series = Series(name="1 h", version="", length_ms=HOUR, indices=sorted(top))
+    row = {"window_start_ms": START, "window_end_ms": START + HOUR, "version": "", "n": N,
+           "pane_timing": "ON_TIME", "pane_index": 0, "pane_is_last": True, "top": top}
+    payload = pack([row], [series], 1)
+    return ({name: payload["columns"][name] for name in ("low", "skew")},
+            unpack(payload)[0])
+
+
+def test_a_rows_skews_are_one_number_only_within_skew_shared_units():
+    unit = 1 / FREQUENCY_SCALE
+    centred = {0: (0.5, 0.4, 0.6), 1: (0.3, 0.25, 0.35)}
+    sent, row = packed_bands(centred)
+    assert sent == {"low": {"all": [1_000_000, 500_000]}, "skew": {"all": 0}}
+    assert (row["low"], row["high"]) == ([0.4, 0.25], [0.6, 0.35])
+    # skews of 10 and 10 + SKEW_SHARED units: one number, each bound within half of it
+    near = {0: (0.5, 0.4, 0.6 + 10 * unit), 1: (0.3, 0.25, 0.35 + (10 + SKEW_SHARED) * unit)}
+    sent, row = packed_bands(near)
+    assert sent["skew"] == {"all": 10 + SKEW_SHARED // 2}
+    assert row["high"] == pytest.approx([near[0][2], near[1][2]],
+                                        abs=(SKEW_SHARED / 2 + 0.5) * unit)
+    # one unit more: each skew sent, each bound exact to the unit
+    far = {0: (0.5, 0.4, 0.6 + 10 * unit), 1: (0.3, 0.25, 0.35 + (11 + SKEW_SHARED) * unit)}
+    sent, row = packed_bands(far)
+    assert sent["skew"] == {"all": [10, 11 + SKEW_SHARED]}
+    assert row["high"] == pytest.approx([far[0][2], far[1][2]], abs=SENT)
+    # a value without a band (or absent) sends none, and the others keep theirs
+    sent, row = packed_bands({0: (0.5, 0.45, 0.58), 1: (0.3, None, None)})
+    assert sent["skew"] == {"all": 300_000} and sent["low"] == {"all": [500_000, None]}
+    assert (row["low"], row["high"]) == ([0.45, None], [0.58, None])
+    sent, row = packed_bands({0: (0.5, None, None)})
+    assert sent == {"low": {"all": [None]}, "skew": {"all": None}}
