@@ -132,8 +132,8 @@
       var top = sent.map(freq);
       var lows = sent.map(function (e, r) { return typeof e === "number" && typeof below[r] === "number" ? freq(e - below[r]) : null; });
       var highs = sent.map(function (e, r) {
-        var d = below[r], s = Array.isArray(skew) ? skew[r] : skew;
-        return typeof e === "number" && typeof d === "number" && typeof s === "number" ? freq(e + d + s) : null;
+        var d = below[r], by = Array.isArray(skew) ? skew[r] : skew;
+        return typeof e === "number" && typeof d === "number" && typeof by === "number" ? freq(e + d + by) : null;
       });
       start += get("start", k) * data.unit;
       var end = start + s.length_ms;
