@@ -179,8 +179,8 @@ def metric_page(metric: str, data: dict, latest: dict | None, source: str, live:
 </dl>
 {privacy_section(latest.get("privacy"), latest)}
 <p class="source">windows from <code>{html.escape(source)}</code> ·
-<span id="status">{status}</span> · ± is the half width of the 95% band
-({Z95:.2f} standard errors) everywhere on this page</p>
+<span id="status">{status}</span> · ± is the half width of a 95% band centred on its
+estimate ({Z95:.2f} standard errors); a band that is not is shown as [lower, upper]</p>
 <div id="advice">{advice}</div>
 </header>"""
     state = {"metric": metric, "metric_shown": printable(metric), "live": live,

@@ -10,15 +10,23 @@ A column is the list of its N rows' values, or `{"all": value}` when every row h
 `FIELDS`: the window's start (`start`: the difference from the previous row's start, the first
 from T, in units of U ms; its end is the start plus its series' `length_ms`), the index of its
 series in `series`, n, late reports, pane timing (an index into `TIMINGS`), index and last flag,
-the smallest resolvable frequency, rejects by reason (or null), the estimates and 95% half
-widths of the series' top-k values (in the series' `indices` order), the mean and the lower
+the smallest resolvable frequency, rejects by reason (or null), the estimates of the series'
+top-k values (in the series' `indices` order) and the lower and upper bound of each one's 95%
+band as the record saved it (`output.bands.value_bands`: a post-processed value's band need not
+be centred on its estimate, which may even lie outside it; null where the record declares none,
+`store.records.value_rows`), sent as `low` = estimate − lower (negative where the estimate lies
+below its band) and `skew` = (upper − estimate) − (estimate − lower), so upper = estimate + low
++ skew (0 for a band centred on its estimate; one number for the row when its bands' skews are
+within `SKEW_SHARED` units of each other, as a post-processed row's score bands mostly are:
+then each upper bound is read back within SKEW_SHARED / 2 units), the mean and the lower
 and upper bound of the record's 95% band of it (numeric metrics; null where the record has
 none, `output.bands`), whether the window has too few reports for its series
 (`output.resolution.SeriesResolution`), its integrity flag's text (or null), and why it is
 partial (an index into `partials`, `output.coverage.PARTIAL_TEXTS`; 0: it is not).
-Frequencies (the smallest resolvable one, the top-k estimates and half widths) are integers in
-units of 1/`FREQUENCY_SCALE`; a mean and its half width are rounded to `CHART_DIGITS`
-significant digits. `unpack` reads a payload back into rows. A chosen window's values come
+Frequencies (the smallest resolvable one, the top-k estimates, `low` and `skew`) are
+integers in units of 1/`FREQUENCY_SCALE`, so each bound is read back to that unit; a mean and
+its bounds are rounded to `CHART_DIGITS` significant digits. `unpack` reads a payload back into
+rows, with each top value's bounds (`low`, `high`) as frequencies. A chosen window's values come
 whole from `/api/window`. A series carries its name (`source.series_of`), configuration version,
 window length, the indices and labels of its top-k values (control characters escaped:
 `output.text.printable`), and the advice on its resolution, once. A series whose values are
@@ -38,7 +46,7 @@ from ldp_telemetry.output.resolution import SeriesResolution
 from ldp_telemetry.output.text import printable
 
 FIELDS = ("start", "series", "n", "late", "timing", "pane", "last", "floor", "rejects", "top",
-          "half", "mean", "mean_low", "mean_high", "few", "integrity", "partial")
+          "low", "skew", "mean", "mean_low", "mean_high", "few", "integrity", "partial")
 TIMINGS = ("EARLY", "ON_TIME", "LATE", "UNKNOWN")
 #: Significant digits of a numeric metric's mean drawn over windows (the window's facts show
 #: it whole).
@@ -46,6 +54,10 @@ CHART_DIGITS = 6
 #: Frequencies drawn over windows are sent as integers in units of 1/FREQUENCY_SCALE (10⁻⁷): a
 #: read-out of 4 decimals differs from the value's own rounding about once in 1,000 values.
 FREQUENCY_SCALE = 10_000_000
+#: A row's skews within this many units of 1/FREQUENCY_SCALE of each other are sent as one
+#: number (their midpoint): 4·10⁻⁷, twice the rounding of three sent values, far below a
+#: read-out's 4 decimals; it keeps the bands of 1,000 windows × 5 values under the page budget.
+SKEW_SHARED = 4
 
 
 @dataclass
@@ -94,6 +106,25 @@ def scaled(value):
     return round(value * FREQUENCY_SCALE) if math.isfinite(value) else None
 
 
+def _band_columns(values: list) -> tuple[list, list | int | None]:
+    """(low, skew) of a row (see the module) from its (estimate, lower95, upper95), in units of
+    1/FREQUENCY_SCALE, from the scaled values so that each bound is read back exactly as
+    `scaled` sends it: low is None where a value or its band is missing; skew is one number
+    when the row's skews are within SKEW_SHARED of each other (None when the row has no band),
+    else the list."""
+    low, skew = [], []
+    for value in values:
+        sent = None if value is None else [scaled(part) for part in value]
+        whole = sent is not None and None not in sent
+        low.append(sent[0] - sent[1] if whole else None)
+        skew.append(sent[2] + sent[1] - 2 * sent[0] if whole else None)
+    found = [one for one in skew if one is not None]
+    if not found:
+        return low, None
+    shared = max(found) - min(found) <= SKEW_SHARED
+    return low, (max(found) + min(found)) // 2 if shared else skew
+
+
 def _column(values: list):
     """A column as sent: `{"all": value}` when every row has the same value, else the list."""
     if values and all(v == values[0] and type(v) is type(values[0]) for v in values):
@@ -128,9 +159,7 @@ def pack(rows: list[dict], series: list[Series], cursor: int) -> dict:
             TIMINGS.index(timing) if timing in TIMINGS else len(TIMINGS) - 1,
             row["pane_index"], 1 if row["pane_is_last"] else 0,
             scaled(floor), row.get("rejects") or None,
-            [None if v is None else scaled(v[0]) for v in values],
-            [None if v is None or v[1] is None or v[2] is None
-             else scaled((v[2] - v[1]) / 2) for v in values],
+            [None if v is None else scaled(v[0]) for v in values], *_band_columns(values),
             rounded(row.get("mean")),
             *(rounded(bound) for bound in row.get("mean_band") or (None, None)),
             1 if few else 0, row.get("integrity_flag"), row.get("partial", NOT_PARTIAL)])
@@ -151,15 +180,21 @@ def unpack(payload: dict) -> list[dict]:
 
     def frequency(value):
         return None if value is None else value / scale
+
+    def bounds(top: list, low: list, skew) -> tuple[list, list]:
+        skews = skew if isinstance(skew, list) else [skew] * len(top)
+        return ([None if d is None else frequency(e - d) for e, d in zip(top, low, strict=True)],
+                [None if d is None else frequency(e + d + k)
+                 for e, d, k in zip(top, low, skews, strict=True)])
     rows, start = [], payload["t0"]
     for k in range(count):
         row = {name: columns[name][k] for name in payload["fields"]}
         start += row["start"] * payload["unit"]
         series = payload["series"][row["series"]]
+        row["low"], row["high"] = bounds(row["top"], row.pop("low"), row.pop("skew"))
         row.update(start=start, start_ms=start, end_ms=start + series["length_ms"],
                    version=series["version"], floor=frequency(row["floor"]),
-                   top=[frequency(v) for v in row["top"]],
-                   half=[frequency(v) for v in row["half"]])
+                   top=[frequency(v) for v in row["top"]])
         rows.append(row)
     return rows
 

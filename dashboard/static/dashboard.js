@@ -3,8 +3,9 @@
  * page, polls api/windows with a cursor for the panes that arrived since. No request to any
  * other host; every value from the data is set with textContent or an attribute, never parsed
  * as markup. It computes no statistic: a window's chart row carries its top values' estimates
- * and 95% half widths (the band is estimate ± half width), a chosen window its bands (lower95,
- * upper95, half95 per value), flags and smallest_resolvable, all computed by the server
+ * and the bounds of their 95% bands as saved (not centred on a post-processed estimate), a
+ * chosen window its bands (lower95, upper95, half95 per value), flags and smallest_resolvable,
+ * all computed by the server
  * (dashboard/payload.py, dashboard/source.py); a chosen window's values are fetched then. */
 (function () {
   "use strict";
@@ -47,11 +48,21 @@
     return String(iso).replace("T", " ").replace(/:00(\.000)?Z$/, "").replace(/ 00:00$/, "").replace(/Z$/, "");
   }
   function rejectTotal(w) { var t = 0; for (var r in (w.rejects || {})) { t += w.rejects[r]; } return t; }
-  /* The 95% band of value i of a window: {low, high, half}; the estimate itself without one. */
-  function band(w, i) {
-    var e = w.estimate[i] || 0, low = (w.lower95 || [])[i], high = (w.upper95 || [])[i];
-    if (typeof low !== "number" || typeof high !== "number") { return {low: e, high: e, half: 0}; }
-    return {low: low, high: high, half: (w.half95 || [])[i] || 0};
+  /* The 95% band of value i of a window (valueBand). */
+  function band(w, i) { return valueBand(w.estimate[i] || 0, (w.lower95 || [])[i], (w.upper95 || [])[i]); }
+  /* A value drawn over windows: its estimate e and its band [low, high] as the record saved it,
+   * which need not be centred on e (a post-processed value: docs/error-bars.md); without one,
+   * banded is false and low = high = e. */
+  function valueBand(e, low, high) {
+    if (typeof low !== "number" || typeof high !== "number") { return {e: e, low: e, high: e, half: 0, banded: false}; }
+    return {e: e, low: low, high: high, half: (high - low) / 2, banded: true};
+  }
+  /* A value's band as text: "± h" where e ± h prints as the band's own ends, else "[lower,
+   * upper]"; "no band" where the record declares none. */
+  function bandReadout(v) {
+    if (!v.banded) { return "no band"; }
+    if (fmt(v.e - v.half) === fmt(v.low) && fmt(v.e + v.half) === fmt(v.high)) { return "\u00b1 " + fmt(v.half); }
+    return "[" + fmt(v.low) + ", " + fmt(v.high) + "]";
   }
 
   function svgEl(tag, attrs, text) {
@@ -115,7 +126,15 @@
     var seriesList = data.series || [], out = [], start = data.t0;
     for (var k = 0; k < count; k++) {
       var s = seriesList[get("series", k)] || {};
-      var top = (get("top", k) || []).map(freq), half = (get("half", k) || []).map(freq);
+      /* a band as sent: low = estimate - lower, skew = (upper - e) - (e - lower), one number
+       * for the row when its bands share it */
+      var sent = get("top", k) || [], below = get("low", k) || [], skew = get("skew", k);
+      var top = sent.map(freq);
+      var lows = sent.map(function (e, r) { return typeof e === "number" && typeof below[r] === "number" ? freq(e - below[r]) : null; });
+      var highs = sent.map(function (e, r) {
+        var d = below[r], by = Array.isArray(skew) ? skew[r] : skew;
+        return typeof e === "number" && typeof d === "number" && typeof by === "number" ? freq(e + d + by) : null;
+      });
       start += get("start", k) * data.unit;
       var end = start + s.length_ms;
       var w = {window_start: isoOf(start), window_end: isoOf(end), start_ms: start, end_ms: end,
@@ -130,13 +149,9 @@
         w.mean_band = typeof low === "number" && typeof high === "number" ? [low, high] : null;
       }
       if (s.by_label && s.labels && s.labels.length) {  /* a string metric: in its labels' order */
-        w.top = {by_label: true, labels: s.labels, estimate: top, half95: half,
-                 lower95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e - half[r] : null; }),
-                 upper95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e + half[r] : null; })};
+        w.top = {by_label: true, labels: s.labels, estimate: top, lower95: lows, upper95: highs};
       } else if (s.indices && s.indices.length) {
-        w.top = {indices: s.indices, labels: s.labels, estimate: top, half95: half,
-                 lower95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e - half[r] : null; }),
-                 upper95: top.map(function (e, r) { return typeof e === "number" && typeof half[r] === "number" ? e + half[r] : null; })};
+        w.top = {indices: s.indices, labels: s.labels, estimate: top, lower95: lows, upper95: highs};
       }
       out.push(w);
     }
@@ -236,28 +251,22 @@
     var i = line.index;
     if (w.top && w.top.indices) {
       var at = w.top.indices.indexOf(i);
-      if (at >= 0) {
-        var low = (w.top.lower95 || [])[at], high = (w.top.upper95 || [])[at], e = w.top.estimate[at];
-        return {e: e, low: typeof low === "number" ? low : e, high: typeof high === "number" ? high : e, half: (w.top.half95 || [])[at] || 0};
-      }
+      if (at >= 0) { return valueBand(w.top.estimate[at], (w.top.lower95 || [])[at], (w.top.upper95 || [])[at]); }
     }
     if (!w.estimate) { return null; }
-    var b = band(w, i);
-    return {e: w.estimate[i] || 0, low: b.low, high: b.high, half: b.half};
+    return valueBand(w.estimate[i] || 0, (w.lower95 || [])[i], (w.upper95 || [])[i]);
   }
   function labelValue(w, label) {
     var at, e;
     if (w.estimate && w.labels) {  /* the whole window: its own heavy hitters */
       at = w.labels.indexOf(label);
       if (at < 0) { return null; }
-      var b = band(w, at);
-      return {e: w.estimate[at], low: b.low, high: b.high, half: b.half};
+      return valueBand(w.estimate[at], (w.lower95 || [])[at], (w.upper95 || [])[at]);
     }
     at = w.top && w.top.by_label ? w.top.labels.indexOf(label) : -1;
     e = at < 0 ? null : w.top.estimate[at];
     if (typeof e !== "number") { return null; }
-    var low = w.top.lower95[at], high = w.top.upper95[at];
-    return {e: e, low: typeof low === "number" ? low : e, high: typeof high === "number" ? high : e, half: w.top.half95[at] || 0};
+    return valueBand(e, w.top.lower95[at], w.top.upper95[at]);
   }
   /* Whether a window is known not to hold `label` among its heavy hitters (whole, or its
    * chart row was sent with that label). */
@@ -311,7 +320,7 @@
         return;
       }
       if (!v) { return; }
-      var span = htmlEl("span", {"class": "readout-item"}, String(line.label) + " " + fmt(v.e) + " \u00b1 " + fmt(v.half));
+      var span = htmlEl("span", {"class": "readout-item"}, String(line.label) + " " + fmt(v.e) + " " + bandReadout(v));
       span.style.color = PALETTE[rank % PALETTE.length];
       readout.appendChild(span);
     });
@@ -379,7 +388,7 @@
     var valueOf = state.numeric ? function (w) {
       if (typeof w.mean !== "number") { return null; }
       var b = w.mean_band;  /* the record's own band, which need not be centred on the mean */
-      return b ? {e: w.mean, low: b[0], high: b[1], half: (b[1] - b[0]) / 2} : {e: w.mean, low: w.mean, high: w.mean, half: 0};
+      return b ? valueBand(w.mean, b[0], b[1]) : valueBand(w.mean, null, null);
     } : null;
     function at(w, line) { return valueOf ? valueOf(w) : topValue(w, line); }
     var visible = lines.filter(function (l) { return !hidden[l.label]; });
@@ -573,14 +582,14 @@
       var name = String(w.labels[i]);
       svg.appendChild(svgEl("text", {x: box.left - 8, y: top + 14, "class": "tick category bar-label", "text-anchor": "end"}, name.length > 22 ? name.slice(0, 21) + "\u2026" : name));
       var bar = svgEl("rect", {x: box.left, y: top + 3, width: Math.max(1, x(e) - box.left), height: rowH - 6, "class": "bar ranked" + (unresolved ? " unresolved" : ""), "data-index": String(i)});
-      svg.appendChild(tooltip(bar, name + ": " + fmt(e) + " \u00b1 " + fmt(b.half) + " (95%)" + (unresolved ? ", below the smallest resolvable frequency" : "")));
+      svg.appendChild(tooltip(bar, name + ": " + fmt(e) + " " + bandReadout(b) + " (95%)" + (unresolved ? ", below the smallest resolvable frequency" : "")));
       if (b.half > 0) {
         var mid = top + rowH / 2;
         svg.appendChild(svgEl("line", {x1: x(b.low), x2: x(b.high), y1: mid, y2: mid, "class": "errorbar"}));
         svg.appendChild(svgEl("line", {x1: x(b.low), x2: x(b.low), y1: mid - 4, y2: mid + 4, "class": "errorbar"}));
         svg.appendChild(svgEl("line", {x1: x(b.high), x2: x(b.high), y1: mid - 4, y2: mid + 4, "class": "errorbar"}));
       }
-      svg.appendChild(svgEl("text", {x: box.left + box.width + 10, y: top + 14, "class": "tick value-text" + (unresolved ? " unresolved" : "")}, fmt(e) + " \u00b1 " + fmt(b.half)));
+      svg.appendChild(svgEl("text", {x: box.left + box.width + 10, y: top + 14, "class": "tick value-text" + (unresolved ? " unresolved" : "")}, fmt(e) + " " + bandReadout(b)));
     });
     if (floorLine) {
       svg.appendChild(svgEl("line", {x1: x(floorLine), x2: x(floorLine), y1: box.top - 4, y2: box.top + box.height, "class": "floor"}));
@@ -606,7 +615,7 @@
     for (var j = 0; j < d; j++) {
       var b = band(w, j), left = box.left + j * barWidth, mid = left + barWidth / 2, e = w.estimate[j];
       var unresolved = floorLine && e < floorLine;
-      svg.appendChild(tooltip(svgEl("rect", {x: left + Math.min(1, barWidth * 0.1), y: y(Math.max(0, e)), width: Math.max(0.5, barWidth - 2 * Math.min(1, barWidth * 0.1)), height: Math.max(0.5, y(0) - y(Math.max(0, e))), "class": "bar" + (unresolved ? " unresolved" : "")}), w.labels[j] + ": " + fmt(e) + " \u00b1 " + fmt(b.half) + " (95%)"));
+      svg.appendChild(tooltip(svgEl("rect", {x: left + Math.min(1, barWidth * 0.1), y: y(Math.max(0, e)), width: Math.max(0.5, barWidth - 2 * Math.min(1, barWidth * 0.1)), height: Math.max(0.5, y(0) - y(Math.max(0, e))), "class": "bar" + (unresolved ? " unresolved" : "")}), w.labels[j] + ": " + fmt(e) + " " + bandReadout(b) + " (95%)"));
       if (b.half > 0 && barWidth >= 3) { svg.appendChild(svgEl("line", {x1: mid, x2: mid, y1: y(b.high), y2: y(Math.max(0, b.low)), "class": "errorbar"})); }
       if (j % labelEvery === 0) {
         var ty = box.top + box.height + 10, name = String(w.labels[j]);
@@ -642,7 +651,7 @@
     var upper = [], lower = [];
     bars.forEach(function (b, i) {
       var left = x(edges[i]), right = x(edges[i + 1]);
-      svg.appendChild(tooltip(svgEl("rect", {x: left, y: y(Math.max(0, b.v)), width: Math.max(0.5, right - left), height: Math.max(0.5, y(0) - y(Math.max(0, b.v))), "class": "bar density"}), "[" + edges[i] + ", " + edges[i + 1] + "): " + fmt(w.estimate[i]) + " \u00b1 " + fmt(band(w, i).half) + " (95%)"));
+      svg.appendChild(tooltip(svgEl("rect", {x: left, y: y(Math.max(0, b.v)), width: Math.max(0.5, right - left), height: Math.max(0.5, y(0) - y(Math.max(0, b.v))), "class": "bar density"}), "[" + edges[i] + ", " + edges[i + 1] + "): " + fmt(w.estimate[i]) + " " + bandReadout(band(w, i)) + " (95%)"));
       upper.push(left + "," + y(b.high), right + "," + y(b.high));
       lower.unshift(left + "," + y(b.low), right + "," + y(b.low));
     });
@@ -997,8 +1006,7 @@
           w.top = {indices: old.top.indices, labels: old.top.labels,
                    estimate: old.top.indices.map(function (i) { return w.estimate[i]; }),
                    lower95: old.top.indices.map(function (i) { return (w.lower95 || [])[i]; }),
-                   upper95: old.top.indices.map(function (i) { return (w.upper95 || [])[i]; }),
-                   half95: old.top.indices.map(function (i) { return (w.half95 || [])[i]; })};
+                   upper95: old.top.indices.map(function (i) { return (w.upper95 || [])[i]; })};
         }
         byKey[fullKey(w)] = w;
       }

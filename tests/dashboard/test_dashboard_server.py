@@ -111,7 +111,9 @@ def test_pages_allow_no_other_origin_and_the_api_returns_only_changes(tmp_path):
         light = unpacked(first)[0]
         assert light["floor"] == pytest.approx(smallest_resolvable(GRR.p_star, GRR.q_star, 10))
         assert light["top"] == [0.6, 0.4]  # in units of 1/FREQUENCY_SCALE:
-        assert light["half"] == pytest.approx(halves(10), rel=1e-5)
+        lower, upper = bands_of(10)  # the saved band, not centred on the estimate
+        assert light["low"] == pytest.approx(list(lower), rel=1e-5)
+        assert light["high"] == pytest.approx(list(upper), rel=1e-5)
         assert '"estimate"' not in json.dumps(first)  # no record, no value arrays
         _, whole = get(base + "api/window?metric=m&start=2024-03-01T00:00:00Z"
                               "&end=2024-03-01T01:00:00Z")

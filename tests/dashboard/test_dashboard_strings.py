@@ -90,9 +90,11 @@ def test_lines_are_strings_ranked_by_mean_estimate_with_gaps_where_absent(tmp_pa
     assert [row["top"] for row in rows] == [
         [0.40, 0.30, None], [0.35, 0.45, None], [0.50, None, 0.20], [0.38, 0.32, 0.10]]
     # bands as saved: ± 1.96 standard errors of the string's own rank in its window
-    assert [row["half"] for row in rows][1] == pytest.approx([Z95 * 0.02, Z95 * 0.01, None],
-                                                             abs=1e-7)
-    assert rows[2]["half"][2] == pytest.approx(Z95 * 0.02, abs=1e-7)
+    assert rows[1]["low"] == pytest.approx([0.35 - Z95 * 0.02, 0.45 - Z95 * 0.01, None],
+                                           abs=1e-7)
+    assert rows[1]["high"] == pytest.approx([0.35 + Z95 * 0.02, 0.45 + Z95 * 0.01, None],
+                                            abs=1e-7)
+    assert rows[2]["low"][2] == pytest.approx(0.20 - Z95 * 0.02, abs=1e-7)
     # the top 4 brings in "chat", found in window 0 only
     [series], rows = chart(source, 4)
     assert series["labels"][3] == "chat"
@@ -171,7 +173,8 @@ def test_store_and_folder_sources_draw_the_same_lines(store_url, tmp_path):  # n
         for source in (store, folder):
             series, rows = chart(source, 3)
             drawn.append(([(s["name"], s["labels"], s["by_label"]) for s in series],
-                          [(r["start_ms"], r["end_ms"], r["top"], r["half"]) for r in rows]))
+                          [(r["start_ms"], r["end_ms"], r["top"], r["low"], r["high"])
+                           for r in rows]))
         assert drawn[0] == drawn[1]
         assert drawn[0][0] == [("1 h", ["mail", "maps", "café"], True),
                                ("4 h", ["day", "mail"], True)]

@@ -177,7 +177,7 @@ def test_a_wiener_record_declares_no_band_and_no_reader_draws_one(tmp_path):
     # the charts over windows draw the store's saved band of the top values: none here
     [packed] = unpack(payload)
     assert len(packed["top"]) == 5 and None not in packed["top"]
-    assert set(packed["half"]) == {None}
+    assert set(packed["low"]) == set(packed["high"]) == {None}
     from ldp_telemetry.output.text import format_pane, format_top
     typed = EstimateRecord.from_value(record)
     assert "no band" in format_top(typed) and "no band" in format_pane(typed)
