@@ -696,12 +696,14 @@
     clear(holder);
     var table = htmlEl("table", {"class": "grid", id: "values-table"});
     var head = htmlEl("thead"), row = htmlEl("tr");
-    [["#", "num"], ["value", ""], ["estimate", "num"], ["\u00b1 95%", "num"], ["unbiased", "num"], ["std. error", "num"]].forEach(function (t) { row.appendChild(htmlEl("th", t[1] ? {"class": t[1]} : {}, t[0])); });
+    [["#", "num"], ["value", ""], ["estimate", "num"], ["95% band", "num"], ["unbiased", "num"], ["std. error", "num"]].forEach(function (t) { row.appendChild(htmlEl("th", t[1] ? {"class": t[1]} : {}, t[0])); });
     head.appendChild(row);
     table.appendChild(head);
     var body = htmlEl("tbody");
-    var se = w.std_error || [], half = w.half95 || [], raw = w.unbiased_estimate || [];
-    var order = w.estimate.map(function (_, i) { return i; }).sort(function (a, b) { return w.estimate[b] - w.estimate[a] || a - b; });
+    var se = w.std_error || [], raw = w.unbiased_estimate || [];
+    var order = w.estimate.map(function (_, i) { return i; });
+    /* a string metric's heavy hitters in the record's own rank; other values by estimate */
+    if (!w.heavy_hitters) { order.sort(function (a, b) { return w.estimate[b] - w.estimate[a] || a - b; }); }
     var wanted = String((document.getElementById("values-filter") || {}).value || "").toLowerCase();
     order.forEach(function (i, rank) {
       if (wanted && String(w.labels[i]).toLowerCase().indexOf(wanted) < 0) { return; }
@@ -709,7 +711,7 @@
       tr.appendChild(htmlEl("td", {"class": "num"}, String(rank + 1)));
       tr.appendChild(htmlEl("td", {"class": "label"}, String(w.labels[i])));
       tr.appendChild(htmlEl("td", {"class": "num estimate"}, fmt(w.estimate[i])));
-      tr.appendChild(htmlEl("td", {"class": "num band"}, fmt(half[i])));
+      tr.appendChild(htmlEl("td", {"class": "num band"}, bandReadout(band(w, i))));
       tr.appendChild(htmlEl("td", {"class": "num unbiased"}, fmt(raw[i])));
       tr.appendChild(htmlEl("td", {"class": "num std-error"}, fmt(se[i])));
       if (w.smallest_resolvable && w.estimate[i] < w.smallest_resolvable) { tr.setAttribute("class", "unresolved"); }

@@ -131,6 +131,14 @@ def test_the_read_out_prints_a_band_not_centred_as_lower_upper(browser, tmp_path
                         for i, label in enumerate(LABELS)]
             assert items == expected
             assert not any("\u00b1" in item for item in items)
+        # the chosen (latest) window's table prints the same saved bands
+        rows = browser.driver.execute_script(
+            "return Array.from(document.querySelectorAll('#values-table tbody tr'))"
+            ".map(tr => [tr.querySelector('td.label').textContent,"
+            " tr.querySelector('td.band').textContent])")
+        lower, upper = value_bands(RECORDS[-1])
+        assert sorted(rows) == sorted([label, f"[{lower[i]:.4f}, {upper[i]:.4f}]"]
+                                      for i, label in enumerate(LABELS))
         check_clean(browser)
         browser.get(base + metric_page_link("plain"))
         assert wait_for(browser, "document.body.getAttribute('data-windows')") == "3"
