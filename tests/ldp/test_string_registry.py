@@ -77,3 +77,14 @@ def test_string_metric_errors_name_their_field(changes, field, message):
         parse_registry(entry(**changes))
     assert error.value.field == field
     assert message in str(error.value)
+
+
+def test_registry_diff_names_a_changed_final_share():
+    """`ldp registry diff` (describe_changes) names the share when a new version changes it."""
+    from ldp_telemetry.pipelines.registry_tools import describe_changes
+
+    base = parse_registry(entry())["app"]
+    half = parse_registry(entry(domain={"strings": {"max_bytes": 12, "final_share": 0.5}}))["app"]
+    assert describe_changes(base, half) == [
+        "domain strings of at most 12 bytes, pool 1024 -> strings of at most 12 bytes, "
+        "pool 1024, final share 0.5"]
