@@ -88,3 +88,16 @@ def test_registry_diff_names_a_changed_final_share():
     assert describe_changes(base, half) == [
         "domain strings of at most 12 bytes, pool 1024 -> strings of at most 12 bytes, "
         "pool 1024, final share 0.5"]
+
+
+def test_the_published_schema_takes_final_share_up_to_its_limit():
+    import json
+
+    from ldp_telemetry.ldp.protocols.pem import MAX_FINAL_SHARE
+    from ldp_telemetry.schemas import SCHEMA_DIR
+    schema = json.loads((SCHEMA_DIR / "registry.schema.json").read_text(encoding="utf-8"))
+    found = [d["properties"]["strings"]["properties"]["final_share"]
+             for d in schema["$defs"]["domain"]["oneOf"]
+             if "strings" in d.get("properties", {})]
+    assert found == [{"type": "number", "minimum": 0, "maximum": MAX_FINAL_SHARE,
+                      "description": found[0]["description"]}]
