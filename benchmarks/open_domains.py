@@ -12,7 +12,10 @@ once and returns its top k; the scores ([Wang19] §VI, as pure-ldp's evaluations
 
 Methods: `pem` is this project's (ldp_telemetry.ldp.protocols.pem, decoded by
 ldp_telemetry.ldp.estimation.heavy_hitters; one level per byte, pool 1,024), `pem-dictionary`
-the same statistic decoded with the sample's true dictionary beside the search; the peers are
+the same statistic decoded with the sample's true dictionary beside the search; with
+`--final-share s`, `pem-share` and `pem-dictionary-share` are the same two decodings of a second
+round of the same users' reports made with `domain.strings.final_share` = s (a share s of the
+devices sent to level m); the peers are
 pure-ldp's PEM and TreeHist over its HCMS frequency oracle, and HCMS alone decoding the true
 dictionary of the sample (it is told the domain: an upper bound no open-domain method has).
 pure-ldp runs in a separate interpreter (`--peer-python`, an environment with pure-ldp from
@@ -92,11 +95,12 @@ def scores(found: list[str], truth: list[str]) -> dict:
 
 
 def ours(values: list[str], epsilon: float, ks: list[int], max_bytes: int, pool: int,
-         rng: np.random.Generator, dictionary: list[str]) -> dict:
+         rng: np.random.Generator, dictionary: list[str], final_share: float = 0.0,
+         suffix: str = "") -> dict:
     """This project's PEM on the users' strings: "pem" decodes by the prefix search alone,
     "pem-dictionary" from the same statistic with `dictionary` (the sample's true one, as HCMS
-    is told) beside the search."""
-    protocol = make_string_protocol("pem", epsilon, max_bytes, pool)
+    is told) beside the search; the reports made with `final_share`, the names + `suffix`."""
+    protocol = make_string_protocol("pem", epsilon, max_bytes, pool, final_share)
     rows = padded_rows([v.encode("utf-8") for v in values], max_bytes)
     started = time.perf_counter()
     columns = protocol.perturb(rows, rng)
@@ -114,7 +118,7 @@ def ours(values: list[str], epsilon: float, ks: list[int], max_bytes: int, pool:
             found = find_heavy_hitters(protocol, statistic, top=k, dictionary=candidates)
             decode_s[str(k)] = time.perf_counter() - started
             top[str(k)] = found.labels
-        results[name] = {"top": top, "client_s": client_s, "aggregate_s": aggregate_s,
+        results[name + suffix] = {"top": top, "client_s": client_s, "aggregate_s": aggregate_s,
                          "decode_s": decode_s, "statistic_bytes": protocol.statistic_nbytes()}
     return results
 
@@ -151,6 +155,9 @@ def main(argv=None) -> int:
     parser.add_argument("--k", nargs="+", type=int, default=[10, 50])
     parser.add_argument("--max-bytes", type=int, default=10)
     parser.add_argument("--pool", type=int, default=1024)
+    parser.add_argument("--final-share", type=float, default=0.0,
+                        help="also run PEM with this domain.strings.final_share on the same "
+                             "users (columns pem-share, pem-dictionary-share); 0: not run")
     parser.add_argument("--peer-python", default=os.environ.get("LDP_PEERS_PYTHON"),
                         help="an interpreter with pure-ldp installed (default: "
                              "$LDP_PEERS_PYTHON; without one, no peer columns)")
@@ -198,6 +205,9 @@ def main(argv=None) -> int:
                     ranked = sorted(counted, key=lambda s: (-counted[s], s))
                     methods = ours(values, epsilon, args.k, args.max_bytes, args.pool, rng,
                                    sorted(counted))
+                    if args.final_share:
+                        methods.update(ours(values, epsilon, args.k, args.max_bytes, args.pool,
+                                            rng, sorted(counted), args.final_share, "-share"))
                     if n <= args.peer_max_n:
                         methods.update(peers(values, epsilon, args.k, sorted(counted), seed,
                                              args) or {})

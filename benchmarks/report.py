@@ -463,10 +463,12 @@ def evaluate_postprocess(r: dict) -> str:
 
 
 OPEN_DOMAIN_METHODS = {"pem": "PEM (here)", "pem-dictionary": "PEM + dictionary (here)",
+                       "pem-share": "PEM, final share (here)",
+                       "pem-dictionary-share": "PEM + dictionary, final share (here)",
                        "pem-hcms": "pure-ldp PEM", "treehist-hcms": "pure-ldp TreeHist",
                        "hcms": "pure-ldp HCMS + dictionary"}
 #: The project's own columns of the open-domain table (the rest are pure-ldp's).
-OPEN_DOMAIN_OURS = ("pem", "pem-dictionary")
+OPEN_DOMAIN_OURS = ("pem", "pem-dictionary", "pem-share", "pem-dictionary-share")
 
 
 def open_domains(r: dict) -> str:
@@ -785,7 +787,8 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
     ("open_domains", "Heavy hitters of open string domains",
      "n users drawn from real string frequencies (English words, 2017 baby names), each "
      "reporting once; this project's single-round PEM (alone, and with the sample's true "
-     "dictionary beside its search) beside pure-ldp's PEM, TreeHist (both "
+     "dictionary beside its search; both again from reports made with `final_share` = "
+     "`--final-share`, the *final share* columns) beside pure-ldp's PEM, TreeHist (both "
      "over its HCMS) and HCMS decoding the sample's true dictionary, on the same users' "
      "strings; top-k F1 and NCR against the sample's true top k (the best F1 of a row in "
      "bold), one run per setting; *server* reports/s = n over the server's counting and "

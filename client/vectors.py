@@ -78,6 +78,9 @@ CASES: tuple[tuple[dict, tuple[tuple[int, object], ...]], ...] = (
     ({"name": "v.app", "protocol": "pem", "epsilon": 2.0,
       "domain": {"strings": {"max_bytes": 8, "pool": 16}}},
      ((27, "mail"), (28, "Zürich"))),
+    ({"name": "v.app.final", "protocol": "pem", "epsilon": 2.0,
+      "domain": {"strings": {"max_bytes": 8, "pool": 16, "final_share": 0.5}}},
+     ((29, "mail"), (30, "Zürich"))),
 )
 
 

@@ -211,7 +211,8 @@ def _domain_text(config: MetricConfig) -> str:
     if config.kind == NUMERIC:
         return _numeric_domain(config)
     if config.kind == STRINGS:
-        return f"strings of at most {config.d} bytes, pool {config.pool}"
+        share = f", final share {config.final_share:g}" if config.final_share else ""
+        return f"strings of at most {config.d} bytes, pool {config.pool}{share}"
     return f"{config.d} labels" if config.labels is not None else f"size {config.d}"
 
 

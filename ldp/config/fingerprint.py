@@ -16,7 +16,8 @@ docs/fleet-contract.md; test vectors in `ldp_telemetry/client/test_vectors.json`
   string (``2.0`` -> ``"4000000000000000"``): exact, and the same in every language;
 - ``domain``: ``{"labels":[...]}``, ``{"size":d}``, or ``{"buckets":B,"high":H,"low":L}``
   (``{"high":H,"low":L}`` for a mean-only protocol), or for a string metric
-  ``{"strings":{"max_bytes":m,"pool":K}}``;
+  ``{"strings":{"max_bytes":m,"pool":K}}``, plus ``"final_share":<real>`` when it is not 0 (so
+  every uniform-level text is unchanged);
 - ``parameters``: the parameters the protocol derives from ε and d (g, k, K, b, h, d̃), so that
   a change in how they are derived changes the fingerprint too;
 - ``format``: `WIRE_FORMAT`, the version of the report's wire format.
@@ -80,6 +81,8 @@ def canonical_document(config: Any) -> dict:
             domain["buckets"] = config.d
     elif config.kind == STRINGS:
         domain = {"strings": {"max_bytes": config.d, "pool": protocol.pool}}
+        if protocol.final_share:
+            domain["strings"]["final_share"] = real_text(protocol.final_share)
     elif config.labels is not None:
         domain = {"labels": list(config.labels)}
     else:

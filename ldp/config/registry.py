@@ -16,8 +16,9 @@ protocol from then on (the estimates report it). A numeric protocol (`sw`, ...;
 ldp_telemetry.ldp.protocols.NUMERIC_PROTOCOLS) takes a numeric domain {"low", "high",
 "buckets"[, "output_buckets"]} and a numeric estimator that fits it (default: the protocol's
 first, "ems" for sw). A string protocol (`pem`; ldp_telemetry.ldp.protocols.STRING_PROTOCOLS)
-takes an open domain of UTF-8 strings {"strings": {"max_bytes": m[, "pool": K][, "dictionary":
-[...]]}} and the estimator "heavy-hitters" (its `top`, `threshold`, `width`). Every problem raises
+takes an open domain of UTF-8 strings {"strings": {"max_bytes": m[, "pool": K][,
+"final_share": s][, "dictionary": [...]]}} and the estimator "heavy-hitters" (its `top`,
+`threshold`, `width`). Every problem raises
 ldp_telemetry.ldp.base.errors.RegistryError, its message naming the metric and the field
 ("metric 'rtt_ms': field 'epsilon' must ..."), its `field` the path of the field in the
 registry (``metrics[1].epsilon``), before any report is read.
@@ -62,7 +63,8 @@ from ldp_telemetry.ldp.protocols.hash_pool import SKETCH_FIELDS, sketch_argument
 from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
 from ldp_telemetry.ldp.protocols.numeric import bucket_count_problem
-from ldp_telemetry.ldp.protocols.pem import DEFAULT_POOL, string_domain_problem
+from ldp_telemetry.ldp.protocols.pem import (DEFAULT_POOL, final_share_problem,
+                                             string_domain_problem)
 
 _METRIC_FIELDS = {"name", "version", "protocol", "epsilon", "domain", "estimator", "postprocess",
                   "not_before", "history", "memoize", "reports_per_day", "integrity",
@@ -103,6 +105,8 @@ class MetricConfig:
     #: string metrics: the candidate dictionary (UTF-8), decoded beside the prefix search; the
     #: server's choice, not fingerprinted (ldp_telemetry.ldp.estimation.heavy_hitters)
     dictionary: tuple[bytes, ...] = ()
+    #: string metrics: the share of devices sent to level m (fingerprinted when not 0)
+    final_share: float = 0.0
 
     not_before: str | None = None
     version: int = 1  # the configuration's version; a metric's current one is its highest
@@ -156,7 +160,7 @@ class MetricConfig:
             assert self.pool is not None, "a string metric's pool is set when it is parsed"
             # a PrefixExtension: the string kind's own interface, outside the two typed here
             return make_string_protocol(  # type: ignore[return-value]
-                self.protocol_name, self.epsilon, self.d, self.pool)
+                self.protocol_name, self.epsilon, self.d, self.pool, self.final_share)
         if self.memoize is not None:
             return make_memoized_protocol(self.protocol_name, self.epsilon, self.d,
                                           self.memoize.lifetime_epsilon, self.memoize.g_rule)
@@ -571,14 +575,14 @@ def _parse_string_metric(entry: Mapping, name: str, protocol: str, epsilon: floa
     """A metric of a string protocol: an open domain of strings, the heavy-hitters estimator.
     No post-processing (there is no domain to make consistent) and no integrity statistics
     (no support model for a string's reports exists here)."""
-    expected = ('{"strings": {"max_bytes": M}} (optionally "pool", "dictionary" or '
-                '"dictionary_file")')
+    expected = ('{"strings": {"max_bytes": M}} (optionally "pool", "final_share", "dictionary" '
+                'or "dictionary_file")')
     domain = entry.get("domain")
     if not (isinstance(domain, Mapping) and set(domain) == {"strings"}
             and isinstance(domain["strings"], Mapping) and "max_bytes" in domain["strings"]):
         raise fail("domain", f"of a string protocol must be {expected}")
     strings = domain["strings"]
-    unknown = sorted(set(strings) - {"max_bytes", "pool", "dictionary"})
+    unknown = sorted(set(strings) - {"max_bytes", "pool", "final_share", "dictionary"})
     if unknown == ["dictionary_file"]:
         raise fail("domain.strings.dictionary_file", "is read relative to the registry's file: "
                                                      "load the registry from its file")
@@ -588,6 +592,10 @@ def _parse_string_metric(entry: Mapping, name: str, protocol: str, epsilon: floa
     problem = string_domain_problem(max_bytes, pool)
     if problem:
         raise fail(f"domain.strings.{problem[0]}", problem[1])
+    final_share = strings.get("final_share", 0.0)
+    share_problem = final_share_problem(final_share)
+    if share_problem:
+        raise fail("domain.strings.final_share", share_problem)
     if "postprocess" in entry and entry["postprocess"] not in ("none", {"method": "none"}):
         raise fail("postprocess", f"does not apply to string protocol {protocol!r} (its "
                                   "estimator returns heavy hitters); leave it out")
@@ -597,7 +605,8 @@ def _parse_string_metric(entry: Mapping, name: str, protocol: str, epsilon: floa
     dictionary = _parse_dictionary(strings.get("dictionary", []), max_bytes, fail)
     estimator = _parse_estimator(entry, STRING_PROTOCOLS[protocol], refail)
     config = MetricConfig(name, protocol, epsilon, max_bytes, None, PostprocessSpec.parse("none"),
-                          estimator, pool=pool, dictionary=dictionary)
+                          estimator, pool=pool, dictionary=dictionary,
+                          final_share=float(final_share))
     return _built(config, fail)
 
 

@@ -19,7 +19,8 @@ eq. 2, p* and q* of ldp_telemetry.ldp.protocols.pem):
     Var[f~] = (f p*(1 − p*) + (1 − f) q*(1 − q*)) / (N (p* − q*)^2) + pool term,
 
 the pool term being the variance over the hash pool of the collisions with the other heavy
-hitters x: Σ_ℓ n_ℓ^2 / N^2 · Σ_x f_x^2 (p − q_g)^2 (1/g)(1 − 1/g) / (K (p* − q*)^2), with
+hitters x: Σ_ℓ n_ℓ^2 / N^2 (over the candidate's pooled levels, whatever their split)
+· Σ_x f_x^2 (p − q_g)^2 (1/g)(1 − 1/g) / (K (p* − q*)^2), with
 q_g = (1 − p)/(g − 1) GRR's probability of reporting a given other bucket, evaluated at the
 reported heavy hitters' estimates (clipped at 0). Error bars are estimate ± 1.96 standard errors.
 
@@ -319,10 +320,22 @@ def _std_errors(protocol: PrefixExtension, estimate: np.ndarray, pooled: np.ndar
     sampling = (f * p * (1 - p) + (1 - f) * q * (1 - q)) / (n * (p - q) ** 2)
     q_grr = (1 - p) / (g - 1)
     others = np.sum(f ** 2) - f ** 2
-    # Σ_ℓ n_ℓ² / N² over a candidate's pooled levels, bounded by its largest level share
-    share = np.minimum(1.0, reports.max() / n)
+    share = _pooled_square_share(reports, pooled, n)
     pool = share * others * (p - q_grr) ** 2 * q * (1 - q) / (k * (p - q) ** 2)
     return np.where(pooled > 0, np.sqrt(sampling + pool), np.nan)
+
+
+def _pooled_square_share(reports: np.ndarray, pooled: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Σ_ℓ n_ℓ² / N² over each candidate's pooled levels. Every reported candidate pools a
+    suffix of the levels (from its length + 1 to m), identified by its N, a suffix sum of n_ℓ;
+    an N that is no suffix sum gets the bound n_max / N. Exact whatever the level split
+    (`final_share` puts more reports at level m)."""
+    reports = np.asarray(reports, dtype=np.float64)
+    suffix = np.cumsum(reports[::-1])  # N of the suffixes from level m back to level 1
+    squares = np.cumsum(reports[::-1] ** 2)
+    at = np.minimum(np.searchsorted(suffix, pooled), suffix.size - 1)
+    exact = suffix[at] == pooled
+    return np.where(exact, squares[at] / n ** 2, np.minimum(1.0, reports.max() / n))
 
 
 def _run(statistic: np.ndarray, n: int, protocol: PrefixExtension, *, top: int,

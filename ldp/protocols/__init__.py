@@ -86,11 +86,12 @@ def make_numeric_protocol(name: str, epsilon: float, buckets: int,
     return NUMERIC_PROTOCOLS.lookup(name)(epsilon=epsilon, d=buckets, output_buckets=output_buckets)
 
 
-def make_string_protocol(name: str, epsilon: float, max_bytes: int, pool: int
-                         ) -> PrefixExtension:
+def make_string_protocol(name: str, epsilon: float, max_bytes: int, pool: int,
+                         final_share: float = 0.0) -> PrefixExtension:
     """The string protocol `name` over strings of at most `max_bytes`; RegistryError when
     unknown."""
-    return STRING_PROTOCOLS.lookup(name)(epsilon=epsilon, d=max_bytes, pool=pool)
+    return STRING_PROTOCOLS.lookup(name)(epsilon=epsilon, d=max_bytes, pool=pool,
+                                         final_share=final_share)
 
 
 __all__ = ["FrequencyOracle", "NUMERIC_PROTOCOLS", "NumericProtocol", "PROTOCOLS",

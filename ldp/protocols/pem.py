@@ -2,7 +2,9 @@
 
 A string metric's values are UTF-8 strings of at most `max_bytes` = m bytes, padded with NUL
 (ldp_telemetry.ldp.protocols.string_keys). The population is divided into m levels, not the
-privacy budget ([Wang19]): a client draws its level ℓ uniformly from 1..m and reports
+privacy budget ([Wang19]): a client draws its level ℓ uniformly from 1..m — or, with
+`final_share` = s > 0, level m with probability s and else uniformly from 1..m, so level m
+holds a share s + (1 − s)/m of the reports and every other level (1 − s)/m — and reports
 the prefix of ℓ bytes of its padded string through local hashing at the full ε. Each level is
 one frequency oracle over the 64-bit keys of ℓ-byte prefixes, so no dictionary is needed: the
 server tests candidate prefixes only (ldp_telemetry.ldp.estimation.heavy_hitters), extending the
@@ -12,10 +14,10 @@ The hash functions come from a bounded public pool (the pool of Fast Local Hashi
 [Cormode21]): level ℓ's pool holds `pool` = K seeds s_{ℓ,j} = splitmix64(POOL_ROOT,
 ℓ·2^32 + j); the client draws j uniformly from [0, K), hashes its prefix key to
 H(s_{ℓ,j}, key) in [0, g) (ldp_telemetry.ldp.protocols.hashing.local_hash) and reports
-<ℓ, j, GRR_g(H)> with p = e^ε / (e^ε + g − 1). The level and j are drawn independently of the
-value and GRR_g is ε-LDP, so the report is ε-LDP. g is OLH's, round(e^ε + 1), at most
-MAX_HASH_RANGE. A report supports a prefix with p* = p if it is its own, and q* = 1/g in
-expectation over the pool otherwise ([Wang20] journal §2.4).
+<ℓ, j, GRR_g(H)> with p = e^ε / (e^ε + g − 1). The level (whatever s) and j are drawn
+independently of the value and GRR_g is ε-LDP, so the report is ε-LDP. g is OLH's,
+round(e^ε + 1), at most MAX_HASH_RANGE. A report supports a prefix with p* = p if it is its
+own, and q* = 1/g in expectation over the pool otherwise ([Wang20] journal §2.4).
 
 Payload `PemPayload` {level, hash, y}. Statistic (int64, mergeable by addition, its size fixed by
 the configuration): [n_1, …, n_m, then for each level the K × g counts of (j, y)]: counting is
@@ -32,7 +34,7 @@ from typing import ClassVar
 import numpy as np
 
 from ldp_telemetry.ldp.base.errors import RegistryError
-from ldp_telemetry.ldp.base.validation import is_int
+from ldp_telemetry.ldp.base.validation import is_finite_number, is_int
 from ldp_telemetry.ldp.protocols import hashing
 from ldp_telemetry.ldp.protocols.base import (BRANCH_BYTES, STRINGS, Columns, epsilon_problem,
                                               grr_perturb, int_column, varint_bytes)
@@ -56,6 +58,9 @@ MAX_STATISTIC_BYTES = 64 << 20
 #: Cells (pool × candidates) of one block of the candidates' hash evaluation: 512 KiB of uint64,
 #: so a block stays in a core's cache through its passes (1 << 20 cells took twice as long).
 HASH_BLOCK_CELLS = 1 << 16
+#: Largest `final_share`: every level below m keeps at least (1 − 0.9)/m of the reports, which
+#: the prefix search needs to reach level m at all.
+MAX_FINAL_SHARE = 0.9
 #: The root of the level pools' seeds.
 POOL_ROOT = np.uint64(0x6A09E667F3BCC908)
 
@@ -70,6 +75,15 @@ def string_domain_problem(max_bytes: object, pool: object) -> tuple[str, str] | 
     return None
 
 
+def final_share_problem(final_share: object) -> str | None:
+    """Why `domain.strings.final_share` is unusable (a real number in [0, MAX_FINAL_SHARE]),
+    or None."""
+    if not is_finite_number(final_share) or not 0 <= final_share <= MAX_FINAL_SHARE:
+        return (f"must be a number in [0, {MAX_FINAL_SHARE}] (MAX_FINAL_SHARE), "
+                f"got {final_share!r}")
+    return None
+
+
 def olh_hash_range(epsilon: float) -> int:
     """OLH's g = round(e^ε + 1), at least 2, at most MAX_HASH_RANGE."""
     return int(min(MAX_HASH_RANGE, max(2, math.floor(math.exp(epsilon) + 1.5))))
@@ -77,11 +91,13 @@ def olh_hash_range(epsilon: float) -> int:
 
 @dataclass(frozen=True)
 class PrefixExtension:
-    """PEM over strings of at most `d` = max_bytes bytes, one level per byte, K = `pool`."""
+    """PEM over strings of at most `d` = max_bytes bytes, one level per byte, K = `pool`, a
+    share `final_share` of the reports sent to level m beside the uniform draw."""
 
     epsilon: float
     d: int
     pool: int = DEFAULT_POOL
+    final_share: float = 0.0
     g: int = field(init=False)
 
     name: ClassVar[str] = "pem"
@@ -106,6 +122,10 @@ class PrefixExtension:
         if domain_problem:
             field_name, why = domain_problem
             raise RegistryError(f"{field_name} {why}", f"domain.strings.{field_name}")
+        share_problem = final_share_problem(self.final_share)
+        if share_problem:
+            raise RegistryError(f"final_share {share_problem}", "domain.strings.final_share")
+        object.__setattr__(self, "final_share", float(self.final_share))
         object.__setattr__(self, "g", olh_hash_range(self.epsilon))
         if self.statistic_nbytes() > MAX_STATISTIC_BYTES:
             raise RegistryError(
@@ -120,6 +140,13 @@ class PrefixExtension:
     @property
     def parameter(self) -> str:
         return f"g={self.g}, pool={self.pool}"
+
+    @property
+    def level_probabilities(self) -> np.ndarray:
+        """P(level ℓ) for ℓ = 1..m: (1 − s)/m each, plus s at level m."""
+        share = np.full(self.levels, (1.0 - self.final_share) / self.levels)
+        share[-1] += self.final_share
+        return share
 
     @property
     def p_star(self) -> float:
@@ -148,6 +175,8 @@ class PrefixExtension:
         n = rows.shape[0]
         level = rng.integers(1, self.levels + 1, size=n)
         index = rng.integers(0, self.pool, size=n)
+        if self.final_share > 0:  # no draw at 0: uniform levels' reports stay bit-identical
+            level[rng.random(n) < self.final_share] = self.levels
         keys = prefix_keys(rows)[np.arange(n), level - 1]
         hashed = hashing.local_hash(self.pool_seeds[level - 1, index], keys, self.g)
         return {"level": np.asarray(level), "hash": np.asarray(index),

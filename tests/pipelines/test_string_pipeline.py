@@ -183,6 +183,57 @@ def test_a_batch_run_decodes_against_the_registrys_dictionary(tmp_path):
     fastavro.validation.validate(record, load_schema("window_estimate"), raise_errors=True)
 
 
+def test_a_batch_run_with_a_final_share(tmp_path):
+    """`ldp simulate` and `ldp run` of a metric with final_share 0.5 (m = 10: level 10 holds
+    55% of the reports, each other level 5%): the simulated reports carry its fingerprint and
+    its level split (level 10's count within K = 4.5 binomial standard errors of 55%, false
+    failure 6.8e-6), and the record equals the window's finalize without Beam. ε = 4, 20,000
+    reports: the four most frequent apps (12% and more) are ≥ 10 standard errors above every
+    other candidate at every level (1,000 reports a level), so they are the top 4."""
+    document = json.loads(json.dumps(REGISTRY_DOC))
+    document["metrics"][0]["domain"]["strings"]["final_share"] = 0.5
+    registry = parse_registry(document)
+    config = registry[METRIC]
+    assert config.fingerprint != CONFIG.fingerprint
+    rng = np.random.default_rng(47)
+    n = 20_000
+    values = rng.choice(WORDS, size=n, p=SHARES)
+    with open(tmp_path / "apps.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["t", "app"])
+        writer.writerows(zip((T0 + rng.integers(0, HOUR, n)).tolist(), values.tolist(),
+                             strict=True))
+    path = tmp_path / "registry.json"
+    path.write_text(json.dumps(document))
+    cli = [sys.executable, "-m", "ldp_telemetry.pipelines.cli"]
+    subprocess.run([*cli, "simulate", "--registry", str(path), "--metric", METRIC,
+                    "--input", str(tmp_path / "apps.csv"), "--value-column", "app",
+                    "--time-column", "t", "--out", str(tmp_path / "reports"), "--seed", "5"],
+                   check=True, capture_output=True)
+    files = tuple(sorted(glob.glob(str(tmp_path / "reports" / "*.avro"))))
+    rows = []
+    for file in files:
+        with open(file, "rb") as handle:
+            rows += list(fastavro.reader(handle))
+    assert {r["fingerprint"] for r in rows} == {config.fingerprint}
+    level = np.array([r["payload"]["level"] for r in rows])
+    assert abs((level == 10).mean() - 0.55) <= 4.5 * np.sqrt(0.55 * 0.45 / n)
+    job = EstimateJob(registry, files, str(tmp_path / "out"), WindowSpec(HOUR * 1000,
+                                                                         HOUR * 1000))
+    counters = run_job(job, [], out=io.StringIO())
+    assert counters["records_accepted"] == n
+    (record,) = job_json_lines(tmp_path / "out", "estimates")
+    statistic = config.protocol.new_statistic()
+    config.protocol.accumulate(statistic, {key: np.array([r["payload"][key] for r in rows])
+                                           for key in ("level", "hash", "y")})
+    want = window_estimate_record(config, finalize_window(config, statistic, n),
+                                  T0 * 1000, (T0 + HOUR) * 1000).json_value()
+    assert record["labels"] == want["labels"] and record["heavy_hitters"] == want["heavy_hitters"]
+    np.testing.assert_allclose(record["std_error"], want["std_error"], rtol=1e-12)
+    assert record["heavy_hitters"]["level_reports"][-1] == int((level == 10).sum())
+    assert set(record["labels"]) == set(WORDS[:4])
+
+
 def test_bad_pem_payloads_become_dead_letters(tmp_path):
     path = str(tmp_path / "bad.avro")
     g = CONFIG.protocol.g
