@@ -101,3 +101,23 @@ def test_the_published_schema_takes_final_share_up_to_its_limit():
              if "strings" in d.get("properties", {})]
     assert found == [{"type": "number", "minimum": 0, "maximum": MAX_FINAL_SHARE,
                       "description": found[0]["description"]}]
+
+
+def test_the_published_schema_takes_a_dictionary_as_the_registry_does():
+    import json
+
+    from jsonschema import Draft202012Validator
+
+    from ldp_telemetry.ldp.protocols.pem import MAX_CANDIDATES
+    from ldp_telemetry.schemas import SCHEMA_DIR
+    schema = json.loads((SCHEMA_DIR / "registry.schema.json").read_text(encoding="utf-8"))
+    strings = [d["properties"]["strings"]["properties"]
+               for d in schema["$defs"]["domain"]["oneOf"] if "strings" in d.get("properties", {})]
+    assert strings[0]["dictionary"]["maxItems"] == MAX_CANDIDATES
+    validator = Draft202012Validator(schema)
+    for domain in ({"max_bytes": 8, "dictionary": ["mail", "maps"]},
+                   {"max_bytes": 8, "dictionary_file": "apps.txt"}):
+        document = {"metrics": [{"name": "app", "protocol": "pem", "epsilon": 2.0,
+                                 "domain": {"strings": domain},
+                                 "estimator": {"method": "heavy-hitters"}}]}
+        assert [error.message for error in validator.iter_errors(document)] == []
