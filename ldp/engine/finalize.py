@@ -18,7 +18,8 @@ from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, summary
 from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.estimation.replay import Choice, postprocess_with_choice
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
-                                                      Band, BootstrapErrors, band_scales,
+                                                      NO_REPORTS_REASON, Band, BootstrapErrors,
+                                                      band_scales,
                                                       bias_corrected_bands, no_bands, Z95,
                                                       parametric_bootstrap)
 from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS, FrequencyOracle
@@ -201,7 +202,7 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
                                       params.get("bootstrap", 0), 0)
         return NumericWindowResult(0, estimate, edges, nan, nan,
                                    {key: nan for key in QUANTILE_LEVELS}, errors, output,
-                                   BAND_NONE, no_bands("no band: no reports"))
+                                   BAND_NONE, no_bands(NO_REPORTS_REASON))
     output = spec.run(counts, int(n), protocol)
     estimate = np.asarray(output.estimate, dtype=np.float64)
     stats = summary(estimate, edges)
@@ -235,7 +236,7 @@ def _finalize_mean_only(config: MetricConfig, statistic: np.ndarray, n: int
     assert output.std_error is not None, "the mean estimator gives its standard error"
     errors = BootstrapErrors(0, np.zeros(0), scale * float(output.std_error[0]), {})
     bands = no_bands(f"no band: protocol {config.protocol.name!r} estimates the mean only")
-    mean_band = Band(None, None, "no band: no reports")
+    mean_band = Band(None, None, NO_REPORTS_REASON)
     if n > 0 and np.isfinite(errors.mean):
         mean_band = Band(mean - Z95 * errors.mean, mean + Z95 * errors.mean)
     bands["mean"] = mean_band

@@ -103,6 +103,8 @@ COVERAGE_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000, 1_000_000)
 CALIBRATED_REPLICATES = DEFAULT_REPLICATES
 CALIBRATED_BUCKETS = 128
 
+#: Why a window without reports has no bands (numeric and frequency records alike).
+NO_REPORTS_REASON = "no band: no reports"
 UNCALIBRATED_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: no margin on the bootstrap "
                        "through EM brought this statistic's coverage into [0.93, 0.97] on the "
                        "calibration data (benchmarks/calibrate_bands.py)")
@@ -273,7 +275,7 @@ def bias_corrected_bands(channel_model: Callable[[np.ndarray], np.ndarray],
     """
     if replicates < 2 or n <= 0:
         return no_bands("no band: fewer than 2 bootstrap replicates" if n > 0
-                        else "no band: no reports")
+                        else NO_REPORTS_REASON)
     theta, replicated = bootstrap_statistics(channel_model, fit, counts, n, edges, replicates,
                                              seed)
     lower, upper = band_limits(theta, replicated, edges, scales)

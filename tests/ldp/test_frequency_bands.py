@@ -11,6 +11,7 @@ the population (its bits are), so the checks of one window count separately.
 """
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -210,6 +211,20 @@ def test_too_few_expected_supports_declare_the_values_without_a_band():
         else:
             assert record.band_method == "exact-variance" and record.band_reasons is None
             assert point.band_method == "exact-variance" and point.lower95 is not None
+
+
+def test_an_empty_window_declares_its_values_without_a_band():
+    """A frequency window without reports has no band, and says so as a numeric one does
+    (`none`, "no band: no reports"): it named exact-variance and gave NaN bounds."""
+    config = parse_registry({"metrics": [{"name": "e", "protocol": "grr", "epsilon": 1.0,
+                                          "domain": {"size": 4}}]})["e"]
+    record = window_estimate_record(config, finalize_window(config, np.zeros(4, np.int64), 0),
+                                    0, 1)
+    assert record.band_method == "none"
+    assert record.band_reasons == {"estimate": "no band: no reports"}
+    assert value_bands(record) == ([None] * 4, [None] * 4)
+    decoded = json.loads(record.to_json())
+    assert decoded["band_method"] == "none" and decoded["band_reasons"] is not None
 
 
 @pytest.mark.parametrize("method", ["norm-sub", "base-cut"])
