@@ -353,6 +353,9 @@ class WindowEstimate:
             # record band is centre ± z · its standard error, which holds the collision term
             lower, upper = score_bands(np.array([unbiased_value]), self.protocol.p_star,
                                        self.protocol.q_star, self.n)
+        elif len(chosen) == 1:  # the record's: f~_v ± z · f~_v's standard error, whatever method
+            value_se = math.sqrt(linear_variance(self.protocol, self.n, indicator, self.plug_in))
+            lower, upper = exact_bands(np.array([unbiased_value]), np.array([value_se]))
         else:
             lower, upper = exact_bands(np.array([centre]), np.array([se]))
         return replace(answer, band_method=BAND_EXACT, lower95=float(lower[0]),

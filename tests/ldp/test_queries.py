@@ -503,3 +503,28 @@ def test_a_memoized_record_whose_channel_is_unknown_is_refused():
                              privacy={"memoized": True, "lifetime_epsilon": 4.0})
     with pytest.raises(queries.ConfigError, match="states p"):
         queries.record_protocol(record, 64)
+
+
+@pytest.mark.parametrize("protocol_name", ["cms", "hcms", "flh", "oue"])
+@pytest.mark.parametrize("method", ["norm", "norm-sub", "base"])
+def test_a_point_answer_has_its_records_value_band(protocol_name, method):
+    """A point answer's band is the record's band of the value (output.bands.value_bands) for
+    every method; under `norm` a pooled-hash oracle's point was banded around Norm's answer with
+    Norm's standard error instead (cms, ε = 2: [0.0889, 0.1183] against the record's
+    [0.0897, 0.1196])."""
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.engine.finalize import finalize_window
+    from ldp_telemetry.output.bands import value_bands
+    from ldp_telemetry.output.records import window_estimate_record
+    config = parse_registry({"metrics": [{"name": "m", "protocol": protocol_name,
+                                          "epsilon": 2.0, "domain": {"size": 64},
+                                          "postprocess": method}]})["m"]
+    protocol, rng, n = config.protocol, np.random.default_rng(1), 20_000
+    statistic = protocol.new_statistic()
+    protocol.accumulate(statistic, protocol.perturb(rng.integers(0, 10, n), rng))
+    record = window_estimate_record(config, finalize_window(config, statistic, n), 0, 1)
+    w = WindowEstimate.from_record(record)
+    lower, upper = value_bands(record)
+    for v in (3, 40):
+        answer = w.point(v)
+        assert (answer.lower95, answer.upper95) == pytest.approx((lower[v], upper[v]), rel=1e-9)
