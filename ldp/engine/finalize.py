@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldp_telemetry.ldp.config.registry import MetricConfig
-from ldp_telemetry.ldp.estimation.em import expectation_maximisation, paper_tolerance
+from ldp_telemetry.ldp.estimation.em import (DEFAULT_MAX_ITERATIONS, expectation_maximisation,
+                                              paper_tolerance)
 from ldp_telemetry.ldp.estimation.estimators import EstimatorOutput
 from ldp_telemetry.ldp.estimation.heavy_hitters import HeavyHitters
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, summary
@@ -154,6 +155,15 @@ def interval_fit(config: MetricConfig) -> Callable[[np.ndarray], np.ndarray] | N
     return fit
 
 
+def default_interval_fit(config: MetricConfig) -> bool:
+    """Whether `interval_fit` runs EM as the margins were calibrated: the paper's tolerance
+    and the default iteration cap (an "em" estimator may set either)."""
+    params = dict(config.estimator.params)
+    tolerance = params.get("tolerance") if config.estimator.method == "em" else None
+    return ((tolerance is None or tolerance == paper_tolerance(config.protocol.epsilon, False))
+            and params.get("max_iterations", DEFAULT_MAX_ITERATIONS) == DEFAULT_MAX_ITERATIONS)
+
+
 def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str, dict]:
     """(band method, bands) of a Square Wave metric estimated by EMS or EM: the bias-corrected
     parametric bootstrap of ldp_telemetry.ldp.estimation.uncertainty.bias_corrected_bands with
@@ -169,7 +179,8 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
     # `interval_fit` gives a fit only for the Square Wave protocols' EMS and EM
     assert isinstance(protocol, (SquareWave, DiscreteSquareWave)), "a calibrated band's protocol"
     replicates = params.get("bootstrap", 0)
-    scales, reasons = band_scales(protocol.epsilon, int(n), config.d, replicates)
+    scales, reasons = band_scales(protocol.epsilon, int(n), config.d, replicates, protocol.name,
+                                  protocol.output_buckets, default_interval_fit(config))
     bands = bias_corrected_bands(protocol.channel().forward, fit, counts, n, config.bucket_edges,
                                  replicates, params.get("seed", 0), scales, reasons)
     method = BAND_BIAS_CORRECTED if any(b.lower is not None for b in bands.values()) else BAND_NONE
