@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 from bench_json import Run, add_json_argument
-from coverage import (CALIBRATION_SEED, CALIBRATION_SETS, available, coverage_at, numbers,
-                      simulate_all)
+from coverage import (CALIBRATION_SEED, CALIBRATION_SETS, available, cache_holds, coverage_at,
+                      numbers, simulate_all)
 
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_STATISTICS
 
@@ -98,9 +98,8 @@ def main(argv=None) -> None:
         if cache is not None and cache.exists():
             with cache.open("rb") as file:
                 sims = pickle.load(file)  # a file this script wrote (trusted, local)
-            if [tuple(s[k] for k in ("dataset", "epsilon", "n")) for s in sims] != [
-                    job[:3] for job in jobs]:
-                parser.error(f"--cache {cache} holds other cells")
+            if not cache_holds(sims, jobs):
+                parser.error(f"--cache {cache} holds other cells (or other seeds)")
         else:
             sims = list(simulate_all(jobs, args.jobs))
             if cache is not None:

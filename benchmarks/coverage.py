@@ -140,8 +140,20 @@ def simulate(name: str, epsilon: float, n: int, buckets: int, windows: int, repl
         spread.append(replicated.std(axis=0, ddof=1))
         bias.append(b)
     return {"dataset": name, "epsilon": epsilon, "n": n, "buckets": buckets,
-            "windows": windows, "replicates": replicates, "error": np.array(error),
+            "windows": windows, "replicates": replicates, "seed": seed, "error": np.array(error),
             "spread": np.array(spread), "bias": np.array(bias), "seconds": seconds}
+
+
+#: What names a simulated cell: `simulate`'s arguments, in order, as its result keeps them.
+CELL_KEYS = ("dataset", "epsilon", "n", "buckets", "windows", "replicates", "seed")
+
+
+def cache_holds(sims: list[dict], cells: list[tuple]) -> bool:
+    """Whether cached simulations are exactly `cells` (`simulate`'s argument tuples), the seed
+    included: the held-out evaluation must not reuse calibration windows, nor the calibration
+    fit on held-out ones (a cache written before the seed was kept holds no seed)."""
+    return [tuple(sim.get(key) for key in CELL_KEYS) for sim in sims] == [
+        tuple(cell) for cell in cells]
 
 
 def simulate_cell(args: tuple) -> dict:
@@ -262,9 +274,8 @@ def main(argv=None) -> None:
     if cache is not None and cache.exists():
         with cache.open("rb") as file:
             sims = pickle.load(file)  # a file this script wrote (trusted, local)
-        if [tuple(sim[k] for k in ("dataset", "epsilon", "n", "buckets", "windows"))
-                for sim in sims] != [cell[:5] for cell in cells]:
-            parser.error(f"--cache {cache} holds other cells")
+        if not cache_holds(sims, cells):
+            parser.error(f"--cache {cache} holds other cells (or other seeds)")
     else:
         sims = simulate_all(cells, args.jobs)
         if cache is not None:

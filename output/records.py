@@ -26,7 +26,8 @@ from ldp_telemetry.ldp.engine.finalize import (NumericWindowResult, StringWindow
                                                WindowResult)
 from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
 from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, WIENER_NO_BAND
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_NONE, NO_REPORTS_REASON,
+                                                      WIENER_NO_BAND)
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, smallest_resolvable
 from ldp_telemetry.output.compact import IndexLabels
@@ -184,12 +185,15 @@ def chosen_postprocess(choice: Any) -> dict:  # a replay.Choice, or None
 
 
 def frequency_band_reason(result: WindowResult) -> str | None:
-    """Why a frequency record's values have no band: a Wiener filter's (WIENER_NO_BAND), or too
-    few expected supports per value for a normal band (frequency_bands.few_supports_reason);
+    """Why a frequency record's values have no band: a Wiener filter's (WIENER_NO_BAND), no
+    reports (NO_REPORTS_REASON), or too few expected supports per value for a normal band
+    (frequency_bands.few_supports_reason);
     None when they have one."""
     output = result.estimator
     if output is not None and output.std_error is not None:
         return WIENER_NO_BAND
+    if result.noise.n == 0:
+        return NO_REPORTS_REASON
     return few_supports_reason(result.noise)
 
 

@@ -135,7 +135,13 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
 
 
 def _with_band(answer: dict) -> dict:
-    """An answer's JSON with `half95`, the ± of its 95% band (null without a standard error)."""
+    """A numeric answer's JSON with `half95`, the half width of its 95% band, as the text
+    prints it: the record's band (`band95`; null where the record names a band method and
+    gives this answer none), Z95 · std_error for a record written before `band_method` (null
+    without a standard error)."""
+    band = answer.get("band95")
+    if answer.get("band_method") is not None:
+        return {**answer, "half95": None if band is None else (band[1] - band[0]) / 2}
     return {**answer, "half95": half_width95(answer.get("std_error"))}
 
 

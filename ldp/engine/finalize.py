@@ -11,14 +11,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldp_telemetry.ldp.config.registry import MetricConfig
-from ldp_telemetry.ldp.estimation.em import expectation_maximisation, paper_tolerance
+from ldp_telemetry.ldp.estimation.em import (DEFAULT_MAX_ITERATIONS, expectation_maximisation,
+                                              paper_tolerance)
 from ldp_telemetry.ldp.estimation.estimators import EstimatorOutput
 from ldp_telemetry.ldp.estimation.heavy_hitters import HeavyHitters
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, summary
 from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.estimation.replay import Choice, postprocess_with_choice
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
-                                                      Band, BootstrapErrors, band_scales,
+                                                      NO_REPORTS_REASON, Band, BootstrapErrors,
+                                                      band_scales,
                                                       bias_corrected_bands, no_bands, Z95,
                                                       parametric_bootstrap)
 from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS, FrequencyOracle
@@ -153,6 +155,15 @@ def interval_fit(config: MetricConfig) -> Callable[[np.ndarray], np.ndarray] | N
     return fit
 
 
+def default_interval_fit(config: MetricConfig) -> bool:
+    """Whether `interval_fit` runs EM as the margins were calibrated: the paper's tolerance
+    and the default iteration cap (an "em" estimator may set either)."""
+    params = dict(config.estimator.params)
+    tolerance = params.get("tolerance") if config.estimator.method == "em" else None
+    return ((tolerance is None or tolerance == paper_tolerance(config.protocol.epsilon, False))
+            and params.get("max_iterations", DEFAULT_MAX_ITERATIONS) == DEFAULT_MAX_ITERATIONS)
+
+
 def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str, dict]:
     """(band method, bands) of a Square Wave metric estimated by EMS or EM: the bias-corrected
     parametric bootstrap of ldp_telemetry.ldp.estimation.uncertainty.bias_corrected_bands with
@@ -168,7 +179,8 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
     # `interval_fit` gives a fit only for the Square Wave protocols' EMS and EM
     assert isinstance(protocol, (SquareWave, DiscreteSquareWave)), "a calibrated band's protocol"
     replicates = params.get("bootstrap", 0)
-    scales, reasons = band_scales(protocol.epsilon, int(n), config.d, replicates)
+    scales, reasons = band_scales(protocol.epsilon, int(n), config.d, replicates, protocol.name,
+                                  protocol.output_buckets, default_interval_fit(config))
     bands = bias_corrected_bands(protocol.channel().forward, fit, counts, n, config.bucket_edges,
                                  replicates, params.get("seed", 0), scales, reasons)
     method = BAND_BIAS_CORRECTED if any(b.lower is not None for b in bands.values()) else BAND_NONE
@@ -201,7 +213,7 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
                                       params.get("bootstrap", 0), 0)
         return NumericWindowResult(0, estimate, edges, nan, nan,
                                    {key: nan for key in QUANTILE_LEVELS}, errors, output,
-                                   BAND_NONE, no_bands("no band: no reports"))
+                                   BAND_NONE, no_bands(NO_REPORTS_REASON))
     output = spec.run(counts, int(n), protocol)
     estimate = np.asarray(output.estimate, dtype=np.float64)
     stats = summary(estimate, edges)
@@ -235,7 +247,7 @@ def _finalize_mean_only(config: MetricConfig, statistic: np.ndarray, n: int
     assert output.std_error is not None, "the mean estimator gives its standard error"
     errors = BootstrapErrors(0, np.zeros(0), scale * float(output.std_error[0]), {})
     bands = no_bands(f"no band: protocol {config.protocol.name!r} estimates the mean only")
-    mean_band = Band(None, None, "no band: no reports")
+    mean_band = Band(None, None, NO_REPORTS_REASON)
     if n > 0 and np.isfinite(errors.mean):
         mean_band = Band(mean - Z95 * errors.mean, mean + Z95 * errors.mean)
     bands["mean"] = mean_band

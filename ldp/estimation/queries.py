@@ -89,6 +89,7 @@ from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_
                                                       BAND_NONE, WIENER_NO_BAND)
 from ldp_telemetry.ldp.protocols import FrequencyOracle, is_pooled, make_protocol
 from ldp_telemetry.ldp.protocols.hash_pool import sketch_arguments
+from ldp_telemetry.ldp.protocols.memoized import G_RULES, LOCAL_HASHING, make_memoized_protocol
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
 STD_ERROR_KINDS = {
@@ -181,6 +182,34 @@ class FrequencyRecord(Protocol):
     estimate: np.ndarray
 
 
+def record_protocol(record: FrequencyRecord, d: int) -> FrequencyOracle:
+    """The oracle a frequency record over d values was made with: its `protocol` at its ε, with
+    a pooled-hash oracle's k and m (`parameters`; the defaults for a record written before
+    the field) and a memoized record's two stages (`privacy.lifetime_epsilon`). A two-stage
+    record names its one-stage protocol, whose p*, q* may differ from the composed ones it
+    states (memoized RUE, LOLOHA's g); the stages are the ones whose p*, q* are the record's
+    (for local hashing, the g rule that gives them). ConfigError when none does."""
+    sketch = getattr(record, "parameters", None) or {}
+    privacy = getattr(record, "privacy", None) or {}
+    epsilon = float(record.epsilon)
+    if not privacy.get("memoized") or privacy.get("lifetime_epsilon") is None:
+        return make_protocol(record.protocol, epsilon, d, **sketch_arguments(sketch))
+    lifetime = float(privacy["lifetime_epsilon"])
+    rules = (None, *G_RULES) if record.protocol in LOCAL_HASHING else (None,)
+    candidates = [make_memoized_protocol(record.protocol, epsilon, d, lifetime, rule)
+                  for rule in rules]
+    stated = (getattr(record, "p_star", None), getattr(record, "q_star", None))
+    if None in stated:  # written before p* and q* were recorded: the default g rule
+        return candidates[0]
+    for protocol in candidates:
+        if (math.isclose(protocol.p_star, stated[0], rel_tol=1e-9)
+                and math.isclose(protocol.q_star, stated[1], rel_tol=1e-9)):
+            return protocol
+    raise ConfigError(f"the record of metric {record.metric!r} states p* = {stated[0]:g}, "
+                      f"q* = {stated[1]:g}, which no two-stage {record.protocol!r} at ε1 = "
+                      f"{epsilon:g}, ε∞ = {lifetime:g} has", "p_star")
+
+
 @dataclass(frozen=True)
 class WindowEstimate:
     """One window's arrays and noise model, post-processed with `spec`."""
@@ -201,11 +230,7 @@ class WindowEstimate:
         """From a frequency oracle's window-estimate record (the attributes of
         ldp_telemetry.output.estimate.EstimateRecord, `FrequencyRecord`)."""
         labels = tuple(record.labels)
-        # a pooled-hash oracle's k and m; a record without them (written before the field)
-        # was made with the defaults
-        sketch = getattr(record, "parameters", None) or {}
-        protocol = make_protocol(record.protocol, float(record.epsilon), len(labels),
-                                 **sketch_arguments(sketch))
+        protocol = record_protocol(record, len(labels))
         post = record.postprocess
         if post is None:  # every writer writes one; TypeError, as subscripting None raised
             raise TypeError(f"the record of metric {record.metric!r} has no postprocess section")
@@ -328,6 +353,9 @@ class WindowEstimate:
             # record band is centre ± z · its standard error, which holds the collision term
             lower, upper = score_bands(np.array([unbiased_value]), self.protocol.p_star,
                                        self.protocol.q_star, self.n)
+        elif len(chosen) == 1:  # the record's: f~_v ± z · f~_v's standard error, whatever method
+            value_se = math.sqrt(linear_variance(self.protocol, self.n, indicator, self.plug_in))
+            lower, upper = exact_bands(np.array([unbiased_value]), np.array([value_se]))
         else:
             lower, upper = exact_bands(np.array([centre]), np.array([se]))
         return replace(answer, band_method=BAND_EXACT, lower95=float(lower[0]),

@@ -102,7 +102,12 @@ COVERAGE_EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
 COVERAGE_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000, 1_000_000)
 CALIBRATED_REPLICATES = DEFAULT_REPLICATES
 CALIBRATED_BUCKETS = 128
+#: The protocol the margins are calibrated on, with as many output buckets as buckets and the
+#: interval fit (EM) at its default tolerance and iteration cap.
+CALIBRATED_PROTOCOL = "sw"
 
+#: Why a window without reports has no bands (numeric and frequency records alike).
+NO_REPORTS_REASON = "no band: no reports"
 UNCALIBRATED_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: no margin on the bootstrap "
                        "through EM brought this statistic's coverage into [0.93, 0.97] on the "
                        "calibration data (benchmarks/calibrate_bands.py)")
@@ -120,13 +125,18 @@ def coverage_cell(epsilon: float, n: int) -> tuple[float, int]:
 
 
 def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
-                replicates: int = CALIBRATED_REPLICATES) -> tuple[np.ndarray, dict[str, str]]:
+                replicates: int = CALIBRATED_REPLICATES, protocol: str = CALIBRATED_PROTOCOL,
+                output_buckets: int | None = None, default_fit: bool = True
+                ) -> tuple[np.ndarray, dict[str, str]]:
     """(c per statistic of BAND_STATISTICS, reasons) for windows of ε, n reports, `buckets`
     buckets and R = `replicates`: the calibrated margin scale of the window's grid cell
     (`coverage_cell`; MARGIN_SCALES of ldp_telemetry.ldp.estimation.band_calibration), NaN
     where the statistic is declared without a band (reason UNCALIBRATED_REASON); for a window
     outside the calibrated range (ε outside [0.5, 4], n outside [10³/√10, √10 · 10⁶], other
-    than 128 buckets or R = 20) every band's reason says it is extrapolated."""
+    than 128 buckets or R = 20) or channel and fit (a `protocol` other than
+    CALIBRATED_PROTOCOL, `output_buckets` other than `buckets` (None: the same), an interval
+    fit not at EM's default settings, `default_fit` False) every band's reason says it is
+    extrapolated."""
     from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
     cell = coverage_cell(epsilon, n)
     outside = []
@@ -139,6 +149,13 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
         outside.append((f"{buckets} buckets", f"{CALIBRATED_BUCKETS} buckets"))
     if replicates != CALIBRATED_REPLICATES:
         outside.append((f"{replicates} bootstrap replicates", f"{CALIBRATED_REPLICATES}"))
+    if protocol != CALIBRATED_PROTOCOL:
+        outside.append((f"protocol {protocol}", f"protocol {CALIBRATED_PROTOCOL}"))
+    if output_buckets is not None and output_buckets != buckets:
+        outside.append((f"{output_buckets} output buckets", "as many as buckets"))
+    if not default_fit:
+        outside.append(("EM settings (tolerance, max_iterations) of the interval fit",
+                        "EM's default tolerance and iteration cap"))
     extrapolated = "; ".join(EXTRAPOLATED_REASON.format(what=what, measured=measured)
                              for what, measured in outside)
     scales = np.full(len(BAND_STATISTICS), np.nan)
@@ -273,7 +290,7 @@ def bias_corrected_bands(channel_model: Callable[[np.ndarray], np.ndarray],
     """
     if replicates < 2 or n <= 0:
         return no_bands("no band: fewer than 2 bootstrap replicates" if n > 0
-                        else "no band: no reports")
+                        else NO_REPORTS_REASON)
     theta, replicated = bootstrap_statistics(channel_model, fit, counts, n, edges, replicates,
                                              seed)
     lower, upper = band_limits(theta, replicated, edges, scales)

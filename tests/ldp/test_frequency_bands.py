@@ -11,6 +11,7 @@ the population (its bits are), so the checks of one window count separately.
 """
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -20,7 +21,8 @@ from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.ldp.estimation.frequency_bands import (bootstrap_bands,
                                                           channel_support_counts,
-                                                          replayed_windows, top_k_bands)
+                                                          replayed_windows, score_bands,
+                                                          top_k_bands)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, project_to_simplex
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.ldp.protocols import make_protocol
@@ -212,6 +214,20 @@ def test_too_few_expected_supports_declare_the_values_without_a_band():
             assert point.band_method == "exact-variance" and point.lower95 is not None
 
 
+def test_an_empty_window_declares_its_values_without_a_band():
+    """A frequency window without reports has no band, and says so as a numeric one does
+    (`none`, "no band: no reports"): it named exact-variance and gave NaN bounds."""
+    config = parse_registry({"metrics": [{"name": "e", "protocol": "grr", "epsilon": 1.0,
+                                          "domain": {"size": 4}}]})["e"]
+    record = window_estimate_record(config, finalize_window(config, np.zeros(4, np.int64), 0),
+                                    0, 1)
+    assert record.band_method == "none"
+    assert record.band_reasons == {"estimate": "no band: no reports"}
+    assert value_bands(record) == ([None] * 4, [None] * 4)
+    decoded = json.loads(record.to_json())
+    assert decoded["band_method"] == "none" and decoded["band_reasons"] is not None
+
+
 @pytest.mark.parametrize("method", ["norm-sub", "base-cut"])
 def test_top_k_bands_are_not_too_narrow(method):
     """The top-3 answers of 150 windows: their bands hold the truth of the value selected in at
@@ -258,3 +274,21 @@ def test_a_combined_record_declares_no_band_when_a_version_expects_too_few_suppo
         else:
             assert record.band_method == "exact-variance" and record.band_reasons is None
             assert value_bands(record)[0][0] is not None
+
+
+@pytest.mark.parametrize("protocol_name", ["hr", "blh", "grr", "oue"])
+def test_the_score_band_inverts_the_test_whatever_the_sign_of_b(protocol_name):
+    """score_bands is exactly the set of f in [0, 1] that |f~ − f| ≤ z · sqrt(A + B f) accepts,
+    for B = (1 − p* − q*)/(n (p* − q*)) negative (HR, BLH: the variance falls with f) as well as
+    positive or zero (GRR, OUE: 1 − p* − q* ≥ 0 for every ε and d), and for f~ outside [0, 1]."""
+    protocol = make_protocol(protocol_name, 2.0, 16)
+    n = 2_000
+    noise = protocol.noise(n)
+    f_tilde = np.array([-0.08, 0.0, 0.03, 0.5, 0.97, 1.0, 1.04])
+    lower, upper = score_bands(f_tilde, protocol.p_star, protocol.q_star, n)
+    grid = np.linspace(0.0, 1.0, 200_001)
+    for v, value in enumerate(f_tilde):
+        accepted = np.abs(value - grid) <= 1.959963984540054 * np.sqrt(noise.variance(grid))
+        inside = (grid >= lower[v]) & (grid <= upper[v])
+        # equal but for the grid points within rounding of a root
+        assert np.sum(accepted != inside) <= 2

@@ -203,3 +203,32 @@ def test_a_band_outside_the_measured_range_says_it_is_extrapolated(setting, name
         assert reasons[key].startswith("band extrapolated") and named in reasons[key]
     inside = band_scales(2.0, 10_000, 128, 20)[1]
     assert not any(reason.startswith("band extrapolated") for reason in inside.values())
+
+
+@pytest.mark.parametrize(("protocol", "domain", "estimator", "named"), [
+    ("sw-discrete", {}, {}, "sw-discrete"),
+    ("sw", {"output_buckets": 256}, {}, "256 output buckets"),
+    ("sw", {}, {"max_iterations": 50}, "EM settings"),
+    ("sw", {}, {"method": "em", "tolerance": 1e-3}, "EM settings")])
+def test_a_channel_or_fit_the_margins_never_saw_says_it_is_extrapolated(protocol, domain,
+                                                                          estimator, named):
+    """The margins were fitted on Square Wave (`sw`) with as many output buckets as buckets and
+    EM at its default tolerance and iteration cap: a discrete Square Wave, other output
+    buckets or another EM setting changes the channel or the interval fit, so every band says
+    it is extrapolated (they said nothing: calibrated in appearance only). The calibrated
+    setting itself (ε 2, n 10⁴, 128 buckets, R 20) says nothing."""
+    def reasons(protocol, domain, estimator):
+        config = parse_registry({"metrics": [{
+            "name": "latency", "protocol": protocol, "epsilon": 2.0,
+            "domain": {"low": 0, "high": 32, "buckets": 128, **domain},
+            "estimator": {"method": "ems", "bootstrap": 20, "seed": 5, **estimator}}]})["latency"]
+        rng = np.random.default_rng(8)
+        values = rng.lognormal(1.0, 0.6, 10_000)
+        result = finalize_window(config, window(config, values, rng), 10_000)
+        return {key: band.reason for key, band in result.bands.items()
+                if band.lower is not None}
+    for reason in reasons("sw", {}, {}).values():
+        assert reason is None
+    outside = reasons(protocol, domain, estimator)
+    assert outside and all(reason.startswith("band extrapolated") and named in reason
+                           for reason in outside.values())

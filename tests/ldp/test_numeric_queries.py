@@ -56,3 +56,25 @@ def test_query_cli_on_a_numeric_metric(tmp_path, capsys):
                  "--top", "2"]) != 0
     assert "is numeric" in capsys.readouterr().err
     assert np.isfinite(NumericWindow.from_record(RECORD).estimate).all()
+
+
+def test_query_json_prints_no_band_the_record_declares(tmp_path, capsys):
+    """`half95` of a numeric answer is its record's band's (null where the record declares
+    none, half of [lower, upper] otherwise), as the text prints it; it was 1.96 · s.e. even
+    for a quantile whose record says it has no calibrated band. A record written before
+    `band_method` keeps value ± 1.96 · s.e."""
+    banded = dataclasses.replace(
+        RECORD, band_method="bias-corrected-bootstrap",
+        bands={"0.5": None, "0.75": {"lower": 240.0, "upper": 330.0}},
+        band_reasons={"0.5": "no calibrated band"},
+        quantile_std_errors={"0.5": 12.5, "0.75": 20.0})
+    for record, expected in ((banded, [None, 45.0]), (RECORD, [1.959963984540054 * 12.5, None])):
+        (tmp_path / "estimates-00000-of-00001.jsonl").write_text(record.to_json() + "\n")
+        assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
+                     "--quantile", "0.5,0.75", "--json"]) == 0
+        answers = json.loads(capsys.readouterr().out)["answers"]
+        assert [a["half95"] for a in answers] == pytest.approx(expected)
+        assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
+                     "--quantile", "0.5"]) == 0
+        text = capsys.readouterr().out
+        assert ("(no band)" in text) == (record is banded)

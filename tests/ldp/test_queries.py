@@ -460,3 +460,71 @@ def test_query_errors():
     with pytest.raises(ValueError, match="no support-correlation model"):
         queries.report_variance(type("P", (), {"name": "xyz", "d": 2, "p_star": .6,
                                                 "q_star": .4})(), np.ones(2))
+
+
+@pytest.mark.parametrize("protocol_name, memoize", [
+    ("rue", {"lifetime_epsilon": 4.0}),
+    ("olh", {"lifetime_epsilon": 4.0, "g": "loloha"}),
+    ("rlh", {"lifetime_epsilon": 4.0, "g": "loloha"}),
+])
+def test_a_memoized_record_is_queried_with_its_own_channel(protocol_name, memoize):
+    """A two-stage record names its one-stage protocol; its p* and q* are the composed ones
+    (memoized RUE, LOLOHA's g), which the query rebuilds: point answers keep the record's
+    standard error and band (output.bands.value_bands), not the one-stage protocol's (before
+    the fix: 0.2% and 1% off, and the band with them)."""
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.engine.finalize import finalize_window
+    from ldp_telemetry.output.bands import value_bands
+    from ldp_telemetry.output.records import window_estimate_record
+    registry = parse_registry({"metrics": [{"name": "m", "protocol": protocol_name,
+                                            "epsilon": 1.0, "memoize": memoize,
+                                            "domain": {"size": 64}}]})
+    config = registry["m"]
+    n, p, q = 20_000, config.protocol.p_star, config.protocol.q_star
+    f = np.random.default_rng(5).dirichlet(np.ones(64))
+    counts = np.round(n * (f * p + (1 - f) * q)).astype(np.int64)  # expected support counts
+    result = finalize_window(config, counts, n)
+    record = window_estimate_record(config, result, 1_577_836_800_000, 1_577_923_200_000)
+    assert (record.p_star, record.q_star) == (config.protocol.p_star, config.protocol.q_star)
+    w = WindowEstimate.from_record(record)
+    assert (w.protocol.p_star, w.protocol.q_star) == (record.p_star, record.q_star)
+    lower, upper = value_bands(record)
+    for v in (0, 17, 63):
+        answer = w.point(v)
+        assert answer.std_error == pytest.approx(record.std_error[v], rel=1e-12)
+        assert (answer.lower95, answer.upper95) == pytest.approx((lower[v], upper[v]), rel=1e-12)
+
+
+def test_a_memoized_record_whose_channel_is_unknown_is_refused():
+    """p*, q* that no two-stage form of the record's protocol has: an error naming the field,
+    not answers with another channel's bands."""
+    from types import SimpleNamespace
+    record = SimpleNamespace(metric="m", protocol="olh", epsilon=1.0, p_star=0.9, q_star=0.1,
+                             privacy={"memoized": True, "lifetime_epsilon": 4.0})
+    with pytest.raises(queries.ConfigError, match="states p"):
+        queries.record_protocol(record, 64)
+
+
+@pytest.mark.parametrize("protocol_name", ["cms", "hcms", "flh", "oue"])
+@pytest.mark.parametrize("method", ["norm", "norm-sub", "base"])
+def test_a_point_answer_has_its_records_value_band(protocol_name, method):
+    """A point answer's band is the record's band of the value (output.bands.value_bands) for
+    every method; under `norm` a pooled-hash oracle's point was banded around Norm's answer with
+    Norm's standard error instead (cms, ε = 2: [0.0889, 0.1183] against the record's
+    [0.0897, 0.1196])."""
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.engine.finalize import finalize_window
+    from ldp_telemetry.output.bands import value_bands
+    from ldp_telemetry.output.records import window_estimate_record
+    config = parse_registry({"metrics": [{"name": "m", "protocol": protocol_name,
+                                          "epsilon": 2.0, "domain": {"size": 64},
+                                          "postprocess": method}]})["m"]
+    protocol, rng, n = config.protocol, np.random.default_rng(1), 20_000
+    statistic = protocol.new_statistic()
+    protocol.accumulate(statistic, protocol.perturb(rng.integers(0, 10, n), rng))
+    record = window_estimate_record(config, finalize_window(config, statistic, n), 0, 1)
+    w = WindowEstimate.from_record(record)
+    lower, upper = value_bands(record)
+    for v in (3, 40):
+        answer = w.point(v)
+        assert (answer.lower95, answer.upper95) == pytest.approx((lower[v], upper[v]), rel=1e-9)
