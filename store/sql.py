@@ -133,13 +133,21 @@ CREATE TABLE IF NOT EXISTS ldp_run_inputs (
   last_event_ms BIGINT,
   watermark_ms BIGINT,
   PRIMARY KEY (metric, run_seq));
+CREATE TABLE IF NOT EXISTS ldp_value_bands (
+  rule TEXT PRIMARY KEY);
 CREATE INDEX IF NOT EXISTS ldp_panes_by_metric ON ldp_panes (metric, seq);
 CREATE INDEX IF NOT EXISTS ldp_rejects_by_slice ON ldp_rejects (metric, slice_start_ms);
 """
 
 #: Every table the store keeps.
 _TABLE_NAMES = ("ldp_windows", "ldp_window_values", "ldp_window_summaries", "ldp_panes",
-                "ldp_rejects", "ldp_runs", "ldp_run_inputs", "ldp_metric_privacy")
+                "ldp_rejects", "ldp_runs", "ldp_run_inputs", "ldp_metric_privacy",
+                "ldp_value_bands")
+
+#: The rule the store's value rows' lower95/upper95 are made by (`store.records.value_rows`:
+#: the band of the unbiased estimate, output.bands.value_band), kept in ldp_value_bands; a store
+#: without it has the rows of an earlier rule (estimate ± z · std_error), re-banded on open.
+VALUE_BAND_RULE = "unbiased-estimate-band"
 
 #: What each metric configuration promises a device (ldp_telemetry.ldp.config.budget), from the
 #: records' `privacy` field: one row per (metric, version), the newest record's. `lifetime_epsilon`
@@ -782,8 +790,12 @@ class EstimateStore:
             if before and "run_seq" not in before:
                 self._add_runs(cursor)
             banded = before and self._add_summary_bands(cursor)
+            if before and not self._has_table(cursor, "ldp_value_bands"):
+                self._reband_values(cursor)
             for statement in filter(str.strip, ddl.split(";")):
                 cursor.execute(statement)
+            cursor.execute(self._sql("INSERT INTO ldp_value_bands (rule) VALUES (?) "
+                                     "ON CONFLICT DO NOTHING"), (VALUE_BAND_RULE,))
             cursor.execute(_PRIVACY_TABLE)
             self._privacy_table = True
             if banded:  # the summary view reads the new columns
@@ -864,6 +876,24 @@ class EstimateStore:
             "UPDATE ldp_window_summaries SET lower95 = ?, upper95 = ? WHERE statistic = ? AND "
             "metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?"), updates)
         return True
+
+    def _reband_values(self, cursor) -> None:
+        """Give the value rows of a store made before VALUE_BAND_RULE the bands its writer
+        saves now, from each window's stored record (`store.records.value_rows`), in the
+        caller's transaction: one window's record in memory at a time."""
+        cursor.execute("SELECT metric, version, window_start_ms, window_end_ms FROM ldp_windows")
+        windows = cursor.fetchall()
+        for window in windows:
+            cursor.execute(self._sql("SELECT record FROM ldp_windows WHERE metric = ? AND "
+                                     "version = ? AND window_start_ms = ? AND "
+                                     "window_end_ms = ?"), window)
+            (text,) = cursor.fetchone()
+            record = EstimateRecord.from_json(text)
+            cursor.executemany(self._sql(
+                "UPDATE ldp_window_values SET lower95 = ?, upper95 = ? WHERE metric = ? AND "
+                "version = ? AND window_start_ms = ? AND window_end_ms = ? AND value_index = ?"),
+                [(row.lower95, row.upper95, *window, row.value_index)
+                 for row in value_rows(record)])
 
     def _has_every_table(self) -> bool:
         """Whether the store has every table `create_tables` makes (read in a snapshot)."""
