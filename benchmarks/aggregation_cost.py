@@ -62,7 +62,16 @@ def per_call(step, min_seconds: float) -> float:
 def measure(name: str, epsilon: float, d: int, args, rng: np.random.Generator) -> dict:
     """One row: the protocol's counting seconds per report and finalize seconds at d."""
     protocol = make_protocol(name, epsilon, d)
+    n, batch, count_seconds, finalize_seconds = protocol_seconds(protocol, d, args, rng)
+    return {"protocol": name, "d": d, "parameter": protocol.parameter, "reports": n, "batch": batch,
+            "count_seconds_per_report": count_seconds, "finalize_seconds": finalize_seconds}
 
+
+def protocol_seconds(protocol, d: int, args, rng: np.random.Generator
+                     ) -> tuple[int, int, float, float]:
+    """(reports counted per run, batch, median counting seconds per report, median finalize
+    seconds) of `protocol` over [0, d): batches of one perturbed sample counted until a run
+    lasts `args.target` seconds, `args.repeats` times."""
     batch = max(1, min(args.batch, args.batch_bytes // protocol.payload_bytes()))
     sample = protocol.perturb(population(d, min(batch, args.sample), rng), rng)
     columns = {key: np.resize(column, (batch, *column.shape[1:]))
@@ -83,9 +92,7 @@ def measure(name: str, epsilon: float, d: int, args, rng: np.random.Generator) -
         statistic = protocol.new_statistic()
         counts.append(timed(lambda s=statistic, n=n: count(s, n)) / n)
         finals.append(per_call(lambda s=statistic: protocol.support_counts(s), args.min_seconds))
-    return {"protocol": name, "d": d, "parameter": protocol.parameter, "reports": n, "batch": batch,
-            "count_seconds_per_report": statistics.median(counts),
-            "finalize_seconds": statistics.median(finals)}
+    return n, batch, statistics.median(counts), statistics.median(finals)
 
 
 def run(args) -> dict:

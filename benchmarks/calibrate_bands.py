@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 from bench_json import Run, add_json_argument
-from coverage import (CALIBRATION_SEED, CALIBRATION_SETS, available, cache_holds, coverage_at,
-                      numbers, simulate_all)
+from coverage import (CALIBRATION_SEED, CALIBRATION_SETS, available, cached_simulations,
+                      coverage_at, numbers, simulate_all)
 
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_STATISTICS
 
@@ -95,12 +95,8 @@ def main(argv=None) -> None:
             for e, n in cells for name in sets]
     with Run("band_calibration", args.json, vars(args)) as run:
         cache = Path(args.cache) if args.cache else None
-        if cache is not None and cache.exists():
-            with cache.open("rb") as file:
-                sims = pickle.load(file)  # a file this script wrote (trusted, local)
-            if not cache_holds(sims, jobs):
-                parser.error(f"--cache {cache} holds other cells (or other seeds)")
-        else:
+        sims = cached_simulations(cache, jobs, parser)
+        if sims is None:
             sims = list(simulate_all(jobs, args.jobs))
             if cache is not None:
                 with cache.open("wb") as file:

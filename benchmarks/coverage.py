@@ -156,6 +156,19 @@ def cache_holds(sims: list[dict], cells: list[tuple]) -> bool:
         tuple(cell) for cell in cells]
 
 
+def cached_simulations(cache: Path | None, cells: list[tuple],
+                       parser: argparse.ArgumentParser) -> list[dict] | None:
+    """The simulations a `--cache` file holds, None when there is none; a parser error when it
+    holds other cells or seeds (`cache_holds`)."""
+    if cache is None or not cache.exists():
+        return None
+    with cache.open("rb") as file:
+        sims = pickle.load(file)  # a file these scripts wrote (trusted, local)
+    if not cache_holds(sims, cells):
+        parser.error(f"--cache {cache} holds other cells (or other seeds)")
+    return sims
+
+
 def simulate_cell(args: tuple) -> dict:
     return simulate(*args)
 
@@ -271,12 +284,8 @@ def main(argv=None) -> None:
                   for name in sets if name in HELD_OUT_SETS or args.wide_all
                   for e in numbers(args.wide_epsilons) for n in numbers(args.wide_sizes, int)]
     cache = Path(args.cache) if args.cache else None
-    if cache is not None and cache.exists():
-        with cache.open("rb") as file:
-            sims = pickle.load(file)  # a file this script wrote (trusted, local)
-        if not cache_holds(sims, cells):
-            parser.error(f"--cache {cache} holds other cells (or other seeds)")
-    else:
+    sims = cached_simulations(cache, cells, parser)
+    if sims is None:
         sims = simulate_all(cells, args.jobs)
         if cache is not None:
             done = []

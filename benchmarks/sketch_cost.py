@@ -14,11 +14,10 @@ the median of --repeats) and gives the scaled model beside it and their ratio, m
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 
 import numpy as np
-from aggregation_cost import per_call, population, timed
+from aggregation_cost import protocol_seconds
 from bench_json import Run, add_json_argument
 
 from ldp_telemetry.ldp.config.cost import cost_model, sketch_costs
@@ -48,29 +47,8 @@ def measure(name: str, epsilon: float, d: int, k: int, m: int, args,
             rng: np.random.Generator) -> dict:
     """One row: counting seconds per report and finalize seconds at (d, k, m), and the model's."""
     protocol = make_protocol(name, epsilon, d, hashes=k, buckets=m)
-    batch = max(1, min(args.batch, args.batch_bytes // protocol.payload_bytes()))
-    sample = protocol.perturb(population(d, min(batch, args.sample), rng), rng)
-    columns = {key: np.resize(column, (batch, *column.shape[1:]))
-               for key, column in sample.items()}
-
-    def count(statistic, n: int) -> None:
-        for start in range(0, n, batch):
-            rows = min(batch, n - start)
-            protocol.accumulate(statistic, {key: column[:rows]
-                                            for key, column in columns.items()})
-
-    n = min(args.min_reports, batch)
-    while timed(lambda n=n: count(protocol.new_statistic(), n)) < args.target \
-            and 2 * n <= args.max_reports:
-        n *= 2
-    counts, finals = [], []
-    for _ in range(args.repeats):
-        statistic = protocol.new_statistic()
-        counts.append(timed(lambda s=statistic, n=n: count(s, n)) / n)
-        finals.append(per_call(lambda s=statistic: protocol.support_counts(s), args.min_seconds))
+    n, _, count_seconds, final_seconds = protocol_seconds(protocol, d, args, rng)
     per_second, finalize = sketch_costs(cost_model(), protocol)
-    count_seconds = statistics.median(counts)
-    final_seconds = statistics.median(finals)
     return {"protocol": name, "d": d, "k": k, "m": m, "parameter": protocol.parameter,
             "reports": n, "count_seconds_per_report": count_seconds,
             "finalize_seconds": final_seconds,
