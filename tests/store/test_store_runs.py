@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import threading
 import uuid
 
 import pytest
@@ -179,13 +180,18 @@ def test_a_store_made_before_runs_gets_them_and_keeps_its_windows(tmp_path):
         assert store._has_every_table()
 
 
+#: Longest wait at the writers' barrier: a writer that fails before it fails the test instead
+#: of leaving the others waiting.
+BARRIER_S = 300.0
+
+
 def write_windows(url: str, tag: float, windows: int, ready, go) -> int:
     """One run writing `windows` windows of one metric, a transaction each; every number it
     writes is `tag`. Returns its run_seq."""
     with open_store(url) as store:
         run = store.begin_run("batch", [f"{tag}.avro"], f"/out{tag}").seq
-        ready.wait()
-        go.wait()
+        ready.wait(timeout=BARRIER_S)
+        go.wait(timeout=BARRIER_S)
         for k in range(windows):
             start, end = T0 + k * HOUR, T0 + (k + 1) * HOUR
             window = record(start=f"2024-03-01T{k:02d}:00:00Z",
@@ -206,7 +212,13 @@ def test_two_runs_writing_one_metric_at_once_never_interleave_a_window(store_url
         with context.Pool(2) as pool:
             results = [pool.apply_async(write_windows, (store_url, tag, windows, ready, go))
                        for tag in (1.0, 2.0)]
-            ready.wait()  # both registered: their order is fixed, their writes are not
+            try:  # both registered: their order is fixed, their writes are not
+                ready.wait(timeout=BARRIER_S)
+            except threading.BrokenBarrierError:  # a writer failed first: say why, not hang
+                for result in results:
+                    if result.ready():
+                        result.get()
+                raise
             go.set()
             runs = {tag: result.get(timeout=600) for tag, result in zip((1.0, 2.0), results,
                                                                          strict=True)}
