@@ -34,7 +34,8 @@ def test_a_store_made_before_the_rule_is_rebanded_from_its_records(store_url):  
         assert _saved(store) == pytest.approx(now)
         assert store._query("SELECT rule FROM ldp_value_bands") == [(VALUE_BAND_RULE,)]
     lower, upper = score_bands(np.array(written[0]["unbiased_estimate"]), P_STAR, Q_STAR, 100)
-    assert now[:6] == pytest.approx([bound for pair in zip(lower, upper) for bound in pair])
+    assert now[:6] == pytest.approx([bound for pair in zip(lower, upper, strict=True)
+                                     for bound in pair])
 
 
 def test_a_new_store_records_the_rule_once(store_url):  # noqa: F811
