@@ -66,6 +66,14 @@ def _plus_minus(value: float, lower: float | None, upper: float | None, error: f
     return f" [{lower:{spec}}, {upper:{spec}}]"
 
 
+def found_by(record: EstimateRecord) -> list[str] | None:
+    """How each heavy hitter of a string metric's record was found (`heavy_hitters.found_by`:
+    "search", "dictionary" or "both"), in `labels` order; None for a record without it (no
+    candidate dictionary, not a string metric, or written before the field)."""
+    found = [str(by) for by in (record.heavy_hitters or {}).get("found_by") or ()]
+    return found if found and len(found) == len(record.labels) else None
+
+
 def band_text(record: EstimateRecord) -> str:
     """What a frequency record's value bands are, as `ldp show` names them: its `band_method`
     (exact-variance for records written before the field), "of the unbiased estimate" when
@@ -97,12 +105,15 @@ def format_top(record: EstimateRecord, k: int = 5) -> str:
     protocol = f"{record.protocol} ({shown})" if shown else record.protocol
     lines = [f"{metric_title(record)}  [{record.window_start} .. {record.window_end})  "
              f"n={record.n:,}  {protocol} ε={record.epsilon:g}  {method}"
-             f"  95% band: {band_text(record)}"]
+             f"  95% band: {band_text(record)}"
+             + dictionary_text(record)]
     lower, upper = value_bands(record)
+    by = found_by(record)
     for i in top.tolist():
         lines.append(f"    {printable(str(record.labels[i])):>12}  {estimate[i]:7.4f}"
                      + _plus_minus(float(estimate[i]), lower[i], upper[i], float(error[i]),
-                                   ".4f"))
+                                   ".4f")
+                     + ("" if by is None else f"  found by {by[i]}"))
     found = resolution(record)
     if found is not None and found.under_resolved:
         lines.append(f"    warning: {warning_text(record, found)}")
@@ -110,6 +121,13 @@ def format_top(record: EstimateRecord, k: int = 5) -> str:
     if flags is not None:
         lines.append(f"    {flags}")
     return "\n".join(lines)
+
+
+def dictionary_text(record: EstimateRecord) -> str:
+    """"  dictionary: N strings" for a string metric's record decoded against a candidate
+    dictionary of N strings, else nothing."""
+    size = (record.heavy_hitters or {}).get("dictionary") or 0
+    return f"  dictionary: {size:,} strings" if size else ""
 
 
 def format_numeric(record: EstimateRecord) -> str:

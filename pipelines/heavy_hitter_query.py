@@ -14,7 +14,7 @@ import json
 from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.text import BAND_NOTE
+from ldp_telemetry.output.text import BAND_NOTE, dictionary_text, found_by
 
 
 def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> str:
@@ -39,6 +39,11 @@ def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> st
     answers = [{"query": "heavy-hitter", "labels": [label], "value": found[label][0],
                 "std_error": found[label][1], "half95": half_width95(found[label][1])}
                for label in chosen]
+    by = found_by(record)
+    if by is not None:  # decoded against a candidate dictionary: how each was found
+        how = dict(zip(record.labels, by, strict=True))
+        for answer in answers:
+            answer["found_by"] = how[answer["labels"][0]]
     if args.json:
         return json.dumps({"metric": record.metric, "window_start": record.window_start,
                            "window_end": record.window_end, "n": record.n,
@@ -47,9 +52,11 @@ def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> st
                            "answers": answers},
                           ensure_ascii=False)
     lines = [f"{record.metric}  [{record.window_start} .. {record.window_end})  "
-             f"n={record.n:,}  {record.protocol} ε={record.epsilon:g}  heavy hitters"]
+             f"n={record.n:,}  {record.protocol} ε={record.epsilon:g}  heavy hitters"
+             + dictionary_text(record)]
     for answer in answers:
         lines.append(f"  {answer['labels'][0]:<40} {answer['value']:9.5f} ± "
-                     f"{answer['half95']:.5f}  (s.e. {answer['std_error']:.5f})")
+                     f"{answer['half95']:.5f}  (s.e. {answer['std_error']:.5f})"
+                     + (f"  found by {answer['found_by']}" if "found_by" in answer else ""))
     lines.append(f"  ({BAND_NOTE}; s.e. of the prefix-extension estimate)")
     return "\n".join(lines)

@@ -288,11 +288,23 @@ def _diff(args: argparse.Namespace, out) -> int:
 
 # -- show -------------------------------------------------------------------------------------
 
+def _shown_domain(config: MetricConfig) -> str:
+    """The domain as `show` prints it: `_domain_text` (what the fingerprint holds), and for a
+    string metric decoded against a candidate dictionary its size, which is server-side (not in
+    the fingerprint, so `diff` does not name it)."""
+    text = _domain_text(config)
+    if config.kind == STRINGS and config.dictionary:
+        text += f", dictionary of {len(config.dictionary):,} strings (server-side)"
+    return text
+
+
 def _show(args: argparse.Namespace, out) -> int:
     registry = load_registry(args.registry)
     rows = [{"metric": config.name, "version": config.version,
              "current": config is registry[config.name], "protocol": config.protocol_name,
-             "epsilon": config.epsilon, "domain": _domain_text(config),
+             "epsilon": config.epsilon, "domain": _shown_domain(config),
+             **({"final_share": config.final_share, "dictionary": len(config.dictionary)}
+                if config.kind == STRINGS else {}),
              "fingerprint": config.fingerprint.hex(),
              "privacy": privacy_budget(config).as_record(),
              **({"canonical_text": canonical_text(config)} if args.canonical else {})}

@@ -696,7 +696,12 @@
     clear(holder);
     var table = htmlEl("table", {"class": "grid", id: "values-table"});
     var head = htmlEl("thead"), row = htmlEl("tr");
-    [["#", "num"], ["value", ""], ["estimate", "num"], ["95% band", "num"], ["unbiased", "num"], ["std. error", "num"]].forEach(function (t) { row.appendChild(htmlEl("th", t[1] ? {"class": t[1]} : {}, t[0])); });
+    /* a string window decoded against a candidate dictionary: how each heavy hitter was found
+     * (heavy_hitters.found_by, in the record's labels order; value_indices map a cut view) */
+    var foundBy = (w.heavy_hitters && w.heavy_hitters.found_by && w.heavy_hitters.found_by.length) ? w.heavy_hitters.found_by : null;
+    var columns = [["#", "num"], ["value", ""], ["estimate", "num"], ["95% band", "num"], ["unbiased", "num"], ["std. error", "num"]];
+    if (foundBy) { columns.push(["found by", ""]); }
+    columns.forEach(function (t) { row.appendChild(htmlEl("th", t[1] ? {"class": t[1]} : {}, t[0])); });
     head.appendChild(row);
     table.appendChild(head);
     var body = htmlEl("tbody");
@@ -714,6 +719,7 @@
       tr.appendChild(htmlEl("td", {"class": "num band"}, bandReadout(band(w, i))));
       tr.appendChild(htmlEl("td", {"class": "num unbiased"}, fmt(raw[i])));
       tr.appendChild(htmlEl("td", {"class": "num std-error"}, fmt(se[i])));
+      if (foundBy) { tr.appendChild(htmlEl("td", {"class": "found-by"}, String(foundBy[w.value_indices ? w.value_indices[i] : i] || "\u2014"))); }
       if (w.smallest_resolvable && w.estimate[i] < w.smallest_resolvable) { tr.setAttribute("class", "unresolved"); }
       body.appendChild(tr);
     });

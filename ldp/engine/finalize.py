@@ -160,8 +160,10 @@ def default_interval_fit(config: MetricConfig) -> bool:
     and the default iteration cap (an "em" estimator may set either)."""
     params = dict(config.estimator.params)
     tolerance = params.get("tolerance") if config.estimator.method == "em" else None
-    return ((tolerance is None or tolerance == paper_tolerance(config.protocol.epsilon, False))
-            and params.get("max_iterations", DEFAULT_MAX_ITERATIONS) == DEFAULT_MAX_ITERATIONS)
+    return bool((tolerance is None
+                 or tolerance == paper_tolerance(config.protocol.epsilon, False))
+                and params.get("max_iterations", DEFAULT_MAX_ITERATIONS)
+                == DEFAULT_MAX_ITERATIONS)
 
 
 def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str, dict]:

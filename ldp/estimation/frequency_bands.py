@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ldp_telemetry.ldp.estimation.postprocess import is_single_support, project_to_simplex
-from ldp_telemetry.ldp.estimation.uncertainty import Z95
+from ldp_telemetry.ldp.estimation.uncertainty import Z95, grid_cell
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
 
 #: Replicates of a top-k answer's bootstrap band (each costs one run of the post-processing).
@@ -200,11 +200,9 @@ TOP_K_NOT_MEASURED_REASON = ("no band for top-k answers of {method}: its bootstr
 
 
 def top_k_cell(epsilon: float, n: int) -> tuple[float, int]:
-    """The measured grid cell of a window of ε and n reports: the largest grid ε at or below ε
-    (the smallest when none is), the grid n nearest in log scale."""
-    below = [grid for grid in TOP_K_EPSILONS if grid <= epsilon]
-    cell_n = min(TOP_K_SIZES, key=lambda size: abs(math.log(max(n, 1)) - math.log(size)))
-    return (below[-1] if below else TOP_K_EPSILONS[0]), cell_n
+    """The cell of the top-k bands' measured grid (TOP_K_EPSILONS × TOP_K_SIZES) a window of ε
+    and n reports falls in (`uncertainty.grid_cell`, the rule the numeric bands' grid uses)."""
+    return grid_cell(epsilon, n, TOP_K_EPSILONS, TOP_K_SIZES)
 
 
 def top_k_declared(method: str, epsilon: float, n: int) -> str | None:

@@ -198,15 +198,15 @@ def record_protocol(record: FrequencyRecord, d: int) -> FrequencyOracle:
     rules = (None, *G_RULES) if record.protocol in LOCAL_HASHING else (None,)
     candidates = [make_memoized_protocol(record.protocol, epsilon, d, lifetime, rule)
                   for rule in rules]
-    stated = (getattr(record, "p_star", None), getattr(record, "q_star", None))
-    if None in stated:  # written before p* and q* were recorded: the default g rule
+    p_star, q_star = getattr(record, "p_star", None), getattr(record, "q_star", None)
+    if p_star is None or q_star is None:  # written before p* and q* were recorded: default g
         return candidates[0]
     for protocol in candidates:
-        if (math.isclose(protocol.p_star, stated[0], rel_tol=1e-9)
-                and math.isclose(protocol.q_star, stated[1], rel_tol=1e-9)):
+        if (math.isclose(protocol.p_star, p_star, rel_tol=1e-9)
+                and math.isclose(protocol.q_star, q_star, rel_tol=1e-9)):
             return protocol
-    raise ConfigError(f"the record of metric {record.metric!r} states p* = {stated[0]:g}, "
-                      f"q* = {stated[1]:g}, which no two-stage {record.protocol!r} at ε1 = "
+    raise ConfigError(f"the record of metric {record.metric!r} states p* = {p_star:g}, "
+                      f"q* = {q_star:g}, which no two-stage {record.protocol!r} at ε1 = "
                       f"{epsilon:g}, ε∞ = {lifetime:g} has", "p_star")
 
 

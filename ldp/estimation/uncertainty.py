@@ -115,13 +115,21 @@ EXTRAPOLATED_REASON = ("band extrapolated: {what} outside the calibrated range (
                        "the margin of the nearest calibrated setting is used")
 
 
-def coverage_cell(epsilon: float, n: int) -> tuple[float, int]:
-    """The calibrated grid cell a window of ε and n reports falls in: the largest grid ε at or
-    below ε (the smallest above it when none is), the grid n nearest in log scale."""
-    below = [grid for grid in COVERAGE_EPSILONS if grid <= epsilon]
-    cell_epsilon = below[-1] if below else COVERAGE_EPSILONS[0]
-    cell_n = min(COVERAGE_SIZES, key=lambda size: abs(math.log(max(n, 1)) - math.log(size)))
+def grid_cell(epsilon: float, n: int, epsilons: tuple[float, ...], sizes: tuple[int, ...]
+              ) -> tuple[float, int]:
+    """The cell of a measured (ε, n) grid a window of ε and n reports falls in: the largest grid
+    ε at or below ε (the smallest, `epsilons[0]`, when none is), the grid n nearest in log scale
+    (the first of two as near). `epsilons` ascending; the one rule of every calibrated grid."""
+    below = [grid for grid in epsilons if grid <= epsilon]
+    cell_epsilon = below[-1] if below else epsilons[0]
+    cell_n = min(sizes, key=lambda size: abs(math.log(max(n, 1)) - math.log(size)))
     return cell_epsilon, cell_n
+
+
+def coverage_cell(epsilon: float, n: int) -> tuple[float, int]:
+    """The cell of the numeric bands' calibration grid (COVERAGE_EPSILONS × COVERAGE_SIZES) a
+    window of ε and n reports falls in (`grid_cell`)."""
+    return grid_cell(epsilon, n, COVERAGE_EPSILONS, COVERAGE_SIZES)
 
 
 def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,

@@ -173,7 +173,7 @@ class PrefixExtension:
         if rows.ndim != 2 or rows.shape[1] != self.d:
             raise ValueError(f"rows must have shape (n, {self.d}), got {rows.shape}")
         n = rows.shape[0]
-        level = rng.integers(1, self.levels + 1, size=n)
+        level = np.asarray(rng.integers(1, self.levels + 1, size=n))
         index = rng.integers(0, self.pool, size=n)
         if self.final_share > 0:  # no draw at 0: uniform levels' reports stay bit-identical
             level[rng.random(n) < self.final_share] = self.levels

@@ -315,3 +315,29 @@ def test_a_labelled_metrics_two_lengths_of_one_version_keep_their_own_top_values
                 ("1 h", [0.6]), ("1 h", [0.6]), ("4 h", [0.7])], source
     finally:
         store.close()
+
+
+def test_a_window_decoded_against_a_dictionary_sends_how_each_was_found(store_url, tmp_path):  # noqa: F811
+    """The page's window view (store and folder alike, and an export's) holds
+    `heavy_hitters.found_by` in the labels' order, which the values table's "found by" column
+    prints; a window without it (no dictionary) sends none, and the table has no such column."""
+    found = string_record(0, WINDOWS[0])
+    found["heavy_hitters"].update(dictionary=2, found_by=["both", "search", "dictionary"])
+    plain = string_record(1, WINDOWS[1])
+    write_store(store_url, [found, plain])
+    folder = FolderSource(write_folder(tmp_path / "out", [found, plain]))
+    store = StoreSource(store_url)
+    try:
+        for source in (store, folder):
+            view = source.window(METRIC, START, START + HOUR)
+            assert view["labels"] == ["mail", "maps", "chat"]
+            assert view["heavy_hitters"]["found_by"] == ["both", "search", "dictionary"]
+            assert view["heavy_hitters"]["dictionary"] == 2
+            other = source.window(METRIC, START + HOUR, START + 2 * HOUR)
+            assert not other["heavy_hitters"].get("found_by")
+            exported = [v for v in source.export_windows(METRIC, 3, keep_all=1)
+                        if v["window_start"] == iso_from_ms(START)]
+            assert [v["heavy_hitters"]["found_by"] for v in exported] == [
+                ["both", "search", "dictionary"]]
+    finally:
+        store.close()

@@ -216,6 +216,39 @@ def test_a_window_without_heavy_hitters_says_why(browser, tmp_path):
         source.close()
 
 
+def test_the_values_table_says_how_each_heavy_hitter_was_found(browser, tmp_path):
+    """A window decoded against a candidate dictionary (its record has `found_by`) gets a
+    "found by" column in its values table, each row the record's word for its string; a window
+    without `found_by` has no such column."""
+    found = string_record(1, [("mail", 0.4), ("maps", 0.3), ("chat", 0.05)])
+    found["heavy_hitters"].update(dictionary=2, found_by=["both", "search", "dictionary"])
+    url = f"sqlite:///{tmp_path}/s.db"
+    write_store(url, [string_record(0, [("mail", 0.5), ("maps", 0.2)]), found])
+    source = StoreSource(url)
+    server, base = serve_in_thread(Dashboard(source, top_k=TOP_K, poll_ms=300))
+    table = ("return [Array.from(document.querySelectorAll('#values-table th'))"
+             ".map(th => th.textContent), Array.from(document.querySelectorAll("
+             "'#values-table tbody tr')).map(tr => [tr.querySelector('td.label').textContent, "
+             "(tr.querySelector('td.found-by') || {}).textContent || null])]")
+    try:
+        browser.get(base + metric_page_link(METRIC))
+        assert wait_for(browser, "document.body.getAttribute('data-windows')") == "2"
+        assert wait_loaded(browser) == 3  # the latest window, decoded with the dictionary
+        heads, rows = browser.driver.execute_script(table)
+        assert heads[-1] == "found by"
+        assert rows == [["mail", "both"], ["maps", "search"], ["chat", "dictionary"]]
+        browser.driver.execute_script("document.getElementById('window-prev').click()")
+        assert wait_for(browser, "document.querySelectorAll('#values-table tbody tr')"
+                                 ".length") == 2
+        heads, rows = browser.driver.execute_script(table)
+        assert "found by" not in heads and rows == [["mail", None], ["maps", None]]
+        check_clean(browser)
+    finally:
+        server.shutdown()
+        server.server_close()
+        source.close()
+
+
 def test_a_live_page_redraws_its_lines_when_the_top_strings_change(browser, tmp_path,
                                                                    monkeypatch):
     """A pane that changes a series' top strings: the windows already on the page are asked

@@ -232,3 +232,21 @@ def test_a_channel_or_fit_the_margins_never_saw_says_it_is_extrapolated(protocol
     outside = reasons(protocol, domain, estimator)
     assert outside and all(reason.startswith("band extrapolated") and named in reason
                            for reason in outside.values())
+
+
+def test_the_top_k_grid_and_the_numeric_grid_place_a_window_by_one_rule():
+    """top_k_cell and coverage_cell are `grid_cell` over their own grids: the largest grid ε at
+    or below the window's (the smallest when none is), the grid n nearest in log scale."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (TOP_K_EPSILONS, TOP_K_SIZES,
+                                                              top_k_cell)
+    from ldp_telemetry.ldp.estimation.uncertainty import (COVERAGE_EPSILONS, COVERAGE_SIZES,
+                                                          coverage_cell, grid_cell)
+    for epsilon in (0.1, 0.5, 0.99, 1.0, 3.0, 4.0, 9.0):
+        for n in (0, 1, 2_000, 3_163, 40_000, 4 * 10 ** 6):
+            assert top_k_cell(epsilon, n) == grid_cell(epsilon, n, TOP_K_EPSILONS, TOP_K_SIZES)
+            assert coverage_cell(epsilon, n) == grid_cell(epsilon, n, COVERAGE_EPSILONS,
+                                                          COVERAGE_SIZES)
+    assert top_k_cell(3.0, 40_000) == (2.0, 100_000)
+    assert top_k_cell(0.3, 4 * 10 ** 6) == (0.5, 100_000)
+    assert top_k_cell(1.0, 3_000) == (1.0, 1_000)  # log-nearest: 3,000 is below √10 · 10³
+    assert grid_cell(2.5, 10, (1.0, 2.0), (100,)) == (2.0, 100)

@@ -77,6 +77,39 @@ def test_prefix_keys_chain_one_byte_at_a_time():
     assert row_strings(rows) == [b"abc", b"ab", b""]
 
 
+def _splitmix64(seed: int, index: int) -> int:
+    """SplitMix64 as docs/client.md states it, in plain integers (not the project's numpy)."""
+    mask = (1 << 64) - 1
+    z = (seed + (index + 1) * 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def test_the_client_guides_key_seed_and_hash_figures():
+    """docs/client.md's worked example of a PEM client (metric v.app of the test vectors, value
+    "mail"), computed from the guide's steps in plain integers, equals the documented figures and
+    the protocol's own code; the vector's draw (level 1, j = 11) kept its hash (y = H = 4)."""
+    mask = (1 << 64) - 1
+    protocol = make_string_protocol("pem", 2.0, 8, 16)
+    padded = b"mail".ljust(8, b"\0")
+    keys, key = [], 0x3C6EF372FE94F82B
+    for byte in padded:
+        key = _splitmix64(key, byte)
+        keys.append(key)
+    assert (keys[0], keys[3], keys[7]) == (0x263346A69DD14426, 0x30A2862398BC65DB,
+                                           0xA4AEBEE5BFD753FB)
+    assert keys == prefix_keys(padded_rows([b"mail"], 8))[0].tolist()
+    seed = _splitmix64(0x6A09E667F3BCC908, (1 << 32) + 11)
+    assert seed == 0x6F38141EAD516929 == int(protocol.pool_seeds[0, 11])
+    a, b = _splitmix64(seed, 0) | 1, _splitmix64(seed, 1)
+    t = (a * _splitmix64(0, keys[0]) + b) & mask
+    assert protocol.g == 8 and ((t >> 32) * 8) >> 32 == 4
+    assert int(hashing.local_hash(protocol.pool_seeds[0, 11], keys[0], 8)) == 4
+    columns = protocol.perturb(padded_rows([b"mail"], 8), np.random.default_rng(27))
+    assert {k: int(v[0]) for k, v in columns.items()} == {"level": 1, "hash": 11, "y": 4}
+
+
 def test_string_rules_and_registry_errors():
     assert string_problem(b"abcde", 4).startswith("is 5 bytes long")
     assert "NUL" in string_problem(b"a\0", 4)

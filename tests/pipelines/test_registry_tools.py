@@ -169,3 +169,28 @@ def test_show_lists_each_metrics_versions_and_fingerprints(tmp_path, capsys):
     rows = json.loads(out)
     assert [(r["version"], r["current"]) for r in rows] == [(1, False), (2, True)]
     assert rows[1]["canonical_text"].startswith('{"domain":{"labels":["app_000"')
+
+
+def test_show_prints_a_string_metrics_share_and_dictionary_size(tmp_path, capsys):
+    """A string metric's line names its final_share (in the fingerprint) and the size of its
+    candidate dictionary (server-side: said so); --json gives both as numbers; a string metric
+    without either says neither in text and gives 0 for both in JSON."""
+    (tmp_path / "apps.txt").write_text("mail\nmaps\ncafé\n", encoding="utf-8")
+    path = tmp_path / "registry.json"
+    path.write_text(json.dumps({"metrics": [
+        {"name": "app", "protocol": "pem", "epsilon": 2.0,
+         "domain": {"strings": {"max_bytes": 8, "pool": 16, "final_share": 0.5,
+                                "dictionary_file": "apps.txt"}}},
+        {"name": "plain", "protocol": "pem", "epsilon": 2.0,
+         "domain": {"strings": {"max_bytes": 8, "pool": 16}}}]}), encoding="utf-8")
+    code, out, _ = run(capsys, "registry", "show", str(path))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1].endswith("ε=2  strings of at most 8 bytes, pool 16, final share 0.5, "
+                             "dictionary of 3 strings (server-side)  (current)")
+    plain = lines[lines.index("plain") + 1]
+    assert plain.endswith("ε=2  strings of at most 8 bytes, pool 16  (current)")
+    code, out, _ = run(capsys, "registry", "show", str(path), "--json")
+    rows = {row["metric"]: row for row in json.loads(out)}
+    assert (rows["app"]["final_share"], rows["app"]["dictionary"]) == (0.5, 3)
+    assert (rows["plain"]["final_share"], rows["plain"]["dictionary"]) == (0.0, 0)

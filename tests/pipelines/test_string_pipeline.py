@@ -10,6 +10,7 @@ import io
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.output.estimate import Pane
 from ldp_telemetry.output.reader import read_pane_log
 from ldp_telemetry.output.records import window_estimate_record
+from ldp_telemetry.pipelines import cli
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.csv_input import map_to_domain
 from ldp_telemetry.pipelines.follower import WatermarkPolicy
@@ -152,7 +154,14 @@ def test_simulate_run_show_with_sliding_windows(tmp_path):
     assert all(f'"{word}"' in page for word in ("mail", "maps", "browser"))
 
 
-def test_a_batch_run_decodes_against_the_registrys_dictionary(tmp_path):
+def run_cli(capsys, *argv: str) -> str:
+    """What `ldp *argv` prints (exit status 0)."""
+    capsys.readouterr()
+    assert cli.main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def test_a_batch_run_decodes_against_the_registrys_dictionary(tmp_path, capsys):
     """A registry naming a candidate dictionary (the same fingerprint: the same reports count):
     the record's heavy hitters say which the search found and which the dictionary, and equal
     the window's finalize without Beam. ε = 4, 20,000 reports: the four most frequent apps
@@ -181,6 +190,18 @@ def test_a_batch_run_decodes_against_the_registrys_dictionary(tmp_path):
     assert found_by == {"mail": "search", "maps": "search", "café": "search", "browser": "both"}
     assert record["heavy_hitters"]["dictionary"] == 2
     fastavro.validation.validate(record, load_schema("window_estimate"), raise_errors=True)
+    # `ldp show` and `ldp query` (text and JSON) say how each heavy hitter was found
+    out = str(tmp_path / "out")
+    shown = run_cli(capsys, "show", "--output", out)
+    assert "dictionary: 2 strings" in shown
+    assert re.search(r"browser .* found by both", shown)
+    assert re.search(r"mail .* found by search", shown)
+    query = ("query", "--output", out, "--metric", METRIC, "--window", "0")
+    answered = json.loads(run_cli(capsys, *query, "--top", "4", "--json"))
+    assert [(a["labels"][0], a["found_by"]) for a in answered["answers"]] == \
+        list(zip(record["labels"], record["heavy_hitters"]["found_by"], strict=True))
+    text = run_cli(capsys, *query, "--labels", "browser")
+    assert "dictionary: 2 strings" in text and re.search(r"browser .* found by both", text)
 
 
 def test_a_batch_run_with_a_final_share(tmp_path):
