@@ -103,7 +103,11 @@ def test_pages_show_the_jobs_numbers_for_a_chosen_window(browser, demo_run, serv
     for label, estimate, error, unbiased, low, high in zip(
             chosen["labels"], chosen["estimate"], chosen["std_error"],
             chosen["unbiased_estimate"], lower, upper, strict=True):
-        assert shown[label] == [f"{estimate:.4f}", f"{(high - low) / 2:.4f}", f"{unbiased:.4f}",
+        half = (high - low) / 2  # "± h" only where the band prints as centred on the estimate
+        centred = (f"{estimate - half:.4f}", f"{estimate + half:.4f}") == (f"{low:.4f}",
+                                                                         f"{high:.4f}")
+        band = f"\u00b1 {half:.4f}" if centred else f"[{low:.4f}, {high:.4f}]"
+        assert shown[label] == [f"{estimate:.4f}", band, f"{unbiased:.4f}",
                                 f"{error:.4f}"], label
     facts = browser.driver.execute_script(
         "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
