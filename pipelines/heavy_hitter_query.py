@@ -14,7 +14,7 @@ import json
 from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.text import BAND_NOTE, dictionary_text, found_by
+from ldp_telemetry.output.text import BAND_NOTE, dictionary_text, found_by, printable
 
 
 def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> str:
@@ -55,7 +55,7 @@ def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> st
              f"n={record.n:,}  {record.protocol} ε={record.epsilon:g}  heavy hitters"
              + dictionary_text(record)]
     for answer in answers:
-        lines.append(f"  {answer['labels'][0]:<40} {answer['value']:9.5f} ± "
+        lines.append(f"  {printable(answer['labels'][0]):<40} {answer['value']:9.5f} ± "
                      f"{answer['half95']:.5f}  (s.e. {answer['std_error']:.5f})"
                      + (f"  found by {answer['found_by']}" if "found_by" in answer else ""))
     lines.append(f"  ({BAND_NOTE}; s.e. of the prefix-extension estimate)")

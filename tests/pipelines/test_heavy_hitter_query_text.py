@@ -1,0 +1,38 @@
+"""`ldp query` on a string metric prints each heavy hitter through `printable`, as `ldp show`
+and the dashboard do: a string from the fleet cannot recolour, reorder or hide the terminal's
+text; `--json` keeps the strings as they are."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from ldp_telemetry.output.estimate import EstimateRecord
+from ldp_telemetry.pipelines.heavy_hitter_query import answer_heavy_hitters
+
+LABELS = ["mail", "\x1b[31mred", "\u202eexe"]
+
+
+def record() -> EstimateRecord:
+    return EstimateRecord.from_json({
+        "metric": "app", "window_start": "2024-03-01T00:00:00Z",
+        "window_end": "2024-03-01T01:00:00Z", "n": 1000, "protocol": "pem", "epsilon": 4.0,
+        "labels": LABELS, "estimate": [0.3, 0.2, 0.1], "unbiased_estimate": [0.3, 0.2, 0.1],
+        "std_error": [0.01, 0.01, 0.01], "postprocess": {"method": "none"},
+        "heavy_hitters": {"top": 10, "threshold": 0.0, "width": 20, "level_reports": [100]},
+        "pane": {"timing": "ON_TIME", "index": 0, "is_last": True}})
+
+
+def answer(**flags) -> str:
+    return answer_heavy_hitters(record(), argparse.Namespace(
+        **{"top": None, "labels": None, "json": False, "metric": "app", **flags}))
+
+
+def test_the_text_escapes_control_and_bidirectional_characters():
+    text = answer(top=3)
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "\\x1b[31mred" in text and "\\u202eexe" in text
+
+
+def test_json_keeps_the_strings():
+    answers = json.loads(answer(top=3, json=True))["answers"]
+    assert [a["labels"][0] for a in answers] == LABELS
