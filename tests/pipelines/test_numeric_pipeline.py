@@ -12,13 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import apache_beam as beam
 import fastavro
 import numpy as np
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
-from apache_beam.testing.util import assert_that
 
 from ldp_telemetry.ldp.base.errors import InputError
 from ldp_telemetry.ldp.config.registry import parse_registry
@@ -27,12 +23,12 @@ from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.csv_input import map_to_domain
-from ldp_telemetry.pipelines.graph import build_streaming_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.schemas.codec import write_reports
-from ldp_telemetry.transforms.replay import FilesArrive, ReplayReportFiles, WatermarkTo
+from ldp_telemetry.transforms.replay import FilesArrive, WatermarkTo
 from tests.json_lines import job_json_lines
+from tests.pipelines.test_streaming_panes import run_stream
 
 T0 = 1_709_251_200  # 2024-03-01T00:00:00Z, seconds
 HOUR = 3600
@@ -177,14 +173,7 @@ def test_streaming_panes_of_a_numeric_metric(tmp_path):
         for record, (_, result) in zip(records, expected, strict=True):
             check_record(record, config, result)
 
-    options = PipelineOptions([])
-    options.view_as(StandardOptions).streaming = True
-    pipeline = beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
-    job = EstimateJob(REGISTRY, (), "", windows)
-    estimates, _ = build_streaming_pipeline(
-        pipeline, job, ReplayReportFiles(REGISTRY, windows.slice_ms, steps))
-    assert_that(estimates, check)
-    pipeline.run().wait_until_finish()
+    run_stream(windows, steps, check, registry=REGISTRY)
 
 
 def test_dead_letters_for_bad_square_wave_payloads(tmp_path):

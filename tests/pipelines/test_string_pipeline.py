@@ -15,15 +15,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
-import apache_beam as beam
 import fastavro
 import numpy as np
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
-from apache_beam.testing.util import assert_that
 
 from ldp_telemetry.client.values import domain_points
 from ldp_telemetry.ldp.base.errors import InputError
@@ -38,14 +33,15 @@ from ldp_telemetry.pipelines import cli
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.csv_input import map_to_domain
 from ldp_telemetry.pipelines.follower import WatermarkPolicy
-from ldp_telemetry.pipelines.graph import build_streaming_pipeline
 from ldp_telemetry.pipelines.job import EstimateJob, LiveConfig
 from ldp_telemetry.pipelines.live import run_live
 from ldp_telemetry.schemas import load_schema
 from ldp_telemetry.schemas.codec import write_reports
 from ldp_telemetry.store import open_store
-from ldp_telemetry.transforms.replay import FilesArrive, ReplayReportFiles, WatermarkTo
+from ldp_telemetry.transforms.replay import FilesArrive, WatermarkTo
 from tests.json_lines import job_json_lines
+from tests.pipelines.test_live_run import wait_for
+from tests.pipelines.test_streaming_panes import run_stream
 
 T0 = 1_709_251_200  # 2024-03-01T00:00:00Z, seconds
 HOUR = 3600
@@ -289,26 +285,9 @@ def test_streaming_panes_of_a_string_metric(tmp_path):
         for record, result in zip(records, expected, strict=True):
             check_record(record.json_value(), result)
 
-    options = PipelineOptions([])
-    options.view_as(StandardOptions).streaming = True
-    pipeline = beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
-    job = EstimateJob(REGISTRY, (), "", windows)
-    estimates, _ = build_streaming_pipeline(
-        pipeline, job, ReplayReportFiles(REGISTRY, windows.slice_ms, steps))
-    assert_that(estimates, check)
-    pipeline.run().wait_until_finish()
+    run_stream(windows, steps, check, registry=REGISTRY)
 
 
-WAIT_S = 90  # per expected pane; the first one includes Beam's start-up
-
-
-def wait_for(condition, what):
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"waited {WAIT_S} s for {what}")
 
 
 @pytest.mark.slow
