@@ -276,14 +276,7 @@ def estimate_strings(protocol: PrefixExtension, statistic: np.ndarray,
     """Every string of a candidate dictionary estimated directly (no search): the pooled
     estimate over the levels from its length + 1 (its length, for a string of max_bytes) to m.
     Returned in the dictionary's order; ValueError naming a string the metric cannot hold."""
-    values = list(values)
-    if len(values) > MAX_CANDIDATES:
-        raise ValueError(f"{len(values):,} candidates, more than MAX_CANDIDATES "
-                         f"({MAX_CANDIDATES:,})")
-    for value in values:
-        problem = string_problem(value, protocol.d)
-        if problem:
-            raise ValueError(f"candidate {value!r} {problem}")
+    values = check_dictionary(values, protocol.d)
     reports = protocol.level_reports(statistic)
     known = _Dictionary(values, protocol.d)
     for level in range(1, protocol.d + 1):
