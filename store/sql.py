@@ -409,17 +409,42 @@ CONNECTORS.register(_open_sqlite, "sqlite")
 CONNECTORS.register(_open_postgresql, "postgresql")
 
 
+#: How long opening a SQLite store waits for another connection's lock.
+SQLITE_LOCK_WAIT_S = 30.0
+
+
 def _connect_sqlite(path: str) -> sqlite3.Connection:
+    deadline = time.monotonic() + SQLITE_LOCK_WAIT_S
+    while True:
+        try:
+            return _sqlite_connection(path)
+        except sqlite3.OperationalError as error:
+            # two writers opening one new store: setting up WAL can answer "database is
+            # locked" at once, without SQLite's busy handler waiting (seen under load)
+            if "locked" in str(error) and time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            raise StoreError(f"cannot open the SQLite store {path!r}: {error}",
+                             STORE_FIELD) from None
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open the SQLite store {path!r}: {error}",
+                             STORE_FIELD) from None
+
+
+def _sqlite_connection(path: str) -> sqlite3.Connection:
+    """A connection to the SQLite store at `path`, in WAL mode (closed again if its set-up
+    fails)."""
+    connection = sqlite3.connect(path, timeout=SQLITE_LOCK_WAIT_S, isolation_level=None,
+                                 check_same_thread=False)
     try:
-        connection = sqlite3.connect(path, timeout=30.0, isolation_level=None,
-                                     check_same_thread=False)
         connection.execute("PRAGMA journal_mode=WAL")  # readers (a dashboard) never block a writer
         # WAL + NORMAL: no fsync per commit, never a corrupt file; a power cut may lose the last
         # panes, which the job writes again (the store is a view of its output, not the record)
         connection.execute("PRAGMA synchronous=NORMAL")
-        connection.execute("PRAGMA busy_timeout=30000")
-    except sqlite3.Error as error:
-        raise StoreError(f"cannot open the SQLite store {path!r}: {error}", STORE_FIELD) from None
+        connection.execute(f"PRAGMA busy_timeout={int(SQLITE_LOCK_WAIT_S * 1000)}")
+    except sqlite3.Error:
+        connection.close()
+        raise
     return connection
 
 
