@@ -57,6 +57,17 @@ class Choice:
     expected_mse: dict[str, float] = field(default_factory=dict)
 
 
+def _collision_error(truth: np.ndarray, noise: SupportNoise, rng: np.random.Generator
+                     ) -> np.ndarray | float:
+    """A draw of the estimate's error beyond eq. 2 at the true frequencies `truth`: normal, of
+    the variance `noise` adds to eq. 2 (a pool's collision term); 0, drawing nothing, for a
+    pure protocol, so its replays are those of a noise without the term."""
+    extra = noise.variance(truth) - SupportNoise.variance(noise, truth)
+    if not np.any(extra > 0.0):
+        return 0.0
+    return np.sqrt(np.clip(extra, 0.0, None)) * rng.standard_normal(truth.size)
+
+
 def _replay_errors(estimate: np.ndarray, noise: SupportNoise, query: str, replicates: int,
                    seed: int, k: int, fraction: float, sets: int) -> dict[str, float]:
     """Mean squared error of every candidate over `replicates` replayed windows."""
@@ -69,8 +80,8 @@ def _replay_errors(estimate: np.ndarray, noise: SupportNoise, query: str, replic
         true_counts = rng.multinomial(n, fitted)
         support = (rng.binomial(true_counts, noise.p_star)
                    + rng.binomial(n - true_counts, noise.q_star))
-        replayed = unbiased_estimate(support, noise)
         truth = true_counts / n
+        replayed = unbiased_estimate(support, noise) + _collision_error(truth, noise, rng)
         if query == "top":
             chosen = np.argsort(-truth, kind="stable")[:k]
         elif query == "sets":

@@ -16,7 +16,7 @@ from ldp_telemetry.ldp.estimation import postprocess as pp
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.ldp.estimation.replay import CANDIDATES, choose
 from ldp_telemetry.ldp.protocols import make_protocol
-from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
+from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.schemas import load_schema
@@ -119,3 +119,24 @@ def test_auto_is_near_the_best_fixed_method_and_better_than_base_on_zipf():
         best = min(found[m] for m in CANDIDATES)
         assert found["auto"] <= 1.10 * best, (query, found)
         assert found["auto"] <= 1.01 * found["base"], (query, found)
+
+
+@pytest.mark.parametrize("name", ["cms", "flh"])
+def test_a_pooled_oracles_replay_carries_the_collision_error(name):
+    """A pooled-hash oracle's estimate carries the pool's collision error beside eq. 2, and
+    the replay must too, or `auto` would choose among methods for a noise far below the
+    window's. Here (k = 64 hashes into m = 16 buckets, n = 10⁶, ε = 4) the collision term is
+    most of the variance, so Base's replayed error must be the mean of the full variance,
+    (1/d) Σ_v noise.variance(f) — not eq. 2 alone. Base's mean squared error over R = 100
+    replays of d = 64 values has a relative standard error of about sqrt(2 / (R d)) = 1.8%
+    for normal errors (more for the skewed squares of the few large values); 15% is more than
+    six of them (false failures well below 10⁻⁶), while eq. 2 alone is below half of it."""
+    d, n = 64, 1_000_000
+    protocol = make_protocol(name, 4.0, d, hashes=64, buckets=16)
+    f = zipf(d)
+    noise = protocol.noise(n).given(f)
+    full = float(np.mean(noise.variance(f)))
+    eq2 = float(np.mean(SupportNoise.variance(noise, f)))
+    assert eq2 < 0.5 * full
+    choice = choose(f, noise, "full", replicates=100, seed=5)
+    assert choice.expected_mse["base"] == pytest.approx(full, rel=0.15)
