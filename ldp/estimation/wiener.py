@@ -136,9 +136,11 @@ def noise_power_spectrum(protocol: FrequencyOracle, n: int) -> np.ndarray:
 
 
 def estimate_noise_level(protocol: FrequencyOracle, noise: SupportNoise) -> float:
-    """S = P_n / (p* - q*)^2: the white noise power of F~_k for k != 0 (frequency units)."""
+    """S = P_n / (p* - q*)^2: the white noise power of F~_k for k != 0 (frequency units), plus
+    d times the per-value variance eq. 2 leaves out (`noise.extra_variance`: a pooled-hash
+    oracle's collision term at the window's plug-in, taken as white over the domain)."""
     return float(noise_power_spectrum(protocol, noise.n)[1 % protocol.d]
-                 / (noise.p_star - noise.q_star) ** 2)
+                 / (noise.p_star - noise.q_star) ** 2 + protocol.d * noise.extra_variance)
 
 
 # ---------------------------------------------------------------------------------------------
