@@ -75,8 +75,7 @@ def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int
     counts = np.asarray(protocol.support_counts(statistic), dtype=np.int64)
     unbiased = unbiased_estimate(counts, noise)
     plug_in = error_plug_in(unbiased)
-    if noise.n:  # a noise level that depends on f (a pool's collision term) at the plug-in
-        noise = noise.given(plug_in)
+    noise = noise.for_window(unbiased)  # a pool's collision term needs the window's Σ f²
     if noise.n == 0:  # nothing to estimate from: every estimator would return NaN
         output = EstimatorOutput(unbiased)
     else:

@@ -252,7 +252,7 @@ class WindowEstimate:
         spec = PostprocessSpec.parse(spec)
         labels = tuple(labels) if labels is not None else tuple(map(str, range(protocol.d)))
         return cls(metric, window_start, window_end, protocol, int(n), labels, unbiased,
-                   spec.apply(unbiased, protocol.noise(n).given(error_plug_in(unbiased))),
+                   spec.apply(unbiased, protocol.noise(n).for_window(unbiased)),
                    spec)
 
     def with_method(self, method: str | Mapping | PostprocessSpec, **params: Any
@@ -273,8 +273,8 @@ class WindowEstimate:
 
     @property
     def noise(self) -> SupportNoise:
-        """The window's noise model at its plug-in (a pool's collision term included)."""
-        return self.protocol.noise(self.n).given(self.plug_in)
+        """The window's noise model (a pool's collision term included, `for_window`)."""
+        return self.protocol.noise(self.n).for_window(self.unbiased)
 
     @property
     def d(self) -> int:

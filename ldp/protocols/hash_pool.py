@@ -99,8 +99,9 @@ class PoolNoise(SupportNoise):
     variance(f) = [Wang20] journal eq. 2 + collision·(Σ_{x != v} f_x² - (1 - f_v)/n), f clipped
     to [0, 1] as in SupportNoise (module docstring). `sigma`, the standard error of a value of
     frequency 0 that thresholds, weights and `smallest_resolvable` use, is
-    sqrt(eq. 7 + collision·(Σ f² - 1/n)) with Σ f² (`squares`) of the window's plug-in
-    (`given`); eq. 7 alone (the privacy noise) until one is given. `pool` = (root, k, m)
+    sqrt(eq. 7 + collision·(Σ f² - 1/n)) with Σ f² (`squares`) estimated from the window's
+    unbiased estimate (`for_window`) or of given frequencies (`given`); eq. 7 alone (the
+    privacy noise) until then. `pool` = (root, k, m)
     identifies the hashes, so that two versions' collision errors over one pool are known to be
     correlated (`shared_collision`)."""
 
@@ -111,6 +112,25 @@ class PoolNoise(SupportNoise):
     def given(self, frequencies: np.ndarray) -> PoolNoise:
         f = np.clip(np.asarray(frequencies, dtype=np.float64), 0.0, 1.0)
         return dataclasses.replace(self, squares=float(np.dot(f, f)))
+
+    def for_window(self, unbiased: np.ndarray) -> PoolNoise:
+        """This model with Σ f² estimated without bias from the window's unbiased estimate f~:
+        summing E[f~_v²] = f_v² + variance_v(f) over the d values (Σ f = 1),
+
+            E[Σ f~²] = Σ f² (1 + C(d − 1)) + E2 − C(d − 1)/n,
+            E2 = (d q*(1 − q*) + (p* − q*)(1 − p* − q*)) / (n (p* − q*)²),
+
+        solved for Σ f², then clipped to [1/d, 1] (what a distribution on d values can have).
+        The Norm-Sub plug-in's Σ f², which zeroes the small values and shifts the large ones
+        down, understated it by 5–8% (FLH and CMS, ε = 2, d = 64, Σ f² = 0.14)."""
+        f = np.asarray(unbiased, dtype=np.float64)
+        d, n, p, q = f.size, self.n, self.p_star, self.q_star
+        if n == 0 or d == 0 or not np.isfinite(f).all():
+            return self
+        spread = self.collision * (d - 1)
+        privacy = (d * q * (1 - q) + (p - q) * (1 - p - q)) / (n * (p - q) ** 2)
+        squares = (float(np.dot(f, f)) - privacy + spread / n) / (1.0 + spread)
+        return dataclasses.replace(self, squares=min(max(squares, 1.0 / d), 1.0))
 
     def shared_collision(self, other: SupportNoise) -> float:
         """C_ab of two versions hashing one pool (same root): their bias given the pool is

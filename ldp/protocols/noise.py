@@ -47,6 +47,12 @@ class SupportNoise:
         ldp_telemetry.ldp.protocols.hash_pool.PoolNoise) takes it into `sigma`."""
         return self
 
+    def for_window(self, unbiased: np.ndarray) -> SupportNoise:
+        """This noise model for a window whose unbiased estimate is `unbiased`: itself, since
+        eq. 2 and 7 need nothing more; a pooled-hash oracle's (PoolNoise) estimates its
+        collision term's Σ f² from it."""
+        return self
+
     def shared_collision(self, other: SupportNoise) -> float:
         """C_ab: the covariance of this window's unbiased estimate of a value with `other`'s
         (another version's reports of the same window), per unit Σ_{x != v} f_x². 0: reports
