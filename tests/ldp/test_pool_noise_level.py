@@ -232,10 +232,10 @@ def test_the_wiener_noise_level_includes_the_collision_term():
     """The Wiener filters' gains weigh each frequency bin's power against the noise level S
     (`estimate_noise_level`): the power of F~_k − F_k per bin k != 0. Over fresh pools (CMS,
     k = 16, m = 64, n = 5,000, where the collision term is most of the variance) the measured
-    power per bin, standardised by S at the true frequencies, must average 1 within Z_TOL
-    standard errors of the windows' mean (false failure about 7·10⁻⁶); S of the privacy noise
-    alone fails the same check. (At the window's Norm-Sub plug-in, which understates Σ f², the
-    ratio is 1.04 ± 0.012 with these seeds: the filters then see a noise level 4% low.)"""
+    power per bin, standardised by each window's S (its Σ f² from `for_window`, as finalize
+    sets it), must average 1 within Z_TOL standard errors of the windows' mean (false failure
+    about 7·10⁻⁶; 0.999 ± 0.011 with these seeds, 1.04 with the Norm-Sub plug-in's Σ f²); S of
+    the privacy noise alone fails the same check (1.73)."""
     from ldp_telemetry.ldp.estimation.wiener import estimate_noise_level
     protocol = PROTOCOLS["cms"](epsilon=2.0, d=D, hashes=16, buckets=64)
     n, windows = 5_000, 300
@@ -250,7 +250,7 @@ def test_the_wiener_noise_level_includes_the_collision_term():
         bare = pooled.noise(n)
         unbiased = unbiased_estimate(pooled.support_counts(statistic), bare)
         power = np.mean(np.abs(np.fft.rfft(unbiased - truth)[1:D // 2]) ** 2)
-        ratio[w] = power / estimate_noise_level(pooled, bare.given(truth))
+        ratio[w] = power / estimate_noise_level(pooled, bare.for_window(unbiased))
         private[w] = power / estimate_noise_level(pooled, bare)
     tolerance = Z_TOL * ratio.std(ddof=1) / math.sqrt(windows)
     assert abs(ratio.mean() - 1.0) < tolerance, (ratio.mean(), tolerance)
