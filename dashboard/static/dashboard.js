@@ -408,15 +408,18 @@
                    points: {show: windows.length <= 120 || lone, size: windows.length <= 120 ? 6 : 4, fill: color, stroke: color}});
       if (focus === line.label && !hidden[line.label]) {
         var main = data.length - 1;
-        data.push(windows.map(function (w) { var v = at(w, line); return v ? (state.numeric ? v.high : Math.max(0, v.high)) : null; }));
+        /* a window whose record declares no band leaves a gap in the fill, not a band of width 0 */
+        var highs = windows.map(function (w) { var v = at(w, line); return v && v.banded ? (state.numeric ? v.high : Math.max(0, v.high)) : null; });
+        data.push(highs);
         series.push({label: line.label + " upper 95%", stroke: "transparent", width: 0, points: {show: false}});
-        data.push(windows.map(function (w) { var v = at(w, line); return v ? (state.numeric ? v.low : Math.max(0, v.low)) : null; }));
+        data.push(windows.map(function (w) { var v = at(w, line); return v && v.banded ? (state.numeric ? v.low : Math.max(0, v.low)) : null; }));
         series.push({label: line.label + " lower 95%", stroke: "transparent", width: 0, points: {show: false}});
         bands.push({series: [main + 1, main + 2], fill: rgba(color, 0.18)});
         holder.setAttribute("data-band", String(line.label));
+        holder.setAttribute("data-banded-windows", String(highs.filter(function (h) { return h !== null; }).length));
       }
     });
-    if (!bands.length) { holder.removeAttribute("data-band"); }
+    if (!bands.length) { holder.removeAttribute("data-band"); holder.removeAttribute("data-banded-windows"); }
     var downX = null, axisStep = 3600;
     var options = {
       width: width, height: 300, legend: {show: false}, bands: bands, series: series,

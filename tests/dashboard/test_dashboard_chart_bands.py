@@ -131,6 +131,8 @@ def test_the_read_out_prints_a_band_not_centred_as_lower_upper(browser, tmp_path
                         for i, label in enumerate(LABELS)]
             assert items == expected
             assert not any("\u00b1" in item for item in items)
+        assert wait_for(browser, "document.getElementById('topk')"
+                        ".getAttribute('data-banded-windows')") == "3"
         # the chosen (latest) window's table prints the same saved bands
         rows = browser.driver.execute_script(
             "return Array.from(document.querySelectorAll('#values-table tbody tr'))"
@@ -145,6 +147,9 @@ def test_the_read_out_prints_a_band_not_centred_as_lower_upper(browser, tmp_path
         items = readout_at(browser, 0.0, "2024-03-01 \u2013 ")
         assert items == [f"{label} {RECORDS[0]['estimate'][i]:.4f} no band"
                          for i, label in enumerate(LABELS)]
+        # no fill where the records declare no band (a band of width 0 was drawn before)
+        assert wait_for(browser, "document.getElementById('topk')"
+                        ".getAttribute('data-banded-windows')") == "0"
         check_clean(browser)
     finally:
         server.shutdown()
