@@ -90,6 +90,14 @@ class Series:
                 "all_few": None if found is None else found.all_under_resolved}
 
 
+def shown_view(view: dict) -> dict:
+    """`view` as a page is sent it: its labels as text (`output.text.printable`), escaped here
+    and only here, since escaping twice would double a backslash twice."""
+    if not isinstance(view.get("labels"), list):
+        return view
+    return {**view, "labels": [printable(str(label)) for label in view["labels"]]}
+
+
 def rounded(value):
     """`value` to CHART_DIGITS significant digits; None for None, NaN and infinities."""
     if value is None:

@@ -38,7 +38,7 @@ from ldp_telemetry.dashboard.pages import (DEFAULT_TOP_K, EXPORT_ALL_VALUES, PAG
                                            embedded_json, export_window_file, finite,
                                            index_page, metric_page, metric_page_name,
                                            window_file_name)
-from ldp_telemetry.dashboard.payload import last_bounds
+from ldp_telemetry.dashboard.payload import last_bounds, shown_view
 from ldp_telemetry.dashboard.source import MAX_WINDOWS_PER_PAGE
 from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.ldp.base.times import ms_from_iso
@@ -177,8 +177,8 @@ class Dashboard:
             name = metric_page_name(metric)
             data_dir = os.path.join("windows", name[:-len(PAGE_SUFFIX)])
             os.makedirs(os.path.join(folder, data_dir), exist_ok=True)
-            chunks = export_chunks(self.source.export_windows(metric, self.top_k,
-                                                              EXPORT_ALL_VALUES))
+            chunks = export_chunks([shown_view(view) for view in self.source.export_windows(
+                metric, self.top_k, EXPORT_ALL_VALUES)])
             files = []
             for chunk in chunks:
                 first = window_key(chunk[0]).start_ms
@@ -310,7 +310,8 @@ def make_server(dashboard: Dashboard, host: str = DEFAULT_HOST, port: int = DEFA
             if view is None:
                 return self._send(b'{"error": "no such window"}', "application/json",
                                   HTTPStatus.NOT_FOUND)
-            self._send(json.dumps(finite(view), allow_nan=False).encode(), "application/json")
+            self._send(json.dumps(finite(shown_view(view)), allow_nan=False).encode(),
+                       "application/json")
 
         def _send(self, body: bytes, content_type: str, status=HTTPStatus.OK) -> None:
             self.send_response(status)

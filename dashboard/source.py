@@ -88,8 +88,6 @@ def _view(record: EstimateRecord, late_reports, rejects: dict, seq: int, lower: 
     view["late_reports"] = late_reports
     view["rejects"] = dict(sorted(rejects.items()))
     view["pane_seq"] = seq
-    if isinstance(view.get("labels"), list):  # shown as text, control characters escaped
-        view["labels"] = [printable(str(label)) for label in view["labels"]]
     view["lower95"], view["upper95"] = lower, upper
     view["half95"] = _halves(lower, upper)
     view["series"] = series_name(record.end_ms - record.start_ms, record.version)
@@ -470,7 +468,6 @@ def _lean_view(metric: str, row: dict, series: Series, values: dict[int, tuple],
     kept = [i for i in series.indices if i in values]
     columns = list(zip(*(values[i] for i in kept), strict=True)) or [()] * 6
     labels, estimate, unbiased, errors, lower, upper = (list(column) for column in columns)
-    labels = [printable(str(label)) for label in labels]
     return {"metric": metric, "window_start": iso_from_ms(start), "window_end": iso_from_ms(end),
             "version": row["version"], "series": series.name, "n": row["n"],
             "late_reports": row["late_reports"],
@@ -695,8 +692,8 @@ def summary_of(metric: str, views: list[dict]) -> dict:
 def top_labels(totals: dict[str, float], top_k: int) -> list[str]:
     """The `top_k` labels of a series keyed by label: the largest sums of their estimates over
     the series' windows (a window lacking a label counts 0: the largest mean estimate); ties by
-    the label as a page shows it (`output.text.printable`: an output folder's views hold it
-    so, a store its raw text). The one rule of both sources."""
+    the label as a page shows it (`output.text.printable`). The one rule of both sources,
+    whose views and series hold the raw labels (escaped once, when sent: `shown_view`)."""
     return sorted(totals, key=lambda label: (-totals[label], printable(label)))[:top_k]
 
 

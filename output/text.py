@@ -25,11 +25,13 @@ ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 def printable(text: str) -> str:
     """`text` with every character of `ESCAPED_CATEGORIES` written as a visible escape
     (``\\u202e``, ``\\x1b``), so that a name from the data cannot reorder, hide or recolour
-    what a terminal or a page shows around it. The one rule for names shown in text output and
-    on the dashboard's pages."""
-    if text.isprintable() and text.isascii():
+    what a terminal or a page shows around it, and every backslash doubled, so that two names
+    never show alike (a control character and its escape typed out: ``\\x07`` and
+    ``\\\\x07``). The one rule for names shown in text output and on the dashboard's pages."""
+    if text.isprintable() and text.isascii() and "\\" not in text:
         return text
-    return "".join(_escape(char) if unicodedata.category(char) in ESCAPED_CATEGORIES else char
+    return "".join("\\\\" if char == "\\" else
+                   _escape(char) if unicodedata.category(char) in ESCAPED_CATEGORIES else char
                    for char in text)
 
 

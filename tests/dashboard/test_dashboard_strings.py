@@ -341,3 +341,22 @@ def test_a_window_decoded_against_a_dictionary_sends_how_each_was_found(store_ur
                 ["both", "search", "dictionary"]]
     finally:
         store.close()
+
+
+def test_a_control_character_and_its_escape_typed_out_stay_two_lines(store_url,  # noqa: F811
+                                                                     tmp_path):
+    """A string holding a control character is shown escaped (``a\\x07``); the same escape
+    typed out by a fleet (the five characters ``a\\x07``) is another string and must stay
+    another line, with another name, in both sources (`printable` doubles backslashes; the
+    output folder merged the two before, the store drew two lines with one name)."""
+    records = [string_record(0, [("a\x07", 0.4), ("a\\x07", 0.3), ("b", 0.2)])]
+    write_store(store_url, records)
+    folder = FolderSource(write_folder(tmp_path / "out", records))
+    store = StoreSource(store_url)
+    try:
+        for source in (folder, store):
+            [series], [row] = chart(source, 5)
+            assert series["labels"] == ["a\\x07", "a\\\\x07", "b"], source
+            assert row["top"] == pytest.approx([0.4, 0.3, 0.2], abs=1e-4)
+    finally:
+        store.close()
