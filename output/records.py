@@ -185,12 +185,13 @@ def chosen_postprocess(choice: Any) -> dict:  # a replay.Choice, or None
 
 
 def frequency_band_reason(result: WindowResult) -> str | None:
-    """Why a frequency record's values have no band: a Wiener filter's (WIENER_NO_BAND), no
-    reports (NO_REPORTS_REASON), or too few expected supports per value for a normal band
-    (frequency_bands.few_supports_reason);
-    None when they have one."""
+    """Why a frequency record's values have no band: a pooled-hash oracle's Wiener filter
+    (WIENER_NO_BAND), no reports (NO_REPORTS_REASON), or too few expected supports per value
+    for a normal band (frequency_bands.few_supports_reason); None when they have one (a
+    Wiener filter's values: the band of their unbiased estimate, as every post-processing)."""
     output = result.estimator
-    if output is not None and output.std_error is not None:
+    if (output is not None and output.std_error is not None
+            and result.noise.extra_variance > 0.0):
         return WIENER_NO_BAND
     if result.noise.n == 0:
         return NO_REPORTS_REASON

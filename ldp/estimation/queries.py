@@ -86,7 +86,8 @@ from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, 
                                                       post_pos)
 from ldp_telemetry.ldp.estimation.replay import AUTO_METHODS, postprocess_with_choice
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT,
-                                                      BAND_NONE, WIENER_NO_BAND)
+                                                      BAND_NONE, WIENER_NO_BAND,
+                                                      WIENER_TOP_K_NO_BAND)
 from ldp_telemetry.ldp.protocols import FrequencyOracle, is_pooled, make_protocol
 from ldp_telemetry.ldp.protocols.hash_pool import sketch_arguments
 from ldp_telemetry.ldp.protocols.memoized import G_RULES, LOCAL_HASHING, make_memoized_protocol
@@ -342,9 +343,14 @@ class WindowEstimate:
         answer = Answer(query, tuple(int(i) for i in chosen),
                         tuple(self.labels[i] for i in chosen), value, se, "exact",
                         unbiased_value, method, params)
-        if self._fit is not None:  # a Wiener filter's answer: its fixed-gain error, no band
-            return replace(answer, std_error_kind="fixed-gain", band_method=BAND_NONE,
-                           band_reason=WIENER_NO_BAND)
+        if self._fit is not None:
+            # a Wiener filter's answer: its error is the filter's fixed-gain one; its band is
+            # the unbiased answer's, as the record's value bands (none for a pooled oracle)
+            answer = replace(answer, std_error_kind="fixed-gain")
+            if is_pooled(self.protocol.name):
+                return replace(answer, band_method=BAND_NONE, band_reason=WIENER_NO_BAND)
+            centre = unbiased_value
+            se = math.sqrt(linear_variance(self.protocol, self.n, indicator, self.plug_in))
         few = few_supports_reason(self.noise)
         if few is not None and len(chosen) == 1:  # as the record's value bands
             return replace(answer, band_method=BAND_NONE, band_reason=few)
@@ -389,8 +395,11 @@ class WindowEstimate:
             raise ConfigError(f"k must be a positive integer, got {k!r}", "k")
         order = np.argsort(-self.estimate, kind="stable")[: int(k)]
         answers = [replace(self._answer("point", [int(i)]), query="top-k") for i in order]
-        if self._fit is not None or answers[0].band_method == BAND_NONE:
+        if answers[0].band_method == BAND_NONE:
             return answers
+        if self._fit is not None:
+            return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
+                            band_reason=WIENER_TOP_K_NO_BAND) for a in answers]
         reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n)
         if reason is not None:
             return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,

@@ -23,7 +23,7 @@ from ldp_telemetry.ldp.estimation.frequency_bands import (bootstrap_bands,
                                                           channel_support_counts,
                                                           replayed_windows, score_bands,
                                                           top_k_bands)
-from ldp_telemetry.ldp.estimation.postprocess import METHODS, project_to_simplex
+from ldp_telemetry.ldp.estimation.postprocess import METHODS, error_plug_in, project_to_simplex
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.output.bands import value_bands
@@ -111,8 +111,10 @@ def test_set_and_range_answers_hold_95_percent():
 
 def test_the_band_is_the_unbiased_estimates_score_band():
     """value_bands is the score band of the unbiased estimate: exactly the frequencies f in
-    [0, 1] that |f~ − f| ≤ Z95 · sqrt(eq. 2 at f) accepts (checked on a grid of f); a record
-    that declares no band (a Wiener filter's) has none."""
+    [0, 1] that |f~ − f| ≤ Z95 · sqrt(eq. 2 at f) accepts (checked on a grid of f); a Wiener
+    filter's record has the same band of its unbiased estimate (its std_error is the
+    filter's), and a record that declares no band (a pooled-hash oracle's Wiener filter) has
+    none."""
     config, result, record = next(records("norm-sub", windows=1))
     lower, upper = (np.array(bound) for bound in value_bands(record))
     noise = result.noise
@@ -123,16 +125,27 @@ def test_the_band_is_the_unbiased_estimates_score_band():
         assert accepted.min() >= lower[v] - 1e-12 and accepted.max() <= upper[v] + 1e-12
         assert max(lower[v], 0.0) >= accepted.min() - 5e-5  # the grid's step
         assert upper[v] <= accepted.max() + 5e-5
-    config = parse_registry({"metrics": [{
-        "name": "w", "protocol": "oue", "epsilon": 1.0, "domain": {"size": D},
-        "estimator": "dw"}]})["w"]
-    protocol = config.protocol
-    statistic = protocol.new_statistic()
-    rng = np.random.default_rng(1)
-    protocol.accumulate(statistic, protocol.perturb(np.repeat(np.arange(D), POPULATION), rng))
-    wiener = window_estimate_record(config, finalize_window(config, statistic, N), 0, 1)
-    assert value_bands(wiener) == ([None] * D, [None] * D)
-    assert format_top(wiener).splitlines()[0].endswith("95% band: none")
+    for name in ("oue", "flh"):
+        config = parse_registry({"metrics": [{
+            "name": "w", "protocol": name, "epsilon": 1.0, "domain": {"size": D},
+            "estimator": "dw"}]})["w"]
+        protocol = config.protocol
+        statistic = protocol.new_statistic()
+        rng = np.random.default_rng(1)
+        protocol.accumulate(statistic, protocol.perturb(np.repeat(np.arange(D), POPULATION),
+                                                        rng))
+        result = finalize_window(config, statistic, N)
+        wiener = window_estimate_record(config, result, 0, 1)
+        if name == "flh":
+            assert value_bands(wiener) == ([None] * D, [None] * D)
+            assert format_top(wiener).splitlines()[0].endswith("95% band: none")
+            continue
+        assert not np.allclose(wiener.std_error, np.sqrt(result.noise.variance(
+            error_plug_in(result.unbiased))))  # the filter's error, not f~'s
+        expected = score_bands(result.unbiased, protocol.p_star, protocol.q_star, N)
+        np.testing.assert_allclose(value_bands(wiener), expected, rtol=1e-12)
+        assert format_top(wiener).splitlines()[0].endswith(
+            "95% band: exact-variance of the unbiased estimate")
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))

@@ -16,8 +16,9 @@ from ldp_telemetry.dashboard.payload import unpack
 from ldp_telemetry.dashboard.source import StoreSource
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.estimation.frequency_bands import score_bands
 from ldp_telemetry.output.bands import (band95, statistic_band, summary_bands,
-                                        summary_statistics)
+                                        summary_statistics, value_bands)
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.layout import version_label
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
@@ -147,37 +148,60 @@ def test_a_store_made_before_summary_bands_gets_them_from_its_records(record, tm
     assert "ldp_window_summaries_by_statistic" not in indexes
 
 
-def test_a_wiener_record_declares_no_band_and_no_reader_draws_one(tmp_path):
-    """A Wiener filter's fixed-gain standard error leaves out its bias (coverage 72-98%): the
-    record keeps the error, declares no band with its reason, and the store, the dashboard's
-    view and the text show none."""
-    config = parse_registry({"metrics": [{"name": "dep", "protocol": "oue", "epsilon": 2.0,
+def wiener_record(protocol: str) -> dict:
+    """A window of a 32-value metric estimated by IIW, as a job writes it."""
+    config = parse_registry({"metrics": [{"name": "dep", "protocol": protocol, "epsilon": 2.0,
                                           "domain": {"size": 32}, "estimator": "iiw"}]})["dep"]
     rng = np.random.default_rng(5)
     statistic = config.protocol.new_statistic()
     config.protocol.accumulate(statistic, config.protocol.perturb(rng.integers(0, 32, 2000),
                                                                   rng))
-    record = window_estimate_record(config, finalize_window(config, statistic, 2000),
-                                    HOUR_START_MS, HOUR_START_MS + 3_600_000,
-                                    BATCH_PANE).json_value()
-    assert record["band_method"] == "none" and "bias" in record["band_reasons"]["estimate"]
+    return window_estimate_record(config, finalize_window(config, statistic, 2000),
+                                  HOUR_START_MS, HOUR_START_MS + 3_600_000,
+                                  BATCH_PANE).json_value()
+
+
+def test_a_wiener_records_values_carry_their_unbiased_estimates_band_in_every_reader(tmp_path):
+    """A Wiener filter's fixed-gain standard error leaves out its bias (coverage 72-98%), so
+    no band is made from it: the record keeps it as `std_error`, and its values' band is the
+    score band of their unbiased estimate, as every post-processing's (exact-variance); the
+    store, the dashboard's view and chart and the text show that band."""
+    record = wiener_record("oue")
+    assert record["band_method"] == "exact-variance" and "band_reasons" not in record
     assert all(error > 0 for error in record["std_error"])
+    lower, upper = value_bands(record)
+    p, q, n = record["p_star"], record["q_star"], record["n"]
+    expected = score_bands(np.asarray(record["unbiased_estimate"]), p, q, n)
+    np.testing.assert_allclose(lower, expected[0], rtol=1e-12)
+    np.testing.assert_allclose(upper, expected[1], rtol=1e-12)
     url = f"sqlite:///{tmp_path}/wiener.db"
     with open_store(url) as store:
         store.write_panes([record])
-        rows = store._query("SELECT lower95, upper95 FROM ldp_window_values")
-    assert rows and all(low is None and high is None for low, high in rows)
+        rows = store._query("SELECT value_index, lower95, upper95 FROM ldp_window_values")
+    assert len(rows) == 32
+    for index, low, high in rows:
+        assert (low, high) == pytest.approx((lower[index], upper[index]), rel=1e-9)
     source = StoreSource(url)
     try:
         window = source.window("dep", START_MS, START_MS + 3_600_000, version_label(record))
         payload = source.payload("dep", 5)
     finally:
         source.close()
-    assert set(window["lower95"]) == {None} and set(window["half95"]) == {None}
-    # the charts over windows draw the store's saved band of the top values: none here
+    assert window["lower95"] == pytest.approx(lower, rel=1e-9)
     [packed] = unpack(payload)
-    assert len(packed["top"]) == 5 and None not in packed["top"]
-    assert set(packed["low"]) == set(packed["high"]) == {None}
+    assert len(packed["top"]) == 5 and None not in packed["low"] + packed["high"]
     from ldp_telemetry.output.text import format_pane, format_top
     typed = EstimateRecord.from_value(record)
-    assert "no band" in format_top(typed) and "no band" in format_pane(typed)
+    assert "no band" not in format_top(typed) and "no band" not in format_pane(typed)
+    assert "95% band: exact-variance" in format_top(typed)
+
+
+def test_a_pooled_oracles_wiener_record_declares_no_band(tmp_path):
+    """A pooled-hash oracle's band is f~ ± z · f~'s standard error (the collision term is not in
+    the score band), which a Wiener record does not keep (its std_error is the filter's): it
+    declares none, with the reason, and no reader draws one."""
+    record = wiener_record("flh")
+    assert record["band_method"] == "none" and "pooled" in record["band_reasons"]["estimate"]
+    assert value_bands(record) == ([None] * 32, [None] * 32)
+    from ldp_telemetry.output.text import format_top
+    assert "no band" in format_top(EstimateRecord.from_value(record))

@@ -12,6 +12,7 @@ from ldp_telemetry.ldp.estimation.postprocess import PostprocessSpec
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.output.estimate import EstimateRecord
+from ldp_telemetry.output.bands import value_bands
 from ldp_telemetry.output.reader import read_estimates
 from ldp_telemetry.pipelines.cli import main
 
@@ -116,9 +117,13 @@ def test_query_starts_from_the_estimator_output(output, capsys):
     assert point["value"] == pytest.approx(filtered.estimate[16], abs=1e-15)
     assert point["unbiased_value"] == pytest.approx(record["unbiased_estimate"][16], abs=1e-15)
     assert point["std_error_kind"] == "fixed-gain"
-    # no band, as the record declares none (the filter's error leaves out its bias)
-    assert (point["band_method"], point["lower95"], point["half95"]) == ("none", None, None)
-    assert point["band_reason"] == record["band_reasons"]["estimate"]
+    # the band of the unbiased estimate, as the record's (the filter's fixed-gain error leaves
+    # out its bias, so no band is made from it); the printed error stays the filter's
+    assert record["band_method"] == "exact-variance" and "band_reasons" not in record
+    lower, upper = value_bands(record)
+    assert point["band_method"] == "exact-variance" and point["band_reason"] is None
+    assert (point["lower95"], point["upper95"]) == pytest.approx((lower[16], upper[16]),
+                                                                 rel=1e-12)
     assert point["std_error"] == pytest.approx(record["std_error"][16], rel=1e-9)
     window = WindowEstimate.from_record(EstimateRecord.from_json(record))
     assert window.point(16).value == pytest.approx(record["estimate"][16], abs=1e-15)
@@ -127,13 +132,19 @@ def test_query_starts_from_the_estimator_output(output, capsys):
     ranged = window.with_method("base").range_sum(10, 20)
     assert ranged.std_error_kind == "fixed-gain"
     assert ranged.std_error < np.sum(record["std_error"][10:21])
+    # its band: the unbiased answer ± z · the unbiased answer's exact error, wider than the
+    # filter's
+    centre = float(np.sum(record["unbiased_estimate"][10:21]))
+    assert (ranged.lower95 + ranged.upper95) / 2 == pytest.approx(centre, abs=1e-12)
+    assert ranged.band_method == "exact-variance"
+    assert (ranged.upper95 - ranged.lower95) / 2 > 1.96 * ranged.std_error
     assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
                  "--top", "3"]) == 0
     text = capsys.readouterr().out
     assert "iiw (iterations=30, keep_extremes=False) + norm-hyb" in text
-    answers = text.splitlines()[1:4]  # the three answer lines: no ±, "(no band)"
+    answers = text.splitlines()[1:4]  # the three answer lines: top values have no band
     assert all("(no band)" in line and "±" not in line for line in answers), answers
-    assert "95% band: none" in text
+    assert "95% band: none" in text and "top values of a Wiener filter" in text
 
 
 def test_every_metric_is_its_estimator_then_its_postprocessing(output):

@@ -24,11 +24,11 @@ COLUMNS = ("version", "n", "protocol", "epsilon", "p_star", "q_star", "smallest_
 
 
 def later_kinds() -> list[EstimateRecord]:
-    """A record of each kind the golden job predates: a Wiener filter's (its values declared
-    without a band), a replay's choice (`postprocess: auto`) and a string metric's heavy
-    hitters."""
+    """A record of each kind the golden job predates: a pooled-hash oracle's Wiener filter
+    (its values declared without a band), a replay's choice (`postprocess: auto`) and a string
+    metric's heavy hitters."""
     registry = parse_registry({"metrics": [
-        {"name": "wiener", "protocol": "oue", "epsilon": 2.0, "domain": {"size": 16},
+        {"name": "wiener", "protocol": "flh", "epsilon": 2.0, "domain": {"size": 16},
          "estimator": "iiw"},
         {"name": "auto", "protocol": "grr", "epsilon": 1.0, "domain": {"size": 8},
          "postprocess": "auto"},
