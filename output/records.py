@@ -28,6 +28,7 @@ from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResul
 from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_NONE, NO_REPORTS_REASON,
                                                       WIENER_NO_BAND)
+from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, smallest_resolvable
 from ldp_telemetry.output.compact import IndexLabels
@@ -57,7 +58,7 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
     if isinstance(result, StringWindowResult):
         return string_estimate_record(config, result, start_ms, end_ms, pane)
     spec = config.postprocess
-    reason = frequency_band_reason(result)  # why the values have no band, or None
+    reason = frequency_band_reason(config, result)  # why the values have no band, or None
     band_method = BAND_NONE if reason is not None else BAND_EXACT
     no_band = reason is not None
     # a pooled-hash oracle's k and m, so that no reader assumes the defaults (absent otherwise)
@@ -184,14 +185,16 @@ def chosen_postprocess(choice: Any) -> dict:  # a replay.Choice, or None
     return {"chosen": choice.method, "expected_mse": dict(choice.expected_mse)}
 
 
-def frequency_band_reason(result: WindowResult) -> str | None:
+def frequency_band_reason(config: MetricConfig, result: WindowResult) -> str | None:
     """Why a frequency record's values have no band: a pooled-hash oracle's Wiener filter
-    (WIENER_NO_BAND), no reports (NO_REPORTS_REASON), or too few expected supports per value
-    for a normal band (frequency_bands.few_supports_reason); None when they have one (a
-    Wiener filter's values: the band of their unbiased estimate, as every post-processing)."""
+    (WIENER_NO_BAND; decided by the protocol, as `output.bands` and `ldp query` decide it, not
+    by the window's collision estimate, which may be 0), no reports (NO_REPORTS_REASON), or
+    too few expected supports per value for a normal band
+    (frequency_bands.few_supports_reason); None when they have one (a Wiener filter's values:
+    the band of their unbiased estimate, as every post-processing)."""
     output = result.estimator
     if (output is not None and output.std_error is not None
-            and result.noise.extra_variance > 0.0):
+            and is_pooled(config.protocol.name)):
         return WIENER_NO_BAND
     if result.noise.n == 0:
         return NO_REPORTS_REASON

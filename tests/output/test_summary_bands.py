@@ -205,3 +205,30 @@ def test_a_pooled_oracles_wiener_record_declares_no_band(tmp_path):
     assert value_bands(record) == ([None] * 32, [None] * 32)
     from ldp_telemetry.output.text import format_top
     assert "no band" in format_top(EstimateRecord.from_value(record))
+
+
+@pytest.mark.parametrize("protocol", ["flh", "hcms", "cms"])
+def test_a_pooled_wiener_record_declares_no_band_whatever_its_collision_estimate(protocol):
+    """Whether a pooled-hash oracle's Wiener record has a band is a fact of its protocol, not
+    of its data: a window whose estimated collision term is 0 (here 100 devices holding 100
+    distinct values of 256, so the estimate of Σ f² lies near 1/n and is often below it) must
+    still declare none, or every reader draws f~ ± z · the filter's fixed-gain error, the band
+    the record must not make; `ldp query` says the same. Each protocol meets such a window in
+    the six seeds (checked), so the check cannot pass by missing the case."""
+    config = parse_registry({"metrics": [{"name": "w", "protocol": protocol, "epsilon": 2.0,
+                                          "domain": {"size": 256}, "estimator": "dw"}]})["w"]
+    from ldp_telemetry.ldp.estimation.queries import WindowEstimate
+    zero_term = 0
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        statistic = config.protocol.new_statistic()
+        config.protocol.accumulate(statistic, config.protocol.perturb(np.arange(100), rng))
+        result = finalize_window(config, statistic, 100)
+        zero_term += result.noise.extra_variance == 0.0
+        record = window_estimate_record(config, result, HOUR_START_MS,
+                                        HOUR_START_MS + 3_600_000)
+        assert record.band_method == "none", seed
+        assert "pooled" in record.band_reasons["estimate"]
+        assert value_bands(record) == ([None] * 256, [None] * 256)
+        assert WindowEstimate.from_record(record).point(0).band_method == "none"
+    assert zero_term > 0
