@@ -9,7 +9,9 @@ import unicodedata
 
 import numpy as np
 
+from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT
+from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.bands import Z95, half_width95, statistic_band, value_bands
 from ldp_telemetry.output.integrity import flag_text
@@ -76,14 +78,22 @@ def found_by(record: EstimateRecord) -> list[str] | None:
     return found if found and len(found) == len(record.labels) else None
 
 
+def filtered(record: EstimateRecord) -> bool:
+    """Whether a frequency record's values come from a frequency estimator other than the
+    unbiased estimate (a Wiener filter): they are then not the centre of their bands."""
+    name = (record.estimator or {}).get("method", "unbiased")
+    return (name != "unbiased" and name in ESTIMATORS
+            and ESTIMATORS.lookup(name).kind == FREQUENCY)
+
+
 def band_text(record: EstimateRecord) -> str:
     """What a frequency record's value bands are, as `ldp show` names them: its `band_method`
     (exact-variance for records written before the field), "of the unbiased estimate" when
-    the values are post-processed (`output.bands.band_centre`)."""
+    the values are post-processed or filtered (`output.bands.band_centre`)."""
     method = record.band_method or BAND_EXACT
     post = (record.postprocess or {}).get("method", "base")
-    if (method == BAND_EXACT and post not in ("base", "none", "post-pos")
-            and record.unbiased_estimate is not None):
+    if (method == BAND_EXACT and record.unbiased_estimate is not None
+            and (post not in ("base", "none", "post-pos") or filtered(record))):
         return f"{method} of the unbiased estimate"
     return method
 

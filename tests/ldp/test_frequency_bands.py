@@ -151,7 +151,7 @@ def test_the_band_is_the_unbiased_estimates_score_band():
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_show_names_the_band_it_prints_for_every_method(method):
     """`ldp show`'s window line names the band (exact-variance, "of the unbiased estimate" when
-    the values are post-processed); a Wiener record's says none."""
+    the values are post-processed)."""
     spec = {"method": method, "replicates": 2} if method.startswith("auto") else method
     _, _, record = next(records(spec, windows=1))
     header = format_top(record).splitlines()[0]
@@ -159,6 +159,24 @@ def test_show_names_the_band_it_prints_for_every_method(method):
         assert header.endswith("95% band: exact-variance")
     else:
         assert header.endswith("95% band: exact-variance of the unbiased estimate")
+
+
+@pytest.mark.parametrize("postprocess", ["base", "post-pos", "norm-sub"])
+def test_show_names_a_wiener_records_band_of_the_unbiased_estimate(postprocess):
+    """A Wiener filter's values are not the centre of their band (the score band of the
+    unbiased estimate): whatever the post-processing after it, even Base's, `ldp show`'s window
+    line says the band is of the unbiased estimate, not plain exact-variance."""
+    config = parse_registry({"metrics": [{
+        "name": "w", "protocol": "oue", "epsilon": 1.0, "domain": {"size": D},
+        "estimator": "iiw", "postprocess": postprocess}]})["w"]
+    protocol = config.protocol
+    statistic = protocol.new_statistic()
+    rng = np.random.default_rng(1)
+    protocol.accumulate(statistic, protocol.perturb(np.repeat(np.arange(D), POPULATION), rng))
+    record = window_estimate_record(config, finalize_window(config, statistic, N), 0, 1)
+    assert not np.allclose(record.estimate, record.unbiased_estimate)
+    assert format_top(record).splitlines()[0].endswith(
+        "95% band: exact-variance of the unbiased estimate")
 
 
 def test_the_replayed_channel_is_the_protocols():
