@@ -3,8 +3,9 @@
 A frequency value's band is the exact 95% band of its unbiased estimate (`value_bands`,
 `value_band`: the score band at the record's p*, q* and n; unbiased_estimate ± Z95 · standard
 error for a record without them; ldp_telemetry.ldp.estimation.frequency_bands says why,
-whatever the post-processing: the printed estimate may lie outside it), none where the record
-declares none (a Wiener filter's). A numeric record's
+whatever the post-processing or Wiener filter: the printed estimate may lie outside it), none
+where the record declares none (a pooled-hash oracle's Wiener filter, too few supports, no
+reports). A numeric record's
 statistics (mean, variance, quantiles) carry their own bands (`bands`, named by `band_method`;
 a bias-corrected band need not be centred on the estimate, and a statistic may have none):
 `statistic_band` and `summary_bands` read them, falling back to estimate ± Z95 · bootstrap
@@ -52,7 +53,8 @@ def _field(record: Record, name: str) -> Any:
 
 def declares_no_value_band(record: Record) -> bool:
     """Whether a frequency record declares its values without a band (`band_method` "none": a
-    Wiener filter's fixed-gain error; `band_reasons` says why)."""
+    pooled-hash oracle's Wiener filter, too few supports, no reports; `band_reasons` says
+    why)."""
     return bool(_field(record, "band_method") == "none")
 
 
@@ -95,7 +97,7 @@ def value_bands(record: Record) -> tuple[list, list]:
     """(lower bounds, upper bounds) of the 95% band of each value of a frequency record: the
     exact band of its unbiased estimate (`score_bands` at the record's p*, q* and n; centre
     ± Z95 · std_error for a record without them, `band_centre`), or None for every value when
-    the record declares no band (`band_method` "none": a Wiener filter's fixed-gain error,
+    the record declares no band (`band_method` "none", `declares_no_value_band`;
     `band_reasons` says why)."""
     estimate, errors = _field(record, "estimate"), _field(record, "std_error")
     if declares_no_value_band(record) or errors is None:

@@ -62,7 +62,7 @@ def _plus_minus(value: float, lower: float | None, upper: float | None, error: f
     """" ± half width" of a value's 95% band when it is centred on the value, " [lower,
     upper]" when it is not (the band of the unbiased estimate around a post-processed value,
     `output.bands.band_centre`), or the bare standard error where the record declares no band
-    (a Wiener filter's)."""
+    (`output.bands.declares_no_value_band`)."""
     if lower is None or upper is None:
         return "" if error is None else f" (s.e. {error:{spec}}, no band)"
     if abs((lower + upper) / 2 - value) <= 1e-12 * max(1.0, abs(value)):

@@ -125,8 +125,8 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
     show = commands.add_parser(
         "show", help="print the largest estimates of each window of a finished job",
         description="Print, per metric and window, the K largest post-processed estimates with "
-                    f"95% error bars (± {Z95:.6g} standard errors: of the unbiased estimate, or of "
-                    "the metric's estimator at its final gains when the registry names one); a "
+                    "95% error bars (the band of the unbiased estimate, whatever the "
+                    "post-processing or Wiener filter; none where the record declares none); a "
                     "numeric window's mean and quantiles with the record's own 95% bands "
                     "[lower, upper], its band method named on the window's line; and "
                     "a warning under a window whose reports are too few for its domain.")

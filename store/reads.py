@@ -290,7 +290,8 @@ def top_values(store, metric: str, version: str, indices: list[int], start_ms: i
     """{(window start ms, end ms): {value index: (estimate, lower95, upper95)}} of the values
     `indices` (at most MAX_TOP_VALUES) of the windows of (`metric`, `version`) starting in
     [start_ms, end_ms); the band is the one the store saved (`store.records.value_rows`: null
-    where the record declares none, a Wiener filter's), found through the values index."""
+    where the record declares none, `output.bands.declares_no_value_band`), found through the
+    values index."""
     indices = [int(i) for i in indices][:MAX_TOP_VALUES]
     if not indices:
         return {}

@@ -14,11 +14,12 @@ is exactly unbiased (each f~_k is), and its exact variance is
     Var[f^_v] = Σ_k w_k² Var[f~_{k,v}] / (Σ_k w_k)²                       (eq. 2 per version)
 
 Versions of a pooled-hash oracle (CMS, HCMS, FLH) are the exception on both counts. Their σ_k²
-includes the pool's collision term at the window's plug-in (ldp_telemetry.ldp.protocols.
-hash_pool.PoolNoise), so their weights depend on the data through Σ f² alone (a bias of the
-order of that estimate's error, far below the standard error). And two of them hashing one
-public pool make collision errors that are correlated, not independent: where value v sits at
-the same index j in both, the variance gains 2 w_a w_b C_ab Σ_{i != j} f_{a,i} f_{b,i} / (Σ_k w_k)²
+includes the pool's collision term at the window's estimate of Σ f² (ldp_telemetry.ldp.
+protocols.hash_pool.PoolNoise.for_window), so their weights depend on the data through Σ f²
+alone (a bias of the order of that estimate's error, far below the standard error). And two
+of them hashing one public pool make collision errors that are correlated, not independent:
+where value v sits at the same index j in both, the variance gains
+2 w_a w_b C_ab Σ_{i != j} f_{a,i} f_{b,i} / (Σ_k w_k)²
 (f_{a,i}: the frequency of the value version a puts at index i; C_ab:
 `SupportNoise.shared_collision`), with the versions' plug-ins for f.
 

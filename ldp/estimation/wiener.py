@@ -32,7 +32,8 @@ gamma = (c1 - c0) / n,
 
 For unary encoding and local hashing c0 = c1 = 0 and this is eq. 20. For GRR (c0 = 0,
 c1 = -p* q*) it gives P_0 = 0 (the paper's exception) and raises P_k by q*(2 - d q*)/n; for
-fixed-size subsets (SS, RWS) P_0 = 0 as well. The filters use this exact white level.
+fixed-size subsets (SS, RWS) P_0 = 0 as well. The filters use this exact white level; a
+pooled-hash oracle's adds its collision term (`estimate_noise_level`).
 
 Standard errors. Once its gains are fixed a filter is linear, f^ = A f~ (A circulant, A 1 = 1).
 The covariance of f~ is, off the diagonal, Cov(f~_u, f~_v) = beta' + gamma' (f_u + f_v) (beta'
@@ -138,7 +139,8 @@ def noise_power_spectrum(protocol: FrequencyOracle, n: int) -> np.ndarray:
 def estimate_noise_level(protocol: FrequencyOracle, noise: SupportNoise) -> float:
     """S = P_n / (p* - q*)^2: the white noise power of F~_k for k != 0 (frequency units), plus
     d times the per-value variance eq. 2 leaves out (`noise.extra_variance`: a pooled-hash
-    oracle's collision term at the window's plug-in, taken as white over the domain)."""
+    oracle's collision term at the window's estimate of Σ f², `PoolNoise.for_window`, taken as
+    white over the domain)."""
     return float(noise_power_spectrum(protocol, noise.n)[1 % protocol.d]
                  / (noise.p_star - noise.q_star) ** 2 + protocol.d * noise.extra_variance)
 
