@@ -84,7 +84,8 @@ from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_suppo
                                                           top_k_declared)
 from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, error_plug_in,
                                                       post_pos)
-from ldp_telemetry.ldp.estimation.replay import AUTO_METHODS, postprocess_with_choice
+from ldp_telemetry.ldp.estimation.replay import (AUTO_METHODS, CANDIDATES,
+                                                 postprocess_with_choice)
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT,
                                                       BAND_NONE, WIENER_NO_BAND,
                                                       WIENER_TOP_K_NO_BAND)
@@ -213,7 +214,9 @@ def record_protocol(record: FrequencyRecord, d: int) -> FrequencyOracle:
 
 @dataclass(frozen=True)
 class WindowEstimate:
-    """One window's arrays and noise model, post-processed with `spec`."""
+    """One window's arrays and noise model, post-processed with `spec`; `chosen`: the method a
+    replay-chosen `spec` ("auto", ...) ran, as the record states it (None: replay the window
+    again to find it)."""
 
     metric: str
     window_start: str
@@ -225,6 +228,7 @@ class WindowEstimate:
     estimate: np.ndarray
     spec: PostprocessSpec
     estimator: EstimatorSpec = EstimatorSpec("unbiased")
+    chosen: str | None = None
 
     @classmethod
     def from_record(cls, record: FrequencyRecord) -> WindowEstimate:
@@ -236,12 +240,16 @@ class WindowEstimate:
         if post is None:  # every writer writes one; TypeError, as subscripting None raised
             raise TypeError(f"the record of metric {record.metric!r} has no postprocess section")
         spec = PostprocessSpec(post["method"], tuple((post.get("params") or {}).items()))
-        chosen = record.estimator or {"method": "unbiased"}
-        estimator = EstimatorSpec(chosen["method"], tuple((chosen.get("params") or {}).items()))
+        named = record.estimator or {"method": "unbiased"}
+        estimator = EstimatorSpec(named["method"], tuple((named.get("params") or {}).items()))
+        # the method the record's replay chose made its estimate: a replay run by another
+        # release may choose another (the pooled-hash oracles' gained their collision error)
+        chosen = post.get("chosen") if spec.method in AUTO_METHODS else None
         return cls(record.metric, record.window_start, record.window_end, protocol,
                    int(record.n), labels,
                    np.asarray(record.unbiased_estimate, dtype=np.float64),
-                   np.asarray(record.estimate, dtype=np.float64), spec, estimator)
+                   np.asarray(record.estimate, dtype=np.float64), spec, estimator,
+                   chosen if chosen in CANDIDATES else None)
 
     @classmethod
     def from_unbiased(cls, protocol: FrequencyOracle, n: int, unbiased: np.ndarray,
@@ -263,7 +271,8 @@ class WindowEstimate:
         deterministic function of the unbiased estimate)."""
         spec = (PostprocessSpec(method, tuple(params.items())) if isinstance(method, str)
                 else PostprocessSpec.parse(method))
-        return replace(self, spec=spec, estimate=spec.apply(self.filtered, self.noise))
+        return replace(self, spec=spec, estimate=spec.apply(self.filtered, self.noise),
+                       chosen=None)
 
     def __post_init__(self) -> None:
         if not (len(self.labels) == self.unbiased.size == self.estimate.size == self.protocol.d):
@@ -418,6 +427,8 @@ class WindowEstimate:
     def _chosen_method(self) -> str:
         if self.spec.method not in AUTO_METHODS:
             return self.spec.method
+        if self.chosen is not None:  # the record's own choice, which made its estimate
+            return self.chosen
         _, choice = postprocess_with_choice(self.spec, self.filtered, self.noise)
         return "base" if choice is None else choice.method
 

@@ -20,9 +20,10 @@ the distribution, n, ε and the query). The window itself says which setting it 
                     (Σ_S f' − Σ_S t)², fresh sets per replicate
 
 Base is a candidate and comes first, so a tie keeps it. The draws are seeded with
-(seed, n, d), so a window's choice is reproducible (`ldp query` re-running the record's method
-gets the same). Cost per window: R · |CANDIDATES| runs of O(d log d) methods (IBU: a root
-search of O(d) steps); Power is left out (O(d √n) per run).
+(seed, n, d), so a window's choice is reproducible (`ldp query` takes the record's own
+`chosen`, which an earlier release's replay may have chosen differently). Cost per window:
+R · |CANDIDATES| runs of O(d log d) methods (IBU: a root search of O(d) steps); Power is left
+out (O(d √n) per run).
 """
 from __future__ import annotations
 

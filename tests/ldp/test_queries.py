@@ -528,3 +528,41 @@ def test_a_point_answer_has_its_records_value_band(protocol_name, method):
     for v in (3, 40):
         answer = w.point(v)
         assert (answer.lower95, answer.upper95) == pytest.approx((lower[v], upper[v]), rel=1e-9)
+
+
+def test_top_k_replays_the_method_the_record_says_its_replay_chose():
+    """An `auto` record states the method its replay chose (`postprocess.chosen`), which made
+    its `estimate`. A record written by an earlier release may name another method than
+    today's replay picks on the same window (the pooled-hash oracles' replay gained the
+    collision error: over 40 CMS, HCMS and FLH windows 16 choices changed), and the top-k
+    bootstrap must replay the method that ranked the record's values, not re-choose: here the
+    record names Base, which today's replay does not pick, and its top-k answers must be those
+    of a Base window."""
+    from dataclasses import replace
+
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.engine.finalize import finalize_window
+    from ldp_telemetry.output.records import window_estimate_record
+    config = parse_registry({"metrics": [{
+        "name": "m", "protocol": "cms", "epsilon": 2.0, "domain": {"size": 64},
+        "sketch": {"k": 16, "m": 64}, "postprocess": "auto"}]})["m"]
+    rng = np.random.default_rng(3)
+    shape = 1.0 / np.arange(1, 65) ** 1.1
+    values = rng.choice(64, size=5000, p=shape / shape.sum())
+    statistic = config.protocol.new_statistic()
+    config.protocol.accumulate(statistic, config.protocol.perturb(values, rng))
+    result = finalize_window(config, statistic, 5000)
+    assert result.postprocess_choice.method != "base"
+    record = window_estimate_record(config, result, 1_577_836_800_000, 1_577_923_200_000)
+    older = replace(record, estimate=result.unbiased.copy(),
+                    postprocess={**record.postprocess, "chosen": "base"})
+    expected = WindowEstimate.from_unbiased(config.protocol, 5000, result.unbiased,
+                                            "base").top_k(5)
+    assert top_k_declared("base", 2.0, 5000) is None
+    found = WindowEstimate.from_record(older).top_k(5)
+    assert [a.indices for a in found] == [a.indices for a in expected]
+    assert [(a.lower95, a.upper95) for a in found] == [(a.lower95, a.upper95) for a in expected]
+    # --method post-processes again: the record's choice no longer applies
+    assert WindowEstimate.from_record(older).with_method("norm-sub").top_k(5) == \
+        WindowEstimate.from_unbiased(config.protocol, 5000, result.unbiased,
+                                     "norm-sub").top_k(5)
