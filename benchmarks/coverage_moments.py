@@ -10,9 +10,10 @@ window's own values' standard errors, the bucketing bound in the half-width), ch
 the window's true mean and (population) variance. These bands need no EM, so W can be large:
 with W windows a coverage's standard error is √(0.95 · 0.05 / W) (0.007 at W = 1,000).
 
-`--discrete B` measures the discrete protocol (`sw-discrete` over B buckets) too, against the
-values' own mean and variance and against those of the values as the client bucketed them
-(bucket centres; the variance plus w²/12), which is what its band holds.
+`--discrete B` measures the discrete protocol (`sw-discrete` over B buckets) too, at
+`--discrete-sizes`, against the values' own mean and variance and against those of the values
+as the client bucketed them (bucket centres; the variance plus w²/12), which is what its band
+holds.
 
 Printed per cell: the coverage of the mean and of the variance, the mean and RMS of the
 standardised errors (estimate − truth) / standard error, and the median milliseconds the two
@@ -20,6 +21,9 @@ bands cost per window (both from one report histogram).
 
     python benchmarks/coverage_moments.py --windows 1000 --jobs 2 --discrete 128 \\
         --json benchmarks/results/coverage_moments.json
+
+Each window's values are drawn once and perturbed at every ε (the windows of one data set and
+n are shared by the ε; the reports are not).
 """
 from __future__ import annotations
 
@@ -70,52 +74,58 @@ def _summary(covered: list, z: list, seconds: list) -> dict:
             "median_band_ms": 1000.0 * statistics.median(seconds)}
 
 
-def simulate(name: str, epsilon: float, n: int, output_buckets: tuple[int, ...], windows: int,
-             discrete: int, seed: int) -> list[dict]:
-    """The rows of one (data set, ε, n): one per d̃ of continuous Square Wave, and with
-    `discrete` (B > 0) one of sw-discrete over B buckets."""
+def simulate(name: str, n: int, epsilons: tuple[float, ...], output_buckets: tuple[int, ...],
+             windows: int, discrete: int, seed: int) -> list[dict]:
+    """The rows of one (data set, n): W windows of values, each perturbed at every ε (the
+    values and their truth are shared by the ε, the reports are not); per ε one row per d̃ of
+    continuous Square Wave and, with `discrete` (B > 0), one of sw-discrete over B buckets."""
     low, high = DOMAINS[name]
-    models = [(protocol, protocol_model(protocol)) for protocol in
-              (SquareWave(epsilon=epsilon, d=128, output_buckets=d_out)
-               for d_out in output_buckets)]
-    rng = np.random.default_rng([seed, n, int(epsilon * 100)])
-    results = {d_out: ([], [], []) for d_out in output_buckets}
-    exact, bucketed = ([], [], []), ([], [], [])
-    discrete_protocol = DiscreteSquareWave(epsilon=epsilon, d=discrete) if discrete else None
+    protocols = {(e, d_out): SquareWave(epsilon=e, d=128, output_buckets=d_out)
+                 for e in epsilons for d_out in output_buckets}
+    discretes = {e: DiscreteSquareWave(epsilon=e, d=discrete) for e in epsilons} if discrete else {}
+    rng = np.random.default_rng([seed, n, SETS.index(name)])
+    results = {key: ([], [], []) for key in protocols}
+    exact = {e: ([], [], []) for e in discretes}
+    bucketed = {e: ([], [], []) for e in discretes}
+
+    def add(into, found) -> None:
+        for column, item in zip(into, found, strict=True):
+            column.append(item)
     for _ in range(windows):
         values = draw(name, rng, n)
-        true_mean, true_variance = float(values.mean()), float(values.var())
+        truth = float(values.mean()), float(values.var())
         unit = (values - low) / (high - low)
-        if models:
-            reports = models[0][0].perturb(unit, rng)
-            for (protocol, model), d_out in zip(models, output_buckets, strict=True):
+        if discrete:
+            width = (high - low) / discrete
+            centres = low + (np.clip(np.floor(unit * discrete), 0, discrete - 1) + 0.5) * width
+            client = float(centres.mean()), float(centres.var()) + width * width / 12
+        for epsilon in epsilons:
+            reports = None
+            for d_out in output_buckets:
+                protocol = protocols[(epsilon, d_out)]
+                if reports is None:  # one perturbation per window and ε, counted at each d̃
+                    reports = protocol.perturb(unit, rng)
                 counts = protocol.new_statistic()
                 protocol.accumulate(counts, reports)
-                covered, z, seconds = _check(model, counts, low, high, true_mean, true_variance)
-                for into, item in zip(results[d_out], (covered, z, seconds), strict=True):
-                    into.append(item)
-        if discrete_protocol is not None:
-            protocol = discrete_protocol
-            counts = protocol.new_statistic()
-            protocol.accumulate(counts, protocol.perturb(unit, rng))
-            model = protocol_model(protocol)
-            width = (high - low) / discrete
-            i = np.clip(np.floor(unit * discrete), 0, discrete - 1)
-            centres = low + (i + 0.5) * width
-            for into_all, truth in ((exact, (true_mean, true_variance)),
-                                    (bucketed, (float(centres.mean()),
-                                                float(centres.var()) + width * width / 12))):
-                covered, z, seconds = _check(model, counts, low, high, *truth)
-                for into, item in zip(into_all, (covered, z, seconds), strict=True):
-                    into.append(item)
-    base = {"dataset": name, "epsilon": epsilon, "n": n, "windows": windows, "seed": seed}
-    rows = [{**base, "protocol": "sw", "output_buckets": d_out, **_summary(*results[d_out])}
-            for d_out in output_buckets]
-    if discrete_protocol is not None:
-        rows.append({**base, "protocol": "sw-discrete", "buckets": discrete,
-                     "output_buckets": discrete_protocol.output_buckets,
-                     **_summary(*exact),
-                     "bucketed": _summary(*bucketed)})
+                add(results[(epsilon, d_out)],
+                    _check(protocol_model(protocol), counts, low, high, *truth))
+            if discrete:
+                protocol = discretes[epsilon]
+                counts = protocol.new_statistic()
+                protocol.accumulate(counts, protocol.perturb(unit, rng))
+                model = protocol_model(protocol)
+                add(exact[epsilon], _check(model, counts, low, high, *truth))
+                add(bucketed[epsilon], _check(model, counts, low, high, *client))
+    base = {"dataset": name, "n": n, "windows": windows, "seed": seed}
+    rows = []
+    for epsilon in epsilons:
+        rows += [{**base, "epsilon": epsilon, "protocol": "sw", "output_buckets": d_out,
+                  **_summary(*results[(epsilon, d_out)])} for d_out in output_buckets]
+        if discrete:
+            rows.append({**base, "epsilon": epsilon, "protocol": "sw-discrete",
+                         "buckets": discrete,
+                         "output_buckets": discretes[epsilon].output_buckets,
+                         **_summary(*exact[epsilon]), "bucketed": _summary(*bucketed[epsilon])})
     return rows
 
 
@@ -136,14 +146,20 @@ def main(argv=None) -> None:
                         help="d̃ of the continuous protocol's report histogram")
     parser.add_argument("--discrete", type=int, default=0, metavar="B",
                         help="also measure sw-discrete over B buckets (0: not)")
+    parser.add_argument("--discrete-sizes", default="1000,10000,100000",
+                        help="the sizes at which sw-discrete is measured")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--jobs", type=int, default=1, help="processes measuring cells")
     add_json_argument(parser)
     args = parser.parse_args(argv)
     sets = available(SETS)
     d_outs = tuple(numbers(args.output_buckets, int))
-    cells = [(name, e, n, d_outs, args.windows, args.discrete, args.seed)
-             for name in sets for e in numbers(args.epsilons) for n in numbers(args.sizes, int)]
+    epsilons = tuple(numbers(args.epsilons))
+    discrete_sizes = numbers(args.discrete_sizes, int)
+    # the largest windows first (the longest cells), each (data set, n) one cell
+    cells = [(name, n, epsilons, d_outs, args.windows,
+              args.discrete if n in discrete_sizes else 0, args.seed)
+             for n in sorted(numbers(args.sizes, int), reverse=True) for name in sets]
     print(f"{'data set':<20} {'protocol':<12} {'ε':>4} {'n':>8} {'d̃':>5}  {'mean':>5} "
           f"{'var':>5}  {'z mean':>14} {'z rms':>11}  band ms", flush=True)
     rows = []
@@ -151,7 +167,7 @@ def main(argv=None) -> None:
         pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
         found = pool.map(simulate_cell, cells) if pool else map(simulate_cell, cells)
         for cell_rows in found:
-            for row in cell_rows:
+            for row in sorted(cell_rows, key=lambda row: (row["epsilon"], row["protocol"])):
                 rows.append(row)
                 c, zm, zr = row["coverage"], row["z_mean"], row["z_rms"]
                 print(f"{row['dataset']:<20} {row['protocol']:<12} {row['epsilon']:>4g} "
