@@ -61,8 +61,14 @@ MOMENT_STATISTICS: tuple[str, ...] = ("mean", "variance")
 #: The highest power of the reports used: 4 (the variance's standard error needs E[T⁴ | x]).
 ORDER = 4
 
-#: Points per output bucket at which the bucketing bound is evaluated.
+#: Points per output bucket at which the bucketing bound is evaluated, and the most points
+#: (d̃ may be up to MAX_BUCKETS = 65,536: 16 points a bucket there), evaluated in chunks.
 BOUND_POINTS_PER_BUCKET = 64
+MAX_BOUND_POINTS = 1 << 20
+BOUND_CHUNK = 1 << 15
+#: The means m₁ ∈ [0, 1] at which the variance's bound max_v |r₂(v) − 2 m₁ r₁(v)| is kept: a
+#: convex function of m₁, so the straight line between two of them lies above it.
+BOUND_MEANS = np.linspace(0.0, 1.0, 129)
 
 #: What a discrete Square Wave record's mean and variance bands hold (band_reasons).
 DISCRETE_REASON = ("band of the values as the client bucketed them (sw-discrete): the mean of "
@@ -77,9 +83,10 @@ class MomentModel:
     `conditional[k, l]`: E[T^k | x] = Σ_l conditional[k, l] x^l (k, l = 0..ORDER), lower
     triangular; `bucket_powers[j, k]`: the k-th power of a report in output bucket j (its mean
     over the bucket for continuous reports); `shift`: the average bucketing error of each
-    report power, subtracted from the reports' mean powers; `residuals`: what remains of it in
-    m̂₁ and m̂₂ for a value at each point of a grid over [0, 1] (shape (G, 2); empty for the
-    discrete protocol), from which `bucketing_bounds` bounds the estimates' bucketing error;
+    report power, subtracted from the reports' mean powers; `mean_bound`: the largest remaining
+    error r₁(v) of m̂₁ over the values v, `variance_bounds`: the largest |r₂(v) − 2 m₁ r₁(v)|
+    over v at each m₁ of BOUND_MEANS (the first-order error of m̂₂ − m̂₁²; empty without
+    server-side bucketing), read by `bucketing_bounds`;
     `unit`: (offset, scale, within) mapping x to the unit value v = offset + scale · x, with
     `within` the variance added for a value spread over its bucket (discrete: 1/(12 B²)).
     """
@@ -87,7 +94,8 @@ class MomentModel:
     conditional: np.ndarray
     bucket_powers: np.ndarray
     shift: np.ndarray
-    residuals: np.ndarray
+    mean_bound: float
+    variance_bounds: np.ndarray
     unit: tuple[float, float, float]
     domain: tuple[float, float]  # the values x can take
     reason: str | None = None
@@ -154,10 +162,17 @@ def square_wave_model(epsilon: float, d_out: int) -> MomentModel:
     period = (np.arange(4096) + 0.5) / 4096 * min(width, 1.0)
     shift = np.zeros(ORDER + 1)
     shift[2] = float(edge_errors(epsilon, d_out, period)[:, 1].mean())
-    grid = np.linspace(0.0, 1.0, BOUND_POINTS_PER_BUCKET * d_out + 1)
-    residuals = (edge_errors(epsilon, d_out, grid) - shift[1:3]) / beta
-    return MomentModel(conditional, bucket_powers, shift, residuals, (0.0, 1.0, 0.0),
-                       (0.0, 1.0))
+    grid = np.linspace(0.0, 1.0, min(BOUND_POINTS_PER_BUCKET * d_out, MAX_BOUND_POINTS) + 1)
+    mean_bound, variance_bounds = 0.0, np.zeros(BOUND_MEANS.size)
+    for start in range(0, grid.size, BOUND_CHUNK):
+        residuals = (edge_errors(epsilon, d_out, grid[start:start + BOUND_CHUNK])
+                     - shift[1:3]) / beta
+        mean_bound = max(mean_bound, float(np.abs(residuals[:, 0]).max()))
+        spread = np.abs(residuals[:, 1][None, :]
+                        - 2.0 * BOUND_MEANS[:, None] * residuals[:, 0][None, :]).max(axis=1)
+        variance_bounds = np.maximum(variance_bounds, spread)
+    return MomentModel(conditional, bucket_powers, shift, mean_bound, variance_bounds,
+                       (0.0, 1.0, 0.0), (0.0, 1.0))
 
 
 @lru_cache(maxsize=64)
@@ -175,7 +190,7 @@ def discrete_square_wave_model(epsilon: float, d: int) -> MomentModel:
         row *= p - q
         row[0] += q * float(np.sum(outputs ** k))
         conditional[k] = row
-    return MomentModel(conditional, _powers(outputs), np.zeros(ORDER + 1), np.zeros((0, 2)),
+    return MomentModel(conditional, _powers(outputs), np.zeros(ORDER + 1), 0.0, np.zeros(0),
                        (0.5 / d, 1.0 / d, 1.0 / (12.0 * d * d)), (0.0, float(d - 1)),
                        DISCRETE_REASON.format(width=1.0 / d))
 
@@ -198,13 +213,13 @@ def bucketing_bounds(model: MomentModel, mean_range: tuple[float, float]) -> tup
     """(bound on |bias| of m̂₁, bound on |bias| of m̂₂ − m̂₁²) from the report histogram's
     bucketing, x units: the largest residual over the values for the mean; for the variance,
     whose first-order bias is E[r₂(v) − 2 m₁ r₁(v)], its largest absolute value over the values
-    and over m₁ in `mean_range` (the mean's band: the expression is linear in m₁, so its ends).
-    (0, 0) for a model without server-side bucketing."""
-    if not model.residuals.size:
+    and over m₁ in `mean_range` (the mean's band, within [0, 1]: the bound is convex in m₁, so
+    its largest value there is at an end, and interpolating it between BOUND_MEANS stays above
+    it). (0, 0) for a model without server-side bucketing."""
+    if not model.variance_bounds.size:
         return 0.0, 0.0
-    r1, r2 = model.residuals[:, 0], model.residuals[:, 1]
-    variance = max(float(np.abs(r2 - 2.0 * m1 * r1).max()) for m1 in mean_range)
-    return float(np.abs(r1).max()), variance
+    ends = np.clip(np.asarray(mean_range, dtype=np.float64), 0.0, 1.0)
+    return model.mean_bound, float(np.interp(ends, BOUND_MEANS, model.variance_bounds).max())
 
 
 def _pad(coefficients: np.ndarray) -> np.ndarray:
