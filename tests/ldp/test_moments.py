@@ -304,3 +304,23 @@ def test_a_window_without_reports_has_no_moment_band():
     config = _config("sw")
     result = finalize_window(config, config.protocol.new_statistic(), 0)
     assert result.bands["mean"].lower is None and result.band_methods == {}
+
+
+@pytest.mark.parametrize(("epsilon", "d_out"), [(4.0, 128), (2.0, 128), (1.0, 1024), (4.0, 16)])
+def test_the_bucketing_bound_holds_for_every_point_mass(epsilon, d_out):
+    """Values all equal to one v (the worst case of the bucketing error): at the expected
+    counts the mean's error is within the mean's bound and the variance's (the truth is 0)
+    within the variance's, for 301 positions v; and the bound is nearly reached (it is a sup
+    on a grid, not a loose inequality)."""
+    protocol = SquareWave(epsilon=epsilon, d=128, output_buckets=d_out)
+    model = protocol_model(protocol)
+    worst = 0.0
+    for v in np.linspace(0.0, 1.0, 301):
+        counts = 1e6 * _bucket_probabilities(protocol, np.array([v]))[0]
+        found = moment_bands(model, counts)
+        mean_bound, variance_bound = found.bounds
+        # 1e-12: the floating-point error of solving for the moments
+        assert abs(found.mean - v) <= mean_bound + 1e-12
+        assert abs(found.variance - found.mean_std_error ** 2) <= variance_bound + 1e-12
+        worst = max(worst, abs(found.mean - v) / mean_bound)
+    assert worst > 0.8
