@@ -284,13 +284,17 @@ def coverage_moments(r: dict) -> str:
                 str(sum(abs(v - 0.95) > 2 * se for v in values)),
                 f"{min(values):.3f}–{max(values):.3f}"]
     groups = []
-    for protocol, label, of in (("sw", "sw", "coverage"),
-                                ("sw-discrete", "sw-discrete, the bucketed values", "bucketed"),
-                                ("sw-discrete", "sw-discrete, the values themselves",
-                                 "coverage")):
+    sets = [(f"sw, d̃ = {d}", lambda row, d=d: row["protocol"] == "sw"
+             and row["output_buckets"] == d, "coverage")
+            for d in sorted({row["output_buckets"] for row in rows if row["protocol"] == "sw"})]
+    sets += [("sw-discrete, the bucketed values",
+              lambda row: row["protocol"] == "sw-discrete", "bucketed"),
+             ("sw-discrete, the values themselves",
+              lambda row: row["protocol"] == "sw-discrete", "coverage")]
+    for label, chosen, of in sets:
         for key in ("mean", "variance"):
             values = [(row[of] if of == "coverage" else row[of]["coverage"])[key]
-                      for row in rows if row["protocol"] == protocol]
+                      for row in rows if chosen(row)]
             if values:
                 groups.append([f"{label}: {key}", *counts(values)])
     lines = [[row["dataset"], row["protocol"], f"{row['epsilon']:g}", f"{row['n']:,}",

@@ -324,3 +324,24 @@ def test_the_bucketing_bound_holds_for_every_point_mass(epsilon, d_out):
         assert abs(found.variance - found.mean_std_error ** 2) <= variance_bound + 1e-12
         worst = max(worst, abs(found.mean - v) / mean_bound)
     assert worst > 0.8
+
+
+def test_a_band_widened_by_the_bucketing_bound_says_so():
+    """Where the bucketing bound is more than a tenth of 1.96 standard errors (10⁶ reports at
+    ε = 4 over 128 output buckets) the band's reason says it is widened and by how much; at
+    1,024 output buckets, or 10⁴ reports, it says nothing."""
+    from ldp_telemetry.ldp.estimation.moments import CONSERVATIVE_SHARE, statistic_bands
+    rng = np.random.default_rng(12)
+    values = np.clip(rng.lognormal(1.0, 0.6, 5_000), 0, 32) / 32
+    reasons = {}
+    for d_out, n in ((128, 10 ** 6), (1024, 10 ** 6), (128, 10 ** 4)):
+        protocol = SquareWave(epsilon=4.0, d=128, output_buckets=d_out)
+        counts = n / values.size * _expected_counts(protocol, values)
+        model = protocol_model(protocol)
+        found = moment_bands(model, counts)
+        bands = statistic_bands(model, counts, 0.0, 32.0)
+        reasons[(d_out, n)] = bands["mean"].reason
+        widened = found.bounds[0] > CONSERVATIVE_SHARE * 1.959963984540054 * found.mean_std_error
+        assert (bands["mean"].reason is not None) == widened
+    assert reasons[(128, 10 ** 6)].startswith("band widened by")
+    assert reasons[(1024, 10 ** 6)] is None and reasons[(128, 10 ** 4)] is None
