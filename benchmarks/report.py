@@ -270,6 +270,52 @@ def coverage(r: dict) -> str:
     return "\n".join(out)
 
 
+def coverage_moments(r: dict) -> str:
+    """The exact-variance bands of the mean and the variance: counts of the cells inside,
+    above and below the goal (and more than 2 standard errors from 0.95) per protocol, then one
+    row per data set, protocol, ε, n and d̃."""
+    goal, rows = r["goal"], r["cells"]
+    windows = r["parameters"]["windows"]
+    se = (0.95 * 0.05 / windows) ** 0.5
+
+    def counts(values: list[float]) -> list[str]:
+        return [str(len(values)), str(sum(goal[0] <= v <= goal[1] for v in values)),
+                str(sum(v > goal[1] for v in values)), str(sum(v < goal[0] for v in values)),
+                str(sum(abs(v - 0.95) > 2 * se for v in values)),
+                f"{min(values):.3f}–{max(values):.3f}"]
+    groups = []
+    sets = [(f"sw, d̃ = {d}", lambda row, d=d: row["protocol"] == "sw"
+             and row["output_buckets"] == d, "coverage")
+            for d in sorted({row["output_buckets"] for row in rows if row["protocol"] == "sw"})]
+    sets += [("sw-discrete, the bucketed values",
+              lambda row: row["protocol"] == "sw-discrete", "bucketed"),
+             ("sw-discrete, the values themselves",
+              lambda row: row["protocol"] == "sw-discrete", "coverage")]
+    for label, chosen, of in sets:
+        for key in ("mean", "variance"):
+            values = [(row[of] if of == "coverage" else row[of]["coverage"])[key]
+                      for row in rows if chosen(row)]
+            if values:
+                groups.append([f"{label}: {key}", *counts(values)])
+    lines = [[row["dataset"], row["protocol"], f"{row['epsilon']:g}", f"{row['n']:,}",
+              str(row["output_buckets"]), f"{row['coverage']['mean']:.3f}",
+              f"{row['coverage']['variance']:.3f}",
+              f"{row['z_mean']['mean']:.2f}, {row['z_mean']['variance']:.2f}",
+              f"{row['z_rms']['mean']:.2f}, {row['z_rms']['variance']:.2f}",
+              "" if "bucketed" not in row else
+              f"{row['bucketed']['coverage']['mean']:.3f}, "
+              f"{row['bucketed']['coverage']['variance']:.3f}",
+              f"{row['median_band_ms']:.2f}"] for row in rows]
+    return (f"{windows} windows per row; a coverage's standard error is {se:.4f}. Goal "
+            f"[{goal[0]}, {goal[1]}]; \"off 0.95\" counts the cells more than 2 standard "
+            f"errors ({2 * se:.3f}) from 0.95.\n\n"
+            + table(["cells", "count", "inside", "above", "below", "off 0.95", "range"], groups,
+                    right={1, 2, 3, 4, 5}) + "\n\n"
+            + table(["data set", "protocol", "ε", "n", "d̃", "mean", "variance",
+                     "z mean (mean, var.)", "z RMS (mean, var.)", "bucketed (mean, var.)",
+                     "band ms"], lines, right={2, 3, 4, 5, 6, 10}))
+
+
 def band_calibration(r: dict) -> str:
     """The fitted margin scale c per (ε, n) cell and statistic ("–": declared without a band)
     and the calibration data sets' coverage at it."""
@@ -682,6 +728,20 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "are fitted on other windows (see the next section); these windows are held out, and "
      "flights3m `delay` is a data shape the calibration never saw.",
      coverage, "python benchmarks/coverage.py --windows 200 --families --jobs 2"),
+    ("coverage_moments", "Coverage of the mean and variance bands",
+     "The exact-variance bands Square Wave records give the mean and the variance "
+     "([error bars](error-bars.md#numeric-metrics): unbiased estimates from the reports' "
+     "moments, exact standard errors, the report histogram's bucketing bound in the "
+     "half-width), checked against each window's true mean and variance: W windows of n values "
+     "per row (a lognormal latency, flights3m `distance` and `delay`), one perturbation per "
+     "window counted at each d̃; `sw-discrete` over 128 buckets is checked against the values as "
+     "the client bucketed them (what its band holds; *bucketed*) and against the values "
+     "themselves. z: (estimate − truth) / standard error, whose mean should be 0 and RMS 1. "
+     "*band ms*: the median time of both bands per window. These replace the mean and "
+     "variance columns of the table above, which measure the bias-corrected bootstrap the "
+     "records used before.",
+     coverage_moments, "python benchmarks/coverage_moments.py --windows 1000 --jobs 2 "
+     "--discrete 128"),
     ("band_calibration", "Calibration of the numeric 95% bands",
      "The margin scale c of each statistic's band per (ε, n) cell (`MARGIN_SCALES`, "
      "[error bars](error-bars.md#numeric-metrics)), fitted on calibration windows of the "

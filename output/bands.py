@@ -6,8 +6,9 @@ error for a record without them; ldp_telemetry.ldp.estimation.frequency_bands sa
 whatever the post-processing or Wiener filter: the printed estimate may lie outside it), none
 where the record declares none (a pooled-hash oracle's Wiener filter, too few supports, no
 reports). A numeric record's
-statistics (mean, variance, quantiles) carry their own bands (`bands`, named by `band_method`;
-a bias-corrected band need not be centred on the estimate, and a statistic may have none):
+statistics (mean, variance, quantiles) carry their own bands (`bands`, named by `band_method`,
+or per statistic by `band_methods` where it differs: `statistic_band_method`; a band need not
+be centred on the estimate, and a statistic may have none):
 `statistic_band` and `summary_bands` read them, falling back to estimate ± Z95 · bootstrap
 standard error only for records written before `band_method` existed. The store, the
 dashboard, `ldp show` and `ldp query` all take their bands from here. A record is an
@@ -29,8 +30,8 @@ from ldp_telemetry.output.estimate import EstimateRecord
 Record = EstimateRecord | Mapping[str, Any]
 
 __all__ = ["Z95", "band95", "band_centre", "declares_no_value_band", "half_width95",
-           "score_facts", "statistic_band", "summary_bands", "summary_statistics", "value_band",
-           "value_bands"]
+           "score_facts", "statistic_band", "statistic_band_method", "summary_bands",
+           "summary_statistics", "value_band", "value_bands"]
 
 
 def band95(value: float, std_error: float | None) -> tuple[float | None, float | None]:
@@ -147,6 +148,15 @@ def statistic_band(record: Record, key: str, value: float | None = None,
     if value is None or std_error is None:
         return None, None
     return band95(value, std_error)
+
+
+def statistic_band_method(record: Record, key: str) -> str | None:
+    """How the band of statistic `key` of a numeric record was made: its entry in the record's
+    `band_methods` (the statistics made otherwise than the rest: a Square Wave record's
+    exact-variance mean and variance), else the record's `band_method` (None for a record
+    written before it)."""
+    method = (_field(record, "band_methods") or {}).get(key)
+    return _field(record, "band_method") if method is None else str(method)
 
 
 def summary_bands(record: Record) -> dict[str, tuple[float | None, float | None]]:

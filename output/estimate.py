@@ -85,7 +85,7 @@ KNOWN_FIELDS = ("metric", "window_start", "window_end", "n", "protocol", "epsilo
                 "unbiased_estimate", "std_error", "pane", "bucket_edges", "mean", "variance",
                 "quantiles", "mean_std_error", "quantile_std_errors", "bootstrap_replicates",
                 "band_method", "bands", "band_reasons", "privacy", "integrity", "heavy_hitters",
-                "parameters")
+                "parameters", "band_methods")
 #: The postprocess fields of a replay's choice (`postprocess: "auto"`): absent from the JSON of
 #: a fixed method's record, null in its Avro record.
 _POSTPROCESS_CHOICE = ("chosen", "expected_mse")
@@ -128,6 +128,9 @@ class EstimateRecord:
     bootstrap_replicates: int | None = None
     bands: Mapping[str, Any] | None = None
     band_reasons: Mapping[str, str] | None = None
+    #: statistic -> band method, for a numeric record's statistics whose band is not made as
+    #: `band_method` says (absent from other records and older ones: `output.bands`)
+    band_methods: Mapping[str, str] | None = None
     heavy_hitters: Mapping[str, Any] | None = None
     #: a pooled-hash oracle's sketch, {"k": K, "m": M} (absent from other records and older ones)
     parameters: Mapping[str, int] | None = None
@@ -305,7 +308,7 @@ _FREQUENCY_FIELDS = {"labels": (lambda v: isinstance(v, list), "list"),
 _OPTIONAL_NUMBERS = ("p_star", "q_star", "smallest_resolvable")
 #: Optional sections: null or an object.
 _OPTIONAL_OBJECTS = ("estimator", "privacy", "integrity", "quantiles", "quantile_std_errors",
-                     "bands", "band_reasons", "parameters")
+                     "bands", "band_reasons", "band_methods", "parameters")
 
 #: Most versions a combined estimate read back may name (a registry lists at most 64 earlier
 #: configurations of a metric, and its current one).

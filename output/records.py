@@ -32,8 +32,8 @@ from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, smallest_resolvable
 from ldp_telemetry.output.compact import IndexLabels
-from ldp_telemetry.output.estimate import (COMBINED_FIELDS, FREQUENCY_FIELDS, EstimateRecord,
-                                           Pane)
+from ldp_telemetry.output.estimate import (COMBINED_FIELDS, FREQUENCY_FIELDS, NUMERIC_FIELDS,
+                                           EstimateRecord, Pane)
 from ldp_telemetry.output.layout import COMBINED
 
 #: The pane of every window of a batch run (one pane, when the input is complete).
@@ -89,10 +89,13 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
     `std_error`: their bootstrap standard errors; `mean`, `variance`, `quantiles` in metric
     units with `mean_std_error`, `quantile_std_errors`; `unbiased_estimate` is null.
     `band_method` names how the 95% `bands` (statistic -> {lower, upper}, or null) were made,
-    `band_reasons` says why a statistic has none, or that its band is extrapolated
-    (ldp_telemetry.ldp.estimation.uncertainty).
+    `band_methods` the statistics whose band is made otherwise (a Square Wave record's
+    exact-variance mean and variance; absent where there are none), `band_reasons` says why a
+    statistic has none, what its band holds, or that it is extrapolated
+    (ldp_telemetry.ldp.estimation.uncertainty, ldp_telemetry.ldp.estimation.moments).
     """
     errors = result.errors
+    methods = result.band_methods
     return EstimateRecord(
         **_common_fields(config, result, start_ms, end_ms, pane),
         postprocess={"method": "none", "params": {}},
@@ -110,7 +113,9 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
         band_method=result.band_method,
         bands={key: band.as_dict() for key, band in (result.bands or {}).items()},
         band_reasons={key: band.reason for key, band in (result.bands or {}).items()
-                      if band.reason is not None})
+                      if band.reason is not None},
+        band_methods=methods or None,
+        fields=NUMERIC_FIELDS | ({"band_methods"} if methods else set()))
 
 
 def string_estimate_record(config: MetricConfig, result: StringWindowResult, start_ms: int,

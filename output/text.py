@@ -13,7 +13,8 @@ from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.bands import Z95, half_width95, statistic_band, value_bands
+from ldp_telemetry.output.bands import (Z95, half_width95, statistic_band, statistic_band_method,
+                                        value_bands)
 from ldp_telemetry.output.integrity import flag_text
 from ldp_telemetry.output.layout import COMBINED
 from ldp_telemetry.output.resolution import resolution, warning_text
@@ -146,8 +147,10 @@ def format_numeric(record: EstimateRecord) -> str:
     """A numeric metric's window: mean and quantiles, each with its 95% band.
 
     A record that names its `band_method` shows its own `bands` as [lower, upper] (a
-    bias-corrected band need not be centred on the estimate) and "no band" where it has none;
-    a record written before the field shows estimate ± z · bootstrap standard error."""
+    bias-corrected band need not be centred on the estimate) and "no band" where it has none,
+    naming after it the method of a band made otherwise than the window line says
+    (`band_methods`: a Square Wave record's exact-variance mean and variance); a record
+    written before the field shows estimate ± z · bootstrap standard error."""
     estimator = record.estimator
     assert estimator is not None, "a numeric record names its estimator (every writer's does)"
     method = record.band_method
@@ -160,10 +163,14 @@ def format_numeric(record: EstimateRecord) -> str:
     def bar(key: str, error: float | None) -> str:
         if method is not None:  # the record's own band (output/bands.py)
             lower, upper = statistic_band(record, key)
-            return "  (no band)" if lower is None else f"  [{lower:.4g}, {upper:.4g}]"
+            own = statistic_band_method(record, key)
+            named = "" if own == method else f"  ({own})"
+            return "  (no band)" if lower is None else f"  [{lower:.4g}, {upper:.4g}]{named}"
         return "" if error is None or error != error else f" ± {half_width95(error):.4g}"
     lines.append(f"    {'mean':>12}  {record.mean:.4g}"
                  f"{bar('mean', record.mean_std_error)}")
+    if record.variance is not None and (record.band_methods or {}).get("variance"):
+        lines.append(f"    {'variance':>12}  {record.variance:.4g}{bar('variance', None)}")
     errors, quantiles = record.quantile_std_errors or {}, record.quantiles or {}
     for level in ("0.1", "0.25", "0.5", "0.75", "0.9") if quantiles else ():
         lines.append(f"    {'q' + level:>12}  {quantiles[level]:.4g}"

@@ -16,6 +16,7 @@ from ldp_telemetry.ldp.estimation.em import (DEFAULT_MAX_ITERATIONS, expectation
 from ldp_telemetry.ldp.estimation.estimators import EstimatorOutput
 from ldp_telemetry.ldp.estimation.heavy_hitters import HeavyHitters
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, summary
+from ldp_telemetry.ldp.estimation.moments import MOMENT_STATISTICS, protocol_model, statistic_bands
 from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.estimation.replay import Choice, postprocess_with_choice
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
@@ -128,6 +129,13 @@ class NumericWindowResult:
     #: statistic (ldp_telemetry.ldp.estimation.uncertainty.BAND_STATISTICS) -> Band
     bands: dict | None = None
 
+    @property
+    def band_methods(self) -> dict[str, str]:
+        """statistic -> how its band was made, for the statistics whose band method differs
+        from `band_method` (the exact-variance mean and variance of a Square Wave record)."""
+        return {key: band.method for key, band in (self.bands or {}).items()
+                if band.method is not None and band.method != self.band_method}
+
 
 #: Estimators whose numeric bands are calibrated (bias-corrected bootstrap through EM).
 CALIBRATED_BAND_ESTIMATORS = ("ems", "em")
@@ -170,7 +178,10 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
     parametric bootstrap of ldp_telemetry.ldp.estimation.uncertainty.bias_corrected_bands with
     `interval_fit` as the interval estimator and the margins calibrated for the metric's ε,
     n, buckets and replicates (`band_scales`: null bands where declared, the reason where
-    extrapolated); other estimators have no calibrated band (band method "none")."""
+    extrapolated) for the quantiles, which the band method names; the mean and the variance
+    get the exact-variance bands of ldp_telemetry.ldp.estimation.moments (their
+    `Band.method`), whatever the bootstrap; other estimators have no calibrated band (band
+    method "none")."""
     spec, protocol = config.estimator, config.protocol
     params = dict(spec.params)
     fit = interval_fit(config)
@@ -184,7 +195,12 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
                                   protocol.output_buckets, default_interval_fit(config))
     bands = bias_corrected_bands(protocol.channel().forward, fit, counts, n, config.bucket_edges,
                                  replicates, params.get("seed", 0), scales, reasons)
-    method = BAND_BIAS_CORRECTED if any(b.lower is not None for b in bands.values()) else BAND_NONE
+    method = (BAND_BIAS_CORRECTED if any(band.lower is not None for key, band in bands.items()
+                                         if key not in MOMENT_STATISTICS) else BAND_NONE)
+    model = protocol_model(protocol)
+    assert model is not None, "a Square Wave protocol has a moment model"
+    assert config.low is not None and config.high is not None, "a numeric metric has its range"
+    bands.update(statistic_bands(model, counts, config.low, config.high))
     return method, bands
 
 

@@ -196,11 +196,14 @@ def uncalibrated_statistics(epsilon: float, n: int) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Band:
-    """A 95% band [lower, upper] for one statistic, or none (both None) and the reason."""
+    """A 95% band [lower, upper] for one statistic, or none (both None) and the reason;
+    `method` names how it was made where that differs from the rest of its record's bands
+    (None: the record's `band_method`)."""
 
     lower: float | None
     upper: float | None
     reason: str | None = None
+    method: str | None = None
 
     def as_dict(self) -> dict | None:
         """{"lower", "upper"} as the record stores it; None when there is no band."""

@@ -1,0 +1,186 @@
+"""Coverage of the exact-variance 95% bands of the mean and the variance of Square Wave metrics.
+
+For each data set, ε and n, W windows of n values are drawn (the data sets of
+benchmarks/coverage.py: a lognormal latency, flights3m `distance` and `delay`, each value
+jittered and clipped to its domain), perturbed once with continuous Square Wave (the client's
+mechanism: its reports do not depend on the bucket counts), and counted into report histograms
+of each d̃ of --output-buckets; each histogram gets the record's mean and variance bands
+(`statistic_bands` of ldp_telemetry.ldp.estimation.moments: unbiased moment estimates, the
+window's own values' standard errors, the bucketing bound in the half-width), checked against
+the window's true mean and (population) variance. These bands need no EM, so W can be large:
+with W windows a coverage's standard error is √(0.95 · 0.05 / W) (0.007 at W = 1,000).
+
+`--discrete B` measures the discrete protocol (`sw-discrete` over B buckets) too, at
+`--discrete-sizes`, against the values' own mean and variance and against those of the values
+as the client bucketed them (bucket centres; the variance plus w²/12), which is what its band
+holds.
+
+Printed per cell: the coverage of the mean and of the variance, the mean and RMS of the
+standardised errors (estimate − truth) / standard error, and the median milliseconds the two
+bands cost per window (both from one report histogram).
+
+    python benchmarks/coverage_moments.py --windows 1000 --jobs 2 --discrete 128 \\
+        --json benchmarks/results/coverage_moments.json
+
+Each window's values are drawn once and perturbed at every ε (the windows of one data set and
+n are shared by the ε; the reports are not).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+from bench_json import Run, add_json_argument
+from coverage import DELAY, DISTANCE, DOMAINS, LOGNORMAL, available, draw
+
+from ldp_telemetry.ldp.estimation.moments import moment_bands, protocol_model
+from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
+
+#: The windows of this script (not the bootstrap's calibration seed 131 nor coverage.py's 31).
+SEED = 37
+SETS = (LOGNORMAL, DISTANCE, DELAY)
+GOAL = (0.93, 0.97)
+
+
+def _check(model, counts, low: float, high: float, true_mean: float, true_variance: float
+           ) -> tuple[list[bool], list[float], float]:
+    """([mean covered, variance covered], [z of the mean, z of the variance], seconds)."""
+    started = time.perf_counter()
+    found = moment_bands(model, counts)
+    seconds = time.perf_counter() - started
+    assert found is not None, "a window of n > 0 reports"
+    span = high - low
+    mean, variance = low + span * found.mean, span * span * found.variance
+    mean_band = [low + span * v for v in found.mean_band]
+    variance_band = [span * span * v for v in found.variance_band]
+    covered = [mean_band[0] <= true_mean <= mean_band[1],
+               variance_band[0] <= true_variance <= variance_band[1]]
+    z = [(mean - true_mean) / (span * found.mean_std_error),
+         (variance - true_variance) / (span * span * found.variance_std_error)]
+    return covered, z, seconds
+
+
+def _summary(covered: list, z: list, seconds: list) -> dict:
+    covered_, z_ = np.array(covered, dtype=float), np.array(z)
+    return {"coverage": dict(zip(("mean", "variance"), map(float, covered_.mean(axis=0)),
+                                 strict=True)),
+            "z_mean": dict(zip(("mean", "variance"), map(float, z_.mean(axis=0)), strict=True)),
+            "z_rms": dict(zip(("mean", "variance"),
+                              map(float, np.sqrt((z_ ** 2).mean(axis=0))), strict=True)),
+            "median_band_ms": 1000.0 * statistics.median(seconds)}
+
+
+def simulate(name: str, n: int, epsilons: tuple[float, ...], output_buckets: tuple[int, ...],
+             windows: int, discrete: int, seed: int) -> list[dict]:
+    """The rows of one (data set, n): W windows of values, each perturbed at every ε (the
+    values and their truth are shared by the ε, the reports are not); per ε one row per d̃ of
+    continuous Square Wave and, with `discrete` (B > 0), one of sw-discrete over B buckets."""
+    low, high = DOMAINS[name]
+    protocols = {(e, d_out): SquareWave(epsilon=e, d=128, output_buckets=d_out)
+                 for e in epsilons for d_out in output_buckets}
+    discretes = {e: DiscreteSquareWave(epsilon=e, d=discrete) for e in epsilons} if discrete else {}
+    rng = np.random.default_rng([seed, n, SETS.index(name)])
+    results = {key: ([], [], []) for key in protocols}
+    exact = {e: ([], [], []) for e in discretes}
+    bucketed = {e: ([], [], []) for e in discretes}
+
+    def add(into, found) -> None:
+        for column, item in zip(into, found, strict=True):
+            column.append(item)
+    for _ in range(windows):
+        values = draw(name, rng, n)
+        truth = float(values.mean()), float(values.var())
+        unit = (values - low) / (high - low)
+        if discrete:
+            width = (high - low) / discrete
+            centres = low + (np.clip(np.floor(unit * discrete), 0, discrete - 1) + 0.5) * width
+            client = float(centres.mean()), float(centres.var()) + width * width / 12
+        for epsilon in epsilons:
+            reports = None
+            for d_out in output_buckets:
+                protocol = protocols[(epsilon, d_out)]
+                if reports is None:  # one perturbation per window and ε, counted at each d̃
+                    reports = protocol.perturb(unit, rng)
+                counts = protocol.new_statistic()
+                protocol.accumulate(counts, reports)
+                add(results[(epsilon, d_out)],
+                    _check(protocol_model(protocol), counts, low, high, *truth))
+            if discrete:
+                protocol = discretes[epsilon]
+                counts = protocol.new_statistic()
+                protocol.accumulate(counts, protocol.perturb(unit, rng))
+                model = protocol_model(protocol)
+                add(exact[epsilon], _check(model, counts, low, high, *truth))
+                add(bucketed[epsilon], _check(model, counts, low, high, *client))
+    base = {"dataset": name, "n": n, "windows": windows, "seed": seed}
+    rows = []
+    for epsilon in epsilons:
+        rows += [{**base, "epsilon": epsilon, "protocol": "sw", "output_buckets": d_out,
+                  **_summary(*results[(epsilon, d_out)])} for d_out in output_buckets]
+        if discrete:
+            rows.append({**base, "epsilon": epsilon, "protocol": "sw-discrete",
+                         "buckets": discrete,
+                         "output_buckets": discretes[epsilon].output_buckets,
+                         **_summary(*exact[epsilon]), "bucketed": _summary(*bucketed[epsilon])})
+    return rows
+
+
+def simulate_cell(args: tuple) -> list[dict]:
+    return simulate(*args)
+
+
+def numbers(text: str, kind=float) -> list:
+    return [kind(value) for value in text.split(",") if value]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--windows", type=int, default=1000)
+    parser.add_argument("--epsilons", default="0.5,1,2,4")
+    parser.add_argument("--sizes", default="1000,10000,100000,1000000")
+    parser.add_argument("--output-buckets", default="128,1024,4096",
+                        help="d̃ of the continuous protocol's report histogram")
+    parser.add_argument("--discrete", type=int, default=0, metavar="B",
+                        help="also measure sw-discrete over B buckets (0: not)")
+    parser.add_argument("--discrete-sizes", default="1000,10000,100000",
+                        help="the sizes at which sw-discrete is measured")
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--jobs", type=int, default=1, help="processes measuring cells")
+    add_json_argument(parser)
+    args = parser.parse_args(argv)
+    sets = available(SETS)
+    d_outs = tuple(numbers(args.output_buckets, int))
+    epsilons = tuple(numbers(args.epsilons))
+    discrete_sizes = numbers(args.discrete_sizes, int)
+    # the largest windows first (the longest cells), each (data set, n) one cell
+    cells = [(name, n, epsilons, d_outs, args.windows,
+              args.discrete if n in discrete_sizes else 0, args.seed)
+             for n in sorted(numbers(args.sizes, int), reverse=True) for name in sets]
+    print(f"{'data set':<20} {'protocol':<12} {'ε':>4} {'n':>8} {'d̃':>5}  {'mean':>5} "
+          f"{'var':>5}  {'z mean':>14} {'z rms':>11}  band ms", flush=True)
+    rows = []
+    with Run("coverage_moments", args.json, vars(args)) as run:
+        pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
+        found = pool.map(simulate_cell, cells) if pool else map(simulate_cell, cells)
+        for cell_rows in found:
+            for row in sorted(cell_rows, key=lambda row: (row["epsilon"], row["protocol"])):
+                rows.append(row)
+                c, zm, zr = row["coverage"], row["z_mean"], row["z_rms"]
+                print(f"{row['dataset']:<20} {row['protocol']:<12} {row['epsilon']:>4g} "
+                      f"{row['n']:>8} {row['output_buckets']:>5}  {c['mean']:5.3f} "
+                      f"{c['variance']:5.3f}  {zm['mean']:6.2f} {zm['variance']:6.2f}  "
+                      f"{zr['mean']:5.2f} {zr['variance']:5.2f}  {row['median_band_ms']:.2f}"
+                      + (f"  bucketed {row['bucketed']['coverage']['mean']:.3f} "
+                         f"{row['bucketed']['coverage']['variance']:.3f}"
+                         if "bucketed" in row else ""), flush=True)
+        if pool:
+            pool.shutdown()
+        run.save({"cells": rows, "goal": list(GOAL), "seed": args.seed})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,347 @@
+"""The exact-variance bands of a Square Wave metric's mean and variance
+(ldp_telemetry.ldp.estimation.moments): the moment polynomials against the channel itself, the
+bucketing error against a brute-force sum, unbiasedness exactly (the estimates are linear in the
+report counts, so their expectation is the estimator applied to the expected counts), the
+standard errors against the exact variance of the window's own values by simulation, coverage,
+and the record fields that carry them."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ldp_telemetry.ldp.config.registry import parse_registry
+from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.estimation.moments import (DISCRETE_REASON, edge_errors, moment_bands,
+                                                  protocol_model, square_wave_model)
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE
+from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
+from ldp_telemetry.output.bands import statistic_band, statistic_band_method
+from ldp_telemetry.output.estimate import EstimateRecord
+from ldp_telemetry.output.records import numeric_estimate_record
+from ldp_telemetry.output.text import format_numeric
+
+
+def _bucket_probabilities(protocol: SquareWave, v: np.ndarray) -> np.ndarray:
+    """P(report in output bucket j | v) for each v (rows), from [Li20] eq. 3 directly."""
+    b, p, q, d_out = protocol.b, protocol.p, protocol.q, protocol.output_buckets
+    edges = np.linspace(-b, 1.0 + b, d_out + 1)
+    lo, hi = edges[:-1], edges[1:]
+    overlap = np.clip(np.minimum(hi, v[:, None] + b) - np.maximum(lo, v[:, None] - b), 0, None)
+    return q * (hi - lo) + (p - q) * overlap
+
+
+def _expected_counts(protocol, values: np.ndarray) -> np.ndarray:
+    """E[report histogram] of the unit values `values`: the sum of each report's
+    probabilities."""
+    if isinstance(protocol, DiscreteSquareWave):
+        i = np.clip(np.floor(values * protocol.d), 0, protocol.d - 1).astype(np.int64)
+        return protocol.probabilities()[:, i].sum(axis=1)
+    return _bucket_probabilities(protocol, values).sum(axis=0)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0])
+def test_the_report_moments_are_the_channels_own(epsilon):
+    """E[Y^k | v] of the model equals the integral of y^k against [Li20] eq. 3's density
+    (`SquareWave.density`, by Gauss-Legendre on the three pieces it is constant on: exact for
+    these polynomials), and k = 1, 2 are the closed forms q (1 + 2b)/2 + (p − q) 2b v and
+    q ((1 + b)³ + b³)/3 + (p − q)(2b v² + 2b³/3)."""
+    protocol = SquareWave(epsilon=epsilon, d=128)
+    model = square_wave_model(epsilon, 128)
+    b, p, q = protocol.b, protocol.p, protocol.q
+    nodes, weights = np.polynomial.legendre.leggauss(8)
+    for v in (0.0, 0.137, 0.5, 0.91, 1.0):
+        pieces = [(-b, v - b), (v - b, v + b), (v + b, 1.0 + b)]
+        for k in range(5):
+            integral = 0.0
+            for lo, hi in pieces:
+                if hi <= lo:
+                    continue
+                y = 0.5 * (hi - lo) * nodes + 0.5 * (hi + lo)
+                density = protocol.density(np.full_like(y, v), y)
+                integral += 0.5 * (hi - lo) * float(np.sum(weights * density * y ** k))
+            polynomial = float(np.polynomial.polynomial.polyval(v, model.conditional[k]))
+            assert polynomial == pytest.approx(integral, rel=1e-12, abs=1e-14)
+        first = q * (1 + 2 * b) / 2 + (p - q) * 2 * b * v
+        second = q * ((1 + b) ** 3 + b ** 3) / 3 + (p - q) * (2 * b * v * v + 2 * b ** 3 / 3)
+        assert np.polynomial.polynomial.polyval(v, model.conditional[1]) == pytest.approx(first)
+        assert np.polynomial.polynomial.polyval(v, model.conditional[2]) == pytest.approx(second)
+
+
+@pytest.mark.parametrize(("epsilon", "d"), [(0.5, 64), (2.0, 128), (4.0, 40)])
+def test_the_discrete_report_moments_are_its_matrix(epsilon, d):
+    """E[j^k | i] of the discrete model equals Σ_j M[j, i] j^k of its exact matrix."""
+    protocol = DiscreteSquareWave(epsilon=epsilon, d=d)
+    model = protocol_model(protocol)
+    matrix = protocol.probabilities()
+    j = np.arange(matrix.shape[0], dtype=np.float64)
+    i = np.arange(d, dtype=np.float64)
+    for k in range(5):
+        exact = (j ** k) @ matrix
+        polynomial = np.polynomial.polynomial.polyval(i, model.conditional[k])
+        np.testing.assert_allclose(polynomial, exact, rtol=1e-10)
+
+
+@pytest.mark.parametrize(("epsilon", "d_out"), [(0.5, 128), (4.0, 128), (4.0, 16), (1.0, 1000)])
+def test_the_bucketing_error_is_the_two_edge_buckets(epsilon, d_out):
+    """`edge_errors` (only the plateau's two edge buckets) equals the brute-force error of
+    every bucket's uniform moment against the exact moment, also where the plateau lies in
+    one bucket (ε = 4, 16 buckets); averaged over the edges' positions it is 0 for the first
+    moment and, for the second, the shift the model subtracts: about β w̃²/6 where the plateau spans
+    a whole bucket."""
+    protocol = SquareWave(epsilon=epsilon, d=128, output_buckets=d_out)
+    model = square_wave_model(epsilon, d_out)
+    v = np.linspace(0.0, 1.0, 4_001)
+    probabilities = _bucket_probabilities(protocol, v)
+    exact = np.column_stack([np.polynomial.polynomial.polyval(v, model.conditional[k])
+                             for k in (1, 2)])
+    brute = probabilities @ model.bucket_powers[:, 1:3] - exact
+    np.testing.assert_allclose(edge_errors(epsilon, d_out, v), brute, atol=1e-12)
+    # the average over a fine uniform grid: the edges' phases are uniform
+    fine = edge_errors(epsilon, d_out, np.linspace(0.0, 1.0, 400_001)).mean(axis=0)
+    beta = 2 * protocol.b * (protocol.p - protocol.q)
+    width = (1 + 2 * protocol.b) / d_out
+    assert abs(fine[0]) < 1e-3 * beta * width * width
+    assert model.shift[2] == pytest.approx(fine[1], rel=2e-2)
+    if 2 * protocol.b >= width:  # the plateau spans a whole bucket
+        assert model.shift[2] == pytest.approx(beta * width * width / 6, rel=1e-2)
+
+
+def _population(name: str, rng: np.random.Generator, n: int, dataset) -> np.ndarray:
+    """n unit values: a lognormal latency over [0, 32], or a flights3m column (skewed
+    `distance` over [0, 5000]; spiky `delay` over [−60, 240], integer minutes and a spike
+    at 0, kept unjittered), clipped to its domain."""
+    if name == "lognormal":
+        return np.clip(rng.lognormal(1.0, 0.6, n), 0, 32) / 32
+    low, high = {"distance": (0.0, 5000.0), "delay": (-60.0, 240.0)}[name]
+    column = np.load(dataset("flights3m_2001H1.npz"))[name].astype(np.float64)
+    return (np.clip(column[rng.choice(len(column), n, replace=False)], low, high) - low) / (
+        high - low)
+
+
+@pytest.mark.parametrize("name", ["lognormal", "distance", "delay"])
+@pytest.mark.parametrize(("epsilon", "d_out"), [(0.5, 128), (1.0, 1024), (4.0, 128)])
+def test_the_estimates_are_unbiased_up_to_the_bucketing_bound(name, epsilon, d_out, dataset):
+    """The estimates are linear in the report counts, so their expectation is the estimator at
+    the expected counts — exactly, no simulation: within the bucketing bound of the truth
+    (the mean; the variance's bias is that plus Var(m̂₁), which the estimate removes, so
+    at the expected counts it is below the truth by Var(m̂₁) and the bound), and far
+    closer for these real shapes."""
+    rng = np.random.default_rng(311)
+    values = _population(name, rng, 5_000, dataset)
+    protocol = SquareWave(epsilon=epsilon, d=128, output_buckets=d_out)
+    model = protocol_model(protocol)
+    found = moment_bands(model, _expected_counts(protocol, values))
+    bound_mean, bound_variance = found.bounds
+    assert abs(found.mean - values.mean()) <= bound_mean + 1e-12
+    # at the expected counts Var̂(m̂₁) is the exact variance of m̂₁, which the variance's
+    # estimate adds (E[m̂₁²] = m₁² + Var(m̂₁)): without it the error is the bucketing bias
+    assert abs(found.variance - found.mean_std_error ** 2 - values.var()) <= bound_variance
+    assert abs(found.mean - values.mean()) <= 0.05 * found.mean_std_error
+
+
+@pytest.mark.parametrize(("epsilon", "d"), [(0.5, 128), (4.0, 128), (2.0, 37)])
+def test_the_discrete_estimates_are_the_bucketed_values_exactly(epsilon, d):
+    """sw-discrete: at the expected counts the mean is the bucket centres' mean and the
+    variance their variance plus w²/12 (+ Var(m̂₁), which the estimate adds), to 1e-9; the
+    band says what it holds."""
+    rng = np.random.default_rng(17)
+    values = np.clip(rng.lognormal(1.0, 0.6, 4_000), 0, 32) / 32
+    protocol = DiscreteSquareWave(epsilon=epsilon, d=d)
+    found = moment_bands(protocol_model(protocol), _expected_counts(protocol, values))
+    centres = (np.clip(np.floor(values * d), 0, d - 1) + 0.5) / d
+    assert found.mean == pytest.approx(centres.mean(), abs=1e-9)
+    assert found.variance - found.mean_std_error ** 2 == pytest.approx(
+        centres.var() + 1 / (12 * d * d), abs=1e-9)
+    assert found.bounds == (0.0, 0.0)
+    assert protocol_model(protocol).reason == DISCRETE_REASON.format(width=1 / d)
+
+
+def _exact_variances(protocol: SquareWave, values: np.ndarray) -> tuple[float, float]:
+    """The exact variances of m̂₁ and of the first-order variance statistic m̂₂ − 2 m₁ m̂₁ over
+    the reports of these values (each report independent given its value): Σ_i Var(h(T_i)|v_i)
+    / n² with h the statistic's weights on the bucket moments, from the bucket
+    probabilities."""
+    model = protocol_model(protocol)
+    inverse = np.linalg.inv(model.conditional)
+    m1 = values.mean()
+    probabilities = _bucket_probabilities(protocol, values)
+    out = []
+    for gradient in ([0, 1, 0, 0, 0], [0, -2 * m1, 1, 0, 0]):
+        weights = model.bucket_powers @ (np.asarray(gradient, dtype=float) @ inverse)
+        mean = probabilities @ weights
+        second = probabilities @ (weights * weights)
+        out.append(float((second - mean ** 2).sum()) / len(values) ** 2)
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("name", ["lognormal", "distance", "delay"])
+@pytest.mark.parametrize(("epsilon", "d_out"), [(1.0, 128), (4.0, 1024)])
+def test_the_standard_errors_are_the_exact_ones(name, epsilon, d_out, dataset):
+    """Over W = 1,500 windows of the same 2,000 values (the truth is theirs): the estimates'
+    spread equals the exact variance of the window's own reports, and so does the reported
+    standard error on average. Tolerances: the sample variance of W draws has relative sd
+    √(2/(W − 1)) = 0.037; 4 sd (0.15) leaves a false-failure rate of about 6e-5 per check
+    (normal approximation). The reported variance is itself an estimate, its mean over W
+    windows checked to 5%: its spread is ~ 1/√n of it, far smaller. The mean of the
+    estimates lies within 4.5 sd / √W of the truth plus the bucketing bound (7e-6)."""
+    rng = np.random.default_rng(404)
+    values = _population(name, rng, 2_000, dataset)
+    protocol = SquareWave(epsilon=epsilon, d=128, output_buckets=d_out)
+    model = protocol_model(protocol)
+    exact_mean, exact_variance = _exact_variances(protocol, values)
+    windows = 1_500
+    means, variances, mean_se2, variance_se2, bounds = [], [], [], [], []
+    for _ in range(windows):
+        counts = protocol.new_statistic()
+        protocol.accumulate(counts, protocol.perturb(values, rng))
+        found = moment_bands(model, counts)
+        means.append(found.mean)
+        variances.append(found.variance)
+        mean_se2.append(found.mean_std_error ** 2)
+        variance_se2.append(found.variance_std_error ** 2 - 2 * found.mean_std_error ** 4)
+        bounds.append(found.bounds)
+    means, variances = np.array(means), np.array(variances)
+    assert np.var(means, ddof=1) / exact_mean == pytest.approx(1.0, abs=0.15)
+    assert np.mean(mean_se2) / exact_mean == pytest.approx(1.0, rel=0.05)
+    # the variance estimate's spread: first order, plus 2 Var(m̂₁)² (small here)
+    assert np.var(variances, ddof=1) / (exact_variance + 2 * exact_mean ** 2) == pytest.approx(
+        1.0, abs=0.15)
+    assert np.mean(variance_se2) / exact_variance == pytest.approx(1.0, rel=0.05)
+    bound = max(b[0] for b in bounds)
+    assert abs(means.mean() - values.mean()) <= 4.5 * np.sqrt(exact_mean / windows) + bound
+    bound = max(b[1] for b in bounds)
+    assert abs(variances.mean() - values.var()) <= 4.5 * np.sqrt(
+        (exact_variance + 2 * exact_mean ** 2) / windows) + bound
+
+
+@pytest.mark.parametrize(("protocol", "truth"), [
+    (SquareWave(epsilon=1.0, d=128), "values"),
+    (SquareWave(epsilon=4.0, d=128, output_buckets=1024), "values"),
+    (DiscreteSquareWave(epsilon=2.0, d=128), "bucketed")])
+def test_the_bands_cover_95_percent_of_windows(protocol, truth):
+    """W = 1,000 windows of 1,000 lognormal latencies each (new values per window): each
+    band holds the window's truth (for sw-discrete, that of the values as the client bucketed
+    them) in [0.93, 0.97] of windows. Coverage's sd at 0.95 is 0.0069, so the interval is
+    ±2.9 sd: false-failure rate about 0.4% per check for calibrated bands (seed fixed)."""
+    rng = np.random.default_rng(95)
+    model = protocol_model(protocol)
+    held = np.zeros(2)
+    windows = 1_000
+    for _ in range(windows):
+        values = np.clip(rng.lognormal(1.0, 0.6, 1_000), 0, 32) / 32
+        if truth == "bucketed":
+            d = protocol.d
+            centres = (np.clip(np.floor(values * d), 0, d - 1) + 0.5) / d
+            true = (centres.mean(), centres.var() + 1 / (12 * d * d))
+        else:
+            true = (values.mean(), values.var())
+        counts = protocol.new_statistic()
+        protocol.accumulate(counts, protocol.perturb(values, rng))
+        found = moment_bands(model, counts)
+        held += [found.mean_band[0] <= true[0] <= found.mean_band[1],
+                 found.variance_band[0] <= true[1] <= found.variance_band[1]]
+    assert np.all((held / windows >= 0.93) & (held / windows <= 0.97)), held / windows
+
+
+def _config(protocol: str, bootstrap: int = 20):
+    return parse_registry({"metrics": [{
+        "name": "latency", "protocol": protocol, "epsilon": 2.0,
+        "domain": {"low": 0, "high": 32, "buckets": 128},
+        "estimator": {"method": "ems", "bootstrap": bootstrap, "seed": 5}}]})["latency"]
+
+
+def _window(config, rng, n: int = 10_000) -> np.ndarray:
+    values = np.clip(rng.lognormal(1.0, 0.6, n), 0, 32)
+    statistic = config.protocol.new_statistic()
+    config.protocol.accumulate(statistic, config.protocol.perturb(config.to_unit(values), rng))
+    return statistic
+
+
+@pytest.mark.parametrize("bootstrap", [20, 0])
+def test_a_square_wave_record_names_its_exact_mean_and_variance_bands(bootstrap):
+    """finalize gives the mean and the variance the moment bands in metric units (mean:
+    low + span · unit; variance: span² · unit), their method exact-variance, whatever the
+    bootstrap (none: the quantiles have no band, the record's band_method says none); the
+    record lists them in `band_methods`, the readers name them, `ldp show` prints
+    "(exact-variance)" beside them; a record without the field reads as before."""
+    config = _config("sw", bootstrap)
+    counts = _window(config, np.random.default_rng(3))
+    result = finalize_window(config, counts, 10_000)
+    found = moment_bands(protocol_model(config.protocol), counts)
+    assert result.band_method == (BAND_BIAS_CORRECTED if bootstrap else BAND_NONE)
+    assert result.bands["mean"].method == result.bands["variance"].method == BAND_EXACT
+    assert result.bands["mean"].lower == pytest.approx(32 * found.mean_band[0])
+    assert result.bands["variance"].upper == pytest.approx(1024 * found.variance_band[1])
+    assert result.band_methods == {"mean": BAND_EXACT, "variance": BAND_EXACT}
+    record = EstimateRecord.from_json(
+        numeric_estimate_record(config, result, 0, 3_600_000).to_json())
+    assert record.band_methods == {"mean": BAND_EXACT, "variance": BAND_EXACT}
+    assert statistic_band_method(record, "mean") == BAND_EXACT
+    assert statistic_band_method(record, "0.5") == result.band_method
+    assert statistic_band(record, "mean") == pytest.approx(
+        (result.bands["mean"].lower, result.bands["mean"].upper))
+    text = format_numeric(record)
+    mean_line = next(line for line in text.splitlines() if line.strip().startswith("mean"))
+    assert mean_line.endswith(f"({BAND_EXACT})")
+    assert any(line.strip().startswith("variance") and line.endswith(f"({BAND_EXACT})")
+               for line in text.splitlines())
+    old = EstimateRecord.from_value({key: value for key, value in record.json_value().items()
+                                     if key != "band_methods"})
+    assert statistic_band_method(old, "mean") == result.band_method
+    assert f"({BAND_EXACT})" not in format_numeric(old)
+
+
+def test_a_discrete_record_says_what_its_mean_band_holds():
+    """sw-discrete: the mean's and variance's band_reasons say they are the bucketed values'."""
+    config = _config("sw-discrete")
+    result = finalize_window(config, _window(config, np.random.default_rng(4)), 10_000)
+    assert result.bands["mean"].method == BAND_EXACT
+    assert result.bands["mean"].reason == result.bands["variance"].reason == (
+        DISCRETE_REASON.format(width=1 / 128))
+
+
+def test_a_window_without_reports_has_no_moment_band():
+    config = _config("sw")
+    result = finalize_window(config, config.protocol.new_statistic(), 0)
+    assert result.bands["mean"].lower is None and result.band_methods == {}
+
+
+@pytest.mark.parametrize(("epsilon", "d_out"), [(4.0, 128), (2.0, 128), (1.0, 1024), (4.0, 16)])
+def test_the_bucketing_bound_holds_for_every_point_mass(epsilon, d_out):
+    """Values all equal to one v (the worst case of the bucketing error): at the expected
+    counts the mean's error is within the mean's bound and the variance's (the truth is 0)
+    within the variance's, for 301 positions v; and the bound is nearly reached (it is a sup
+    on a grid, not a loose inequality)."""
+    protocol = SquareWave(epsilon=epsilon, d=128, output_buckets=d_out)
+    model = protocol_model(protocol)
+    worst = 0.0
+    for v in np.linspace(0.0, 1.0, 301):
+        counts = 1e6 * _bucket_probabilities(protocol, np.array([v]))[0]
+        found = moment_bands(model, counts)
+        mean_bound, variance_bound = found.bounds
+        # 1e-12: the floating-point error of solving for the moments
+        assert abs(found.mean - v) <= mean_bound + 1e-12
+        assert abs(found.variance - found.mean_std_error ** 2) <= variance_bound + 1e-12
+        worst = max(worst, abs(found.mean - v) / mean_bound)
+    assert worst > 0.8
+
+
+def test_a_band_widened_by_the_bucketing_bound_says_so():
+    """Where the bucketing bound is more than a tenth of 1.96 standard errors (10⁶ reports at
+    ε = 4 over 128 output buckets) the band's reason says it is widened and by how much; at
+    1,024 output buckets, or 10⁴ reports, it says nothing."""
+    from ldp_telemetry.ldp.estimation.moments import CONSERVATIVE_SHARE, statistic_bands
+    rng = np.random.default_rng(12)
+    values = np.clip(rng.lognormal(1.0, 0.6, 5_000), 0, 32) / 32
+    reasons = {}
+    for d_out, n in ((128, 10 ** 6), (1024, 10 ** 6), (128, 10 ** 4)):
+        protocol = SquareWave(epsilon=4.0, d=128, output_buckets=d_out)
+        counts = n / values.size * _expected_counts(protocol, values)
+        model = protocol_model(protocol)
+        found = moment_bands(model, counts)
+        bands = statistic_bands(model, counts, 0.0, 32.0)
+        reasons[(d_out, n)] = bands["mean"].reason
+        widened = found.bounds[0] > CONSERVATIVE_SHARE * 1.959963984540054 * found.mean_std_error
+        assert (bands["mean"].reason is not None) == widened
+    assert reasons[(128, 10 ** 6)].startswith("band widened by")
+    assert reasons[(1024, 10 ** 6)] is None and reasons[(128, 10 ** 4)] is None
