@@ -46,6 +46,9 @@ LEVELS = [float(level) for level in QUANTILE_LEVELS]
 #: columns of BAND_STATISTICS holding the quantiles
 QUANTILE_COLUMNS = [BAND_STATISTICS.index(level) for level in QUANTILE_LEVELS]
 GOAL = (0.93, 0.97)
+#: The profile-likelihood bands measured: band ends at bucket edges, and moved into their
+#: buckets by split tests (`refine` bisection steps: within 1/64 of a bucket).
+VARIANTS = {"profile_likelihood": 0, "profile_likelihood_split": 6}
 
 
 def windows_of(name: str, epsilon: float, n: int, buckets: int, windows: int, seed: int,
@@ -72,6 +75,30 @@ def windows_of(name: str, epsilon: float, n: int, buckets: int, windows: int, se
     return counts_array, true_array
 
 
+def bootstrap_bands(config, histograms: np.ndarray, replicates: int, seed: int, scales,
+                    path: Path | None) -> tuple[np.ndarray, np.ndarray, list[float]]:
+    """The record's bias-corrected bootstrap quantile bands of each window (lower, upper of
+    shape (W, levels)) and the CPU seconds of each, from `path` when it holds them."""
+    if path is not None and path.exists():
+        stored = np.load(path)
+        return stored["lower"], stored["upper"], stored["seconds"].tolist()
+    fit = interval_fit(config)
+    forward, edges, n = config.protocol.channel().forward, config.bucket_edges, None
+    lower, upper, seconds = [], [], []
+    for window, histogram in enumerate(histograms):
+        n = int(histogram.sum())
+        started = time.process_time()
+        theta, replicated = bootstrap_statistics(forward, fit, histogram, n, edges, replicates,
+                                                 seed * 100_003 + window)
+        low, high = band_limits(theta, replicated, edges, np.nan_to_num(scales, nan=1.0))
+        seconds.append(time.process_time() - started)
+        lower.append(low[QUANTILE_COLUMNS])
+        upper.append(high[QUANTILE_COLUMNS])
+    if path is not None:
+        np.savez(path, lower=np.array(lower), upper=np.array(upper), seconds=np.array(seconds))
+    return np.array(lower), np.array(upper), seconds
+
+
 def measure(cell: tuple) -> dict:
     """Both methods' bands over one cell's windows: coverage, widths, CPU seconds."""
     name, epsilon, n, buckets, windows, replicates, seed, cache, bootstrap = cell
@@ -81,60 +108,62 @@ def measure(cell: tuple) -> dict:
                          epsilon, (*DOMAINS[name], buckets))
     fit = interval_fit(config)
     channel = config.protocol.channel()
-    matrix = channel.dense()
+    matrix, column = channel.dense(), channel.interval_column
     edges = config.bucket_edges
     bucket_width = float(edges[1] - edges[0])
     scales, _ = band_scales(epsilon, n, buckets, replicates)
     declared = np.isnan(scales[QUANTILE_COLUMNS])
-    lr_low, lr_high, lr_seconds, lr_certified, lr_tests = [], [], [], [], []
-    bs_low, bs_high, bs_seconds = [], [], []
-    for window, histogram in enumerate(counts):
+    found = {variant: {"lower": [], "upper": [], "seconds": [], "certified": [], "tests": []}
+             for variant in VARIANTS}
+    for histogram in counts:
         started = time.process_time()
-        profile = ProfileLikelihood(matrix, histogram, fit(histogram))
-        found = [profile.band(level, edges) for level in LEVELS]
-        lr_seconds.append(time.process_time() - started)
-        lr_low.append([band.lower for band in found])
-        lr_high.append([band.upper for band in found])
-        lr_certified.append([band.certified for band in found])
-        lr_tests.append(sum(band.tests for band in found))
-        if bootstrap:
+        profile = ProfileLikelihood(matrix, histogram, fit(histogram), column=column)
+        pilot = time.process_time() - started
+        for variant, refine in VARIANTS.items():
             started = time.process_time()
-            theta, replicated = bootstrap_statistics(channel.forward, fit, histogram, n, edges,
-                                                     replicates, seed * 100_003 + window)
-            low, high = band_limits(theta, replicated, edges, np.nan_to_num(scales, nan=1.0))
-            bs_seconds.append(time.process_time() - started)
-            bs_low.append(low[QUANTILE_COLUMNS])
-            bs_high.append(high[QUANTILE_COLUMNS])
-    lr_low_a, lr_high_a = np.array(lr_low), np.array(lr_high)
-    lr_cover = ((lr_low_a <= true) & (true <= lr_high_a)).mean(axis=0)
-    lr_width = lr_high_a - lr_low_a
-    row = {"dataset": name, "epsilon": epsilon, "n": n, "buckets": buckets, "windows": windows,
-           "held_out_shape": name in HELD_OUT_SETS,
-           "profile_likelihood": {
-               "coverage": dict(zip(QUANTILE_LEVELS, map(float, lr_cover), strict=True)),
-               "median_width_buckets": dict(zip(QUANTILE_LEVELS, map(
-                   float, np.median(lr_width, axis=0) / bucket_width), strict=True)),
-               "uncertified_bands": int(np.size(lr_certified) - np.sum(lr_certified)),
-               "median_tests_per_window": float(statistics.median(lr_tests)),
-               "median_cpu_s": statistics.median(lr_seconds),
-               "max_cpu_s": max(lr_seconds)}}
+            bands = [profile.band(level, edges, refine=refine) for level in LEVELS]
+            kept = found[variant]
+            kept["seconds"].append(pilot + time.process_time() - started)
+            kept["lower"].append([band.lower for band in bands])
+            kept["upper"].append([band.upper for band in bands])
+            kept["certified"].append([band.certified for band in bands])
+            kept["tests"].append(sum(band.tests for band in bands))
     if bootstrap:
-        bs_low_a, bs_high_a = np.array(bs_low), np.array(bs_high)
+        path = None if cache is None else Path(cache) / (
+            f"{name.replace(' ', '_')}-{epsilon:g}-{n}-{buckets}-{windows}-{seed}"
+            f"-bootstrap{replicates}.npz")
+        bs_low_a, bs_high_a, bs_seconds = bootstrap_bands(config, counts, replicates, seed,
+                                                          scales, path)
+    row = {"dataset": name, "epsilon": epsilon, "n": n, "buckets": buckets, "windows": windows,
+           "held_out_shape": name in HELD_OUT_SETS}
+    widths = {}
+    for variant, kept in found.items():
+        low, high = np.array(kept["lower"]), np.array(kept["upper"])
+        widths[variant] = high - low
+        row[variant] = {
+            "coverage": dict(zip(QUANTILE_LEVELS, map(
+                float, ((low <= true) & (true <= high)).mean(axis=0)), strict=True)),
+            "median_width_buckets": dict(zip(QUANTILE_LEVELS, map(
+                float, np.median(high - low, axis=0) / bucket_width), strict=True)),
+            "uncertified_bands": int(np.size(kept["certified"]) - np.sum(kept["certified"])),
+            "median_tests_per_window": float(statistics.median(kept["tests"])),
+            "median_cpu_s": statistics.median(kept["seconds"]),
+            "max_cpu_s": max(kept["seconds"])}
+    if bootstrap:
         bs_cover = ((bs_low_a <= true) & (true <= bs_high_a)).mean(axis=0)
         bs_width = bs_high_a - bs_low_a
-        ratio = np.divide(lr_width, bs_width, out=np.full(lr_width.shape, np.nan),
-                          where=bs_width > 0)[:, ~declared]
         row["bootstrap"] = {
             "coverage": dict(zip(QUANTILE_LEVELS, map(float, bs_cover), strict=True)),
             "declared_without_band": [level for level, gone in
                                       zip(QUANTILE_LEVELS, declared, strict=True) if gone],
+            "median_width_buckets": dict(zip(QUANTILE_LEVELS, map(
+                float, np.median(bs_width, axis=0) / bucket_width), strict=True)),
             "median_cpu_s": statistics.median(bs_seconds)}
-        row["median_width_ratio"] = (float(np.nanmedian(ratio)) if np.isfinite(ratio).any()
-                                     else None)
-        row["width_ratio_by_level"] = {
-            level: (float(np.nanmedian(lr_width[:, at] / bs_width[:, at]))
-                    if not declared[at] and (bs_width[:, at] > 0).any() else None)
-            for at, level in enumerate(QUANTILE_LEVELS)}
+        for variant, width in widths.items():
+            ratio = np.divide(width, bs_width, out=np.full(width.shape, np.nan),
+                              where=bs_width > 0)[:, ~declared]
+            row[variant]["median_width_ratio"] = (float(np.nanmedian(ratio))
+                                                  if np.isfinite(ratio).any() else None)
     return row
 
 
@@ -186,15 +215,16 @@ def main(argv=None) -> None:
         for row in results:
             rows.append(row)
             head = f"{row['dataset']:<19} {row['epsilon']:>3g} {row['n']:>6}"
-            for method, label in (("profile_likelihood", "LR"), ("bootstrap", "boot")):
+            for method, label in (("profile_likelihood", "LR"),
+                                  ("profile_likelihood_split", "LR-spl"), ("bootstrap", "boot")):
                 if method not in row:
                     continue
                 part = row[method]
                 counted = tally([c for level, c in part["coverage"].items()
                                  if level not in part.get("declared_without_band", ())],
                                 args.windows)
-                width = (f"{row['median_width_ratio']:.2f}x" if method == "profile_likelihood"
-                         and row.get("median_width_ratio") is not None else "")
+                ratio = part.get("median_width_ratio")
+                width = "" if ratio is None else f"{ratio:.2f}x"
                 print(f"{head}  {label:<6} " + " ".join(
                     f"{c:5.2f}" + ("*" if level in part.get("declared_without_band", ()) else "")
                     for level, c in part["coverage"].items())
@@ -204,7 +234,7 @@ def main(argv=None) -> None:
         if args.jobs > 1:
             pool.shutdown()
         summary = {}
-        for method in ("profile_likelihood", "bootstrap"):
+        for method in (*VARIANTS, "bootstrap"):
             for group, keep in (("all", lambda row: True),
                                 ("held_out_shape", lambda row: row["held_out_shape"]),
                                 ("calibration_shapes", lambda row: not row["held_out_shape"])):

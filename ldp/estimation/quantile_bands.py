@@ -9,8 +9,9 @@ is concave. For the CDF at the bucket edge e_k, F_k(x) = Σ_{i<k} x_i, and a lev
     Λ_k = 2 [ max_{x ∈ simplex} ℓ(x) − max_{x ∈ simplex, F_k(x) = p} ℓ(x) ]
 
 is the likelihood-ratio statistic of H0 "F(e_k) = p"; by Wilks' theorem [Wilks38] it is
-asymptotically χ²₁ under H0 where no positivity constraint is active (where some are, its law
-is a mixture of lighter χ² laws and the test is conservative). A bucket [e_k, e_{k+1}] may hold
+asymptotically χ²₁ under H0 where no positivity constraint is active (where some are — buckets
+of probability 0, common in a deconvolution's maximum — its law is a mixture of χ² laws of fewer
+degrees of freedom [Self87], and the test is conservative). A bucket [e_k, e_{k+1}] may hold
 the p-quantile iff some x of the 95% likelihood region {ℓ ≥ max ℓ − χ²₁,₀.₉₅ / 2} has
 F_k(x) ≤ p ≤ F_{k+1}(x); the region is convex, so (along the segment to the maximum) that
 holds for a bucket right of the estimate iff the test at its left edge accepts, and for one to
@@ -55,6 +56,9 @@ MAX_HALVINGS = 40
 #: Most likelihood-ratio tests per side of one quantile's band (galloping then bisection over
 #: at most d − 1 edges needs 2 log₂ d + 1: 15 at d = 128, 25 at d = 4096).
 MAX_EDGE_TESTS = 40
+#: Most bisection steps of `split_test` moving one band end inside its bucket (the end is then
+#: within 2⁻ᵏ of a bucket of the boundary the split model's test finds).
+MAX_REFINE_STEPS = 20
 #: Weight of the block-mass rows in Newton's least-squares model, per √n: large enough that
 #: the model's step keeps the masses (at 10³ the steps drifted and Newton crawled at n = 10⁶,
 #: ε = 4; 10⁵–10⁷ all converge in about five steps), small enough for the NNLS's QR.
@@ -167,6 +171,8 @@ class QuantileBand:
     upper: float
     tests: int
     certified: bool
+    #: Λ of every edge tested (edge index -> Λ; a settled decision's Λ may be inexact)
+    statistics: dict[int, float]
 
 
 @dataclass(frozen=True)
@@ -186,9 +192,11 @@ class ProfileLikelihood:
     soon as its certified bounds settle the decision."""
 
     def __init__(self, matrix: np.ndarray, counts: np.ndarray, start: np.ndarray, *,
+                 column: Callable[[float, float], np.ndarray] | None = None,
                  critical: float = CHI2_1_95, tolerance: float = GAP_TOLERANCE,
                  max_steps: int = MAX_NEWTON_STEPS):
         self.matrix = np.asarray(matrix, dtype=np.float64)
+        self.column = column
         self.counts = np.asarray(counts, dtype=np.float64)
         self.critical, self.tolerance, self.max_steps = critical, tolerance, max_steps
         self.best = maximise(self.matrix, self.counts, start, tolerance=tolerance,
@@ -196,8 +204,9 @@ class ProfileLikelihood:
         self.cdf = np.concatenate([[0.0], np.cumsum(self.best.x)])
         self._solved: dict[tuple[float, int], Maximum] = {}
 
-    def test(self, edge: int, level: float) -> Test:
-        """The test of H0 "F(e_edge) = level" (1 ≤ edge < d) at the critical value.
+    def test(self, edge: int, level: float, exact: bool = False) -> Test:
+        """The test of H0 "F(e_edge) = level" (1 ≤ edge < d) at the critical value (`exact`:
+        Λ to the tolerance even where the decision is settled earlier).
 
         With ℓ̂ the unconstrained maximum found (true maximum in [ℓ̂, ℓ̂ + gap]) and ℓ₀ the
         constrained one (true in [ℓ₀, ℓ₀ + gap₀]), it rejects for certain when
@@ -210,32 +219,106 @@ class ProfileLikelihood:
         high = low + self.best.gap
         found = maximise(self.matrix, self.counts, start, split=edge, level=level,
                          tolerance=self.tolerance, max_steps=self.max_steps,
-                         settled=(low, high))
+                         settled=(-math.inf, math.inf) if exact else (low, high))
         self._solved[(level, edge)] = found
         statistic = 2.0 * (self.best.log_likelihood - found.log_likelihood)
         certified = (found.log_likelihood + found.gap < low or found.log_likelihood >= high
                      or max(found.gap, self.best.gap) <= self.tolerance)
         return Test(statistic, statistic > self.critical, certified)
 
-    def band(self, level: float, edges: np.ndarray) -> QuantileBand:
-        """The band of the `level`-quantile (module docstring), in the units of `edges`."""
+    def split_test(self, bucket: int, fraction: float, level: float, exact: bool = False
+                   ) -> Test:
+        """The test of H0 "F(t) = level" at t a `fraction` (0 < fraction < 1) into `bucket`,
+        in the model with that bucket split at t into two sub-buckets whose columns are the
+        channel's for a value uniform on each part (`column`, e.g.
+        SquareWaveChannel.interval_column): Λ compares the maxima of that model with and
+        without the constraint (its own unconstrained maximum, not the d-bucket one: the split
+        model has one parameter more). The model leaves the shape inside the bucket free up to
+        that split. `exact` as for `test`."""
+        assert self.column is not None, "a split test needs the channel's interval columns"
+        d = self.matrix.shape[1]
+        low, high = bucket / d, (bucket + 1) / d
+        at = low + fraction * (high - low)
+        matrix = np.column_stack([self.matrix[:, :bucket], self.column(low, at),
+                                  self.column(at, high), self.matrix[:, bucket + 1:]])
+
+        def split(x: np.ndarray) -> np.ndarray:
+            return np.concatenate([x[:bucket], [fraction * x[bucket],
+                                                (1 - fraction) * x[bucket]], x[bucket + 1:]])
+        free = maximise(matrix, self.counts, split(self.best.x), tolerance=self.tolerance,
+                        max_steps=self.max_steps)
+        near = [k for (p, k) in self._solved if p == level]
+        x = (self._solved[(level, min(near, key=lambda k: abs(k - bucket)))].x if near
+             else self.best.x)
+        low_value = free.log_likelihood - 0.5 * self.critical
+        high_value = low_value + free.gap
+        found = maximise(matrix, self.counts, split(x), split=bucket + 1, level=level,
+                         tolerance=self.tolerance, max_steps=self.max_steps,
+                         settled=(-math.inf, math.inf) if exact else (low_value, high_value))
+        statistic = 2.0 * (free.log_likelihood - found.log_likelihood)
+        certified = (found.log_likelihood + found.gap < low_value
+                     or found.log_likelihood >= high_value
+                     or max(found.gap, free.gap) <= self.tolerance)
+        return Test(statistic, statistic > self.critical, certified)
+
+    def band(self, level: float, edges: np.ndarray, refine: int = 0) -> QuantileBand:
+        """The band of the `level`-quantile (module docstring), in the units of `edges`.
+
+        `refine` > 0 (at most MAX_REFINE_STEPS; needs `column`): each end is then moved into
+        its bucket by `refine` bisection steps of `split_test` between the last point that
+        accepts (the inner edge, or the point estimate) and the rejecting edge; the end is the
+        innermost point found to reject (at most 2^−refine of a bucket beyond the boundary)."""
         d = self.matrix.shape[1]
         # the estimate's bucket: cdf[k] ≤ level < cdf[k + 1] (edges ≤ k on the left side)
         k_hat = int(np.clip(np.searchsorted(self.cdf, level, side="right") - 1, 0, d - 1))
         tests: list[Test] = []
+        tested: dict[int, Test] = {}
 
         def rejects(edge: int) -> bool:
             tests.append(self.test(edge, level))
+            tested[edge] = tests[-1]
             return tests[-1].rejects
 
         # right side: edges k_hat + 1 … d − 1, rejected from some edge on (monotone)
         upper = _first_rejected(rejects, k_hat + 1, d - 1, +1)
         # left side: edges k_hat … 1, rejected from some edge on, going down
         lower = _first_rejected(rejects, k_hat, 1, -1)
-        return QuantileBand(float(edges[0 if lower is None else lower]),
-                            float(edges[d if upper is None else upper]), len(tests),
+        lower_end = float(edges[0 if lower is None else lower])
+        upper_end = float(edges[d if upper is None else upper])
+        if refine > 0:
+            if refine > MAX_REFINE_STEPS:
+                raise ValueError(f"refine is at most {MAX_REFINE_STEPS}, got {refine}")
+            # the point estimate's place inside its bucket, as a fraction
+            mass = self.best.x[k_hat]
+            inside = 0.0 if mass <= 0 else float(np.clip((level - self.cdf[k_hat]) / mass, 0, 1))
+            if upper is not None:
+                bucket = upper - 1
+                start = inside if bucket == k_hat else 0.0
+                upper_end = self._refined(bucket, start, 1.0, level, refine, edges, tests)
+            if lower is not None:
+                bucket = lower
+                start = inside if bucket == k_hat else 1.0
+                lower_end = self._refined(bucket, start, 0.0, level, refine, edges, tests)
+        return QuantileBand(lower_end, upper_end, len(tests),
                             self.best.gap <= self.tolerance
-                            and all(test.certified for test in tests))
+                            and all(test.certified for test in tests),
+                            {edge: test.statistic for edge, test in tested.items()})
+
+
+    def _refined(self, bucket: int, accepted: float, rejected: float, level: float,
+                 steps: int, edges: np.ndarray, tests: list[Test]) -> float:
+        """Bisection of `split_test` in `bucket` between the fractions `accepted` and
+        `rejected` (an edge known to reject); the innermost rejecting point, in edge units."""
+        for _ in range(steps):
+            middle = 0.5 * (accepted + rejected)
+            if not 0.0 < middle < 1.0:
+                break
+            tests.append(self.split_test(bucket, middle, level))
+            if tests[-1].rejects:
+                rejected = middle
+            else:
+                accepted = middle
+        return float(edges[bucket] + rejected * (edges[bucket + 1] - edges[bucket]))
 
 
 def _first_rejected(rejects: Callable[[int], bool], first: int, last: int, direction: int
