@@ -41,8 +41,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from ldp_telemetry.ldp.estimation.uncertainty import Band
 
 #: χ²₁ 0.95 quantile (scipy.stats.chi2.ppf(0.95, 1)): the test's critical value.
 CHI2_1_95 = 3.841458820694124
@@ -350,3 +353,36 @@ def _first_rejected(rejects: Callable[[int], bool], first: int, last: int, direc
         else:
             accepted = middle
     return rejected
+
+
+#: Bisection steps of the split tests that move a record's band ends into their buckets (the
+#: ends then lie within 1/64 of a bucket beyond the boundary the split test finds).
+REFINE_STEPS = 6
+#: Why a quantile has no profile-likelihood band: a test's decision the optimiser could not
+#: certify within its step limit.
+UNCERTIFIED_REASON = ("no band: a likelihood-ratio test behind it was not decided within "
+                      f"{MAX_NEWTON_STEPS} Newton steps per maximum")
+
+
+def profile_likelihood_bands(channel: Any, counts: np.ndarray, edges: np.ndarray,
+                             start: np.ndarray, levels: tuple[str, ...],
+                             refine: int = REFINE_STEPS, max_steps: int = MAX_NEWTON_STEPS
+                             ) -> dict[str, Band]:
+    """The 95% band of each quantile level (keys as `levels`, e.g. QUANTILE_LEVELS) of the
+    report histogram `counts` through `channel` (a SquareWaveChannel: its dense M and its
+    `interval_column` for the split tests), in the units of `edges`, by inverting the
+    likelihood-ratio test (module docstring), the ends moved into their buckets by `refine`
+    split-test steps. `start`: any distribution to start Newton from (EM's fit). A band
+    behind which a test was not certified within `max_steps` Newton steps per maximum is
+    none, with UNCERTIFIED_REASON. Cost: one
+    unconstrained maximum, then per level at most 2 MAX_EDGE_TESTS edge tests and 2 `refine`
+    split tests (two maxima each), every maximum at most MAX_NEWTON_STEPS NNLS steps over
+    d (+ 1) variables."""
+    profile = ProfileLikelihood(channel.dense(), counts, start, column=channel.interval_column,
+                                max_steps=max_steps)
+    bands = {}
+    for key in levels:
+        found = profile.band(float(key), edges, refine=refine)
+        bands[key] = (Band(found.lower, found.upper) if found.certified
+                      else Band(None, None, UNCERTIFIED_REASON))
+    return bands

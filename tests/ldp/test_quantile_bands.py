@@ -218,3 +218,25 @@ def test_bands_cover_the_truth_on_a_small_fixed_grid():
                 covered[0, at] += whole.lower <= truth[at] <= whole.upper
                 covered[1, at] += split.lower <= truth[at] <= split.upper
         assert (covered >= 51).all(), (epsilon, n, covered)
+
+
+def test_record_bands_are_none_where_a_test_is_not_certified():
+    """`profile_likelihood_bands` gives every level a band inside the domain; with no Newton
+    step allowed nothing is certified, and every level says so instead of printing a band."""
+    from ldp_telemetry.ldp.estimation.em import expectation_maximisation
+    from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
+    from ldp_telemetry.ldp.estimation.quantile_bands import (UNCERTIFIED_REASON,
+                                                             profile_likelihood_bands)
+    channel = square_wave_channel(2.0, 32, 32)
+    rng = np.random.default_rng(3)
+    x = np.histogram(np.clip(rng.lognormal(-1.2, 0.5, 5000), 0, 1), bins=32, range=(0, 1))[0]
+    counts = rng.multinomial(5000, channel.dense() @ (x / x.sum()))
+    edges = np.linspace(0.0, 8.0, 33)
+    start = expectation_maximisation(channel, counts, smoothing=False, tolerance=1e-3).estimate
+    bands = profile_likelihood_bands(channel, counts, edges, start, QUANTILE_LEVELS)
+    assert list(bands) == list(QUANTILE_LEVELS)
+    for band in bands.values():
+        assert band.reason is None and 0.0 <= band.lower < band.upper <= 8.0
+    none = profile_likelihood_bands(channel, counts, edges, start, QUANTILE_LEVELS,
+                                    max_steps=0)
+    assert all(b.lower is None and b.reason == UNCERTIFIED_REASON for b in none.values())
