@@ -2,21 +2,23 @@
 bias-corrected bootstrap bands, on the same held-out windows.
 
 For each data set, ε and n, W windows are drawn and perturbed exactly as benchmarks/coverage.py
-draws its held-out windows (its `draw` and `reports`, the same seed and stream, so the windows
-are the same), and each window gets
+draws its held-out windows (its `draw` and `reports`, the same seed and stream: the bootstrap
+coverages below equal its quantile cells), and each window gets
 
 * the profile-likelihood bands of ldp_telemetry.ldp.estimation.quantile_bands (the test of
-  "F(edge) = p" through the exact channel at χ²₁,₀.₉₅, inverted over the bucket edges; the band
-  spans whole buckets), started from the EM fit the record's interval estimator makes;
-* the record's bias-corrected bootstrap bands (`bootstrap_statistics`, `half_widths` and the
-  calibrated margins of `band_scales`; R replicates), with "declared" where the record has none.
+  "F(t) = p" through the exact channel at χ²₁,₀.₉₅, inverted), started from the EM fit the
+  record's interval estimator makes, twice: ends at bucket edges (LR) and moved into their
+  buckets by 6 split-test bisection steps (LR split);
+* the record's bias-corrected bootstrap bands (`bootstrap_statistics`, `band_limits` and the
+  calibrated margins of `band_scales`; R replicates), with "*" where the record has none (its
+  coverage at c = 1 is shown and left out of the counts).
 
-It prints per cell the coverage of each quantile level for both, the number of levels inside
+It prints per cell the coverage of each quantile level for each band, the levels inside
 [0.93, 0.97] and more than two standard errors (√(0.95 · 0.05 / W)) from 0.95, the median
-width ratio (profile likelihood / bootstrap, over the windows and levels the bootstrap bands),
-the median width of the profile-likelihood band in buckets, and the median CPU seconds per
-window of each method. Simulated windows (report histograms and true quantiles) are kept in
-`--cache DIR` and re-read from it.
+width ratio to the bootstrap band (over the windows and levels the bootstrap bands) and the
+median CPU seconds per window; the JSON adds the median widths in buckets and the bands whose
+tests the optimiser did not certify. Simulated windows (report histograms and true quantiles)
+and the bootstrap bands are kept in `--cache DIR` and re-read from it.
 
     nice python benchmarks/quantile_lr.py --windows 100 --jobs 2 --cache /tmp/quantile_lr \\
         --json benchmarks/results/quantile_lr.json

@@ -1099,12 +1099,14 @@ def quantile_lr(r: dict) -> str:
 SECTIONS += [
     ("quantile_lr", "Quantile bands by profile-likelihood test inversion",
      "The 95% band of each quantile level by inverting the likelihood-ratio test of "
-     "F(edge) = p through the exact Square Wave channel at χ²₁ = 3.841 (the band spans whole "
-     "buckets; [error bars](error-bars.md#quantile-bands-by-profile-likelihood-measured-not-"
-     "kept)), beside the record's bias-corrected bootstrap band on the same held-out windows "
-     "of benchmarks/coverage.py (seed 31; 128 buckets). Width: median over windows and "
-     "levels of the profile-likelihood band's width over the bootstrap band's. CPU s: median "
-     "process time per window for all nine levels (the bootstrap: R + 1 EM fits).",
+     "F(t) = p through the exact Square Wave channel at χ²₁ = 3.841 "
+     "([error bars](error-bars.md#quantile-bands-by-profile-likelihood)): LR, the band's "
+     "ends at bucket edges (the union of the buckets the test cannot exclude); LR split, the "
+     "ends moved into their buckets by 6 bisection steps of the test in a model with the "
+     "bucket split at t. Beside them the record's bias-corrected bootstrap band (boot), all "
+     "on the same held-out windows of benchmarks/coverage.py (seed 31; 128 buckets). CPU s: "
+     "median process time per window for all nine levels (the bootstrap: R + 1 EM fits; the "
+     "profile likelihood: one EM fit to start from, then Newton).",
      quantile_lr,
      "python benchmarks/quantile_lr.py --windows 100 --jobs 2"),
 ]

@@ -191,9 +191,9 @@ def test_bands_cover_the_truth_on_a_small_fixed_grid():
     """A lognormal latency over [0, 16] in 32 buckets, perturbed by the client's Square Wave,
     ε ∈ {1, 4}, n ∈ {10³, 10⁴}, 60 windows each, the 0.1, 0.5 and 0.9 quantiles: each
     (cell, level) count of covering windows is Binomial(60, c), for the whole-bucket band and
-    the split-bucket one (`refine`), which lies inside it. For c ≥ 0.95 (both are
-    conservative: benchmarks/quantile_lr.py) P(count ≤ 50) < 7.4e-4, so the 24 checks fail
-    together with probability < 1.8%; a band covering 0.90 fails each check with
+    the split-bucket one (`refine`), which lies inside it. For c ≥ 0.95 (both are conservative
+    at central levels: benchmarks/quantile_lr.py) P(count ≤ 50) < 7.4e-4, so the 24 checks
+    fail together with probability < 1.8%; a band covering 0.90 fails each check with
     probability 0.07."""
     levels = (0.1, 0.5, 0.9)
     for epsilon, n in itertools.product((1.0, 4.0), (1_000, 10_000)):
