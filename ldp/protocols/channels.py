@@ -211,6 +211,23 @@ class SquareWaveChannel(Channel):
     def products(self) -> tuple[Product, Product]:
         return self._forward.product(), self._backward.product()
 
+    def interval_column(self, low: float, high: float) -> np.ndarray:
+        """The report-bucket probabilities (length d̃) of a value uniform on [low, high] ⊂
+        [0, 1] (low < high): the column M would have for that input interval,
+
+            q (a_{j+1} − a_j)
+              + (p − q)/(high − low) ∫_low^high |[a_j, a_{j+1}) ∩ [t − b, t + b]| dt,
+
+        the integral being K(a_{j+1} − low) − K(a_{j+1} − high) − K(a_j − low) + K(a_j − high)
+        with K(z) = ∫_{−∞}^z min(max(y + b, 0), 2b) dy."""
+        b, a = self.b, self.out_edges
+
+        def k(z: np.ndarray) -> np.ndarray:
+            inside = np.clip(z + b, 0.0, 2.0 * b)
+            return np.where(z > b, 2.0 * b * b + 2.0 * b * (z - b), 0.5 * inside * inside)
+        area = k(a[1:] - low) - k(a[1:] - high) - k(a[:-1] - low) + k(a[:-1] - high)
+        return self.q * np.diff(a) + (self.p - self.q) * area / (high - low)
+
 
 @dataclass(frozen=True, eq=False)
 class DiscreteSquareWaveChannel(Channel):
