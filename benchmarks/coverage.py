@@ -25,6 +25,10 @@ band in the record (declared, not measured).
 
     python benchmarks/coverage.py --windows 100 --calibration-set-sizes 1000,10000,100000 \\
         --families --jobs 2 --json benchmarks/results/coverage.json
+
+`--summary` prints, from the results files, the coverage of every family of bands the records
+and `ldp query` print — frequency values, sets and ranges, combined versions, top-k answers, the
+numeric statistics — and the families declared without a band (benchmarks/coverage_summary.py).
 """
 from __future__ import annotations
 
@@ -269,8 +273,15 @@ def main(argv=None) -> None:
     parser.add_argument("--family-windows", type=int, default=100)
     parser.add_argument("--seed", type=int, default=EVALUATION_SEED)
     parser.add_argument("--jobs", type=int, default=1, help="processes measuring cells")
+    parser.add_argument("--summary", action="store_true",
+                        help="print the coverage of every family of bands from the results "
+                             "files of the coverage benchmarks, and measure nothing")
     add_json_argument(parser)
     args = parser.parse_args(argv)
+    if args.summary:
+        from coverage_summary import summary, text
+        print(text(summary()))
+        return
     if args.seed == CALIBRATION_SEED:
         parser.error(f"--seed {CALIBRATION_SEED} is the calibration's: pick held-out windows")
     sets = available(CALIBRATION_SETS + HELD_OUT_SETS)
