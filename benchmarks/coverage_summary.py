@@ -31,9 +31,9 @@ VALUE_GROUPS = ("values", "top", "rest", "zeros")
 QUERY_GROUPS = ("set", "range", "set norm", "range norm")
 
 
-def _load(name: str) -> dict | None:
+def _load(results: Path, name: str) -> dict | None:
     """A results file's `results`, with its run's `parameters` under "parameters"."""
-    path = RESULTS / f"{name}.json"
+    path = results / f"{name}.json"
     if not path.exists():
         return None
     run = json.loads(path.read_text())
@@ -98,8 +98,9 @@ def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict 
     bootstrap, and the profile-likelihood band measured beside it), CFO-binning and HH-ADMM."""
     out = []
     if moments:
-        pairs = [(c["coverage"][s], c["windows"]) for c in moments["cells"]
-                 for s in ("mean", "variance")]
+        # sw-discrete's band holds the values as the client bucketed them
+        pairs = [((c["bucketed"] if c["protocol"] == "sw-discrete" else c)["coverage"][s],
+                  c["windows"]) for c in moments["cells"] for s in ("mean", "variance")]
         out.append(tally("Square Wave mean and variance", "exact-variance", pairs,
                          note="128, 1,024 and 4,096 output buckets; sw-discrete against "
                               "the bucketed values"))
@@ -132,13 +133,14 @@ DECLARED = [
 ]
 
 
-def summary() -> list[dict]:
-    """Every family's row, in the order of docs/error-bars.md."""
+def summary(results: Path = RESULTS) -> list[dict]:
+    """Every family's row, in the order of docs/error-bars.md, from the results folder."""
     rows = []
-    frequency = _load("coverage_frequency")
+    frequency = _load(results, "coverage_frequency")
     if frequency:
         rows += frequency_rows(frequency)
-    rows += numeric_rows(_load("coverage_moments"), _load("coverage"), _load("quantile_lr"))
+    rows += numeric_rows(_load(results, "coverage_moments"), _load(results, "coverage"),
+                         _load(results, "quantile_lr"))
     rows += [{"family": family, "band": band, "pairs": 0, "declared": None, "note": why}
              for family, band, why in DECLARED]
     return rows
@@ -158,3 +160,22 @@ def text(rows: list[dict]) -> str:
                      f"{r['expected_off']:5.1f} {r['declared']:5d}  "
                      f"{r['lowest']:.3f}–{r['highest']:.3f}")
     return "\n".join(lines)
+
+
+def markdown(rows: list[dict]) -> str:
+    """The summary as a Markdown table (docs/error-bars.md)."""
+    header = ("| family | band | pairs | inside [0.93, 0.97] | above | below | off by 2 s.e. "
+              "(chance) | declared | range |\n|---|---|--:|--:|--:|--:|--:|--:|---|")
+    lines = [header]
+    for r in rows:
+        if not r["pairs"]:
+            lines.append(f"| {r['family']} | `{r['band']}` | | | | | | all | {r['note']} |")
+            continue
+        lines.append(f"| {r['family']} | {_band(r['band'])} | {r['pairs']} | {r['inside']} | "
+                     f"{r['above']} | {r['below']} | {r['off']} ({r['expected_off']:.1f}) | "
+                     f"{r['declared']} | {r['lowest']:.3f}–{r['highest']:.3f} |")
+    return "\n".join(lines)
+
+
+def _band(band: str) -> str:
+    return band if band.startswith("(") else f"`{band}`"

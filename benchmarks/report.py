@@ -943,13 +943,17 @@ def anchor(title: str) -> str:
 OWN_PAGES = [(CHECKOUT / "docs" / "open-domains.md", "open_domains")]
 
 
-def render_block(page: Path, name: str, results: Path) -> str:
-    """`page` with the table of benchmark `name` between its `<!-- name:begin -->` and
-    `<!-- name:end -->` markers."""
+def replace_block(page: Path, name: str, body: str) -> str:
+    """`page` with `body` between its `<!-- name:begin -->` and `<!-- name:end -->` markers."""
     text = page.read_text(encoding="utf-8")
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     head, _, rest = text.partition(begin)
     _, _, tail = rest.partition(end)
+    return f"{head}{begin}\n{body}\n{end}{tail}"
+
+
+def render_block(page: Path, name: str, results: Path) -> str:
+    """`page` with the table of benchmark `name` between its markers (`replace_block`)."""
     path = results / f"{name}.json"
     if path.exists():
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -958,7 +962,19 @@ def render_block(page: Path, name: str, results: Path) -> str:
                 + renderer(dict(document["results"], parameters=document["parameters"])))
     else:
         body = "Not measured yet: see [Benchmarks](benchmarks.md)."
-    return f"{head}{begin}\n{body}\n{end}{tail}"
+    return replace_block(page, name, body)
+
+
+def coverage_summary_block(results: Path) -> str:
+    """The coverage of every family of bands, from the coverage benchmarks' results
+    (benchmarks/coverage_summary.py; `python benchmarks/coverage.py --summary` prints it)."""
+    from coverage_summary import markdown, summary
+    return markdown(summary(results))
+
+
+#: Blocks of docs pages computed from the whole results folder: (page, marker name, renderer).
+SUMMARY_BLOCKS = [(CHECKOUT / "docs" / "error-bars.md", "coverage_summary",
+                   coverage_summary_block)]
 
 
 # -- the frequency bands' coverage (benchmarks/coverage_frequency.py) ------------------------
@@ -1182,6 +1198,8 @@ def main(argv=None) -> int:
     pages = [(args.out, render(args.results))]
     pages += [(page, render_block(page, name, args.results)) for page, name in OWN_PAGES
               if page.exists()]
+    pages += [(page, replace_block(page, name, renderer(args.results)))
+              for page, name, renderer in SUMMARY_BLOCKS if page.exists()]
     if args.check:
         stale = [page for page, text in pages
                  if (page.read_text(encoding="utf-8") if page.exists() else "") != text]
