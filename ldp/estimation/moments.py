@@ -244,8 +244,9 @@ def _linear_variance(model: MomentModel, a: np.ndarray, reports: np.ndarray,
     """Var(Σ_k a_k T̄_k) for the window's own values, a the weights of the report powers 0..2:
     (1/n) times the average over reports of Var(h(T) | x), h = Σ a_k T^k — the reports'
     sample variance of h(T) minus the spread of E[h(T) | x] over the values (a polynomial of
-    degree ≤ 4 in x, averaged with the moment estimates), kept between the smallest
-    conditional variance any value x gives and the sample variance."""
+    degree ≤ 4 in x, averaged with the moment estimates; at most the sample variance), kept at
+    least the smallest conditional variance any value x gives: a few reports' sample variance
+    (0 at one report) must not make the band narrower than any values allow."""
     a = _pad(a[:3])
     square = _pad(np.convolve(a[:3], a[:3]))  # h(T)² as powers of T
     sample = float(square @ reports - (a @ reports) ** 2)
@@ -254,7 +255,7 @@ def _linear_variance(model: MomentModel, a: np.ndarray, reports: np.ndarray,
                    - (mean_of_h @ moments) ** 2)
     grid = _powers(np.linspace(*model.domain, 257))
     floor = float(np.min(grid @ (square @ model.conditional) - (grid @ mean_of_h) ** 2))
-    per_report = min(max(sample - max(spread, 0.0), floor, 0.0), max(sample, 0.0))
+    per_report = max(sample - max(spread, 0.0), floor, 0.0)
     return per_report / n
 
 

@@ -14,6 +14,7 @@ from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.ldp.estimation.moments import (DISCRETE_REASON, edge_errors, moment_bands,
                                                   protocol_model, square_wave_model)
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE
+from ldp_telemetry.ldp.protocols.channels import discrete_sw_parameters
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
 from ldp_telemetry.output.bands import statistic_band, statistic_band_method
 from ldp_telemetry.output.estimate import EstimateRecord
@@ -345,3 +346,36 @@ def test_a_band_widened_by_the_bucketing_bound_says_so():
         assert (bands["mean"].reason is not None) == widened
     assert reasons[(128, 10 ** 6)].startswith("band widened by")
     assert reasons[(1024, 10 ** 6)] is None and reasons[(128, 10 ** 4)] is None
+
+
+@pytest.mark.parametrize("protocol", [SquareWave(epsilon=1.0, d=128),
+                                      SquareWave(epsilon=4.0, d=128, output_buckets=1024),
+                                      DiscreteSquareWave(epsilon=2.0, d=64)])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_a_few_reports_never_make_the_standard_error_smaller_than_any_value_allows(protocol, n):
+    """With n = 1, 2, 3 reports the sample variance of the reports says next to nothing (one
+    report: 0), but whatever the values, Var(m̂₁) is at least min_v Var(Y | v) / (β² n): the
+    mean's standard error never falls below it (it fell to the within-bucket spread, a band
+    of almost no width at one report). Var(Y | v) here from the channel's own probabilities."""
+    model = protocol_model(protocol)
+    if isinstance(protocol, DiscreteSquareWave):
+        matrix = protocol.probabilities()  # P(j | i)
+        j = np.arange(matrix.shape[0], dtype=np.float64)
+        conditional = (j ** 2) @ matrix - (j @ matrix) ** 2
+        b, p, q = discrete_sw_parameters(protocol.epsilon, protocol.d)
+        beta, scale = (2 * b + 1) * (p - q), 1.0 / protocol.d
+    else:
+        v = np.linspace(0.0, 1.0, 2_001)
+        probabilities = _bucket_probabilities(protocol, v)
+        # the report's own variance, the bucket's spread included (centres² + w²/12)
+        conditional = (probabilities @ model.bucket_powers[:, 2]
+                       - (probabilities @ model.bucket_powers[:, 1]) ** 2)
+        beta, scale = 2 * protocol.b * (protocol.p - protocol.q), 1.0
+    smallest = scale * np.sqrt(conditional.min() / n) / beta
+    rng = np.random.default_rng(n)
+    for _ in range(20):
+        counts = np.zeros(len(model.bucket_powers))
+        np.add.at(counts, rng.integers(0, counts.size, n), 1.0)
+        found = moment_bands(model, counts)
+        assert found.mean_std_error >= 0.99 * smallest
+        assert found.variance_std_error > 0.0
