@@ -379,3 +379,24 @@ def test_a_few_reports_never_make_the_standard_error_smaller_than_any_value_allo
         found = moment_bands(model, counts)
         assert found.mean_std_error >= 0.99 * smallest
         assert found.variance_std_error > 0.0
+
+
+@pytest.mark.parametrize(("epsilon", "d_out", "mean_range"), [
+    (4.0, 128, (0.05, 0.2)), (4.0, 128, (0.6, 0.95)), (2.0, 128, (0.0, 1.0)),
+    (1.0, 1024, (0.3, 0.31))])
+def test_the_variance_bound_is_the_largest_over_the_mean_band(epsilon, d_out, mean_range):
+    """`bucketing_bounds`' variance bound is at least max |r₂(v) − 2 m₁ r₁(v)| over the values
+    v and over every m₁ in the mean's range, brute force on a finer grid than the model's
+    (and within 1% of it: interpolated between BOUND_MEANS from above, not a loose bound);
+    the mean's bound is max |r₁(v)|. r_k: the bucketing error left after the shift, over β."""
+    from ldp_telemetry.ldp.estimation.moments import bucketing_bounds
+    protocol = SquareWave(epsilon=epsilon, d=128, output_buckets=d_out)
+    model = protocol_model(protocol)
+    beta = 2 * protocol.b * (protocol.p - protocol.q)
+    v = np.linspace(0.0, 1.0, 256 * d_out + 1)
+    residuals = (edge_errors(epsilon, d_out, v) - model.shift[1:3]) / beta
+    m1 = np.linspace(*mean_range, 41)
+    brute = np.abs(residuals[None, :, 1] - 2 * m1[:, None] * residuals[None, :, 0]).max()
+    mean_bound, variance_bound = bucketing_bounds(model, mean_range)
+    assert mean_bound == pytest.approx(np.abs(residuals[:, 0]).max(), rel=1e-4)
+    assert brute * (1 - 1e-4) <= variance_bound <= 1.01 * brute
