@@ -79,7 +79,8 @@ CONSERVATIVE_REASON = ("band widened by {bound:.3g}, the most the report histogr
                        "{share:.0%} of its half-width: it over-covers where the values are "
                        "spread; more output buckets (domain.output_buckets) make it smaller")
 
-#: What a discrete Square Wave record's mean and variance bands hold (band_reasons).
+#: What a discrete Square Wave record's mean and variance bands hold (band_reasons; `width` the
+#: bucket width in the metric's units, as the bands are).
 DISCRETE_REASON = ("band of the values as the client bucketed them (sw-discrete): the mean of "
                    "the bucket centres, the variance of the centres plus w²/12 (w = {width:g}); "
                    "the values' own mean can differ by up to w/2")
@@ -107,7 +108,7 @@ class MomentModel:
     variance_bounds: np.ndarray
     unit: tuple[float, float, float]
     domain: tuple[float, float]  # the values x can take
-    reason: str | None = None
+    reason: str | None = None  # what the bands hold, of {width} (metric units): `statistic_bands`
 
 
 def _powers(x: np.ndarray) -> np.ndarray:
@@ -201,7 +202,7 @@ def discrete_square_wave_model(epsilon: float, d: int) -> MomentModel:
         conditional[k] = row
     return MomentModel(conditional, _powers(outputs), np.zeros(ORDER + 1), 0.0, np.zeros(0),
                        (0.5 / d, 1.0 / d, 1.0 / (12.0 * d * d)), (0.0, float(d - 1)),
-                       DISCRETE_REASON.format(width=1.0 / d))
+                       DISCRETE_REASON)
 
 
 @dataclass(frozen=True)
@@ -326,7 +327,8 @@ def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: fl
                                      ("variance", found.bounds[1], found.variance_std_error,
                                       span * span)):
         half = Z95 * error + bound
-        reasons[key] = model.reason
+        reasons[key] = (None if model.reason is None
+                        else model.reason.format(width=span * model.unit[1]))
         if half > 0 and bound > CONSERVATIVE_SHARE * Z95 * error:
             reasons[key] = CONSERVATIVE_REASON.format(
                 bound=bound * scale, buckets=len(model.bucket_powers), what=key,

@@ -154,7 +154,7 @@ def test_the_discrete_estimates_are_the_bucketed_values_exactly(epsilon, d):
     assert found.variance - found.mean_std_error ** 2 == pytest.approx(
         centres.var() + 1 / (12 * d * d), abs=1e-9)
     assert found.bounds == (0.0, 0.0)
-    assert protocol_model(protocol).reason == DISCRETE_REASON.format(width=1 / d)
+    assert protocol_model(protocol).reason == DISCRETE_REASON
 
 
 def _exact_variances(protocol: SquareWave, values: np.ndarray) -> tuple[float, float]:
@@ -293,12 +293,15 @@ def test_a_square_wave_record_names_its_exact_mean_and_variance_bands(bootstrap)
 
 
 def test_a_discrete_record_says_what_its_mean_band_holds():
-    """sw-discrete: the mean's and variance's band_reasons say they are the bucketed values'."""
+    """sw-discrete: the mean's and variance's band_reasons say they are the bucketed values',
+    with the bucket width in the metric's units (32 / 128 = 0.25 over [0, 32]: the bands
+    are, and so is the mean's largest gap w/2 to the values' own mean)."""
     config = _config("sw-discrete")
     result = finalize_window(config, _window(config, np.random.default_rng(4)), 10_000)
     assert result.bands["mean"].method == BAND_EXACT
     assert result.bands["mean"].reason == result.bands["variance"].reason == (
-        DISCRETE_REASON.format(width=1 / 128))
+        DISCRETE_REASON.format(width=0.25))
+    assert "w = 0.25)" in result.bands["mean"].reason
 
 
 def test_a_window_without_reports_has_no_moment_band():
