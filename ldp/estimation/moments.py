@@ -50,7 +50,8 @@ from functools import lru_cache
 import numpy as np
 from numpy.polynomial import polynomial as P
 
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, NO_REPORTS_REASON, Z95, Band
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, COVERAGE_SIZES,
+                                                      NO_REPORTS_REASON, Z95, Band)
 from ldp_telemetry.ldp.protocols.channels import discrete_sw_parameters, sw_b, sw_pq
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
@@ -78,6 +79,14 @@ CONSERVATIVE_REASON = ("band widened by {bound:.3g}, the most the report histogr
                        "output buckets can move the {what} (values packed at one point), "
                        "{share:.0%} of its half-width: it over-covers where the values are "
                        "spread; more output buckets (domain.output_buckets) make it smaller")
+
+#: The fewest reports for which the bands' coverage was measured: COVERAGE_SIZES' smallest, 10³
+#: (benchmarks/coverage_moments.py), within √10 as for the bootstrap's bands (`band_scales`).
+#: Below it a band is a normal approximation no measurement backs (measured over 2,000
+#: lognormal windows: 0.87–0.92 at 10–100 reports, ε = 4), and its reason says so.
+MEASURED_REPORTS = COVERAGE_SIZES[0] / math.sqrt(10)
+SMALL_WINDOW_REASON = ("band extrapolated: n = {n} below the measured range (10³-10⁶ reports); "
+                       "with fewer than 316 reports it may hold the truth less often than 95%")
 
 #: What a discrete Square Wave record's mean and variance bands hold (band_reasons; `width` the
 #: bucket width in the metric's units, as the bands are).
@@ -317,11 +326,13 @@ def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: fl
     affine, the variance times (high − low)²), `Band.method` BAND_EXACT, with the model's
     reason (what the band holds, for the discrete protocol), or where the bucketing bound is
     more than CONSERVATIVE_SHARE of Z95 · standard error, that the band is widened by it
-    (CONSERVATIVE_REASON); no band without reports."""
+    (CONSERVATIVE_REASON), and below MEASURED_REPORTS reports that it is extrapolated
+    (SMALL_WINDOW_REASON, after the others, "; "-joined); no band without reports."""
     found = moment_bands(model, counts)
     if found is None:
         return {key: Band(None, None, NO_REPORTS_REASON) for key in MOMENT_STATISTICS}
     span = float(high) - float(low)
+    n = int(round(float(np.sum(counts))))
     reasons = {}
     for key, bound, error, scale in (("mean", found.bounds[0], found.mean_std_error, span),
                                      ("variance", found.bounds[1], found.variance_std_error,
@@ -333,6 +344,9 @@ def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: fl
             reasons[key] = CONSERVATIVE_REASON.format(
                 bound=bound * scale, buckets=len(model.bucket_powers), what=key,
                 share=bound / half)
+        if n < MEASURED_REPORTS:
+            small = SMALL_WINDOW_REASON.format(n=f"{n:,}")
+            reasons[key] = small if reasons[key] is None else f"{reasons[key]}; {small}"
     return {"mean": Band(float(low) + span * found.mean_band[0],
                          float(low) + span * found.mean_band[1], reasons["mean"], BAND_EXACT),
             "variance": Band(span * span * found.variance_band[0],
