@@ -82,8 +82,9 @@ CONSERVATIVE_REASON = ("band widened by {bound:.3g}, the most the report histogr
 
 #: The fewest reports for which the bands' coverage was measured: COVERAGE_SIZES' smallest, 10³
 #: (benchmarks/coverage_moments.py), within √10 as for the bootstrap's bands (`band_scales`).
-#: Below it a band is a normal approximation no measurement backs (measured over 2,000
-#: lognormal windows: 0.87–0.92 at 10–100 reports, ε = 4), and its reason says so.
+#: Below it a band is a normal approximation the published measurements do not cover (at
+#: 10–100 reports and ε = 4 it held the truth of 2,000 windows 0.87–0.94 of the time,
+#: docs/error-bars.md), and its reason says so.
 MEASURED_REPORTS = COVERAGE_SIZES[0] / math.sqrt(10)
 SMALL_WINDOW_REASON = ("band extrapolated: n = {n} below the measured range (10³-10⁶ reports); "
                        "with fewer than 316 reports it may hold the truth less often than 95%")

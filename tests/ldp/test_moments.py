@@ -407,7 +407,7 @@ def test_the_variance_bound_is_the_largest_over_the_mean_band(epsilon, d_out, me
 
 def test_a_band_below_the_measured_window_sizes_says_so():
     """Below 10³/√10 reports (the coverage was measured at 10³–10⁶, as the bootstrap's: its
-    normal approximation covered 0.87–0.92 at 10–100 reports, ε = 4) the mean's and the
+    normal approximation covered 0.87–0.94 at 10–100 reports, ε = 4) the mean's and the
     variance's band reasons say the band is extrapolated, after what an sw-discrete band holds;
     from 317 reports on they say nothing of it."""
     from ldp_telemetry.ldp.estimation.moments import SMALL_WINDOW_REASON, statistic_bands
