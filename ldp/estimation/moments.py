@@ -50,7 +50,8 @@ from functools import lru_cache
 import numpy as np
 from numpy.polynomial import polynomial as P
 
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, NO_REPORTS_REASON, Z95, Band
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, COVERAGE_SIZES,
+                                                      NO_REPORTS_REASON, Z95, Band)
 from ldp_telemetry.ldp.protocols.channels import discrete_sw_parameters, sw_b, sw_pq
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
@@ -79,7 +80,17 @@ CONSERVATIVE_REASON = ("band widened by {bound:.3g}, the most the report histogr
                        "{share:.0%} of its half-width: it over-covers where the values are "
                        "spread; more output buckets (domain.output_buckets) make it smaller")
 
-#: What a discrete Square Wave record's mean and variance bands hold (band_reasons).
+#: The fewest reports for which the bands' coverage was measured: COVERAGE_SIZES' smallest, 10³
+#: (benchmarks/coverage_moments.py), within √10 as for the bootstrap's bands (`band_scales`).
+#: Below it a band is a normal approximation the published measurements do not cover (at
+#: 10–100 reports and ε = 4 it held the truth of 2,000 windows 0.87–0.94 of the time,
+#: docs/error-bars.md), and its reason says so.
+MEASURED_REPORTS = COVERAGE_SIZES[0] / math.sqrt(10)
+SMALL_WINDOW_REASON = ("band extrapolated: n = {n} below the measured range (10³-10⁶ reports); "
+                       "with fewer than 316 reports it may hold the truth less often than 95%")
+
+#: What a discrete Square Wave record's mean and variance bands hold (band_reasons; `width` the
+#: bucket width in the metric's units, as the bands are).
 DISCRETE_REASON = ("band of the values as the client bucketed them (sw-discrete): the mean of "
                    "the bucket centres, the variance of the centres plus w²/12 (w = {width:g}); "
                    "the values' own mean can differ by up to w/2")
@@ -107,7 +118,7 @@ class MomentModel:
     variance_bounds: np.ndarray
     unit: tuple[float, float, float]
     domain: tuple[float, float]  # the values x can take
-    reason: str | None = None
+    reason: str | None = None  # what the bands hold, of {width} (metric units): `statistic_bands`
 
 
 def _powers(x: np.ndarray) -> np.ndarray:
@@ -201,7 +212,7 @@ def discrete_square_wave_model(epsilon: float, d: int) -> MomentModel:
         conditional[k] = row
     return MomentModel(conditional, _powers(outputs), np.zeros(ORDER + 1), 0.0, np.zeros(0),
                        (0.5 / d, 1.0 / d, 1.0 / (12.0 * d * d)), (0.0, float(d - 1)),
-                       DISCRETE_REASON.format(width=1.0 / d))
+                       DISCRETE_REASON)
 
 
 @dataclass(frozen=True)
@@ -244,8 +255,9 @@ def _linear_variance(model: MomentModel, a: np.ndarray, reports: np.ndarray,
     """Var(Σ_k a_k T̄_k) for the window's own values, a the weights of the report powers 0..2:
     (1/n) times the average over reports of Var(h(T) | x), h = Σ a_k T^k — the reports'
     sample variance of h(T) minus the spread of E[h(T) | x] over the values (a polynomial of
-    degree ≤ 4 in x, averaged with the moment estimates), kept between the smallest
-    conditional variance any value x gives and the sample variance."""
+    degree ≤ 4 in x, averaged with the moment estimates; at most the sample variance), kept at
+    least the smallest conditional variance any value x gives: a few reports' sample variance
+    (0 at one report) must not make the band narrower than any values allow."""
     a = _pad(a[:3])
     square = _pad(np.convolve(a[:3], a[:3]))  # h(T)² as powers of T
     sample = float(square @ reports - (a @ reports) ** 2)
@@ -254,7 +266,7 @@ def _linear_variance(model: MomentModel, a: np.ndarray, reports: np.ndarray,
                    - (mean_of_h @ moments) ** 2)
     grid = _powers(np.linspace(*model.domain, 257))
     floor = float(np.min(grid @ (square @ model.conditional) - (grid @ mean_of_h) ** 2))
-    per_report = min(max(sample - max(spread, 0.0), floor, 0.0), max(sample, 0.0))
+    per_report = max(sample - max(spread, 0.0), floor, 0.0)
     return per_report / n
 
 
@@ -315,21 +327,27 @@ def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: fl
     affine, the variance times (high − low)²), `Band.method` BAND_EXACT, with the model's
     reason (what the band holds, for the discrete protocol), or where the bucketing bound is
     more than CONSERVATIVE_SHARE of Z95 · standard error, that the band is widened by it
-    (CONSERVATIVE_REASON); no band without reports."""
+    (CONSERVATIVE_REASON), and below MEASURED_REPORTS reports that it is extrapolated
+    (SMALL_WINDOW_REASON, after the others, "; "-joined); no band without reports."""
     found = moment_bands(model, counts)
     if found is None:
         return {key: Band(None, None, NO_REPORTS_REASON) for key in MOMENT_STATISTICS}
     span = float(high) - float(low)
+    n = int(round(float(np.sum(counts))))
     reasons = {}
     for key, bound, error, scale in (("mean", found.bounds[0], found.mean_std_error, span),
                                      ("variance", found.bounds[1], found.variance_std_error,
                                       span * span)):
         half = Z95 * error + bound
-        reasons[key] = model.reason
+        reasons[key] = (None if model.reason is None
+                        else model.reason.format(width=span * model.unit[1]))
         if half > 0 and bound > CONSERVATIVE_SHARE * Z95 * error:
             reasons[key] = CONSERVATIVE_REASON.format(
                 bound=bound * scale, buckets=len(model.bucket_powers), what=key,
                 share=bound / half)
+        if n < MEASURED_REPORTS:
+            small = SMALL_WINDOW_REASON.format(n=f"{n:,}")
+            reasons[key] = small if reasons[key] is None else f"{reasons[key]}; {small}"
     return {"mean": Band(float(low) + span * found.mean_band[0],
                          float(low) + span * found.mean_band[1], reasons["mean"], BAND_EXACT),
             "variance": Band(span * span * found.variance_band[0],

@@ -14,6 +14,7 @@ from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.ldp.estimation.moments import (DISCRETE_REASON, edge_errors, moment_bands,
                                                   protocol_model, square_wave_model)
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE
+from ldp_telemetry.ldp.protocols.channels import discrete_sw_parameters
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
 from ldp_telemetry.output.bands import statistic_band, statistic_band_method
 from ldp_telemetry.output.estimate import EstimateRecord
@@ -153,7 +154,7 @@ def test_the_discrete_estimates_are_the_bucketed_values_exactly(epsilon, d):
     assert found.variance - found.mean_std_error ** 2 == pytest.approx(
         centres.var() + 1 / (12 * d * d), abs=1e-9)
     assert found.bounds == (0.0, 0.0)
-    assert protocol_model(protocol).reason == DISCRETE_REASON.format(width=1 / d)
+    assert protocol_model(protocol).reason == DISCRETE_REASON
 
 
 def _exact_variances(protocol: SquareWave, values: np.ndarray) -> tuple[float, float]:
@@ -292,12 +293,15 @@ def test_a_square_wave_record_names_its_exact_mean_and_variance_bands(bootstrap)
 
 
 def test_a_discrete_record_says_what_its_mean_band_holds():
-    """sw-discrete: the mean's and variance's band_reasons say they are the bucketed values'."""
+    """sw-discrete: the mean's and variance's band_reasons say they are the bucketed values',
+    with the bucket width in the metric's units (32 / 128 = 0.25 over [0, 32]: the bands
+    are, and so is the mean's largest gap w/2 to the values' own mean)."""
     config = _config("sw-discrete")
     result = finalize_window(config, _window(config, np.random.default_rng(4)), 10_000)
     assert result.bands["mean"].method == BAND_EXACT
     assert result.bands["mean"].reason == result.bands["variance"].reason == (
-        DISCRETE_REASON.format(width=1 / 128))
+        DISCRETE_REASON.format(width=0.25))
+    assert "w = 0.25)" in result.bands["mean"].reason
 
 
 def test_a_window_without_reports_has_no_moment_band():
@@ -345,3 +349,80 @@ def test_a_band_widened_by_the_bucketing_bound_says_so():
         assert (bands["mean"].reason is not None) == widened
     assert reasons[(128, 10 ** 6)].startswith("band widened by")
     assert reasons[(1024, 10 ** 6)] is None and reasons[(128, 10 ** 4)] is None
+
+
+@pytest.mark.parametrize("protocol", [SquareWave(epsilon=1.0, d=128),
+                                      SquareWave(epsilon=4.0, d=128, output_buckets=1024),
+                                      DiscreteSquareWave(epsilon=2.0, d=64)])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_a_few_reports_never_make_the_standard_error_smaller_than_any_value_allows(protocol, n):
+    """With n = 1, 2, 3 reports the sample variance of the reports says next to nothing (one
+    report: 0), but whatever the values, Var(m̂₁) is at least min_v Var(Y | v) / (β² n): the
+    mean's standard error never falls below it (it fell to the within-bucket spread, a band
+    of almost no width at one report). Var(Y | v) here from the channel's own probabilities."""
+    model = protocol_model(protocol)
+    if isinstance(protocol, DiscreteSquareWave):
+        matrix = protocol.probabilities()  # P(j | i)
+        j = np.arange(matrix.shape[0], dtype=np.float64)
+        conditional = (j ** 2) @ matrix - (j @ matrix) ** 2
+        b, p, q = discrete_sw_parameters(protocol.epsilon, protocol.d)
+        beta, scale = (2 * b + 1) * (p - q), 1.0 / protocol.d
+    else:
+        v = np.linspace(0.0, 1.0, 2_001)
+        probabilities = _bucket_probabilities(protocol, v)
+        # the report's own variance, the bucket's spread included (centres² + w²/12)
+        conditional = (probabilities @ model.bucket_powers[:, 2]
+                       - (probabilities @ model.bucket_powers[:, 1]) ** 2)
+        beta, scale = 2 * protocol.b * (protocol.p - protocol.q), 1.0
+    smallest = scale * np.sqrt(conditional.min() / n) / beta
+    rng = np.random.default_rng(n)
+    for _ in range(20):
+        counts = np.zeros(len(model.bucket_powers))
+        np.add.at(counts, rng.integers(0, counts.size, n), 1.0)
+        found = moment_bands(model, counts)
+        assert found.mean_std_error >= 0.99 * smallest
+        assert found.variance_std_error > 0.0
+
+
+@pytest.mark.parametrize(("epsilon", "d_out", "mean_range"), [
+    (4.0, 128, (0.05, 0.2)), (4.0, 128, (0.6, 0.95)), (2.0, 128, (0.0, 1.0)),
+    (1.0, 1024, (0.3, 0.31))])
+def test_the_variance_bound_is_the_largest_over_the_mean_band(epsilon, d_out, mean_range):
+    """`bucketing_bounds`' variance bound is at least max |r₂(v) − 2 m₁ r₁(v)| over the values
+    v and over every m₁ in the mean's range, brute force on a finer grid than the model's
+    (and within 1% of it: interpolated between BOUND_MEANS from above, not a loose bound);
+    the mean's bound is max |r₁(v)|. r_k: the bucketing error left after the shift, over β."""
+    from ldp_telemetry.ldp.estimation.moments import bucketing_bounds
+    protocol = SquareWave(epsilon=epsilon, d=128, output_buckets=d_out)
+    model = protocol_model(protocol)
+    beta = 2 * protocol.b * (protocol.p - protocol.q)
+    v = np.linspace(0.0, 1.0, 256 * d_out + 1)
+    residuals = (edge_errors(epsilon, d_out, v) - model.shift[1:3]) / beta
+    m1 = np.linspace(*mean_range, 41)
+    brute = np.abs(residuals[None, :, 1] - 2 * m1[:, None] * residuals[None, :, 0]).max()
+    mean_bound, variance_bound = bucketing_bounds(model, mean_range)
+    assert mean_bound == pytest.approx(np.abs(residuals[:, 0]).max(), rel=1e-4)
+    assert brute * (1 - 1e-4) <= variance_bound <= 1.01 * brute
+
+
+def test_a_band_below_the_measured_window_sizes_says_so():
+    """Below 10³/√10 reports (the coverage was measured at 10³–10⁶, as the bootstrap's: its
+    normal approximation covered 0.87–0.94 at 10–100 reports, ε = 4) the mean's and the
+    variance's band reasons say the band is extrapolated, after what an sw-discrete band holds;
+    from 317 reports on they say nothing of it."""
+    from ldp_telemetry.ldp.estimation.moments import SMALL_WINDOW_REASON, statistic_bands
+    rng = np.random.default_rng(8)
+    for protocol in (SquareWave(epsilon=4.0, d=128, output_buckets=1024),
+                     DiscreteSquareWave(epsilon=4.0, d=128)):
+        model = protocol_model(protocol)
+        for n in (1, 100, 316, 317, 10_000):
+            values = np.clip(rng.lognormal(1.0, 0.6, n), 0, 32) / 32
+            counts = protocol.new_statistic()
+            protocol.accumulate(counts, protocol.perturb(values, rng))
+            bands = statistic_bands(model, counts, 0.0, 32.0)
+            for key in ("mean", "variance"):
+                reason = bands[key].reason or ""
+                assert (SMALL_WINDOW_REASON.format(n=f"{n:,}") in reason) == (n <= 316), (n, key)
+                assert bands[key].lower is not None
+                if isinstance(protocol, DiscreteSquareWave):
+                    assert reason.startswith(DISCRETE_REASON.format(width=0.25))
