@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -916,9 +917,47 @@ def _goal_counts(values: list[float]) -> str:
             f"(lowest {min(values):.3f}, highest {max(values):.3f})")
 
 
+#: The chance that a calibrated band's coverage lies more than two standard errors from 0.95.
+OFF_BY_TWO_CHANCE = 0.0455
+
+
+def coverage_standard_error(windows: int, checks: int) -> float:
+    """The standard error of a 95% band's coverage over `windows` windows of `checks` checks in
+    all: √(0.95 · 0.05 / min(W, m)) (the checks of one window are not independent; a group of
+    one check per window, or fewer, has exactly this error, one of several per window less)."""
+    return (0.95 * 0.05 / max(1, min(windows, checks))) ** 0.5
+
+
+def off_by_two(pairs: list[tuple[float, int]], windows: int) -> str:
+    """How many (coverage, checks) pairs lie more than two standard errors from 0.95, and how
+    many a calibrated band would put there by chance (at most OFF_BY_TWO_CHANCE of them)."""
+    off = sum(abs(value - 0.95) > 2 * coverage_standard_error(windows, checks)
+              for value, checks in pairs)
+    return (f"{off} more than 2 standard errors from 0.95 (a calibrated band: at most about "
+            f"{OFF_BY_TWO_CHANCE * len(pairs):.0f} by chance)")
+
+
+def _banded_pairs(rows: list[dict]) -> list[tuple[float, int]]:
+    """(coverage, checks) of every (cell, group) of the record's bands that has a band."""
+    value_groups = ("values", "top", "rest", "zeros")
+    return [(row["coverage"][g], row["checks"][g]) for row in rows for g in FREQUENCY_GROUPS
+            if row["coverage"].get(g) is not None
+            and not (g in value_groups and _declared_values(row))]
+
+
+def frequency_criterion(rows: list[dict], windows: int) -> str:
+    """The record's bands over `rows` of benchmarks/coverage_frequency.py: the count inside the
+    goal and the count off by more than two standard errors."""
+    pairs = _banded_pairs(rows)
+    if not pairs:
+        return "no (cell, group) with a band"
+    return (f"every (cell, group) with a band: {_goal_counts([v for v, _ in pairs])}; "
+            f"{off_by_two(pairs, windows)}")
+
+
 #: The domain size of each data set of benchmarks/coverage_frequency.py (rows written before
 #: the script recorded `d`).
-FREQUENCY_DATASET_SIZES = {"airports": 229, "emoji": 969}
+FREQUENCY_DATASET_SIZES = {"airports": 229, "emoji": 969, "words": 4096, "names": 1024}
 
 
 def _declared_values(row: dict) -> bool:
@@ -935,22 +974,50 @@ def coverage_frequency(r: dict) -> str:
     """The record's bands (every post-processing method alike) per data set, protocol, ε and
     n, by group; then the combined versions'. `*`: the cell's records declare their values
     without a band (measured all the same; set and range answers keep theirs)."""
-    rows = [row for row in r["rows"] if row["method"] == "record"]
+    every = [row for row in r["rows"] if row["method"] == "record"]
+    rows = [row for row in every if not verifying_row(row, every)]
+    checks = [row for row in every if verifying_row(row, every)]
     header = ["data set", "protocol", "ε", "n", *FREQUENCY_GROUPS]
     value_groups = ("values", "top", "rest", "zeros")
 
     def cell(row: dict, group: str) -> str:
         mark = "*" if group in value_groups and _declared_values(row) else ""
         return rate3(row["coverage"].get(group)) + mark
-    body = [[row["dataset"], row["protocol"], f"{row['epsilon']:g}", f"{row['n']:,}",
+
+    def protocol(row: dict) -> str:
+        sampler = row.get("sampler", "client")
+        return row["protocol"] + (f" ({sampler})" if sampler == "model" else "")
+    body = [[row["dataset"], protocol(row), f"{row['epsilon']:g}", f"{row['n']:,}",
              *[cell(row, group) for group in FREQUENCY_GROUPS]] for row in rows]
-    values = [row["coverage"][g] for row in rows for g in FREQUENCY_GROUPS
-              if row["coverage"].get(g) is not None
-              and not (g in value_groups and _declared_values(row))]
     windows = r["parameters"].get("windows")
-    out = [f"W = {windows} windows per cell. Every (cell, group) with a band: "
-           f"{_goal_counts(values)}. `*`: declared without a band (too few expected supports "
-           f"per value).", "", table(header, body, right=set(range(2, len(header))))]
+    out = [f"W = {windows} windows per cell; a coverage's standard error √(0.95 · 0.05 / W) = "
+           f"{coverage_standard_error(windows, windows):.3f} (more for a group with fewer "
+           f"checks). Every (cell, group) with a band: {frequency_criterion(rows, windows)}. "
+           f"`*`: declared without a band (too few expected supports per value). (model): "
+           f"OLH's support counts drawn from the uniform-hash model, not the client.", "",
+           table(header, body, right=set(range(2, len(header))))]
+    if checks:
+        by = {_cell_key(row): row for row in rows}
+        verify = [[row["dataset"], row["protocol"], row["sampler"], f"{row['epsilon']:g}",
+                   f"{row['n']:,}",
+                   *[f"{rate3(row['coverage'].get(g))} / "
+                     f"{rate3(by[_cell_key(row)]['coverage'].get(g))}"
+                     for g in ("values", "top", "rest", "zeros")]] for row in checks
+                  if _cell_key(row) in by]
+        gaps = [abs(row["coverage"][g] - by[_cell_key(row)]["coverage"][g])
+                / (2 ** 0.5 * coverage_standard_error(windows, row["checks"][g]))
+                for row in checks if _cell_key(row) in by
+                for g in ("values", "top", "rest", "zeros")
+                if row["coverage"].get(g) is not None
+                and by[_cell_key(row)]["coverage"].get(g) is not None]
+        out += ["", f"The samplers checked against each other in the same run (OLH: the "
+                f"uniform-hash model beside the client; CMS: the client beside the exact "
+                f"(hash, bucket) table): coverage by the sampler named / by the cell's own. "
+                f"{sum(gap > 2 for gap in gaps)} of {len(gaps)} pairs differ by more than two "
+                f"standard errors of a difference (at most about "
+                f"{OFF_BY_TWO_CHANCE * len(gaps):.0f} by chance; the two share their users).",
+                "", table(["data set", "protocol", "sampler", "ε", "n", "values", "top", "rest",
+                           "zeros"], verify, right={3, 4, 5, 6, 7, 8})]
     combined = r.get("combined") or []
     if combined:
         groups = ("values", "top", "rest", "zeros")
@@ -968,6 +1035,16 @@ def coverage_frequency(r: dict) -> str:
                           for g in groups]] for row in combined],
                       right={1, 2, 3, 4, 5, 6})]
     return "\n".join(out)
+
+
+def _cell_key(row: dict) -> tuple:
+    return row["dataset"], row["protocol"], row["epsilon"], row["n"]
+
+
+def verifying_row(row: dict, rows: list[dict]) -> bool:
+    """Whether a record row is a --verify row: the second sampler of its cell."""
+    first = next(other for other in rows if _cell_key(other) == _cell_key(row))
+    return first is not row
 
 
 def rate3(value: float | None) -> str:
@@ -1010,6 +1087,63 @@ def coverage_frequency_methods(r: dict) -> str:
     return "\n".join(out)
 
 
+def top_k_calibration(r: dict) -> str:
+    """The top-k bands' families at their calibrated scales on held-out windows: counts of
+    (method, cell) pairs inside the goal; then the kept family's coverage per cell."""
+    windows = r["held_out"]["windows"]
+    se = coverage_standard_error(windows, windows)
+    names = {"union": "union, scaled (kept)", "bootstrap": "bootstrap alone, scaled",
+             "score": "score band alone, scaled", "union at 1": "union at scale 1 (before)"}
+
+    def number(value: float | None, digits: str = ".3f") -> str:
+        return "–" if value is None else format(value, digits)
+    summary = [[names.get(f["family"], f["family"]), str(f["pairs"]), str(f["inside"]),
+                str(f["above"]), str(f["below"]), str(f["off_by_two"]), str(f["declared"]),
+                number(f["median"]), number(f["lowest"]), number(f["median_width"], ".2f")]
+               for f in r["families"]]
+    rows = r["rows"]
+    methods = list(dict.fromkeys(row["method"] for row in rows))
+    cells = list(dict.fromkeys((row["dataset"], row["protocol"], row["epsilon"], row["n"])
+                               for row in rows))
+    by = {(row["dataset"], row["protocol"], row["epsilon"], row["n"], row["method"]): row
+          for row in rows}
+    kept = r["kept"]
+
+    def cell(key: tuple) -> str:
+        row = by.get(key)
+        if row is None:
+            return ""
+        value = row["coverage"].get(kept)
+        return "–" if value is None else f"{value:.3f}"
+    body = [[dataset, protocol, f"{epsilon:g}", f"{n:,}",
+             *[cell((dataset, protocol, epsilon, n, m)) for m in methods]]
+            for dataset, protocol, epsilon, n in cells]
+    fitted = r["scales"][kept]
+    spans = []
+    for channel, by_method in fitted.items():
+        for method, scales in by_method.items():
+            values = [v for v in scales.values() if v is not None]
+            spans.append([channel, method,
+                          f"{min(values):.2f}–{max(values):.2f}" if values else "–",
+                          f"{statistics.median(values):.2f}" if values else "–",
+                          str(sum(v is None for v in scales.values()))])
+    return "\n".join([
+        f"Scales fitted on {r['calibration']['windows']} calibration windows per cell (seed "
+        f"{r['calibration']['seed']}); measured on {windows} held-out windows per cell (seed "
+        f"{r['held_out']['seed']}); top 10 of every method. A coverage's standard error "
+        f"√(0.95 · 0.05 / W) = {se:.3f}; \"off 0.95\": more than two of them from 0.95 (a "
+        f"calibrated band: about {OFF_BY_TWO_CHANCE:.1%} of the pairs by chance). Width: the "
+        f"median over pairs of the mean band width relative to the union at scale 1.", "",
+        table(["band", "(method, cell) pairs", "inside", "above", "below", "off 0.95",
+               "declared", "median", "lowest", "width"], summary), "",
+        f"The kept band ({names.get(kept, kept)}) per held-out cell and method (–: declared):",
+        "", table(["data set", "protocol", "ε", "n", *methods], body,
+                  right=set(range(2, 4 + len(methods)))), "",
+        "Its fitted scales per channel and method over the 16 (ε, n) cells:", "",
+        table(["channel", "method", "scales", "median", "declared"], spans,
+              right={2, 3, 4})])
+
+
 SECTIONS += [
     ("coverage_frequency", "Coverage of the frequency 95% bands",
      "Real categorical data (a day of flights3m's departure airports per window, d = 229; the "
@@ -1031,6 +1165,15 @@ SECTIONS += [
      "python benchmarks/coverage_frequency.py --datasets airports --protocols grr oue "
      "--sizes 1000 10000 100000 --windows 40 --methods base base-pos post-pos base-cut norm "
      "norm-mul norm-sub norm-cut norm-hyb mle-apx ibu auto"),
+    ("top_k_calibration", "Calibration of the top-k bands",
+     "The top-k answers' band scaled around its centre by a factor fitted per channel (GRR; "
+     "OUE for every other protocol), post-processing method and (ε, n) cell on calibration "
+     "windows of the airports data (GRR and OUE), and measured on held-out windows — other "
+     "windows of the airports data, OLH (a channel the fit never saw) and the emoji data (a "
+     "shape it never saw); three families compared ([error bars](error-bars.md#query-answers)).",
+     top_k_calibration,
+     "python benchmarks/calibrate_top_k.py --calibration top_k_calibration.pkl --held-out "
+     "top_k_held_out.pkl --json benchmarks/results/top_k_calibration.json"),
 ]
 
 def main(argv=None) -> int:
