@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ldp_telemetry.ldp.estimation.postprocess import is_single_support, project_to_simplex
+from ldp_telemetry.ldp.estimation.top_k_calibration import TOP_K_SCALES
 from ldp_telemetry.ldp.estimation.uncertainty import Z95, grid_cell
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
 
@@ -121,17 +122,17 @@ def replayed_windows(fitted: np.ndarray, noise: SupportNoise, replicates: int,
         yield true_counts / n, unbiased_estimate(support, noise)
 
 
-def bootstrap_bands(unbiased: np.ndarray, noise: SupportNoise,
-                    postprocess: Callable[[np.ndarray], np.ndarray],
-                    answers: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
-                    replicates: int = BAND_REPLICATES, seed: int = 0,
-                    fit: Callable[[np.ndarray], np.ndarray] = project_to_simplex
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper): bias-corrected bootstrap bands (module docstring) of the answers
-    `answers(f', truth)` -> (answers of f', the same answers of the truth), for the window
-    whose unbiased estimate is `unbiased`; `postprocess` maps an unbiased estimate to f'.
-    Clipped to [0, 1], where every answer's truth lies. Seeded with (seed, n, d). ValueError
-    for fewer than 2 or more than MAX_BAND_REPLICATES replicates."""
+def bootstrap_spread(unbiased: np.ndarray, noise: SupportNoise,
+                     postprocess: Callable[[np.ndarray], np.ndarray],
+                     answers: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+                     replicates: int = BAND_REPLICATES, seed: int = 0,
+                     fit: Callable[[np.ndarray], np.ndarray] = project_to_simplex
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(centre f' − b, half-width t · s · √(1 + 1/R)) of the bias-corrected bootstrap of the
+    answers `answers(f', truth)` -> (answers of f', the same answers of the truth), for the
+    window whose unbiased estimate is `unbiased` (module docstring); `postprocess` maps an
+    unbiased estimate to f'. Not clipped. Seeded with (seed, n, d). ValueError for fewer than
+    2 or more than MAX_BAND_REPLICATES replicates."""
     from scipy.stats import t as student_t  # scipy only where bands are made
     if not 2 <= replicates <= MAX_BAND_REPLICATES:
         raise ValueError(f"replicates must lie in [2, {MAX_BAND_REPLICATES}], got {replicates}")
@@ -146,7 +147,18 @@ def bootstrap_bands(unbiased: np.ndarray, noise: SupportNoise,
     bias = errors_array.mean(axis=0)
     half = (float(student_t.ppf(0.975, replicates - 1)) * errors_array.std(axis=0, ddof=1)
             * math.sqrt(1.0 + 1.0 / replicates))
-    centre = np.asarray(point, dtype=np.float64) - bias
+    return np.asarray(point, dtype=np.float64) - bias, half
+
+
+def bootstrap_bands(unbiased: np.ndarray, noise: SupportNoise,
+                    postprocess: Callable[[np.ndarray], np.ndarray],
+                    answers: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+                    replicates: int = BAND_REPLICATES, seed: int = 0,
+                    fit: Callable[[np.ndarray], np.ndarray] = project_to_simplex
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper): the bias-corrected bootstrap bands (`bootstrap_spread`: centre ±
+    half-width), clipped to [0, 1], where every answer's truth lies."""
+    centre, half = bootstrap_spread(unbiased, noise, postprocess, answers, replicates, seed, fit)
     return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
 
 
@@ -158,18 +170,53 @@ def top_answers(k: int) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, 
     return answers
 
 
-def top_k_bands(unbiased: np.ndarray, noise: SupportNoise,
+def top_k_parts(unbiased: np.ndarray, noise: SupportNoise,
                 postprocess: Callable[[np.ndarray], np.ndarray], k: int,
                 replicates: int = BAND_REPLICATES, seed: int = 0
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) of the bands of the values ranked 1..k by postprocess(unbiased) (module
-    docstring: bias-corrected bootstrap through the channel, each replicate ranked by its own
-    post-processed estimate)."""
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(centre, lower, upper), not clipped, of the values ranked 1..k by
+    postprocess(unbiased): the bootstrap's centre f'_(i) − b_i (each replicate ranked by its
+    own post-processed estimate) and the union of its band with the selected value's own
+    score band (`with_score_bands`), the band a scale of 1 gives (`scaled_bands`)."""
     k = min(int(k), np.asarray(unbiased).size)
-    lower, upper = bootstrap_bands(unbiased, noise, postprocess, top_answers(k), replicates,
-                                   seed)
+    centre, half = bootstrap_spread(unbiased, noise, postprocess, top_answers(k), replicates,
+                                    seed)
     order = np.argsort(-postprocess(np.asarray(unbiased, dtype=np.float64)), kind="stable")[:k]
-    return with_score_bands(lower, upper, np.asarray(unbiased)[order], noise)
+    lower, upper = with_score_bands(centre - half, centre + half,
+                                    np.asarray(unbiased)[order], noise)
+    return centre, lower, upper
+
+
+def scaled_bands(centre: np.ndarray, lower: np.ndarray, upper: np.ndarray, scale: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """[centre − scale · (centre − lower), centre + scale · (upper − centre)], clipped to
+    [0, 1]: each side of a band around its centre stretched (scale > 1) or shrunk (< 1)."""
+    centre = np.asarray(centre, dtype=np.float64)
+    return (np.clip(centre - scale * (centre - np.asarray(lower)), 0.0, 1.0),
+            np.clip(centre + scale * (np.asarray(upper) - centre), 0.0, 1.0))
+
+
+def needed_scales(centre: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                  truth: np.ndarray) -> np.ndarray:
+    """The smallest scale of `scaled_bands` at which each band holds its truth (inf where a
+    side of zero width faces it): the scale of a 95% band is the 0.95 quantile of these over
+    calibration windows."""
+    centre, truth = np.asarray(centre, np.float64), np.asarray(truth, np.float64)
+    below = truth < centre
+    side = np.where(below, centre - np.asarray(lower), np.asarray(upper) - centre)
+    gap = np.abs(truth - centre)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(gap <= 1e-12, 0.0, np.where(side > 0, gap / side, np.inf))
+
+
+def top_k_bands(unbiased: np.ndarray, noise: SupportNoise,
+                postprocess: Callable[[np.ndarray], np.ndarray], k: int,
+                replicates: int = BAND_REPLICATES, seed: int = 0, scale: float = 1.0
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) of the bands of the values ranked 1..k by postprocess(unbiased):
+    `top_k_parts` scaled by `scale` (`top_k_scale`: calibrated per method, channel and cell)
+    and clipped to [0, 1]."""
+    return scaled_bands(*top_k_parts(unbiased, noise, postprocess, k, replicates, seed), scale)
 
 
 def with_score_bands(lower: np.ndarray, upper: np.ndarray, unbiased: np.ndarray,
@@ -183,20 +230,23 @@ def with_score_bands(lower: np.ndarray, upper: np.ndarray, unbiased: np.ndarray,
     return np.minimum(lower, score_lower), np.maximum(upper, score_upper)
 
 
-#: The (ε, n per window) grid benchmarks/coverage_frequency.py measures the top-k bands on.
+#: The (ε, n per window) grid benchmarks/calibrate_top_k.py fits the top-k bands' scales on.
 TOP_K_EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
-TOP_K_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000)
-#: Method -> the grid cells (ε, n) where its top-k band is declared absent: the measured
-#: coverage fell below 0.90 for GRR or OUE on the airports data (docs/error-bars.md). A method
-#: not measured at all (Power's top-k: O(d √n) per replicate) is declared everywhere.
-TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {}
+TOP_K_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000, 1_000_000)
 #: Methods whose top-k bands were not measured.
 TOP_K_NOT_MEASURED = frozenset({"power", "power-ns"})
 TOP_K_REASON = ("no calibrated band for top-k answers of {method} at ε = {epsilon:g}, n = {n}: "
-                "its bootstrap band covered less than 0.90 there "
-                "(benchmarks/coverage_frequency.py)")
+                "no scale of its band held the truth in 95% of the calibration windows "
+                "(benchmarks/calibrate_top_k.py)")
 TOP_K_NOT_MEASURED_REASON = ("no band for top-k answers of {method}: its bootstrap band was not "
                              "measured (the method costs O(d √n) per replicate)")
+
+
+def top_k_channel(protocol: str) -> str:
+    """The calibrated channel a protocol's top-k bands take their scales from: "grr" (single
+    support: a report supports one value) for GRR, "oue" (calibrated on OUE's independent
+    supports) for every other frequency oracle."""
+    return "grr" if protocol == "grr" else "oue"
 
 
 def top_k_cell(epsilon: float, n: int) -> tuple[float, int]:
@@ -205,12 +255,23 @@ def top_k_cell(epsilon: float, n: int) -> tuple[float, int]:
     return grid_cell(epsilon, n, TOP_K_EPSILONS, TOP_K_SIZES)
 
 
-def top_k_declared(method: str, epsilon: float, n: int) -> str | None:
+def top_k_scale(method: str, protocol: str, epsilon: float, n: int) -> float | None:
+    """The scale of `scaled_bands` for the top-k answers of `method` (for a replay-chosen one:
+    the method chosen) under `protocol` at ε and n reports: the calibrated one of its channel
+    and cell (`TOP_K_SCALES`), None where declared, 1 (the conservative union) for a method
+    the calibration has not seen."""
+    cells = TOP_K_SCALES.get(top_k_channel(protocol), {}).get(method)
+    if cells is None:
+        return 1.0
+    return cells.get(top_k_cell(epsilon, n), 1.0)
+
+
+def top_k_declared(method: str, epsilon: float, n: int, protocol: str = "oue") -> str | None:
     """Why the top-k answers of `method` (for a replay-chosen one: the method chosen) at ε and
-    n reports have no band, or None when they have one (`TOP_K_UNCALIBRATED`)."""
+    n reports under `protocol` have no band, or None when they have one (`top_k_scale`)."""
     if method in TOP_K_NOT_MEASURED:
         return TOP_K_NOT_MEASURED_REASON.format(method=method)
-    if top_k_cell(epsilon, n) in TOP_K_UNCALIBRATED.get(method, frozenset()):
+    if top_k_scale(method, protocol, epsilon, n) is None:
         return TOP_K_REASON.format(method=method, epsilon=epsilon, n=f"{n:,}")
     return None
 
