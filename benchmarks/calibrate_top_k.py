@@ -1,31 +1,38 @@
-"""Fit the scales of the top-k answers' 95% bands on calibration windows; compare band families
-on held-out ones.
+"""Calibrate the top-k answers' 95% bands by a scale per method and cell: fitted on calibration
+windows, measured on held-out ones (the study behind docs/error-bars.md; nothing is written
+into the package).
 
-A top-k answer's band (`top_k_bands` of ldp_telemetry.ldp.estimation.frequency_bands) is a band
-of the selected value stretched or shrunk around its centre by a scale s (`scaled_bands`). For
-a family of bands and each (channel, method, ε, n) cell, the scale is the smallest s holding
-the truth of at least 95% of the calibration checks (the 0.95 quantile of `needed_scales`;
-every rank 1..10 of every window), rounded up to 0.01. Families compared:
+A band of a selected value stretched or shrunk around its centre by a scale s (`scaled_bands`
+of ldp_telemetry.ldp.estimation.frequency_bands). For a family of bands, each (channel, method,
+ε, n) cell and each calibration data set, s is the smallest scale holding the truth of at least
+95% of the calibration checks (every rank 1..10 of every window; `needed_scales`), rounded up
+to 0.01; the cell keeps the largest over the data sets (a band holding 95% on every
+calibration shape), None beyond MAX_SCALE. Families:
 
     union      the bootstrap band united with the selected value's score band, around the
-               bootstrap's centre (scale 1: the conservative band kept before)
+               bootstrap's centre (scale 1: the band `ldp query` gives, `top_k_bands`)
     bootstrap  the bias-corrected bootstrap band alone, around its centre
     score      the selected value's score band alone, around its midpoint
 
-Calibration windows: `benchmarks/coverage_frequency.py --dump` at seed 131 (GRR and OUE on the
-airports data); held-out: the same script's dump at seed 31 (other windows, other protocols
-and data sets: the channel of a protocol other than GRR takes OUE's scales, `top_k_channel`).
-A cell whose scale exceeds MAX_SCALE, or whose truth a side of zero width faces in more than
-5% of the checks, is declared without a band (`None`). `--write` regenerates
-ldp/estimation/top_k_calibration.py with the kept family's scales (union).
+The fit is repeated on the first calibration data set, the first two, and so on, and each fit
+measured on the held-out windows per (data set, protocol): the calibration windows are
+`benchmarks/coverage_frequency.py --dump` at seed 131 (GRR and OUE); the held-out ones its
+dumps at seed 31 (other windows, and protocols and data sets the fit never saw: a protocol
+other than GRR takes OUE's scales, `top_k_channel`).
 
+    M="base base-pos post-pos base-cut norm norm-mul norm-sub norm-cut norm-hyb mle-apx ibu auto"
     python benchmarks/coverage_frequency.py --datasets airports --protocols grr oue \\
-        --windows 100 --seed 131 --methods base base-pos post-pos base-cut norm norm-mul \\
-        norm-sub norm-cut norm-hyb mle-apx ibu auto --dump /tmp/top_k_calibration.pkl
-    python benchmarks/calibrate_top_k.py --calibration top_k_calibration.pkl --write
-    python benchmarks/coverage_frequency.py ... --seed 31 --dump /tmp/top_k_held_out.pkl
-    python benchmarks/calibrate_top_k.py --calibration top_k_calibration.pkl \\
-        --held-out top_k_held_out.pkl --json benchmarks/results/top_k_calibration.json
+        --windows 100 --seed 131 --methods $M --dump /tmp/top_k_airports.pkl
+    (the same with --datasets "common words", then zipf: top_k_words.pkl, top_k_zipf.pkl)
+    python benchmarks/coverage_frequency.py --datasets airports --protocols grr oue \\
+        --windows 100 --methods $M --dump /tmp/top_k_held_out_airports.pkl
+    python benchmarks/coverage_frequency.py --datasets airports --protocols olh --epsilons 1 4 \\
+        --sizes 1000 10000 100000 --windows 100 --methods $M --dump /tmp/top_k_held_out_olh.pkl
+    python benchmarks/coverage_frequency.py --datasets emoji --protocols grr oue --epsilons 1 4 \\
+        --sizes 10000 100000 --windows 100 --methods $M --dump /tmp/top_k_held_out_emoji.pkl
+    python benchmarks/calibrate_top_k.py --calibration top_k_airports.pkl top_k_words.pkl \\
+        top_k_zipf.pkl --held-out top_k_held_out_airports.pkl top_k_held_out_olh.pkl \\
+        top_k_held_out_emoji.pkl --json benchmarks/results/top_k_calibration.json
 """
 from __future__ import annotations
 
@@ -35,22 +42,24 @@ import pickle
 import statistics
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import numpy as np
 from bench_json import Run, add_json_argument
 from report import FREQUENCY_GOAL, coverage_standard_error
 
-from ldp_telemetry.ldp.estimation.frequency_bands import (needed_scales, top_k_cell,
-                                                          top_k_channel)
+from ldp_telemetry.ldp.estimation.frequency_bands import needed_scales, top_k_cell
 
 FAMILIES = ("union", "bootstrap", "score")
-KEPT = "union"
 TARGET = 0.95
 #: Largest scale kept: a band that must be stretched further than this is declared.
 MAX_SCALE = 4.0
-MODULE = Path(__file__).resolve().parents[1] / "ldp" / "estimation" / "top_k_calibration.py"
+
+
+def top_k_channel(protocol: str) -> str:
+    """The calibrated channel a protocol's scales come from: "grr" (single support) for GRR,
+    "oue" (independent supports) for every other frequency oracle."""
+    return "grr" if protocol == "grr" else "oue"
 
 
 def family_parts(parts: dict, family: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -74,14 +83,20 @@ def fit_scale(needed: np.ndarray) -> float | None:
 
 
 def fit(calibration: dict) -> dict[str, dict[str, dict[str, dict[tuple, float | None]]]]:
-    """family -> channel -> method -> (ε, n) -> scale, from the calibration dump's cells."""
-    scales: dict = {family: {} for family in FAMILIES}
-    for (_, protocol, epsilon, n, method), parts in calibration["cells"].items():
+    """family -> channel -> method -> (ε, n) -> scale, from the calibration dump's cells: fitted
+    on each data set's checks, and the largest over the data sets kept (a band that holds 95%
+    on every calibration shape; None where one of them declares it)."""
+    fitted: dict = {}
+    for (dataset, protocol, epsilon, n, method), parts in calibration["cells"].items():
         for family in FAMILIES:
             needed = needed_scales(*family_parts(parts, family), parts["truth"])
-            cell = top_k_cell(epsilon, n)
-            (scales[family].setdefault(top_k_channel(protocol), {})
-             .setdefault(method, {})[cell]) = fit_scale(needed)
+            key = (family, top_k_channel(protocol), method, top_k_cell(epsilon, n))
+            fitted.setdefault(key, {})[dataset] = fit_scale(needed)
+    scales: dict = {family: {} for family in FAMILIES}
+    for (family, channel, method, cell), by_dataset in fitted.items():
+        values = list(by_dataset.values())
+        scale = None if None in values else max(values)
+        scales[family].setdefault(channel, {}).setdefault(method, {})[cell] = scale
     return scales
 
 
@@ -135,82 +150,66 @@ def summary(rows: list[dict], windows: int) -> list[dict]:
     return out
 
 
-def module_text(scales: dict, calibration: dict) -> str:
-    lines = [
-        '"""The top-k bands\' scales per channel, post-processing method and (ε, n) cell:',
-        "generated by benchmarks/calibrate_top_k.py (do not edit by hand; rerun it with --write).",
-        "",
-        f"Fitted on {calibration['windows']} calibration windows per cell (seed "
-        f"{calibration['seed']}) of the airports data",
-        f"(flights3m, d = 229), top {calibration['top']}, R = {calibration['replicates']}: the "
-        "smallest scale of the union band",
-        "holding 95% of the checks. None: declared without a band in that cell.",
-        '"""',
-        "",
-        "#: channel -> method -> (ε, n) -> scale of `scaled_bands` (None: declared without a band)",
-        "TOP_K_SCALES: dict[str, dict[str, dict[tuple[float, int], float | None]]] = {"]
-    for channel, methods in sorted(scales.items()):
-        lines.append(f'    "{channel}": {{')
-        for method, cells in methods.items():
-            body = ", ".join(f"({epsilon!r}, {n:_}): {scale!r}"
-                             for (epsilon, n), scale in sorted(cells.items()))
-            lines += textwrap.wrap(f'"{method}": {{{body}}},', 99, initial_indent=" " * 8,
-                                   subsequent_indent=" " * 12, break_on_hyphens=False)
-        lines.append("    },")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+def merged(folder: Path, names: list[str]) -> dict:
+    """The dumps of coverage_frequency.py --dump named (relative to `folder`) as one: their
+    cells, the fewest windows, and their seed (ValueError when they differ)."""
+    out: dict = {"cells": {}, "windows": None, "seed": None, "datasets": []}
+    for name in names:
+        with (folder / name).open("rb") as file:
+            dump = pickle.load(file)  # a file coverage_frequency.py wrote (trusted, local)
+        if out["seed"] not in (None, dump["seed"]):
+            raise ValueError(f"{name} was drawn with seed {dump['seed']}, not {out['seed']}")
+        out.update({key: dump[key] for key in ("seed", "top", "replicates")})
+        out["cells"].update(dump["cells"])
+        out["windows"] = min(out["windows"] or dump["windows"], dump["windows"])
+    out["datasets"] = sorted({key[0] for key in out["cells"]})
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calibration", required=True,
-                        help="the calibration windows' dump (relative to --cache-dir)")
-    parser.add_argument("--held-out", nargs="+", default=[],
+    parser.add_argument("--calibration", required=True, nargs="+",
+                        help="the calibration windows' dumps (relative to --cache-dir), merged")
+    parser.add_argument("--held-out", nargs="+", required=True,
                         help="dumps of held-out windows (other seeds; relative to --cache-dir), "
                              "merged")
     parser.add_argument("--cache-dir", default=tempfile.gettempdir(),
                         help="where the dumps of coverage_frequency.py --dump are")
-    parser.add_argument("--write", action="store_true",
-                        help="regenerate ldp/estimation/top_k_calibration.py (the kept family)")
     add_json_argument(parser)
     args = parser.parse_args(argv)
     folder = Path(args.cache_dir)
-    with (folder / args.calibration).open("rb") as file:
-        calibration = pickle.load(file)  # a file coverage_frequency.py wrote (trusted, local)
-    scales = fit(calibration)
-    if args.write:
-        MODULE.write_text(module_text(scales[KEPT], calibration), encoding="utf-8")
-        print(f"wrote {MODULE}")
-    if not args.held_out:
-        return 0
-    held_out = {"cells": {}, "windows": None, "seed": None}
-    for path in args.held_out:
-        with (folder / path).open("rb") as file:
-            dump = pickle.load(file)
-        if dump["seed"] == calibration["seed"]:
-            parser.error(f"--held-out {path} holds the calibration's seed: its windows are "
-                         f"not held out")
-        held_out["cells"].update(dump["cells"])
-        held_out["seed"] = dump["seed"]
-        held_out["windows"] = min(held_out["windows"] or dump["windows"], dump["windows"])
+    held_out = merged(folder, args.held_out)
+    fits = []
     with Run("top_k_calibration", args.json, {"calibration": args.calibration,
                                                "held_out": args.held_out}) as run:
-        rows = evaluate(held_out, scales)
-        families = summary(rows, held_out["windows"])
-        for line in families:
-            print(f"{line['family']:<11} {line['inside']:>4} of {line['pairs']} inside, "
-                  f"{line['above']} above, {line['below']} below, {line['off_by_two']} off by "
-                  f"two s.e., {line['declared']} declared; median {line['median']}, width "
-                  f"{line['median_width']}", flush=True)
-        run.save({"families": families, "kept": KEPT, "rows": rows,
+        for used in range(1, len(args.calibration) + 1):  # the first data set, then more
+            calibration = merged(folder, args.calibration[:used])
+            if held_out["seed"] == calibration["seed"]:
+                parser.error("--held-out holds the calibration's seed: its windows are not "
+                             "held out")
+            rows = evaluate(held_out, fit(calibration))
+            sets = {"all held-out": rows}
+            for dataset in held_out["datasets"]:
+                for protocol in sorted({row["protocol"] for row in rows}):
+                    mine = [row for row in rows
+                            if (row["dataset"], row["protocol"]) == (dataset, protocol)]
+                    if mine:
+                        sets[f"{dataset}, {protocol}"] = mine
+            by_set = {name: summary(mine, held_out["windows"]) for name, mine in sets.items()}
+            fits.append({"calibration_datasets": calibration["datasets"],
+                         "summary": by_set, "rows": rows})
+            for name, families in by_set.items():
+                for line in families:
+                    print(f"fit on {'+'.join(calibration['datasets'])}; {name}: "
+                          f"{line['family']:<11} {line['inside']:>4} of {line['pairs']} "
+                          f"inside, {line['above']} above, {line['below']} below, "
+                          f"{line['off_by_two']} off by two s.e.; lowest {line['lowest']}, "
+                          f"width {line['median_width']}", flush=True)
+        run.save({"fits": fits,
                   "calibration": {"seed": calibration["seed"],
                                   "windows": calibration["windows"]},
-                  "held_out": {"seed": held_out["seed"], "windows": held_out["windows"]},
-                  "scales": {family: {channel: {method: {f"{e:g}/{n}": s
-                                                         for (e, n), s in cells.items()}
-                                                for method, cells in methods.items()}
-                                      for channel, methods in by_channel.items()}
-                             for family, by_channel in scales.items()}})
+                  "held_out": {"seed": held_out["seed"], "windows": held_out["windows"],
+                               "datasets": held_out["datasets"]}})
     return 0
 
 

@@ -5,8 +5,9 @@ For each data set, protocol, ε and n, W windows of n users are drawn (airports:
 flights3m's departure airports per window, d = 229, resampled to n; emoji: the occurrence
 frequencies, d = 969; words: wordfreq's 4,096 most frequent English words, d = 4,096; names:
 the 1,024 most given (name, sex) pairs of the 2017 US births, d = 1,024 — users drawn by
-frequency), perturbed and estimated. The support counts come from (`SAMPLERS`, the row's
-`sampler`):
+frequency; common words: the 256 most frequent of them, d = 256; zipf: a synthetic Zipf(1.1)
+head over 64 values), perturbed and estimated.
+The support counts come from (`SAMPLERS`, the row's `sampler`):
 
     exact    GRR, OUE, SUE: their exact distribution (`channel_support_counts`); CMS: its
              (hash, bucket) table's exact distribution given the pool (`cms_table`: per hash
@@ -56,7 +57,8 @@ window are not independent, and a group of one check per window has exactly that
 calibrated band lands more than two such errors from 0.95 in at most 4.6% of (cell, group)
 pairs, and outside [0.93, 0.97] in about 19% of them at W = 200.
 
-    nice python benchmarks/coverage_frequency.py --methods --windows 200 --combined \\
+    nice python benchmarks/coverage_frequency.py --methods --protocols grr oue sue olh hr cms \\
+        hcms flh --windows 200 --full-limit 300000000 --combined --verify \\
         --json benchmarks/results/coverage_frequency.json
     nice python benchmarks/coverage_frequency.py --datasets airports --protocols grr oue \\
         --sizes 1000 10000 100000 --windows 40 \\
@@ -84,8 +86,7 @@ from ldp_telemetry.ldp.engine.finalize import WindowResult
 from ldp_telemetry.ldp.estimation.combine import combine_versions
 from ldp_telemetry.ldp.estimation.frequency_bands import (BAND_REPLICATES, bootstrap_spread,
                                                           channel_support_counts, exact_bands,
-                                                          scaled_bands, score_bands,
-                                                          top_k_scale, with_score_bands)
+                                                          score_bands, with_score_bands)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, error_plug_in
 from ldp_telemetry.ldp.estimation.replay import choose
 from ldp_telemetry.ldp.estimation.uncertainty import Z95
@@ -101,8 +102,8 @@ RECORD = "record"
 RECORD_GROUPS = ("values", "top", "rest", "zeros", "set", "range", "set norm", "range norm",
                  "values wald", "top wald", "rest wald", "zeros wald")
 #: Per post-processing method.
-METHOD_GROUPS = ("top-k", "top-k union", "top-k bootstrap", "top-k exact", "old", "old top",
-                 "tried", "tried top")
+METHOD_GROUPS = ("top-k", "top-k bootstrap", "top-k exact", "old", "old top", "tried",
+                 "tried top")
 
 
 def airports(datasets: Path):
@@ -121,6 +122,8 @@ def emoji(datasets: Path):
 
 #: Words of wordfreq's English list kept as the words domain (its most frequent ones).
 WORDS = 4_096
+#: Words of the common-words domain (the top of the words domain).
+COMMON_WORDS = 256
 #: (name, sex) pairs of one year's US births kept as the names domain, and the year.
 NAMES, NAMES_YEAR = 1_024, 2017
 
@@ -141,7 +144,22 @@ def names(datasets: Path):
     return lambda w: top / top.sum()
 
 
-DATASETS = {"airports": airports, "emoji": emoji, "words": words, "names": names}
+def common_words(datasets: Path):
+    """wordfreq's COMMON_WORDS most frequent English words (d = 256: a steep Zipf head, the top
+    word 9% of the uses), users drawn by frequency."""
+    top = words(datasets)(0)[:COMMON_WORDS]
+    return lambda w: top / top.sum()
+
+
+def zipf(datasets: Path):
+    """A synthetic head-heavy shape (no data file): Zipf(1.1) over 48 of 64 values, 16 held by
+    nobody (the top value 22% of the users)."""
+    weights = np.concatenate([1.0 / np.arange(1, 49) ** 1.1, np.zeros(16)])
+    return lambda w: weights / weights.sum()
+
+
+DATASETS = {"airports": airports, "emoji": emoji, "words": words, "names": names,
+            "common words": common_words, "zipf": zipf}
 #: Protocols whose support counts are drawn from their exact distribution by default.
 EXACT = ("grr", "oue", "sue", "cms")
 #: The samplers --verify compares, per protocol: (the default's other one).
@@ -271,15 +289,11 @@ def measure_cell(dataset, protocol_name: str, epsilon: float, n: int, windows: i
             order = np.argsort(-estimate, kind="stable")[:TOP]
             selected = truth[order]
             _add(hits[method]["top-k bootstrap"], _inside(low[d:], high[d:], selected))
-            # the union with the selected values' score bands (`top_k_parts`), then scaled
+            # the union with the selected values' score bands (`top_k_parts`)
             top_c, top_h = centre[d:], half[d:]
             union_lo, union_hi = with_score_bands(top_c - top_h, top_c + top_h,
                                                   unbiased[order], noise)
-            _add(hits[method]["top-k union"], _inside(union_lo, union_hi, selected))
-            scale = top_k_scale(chosen, protocol_name, epsilon, n)
-            if scale is not None:
-                _add(hits[method]["top-k"],
-                     _inside(*scaled_bands(top_c, union_lo, union_hi, scale), selected))
+            _add(hits[method]["top-k"], _inside(union_lo, union_hi, selected))
             _add(hits[method]["top-k exact"], inside[order])
             score_lo, score_hi = score_bands(unbiased[order], noise.p_star, noise.q_star, n,
                                              noise.extra_variance)
@@ -360,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=40)
     parser.add_argument("--sets", type=int, default=5)
     parser.add_argument("--replicates", type=int, default=BAND_REPLICATES)
-    parser.add_argument("--full-limit", type=int, default=1_000_000_000,
+    parser.add_argument("--full-limit", type=int, default=300_000_000,
                         help="most (report, value) hash tests of an OLH window perturbed with "
                              "the client's code; larger windows use the model")
     parser.add_argument("--verify", action="store_true",

@@ -81,7 +81,7 @@ from ldp_telemetry.ldp.base.validation import is_int, is_positive_int
 from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
 from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_supports_reason,
                                                           score_bands, top_k_bands,
-                                                          top_k_declared, top_k_scale)
+                                                          top_k_declared)
 from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, error_plug_in,
                                                       post_pos)
 from ldp_telemetry.ldp.estimation.replay import AUTO_METHODS, postprocess_with_choice
@@ -391,15 +391,11 @@ class WindowEstimate:
         answers = [replace(self._answer("point", [int(i)]), query="top-k") for i in order]
         if self._fit is not None or answers[0].band_method == BAND_NONE:
             return answers
-        method, protocol = self._chosen_method, self.protocol
-        reason = top_k_declared(method, protocol.epsilon, self.n, protocol.name)
+        reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n)
         if reason is not None:
             return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
                             band_reason=reason) for a in answers]
-        scale = top_k_scale(method, protocol.name, protocol.epsilon, self.n)
-        assert scale is not None, "top_k_declared says where there is no scale"
-        lower, upper = top_k_bands(self.unbiased, self.noise, self._postprocessor, len(order),
-                                   scale=scale)
+        lower, upper = top_k_bands(self.unbiased, self.noise, self._postprocessor, len(order))
         return [replace(a, band_method=BAND_BIAS_CORRECTED, lower95=float(low),
                         upper95=float(high))
                 for a, low, high in zip(answers, lower, upper, strict=True)]
