@@ -27,7 +27,8 @@ Each band is checked against the window's true frequencies.
 Row "record" — the bands records and point/set/range answers carry, the same whatever the
 post-processing (ldp_telemetry.ldp.estimation.frequency_bands):
 
-    values   the score band of every value's unbiased estimate, and by group: top (the 10
+    values   the score band of every value's unbiased estimate (for CMS, HCMS and FLH f~ ± z ·
+             its standard error with the collision term: `record_bands`), and by group: top (the 10
              highest true frequencies), rest (the other values with users), zeros (values
              without users); "... wald": f~ ± z · eq. 2 at the Norm-Sub plug-in, for comparison
     set      --sets random sets of 10% of the domain per window (exact band of the unbiased
