@@ -196,8 +196,10 @@ def main(argv: list[str] | None = None) -> int:
                     if mine:
                         sets[f"{dataset}, {protocol}"] = mine
             by_set = {name: summary(mine, held_out["windows"]) for name, mine in sets.items()}
-            fits.append({"calibration_datasets": calibration["datasets"],
-                         "summary": by_set, "rows": rows})
+            fits.append({"calibration_datasets": calibration["datasets"], "summary": by_set,
+                         # per (cell, method): the coverage of each family at its scale
+                         "rows": [[row["dataset"], row["protocol"], row["epsilon"], row["n"],
+                                   row["method"], row["coverage"]] for row in rows]})
             for name, families in by_set.items():
                 for line in families:
                     print(f"fit on {'+'.join(calibration['datasets'])}; {name}: "
