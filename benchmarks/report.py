@@ -992,9 +992,47 @@ def _goal_counts(values: list[float]) -> str:
             f"(lowest {min(values):.3f}, highest {max(values):.3f})")
 
 
+#: The chance that a calibrated band's coverage lies more than two standard errors from 0.95.
+OFF_BY_TWO_CHANCE = 0.0455
+
+
+def coverage_standard_error(windows: int, checks: int) -> float:
+    """The standard error of a 95% band's coverage over `windows` windows of `checks` checks in
+    all: √(0.95 · 0.05 / min(W, m)) (the checks of one window are not independent; a group of
+    one check per window, or fewer, has exactly this error, one of several per window less)."""
+    return (0.95 * 0.05 / max(1, min(windows, checks))) ** 0.5
+
+
+def off_by_two(pairs: list[tuple[float, int]], windows: int) -> str:
+    """How many (coverage, checks) pairs lie more than two standard errors from 0.95, and how
+    many a calibrated band would put there by chance (at most OFF_BY_TWO_CHANCE of them)."""
+    off = sum(abs(value - 0.95) > 2 * coverage_standard_error(windows, checks)
+              for value, checks in pairs)
+    return (f"{off} more than 2 standard errors from 0.95 (a calibrated band: at most about "
+            f"{OFF_BY_TWO_CHANCE * len(pairs):.0f} by chance)")
+
+
+def _banded_pairs(rows: list[dict]) -> list[tuple[float, int]]:
+    """(coverage, checks) of every (cell, group) of the record's bands that has a band."""
+    value_groups = ("values", "top", "rest", "zeros")
+    return [(row["coverage"][g], row["checks"][g]) for row in rows for g in FREQUENCY_GROUPS
+            if row["coverage"].get(g) is not None
+            and not (g in value_groups and _declared_values(row))]
+
+
+def frequency_criterion(rows: list[dict], windows: int) -> str:
+    """The record's bands over `rows` of benchmarks/coverage_frequency.py: the count inside the
+    goal and the count off by more than two standard errors."""
+    pairs = _banded_pairs(rows)
+    if not pairs:
+        return "no (cell, group) with a band"
+    return f"{_goal_counts([v for v, _ in pairs])}; {off_by_two(pairs, windows)}"
+
+
 #: The domain size of each data set of benchmarks/coverage_frequency.py (rows written before
 #: the script recorded `d`).
-FREQUENCY_DATASET_SIZES = {"airports": 229, "emoji": 969}
+FREQUENCY_DATASET_SIZES = {"airports": 229, "emoji": 969, "words": 4096, "names": 1024,
+                           "common words": 256, "zipf": 64}
 
 
 def _declared_values(row: dict) -> bool:
@@ -1011,22 +1049,50 @@ def coverage_frequency(r: dict) -> str:
     """The record's bands (every post-processing method alike) per data set, protocol, ε and
     n, by group; then the combined versions'. `*`: the cell's records declare their values
     without a band (measured all the same; set and range answers keep theirs)."""
-    rows = [row for row in r["rows"] if row["method"] == "record"]
+    every = [row for row in r["rows"] if row["method"] == "record"]
+    rows = [row for row in every if not verifying_row(row, every)]
+    checks = [row for row in every if verifying_row(row, every)]
     header = ["data set", "protocol", "ε", "n", *FREQUENCY_GROUPS]
     value_groups = ("values", "top", "rest", "zeros")
 
     def cell(row: dict, group: str) -> str:
         mark = "*" if group in value_groups and _declared_values(row) else ""
         return rate3(row["coverage"].get(group)) + mark
-    body = [[row["dataset"], row["protocol"], f"{row['epsilon']:g}", f"{row['n']:,}",
+
+    def protocol(row: dict) -> str:
+        sampler = row.get("sampler", "client")
+        return row["protocol"] + (f" ({sampler})" if sampler == "model" else "")
+    body = [[row["dataset"], protocol(row), f"{row['epsilon']:g}", f"{row['n']:,}",
              *[cell(row, group) for group in FREQUENCY_GROUPS]] for row in rows]
-    values = [row["coverage"][g] for row in rows for g in FREQUENCY_GROUPS
-              if row["coverage"].get(g) is not None
-              and not (g in value_groups and _declared_values(row))]
     windows = r["parameters"].get("windows")
-    out = [f"W = {windows} windows per cell. Every (cell, group) with a band: "
-           f"{_goal_counts(values)}. `*`: declared without a band (too few expected supports "
-           f"per value).", "", table(header, body, right=set(range(2, len(header))))]
+    out = [f"W = {windows} windows per cell; a coverage's standard error √(0.95 · 0.05 / W) = "
+           f"{coverage_standard_error(windows, windows):.3f} (more for a group with fewer "
+           f"checks). Every (cell, group) with a band: {frequency_criterion(rows, windows)}. "
+           f"`*`: declared without a band (too few expected supports per value). (model): "
+           f"OLH's support counts drawn from the uniform-hash model, not the client.", "",
+           table(header, body, right=set(range(2, len(header))))]
+    if checks:
+        by = {_cell_key(row): row for row in rows}
+        verify = [[row["dataset"], row["protocol"], row["sampler"], f"{row['epsilon']:g}",
+                   f"{row['n']:,}",
+                   *[f"{rate3(row['coverage'].get(g))} / "
+                     f"{rate3(by[_cell_key(row)]['coverage'].get(g))}"
+                     for g in ("values", "top", "rest", "zeros")]] for row in checks
+                  if _cell_key(row) in by]
+        gaps = [abs(row["coverage"][g] - by[_cell_key(row)]["coverage"][g])
+                / (2 ** 0.5 * coverage_standard_error(windows, row["checks"][g]))
+                for row in checks if _cell_key(row) in by
+                for g in ("values", "top", "rest", "zeros")
+                if row["coverage"].get(g) is not None
+                and by[_cell_key(row)]["coverage"].get(g) is not None]
+        out += ["", f"The samplers checked against each other in the same run (OLH: the "
+                f"uniform-hash model beside the client; CMS: the client beside the exact "
+                f"(hash, bucket) table): coverage by the sampler named / by the cell's own. "
+                f"{sum(gap > 2 for gap in gaps)} of {len(gaps)} pairs differ by more than two "
+                f"standard errors of a difference (at most about "
+                f"{OFF_BY_TWO_CHANCE * len(gaps):.0f} by chance; the two share their users).",
+                "", table(["data set", "protocol", "sampler", "ε", "n", "values", "top", "rest",
+                           "zeros"], verify, right={3, 4, 5, 6, 7, 8})]
     combined = r.get("combined") or []
     if combined:
         groups = ("values", "top", "rest", "zeros")
@@ -1044,6 +1110,16 @@ def coverage_frequency(r: dict) -> str:
                           for g in groups]] for row in combined],
                       right={1, 2, 3, 4, 5, 6})]
     return "\n".join(out)
+
+
+def _cell_key(row: dict) -> tuple:
+    return row["dataset"], row["protocol"], row["epsilon"], row["n"]
+
+
+def verifying_row(row: dict, rows: list[dict]) -> bool:
+    """Whether a record row is a --verify row: the second sampler of its cell."""
+    first = next(other for other in rows if _cell_key(other) == _cell_key(row))
+    return first is not row
 
 
 def rate3(value: float | None) -> str:
@@ -1086,19 +1162,65 @@ def coverage_frequency_methods(r: dict) -> str:
     return "\n".join(out)
 
 
+def top_k_calibration(r: dict) -> str:
+    """The top-k bands scaled per method and cell, fitted on one calibration data set, then
+    more: per held-out set, the (method, cell) pairs inside the goal, above, below and off by
+    two standard errors, against the band `ldp query` gives (the union at scale 1)."""
+    windows = r["held_out"]["windows"]
+    se = coverage_standard_error(windows, windows)
+
+    def number(value: float | None, digits: str = ".3f") -> str:
+        return "–" if value is None else format(value, digits)
+
+    def line(fit: str, held: str, family: dict) -> list[str]:
+        return [fit, held, str(family["pairs"]), str(family["inside"]), str(family["above"]),
+                str(family["below"]), str(family["off_by_two"]), number(family["lowest"]),
+                number(family["median_width"], ".2f")]
+    body = []
+    names = {"union": None, "bootstrap": "bootstrap alone", "score": "score band alone"}
+    for fit in r["fits"]:
+        fitted = " + ".join(fit["calibration_datasets"])
+        for held, families in fit["summary"].items():
+            by = {family["family"]: family for family in families}
+            body.append(line(fitted, held, by["union"]))
+            if held == "all held-out":
+                body += [line(f"{fitted} ({names[name]})", held, by[name])
+                         for name in ("bootstrap", "score")]
+    before = {held: next(f for f in families if f["family"] == "union at 1")
+              for held, families in r["fits"][0]["summary"].items()}
+    body += [line("none: the union at scale 1 (`ldp query`)", held, family)
+             for held, family in before.items()]
+    return "\n".join([
+        f"Scales fitted on {r['calibration']['windows']} calibration windows per cell and data "
+        f"set (seed {r['calibration']['seed']}, GRR and OUE); measured on {windows} held-out "
+        f"windows per cell (seed {r['held_out']['seed']}); top 10 of every method but Power. "
+        f"A coverage's standard error √(0.95 · 0.05 / W) = {se:.3f}; \"off 0.95\": more than "
+        f"two of them from 0.95 (a calibrated band: at most about {OFF_BY_TWO_CHANCE:.1%} of "
+        f"the pairs by chance). Width: the median over pairs of the mean band width relative "
+        f"to the union at scale 1. The union scaled unless named.", "",
+        table(["fitted on", "held out", "(method, cell) pairs", "inside", "above", "below",
+               "off 0.95", "lowest", "width"], body, right={2, 3, 4, 5, 6, 7, 8})])
+
+
 SECTIONS += [
     ("coverage_frequency", "Coverage of the frequency 95% bands",
      "Real categorical data (a day of flights3m's departure airports per window, d = 229; the "
-     "emoji occurrences, d = 969), n users per window perturbed through each protocol's "
-     "channel; the record's band of every value — the exact band of the unbiased estimate, "
-     "whatever the post-processing ([error bars](error-bars.md#post-processed-values)) — "
-     "and the exact band of set and range answers, checked against the window's truth: "
+     "emoji occurrences, d = 969; wordfreq's 4,096 most frequent English words; the 1,024 "
+     "most given names of the 2017 US births), n users per window drawn by frequency and "
+     "perturbed through each protocol: GRR, OUE, SUE from their exact support-count "
+     "distribution, CMS from its exact (hash, bucket) table given the pool, OLH, HR, HCMS and "
+     "FLH through the client's own perturb and the server's aggregation — OLH windows of more "
+     "than 3·10⁸ (report, value) hash tests from the uniform-hash model, checked against the "
+     "client in the same run. The record's band of every value — the exact band of the "
+     "unbiased estimate, whatever the post-processing; f~ ± z · its standard error with the "
+     "collision term for CMS, HCMS and FLH ([error bars](error-bars.md#post-processed-values)) "
+     "— and the exact band of set and range answers, checked against the window's truth: "
      "every value, the 10 largest (top), the other values with users (rest), those without "
      "(zeros), 5 random sets of 10% of the domain and 5 random ranges per window (Norm's own "
-     "answer: set norm, range norm). OLH and HR at 10⁶ reports are not measured (the client's "
-     "perturbation is too slow for W windows).",
+     "answer: set norm, range norm).",
      coverage_frequency,
-     "python benchmarks/coverage_frequency.py --methods --windows 200 --combined"),
+     "python benchmarks/coverage_frequency.py --methods --protocols grr oue sue olh hr cms hcms "
+     "flh --windows 200 --full-limit 300000000 --combined --verify"),
     ("coverage_frequency_methods", "Coverage of the top-k bands per post-processing method",
      "The top-k answers of `ldp query` per post-processing method on the airports data, GRR "
      "and OUE: their bias-corrected bootstrap band through the channel "
@@ -1107,6 +1229,17 @@ SECTIONS += [
      "python benchmarks/coverage_frequency.py --datasets airports --protocols grr oue "
      "--sizes 1000 10000 100000 --windows 40 --methods base base-pos post-pos base-cut norm "
      "norm-mul norm-sub norm-cut norm-hyb mle-apx ibu auto"),
+    ("top_k_calibration", "Calibration of the top-k bands",
+     "The top-k answers' band scaled around its centre by a factor fitted per channel (GRR; "
+     "OUE for every other protocol), post-processing method and (ε, n) cell on calibration "
+     "windows of one data set, then more (the largest scale over them kept), and measured on "
+     "held-out windows: other windows of the airports data, OLH (a channel the fit never "
+     "saw) and the emoji data (a shape it never saw). Measured and not kept: no fit is "
+     "calibrated on every shape ([error bars](error-bars.md#query-answers)).",
+     top_k_calibration,
+     "python benchmarks/calibrate_top_k.py --calibration top_k_airports.pkl top_k_words.pkl "
+     "top_k_zipf.pkl --held-out top_k_held_out_airports.pkl top_k_held_out_olh.pkl "
+     "top_k_held_out_emoji.pkl --json benchmarks/results/top_k_calibration.json"),
 ]
 
 # -- quantile bands by profile-likelihood test inversion (benchmarks/quantile_lr.py) --------

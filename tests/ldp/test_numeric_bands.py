@@ -249,6 +249,6 @@ def test_the_top_k_grid_and_the_numeric_grid_place_a_window_by_one_rule():
             assert coverage_cell(epsilon, n) == grid_cell(epsilon, n, COVERAGE_EPSILONS,
                                                           COVERAGE_SIZES)
     assert top_k_cell(3.0, 40_000) == (2.0, 100_000)
-    assert top_k_cell(0.3, 4 * 10 ** 6) == (0.5, 100_000)
+    assert top_k_cell(0.3, 4 * 10 ** 6) == (0.5, 1_000_000)
     assert top_k_cell(1.0, 3_000) == (1.0, 1_000)  # log-nearest: 3,000 is below √10 · 10³
     assert grid_cell(2.5, 10, (1.0, 2.0), (100,)) == (2.0, 100)
