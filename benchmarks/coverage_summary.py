@@ -40,23 +40,61 @@ def _load(results: Path, name: str) -> dict | None:
     return {**run["results"], "parameters": run.get("parameters", {})}
 
 
-def off_by_two(coverage: float, windows: int) -> bool:
-    """Whether a coverage measured over `windows` windows is more than two standard errors
-    from 0.95."""
-    return abs(coverage - NOMINAL) > 2.0 * math.sqrt(NOMINAL * (1 - NOMINAL) / windows)
+#: The chance that a calibrated band's coverage lies more than two standard errors from 0.95.
+OFF_BY_TWO_CHANCE = 2.0 * stats.norm.sf(2.0)
+
+#: The domain size of each data set of benchmarks/coverage_frequency.py (rows written before
+#: the script recorded `d`).
+FREQUENCY_DATASET_SIZES = {"airports": 229, "emoji": 969, "words": 4096, "names": 1024,
+                           "common words": 256, "zipf": 64}
+
+
+def coverage_standard_error(windows: int, checks: int) -> float:
+    """The standard error of a 95% band's coverage over `windows` windows of `checks` checks in
+    all: √(0.95 · 0.05 / min(W, m)) (the checks of one window are not independent; a group of
+    one check per window, or fewer, has exactly this error, one of several per window less)."""
+    return math.sqrt(NOMINAL * (1 - NOMINAL) / max(1, min(windows, checks)))
+
+
+def off_by_two(coverage: float, windows: int, checks: int | None = None) -> bool:
+    """Whether a coverage over `windows` windows (of `checks` checks) is more than two standard
+    errors from 0.95."""
+    return abs(coverage - NOMINAL) > 2.0 * coverage_standard_error(
+        windows, windows if checks is None else checks)
+
+
+def declared_values(row: dict) -> bool:
+    """Whether records of a coverage_frequency cell declare their values without a band (too
+    few expected supports, ldp_telemetry.ldp.estimation.frequency_bands.few_supports_reason)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason
+    from ldp_telemetry.ldp.protocols import make_protocol
+    d = row.get("d", FREQUENCY_DATASET_SIZES[row["dataset"]])
+    noise = make_protocol(row["protocol"], row["epsilon"], d).noise(row["n"])
+    return few_supports_reason(noise) is not None
+
+
+def cell_key(row: dict) -> tuple:
+    """A coverage_frequency row's cell: data set, protocol, ε and n."""
+    return row["dataset"], row["protocol"], row["epsilon"], row["n"]
+
+
+def verifying_row(row: dict, rows: list[dict]) -> bool:
+    """Whether a record row is a --verify row: the second sampler of its cell, measured to
+    check the first."""
+    first = next(other for other in rows if cell_key(other) == cell_key(row))
+    return first is not row
 
 
 def tally(family: str, band: str, pairs: list[tuple[float, int]], declared: int = 0,
           note: str = "") -> dict:
     """One family's row: its (coverage, windows) pairs counted against the goal."""
-    chance = 2.0 * stats.norm.sf(2.0)  # an exact band's chance to land 2 s.e. from 0.95
     values = [c for c, _ in pairs]
     return {"family": family, "band": band, "pairs": len(pairs),
             "inside": sum(GOAL[0] <= c <= GOAL[1] for c in values),
             "above": sum(c > GOAL[1] for c in values),
             "below": sum(c < GOAL[0] for c in values),
             "off": sum(off_by_two(c, n) for c, n in pairs),
-            "expected_off": chance * len(pairs),
+            "expected_off": OFF_BY_TWO_CHANCE * len(pairs),
             "lowest": min(values, default=None), "highest": max(values, default=None),
             "declared": declared, "note": note}
 
@@ -65,7 +103,8 @@ def frequency_rows(results: dict) -> list[dict]:
     """Frequency values (score band of the unbiased estimate, whatever the post-processing or
     Wiener filter), set and range answers, combined versions, by protocol family."""
     windows = int(results["parameters"].get("windows", 200))
-    rows = [row for row in results["rows"] if row.get("method", "record") == "record"]
+    every = [row for row in results["rows"] if row.get("method", "record") == "record"]
+    rows = [row for row in every if not verifying_row(row, every)]
     pure = [r for r in rows if r["protocol"] not in ("cms", "hcms", "flh")]
     pooled = [r for r in rows if r["protocol"] in ("cms", "hcms", "flh")]
     out = []
@@ -74,8 +113,8 @@ def frequency_rows(results: dict) -> list[dict]:
         if not chosen:
             continue
         pairs = [(r["coverage"][g], windows) for r in chosen for g in VALUE_GROUPS
-                 if r["coverage"].get(g) is not None and not r.get("declared")]
-        declared = sum(1 for r in chosen if r.get("declared"))
+                 if r["coverage"].get(g) is not None and not declared_values(r)]
+        declared = sum(len(VALUE_GROUPS) for r in chosen if declared_values(r))
         protocols = ", ".join(sorted({r["protocol"].upper() for r in chosen}))
         out.append(tally(family, "exact-variance", pairs, declared,
                          f"{protocols}; every post-processing and Wiener filter prints this "
@@ -90,6 +129,17 @@ def frequency_rows(results: dict) -> list[dict]:
                  for g in VALUE_GROUPS if r["coverage"].get(g) is not None]
         out.append(tally("combined versions", "exact-variance", pairs))
     return out
+
+
+def top_k_rows(calibration: dict | None) -> list[dict]:
+    """The top-k answers' band `ldp query` gives (the bootstrap widened to the selected value's
+    score band) on the held-out windows of benchmarks/calibrate_top_k.py."""
+    if not calibration:
+        return []
+    windows = int(calibration["held_out"]["windows"])
+    pairs = [(row[5]["union at 1"], windows) for row in calibration["fits"][0]["rows"]]
+    return [tally("top-k answers", "bias-corrected-bootstrap", pairs,
+                  note="conservative: the union of the bootstrap and the score band")]
 
 
 def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict | None
@@ -139,6 +189,7 @@ def summary(results: Path = RESULTS) -> list[dict]:
     frequency = _load(results, "coverage_frequency")
     if frequency:
         rows += frequency_rows(frequency)
+    rows += top_k_rows(_load(results, "top_k_calibration"))
     rows += numeric_rows(_load(results, "coverage_moments"), _load(results, "coverage"),
                          _load(results, "quantile_lr"))
     rows += [{"family": family, "band": band, "pairs": 0, "declared": None, "note": why}

@@ -18,6 +18,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from coverage_summary import (OFF_BY_TWO_CHANCE, coverage_standard_error, declared_values,
+                              cell_key, verifying_row)
+from coverage_summary import off_by_two as off_by_two_pair
+
 CHECKOUT = Path(__file__).resolve().parents[1]
 RESULTS = CHECKOUT / "benchmarks" / "results"
 PAGE = CHECKOUT / "docs" / "benchmarks.md"
@@ -992,22 +996,10 @@ def _goal_counts(values: list[float]) -> str:
             f"(lowest {min(values):.3f}, highest {max(values):.3f})")
 
 
-#: The chance that a calibrated band's coverage lies more than two standard errors from 0.95.
-OFF_BY_TWO_CHANCE = 0.0455
-
-
-def coverage_standard_error(windows: int, checks: int) -> float:
-    """The standard error of a 95% band's coverage over `windows` windows of `checks` checks in
-    all: √(0.95 · 0.05 / min(W, m)) (the checks of one window are not independent; a group of
-    one check per window, or fewer, has exactly this error, one of several per window less)."""
-    return (0.95 * 0.05 / max(1, min(windows, checks))) ** 0.5
-
-
-def off_by_two(pairs: list[tuple[float, int]], windows: int) -> str:
+def off_by_two_text(pairs: list[tuple[float, int]], windows: int) -> str:
     """How many (coverage, checks) pairs lie more than two standard errors from 0.95, and how
     many a calibrated band would put there by chance (at most OFF_BY_TWO_CHANCE of them)."""
-    off = sum(abs(value - 0.95) > 2 * coverage_standard_error(windows, checks)
-              for value, checks in pairs)
+    off = sum(off_by_two_pair(value, windows, checks) for value, checks in pairs)
     return (f"{off} more than 2 standard errors from 0.95 (a calibrated band: at most about "
             f"{OFF_BY_TWO_CHANCE * len(pairs):.0f} by chance)")
 
@@ -1017,7 +1009,7 @@ def _banded_pairs(rows: list[dict]) -> list[tuple[float, int]]:
     value_groups = ("values", "top", "rest", "zeros")
     return [(row["coverage"][g], row["checks"][g]) for row in rows for g in FREQUENCY_GROUPS
             if row["coverage"].get(g) is not None
-            and not (g in value_groups and _declared_values(row))]
+            and not (g in value_groups and declared_values(row))]
 
 
 def frequency_criterion(rows: list[dict], windows: int) -> str:
@@ -1026,23 +1018,7 @@ def frequency_criterion(rows: list[dict], windows: int) -> str:
     pairs = _banded_pairs(rows)
     if not pairs:
         return "no (cell, group) with a band"
-    return f"{_goal_counts([v for v, _ in pairs])}; {off_by_two(pairs, windows)}"
-
-
-#: The domain size of each data set of benchmarks/coverage_frequency.py (rows written before
-#: the script recorded `d`).
-FREQUENCY_DATASET_SIZES = {"airports": 229, "emoji": 969, "words": 4096, "names": 1024,
-                           "common words": 256, "zipf": 64}
-
-
-def _declared_values(row: dict) -> bool:
-    """Whether records of this cell declare their values without a band (too few expected
-    supports, ldp_telemetry.ldp.estimation.frequency_bands.few_supports_reason)."""
-    from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason
-    from ldp_telemetry.ldp.protocols import make_protocol
-    d = row.get("d", FREQUENCY_DATASET_SIZES[row["dataset"]])
-    noise = make_protocol(row["protocol"], row["epsilon"], d).noise(row["n"])
-    return few_supports_reason(noise) is not None
+    return f"{_goal_counts([v for v, _ in pairs])}; {off_by_two_text(pairs, windows)}"
 
 
 def coverage_frequency(r: dict) -> str:
@@ -1056,7 +1032,7 @@ def coverage_frequency(r: dict) -> str:
     value_groups = ("values", "top", "rest", "zeros")
 
     def cell(row: dict, group: str) -> str:
-        mark = "*" if group in value_groups and _declared_values(row) else ""
+        mark = "*" if group in value_groups and declared_values(row) else ""
         return rate3(row["coverage"].get(group)) + mark
 
     def protocol(row: dict) -> str:
@@ -1072,19 +1048,19 @@ def coverage_frequency(r: dict) -> str:
            f"OLH's support counts drawn from the uniform-hash model, not the client.", "",
            table(header, body, right=set(range(2, len(header))))]
     if checks:
-        by = {_cell_key(row): row for row in rows}
+        by = {cell_key(row): row for row in rows}
         verify = [[row["dataset"], row["protocol"], row["sampler"], f"{row['epsilon']:g}",
                    f"{row['n']:,}",
                    *[f"{rate3(row['coverage'].get(g))} / "
-                     f"{rate3(by[_cell_key(row)]['coverage'].get(g))}"
+                     f"{rate3(by[cell_key(row)]['coverage'].get(g))}"
                      for g in ("values", "top", "rest", "zeros")]] for row in checks
-                  if _cell_key(row) in by]
-        gaps = [abs(row["coverage"][g] - by[_cell_key(row)]["coverage"][g])
+                  if cell_key(row) in by]
+        gaps = [abs(row["coverage"][g] - by[cell_key(row)]["coverage"][g])
                 / (2 ** 0.5 * coverage_standard_error(windows, row["checks"][g]))
-                for row in checks if _cell_key(row) in by
+                for row in checks if cell_key(row) in by
                 for g in ("values", "top", "rest", "zeros")
                 if row["coverage"].get(g) is not None
-                and by[_cell_key(row)]["coverage"].get(g) is not None]
+                and by[cell_key(row)]["coverage"].get(g) is not None]
         out += ["", f"The samplers checked against each other in the same run (OLH: the "
                 f"uniform-hash model beside the client; CMS: the client beside the exact "
                 f"(hash, bucket) table): coverage by the sampler named / by the cell's own. "
@@ -1098,7 +1074,7 @@ def coverage_frequency(r: dict) -> str:
         groups = ("values", "top", "rest", "zeros")
 
         def declared(row: dict) -> bool:  # the GRR version's n/2 reports expect too few
-            return _declared_values({**row, "protocol": "grr", "n": row["n"] // 2})
+            return declared_values({**row, "protocol": "grr", "n": row["n"] // 2})
         cvalues = [row["coverage"][g] for row in combined for g in groups
                    if row["coverage"].get(g) is not None and not declared(row)]
         out += ["", f"Combined versions (OUE and GRR at ε, n/2 reports each), every (cell, "
@@ -1110,16 +1086,6 @@ def coverage_frequency(r: dict) -> str:
                           for g in groups]] for row in combined],
                       right={1, 2, 3, 4, 5, 6})]
     return "\n".join(out)
-
-
-def _cell_key(row: dict) -> tuple:
-    return row["dataset"], row["protocol"], row["epsilon"], row["n"]
-
-
-def verifying_row(row: dict, rows: list[dict]) -> bool:
-    """Whether a record row is a --verify row: the second sampler of its cell."""
-    first = next(other for other in rows if _cell_key(other) == _cell_key(row))
-    return first is not row
 
 
 def rate3(value: float | None) -> str:
