@@ -369,7 +369,7 @@ class WindowEstimate:
             lower, upper = score_bands(np.array([unbiased_value]), self.protocol.p_star,
                                        self.protocol.q_star, self.n)
         elif len(chosen) == 1:  # the record's: f~_v ± z · f~_v's standard error, whatever method
-            value_se = math.sqrt(linear_variance(self.protocol, self.n, indicator, self.plug_in))
+            value_se = math.sqrt(float(self.noise.variance(self.plug_in)[chosen[0]]))
             lower, upper = exact_bands(np.array([unbiased_value]), np.array([value_se]))
         else:
             lower, upper = exact_bands(np.array([centre]), np.array([se]))

@@ -97,8 +97,9 @@ class PoolNoise(SupportNoise):
     """SupportNoise plus the pool's collision term: `collision` = 1/(k (m - 1)).
 
     variance(f) = [Wang20] journal eq. 2 + collision·(Σ_{x != v} f_x² - (1 - f_v)/n), f clipped
-    to [0, 1] as in SupportNoise (module docstring). `sigma`, the standard error of a value of
-    frequency 0 that thresholds, weights and `smallest_resolvable` use, is
+    to [0, 1] as in SupportNoise (module docstring), with Σ_{x != v} f_x² = `squares` − f_v²
+    once the window's Σ f² is known (`for_window`, `given`). `sigma`, the standard error of a
+    value of frequency 0 that thresholds, weights and `smallest_resolvable` use, is
     sqrt(eq. 7 + collision·(Σ f² - 1/n)) with Σ f² (`squares`) estimated from the window's
     unbiased estimate (`for_window`) or of given frequencies (`given`); eq. 7 alone (the
     privacy noise) until then. `pool` = (root, k, m)
@@ -168,8 +169,10 @@ class PoolNoise(SupportNoise):
         if self.n == 0:
             return base
         f = np.clip(np.asarray(f, dtype=np.float64), 0.0, 1.0)
-        shared = self.collision * (np.dot(f, f) - f ** 2 - (1.0 - f) / self.n)
-        return base + shared
+        # Σ_{x != v} f_x² from the window's Σ f² where it is known (`for_window`, `given`)
+        squares = float(np.dot(f, f)) if self.squares is None else self.squares
+        others = np.maximum(squares - f ** 2, 0.0)
+        return base + self.collision * (others - (1.0 - f) / self.n)
 
 
 @dataclass(frozen=True)
