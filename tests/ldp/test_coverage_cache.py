@@ -4,32 +4,19 @@ refused, so the held-out coverage never reuses calibration windows and the fit n
 held-out ones."""
 from __future__ import annotations
 
-import importlib.util
 import pickle
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmark_scripts import loaded_scripts
+
 
 
 @pytest.fixture(scope="module")
 def scripts():
-    sys.path.insert(0, str(BENCHMARKS))  # the scripts import their siblings, as when run
-    loaded = {}
-    try:
-        for name in ("coverage", "calibrate_bands"):
-            spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-            loaded[name] = module
+    with loaded_scripts("coverage", "calibrate_bands") as loaded:
         yield loaded
-    finally:
-        for name in ("coverage", "calibrate_bands"):
-            sys.modules.pop(name, None)
-        sys.path.remove(str(BENCHMARKS))
 
 
 def cache_of(coverage, tmp_path, seed: int) -> Path:

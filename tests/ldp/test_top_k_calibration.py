@@ -5,13 +5,12 @@ Statistical checks state their false-failure rate beside them.
 """
 from __future__ import annotations
 
-import importlib.util
 import pickle
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.benchmark_scripts import loaded_scripts
 
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window
@@ -22,27 +21,13 @@ from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.output.records import window_estimate_record
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 Z_CHECK = 4.5  # two-sided false failure 6.8e-6 per check
 
 
 @pytest.fixture(scope="module")
 def scripts():
-    sys.path.insert(0, str(BENCHMARKS))  # the scripts import their siblings, as when run
-    names = ("coverage_frequency", "calibrate_top_k")
-    loaded = {}
-    try:
-        for name in names:
-            spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-            loaded[name] = module
+    with loaded_scripts("coverage_frequency", "calibrate_top_k") as loaded:
         yield loaded
-    finally:
-        for name in names:
-            sys.modules.pop(name, None)
-        sys.path.remove(str(BENCHMARKS))
 
 
 def test_a_band_holds_its_truth_from_the_needed_scale_on():
