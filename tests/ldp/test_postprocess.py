@@ -539,3 +539,20 @@ def test_all_negative_estimates(method):
         np.testing.assert_array_equal(result, np.zeros(6))
     if method == "power":
         assert result.min() > 0
+
+
+@pytest.mark.parametrize("exponent", [0.0, 1.5, 8.0])
+def test_power_over_a_window_wider_than_its_cap_sums_cells_close_to_eq_10(exponent):
+    """A pooled-hash oracle's collision term puts a floor under sigma, so sigma n grows as n and
+    eq. 10's window with it: beyond POWER_MAX_TERMS counts per value Power sums cells of counts
+    (one count each near count 1, where the prior changes fast). Against eq. 10 over every count
+    (n = 5·10⁶, sigma n ≈ 10⁵, a window of ~2·10⁶ counts, cells of 34) the answer moves by less
+    than sigma/1,000, for values far from 0, near it and below it."""
+    from ldp_telemetry.ldp.protocols.hash_pool import PoolNoise
+    noise = PoolNoise(0.5, 0.119, 5_000_000, collision=1e-3).given(np.r_[0.5, 0.3, 0.2])
+    sigma = noise.sigma
+    assert sigma * noise.n * 20 > pp.POWER_MAX_TERMS
+    estimate = np.array([0.5, 0.3, 0.2, 0.0, -0.02, 3 * sigma, 12 * sigma, 1e-6])
+    np.testing.assert_allclose(pp.power(estimate, noise, exponent=exponent),
+                               eq10_by_brute_force(estimate, noise, exponent),
+                               rtol=0, atol=sigma / 1000)
