@@ -486,9 +486,10 @@ _WINDOW_LOG_RATIO = 50.0  # terms left out of eq. 10 weigh at most e^-50 times a
 _FIT_SIGMAS = 3.0  # the exponent is fitted on estimated counts at least 3 sigma n
 _MAX_EXPONENT = 10.0
 _CHUNK_ELEMENTS = 1 << 21  # at most this many (value, count) pairs in memory at once
-#: Most terms Power sums per value. A wider window — σn above about 3,000: a pure oracle beyond
-#: 10⁹ reports, or a pooled-hash oracle, whose collision term puts a floor under σ, from about
-#: 10⁶ reports — is summed over cells of `step` = ⌈width / POWER_MAX_TERMS⌉ counts (`_cells`).
+#: Most terms Power sums per value. A wider window — σn above 1,800 to 3,300 (s from 10 to 0):
+#: a pure oracle beyond 10⁹ reports, or a pooled-hash oracle, whose collision term puts a floor
+#: under σ, from about 10⁶ reports — is summed over cells of `step` = ⌈width / POWER_MAX_TERMS⌉
+#: counts (`_cells`).
 POWER_MAX_TERMS = 1 << 16
 #: A cell [c, c + w) of counts holds at most c / (_PRIOR_CELL_SHARE · max(s, 1)) counts, so the
 #: prior c^-s changes by at most about 1/_PRIOR_CELL_SHARE within it. The midpoint's error on
@@ -541,9 +542,10 @@ def power(estimate: np.ndarray, noise: SupportNoise, *,
     Every value uses a window of the same width, so chunks of values are evaluated as 2-D
     arrays: O(d min(sigma n, POWER_MAX_TERMS)) time, bounded memory: a window wider than
     POWER_MAX_TERMS counts is summed over cells of counts (`_cells`), each weighted by its size
-    at its midpoint, where neither the Gaussian (wider than 3,000 cells) nor the prior (by
-    at most 1/64 within a cell) changes much. s is `exponent`, or fitted by
-    `fit_power_law_exponent` when None. With sigma = 0 eq. 10 tends to the nearest count in [1, n].
+    at its midpoint, where neither the Gaussian (σn spans over 1,800 cells for s <= 10 and
+    n <= 10^12) nor the prior (by at most 1/64 within a cell) changes much. s is `exponent`,
+    or fitted by `fit_power_law_exponent` when None. With sigma = 0 eq. 10 tends to the nearest
+    count in [1, n].
     """
     n = noise.n
     s = fit_power_law_exponent(estimate, noise) if exponent is None else float(exponent)
