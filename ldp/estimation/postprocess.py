@@ -484,7 +484,9 @@ def cls(estimate: np.ndarray, noise: SupportNoise) -> np.ndarray:
 
 _WINDOW_LOG_RATIO = 50.0  # terms left out of eq. 10 weigh at most e^-50 times a kept term
 _FIT_SIGMAS = 3.0  # the exponent is fitted on estimated counts at least 3 sigma n
-_MAX_EXPONENT = 10.0
+#: The largest exponent s of Power's prior: what the fit searches and what a registry may set
+#: (`exponent`); the cells near count 1 of a wide window grow with s (`_cells`).
+MAX_POWER_EXPONENT = 10.0
 _CHUNK_ELEMENTS = 1 << 21  # at most this many (value, count) pairs in memory at once
 #: Most terms Power sums per value. A wider window — σn above 1,800 to 3,300 (s from 10 to 0):
 #: a pure oracle beyond 10⁹ reports, or a pooled-hash oracle, whose collision term puts a floor
@@ -524,7 +526,7 @@ def fit_power_law_exponent(estimate: np.ndarray, noise: SupportNoise) -> float:
         # log Z(s) = log(log_range) + log(exprel((1 - s) log_range)), exprel(u) = (e^u - 1) / u
         return s * mean_log + math.log(special.exprel((1.0 - s) * log_range))
 
-    fit = optimize.minimize_scalar(negative_log_likelihood, bounds=(0.0, _MAX_EXPONENT),
+    fit = optimize.minimize_scalar(negative_log_likelihood, bounds=(0.0, MAX_POWER_EXPONENT),
                                    method="bounded", options={"xatol": 1e-8})
     return float(fit.x)
 
@@ -639,7 +641,7 @@ class PostprocessMethod:
 
 
 def _is_exponent(value: Any) -> bool:
-    return value is None or (is_finite_number(value) and value >= 0)
+    return value is None or (is_finite_number(value) and 0 <= value <= MAX_POWER_EXPONENT)
 
 
 def _float_or_none(value: Any) -> float | None:
@@ -647,7 +649,8 @@ def _float_or_none(value: Any) -> float | None:
 
 
 _ALPHA = Parameter(2.0, is_positive_number, "a finite number > 0", float)
-_EXPONENT = Parameter(None, _is_exponent, "null (fit it) or a finite number >= 0", _float_or_none)
+_EXPONENT = Parameter(None, _is_exponent,
+                      f"null (fit it) or a number in [0, {MAX_POWER_EXPONENT:g}]", _float_or_none)
 
 #: The methods by name; "none" is another name of "base". The replay-chosen methods ("auto",
 #: "auto-top", "auto-sets") register from ldp_telemetry.ldp.estimation.replay on first use.

@@ -466,6 +466,7 @@ def test_spec_apply_runs_the_method_with_its_parameters():
     ({"method": "norm-hyb", "alpha": True}, "True"),
     ({"method": "base-cut", "alpha": float("nan")}, "nan"),
     ({"method": "power", "exponent": -1}, "'exponent'"),
+    ({"method": "power", "exponent": 1000}, r"'exponent'.*\[0, 10\]"),
     (["norm-sub"], "list"),
 ])
 def test_spec_rejects_bad_configs_naming_the_bad_field(config, named):

@@ -183,14 +183,16 @@ def test_a_window_that_fits_but_not_with_the_store_is_refused_with_the_store(tmp
 
 # -- failure 8: every setting is validated before the first report is read --------------------
 
-def test_a_post_processing_parameter_that_overflows_is_a_registry_error(tmp_path):
+def test_a_post_processing_parameter_beyond_its_limit_is_a_registry_error(tmp_path):
+    """Power's exponent 1e308 overflowed the probe; it is now refused by its limit
+    (MAX_POWER_EXPONENT), before any report is read, naming the field and the range."""
     registry = write_registry(tmp_path / "registry.json",
                               {**GRR, "name": "pw", "postprocess": {"method": "power",
                                                                     "exponent": 1e308}})
     (tmp_path / "r.avro").write_bytes(b"")
     result = ldp("run", "--registry", registry, "--input", tmp_path / "r.avro",
                  "--output", tmp_path / "out", "--window", "60")
-    refused(result, "metric 'pw': field 'postprocess'", "OverflowError")
+    refused(result, "metric 'pw': field 'postprocess", "[0, 10]")
 
 
 def test_an_output_folder_that_cannot_be_written_is_refused_at_start(tmp_path):
