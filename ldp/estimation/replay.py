@@ -23,7 +23,7 @@ Base is a candidate and comes first, so a tie keeps it. The draws are seeded wit
 (seed, n, d), so a window's choice is reproducible (`ldp query` takes the record's own
 `chosen`, which an earlier release's replay may have chosen differently). Cost per window:
 R · |CANDIDATES| runs of O(d log d) methods (IBU: a root search of O(d) steps); Power is left
-out (O(d √n) per run).
+out (O(d · min(σn, 2¹⁶)) per run).
 """
 from __future__ import annotations
 
