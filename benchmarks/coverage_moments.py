@@ -20,7 +20,8 @@ ldp_telemetry.ldp.estimation.cfo_moments: `--cfo-protocols` over B bins, the win
 perturbed once per ε and protocol) against what its bands hold, the bin-centre mean and the
 variance of the values spread uniformly in their bins (the centres' variance plus w²/12), and
 against the values' own mean and variance (*values*), writing the `coverage_cfo_moments`
-results:
+results; each row names the statistics records declare without a band there (`declared`, its
+coverage measured all the same):
 
     python benchmarks/coverage_moments.py --cfo 64 --windows 500 --jobs 2 \
         --json benchmarks/results/coverage_cfo_moments.json
@@ -47,7 +48,8 @@ import numpy as np
 from bench_json import Run, add_json_argument
 from coverage import DELAY, DISTANCE, DOMAINS, LOGNORMAL, available, draw
 
-from ldp_telemetry.ldp.estimation.cfo_moments import cfo_moments, cfo_statistic_bands
+from ldp_telemetry.ldp.estimation.cfo_moments import (cfo_moments, cfo_statistic_bands,
+                                                      declared_statistics)
 from ldp_telemetry.ldp.estimation.moments import moment_bands, protocol_model
 from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
@@ -146,7 +148,7 @@ def _check_cfo(protocol, statistic, n: int, low: float, high: float, truths: tup
     """`_check` of a CFO-binning window against (what its bands hold, the values' own): the
     mean's and the variance's coverage and z of the first, seconds, and coverage of the second."""
     started = time.perf_counter()
-    bands = cfo_statistic_bands(protocol, statistic, n, low, high)
+    bands = cfo_statistic_bands(protocol, statistic, n, low, high, declare=False)
     seconds = time.perf_counter() - started
     found = cfo_moments(protocol, statistic, n)
     assert found is not None, "a window of n > 0 reports"
@@ -190,6 +192,7 @@ def simulate_cfo(name: str, n: int, epsilons: tuple[float, ...], protocols: tupl
     for (epsilon, protocol), (covered, z, seconds, own) in results.items():
         rows.append({"dataset": name, "n": n, "windows": windows, "seed": seed,
                      "epsilon": epsilon, "protocol": protocol, "output_buckets": bins,
+                     "declared": sorted(declared_statistics(epsilon, n)),
                      **_summary(covered, z, seconds),
                      "values": {"coverage": dict(zip(("mean", "variance"),
                                                      map(float, np.mean(own, axis=0)),
