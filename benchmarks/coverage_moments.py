@@ -15,6 +15,17 @@ with W windows a coverage's standard error is √(0.95 · 0.05 / W) (0.007 at W 
 as the client bucketed them (bucket centres; the variance plus w²/12), which is what its band
 holds.
 
+`--cfo B` measures CFO-binning instead (its exact-variance bands,
+ldp_telemetry.ldp.estimation.cfo_moments: `--cfo-protocols` over B bins, the window's values
+perturbed once per ε and protocol) against what its bands hold, the bin-centre mean and the
+variance of the values spread uniformly in their bins (the centres' variance plus w²/12), and
+against the values' own mean and variance (*values*), writing the `coverage_cfo_moments`
+results; each row names the statistics records declare without a band there (`declared`, its
+coverage measured all the same):
+
+    python benchmarks/coverage_moments.py --cfo 64 --windows 500 --jobs 2 \
+        --json benchmarks/results/coverage_cfo_moments.json
+
 Printed per cell: the coverage of the mean and of the variance, the mean and RMS of the
 standardised errors (estimate − truth) / standard error, and the median milliseconds the two
 bands cost per window (both from one report histogram).
@@ -37,7 +48,10 @@ import numpy as np
 from bench_json import Run, add_json_argument
 from coverage import DELAY, DISTANCE, DOMAINS, LOGNORMAL, available, draw
 
+from ldp_telemetry.ldp.estimation.cfo_moments import (cfo_moments, cfo_statistic_bands,
+                                                      declared_statistics)
 from ldp_telemetry.ldp.estimation.moments import moment_bands, protocol_model
+from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
 
 #: The windows of this script (not the bootstrap's calibration seed 131 nor coverage.py's 31).
@@ -129,7 +143,66 @@ def simulate(name: str, n: int, epsilons: tuple[float, ...], output_buckets: tup
     return rows
 
 
+def _check_cfo(protocol, statistic, n: int, low: float, high: float, truths: tuple
+               ) -> tuple[list[bool], list[float], float, list[bool]]:
+    """`_check` of a CFO-binning window against (what its bands hold, the values' own): the
+    mean's and the variance's coverage and z of the first, seconds, and coverage of the second."""
+    started = time.perf_counter()
+    bands = cfo_statistic_bands(protocol, statistic, n, low, high, declare=False)
+    seconds = time.perf_counter() - started
+    found = cfo_moments(protocol, statistic, n)
+    assert found is not None, "a window of n > 0 reports"
+    span = high - low
+    estimates = (low + span * found[0], span * span * found[2])
+    errors = (span * found[1], span * span * found[3])
+    held, own = truths
+    covered, z, values = [], [], []
+    for key, true, mine, estimate, error in zip(("mean", "variance"), held, own, estimates,
+                                                errors, strict=True):
+        band = bands[key]
+        assert band.lower is not None and band.upper is not None, f"a {key} band at n > 0"
+        covered.append(band.lower <= true <= band.upper)
+        values.append(band.lower <= mine <= band.upper)
+        z.append((estimate - true) / error)
+    return covered, z, seconds, values
+
+
+def simulate_cfo(name: str, n: int, epsilons: tuple[float, ...], protocols: tuple[str, ...],
+                 windows: int, bins: int, seed: int) -> list[dict]:
+    """The CFO-binning rows of one (data set, n): W windows of values, perturbed at every ε
+    by every protocol over `bins` bins; one row per (ε, protocol)."""
+    low, high = DOMAINS[name]
+    made = {(e, p): make_numeric_protocol(p, e, bins) for e in epsilons for p in protocols}
+    rng = np.random.default_rng([seed, n, SETS.index(name), bins])
+    results = {key: ([], [], [], []) for key in made}
+    for _ in range(windows):
+        values = draw(name, rng, n)
+        unit = (values - low) / (high - low)
+        width = (high - low) / bins
+        centres = low + (np.clip(np.floor(unit * bins), 0, bins - 1) + 0.5) * width
+        truths = ((float(centres.mean()), float(centres.var()) + width * width / 12),
+                  (float(values.mean()), float(values.var())))
+        for key, protocol in made.items():
+            statistic = protocol.new_statistic()
+            protocol.accumulate(statistic, protocol.perturb(unit, rng))
+            for column, item in zip(results[key], _check_cfo(protocol, statistic, n, low, high,
+                                                            truths), strict=True):
+                column.append(item)
+    rows = []
+    for (epsilon, protocol), (covered, z, seconds, own) in results.items():
+        rows.append({"dataset": name, "n": n, "windows": windows, "seed": seed,
+                     "epsilon": epsilon, "protocol": protocol, "output_buckets": bins,
+                     "declared": sorted(declared_statistics(epsilon, n)),
+                     **_summary(covered, z, seconds),
+                     "values": {"coverage": dict(zip(("mean", "variance"),
+                                                     map(float, np.mean(own, axis=0)),
+                                                     strict=True))}})
+    return rows
+
+
 def simulate_cell(args: tuple) -> list[dict]:
+    if args[0] == "cfo":
+        return simulate_cfo(*args[1:])
     return simulate(*args)
 
 
@@ -148,6 +221,9 @@ def main(argv=None) -> None:
                         help="also measure sw-discrete over B buckets (0: not)")
     parser.add_argument("--discrete-sizes", default="1000,10000,100000",
                         help="the sizes at which sw-discrete is measured")
+    parser.add_argument("--cfo", type=int, default=0, metavar="B",
+                        help="measure CFO-binning over B bins instead of Square Wave (0: not)")
+    parser.add_argument("--cfo-protocols", default="cfo-grr,cfo-olh")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--jobs", type=int, default=1, help="processes measuring cells")
     add_json_argument(parser)
@@ -157,13 +233,19 @@ def main(argv=None) -> None:
     epsilons = tuple(numbers(args.epsilons))
     discrete_sizes = numbers(args.discrete_sizes, int)
     # the largest windows first (the longest cells), each (data set, n) one cell
+    sizes = sorted(numbers(args.sizes, int), reverse=True)
     cells = [(name, n, epsilons, d_outs, args.windows,
               args.discrete if n in discrete_sizes else 0, args.seed)
-             for n in sorted(numbers(args.sizes, int), reverse=True) for name in sets]
+             for n in sizes for name in sets]
+    if args.cfo:
+        protocols = tuple(args.cfo_protocols.split(","))
+        cells = [("cfo", name, n, epsilons, protocols, args.windows, args.cfo, args.seed)
+                 for n in sizes for name in sets]
     print(f"{'data set':<20} {'protocol':<12} {'ε':>4} {'n':>8} {'d̃':>5}  {'mean':>5} "
           f"{'var':>5}  {'z mean':>14} {'z rms':>11}  band ms", flush=True)
     rows = []
-    with Run("coverage_moments", args.json, vars(args)) as run:
+    with Run("coverage_cfo_moments" if args.cfo else "coverage_moments", args.json,
+             vars(args)) as run:
         pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
         found = pool.map(simulate_cell, cells) if pool else map(simulate_cell, cells)
         for cell_rows in found:
@@ -176,7 +258,10 @@ def main(argv=None) -> None:
                       f"{zr['mean']:5.2f} {zr['variance']:5.2f}  {row['median_band_ms']:.2f}"
                       + (f"  bucketed {row['bucketed']['coverage']['mean']:.3f} "
                          f"{row['bucketed']['coverage']['variance']:.3f}"
-                         if "bucketed" in row else ""), flush=True)
+                         if "bucketed" in row else "")
+                      + (f"  values {row['values']['coverage']['mean']:.3f} "
+                         f"{row['values']['coverage']['variance']:.3f}"
+                         if "values" in row else ""), flush=True)
         if pool:
             pool.shutdown()
         run.save({"cells": rows, "goal": list(GOAL), "seed": args.seed})

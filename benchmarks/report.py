@@ -320,6 +320,49 @@ def coverage_moments(r: dict) -> str:
                      "band ms"], lines, right={2, 3, 4, 5, 6, 10}))
 
 
+def coverage_cfo_moments(r: dict) -> str:
+    """CFO-binning's exact-variance mean and variance bands: counts of the cells inside, above
+    and below the goal per protocol and statistic (declared cells apart), then one row per data
+    set, protocol, ε and n."""
+    goal, rows = r["goal"], r["cells"]
+    windows = r["parameters"]["windows"]
+    se = (0.95 * 0.05 / windows) ** 0.5
+    groups = []
+    for protocol in sorted({row["protocol"] for row in rows}):
+        for key in ("mean", "variance"):
+            chosen = [row for row in rows if row["protocol"] == protocol]
+            values = [row["coverage"][key] for row in chosen
+                      if key not in row.get("declared", ())]
+            declared = sum(key in row.get("declared", ()) for row in chosen)
+            if values:
+                groups.append([f"{protocol}: {key}", str(len(values)),
+                               str(sum(goal[0] <= v <= goal[1] for v in values)),
+                               str(sum(v > goal[1] for v in values)),
+                               str(sum(v < goal[0] for v in values)),
+                               str(sum(abs(v - 0.95) > 2 * se for v in values)),
+                               str(declared), f"{min(values):.3f}–{max(values):.3f}"])
+
+    def shown(row: dict, key: str) -> str:
+        value = f"{row['coverage'][key]:.3f}"
+        return f"({value})" if key in row.get("declared", ()) else value
+    lines = [[row["dataset"], row["protocol"], f"{row['epsilon']:g}", f"{row['n']:,}",
+              str(row["output_buckets"]), shown(row, "mean"), shown(row, "variance"),
+              f"{row['values']['coverage']['mean']:.3f}, "
+              f"{row['values']['coverage']['variance']:.3f}",
+              f"{row['z_mean']['mean']:.2f}, {row['z_mean']['variance']:.2f}",
+              f"{row['z_rms']['mean']:.2f}, {row['z_rms']['variance']:.2f}",
+              f"{row['median_band_ms']:.2f}"] for row in rows]
+    return (f"{windows} windows per row; a coverage's standard error is {se:.4f}. Goal "
+            f"[{goal[0]}, {goal[1]}]; \"off 0.95\" counts the cells more than 2 standard "
+            f"errors ({2 * se:.3f}) from 0.95; *declared*: cells whose records print no band "
+            "(their measured coverage in parentheses).\n\n"
+            + table(["cells", "count", "inside", "above", "below", "off 0.95", "declared",
+                     "range"], groups, right={1, 2, 3, 4, 5, 6}) + "\n\n"
+            + table(["data set", "protocol", "ε", "n", "bins", "mean", "variance",
+                     "values (mean, var.)", "z mean (mean, var.)", "z RMS (mean, var.)",
+                     "band ms"], lines, right={2, 3, 4, 5, 6, 10}))
+
+
 def band_calibration(r: dict) -> str:
     """The fitted margin scale c per (ε, n) cell and statistic ("–": declared without a band)
     and the calibration data sets' coverage at it."""
@@ -746,6 +789,16 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "records used before.",
      coverage_moments, "python benchmarks/coverage_moments.py --windows 1000 --jobs 2 "
      "--discrete 128"),
+    ("coverage_cfo_moments", "Coverage of CFO-binning's mean and variance bands",
+     "The exact-variance bands CFO-binning records give the mean and the variance "
+     "([error bars](error-bars.md#the-mean-and-the-variance-of-cfo-binning): the unbiased "
+     "bin-centre moments of the oracle's estimate, its exact linear variance), checked against "
+     "what they hold — the bin-centre mean and the variance of the values spread uniformly in "
+     "their bins — and against the values' own mean and variance (*values*): W windows of n "
+     "values per row (the data sets above), perturbed once per ε and protocol. z: (estimate − "
+     "truth) / standard error. *band ms*: the median time of both bands per window.",
+     coverage_cfo_moments, "python benchmarks/coverage_moments.py --cfo 64 --windows 500 "
+     "--jobs 2"),
     ("band_calibration", "Calibration of the numeric 95% bands",
      "The margin scale c of each statistic's band per (ε, n) cell (`MARGIN_SCALES`, "
      "[error bars](error-bars.md#numeric-metrics)), fitted on calibration windows of the "

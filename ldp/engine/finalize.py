@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldp_telemetry.ldp.config.registry import MetricConfig
+from ldp_telemetry.ldp.estimation.cfo_moments import cfo_statistic_bands
 from ldp_telemetry.ldp.estimation.em import (DEFAULT_MAX_ITERATIONS, expectation_maximisation,
                                               paper_tolerance)
 from ldp_telemetry.ldp.estimation.estimators import EstimatorOutput
@@ -25,6 +26,7 @@ from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_
                                                       bias_corrected_bands, no_bands, Z95,
                                                       parametric_bootstrap)
 from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS, FrequencyOracle
+from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
 from ldp_telemetry.ldp.protocols.mean_mechanisms import MeanMechanism
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, standard_error, unbiased_estimate
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
@@ -180,14 +182,19 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
     n, buckets and replicates (`band_scales`: null bands where declared, the reason where
     extrapolated) for the quantiles, which the band method names; the mean and the variance
     get the exact-variance bands of ldp_telemetry.ldp.estimation.moments (their
-    `Band.method`), whatever the bootstrap; other estimators have no calibrated band (band
-    method "none")."""
+    `Band.method`), whatever the bootstrap; a CFO-binning metric's mean and variance get the
+    exact-variance bands of ldp_telemetry.ldp.estimation.cfo_moments, its quantiles none;
+    other estimators have no calibrated band (band method "none")."""
     spec, protocol = config.estimator, config.protocol
     params = dict(spec.params)
     fit = interval_fit(config)
     if fit is None:
-        return BAND_NONE, no_bands(f"no calibrated band for estimator {spec.method!r}: its "
-                                   "bootstrap measures the spread, not the bias")
+        bands = no_bands(f"no calibrated band for estimator {spec.method!r}: its "
+                         "bootstrap measures the spread, not the bias")
+        if isinstance(protocol, CfoBinning):
+            assert config.low is not None and config.high is not None, "a numeric range"
+            bands.update(cfo_statistic_bands(protocol, counts, n, config.low, config.high))
+        return BAND_NONE, bands
     # `interval_fit` gives a fit only for the Square Wave protocols' EMS and EM
     assert isinstance(protocol, (SquareWave, DiscreteSquareWave)), "a calibrated band's protocol"
     replicates = params.get("bootstrap", 0)

@@ -77,7 +77,12 @@ def test_declared_statistics_and_other_estimators_have_no_band_and_say_why():
         "domain": {"low": 0, "high": 16, "buckets": 16}, "estimator": "norm-sub"}]})["c"]
     method, bands = numeric_bands(cfo, window(cfo, rng.uniform(2, 10, 3000), rng), 3000)
     assert method == BAND_NONE
-    assert all(band.lower is None and "norm-sub" in band.reason for band in bands.values())
+    # CFO-binning: exact-variance mean and variance (ldp.estimation.cfo_moments), no quantiles
+    assert all(band.lower is None and "norm-sub" in band.reason for key, band in bands.items()
+               if key not in ("mean", "variance"))
+    assert bands["mean"].method == BAND_EXACT and bands["mean"].lower < 6 < bands["mean"].upper
+    # ε = 2, n = 3,000: a cell where the variance's band is declared (cfo_moments)
+    assert bands["variance"].lower is None and "variance band held" in bands["variance"].reason
 
 
 def test_a_record_names_its_band_method_and_round_trips_through_avro():
