@@ -5,6 +5,7 @@ labels a series ranks, and the store source (SQLite and PostgreSQL) agreeing wit
 output-folder source."""
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -65,6 +66,19 @@ def write_folder(folder, records: list[dict]) -> str:
 def write_store(url: str, records: list[dict]) -> None:
     with open_store(url) as store:
         store.write_panes(records)
+
+
+@contextlib.contextmanager
+def both_sources(url: str, tmp_path, records: list[dict]):
+    """`records` written to the store at `url` and to an output folder under `tmp_path`: (the
+    store's source, the folder's), the store's closed on exit."""
+    write_store(url, records)
+    folder = FolderSource(write_folder(tmp_path / "out", records))
+    store = StoreSource(url)
+    try:
+        yield store, folder
+    finally:
+        store.close()
 
 
 def chart(source, top_k: int) -> tuple[list[dict], list[dict]]:
@@ -134,15 +148,10 @@ def test_the_labels_a_series_ranks_are_bounded(tmp_path, monkeypatch):
                string_record(1, [("p", 0.2), ("q", 0.1)]),
                string_record(2, [("r", 0.3), ("p", 0.25), ("s", 0.05)])]
     url = f"sqlite:///{tmp_path}/s.db"
-    write_store(url, records)
-    folder = FolderSource(write_folder(tmp_path / "out", records))
-    store = StoreSource(url)
-    try:
+    with both_sources(url, tmp_path, records) as (store, folder):
         for source in (folder, store):
             [series], _ = chart(source, 5)
             assert series["labels"] == ["p", "r", "s"] and series["labels_cut"], source
-    finally:
-        store.close()
 
 
 HOSTILE = ["<script>window.__owned=1</script>", "\"q'&amp;", "\u202eexe.txt", "שלום",
@@ -165,10 +174,7 @@ def test_hostile_strings_are_data_in_the_page(tmp_path):
 def test_store_and_folder_sources_draw_the_same_lines(store_url, tmp_path):  # noqa: F811
     records = [string_record(k, hitters) for k, hitters in enumerate(WINDOWS)]
     records += [string_record(0, [("day", 0.7), ("mail", 0.2)], length=4 * HOUR)]  # 2nd series
-    write_store(store_url, records)
-    folder = FolderSource(write_folder(tmp_path / "out", records))
-    store = StoreSource(store_url)
-    try:
+    with both_sources(store_url, tmp_path, records) as (store, folder):
         drawn = []
         for source in (store, folder):
             series, rows = chart(source, 3)
@@ -199,8 +205,6 @@ def test_store_and_folder_sources_draw_the_same_lines(store_url, tmp_path):  # n
         # an export's windows of a string metric are whole, whatever keep_all says
         exported = store.export_windows(METRIC, 3, keep_all=1)
         assert [len(v["labels"]) for v in exported if v["series"] == "1 h"] == [3, 2, 2, 3]
-    finally:
-        store.close()
 
 
 def test_both_sources_cut_the_labels_ranked_by_the_same_rule(tmp_path, monkeypatch):
@@ -212,16 +216,11 @@ def test_both_sources_cut_the_labels_ranked_by_the_same_rule(tmp_path, monkeypat
     records = [string_record(0, [("a", 0.5), ("b", 0.4)]),
                string_record(1, [("b", 0.3), ("c", 0.2), ("a", 0.1)])]
     url = f"sqlite:///{tmp_path}/s.db"
-    write_store(url, records)
-    folder = FolderSource(write_folder(tmp_path / "out", records))
-    store = StoreSource(url)
-    try:
+    with both_sources(url, tmp_path, records) as (store, folder):
         for source in (store, folder):
             [series], rows = chart(source, 5)
             assert series["labels"] == ["b", "a"] and series["labels_cut"], source
             assert [row["top"] for row in rows] == [[0.4, 0.5], [0.3, 0.1]], source
-    finally:
-        store.close()
 
 
 def labelled_record(k: int, estimate: list[float], length: int) -> dict:
@@ -284,16 +283,11 @@ def test_ties_are_broken_by_the_string_shown_in_both_sources(tmp_path):
     views hold it so), and keep the same one."""
     records = [string_record(0, [("a", 0.3), ("\u202eb", 0.3)])]
     url = f"sqlite:///{tmp_path}/s.db"
-    write_store(url, records)
-    folder = FolderSource(write_folder(tmp_path / "out", records))
-    store = StoreSource(url)
-    try:
+    with both_sources(url, tmp_path, records) as (store, folder):
         for source in (store, folder):
             [series], rows = chart(source, 1)
             assert series["labels"] == ["\\u202eb"], source  # "\" sorts before "a"
             assert [row["top"] for row in rows] == [[0.3]], source
-    finally:
-        store.close()
 
 
 def test_a_labelled_metrics_two_lengths_of_one_version_keep_their_own_top_values(
@@ -302,10 +296,7 @@ def test_a_labelled_metrics_two_lengths_of_one_version_keep_their_own_top_values
     window length), in both sources."""
     records = [labelled_record(k, [0.6, 0.3, 0.1], HOUR) for k in range(2)]
     records += [labelled_record(0, [0.1, 0.2, 0.7], 4 * HOUR)]
-    write_store(store_url, records)
-    folder = FolderSource(write_folder(tmp_path / "out", records))
-    store = StoreSource(store_url)
-    try:
+    with both_sources(store_url, tmp_path, records) as (store, folder):
         for source in (store, folder):
             payload = source.payload("m.grr", 1)
             names = [s["name"] for s in payload["series"]]
@@ -313,8 +304,6 @@ def test_a_labelled_metrics_two_lengths_of_one_version_keep_their_own_top_values
                 ("1 h", [0], ["x"]), ("4 h", [2], ["z"])], source
             assert sorted((names[row["series"]], row["top"]) for row in unpack(payload)) == [
                 ("1 h", [0.6]), ("1 h", [0.6]), ("4 h", [0.7])], source
-    finally:
-        store.close()
 
 
 def test_a_window_decoded_against_a_dictionary_sends_how_each_was_found(store_url, tmp_path):  # noqa: F811
@@ -324,10 +313,7 @@ def test_a_window_decoded_against_a_dictionary_sends_how_each_was_found(store_ur
     found = string_record(0, WINDOWS[0])
     found["heavy_hitters"].update(dictionary=2, found_by=["both", "search", "dictionary"])
     plain = string_record(1, WINDOWS[1])
-    write_store(store_url, [found, plain])
-    folder = FolderSource(write_folder(tmp_path / "out", [found, plain]))
-    store = StoreSource(store_url)
-    try:
+    with both_sources(store_url, tmp_path, [found, plain]) as (store, folder):
         for source in (store, folder):
             view = source.window(METRIC, START, START + HOUR)
             assert view["labels"] == ["mail", "maps", "chat"]
@@ -339,8 +325,6 @@ def test_a_window_decoded_against_a_dictionary_sends_how_each_was_found(store_ur
                         if v["window_start"] == iso_from_ms(START)]
             assert [v["heavy_hitters"]["found_by"] for v in exported] == [
                 ["both", "search", "dictionary"]]
-    finally:
-        store.close()
 
 
 def test_a_control_character_and_its_escape_typed_out_stay_two_lines(store_url,  # noqa: F811
@@ -350,13 +334,8 @@ def test_a_control_character_and_its_escape_typed_out_stay_two_lines(store_url, 
     another line, with another name, in both sources (`printable` doubles backslashes; the
     output folder merged the two before, the store drew two lines with one name)."""
     records = [string_record(0, [("a\x07", 0.4), ("a\\x07", 0.3), ("b", 0.2)])]
-    write_store(store_url, records)
-    folder = FolderSource(write_folder(tmp_path / "out", records))
-    store = StoreSource(store_url)
-    try:
+    with both_sources(store_url, tmp_path, records) as (store, folder):
         for source in (folder, store):
             [series], [row] = chart(source, 5)
             assert series["labels"] == ["a\\x07", "a\\\\x07", "b"], source
             assert row["top"] == pytest.approx([0.4, 0.3, 0.2], abs=1e-4)
-    finally:
-        store.close()
