@@ -11,14 +11,14 @@ again (`merge_partials`).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.schemas.codec import write_reports
+
+from tests.pipelines.test_cli_errors import ldp
 
 T0_MS = 1_709_251_200_000  # 2024-03-01T00:00:00Z
 GRR = {"name": "m", "protocol": "grr", "epsilon": 1.0, "domain": {"labels": ["a", "b", "c"]}}
@@ -65,13 +65,6 @@ def overlapping_files(tmp_path):
     write_file(tmp_path / "a.avro", np.arange(REPORTS), 1)
     write_file(tmp_path / "b.avro", np.arange(REPORTS // 2, REPORTS + REPORTS // 2), 2)
     return registry, tmp_path
-
-
-def ldp(*args, code: str | None = None) -> subprocess.CompletedProcess:
-    command = ([sys.executable, "-c", code] if code is not None
-               else [sys.executable, "-m", "ldp_telemetry.pipelines.cli"])
-    return subprocess.run([*command, *map(str, args)], capture_output=True, text=True,
-                          timeout=600)
 
 
 @pytest.mark.slow  # subprocesses
