@@ -18,8 +18,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from coverage_summary import (OFF_BY_TWO_CHANCE, coverage_standard_error, declared_values,
-                              cell_key, verifying_row)
+from coverage_summary import (GOAL, OFF_BY_TWO_CHANCE, QUERY_GROUPS, VALUE_GROUPS, cell_key,
+                              coverage_standard_error, declared_values, verifying_row)
 from coverage_summary import off_by_two as off_by_two_pair
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -1036,13 +1036,12 @@ SUMMARY_BLOCKS = [(CHECKOUT / "docs" / "error-bars.md", "coverage_summary",
 
 # -- the frequency bands' coverage (benchmarks/coverage_frequency.py) ------------------------
 
-#: The coverage goal of a 95% band, and the groups of the record's bands in table order.
-FREQUENCY_GOAL = (0.93, 0.97)
-FREQUENCY_GROUPS = ("values", "top", "rest", "zeros", "set", "range", "set norm", "range norm")
+#: The groups of the record's bands in table order (the goal: coverage_summary.GOAL).
+FREQUENCY_GROUPS = VALUE_GROUPS + QUERY_GROUPS
 
 
 def _goal_counts(values: list[float]) -> str:
-    low, high = FREQUENCY_GOAL
+    low, high = GOAL
     inside = sum(low <= v <= high for v in values)
     return (f"{inside} of {len(values)} inside [{low}, {high}], "
             f"{sum(v > high for v in values)} above, {sum(v < low for v in values)} below "
@@ -1059,10 +1058,9 @@ def off_by_two_text(pairs: list[tuple[float, int]], windows: int) -> str:
 
 def _banded_pairs(rows: list[dict]) -> list[tuple[float, int]]:
     """(coverage, checks) of every (cell, group) of the record's bands that has a band."""
-    value_groups = ("values", "top", "rest", "zeros")
     return [(row["coverage"][g], row["checks"][g]) for row in rows for g in FREQUENCY_GROUPS
             if row["coverage"].get(g) is not None
-            and not (g in value_groups and declared_values(row))]
+            and not (g in VALUE_GROUPS and declared_values(row))]
 
 
 def frequency_criterion(rows: list[dict], windows: int) -> str:
@@ -1082,10 +1080,8 @@ def coverage_frequency(r: dict) -> str:
     rows = [row for row in every if not verifying_row(row, every)]
     checks = [row for row in every if verifying_row(row, every)]
     header = ["data set", "protocol", "ε", "n", *FREQUENCY_GROUPS]
-    value_groups = ("values", "top", "rest", "zeros")
-
     def cell(row: dict, group: str) -> str:
-        mark = "*" if group in value_groups and declared_values(row) else ""
+        mark = "*" if group in VALUE_GROUPS and declared_values(row) else ""
         return rate3(row["coverage"].get(group)) + mark
 
     def protocol(row: dict) -> str:
