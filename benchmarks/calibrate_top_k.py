@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_json import Run, add_json_argument
-from report import FREQUENCY_GOAL, coverage_standard_error
+from coverage_summary import GOAL, coverage_standard_error
 
 from ldp_telemetry.ldp.estimation.frequency_bands import needed_scales, top_k_cell
 
@@ -130,7 +130,7 @@ def evaluate(held_out: dict, scales: dict) -> list[dict]:
 def summary(rows: list[dict], windows: int) -> list[dict]:
     """Per family: (method, cell) pairs inside the goal, above, below, more than two standard
     errors from 0.95, declared; the median width relative to the union at scale 1."""
-    low, high = FREQUENCY_GOAL
+    low, high = GOAL
     se = coverage_standard_error(windows, windows)
     out = []
     for family in (*FAMILIES, "union at 1"):
