@@ -66,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
             reject_misspelt_job_flags(extra)
         return COMMANDS[args.command](args, extra)
     except UserError as error:
+        from ldp_telemetry.output.text import terminal_safe  # a message may quote the data
         flags = flag_table(parser, args.command)
-        print(f"ldp {args.command}: error: {user_message(error, flags)}",
+        print(f"ldp {args.command}: error: {terminal_safe(user_message(error, flags))}",
               file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # before a run's own handling (pipelines/stopping.py), or another

@@ -14,7 +14,8 @@ import json
 from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.text import BAND_NOTE, dictionary_text, found_by, printable
+from ldp_telemetry.output.text import (BAND_NOTE, dictionary_text, found_by, printable,
+                                       typed_name)
 
 
 def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> str:
@@ -30,7 +31,7 @@ def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> st
     if args.top is not None:
         chosen = list(record.labels[: args.top])
     else:
-        chosen = [label.strip() for label in args.labels.split(",")]
+        chosen = [typed_name(label.strip(), found) for label in args.labels.split(",")]
         missing = [label for label in chosen if label not in found]
         if missing:
             raise ConfigError(f"{missing[0]!r} is not among the {len(found)} heavy hitters of "

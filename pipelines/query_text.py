@@ -16,7 +16,7 @@ from ldp_telemetry.ldp.base.errors import ConfigError, InputError
 from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.text import BAND_NOTE
+from ldp_telemetry.output.text import BAND_NOTE, printable, typed_name
 
 
 def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
@@ -41,7 +41,7 @@ def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
     elif args.range is not None:
         answers = [window.range_sum(*args.range)]
     else:
-        labels = [label.strip() for label in args.labels.split(",")]
+        labels = [typed_name(label.strip(), window.labels) for label in args.labels.split(",")]
         answers = [window.point(labels[0]) if len(labels) == 1 else window.set_sum(labels)]
     if args.json:
         return json.dumps({"metric": window.metric, "window_start": window.window_start,
@@ -54,7 +54,8 @@ def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
                            "answers": [_with_frequency_band(a.as_dict()) for a in answers]})
     params = ", ".join(f"{k}={v:g}" if v is not None else f"{k}=fitted"
                        for k, v in window.spec.params)
-    lines = [f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
+    lines = [f"{printable(window.metric)}  [{window.window_start} .. {window.window_end})  "
+             f"n={window.n:,}  "
              f"{window.protocol.name} ε={window.protocol.epsilon:g}  "
              f"{_estimator_prefix(window)}{window.spec.method}{f' ({params})' if params else ''}"]
     for answer in answers:
@@ -114,7 +115,8 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
                            "protocol": record.protocol, "epsilon": record.epsilon,
                            "estimator": record.estimator,
                            "answers": [_with_band(a.as_dict()) for a in answers]})
-    lines = [f"{window.metric}  [{window.window_start} .. {window.window_end})  n={window.n:,}  "
+    lines = [f"{printable(window.metric)}  [{window.window_start} .. {window.window_end})  "
+             f"n={window.n:,}  "
              f"{record.protocol} ε={record.epsilon:g}  {record.estimator['method']}"]
     for answer in answers:
         what = (f"P[{answer.argument[0]:g} <= X <= {answer.argument[1]:g}]"
@@ -171,12 +173,14 @@ def _method_params(pairs: list[str]) -> dict:
 
 
 def _describe(answer) -> str:
+    """What an answer is about, as the text shows names (`printable`)."""
+    labels = [printable(label) for label in answer.labels]
     if answer.query in ("point", "top-k"):
-        return answer.labels[0]
+        return labels[0]
     if answer.query == "range":
-        return f"range {answer.labels[0]}..{answer.labels[-1]} ({len(answer.labels)} values)"
-    shown = ", ".join(answer.labels[:5]) + (", ..." if len(answer.labels) > 5 else "")
-    return f"set {{{shown}}} ({len(answer.labels)} values)"
+        return f"range {labels[0]}..{labels[-1]} ({len(labels)} values)"
+    shown = ", ".join(labels[:5]) + (", ..." if len(labels) > 5 else "")
+    return f"set {{{shown}}} ({len(labels)} values)"
 
 
 def _read_window(kind, record: EstimateRecord, args: argparse.Namespace):

@@ -36,3 +36,9 @@ def test_the_text_escapes_control_and_bidirectional_characters():
 def test_json_keeps_the_strings():
     answers = json.loads(answer(top=3, json=True))["answers"]
     assert [a["labels"][0] for a in answers] == LABELS
+
+
+def test_a_string_is_asked_for_as_the_text_shows_it():
+    answers = json.loads(answer(labels="\\x1b[31mred,\\u202eexe,mail", json=True))["answers"]
+    assert [a["labels"][0] for a in answers] == [LABELS[1], LABELS[2], LABELS[0]]
+    assert [a["value"] for a in answers] == [0.2, 0.1, 0.3]

@@ -12,6 +12,7 @@ from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.reader import read_estimates
+from ldp_telemetry.output.text import printable
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.csv_input import TrueValues
@@ -243,3 +244,34 @@ def test_an_answer_without_a_band_says_so_and_why(output, capsys):
     for answer in result["answers"]:
         assert (answer["band_method"], answer["lower95"], answer["half95"]) == ("none", None, None)
         assert answer["band_reason"].startswith("no band for top-k answers of power")
+
+
+def test_names_from_the_data_are_shown_escaped_and_can_be_typed_back_as_shown(output, capsys,
+                                                                            tmp_path):
+    """A label with a control character, a bidirectional override or a backslash is printed
+    as `printable` shows it (never raw to the terminal), and typed back as shown it names the
+    same value; where no label shows as the text typed, the text is the label itself."""
+    record = window_record(output, "colour", 0)
+    bell, override, backslash, typed_out = "a\x07", "cpu\u202elanigiro", "c:\\tmp", "a\\x07"
+    record["metric"] = "colour\x1b[2J"
+    record["labels"] = [bell, override, backslash, typed_out, *record["labels"][4:]]
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text(json.dumps(record) + "\n")
+    shown = [printable(label) for label in (bell, override, backslash, typed_out)]
+    assert shown == ["a\\x07", "cpu\\u202elanigiro", "c:\\\\tmp", "a\\\\x07"]
+    for index, name in enumerate(shown):
+        code, text, err = query(capsys, str(tmp_path), "--metric", record["metric"],
+                                "--window", "0", "--labels", name)
+        assert code == 0, err
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+        assert f"  {name} " in text and text.startswith("colour\\x1b[2J  [")
+        answer = query_json(capsys, str(tmp_path), "--metric", record["metric"], "--window",
+                            "0", "--labels", name)["answers"][0]
+        assert answer["indices"] == [index] and answer["value"] == record["estimate"][index]
+    # typed as it is: the label itself, where no label shows as the text typed
+    answer = query_json(capsys, str(tmp_path), "--metric", record["metric"], "--window", "0",
+                        "--labels", backslash)["answers"][0]
+    assert answer["indices"] == [2]
+    code, _, err = query(capsys, str(tmp_path), "--metric", record["metric"], "--window", "0",
+                         "--labels", "nothing\x1b[31m")
+    assert code == 2 and "\x1b" not in err and "\x07" not in err and "\u202e" not in err
+    assert "nothing" in err and "cpu\\u202elanigiro" in err
