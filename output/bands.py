@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ldp_telemetry.ldp.estimation.frequency_bands import score_bands
-from ldp_telemetry.ldp.estimation.uncertainty import Z95
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_FIXED_GAIN, BAND_NONE, Z95
 from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.output.estimate import EstimateRecord
 
@@ -53,10 +53,13 @@ def _field(record: Record, name: str) -> Any:
 
 
 def declares_no_value_band(record: Record) -> bool:
-    """Whether a frequency record declares its values without a band (`band_method` "none": a
-    pooled-hash oracle's Wiener filter, too few supports, no reports; `band_reasons` says
-    why)."""
-    return bool(_field(record, "band_method") == "none")
+    """Whether a frequency record's values have no band: it declares none (`band_method`
+    "none": a pooled-hash oracle's Wiener filter, too few supports, no reports; `band_reasons`
+    says why), or it is a pooled-hash oracle's Wiener record written before that was declared
+    (`fixed-gain`: its std_error is the filter's, not f~'s with the collision term)."""
+    method = _field(record, "band_method")
+    return bool(method == BAND_NONE
+                or (method == BAND_FIXED_GAIN and is_pooled(_field(record, "protocol"))))
 
 
 def band_centre(record: Record) -> Any:

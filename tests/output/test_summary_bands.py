@@ -161,6 +161,25 @@ def wiener_record(protocol: str) -> dict:
                                   BATCH_PANE).json_value()
 
 
+@pytest.mark.parametrize("protocol", ["oue", "cms"])
+def test_a_wiener_record_written_before_bands_were_declared_is_read_with_a_valid_band(protocol):
+    """A Wiener record of an earlier release (`band_method` "fixed-gain", no reasons): a pure
+    oracle's values get the score band of their unbiased estimate, as today's records; a
+    pooled-hash oracle's get none (its std_error is the filter's, without the collision term:
+    f~ ± z · it is no 95% band of anything)."""
+    record = wiener_record(protocol)
+    record = {**record, "band_method": "fixed-gain"}
+    record.pop("band_reasons", None)
+    lower, upper = value_bands(record)
+    if protocol == "cms":
+        assert lower == upper == [None] * 32
+        return
+    expected = score_bands(np.asarray(record["unbiased_estimate"]), record["p_star"],
+                           record["q_star"], record["n"])
+    np.testing.assert_allclose(lower, expected[0], rtol=1e-12)
+    np.testing.assert_allclose(upper, expected[1], rtol=1e-12)
+
+
 def test_a_wiener_records_values_carry_their_unbiased_estimates_band_in_every_reader(tmp_path):
     """A Wiener filter's fixed-gain standard error leaves out its bias (coverage 72-98%), so
     no band is made from it: the record keeps it as `std_error`, and its values' band is the
