@@ -127,12 +127,13 @@ def evaluate(counts: np.ndarray, protocol_name: str, epsilon: float, repeats: in
     sums: dict[str, dict[str, float]] = {m: {} for m in METHODS}
     for _ in range(repeats):
         unbiased = unbiased_estimate(sample(protocol, counts, rng), noise)
+        window = noise.for_window(unbiased)  # a pooled-hash oracle's collision term, as jobs do
         for method in METHODS:
             if method == "base":
                 estimate = unbiased
-                error_bar = standard_error(error_plug_in(unbiased), noise)
+                error_bar = standard_error(error_plug_in(unbiased), window)
             else:
-                output = specs[method].run(unbiased, noise, protocol)
+                output = specs[method].run(unbiased, window, protocol)
                 estimate, error_bar = output.estimate, output.std_error
             error = estimate - f
             row = {"mse": np.mean(error ** 2),
@@ -167,12 +168,13 @@ def evaluate_extremes(counts: np.ndarray, protocol_name: str, epsilon: float, re
         sums[key] = sums.get(key, 0.0) + float(value) / repeats
     for _ in range(repeats):
         unbiased = unbiased_estimate(sample(protocol, counts, rng), noise)
+        window = noise.for_window(unbiased)  # a pooled-hash oracle's collision term, as jobs do
         add("base top10", np.mean((unbiased - f)[top] ** 2))
         add("base mse", np.mean((unbiased - f) ** 2))
         for method in EXTREME_METHODS:
-            plain = EstimatorSpec(method).run(unbiased, noise, protocol).estimate
+            plain = EstimatorSpec(method).run(unbiased, window, protocol).estimate
             kept = EstimatorSpec(method, {"keep_extremes": True}).run(
-                unbiased, noise, protocol).estimate
+                unbiased, window, protocol).estimate
             for suffix, estimate in (("", plain), ("+x", kept)):
                 add(f"{method}{suffix} top10", np.mean((estimate - f)[top] ** 2))
                 add(f"{method}{suffix} mse", np.mean((estimate - f) ** 2))
