@@ -208,3 +208,29 @@ def test_every_method_ranks_its_untied_values_as_the_unbiased_estimate(method, n
             first_tie = int(np.argmin(untied)) if not untied.all() else D
             assert first_tie > 0 or estimate.max() == estimate.min()
             np.testing.assert_array_equal(order[:first_tie], by_unbiased[:first_tie])
+
+
+def test_the_benchmark_redraws_the_dumped_windows(tmp_path):
+    """benchmarks/selective_top_k.py redraws a coverage_frequency.py dump's windows from its
+    seed (it raises when a selected truth differs from the dump's) and counts every answer of
+    every window once per band; the 40-value population's rows make their own union band."""
+    import json
+
+    from tests.benchmark_scripts import loaded_scripts
+    with loaded_scripts("coverage_frequency", "selective_top_k") as scripts:
+        assert scripts["coverage_frequency"].main([
+            "--datasets", "zipf", "--protocols", "oue", "grr", "--epsilons", "1",
+            "--sizes", "1000", "--windows", "3", "--methods", "base", "norm-sub", "auto",
+            "--datasets-dir", str(tmp_path), "--dump", str(tmp_path / "zipf.pkl")]) == 0
+        assert scripts["selective_top_k"].main([
+            "--dumps", "zipf.pkl", "--cache-dir", str(tmp_path), "--datasets-dir",
+            str(tmp_path), "--population-windows", "2", "--json",
+            str(tmp_path / "out.json")]) == 0
+    result = json.loads((tmp_path / "out.json").read_text())["results"]
+    rows = result["rows"]
+    assert len(rows) == 2 * 3 + 2 * 2 * 6  # dumped (protocol, method); population's
+    for row in rows:
+        for family in ("hybrid", "set", "union"):
+            assert 0.0 <= row[family]["coverage"] <= 1.0
+            assert len(row[family]["by_rank"]) == 10
+    assert result["summary"]["all"]["union"]["pairs"] == len(rows)
