@@ -1305,7 +1305,7 @@ SECTIONS += [
      top_k_selective,
      "python benchmarks/selective_top_k.py --dumps top_k_zipf.pkl top_k_held_out_emoji.pkl "
      "top_k_held_out_airports.pkl top_k_words.pkl top_k_held_out_olh.pkl "
-     "--population-windows 200 --json benchmarks/results/top_k_selective.json"),
+     "--population-windows 200"),
 ]
 
 # -- quantile bands by profile-likelihood test inversion (benchmarks/quantile_lr.py) --------

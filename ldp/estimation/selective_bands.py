@@ -34,6 +34,13 @@ A value tied in f' with another (post-processing puts many values at 0; the tie 
 domain order, not by f~) is conditioned on its own rank by f~ as well: that is not the event
 that selected it, and benchmarks/selective_top_k.py measures its coverage apart.
 
+Measured on real windows (benchmarks/selective_top_k.py, docs/error-bars.md "Query answers")
+these bands are not calibrated: where the top values lie within a few support counts of each
+other the rank leaves the conditional law almost no information, and the band is most of the
+projection set (coverage 0.98–1.00, 1.5 times the width of `ldp query`'s band); conditioning
+on membership of the top k ("set") is calibrated on average over the ranks but not for the top
+answer. So `ldp query` does not use them.
+
 Cost: O(d) per answer for the thresholds, then two root searches (brentq) on the truncated
 normal's CDF, computed from ratios of Gaussian tail masses through scipy.special.erfcx
 (`truncated_cdf`: truncnorm, and differences of log_ndtr, lose their accuracy many standard
@@ -239,7 +246,7 @@ EVENTS = ("rank", "set")
 
 def selections(unbiased: np.ndarray, protocol: FrequencyOracle, n: int,
                plug_in: np.ndarray, selected: np.ndarray, lattice: bool = True,
-               event: str = "set") -> list[Selection]:
+               event: str = "rank") -> list[Selection]:
     """The Selection of each selected value (module docstring): O(d) each. `lattice`: f~ is
     made of integer support counts (`thresholds`' continuity correction); False for an f~
     drawn from the Gaussian model itself. `event`: one of EVENTS."""
@@ -264,7 +271,7 @@ def selections(unbiased: np.ndarray, protocol: FrequencyOracle, n: int,
 def selective_bands(unbiased: np.ndarray, protocol: FrequencyOracle, n: int,
                     plug_in: np.ndarray, selected: np.ndarray, alpha: float = ALPHA,
                     beta: float = PROJECTION_LEVEL, lattice: bool = True,
-                    event: str = "set") -> tuple[np.ndarray, np.ndarray]:
+                    event: str = "rank") -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) of the hybrid bands of the `selected` values (indices ranked highest by
     an order-preserving post-processing of `unbiased`), for a pure (not pooled-hash) oracle's
     window of n reports; `plug_in`: the distribution Σ's off-diagonal terms are evaluated at
