@@ -1250,8 +1250,8 @@ def top_k_selective(r: dict) -> str:
         f"{OFF_BY_TWO_CHANCE:.1%} of the pairs by chance). Ranks: the (pair, rank) coverages "
         f"more than two standard errors below 0.95, and the lowest coverage of rank 1. Width: "
         f"the median over pairs of the median width relative to the union's. Points: answers "
-        f"whose band is a single point (no frequency in [0, 1] accepted). Median time per "
-        f"answer: {cost}.", "",
+        f"whose band is a single point (selective: no frequency in [0, 1] accepted; union: "
+        f"clipped to 0). Airports: GRR, OUE and OLH. Median time per answer: {cost}.", "",
         table(["windows of", "band", "(method, cell) pairs", "inside", "above", "below",
                "off 0.95", "lowest", "median", "ranks below", "lowest rank 1", "width",
                "points"], body, right=set(range(2, 13)))])
