@@ -21,14 +21,15 @@ The band is the hybrid interval of [Andrews24]: the projection set P = {μ : |f~
 c_β σ(μ)}, c_β = Φ⁻¹(1 − β / (2d)) (Bonferroni over the d values any rank could go to,
 level β = `PROJECTION_LEVEL`), and within it every μ whose conditional test at level
 a = (α − β) / (1 − β) accepts: a/2 ≤ F_TN(f~_v; μ, σ(μ), [V⁻, V⁺) ∩ [μ ± c_β σ(μ)]) ≤ 1 − a/2.
-Its coverage is at least 1 − α = 95% and close to it; the conditional interval alone grows
+Under the Gaussian model its coverage is at least 1 − α = 95% and close to it (the
+conditional interval alone: exactly 95%); the conditional interval alone grows
 without bound when f~_v lies near V⁻ or V⁺, the hybrid one never leaves P.
 
 σ(μ)² = Var(f~_v) at f_v = μ (eq. 2 at the value tested, as the score band of
 frequency_bands.score_bands), so each test is exact under its own null; the conditioning
-direction c uses Σ at the Norm-Sub plug-in for the other values and for v (a nuisance: for
-GRR |c_u| ≤ (p* q* + q*²)/Var-scale, a few percent; 0 for independent supports). The band is
-clipped to [0, 1], where the truth lies.
+direction c uses Σ at the Norm-Sub plug-in for the other values and for v (a nuisance with
+small entries for GRR, SS and HR, and none for independent supports). Only μ in [0, 1], where
+the truth lies, are tested.
 
 A value tied in f' with another (post-processing puts many values at 0; the tie is broken in
 domain order, not by f~) is conditioned on its own rank by f~ as well: that is not the event
