@@ -1236,7 +1236,7 @@ def top_k_selective(r: dict) -> str:
                          f"{line['ranks_below_by_two']} of {line['ranks']}",
                          number(line["lowest_rank_1"]),
                          number(line["median_width_vs_union"], ".2f"),
-                         str(line["empty"])])
+                         str(line["points"])])
     seconds = {family: sorted(row[family]["median_ms_per_answer"] for row in r["rows"]
                               if row[family]["median_ms_per_answer"] is not None)
                for family in ("hybrid", "set", "union")}

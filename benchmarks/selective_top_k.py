@@ -127,17 +127,22 @@ def row(key: tuple, tally: dict, windows: int) -> dict:
         width = np.concatenate(mine["width"])
         ratio = width[union_width > 0] / union_width[union_width > 0]
         out[family] = {
-            "coverage": float(inside.mean()),
-            "by_rank": np.vstack(mine["inside"]).mean(axis=0).round(4).tolist(),
+            "coverage": round(float(inside.mean()), 4),
+            # per rank, as one line of text ("0.96 0.95 ..."; `by_rank` reads it back)
+            "by_rank": " ".join(f"{value:g}" for value in
+                                np.vstack(mine["inside"]).mean(axis=0).round(4)),
             "tied": int(tied.sum()),
-            "tied_coverage": float(inside[tied].mean()) if tied.any() else None,
-            "untied_coverage": float(inside[~tied].mean()) if (~tied).any() else None,
-            "empty": mine["empty"],
-            "median_width": float(np.median(width)),
-            "median_width_vs_union": float(np.median(ratio)) if ratio.size else None,
-            "median_ms_per_answer": (1e3 * statistics.median(mine["seconds"])
+            "tied_coverage": round(float(inside[tied].mean()), 4) if tied.any() else None,
+            "points": mine["empty"],
+            "median_width_vs_union": round(float(np.median(ratio)), 3) if ratio.size else None,
+            "median_ms_per_answer": (round(1e3 * statistics.median(mine["seconds"]), 4)
                                      if mine["seconds"] else None)}
     return out
+
+
+def by_rank(family: dict) -> list[float]:
+    """A row's coverage per rank (1 first), from its line of text."""
+    return [float(value) for value in family["by_rank"].split()]
 
 
 def summary(rows: list[dict]) -> dict:
@@ -160,15 +165,15 @@ def summary(rows: list[dict]) -> dict:
             "median": statistics.median(v for v, _ in values) if values else None,
             "lowest": min((v for v, _ in values), default=None),
             "median_width_vs_union": statistics.median(ratios) if ratios else None,
-            "empty": sum(r[family]["empty"] for r in rows),
+            "points": sum(r[family]["points"] for r in rows),
             # each rank apart: (pair, rank) cells more than two s.e. below 0.95, and rank 1
             "ranks_below_by_two": sum(0.95 - c > 2 * coverage_standard_error(r["windows"],
                                                                                r["windows"])
-                                      for r in rows for c in r[family]["by_rank"]),
-            "ranks": sum(len(r[family]["by_rank"]) for r in rows),
-            "median_rank_1": (statistics.median(r[family]["by_rank"][0] for r in rows)
+                                      for r in rows for c in by_rank(r[family])),
+            "ranks": sum(len(by_rank(r[family])) for r in rows),
+            "median_rank_1": (statistics.median(by_rank(r[family])[0] for r in rows)
                               if rows else None),
-            "lowest_rank_1": min((r[family]["by_rank"][0] for r in rows), default=None)}
+            "lowest_rank_1": min((by_rank(r[family])[0] for r in rows), default=None)}
     return out
 
 
@@ -274,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{line['above']} above, {line['below']} below, {line['off_by_two']} off "
                       f"by two s.e. ({line['off_by_two_below']} below); median "
                       f"{line['median']}, lowest {line['lowest']}, width ×"
-                      f"{line['median_width_vs_union']}, empty {line['empty']}; ranks "
+                      f"{line['median_width_vs_union']}, points {line['points']}; ranks "
                       f"{line['ranks_below_by_two']} of {line['ranks']} below by two s.e., "
                       f"rank 1 median {line['median_rank_1']} lowest {line['lowest_rank_1']}",
                       flush=True)

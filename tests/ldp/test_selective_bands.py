@@ -226,11 +226,14 @@ def test_the_benchmark_redraws_the_dumped_windows(tmp_path):
             "--dumps", "zipf.pkl", "--cache-dir", str(tmp_path), "--datasets-dir",
             str(tmp_path), "--population-windows", "2", "--json",
             str(tmp_path / "out.json")]) == 0
+        by_rank = scripts["selective_top_k"].by_rank
     result = json.loads((tmp_path / "out.json").read_text())["results"]
     rows = result["rows"]
     assert len(rows) == 2 * 3 + 2 * 2 * 6  # dumped (protocol, method); population's
     for row in rows:
         for family in ("hybrid", "set", "union"):
             assert 0.0 <= row[family]["coverage"] <= 1.0
-            assert len(row[family]["by_rank"]) == 10
+            ranks = by_rank(row[family])
+            assert len(ranks) == 10 and all(0.0 <= value <= 1.0 for value in ranks)
+            assert row[family]["coverage"] == pytest.approx(sum(ranks) / 10, abs=1e-4)
     assert result["summary"]["all"]["union"]["pairs"] == len(rows)
