@@ -45,7 +45,9 @@ median about 0.97): where the noise is comparable with the values, the replay at
 Norm-Sub fit sees a spread of ranks the data does not. Scaling it around c_i by a factor
 fitted per method and (ε, n) cell (`scaled_bands`, `needed_scales`;
 benchmarks/calibrate_top_k.py) calibrated it on the fitted data shapes but not on others
-(docs/error-bars.md), so it is not applied. Where the top-k band measured below 0.90 (a method
+(docs/error-bars.md), so it is not applied; nor are bands conditional on the ranking
+(ldp_telemetry.ldp.estimation.selective_bands: measured, they over-cover more and are wider).
+Where the top-k band measured below 0.90 (a method
 at a grid cell of ε and n, `TOP_K_UNCALIBRATED`; Power's, not measured), the answers say so
 instead (`top_k_declared`: band none, with the reason).
 

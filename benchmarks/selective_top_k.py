@@ -1,0 +1,291 @@
+"""Coverage of the top-k answers' selective 95% bands (conditional on the ranking), against the
+band `ldp query` gave before (the bootstrap widened to the score band), on the same windows.
+
+The windows are those of benchmarks/calibrate_top_k.py: each dump of
+`benchmarks/coverage_frequency.py --dump` (module docstring of calibrate_top_k.py) is redrawn
+here from its seed (the same generator calls, checked against the dumped selected truths), and
+every method's top 10 gets the bands of ldp_telemetry.ldp.estimation.selective_bands:
+
+    hybrid        conditional on the value's rank, the hybrid interval ([Andrews24]; β =
+                  PROJECTION_LEVEL)
+    set           conditional on the value's membership of the top 10, hybrid
+
+and the dumped band of `ldp query` before ("union"), clipped to [0, 1]. The 40-value Zipf
+population of tests/ldp/test_frequency_bands.py (a fixed population, 2,000 or 20,000 users,
+OUE and GRR at ε = 1, drawn through the channel) has no dump: its windows and its "union" band
+(`top_k_parts`, R = 40) are made here (--population-windows, seed --seed).
+
+Per (data set, protocol, ε, n, method): coverage over the 10 ranks of every window, that of the
+answers tied in f' with another value (ranked by domain order, not by f~; module docstring of
+selective_bands) and of the untied ones, the median width against the union's, the time per
+answer. Summary per family: pairs inside [0.93, 0.97], above, below, more than two standard
+errors (√(0.95 · 0.05 / W), W windows) from 0.95 — a calibrated band lands there in about
+4.6% of pairs.
+
+    nice python benchmarks/selective_top_k.py --dumps top_k_held_out_airports.pkl \\
+        top_k_held_out_olh.pkl top_k_held_out_emoji.pkl top_k_words.pkl top_k_zipf.pkl \\
+        --json benchmarks/results/top_k_selective.json
+"""
+from __future__ import annotations
+
+import argparse
+import pickle
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from bench_json import Run, add_json_argument, default_datasets_dir
+from coverage_frequency import DATASETS, TOP, default_sampler, query_weights, support_counts
+from coverage_summary import GOAL, coverage_standard_error
+
+from ldp_telemetry.ldp.estimation.frequency_bands import top_k_parts
+from ldp_telemetry.ldp.estimation.postprocess import METHODS, error_plug_in
+from ldp_telemetry.ldp.estimation.replay import choose
+from ldp_telemetry.ldp.estimation.selective_bands import selective_bands
+from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
+
+FAMILIES = ("hybrid", "set", "union")
+#: family -> (event, β) of selective_bands (None: its default β)
+SELECTIVE = {"hybrid": ("rank", None), "set": ("set", None)}
+POPULATION_SIZES = (2_000, 20_000)
+POPULATION_METHODS = ("base", "norm-sub", "norm-hyb", "base-cut", "ibu", "auto")
+
+
+def population(n: int) -> np.ndarray:
+    """The 40-value population of tests/ldp/test_frequency_bands.py scaled to n users."""
+    weights = np.concatenate([1.0 / np.arange(1, 33) ** 1.1, np.zeros(8)])
+    counts = np.floor(n * weights / weights.sum()).astype(int)
+    counts[0] += n - counts.sum()
+    return counts
+
+
+def chosen_run(method: str, unbiased: np.ndarray, noise):
+    """The method a record runs ("auto": its replay's choice, held fixed) as f~ -> f'."""
+    if method == "auto":
+        method = choose(unbiased, noise, "full").method
+    return lambda u: METHODS[method].run(u, noise)
+
+
+def measure(unbiased: np.ndarray, truth: np.ndarray, protocol, n: int, method: str,
+            tally: dict, union: tuple[np.ndarray, np.ndarray] | None, cache: dict
+            ) -> np.ndarray:
+    """One window's checks of one method into `tally`; the selected truths. `cache`: the
+    window's selective bands by selection (they depend on f~ and the selected order only)."""
+    noise = protocol.noise(n)
+    run = chosen_run(method, unbiased, noise)
+    estimate = run(unbiased)
+    order = np.argsort(-estimate, kind="stable")[:TOP]
+    selected = truth[order]
+    # an answer tied in f' with another value (in or out of the top k)
+    tied = np.array([np.count_nonzero(estimate == estimate[v]) > 1 for v in order])
+    plug_in = error_plug_in(unbiased)
+    for family, (event, beta) in SELECTIVE.items():
+        key = (family, order.tobytes())
+        if key not in cache:
+            started = time.perf_counter()
+            extra = {} if beta is None else {"beta": beta}
+            cache[key] = selective_bands(unbiased, protocol, n, plug_in, order, event=event,
+                                         **extra)
+            tally[family]["seconds"].append((time.perf_counter() - started) / order.size)
+        _add(tally[family], *cache[key], selected, tied)
+    if union is None:
+        started = time.perf_counter()
+        centre, low, high = top_k_parts(unbiased, noise, run, TOP)
+        tally["union"]["seconds"].append((time.perf_counter() - started) / order.size)
+        union = (np.clip(low, 0, 1), np.clip(high, 0, 1))
+    _add(tally["union"], *union, selected, tied)
+    return selected
+
+
+def _add(mine: dict, lower: np.ndarray, upper: np.ndarray, truth: np.ndarray,
+         tied: np.ndarray) -> None:
+    empty = ~(lower < upper)  # a point: no μ in [0, 1] accepted
+    inside = ~empty & (lower <= truth + 1e-12) & (truth <= upper + 1e-12)
+    mine["inside"].append(inside)
+    mine["tied"].append(tied)
+    mine["width"].append(np.where(empty, 0.0, upper - lower))
+    mine["empty"] += int(empty.sum())
+
+
+def new_tally() -> dict:
+    return {family: {"inside": [], "tied": [], "width": [], "seconds": [], "empty": 0}
+            for family in FAMILIES}
+
+
+def row(key: tuple, tally: dict, windows: int) -> dict:
+    """One (data set, protocol, ε, n, method) row: coverage, tied and untied, widths."""
+    out = {"dataset": key[0], "protocol": key[1], "epsilon": key[2], "n": key[3],
+           "method": key[4], "windows": windows}
+    union_width = np.concatenate(tally["union"]["width"])
+    for family in FAMILIES:
+        mine = tally[family]
+        inside, tied = np.concatenate(mine["inside"]), np.concatenate(mine["tied"])
+        width = np.concatenate(mine["width"])
+        ratio = width[union_width > 0] / union_width[union_width > 0]
+        out[family] = {
+            "coverage": round(float(inside.mean()), 4),
+            # per rank, as one line of text ("0.96 0.95 ..."; `by_rank` reads it back)
+            "by_rank": " ".join(f"{value:g}" for value in
+                                np.vstack(mine["inside"]).mean(axis=0).round(4)),
+            "tied": int(tied.sum()),
+            "tied_coverage": round(float(inside[tied].mean()), 4) if tied.any() else None,
+            "points": mine["empty"],
+            "median_width_vs_union": round(float(np.median(ratio)), 3) if ratio.size else None,
+            "median_ms_per_answer": (round(1e3 * statistics.median(mine["seconds"]), 4)
+                                     if mine["seconds"] else None)}
+    return out
+
+
+def by_rank(family: dict) -> list[float]:
+    """A row's coverage per rank (1 first), from its line of text."""
+    return [float(value) for value in family["by_rank"].split()]
+
+
+def summary(rows: list[dict]) -> dict:
+    """Per family: pairs inside GOAL, above, below, off by two s.e.; median width ratio."""
+    low, high = GOAL
+    out = {}
+    for family in FAMILIES:
+        values = [(r[family]["coverage"], r["windows"]) for r in rows]
+        ratios = [r[family]["median_width_vs_union"] for r in rows
+                  if r[family]["median_width_vs_union"] is not None]
+        out[family] = {
+            "pairs": len(values),
+            "inside": sum(low <= v <= high for v, _ in values),
+            "above": sum(v > high for v, _ in values),
+            "below": sum(v < low for v, _ in values),
+            "off_by_two": sum(abs(v - 0.95) > 2 * coverage_standard_error(w, w)
+                              for v, w in values),
+            "off_by_two_below": sum(0.95 - v > 2 * coverage_standard_error(w, w)
+                                    for v, w in values),
+            "median": statistics.median(v for v, _ in values) if values else None,
+            "lowest": min((v for v, _ in values), default=None),
+            "median_width_vs_union": statistics.median(ratios) if ratios else None,
+            "points": sum(r[family]["points"] for r in rows),
+            # each rank apart: (pair, rank) cells more than two s.e. below 0.95, and rank 1
+            "ranks_below_by_two": sum(0.95 - c > 2 * coverage_standard_error(r["windows"],
+                                                                               r["windows"])
+                                      for r in rows for c in by_rank(r[family])),
+            "ranks": sum(len(by_rank(r[family])) for r in rows),
+            "median_rank_1": (statistics.median(by_rank(r[family])[0] for r in rows)
+                              if rows else None),
+            "lowest_rank_1": min((by_rank(r[family])[0] for r in rows), default=None)}
+    return out
+
+
+def redraw(dump: dict, folder: Path, methods: list[str] | None) -> list[dict]:
+    """The rows of one dump's cells, its windows redrawn (module docstring)."""
+    rows = []
+    cells: dict[tuple, list[str]] = {}
+    for (dataset, protocol, epsilon, n, method) in dump["cells"]:
+        if methods is None or method in methods:
+            cells.setdefault((dataset, protocol, epsilon, n), []).append(method)
+    for (dataset_name, protocol_name, epsilon, n), mine in cells.items():
+        dataset = DATASETS[dataset_name](folder)
+        d = dataset(0).size
+        protocol = make_protocol(protocol_name, epsilon, d)
+        noise = protocol.noise(n)
+        sampler = default_sampler(protocol_name, n, d, 300_000_000)
+        seed = dump["seed"]
+        rng = np.random.default_rng([seed, n, int(epsilon * 100), len(protocol_name)])
+        tallies = {method: new_tally() for method in mine}
+        for w in range(dump["windows"]):
+            counts = rng.multinomial(n, dataset(w))
+            truth = counts / n
+            unbiased = unbiased_estimate(support_counts(protocol, counts, rng, sampler), noise)
+            query_weights(d, 5, rng)  # coverage_frequency's draws, in its order
+            cache: dict = {}
+            for method in mine:
+                parts = dump["cells"][(dataset_name, protocol_name, epsilon, n, method)]
+                union = (np.clip(parts["union_lo"][w], 0, 1), np.clip(parts["union_hi"][w], 0, 1))
+                selected = measure(unbiased, truth, protocol, n, method, tallies[method], union,
+                                   cache)
+                if not np.allclose(selected, parts["truth"][w]):
+                    raise ValueError(f"window {w} of {dataset_name}, {protocol_name}, "
+                                     f"ε = {epsilon:g}, n = {n}, {method} is not the dump's")
+        for method in mine:
+            rows.append(row((dataset_name, protocol_name, epsilon, n, method), tallies[method],
+                            dump["windows"]))
+            print(_line(rows[-1]), flush=True)
+    return rows
+
+
+def population_rows(windows: int, seed: int) -> list[dict]:
+    """The 40-value population's rows (module docstring), union band made here."""
+    rows = []
+    for protocol_name in ("oue", "grr"):
+        for n in POPULATION_SIZES:
+            counts = population(n)
+            truth = counts / n
+            protocol = make_protocol(protocol_name, 1.0, counts.size)
+            noise = protocol.noise(n)
+            rng = np.random.default_rng([seed, n, len(protocol_name)])
+            tallies = {method: new_tally() for method in POPULATION_METHODS}
+            for _ in range(windows):
+                unbiased = unbiased_estimate(support_counts(protocol, counts, rng, "exact"),
+                                             noise)
+                cache: dict = {}
+                for method in POPULATION_METHODS:
+                    measure(unbiased, truth, protocol, n, method, tallies[method], None, cache)
+            for method in POPULATION_METHODS:
+                rows.append(row(("population 40", protocol_name, 1.0, n, method),
+                                tallies[method], windows))
+                print(_line(rows[-1]), flush=True)
+    return rows
+
+
+def _line(r: dict) -> str:
+    parts = [f"{family} {r[family]['coverage']:.3f} (tied {r[family]['tied']}: "
+             f"{r[family]['tied_coverage'] if r[family]['tied_coverage'] is None else round(r[family]['tied_coverage'], 3)}"  # noqa: E501
+             f", width ×{r[family]['median_width_vs_union'] or 0:.2f})"
+             for family in FAMILIES]
+    return (f"{r['dataset']} {r['protocol']} ε={r['epsilon']:g} n={r['n']:,} "
+            f"{r['method']:<9} " + "  ".join(parts))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dumps", nargs="*", default=[],
+                        help="dumps of coverage_frequency.py --dump (relative to --cache-dir)")
+    parser.add_argument("--cache-dir", default=tempfile.gettempdir())
+    parser.add_argument("--methods", nargs="*", default=None)
+    parser.add_argument("--population-windows", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=31)
+    parser.add_argument("--datasets-dir", default=default_datasets_dir())
+    add_json_argument(parser)
+    args = parser.parse_args(argv)
+    folder = Path(args.datasets_dir)
+    if args.dumps and not folder.is_dir():
+        print(f"no data sets at {folder}: set LDP_DATASETS", file=sys.stderr)
+        return 2
+    with Run("top_k_selective", args.json, vars(args)) as run:
+        rows = []
+        for name in args.dumps:
+            with (Path(args.cache_dir) / name).open("rb") as file:
+                dump = pickle.load(file)  # a file coverage_frequency.py wrote (trusted, local)
+            rows += redraw(dump, folder, args.methods)
+        if args.population_windows:
+            rows += population_rows(args.population_windows, args.seed)
+        by_set = {"all": summary(rows)}
+        for dataset in sorted({r["dataset"] for r in rows}):
+            by_set[dataset] = summary([r for r in rows if r["dataset"] == dataset])
+        for name, families in by_set.items():
+            for family, line in families.items():
+                print(f"{name}: {family:<11} {line['inside']:>4} of {line['pairs']} inside, "
+                      f"{line['above']} above, {line['below']} below, {line['off_by_two']} off "
+                      f"by two s.e. ({line['off_by_two_below']} below); median "
+                      f"{line['median']}, lowest {line['lowest']}, width ×"
+                      f"{line['median_width_vs_union']}, points {line['points']}; ranks "
+                      f"{line['ranks_below_by_two']} of {line['ranks']} below by two s.e., "
+                      f"rank 1 median {line['median_rank_1']} lowest {line['lowest_rank_1']}",
+                      flush=True)
+        run.save({"rows": rows, "summary": by_set})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

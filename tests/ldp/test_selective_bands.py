@@ -1,0 +1,239 @@
+"""Bands of top-k answers conditional on the ranking (ldp/estimation/selective_bands.py): the
+covariance they condition with, the rank event, the truncated normal's CDF far in its tails,
+the interval's exact coverage under the Gaussian model, and the premise that every
+post-processing method ranks the untied values as f~ does. Statistical checks state their
+false-failure rate beside them.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ldp_telemetry.ldp.estimation.postprocess import METHODS, error_plug_in
+from ldp_telemetry.ldp.estimation.replay import choose
+from ldp_telemetry.ldp.estimation.selective_bands import (ALPHA, PROJECTION_LEVEL, Selection,
+                                                          covariance_column, hybrid_band,
+                                                          projection_set, rank_interval,
+                                                          selective_bands, selections,
+                                                          set_interval, thresholds,
+                                                          truncated_cdf)
+from ldp_telemetry.ldp.protocols import make_protocol
+
+D = 40
+#: A Zipf head over 30 of 40 values, 10 held by nobody.
+_WEIGHTS = np.concatenate([1.0 / np.arange(1, 31) ** 1.1, np.zeros(10)])
+TRUTH = _WEIGHTS / _WEIGHTS.sum()
+Z_CHECK = 4.5  # a two-sided 4.5 s.e. check fails by chance with probability 7e-6
+
+
+def gaussian_windows(protocol, n: int, windows: int, seed: int):
+    """f~ ~ N(TRUTH, Σ), Σ the exact covariance (`covariance_column` for every value)."""
+    sigma = np.array([covariance_column(protocol, n, TRUTH, v) for v in range(D)])
+    values, vectors = np.linalg.eigh(sigma)  # Σ is singular for GRR (the sum is fixed)
+    root = vectors * np.sqrt(np.clip(values, 0.0, None))
+    rng = np.random.default_rng(seed)
+    for _ in range(windows):
+        yield TRUTH + root @ rng.standard_normal(D)
+
+
+@pytest.mark.parametrize("name", ["grr", "oue", "olh", "hr", "ss", "sue"])
+def test_the_covariance_column_is_the_protocols_exact_covariance(name):
+    """Var(f~_u + f~_v) = Σ_uu + Σ_vv + 2 Σ_uv, the left side from the protocol's own
+    linear_variance (its report_variance), for every pair with v = 3."""
+    protocol = make_protocol(name, 1.0, D)
+    n, v = 5_000, 3
+    column = covariance_column(protocol, n, TRUTH, v)
+    for u in range(D):
+        if u == v:
+            assert column[v] == pytest.approx(protocol.noise(n).variance(TRUTH)[v], rel=1e-9)
+            continue
+        pair = np.zeros(D)
+        pair[[u, v]] = 1.0
+        both = protocol.linear_variance(n, pair, TRUTH)
+        singles = [protocol.linear_variance(n, np.eye(D)[i], TRUTH) for i in (u, v)]
+        assert both == pytest.approx(sum(singles) + 2 * column[u], rel=1e-9, abs=1e-15)
+    if name in ("oue", "olh", "sue"):  # independent support indicators
+        assert np.abs(np.delete(column, v)).max() <= 1e-12 * column[v]
+
+
+@pytest.mark.parametrize("name", ["grr", "ss"])
+def test_the_rank_interval_is_where_the_rank_holds(name):
+    """With the others moving as z + c t, v keeps its rank exactly for t in [V⁻, V⁺) (GRR
+    and SS: c has non-zero entries)."""
+    protocol = make_protocol(name, 2.0, D)
+    n = 2_000
+    f = next(gaussian_windows(protocol, n, 1, seed=4))
+    for rank, v in enumerate(np.argsort(-f, kind="stable")[:8]):
+        column = covariance_column(protocol, n, error_plug_in(f), int(v))
+        c = column / column[v]
+        assert np.any(c[np.arange(D) != v] != 0.0)
+        low, high = rank_interval(thresholds(f, column, int(v)), float(f[v]))
+        assert low < f[v] < high
+
+        def rank_at(t: float, v: int = int(v), c: np.ndarray = c) -> int:
+            moved = f + c * (t - f[v])
+            return int(np.flatnonzero(np.argsort(-moved, kind="stable") == v)[0])
+
+        span = high - low if math.isfinite(high - low) else 0.1
+        for t in np.linspace(low if math.isfinite(low) else f[v] - 0.1,
+                             high if math.isfinite(high) else f[v] + 0.1, 9)[1:-1]:
+            assert rank_at(t) == rank
+        if math.isfinite(low):
+            assert rank_at(low - 1e-6 * span) == rank + 1
+        if math.isfinite(high):
+            assert rank_at(high + 1e-6 * span) == rank - 1
+
+
+def test_a_tie_on_the_lattice_goes_to_the_value_first_in_domain_order():
+    """Equal support counts: the continuity correction puts the threshold of an earlier value
+    half a step above f~_v (it ranks above), of a later one half a step below."""
+    protocol = make_protocol("oue", 1.0, 4)
+    n = 1_000
+    step = 1.0 / (n * (protocol.p_star - protocol.q_star))
+    f = np.array([0.3, 0.3, 0.3, 0.1])
+    column = covariance_column(protocol, n, f, 1)
+    passes = thresholds(f, column, 1, step)
+    assert passes == pytest.approx([0.3 + step / 2, 0.3 - step / 2, 0.1 - step / 2])
+    assert rank_interval(passes, 0.3) == pytest.approx((0.3 - step / 2, 0.3 + step / 2))
+    assert set_interval(passes, 0.3, 2) == pytest.approx((0.3 - step / 2, math.inf))
+
+
+def _tail_gap(t: float, x: float) -> float:
+    """log Φ(−t) − log Φ(−t − x) for large t, from Φ(−t) = φ(t) R(t) and the asymptotic series
+    of the Mills ratio, log R(t) = −log t + log(1 − 1/t² + 3/t⁴ − 15/t⁶): the exponent's
+    difference x (2t + x) / 2 is written out, so nothing cancels."""
+    def log_mills(u: float) -> float:
+        return -math.log(u) + math.log1p(-1 / u ** 2 + 3 / u ** 4 - 15 / u ** 6)
+    return log_mills(t) - log_mills(t + x) + x * (2 * t + x) / 2
+
+
+@pytest.mark.parametrize("start", [9.0, 40.0, 200.0])
+def test_the_truncated_cdf_holds_its_accuracy_far_in_the_tail(start):
+    """N(0, 1) truncated to [start, ∞) or (−∞, −start): F against the asymptotic series of
+    the tail (relative error below 1e-6 from start = 9 on), also for an interval whose width is
+    1e-8 of its distance from the mean."""
+    for x in (1e-6, 1e-4, 0.01, 0.05):
+        upper = -math.expm1(-_tail_gap(start, x))
+        assert truncated_cdf(start + x, 0.0, 1.0, start, math.inf) == pytest.approx(
+            upper, rel=1e-6)
+        assert truncated_cdf(-start - x, 0.0, 1.0, -math.inf, -start) == pytest.approx(
+            math.exp(-_tail_gap(start, x)), rel=1e-6)
+    width = 1e-8 * start
+    narrow = math.expm1(-_tail_gap(start, width / 2)) / math.expm1(-_tail_gap(start, width))
+    assert truncated_cdf(start + width / 2, 0.0, 1.0, start, start + width) == pytest.approx(
+        narrow, rel=1e-5)  # the inputs themselves carry 2e-16 · start of rounding
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.005])
+def test_the_interval_has_its_coverage_given_the_truncation(beta):
+    """y ~ N(μ, σ(μ)²) truncated to a fixed [V⁻, V⁺) (drawn by inverting its CDF): the
+    conditional interval (β = 0) holds μ in 95% of draws, the hybrid in 95–95.5% (β = 0.005);
+    4,000 draws, 4.5 s.e. of a binomial proportion (7e-6 per check)."""
+    from scipy.special import ndtr, ndtri
+    rng = np.random.default_rng(11)
+    selection = Selection(0.0, 0.18, 0.24, 4e-4, 2e-3, D)  # σ ≈ 0.022 around μ = 0.2
+    mu, draws = 0.2, 4_000
+    sd = selection.sd(mu)
+    lo, hi = ndtr((selection.low - mu) / sd), ndtr((selection.high - mu) / sd)
+    ys = mu + sd * ndtri(lo + (hi - lo) * rng.random(draws))
+    held = 0
+    for y in ys:
+        lower, upper = hybrid_band(Selection(float(y), selection.low, selection.high,
+                                             selection.a, selection.b, D), beta=beta)
+        held += lower <= mu <= upper
+    spread = math.sqrt(0.95 * 0.05 / draws)
+    assert 0.95 - Z_CHECK * spread <= held / draws <= 0.955 + Z_CHECK * spread, held / draws
+
+
+@pytest.mark.parametrize("name", ["oue", "grr"])
+def test_top_k_bands_cover_each_rank_under_the_gaussian_model(name):
+    """f~ ~ N(f, Σ), the top 5 by f~ and their bands conditional on the rank: each rank's
+    coverage over 300 windows is 95% (the hybrid: at most 95.5%), within 4.5 s.e. of one
+    window per check (7e-6 per rank), and all ranks together within 4.5 s.e."""
+    protocol = make_protocol(name, 1.0, D)
+    n, windows, k = 10_000, 300, 5
+    held = np.zeros(k)
+    for f in gaussian_windows(protocol, n, windows, seed=23):
+        order = np.argsort(-f, kind="stable")[:k]
+        lower, upper = selective_bands(f, protocol, n, error_plug_in(f), order, lattice=False)
+        held += (lower <= TRUTH[order]) & (TRUTH[order] <= upper)
+    spread = math.sqrt(0.95 * 0.05 / windows)
+    for coverage in held / windows:
+        assert 0.95 - Z_CHECK * spread <= coverage <= 0.955 + Z_CHECK * spread, held / windows
+    assert abs(held.sum() / (k * windows) - 0.95) <= Z_CHECK * spread, held / windows
+
+
+def test_a_value_far_above_the_rest_keeps_its_score_band():
+    """A top value far above the others is not truncated: its conditional band is the score
+    band (eq. 2 at the value tested), its hybrid one that at the level (α − β)/(1 − β)."""
+    from scipy.stats import norm
+    protocol = make_protocol("oue", 1.0, D)
+    n = 100_000
+    f = TRUTH.copy()
+    (selection,) = selections(f, protocol, n, f, np.array([0]), lattice=False)
+    assert selection.low < f[0] - 10 * selection.sd(f[0]) and selection.high == math.inf
+    expected = projection_set(selection, float(norm.isf(ALPHA / 2)))
+    assert hybrid_band(selection, beta=0.0) == pytest.approx(expected, rel=1e-7)
+    # the hybrid: at its conditional level, truncated to μ ± c_β σ(μ) (mass 1e-4 left out)
+    level = (ALPHA - PROJECTION_LEVEL) / (1 - PROJECTION_LEVEL)
+    expected = projection_set(selection, float(norm.isf(level / 2)))
+    assert hybrid_band(selection) == pytest.approx(expected, rel=1e-4)
+
+
+#: Methods whose ranking the band assumes is that of f~ (all of METHODS but the replay-chosen
+#: ones, which run one of these).
+RANKED = ["base", "base-pos", "post-pos", "base-cut", "norm", "norm-mul", "norm-sub",
+          "norm-cut", "norm-hyb", "mle-apx", "ibu", "power", "power-ns"]
+
+
+@pytest.mark.parametrize("method", [*RANKED, "auto"])
+@pytest.mark.parametrize("name", ["oue", "grr"])
+def test_every_method_ranks_its_untied_values_as_the_unbiased_estimate(method, name):
+    """The premise: the values a method ranks highest, where its estimate is not tied with
+    another value's, are the values f~ ranks highest in the same order (an order-preserving
+    f'), over windows of small and large n; "auto" via the method its replay chose."""
+    rng = np.random.default_rng(5)
+    for n, epsilon in ((1_000, 0.5), (1_000, 4.0), (100_000, 1.0)):
+        protocol = make_protocol(name, epsilon, D)
+        noise = protocol.noise(n)
+        for _ in range(3):
+            f = next(gaussian_windows(protocol, n, 1, int(rng.integers(1 << 30))))
+            chosen = choose(f, noise, "full").method if method == "auto" else method
+            estimate = METHODS[chosen].run(f, noise)
+            order = np.argsort(-estimate, kind="stable")
+            by_unbiased = np.argsort(-f, kind="stable")
+            untied = np.array([np.count_nonzero(estimate == estimate[v]) == 1 for v in order])
+            first_tie = int(np.argmin(untied)) if not untied.all() else D
+            assert first_tie > 0 or estimate.max() == estimate.min()
+            np.testing.assert_array_equal(order[:first_tie], by_unbiased[:first_tie])
+
+
+def test_the_benchmark_redraws_the_dumped_windows(tmp_path):
+    """benchmarks/selective_top_k.py redraws a coverage_frequency.py dump's windows from its
+    seed (it raises when a selected truth differs from the dump's) and counts every answer of
+    every window once per band; the 40-value population's rows make their own union band."""
+    import json
+
+    from tests.benchmark_scripts import loaded_scripts
+    with loaded_scripts("coverage_frequency", "selective_top_k") as scripts:
+        assert scripts["coverage_frequency"].main([
+            "--datasets", "zipf", "--protocols", "oue", "grr", "--epsilons", "1",
+            "--sizes", "1000", "--windows", "3", "--methods", "base", "norm-sub", "auto",
+            "--datasets-dir", str(tmp_path), "--dump", str(tmp_path / "zipf.pkl")]) == 0
+        assert scripts["selective_top_k"].main([
+            "--dumps", "zipf.pkl", "--cache-dir", str(tmp_path), "--datasets-dir",
+            str(tmp_path), "--population-windows", "2", "--json",
+            str(tmp_path / "out.json")]) == 0
+        by_rank = scripts["selective_top_k"].by_rank
+    result = json.loads((tmp_path / "out.json").read_text())["results"]
+    rows = result["rows"]
+    assert len(rows) == 2 * 3 + 2 * 2 * 6  # dumped (protocol, method); population's
+    for row in rows:
+        for family in ("hybrid", "set", "union"):
+            assert 0.0 <= row[family]["coverage"] <= 1.0
+            ranks = by_rank(row[family])
+            assert len(ranks) == 10 and all(0.0 <= value <= 1.0 for value in ranks)
+            assert row[family]["coverage"] == pytest.approx(sum(ranks) / 10, abs=1e-4)
+    assert result["summary"]["all"]["union"]["pairs"] == len(rows)
