@@ -175,7 +175,7 @@ def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict 
                 else:
                     pairs.append((cell["coverage"][level], cell["windows"]))
         out.append(tally("Square Wave quantiles", "bias-corrected-bootstrap", pairs, declared,
-                         "held-out windows and a held-out data shape"))
+                         "set 3: held-out windows, two data shapes no fit saw"))
     if likelihood:
         pairs = [(c["profile_likelihood_split"]["coverage"][level], c["windows"])
                  for c in likelihood["cells"] for level in likelihood["levels"]]

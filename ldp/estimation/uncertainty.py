@@ -103,8 +103,9 @@ BAND_STATISTICS: tuple[str, ...] = ("mean", "variance") + QUANTILE_LEVELS
 #: The (ε, n per window) grid the record's margins are calibrated on
 #: (benchmarks/calibrate_bands.py) and measured on (benchmarks/coverage.py), and the
 #: replicates and buckets they are calibrated with. A window outside them gets the nearest
-#: cell's margin, and its bands say so (`band_scales`): at 512 buckets the held-out coverage
-#: was 0.81-1.00 (8 of 21 cells more than two standard errors from 0.95, mostly below).
+#: cell's margin, and its bands say so (`band_scales`): at 512 buckets the banded quantiles
+#: covered 0.85-1.00 on held-out windows of two unseen shapes (11 of 24 (cell, level) pairs
+#: more than two standard errors from 0.95, 10 of them below).
 COVERAGE_EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
 COVERAGE_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000, 1_000_000)
 CALIBRATED_REPLICATES = DEFAULT_REPLICATES
@@ -118,6 +119,14 @@ NO_REPORTS_REASON = "no band: no reports"
 UNCALIBRATED_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: no margin on the bootstrap "
                        "through EM brought this statistic's coverage into [0.93, 0.97] on the "
                        "calibration data (benchmarks/calibrate_bands.py)")
+HELD_OUT_MISS_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: on held-out windows at "
+                        "ε = {cell_epsilon:g}, n = {cell_n:,} this statistic's band covered "
+                        "{coverage:.2f} of {windows} windows of {dataset}, more than two "
+                        "standard errors below 0.95 (benchmarks/declare_bands.py)")
+LEVEL_MISS_REASON = ("no calibrated band for the {level} quantile: on held-out windows its band "
+                     "covered more than two standard errors below 0.95 in {missed} of the "
+                     "{banded} calibrated (ε, n) settings that kept it "
+                     "(benchmarks/declare_bands.py)")
 EXTRAPOLATED_REASON = ("band extrapolated: {what} outside the calibrated range ({measured}); "
                        "the margin of the nearest calibrated setting is used")
 
@@ -146,13 +155,17 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
     """(c per statistic of BAND_STATISTICS, reasons) for windows of ε, n reports, `buckets`
     buckets and R = `replicates`: the calibrated margin scale of the window's grid cell
     (`coverage_cell`; MARGIN_SCALES of ldp_telemetry.ldp.estimation.band_calibration), NaN
-    where the statistic is declared without a band (reason UNCALIBRATED_REASON); for a window
+    where the statistic is declared without a band: no margin fitted (UNCALIBRATED_REASON), or
+    its band missed on held-out windows in the cell (HELD_OUT_MISS_REASON) or across the grid
+    (LEVEL_MISS_REASON; HELD_OUT_MISSES and DECLARED_LEVELS of
+    ldp_telemetry.ldp.estimation.band_declarations); for a window
     outside the calibrated range (ε outside [0.5, 4], n outside [10³/√10, √10 · 10⁶], other
     than 128 buckets or R = 20) or channel and fit (a `protocol` other than
     CALIBRATED_PROTOCOL, `output_buckets` other than `buckets` (None: the same), an interval
     fit not at EM's default settings, `default_fit` False) every band's reason says it is
     extrapolated."""
     from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
+    from ldp_telemetry.ldp.estimation.band_declarations import DECLARED_LEVELS, HELD_OUT_MISSES
     cell = coverage_cell(epsilon, n)
     outside = []
     if not COVERAGE_EPSILONS[0] <= epsilon <= COVERAGE_EPSILONS[-1]:
@@ -177,8 +190,17 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
     reasons = {}
     for at, key in enumerate(BAND_STATISTICS):
         scale = MARGIN_SCALES[cell][key]
+        miss = HELD_OUT_MISSES.get(cell, {}).get(key)
         if scale is None:
             reasons[key] = UNCALIBRATED_REASON.format(epsilon=epsilon, n=f"{n:,}")
+        elif miss is not None:
+            dataset, coverage, windows = miss
+            reasons[key] = HELD_OUT_MISS_REASON.format(
+                epsilon=epsilon, n=f"{n:,}", cell_epsilon=cell[0], cell_n=cell[1],
+                coverage=coverage, windows=windows, dataset=dataset)
+        elif key in DECLARED_LEVELS:
+            banded, missed = DECLARED_LEVELS[key]
+            reasons[key] = LEVEL_MISS_REASON.format(level=key, missed=missed, banded=banded)
         else:
             scales[at] = scale
             if extrapolated:

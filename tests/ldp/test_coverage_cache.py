@@ -1,7 +1,7 @@
 """benchmarks/coverage.py and benchmarks/calibrate_bands.py keep simulated windows in a cache;
 a cache made from the other script's windows (the calibration's seed, or the held-out one) is
 refused, so the held-out coverage never reuses calibration windows and the fit never sees
-held-out ones."""
+held-out ones. benchmarks/declare_bands.py's rule, and the declarations it wrote from set 2."""
 from __future__ import annotations
 
 import pickle
@@ -59,3 +59,51 @@ def test_the_calibration_refuses_held_out_windows(scripts, tmp_path, capsys, mon
         calibrate.main(["--epsilons", "4", "--sizes", "1000", "--windows", "2",
                         "--cache", str(held_out)])
     assert "holds other cells" in capsys.readouterr().err
+
+
+def test_the_validation_refuses_the_windows_the_declarations_are_fitted_on(scripts, capsys):
+    with pytest.raises(SystemExit):
+        scripts["coverage"].main(["--seed", "31", "--simulate-only"])
+    assert "31: declarations" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def declare():
+    with loaded_scripts("declare_bands") as loaded:
+        yield loaded["declare_bands"]
+
+
+def test_the_declaration_rule_declares_what_lies_two_standard_errors_below(declare):
+    """W = 100: 2 s.e. below 0.95 is 0.9064, so 0.90 is declared and 0.91 kept; the lowest of a
+    cell's data sets is the one named; cells of other bucket counts, and levels the margins
+    already declare, are not the rule's; a level missed in at least half of the cells its band
+    was kept in is declared everywhere."""
+    from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
+
+    def cell(dataset, epsilon, n, coverage, buckets=128):
+        return {"dataset": dataset, "epsilon": epsilon, "n": n, "buckets": buckets,
+                "windows": 100, "coverage": {"0.5": coverage, "0.25": 0.95}}
+    kept = [key for key, scales in MARGIN_SCALES.items() if scales["0.5"] is not None]
+    cells = [cell("a", *kept[0], 0.90), cell("b", *kept[0], 0.86), cell("a", *kept[1], 0.91),
+             cell("a", *kept[2], 0.50, buckets=512)]
+    misses, levels = declare.declarations(
+        [{**c, "coverage": {**dict.fromkeys(declare.QUANTILE_LEVELS, 0.95), **c["coverage"]}}
+         for c in cells])
+    assert misses == {kept[0]: {"0.5": ("b", 0.86, 100)}} and levels == {}
+    everywhere = [cell("a", *key, 0.80) for key in kept[:(len(kept) + 1) // 2]]
+    _, levels = declare.declarations(
+        [{**c, "coverage": {**dict.fromkeys(declare.QUANTILE_LEVELS, 0.95), **c["coverage"]}}
+         for c in everywhere])
+    assert levels == {"0.5": (len(kept), (len(kept) + 1) // 2)}
+
+
+def test_the_shipped_declarations_are_the_rule_applied_to_set_2(declare):
+    """ldp/estimation/band_declarations.py is what benchmarks/declare_bands.py writes from set
+    2's results (benchmarks/results/coverage_set2.json): nobody edited it by hand."""
+    import json
+
+    from ldp_telemetry.ldp.estimation.band_declarations import DECLARED_LEVELS, HELD_OUT_MISSES
+    run = json.loads(declare.RESULTS.read_text())
+    assert run["parameters"]["seed"] == 31
+    misses, levels = declare.declarations(run["results"]["cells"])
+    assert misses == HELD_OUT_MISSES and levels == DECLARED_LEVELS
