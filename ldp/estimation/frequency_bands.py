@@ -61,8 +61,12 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimation.postprocess import is_single_support, project_to_simplex
+from ldp_telemetry.ldp.estimation.postprocess import (error_plug_in, is_single_support,
+                                                      project_to_simplex)
+from ldp_telemetry.ldp.estimation.selective_bands import selective_bands
 from ldp_telemetry.ldp.estimation.uncertainty import Z95, grid_cell
+from ldp_telemetry.ldp.protocols import is_pooled
+from ldp_telemetry.ldp.protocols.base import FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
 
 #: Replicates of a top-k answer's bootstrap band (each costs one run of the post-processing).
@@ -227,6 +231,58 @@ def top_k_bands(unbiased: np.ndarray, noise: SupportNoise,
     union of `top_k_parts`, clipped to [0, 1] (module docstring)."""
     centre, lower, upper = top_k_parts(unbiased, noise, postprocess, k, replicates, seed)
     return scaled_bands(centre, lower, upper, 1.0)
+
+
+def merged_answers(estimate: np.ndarray, unbiased: np.ndarray, order: np.ndarray
+                   ) -> np.ndarray:
+    """Whether each selected value (`order`) has a post-processed estimate equal to that of a
+    value whose unbiased estimate differs: the post-processing merged them (clipping puts many
+    values at 0), so the answer's rank is domain order among them, not its rank by f~ (the
+    event the rank-conditional band conditions on). Values tied in f~ itself (equal support
+    counts) are ranked in domain order by both and are not merged."""
+    f_prime = np.asarray(estimate, dtype=np.float64)
+    f = np.asarray(unbiased, dtype=np.float64)
+    return np.array([bool(np.any((f_prime == f_prime[v]) & (f != f[v]))) for v in order],
+                    dtype=bool)
+
+
+def joined_bands(lower: np.ndarray, upper: np.ndarray, rank_lower: np.ndarray,
+                 rank_upper: np.ndarray, merged: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The smallest interval holding both the union band (`lower`, `upper`) and the
+    rank-conditional band of the same answer; the union alone for a `merged` answer
+    (`merged_answers`) and where the rank-conditional band is a point (no frequency in
+    [0, 1] accepted: it stands for the empty set, selective_bands.hybrid_band)."""
+    lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
+    rank_lower, rank_upper = np.asarray(rank_lower, np.float64), np.asarray(rank_upper,
+                                                                              np.float64)
+    use = ~np.asarray(merged, dtype=bool) & (rank_lower < rank_upper)
+    return (np.where(use, np.minimum(lower, rank_lower), lower),
+            np.where(use, np.maximum(upper, rank_upper), upper))
+
+
+def rank_conditional_applies(protocol: FrequencyOracle) -> bool:
+    """Whether a window of `protocol` gets the rank-conditional part of its top-k bands: a pure
+    one-stage oracle (not a pooled-hash oracle, whose collision term couples every value and is
+    not in selective_bands' covariance; not a memoized two-stage one, not measured)."""
+    return not is_pooled(protocol.name) and not getattr(protocol, "memoized", False)
+
+
+def top_k_rank_conditional_bands(unbiased: np.ndarray, noise: SupportNoise,
+                                 protocol: FrequencyOracle,
+                                 postprocess: Callable[[np.ndarray], np.ndarray], k: int,
+                                 replicates: int = BAND_REPLICATES, seed: int = 0
+                                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) of the values ranked 1..k by postprocess(unbiased), for a window of a
+    protocol `rank_conditional_applies` to: the union band of `top_k_bands` joined with each
+    answer's band conditional on its rank (selective_bands.selective_bands, [Lee16] Theorem
+    5.2 and [Andrews24]; `joined_bands`), within [0, 1] (module docstring)."""
+    f = np.asarray(unbiased, dtype=np.float64)
+    lower, upper = top_k_bands(f, noise, postprocess, k, replicates, seed)
+    estimate = postprocess(f)
+    order = np.argsort(-estimate, kind="stable")[:lower.size]
+    rank_lower, rank_upper = selective_bands(f, protocol, int(noise.n), error_plug_in(f), order)
+    return joined_bands(lower, upper, rank_lower, rank_upper,
+                        merged_answers(estimate, f, order))
 
 
 def with_score_bands(lower: np.ndarray, upper: np.ndarray, unbiased: np.ndarray,

@@ -382,7 +382,8 @@ def test_norm_answers_and_exact_standard_error():
 def test_every_method_names_its_band(method):
     """Every answer carries the exact band of an unbiased answer to the same query: Norm's own
     answer for norm, the unbiased estimate's for every other method (whose printed answer may
-    lie outside it); top-k answers a bootstrap band (ldp.estimation.frequency_bands)."""
+    lie outside it); top-k answers the bootstrap band joined with the rank-conditional one (a
+    pooled-hash oracle: the bootstrap band; ldp.estimation.frequency_bands)."""
     w = window(method)
     point, pair = w.point("h"), w.set_sum(["g", "h"])
     base = window("base")
@@ -400,8 +401,11 @@ def test_every_method_names_its_band(method):
     top = w.top_k(3)
     reason = top_k_declared(w._chosen_method, w.protocol.epsilon, w.n)
     if reason is None:
-        assert [a.band_method for a in top] == ["bias-corrected-bootstrap"] * 3
+        assert [a.band_method for a in top] == ["rank-conditional-union"] * 3
         assert all(0.0 <= a.lower95 <= a.upper95 <= 1.0 for a in top)
+        # a pooled-hash oracle keeps the union of the bootstrap and the score band
+        pooled = window(method, "cms").top_k(3)
+        assert [a.band_method for a in pooled] == ["bias-corrected-bootstrap"] * 3
     else:  # declared without a band (power's, not measured; cells measured below 0.90)
         assert [(a.band_method, a.lower95, a.band_reason) for a in top] == [
             ("none", None, reason)] * 3
