@@ -1,5 +1,5 @@
-"""Coverage of the top-k answers' selective 95% bands (conditional on the ranking), against the
-band `ldp query` gave before (the bootstrap widened to the score band), on the same windows.
+"""Coverage of the top-k answers' selective 95% bands (conditional on the ranking), of the union
+of the bootstrap and the score band, and of their join (`ldp query`'s band), on the same windows.
 
 The windows are those of benchmarks/calibrate_top_k.py: each dump of
 `benchmarks/coverage_frequency.py --dump` (module docstring of calibrate_top_k.py) is redrawn
@@ -10,7 +10,10 @@ every method's top 10 gets the bands of ldp_telemetry.ldp.estimation.selective_b
                   PROJECTION_LEVEL)
     set           conditional on the value's membership of the top 10, hybrid
 
-and the dumped band of `ldp query` before ("union"), clipped to [0, 1]. The 40-value Zipf
+the dumped union of the bootstrap and the score band ("union", clipped to [0, 1]), and the
+smallest interval holding both the union and the hybrid ("both": `ldp query`'s band for a pure
+one-stage oracle, frequency_bands.joined_bands; the union alone for an answer
+post-processing merged with values of other f~, frequency_bands.merged_answers). The 40-value Zipf
 population of tests/ldp/test_frequency_bands.py (a fixed population, 2,000 or 20,000 users,
 OUE and GRR at ε = 1, drawn through the channel) has no dump: its windows and its "union" band
 (`top_k_parts`, R = 40) are made here (--population-windows, seed --seed).
@@ -20,7 +23,9 @@ answers tied in f' with another value (ranked by domain order, not by f~; module
 selective_bands) and of the untied ones, the median width against the union's, the time per
 answer. Summary per family: pairs inside [0.93, 0.97], above, below, more than two standard
 errors (√(0.95 · 0.05 / W), W windows) from 0.95 — a calibrated band lands there in about
-4.6% of pairs.
+4.6% of pairs; and per (method, cell, rank) triple: inside, above, below, below 0.90, more than
+two standard errors below 0.95 against how many a calibrated band gives by chance (binomial),
+the lowest, and the median and largest width against the union's (`rank_summary`).
 
     nice python benchmarks/selective_top_k.py --dumps top_k_held_out_airports.pkl \\
         top_k_held_out_olh.pkl top_k_held_out_emoji.pkl top_k_words.pkl top_k_zipf.pkl \\
