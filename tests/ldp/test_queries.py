@@ -570,3 +570,21 @@ def test_top_k_replays_the_method_the_record_says_its_replay_chose():
     assert WindowEstimate.from_record(older).with_method("norm-sub").top_k(5) == \
         WindowEstimate.from_unbiased(config.protocol, 5000, result.unbiased,
                                      "norm-sub").top_k(5)
+
+
+def test_the_rank_conditional_part_applies_to_pure_one_stage_oracles_only():
+    """Top-k answers join the rank-conditional band for every pure one-stage oracle; pooled-hash
+    and memoized (two-stage) oracles keep the union (`band_method` bias-corrected-bootstrap)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import rank_conditional_applies
+    from ldp_telemetry.ldp.protocols import is_pooled
+    from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
+    for name in PROTOCOLS:
+        protocol = make_protocol(name, 1.0, 8)
+        assert rank_conditional_applies(protocol) is not is_pooled(name), name
+    memoized = make_memoized_protocol("oue", 1.0, 8, 4.0)
+    assert not rank_conditional_applies(memoized)
+    n = 5_000
+    f = np.array([0.4, 0.2, 0.15, 0.1, 0.08, 0.04, 0.02, 0.01])
+    unbiased = f + np.random.default_rng(3).normal(0, np.sqrt(memoized.noise(n).variance(f)))
+    top = WindowEstimate.from_unbiased(memoized, n, unbiased, "norm-sub").top_k(3)
+    assert [a.band_method for a in top] == ["bias-corrected-bootstrap"] * 3
