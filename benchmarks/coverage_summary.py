@@ -1,7 +1,8 @@
 """Coverage of every 95% band the records and `ldp query` print, by family, in one table.
 
 Read from the results of the coverage benchmarks (benchmarks/results/): coverage_frequency
-(frequency values, sets, ranges, combined versions, top-k), coverage_moments (the mean and the
+(frequency values, sets, ranges, combined versions), top_k_selective (top-k answers, rank by
+rank), coverage_moments (the mean and the
 variance of Square Wave), coverage_cfo_moments (those of CFO-binning), coverage (Square Wave's
 quantiles, CFO-binning's and HH-ADMM's bootstrap) and
 quantile_lr (the profile-likelihood quantile band, measured and not used). Each family's
@@ -132,9 +133,27 @@ def frequency_rows(results: dict) -> list[dict]:
     return out
 
 
-def top_k_rows(calibration: dict | None) -> list[dict]:
-    """The top-k answers' band `ldp query` gives (the bootstrap widened to the selected value's
-    score band) on the held-out windows of benchmarks/calibrate_top_k.py."""
+def top_k_rows(calibration: dict | None, selective: dict | None = None) -> list[dict]:
+    """The top-k answers' bands `ldp query` gives, counted per (method, cell, rank) triple —
+    each answer's band is stated for that answer, and pooled over the ranks the top answer's
+    dips hide — from benchmarks/selective_top_k.py: the join with the rank-conditional band
+    (pure one-stage oracles) and the union of the bootstrap and the score band alone (pooled-hash
+    and memoized oracles, answers merged by post-processing; measured on GRR, OUE and OLH).
+    Without those results: the union per (method, cell) pair on the held-out windows of
+    benchmarks/calibrate_top_k.py."""
+    if selective:
+        rows = selective["rows"]
+
+        def triples(family: str) -> list[tuple[float, int]]:
+            return [(float(c), r["windows"]) for r in rows
+                    for c in r[family]["by_rank"].split()]
+        return [tally("top-k answers, per rank", "rank-conditional-union", triples("both"),
+                      note="pure one-stage oracles (measured: GRR, OUE, OLH); (method, cell, "
+                           "rank) triples"),
+                tally("top-k answers, per rank, union alone", "bias-corrected-bootstrap",
+                      triples("union"),
+                      note="pooled-hash and memoized oracles (measured on GRR, OUE, OLH "
+                           "only); (method, cell, rank) triples")]
     if not calibration:
         return []
     windows = int(calibration["held_out"]["windows"])
@@ -200,7 +219,7 @@ def summary(results: Path = RESULTS) -> list[dict]:
     frequency = _load(results, "coverage_frequency")
     if frequency:
         rows += frequency_rows(frequency)
-    rows += top_k_rows(_load(results, "top_k_calibration"))
+    rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"))
     rows += numeric_rows(_load(results, "coverage_moments"), _load(results, "coverage"),
                          _load(results, "quantile_lr"), _load(results, "coverage_cfo_moments"))
     rows += [{"family": family, "band": band, "pairs": 0, "declared": None, "note": why}

@@ -1,5 +1,5 @@
-"""Coverage of the top-k answers' selective 95% bands (conditional on the ranking), against the
-band `ldp query` gave before (the bootstrap widened to the score band), on the same windows.
+"""Coverage of the top-k answers' selective 95% bands (conditional on the ranking), of the union
+of the bootstrap and the score band, and of their join (`ldp query`'s band), on the same windows.
 
 The windows are those of benchmarks/calibrate_top_k.py: each dump of
 `benchmarks/coverage_frequency.py --dump` (module docstring of calibrate_top_k.py) is redrawn
@@ -10,7 +10,10 @@ every method's top 10 gets the bands of ldp_telemetry.ldp.estimation.selective_b
                   PROJECTION_LEVEL)
     set           conditional on the value's membership of the top 10, hybrid
 
-and the dumped band of `ldp query` before ("union"), clipped to [0, 1]. The 40-value Zipf
+the dumped union of the bootstrap and the score band ("union", clipped to [0, 1]), and the
+smallest interval holding both the union and the hybrid ("both": `ldp query`'s band for a pure
+one-stage oracle, frequency_bands.joined_bands; the union alone for an answer
+post-processing merged with values of other f~, frequency_bands.merged_answers). The 40-value Zipf
 population of tests/ldp/test_frequency_bands.py (a fixed population, 2,000 or 20,000 users,
 OUE and GRR at ε = 1, drawn through the channel) has no dump: its windows and its "union" band
 (`top_k_parts`, R = 40) are made here (--population-windows, seed --seed).
@@ -20,7 +23,9 @@ answers tied in f' with another value (ranked by domain order, not by f~; module
 selective_bands) and of the untied ones, the median width against the union's, the time per
 answer. Summary per family: pairs inside [0.93, 0.97], above, below, more than two standard
 errors (√(0.95 · 0.05 / W), W windows) from 0.95 — a calibrated band lands there in about
-4.6% of pairs.
+4.6% of pairs; and per (method, cell, rank) triple: inside, above, below, below 0.90, more than
+two standard errors below 0.95 against how many a calibrated band gives by chance (binomial),
+the lowest, and the median and largest width against the union's (`rank_summary`).
 
     nice python benchmarks/selective_top_k.py --dumps top_k_held_out_airports.pkl \\
         top_k_held_out_olh.pkl top_k_held_out_emoji.pkl top_k_words.pkl top_k_zipf.pkl \\
@@ -29,6 +34,7 @@ errors (√(0.95 · 0.05 / W), W windows) from 0.95 — a calibrated band lands 
 from __future__ import annotations
 
 import argparse
+import math
 import pickle
 import statistics
 import sys
@@ -41,14 +47,18 @@ from bench_json import Run, add_json_argument, default_datasets_dir
 from coverage_frequency import DATASETS, TOP, default_sampler, query_weights, support_counts
 from coverage_summary import GOAL, coverage_standard_error
 
-from ldp_telemetry.ldp.estimation.frequency_bands import top_k_parts
+from ldp_telemetry.ldp.estimation.frequency_bands import (joined_bands, merged_answers,
+                                                          top_k_parts)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, error_plug_in
 from ldp_telemetry.ldp.estimation.replay import choose
 from ldp_telemetry.ldp.estimation.selective_bands import selective_bands
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
-FAMILIES = ("hybrid", "set", "union")
+FAMILIES = ("hybrid", "set", "union", "both")
+#: Families whose rows the results file keeps ("set" is summarised only: it is no band of each
+#: answer, and the file stays small).
+ROW_FAMILIES = ("hybrid", "union", "both")
 #: family -> (event, β) of selective_bands (None: its default β)
 SELECTIVE = {"hybrid": ("rank", None), "set": ("set", None)}
 POPULATION_SIZES = (2_000, 20_000)
@@ -98,6 +108,9 @@ def measure(unbiased: np.ndarray, truth: np.ndarray, protocol, n: int, method: s
         tally["union"]["seconds"].append((time.perf_counter() - started) / order.size)
         union = (np.clip(low, 0, 1), np.clip(high, 0, 1))
     _add(tally["union"], *union, selected, tied)
+    merged = merged_answers(estimate, unbiased, order)
+    _add(tally["both"], *joined_bands(*union, *cache[("hybrid", order.tobytes())], merged),
+         selected, tied)
     return selected
 
 
@@ -136,8 +149,52 @@ def row(key: tuple, tally: dict, windows: int) -> dict:
             "points": mine["empty"],
             "median_width_vs_union": round(float(np.median(ratio)), 3) if ratio.size else None,
             "median_ms_per_answer": (round(1e3 * statistics.median(mine["seconds"]), 4)
-                                     if mine["seconds"] else None)}
+                                     if mine["seconds"] else None),
+            # per rank: the median over windows of the width against the union's (the summary
+            # reads it; not saved)
+            "_width_by_rank": rank_width_ratios(np.vstack(mine["width"]),
+                                                np.vstack(tally["union"]["width"]))}
     return out
+
+
+def rank_width_ratios(width: np.ndarray, union_width: np.ndarray) -> list[float | None]:
+    """Per rank (columns of windows × ranks), the median over windows of width / the union's
+    width, where the union's is not 0 (None where it is 0 in every window)."""
+    out: list[float | None] = []
+    for mine, union in zip(width.T, union_width.T, strict=True):
+        kept = union > 0
+        out.append(float(np.median(mine[kept] / union[kept])) if kept.any() else None)
+    return out
+
+
+def chance_below(windows: int) -> float:
+    """The probability that a calibrated band's coverage over `windows` windows (Binomial(W,
+    0.95) / W) lies more than two standard errors below 0.95."""
+    from scipy.stats import binom
+    limit = 0.95 - 2 * coverage_standard_error(windows, windows)
+    return float(binom.cdf(math.ceil(limit * windows) - 1, windows, 0.95))
+
+
+def rank_summary(rows: list[dict], family: str) -> dict:
+    """Per (method, cell, rank) triple: inside GOAL, above, below, below 0.90, more than two
+    s.e. below 0.95 (and how many chance gives a calibrated band), the lowest coverage (and
+    at rank 1), the median and the largest of the triples' median width against the union's."""
+    low, high = GOAL
+    triples = [(c, r["windows"], ratio) for r in rows
+               for c, ratio in zip(by_rank(r[family]), r[family]["_width_by_rank"], strict=True)]
+    ratios = [ratio for _, _, ratio in triples if ratio is not None]
+    return {
+        "triples": len(triples),
+        "inside": sum(low <= c <= high for c, _, _ in triples),
+        "above": sum(c > high for c, _, _ in triples),
+        "below": sum(c < low for c, _, _ in triples),
+        "below_090": sum(c < 0.90 for c, _, _ in triples),
+        "below_by_two": sum(0.95 - c > 2 * coverage_standard_error(w, w) for c, w, _ in triples),
+        "below_by_two_chance": round(sum(chance_below(w) for _, w, _ in triples), 1),
+        "lowest": min((c for c, _, _ in triples), default=None),
+        "lowest_rank_1": min((by_rank(r[family])[0] for r in rows), default=None),
+        "median_width_vs_union": round(statistics.median(ratios), 3) if ratios else None,
+        "largest_width_vs_union": round(max(ratios), 3) if ratios else None}
 
 
 def by_rank(family: dict) -> list[float]:
@@ -173,8 +230,16 @@ def summary(rows: list[dict]) -> dict:
             "ranks": sum(len(by_rank(r[family])) for r in rows),
             "median_rank_1": (statistics.median(by_rank(r[family])[0] for r in rows)
                               if rows else None),
-            "lowest_rank_1": min((by_rank(r[family])[0] for r in rows), default=None)}
+            "lowest_rank_1": min((by_rank(r[family])[0] for r in rows), default=None),
+            "by_rank": rank_summary(rows, family)}
     return out
+
+
+def saved(r: dict) -> dict:
+    """A row as the results file keeps it: ROW_FAMILIES, without the per-rank widths."""
+    return {key: ({k: v for k, v in value.items() if k != "_width_by_rank"}
+                  if key in FAMILIES else value)
+            for key, value in r.items() if key not in FAMILIES or key in ROW_FAMILIES}
 
 
 def redraw(dump: dict, folder: Path, methods: list[str] | None) -> list[dict]:
@@ -283,7 +348,17 @@ def main(argv: list[str] | None = None) -> int:
                       f"{line['ranks_below_by_two']} of {line['ranks']} below by two s.e., "
                       f"rank 1 median {line['median_rank_1']} lowest {line['lowest_rank_1']}",
                       flush=True)
-        run.save({"rows": rows, "summary": by_set})
+        for name, families in by_set.items():
+            for family, line in families.items():
+                ranks = line["by_rank"]
+                print(f"{name}: {family:<11} per rank: {ranks['inside']} of {ranks['triples']} "
+                      f"inside, {ranks['above']} above, {ranks['below']} below "
+                      f"({ranks['below_090']} below 0.90), {ranks['below_by_two']} below by two "
+                      f"s.e. (chance {ranks['below_by_two_chance']}); lowest {ranks['lowest']} "
+                      f"(rank 1: {ranks['lowest_rank_1']}); width × "
+                      f"{ranks['median_width_vs_union']} (largest "
+                      f"{ranks['largest_width_vs_union']})", flush=True)
+        run.save({"rows": [saved(r) for r in rows], "summary": by_set})
     return 0
 
 

@@ -80,14 +80,17 @@ from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.ldp.base.validation import is_int, is_positive_int
 from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
 from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_supports_reason,
+                                                          rank_conditional_applies,
                                                           score_bands, top_k_bands,
-                                                          top_k_declared)
+                                                          top_k_declared,
+                                                          top_k_rank_conditional_bands)
 from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, error_plug_in,
                                                       post_pos)
 from ldp_telemetry.ldp.estimation.replay import (AUTO_METHODS, CANDIDATES,
                                                  postprocess_with_choice)
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT,
-                                                      BAND_NONE, WIENER_NO_BAND,
+                                                      BAND_NONE, BAND_RANK_CONDITIONAL,
+                                                      WIENER_NO_BAND,
                                                       WIENER_TOP_K_NO_BAND)
 from ldp_telemetry.ldp.protocols import FrequencyOracle, is_pooled, make_protocol
 from ldp_telemetry.ldp.protocols.hash_pool import sketch_arguments
@@ -413,9 +416,15 @@ class WindowEstimate:
         if reason is not None:
             return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
                             band_reason=reason) for a in answers]
-        lower, upper = top_k_bands(self.unbiased, self.noise, self._postprocessor, len(order))
-        return [replace(a, band_method=BAND_BIAS_CORRECTED, lower95=float(low),
-                        upper95=float(high))
+        if rank_conditional_applies(self.protocol):
+            method = BAND_RANK_CONDITIONAL
+            lower, upper = top_k_rank_conditional_bands(self.unbiased, self.noise, self.protocol,
+                                                        self._postprocessor, len(order))
+        else:  # a pooled-hash or memoized oracle: the union of the bootstrap and score bands
+            method = BAND_BIAS_CORRECTED
+            lower, upper = top_k_bands(self.unbiased, self.noise, self._postprocessor,
+                                       len(order))
+        return [replace(a, band_method=method, lower95=float(low), upper95=float(high))
                 for a, low, high in zip(answers, lower, upper, strict=True)]
 
     def _postprocessor(self, unbiased: np.ndarray) -> np.ndarray:

@@ -40,7 +40,9 @@ these bands are not calibrated: where the top values lie within a few support co
 other the rank leaves the conditional law almost no information, and the band is most of the
 projection set (coverage 0.98–1.00, 1.5 times the width of `ldp query`'s band); conditioning
 on membership of the top k ("set") is calibrated on average over the ranks but not for the top
-answer. So `ldp query` does not use them.
+answer. So `ldp query` does not give them alone: it joins the rank-conditional band with its
+union of the bootstrap and the score band, which removes the union's rank-1 dips
+(frequency_bands.top_k_rank_conditional_bands).
 
 Cost: O(d) per answer for the thresholds, then two root searches (brentq) on the truncated
 normal's CDF, computed from ratios of Gaussian tail masses through scipy.special.erfcx

@@ -284,7 +284,7 @@ def test_top_k_bands_are_not_too_narrow(method):
     hits = checks = 0
     for _, _, record in records(method, windows=150, seed=9):
         for answer in WindowEstimate.from_record(record).top_k(3):
-            assert answer.band_method == "bias-corrected-bootstrap"
+            assert answer.band_method == "rank-conditional-union"
             truth = TRUTH[answer.indices[0]]
             hits += int(answer.lower95 <= truth <= answer.upper95)
             checks += 1

@@ -382,7 +382,8 @@ def test_norm_answers_and_exact_standard_error():
 def test_every_method_names_its_band(method):
     """Every answer carries the exact band of an unbiased answer to the same query: Norm's own
     answer for norm, the unbiased estimate's for every other method (whose printed answer may
-    lie outside it); top-k answers a bootstrap band (ldp.estimation.frequency_bands)."""
+    lie outside it); top-k answers the bootstrap band joined with the rank-conditional one (a
+    pooled-hash oracle: the bootstrap band; ldp.estimation.frequency_bands)."""
     w = window(method)
     point, pair = w.point("h"), w.set_sum(["g", "h"])
     base = window("base")
@@ -400,8 +401,11 @@ def test_every_method_names_its_band(method):
     top = w.top_k(3)
     reason = top_k_declared(w._chosen_method, w.protocol.epsilon, w.n)
     if reason is None:
-        assert [a.band_method for a in top] == ["bias-corrected-bootstrap"] * 3
+        assert [a.band_method for a in top] == ["rank-conditional-union"] * 3
         assert all(0.0 <= a.lower95 <= a.upper95 <= 1.0 for a in top)
+        # a pooled-hash oracle keeps the union of the bootstrap and the score band
+        pooled = window(method, "cms").top_k(3)
+        assert [a.band_method for a in pooled] == ["bias-corrected-bootstrap"] * 3
     else:  # declared without a band (power's, not measured; cells measured below 0.90)
         assert [(a.band_method, a.lower95, a.band_reason) for a in top] == [
             ("none", None, reason)] * 3
@@ -566,3 +570,21 @@ def test_top_k_replays_the_method_the_record_says_its_replay_chose():
     assert WindowEstimate.from_record(older).with_method("norm-sub").top_k(5) == \
         WindowEstimate.from_unbiased(config.protocol, 5000, result.unbiased,
                                      "norm-sub").top_k(5)
+
+
+def test_the_rank_conditional_part_applies_to_pure_one_stage_oracles_only():
+    """Top-k answers join the rank-conditional band for every pure one-stage oracle; pooled-hash
+    and memoized (two-stage) oracles keep the union (`band_method` bias-corrected-bootstrap)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import rank_conditional_applies
+    from ldp_telemetry.ldp.protocols import is_pooled
+    from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
+    for name in PROTOCOLS:
+        protocol = make_protocol(name, 1.0, 8)
+        assert rank_conditional_applies(protocol) is not is_pooled(name), name
+    memoized = make_memoized_protocol("oue", 1.0, 8, 4.0)
+    assert not rank_conditional_applies(memoized)
+    n = 5_000
+    f = np.array([0.4, 0.2, 0.15, 0.1, 0.08, 0.04, 0.02, 0.01])
+    unbiased = f + np.random.default_rng(3).normal(0, np.sqrt(memoized.noise(n).variance(f)))
+    top = WindowEstimate.from_unbiased(memoized, n, unbiased, "norm-sub").top_k(3)
+    assert [a.band_method for a in top] == ["bias-corrected-bootstrap"] * 3

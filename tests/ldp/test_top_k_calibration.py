@@ -15,7 +15,8 @@ from tests.benchmark_scripts import loaded_scripts
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.ldp.estimation.frequency_bands import (needed_scales, scaled_bands,
-                                                          top_k_bands, top_k_parts)
+                                                          top_k_bands, top_k_parts,
+                                                          top_k_rank_conditional_bands)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.ldp.protocols import make_protocol
@@ -54,7 +55,8 @@ def test_a_band_holds_its_truth_from_the_needed_scale_on():
 
 def test_a_top_k_query_answers_with_the_union_of_its_parts():
     """`ldp query`'s top-k answers carry `top_k_parts`' union (the bootstrap band widened to the
-    selected value's score band) clipped to [0, 1]: scale 1 of `scaled_bands`."""
+    selected value's score band) clipped to [0, 1] — scale 1 of `scaled_bands` — joined with
+    the rank-conditional band (`top_k_rank_conditional_bands`, an OUE window)."""
     labels = [f"v{i}" for i in range(30)]
     config = parse_registry({"metrics": [{"name": "m", "protocol": "oue", "epsilon": 1.0,
                                           "domain": {"labels": labels},
@@ -72,8 +74,11 @@ def test_a_top_k_query_answers_with_the_union_of_its_parts():
     run = lambda u: METHODS["norm-sub"].run(u, noise)  # noqa: E731
     centre, lower, upper = top_k_parts(unbiased, noise, run, 5)
     assert np.all((lower <= centre) & (centre <= upper))
-    assert np.allclose([a.lower95 for a in answers], np.clip(lower, 0, 1))
-    assert np.allclose([a.upper95 for a in answers], np.clip(upper, 0, 1))
+    assert np.all(np.array([a.lower95 for a in answers]) <= np.clip(lower, 0, 1))
+    assert np.all(np.array([a.upper95 for a in answers]) >= np.clip(upper, 0, 1))
+    joined = top_k_rank_conditional_bands(unbiased, noise, protocol, run, 5)
+    assert np.allclose([a.lower95 for a in answers], joined[0])
+    assert np.allclose([a.upper95 for a in answers], joined[1])
     assert np.array_equal(top_k_bands(unbiased, noise, run, 5)[1],
                           scaled_bands(centre, lower, upper, 1.0)[1])
 
