@@ -11,14 +11,21 @@ bin), the bin-centre mean and the second moment are such answers. `LinearBins` g
 * Hierarchical histograms ([Li20] §4.2): depth ℓ = 1..h holds its own n_ℓ users and oracle, so
   the depths' unbiased node estimates y_ℓ are independent. x~ is their weighted least-squares
   combination under the tree's consistency and the known root (1): the constrained inference of
-  [Hay10] §4 with depth ℓ weighted by its precision n_ℓ (p* − q*)² d_ℓ / (n·MSE of its oracle)
-  (the f-free part of [Wang20] journal eq. 2), computed in O(nodes) by
+  [Hay10] with depth ℓ weighted by the precision of one of its d_ℓ node estimates,
+  n_ℓ d_ℓ / MSE_ℓ (MSE_ℓ its oracle's analytical full-domain n·MSE, [Fang25] eq. 4, which
+  leaves out the f-dependent terms of [Wang20] journal eq. 2), computed in O(nodes) by
   ldp_telemetry.ldp.estimation.admm.tree_projection. It is linear in the y_ℓ with weights that
   depend on the n_ℓ only, so it is unbiased given them, and a leaf answer w·x~ equals
   Σ_ℓ a_ℓ(w)·y_ℓ + c(w) with a_ℓ, c the projection's adjoint (`tree_adjoint`):
-  Var = Σ_ℓ Var_ℓ(a_ℓ), each depth's oracle's `linear_variance(n_ℓ, a_ℓ, ·)`. The weights are the
-  optimal ones only up to the variance's f-dependent terms; the variance is exact whatever they
-  are.
+  Var = Σ_ℓ Var_ℓ(a_ℓ), each depth's oracle's `linear_variance(n_ℓ, a_ℓ, ·)`, plus what the
+  split of the window's users across depths adds: given the n_ℓ, depth ℓ holds a random n_ℓ
+  of the n users (disjoint samples without replacement), whose buckets' mean of g_ℓ = the
+  leaf weights of a_ℓ varies by σ²(g_ℓ)(n − n_ℓ)/(n_ℓ(n − 1)), with covariance
+  −σ(g_ℓ, g_k)/(n − 1) between depths; as Σ_ℓ g_ℓ = w − c(w), the sum is
+  Σ_ℓ σ²(g_ℓ) n/(n_ℓ(n − 1)) − σ²(w)/(n − 1) (σ over the users' buckets; 0 for one depth).
+  At ε = 4 over 64 buckets it was a sixth to a fifth of a range's variance (the lognormal
+  latency). The weights are the optimal ones only up to the variance's f-dependent terms; the
+  variance is exact whatever they are.
 
 Each variance is evaluated at a plug-in of f, as the records' errors are: the Norm-Sub
 projection of x~ (for the hierarchy, its node sums at every depth).
@@ -74,11 +81,27 @@ class LinearBins:
             return self.oracles[0].linear_variance(self.reports[0], w, self.plug_in)
         adjoint, _ = tree_adjoint(w, self.depth_weights)
         h = len(self.oracles)
-        return float(sum(oracle.linear_variance(n, adjoint[depth],
-                                                node_counts(self.plug_in, depth, h))
-                         for depth, (oracle, n) in enumerate(zip(self.oracles, self.reports,
-                                                                 strict=True), start=1)
-                         if n > 0))
+        noise = sum(oracle.linear_variance(n, adjoint[depth], node_counts(self.plug_in, depth, h))
+                    for depth, (oracle, n) in enumerate(zip(self.oracles, self.reports,
+                                                            strict=True), start=1) if n > 0)
+        return float(noise) + self._split_variance(w, adjoint)
+
+    def _split_variance(self, weights: np.ndarray, adjoint: list[np.ndarray]) -> float:
+        """The variance the random split of the users across depths adds (module docstring):
+        Σ_ℓ σ²(g_ℓ) n / (n_ℓ (n − 1)) − σ²(w) / (n − 1), g_ℓ the leaf weights of depth ℓ's
+        coefficients and σ² the variance over the users' buckets (at `plug_in`)."""
+        f = self.plug_in
+        total = sum(self.reports)
+        if total <= 1:
+            return 0.0
+
+        def spread(g: np.ndarray) -> float:
+            mean = float(f @ g)
+            return float(f @ (g * g)) - mean * mean
+        h = len(self.oracles)
+        within = sum(spread(np.repeat(adjoint[depth], BRANCHING ** (h - depth))) * total / n
+                     for depth, n in enumerate(self.reports, start=1) if n > 0)
+        return max((within - spread(weights)) / (total - 1), 0.0)
 
     @property
     def bins(self) -> int:

@@ -32,7 +32,8 @@ from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON, Li
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, histogram_quantiles
 from ldp_telemetry.ldp.estimation.moments import (CONSERVATIVE_SHARE, MEASURED_REPORTS,
                                                   SMALL_WINDOW_REASON)
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, NO_REPORTS_REASON, Z95
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_NONE, NO_REPORTS_REASON,
+                                                      Z95)
 from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
@@ -132,8 +133,9 @@ class NumericWindow:
         weights = range_weights(self.edges, lo, hi)
         value = float(self.estimate @ weights)
         argument = (float(lo), float(hi))
-        if self.linear is None:
-            return NumericAnswer("range", argument, value, None, self.band_method,
+        if self.linear is None:  # `none`, or None for a record written before band_method
+            method = None if self.band_method is None else BAND_NONE
+            return NumericAnswer("range", argument, value, None, method,
                                  band_reason=self.no_linear_reason)
         unbiased = self.linear.value(weights)
         error = math.sqrt(max(self.linear.variance(weights), 0.0))
