@@ -47,9 +47,9 @@ RANGE_OLD_RECORD_REASON = ("no band: the record keeps no unbiased bin estimate (
 #: What a range band holds where the range cuts a bin (as ldp_telemetry.ldp.estimation
 #: .cfo_moments names its bucketing gap).
 RANGE_CUT_REASON = ("band of the probability with the mass spread uniformly within each bin: "
-                    "the range cuts {cut} bin(s), and the values' own probability can differ "
-                    "by up to their share outside or inside it, about {gap:.3g} (estimated), "
-                    "{share:.0%} of the half-width")
+                    "the range cuts {cut} bin(s), so the values' own probability can differ by "
+                    "up to about {gap:.3g} (each cut bin's estimated mass times the larger of "
+                    "its shares in and out of the range), {share:.0%} of the half-width")
 
 
 @dataclass(frozen=True)
@@ -178,11 +178,13 @@ def record_linear_bins(record: NumericRecord) -> tuple[LinearBins | None, str | 
         return None, RANGE_NOT_LINEAR_REASON.format(protocol=record.protocol)
     if int(record.n) <= 0:
         return None, NO_REPORTS_REASON
+    reports = getattr(record, "level_reports", None)
+    if isinstance(protocol, HierarchicalHistogram) and reports and reports[-1] == 0:
+        return None, NO_LEAF_REPORTS_REASON
     if unbiased is None or len(unbiased) != buckets:
         return None, RANGE_OLD_RECORD_REASON
     if isinstance(protocol, CfoBinning):
         return cfo_linear(protocol, unbiased, int(record.n)), None
-    reports = getattr(record, "level_reports", None)
     if reports is None or len(reports) != protocol.h:
         return None, RANGE_OLD_RECORD_REASON
     found = hh_linear(protocol, unbiased, np.asarray(reports, dtype=np.int64))

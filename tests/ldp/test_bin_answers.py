@@ -17,10 +17,12 @@ import pytest
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.ldp.estimation.admm import tree_projection
-from ldp_telemetry.ldp.estimation.bin_answers import (cfo_statistic_linear, depth_weights,
+from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON,
+                                                      cfo_statistic_linear, depth_weights,
                                                       hh_statistic_linear, range_weights,
                                                       tree_adjoint)
-from ldp_telemetry.ldp.estimation.cfo_moments import bin_moments, hh_statistic_bands
+from ldp_telemetry.ldp.estimation.cfo_moments import (HH_VARIANCE_DECLARED_REASON, bin_moments,
+                                                      hh_statistic_bands)
 from ldp_telemetry.ldp.estimation.numeric_queries import (RANGE_CUT_REASON,
                                                           RANGE_NOT_LINEAR_REASON,
                                                           RANGE_OLD_RECORD_REASON, NumericWindow)
@@ -151,6 +153,24 @@ def test_hh_mean_and_variance_bands_cover():
                  bands["variance"].lower <= variance <= bands["variance"].upper]
     half = Z * math.sqrt(0.95 * 0.05 / windows)
     assert np.all(np.abs(held / windows - 0.95) < half), held / windows
+
+
+def test_hh_variance_is_declared_where_its_coverage_was_off():
+    """ε = 0.5 and 1 at n ≈ 10³: no variance band, with the reason; the mean keeps its band;
+    `declare=False` (the benchmark) still makes it; no reports at the bucket depth: no band."""
+    protocol = HierarchicalHistogram(epsilon=0.5, d=BINS)
+    rng = np.random.default_rng(41)
+    statistic = _window(protocol, _values(rng, 1_000), rng)
+    bands = hh_statistic_bands(protocol, statistic, 1_000, 0.0, 1.0)
+    assert bands["variance"].lower is None
+    assert bands["variance"].reason == HH_VARIANCE_DECLARED_REASON.format(epsilon=0.5, n=1_000)
+    assert bands["mean"].method == BAND_EXACT
+    assert hh_statistic_bands(protocol, statistic, 1_000, 0.0, 1.0,
+                              declare=False)["variance"].method == BAND_EXACT
+    empty = protocol.new_statistic()
+    empty[0] = 5  # reports at depth 1 only
+    assert hh_statistic_bands(protocol, empty, 5, 0.0, 1.0)["mean"].reason == \
+        NO_LEAF_REPORTS_REASON
 
 
 def _record(protocol: str, n: int = 20_000, seed: int = 5) -> EstimateRecord:
