@@ -32,7 +32,6 @@ projection of x~ (for the hierarchy, its node sums at every depth).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -191,7 +190,3 @@ def tree_adjoint(leaf_weights: np.ndarray, weights: np.ndarray
         subtree[depth + 1] += np.repeat((1.0 - fraction[depth]) * subtree[depth], BRANCHING)
     adjoint[h] = subtree[h]
     return adjoint, constant
-
-
-def standard_error(model: LinearBins, weights: np.ndarray) -> float:
-    return math.sqrt(max(model.variance(weights), 0.0))
