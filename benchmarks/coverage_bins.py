@@ -16,8 +16,15 @@ re-measured on this script's seed, and each row names the statistics records dec
 a band there (`declared`, measured all the same). With W windows a coverage's standard error
 is √(0.95 · 0.05 / W) (0.015 at W = 200).
 
-    python benchmarks/coverage_bins.py --windows 200 --jobs 2 \\
+    python benchmarks/coverage_bins.py --windows 500 --jobs 2 \\
         --json benchmarks/results/coverage_bins.json
+
+`--large` measures n = 10⁶ instead, for `cfo-grr` and `hh` only (OLH's server cost, O(n·B)
+a window, makes `cfo-olh` hours there; hh's deep OLH depths are its slowest part), writing the
+`coverage_bins_large` results:
+
+    python benchmarks/coverage_bins.py --large --windows 200 --jobs 2 \\
+        --json benchmarks/results/coverage_bins_large.json
 
 Printed per cell: the coverage of each range, the mean and the variance, the RMS of the
 standardised errors (unbiased answer − truth) / standard error, and the median milliseconds
@@ -171,12 +178,16 @@ def main(argv=None) -> None:
     parser.add_argument("--protocols", default="cfo-grr,cfo-olh,hh")
     parser.add_argument("--buckets", type=int, default=64,
                         help="bins (a power of 4 for hh; RANGES are given for 64)")
+    parser.add_argument("--large", action="store_true",
+                        help="n = 10⁶, cfo-grr and hh (module docstring)")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--jobs", type=int, default=1, help="processes measuring cells")
     add_json_argument(parser)
     args = parser.parse_args(argv)
     sets = available((LOGNORMAL, DISTANCE, DELAY)) + (
         [MINUTE] if DISTANCE in available((DISTANCE,)) else [])
+    if args.large:
+        args.sizes, args.protocols = "1000000", "cfo-grr,hh"
     epsilons = tuple(numbers(args.epsilons))
     protocols = tuple(args.protocols.split(","))
     sizes = sorted(numbers(args.sizes, int), reverse=True)  # the longest cells first
@@ -186,7 +197,8 @@ def main(argv=None) -> None:
           + " ".join(f"{s[:7]:>7}" for s in STATISTICS) + "   z rms (mean, var)  ms  values",
           flush=True)
     rows = []
-    with Run("coverage_bins", args.json, vars(args)) as run:
+    with Run("coverage_bins_large" if args.large else "coverage_bins", args.json,
+             vars(args)) as run:
         pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
         found = pool.map(simulate_cell, cells) if pool else map(simulate_cell, cells)
         for cell_rows in found:

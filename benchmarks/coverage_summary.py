@@ -2,8 +2,9 @@
 
 Read from the results of the coverage benchmarks (benchmarks/results/): coverage_frequency
 (frequency values, sets, ranges, combined versions, top-k), coverage_moments (the mean and the
-variance of Square Wave), coverage_cfo_moments (those of CFO-binning), coverage_bins (the
-ranges, mean and variance of CFO-binning and hierarchical histograms), coverage (Square Wave's
+variance of Square Wave), coverage_cfo_moments (those of CFO-binning), coverage_bins and
+coverage_bins_large (the ranges, mean and variance of CFO-binning and hierarchical
+histograms), coverage (Square Wave's
 quantiles, CFO-binning's and HH-ADMM's bootstrap) and
 quantile_lr (the profile-likelihood quantile band, measured and not used). Each family's
 measured (setting, statistic or group) pairs are counted inside the goal [0.93, 0.97], above
@@ -185,15 +186,16 @@ def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict 
     return out
 
 
-def bin_rows(bins: dict | None) -> list[dict]:
+def bin_rows(bins: dict | None, large: dict | None = None) -> list[dict]:
     """The exact-variance bands of CFO-binning and hierarchical histograms on held-out windows
-    (coverage_bins): range answers of both, HH's mean and variance, CFO-binning's mean and
-    variance re-measured."""
+    (coverage_bins, and its n = 10⁶ cells, coverage_bins_large): range answers of both, HH's
+    mean and variance, CFO-binning's mean and variance re-measured."""
     if not bins:
         return []
+    cells = bins["cells"] + (large["cells"] if large else [])
 
     def pairs(protocols: tuple[str, ...], keys: tuple[str, ...]) -> tuple[list, int]:
-        chosen = [c for c in bins["cells"] if c["protocol"].startswith(protocols)]
+        chosen = [c for c in cells if c["protocol"].startswith(protocols)]
         found = [(c["coverage"][k], c["windows"]) for c in chosen for k in keys
                  if k not in c.get("declared", ())]
         return found, sum(k in c.get("declared", ()) for c in chosen for k in keys)
@@ -232,7 +234,7 @@ def summary(results: Path = RESULTS) -> list[dict]:
     rows += top_k_rows(_load(results, "top_k_calibration"))
     rows += numeric_rows(_load(results, "coverage_moments"), _load(results, "coverage"),
                          _load(results, "quantile_lr"), _load(results, "coverage_cfo_moments"))
-    rows += bin_rows(_load(results, "coverage_bins"))
+    rows += bin_rows(_load(results, "coverage_bins"), _load(results, "coverage_bins_large"))
     rows += [{"family": family, "band": band, "pairs": 0, "declared": None, "note": why}
              for family, band, why in DECLARED]
     return rows

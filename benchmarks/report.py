@@ -855,6 +855,10 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "protocol, 64 bins, on a seed (41) no declaration was chosen on. z: (unbiased answer − "
      "truth) / standard error. *band ms*: the median time of the five bands per window.",
      coverage_bins, "python benchmarks/coverage_bins.py --windows 500 --jobs 2"),
+    ("coverage_bins_large", "Coverage of the CFO-binning and HH bands at a million reports",
+     "The table above at n = 10⁶ for `cfo-grr` and `hh` (OLH's server cost, O(n·B) a window, "
+     "keeps `cfo-olh` out), W = 200 windows per row.",
+     coverage_bins, "python benchmarks/coverage_bins.py --large --windows 200 --jobs 2"),
     ("band_calibration", "Calibration of the numeric 95% bands",
      "The margin scale c of each statistic's band per (ε, n) cell (`MARGIN_SCALES`, "
      "[error bars](error-bars.md#numeric-metrics)), fitted on calibration windows of the "
