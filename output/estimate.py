@@ -85,7 +85,7 @@ KNOWN_FIELDS = ("metric", "window_start", "window_end", "n", "protocol", "epsilo
                 "unbiased_estimate", "std_error", "pane", "bucket_edges", "mean", "variance",
                 "quantiles", "mean_std_error", "quantile_std_errors", "bootstrap_replicates",
                 "band_method", "bands", "band_reasons", "privacy", "integrity", "heavy_hitters",
-                "parameters", "band_methods")
+                "parameters", "band_methods", "level_reports")
 #: The postprocess fields of a replay's choice (`postprocess: "auto"`): absent from the JSON of
 #: a fixed method's record, null in its Avro record.
 _POSTPROCESS_CHOICE = ("chosen", "expected_mse")
@@ -134,6 +134,9 @@ class EstimateRecord:
     heavy_hitters: Mapping[str, Any] | None = None
     #: a pooled-hash oracle's sketch, {"k": K, "m": M} (absent from other records and older ones)
     parameters: Mapping[str, int] | None = None
+    #: a hierarchical histogram's reports at every depth 1..h (absent from other records and
+    #: older ones)
+    level_reports: tuple[int, ...] | None = None
     fields: frozenset[str] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -143,8 +146,10 @@ class EstimateRecord:
             if value is not None and not (isinstance(value, np.ndarray)
                                           and value.dtype == np.float64):
                 object.__setattr__(self, name, np.asarray(value, dtype=np.float64))
-        if self.combined_versions is not None and type(self.combined_versions) is not tuple:
-            object.__setattr__(self, "combined_versions", tuple(self.combined_versions))
+        for name in ("combined_versions", "level_reports"):
+            value = getattr(self, name)
+            if value is not None and type(value) is not tuple:
+                object.__setattr__(self, name, tuple(value))
         if self.fields is None:
             layout = (NUMERIC_FIELDS if self.bucket_edges is not None else
                       STRING_FIELDS if self.heavy_hitters is not None else
@@ -226,7 +231,8 @@ class EstimateRecord:
         for name in KNOWN_FIELDS:
             if name in self.fields and name not in values:
                 value = getattr(self, name)
-                values[name] = list(value) if name == "combined_versions" and value else value
+                values[name] = (list(value) if name in ("combined_versions", "level_reports")
+                                and value else value)
         values.update(self.extra)
         return values
 
@@ -382,6 +388,13 @@ def record_problem(record: object) -> str | None:
         errors = record.get("std_error")
         if errors is not None and not _is_numbers(errors):
             return "field 'std_error' must be null or hold numbers"
+        unbiased = record.get("unbiased_estimate")
+        if unbiased is not None and not (_is_numbers(unbiased) and len(unbiased) == size):
+            return f"field 'unbiased_estimate' must be null or hold {size} numbers"
+        reports = record.get("level_reports")
+        if reports is not None and not (isinstance(reports, list)
+                                        and all(is_int(r) and r >= 0 for r in reports)):
+            return "field 'level_reports' must be null or a list of non-negative integers"
         return None
     if len(record["std_error"]) != size or not _is_numbers(record["std_error"]):
         return f"field 'std_error' must hold {size} numbers"

@@ -87,7 +87,10 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
 
     `estimate`: B probabilities of the buckets [bucket_edges[i], bucket_edges[i+1]);
     `std_error`: their bootstrap standard errors; `mean`, `variance`, `quantiles` in metric
-    units with `mean_std_error`, `quantile_std_errors`; `unbiased_estimate` is null.
+    units with `mean_std_error`, `quantile_std_errors`; `unbiased_estimate` is the unbiased bin
+    estimate of a CFO-binning or hierarchical-histogram record (with, for the hierarchy,
+    `level_reports`: the reports of every depth), from which `ldp query` makes exact range
+    bands (ldp_telemetry.ldp.estimation.bin_answers), and null for other protocols.
     `band_method` names how the 95% `bands` (statistic -> {lower, upper}, or null) were made,
     `band_methods` the statistics whose band is made otherwise (a Square Wave record's
     exact-variance mean and variance; absent where there are none), `band_reasons` says why a
@@ -101,7 +104,8 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
         postprocess={"method": "none", "params": {}},
         labels=config.value_labels if len(result.estimate) == config.d else [],
         estimate=np.asarray(result.estimate, dtype=np.float64),
-        unbiased_estimate=None,
+        unbiased_estimate=(None if result.unbiased is None
+                           else np.asarray(result.unbiased, dtype=np.float64)),
         std_error=np.asarray(errors.buckets, dtype=np.float64),
         bucket_edges=np.asarray(result.bucket_edges, dtype=np.float64),
         mean=result.mean,
@@ -115,7 +119,9 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
         band_reasons={key: band.reason for key, band in (result.bands or {}).items()
                       if band.reason is not None},
         band_methods=methods or None,
-        fields=NUMERIC_FIELDS | ({"band_methods"} if methods else set()))
+        level_reports=result.level_reports,
+        fields=(NUMERIC_FIELDS | ({"band_methods"} if methods else set())
+                | ({"level_reports"} if result.level_reports is not None else set())))
 
 
 def string_estimate_record(config: MetricConfig, result: StringWindowResult, start_ms: int,

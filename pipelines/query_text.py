@@ -128,12 +128,22 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
                      f"  95% band [{answer.band[0]:.5g}, {answer.band[1]:.5g}] "
                      f"({answer.band_method})")
         lines.append(f"  {what:<40} {answer.value:.6g}{error}")
-    lines.append(f"  ({BAND_NOTE}; s.e. bootstrap)")
-    if any(answer.std_error is None for answer in answers):
+    kinds = sorted({answer.std_error_kind or "bootstrap" for answer in answers})
+    lines.append(f"  ({BAND_NOTE}; s.e. {', '.join(kinds)})")
+    if any(answer.std_error_kind == "exact" for answer in answers):
+        lines.append(f"  (exact: {NUMERIC_EXACT_NOTE})")
+    if any(answer.std_error is None and answer.query == "quantile" for answer in answers):
         lines.append("  (no standard error: the record keeps bootstrap errors for the mean and "
                      "the quantiles at levels 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99 "
                      "only)")
+    lines += [f"  ({answer.band_reason})" for answer in answers
+              if answer.band_reason is not None and answer.query == "range"]
     return "\n".join(lines)
+
+
+#: What a range's exact standard error and band are, as the text prints it.
+NUMERIC_EXACT_NOTE = ("the exact standard error of the unbiased bin estimate's answer, which the "
+                      "band is centred on (the value printed is the record's estimate's)")
 
 
 def _with_band(answer: dict) -> dict:

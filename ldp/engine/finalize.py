@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldp_telemetry.ldp.config.registry import MetricConfig
-from ldp_telemetry.ldp.estimation.cfo_moments import cfo_statistic_bands
+from ldp_telemetry.ldp.estimation.bin_answers import hh_combination
+from ldp_telemetry.ldp.estimation.cfo_moments import cfo_statistic_bands, hh_statistic_bands
 from ldp_telemetry.ldp.estimation.em import (DEFAULT_MAX_ITERATIONS, expectation_maximisation,
                                               paper_tolerance)
 from ldp_telemetry.ldp.estimation.estimators import EstimatorOutput
@@ -27,6 +28,7 @@ from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_
                                                       parametric_bootstrap)
 from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS, FrequencyOracle
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
+from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
 from ldp_telemetry.ldp.protocols.mean_mechanisms import MeanMechanism
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, standard_error, unbiased_estimate
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
@@ -130,6 +132,11 @@ class NumericWindowResult:
     band_method: str = BAND_NONE
     #: statistic (ldp_telemetry.ldp.estimation.uncertainty.BAND_STATISTICS) -> Band
     bands: dict | None = None
+    #: CFO-binning and hierarchical histograms: the unbiased bin estimate every linear answer
+    #: (a range, the moments) is made from, `linear_bins`; None for other protocols
+    unbiased: np.ndarray | None = None
+    #: hierarchical histograms: the reports of every depth 1..h; None for other protocols
+    level_reports: tuple[int, ...] | None = None
 
     @property
     def band_methods(self) -> dict[str, str]:
@@ -183,7 +190,8 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
     extrapolated) for the quantiles, which the band method names; the mean and the variance
     get the exact-variance bands of ldp_telemetry.ldp.estimation.moments (their
     `Band.method`), whatever the bootstrap; a CFO-binning metric's mean and variance get the
-    exact-variance bands of ldp_telemetry.ldp.estimation.cfo_moments, its quantiles none;
+    exact-variance bands of ldp_telemetry.ldp.estimation.cfo_moments, its quantiles none, and
+    so do a hierarchical histogram's;
     other estimators have no calibrated band (band method "none")."""
     spec, protocol = config.estimator, config.protocol
     params = dict(spec.params)
@@ -191,9 +199,11 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
     if fit is None:
         bands = no_bands(f"no calibrated band for estimator {spec.method!r}: its "
                          "bootstrap measures the spread, not the bias")
-        if isinstance(protocol, CfoBinning):
+        if isinstance(protocol, (CfoBinning, HierarchicalHistogram)):
             assert config.low is not None and config.high is not None, "a numeric range"
-            bands.update(cfo_statistic_bands(protocol, counts, n, config.low, config.high))
+            moments = (cfo_statistic_bands if isinstance(protocol, CfoBinning)
+                       else hh_statistic_bands)
+            bands.update(moments(protocol, counts, n, config.low, config.high))
         return BAND_NONE, bands
     # `interval_fit` gives a fit only for the Square Wave protocols' EMS and EM
     assert isinstance(protocol, (SquareWave, DiscreteSquareWave)), "a calibrated band's protocol"
@@ -246,8 +256,26 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
         lambda replicate: spec.run(replicate, int(n), protocol).estimate, edges,
         params.get("bootstrap", 0), params.get("seed", 0))
     band_method, bands = numeric_bands(config, counts, int(n))
+    unbiased, level_reports = linear_bins(protocol, counts, int(n))
     return NumericWindowResult(int(n), estimate, edges, stats["mean"], stats["variance"],
-                               stats["quantiles"], errors, output, band_method, bands)
+                               stats["quantiles"], errors, output, band_method, bands,
+                               unbiased, level_reports)
+
+
+def linear_bins(protocol: NumericProtocol, counts: np.ndarray, n: int
+                ) -> tuple[np.ndarray | None, tuple[int, ...] | None]:
+    """(unbiased bin estimate, reports per depth) that a record keeps for the exact bands of
+    linear answers (ldp_telemetry.ldp.estimation.bin_answers): CFO-binning's f~ (no depths), a
+    hierarchical histogram's least-squares leaf estimate and its n_ℓ; (None, None) for other
+    protocols."""
+    if isinstance(protocol, CfoBinning):
+        return (unbiased_estimate(protocol.support_counts(counts), protocol.noise(n)), None)
+    if isinstance(protocol, HierarchicalHistogram):
+        reports, levels = protocol.level_estimates(counts)
+        if reports[-1] <= 0:  # no leaf estimate: nothing to answer from
+            return None, tuple(int(r) for r in reports)
+        return (hh_combination(protocol, levels, reports), tuple(int(r) for r in reports))
+    return None, None
 
 
 

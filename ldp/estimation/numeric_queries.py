@@ -8,19 +8,48 @@ within a bucket (as in ldp_telemetry.ldp.estimation.histograms), so
 
 A quantile at one of the record's levels comes with its bootstrap standard error
 (`quantile_std_errors`) and the record's 95% band (`bands`, named by `band_method`; null where
-the record has no calibrated band); other answers have neither (the record keeps per-bucket
-errors only, not their correlations), and say so.
+the record has no calibrated band). A range of a CFO-binning or hierarchical-histogram record
+that keeps its unbiased bin estimate x~ (`unbiased_estimate`, and a hierarchy's
+`level_reports`) comes with the exact standard error of Σ_i w_i x~_i, w_i the covered share of
+bin i, and the `exact-variance` band Σ_i w_i x~_i ± Z95 · s.e. clipped to [0, 1]
+(ldp_telemetry.ldp.estimation.bin_answers): it holds the probability with the mass spread
+uniformly within each bin, and where the range cuts a bin the values' own probability can
+differ by up to the mass of the cut bins (`RANGE_CUT_REASON`). Other ranges have no standard
+error nor band, and say why (`band_reason`).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from ldp_telemetry.ldp.base.errors import ConfigError
+from ldp_telemetry.ldp.base.errors import ConfigError, RegistryError
+from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON, LinearBins,
+                                                      cfo_linear, hh_linear, range_weights)
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, histogram_quantiles
+from ldp_telemetry.ldp.estimation.moments import (CONSERVATIVE_SHARE, MEASURED_REPORTS,
+                                                  SMALL_WINDOW_REASON)
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_NONE, NO_REPORTS_REASON,
+                                                      Z95)
+from ldp_telemetry.ldp.protocols import make_numeric_protocol
+from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
+from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
+
+#: Why a range answer has no band, by the record it reads.
+RANGE_NOT_LINEAR_REASON = ("no band: protocol {protocol!r}'s bucket estimate is not linear in "
+                           "an unbiased estimate, and the record keeps no covariance of its "
+                           "buckets")
+RANGE_OLD_RECORD_REASON = ("no band: the record keeps no unbiased bin estimate (written before "
+                           "records kept one for range bands)")
+#: What a range band holds where the range cuts a bin (as ldp_telemetry.ldp.estimation
+#: .cfo_moments names its bucketing gap).
+RANGE_CUT_REASON = ("band of the probability with the mass spread uniformly within each bin: "
+                    "the range cuts {cut} bin(s), so the values' own probability can differ by "
+                    "up to about {gap:.3g} (each cut bin's estimated mass times the larger of "
+                    "its shares in and out of the range), {share:.0%} of the half-width")
 
 
 @dataclass(frozen=True)
@@ -31,11 +60,19 @@ class NumericAnswer:
     std_error: float | None
     band_method: str | None = None  # the record's; None for records written before it
     band: tuple[float, float] | None = None  # the record's 95% band, where it has one
+    #: what the band holds, or why there is none (None: nothing to say)
+    band_reason: str | None = None
+    #: "bootstrap" (a quantile's, from the record) or "exact" (a range's, bin_answers)
+    std_error_kind: str | None = None
+    #: the unbiased answer an exact band is centred on (None without one)
+    unbiased_value: float | None = None
 
     def as_dict(self) -> dict:
         return {"query": self.query, "argument": list(self.argument), "value": self.value,
-                "std_error": self.std_error, "band_method": self.band_method,
-                "band95": None if self.band is None else list(self.band)}
+                "std_error": self.std_error, "std_error_kind": self.std_error_kind,
+                "unbiased_value": self.unbiased_value, "band_method": self.band_method,
+                "band95": None if self.band is None else list(self.band),
+                "band_reason": self.band_reason}
 
 
 class NumericRecord(Protocol):
@@ -51,6 +88,10 @@ class NumericRecord(Protocol):
     quantile_std_errors: Mapping[str, float] | None
     band_method: str | None
     bands: Mapping[str, Any] | None
+    protocol: str
+    epsilon: float
+    unbiased_estimate: np.ndarray | None
+    level_reports: tuple[int, ...] | None
 
 
 @dataclass(frozen=True)
@@ -66,6 +107,9 @@ class NumericWindow:
     quantile_errors: dict
     band_method: str | None = None
     bands: dict | None = None  # statistic -> {"lower", "upper"} or None
+    #: the unbiased bin estimate and its exact variances (None: `no_linear_reason` says why)
+    linear: LinearBins | None = None
+    no_linear_reason: str | None = None
 
     @classmethod
     def from_record(cls, record: NumericRecord) -> NumericWindow:
@@ -74,20 +118,39 @@ class NumericWindow:
         if record.bucket_edges is None:
             raise ConfigError(f"metric {record.metric!r} is not numeric (its records have no "
                               "bucket_edges)", "metric")
+        linear, reason = record_linear_bins(record)
         return cls(record.metric, record.window_start, record.window_end,
                    int(record.n), np.asarray(record.bucket_edges, dtype=np.float64),
                    np.asarray(record.estimate, dtype=np.float64),
                    dict(record.quantile_std_errors or {}), record.band_method,
-                   dict(record.bands or {}))
+                   dict(record.bands or {}), linear, reason)
 
     def range_probability(self, lo: float, hi: float) -> NumericAnswer:
-        """Pr[lo ≤ X ≤ hi], in metric units; ConfigError when lo > hi."""
+        """Pr[lo ≤ X ≤ hi], in metric units, with its exact band where the record allows
+        (module docstring); ConfigError when lo > hi."""
         if not lo <= hi:
             raise ConfigError(f"range needs LO <= HI, got {lo:g} > {hi:g}", "range")
-        left, right = self.edges[:-1], self.edges[1:]
-        overlap = np.clip(np.minimum(right, hi) - np.maximum(left, lo), 0.0, None)
-        value = float(self.estimate @ (overlap / (right - left)))
-        return NumericAnswer("range", (float(lo), float(hi)), value, None, self.band_method)
+        weights = range_weights(self.edges, lo, hi)
+        value = float(self.estimate @ weights)
+        argument = (float(lo), float(hi))
+        if self.linear is None:  # `none`, or None for a record written before band_method
+            method = None if self.band_method is None else BAND_NONE
+            return NumericAnswer("range", argument, value, None, method,
+                                 band_reason=self.no_linear_reason)
+        unbiased = self.linear.value(weights)
+        error = math.sqrt(max(self.linear.variance(weights), 0.0))
+        half = Z95 * error
+        cut = (weights > 0.0) & (weights < 1.0)
+        gap = float(np.maximum(weights, 1.0 - weights)[cut] @ self.linear.plug_in[cut])
+        reasons = []
+        if cut.any() and gap > CONSERVATIVE_SHARE * half:
+            reasons.append(RANGE_CUT_REASON.format(cut=int(cut.sum()), gap=gap,
+                                                   share=gap / half if half > 0 else math.inf))
+        if self.n < MEASURED_REPORTS:
+            reasons.append(SMALL_WINDOW_REASON.format(n=f"{self.n:,}"))
+        band = (min(max(unbiased - half, 0.0), 1.0), min(max(unbiased + half, 0.0), 1.0))
+        return NumericAnswer("range", argument, value, error, BAND_EXACT, band,
+                             "; ".join(reasons) or None, "exact", unbiased)
 
     def quantile(self, level: float) -> NumericAnswer:
         """The level-quantile in metric units; level in [0, 1]."""
@@ -98,4 +161,31 @@ class NumericWindow:
         error = self.quantile_errors.get(key) if key is not None else None
         band = (self.bands or {}).get(key) if key is not None else None
         return NumericAnswer("quantile", (float(level),), value, error, self.band_method,
-                             None if band is None else (band["lower"], band["upper"]))
+                             None if band is None else (band["lower"], band["upper"]),
+                             std_error_kind=None if error is None else "bootstrap")
+
+
+def record_linear_bins(record: NumericRecord) -> tuple[LinearBins | None, str | None]:
+    """(the record's unbiased bin estimate with its exact variances, None) for a CFO-binning or
+    hierarchical-histogram record that keeps one; else (None, why its ranges have no band)."""
+    unbiased = getattr(record, "unbiased_estimate", None)
+    buckets = len(record.estimate)
+    try:
+        protocol = make_numeric_protocol(record.protocol, float(record.epsilon), buckets)
+    except RegistryError:  # not a protocol of this version (or not over these buckets)
+        protocol = None
+    if not isinstance(protocol, (CfoBinning, HierarchicalHistogram)):
+        return None, RANGE_NOT_LINEAR_REASON.format(protocol=record.protocol)
+    if int(record.n) <= 0:
+        return None, NO_REPORTS_REASON
+    reports = getattr(record, "level_reports", None)
+    if isinstance(protocol, HierarchicalHistogram) and reports and reports[-1] == 0:
+        return None, NO_LEAF_REPORTS_REASON
+    if unbiased is None or len(unbiased) != buckets:
+        return None, RANGE_OLD_RECORD_REASON
+    if isinstance(protocol, CfoBinning):
+        return cfo_linear(protocol, unbiased, int(record.n)), None
+    if reports is None or len(reports) != protocol.h:
+        return None, RANGE_OLD_RECORD_REASON
+    found = hh_linear(protocol, unbiased, np.asarray(reports, dtype=np.int64))
+    return found, None if found is not None else NO_LEAF_REPORTS_REASON
