@@ -41,6 +41,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from bench_json import Run, add_json_argument
 from coverage import DELAY, DISTANCE, DOMAINS, LOGNORMAL, _column, available, draw
+from coverage_moments import numbers
 
 from ldp_telemetry.ldp.estimation.bin_answers import (cfo_statistic_linear, hh_statistic_linear,
                                                       range_weights)
@@ -164,10 +165,6 @@ def simulate(name: str, n: int, epsilons: tuple[float, ...], protocols: tuple[st
 
 def simulate_cell(args: tuple) -> list[dict]:
     return simulate(*args)
-
-
-def numbers(text: str, kind=float) -> list:
-    return [kind(value) for value in text.split(",") if value]
 
 
 def main(argv=None) -> None:

@@ -35,6 +35,14 @@ def fixed(digits: int) -> Callable[[float | None], str]:
     return lambda value: "–" if value is None else f"{value:,.{digits}f}"
 
 
+def goal_counts(values: list[float], goal: tuple[float, float], se: float) -> list[str]:
+    """[count, inside the goal, above, below, more than two standard errors `se` from 0.95] of
+    the coverages `values`, as the tables print them."""
+    return [str(len(values)), str(sum(goal[0] <= v <= goal[1] for v in values)),
+            str(sum(v > goal[1] for v in values)), str(sum(v < goal[0] for v in values)),
+            str(sum(abs(v - 0.95) > 2 * se for v in values))]
+
+
 def table(header: list[str], rows: list[list[str]], right: set[int] | None = None) -> str:
     """A Markdown table; the columns in `right` (default: all but the first) align right."""
     right = set(range(1, len(header))) if right is None else right
@@ -231,10 +239,8 @@ def coverage(r: dict) -> str:
 
     def counts(pairs, coverage_of) -> list[str]:
         values = [coverage_of(row, key) for row, key in pairs]
-        return [str(len(values)), str(sum(goal[0] <= v <= goal[1] for v in values)),
-                str(sum(v > goal[1] for v in values)), str(sum(v < goal[0] for v in values)),
-                f"{sum(abs(v - 0.95) > 2 * se for v in values)} "
-                f"({OFF_BY_TWO_CHANCE * len(values):.1f})"]
+        *tally, off = goal_counts(values, goal, se)
+        return [*tally, f"{off} ({OFF_BY_TWO_CHANCE * len(values):.1f})"]
     record = lambda row, key: row["coverage"][key]  # noqa: E731
     held_out = r.get("held_out_sets", [])
     seen = r.get("rule_sets", r.get("calibration_sets", []))
@@ -294,10 +300,7 @@ def coverage_moments(r: dict) -> str:
     se = (0.95 * 0.05 / windows) ** 0.5
 
     def counts(values: list[float]) -> list[str]:
-        return [str(len(values)), str(sum(goal[0] <= v <= goal[1] for v in values)),
-                str(sum(v > goal[1] for v in values)), str(sum(v < goal[0] for v in values)),
-                str(sum(abs(v - 0.95) > 2 * se for v in values)),
-                f"{min(values):.3f}–{max(values):.3f}"]
+        return [*goal_counts(values, goal, se), f"{min(values):.3f}–{max(values):.3f}"]
     groups = []
     sets = [(f"sw, d̃ = {d}", lambda row, d=d: row["protocol"] == "sw"
              and row["output_buckets"] == d, "coverage")
@@ -346,11 +349,7 @@ def coverage_cfo_moments(r: dict) -> str:
                       if key not in row.get("declared", ())]
             declared = sum(key in row.get("declared", ()) for row in chosen)
             if values:
-                groups.append([f"{protocol}: {key}", str(len(values)),
-                               str(sum(goal[0] <= v <= goal[1] for v in values)),
-                               str(sum(v > goal[1] for v in values)),
-                               str(sum(v < goal[0] for v in values)),
-                               str(sum(abs(v - 0.95) > 2 * se for v in values)),
+                groups.append([f"{protocol}: {key}", *goal_counts(values, goal, se),
                                str(declared), f"{min(values):.3f}–{max(values):.3f}"])
 
     def shown(row: dict, key: str) -> str:
@@ -390,11 +389,7 @@ def coverage_bins(r: dict) -> str:
             own = [row["values"]["coverage"][key] for row in chosen]
             declared = sum(key in row.get("declared", ()) for row in chosen)
             if values:
-                groups.append([f"{protocol}: {key}", str(len(values)),
-                               str(sum(goal[0] <= v <= goal[1] for v in values)),
-                               str(sum(v > goal[1] for v in values)),
-                               str(sum(v < goal[0] for v in values)),
-                               str(sum(abs(v - 0.95) > 2 * se for v in values)),
+                groups.append([f"{protocol}: {key}", *goal_counts(values, goal, se),
                                str(declared), f"{min(values):.3f}–{max(values):.3f}",
                                f"{min(own):.3f}–{max(own):.3f}"])
 
@@ -1441,10 +1436,7 @@ def quantile_lr(r: dict) -> str:
         values = [c for row in r["cells"] if keep(row) and method in row
                   for level, c in row[method][key].items()
                   if level not in row[method].get("declared_without_band", ())]
-        return [str(len(values)), str(sum(goal[0] <= v <= goal[1] for v in values)),
-                str(sum(v > goal[1] for v in values)), str(sum(v < goal[0] for v in values)),
-                str(sum(abs(v - 0.95) > 2 * se for v in values)),
-                str(sum(v < 0.95 - 2 * se for v in values))]
+        return [*goal_counts(values, goal, se), str(sum(v < 0.95 - 2 * se for v in values))]
     methods = [("profile likelihood, whole buckets (LR)", "profile_likelihood", "coverage"),
                ("profile likelihood, split buckets (LR split)", "profile_likelihood_split",
                 "coverage"),
