@@ -42,6 +42,8 @@ from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
 RANGE_NOT_LINEAR_REASON = ("no band: protocol {protocol!r}'s bucket estimate is not linear in "
                            "an unbiased estimate, and the record keeps no covariance of its "
                            "buckets")
+RANGE_NOT_FINITE_REASON = ("no band: the record's unbiased bin estimate holds a value that is not "
+                           "a finite number")
 RANGE_OLD_RECORD_REASON = ("no band: the record keeps no unbiased bin estimate (written before "
                            "records kept one for range bands)")
 #: What a range band holds where the range cuts a bin (as ldp_telemetry.ldp.estimation
@@ -183,6 +185,8 @@ def record_linear_bins(record: NumericRecord) -> tuple[LinearBins | None, str | 
         return None, NO_LEAF_REPORTS_REASON
     if unbiased is None or len(unbiased) != buckets:
         return None, RANGE_OLD_RECORD_REASON
+    if not np.isfinite(np.asarray(unbiased, dtype=np.float64)).all():  # read from a file
+        return None, RANGE_NOT_FINITE_REASON
     if isinstance(protocol, CfoBinning):
         return cfo_linear(protocol, unbiased, int(record.n)), None
     if reports is None or len(reports) != protocol.h:

@@ -24,6 +24,7 @@ from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON,
 from ldp_telemetry.ldp.estimation.cfo_moments import (HH_VARIANCE_DECLARED_REASON, bin_moments,
                                                       hh_statistic_bands)
 from ldp_telemetry.ldp.estimation.numeric_queries import (RANGE_CUT_REASON,
+                                                          RANGE_NOT_FINITE_REASON,
                                                           RANGE_NOT_LINEAR_REASON,
                                                           RANGE_OLD_RECORD_REASON, NumericWindow)
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, Z95
@@ -261,3 +262,18 @@ def test_node_sums_of_the_plug_in_are_the_depths():
     f = np.arange(16, dtype=float) / 120
     assert node_counts(f, 1, 2).sum() == pytest.approx(1.0)
     assert bin_moments(None) is None
+
+
+@pytest.mark.parametrize("protocol", ["cfo-grr", "hh"])
+def test_a_record_with_a_non_finite_bin_estimate_says_why_its_ranges_have_no_band(protocol):
+    """A record read from a file may hold NaN or inf in `unbiased_estimate` (record_problem
+    accepts any number): its ranges have no band, and the reason names the estimate, not a
+    missing depth or nothing at all."""
+    record = _record(protocol)
+    unbiased = record.unbiased_estimate.copy()
+    unbiased[3] = math.nan
+    for bad in (unbiased, np.where(np.arange(BINS) == 5, math.inf, record.unbiased_estimate)):
+        answer = NumericWindow.from_record(dataclasses.replace(record, unbiased_estimate=bad)
+                                           ).range_probability(4.0, 12.0)
+        assert answer.band is None and answer.std_error is None
+        assert answer.band_reason == RANGE_NOT_FINITE_REASON
