@@ -393,8 +393,11 @@ def record_problem(record: object) -> str | None:
             return f"field 'unbiased_estimate' must be null or hold {size} numbers"
         reports = record.get("level_reports")
         if reports is not None and not (isinstance(reports, list)
-                                        and all(is_int(r) and r >= 0 for r in reports)):
-            return "field 'level_reports' must be null or a list of non-negative integers"
+                                        and all(is_int(r) and r >= 0 for r in reports)
+                                        and sum(reports) == record["n"]):
+            # every report of a hierarchy's window lands at exactly one depth
+            return ("field 'level_reports' must be null or a list of non-negative integers "
+                    "summing to n")
         return None
     if len(record["std_error"]) != size or not _is_numbers(record["std_error"]):
         return f"field 'std_error' must hold {size} numbers"

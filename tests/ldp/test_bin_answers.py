@@ -31,7 +31,7 @@ from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, Z95
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram, node_counts
 from ldp_telemetry.ldp.protocols.numeric import unit_buckets
-from ldp_telemetry.output.estimate import EstimateRecord
+from ldp_telemetry.output.estimate import EstimateRecord, record_problem
 from ldp_telemetry.output.records import numeric_estimate_record
 from ldp_telemetry.output.text import format_numeric
 from ldp_telemetry.pipelines.cli import main
@@ -277,3 +277,17 @@ def test_a_record_with_a_non_finite_bin_estimate_says_why_its_ranges_have_no_ban
                                            ).range_probability(4.0, 12.0)
         assert answer.band is None and answer.std_error is None
         assert answer.band_reason == RANGE_NOT_FINITE_REASON
+
+
+def test_a_record_whose_level_reports_disagree_with_n_is_not_read():
+    """Every report of a hierarchical histogram's window lands at one depth, so its
+    `level_reports` sum to `n`; a file whose counts disagree (or overflow) is refused with the
+    field's name instead of giving a range band from counts that are not the window's (or
+    failing with an OverflowError)."""
+    value = json.loads(_record("hh").to_json())
+    assert record_problem(value) is None
+    for reports in ([1, 1, 1], [2 ** 70, 1, 1], [value["n"] + 1, -1, 0]):
+        bad = {**value, "level_reports": reports}
+        assert "level_reports" in record_problem(bad)
+        with pytest.raises(ValueError, match="level_reports"):
+            EstimateRecord.from_value(bad)
