@@ -316,3 +316,20 @@ def test_names_from_the_data_are_shown_escaped_and_can_be_typed_back_as_shown(ou
                          "--labels", "nothing\x1b[31m")
     assert code == 2 and "\x1b" not in err and "\x07" not in err and "\u202e" not in err
     assert "nothing" in err and "cpu\\u202elanigiro" in err
+
+
+def test_a_range_of_labels_is_typed_as_shown(output, capsys, tmp_path):
+    """--range LO HI takes labels as the text output shows them, as --labels does: the range
+    text prints `printable` labels, and typed back they name the same values."""
+    record = window_record(output, "colour", 0)
+    bell, backslash = "a\x07", "c:\\tmp"
+    record["labels"] = [bell, "b", backslash, *record["labels"][3:]]
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text(json.dumps(record) + "\n")
+    args = ("--metric", "colour", "--window", "0", "--range", printable(bell),
+            printable(backslash))
+    answer = query_json(capsys, str(tmp_path), *args)["answers"][0]
+    assert answer["indices"] == [0, 1, 2]
+    assert answer["value"] == pytest.approx(sum(record["estimate"][:3]))
+    code, text, err = query(capsys, str(tmp_path), *args)
+    assert code == 0, err
+    assert f"range {printable(bell)}..{printable(backslash)} (3 values)" in text
