@@ -333,3 +333,15 @@ def test_a_range_of_labels_is_typed_as_shown(output, capsys, tmp_path):
     code, text, err = query(capsys, str(tmp_path), *args)
     assert code == 0, err
     assert f"range {printable(bell)}..{printable(backslash)} (3 values)" in text
+
+
+@pytest.mark.parametrize("typed", ["\\U00110000", "\\Uffffffff", "\\Udeadbeef"])
+def test_an_escape_of_no_character_is_no_shown_name(output, capsys, typed):
+    """A \\U escape beyond U+10FFFF is not what `printable` shows of any name: from_printable
+    says so (None) and ldp query reads the text as typed, a label it does not know (exit 2),
+    instead of failing in chr()."""
+    from ldp_telemetry.output.text import from_printable, typed_name
+    assert from_printable(typed) is None
+    assert typed_name(typed, LABELS) == typed
+    code, _, err = query(capsys, output, "--metric", "colour", "--window", "0", "--labels", typed)
+    assert code == 2 and "is not a label" in err
