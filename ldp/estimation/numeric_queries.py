@@ -44,6 +44,8 @@ RANGE_NOT_LINEAR_REASON = ("no band: protocol {protocol!r}'s bucket estimate is 
                            "buckets")
 RANGE_NOT_FINITE_REASON = ("no band: the record's unbiased bin estimate holds a value that is not "
                            "a finite number")
+RANGE_DEPTHS_REASON = ("no band: the record's level_reports count {given} depth(s), and a "
+                       "hierarchy over {buckets} buckets has {depths}")
 RANGE_OLD_RECORD_REASON = ("no band: the record keeps no unbiased bin estimate (written before "
                            "records kept one for range bands)")
 #: What a range band holds where the range cuts a bin (as ldp_telemetry.ldp.estimation
@@ -181,15 +183,19 @@ def record_linear_bins(record: NumericRecord) -> tuple[LinearBins | None, str | 
     if int(record.n) <= 0:
         return None, NO_REPORTS_REASON
     reports = getattr(record, "level_reports", None)
-    if isinstance(protocol, HierarchicalHistogram) and reports and reports[-1] == 0:
-        return None, NO_LEAF_REPORTS_REASON
+    if isinstance(protocol, HierarchicalHistogram):
+        if reports is None:
+            return None, RANGE_OLD_RECORD_REASON
+        if len(reports) != protocol.h:  # read from a file
+            return None, RANGE_DEPTHS_REASON.format(given=len(reports), buckets=buckets,
+                                                    depths=protocol.h)
+        if reports[-1] == 0:
+            return None, NO_LEAF_REPORTS_REASON
     if unbiased is None or len(unbiased) != buckets:
         return None, RANGE_OLD_RECORD_REASON
     if not np.isfinite(np.asarray(unbiased, dtype=np.float64)).all():  # read from a file
         return None, RANGE_NOT_FINITE_REASON
     if isinstance(protocol, CfoBinning):
         return cfo_linear(protocol, unbiased, int(record.n)), None
-    if reports is None or len(reports) != protocol.h:
-        return None, RANGE_OLD_RECORD_REASON
     found = hh_linear(protocol, unbiased, np.asarray(reports, dtype=np.int64))
     return found, None if found is not None else NO_LEAF_REPORTS_REASON

@@ -23,7 +23,7 @@ from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON,
                                                       tree_adjoint)
 from ldp_telemetry.ldp.estimation.cfo_moments import (HH_VARIANCE_DECLARED_REASON, bin_moments,
                                                       hh_statistic_bands)
-from ldp_telemetry.ldp.estimation.numeric_queries import (RANGE_CUT_REASON,
+from ldp_telemetry.ldp.estimation.numeric_queries import (RANGE_CUT_REASON, RANGE_DEPTHS_REASON,
                                                           RANGE_NOT_FINITE_REASON,
                                                           RANGE_NOT_LINEAR_REASON,
                                                           RANGE_OLD_RECORD_REASON, NumericWindow)
@@ -291,3 +291,17 @@ def test_a_record_whose_level_reports_disagree_with_n_is_not_read():
         assert "level_reports" in record_problem(bad)
         with pytest.raises(ValueError, match="level_reports"):
             EstimateRecord.from_value(bad)
+
+
+def test_a_hierarchy_record_whose_depths_disagree_with_its_buckets_says_so():
+    """level_reports of another length than the hierarchy's depths (a record read from a file):
+    no band, and the reason names the disagreement, neither an old record nor missing
+    leaf reports (a last entry of 0)."""
+    record = _record("hh")
+    n = record.n
+    for reports in ((n // 2, n - n // 2), (n // 2, n - n // 2, 0, 0), (n,)):
+        answer = NumericWindow.from_record(dataclasses.replace(record, level_reports=reports)
+                                           ).range_probability(4.0, 12.0)
+        assert answer.band is None
+        assert answer.band_reason == RANGE_DEPTHS_REASON.format(given=len(reports),
+                                                                buckets=BINS, depths=3)
