@@ -26,8 +26,11 @@ from ldp_telemetry.ldp.estimation.cfo_moments import (HH_VARIANCE_DECLARED_REASO
 from ldp_telemetry.ldp.estimation.numeric_queries import (RANGE_CUT_REASON, RANGE_DEPTHS_REASON,
                                                           RANGE_NOT_FINITE_REASON,
                                                           RANGE_NOT_LINEAR_REASON,
-                                                          RANGE_OLD_RECORD_REASON, NumericWindow)
+                                                          RANGE_OLD_RECORD_REASON,
+                                                          RANGE_PROTOCOL_REASON, NumericWindow)
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, Z95
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram, node_counts
 from ldp_telemetry.ldp.protocols.numeric import unit_buckets
@@ -305,3 +308,19 @@ def test_a_hierarchy_record_whose_depths_disagree_with_its_buckets_says_so():
         assert answer.band is None
         assert answer.band_reason == RANGE_DEPTHS_REASON.format(given=len(reports),
                                                                 buckets=BINS, depths=3)
+
+
+@pytest.mark.parametrize("protocol, change", [
+    ("cfo-grr", {"epsilon": 0.0}), ("cfo-olh", {"epsilon": -1.0}),
+    ("hh", {"epsilon": math.nan})])
+def test_a_record_whose_settings_make_no_protocol_says_so(protocol, change):
+    """A CFO-binning or hierarchy record (read from a file) whose ε or buckets its protocol
+    refuses: no band, and the reason says the settings make no such protocol, not that the
+    protocol's estimate is not linear."""
+    record = dataclasses.replace(_record(protocol), **change)
+    answer = NumericWindow.from_record(record).range_probability(4.0, 12.0)
+    assert answer.band is None
+    with pytest.raises(RegistryError) as refused:
+        make_numeric_protocol(protocol, record.epsilon, BINS)
+    assert answer.band_reason == RANGE_PROTOCOL_REASON.format(
+        epsilon=record.epsilon, buckets=BINS, protocol=protocol, problem=refused.value)
