@@ -379,6 +379,13 @@ def record_problem(record: object) -> str | None:
         return f"field 'estimate' must hold {size} numbers"
     if not is_int(record["pane"].get("index")):
         return "field 'pane' has no integer 'index'"
+    reports = record.get("level_reports")  # any record's: the reader makes it a tuple
+    if reports is not None and not (isinstance(reports, list)
+                                    and all(is_int(r) and r >= 0 for r in reports)
+                                    and sum(reports) == record["n"]):
+        # every report of a hierarchy's window lands at exactly one depth
+        return ("field 'level_reports' must be null or a list of non-negative integers "
+                "summing to n")
     if numeric:
         edges = record["bucket_edges"]
         # a mean-only protocol's record (sr, pm) has no buckets: its edges are the range
@@ -391,10 +398,6 @@ def record_problem(record: object) -> str | None:
         unbiased = record.get("unbiased_estimate")
         if unbiased is not None and not (_is_numbers(unbiased) and len(unbiased) == size):
             return f"field 'unbiased_estimate' must be null or hold {size} numbers"
-        reports = record.get("level_reports")
-        if reports is not None and not (isinstance(reports, list)
-                                        and all(is_int(r) and r >= 0 for r in reports)):
-            return "field 'level_reports' must be null or a list of non-negative integers"
         return None
     if len(record["std_error"]) != size or not _is_numbers(record["std_error"]):
         return f"field 'std_error' must hold {size} numbers"

@@ -6,6 +6,7 @@ and the dashboard: `BAND_NOTE` says so once per output.
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
 from collections.abc import Collection
 
@@ -78,8 +79,13 @@ def typed_name(typed: str, names: Collection[str]) -> str:
 
 
 def _unescape(match: re.Match) -> str:
+    """The character of one escape; an escape beyond U+10FFFF, which names none, as it is
+    (`from_printable` then finds no name: `printable` would double its backslash)."""
     backslash, *codes = match.groups()
-    return "\\" if backslash else chr(int(next(code for code in codes if code), 16))
+    if backslash:
+        return "\\"
+    code = int(next(code for code in codes if code), 16)
+    return chr(code) if code <= sys.maxunicode else match.group(0)
 
 
 def metric_title(record: EstimateRecord) -> str:

@@ -52,7 +52,7 @@ def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> st
                            "heavy_hitters": dict(record.heavy_hitters or {}),
                            "answers": answers},
                           ensure_ascii=False)
-    lines = [f"{record.metric}  [{record.window_start} .. {record.window_end})  "
+    lines = [f"{printable(record.metric)}  [{record.window_start} .. {record.window_end})  "
              f"n={record.n:,}  {record.protocol} ε={record.epsilon:g}  heavy hitters"
              + dictionary_text(record)]
     for answer in answers:

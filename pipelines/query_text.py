@@ -39,7 +39,7 @@ def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
     if args.top is not None:
         answers = window.top_k(args.top)
     elif args.range is not None:
-        answers = [window.range_sum(*args.range)]
+        answers = [window.range_sum(*(typed_name(bound, window.labels) for bound in args.range))]
     else:
         labels = [typed_name(label.strip(), window.labels) for label in args.labels.split(",")]
         answers = [window.point(labels[0]) if len(labels) == 1 else window.set_sum(labels)]

@@ -34,7 +34,7 @@ from ldp_telemetry.ldp.estimation.moments import (CONSERVATIVE_SHARE, MEASURED_R
                                                   SMALL_WINDOW_REASON)
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_NONE, NO_REPORTS_REASON,
                                                       Z95)
-from ldp_telemetry.ldp.protocols import make_numeric_protocol
+from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, make_numeric_protocol
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
 
@@ -42,6 +42,12 @@ from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
 RANGE_NOT_LINEAR_REASON = ("no band: protocol {protocol!r}'s bucket estimate is not linear in "
                            "an unbiased estimate, and the record keeps no covariance of its "
                            "buckets")
+RANGE_NOT_FINITE_REASON = ("no band: the record's unbiased bin estimate holds a value that is not "
+                           "a finite number")
+RANGE_PROTOCOL_REASON = ("no band: the record's ε = {epsilon:g} over {buckets} buckets makes no "
+                         "{protocol!r} protocol ({problem})")
+RANGE_DEPTHS_REASON = ("no band: the record's level_reports count {given} depth(s), and a "
+                       "hierarchy over {buckets} buckets has {depths}")
 RANGE_OLD_RECORD_REASON = ("no band: the record keeps no unbiased bin estimate (written before "
                            "records kept one for range bands)")
 #: What a range band holds where the range cuts a bin (as ldp_telemetry.ldp.estimation
@@ -172,20 +178,39 @@ def record_linear_bins(record: NumericRecord) -> tuple[LinearBins | None, str | 
     buckets = len(record.estimate)
     try:
         protocol = make_numeric_protocol(record.protocol, float(record.epsilon), buckets)
-    except RegistryError:  # not a protocol of this version (or not over these buckets)
+    except RegistryError as error:  # not a protocol of this version, or not at these settings
+        if _names_linear_protocol(record.protocol):
+            return None, RANGE_PROTOCOL_REASON.format(epsilon=float(record.epsilon),
+                                                      buckets=buckets,
+                                                      protocol=record.protocol, problem=error)
         protocol = None
     if not isinstance(protocol, (CfoBinning, HierarchicalHistogram)):
         return None, RANGE_NOT_LINEAR_REASON.format(protocol=record.protocol)
     if int(record.n) <= 0:
         return None, NO_REPORTS_REASON
     reports = getattr(record, "level_reports", None)
-    if isinstance(protocol, HierarchicalHistogram) and reports and reports[-1] == 0:
-        return None, NO_LEAF_REPORTS_REASON
+    if isinstance(protocol, HierarchicalHistogram):
+        if reports is None:
+            return None, RANGE_OLD_RECORD_REASON
+        if len(reports) != protocol.h:  # read from a file
+            return None, RANGE_DEPTHS_REASON.format(given=len(reports), buckets=buckets,
+                                                    depths=protocol.h)
+        if reports[-1] == 0:
+            return None, NO_LEAF_REPORTS_REASON
     if unbiased is None or len(unbiased) != buckets:
         return None, RANGE_OLD_RECORD_REASON
+    if not np.isfinite(np.asarray(unbiased, dtype=np.float64)).all():  # read from a file
+        return None, RANGE_NOT_FINITE_REASON
     if isinstance(protocol, CfoBinning):
         return cfo_linear(protocol, unbiased, int(record.n)), None
-    if reports is None or len(reports) != protocol.h:
-        return None, RANGE_OLD_RECORD_REASON
     found = hh_linear(protocol, unbiased, np.asarray(reports, dtype=np.int64))
     return found, None if found is not None else NO_LEAF_REPORTS_REASON
+
+
+def _names_linear_protocol(name: str) -> bool:
+    """Whether `name` is a CFO-binning or hierarchical-histogram protocol of this version."""
+    try:
+        kind = NUMERIC_PROTOCOLS.lookup(name)
+    except RegistryError:
+        return False
+    return issubclass(kind, (CfoBinning, HierarchicalHistogram))

@@ -23,14 +23,18 @@ from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON,
                                                       tree_adjoint)
 from ldp_telemetry.ldp.estimation.cfo_moments import (HH_VARIANCE_DECLARED_REASON, bin_moments,
                                                       hh_statistic_bands)
-from ldp_telemetry.ldp.estimation.numeric_queries import (RANGE_CUT_REASON,
+from ldp_telemetry.ldp.estimation.numeric_queries import (RANGE_CUT_REASON, RANGE_DEPTHS_REASON,
+                                                          RANGE_NOT_FINITE_REASON,
                                                           RANGE_NOT_LINEAR_REASON,
-                                                          RANGE_OLD_RECORD_REASON, NumericWindow)
+                                                          RANGE_OLD_RECORD_REASON,
+                                                          RANGE_PROTOCOL_REASON, NumericWindow)
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, Z95
+from ldp_telemetry.ldp.base.errors import RegistryError
+from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram, node_counts
 from ldp_telemetry.ldp.protocols.numeric import unit_buckets
-from ldp_telemetry.output.estimate import EstimateRecord
+from ldp_telemetry.output.estimate import EstimateRecord, record_problem
 from ldp_telemetry.output.records import numeric_estimate_record
 from ldp_telemetry.output.text import format_numeric
 from ldp_telemetry.pipelines.cli import main
@@ -261,3 +265,62 @@ def test_node_sums_of_the_plug_in_are_the_depths():
     f = np.arange(16, dtype=float) / 120
     assert node_counts(f, 1, 2).sum() == pytest.approx(1.0)
     assert bin_moments(None) is None
+
+
+@pytest.mark.parametrize("protocol", ["cfo-grr", "hh"])
+def test_a_record_with_a_non_finite_bin_estimate_says_why_its_ranges_have_no_band(protocol):
+    """A record read from a file may hold NaN or inf in `unbiased_estimate` (record_problem
+    accepts any number): its ranges have no band, and the reason names the estimate, not a
+    missing depth or nothing at all."""
+    record = _record(protocol)
+    unbiased = record.unbiased_estimate.copy()
+    unbiased[3] = math.nan
+    for bad in (unbiased, np.where(np.arange(BINS) == 5, math.inf, record.unbiased_estimate)):
+        answer = NumericWindow.from_record(dataclasses.replace(record, unbiased_estimate=bad)
+                                           ).range_probability(4.0, 12.0)
+        assert answer.band is None and answer.std_error is None
+        assert answer.band_reason == RANGE_NOT_FINITE_REASON
+
+
+def test_a_record_whose_level_reports_disagree_with_n_is_not_read():
+    """Every report of a hierarchical histogram's window lands at one depth, so its
+    `level_reports` sum to `n`; a file whose counts disagree (or overflow) is refused with the
+    field's name instead of giving a range band from counts that are not the window's (or
+    failing with an OverflowError)."""
+    value = json.loads(_record("hh").to_json())
+    assert record_problem(value) is None
+    for reports in ([1, 1, 1], [2 ** 70, 1, 1], [value["n"] + 1, -1, 0]):
+        bad = {**value, "level_reports": reports}
+        assert "level_reports" in record_problem(bad)
+        with pytest.raises(ValueError, match="level_reports"):
+            EstimateRecord.from_value(bad)
+
+
+def test_a_hierarchy_record_whose_depths_disagree_with_its_buckets_says_so():
+    """level_reports of another length than the hierarchy's depths (a record read from a file):
+    no band, and the reason names the disagreement, neither an old record nor missing
+    leaf reports (a last entry of 0)."""
+    record = _record("hh")
+    n = record.n
+    for reports in ((n // 2, n - n // 2), (n // 2, n - n // 2, 0, 0), (n,)):
+        answer = NumericWindow.from_record(dataclasses.replace(record, level_reports=reports)
+                                           ).range_probability(4.0, 12.0)
+        assert answer.band is None
+        assert answer.band_reason == RANGE_DEPTHS_REASON.format(given=len(reports),
+                                                                buckets=BINS, depths=3)
+
+
+@pytest.mark.parametrize("protocol, change", [
+    ("cfo-grr", {"epsilon": 0.0}), ("cfo-olh", {"epsilon": -1.0}),
+    ("hh", {"epsilon": math.nan})])
+def test_a_record_whose_settings_make_no_protocol_says_so(protocol, change):
+    """A CFO-binning or hierarchy record (read from a file) whose ε or buckets its protocol
+    refuses: no band, and the reason says the settings make no such protocol, not that the
+    protocol's estimate is not linear."""
+    record = dataclasses.replace(_record(protocol), **change)
+    answer = NumericWindow.from_record(record).range_probability(4.0, 12.0)
+    assert answer.band is None
+    with pytest.raises(RegistryError) as refused:
+        make_numeric_protocol(protocol, record.epsilon, BINS)
+    assert answer.band_reason == RANGE_PROTOCOL_REASON.format(
+        epsilon=record.epsilon, buckets=BINS, protocol=protocol, problem=refused.value)

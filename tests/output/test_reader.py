@@ -87,6 +87,11 @@ def test_problems_in_the_output_are_input_errors_naming_the_place(tmp_path):
     ({"estimate": [0.5, True]}, "field 'estimate' must hold 2 numbers"),
     ({"unbiased_estimate": [0.5]}, "field 'unbiased_estimate' must be null or hold 2 numbers"),
     ({"pane": {"index": True}}, "field 'pane' has no integer 'index'"),
+    # any record's, not a numeric one's only: a reader turns it into a tuple
+    ({"level_reports": 5}, "field 'level_reports' must be null or a list of non-negative "
+                           "integers summing to n"),
+    ({"level_reports": ["ab"]}, "field 'level_reports' must be null or a list of non-negative "
+                                "integers summing to n"),
 ])
 def test_a_record_problem_is_named(change, problem):
     assert record_problem({**record(), **change}) == problem

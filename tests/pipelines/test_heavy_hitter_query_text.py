@@ -42,3 +42,12 @@ def test_a_string_is_asked_for_as_the_text_shows_it():
     answers = json.loads(answer(labels="\\x1b[31mred,\\u202eexe,mail", json=True))["answers"]
     assert [a["labels"][0] for a in answers] == [LABELS[1], LABELS[2], LABELS[0]]
     assert [a["value"] for a in answers] == [0.2, 0.1, 0.3]
+
+
+def test_the_metric_from_the_record_is_escaped_too():
+    """The window line names the record's metric through `printable`, as ldp query's other
+    answers do: a metric name read from a file cannot reach the terminal raw."""
+    hostile = EstimateRecord.from_json({**record().json_value(), "metric": "app\x1b[2J"})
+    text = answer_heavy_hitters(hostile, argparse.Namespace(
+        top=3, labels=None, json=False, metric="app\x1b[2J"))
+    assert "\x1b" not in text and text.startswith("app\\x1b[2J  [")

@@ -316,3 +316,32 @@ def test_names_from_the_data_are_shown_escaped_and_can_be_typed_back_as_shown(ou
                          "--labels", "nothing\x1b[31m")
     assert code == 2 and "\x1b" not in err and "\x07" not in err and "\u202e" not in err
     assert "nothing" in err and "cpu\\u202elanigiro" in err
+
+
+def test_a_range_of_labels_is_typed_as_shown(output, capsys, tmp_path):
+    """--range LO HI takes labels as the text output shows them, as --labels does: the range
+    text prints `printable` labels, and typed back they name the same values."""
+    record = window_record(output, "colour", 0)
+    bell, backslash = "a\x07", "c:\\tmp"
+    record["labels"] = [bell, "b", backslash, *record["labels"][3:]]
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text(json.dumps(record) + "\n")
+    args = ("--metric", "colour", "--window", "0", "--range", printable(bell),
+            printable(backslash))
+    answer = query_json(capsys, str(tmp_path), *args)["answers"][0]
+    assert answer["indices"] == [0, 1, 2]
+    assert answer["value"] == pytest.approx(sum(record["estimate"][:3]))
+    code, text, err = query(capsys, str(tmp_path), *args)
+    assert code == 0, err
+    assert f"range {printable(bell)}..{printable(backslash)} (3 values)" in text
+
+
+@pytest.mark.parametrize("typed", ["\\U00110000", "\\Uffffffff", "\\Udeadbeef"])
+def test_an_escape_of_no_character_is_no_shown_name(output, capsys, typed):
+    """A \\U escape beyond U+10FFFF is not what `printable` shows of any name: from_printable
+    says so (None) and ldp query reads the text as typed, a label it does not know (exit 2),
+    instead of failing in chr()."""
+    from ldp_telemetry.output.text import from_printable, typed_name
+    assert from_printable(typed) is None
+    assert typed_name(typed, LABELS) == typed
+    code, _, err = query(capsys, output, "--metric", "colour", "--window", "0", "--labels", typed)
+    assert code == 2 and "is not a label" in err
