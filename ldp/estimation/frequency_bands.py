@@ -52,9 +52,9 @@ answer, and rank by rank its top answer under-covered (0.86–0.89: GRR at ε = 
 and ε = 2, n = 10⁵ on the airports data, where the top values are near-tied: the winner's
 curse). For a pure one-stage oracle (`rank_conditional_applies`) the band is therefore joined
 with the answer's band conditional on its rank (ldp_telemetry.ldp.estimation.selective_bands,
-[Lee16] Theorem 5.2, the hybrid interval of [Andrews24]): the smallest interval holding both
-(`top_k_rank_conditional_bands`, `band_method` rank-conditional-union). An answer whose f'
-post-processing merged with another value's (`merged_answers`: many values clipped to 0 are
+[Lee16] Lemma 5.1 and Theorem 5.2, the hybrid interval of [Andrews24]): the smallest interval
+holding both (`top_k_rank_conditional_bands`, `band_method` rank-conditional-union). An answer
+whose f' post-processing merged with another value's (`merged_answers`: many values clipped to 0 are
 ranked in domain order, not by f~) keeps the union; so do pooled-hash oracles (their collision
 term is not in the rank event's covariance) and memoized ones (not measured), with
 `band_method` bias-corrected-bootstrap. Measured per (method, cell, rank) triple on the
@@ -289,8 +289,8 @@ def top_k_rank_conditional_bands(unbiased: np.ndarray, noise: SupportNoise,
                                  ) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) of the values ranked 1..k by postprocess(unbiased), for a window of a
     protocol `rank_conditional_applies` to: the union band of `top_k_bands` joined with each
-    answer's band conditional on its rank (selective_bands.selective_bands, [Lee16] Theorem
-    5.2 and [Andrews24]; `joined_bands`), within [0, 1] (module docstring)."""
+    answer's band conditional on its rank (selective_bands.selective_bands, [Lee16] Lemma
+    5.1 and Theorem 5.2, [Andrews24]; `joined_bands`), within [0, 1] (module docstring)."""
     f = np.asarray(unbiased, dtype=np.float64)
     lower, upper = top_k_bands(f, noise, postprocess, k, replicates, seed)
     estimate = postprocess(f)

@@ -14,8 +14,8 @@ Every post-processing method of ldp_telemetry.ldp.estimation.postprocess is orde
 that f~_v lies between the j-th and (j−1)-th largest of the other values' estimates. With
 c = Σ_{·v} / Σ_vv and z = f~ − c f~_v (independent of f~_v), the others move as z + c t when
 f~_v = t, and the event is t ∈ [V⁻, V⁺), two order statistics of the thresholds
-(f~_u − c_u f~_v) / (1 − c_u) ([Lee16] Theorem 5.2, the polyhedral lemma). Conditional on it
-and on z, f~_v ~ N(f_v, Σ_vv) truncated to [V⁻, V⁺).
+(f~_u − c_u f~_v) / (1 − c_u) ([Lee16] Lemma 5.1, the polyhedral lemma). Conditional on it
+and on z, f~_v ~ N(f_v, Σ_vv) truncated to [V⁻, V⁺) ([Lee16] Theorem 5.2).
 
 The band is the hybrid interval of [Andrews24]: the projection set P = {μ : |f~_v − μ| ≤
 c_β σ(μ)}, c_β = Φ⁻¹(1 − β / (2d)) (Bonferroni over the d values any rank could go to,
@@ -101,7 +101,7 @@ def thresholds(unbiased: np.ndarray, column: np.ndarray, v: int, step: float = 0
     """The values of f~_v at which v passes each other value, the others moving as z + c t
     (c = column / column[v]): (f~_u − c_u f~_v) / (1 − c_u), u ≠ v, in domain order. v ranks
     above u (f~ descending, ties in domain order, as the answers are ranked) exactly when f~_v
-    exceeds u's threshold ([Lee16] Theorem 5.2). `step`: the lattice f~ lives on, 1 / (n (p*
+    exceeds u's threshold ([Lee16] Lemma 5.1). `step`: the lattice f~ lives on, 1 / (n (p*
     − q*)) (support counts are integers): each threshold moves half a step towards the side a
     tie puts it on (a continuity correction; 0 for none). ValueError when a coefficient of c
     is >= 1 (the event is then no interval)."""
