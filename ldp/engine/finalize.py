@@ -201,9 +201,9 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
                          "bootstrap measures the spread, not the bias")
         if isinstance(protocol, (CfoBinning, HierarchicalHistogram)):
             assert config.low is not None and config.high is not None, "a numeric range"
-            moments = (cfo_statistic_bands if isinstance(protocol, CfoBinning)
-                       else hh_statistic_bands)
-            bands.update(moments(protocol, counts, n, config.low, config.high))
+            bands.update(cfo_statistic_bands(protocol, counts, n, config.low, config.high)
+                         if isinstance(protocol, CfoBinning) else
+                         hh_statistic_bands(protocol, counts, n, config.low, config.high))
         return BAND_NONE, bands
     # `interval_fit` gives a fit only for the Square Wave protocols' EMS and EM
     assert isinstance(protocol, (SquareWave, DiscreteSquareWave)), "a calibrated band's protocol"
