@@ -16,7 +16,7 @@ from ldp_telemetry.ldp.base.times import iso_from_ms
 from ldp_telemetry.ldp.config.budget import budget_text, repeated_reports_note, window_cost
 from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.output.layout import metric_segment, window_key
-from ldp_telemetry.output.text import printable
+from ldp_telemetry.output.names import printable
 from ldp_telemetry.store.records import labels_per_window
 
 #: Values listed in the top-k chart of a metric page.

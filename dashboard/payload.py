@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from ldp_telemetry.output.coverage import NOT_PARTIAL, PARTIAL_TEXTS
 from ldp_telemetry.output.resolution import SeriesResolution
-from ldp_telemetry.output.text import printable
+from ldp_telemetry.output.names import printable
 
 FIELDS = ("start", "series", "n", "late", "timing", "pane", "last", "floor", "rejects", "top",
           "low", "skew", "mean", "mean_low", "mean_high", "few", "integrity", "partial")

@@ -45,7 +45,7 @@ from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, Wind
                                          shard_pattern, window_key)
 from ldp_telemetry.output.resolution import resolution, series_resolution, warning_text
 from ldp_telemetry.output.tail import OutputTail
-from ldp_telemetry.output.text import printable
+from ldp_telemetry.output.names import printable
 from ldp_telemetry.store.records import dead_letter_origin, labels_per_window, value_rows
 
 #: A page shows at most this many windows of a metric (the latest ones).

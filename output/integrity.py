@@ -22,6 +22,7 @@ import numpy as np
 
 from ldp_telemetry.ldp.integrity.statistics import jump_statistic, summarise
 from ldp_telemetry.output.estimate import EstimateRecord
+from ldp_telemetry.output.names import printable
 
 
 def _series_key(record: EstimateRecord) -> tuple[str, str, int]:
@@ -74,13 +75,14 @@ def flag_text(record: EstimateRecord) -> str | None:
             score = "χ²" if entry["name"] == "support_size" else "z"
             parts.append(f"{entry['name']} ({score} {entry['score']:.1f}, "
                          f"p {entry['p_value']:.2g})")
-    values = ", ".join(section["implicated"][:10]) or "none named"
+    values = (", ".join(printable(str(value)) for value in section["implicated"][:10])
+              or "none named")
     text = (f"integrity: FLAGGED at α={section['alpha']:g}: {'; '.join(parts)}; "
             f"values: {values}")
     recovered = section.get("recovered")
     if recovered:
-        estimates = ", ".join(f"{label} {value:.4f}" for label, value
+        estimates = ", ".join(f"{printable(str(label))} {value:.4f}" for label, value
                               in zip(recovered["labels"], recovered["estimate"], strict=True))
-        text += (f"; recovered ({recovered['method']}, not applied: "
+        text += (f"; recovered ({printable(str(recovered['method']))}, not applied: "
                  f"{recovered['fake_fraction']:.1%} fakes): {estimates}")
     return text

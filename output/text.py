@@ -5,13 +5,9 @@ and the dashboard: `BAND_NOTE` says so once per output.
 """
 from __future__ import annotations
 
-import re
-import sys
-import unicodedata
-from collections.abc import Collection
-
 import numpy as np
 
+from ldp_telemetry.ldp.base.validation import is_number
 from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
@@ -20,72 +16,8 @@ from ldp_telemetry.output.bands import (Z95, half_width95, statistic_band, stati
                                         value_bands)
 from ldp_telemetry.output.integrity import flag_text
 from ldp_telemetry.output.layout import COMBINED
+from ldp_telemetry.output.names import printable
 from ldp_telemetry.output.resolution import resolution, warning_text
-
-#: Unicode categories shown escaped: control characters (C0, DEL, C1), format characters (the
-#: bidirectional overrides, embeddings and isolates U+202A–U+202E, U+2066–U+2069, the marks
-#: U+200E, U+200F, U+061C, zero-width characters), line and paragraph separators, surrogates.
-ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
-
-
-def printable(text: str) -> str:
-    """`text` with every character of `ESCAPED_CATEGORIES` written as a visible escape
-    (``\\u202e``, ``\\x1b``), so that a name from the data cannot reorder, hide or recolour
-    what a terminal or a page shows around it, and every backslash doubled, so that two names
-    never show alike (a control character and its escape typed out: ``\\x07`` and
-    ``\\\\x07``). The one rule for names shown in text output and on the dashboard's pages;
-    `from_printable` reads a name typed back as it was shown."""
-    if text.isprintable() and text.isascii() and "\\" not in text:
-        return text
-    return "".join("\\\\" if char == "\\" else
-                   _escape(char) if unicodedata.category(char) in ESCAPED_CATEGORIES else char
-                   for char in text)
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else (f"\\u{code:04x}" if code < 0x10000
-                                                 else f"\\U{code:08x}")
-
-
-def terminal_safe(text: str) -> str:
-    """`text` with the characters of `ESCAPED_CATEGORIES` escaped as `printable` escapes them,
-    backslashes left as they are: for messages (an error naming a value from the data) that
-    are read, not typed back."""
-    if text.isprintable() and text.isascii():
-        return text
-    return "".join(_escape(char) if unicodedata.category(char) in ESCAPED_CATEGORIES else char
-                   for char in text)
-
-
-#: One escape of `printable`: a doubled backslash, or \xHH, \uHHHH, \UHHHHHHHH.
-_ESCAPE = re.compile(r"\\(?:(\\)|x([0-9a-f]{2})|u([0-9a-f]{4})|U([0-9a-f]{8}))")
-
-
-def from_printable(shown: str) -> str | None:
-    """The name `printable` shows as `shown` (its inverse), or None where `shown` is not what
-    `printable` shows of any name (a backslash that begins none of its escapes, an escape of
-    a character it shows as it is)."""
-    name = _ESCAPE.sub(_unescape, shown)
-    return name if printable(name) == shown else None
-
-
-def typed_name(typed: str, names: Collection[str]) -> str:
-    """The name given on the command line as `typed`: the one of `names` that the text output
-    shows as `typed` (`printable`), else `typed` itself (a name typed as it is, where no name
-    shows so; `printable` is one-to-one, so a shown text means one name)."""
-    name = from_printable(typed)
-    return name if name is not None and name in names else typed
-
-
-def _unescape(match: re.Match) -> str:
-    """The character of one escape; an escape beyond U+10FFFF, which names none, as it is
-    (`from_printable` then finds no name: `printable` would double its backslash)."""
-    backslash, *codes = match.groups()
-    if backslash:
-        return "\\"
-    code = int(next(code for code in codes if code), 16)
-    return chr(code) if code <= sys.maxunicode else match.group(0)
 
 
 def metric_title(record: EstimateRecord) -> str:
@@ -140,7 +72,7 @@ def band_text(record: EstimateRecord) -> str:
     if (method == BAND_EXACT and record.unbiased_estimate is not None
             and (post not in ("base", "none", "post-pos") or filtered(record))):
         return f"{method} of the unbiased estimate"
-    return method
+    return printable(str(method))  # a record read from a file may name anything
 
 
 def format_top(record: EstimateRecord, k: int = 5) -> str:
@@ -153,13 +85,14 @@ def format_top(record: EstimateRecord, k: int = 5) -> str:
     # a frequency oracle's record has both (record_problem requires them of one read back)
     assert error is not None and post is not None, "a frequency record without its errors"
     top = np.argsort(-estimate, kind="stable")[:k]
-    method = post["method"]
+    method = printable(str(post.get("method")))
     estimator = (record.estimator or {}).get("method", "unbiased")
     if estimator != "unbiased":
-        method = f"{estimator} + {method}"
+        method = f"{printable(str(estimator))} + {method}"
     sketch = record.parameters  # a pooled-hash oracle's k and m
-    shown = ", ".join(f"{key}={value}" for key, value in sorted((sketch or {}).items()))
-    protocol = f"{record.protocol} ({shown})" if shown else record.protocol
+    shown = printable(", ".join(f"{key}={value}"
+                                for key, value in sorted((sketch or {}).items())))
+    protocol = printable(record.protocol) + (f" ({shown})" if shown else "")
     lines = [f"{metric_title(record)}  [{record.window_start} .. {record.window_end})  "
              f"n={record.n:,}  {protocol} ε={record.epsilon:g}  {method}"
              f"  95% band: {band_text(record)}"
@@ -195,31 +128,38 @@ def format_numeric(record: EstimateRecord) -> str:
     naming after it the method of a band made otherwise than the window line says
     (`band_methods`: a Square Wave record's exact-variance mean and variance); a record
     written before the field shows estimate ± z · bootstrap standard error."""
-    estimator = record.estimator
-    assert estimator is not None, "a numeric record names its estimator (every writer's does)"
+    estimator = record.estimator or {}  # every writer's names it; a file may not
     method = record.band_method
+    iterations = estimator.get("iterations")
     lines = [f"{metric_title(record)}  [{record.window_start} .. {record.window_end})  "
-             f"n={record.n:,}  {record.protocol} ε={record.epsilon:g}  "
-             f"{estimator['method']}"
-             + (f" ({estimator['iterations']} iterations)" if estimator.get("iterations") else "")
-             + f"  95% band: {method or 'bootstrap'}"]
+             f"n={record.n:,}  {printable(record.protocol)} ε={record.epsilon:g}  "
+             f"{printable(str(estimator.get('method', 'unknown estimator')))}"
+             + (f" ({printable(str(iterations))} iterations)" if iterations else "")
+             + f"  95% band: {printable(str(method or 'bootstrap'))}"]
 
     def bar(key: str, error: float | None) -> str:
         if method is not None:  # the record's own band (output/bands.py)
             lower, upper = statistic_band(record, key)
             own = statistic_band_method(record, key)
-            named = "" if own == method else f"  ({own})"
+            named = "" if own == method else f"  ({printable(str(own))})"
             return "  (no band)" if lower is None else f"  [{lower:.4g}, {upper:.4g}]{named}"
         return "" if error is None or error != error else f" ± {half_width95(error):.4g}"
-    lines.append(f"    {'mean':>12}  {record.mean:.4g}"
+    lines.append(f"    {'mean':>12}  {_shown_number(record.mean)}"
                  f"{bar('mean', record.mean_std_error)}")
     if record.variance is not None and (record.band_methods or {}).get("variance"):
-        lines.append(f"    {'variance':>12}  {record.variance:.4g}{bar('variance', None)}")
+        lines.append(f"    {'variance':>12}  {_shown_number(record.variance)}"
+                     f"{bar('variance', None)}")
     errors, quantiles = record.quantile_std_errors or {}, record.quantiles or {}
     for level in ("0.1", "0.25", "0.5", "0.75", "0.9") if quantiles else ():
-        lines.append(f"    {'q' + level:>12}  {quantiles[level]:.4g}"
-                     f"{bar(level, errors.get(level))}")
+        error = errors.get(level)
+        lines.append(f"    {'q' + level:>12}  {_shown_number(quantiles.get(level))}"
+                     f"{bar(level, error if is_number(error) else None)}")
     return "\n".join(lines)
+
+
+def _shown_number(value: object) -> str:
+    """A statistic as the text shows it: "–" where a record read from a file has none."""
+    return f"{value:.4g}" if is_number(value) else "–"
 
 
 def format_pane(record: EstimateRecord, k: int = 3) -> str:
@@ -236,7 +176,8 @@ def format_pane(record: EstimateRecord, k: int = 3) -> str:
                        for i in top)
     pane = record.pane
     section = record.integrity or {}
-    flagged = (f"  integrity flagged: {', '.join(section['implicated'][:5]) or 'no values'}"
+    implicated = ", ".join(printable(str(value)) for value in section.get("implicated", [])[:5])
+    flagged = (f"  integrity flagged: {implicated or 'no values'}"
                if section.get("flagged") else "")
     return (f"{metric_title(record):<18} [{record.window_start} .. {record.window_end})  "
             f"{pane.timing:<7} #{pane.index:<3} n={record.n:<7,} {values}{flagged}")

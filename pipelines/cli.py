@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             reject_misspelt_job_flags(extra)
         return COMMANDS[args.command](args, extra)
     except UserError as error:
-        from ldp_telemetry.output.text import terminal_safe  # a message may quote the data
+        from ldp_telemetry.output.names import terminal_safe  # a message may quote the data
         flags = flag_table(parser, args.command)
         print(f"ldp {args.command}: error: {terminal_safe(user_message(error, flags))}",
               file=sys.stderr)
@@ -360,7 +360,8 @@ def _warn_under_resolved(output: str) -> None:
 def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.output.integrity import with_jump_tests
     from ldp_telemetry.output.reader import read_estimates, select_windows
-    from ldp_telemetry.output.text import BAND_NOTE, format_top, printable
+    from ldp_telemetry.output.names import printable
+    from ldp_telemetry.output.text import BAND_NOTE, format_top
     records = with_jump_tests(read_estimates(args.output))
     metrics = ([args.metric] if args.metric is not None
                else sorted({record.metric for record in records}))

@@ -14,8 +14,8 @@ import json
 from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.text import (BAND_NOTE, dictionary_text, found_by, printable,
-                                       typed_name)
+from ldp_telemetry.output.names import printable, typed_name
+from ldp_telemetry.output.text import BAND_NOTE, dictionary_text, found_by
 
 
 def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> str:
@@ -53,7 +53,7 @@ def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> st
                            "answers": answers},
                           ensure_ascii=False)
     lines = [f"{printable(record.metric)}  [{record.window_start} .. {record.window_end})  "
-             f"n={record.n:,}  {record.protocol} ε={record.epsilon:g}  heavy hitters"
+             f"n={record.n:,}  {printable(record.protocol)} ε={record.epsilon:g}  heavy hitters"
              + dictionary_text(record)]
     for answer in answers:
         lines.append(f"  {printable(answer['labels'][0]):<40} {answer['value']:9.5f} ± "

@@ -16,7 +16,8 @@ from ldp_telemetry.ldp.base.errors import ConfigError, InputError
 from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.text import BAND_NOTE, printable, typed_name
+from ldp_telemetry.output.names import printable, typed_name
+from ldp_telemetry.output.text import BAND_NOTE
 
 
 def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
@@ -117,7 +118,8 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
                            "answers": [_with_band(a.as_dict()) for a in answers]})
     lines = [f"{printable(window.metric)}  [{window.window_start} .. {window.window_end})  "
              f"n={window.n:,}  "
-             f"{record.protocol} ε={record.epsilon:g}  {record.estimator['method']}"]
+             f"{printable(record.protocol)} ε={record.epsilon:g}  "
+             f"{printable(str((record.estimator or {}).get('method', 'unknown estimator')))}"]
     for answer in answers:
         what = (f"P[{answer.argument[0]:g} <= X <= {answer.argument[1]:g}]"
                 if answer.query == "range" else f"quantile {answer.argument[0]:g}")
@@ -128,8 +130,9 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
                      f"  95% band [{answer.band[0]:.5g}, {answer.band[1]:.5g}] "
                      f"({answer.band_method})")
         lines.append(f"  {what:<40} {answer.value:.6g}{error}")
-    kinds = sorted({answer.std_error_kind or "bootstrap" for answer in answers})
-    lines.append(f"  ({BAND_NOTE}; s.e. {', '.join(kinds)})")
+    kinds = sorted({answer.std_error_kind or "bootstrap" for answer in answers
+                    if answer.std_error is not None})
+    lines.append(f"  ({BAND_NOTE}" + (f"; s.e. {', '.join(kinds)})" if kinds else ")"))
     if any(answer.std_error_kind == "exact" for answer in answers):
         lines.append(f"  (exact: {NUMERIC_EXACT_NOTE})")
     if any(answer.std_error is None and answer.query == "quantile" for answer in answers):

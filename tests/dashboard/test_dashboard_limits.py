@@ -16,7 +16,8 @@ from ldp_telemetry.dashboard.server import (Dashboard, allowed_hosts, host_name,
                                             serve_in_thread)
 from ldp_telemetry.dashboard.source import StoreSource
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.text import format_pane, format_top, metric_title, printable
+from ldp_telemetry.output.names import printable
+from ldp_telemetry.output.text import format_pane, format_top, metric_title
 from ldp_telemetry.store import open_store
 
 from tests.dashboard.test_dashboard_server import record, unpacked

@@ -18,7 +18,7 @@ from ldp_telemetry.dashboard.source import FolderSource, StoreSource, top_labels
 from ldp_telemetry.ldp.config.registry import load_registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.output.bands import Z95
-from ldp_telemetry.output.text import printable
+from ldp_telemetry.output.names import printable
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.job import EstimateJob

@@ -94,3 +94,31 @@ def test_times_round_trip(ms, text):
     fixed_width = text if "." in text else text[:-1] + ".000Z"
     assert iso_from_ms(ms, milliseconds=True) == fixed_width
     assert ms_from_iso(text.replace("Z", "")) == ms  # naive: UTC
+
+
+def test_what_a_record_read_from_a_file_names_is_shown_escaped_and_a_missing_estimator_is_named():
+    """Every field a record read from a file names and the text prints — its protocol, its
+    post-processing and estimator, its band method, the integrity section's implicated and
+    recovered values — goes through `printable`: the file may hold any string. A numeric record
+    without an `estimator` (record_problem allows null) is shown, not a traceback."""
+    bad = "x\x1b[2J\u202e"
+    record = {"metric": "g", "window_start": "2024-03-01T00:00:00Z",
+              "window_end": "2024-03-01T01:00:00Z", "n": 1000, "protocol": f"grr{bad}",
+              "epsilon": 2.0, "labels": ["a", "b"], "estimate": [0.7, 0.3],
+              "std_error": [0.0123, 0.02], "postprocess": {"method": f"norm{bad}", "params": {}},
+              "estimator": {"method": f"iiw{bad}", "params": {}}, "band_method": f"b{bad}",
+              "integrity": {"flagged": True, "alpha": 0.01, "implicated": [f"a{bad}"],
+                            "statistics": [{"name": "mean_shift", "flagged": True,
+                                            "score": 5.0, "p_value": 1e-6}],
+                            "recovered": {"method": f"m{bad}", "fake_fraction": 0.1,
+                                          "labels": [f"a{bad}"], "estimate": [0.5]}},
+              "pane": {"timing": "ON_TIME", "index": 0, "is_last": False}}
+    numeric = {**record, "labels": [], "bucket_edges": [0.0, 1.0, 2.0], "estimator": None,
+               "std_error": None, "band_method": None, "integrity": None}
+    texts = [format_top(EstimateRecord.from_json(record)),
+             format_pane(EstimateRecord.from_json(record)),
+             format_numeric(EstimateRecord.from_json(numeric))]
+    for text in texts:
+        assert "\x1b" not in text and "\u202e" not in text, text
+        assert "x\\x1b[2J\\u202e" in text
+    assert "unknown estimator" in texts[2]

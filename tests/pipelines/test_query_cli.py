@@ -12,7 +12,7 @@ from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.reader import read_estimates
-from ldp_telemetry.output.text import printable
+from ldp_telemetry.output.names import printable
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.pipelines.csv_input import TrueValues
@@ -340,7 +340,7 @@ def test_an_escape_of_no_character_is_no_shown_name(output, capsys, typed):
     """A \\U escape beyond U+10FFFF is not what `printable` shows of any name: from_printable
     says so (None) and ldp query reads the text as typed, a label it does not know (exit 2),
     instead of failing in chr()."""
-    from ldp_telemetry.output.text import from_printable, typed_name
+    from ldp_telemetry.output.names import from_printable, typed_name
     assert from_printable(typed) is None
     assert typed_name(typed, LABELS) == typed
     code, _, err = query(capsys, output, "--metric", "colour", "--window", "0", "--labels", typed)
