@@ -54,14 +54,14 @@ curse). For a pure one-stage oracle (`rank_conditional_applies`) the band is the
 with the answer's band conditional on its rank (ldp_telemetry.ldp.estimation.selective_bands,
 [Lee16] Lemma 5.1 and Theorem 5.2, the hybrid interval of [Andrews24]): the smallest interval
 holding both (`top_k_rank_conditional_bands`, `band_method` rank-conditional-union). An answer
-whose f' post-processing merged with another value's (`merged_answers`: many values clipped to 0 are
-ranked in domain order, not by f~) keeps the union; so do pooled-hash oracles (their collision
-term is not in the rank event's covariance) and memoized ones (not measured), with
-`band_method` bias-corrected-bootstrap. Measured per (method, cell, rank) triple on the
-calibration windows (benchmarks/selective_top_k.py, docs/error-bars.md) the join held every
-rank in at least 0.91 of windows (rank 1: 0.92; none more than two standard errors below
-0.95), at the price of a median 1.48 times the union's width (at most 2.4 times): it is
-conservative (median coverage 0.99), not calibrated.
+whose f' post-processing merged with another value's (`merged_answers`: many values clipped to
+0 are ranked in domain order, not by f~) keeps the union alone, under the same name; pooled-hash
+oracles (their collision term is not in the rank event's covariance) and memoized ones (not
+measured) keep the union, with `band_method` bias-corrected-bootstrap. Measured per (method,
+cell, rank) triple on the calibration windows (benchmarks/selective_top_k.py,
+docs/error-bars.md) the join held every rank in at least 0.91 of windows (rank 1: 0.92; none
+more than two standard errors below 0.95), at the price of a median 1.48 times the union's
+width (at most 2.4 times): it is conservative (median coverage 0.99), not calibrated.
 Where the top-k band measured below 0.90 (a method
 at a grid cell of ε and n, `TOP_K_UNCALIBRATED`; Power's, not measured), the answers say so
 instead (`top_k_declared`: band none, with the reason).
