@@ -316,6 +316,9 @@ _OPTIONAL_NUMBERS = ("p_star", "q_star", "smallest_resolvable")
 _OPTIONAL_OBJECTS = ("estimator", "privacy", "integrity", "quantiles", "quantile_std_errors",
                      "bands", "band_reasons", "band_methods", "parameters")
 
+#: Most reports a record read back may count: a window's count is an int64 in the job.
+MAX_RECORD_REPORTS = 2 ** 63 - 1
+
 #: Most versions a combined estimate read back may name (a registry lists at most 64 earlier
 #: configurations of a metric, and its current one).
 MAX_COMBINED_VERSIONS = 65
@@ -371,6 +374,8 @@ def record_problem(record: object) -> str | None:
     for name in _OPTIONAL_OBJECTS:
         if record.get(name) is not None and not isinstance(record[name], dict):
             return f"field {name!r} must be null or an object"
+    if not 0 <= record["n"] <= MAX_RECORD_REPORTS:
+        return f"field 'n' must be an integer in [0, {MAX_RECORD_REPORTS}]"
     problem = version_problem(record)
     if problem is not None:
         return problem

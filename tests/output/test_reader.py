@@ -81,6 +81,9 @@ def test_problems_in_the_output_are_input_errors_naming_the_place(tmp_path):
 
 @pytest.mark.parametrize("change, problem", [
     ({"n": True}, "field 'n' is missing or not a int"),
+    # a count of reports: never negative (bands of nan), never beyond the job's int64
+    ({"n": -5}, "field 'n' must be an integer in [0, 9223372036854775807]"),
+    ({"n": 2 ** 63}, "field 'n' must be an integer in [0, 9223372036854775807]"),
     ({"epsilon": False}, "field 'epsilon' is missing or not a number"),
     ({"window_start": "yesterday"}, "field 'window_start' is not an ISO-8601 time"),
     ({"p_star": "0.7"}, "field 'p_star' must be null or a number"),
