@@ -41,7 +41,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from bench_json import Run, add_json_argument
 from coverage import DELAY, DISTANCE, DOMAINS, LOGNORMAL, _column, available, draw
-from coverage_moments import numbers
+from coverage_moments import checked_windows, numbers
 
 from ldp_telemetry.ldp.estimation.bin_answers import (cfo_statistic_linear, hh_statistic_linear,
                                                       range_weights)
@@ -133,17 +133,13 @@ def simulate(name: str, n: int, epsilons: tuple[float, ...], protocols: tuple[st
     low, high = DOMAIN[name]
     made = {(e, p): make_numeric_protocol(p, e, bins) for e in epsilons for p in protocols}
     rng = np.random.default_rng([seed, n, SETS.index(name), bins])
-    results = {key: ([], [], [], []) for key in made}
-    for _ in range(windows):
+
+    def window() -> tuple[np.ndarray, tuple]:
         values = draw_values(name, rng, n)
-        truth = truths(name, values, bins)
-        unit = (values - low) / (high - low)
-        for key, protocol in made.items():
-            statistic = protocol.new_statistic()
-            protocol.accumulate(statistic, protocol.perturb(unit, rng))
-            for column, item in zip(results[key], check(name, protocol, statistic, n, bins,
-                                                        truth), strict=True):
-                column.append(item)
+        return (values - low) / (high - low), truths(name, values, bins)
+    results = checked_windows(made, windows, rng, window,
+                              lambda protocol, statistic, truth: check(
+                                  name, protocol, statistic, n, bins, truth))
     rows = []
     for (epsilon, protocol), (covered, z, seconds, own) in results.items():
         declared = (declared_statistics(epsilon, n) if protocol.startswith("cfo")

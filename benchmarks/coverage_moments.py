@@ -42,6 +42,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -167,6 +168,25 @@ def _check_cfo(protocol, statistic, n: int, low: float, high: float, truths: tup
     return covered, z, seconds, values
 
 
+def checked_windows(made: dict, windows: int, rng: np.random.Generator,
+                    window: Callable[[], tuple[np.ndarray, tuple]],
+                    check: Callable[..., tuple], columns: int = 4) -> dict:
+    """key -> the `columns` lists of `check`'s results over `windows` windows: each window's
+    values (`window()` -> (values on the unit scale, their truths)) are perturbed once by every
+    protocol of `made` (key -> protocol), in its order, and checked (`check(protocol,
+    statistic, truths)` -> one item per column)."""
+    results = {key: tuple([] for _ in range(columns)) for key in made}
+    for _ in range(windows):
+        unit, truths = window()
+        for key, protocol in made.items():
+            statistic = protocol.new_statistic()
+            protocol.accumulate(statistic, protocol.perturb(unit, rng))
+            for column, item in zip(results[key], check(protocol, statistic, truths),
+                                    strict=True):
+                column.append(item)
+    return results
+
+
 def simulate_cfo(name: str, n: int, epsilons: tuple[float, ...], protocols: tuple[str, ...],
                  windows: int, bins: int, seed: int) -> list[dict]:
     """The CFO-binning rows of one (data set, n): W windows of values, perturbed at every ε
@@ -174,20 +194,17 @@ def simulate_cfo(name: str, n: int, epsilons: tuple[float, ...], protocols: tupl
     low, high = DOMAINS[name]
     made = {(e, p): make_numeric_protocol(p, e, bins) for e in epsilons for p in protocols}
     rng = np.random.default_rng([seed, n, SETS.index(name), bins])
-    results = {key: ([], [], [], []) for key in made}
-    for _ in range(windows):
+
+    def window() -> tuple[np.ndarray, tuple]:
         values = draw(name, rng, n)
         unit = (values - low) / (high - low)
         width = (high - low) / bins
         centres = low + (np.clip(np.floor(unit * bins), 0, bins - 1) + 0.5) * width
-        truths = ((float(centres.mean()), float(centres.var()) + width * width / 12),
-                  (float(values.mean()), float(values.var())))
-        for key, protocol in made.items():
-            statistic = protocol.new_statistic()
-            protocol.accumulate(statistic, protocol.perturb(unit, rng))
-            for column, item in zip(results[key], _check_cfo(protocol, statistic, n, low, high,
-                                                            truths), strict=True):
-                column.append(item)
+        return unit, ((float(centres.mean()), float(centres.var()) + width * width / 12),
+                      (float(values.mean()), float(values.var())))
+    results = checked_windows(made, windows, rng, window,
+                              lambda protocol, statistic, truths: _check_cfo(
+                                  protocol, statistic, n, low, high, truths))
     rows = []
     for (epsilon, protocol), (covered, z, seconds, own) in results.items():
         rows.append({"dataset": name, "n": n, "windows": windows, "seed": seed,
