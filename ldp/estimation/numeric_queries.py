@@ -131,9 +131,20 @@ class NumericWindow:
                    dict(record.quantile_std_errors or {}), record.band_method,
                    dict(record.bands or {}), linear, reason)
 
+    def _require_distribution(self, query: str) -> None:
+        """ConfigError naming `query` when the record keeps no distribution (a protocol that
+        estimates the mean only, such as `sr` and `pm`, writes an empty estimate)."""
+        if self.estimate.size == 0 or self.estimate.size != len(self.edges) - 1:
+            raise ConfigError(f"metric {self.metric!r} keeps no distribution over buckets "
+                              f"({self.estimate.size} bucket probabilities for "
+                              f"{len(self.edges)} bucket edges; a protocol that estimates "
+                              f"the mean only writes none): it has no {query} to answer; "
+                              "`ldp show` prints its mean", query)
+
     def range_probability(self, lo: float, hi: float) -> NumericAnswer:
         """Pr[lo ≤ X ≤ hi], in metric units, with its exact band where the record allows
         (module docstring); ConfigError when lo > hi."""
+        self._require_distribution("range")
         if not lo <= hi:
             raise ConfigError(f"range needs LO <= HI, got {lo:g} > {hi:g}", "range")
         weights = range_weights(self.edges, lo, hi)
@@ -160,6 +171,7 @@ class NumericWindow:
 
     def quantile(self, level: float) -> NumericAnswer:
         """The level-quantile in metric units; level in [0, 1]."""
+        self._require_distribution("quantile")
         if not 0.0 <= level <= 1.0:
             raise ConfigError(f"a quantile level lies in [0, 1], got {level:g}", "quantile")
         value = float(histogram_quantiles(self.estimate, self.edges, [level])[0])

@@ -80,3 +80,24 @@ def test_query_json_prints_no_band_the_record_declares(tmp_path, capsys):
                      "--quantile", "0.5"]) == 0
         text = capsys.readouterr().out
         assert ("(no band)" in text) == (record is banded)
+
+
+def test_a_mean_only_record_has_no_range_nor_quantile(tmp_path, capsys):
+    """`sr` and `pm` records keep the mean only (an empty estimate over the domain's two
+    edges): a range or a quantile is refused by name, not answered with a shape error."""
+    mean_only = dataclasses.replace(
+        RECORD, protocol="pm", estimator={"method": "mean", "params": {}, "iterations": None,
+                                          "last_change": None},
+        bucket_edges=[0.0, 100.0], estimate=[], quantile_std_errors={})
+    window = NumericWindow.from_record(mean_only)
+    with pytest.raises(ValueError, match="no range to answer") as error:
+        window.range_probability(0, 50)
+    assert error.value.field == "range"
+    with pytest.raises(ValueError, match="no quantile to answer") as error:
+        window.quantile(0.5)
+    assert error.value.field == "quantile"
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text(mean_only.to_json() + "\n")
+    for query in (["--range", "0", "50"], ["--quantile", "0.5"]):
+        assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
+                     *query]) == 2
+        assert "estimates the mean only" in capsys.readouterr().err
