@@ -14,8 +14,9 @@ import json
 from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.names import printable, typed_name
+from ldp_telemetry.output.names import printable
 from ldp_telemetry.output.text import BAND_NOTE, dictionary_text, found_by
+from ldp_telemetry.pipelines.query_text import asked_labels
 
 
 def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> str:
@@ -31,12 +32,13 @@ def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> st
     if args.top is not None:
         chosen = list(record.labels[: args.top])
     else:
-        chosen = [typed_name(label.strip(), found) for label in args.labels.split(",")]
+        chosen = asked_labels(args, found)
         missing = [label for label in chosen if label not in found]
         if missing:
             raise ConfigError(f"{missing[0]!r} is not among the {len(found)} heavy hitters of "
                               f"string metric {args.metric!r} in this window, so the window "
-                              "holds no estimate of it", field="labels")
+                              "holds no estimate of it",
+                              field="labels" if args.label is None else "label")
     answers = [{"query": "heavy-hitter", "labels": [label], "value": found[label][0],
                 "std_error": found[label][1], "half95": half_width95(found[label][1])}
                for label in chosen]

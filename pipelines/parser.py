@@ -161,6 +161,9 @@ def build_parser(job_arguments: bool = True) -> argparse.ArgumentParser:
                             "(default: the window's highest version; docs/fleet-contract.md)")
     what = query.add_mutually_exclusive_group(required=True)
     what.add_argument("--labels", help="comma-separated labels (or indices) to sum")
+    what.add_argument("--label", action="append", metavar="LABEL",
+                      help="one label to sum, taken whole (commas and spaces are part of it); "
+                           "repeatable")
     what.add_argument("--top", type=int, metavar="K", help="the K largest estimates")
     what.add_argument("--range", nargs=2, metavar=("LO", "HI"),
                       help="values LO..HI inclusive (numeric metrics: the probability of "

@@ -42,7 +42,7 @@ def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
     elif args.range is not None:
         answers = [window.range_sum(*(typed_name(bound, window.labels) for bound in args.range))]
     else:
-        labels = [typed_name(label.strip(), window.labels) for label in args.labels.split(",")]
+        labels = asked_labels(args, window.labels)
         answers = [window.point(labels[0]) if len(labels) == 1 else window.set_sum(labels)]
     if args.json:
         return json.dumps({"metric": window.metric, "window_start": window.window_start,
@@ -71,6 +71,15 @@ def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def asked_labels(args: argparse.Namespace, names) -> list[str]:
+    """The labels a query names: `--labels` split on commas, each stripped of spaces, or every
+    `--label` whole (a label holding a comma or an outer space); each as the text output shows
+    it or as it is (`typed_name`)."""
+    if args.label is not None:
+        return [typed_name(label, names) for label in args.label]
+    return [typed_name(label.strip(), names) for label in args.labels.split(",")]
+
+
 def _band_text(answer) -> str:
     """" ± half width" of a frequency answer's 95% band when it is centred on the answer,
     " [lower, upper]" when it is not (the band of the unbiased answer, or a bootstrap's), or
@@ -92,7 +101,8 @@ def _with_frequency_band(answer: dict) -> dict:
 
 def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
     from ldp_telemetry.ldp.estimation.numeric_queries import NumericWindow
-    if args.labels is not None or args.top is not None or args.method is not None:
+    if (args.labels is not None or args.label is not None or args.top is not None
+            or args.method is not None):
         raise ConfigError(f"metric {args.metric!r} is numeric: ask --range LO HI (its units) or "
                           "--quantile LEVELS", field="metric")
     window = _read_window(NumericWindow, record, args)

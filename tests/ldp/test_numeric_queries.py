@@ -57,6 +57,9 @@ def test_query_cli_on_a_numeric_metric(tmp_path, capsys):
     assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
                  "--top", "2"]) != 0
     assert "is numeric" in capsys.readouterr().err
+    assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
+                 "--label", "1"]) == 2
+    assert "is numeric" in capsys.readouterr().err
     assert np.isfinite(NumericWindow.from_record(RECORD).estimate).all()
 
 

@@ -345,3 +345,25 @@ def test_an_escape_of_no_character_is_no_shown_name(output, capsys, typed):
     assert typed_name(typed, LABELS) == typed
     code, _, err = query(capsys, output, "--metric", "colour", "--window", "0", "--labels", typed)
     assert code == 2 and "is not a label" in err
+
+
+def test_a_label_with_a_comma_or_outer_spaces_is_asked_whole_with_label(output, capsys,
+                                                                          tmp_path):
+    """--labels splits on commas and strips spaces, so "a, b" names two labels; --label takes
+    one label whole (repeatable), as typed or as the text shows it."""
+    record = window_record(output, "colour", 0)
+    comma, spaced, bell = "red, green", " blue ", "a\x07"
+    record["labels"] = [comma, spaced, bell, *record["labels"][3:]]
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text(json.dumps(record) + "\n")
+    args = ("--metric", "colour", "--window", "0")
+    answer = query_json(capsys, str(tmp_path), *args, "--label", comma)["answers"][0]
+    assert answer["indices"] == [0] and answer["value"] == record["estimate"][0]
+    answer = query_json(capsys, str(tmp_path), *args, "--label", comma, "--label", spaced,
+                        "--label", printable(bell))["answers"][0]
+    assert answer["indices"] == [0, 1, 2]
+    assert answer["value"] == pytest.approx(sum(record["estimate"][:3]))
+    code, _, err = query(capsys, str(tmp_path), *args, "--labels", comma)
+    assert code == 2 and "'red'" in err  # split: "red" is no label of this window
+    with pytest.raises(SystemExit) as usage:
+        query(capsys, str(tmp_path), *args, "--label", "red", "--labels", "blue")
+    assert usage.value.code == 2 and "not allowed with argument" in capsys.readouterr().err

@@ -198,6 +198,7 @@ def test_a_batch_run_decodes_against_the_registrys_dictionary(tmp_path, capsys):
         list(zip(record["labels"], record["heavy_hitters"]["found_by"], strict=True))
     text = run_cli(capsys, *query, "--labels", "browser")
     assert "dictionary: 2 strings" in text and re.search(r"browser .* found by both", text)
+    assert run_cli(capsys, *query, "--label", "browser") == text
 
 
 def test_a_batch_run_with_a_final_share(tmp_path):
