@@ -57,6 +57,11 @@ RANGE_CUT_REASON = ("band of the probability with the mass spread uniformly with
                     "up to about {gap:.3g} (each cut bin's estimated mass times the larger of "
                     "its shares in and out of the range), {share:.0%} of the half-width")
 
+#: What the answer of a range of zero width means (its probability is 0 by the convention).
+RANGE_POINT_REASON = ("a range of zero width has probability 0 with the mass spread uniformly "
+                      "within each bin, whatever share of the values equals {point:g}: ask a "
+                      "range of positive width (a bin's, for values heaped at one point)")
+
 
 @dataclass(frozen=True)
 class NumericAnswer:
@@ -150,16 +155,18 @@ class NumericWindow:
         weights = range_weights(self.edges, lo, hi)
         value = float(self.estimate @ weights)
         argument = (float(lo), float(hi))
+        point = RANGE_POINT_REASON.format(point=lo) if lo == hi else None
         if self.linear is None:  # `none`, or None for a record written before band_method
             method = None if self.band_method is None else BAND_NONE
             return NumericAnswer("range", argument, value, None, method,
-                                 band_reason=self.no_linear_reason)
+                                 band_reason="; ".join(filter(None, (
+                                     point, self.no_linear_reason))) or None)
         unbiased = self.linear.value(weights)
         error = math.sqrt(max(self.linear.variance(weights), 0.0))
         half = Z95 * error
         cut = (weights > 0.0) & (weights < 1.0)
         gap = float(np.maximum(weights, 1.0 - weights)[cut] @ self.linear.plug_in[cut])
-        reasons = []
+        reasons = [] if point is None else [point]
         if cut.any() and gap > CONSERVATIVE_SHARE * half:
             reasons.append(RANGE_CUT_REASON.format(cut=int(cut.sum()), gap=gap,
                                                    share=gap / half if half > 0 else math.inf))

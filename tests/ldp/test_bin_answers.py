@@ -27,6 +27,7 @@ from ldp_telemetry.ldp.estimation.numeric_queries import (RANGE_CUT_REASON, RANG
                                                           RANGE_NOT_FINITE_REASON,
                                                           RANGE_NOT_LINEAR_REASON,
                                                           RANGE_OLD_RECORD_REASON,
+                                                          RANGE_POINT_REASON,
                                                           RANGE_PROTOCOL_REASON, NumericWindow)
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, Z95
 from ldp_telemetry.ldp.base.errors import RegistryError
@@ -227,6 +228,23 @@ def test_older_and_other_records_answer_ranges_without_a_band():
     sw = dataclasses.replace(record, protocol="sw", unbiased_estimate=None)
     answer = NumericWindow.from_record(sw).range_probability(4.0, 12.0)
     assert answer.band_reason == RANGE_NOT_LINEAR_REASON.format(protocol="sw")
+
+
+@pytest.mark.parametrize("protocol", ["cfo-grr", "sw"])
+def test_a_range_of_zero_width_says_its_probability_is_the_conventions(protocol):
+    """[x, x] has probability 0 under the uniform-within-bin convention, whatever share of
+    the values equals x: the answer says so (beside its band, or its lack of one)."""
+    record = _record("cfo-grr")
+    if protocol == "sw":
+        record = dataclasses.replace(record, protocol="sw", unbiased_estimate=None)
+    answer = NumericWindow.from_record(record).range_probability(4.0, 4.0)
+    assert answer.value == 0.0
+    assert answer.band_reason.startswith(RANGE_POINT_REASON.format(point=4.0))
+    assert (answer.band == (0.0, 0.0)) if protocol == "cfo-grr" else answer.band is None
+    if protocol == "sw":
+        assert answer.band_reason.endswith(RANGE_NOT_LINEAR_REASON.format(protocol="sw"))
+    wider = NumericWindow.from_record(record).range_probability(4.0, 4.5).band_reason
+    assert RANGE_POINT_REASON.split("{")[0] not in (wider or "")
 
 
 @pytest.mark.parametrize("protocol", ["cfo-olh", "hh"])
