@@ -35,8 +35,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimation.bin_answers import LinearBins, form_variance, symmetric_form
-from ldp_telemetry.ldp.estimation.uncertainty import Z95
+from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON, LinearBins,
+                                                      cfo_statistic_linear, form_variance,
+                                                      hh_statistic_linear, symmetric_form)
+from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
+from ldp_telemetry.ldp.estimation.moments import MEASURED_REPORTS, SMALL_WINDOW_REASON
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, NO_REPORTS_REASON, Z95, Band,
+                                                      coverage_cell)
+from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
+from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
 
 WHOLE_BINS = "whole-bins"
 INTERPOLATED = "interpolated"
@@ -129,3 +136,60 @@ def _interpolated(cdf: np.ndarray, variance: np.ndarray, slope: np.ndarray, sing
     where = np.arange(len(a)) + np.where(kept, points, np.nan)
     assert kept.any(), "F̂ runs continuously from 0 to 1, so it meets α where g ≤ 0"
     return np.array([np.nanmin(where), np.nanmax(where)])
+
+
+#: The rule records print (module docstring; chosen in benchmarks/coverage_bin_quantiles.py).
+RECORD_RULE = WHOLE_BINS
+
+#: Statistic -> reason for quantile levels of a (protocol family, ε, n) cell declared without a
+#: band (`declared_quantiles`): empty until a measurement says otherwise.
+QUANTILE_DECLARED: dict[tuple[str, float, int], dict[str, str]] = {}
+
+#: What a record's quantile band holds (its `band_reasons`, beside SMALL_WINDOW_REASON).
+QUANTILE_BAND_REASON = ("band of the values' own quantile by inverting the exact band of the "
+                        "CDF at the {bins} bin edges (whole bins of width {width:.4g}); not "
+                        "centred on the printed quantile, which is the {estimator} estimate's")
+
+
+def declared_quantiles(family: str, epsilon: float, n: int) -> dict[str, str]:
+    """Quantile level -> reason, for the levels whose band a window of `family` ("cfo" or
+    "hh"), ε and n reports does not print (QUANTILE_DECLARED)."""
+    return dict(QUANTILE_DECLARED.get((family, *coverage_cell(epsilon, n)), {}))
+
+
+def bin_quantile_bands(model: LinearBins | None, n: int, low: float, high: float,
+                       declared: dict[str, str], estimator: str,
+                       missing: str = NO_REPORTS_REASON) -> dict[str, Band]:
+    """The 95% band of every QUANTILE_LEVELS quantile in the metric's units, `Band.method`
+    BAND_EXACT (`quantile_bands` by RECORD_RULE, scaled to [low, high]), with
+    QUANTILE_BAND_REASON and, below MEASURED_REPORTS reports, SMALL_WINDOW_REASON; none
+    without `model` (`missing` says why) nor for the levels `declared` names."""
+    if model is None:
+        return {key: Band(None, None, missing) for key in QUANTILE_LEVELS}
+    span = float(high) - float(low)
+    found = float(low) + span * quantile_bands(model, [float(key) for key in QUANTILE_LEVELS],
+                                               RECORD_RULE)
+    reason = QUANTILE_BAND_REASON.format(bins=model.bins, width=span / model.bins,
+                                         estimator=estimator)
+    if n < MEASURED_REPORTS:
+        reason += "; " + SMALL_WINDOW_REASON.format(n=f"{int(n):,}")
+    return {key: (Band(None, None, declared[key]) if key in declared
+                  else Band(float(lower), float(upper), reason, BAND_EXACT))
+            for key, (lower, upper) in zip(QUANTILE_LEVELS, found, strict=True)}
+
+
+def bin_quantile_statistic_bands(protocol: CfoBinning | HierarchicalHistogram,
+                                 statistic: np.ndarray, n: int, low: float, high: float,
+                                 estimator: str, declare: bool = True) -> dict[str, Band]:
+    """`bin_quantile_bands` of a CFO-binning or hierarchical-histogram window from the
+    protocol's statistic of n reports (`declare`: False to measure the declared levels too)."""
+    hierarchy = isinstance(protocol, HierarchicalHistogram)
+    family = "hh" if hierarchy else "cfo"
+    declared = declared_quantiles(family, float(protocol.epsilon), int(n)) if declare else {}
+    if n <= 0:
+        return bin_quantile_bands(None, 0, low, high, declared, estimator)
+    if isinstance(protocol, HierarchicalHistogram):
+        return bin_quantile_bands(hh_statistic_linear(protocol, statistic), int(n), low, high,
+                                  declared, estimator, NO_LEAF_REPORTS_REASON)
+    return bin_quantile_bands(cfo_statistic_linear(protocol, statistic, int(n)), int(n), low,
+                              high, declared, estimator)
