@@ -36,7 +36,6 @@ from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram, node_counts
 from ldp_telemetry.ldp.protocols.numeric import unit_buckets
 from ldp_telemetry.output.estimate import EstimateRecord, record_problem
 from ldp_telemetry.output.records import numeric_estimate_record
-from ldp_telemetry.output.text import format_numeric
 from ldp_telemetry.pipelines.cli import main
 
 Z = 4.5
@@ -209,8 +208,9 @@ def test_a_record_answers_ranges_with_their_exact_band(protocol):
     assert window.range_probability(0, 32).band[1] == 1.0
     cut = window.range_probability(2.2, 2.3)  # one bin, cut on both sides, ~9% of the mass
     assert cut.band_reason.startswith(RANGE_CUT_REASON.split("{")[0])
-    if protocol == "hh":
-        assert record.band_methods == {"mean": BAND_EXACT, "variance": BAND_EXACT}
+    # the mean, the variance and the quantiles (bin_quantiles): all exact-variance
+    assert record.band_method == BAND_EXACT and not record.band_methods
+    assert record.bands["0.5"]["lower"] < record.bands["0.5"]["upper"]
 
 
 def test_older_and_other_records_answer_ranges_without_a_band():
@@ -252,12 +252,19 @@ def test_query_and_show_print_the_bands(tmp_path, capsys, protocol):
     assert main([*query, "--range", "4", "12"]) == 0
     text = capsys.readouterr().out
     assert "(no band)" in text and RANGE_OLD_RECORD_REASON in text
-    shown = format_numeric(record)
-    assert any(line.strip().startswith("mean") and line.endswith(f"({BAND_EXACT})")
-               for line in shown.splitlines())
     path.write_text(record.to_json() + "\n")
     assert main(["show", "--output", str(tmp_path), "--metric", "latency"]) == 0
-    assert f"({BAND_EXACT})" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert f"95% band: {BAND_EXACT}" in shown  # one method: the mean's, variance's, quantiles'
+    bands = record.bands
+    for key in ("mean", "variance", "0.5"):
+        label = "q0.5" if key == "0.5" else key
+        line = next(line for line in shown.splitlines() if line.strip().startswith(label))
+        assert f"[{bands[key]['lower']:.4g}, {bands[key]['upper']:.4g}]" in line
+    assert main([*query, "--quantile", "0.5", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)["answers"][0]
+    assert answer["band95"] == [bands["0.5"]["lower"], bands["0.5"]["upper"]]
+    assert answer["band_method"] == BAND_EXACT
 
 
 def test_node_sums_of_the_plug_in_are_the_depths():

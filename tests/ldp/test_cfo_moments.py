@@ -16,7 +16,7 @@ from ldp_telemetry.ldp.estimation.cfo_moments import (CFO_MEAN_REASON,
                                                       CFO_VARIANCE_DECLARED_REASON, cfo_moments,
                                                       cfo_statistic_bands, declared_statistics)
 from ldp_telemetry.ldp.estimation.moments import SMALL_WINDOW_REASON
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, NO_REPORTS_REASON
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, NO_REPORTS_REASON
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
 from ldp_telemetry.ldp.protocols.numeric import unit_buckets
 from ldp_telemetry.output.bands import statistic_band_method
