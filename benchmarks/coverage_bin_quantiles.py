@@ -16,6 +16,10 @@ W = 200).
         --json benchmarks/results/coverage_bin_quantiles.json
 
 `--large` measures n = 10⁶ instead, for `cfo-grr` and `hh` only (as coverage_bins.py's).
+`--cost R` times the bands of one window instead (`cost`: 64 to 4096 bins, R repeats):
+
+    python benchmarks/coverage_bin_quantiles.py --cost 5 \\
+        --json benchmarks/results/coverage_bin_quantiles_cost.json
 
 Printed per cell and rule: the coverage of each level, the median width of its band in bins,
 and the median milliseconds both rules' bands of all nine levels cost per window (from one
@@ -99,6 +103,41 @@ def simulate_cell(args: tuple) -> list[dict]:
     return simulate(*args)
 
 
+#: The bin counts `--cost` times (the documented range: d up to 4096).
+COST_BINS = (64, 256, 1024, 4096)
+
+
+def cost(protocols: tuple[str, ...], repeats: int, seed: int) -> list[dict]:
+    """Median milliseconds of one window's nine quantile bands by each rule, from its
+    statistic (the linear model included), per protocol and bin count (COST_BINS): one window
+    of 10⁴ lognormal values at ε = 1 (the cost does not depend on n), timed `repeats` times."""
+    rng = np.random.default_rng([seed, 1])
+    values = draw_values(LOGNORMAL, rng, 10_000)
+    low, high = DOMAIN[LOGNORMAL]
+    rows = []
+    for name in protocols:
+        for bins in COST_BINS:
+            protocol = make_numeric_protocol(name, 1.0, bins)
+            statistic = protocol.new_statistic()
+            protocol.accumulate(statistic, protocol.perturb((values - low) / (high - low), rng))
+            timed = {}
+            for rule in RULES:
+                seconds = []
+                for _ in range(repeats):
+                    started = time.perf_counter()
+                    model = (cfo_statistic_linear(protocol, statistic, values.size)
+                             if isinstance(protocol, CfoBinning)
+                             else hh_statistic_linear(protocol, statistic))
+                    assert model is not None, "a window with reports"
+                    quantile_bands(model, LEVELS, rule)
+                    seconds.append(time.perf_counter() - started)
+                timed[rule] = 1000.0 * statistics.median(seconds)
+            rows.append({"protocol": name, "buckets": bins, "median_ms": timed})
+            print(f"{name:<8} {bins:>5} bins  " + "  ".join(
+                f"{rule} {ms:8.2f} ms" for rule, ms in timed.items()), flush=True)
+    return rows
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=200)
@@ -107,12 +146,19 @@ def main(argv=None) -> None:
     parser.add_argument("--protocols", default="cfo-grr,cfo-olh,hh")
     parser.add_argument("--buckets", type=int, default=64, help="bins (a power of 4 for hh)")
     parser.add_argument("--large", action="store_true", help="n = 10⁶, cfo-grr and hh")
+    parser.add_argument("--cost", type=int, default=0, metavar="REPEATS",
+                        help="time the bands at 64-4096 bins instead (`cost`)")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--jobs", type=int, default=1, help="processes measuring cells")
     add_json_argument(parser)
     args = parser.parse_args(argv)
     sets = available((LOGNORMAL, DISTANCE, DELAY)) + (
         [MINUTE] if DISTANCE in available((DISTANCE,)) else [])
+    if args.cost:
+        with Run("coverage_bin_quantiles_cost", args.json, vars(args)) as run:
+            run.save({"cells": cost(tuple(args.protocols.split(",")), args.cost, args.seed),
+                      "rules": list(RULES)})
+        return
     if args.large:
         args.sizes, args.protocols = "1000000", "cfo-grr,hh"
     epsilons = tuple(numbers(args.epsilons))
