@@ -454,6 +454,14 @@ def coverage_bin_quantiles(r: dict) -> str:
                     right=set(range(2, len(levels) + 7))))
 
 
+def coverage_bin_quantiles_cost(r: dict) -> str:
+    """The median milliseconds of one window's nine quantile bands, per protocol, bin count
+    and rule."""
+    lines = [[f"`{row['protocol']}`", f"{row['buckets']:,}",
+              *(f"{row['median_ms'][rule]:.2f}" for rule in r["rules"])] for row in r["cells"]]
+    return table(["protocol", "bins", *(f"{rule} ms" for rule in r["rules"])], lines)
+
+
 def band_calibration(r: dict) -> str:
     """The fitted margin scale c per (ε, n) cell and statistic ("–": declared without a band)
     and the calibration data sets' coverage at it."""
@@ -934,6 +942,11 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "The table above at n = 10⁶ for `cfo-grr` and `hh`, W = 200 windows per row.",
      coverage_bin_quantiles, "python benchmarks/coverage_bin_quantiles.py --large --windows "
      "200 --jobs 2"),
+    ("coverage_bin_quantiles_cost", "Cost of the CFO-binning and HH quantile bands",
+     "The median milliseconds one window's nine quantile bands cost by each rule (whole bins, "
+     "what records print; interpolated), from the window's statistic, the linear model "
+     "included, at ε = 1 (the cost depends on the bins, not on n or ε).",
+     coverage_bin_quantiles_cost, "python benchmarks/coverage_bin_quantiles.py --cost 5"),
     ("band_calibration", "Calibration of the numeric 95% bands",
      "The margin scale c of each statistic's band per (ε, n) cell (`MARGIN_SCALES`, "
      "[error bars](error-bars.md#numeric-metrics)), fitted on calibration windows of the "

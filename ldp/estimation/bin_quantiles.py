@@ -58,6 +58,7 @@ def edge_cdf(model: LinearBins, bins_too: bool = True
     bins = model.bins
     cdf = np.concatenate(([0.0], np.cumsum(model.unbiased)))
     cdf[-1] = 1.0
+    single: np.ndarray | None
     if model.depth_weights is None:  # CFO-binning: prefixes and single bins in O(B)
         variance, single = _cfo_variances(model)
     else:
