@@ -331,3 +331,33 @@ def test_a_record_whose_settings_make_no_protocol_says_so(protocol, change):
         make_numeric_protocol(protocol, record.epsilon, BINS)
     assert answer.band_reason == RANGE_PROTOCOL_REASON.format(
         epsilon=record.epsilon, buckets=BINS, protocol=protocol, problem=refused.value)
+
+
+@pytest.mark.parametrize("protocol", ["cfo-grr", "hh"])
+def test_a_record_written_before_quantile_bands_still_reads(tmp_path, capsys, protocol):
+    """A CFO-binning or HH record of the earlier form (band_method none, the mean and variance
+    named exact-variance in band_methods, null quantile bands with their reason) reads as it
+    says: `ldp query --quantile` gives no band and `ldp show` prints "(no band)" for the
+    quantiles and the mean's band named exact-variance."""
+    record = _record(protocol)
+    reason = ("no calibrated band for estimator 'norm-sub': its bootstrap measures the spread, "
+              "not the bias")
+    old = dataclasses.replace(
+        record, band_method="none", fields=record.fields | {"band_methods"},
+        band_methods={"mean": BAND_EXACT, "variance": BAND_EXACT},
+        bands={key: (value if key in ("mean", "variance") else None)
+               for key, value in record.bands.items()},
+        band_reasons={key: reason for key in record.bands if key not in ("mean", "variance")})
+    assert record_problem(json.loads(old.to_json())) is None
+    read = EstimateRecord.from_json(old.to_json())
+    answer = NumericWindow.from_record(read).quantile(0.5)
+    assert answer.band is None and answer.band_method == "none"
+    path = tmp_path / "estimates-00000-of-00001.jsonl"
+    path.write_text(old.to_json() + "\n")
+    assert main(["show", "--output", str(tmp_path), "--metric", "latency"]) == 0
+    shown = capsys.readouterr().out
+    assert "95% band: none" in shown
+    assert "(no band)" in next(line for line in shown.splitlines()
+                               if line.strip().startswith("q0.5"))
+    assert next(line for line in shown.splitlines()
+                if line.strip().startswith("mean")).endswith(f"({BAND_EXACT})")
