@@ -147,9 +147,9 @@ RECORD_RULE = WHOLE_BINS
 QUANTILE_DECLARED: dict[tuple[str, float, int], dict[str, str]] = {}
 
 #: What a record's quantile band holds (its `band_reasons`, beside SMALL_WINDOW_REASON).
-QUANTILE_BAND_REASON = ("band of the values' own quantile by inverting the exact band of the "
-                        "CDF at the {bins} bin edges (whole bins of width {width:.4g}); not "
-                        "centred on the printed quantile, which is the {estimator} estimate's")
+QUANTILE_BAND_REASON = ("band of the values' own quantile: the exact CDF bands at the edges of "
+                        "{bins} bins inverted, whole bins of width {width:.4g}; need not be "
+                        "centred on the printed ({estimator}) quantile")
 
 
 def declared_quantiles(family: str, epsilon: float, n: int) -> dict[str, str]:
