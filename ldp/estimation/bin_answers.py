@@ -123,6 +123,38 @@ class LinearBins:
         spread = (rows * rows) @ f - mean * mean
         return noise + np.maximum((within - spread) / (total - 1), 0.0)
 
+    def prefix_variances(self) -> np.ndarray | None:
+        """`variance` of the B + 1 prefixes Σ_{i<k} x~_i (k = 0..B), the CDF at the bin
+        edges, in O(B · h²) for a hierarchy (`_tree_prefix_functionals`) and O(B) for
+        CFO-binning; None where an oracle has no `symmetric_form`."""
+        found = [symmetric_form(oracle) for oracle in self.oracles]
+        forms = [form for form in found if form is not None]
+        if len(forms) < len(found):
+            return None
+        f = self.plug_in
+        cdf = np.concatenate(([0.0], np.cumsum(f)))
+        k = np.arange(self.bins + 1, dtype=np.float64)
+        if self.depth_weights is None:  # a prefix of k bins: f·w = f·w² = F_k, Σ w = Σ w² = k
+            return form_variance(self.oracles[0], self.reports[0], forms[0], cdf, cdf, k, k,
+                                 float(f.sum()))
+        h = len(self.oracles)
+        total = sum(self.reports)
+        noise = np.zeros(self.bins + 1)
+        within = np.zeros(self.bins + 1)
+        for depth, (oracle, form, n) in enumerate(zip(self.oracles, forms, self.reports,
+                                                      strict=True), start=1):
+            if n <= 0:
+                continue
+            node = node_counts(f, depth, h)
+            ones, squares, mean, square = _tree_prefix_functionals(self.depth_weights, depth,
+                                                                   node)
+            noise += form_variance(oracle, n, form, mean, square, ones, squares,
+                                   float(node.sum()))
+            within += (square - mean * mean) * total / n
+        if total <= 1:
+            return noise
+        return noise + np.maximum((within - (cdf - cdf * cdf)) / (total - 1), 0.0)
+
     def _split_variance(self, weights: np.ndarray, adjoint: list[np.ndarray]) -> float:
         """The variance the random split of the users across depths adds (module docstring):
         Σ_ℓ σ²(g_ℓ) n / (n_ℓ (n − 1)) − σ²(w) / (n − 1), g_ℓ the leaf weights of depth ℓ's
@@ -288,3 +320,57 @@ def tree_adjoints(leaf_weights: np.ndarray, weights: np.ndarray
                                         axis=-1)
     adjoint[h] = subtree[h]
     return adjoint, constant
+
+
+def _tree_prefix_functionals(weights: np.ndarray, depth: int, node: np.ndarray
+                             ) -> tuple[np.ndarray, ...]:
+    """(Σ a, Σ a², node·a, node·a²) of a = depth `depth`'s coefficients (`tree_adjoint`) of
+    every prefix of k = 0..B leaves, without forming a.
+
+    For a prefix, the first pass's gradient at depth j is the fractional prefix
+    clip(k / 4^{h−j} − i, 0, 1), whose sibling-centred part s_j is non-zero only on the 4
+    siblings around the boundary; the second pass gives a = g Σ_{j≤depth} c_j R(s_j), R
+    repeating s_j over its descendants at `depth`, c_j = Π_{m=j}^{depth−1} (1 − fraction_m),
+    g = fraction_depth (1 at the leaves). So a is constant between at most 5·depth
+    breakpoints, and each functional is a sum over those segments (with the prefix sums of
+    `node` for the weighted ones)."""
+    h = len(weights) - 1
+    fraction = [0.0] * (h + 1)  # as tree_adjoints' bottom-up pass
+    precision = float(weights[h])
+    for level in range(h - 1, 0, -1):
+        below = precision / BRANCHING
+        own = float(weights[level])
+        fraction[level] = own / (own + below)
+        precision = own + below
+    leaves = BRANCHING ** h
+    size = BRANCHING ** depth
+    k = np.arange(leaves + 1, dtype=np.float64)[:, None]
+    starts, values = [], []
+    for j in range(1, depth + 1):
+        position = k / BRANCHING ** (h - j)  # the boundary, in nodes of depth j
+        group = np.minimum(np.floor(position / BRANCHING) * BRANCHING,
+                           BRANCHING ** j - BRANCHING)
+        grad = np.clip(position - (group + np.arange(BRANCHING)), 0.0, 1.0)  # K × 4
+        centred = grad - grad.mean(axis=1, keepdims=True)
+        carry = float(np.prod([1.0 - fraction[m] for m in range(j, depth)]))
+        starts.append(group * BRANCHING ** (depth - j))  # K × 1, in nodes of `depth`
+        values.append(carry * centred)
+    gain = fraction[depth] if depth < h else 1.0
+    block = [BRANCHING ** (depth - j) for j in range(1, depth + 1)]
+    edges = np.concatenate([start + np.arange(BRANCHING + 1) * width
+                            for start, width in zip(starts, block, strict=True)]
+                           + [np.zeros_like(k), np.full_like(k, size)], axis=1)
+    edges = np.sort(edges, axis=1)
+    left, right = edges[:, :-1], edges[:, 1:]
+    value = np.zeros(left.shape)
+    for start, width, centred in zip(starts, block, values, strict=True):
+        offset = left - start
+        inside = (offset >= 0) & (offset < BRANCHING * width)
+        slot = np.clip(offset // width, 0, BRANCHING - 1).astype(np.int64)
+        value += np.where(inside, np.take_along_axis(centred, slot, axis=1), 0.0)
+    value *= gain
+    length = right - left
+    cumulative = np.concatenate(([0.0], np.cumsum(node)))
+    mass = cumulative[right.astype(np.int64)] - cumulative[left.astype(np.int64)]
+    return ((value * length).sum(axis=1), (value * value * length).sum(axis=1),
+            (value * mass).sum(axis=1), (value * value * mass).sum(axis=1))

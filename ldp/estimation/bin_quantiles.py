@@ -26,8 +26,10 @@ the last bin's estimate is then 1 − F̂(e_{B−1})). A level α's band is buil
 F̂ need not be monotone (x~ has negative entries): the hull takes every t the test keeps, so a
 band can be wider than the bins between its two crossings. The band need not be centred on the
 record's printed quantile (Norm-Sub's or ADMM's, which are biased); it is made from the
-unbiased x~ alone. Cost: one cumulative sum and 2B + 1 variances a window, O(B) for CFO-binning
-and O(B · nodes) for a hierarchy (benchmarks/coverage_bin_quantiles.py measures it).
+unbiased x~ alone. Cost: one cumulative sum and the B + 1 edge variances at once
+(`LinearBins.prefix_variances`: O(B) for CFO-binning, O(B · h²) for a hierarchy); the
+interpolated rule adds the B bins' variances (O(B · nodes) for a hierarchy);
+benchmarks/coverage_bin_quantiles.py --cost measures both.
 """
 from __future__ import annotations
 
@@ -58,12 +60,9 @@ def edge_cdf(model: LinearBins, bins_too: bool = True
     bins = model.bins
     cdf = np.concatenate(([0.0], np.cumsum(model.unbiased)))
     cdf[-1] = 1.0
-    single: np.ndarray | None
-    if model.depth_weights is None:  # CFO-binning: prefixes and single bins in O(B)
-        variance, single = _cfo_variances(model)
-    else:
-        variance = model.variances(np.tri(bins + 1, bins, -1))
-        single = model.variances(np.eye(bins)) if bins_too else None
+    found = model.prefix_variances()
+    variance = model.variances(np.tri(bins + 1, bins, -1)) if found is None else found
+    single = _single_variances(model) if bins_too else None
     variance[0] = variance[-1] = 0.0
     if single is not None:
         single = single.copy()
@@ -71,22 +70,16 @@ def edge_cdf(model: LinearBins, bins_too: bool = True
     return cdf, variance, np.diff(cdf), single
 
 
-def _cfo_variances(model: LinearBins) -> tuple[np.ndarray, np.ndarray]:
-    """(V at the B + 1 edges, S of the B bins) of a CFO-binning window: a prefix of k bins has
-    f·w = f·w² = F_k and W = Q = k, one bin f_k and 1 (bin_answers.form_variance)."""
-    bins = model.bins
-    oracle, n = model.oracles[0], model.reports[0]
-    form = symmetric_form(oracle)
+def _single_variances(model: LinearBins) -> np.ndarray:
+    """The variance of every bin's x~_k: for CFO-binning f·w = f·w² = f_k and Σ w = Σ w² = 1
+    (bin_answers.form_variance), for a hierarchy `LinearBins.variances` of the unit rows."""
+    form = symmetric_form(model.oracles[0]) if model.depth_weights is None else None
     if form is None:
-        found = model.variances(np.vstack([np.tri(bins + 1, bins, -1), np.eye(bins)]))
-        return found[: bins + 1], found[bins + 1:]
+        return model.variances(np.eye(model.bins))
     f = model.plug_in
-    mass = float(f.sum())
-    plug = np.concatenate(([0.0], np.cumsum(f)))
-    k = np.arange(bins + 1, dtype=np.float64)
-    one = np.ones(bins)
-    return (form_variance(oracle, n, form, plug, plug, k, k, mass),
-            form_variance(oracle, n, form, f, f, one, one, mass))
+    one = np.ones(model.bins)
+    return form_variance(model.oracles[0], model.reports[0], form, f, f, one, one,
+                         float(f.sum()))
 
 
 def quantile_bands(model: LinearBins, levels: Sequence[float], rule: str = WHOLE_BINS

@@ -92,6 +92,28 @@ def test_batched_variances_are_the_exact_variance_of_every_answer(name, bins):
     assert cdf[0] == 0.0 and cdf[-1] == 1.0 and variance[0] == variance[-1] == 0.0
 
 
+def test_a_hierarchys_prefix_variances_without_its_adjoints():
+    """LinearBins.prefix_variances of a hierarchy (the segment sums of
+    _tree_prefix_functionals) equals `variance` of every prefix, 1,024 leaves, and with a
+    depth that holds no report."""
+    rng = np.random.default_rng(11)
+    model = _model("hh", 1024, 20_000, rng, epsilon=1.0)
+    found = model.prefix_variances()
+    assert found is not None
+    for k in (0, 1, 3, 4, 5, 17, 64, 255, 256, 257, 511, 700, 1023, 1024):
+        assert found[k] == pytest.approx(model.variance(np.arange(1024) < k), rel=1e-9,
+                                         abs=1e-15)
+    protocol = make_numeric_protocol("hh", 2.0, 64)
+    columns = protocol.perturb(rng.random(3000), rng)
+    keep = columns["level"] != 2
+    statistic = protocol.new_statistic()
+    protocol.accumulate(statistic, {key: value[keep] for key, value in columns.items()})
+    model = hh_statistic_linear(protocol, statistic)
+    assert model is not None and model.reports[1] == 0
+    exact = [model.variance((np.arange(64) < k).astype(float)) for k in range(65)]
+    assert model.prefix_variances() == pytest.approx(exact, rel=1e-9, abs=1e-15)
+
+
 @pytest.mark.parametrize("name", ["cfo-grr", "hh"])
 def test_the_inversion_is_the_brute_force_test_at_every_edge(name):
     """On 16 bins: the whole-bins band is the hull of the bins kept by the two edge tests,
