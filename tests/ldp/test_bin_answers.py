@@ -37,6 +37,7 @@ from ldp_telemetry.ldp.protocols.numeric import unit_buckets
 from ldp_telemetry.output.estimate import EstimateRecord, record_problem
 from ldp_telemetry.output.records import numeric_estimate_record
 from ldp_telemetry.pipelines.cli import main
+from ldp_telemetry.store.records import summary_rows
 
 Z = 4.5
 BINS = 64
@@ -208,9 +209,12 @@ def test_a_record_answers_ranges_with_their_exact_band(protocol):
     assert window.range_probability(0, 32).band[1] == 1.0
     cut = window.range_probability(2.2, 2.3)  # one bin, cut on both sides, ~9% of the mass
     assert cut.band_reason.startswith(RANGE_CUT_REASON.split("{")[0])
-    # the mean, the variance and the quantiles (bin_quantiles): all exact-variance
+    # the mean, the variance and the quantiles (bin_quantiles): all exact-variance, kept by
+    # the store's summary rows as the record has them
     assert record.band_method == BAND_EXACT and not record.band_methods
     assert record.bands["0.5"]["lower"] < record.bands["0.5"]["upper"]
+    rows = {row[0]: row for row in summary_rows(record)}
+    assert rows["q0.5"][3:] == (record.bands["0.5"]["lower"], record.bands["0.5"]["upper"])
 
 
 def test_older_and_other_records_answer_ranges_without_a_band():
