@@ -3,7 +3,7 @@ the exact bands of its CDF (Woodruff's interval, [Woo52]).
 
 The CDF at the bin edge e_k, F(e_k) = P(value < e_k), is the linear answer Σ_{i<k} x~_i of the
 window's unbiased bin estimate (ldp_telemetry.ldp.estimation.bin_answers.LinearBins): unbiased,
-with an exact variance V_k (all B + 1 at once, `LinearBins.variances`). The ends are known,
+with an exact variance V_k (all B + 1 at once, `LinearBins.prefix_variances`). The ends are known,
 F(e_0) = 0 and F(e_B) = 1, and taken as such (variance 0; for OLH, whose Σ x~ is not exactly 1,
 the last bin's estimate is then 1 − F̂(e_{B−1})). A level α's band is built by test inversion:
 
