@@ -414,6 +414,54 @@ def coverage_bins(r: dict) -> str:
                     right={2, 3, 4, 5, 6, 7, 8, 11}))
 
 
+def coverage_bin_quantiles(r: dict) -> str:
+    """The quantile bands of CFO-binning and hierarchical histograms: counts of the (cell,
+    level) pairs inside, above and below the goal per protocol and rule (whole bins, what
+    records print; interpolated, measured beside it), then one row per data set, protocol, ε
+    and n with the whole-bins coverage of every level, the interpolated band's lowest, and
+    both bands' median widths at the median."""
+    goal, rows, levels = r["goal"], r["cells"], r["levels"]
+    windows = r["parameters"]["windows"]
+    se = (0.95 * 0.05 / windows) ** 0.5
+    groups = []
+    for rule in r["rules"]:
+        for protocol in sorted({row["protocol"] for row in rows}):
+            values = [row["coverage"][rule][k] for row in rows if row["protocol"] == protocol
+                      for k in levels if k not in row.get("declared", ())]
+            declared = sum(len(row.get("declared", ())) for row in rows
+                           if row["protocol"] == protocol)
+            groups.append([f"{rule}: {protocol}", *goal_counts(values, goal, se),
+                           str(declared), f"{min(values):.3f}–{max(values):.3f}"])
+
+    def shown(row: dict, key: str) -> str:
+        value = f"{row['coverage']['whole-bins'][key]:.3f}"
+        return f"({value})" if key in row.get("declared", ()) else value
+    lines = [[row["dataset"], row["protocol"], f"{row['epsilon']:g}", f"{row['n']:,}",
+              *(shown(row, key) for key in levels),
+              f"{min(row['coverage']['interpolated'].values()):.3f}",
+              ", ".join(f"{row['median_width_bins'][rule]['0.5']:.1f}" for rule in r["rules"]),
+              f"{row['median_band_ms']:.2f}"] for row in rows]
+    return (f"{windows} windows per row; a coverage's standard error is {se:.4f}. Goal "
+            f"[{goal[0]}, {goal[1]}]; \"off 0.95\" counts the pairs more than 2 standard "
+            f"errors ({2 * se:.3f}) from 0.95; *declared*: pairs whose records print no band "
+            "(their measured coverage in parentheses). Rows: the whole-bins coverage of each "
+            "level, the interpolated band's lowest over the levels, the median width of the "
+            "median's band in bins (whole bins, interpolated).\n\n"
+            + table(["pairs", "count", "inside", "above", "below", "off 0.95", "declared",
+                     "range"], groups, right={1, 2, 3, 4, 5, 6}) + "\n\n"
+            + table(["data set", "protocol", "ε", "n", *levels, "interp. lowest",
+                     "width q0.5 (bins)", "band ms"], lines,
+                    right=set(range(2, len(levels) + 7))))
+
+
+def coverage_bin_quantiles_cost(r: dict) -> str:
+    """The median milliseconds of one window's nine quantile bands, per protocol, bin count
+    and rule."""
+    lines = [[f"`{row['protocol']}`", f"{row['buckets']:,}",
+              *(f"{row['median_ms'][rule]:.2f}" for rule in r["rules"])] for row in r["cells"]]
+    return table(["protocol", "bins", *(f"{rule} ms" for rule in r["rules"])], lines)
+
+
 def band_calibration(r: dict) -> str:
     """The fitted margin scale c per (ε, n) cell and statistic ("–": declared without a band)
     and the calibration data sets' coverage at it."""
@@ -877,6 +925,28 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "The table above at n = 10⁶ for `cfo-grr` and `hh` (OLH's server cost, O(n·B) a window, "
      "keeps `cfo-olh` out), W = 200 windows per row.",
      coverage_bins, "python benchmarks/coverage_bins.py --large --windows 200 --jobs 2"),
+    ("coverage_bin_quantiles", "Coverage of the quantile bands of CFO-binning and HH",
+     "The exact-variance quantile bands of CFO-binning and hierarchical histograms "
+     "([error bars](error-bars.md#quantiles-of-cfo-binning-and-hierarchical-histograms)): the "
+     "exact bands of the CDF at the bin edges inverted, the hull of the bins they keep (what "
+     "records print) and, measured beside it, the hull of the points kept with the CDF linear "
+     "in each bin; each checked against the values' own quantile (numpy's `inverted_cdf`) at "
+     "every level: W windows of n values per row (the data sets of the table above, flights3m "
+     "`minute` among them), perturbed by the client once per ε and protocol, 64 bins, on a "
+     "seed (67) other than the one the declarations were chosen on (61). *band ms*: the "
+     "median time of both rules' bands of the nine levels per window.",
+     coverage_bin_quantiles, "python benchmarks/coverage_bin_quantiles.py --windows 300 "
+     "--jobs 2"),
+    ("coverage_bin_quantiles_large", "Coverage of the CFO-binning and HH quantile bands at a "
+     "million reports",
+     "The table above at n = 10⁶ for `cfo-grr` and `hh`, W = 200 windows per row.",
+     coverage_bin_quantiles, "python benchmarks/coverage_bin_quantiles.py --large --windows "
+     "200 --jobs 2"),
+    ("coverage_bin_quantiles_cost", "Cost of the CFO-binning and HH quantile bands",
+     "The median milliseconds one window's nine quantile bands cost by each rule (whole bins, "
+     "what records print; interpolated), from the window's statistic, the linear model "
+     "included, at ε = 1 (the cost depends on the bins, not on n or ε).",
+     coverage_bin_quantiles_cost, "python benchmarks/coverage_bin_quantiles.py --cost 5"),
     ("band_calibration", "Calibration of the numeric 95% bands",
      "The margin scale c of each statistic's band per (ε, n) cell (`MARGIN_SCALES`, "
      "[error bars](error-bars.md#numeric-metrics)), fitted on calibration windows of the "

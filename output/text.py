@@ -126,7 +126,9 @@ def format_numeric(record: EstimateRecord) -> str:
     A record that names its `band_method` shows its own `bands` as [lower, upper] (a
     bias-corrected band need not be centred on the estimate) and "no band" where it has none,
     naming after it the method of a band made otherwise than the window line says
-    (`band_methods`: a Square Wave record's exact-variance mean and variance); a record
+    (`band_methods`: a Square Wave record's exact-variance mean and variance), and the variance
+    where its band is made so or, in a histogram record whose bands are all exact-variance
+    (CFO-binning, hierarchical histograms), where the record has an entry for it; a record
     written before the field shows estimate ± z · bootstrap standard error."""
     estimator = record.estimator or {}  # every writer's names it; a file may not
     method = record.band_method
@@ -146,7 +148,8 @@ def format_numeric(record: EstimateRecord) -> str:
         return "" if error is None or error != error else f" ± {half_width95(error):.4g}"
     lines.append(f"    {'mean':>12}  {_shown_number(record.mean)}"
                  f"{bar('mean', record.mean_std_error)}")
-    if record.variance is not None and (record.band_methods or {}).get("variance"):
+    if record.variance is not None and ((record.band_methods or {}).get("variance") or (
+            method == BAND_EXACT and record.quantiles and "variance" in (record.bands or {}))):
         lines.append(f"    {'variance':>12}  {_shown_number(record.variance)}"
                      f"{bar('variance', None)}")
     errors, quantiles = record.quantile_std_errors or {}, record.quantiles or {}

@@ -12,6 +12,7 @@ import numpy as np
 
 from ldp_telemetry.ldp.config.registry import MetricConfig
 from ldp_telemetry.ldp.estimation.bin_answers import hh_combination
+from ldp_telemetry.ldp.estimation.bin_quantiles import bin_quantile_statistic_bands
 from ldp_telemetry.ldp.estimation.cfo_moments import cfo_statistic_bands, hh_statistic_bands
 from ldp_telemetry.ldp.estimation.em import (DEFAULT_MAX_ITERATIONS, expectation_maximisation,
                                               paper_tolerance)
@@ -190,8 +191,9 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
     extrapolated) for the quantiles, which the band method names; the mean and the variance
     get the exact-variance bands of ldp_telemetry.ldp.estimation.moments (their
     `Band.method`), whatever the bootstrap; a CFO-binning metric's mean and variance get the
-    exact-variance bands of ldp_telemetry.ldp.estimation.cfo_moments, its quantiles none, and
-    so do a hierarchical histogram's;
+    exact-variance bands of ldp_telemetry.ldp.estimation.cfo_moments and its quantiles those of
+    ldp_telemetry.ldp.estimation.bin_quantiles (band method "exact-variance" where any quantile
+    has one), and so do a hierarchical histogram's;
     other estimators have no calibrated band (band method "none")."""
     spec, protocol = config.estimator, config.protocol
     params = dict(spec.params)
@@ -204,6 +206,10 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
             bands.update(cfo_statistic_bands(protocol, counts, n, config.low, config.high)
                          if isinstance(protocol, CfoBinning) else
                          hh_statistic_bands(protocol, counts, n, config.low, config.high))
+            bands.update(bin_quantile_statistic_bands(protocol, counts, n, config.low,
+                                                      config.high, spec.method))
+            if any(bands[key].lower is not None for key in QUANTILE_LEVELS):
+                return BAND_EXACT, bands
         return BAND_NONE, bands
     # `interval_fit` gives a fit only for the Square Wave protocols' EMS and EM
     assert isinstance(protocol, (SquareWave, DiscreteSquareWave)), "a calibrated band's protocol"

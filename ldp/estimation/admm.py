@@ -40,8 +40,9 @@ MAX_ADMM_ITERATIONS = 100_000
 
 
 def child_sums(level: np.ndarray) -> np.ndarray:
-    """Sum of every group of 4 siblings: the children totals of the level above."""
-    return level.reshape(-1, BRANCHING).sum(axis=1)
+    """Sum of every group of 4 siblings along the last axis: the children totals of the level
+    above (of every row, for a 2-D array of levels)."""
+    return level.reshape(level.shape[:-1] + (-1, BRANCHING)).sum(axis=-1)
 
 
 def tree_projection(targets: list[np.ndarray], weights: np.ndarray) -> list[np.ndarray]:

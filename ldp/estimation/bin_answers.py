@@ -85,6 +85,76 @@ class LinearBins:
                                                             strict=True), start=1) if n > 0)
         return float(noise) + self._split_variance(w, adjoint)
 
+    def variances(self, rows: np.ndarray) -> np.ndarray:
+        """`variance` of every row of `rows` (K × B) at once, in O(K · nodes) numpy work
+        (K × B rows at a time, `ROW_CHUNK`), through each oracle's `symmetric_form`; one
+        `variance` a row where an oracle has none."""
+        rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+        forms = [symmetric_form(oracle) for oracle in self.oracles]
+        if any(form is None for form in forms):
+            return np.array([self.variance(row) for row in rows])
+        return np.concatenate([self._chunk_variances(rows[start: start + ROW_CHUNK], forms)
+                               for start in range(0, len(rows), ROW_CHUNK)] or [np.zeros(0)])
+
+    def _chunk_variances(self, rows: np.ndarray, forms: list) -> np.ndarray:
+        f = self.plug_in
+        if self.depth_weights is None:
+            return form_variance(self.oracles[0], self.reports[0], forms[0], rows @ f,
+                                 (rows * rows) @ f, rows.sum(axis=1), (rows * rows).sum(axis=1),
+                                 float(f.sum()))
+        adjoint, _ = tree_adjoints(rows, self.depth_weights)
+        h = len(self.oracles)
+        total = sum(self.reports)
+        noise = np.zeros(len(rows))
+        within = np.zeros(len(rows))
+        for depth, (oracle, form, n) in enumerate(zip(self.oracles, forms, self.reports,
+                                                      strict=True), start=1):
+            if n <= 0:
+                continue
+            node = node_counts(f, depth, h)
+            a = adjoint[depth]
+            mean, square = a @ node, (a * a) @ node
+            noise += form_variance(oracle, n, form, mean, square, a.sum(axis=1),
+                                   (a * a).sum(axis=1), float(node.sum()))
+            within += (square - mean * mean) * total / n
+        if total <= 1:
+            return noise
+        mean = rows @ f
+        spread = (rows * rows) @ f - mean * mean
+        return noise + np.maximum((within - spread) / (total - 1), 0.0)
+
+    def prefix_variances(self) -> np.ndarray | None:
+        """`variance` of the B + 1 prefixes Σ_{i<k} x~_i (k = 0..B), the CDF at the bin
+        edges, in O(B · h²) for a hierarchy (`_tree_prefix_functionals`) and O(B) for
+        CFO-binning; None where an oracle has no `symmetric_form`."""
+        found = [symmetric_form(oracle) for oracle in self.oracles]
+        forms = [form for form in found if form is not None]
+        if len(forms) < len(found):
+            return None
+        f = self.plug_in
+        cdf = np.concatenate(([0.0], np.cumsum(f)))
+        k = np.arange(self.bins + 1, dtype=np.float64)
+        if self.depth_weights is None:  # a prefix of k bins: f·w = f·w² = F_k, Σ w = Σ w² = k
+            return form_variance(self.oracles[0], self.reports[0], forms[0], cdf, cdf, k, k,
+                                 float(f.sum()))
+        h = len(self.oracles)
+        total = sum(self.reports)
+        noise = np.zeros(self.bins + 1)
+        within = np.zeros(self.bins + 1)
+        for depth, (oracle, form, n) in enumerate(zip(self.oracles, forms, self.reports,
+                                                      strict=True), start=1):
+            if n <= 0:
+                continue
+            node = node_counts(f, depth, h)
+            ones, squares, mean, square = _tree_prefix_functionals(self.depth_weights, depth,
+                                                                   node)
+            noise += form_variance(oracle, n, form, mean, square, ones, squares,
+                                   float(node.sum()))
+            within += (square - mean * mean) * total / n
+        if total <= 1:
+            return noise
+        return noise + np.maximum((within - (cdf - cdf * cdf)) / (total - 1), 0.0)
+
     def _split_variance(self, weights: np.ndarray, adjoint: list[np.ndarray]) -> float:
         """The variance the random split of the users across depths adds (module docstring):
         Σ_ℓ σ²(g_ℓ) n / (n_ℓ (n − 1)) − σ²(w) / (n − 1), g_ℓ the leaf weights of depth ℓ's
@@ -105,6 +175,55 @@ class LinearBins:
     @property
     def bins(self) -> int:
         return len(self.unbiased)
+
+
+#: Rows of linear answers whose variances `LinearBins.variances` evaluates at once (bounds its
+#: memory: ROW_CHUNK × the tree's nodes floats per pass).
+ROW_CHUNK = 256
+
+
+def symmetric_form(oracle: FrequencyOracle) -> tuple[float, float, float, float] | None:
+    """(α, β, γ, δ) with, for weights w (W = Σ w, Q = Σ w²) and true value x,
+
+        Var[Y | x] = α w_x² + β (Q − w_x²) + 2γ w_x (W − w_x) + δ ((W − w_x)² − (Q − w_x²)):
+
+    the covariance of a report's support indicators of an oracle that treats all values alike
+    (GRR: α = p*(1 − p*), β = q*(1 − q*), γ = −p*q*, δ = −q*²; OLH's independent indicators:
+    γ = δ = 0), read off its `report_variance` and checked on a probe vector; None where the
+    oracle's report variance is not of that form or d < 3."""
+    d = oracle.d
+    if d < 3:
+        return None
+    basis = np.zeros(d)
+    basis[0] = 1.0
+    first = oracle.report_variance(basis)
+    basis[:3] = 0.0, 1.0, 1.0
+    pair = oracle.report_variance(basis)
+    alpha, beta = float(first[0]), float(first[1])
+    delta = (float(pair[0]) - 2.0 * beta) / 2.0
+    gamma = (float(pair[1]) - alpha - beta) / 2.0
+    probe = np.cos(np.arange(d) * 1.7) + 0.3
+    total, square = float(probe.sum()), float(probe @ probe)
+    expected = (alpha * probe ** 2 + beta * (square - probe ** 2)
+                + 2.0 * gamma * probe * (total - probe)
+                + delta * ((total - probe) ** 2 - (square - probe ** 2)))
+    if not np.allclose(oracle.report_variance(probe), expected, rtol=1e-9, atol=1e-12):
+        return None
+    return alpha, beta, gamma, delta
+
+
+def form_variance(oracle: FrequencyOracle, n: int, form: tuple[float, float, float, float],
+                  mean: np.ndarray, square: np.ndarray, total: np.ndarray, squares: np.ndarray,
+                  mass: float) -> np.ndarray:
+    """Var[w·f~] (the oracle's `linear_variance`) of answers given by f·w (`mean`), f·w²
+    (`square`), Σ w (`total`) and Σ w² (`squares`), f the plug-in of total `mass`, from the
+    oracle's `symmetric_form`: Σ_x f_x Var[Y | x] = (α − β − 2γ + 2δ) f·w² + 2(γ − δ) W f·w
+    + ((β − δ) Q + δ W²) Σ f, over n (p* − q*)²."""
+    alpha, beta, gamma, delta = form
+    per_report = ((alpha - beta - 2.0 * gamma + 2.0 * delta) * square
+                  + 2.0 * (gamma - delta) * total * mean
+                  + ((beta - delta) * squares + delta * total * total) * mass)
+    return np.maximum(per_report, 0.0) / (n * (oracle.p_star - oracle.q_star) ** 2)
 
 
 def cfo_linear(protocol: CfoBinning, unbiased: np.ndarray, n: int) -> LinearBins | None:
@@ -168,6 +287,17 @@ def tree_adjoint(leaf_weights: np.ndarray, weights: np.ndarray
                  ) -> tuple[list[np.ndarray], float]:
     """(a, c) with w·tree_projection(y, weights)[h] = Σ_ℓ a[ℓ]·y_ℓ + c for every y: the
     adjoint of the projection's two passes (a[0] is empty: the root is fixed at 1)."""
+    adjoint, constant = tree_adjoints(np.asarray(leaf_weights, dtype=np.float64)[None, :],
+                                      weights)
+    return [level[0] for level in adjoint], float(constant[0])
+
+
+def tree_adjoints(leaf_weights: np.ndarray, weights: np.ndarray
+                  ) -> tuple[list[np.ndarray], np.ndarray]:
+    """`tree_adjoint` of every row of `leaf_weights` (K × 4^h) at once: a[ℓ] is K × 4^ℓ
+    (a[0] is K × 0), c has length K."""
+    grad = np.asarray(leaf_weights, dtype=np.float64)
+    rows = grad.shape[0]
     h = len(weights) - 1
     fraction = [0.0] * (h + 1)  # own share of a node's subtree estimate, bottom-up pass
     precision = float(weights[h])
@@ -176,17 +306,71 @@ def tree_adjoint(leaf_weights: np.ndarray, weights: np.ndarray
         own = float(weights[depth])
         fraction[depth] = own / (own + below)
         precision = own + below
-    subtree = [np.zeros(BRANCHING ** depth) for depth in range(h + 1)]
-    grad = np.asarray(leaf_weights, dtype=np.float64)
+    subtree = [np.zeros((rows, BRANCHING ** depth)) for depth in range(h + 1)]
     for depth in range(h, 0, -1):  # levels[d] = subtree[d] + repeat(gap / 4), gap = up − Σ
         subtree[depth] += grad
         gap = child_sums(grad) / BRANCHING
-        subtree[depth] -= np.repeat(gap, BRANCHING)
+        subtree[depth] -= np.repeat(gap, BRANCHING, axis=-1)
         grad = gap
-    constant = float(grad.sum())
-    adjoint = [np.zeros(0)] + [np.zeros(0)] * h
+    constant = grad.sum(axis=-1)
+    adjoint = [np.zeros((rows, 0))] * (h + 1)
     for depth in range(1, h):  # subtree[d] = f y_d + (1 − f) Σ children
         adjoint[depth] = fraction[depth] * subtree[depth]
-        subtree[depth + 1] += np.repeat((1.0 - fraction[depth]) * subtree[depth], BRANCHING)
+        subtree[depth + 1] += np.repeat((1.0 - fraction[depth]) * subtree[depth], BRANCHING,
+                                        axis=-1)
     adjoint[h] = subtree[h]
     return adjoint, constant
+
+
+def _tree_prefix_functionals(weights: np.ndarray, depth: int, node: np.ndarray
+                             ) -> tuple[np.ndarray, ...]:
+    """(Σ a, Σ a², node·a, node·a²) of a = depth `depth`'s coefficients (`tree_adjoint`) of
+    every prefix of k = 0..B leaves, without forming a.
+
+    For a prefix, the first pass's gradient at depth j is the fractional prefix
+    clip(k / 4^{h−j} − i, 0, 1), whose sibling-centred part s_j is non-zero only on the 4
+    siblings around the boundary; the second pass gives a = g Σ_{j≤depth} c_j R(s_j), R
+    repeating s_j over its descendants at `depth`, c_j = Π_{m=j}^{depth−1} (1 − fraction_m),
+    g = fraction_depth (1 at the leaves). So a is constant between at most 5·depth
+    breakpoints, and each functional is a sum over those segments (with the prefix sums of
+    `node` for the weighted ones)."""
+    h = len(weights) - 1
+    fraction = [0.0] * (h + 1)  # as tree_adjoints' bottom-up pass
+    precision = float(weights[h])
+    for level in range(h - 1, 0, -1):
+        below = precision / BRANCHING
+        own = float(weights[level])
+        fraction[level] = own / (own + below)
+        precision = own + below
+    leaves = BRANCHING ** h
+    size = BRANCHING ** depth
+    k = np.arange(leaves + 1, dtype=np.float64)[:, None]
+    starts, values = [], []
+    for j in range(1, depth + 1):
+        position = k / BRANCHING ** (h - j)  # the boundary, in nodes of depth j
+        group = np.minimum(np.floor(position / BRANCHING) * BRANCHING,
+                           BRANCHING ** j - BRANCHING)
+        grad = np.clip(position - (group + np.arange(BRANCHING)), 0.0, 1.0)  # K × 4
+        centred = grad - grad.mean(axis=1, keepdims=True)
+        carry = float(np.prod([1.0 - fraction[m] for m in range(j, depth)]))
+        starts.append(group * BRANCHING ** (depth - j))  # K × 1, in nodes of `depth`
+        values.append(carry * centred)
+    gain = fraction[depth] if depth < h else 1.0
+    block = [BRANCHING ** (depth - j) for j in range(1, depth + 1)]
+    edges = np.concatenate([start + np.arange(BRANCHING + 1) * width
+                            for start, width in zip(starts, block, strict=True)]
+                           + [np.zeros_like(k), np.full_like(k, size)], axis=1)
+    edges = np.sort(edges, axis=1)
+    left, right = edges[:, :-1], edges[:, 1:]
+    value = np.zeros(left.shape)
+    for start, width, centred in zip(starts, block, values, strict=True):
+        offset = left - start
+        inside = (offset >= 0) & (offset < BRANCHING * width)
+        slot = np.clip(offset // width, 0, BRANCHING - 1).astype(np.int64)
+        value += np.where(inside, np.take_along_axis(centred, slot, axis=1), 0.0)
+    value *= gain
+    length = right - left
+    cumulative = np.concatenate(([0.0], np.cumsum(node)))
+    mass = cumulative[right.astype(np.int64)] - cumulative[left.astype(np.int64)]
+    return ((value * length).sum(axis=1), (value * value * length).sum(axis=1),
+            (value * mass).sum(axis=1), (value * value * mass).sum(axis=1))

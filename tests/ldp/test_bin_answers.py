@@ -37,8 +37,8 @@ from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram, node_counts
 from ldp_telemetry.ldp.protocols.numeric import unit_buckets
 from ldp_telemetry.output.estimate import EstimateRecord, record_problem
 from ldp_telemetry.output.records import numeric_estimate_record
-from ldp_telemetry.output.text import format_numeric
 from ldp_telemetry.pipelines.cli import main
+from ldp_telemetry.store.records import summary_rows
 
 Z = 4.5
 BINS = 64
@@ -210,8 +210,12 @@ def test_a_record_answers_ranges_with_their_exact_band(protocol):
     assert window.range_probability(0, 32).band[1] == 1.0
     cut = window.range_probability(2.2, 2.3)  # one bin, cut on both sides, ~9% of the mass
     assert cut.band_reason.startswith(RANGE_CUT_REASON.split("{")[0])
-    if protocol == "hh":
-        assert record.band_methods == {"mean": BAND_EXACT, "variance": BAND_EXACT}
+    # the mean, the variance and the quantiles (bin_quantiles): all exact-variance, kept by
+    # the store's summary rows as the record has them
+    assert record.band_method == BAND_EXACT and not record.band_methods
+    assert record.bands["0.5"]["lower"] < record.bands["0.5"]["upper"]
+    rows = {row[0]: row for row in summary_rows(record)}
+    assert rows["q0.5"][3:] == (record.bands["0.5"]["lower"], record.bands["0.5"]["upper"])
 
 
 def test_older_and_other_records_answer_ranges_without_a_band():
@@ -270,12 +274,19 @@ def test_query_and_show_print_the_bands(tmp_path, capsys, protocol):
     assert main([*query, "--range", "4", "12"]) == 0
     text = capsys.readouterr().out
     assert "(no band)" in text and RANGE_OLD_RECORD_REASON in text
-    shown = format_numeric(record)
-    assert any(line.strip().startswith("mean") and line.endswith(f"({BAND_EXACT})")
-               for line in shown.splitlines())
     path.write_text(record.to_json() + "\n")
     assert main(["show", "--output", str(tmp_path), "--metric", "latency"]) == 0
-    assert f"({BAND_EXACT})" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert f"95% band: {BAND_EXACT}" in shown  # one method: the mean's, variance's, quantiles'
+    bands = record.bands
+    for key in ("mean", "variance", "0.5"):
+        label = "q0.5" if key == "0.5" else key
+        line = next(line for line in shown.splitlines() if line.strip().startswith(label))
+        assert f"[{bands[key]['lower']:.4g}, {bands[key]['upper']:.4g}]" in line
+    assert main([*query, "--quantile", "0.5", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)["answers"][0]
+    assert answer["band95"] == [bands["0.5"]["lower"], bands["0.5"]["upper"]]
+    assert answer["band_method"] == BAND_EXACT
 
 
 def test_node_sums_of_the_plug_in_are_the_depths():
@@ -342,3 +353,33 @@ def test_a_record_whose_settings_make_no_protocol_says_so(protocol, change):
         make_numeric_protocol(protocol, record.epsilon, BINS)
     assert answer.band_reason == RANGE_PROTOCOL_REASON.format(
         epsilon=record.epsilon, buckets=BINS, protocol=protocol, problem=refused.value)
+
+
+@pytest.mark.parametrize("protocol", ["cfo-grr", "hh"])
+def test_a_record_written_before_quantile_bands_still_reads(tmp_path, capsys, protocol):
+    """A CFO-binning or HH record of the earlier form (band_method none, the mean and variance
+    named exact-variance in band_methods, null quantile bands with their reason) reads as it
+    says: `ldp query --quantile` gives no band and `ldp show` prints "(no band)" for the
+    quantiles and the mean's band named exact-variance."""
+    record = _record(protocol)
+    reason = ("no calibrated band for estimator 'norm-sub': its bootstrap measures the spread, "
+              "not the bias")
+    old = dataclasses.replace(
+        record, band_method="none", fields=record.fields | {"band_methods"},
+        band_methods={"mean": BAND_EXACT, "variance": BAND_EXACT},
+        bands={key: (value if key in ("mean", "variance") else None)
+               for key, value in record.bands.items()},
+        band_reasons={key: reason for key in record.bands if key not in ("mean", "variance")})
+    assert record_problem(json.loads(old.to_json())) is None
+    read = EstimateRecord.from_json(old.to_json())
+    answer = NumericWindow.from_record(read).quantile(0.5)
+    assert answer.band is None and answer.band_method == "none"
+    path = tmp_path / "estimates-00000-of-00001.jsonl"
+    path.write_text(old.to_json() + "\n")
+    assert main(["show", "--output", str(tmp_path), "--metric", "latency"]) == 0
+    shown = capsys.readouterr().out
+    assert "95% band: none" in shown
+    assert "(no band)" in next(line for line in shown.splitlines()
+                               if line.strip().startswith("q0.5"))
+    assert next(line for line in shown.splitlines()
+                if line.strip().startswith("mean")).endswith(f"({BAND_EXACT})")

@@ -16,7 +16,7 @@ from ldp_telemetry.ldp.estimation.cfo_moments import (CFO_MEAN_REASON,
                                                       CFO_VARIANCE_DECLARED_REASON, cfo_moments,
                                                       cfo_statistic_bands, declared_statistics)
 from ldp_telemetry.ldp.estimation.moments import SMALL_WINDOW_REASON
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, NO_REPORTS_REASON
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, NO_REPORTS_REASON
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
 from ldp_telemetry.ldp.protocols.numeric import unit_buckets
 from ldp_telemetry.output.bands import statistic_band_method
@@ -103,29 +103,29 @@ def _config(protocol: str = "cfo-grr"):
 @pytest.mark.parametrize("protocol", ["cfo-grr", "cfo-olh"])
 def test_a_cfo_record_names_its_exact_mean_and_variance_bands(protocol):
     """finalize: the mean's and variance's bands in metric units (mean low + span · unit,
-    variance span² · unit), method exact-variance, the quantiles none; the record's
-    `band_methods` names them and `ldp show` prints "(exact-variance)" beside them."""
+    variance span² · unit) and the quantiles' (ldp_telemetry.ldp.estimation.bin_quantiles),
+    all exact-variance: the record's `band_method`, so `band_methods` names none, and
+    `ldp show` prints the record's method once."""
     config = _config(protocol)
     rng = np.random.default_rng(5)
     values = np.clip(rng.lognormal(1.0, 0.6, 10_000), 0, 32)
     statistic = _window(config.protocol, config.to_unit(values), rng)
     result = finalize_window(config, statistic, 10_000)
     mean, mean_se, variance, variance_se = cfo_moments(config.protocol, statistic, 10_000)
-    assert result.band_method == BAND_NONE
-    assert result.band_methods == {"mean": BAND_EXACT, "variance": BAND_EXACT}
+    assert result.band_method == BAND_EXACT
+    assert result.band_methods == {}
     assert result.bands["mean"].lower == pytest.approx(32 * (mean - 1.959963984540054 * mean_se))
     assert result.bands["variance"].upper == pytest.approx(
         1024 * (variance + 1.959963984540054 * variance_se))
-    assert result.bands["0.5"].lower is None and "norm-sub" in result.bands["0.5"].reason
+    median = result.bands["0.5"]
+    assert median.lower < median.upper and "norm-sub" in median.reason
     record = EstimateRecord.from_json(
         numeric_estimate_record(config, result, 0, 3_600_000).to_json())
-    assert record.band_methods == {"mean": BAND_EXACT, "variance": BAND_EXACT}
+    assert record.band_method == BAND_EXACT and not record.band_methods
     assert statistic_band_method(record, "variance") == BAND_EXACT
-    text = format_numeric(record)
-    assert any(line.strip().startswith("mean") and line.endswith(f"({BAND_EXACT})")
-               for line in text.splitlines())
-    assert any(line.strip().startswith("variance") and line.endswith(f"({BAND_EXACT})")
-               for line in text.splitlines())
+    assert statistic_band_method(record, "0.5") == BAND_EXACT
+    assert record.bands["0.5"] == {"lower": median.lower, "upper": median.upper}
+    assert BAND_EXACT in format_numeric(record)
 
 
 def test_the_reasons_say_what_the_band_holds_and_when_it_is_extrapolated():

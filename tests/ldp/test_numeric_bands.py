@@ -76,9 +76,12 @@ def test_declared_statistics_and_other_estimators_have_no_band_and_say_why():
         "name": "c", "protocol": "cfo-grr", "epsilon": 2.0,
         "domain": {"low": 0, "high": 16, "buckets": 16}, "estimator": "norm-sub"}]})["c"]
     method, bands = numeric_bands(cfo, window(cfo, rng.uniform(2, 10, 3000), rng), 3000)
-    assert method == BAND_NONE
-    # CFO-binning: exact-variance mean and variance (ldp.estimation.cfo_moments), no quantiles
-    assert all(band.lower is None and "norm-sub" in band.reason for key, band in bands.items()
+    assert method == BAND_EXACT
+    # CFO-binning: exact-variance mean and variance (ldp.estimation.cfo_moments) and quantiles
+    # (ldp.estimation.bin_quantiles: whole bins of width 1 here)
+    assert all(band.method == BAND_EXACT and band.lower < band.upper
+               and band.lower == int(band.lower) and band.upper == int(band.upper)
+               and "norm-sub" in band.reason for key, band in bands.items()
                if key not in ("mean", "variance"))
     assert bands["mean"].method == BAND_EXACT and bands["mean"].lower < 6 < bands["mean"].upper
     # ε = 2, n = 3,000: a cell where the variance's band is declared (cfo_moments)

@@ -22,6 +22,7 @@ from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.engine.finalize import finalize_window
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.pipelines.batch import run_job
+from ldp_telemetry.pipelines.cli import main as cli_main
 from ldp_telemetry.pipelines.csv_input import map_to_domain
 from ldp_telemetry.pipelines.job import EstimateJob
 from ldp_telemetry.schemas import load_schema
@@ -127,10 +128,12 @@ def check_record(record, config, expected):
                                    atol=1e-12)
         assert record.get("level_reports") == (None if expected.level_reports is None
                                                else list(expected.level_reports))
+    assert record["band_method"] == expected.band_method
+    assert record["bands"] == {key: band.as_dict() for key, band in expected.bands.items()}
     fastavro.validation.validate(record, load_schema("window_estimate"), raise_errors=True)
 
 
-def test_sliding_windows_of_numeric_metrics(tmp_path):
+def test_sliding_windows_of_numeric_metrics(tmp_path, capsys):
     rng = np.random.default_rng(21)
     parts = {metric: [] for metric in REGISTRY.by_name}
     files = []
@@ -158,6 +161,23 @@ def test_sliding_windows_of_numeric_metrics(tmp_path):
         with open(path, "rb") as handle:
             avro_records += list(fastavro.reader(handle))
     assert len(avro_records) == len(records)
+    # a hierarchy's quantile bands (exact-variance, ldp.estimation.bin_quantiles), read back
+    hh = next(record for record in records if record["metric"] == "rtt_hh"
+              and record["n"] == 2100)
+    band = hh["bands"]["0.5"]
+    assert hh["band_method"] == "exact-variance" and band["lower"] < band["upper"]
+    out = str(tmp_path / "out")
+    query = ["query", "--output", out, "--metric", "rtt_hh", "--window", hh["window_start"],
+             "--quantile", "0.5", "--json"]
+    assert cli_main(query) == 0
+    answer = json.loads(capsys.readouterr().out)["answers"][0]
+    assert answer["band95"] == [band["lower"], band["upper"]]
+    assert answer["band_method"] == "exact-variance"
+    assert cli_main(["show", "--output", out, "--metric", "rtt_hh",
+                     "--window", hh["window_start"]]) == 0
+    shown = capsys.readouterr().out
+    assert "95% band: exact-variance" in shown
+    assert f"[{band['lower']:.4g}, {band['upper']:.4g}]" in shown
 
 
 def test_streaming_panes_of_a_numeric_metric(tmp_path):
