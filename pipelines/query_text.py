@@ -16,7 +16,7 @@ from ldp_telemetry.ldp.base.errors import ConfigError, InputError
 from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.names import printable, typed_name
+from ldp_telemetry.output.names import printable, terminal_safe, typed_name
 from ldp_telemetry.output.text import BAND_NOTE
 
 
@@ -149,9 +149,20 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
         lines.append("  (no standard error: the record keeps bootstrap errors for the mean and "
                      "the quantiles at levels 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99 "
                      "only)")
-    lines += [f"  ({answer.band_reason})" for answer in answers
+    lines += [f"  ({terminal_safe(answer.band_reason)})" for answer in answers
               if answer.band_reason is not None and answer.query == "range"]
-    return "\n".join(lines)
+    return "\n".join(lines + _quantile_reasons(answers))
+
+
+def _quantile_reasons(answers) -> list[str]:
+    """One line per distinct band reason of the quantile answers, naming their levels (a
+    reason read from the record, so escaped for the terminal)."""
+    levels: dict[str, list[str]] = {}
+    for answer in answers:
+        if answer.query == "quantile" and answer.band_reason is not None:
+            levels.setdefault(answer.band_reason, []).append(f"{answer.argument[0]:g}")
+    return [f"  (quantile {', '.join(shown)}: {terminal_safe(reason)})"
+            for reason, shown in levels.items()]
 
 
 #: What a range's exact standard error and band are, as the text prints it.

@@ -99,6 +99,7 @@ class NumericRecord(Protocol):
     quantile_std_errors: Mapping[str, float] | None
     band_method: str | None
     bands: Mapping[str, Any] | None
+    band_reasons: Mapping[str, str] | None
     protocol: str
     epsilon: float
     unbiased_estimate: np.ndarray | None
@@ -121,6 +122,8 @@ class NumericWindow:
     #: the unbiased bin estimate and its exact variances (None: `no_linear_reason` says why)
     linear: LinearBins | None = None
     no_linear_reason: str | None = None
+    #: statistic -> what its band holds or why it has none (the record's `band_reasons`)
+    band_reasons: dict | None = None
 
     @classmethod
     def from_record(cls, record: NumericRecord) -> NumericWindow:
@@ -134,7 +137,8 @@ class NumericWindow:
                    int(record.n), np.asarray(record.bucket_edges, dtype=np.float64),
                    np.asarray(record.estimate, dtype=np.float64),
                    dict(record.quantile_std_errors or {}), record.band_method,
-                   dict(record.bands or {}), linear, reason)
+                   dict(record.bands or {}), linear, reason,
+                   dict(getattr(record, "band_reasons", None) or {}))
 
     def _require_distribution(self, query: str) -> None:
         """ConfigError naming `query` when the record keeps no distribution (a protocol that
@@ -185,8 +189,10 @@ class NumericWindow:
         key = next((k for k in QUANTILE_LEVELS if float(k) == level), None)
         error = self.quantile_errors.get(key) if key is not None else None
         band = (self.bands or {}).get(key) if key is not None else None
+        reason = (self.band_reasons or {}).get(key) if key is not None else None
         return NumericAnswer("quantile", (float(level),), value, error, self.band_method,
                              None if band is None else (band["lower"], band["upper"]),
+                             None if reason is None else str(reason),
                              std_error_kind=None if error is None else "bootstrap")
 
 

@@ -104,3 +104,29 @@ def test_a_mean_only_record_has_no_range_nor_quantile(tmp_path, capsys):
         assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
                      *query]) == 2
         assert "estimates the mean only" in capsys.readouterr().err
+
+
+def test_a_quantiles_band_reason_is_read_from_the_record_and_printed_escaped(tmp_path, capsys):
+    """A quantile answer carries the record's `band_reasons` entry for its level (what its band
+    holds, or why it has none); the text prints each reason once with its levels, escaped (a
+    record file is data: its text must not drive the terminal)."""
+    declared = "no band: measured 0.88 \x1b[2J"
+    record = dataclasses.replace(
+        RECORD, band_method="bias-corrected-bootstrap",
+        bands={"0.5": {"lower": 150.0, "upper": 250.0}, "0.75": None, "0.9": None},
+        band_reasons={"0.75": declared, "0.9": declared})
+    window = NumericWindow.from_record(record)
+    assert window.quantile(0.5).band_reason is None
+    assert window.quantile(0.75).band_reason == declared
+    assert window.quantile(0.8).band_reason is None  # not one of the record's levels
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text(record.to_json() + "\n")
+    query = ["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
+             "--quantile", "0.5,0.75,0.9"]
+    assert main([*query, "--json"]) == 0
+    answers = json.loads(capsys.readouterr().out)["answers"]
+    assert [a["band_reason"] for a in answers] == [None, declared, declared]
+    assert main(query) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text
+    assert text.count("no band: measured 0.88 \\x1b[2J") == 1
+    assert "(quantile 0.75, 0.9: no band: measured 0.88 \\x1b[2J)" in text
