@@ -46,10 +46,10 @@ def test_the_held_out_evaluation_refuses_calibration_windows(scripts, tmp_path, 
             "--windows", "2", "--wide-buckets", "0", "--simulate-only"]
     calibration = cache_of(coverage, tmp_path, coverage.CALIBRATION_SEED)
     with pytest.raises(SystemExit):
-        coverage.main([*args, "--cache", str(calibration)])
+        coverage.main([*args, "--set", "3", "--cache", str(calibration)])
     assert "holds other cells" in capsys.readouterr().err
-    held_out = cache_of(coverage, tmp_path, coverage.EVALUATION_SEED)
-    coverage.main([*args, "--cache", str(held_out)])  # its own windows: accepted
+    held_out = cache_of(coverage, tmp_path, coverage.SETS[3][1])
+    coverage.main([*args, "--set", "3", "--cache", str(held_out)])  # its own windows: accepted
 
 
 def test_the_calibration_refuses_held_out_windows(scripts, tmp_path, capsys, monkeypatch):
@@ -62,10 +62,13 @@ def test_the_calibration_refuses_held_out_windows(scripts, tmp_path, capsys, mon
     assert "holds other cells" in capsys.readouterr().err
 
 
-def test_the_validation_refuses_the_windows_the_declarations_are_fitted_on(scripts, capsys):
+@pytest.mark.parametrize("seed", [31, 53])
+def test_the_validation_refuses_the_windows_the_declarations_are_fitted_on(scripts, capsys,
+                                                                           seed):
+    """Set 4 refuses the seeds of sets 2 and 3, both read by benchmarks/declare_bands.py."""
     with pytest.raises(SystemExit):
-        scripts["coverage"].main(["--seed", "31", "--simulate-only"])
-    assert "31: declarations" in capsys.readouterr().err
+        scripts["coverage"].main(["--seed", str(seed), "--simulate-only"])
+    assert "31, 53: declarations" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
