@@ -130,3 +130,52 @@ def test_the_shipped_declarations_are_the_rule_applied_to_sets_2_and_3(declare):
         declare.MODULE.read_text())
 
 
+
+
+def test_the_chance_of_a_miss_below_is_the_binomial_tail():
+    """An exact band's coverage over W windows is Binomial(W, 0.95) / W: more than two standard
+    errors below 0.95 means at most 90 of 100 windows (0.9064 · 100 rounded down) and at most
+    183 of 200 (0.9192 · 200), whose probabilities the tables print as the chance."""
+    from scipy import stats
+    with loaded_scripts("coverage_summary") as loaded:
+        summary = loaded["coverage_summary"]
+        assert summary.below_by_two(0.90, 100) and not summary.below_by_two(0.91, 100)
+        assert summary.below_by_two(0.915, 200) and not summary.below_by_two(0.92, 200)
+        assert summary.below_by_two_chance(100) == pytest.approx(stats.binom.cdf(90, 100, 0.95))
+        assert summary.below_by_two_chance(200) == pytest.approx(stats.binom.cdf(183, 200, 0.95))
+
+
+def test_the_summary_reads_the_newest_held_out_set(tmp_path):
+    """The Square Wave quantile row of the coverage summary comes from set 4's results when
+    they exist, set 3's otherwise."""
+    import json
+
+    def results(name, seed):
+        run = {"parameters": {"seed": seed}, "results": {"set": seed, "cells": []}}
+        (tmp_path / f"{name}.json").write_text(json.dumps(run))
+    with loaded_scripts("coverage_summary") as loaded:
+        summary = loaded["coverage_summary"]
+        assert summary.newest_quantile_set(tmp_path) is None
+        results("coverage", 53)
+        assert summary.newest_quantile_set(tmp_path)["parameters"]["seed"] == 53
+        results("coverage_set4", 71)
+        assert summary.newest_quantile_set(tmp_path)["parameters"]["seed"] == 71
+
+
+def test_set_4_draws_taxi_minutes_by_their_slots_share():
+    """The NYC taxi pickup minute (set 4): values in [0, 1440), each 30-minute slot drawn as
+    often as its share of NAB's passengers. 10⁵ draws: a slot's count is Binomial(n, p), so
+    each slot lies within 4.5 standard errors but with probability 6.8 · 10⁻⁶, all 48 but
+    with probability < 4 · 10⁻⁴ (seed fixed). Skipped without the shared data sets."""
+    import numpy as np
+    with loaded_scripts("coverage") as loaded:
+        coverage = loaded["coverage"]
+        if not coverage.dataset_path(coverage.TAXI).exists():
+            pytest.skip("the shared data sets are not here")
+        shares = coverage._taxi_slots()
+        values = coverage.draw(coverage.TAXI, np.random.default_rng(7), 100_000)
+    assert len(shares) == 48 and shares.sum() == pytest.approx(1.0)
+    assert values.min() >= 0.0 and values.max() < 1440.0
+    counts = np.bincount((values // 30).astype(int), minlength=48)
+    error = np.sqrt(shares * (1 - shares) / 100_000)
+    assert np.all(np.abs(counts / 100_000 - shares) <= 4.5 * error)
