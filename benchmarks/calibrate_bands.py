@@ -3,9 +3,9 @@
 The record's band for a statistic is θ̂ − b ± (t · s · √(1 + 1/R) · min(1, 1 + c) + max(c, 0) ·
 |b|) (`bias_corrected_bands` of ldp_telemetry.ldp.estimation.uncertainty). This script draws W
 calibration windows per (data set, ε, n) of the lognormal latency and flights3m `distance` (128
-buckets, seed 131: set 1; benchmarks/declare_bands.py declares on set 2, seed 31, and
-benchmarks/coverage.py measures on set 3, seed 53, with data shapes no fit saw), and for each
-(ε, n) cell and statistic picks the c of a grid in [−0.6, 4] whose worse coverage over the two
+buckets, seed 131: set 1; benchmarks/declare_bands.py declares on sets 2 and 3, seeds 31 and
+53, and benchmarks/coverage.py measures on set 4, seed 71, with data shapes no set saw), and for
+each (ε, n) cell and statistic picks the c of a grid in [−0.6, 4] whose worse coverage over the two
 data sets is nearest 0.95 (ties: the narrower band). A statistic is declared without a band in
 a cell where even that c leaves a data set's coverage more than TOLERANCE from 0.95 (two
 standard errors at W = 200: no margin of this family fits both shapes there). `--write`

