@@ -130,3 +130,19 @@ def test_a_quantiles_band_reason_is_read_from_the_record_and_printed_escaped(tmp
     assert "\x1b" not in text
     assert text.count("no band: measured 0.88 \\x1b[2J") == 1
     assert "(quantile 0.75, 0.9: no band: measured 0.88 \\x1b[2J)" in text
+
+
+def test_a_quantiles_band_method_read_from_the_record_is_printed_escaped(tmp_path, capsys):
+    """The text names the record's `band_method` after a quantile's band: read from a file, it
+    is escaped as `ldp show` escapes it (it must not drive the terminal); --json keeps it."""
+    method = "bias-corrected\x1b[2J-bootstrap"
+    record = dataclasses.replace(RECORD, band_method=method,
+                                 bands={"0.5": {"lower": 150.0, "upper": 250.0}})
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text(record.to_json() + "\n")
+    query = ["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
+             "--quantile", "0.5"]
+    assert main(query) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text and "(bias-corrected\\x1b[2J-bootstrap)" in text
+    assert main([*query, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["answers"][0]["band_method"] == method
