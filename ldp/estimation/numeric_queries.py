@@ -57,6 +57,10 @@ RANGE_CUT_REASON = ("band of the probability with the mass spread uniformly with
                     "up to about {gap:.3g} (each cut bin's estimated mass times the larger of "
                     "its shares in and out of the range), {share:.0%} of the half-width")
 
+#: Why a quantile has no band although the record gives one (a record read from a file).
+QUANTILE_BAND_NOT_FINITE_REASON = ("no band: the record's band of this quantile holds a bound "
+                                   "that is not a finite number")
+
 #: What the answer of a range of zero width means (its probability is 0 by the convention).
 RANGE_POINT_REASON = ("a range of zero width has probability 0 with the mass spread uniformly "
                       "within each bin, whatever share of the values equals {point:g}: ask a "
@@ -190,9 +194,12 @@ class NumericWindow:
         error = self.quantile_errors.get(key) if key is not None else None
         band = (self.bands or {}).get(key) if key is not None else None
         reason = (self.band_reasons or {}).get(key) if key is not None else None
+        bounds = None if band is None else (band["lower"], band["upper"])
+        if bounds is not None and not all(isinstance(bound, (int, float))
+                                          and math.isfinite(bound) for bound in bounds):
+            bounds, reason = None, QUANTILE_BAND_NOT_FINITE_REASON
         return NumericAnswer("quantile", (float(level),), value, error, self.band_method,
-                             None if band is None else (band["lower"], band["upper"]),
-                             None if reason is None else str(reason),
+                             bounds, None if reason is None else str(reason),
                              std_error_kind=None if error is None else "bootstrap")
 
 

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from ldp_telemetry.ldp.estimation.numeric_queries import NumericWindow
+from ldp_telemetry.ldp.estimation.numeric_queries import (QUANTILE_BAND_NOT_FINITE_REASON,
+                                                          NumericWindow)
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.pipelines.cli import main
 
@@ -146,3 +147,32 @@ def test_a_quantiles_band_method_read_from_the_record_is_printed_escaped(tmp_pat
     assert "\x1b" not in text and "(bias-corrected\\x1b[2J-bootstrap)" in text
     assert main([*query, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["answers"][0]["band_method"] == method
+
+
+def test_a_quantile_band_that_is_not_finite_in_the_file_is_no_band(tmp_path, capsys):
+    """A record read from a file whose quantile band holds NaN (or infinity) gives that
+    quantile no band, saying why, instead of printing [nan, …] and writing NaN, which is not
+    JSON, into --json."""
+    record = dataclasses.replace(
+        RECORD, band_method="bias-corrected-bootstrap",
+        bands={"0.5": {"lower": float("nan"), "upper": 250.0},
+               "0.75": {"lower": 200.0, "upper": float("inf")},
+               "0.9": {"lower": 300.0, "upper": 400.0}})
+    window = NumericWindow.from_record(record)
+    for level in (0.5, 0.75):
+        answer = window.quantile(level)
+        assert answer.band is None and answer.band_reason == QUANTILE_BAND_NOT_FINITE_REASON
+    assert window.quantile(0.9).band == (300.0, 400.0)
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text(record.to_json() + "\n")
+    query = ["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
+             "--quantile", "0.5,0.75,0.9"]
+    assert main([*query, "--json"]) == 0
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+    answers = json.loads(capsys.readouterr().out, parse_constant=refuse)["answers"]
+    assert [a["band95"] for a in answers] == [None, None, [300.0, 400.0]]
+    assert main(query) == 0
+    text = capsys.readouterr().out
+    assert "nan" not in text.lower() and text.count("(no band)") == 2
+    assert f"(quantile 0.5, 0.75: {QUANTILE_BAND_NOT_FINITE_REASON})" in text
