@@ -125,8 +125,9 @@ class LinearBins:
 
     def prefix_variances(self) -> np.ndarray | None:
         """`variance` of the B + 1 prefixes Σ_{i<k} x~_i (k = 0..B), the CDF at the bin
-        edges, in O(B · h²) for a hierarchy (`_tree_prefix_functionals`) and O(B) for
-        CFO-binning; None where an oracle has no `symmetric_form`."""
+        edges, in O(B · h³) for a hierarchy (`_tree_prefix_functionals`: O(B · ℓ) segments at
+        depth ℓ, each valued over its ℓ ancestors' terms) and O(B) for CFO-binning; None
+        where an oracle has no `symmetric_form`."""
         found = [symmetric_form(oracle) for oracle in self.oracles]
         forms = [form for form in found if form is not None]
         if len(forms) < len(found):

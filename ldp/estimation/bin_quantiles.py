@@ -27,7 +27,7 @@ F̂ need not be monotone (x~ has negative entries): the hull takes every t the t
 band can be wider than the bins between its two crossings. The band need not be centred on the
 record's printed quantile (Norm-Sub's or ADMM's, which are biased); it is made from the
 unbiased x~ alone. Cost: one cumulative sum and the B + 1 edge variances at once
-(`LinearBins.prefix_variances`: O(B) for CFO-binning, O(B · h²) for a hierarchy); the
+(`LinearBins.prefix_variances`: O(B) for CFO-binning, O(B · h³) for a hierarchy); the
 interpolated rule adds the B bins' variances (O(B · nodes) for a hierarchy);
 benchmarks/coverage_bin_quantiles.py --cost measures both.
 """
