@@ -16,7 +16,7 @@ from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.names import printable
 from ldp_telemetry.output.text import BAND_NOTE, dictionary_text, found_by
-from ldp_telemetry.pipelines.query_text import asked_labels
+from ldp_telemetry.pipelines.query_labels import asked_labels
 
 
 def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> str:

@@ -18,6 +18,7 @@ from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.names import printable, terminal_safe, typed_name
 from ldp_telemetry.output.text import BAND_NOTE
+from ldp_telemetry.pipelines.query_labels import asked_labels
 
 
 def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
@@ -69,15 +70,6 @@ def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
     lines += sorted({f"  (no band: {answer.band_reason})" for answer in answers
                      if answer.band_reason is not None})
     return "\n".join(lines)
-
-
-def asked_labels(args: argparse.Namespace, names) -> list[str]:
-    """The labels a query names: `--labels` split on commas, each stripped of spaces, or every
-    `--label` whole (a label holding a comma or an outer space); each as the text output shows
-    it or as it is (`typed_name`)."""
-    if args.label is not None:
-        return [typed_name(label, names) for label in args.label]
-    return [typed_name(label.strip(), names) for label in args.labels.split(",")]
 
 
 def _band_text(answer) -> str:
