@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 
+import pytest
+
+from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.pipelines.heavy_hitter_query import answer_heavy_hitters
 
@@ -24,7 +27,8 @@ def record() -> EstimateRecord:
 
 def answer(**flags) -> str:
     return answer_heavy_hitters(record(), argparse.Namespace(
-        **{"top": None, "labels": None, "json": False, "metric": "app", **flags}))
+        **{"top": None, "labels": None, "label": None, "json": False, "metric": "app",
+           **flags}))
 
 
 def test_the_text_escapes_control_and_bidirectional_characters():
@@ -42,6 +46,16 @@ def test_a_string_is_asked_for_as_the_text_shows_it():
     answers = json.loads(answer(labels="\\x1b[31mred,\\u202eexe,mail", json=True))["answers"]
     assert [a["labels"][0] for a in answers] == [LABELS[1], LABELS[2], LABELS[0]]
     assert [a["value"] for a in answers] == [0.2, 0.1, 0.3]
+
+
+def test_a_string_is_asked_for_whole_with_label():
+    """--label names one heavy hitter whole (repeatable), as --labels does after splitting; an
+    unknown one is refused naming --label."""
+    answers = json.loads(answer(label=["\\x1b[31mred", "mail"], json=True))["answers"]
+    assert [a["labels"][0] for a in answers] == [LABELS[1], LABELS[0]]
+    with pytest.raises(ConfigError) as refused:
+        answer(label=["red, mail"])
+    assert refused.value.field == "label"
 
 
 def test_the_metric_from_the_record_is_escaped_too():
