@@ -345,6 +345,29 @@ def version_problem(record: Mapping) -> str | None:
     return None
 
 
+#: A numeric record's maps from a statistic's name: what each entry must be, and its test.
+_STATISTIC_MAPS = {
+    "quantiles": ("a number or null", lambda v: v is None or is_number(v)),
+    "quantile_std_errors": ("a number or null", lambda v: v is None or is_number(v)),
+    "bands": ('null or {"lower": number, "upper": number}',
+              lambda v: v is None or (isinstance(v, dict) and is_number(v.get("lower"))
+                                      and is_number(v.get("upper")))),
+    "band_reasons": ("a string", lambda v: isinstance(v, str)),
+    "band_methods": ("a string", lambda v: isinstance(v, str)),
+}
+
+
+def _statistics_problem(record: dict) -> str | None:
+    """Why a numeric record's per-statistic maps (`_STATISTIC_MAPS`) are not readable, or
+    None: each present map's every entry as the map's rule says."""
+    for name, (kind, check) in _STATISTIC_MAPS.items():
+        entries = record.get(name) or {}
+        bad = next((key for key, value in entries.items() if not check(value)), None)
+        if bad is not None:
+            return f"field {name!r} maps {str(bad)!r} to something not {kind}"  # repr: escaped
+    return None
+
+
 def record_problem(record: object) -> str | None:
     """Why a decoded JSON value is not a window estimate a reader can use, or None.
 
@@ -403,7 +426,7 @@ def record_problem(record: object) -> str | None:
         unbiased = record.get("unbiased_estimate")
         if unbiased is not None and not (_is_numbers(unbiased) and len(unbiased) == size):
             return f"field 'unbiased_estimate' must be null or hold {size} numbers"
-        return None
+        return _statistics_problem(record)
     if len(record["std_error"]) != size or not _is_numbers(record["std_error"]):
         return f"field 'std_error' must hold {size} numbers"
     if record["labels"] and len(record["labels"]) != size:

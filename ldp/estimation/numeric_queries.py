@@ -60,6 +60,7 @@ RANGE_CUT_REASON = ("band of the probability with the mass spread uniformly with
 #: Why a quantile has no band although the record gives one (a record read from a file).
 QUANTILE_BAND_NOT_FINITE_REASON = ("no band: the record's band of this quantile holds a bound "
                                    "that is not a finite number")
+QUANTILE_LEVEL_REASON = ("no band: the record keeps bands at the levels {levels} only")
 
 #: What the answer of a range of zero width means (its probability is 0 by the convention).
 RANGE_POINT_REASON = ("a range of zero width has probability 0 with the mass spread uniformly "
@@ -193,7 +194,9 @@ class NumericWindow:
         key = next((k for k in QUANTILE_LEVELS if float(k) == level), None)
         error = self.quantile_errors.get(key) if key is not None else None
         band = (self.bands or {}).get(key) if key is not None else None
-        reason = (self.band_reasons or {}).get(key) if key is not None else None
+        reason = ((self.band_reasons or {}).get(key) if key is not None
+                  else QUANTILE_LEVEL_REASON.format(levels=", ".join(QUANTILE_LEVELS))
+                  if self.band_method is not None else None)
         bounds = None if band is None else (band["lower"], band["upper"])
         if bounds is not None and not all(isinstance(bound, (int, float))
                                           and math.isfinite(bound) for bound in bounds):

@@ -119,7 +119,10 @@ def test_a_quantiles_band_reason_is_read_from_the_record_and_printed_escaped(tmp
     window = NumericWindow.from_record(record)
     assert window.quantile(0.5).band_reason is None
     assert window.quantile(0.75).band_reason == declared
-    assert window.quantile(0.8).band_reason is None  # not one of the record's levels
+    # not one of the record's levels: said, not silent (before band_method: nothing to say)
+    assert window.quantile(0.8).band_reason.startswith("no band: the record keeps bands at "
+                                                       "the levels 0.01, 0.05,")
+    assert NumericWindow.from_record(RECORD).quantile(0.8).band_reason is None
     (tmp_path / "estimates-00000-of-00001.jsonl").write_text(record.to_json() + "\n")
     query = ["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
              "--quantile", "0.5,0.75,0.9"]

@@ -141,3 +141,34 @@ def test_a_follower_reads_only_complete_new_lines_and_skips_what_is_not_a_record
     assert [r.n for r in appended.estimates] == [40]
     assert appended.dead_letters == [{"reason": "undecodable"}]
     assert appended.too_late == [(WindowKey("m", T0, T0 + HOUR), 3)]
+
+
+NUMERIC = {"bucket_edges": [0.0, 1.0, 2.0], "labels": [], "std_error": None,
+           "unbiased_estimate": None, "quantiles": {"0.5": 1.0},
+           "quantile_std_errors": {"0.5": 0.1}, "bands": {"0.5": {"lower": 0.9, "upper": 1.1}},
+           "band_reasons": {"0.5": "why"}, "band_methods": {"mean": "exact-variance"}}
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"bands": {"0.5": [0.9, 1.1]}},
+     "field 'bands' maps '0.5' to something not null or {\"lower\": number, \"upper\": number}"),
+    ({"bands": {"mean": {"lower": "0.9", "upper": 1.1}}},
+     "field 'bands' maps 'mean' to something not null or {\"lower\": number, \"upper\": number}"),
+    ({"quantiles": {"0.5": "1"}}, "field 'quantiles' maps '0.5' to something not a number or "
+                                  "null"),
+    ({"quantile_std_errors": {"0.5": [1]}}, "field 'quantile_std_errors' maps '0.5' to "
+                                            "something not a number or null"),
+    ({"band_reasons": {"0.5\x1b[2J": 5}}, "field 'band_reasons' maps '0.5\\x1b[2J' to "
+                                          "something not a string"),
+    ({"band_methods": {"mean": None}}, "field 'band_methods' maps 'mean' to something not a "
+                                       "string"),
+])
+def test_a_numeric_records_statistics_are_checked_entry_by_entry(change, problem):
+    """Every reader (`ldp show`, `ldp query`, the store, the dashboard) reads a numeric
+    record's per-statistic maps: an entry of the wrong shape read from a file is a named
+    problem, not a TypeError or ValueError deep in a reader."""
+    numeric = {**record(), **NUMERIC}
+    assert record_problem(numeric) is None
+    assert record_problem({**numeric, "bands": {"0.5": None}, "quantiles": {"0.5": None}}) \
+        is None
+    assert record_problem({**numeric, **change}) == problem
