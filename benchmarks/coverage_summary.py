@@ -122,7 +122,9 @@ def frequency_rows(results: dict) -> list[dict]:
         protocols = ", ".join(sorted({r["protocol"].upper() for r in chosen}))
         out.append(tally(family, "exact-variance", pairs, declared,
                          f"{protocols}; every post-processing and Wiener filter prints this "
-                         "band of the unbiased estimate"))
+                         "band of the unbiased estimate"
+                         + (" (a Wiener record from its unbiased_std_error)"
+                            if chosen is pooled else "")))
     queries = [(r["coverage"][g], windows) for r in rows for g in QUERY_GROUPS
                if r["coverage"].get(g) is not None]
     if queries:
@@ -238,8 +240,6 @@ DECLARED = [
      "the bias (coverage 0.00–1.00 by statistic)"),
     ("Square Wave range probabilities", "none", "EM's buckets are not linear in the reports "
      "and the record keeps no covariance of them"),
-    ("a pooled-hash oracle's Wiener filter", "none",
-     "its record keeps the filter's error, not f~'s with the collision term"),
     ("Wiener top-k answers", "none", "the selection by the filtered estimate is not replayed"),
 ]
 

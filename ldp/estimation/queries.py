@@ -232,6 +232,9 @@ class WindowEstimate:
     spec: PostprocessSpec
     estimator: EstimatorSpec = EstimatorSpec("unbiased")
     chosen: str | None = None
+    #: why the window's answers have no band whatever the query (a pooled-hash oracle's Wiener
+    #: record written before records kept `unbiased_std_error`: WIENER_NO_BAND), or None
+    band_reason: str | None = None
 
     @classmethod
     def from_record(cls, record: FrequencyRecord) -> WindowEstimate:
@@ -248,11 +251,16 @@ class WindowEstimate:
         # the method the record's replay chose made its estimate: a replay run by another
         # release may choose another (the pooled-hash oracles' gained their collision error)
         chosen = post.get("chosen") if spec.method in AUTO_METHODS else None
+        # a pooled-hash Wiener record read as it says: one written before it kept f~'s
+        # standard error has no bands (the readers of output.bands show none either)
+        old_pooled_filter = (is_pooled(protocol.name) and estimator.method != "unbiased"
+                             and getattr(record, "unbiased_std_error", None) is None)
         return cls(record.metric, record.window_start, record.window_end, protocol,
                    int(record.n), labels,
                    np.asarray(record.unbiased_estimate, dtype=np.float64),
                    np.asarray(record.estimate, dtype=np.float64), spec, estimator,
-                   chosen if chosen in CANDIDATES else None)
+                   chosen if chosen in CANDIDATES else None,
+                   WIENER_NO_BAND if old_pooled_filter else None)
 
     @classmethod
     def from_unbiased(cls, protocol: FrequencyOracle, n: int, unbiased: np.ndarray,
@@ -355,12 +363,13 @@ class WindowEstimate:
         answer = Answer(query, tuple(int(i) for i in chosen),
                         tuple(self.labels[i] for i in chosen), value, se, "exact",
                         unbiased_value, method, params)
+        if self.band_reason is not None:
+            return replace(answer, band_method=BAND_NONE, band_reason=self.band_reason)
         if self._fit is not None:
             # a Wiener filter's answer: its error is the filter's fixed-gain one; its band is
-            # the unbiased answer's, as the record's value bands (none for a pooled oracle)
+            # the unbiased answer's, as the record's value bands (a pooled-hash oracle's:
+            # f~ ± z · f~'s standard error with the collision term, below)
             answer = replace(answer, std_error_kind="fixed-gain")
-            if is_pooled(self.protocol.name):
-                return replace(answer, band_method=BAND_NONE, band_reason=WIENER_NO_BAND)
             centre = unbiased_value
             se = math.sqrt(linear_variance(self.protocol, self.n, indicator, self.plug_in))
         few = few_supports_reason(self.noise)
