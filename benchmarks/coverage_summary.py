@@ -166,6 +166,32 @@ def top_k_rows(calibration: dict | None, selective: dict | None = None) -> list[
                   note="conservative: the union of the bootstrap and the score band")]
 
 
+def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
+    """The top-k answers `ldp query` gives a Wiener record (frequency_bands.top_k_filtered_bands),
+    counted per (filter, method, cell, rank) triple from benchmarks/selective_top_k.py --wiener:
+    the triples of the filters, post-processing methods and cells that ship a band, and as
+    declared those measured where it is declared (WIENER_TOP_K_UNCALIBRATED)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_FILTERS,
+                                                              WIENER_TOP_K_METHODS,
+                                                              WIENER_TOP_K_UNCALIBRATED,
+                                                              top_k_cell)
+    rows = [row for results in measured if results for row in results["rows"]]
+    if not rows:
+        return []
+
+    def shipped(row: dict) -> bool:
+        return (row["filter"] in WIENER_TOP_K_FILTERS and row["method"] in WIENER_TOP_K_METHODS
+                and top_k_cell(row["epsilon"], row["n"])
+                not in WIENER_TOP_K_UNCALIBRATED.get(row["filter"], frozenset()))
+    pairs = [(float(c), row["windows"]) for row in rows if shipped(row)
+             for c in row["by_rank"].split()]
+    declared = sum(len(row["by_rank"].split()) for row in rows if not shipped(row))
+    filters = ", ".join(sorted({row["filter"].upper() for row in rows if shipped(row)}))
+    return [tally("Wiener top-k answers, per rank", "rank-conditional-union", pairs, declared,
+                  f"{filters} then base, norm-sub or norm-hyb (measured: GRR, OUE on the "
+                  "airports data); (filter, method, cell, rank) triples")]
+
+
 def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict | None,
                  cfo: dict | None = None) -> list[dict]:
     """Square Wave's mean and variance (exact-variance), its quantiles (the bias-corrected
@@ -240,7 +266,9 @@ DECLARED = [
      "the bias (coverage 0.00–1.00 by statistic)"),
     ("Square Wave range probabilities", "none", "EM's buckets are not linear in the reports "
      "and the record keeps no covariance of them"),
-    ("Wiener top-k answers", "none", "the selection by the filtered estimate is not replayed"),
+    ("Wiener top-k answers: smooth, keep_extremes, other post-processing, pooled-hash and "
+     "memoized oracles", "none", "not measured, or not linear in f~ at fixed gains, or no rank "
+     "event in the exact covariance (docs/error-bars.md)"),
 ]
 
 
@@ -251,6 +279,7 @@ def summary(results: Path = RESULTS) -> list[dict]:
     if frequency:
         rows += frequency_rows(frequency)
     rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"))
+    rows += wiener_top_k_rows(_load(results, "top_k_wiener"), _load(results, "top_k_wiener_amrp"))
     rows += numeric_rows(_load(results, "coverage_moments"), _load(results, "coverage"),
                          _load(results, "quantile_lr"), _load(results, "coverage_cfo_moments"))
     rows += bin_rows(_load(results, "coverage_bins"), _load(results, "coverage_bins_large"))

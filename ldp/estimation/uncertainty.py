@@ -97,10 +97,6 @@ BAND_METHODS = (BAND_EXACT, BAND_BOOTSTRAP, BAND_BIAS_CORRECTED, BAND_FIXED_GAIN
 WIENER_NO_BAND = ("no band: a pooled-hash oracle's band is its unbiased estimate ± 1.96 of its "
                   "standard errors, and this Wiener record, written before records kept them "
                   "(unbiased_std_error), keeps only the filter's fixed-gain one")
-#: Why a Wiener filter's top-k answers have no band: the values are selected by the filtered
-#: estimate, which the top-k bootstrap (frequency_bands.top_k_bands) does not replay.
-WIENER_TOP_K_NO_BAND = ("no calibrated band for the top values of a Wiener filter: its "
-                        "selection is not replayed by the top-k bootstrap")
 
 #: The statistics a numeric record carries bands for: the mean, the variance and the record's
 #: quantile levels.

@@ -129,8 +129,8 @@ def test_the_band_is_the_unbiased_estimates_score_band():
     """value_bands is the score band of the unbiased estimate: exactly the frequencies f in
     [0, 1] that |f~ − f| ≤ Z95 · sqrt(eq. 2 at f) accepts (checked on a grid of f); a Wiener
     filter's record has the same band of its unbiased estimate (its std_error is the
-    filter's), and a record that declares no band (a pooled-hash oracle's Wiener filter) has
-    none."""
+    filter's), and a pooled-hash oracle's Wiener record the band of its unbiased estimate with
+    the collision term (f~ ± z · its `unbiased_std_error`, not the filter's error)."""
     config, result, record = next(records("norm-sub", windows=1))
     lower, upper = (np.array(bound) for bound in value_bands(record))
     noise = result.noise
@@ -153,8 +153,15 @@ def test_the_band_is_the_unbiased_estimates_score_band():
         result = finalize_window(config, statistic, N)
         wiener = window_estimate_record(config, result, 0, 1)
         if name == "flh":
-            assert value_bands(wiener) == ([None] * D, [None] * D)
-            assert format_top(wiener).splitlines()[0].endswith("95% band: none")
+            error = np.sqrt(result.noise.variance(error_plug_in(result.unbiased)))
+            assert result.noise.extra_variance > 0  # the collision term is in it
+            np.testing.assert_allclose(wiener.unbiased_std_error, error, rtol=1e-12)
+            np.testing.assert_allclose(value_bands(wiener), (result.unbiased - 1.959963984540054
+                                                             * error, result.unbiased
+                                                             + 1.959963984540054 * error),
+                                       rtol=1e-12)
+            assert format_top(wiener).splitlines()[0].endswith(
+                "95% band: exact-variance of the unbiased estimate")
             continue
         assert not np.allclose(wiener.std_error, np.sqrt(result.noise.variance(
             error_plug_in(result.unbiased))))  # the filter's error, not f~'s
