@@ -171,8 +171,7 @@ def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
     counted per (filter, method, cell, rank) triple from benchmarks/selective_top_k.py --wiener:
     the triples of the filters, post-processing methods and cells that ship a band, and as
     declared those measured where it is declared (WIENER_TOP_K_UNCALIBRATED)."""
-    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_FILTERS,
-                                                              WIENER_TOP_K_METHODS,
+    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MEASURED,
                                                               WIENER_TOP_K_UNCALIBRATED,
                                                               top_k_cell)
     rows = [row for results in measured if results for row in results["rows"]]
@@ -180,7 +179,7 @@ def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
         return []
 
     def shipped(row: dict) -> bool:
-        return (row["filter"] in WIENER_TOP_K_FILTERS and row["method"] in WIENER_TOP_K_METHODS
+        return (row["method"] in WIENER_TOP_K_MEASURED.get(row["filter"], frozenset())
                 and top_k_cell(row["epsilon"], row["n"])
                 not in WIENER_TOP_K_UNCALIBRATED.get(row["filter"], frozenset()))
     pairs = [(float(c), row["windows"]) for row in rows if shipped(row)

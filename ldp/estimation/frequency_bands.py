@@ -386,8 +386,11 @@ def top_k_declared(method: str, epsilon: float, n: int) -> str | None:
 #: (a (method, cell, rank) triple more than two standard errors below 0.95) are declared:
 #: rank 1 of OUE at ε = 2, n = 10⁶ held its truth in 0.90 of 100 windows after DW, IIW and
 #: IIW-G with every method (as did the unfiltered band on the same windows).
-WIENER_TOP_K_FILTERS = frozenset({"dw", "iiw", "iiw-g", "gf-dw"})
-WIENER_TOP_K_METHODS = frozenset({"base", "norm-sub", "norm-hyb"})
+_MEASURED_METHODS = frozenset({"base", "norm-sub", "norm-hyb"})
+#: filter -> the post-processing methods measured after it
+WIENER_TOP_K_MEASURED: dict[str, frozenset[str]] = {
+    "dw": _MEASURED_METHODS, "iiw": _MEASURED_METHODS, "iiw-g": _MEASURED_METHODS,
+    "gf-dw": _MEASURED_METHODS}
 WIENER_TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {
     name: frozenset({(2.0, 1_000_000)}) for name in ("dw", "iiw", "iiw-g")}
 WIENER_TOP_K_REASONS = {
@@ -398,7 +401,7 @@ WIENER_TOP_K_REASONS = {
                  "kept unfiltered make the ranking no linear function of f~ at fixed gains"),
     "filter": ("no band for the top values of {filter}: its top-k band was not measured "
                "(benchmarks/selective_top_k.py --wiener)"),
-    "method": ("no band for the top values of a Wiener filter post-processed by {method}: not "
+    "method": ("no band for the top values of {filter} post-processed by {method}: not "
                "measured (measured: {measured})"),
     "cell": ("no calibrated band for the top values of {filter} at ε = {epsilon:g}, n = {n}: a "
              "rank's coverage fell more than two standard errors below 0.95 there "
@@ -409,17 +412,17 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
                           protocol: FrequencyOracle, epsilon: float, n: int) -> str | None:
     """Why the top-k answers of a Wiener record (filter `filter_name`, post-processed by
     `method`: for a replay-chosen one, the method chosen) have no band, or None when they have
-    `top_k_filtered_bands` (WIENER_TOP_K_FILTERS, WIENER_TOP_K_METHODS,
-    WIENER_TOP_K_UNCALIBRATED)."""
+    `top_k_filtered_bands` (WIENER_TOP_K_MEASURED, WIENER_TOP_K_UNCALIBRATED)."""
     if not rank_conditional_applies(protocol):
         return WIENER_TOP_K_REASONS["oracle"].format(protocol=protocol.name)
     if keep_extremes:
         return WIENER_TOP_K_REASONS["extremes"]
-    if filter_name not in WIENER_TOP_K_FILTERS:
+    if filter_name not in WIENER_TOP_K_MEASURED:
         return WIENER_TOP_K_REASONS["filter"].format(filter=filter_name)
-    if method not in WIENER_TOP_K_METHODS:
+    if method not in WIENER_TOP_K_MEASURED[filter_name]:
         return WIENER_TOP_K_REASONS["method"].format(
-            method=method, measured=", ".join(sorted(WIENER_TOP_K_METHODS)))
+            filter=filter_name, method=method,
+            measured=", ".join(sorted(WIENER_TOP_K_MEASURED[filter_name])))
     if top_k_cell(epsilon, n) in WIENER_TOP_K_UNCALIBRATED.get(filter_name, frozenset()):
         return WIENER_TOP_K_REASONS["cell"].format(filter=filter_name, epsilon=epsilon,
                                                    n=f"{n:,}")

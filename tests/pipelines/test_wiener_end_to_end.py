@@ -184,7 +184,7 @@ def test_a_wiener_top_k_query_gives_the_bands_of_the_filtered_ranking(output, ca
 
 
 @pytest.mark.parametrize(("metric", "reason"), [
-    ("slot.dw", "post-processed by base-pos: not measured"),
+    ("slot.dw", "dw post-processed by base-pos: not measured"),
     ("slot.smooth", "smooth: its top-k band was not measured"),
     ("slot.flh", "pooled-hash oracle's collision term")])
 def test_a_wiener_top_k_query_without_a_measured_band_says_why(output, capsys, metric, reason):
