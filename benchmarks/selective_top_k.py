@@ -438,9 +438,12 @@ def main(argv: list[str] | None = None) -> int:
         if not folder.is_dir():
             print(f"no data sets at {folder}: set LDP_DATASETS", file=sys.stderr)
             return 2
-        with Run("top_k_wiener", args.json, vars(args)) as run:
+        filters = args.wiener or list(WIENER_FILTERS)
+        # AMRP alone (its replay costs about 15 times the others') is a results file apart
+        name = "top_k_wiener_amrp" if filters == ["amrp"] else "top_k_wiener"
+        with Run(name, args.json, vars(args)) as run:
             rows = wiener_rows(folder, args.datasets, args.protocols, args.epsilons,
-                               args.sizes, args.wiener or list(WIENER_FILTERS),
+                               args.sizes, filters,
                                args.wiener_methods, args.windows, args.seed)
             found = wiener_summary(rows)
             for name, line in found.items():

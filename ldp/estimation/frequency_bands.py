@@ -384,15 +384,16 @@ def top_k_declared(method: str, epsilon: float, n: int) -> str | None:
 #: (benchmarks/selective_top_k.py --wiener, docs/error-bars.md), and the post-processing
 #: methods measured after them; the cells where a filter's band fell below the standard
 #: (a (method, cell, rank) triple more than two standard errors below 0.95) are declared:
-#: rank 1 of OUE at ε = 2, n = 10⁶ held its truth in 0.90 of 100 windows after DW, IIW and
-#: IIW-G with every method (as did the unfiltered band on the same windows).
+#: rank 1 of OUE at ε = 2, n = 10⁶ held its truth in 0.90 of 100 windows after DW, IIW,
+#: IIW-G and AMRP with every method measured (as did the unfiltered band on the same windows).
 _MEASURED_METHODS = frozenset({"base", "norm-sub", "norm-hyb"})
-#: filter -> the post-processing methods measured after it
+#: filter -> the post-processing methods measured after it (AMRP: the registry's default,
+#: norm-hyb, only; each of its replicates re-runs 100 permutations)
 WIENER_TOP_K_MEASURED: dict[str, frozenset[str]] = {
     "dw": _MEASURED_METHODS, "iiw": _MEASURED_METHODS, "iiw-g": _MEASURED_METHODS,
-    "gf-dw": _MEASURED_METHODS}
+    "gf-dw": _MEASURED_METHODS, "amrp": frozenset({"norm-hyb"})}
 WIENER_TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {
-    name: frozenset({(2.0, 1_000_000)}) for name in ("dw", "iiw", "iiw-g")}
+    name: frozenset({(2.0, 1_000_000)}) for name in ("dw", "iiw", "iiw-g", "amrp")}
 WIENER_TOP_K_REASONS = {
     "oracle": ("no band for the top values of a Wiener filter on {protocol}: the band "
                "conditional on the rank needs a pure one-stage oracle's covariance (a "
