@@ -371,5 +371,5 @@ def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed():
         assert name in WIENER_TOP_K_MEASURED
         for epsilon, n in cells:  # the cell and a window inside it
             for size in (n, int(n * 1.2)):
-                reason = wiener_top_k_declared(name, False, "base", oue, epsilon, size)
+                reason = wiener_top_k_declared(name, False, "norm-hyb", oue, epsilon, size)
                 assert f"{name} at ε = {epsilon:g}" in reason
