@@ -387,11 +387,9 @@ def top_k_declared(method: str, epsilon: float, n: int) -> str | None:
 #: rank 1 of OUE at ε = 2, n = 10⁶ held its truth in 0.90 of 100 windows after DW, IIW,
 #: IIW-G and AMRP with every method measured (as did the unfiltered band on the same windows).
 _MEASURED_METHODS = frozenset({"base", "norm-sub", "norm-hyb"})
-#: filter -> the post-processing methods measured after it (AMRP: the registry's default,
-#: norm-hyb, only; each of its replicates re-runs 100 permutations)
+#: filter -> the post-processing methods measured after it
 WIENER_TOP_K_MEASURED: dict[str, frozenset[str]] = {
-    "dw": _MEASURED_METHODS, "iiw": _MEASURED_METHODS, "iiw-g": _MEASURED_METHODS,
-    "gf-dw": _MEASURED_METHODS, "amrp": frozenset({"norm-hyb"})}
+    name: _MEASURED_METHODS for name in ("dw", "iiw", "iiw-g", "gf-dw", "amrp")}
 WIENER_TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {
     name: frozenset({(2.0, 1_000_000)}) for name in ("dw", "iiw", "iiw-g", "amrp")}
 WIENER_TOP_K_REASONS = {
