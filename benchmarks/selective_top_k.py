@@ -328,8 +328,10 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
     """Per (data set, protocol, ε, n, filter + method): the coverage per rank of the band
     `ldp query --top` gives a Wiener record (frequency_bands.top_k_filtered_bands: the
     bootstrap replaying the filter joined with the band conditional on the rank by the
-    filter at its gains), W windows drawn here (coverage_frequency's data and samplers)."""
-    from ldp_telemetry.ldp.estimation.frequency_bands import top_k_filtered_bands
+    filter at its gains; each part alone too, `union_by_rank` and `hybrid_by_rank`: the
+    latter says whether conditioning on the window's own gains holds), W windows drawn here
+    (coverage_frequency's data and samplers)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import top_k_filtered_parts
     rows = []
     for dataset_name in datasets:
         dataset = DATASETS[dataset_name](folder)
@@ -343,6 +345,9 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                     rng = np.random.default_rng([seed, n, int(epsilon * 100), d])
                     keys = [(name, method) for name in filters for method in methods]
                     inside = {key: [] for key in keys}
+                    # the parts alone: the union (bootstrap replaying the filter + score band)
+                    # and the band conditional on the rank at the window's gains
+                    parts = {key: {"union": [], "hybrid": []} for key in keys}
                     widths = {key: [] for key in keys}
                     seconds = {key: [] for key in keys}
                     for w in range(windows):
@@ -354,15 +359,20 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                             run = wiener_fit(name, noise, protocol)
                             post = METHODS[method].run
                             started = time.perf_counter()
-                            lower, upper = top_k_filtered_bands(
+                            found = top_k_filtered_parts(
                                 unbiased, noise, protocol, run, lambda u, p=post, z=noise: p(u, z),
                                 TOP, seed=w)
+                            lower, upper = joined_bands(*found)
                             seconds[(name, method)].append(time.perf_counter() - started)
                             estimate = post(run(unbiased)[0], noise)
                             order = np.argsort(-estimate, kind="stable")[:TOP]
                             selected = truth[order]
                             inside[(name, method)].append(
                                 (lower <= selected + 1e-12) & (selected <= upper + 1e-12))
+                            for part, (low, high) in (("union", found[:2]),
+                                                      ("hybrid", found[2:4])):
+                                parts[(name, method)][part].append(
+                                    (low <= selected + 1e-12) & (selected <= high + 1e-12))
                             widths[(name, method)].append(upper - lower)
                     for name, method in keys:
                         held = np.vstack(inside[(name, method)])
@@ -373,6 +383,10 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                             "coverage": round(float(held.mean()), 4),
                             "by_rank": " ".join(f"{value:g}"
                                                 for value in held.mean(axis=0).round(4)),
+                            **{f"{part}_by_rank": " ".join(
+                                f"{value:g}" for value in
+                                np.vstack(held_part).mean(axis=0).round(4))
+                               for part, held_part in parts[(name, method)].items()},
                             "median_width": round(float(np.median(widths[(name, method)])), 6),
                             "median_ms_per_query": round(
                                 1e3 * statistics.median(seconds[(name, method)]), 2)})

@@ -325,6 +325,17 @@ def top_k_filtered_bands(unbiased: np.ndarray, noise: SupportNoise, protocol: Fr
     replicate) joined (`joined_bands`) with each answer's band conditional on its rank by A f~
     at the window's gains (selective_bands.filtered_selective_bands: the rank event's rows
     mapped through A), within [0, 1]; for a protocol `rank_conditional_applies` to."""
+    return joined_bands(*top_k_filtered_parts(unbiased, noise, protocol, fit, postprocess, k,
+                                              replicates, seed))
+
+
+def top_k_filtered_parts(unbiased: np.ndarray, noise: SupportNoise, protocol: FrequencyOracle,
+                         fit: Callable[[np.ndarray], tuple[np.ndarray, Callable]],
+                         postprocess: Callable[[np.ndarray], np.ndarray], k: int,
+                         replicates: int = BAND_REPLICATES, seed: int = 0
+                         ) -> tuple[np.ndarray, ...]:
+    """The parts `top_k_filtered_bands` joins: (union lower, union upper, rank-conditional
+    lower, rank-conditional upper, merged answers), each of the values ranked 1..k."""
     from ldp_telemetry.ldp.estimation.selective_bands import filtered_selective_bands
     f = np.asarray(unbiased, dtype=np.float64)
     lower, upper = top_k_bands(f, noise, lambda u: postprocess(fit(u)[0]), k, replicates, seed)
@@ -333,8 +344,7 @@ def top_k_filtered_bands(unbiased: np.ndarray, noise: SupportNoise, protocol: Fr
     order = np.argsort(-estimate, kind="stable")[:lower.size]
     rank_lower, rank_upper = filtered_selective_bands(f, protocol, int(noise.n),
                                                       error_plug_in(f), order, linear)
-    return joined_bands(lower, upper, rank_lower, rank_upper,
-                        merged_answers(estimate, filtered, order))
+    return lower, upper, rank_lower, rank_upper, merged_answers(estimate, filtered, order)
 
 
 def with_score_bands(lower: np.ndarray, upper: np.ndarray, unbiased: np.ndarray,

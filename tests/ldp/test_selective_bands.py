@@ -437,6 +437,12 @@ def test_the_benchmark_measures_wiener_top_k_bands_per_rank(tmp_path):
         ranks = [float(c) for c in r["by_rank"].split()]
         assert len(ranks) == 10 and r["windows"] == 3
         assert r["coverage"] == pytest.approx(sum(ranks) / 10, abs=1e-4)
+        union, hybrid = ([float(c) for c in r[f"{part}_by_rank"].split()]
+                         for part in ("union", "hybrid"))
+        # the join always holds the union (the rank-conditional part is left out for merged
+        # answers), so it covers each rank at least as often
+        assert len(union) == len(hybrid) == 10
+        assert all(c >= u - 1e-9 for c, u in zip(ranks, union, strict=True))
     for line in results["summary"].values():
         assert line["triples"] == 20
         assert line["inside"] + line["above"] + line["below"] == 20
