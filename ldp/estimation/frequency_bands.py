@@ -75,9 +75,10 @@ gains, `keep_extremes` breaks linearity). With the gains held at the window's, t
 event's rows mapped through A (selective_bands.filtered_selective_bands); the bootstrap half
 replays the filter, its gains re-estimated from each replicate (`top_k_filtered_bands`).
 Conditioning on the gains as if they were fixed is measured, not assumed (benchmarks/
-selective_top_k.py --wiener, docs/error-bars.md): a filter, post-processing or cell that
-misses the standard, and the filters and methods not measured, keep no band
-(`wiener_top_k_declared`).
+selective_top_k.py --wiener, docs/error-bars.md): alone it does not hold (the gains come from
+the same f~; its rank 1 covered as little as 0.67), the join with the replaying bootstrap
+does; a filter, post-processing or cell that misses the standard, and the filters and methods
+not measured, keep no band (`wiener_top_k_declared`).
 
 Cost per window: nothing for the exact bands; R runs of the method on d values for a top-k
 query (R = `BAND_REPLICATES`).
