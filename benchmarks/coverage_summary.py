@@ -137,7 +137,9 @@ def frequency_rows(results: dict) -> list[dict]:
         protocols = ", ".join(sorted({r["protocol"].upper() for r in chosen}))
         out.append(tally(family, "exact-variance", pairs, declared,
                          f"{protocols}; every post-processing and Wiener filter prints this "
-                         "band of the unbiased estimate"))
+                         "band of the unbiased estimate"
+                         + (" (a Wiener record from its unbiased_std_error)"
+                            if chosen is pooled else "")))
     queries = [(r["coverage"][g], windows) for r in rows for g in QUERY_GROUPS
                if r["coverage"].get(g) is not None]
     if queries:
@@ -177,6 +179,31 @@ def top_k_rows(calibration: dict | None, selective: dict | None = None) -> list[
     pairs = [(row[5]["union at 1"], windows) for row in calibration["fits"][0]["rows"]]
     return [tally("top-k answers", "bias-corrected-bootstrap", pairs,
                   note="conservative: the union of the bootstrap and the score band")]
+
+
+def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
+    """The top-k answers `ldp query` gives a Wiener record (frequency_bands.top_k_filtered_bands),
+    counted per (filter, method, cell, rank) triple from benchmarks/selective_top_k.py --wiener:
+    the triples of the filters, post-processing methods and cells that ship a band, and as
+    declared those measured where it is declared (WIENER_TOP_K_UNCALIBRATED)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MEASURED,
+                                                              WIENER_TOP_K_UNCALIBRATED,
+                                                              top_k_cell)
+    rows = [row for results in measured if results for row in results["rows"]]
+    if not rows:
+        return []
+
+    def shipped(row: dict) -> bool:
+        return (row["method"] in WIENER_TOP_K_MEASURED.get(row["filter"], frozenset())
+                and top_k_cell(row["epsilon"], row["n"])
+                not in WIENER_TOP_K_UNCALIBRATED.get(row["filter"], frozenset()))
+    pairs = [(float(c), row["windows"]) for row in rows if shipped(row)
+             for c in row["by_rank"].split()]
+    declared = sum(len(row["by_rank"].split()) for row in rows if not shipped(row))
+    filters = ", ".join(sorted({row["filter"].upper() for row in rows if shipped(row)}))
+    return [tally("Wiener top-k answers, per rank", "rank-conditional-union", pairs, declared,
+                  f"{filters} then base, norm-sub or norm-hyb (measured: GRR, OUE on the "
+                  "airports data); (filter, method, cell, rank) triples")]
 
 
 def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict | None,
@@ -271,9 +298,9 @@ def bin_quantile_rows(quantiles: dict | None, large: dict | None = None) -> list
 DECLARED = [
     ("Square Wave range probabilities", "none", "EM's buckets are not linear in the reports "
      "and the record keeps no covariance of them"),
-    ("a pooled-hash oracle's Wiener filter", "none",
-     "its record keeps the filter's error, not f~'s with the collision term"),
-    ("Wiener top-k answers", "none", "the selection by the filtered estimate is not replayed"),
+    ("Wiener top-k answers: smooth, keep_extremes, other post-processing, pooled-hash and "
+     "memoized oracles", "none", "not measured, or not linear in f~ at fixed gains, or no rank "
+     "event in the exact covariance (docs/error-bars.md)"),
 ]
 
 
@@ -295,6 +322,7 @@ def summary(results: Path = RESULTS) -> list[dict]:
     if frequency:
         rows += frequency_rows(frequency)
     rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"))
+    rows += wiener_top_k_rows(_load(results, "top_k_wiener"), _load(results, "top_k_wiener_amrp"))
     rows += numeric_rows(_load(results, "coverage_moments"), newest_quantile_set(results),
                          _load(results, "quantile_lr"), _load(results, "coverage_cfo_moments"))
     rows += bin_rows(_load(results, "coverage_bins"), _load(results, "coverage_bins_large"))

@@ -303,6 +303,121 @@ def population_rows(windows: int, seed: int) -> list[dict]:
     return rows
 
 
+#: The Wiener filters measured with --wiener (each with its registry defaults), the
+#: post-processing methods applied after them, and the grid of their rows.
+WIENER_FILTERS = ("dw", "iiw", "iiw-g", "gf-dw", "amrp")
+WIENER_METHODS = ("base", "norm-sub")
+
+
+def wiener_fit(name: str, noise, protocol):
+    """f~ -> (the filter's estimate, its filter at the gains f~ gave), registry defaults."""
+    from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
+    from ldp_telemetry.ldp.estimation.wiener import fit
+    defaults = {key: parameter.default
+                for key, parameter in ESTIMATORS.lookup(name).parameters.items()}
+
+    def run(unbiased: np.ndarray):
+        result = fit(name, unbiased, noise, protocol, **defaults)
+        return result.estimate, result.filter
+    return run
+
+
+def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilons: list[float],
+                sizes: list[int], filters: list[str], methods: list[str], windows: int,
+                seed: int) -> list[dict]:
+    """Per (data set, protocol, ε, n, filter + method): the coverage per rank of the band
+    `ldp query --top` gives a Wiener record (frequency_bands.top_k_filtered_bands: the
+    bootstrap replaying the filter joined with the band conditional on the rank by the
+    filter at its gains; each part alone too, `union_by_rank` and `hybrid_by_rank`: the
+    latter says whether conditioning on the window's own gains holds), W windows drawn here
+    (coverage_frequency's data and samplers)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import top_k_filtered_parts
+    rows = []
+    for dataset_name in datasets:
+        dataset = DATASETS[dataset_name](folder)
+        d = dataset(0).size
+        for protocol_name in protocols:
+            for epsilon in epsilons:
+                protocol = make_protocol(protocol_name, epsilon, d)
+                for n in sizes:
+                    noise = protocol.noise(n)
+                    sampler = default_sampler(protocol_name, n, d, 300_000_000)
+                    rng = np.random.default_rng([seed, n, int(epsilon * 100), d])
+                    keys = [(name, method) for name in filters for method in methods]
+                    inside = {key: [] for key in keys}
+                    # the parts alone: the union (bootstrap replaying the filter + score band)
+                    # and the band conditional on the rank at the window's gains
+                    parts = {key: {"union": [], "hybrid": []} for key in keys}
+                    widths = {key: [] for key in keys}
+                    seconds = {key: [] for key in keys}
+                    for w in range(windows):
+                        counts = rng.multinomial(n, dataset(w))
+                        truth = counts / n
+                        unbiased = unbiased_estimate(
+                            support_counts(protocol, counts, rng, sampler), noise)
+                        for name, method in keys:
+                            run = wiener_fit(name, noise, protocol)
+                            post = METHODS[method].run
+                            started = time.perf_counter()
+                            found = top_k_filtered_parts(
+                                unbiased, noise, protocol, run, lambda u, p=post, z=noise: p(u, z),
+                                TOP, seed=w)
+                            lower, upper = joined_bands(*found)
+                            seconds[(name, method)].append(time.perf_counter() - started)
+                            estimate = post(run(unbiased)[0], noise)
+                            order = np.argsort(-estimate, kind="stable")[:TOP]
+                            selected = truth[order]
+                            inside[(name, method)].append(
+                                (lower <= selected + 1e-12) & (selected <= upper + 1e-12))
+                            for part, (low, high) in (("union", found[:2]),
+                                                      ("hybrid", found[2:4])):
+                                parts[(name, method)][part].append(
+                                    (low <= selected + 1e-12) & (selected <= high + 1e-12))
+                            widths[(name, method)].append(upper - lower)
+                    for name, method in keys:
+                        held = np.vstack(inside[(name, method)])
+                        rows.append({
+                            "dataset": dataset_name, "protocol": protocol_name,
+                            "epsilon": epsilon, "n": n, "filter": name, "method": method,
+                            "windows": windows,
+                            "coverage": round(float(held.mean()), 4),
+                            "by_rank": " ".join(f"{value:g}"
+                                                for value in held.mean(axis=0).round(4)),
+                            **{f"{part}_by_rank": " ".join(
+                                f"{value:g}" for value in
+                                np.vstack(held_part).mean(axis=0).round(4))
+                               for part, held_part in parts[(name, method)].items()},
+                            "median_width": round(float(np.median(widths[(name, method)])), 6),
+                            "median_ms_per_query": round(
+                                1e3 * statistics.median(seconds[(name, method)]), 2)})
+                        r = rows[-1]
+                        print(f"{dataset_name} {protocol_name} ε={epsilon:g} n={n:,} {name} + "
+                              f"{method}: {r['coverage']:.3f} by rank {r['by_rank']} "
+                              f"({r['median_ms_per_query']} ms)", flush=True)
+    return rows
+
+
+def wiener_summary(rows: list[dict]) -> dict:
+    """Per filter: (filter, method, cell, rank) triples inside GOAL, above, below, below
+    0.90, more than two s.e. below 0.95 (and how many chance gives), the lowest."""
+    low, high = GOAL
+    out = {}
+    for name in sorted({r["filter"] for r in rows}):
+        triples = [(c, r["windows"]) for r in rows if r["filter"] == name
+                   for c in by_rank({"by_rank": r["by_rank"]})]
+        out[name] = {
+            "triples": len(triples),
+            "inside": sum(low <= c <= high for c, _ in triples),
+            "above": sum(c > high for c, _ in triples),
+            "below": sum(c < low for c, _ in triples),
+            "below_090": sum(c < 0.90 for c, _ in triples),
+            "below_by_two": sum(0.95 - c > 2 * coverage_standard_error(w, w)
+                                for c, w in triples),
+            "below_by_two_chance": round(sum(chance_below(w) for _, w in triples), 1),
+            "lowest": min((c for c, _ in triples), default=None)}
+    return out
+
+
 def _line(r: dict) -> str:
     parts = [f"{family} {r[family]['coverage']:.3f} (tied {r[family]['tied']}: "
              f"{r[family]['tied_coverage'] if r[family]['tied_coverage'] is None else round(r[family]['tied_coverage'], 3)}"  # noqa: E501
@@ -321,9 +436,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--population-windows", type=int, default=200)
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--datasets-dir", default=default_datasets_dir())
+    parser.add_argument("--wiener", nargs="*", default=None, choices=WIENER_FILTERS,
+                        help="measure Wiener top-k bands instead (benchmark top_k_wiener)")
+    parser.add_argument("--wiener-methods", nargs="*", default=list(WIENER_METHODS))
+    parser.add_argument("--datasets", nargs="*", default=["airports"])
+    parser.add_argument("--protocols", nargs="*", default=["grr", "oue"])
+    parser.add_argument("--epsilons", nargs="*", type=float, default=[0.5, 1.0, 2.0, 4.0])
+    parser.add_argument("--sizes", nargs="*", type=int,
+                        default=[1_000, 10_000, 100_000, 1_000_000])
+    parser.add_argument("--windows", type=int, default=100)
     add_json_argument(parser)
     args = parser.parse_args(argv)
     folder = Path(args.datasets_dir)
+    if args.wiener is not None:
+        if not folder.is_dir():
+            print(f"no data sets at {folder}: set LDP_DATASETS", file=sys.stderr)
+            return 2
+        filters = args.wiener or list(WIENER_FILTERS)
+        # AMRP alone (its replay costs about 15 times the others') is a results file apart
+        name = "top_k_wiener_amrp" if filters == ["amrp"] else "top_k_wiener"
+        with Run(name, args.json, vars(args)) as run:
+            rows = wiener_rows(folder, args.datasets, args.protocols, args.epsilons,
+                               args.sizes, filters,
+                               args.wiener_methods, args.windows, args.seed)
+            found = wiener_summary(rows)
+            for name, line in found.items():
+                print(f"{name}: {line['inside']} of {line['triples']} triples inside, "
+                      f"{line['above']} above, {line['below']} below ({line['below_090']} "
+                      f"below 0.90), {line['below_by_two']} below by two s.e. (chance "
+                      f"{line['below_by_two_chance']}); lowest {line['lowest']}", flush=True)
+            run.save({"rows": rows, "summary": found})
+        return 0
     if args.dumps and not folder.is_dir():
         print(f"no data sets at {folder}: set LDP_DATASETS", file=sys.stderr)
         return 2

@@ -4,11 +4,12 @@ A frequency value's band is the exact 95% band of its unbiased estimate (`value_
 `value_band`: the score band at the record's p*, q* and n; unbiased_estimate ± Z95 · standard
 error for a record without them; ldp_telemetry.ldp.estimation.frequency_bands says why,
 whatever the post-processing or Wiener filter: the printed estimate may lie outside it), none
-where the record declares none (a pooled-hash oracle's Wiener filter, too few supports, no
-reports). A numeric record's
-statistics (mean, variance, quantiles) carry their own bands (`bands`, named by `band_method`,
-or per statistic by `band_methods` where it differs: `statistic_band_method`; a band need not
-be centred on the estimate, and a statistic may have none):
+where the record declares none (too few supports, no reports, a pooled-hash oracle's Wiener
+record written before it kept f~'s standard error beside the filter's: `band_errors`). A
+numeric record's statistics (mean, variance, quantiles) carry their own bands (`bands`, named
+by `band_method`, or per statistic by `band_methods` where it differs:
+`statistic_band_method`; a band need not be centred on the estimate, and a statistic may have
+none):
 `statistic_band` and `summary_bands` read them, falling back to estimate ± Z95 · bootstrap
 standard error only for records written before `band_method` existed. The store, the
 dashboard, `ldp show` and `ldp query` all take their bands from here. A record is an
@@ -29,7 +30,7 @@ from ldp_telemetry.output.estimate import EstimateRecord
 #: A window-estimate record, typed or as decoded JSON.
 Record = EstimateRecord | Mapping[str, Any]
 
-__all__ = ["Z95", "band95", "band_centre", "declares_no_value_band", "half_width95",
+__all__ = ["Z95", "band95", "band_centre", "band_errors", "declares_no_value_band", "half_width95",
            "score_facts", "statistic_band", "statistic_band_method", "summary_bands",
            "summary_statistics", "value_band", "value_bands"]
 
@@ -54,12 +55,26 @@ def _field(record: Record, name: str) -> Any:
 
 def declares_no_value_band(record: Record) -> bool:
     """Whether a frequency record's values have no band: it declares none (`band_method`
-    "none": a pooled-hash oracle's Wiener filter, too few supports, no reports; `band_reasons`
-    says why), or it is a pooled-hash oracle's Wiener record written before that was declared
-    (`fixed-gain`: its std_error is the filter's, not f~'s with the collision term)."""
+    "none": too few supports, no reports, a pooled-hash oracle's Wiener filter in a record
+    written before `unbiased_std_error`; `band_reasons` says why), or it is a pooled-hash
+    oracle's Wiener record without `unbiased_std_error` (`fixed-gain`, written before that was
+    declared: its std_error is the filter's, not f~'s with the collision term)."""
     method = _field(record, "band_method")
-    return bool(method == BAND_NONE
-                or (method == BAND_FIXED_GAIN and is_pooled(_field(record, "protocol"))))
+    if method == BAND_NONE:
+        return True
+    if not is_pooled(_field(record, "protocol")):
+        return False
+    estimator = (_field(record, "estimator") or {}).get("method", "unbiased")
+    return bool(method == BAND_FIXED_GAIN
+                or (estimator != "unbiased" and _field(record, "unbiased_std_error") is None))
+
+
+def band_errors(record: Record) -> Any:
+    """The standard errors a frequency record's centre ± Z95 · s.e. bands are made from: its
+    `unbiased_std_error` (a pooled-hash oracle's Wiener record: f~'s, the collision term
+    included, where `std_error` is the filter's), else its `std_error`."""
+    kept = _field(record, "unbiased_std_error")
+    return _field(record, "std_error") if kept is None else kept
 
 
 def band_centre(record: Record) -> Any:
@@ -100,10 +115,10 @@ def value_band(facts: tuple[float, float, int] | None, centre: float | None,
 def value_bands(record: Record) -> tuple[list, list]:
     """(lower bounds, upper bounds) of the 95% band of each value of a frequency record: the
     exact band of its unbiased estimate (`score_bands` at the record's p*, q* and n; centre
-    ± Z95 · std_error for a record without them, `band_centre`), or None for every value when
+    ± Z95 · `band_errors` for a record without them, `band_centre`), or None for every value when
     the record declares no band (`band_method` "none", `declares_no_value_band`;
     `band_reasons` says why)."""
-    estimate, errors = _field(record, "estimate"), _field(record, "std_error")
+    estimate, errors = _field(record, "estimate"), band_errors(record)
     if declares_no_value_band(record) or errors is None:
         return [None] * len(estimate), [None] * len(estimate)
     facts = score_facts(record)

@@ -8,10 +8,10 @@ bytes of any record a job wrote.
 
 * Window bounds are kept once, as integer epoch milliseconds (`start_ms`, `end_ms`); the ISO-8601
   text on disk (`window_start`, `window_end`) is derived from them (`ldp.base.times.iso_from_ms`).
-* Arrays (`estimate`, `std_error`, `unbiased_estimate`, `bucket_edges`) are float64 numpy arrays;
-  a sized domain's `labels` may be a lazy `IndexLabels`. Nested sections whose shape is the JSON
-  one (`estimator`, `postprocess`, `privacy`, `integrity`, `quantiles`, `bands`, ...) stay
-  mappings, as the schema gives them.
+* Arrays (`estimate`, `std_error`, `unbiased_estimate`, `bucket_edges`, `unbiased_std_error`)
+  are float64 numpy arrays; a sized domain's `labels` may be a lazy `IndexLabels`. Nested
+  sections whose shape is the JSON one (`estimator`, `postprocess`, `privacy`, `integrity`,
+  `quantiles`, `bands`, ...) stay mappings, as the schema gives them.
 * `fields` is the record's layout: which optional fields it carries (a null one is written as
   null, an absent one not at all). It follows from the kind of record — a frequency oracle's
   version (with `integrity`), a numeric metric's (with its distribution's summaries) or a
@@ -85,11 +85,11 @@ KNOWN_FIELDS = ("metric", "window_start", "window_end", "n", "protocol", "epsilo
                 "unbiased_estimate", "std_error", "pane", "bucket_edges", "mean", "variance",
                 "quantiles", "mean_std_error", "quantile_std_errors", "bootstrap_replicates",
                 "band_method", "bands", "band_reasons", "privacy", "integrity", "heavy_hitters",
-                "parameters", "band_methods", "level_reports")
+                "parameters", "band_methods", "level_reports", "unbiased_std_error")
 #: The postprocess fields of a replay's choice (`postprocess: "auto"`): absent from the JSON of
 #: a fixed method's record, null in its Avro record.
 _POSTPROCESS_CHOICE = ("chosen", "expected_mse")
-_ARRAYS = ("estimate", "std_error", "unbiased_estimate", "bucket_edges")
+_ARRAYS = ("estimate", "std_error", "unbiased_estimate", "bucket_edges", "unbiased_std_error")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -137,6 +137,10 @@ class EstimateRecord:
     #: a hierarchical histogram's reports at every depth 1..h (absent from other records and
     #: older ones)
     level_reports: tuple[int, ...] | None = None
+    #: a pooled-hash oracle's Wiener record: f~'s standard errors with the collision term, which
+    #: its value bands are made from (`std_error` is the filter's; absent from other records
+    #: and older ones: `output.bands`)
+    unbiased_std_error: np.ndarray | None = None
     fields: frozenset[str] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -434,4 +438,7 @@ def record_problem(record: object) -> str | None:
     unbiased = record.get("unbiased_estimate")
     if unbiased is not None and not (_is_numbers(unbiased) and len(unbiased) == size):
         return f"field 'unbiased_estimate' must be null or hold {size} numbers"
+    errors = record.get("unbiased_std_error")
+    if errors is not None and not (_is_numbers(errors) and len(errors) == size):
+        return f"field 'unbiased_std_error' must be null or hold {size} numbers"
     return None

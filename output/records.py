@@ -26,9 +26,7 @@ from ldp_telemetry.ldp.engine.finalize import (NumericWindowResult, StringWindow
                                                WindowResult)
 from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
 from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason
-from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_NONE, NO_REPORTS_REASON,
-                                                      WIENER_NO_BAND)
-from ldp_telemetry.ldp.protocols import is_pooled
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, NO_REPORTS_REASON
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, smallest_resolvable
 from ldp_telemetry.output.compact import IndexLabels
@@ -77,8 +75,10 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
         band_method=band_method,
         band_reasons={"estimate": reason} if reason is not None else None,
         parameters=sketch,
+        unbiased_std_error=result.unbiased_std_error,
         fields=(FREQUENCY_FIELDS | ({"band_reasons"} if no_band else set())
-                | ({"parameters"} if sketch else set())))
+                | ({"parameters"} if sketch else set())
+                | ({"unbiased_std_error"} if result.unbiased_std_error is not None else set())))
 
 
 def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, start_ms: int,
@@ -197,16 +197,11 @@ def chosen_postprocess(choice: Any) -> dict:  # a replay.Choice, or None
 
 
 def frequency_band_reason(config: MetricConfig, result: WindowResult) -> str | None:
-    """Why a frequency record's values have no band: a pooled-hash oracle's Wiener filter
-    (WIENER_NO_BAND; decided by the protocol, as `output.bands` and `ldp query` decide it, not
-    by the window's collision estimate, which may be 0), no reports (NO_REPORTS_REASON), or
-    too few expected supports per value for a normal band
-    (frequency_bands.few_supports_reason); None when they have one (a Wiener filter's values:
-    the band of their unbiased estimate, as every post-processing)."""
-    output = result.estimator
-    if (output is not None and output.std_error is not None
-            and is_pooled(config.protocol.name)):
-        return WIENER_NO_BAND
+    """Why a frequency record's values have no band: no reports (NO_REPORTS_REASON), or too
+    few expected supports per value for a normal band (frequency_bands.few_supports_reason);
+    None when they have one (a Wiener filter's values: the band of their unbiased estimate, as
+    every post-processing; a pooled-hash oracle's from the `unbiased_std_error` its record
+    keeps)."""
     if result.noise.n == 0:
         return NO_REPORTS_REASON
     return few_supports_reason(result.noise)

@@ -27,6 +27,7 @@ from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_
                                                       band_scales,
                                                       bias_corrected_bands, no_bands, Z95,
                                                       parametric_bootstrap)
+from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS, FrequencyOracle
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
@@ -48,6 +49,9 @@ class WindowResult:
     estimator: EstimatorOutput | None = None
     #: the post-processing a replay chose (ldp_telemetry.ldp.estimation.replay), for "auto"
     postprocess_choice: Choice | None = None
+    #: a pooled-hash oracle's estimator with its own std_error (a Wiener filter): f~'s standard
+    #: error with the collision term, which the values' bands are made from; None otherwise
+    unbiased_std_error: np.ndarray | None = None
 
 
 def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int
@@ -58,8 +62,9 @@ def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int
     applied to f~ (the unbiased estimate itself by default), then its post-processing (for
     "auto", "auto-top" and "auto-sets" the method a replay of the window chooses,
     `postprocess_choice`);
-    std_error: the estimator's standard error where it reports one, else the standard error of
-    f~, the square root of eq. 2 evaluated at the Norm-Sub projection of f~ (the constrained
+    std_error: the estimator's standard error where it reports one (a pooled-hash oracle's
+    result then keeps f~'s as well, `unbiased_std_error`), else the standard error of f~, the
+    square root of eq. 2 evaluated at the Norm-Sub projection of f~ (the constrained
     least-squares estimate of f).
 
     Eq. 2 must be evaluated at an estimate of f. At f~ clipped to [0, 1] it overstates the error
@@ -86,11 +91,15 @@ def finalize_window(config: MetricConfig, statistic: np.ndarray, n: int
         output = EstimatorOutput(unbiased)
     else:
         output = config.estimator.run(unbiased, noise, protocol)
-    std_error = (output.std_error if output.std_error is not None
-                 else standard_error(plug_in, noise))
+    unbiased_error = standard_error(plug_in, noise)
+    std_error = output.std_error if output.std_error is not None else unbiased_error
+    # a pooled-hash oracle's value band is f~ ± z · f~'s standard error (the collision term
+    # included): a filter's record keeps it beside the filter's own error
+    kept = unbiased_error if output.std_error is not None and is_pooled(protocol.name) else None
     estimate, choice = postprocess_with_choice(config.postprocess, output.estimate, noise)
     return WindowResult(n=int(n), unbiased=unbiased, std_error=std_error, estimate=estimate,
-                        noise=noise, estimator=output, postprocess_choice=choice)
+                        noise=noise, estimator=output, postprocess_choice=choice,
+                        unbiased_std_error=kept)
 
 
 @dataclass(frozen=True)

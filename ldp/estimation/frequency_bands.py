@@ -66,6 +66,20 @@ Where the top-k band measured below 0.90 (a method
 at a grid cell of ε and n, `TOP_K_UNCALIBRATED`; Power's, not measured), the answers say so
 instead (`top_k_declared`: band none, with the reason).
 
+A Wiener record's top k are ranked by the filtered estimate f^ = A f~, post-processed. Every
+Wiener filter (DW, IIW, IIW-G, GF-DW, AMRP) is linear in f~ once its gains are fixed (A
+circulant for the first four, the average of permuted circulants for AMRP), none is linear
+outright (the gains are functions of |F~|² or of a smoothed f~; `smooth` is linear with fixed
+gains, `keep_extremes` breaks linearity). With the gains held at the window's, the rank event
+{ranks of A f~} is polyhedral in f~, so the rank-conditional band is made as above with the
+event's rows mapped through A (selective_bands.filtered_selective_bands); the bootstrap half
+replays the filter, its gains re-estimated from each replicate (`top_k_filtered_bands`).
+Conditioning on the gains as if they were fixed is measured, not assumed (benchmarks/
+selective_top_k.py --wiener, docs/error-bars.md): alone it does not hold (the gains come from
+the same f~; its rank 1 covered as little as 0.67), the join with the replaying bootstrap
+does; a filter, post-processing or cell that misses the standard, and the filters and methods
+not measured, keep no band (`wiener_top_k_declared`).
+
 Cost per window: nothing for the exact bands; R runs of the method on d values for a top-k
 query (R = `BAND_REPLICATES`).
 """
@@ -300,6 +314,40 @@ def top_k_rank_conditional_bands(unbiased: np.ndarray, noise: SupportNoise,
                         merged_answers(estimate, f, order))
 
 
+def top_k_filtered_bands(unbiased: np.ndarray, noise: SupportNoise, protocol: FrequencyOracle,
+                         fit: Callable[[np.ndarray], tuple[np.ndarray, Callable]],
+                         postprocess: Callable[[np.ndarray], np.ndarray], k: int,
+                         replicates: int = BAND_REPLICATES, seed: int = 0
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) of the true frequencies of the values ranked 1..k by
+    postprocess(filter(f~)), a filter that is linear at its final gains (a Wiener filter):
+    `fit`(f~) -> (filtered estimate, the filter x -> A x at the gains f~ gave). The union band
+    of `top_k_bands` with the bootstrap replaying the filter (its gains re-estimated from each
+    replicate) joined (`joined_bands`) with each answer's band conditional on its rank by A f~
+    at the window's gains (selective_bands.filtered_selective_bands: the rank event's rows
+    mapped through A), within [0, 1]; for a protocol `rank_conditional_applies` to."""
+    return joined_bands(*top_k_filtered_parts(unbiased, noise, protocol, fit, postprocess, k,
+                                              replicates, seed))
+
+
+def top_k_filtered_parts(unbiased: np.ndarray, noise: SupportNoise, protocol: FrequencyOracle,
+                         fit: Callable[[np.ndarray], tuple[np.ndarray, Callable]],
+                         postprocess: Callable[[np.ndarray], np.ndarray], k: int,
+                         replicates: int = BAND_REPLICATES, seed: int = 0
+                         ) -> tuple[np.ndarray, ...]:
+    """The parts `top_k_filtered_bands` joins: (union lower, union upper, rank-conditional
+    lower, rank-conditional upper, merged answers), each of the values ranked 1..k."""
+    from ldp_telemetry.ldp.estimation.selective_bands import filtered_selective_bands
+    f = np.asarray(unbiased, dtype=np.float64)
+    lower, upper = top_k_bands(f, noise, lambda u: postprocess(fit(u)[0]), k, replicates, seed)
+    filtered, linear = fit(f)
+    estimate = postprocess(filtered)
+    order = np.argsort(-estimate, kind="stable")[:lower.size]
+    rank_lower, rank_upper = filtered_selective_bands(f, protocol, int(noise.n),
+                                                      error_plug_in(f), order, linear)
+    return lower, upper, rank_lower, rank_upper, merged_answers(estimate, filtered, order)
+
+
 def with_score_bands(lower: np.ndarray, upper: np.ndarray, unbiased: np.ndarray,
                      noise: SupportNoise) -> tuple[np.ndarray, np.ndarray]:
     """The union of bootstrap bands and the selected values' own score bands (`score_bands`):
@@ -340,6 +388,54 @@ def top_k_declared(method: str, epsilon: float, n: int) -> str | None:
         return TOP_K_NOT_MEASURED_REASON.format(method=method)
     if top_k_cell(epsilon, n) in TOP_K_UNCALIBRATED.get(method, frozenset()):
         return TOP_K_REASON.format(method=method, epsilon=epsilon, n=f"{n:,}")
+    return None
+
+
+#: Wiener filters (their registry names) whose top-k bands were measured per rank
+#: (benchmarks/selective_top_k.py --wiener, docs/error-bars.md), and the post-processing
+#: methods measured after them; the cells where a filter's band fell below the standard
+#: (a (method, cell, rank) triple more than two standard errors below 0.95) are declared:
+#: rank 1 of OUE at ε = 2, n = 10⁶ held its truth in 0.90 of 100 windows after DW, IIW,
+#: IIW-G and AMRP with every method measured (as did the unfiltered band on the same windows).
+_MEASURED_METHODS = frozenset({"base", "norm-sub", "norm-hyb"})
+#: filter -> the post-processing methods measured after it
+WIENER_TOP_K_MEASURED: dict[str, frozenset[str]] = {
+    name: _MEASURED_METHODS for name in ("dw", "iiw", "iiw-g", "gf-dw", "amrp")}
+WIENER_TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {
+    name: frozenset({(2.0, 1_000_000)}) for name in ("dw", "iiw", "iiw-g", "amrp")}
+WIENER_TOP_K_REASONS = {
+    "oracle": ("no band for the top values of a Wiener filter on {protocol}: the band "
+               "conditional on the rank needs a pure one-stage oracle's covariance (a "
+               "pooled-hash oracle's collision term is not in it; memoized ones not measured)"),
+    "extremes": ("no band for the top values of a Wiener filter with keep_extremes: the values "
+                 "kept unfiltered make the ranking no linear function of f~ at fixed gains"),
+    "filter": ("no band for the top values of {filter}: its top-k band was not measured "
+               "(benchmarks/selective_top_k.py --wiener)"),
+    "method": ("no band for the top values of {filter} post-processed by {method}: not "
+               "measured (measured: {measured})"),
+    "cell": ("no calibrated band for the top values of {filter} at ε = {epsilon:g}, n = {n}: a "
+             "rank's coverage fell more than two standard errors below 0.95 there "
+             "(benchmarks/selective_top_k.py --wiener)")}
+
+
+def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
+                          protocol: FrequencyOracle, epsilon: float, n: int) -> str | None:
+    """Why the top-k answers of a Wiener record (filter `filter_name`, post-processed by
+    `method`: for a replay-chosen one, the method chosen) have no band, or None when they have
+    `top_k_filtered_bands` (WIENER_TOP_K_MEASURED, WIENER_TOP_K_UNCALIBRATED)."""
+    if not rank_conditional_applies(protocol):
+        return WIENER_TOP_K_REASONS["oracle"].format(protocol=protocol.name)
+    if keep_extremes:
+        return WIENER_TOP_K_REASONS["extremes"]
+    if filter_name not in WIENER_TOP_K_MEASURED:
+        return WIENER_TOP_K_REASONS["filter"].format(filter=filter_name)
+    if method not in WIENER_TOP_K_MEASURED[filter_name]:
+        return WIENER_TOP_K_REASONS["method"].format(
+            filter=filter_name, method=method,
+            measured=", ".join(sorted(WIENER_TOP_K_MEASURED[filter_name])))
+    if top_k_cell(epsilon, n) in WIENER_TOP_K_UNCALIBRATED.get(filter_name, frozenset()):
+        return WIENER_TOP_K_REASONS["cell"].format(filter=filter_name, epsilon=epsilon,
+                                                   n=f"{n:,}")
     return None
 
 

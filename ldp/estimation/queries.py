@@ -83,15 +83,16 @@ from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_suppo
                                                           rank_conditional_applies,
                                                           score_bands, top_k_bands,
                                                           top_k_declared,
-                                                          top_k_rank_conditional_bands)
+                                                          top_k_filtered_bands,
+                                                          top_k_rank_conditional_bands,
+                                                          wiener_top_k_declared)
 from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, error_plug_in,
                                                       post_pos)
 from ldp_telemetry.ldp.estimation.replay import (AUTO_METHODS, CANDIDATES,
                                                  postprocess_with_choice)
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT,
                                                       BAND_NONE, BAND_RANK_CONDITIONAL,
-                                                      WIENER_NO_BAND,
-                                                      WIENER_TOP_K_NO_BAND)
+                                                      WIENER_NO_BAND)
 from ldp_telemetry.ldp.protocols import FrequencyOracle, is_pooled, make_protocol
 from ldp_telemetry.ldp.protocols.hash_pool import sketch_arguments
 from ldp_telemetry.ldp.protocols.memoized import G_RULES, LOCAL_HASHING, make_memoized_protocol
@@ -232,6 +233,9 @@ class WindowEstimate:
     spec: PostprocessSpec
     estimator: EstimatorSpec = EstimatorSpec("unbiased")
     chosen: str | None = None
+    #: why the window's answers have no band whatever the query (a pooled-hash oracle's Wiener
+    #: record written before records kept `unbiased_std_error`: WIENER_NO_BAND), or None
+    band_reason: str | None = None
 
     @classmethod
     def from_record(cls, record: FrequencyRecord) -> WindowEstimate:
@@ -248,11 +252,16 @@ class WindowEstimate:
         # the method the record's replay chose made its estimate: a replay run by another
         # release may choose another (the pooled-hash oracles' gained their collision error)
         chosen = post.get("chosen") if spec.method in AUTO_METHODS else None
+        # a pooled-hash Wiener record read as it says: one written before it kept f~'s
+        # standard error has no bands (the readers of output.bands show none either)
+        old_pooled_filter = (is_pooled(protocol.name) and estimator.method != "unbiased"
+                             and getattr(record, "unbiased_std_error", None) is None)
         return cls(record.metric, record.window_start, record.window_end, protocol,
                    int(record.n), labels,
                    np.asarray(record.unbiased_estimate, dtype=np.float64),
                    np.asarray(record.estimate, dtype=np.float64), spec, estimator,
-                   chosen if chosen in CANDIDATES else None)
+                   chosen if chosen in CANDIDATES else None,
+                   WIENER_NO_BAND if old_pooled_filter else None)
 
     @classmethod
     def from_unbiased(cls, protocol: FrequencyOracle, n: int, unbiased: np.ndarray,
@@ -355,12 +364,13 @@ class WindowEstimate:
         answer = Answer(query, tuple(int(i) for i in chosen),
                         tuple(self.labels[i] for i in chosen), value, se, "exact",
                         unbiased_value, method, params)
+        if self.band_reason is not None:
+            return replace(answer, band_method=BAND_NONE, band_reason=self.band_reason)
         if self._fit is not None:
             # a Wiener filter's answer: its error is the filter's fixed-gain one; its band is
-            # the unbiased answer's, as the record's value bands (none for a pooled oracle)
+            # the unbiased answer's, as the record's value bands (a pooled-hash oracle's:
+            # f~ ± z · f~'s standard error with the collision term, below)
             answer = replace(answer, std_error_kind="fixed-gain")
-            if is_pooled(self.protocol.name):
-                return replace(answer, band_method=BAND_NONE, band_reason=WIENER_NO_BAND)
             centre = unbiased_value
             se = math.sqrt(linear_variance(self.protocol, self.n, indicator, self.plug_in))
         few = few_supports_reason(self.noise)
@@ -409,14 +419,21 @@ class WindowEstimate:
         answers = [replace(self._answer("point", [int(i)]), query="top-k") for i in order]
         if answers[0].band_method == BAND_NONE:
             return answers
-        if self._fit is not None:
-            return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
-                            band_reason=WIENER_TOP_K_NO_BAND) for a in answers]
-        reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n)
+        if self._fit is not None:  # ranked by the filtered estimate
+            reason = wiener_top_k_declared(
+                self.estimator.method, bool(dict(self.estimator.params).get("keep_extremes")),
+                self._chosen_method, self.protocol, self.protocol.epsilon, self.n)
+        else:
+            reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n)
         if reason is not None:
             return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
                             band_reason=reason) for a in answers]
-        if rank_conditional_applies(self.protocol):
+        if self._fit is not None:
+            method = BAND_RANK_CONDITIONAL
+            lower, upper = top_k_filtered_bands(self.unbiased, self.noise, self.protocol,
+                                                self._filter_fit, self._postprocessor,
+                                                len(order))
+        elif rank_conditional_applies(self.protocol):
             method = BAND_RANK_CONDITIONAL
             lower, upper = top_k_rank_conditional_bands(self.unbiased, self.noise, self.protocol,
                                                         self._postprocessor, len(order))
@@ -426,6 +443,14 @@ class WindowEstimate:
                                        len(order))
         return [replace(a, band_method=method, lower95=float(low), upper95=float(high))
                 for a, low, high in zip(answers, lower, upper, strict=True)]
+
+    def _filter_fit(self, unbiased: np.ndarray) -> tuple[np.ndarray, Any]:
+        """The window's Wiener filter run on an unbiased estimate: (its estimate, its filter
+        at the gains that estimate gave), for the top-k band's replay and rank event."""
+        from ldp_telemetry.ldp.estimation import wiener
+        result = wiener.fit(self.estimator.method, unbiased, self.noise, self.protocol,
+                            **dict(self.estimator.params))
+        return result.estimate, result.filter
 
     def _postprocessor(self, unbiased: np.ndarray) -> np.ndarray:
         """The window's post-processing of an unbiased estimate (for "auto" and the other

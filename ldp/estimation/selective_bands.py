@@ -44,6 +44,11 @@ answer. So `ldp query` does not give them alone: it joins the rank-conditional b
 union of the bootstrap and the score band, which removes the union's rank-1 dips
 (frequency_bands.top_k_rank_conditional_bands).
 
+Values ranked by a linear estimate A f~ instead (a Wiener filter at its final gains) give the
+same kind of event with its rows mapped through A: each margin (A f~)_v − (A f~)_u moves by
+(A c)_v − (A c)_u per unit of f~_v (`linear_rank_interval`, `filtered_selective_bands`), the
+target still f_v; frequency_bands.top_k_filtered_bands says how `ldp query` uses it.
+
 Cost: O(d) per answer for the thresholds, then two root searches (brentq) on the truncated
 normal's CDF, computed from ratios of Gaussian tail masses through scipy.special.erfcx
 (`truncated_cdf`: truncnorm, and differences of log_ndtr, lose their accuracy many standard
@@ -52,6 +57,7 @@ deviations out).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -269,6 +275,65 @@ def selections(unbiased: np.ndarray, protocol: FrequencyOracle, n: int,
                      else set_interval(passes, float(f[v]), len(out_of)))
         out.append(Selection(float(f[v]), low, high, a, b, f.size))
     return out
+
+
+def linear_rank_interval(filtered: np.ndarray, image: np.ndarray, v: int, estimate: float
+                         ) -> tuple[float, float]:
+    """[V⁻, V⁺]: the values of f~_v that keep v's rank by a linear estimate e = A f~ (A fixed:
+    a Wiener filter at its final gains), the others moving as z + c t. With `filtered` = A f~
+    and `image` = A c, value u's margin e_v − e_u moves by g_u = image_v − image_u per unit of
+    f~_v, so the rank (descending, ties in domain order) holds while every margin keeps its
+    sign: t − f~_v ≥ −(e_v − e_u) / g_u where that bounds from below, ≤ where from above
+    ([Lee16] Lemma 5.1 with the event's rows e_u − e_v mapped through A; A = I gives
+    `thresholds` and `rank_interval` without the lattice correction). ±inf where nothing
+    bounds it."""
+    e = np.asarray(filtered, dtype=np.float64)
+    margin = e[v] - e
+    slope = image[v] - np.asarray(image, dtype=np.float64)
+    others = np.arange(e.size) != v
+    below = (margin > 0) | ((margin == 0) & (np.arange(e.size) > v))  # ranked after v
+    sign = np.where(below, 1.0, -1.0)
+    moving = others & (slope != 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bound = -margin / slope
+    lower_side = moving & (sign * slope > 0)
+    upper_side = moving & (sign * slope < 0)
+    low = float(bound[lower_side].max()) if lower_side.any() else -math.inf
+    high = float(bound[upper_side].min()) if upper_side.any() else math.inf
+    return estimate + min(low, 0.0), estimate + max(high, 0.0)
+
+
+def filtered_selections(unbiased: np.ndarray, protocol: FrequencyOracle, n: int,
+                        plug_in: np.ndarray, selected: np.ndarray,
+                        linear: Callable[[np.ndarray], np.ndarray]) -> list[Selection]:
+    """The Selection of each selected value when the values are ranked by `linear`(f~) (a
+    filter at its final gains, x -> A x: `linear_rank_interval`); the target is still f_v, the
+    pivot f~_v. O(cost of A) per answer."""
+    f = np.asarray(unbiased, dtype=np.float64)
+    terms = covariance_terms(protocol)
+    p, q = protocol.p_star, protocol.q_star
+    scale = n * (p - q) ** 2
+    a, b = q * (1 - q) / scale, (p - q) * (1 - p - q) / scale
+    filtered = linear(f)
+    out = []
+    for v in np.asarray(selected, dtype=np.int64):
+        column = covariance_column(protocol, n, plug_in, int(v), terms)
+        low, high = linear_rank_interval(filtered, linear(column / column[v]), int(v),
+                                         float(f[v]))
+        out.append(Selection(float(f[v]), low, high, a, b, f.size))
+    return out
+
+
+def filtered_selective_bands(unbiased: np.ndarray, protocol: FrequencyOracle, n: int,
+                             plug_in: np.ndarray, selected: np.ndarray,
+                             linear: Callable[[np.ndarray], np.ndarray], alpha: float = ALPHA,
+                             beta: float = PROJECTION_LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) of the hybrid bands of the true frequencies of the `selected` values,
+    ranked by `linear`(f~) (`filtered_selections`), within [0, 1] (`hybrid_band`)."""
+    bands = [hybrid_band(s, alpha, beta)
+             for s in filtered_selections(unbiased, protocol, n, plug_in, selected, linear)]
+    return (np.array([band[0] for band in bands], dtype=np.float64),
+            np.array([band[1] for band in bands], dtype=np.float64))
 
 
 def selective_bands(unbiased: np.ndarray, protocol: FrequencyOracle, n: int,

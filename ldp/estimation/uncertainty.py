@@ -91,15 +91,12 @@ BAND_METHODS = (BAND_EXACT, BAND_BOOTSTRAP, BAND_BIAS_CORRECTED, BAND_FIXED_GAIN
 #: A Wiener filter's values have the band of their unbiased estimate, as every post-processing
 #: (the score band, from the record's p*, q* and n); a record keeps the filter's fixed-gain
 #: standard error, which leaves out the filter's bias (coverage of estimate ± z · s.e.
-#: 72–98%, docs/wiener.md) and is not what a band is made from. Why a pooled-hash oracle's
-#: Wiener record has none: its band is f~ ± z · f~'s standard error, which the record does not
-#: keep.
+#: 72–98%, docs/wiener.md) and is not what a band is made from. A pooled-hash oracle's band is
+#: f~ ± z · f~'s standard error with the collision term, which its Wiener record keeps as
+#: `unbiased_std_error`; why a record written before that field has none:
 WIENER_NO_BAND = ("no band: a pooled-hash oracle's band is its unbiased estimate ± 1.96 of its "
-                  "standard errors, and a Wiener record keeps the filter's fixed-gain one")
-#: Why a Wiener filter's top-k answers have no band: the values are selected by the filtered
-#: estimate, which the top-k bootstrap (frequency_bands.top_k_bands) does not replay.
-WIENER_TOP_K_NO_BAND = ("no calibrated band for the top values of a Wiener filter: its "
-                        "selection is not replayed by the top-k bootstrap")
+                  "standard errors, and this Wiener record, written before records kept them "
+                  "(unbiased_std_error), keeps only the filter's fixed-gain one")
 
 #: The statistics a numeric record carries bands for: the mean, the variance and the record's
 #: quantile levels.

@@ -129,8 +129,8 @@ def test_the_band_is_the_unbiased_estimates_score_band():
     """value_bands is the score band of the unbiased estimate: exactly the frequencies f in
     [0, 1] that |f~ − f| ≤ Z95 · sqrt(eq. 2 at f) accepts (checked on a grid of f); a Wiener
     filter's record has the same band of its unbiased estimate (its std_error is the
-    filter's), and a record that declares no band (a pooled-hash oracle's Wiener filter) has
-    none."""
+    filter's), and a pooled-hash oracle's Wiener record the band of its unbiased estimate with
+    the collision term (f~ ± z · its `unbiased_std_error`, not the filter's error)."""
     config, result, record = next(records("norm-sub", windows=1))
     lower, upper = (np.array(bound) for bound in value_bands(record))
     noise = result.noise
@@ -153,8 +153,15 @@ def test_the_band_is_the_unbiased_estimates_score_band():
         result = finalize_window(config, statistic, N)
         wiener = window_estimate_record(config, result, 0, 1)
         if name == "flh":
-            assert value_bands(wiener) == ([None] * D, [None] * D)
-            assert format_top(wiener).splitlines()[0].endswith("95% band: none")
+            error = np.sqrt(result.noise.variance(error_plug_in(result.unbiased)))
+            assert result.noise.extra_variance > 0  # the collision term is in it
+            np.testing.assert_allclose(wiener.unbiased_std_error, error, rtol=1e-12)
+            np.testing.assert_allclose(value_bands(wiener), (result.unbiased - 1.959963984540054
+                                                             * error, result.unbiased
+                                                             + 1.959963984540054 * error),
+                                       rtol=1e-12)
+            assert format_top(wiener).splitlines()[0].endswith(
+                "95% band: exact-variance of the unbiased estimate")
             continue
         assert not np.allclose(wiener.std_error, np.sqrt(result.noise.variance(
             error_plug_in(result.unbiased))))  # the filter's error, not f~'s
@@ -339,3 +346,30 @@ def test_the_score_band_inverts_the_test_whatever_the_sign_of_b(protocol_name):
         inside = (grid >= lower[v]) & (grid <= upper[v])
         # equal but for the grid points within rounding of a root
         assert np.sum(accepted != inside) <= 2
+
+
+def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed():
+    """wiener_top_k_declared: a band (None) for a measured filter, method and cell on a pure
+    one-stage oracle; the reason otherwise — a pooled-hash oracle, keep_extremes, a filter or
+    a post-processing not measured, a cell where a rank fell more than two standard errors
+    below 0.95 (WIENER_TOP_K_UNCALIBRATED)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MEASURED,
+                                                              WIENER_TOP_K_UNCALIBRATED,
+                                                              wiener_top_k_declared)
+    from ldp_telemetry.ldp.protocols import make_protocol
+    oue = make_protocol("oue", 1.0, 64)
+    assert wiener_top_k_declared("dw", False, "norm-hyb", oue, 1.0, 10_000) is None
+    assert wiener_top_k_declared("gf-dw", False, "base", oue, 2.0, 1_000_000) is None
+    assert "pooled-hash" in wiener_top_k_declared("dw", False, "base",
+                                                  make_protocol("cms", 1.0, 64), 1.0, 10_000)
+    assert "keep_extremes" in wiener_top_k_declared("dw", True, "base", oue, 1.0, 10_000)
+    assert "smooth: its top-k band was not measured" in wiener_top_k_declared(
+        "smooth", False, "base", oue, 1.0, 10_000)
+    assert "iiw post-processed by ibu: not measured" in wiener_top_k_declared(
+        "iiw", False, "ibu", oue, 1.0, 10_000)
+    for name, cells in WIENER_TOP_K_UNCALIBRATED.items():
+        assert name in WIENER_TOP_K_MEASURED
+        for epsilon, n in cells:  # the cell and a window inside it
+            for size in (n, int(n * 1.2)):
+                reason = wiener_top_k_declared(name, False, "norm-hyb", oue, epsilon, size)
+                assert f"{name} at ε = {epsilon:g}" in reason

@@ -215,39 +215,93 @@ def test_a_wiener_records_values_carry_their_unbiased_estimates_band_in_every_re
     assert "95% band: exact-variance" in format_top(typed)
 
 
-def test_a_pooled_oracles_wiener_record_declares_no_band(tmp_path):
-    """A pooled-hash oracle's band is f~ ± z · f~'s standard error (the collision term is not in
-    the score band), which a Wiener record does not keep (its std_error is the filter's): it
-    declares none, with the reason, and no reader draws one."""
+def pooled_records(protocol: str, estimator: str, seed: int, users: np.ndarray, d: int = 256
+                   ) -> tuple:
+    """(Wiener record, unbiased record, window result) of one window of `users` (value
+    indices) under `protocol` at ε = 2, the two records made from the same reports."""
+    records = []
+    for method in (estimator, "unbiased"):
+        config = parse_registry({"metrics": [{"name": "w", "protocol": protocol, "epsilon": 2.0,
+                                              "domain": {"size": d},
+                                              "estimator": method}]})["w"]
+        rng = np.random.default_rng(seed)
+        statistic = config.protocol.new_statistic()
+        config.protocol.accumulate(statistic, config.protocol.perturb(users, rng))
+        result = finalize_window(config, statistic, users.size)
+        records.append(window_estimate_record(config, result, HOUR_START_MS,
+                                              HOUR_START_MS + 3_600_000))
+    return records[0], records[1], result
+
+
+def test_a_pooled_oracles_wiener_record_keeps_its_unbiased_estimates_band(tmp_path):
+    """A pooled-hash oracle's band is f~ ± z · f~'s standard error with the collision term (the
+    score band leaves it out); a Wiener record keeps that error as `unbiased_std_error` beside
+    the filter's `std_error`, so its values carry exactly the band the same window's unbiased
+    record carries, in every reader (value_bands, the store, the text)."""
     record = wiener_record("flh")
-    assert record["band_method"] == "none" and "pooled" in record["band_reasons"]["estimate"]
-    assert value_bands(record) == ([None] * 32, [None] * 32)
+    assert record["band_method"] == "exact-variance" and "band_reasons" not in record
+    assert len(record["unbiased_std_error"]) == 32
+    assert record["unbiased_std_error"] != record["std_error"]
+    lower, upper = value_bands(record)
+    centre, error = (np.asarray(record[name]) for name in ("unbiased_estimate",
+                                                            "unbiased_std_error"))
+    np.testing.assert_allclose(lower, centre - 1.959963984540054 * error, rtol=1e-12)
+    np.testing.assert_allclose(upper, centre + 1.959963984540054 * error, rtol=1e-12)
+    with open_store(f"sqlite:///{tmp_path}/pooled.db") as store:
+        store.write_panes([record])
+        rows = store._query("SELECT value_index, std_error, lower95, upper95 "
+                            "FROM ldp_window_values")
+    for index, error_kept, low, high in rows:  # the filter's error kept, f~'s band drawn
+        assert error_kept == pytest.approx(record["std_error"][index], rel=1e-12)
+        assert (low, high) == pytest.approx((lower[index], upper[index]), rel=1e-9)
     from ldp_telemetry.output.text import format_top
+    typed = EstimateRecord.from_value(record)
+    assert typed.to_json() == EstimateRecord.from_json(typed.to_json()).to_json()
+    assert "no band" not in format_top(typed)
+
+
+def test_a_pooled_wiener_record_from_before_unbiased_std_error_keeps_no_band():
+    """A pooled-hash Wiener record an earlier release wrote (`band_method` "none", its reason,
+    no `unbiased_std_error`) is read as it says: no reader draws a band, and `ldp query`'s
+    answers (a value, a set, the top k) have none, with the reason."""
+    from ldp_telemetry.ldp.estimation.queries import WindowEstimate
+    from ldp_telemetry.ldp.estimation.uncertainty import WIENER_NO_BAND
+    from ldp_telemetry.output.text import format_top
+    record = wiener_record("flh")
+    old_reason = ("no band: a pooled-hash oracle's band is its unbiased estimate ± 1.96 of its "
+                  "standard errors, and a Wiener record keeps the filter's fixed-gain one")
+    record = {**record, "band_method": "none", "band_reasons": {"estimate": old_reason}}
+    record.pop("unbiased_std_error")
+    assert value_bands(record) == ([None] * 32, [None] * 32)
     assert "no band" in format_top(EstimateRecord.from_value(record))
+    window = WindowEstimate.from_record(EstimateRecord.from_value(record))
+    answers = [window.point(0), window.set_sum([0, 1]), *window.top_k(3)]
+    assert all(a.band_method == "none" and a.band_reason == WIENER_NO_BAND and a.lower95 is None
+               for a in answers)
 
 
 @pytest.mark.parametrize("protocol", ["flh", "hcms", "cms"])
-def test_a_pooled_wiener_record_declares_no_band_whatever_its_collision_estimate(protocol):
-    """Whether a pooled-hash oracle's Wiener record has a band is a fact of its protocol, not
-    of its data: a window whose estimated collision term is 0 (here 100 devices holding 100
-    distinct values of 256, so the estimate of Σ f² lies near 1/n and is often below it) must
-    still declare none, or every reader draws f~ ± z · the filter's fixed-gain error, the band
-    the record must not make; `ldp query` says the same. Each protocol meets such a window in
-    the six seeds (checked), so the check cannot pass by missing the case."""
-    config = parse_registry({"metrics": [{"name": "w", "protocol": protocol, "epsilon": 2.0,
-                                          "domain": {"size": 256}, "estimator": "dw"}]})["w"]
+def test_a_pooled_wiener_records_band_is_the_unbiased_records_whatever_its_collision_term(
+        protocol):
+    """Whatever the window's estimated collision term — here 100 devices holding 100 distinct
+    values of 256, so the estimate of Σ f² lies near 1/n and is often 0 (each protocol meets
+    such a window in the six seeds: checked, so the check cannot pass by missing the case) —
+    a pooled-hash Wiener record's value bands are those of the unbiased record of the same
+    reports (never f~ ± z · the filter's fixed-gain error), and `ldp query` gives a value the
+    same band."""
     from ldp_telemetry.ldp.estimation.queries import WindowEstimate
     zero_term = 0
     for seed in range(6):
-        rng = np.random.default_rng(seed)
-        statistic = config.protocol.new_statistic()
-        config.protocol.accumulate(statistic, config.protocol.perturb(np.arange(100), rng))
-        result = finalize_window(config, statistic, 100)
+        record, unbiased, result = pooled_records(protocol, "dw", seed, np.arange(100))
         zero_term += result.noise.extra_variance == 0.0
-        record = window_estimate_record(config, result, HOUR_START_MS,
-                                        HOUR_START_MS + 3_600_000)
-        assert record.band_method == "none", seed
-        assert "pooled" in record.band_reasons["estimate"]
-        assert value_bands(record) == ([None] * 256, [None] * 256)
-        assert WindowEstimate.from_record(record).point(0).band_method == "none"
+        assert record.band_method == "exact-variance" and record.band_reasons is None
+        np.testing.assert_allclose(record.unbiased_std_error, unbiased.std_error, rtol=1e-12)
+        expected = value_bands(unbiased)
+        got = value_bands(record)
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-12)
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-12)
+        answer = WindowEstimate.from_record(record).point(7)
+        assert answer.band_method == "exact-variance" and answer.std_error_kind == "fixed-gain"
+        assert (answer.lower95, answer.upper95) == pytest.approx((got[0][7], got[1][7]),
+                                                                 rel=1e-9)
     assert zero_term > 0

@@ -32,6 +32,8 @@ METRICS = [
      "estimator": {"method": "iiw-g", "iterations": 5}, "postprocess": "norm"},
     {"name": "slot.smooth", "protocol": "ss", "epsilon": 2.0, "domain": {"size": D},
      "estimator": "smooth", "postprocess": "none"},
+    {"name": "slot.flh", "protocol": "flh", "epsilon": 2.0, "domain": {"size": D},
+     "estimator": "dw", "postprocess": "norm-sub"},
 ]
 
 
@@ -71,7 +73,9 @@ def rerun(record):
                          tuple(record["estimator"]["params"].items()))
     protocol = make_protocol(record["protocol"], record["epsilon"], len(record["labels"]))
     unbiased = np.asarray(record["unbiased_estimate"])
-    return spec.run(unbiased, protocol.noise(record["n"]), protocol), protocol
+    # the window's noise model, as the job's (a pooled-hash oracle's collision term included)
+    noise = protocol.noise(record["n"]).for_window(unbiased)
+    return spec.run(unbiased, noise, protocol), protocol
 
 
 def test_records_name_the_estimator_and_keep_the_unbiased_estimate(output):
@@ -138,13 +142,89 @@ def test_query_starts_from_the_estimator_output(output, capsys):
     assert (ranged.lower95 + ranged.upper95) / 2 == pytest.approx(centre, abs=1e-12)
     assert ranged.band_method == "exact-variance"
     assert (ranged.upper95 - ranged.lower95) / 2 > 1.96 * ranged.std_error
+
+
+def test_a_wiener_top_k_query_gives_the_bands_of_the_filtered_ranking(output, capsys):
+    """`ldp query --top` on a Wiener record (IIW, GRR, Norm-Hyb: measured): each answer's band
+    is frequency_bands.top_k_filtered_bands of the record's unbiased estimate (the bootstrap
+    replaying the filter joined with the band conditional on the rank by the filtered
+    estimate), named rank-conditional-union, in --json and in the text."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import top_k_filtered_bands
+    from ldp_telemetry.ldp.estimation.wiener import fit
+    record = records_of(output, "slot.iiw")[0]
+    assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
+                 "--top", "3", "--json"]) == 0
+    answers = json.loads(capsys.readouterr().out)["answers"]
+    protocol = make_protocol("grr", 3.0, D)
+    unbiased = np.asarray(record["unbiased_estimate"])
+    noise = protocol.noise(record["n"])
+
+    def iiw(u):
+        result = fit("iiw", u, noise, protocol, iterations=30)
+        return result.estimate, result.filter
+
+    def post(u):
+        return PostprocessSpec.parse("norm-hyb").apply(u, noise)
+
+    lower, upper = top_k_filtered_bands(unbiased, noise, protocol, iiw, post, 3)
+    order = np.argsort(-np.asarray(record["estimate"]), kind="stable")[:3]
+    assert [a["indices"] for a in answers] == [[int(i)] for i in order]
+    for answer, low, high in zip(answers, lower, upper, strict=True):
+        assert answer["band_method"] == "rank-conditional-union"
+        assert answer["band_reason"] is None and answer["std_error_kind"] == "fixed-gain"
+        assert (answer["lower95"], answer["upper95"]) == pytest.approx((low, high), rel=1e-12)
     assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
                  "--top", "3"]) == 0
     text = capsys.readouterr().out
     assert "iiw (iterations=30, keep_extremes=False) + norm-hyb" in text
-    answers = text.splitlines()[1:4]  # the three answer lines: top values have no band
-    assert all("(no band)" in line and "±" not in line for line in answers), answers
-    assert "95% band: none" in text and "top values of a Wiener filter" in text
+    assert "rank-conditional-union" in text
+    lines = text.splitlines()[1:4]
+    assert all("no band" not in line and f"{low:.5f}" in line
+               for line, low in zip(lines, lower, strict=True)), lines
+
+
+@pytest.mark.parametrize(("metric", "reason"), [
+    ("slot.dw", "dw post-processed by base-pos: not measured"),
+    ("slot.smooth", "smooth: its top-k band was not measured"),
+    ("slot.flh", "pooled-hash oracle's collision term")])
+def test_a_wiener_top_k_query_without_a_measured_band_says_why(output, capsys, metric, reason):
+    """Where the filtered ranking's band was not measured (a post-processing, a filter) or
+    does not apply (a pooled-hash oracle), the top values have no band, and the reason."""
+    assert main(["query", "--output", output, "--metric", metric, "--window", "0",
+                 "--top", "2", "--json"]) == 0
+    answers = json.loads(capsys.readouterr().out)["answers"]
+    assert all(a["band_method"] == "none" and a["lower95"] is None and reason in a["band_reason"]
+               for a in answers), answers
+    assert main(["query", "--output", output, "--metric", metric, "--window", "0",
+                 "--top", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "95% band: none" in text and reason in text.replace("\n", " ")
+
+
+def test_a_pooled_wiener_record_shows_and_answers_with_its_unbiased_band(output, capsys):
+    """FLH with DW: the record keeps f~'s standard error with the collision term
+    (`unbiased_std_error`) beside the filter's; `ldp show` prints its band, and `ldp query`
+    answers a value with the same band (text and --json)."""
+    record = records_of(output, "slot.flh")[0]
+    assert record["band_method"] == "exact-variance" and "band_reasons" not in record
+    lower, upper = value_bands(record)
+    centre, error = (np.asarray(record[key]) for key in ("unbiased_estimate",
+                                                          "unbiased_std_error"))
+    np.testing.assert_allclose(lower, centre - 1.959963984540054 * error, rtol=1e-12)
+    assert main(["show", "--output", output, "--metric", "slot.flh"]) == 0
+    shown = capsys.readouterr().out
+    assert "dw + norm-sub" in shown and "95% band: exact-variance" in shown
+    assert "no band" not in shown
+    top = int(np.argmax(record["estimate"]))
+    assert main(["query", "--output", output, "--metric", "slot.flh", "--window", "0",
+                 "--labels", str(top), "--json"]) == 0
+    [point] = json.loads(capsys.readouterr().out)["answers"]
+    assert point["band_method"] == "exact-variance" and point["std_error_kind"] == "fixed-gain"
+    assert (point["lower95"], point["upper95"]) == pytest.approx((lower[top], upper[top]),
+                                                                 rel=1e-9)
+    assert main(["query", "--output", output, "--metric", "slot.flh", "--window", "0",
+                 "--labels", str(top)]) == 0
+    assert f"{lower[top]:.5f}" in capsys.readouterr().out
 
 
 def test_every_metric_is_its_estimator_then_its_postprocessing(output):
@@ -152,7 +232,8 @@ def test_every_metric_is_its_estimator_then_its_postprocessing(output):
         for record in records_of(output, metric["name"]):
             filtered, protocol = rerun(record)
             spec = PostprocessSpec.parse(metric.get("postprocess", "norm-hyb"))
-            post = spec.apply(filtered.estimate, protocol.noise(record["n"]))
+            post = spec.apply(filtered.estimate, protocol.noise(record["n"]).for_window(
+                np.asarray(record["unbiased_estimate"])))
             np.testing.assert_allclose(record["estimate"], post, atol=1e-15)
             np.testing.assert_allclose(record["std_error"], filtered.std_error, rtol=1e-12)
             assert record["estimator"]["method"] == EstimatorSpec.parse(

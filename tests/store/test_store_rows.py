@@ -6,6 +6,7 @@ Exact comparisons: the rows are copies of the record's numbers."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ldp_telemetry.client.values import domain_points
 from ldp_telemetry.ldp.config.registry import parse_registry
@@ -25,8 +26,8 @@ COLUMNS = ("version", "n", "protocol", "epsilon", "p_star", "q_star", "smallest_
 
 def later_kinds() -> list[EstimateRecord]:
     """A record of each kind the golden job predates: a pooled-hash oracle's Wiener filter
-    (its values declared without a band), a replay's choice (`postprocess: auto`) and a string
-    metric's heavy hitters."""
+    (its values banded from `unbiased_std_error`, not the filter's std_error), a replay's
+    choice (`postprocess: auto`) and a string metric's heavy hitters."""
     registry = parse_registry({"metrics": [
         {"name": "wiener", "protocol": "flh", "epsilon": 2.0, "domain": {"size": 16},
          "estimator": "iiw"},
@@ -52,7 +53,8 @@ def later_kinds() -> list[EstimateRecord]:
 def test_sql_and_bigquery_rows_of_every_kind_of_record_are_the_same_rows(tmp_path):
     records = [EstimateRecord.from_json(line) for line in read_golden("estimates.jsonl.gz")]
     wiener, auto, strings = later = later_kinds()
-    assert wiener.band_method == "none" and auto.postprocess["chosen"]
+    assert wiener.band_method == "exact-variance" and wiener.unbiased_std_error is not None
+    assert auto.postprocess["chosen"]
     assert strings.heavy_hitters is not None and len(strings.labels) > 0
     records += later
     with open_store(f"sqlite:///{tmp_path}/rows.db") as store:
@@ -80,7 +82,10 @@ def test_sql_and_bigquery_rows_of_every_kind_of_record_are_the_same_rows(tmp_pat
             assert len(values) == len(record.estimate)
             assert summaries == sorted(summary_rows(record))
             assert bool(summaries) == record.numeric
-            if record is wiener:  # the values keep their error, and have no band
-                assert all(v[4] is not None and v[5] is None and v[6] is None for v in values)
+            if record is wiener:  # the filter's error kept, the band f~ ± z · f~'s error
+                assert wiener.unbiased_std_error is not None
+                assert all(v[4] == e and v[5] == pytest.approx(v[3] - 1.959963984540054 * u)
+                           for v, e, u in zip(values, wiener.std_error,
+                                              wiener.unbiased_std_error, strict=True))
             elif not record.numeric:
                 assert all(v[5] is not None for v in values)
