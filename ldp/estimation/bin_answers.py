@@ -293,6 +293,21 @@ def tree_adjoint(leaf_weights: np.ndarray, weights: np.ndarray
     return [level[0] for level in adjoint], float(constant[0])
 
 
+def subtree_fractions(weights: np.ndarray) -> list[float]:
+    """The own share of a node's subtree estimate at each depth 1..h − 1 of the projection's
+    bottom-up pass (`admm.tree_projection`: subtree = f · own target + (1 − f) · children's
+    sum, f = w_ℓ / (w_ℓ + precision below / 4)); 0 at the root and the leaves' entries."""
+    h = len(weights) - 1
+    fraction = [0.0] * (h + 1)
+    precision = float(weights[h])
+    for depth in range(h - 1, 0, -1):
+        below = precision / BRANCHING
+        own = float(weights[depth])
+        fraction[depth] = own / (own + below)
+        precision = own + below
+    return fraction
+
+
 def tree_adjoints(leaf_weights: np.ndarray, weights: np.ndarray
                   ) -> tuple[list[np.ndarray], np.ndarray]:
     """`tree_adjoint` of every row of `leaf_weights` (K × 4^h) at once: a[ℓ] is K × 4^ℓ
@@ -300,13 +315,7 @@ def tree_adjoints(leaf_weights: np.ndarray, weights: np.ndarray
     grad = np.asarray(leaf_weights, dtype=np.float64)
     rows = grad.shape[0]
     h = len(weights) - 1
-    fraction = [0.0] * (h + 1)  # own share of a node's subtree estimate, bottom-up pass
-    precision = float(weights[h])
-    for depth in range(h - 1, 0, -1):
-        below = precision / BRANCHING
-        own = float(weights[depth])
-        fraction[depth] = own / (own + below)
-        precision = own + below
+    fraction = subtree_fractions(weights)
     subtree = [np.zeros((rows, BRANCHING ** depth)) for depth in range(h + 1)]
     for depth in range(h, 0, -1):  # levels[d] = subtree[d] + repeat(gap / 4), gap = up − Σ
         subtree[depth] += grad
@@ -336,13 +345,7 @@ def _tree_prefix_functionals(weights: np.ndarray, depth: int, node: np.ndarray
     breakpoints, and each functional is a sum over those segments (with the prefix sums of
     `node` for the weighted ones)."""
     h = len(weights) - 1
-    fraction = [0.0] * (h + 1)  # as tree_adjoints' bottom-up pass
-    precision = float(weights[h])
-    for level in range(h - 1, 0, -1):
-        below = precision / BRANCHING
-        own = float(weights[level])
-        fraction[level] = own / (own + below)
-        precision = own + below
+    fraction = subtree_fractions(weights)
     leaves = BRANCHING ** h
     size = BRANCHING ** depth
     k = np.arange(leaves + 1, dtype=np.float64)[:, None]
