@@ -28,8 +28,9 @@ def run_job(job: EstimateJob, beam_args: list[str], out=None) -> dict[str, int]:
     options = PipelineOptions(beam_args)
     runner = make_runner(options)
     pipeline = beam.Pipeline(runner=runner, options=options)
-    with interrupt_batch_on_sigint(lambda: job, type(runner).__name__):  # Ctrl-C: one line, 130
-        job, run = start_store_run(job, "batch", job.files)
+    with interrupt_batch_on_sigint(lambda: job, type(runner).__name__) as held:  # Ctrl-C: 130
+        with held():  # the run's row and the job naming it, together
+            job, run = start_store_run(job, "batch", job.files)
         try:
             build_pipeline(pipeline, job)
             inputs = RunInputs()

@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from typing import TYPE_CHECKING
 
@@ -90,23 +90,46 @@ def interrupted_line(job: EstimateJob) -> str:
 
 @contextmanager
 def interrupt_batch_on_sigint(current_job: Callable[[], EstimateJob], runner_name: str
-                              ) -> Iterator[None]:
+                              ) -> Iterator[Callable[[], AbstractContextManager[None]]]:
     """While the block runs a batch job on a runner of this process: Ctrl-C prints
     `interrupted_line(current_job())` (the job as it is then: with its store run once it has
     one) to stderr and ends the process with status `INTERRUPTED`, no traceback. Other runners
-    (and other threads) keep Python's KeyboardInterrupt."""
+    (and other threads) keep Python's KeyboardInterrupt.
+
+    Yields `held`: a Ctrl-C that comes inside `with held():` takes effect when that block ends,
+    for a step whose effect and the job `current_job` returns change together (the store run's
+    row is committed, then the job that names it is assigned: a Ctrl-C between the two would
+    leave the row "running" and the line without it). Python runs signal handlers in the main
+    thread between statements, so the hold is exact."""
     if runner_name not in LOCAL_RUNNERS \
             or threading.current_thread() is not threading.main_thread():
-        yield
+        yield nullcontext
         return
+    holding, pending = [False], [False]
 
-    def interrupted(signum, frame):
+    def end() -> None:
         print(interrupted_line(current_job()), file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(INTERRUPTED)  # Beam's threads cannot be stopped: end here, nothing half-done
 
+    def interrupted(signum, frame):
+        if holding[0]:
+            pending[0] = True
+            return
+        end()
+
+    @contextmanager
+    def held() -> Iterator[None]:
+        holding[0] = True
+        try:
+            yield
+        finally:
+            holding[0] = False
+            if pending[0]:
+                end()
+
     previous = signal.signal(signal.SIGINT, interrupted)
     try:
-        yield
+        yield held
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -134,3 +134,42 @@ def test_ctrl_c_on_a_batch_run_prints_one_line_and_exits_130(tmp_path):
     assert not list((tmp_path / "out").glob("estimates-*"))
     with open_store(url) as store:
         assert [r["status"] for r in store.runs()] == ["interrupted"]
+
+
+HELD_CTRL_C = """
+import os, signal, sys
+from ldp_telemetry.ldp.config.registry import load_registry
+from ldp_telemetry.ldp.config.windows import WindowSpec
+from ldp_telemetry.pipelines.job import EstimateJob
+from ldp_telemetry.pipelines.stopping import interrupt_batch_on_sigint
+from ldp_telemetry.pipelines.store_runs import start_store_run
+
+folder, url = sys.argv[1], sys.argv[2]
+job = EstimateJob(load_registry(folder + "/registry.json"), (folder + "/in.avro",),
+                  folder + "/out", WindowSpec.from_seconds(3600), store=url)
+with interrupt_batch_on_sigint(lambda: job, "FnApiRunner") as held:
+    with held():
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C before the run's row exists
+        job, run = start_store_run(job, "batch", job.files)
+    print("not interrupted")
+"""
+
+
+def test_a_ctrl_c_while_the_store_run_registers_marks_that_run_interrupted(tmp_path):
+    """A Ctrl-C that comes while `ldp run` registers its run in the store (between the row's
+    commit and the job that names it) takes effect once both are done: the line names the run
+    and the row is marked interrupted. Unheld, the line left the run out and the row stayed
+    "running" (seen on a loaded machine by the Ctrl-C test above)."""
+    registry(tmp_path)
+    url = f"sqlite:///{tmp_path}/store.db"
+    with open_store(url, create=True):
+        pass
+    done = subprocess.run([sys.executable, "-c", HELD_CTRL_C, str(tmp_path), url],
+                          capture_output=True, text=True, timeout=HANG)
+    assert done.returncode == 130, done.stderr
+    assert "not interrupted" not in done.stdout
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("INFO ")]
+    assert len(lines) == 1 and lines[0].startswith("ldp run: interrupted: read 0 report(s)")
+    assert lines[0].endswith("; store: run 1 wrote 0 pane(s), marked interrupted"), lines[0]
+    with open_store(url) as store:
+        assert [r["status"] for r in store.runs()] == ["interrupted"]
