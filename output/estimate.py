@@ -418,6 +418,9 @@ def record_problem(record: object) -> str | None:
         # every report of a hierarchy's window lands at exactly one depth
         return ("field 'level_reports' must be null or a list of non-negative integers "
                 "summing to n")
+    errors = record.get("unbiased_std_error")  # every kind's: the reader makes it an array
+    if errors is not None and not (_is_numbers(errors) and len(errors) == size):
+        return f"field 'unbiased_std_error' must be null or hold {size} numbers"
     if numeric:
         edges = record["bucket_edges"]
         # a mean-only protocol's record (sr, pm) has no buckets: its edges are the range
@@ -438,7 +441,4 @@ def record_problem(record: object) -> str | None:
     unbiased = record.get("unbiased_estimate")
     if unbiased is not None and not (_is_numbers(unbiased) and len(unbiased) == size):
         return f"field 'unbiased_estimate' must be null or hold {size} numbers"
-    errors = record.get("unbiased_std_error")
-    if errors is not None and not (_is_numbers(errors) and len(errors) == size):
-        return f"field 'unbiased_std_error' must be null or hold {size} numbers"
     return None

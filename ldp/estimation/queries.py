@@ -364,8 +364,6 @@ class WindowEstimate:
         answer = Answer(query, tuple(int(i) for i in chosen),
                         tuple(self.labels[i] for i in chosen), value, se, "exact",
                         unbiased_value, method, params)
-        if self.band_reason is not None:
-            return replace(answer, band_method=BAND_NONE, band_reason=self.band_reason)
         if self._fit is not None:
             # a Wiener filter's answer: its error is the filter's fixed-gain one; its band is
             # the unbiased answer's, as the record's value bands (a pooled-hash oracle's:
@@ -373,6 +371,8 @@ class WindowEstimate:
             answer = replace(answer, std_error_kind="fixed-gain")
             centre = unbiased_value
             se = math.sqrt(linear_variance(self.protocol, self.n, indicator, self.plug_in))
+        if self.band_reason is not None:  # still the filter's fixed-gain error, without a band
+            return replace(answer, band_method=BAND_NONE, band_reason=self.band_reason)
         few = few_supports_reason(self.noise)
         if few is not None and len(chosen) == 1:  # as the record's value bands
             return replace(answer, band_method=BAND_NONE, band_reason=few)

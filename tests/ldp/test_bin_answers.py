@@ -383,3 +383,16 @@ def test_a_record_written_before_quantile_bands_still_reads(tmp_path, capsys, pr
                                if line.strip().startswith("q0.5"))
     assert next(line for line in shown.splitlines()
                 if line.strip().startswith("mean")).endswith(f"({BAND_EXACT})")
+
+
+def test_a_numeric_record_whose_unbiased_std_error_is_no_list_of_numbers_is_not_read():
+    """`unbiased_std_error` is read into an array whatever the record's kind, so a numeric
+    record read from a file with a malformed one is refused naming the field (it passed the
+    check and failed converting with "could not convert string to float")."""
+    value = json.loads(_record("hh").to_json())
+    assert record_problem(value) is None
+    for errors in ("abc", ["x", 1.0], [1.0] * (BINS + 1)):
+        bad = {**value, "unbiased_std_error": errors}
+        assert "unbiased_std_error" in record_problem(bad)
+        with pytest.raises(ValueError, match="unbiased_std_error"):
+            EstimateRecord.from_value(bad)

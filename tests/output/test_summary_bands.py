@@ -305,3 +305,21 @@ def test_a_pooled_wiener_records_band_is_the_unbiased_records_whatever_its_colli
         assert (answer.lower95, answer.upper95) == pytest.approx((got[0][7], got[1][7]),
                                                                  rel=1e-9)
     assert zero_term > 0
+
+
+def test_a_pooled_wiener_record_from_before_unbiased_std_error_names_its_error_fixed_gain():
+    """An answer on a pooled-hash Wiener record written before `unbiased_std_error` has no
+    band, and its standard error is still the filter's fixed-gain one (A's weights on f~), as
+    on every other Wiener record: not called "exact"."""
+    from ldp_telemetry.ldp.estimation.queries import WindowEstimate
+    record = wiener_record("flh")
+    record = {**record, "band_method": "none",
+              "band_reasons": {"estimate": "an earlier release's reason"}}
+    record.pop("unbiased_std_error")
+    old = WindowEstimate.from_record(EstimateRecord.from_value(record))
+    current = WindowEstimate.from_record(EstimateRecord.from_value(wiener_record("flh")))
+    for make in (lambda w: w.point(0), lambda w: w.set_sum([0, 1]), lambda w: w.top_k(3)[0]):
+        answer, banded = make(old), make(current)
+        assert answer.band_method == "none"
+        assert answer.std_error_kind == banded.std_error_kind == "fixed-gain"
+        assert answer.std_error == pytest.approx(banded.std_error, rel=1e-12)
