@@ -421,6 +421,9 @@ def record_problem(record: object) -> str | None:
     errors = record.get("unbiased_std_error")  # every kind's: the reader makes it an array
     if errors is not None and not (_is_numbers(errors) and len(errors) == size):
         return f"field 'unbiased_std_error' must be null or hold {size} numbers"
+    if errors is not None and record.get("unbiased_estimate") is None:
+        # its bands are f~ ± z · it: without f~ they would be centred on the filtered estimate
+        return "field 'unbiased_std_error' needs 'unbiased_estimate', the estimate it is f~'s of"
     if numeric:
         edges = record["bucket_edges"]
         # a mean-only protocol's record (sr, pm) has no buckets: its edges are the range

@@ -89,6 +89,10 @@ def test_problems_in_the_output_are_input_errors_naming_the_place(tmp_path):
     ({"p_star": "0.7"}, "field 'p_star' must be null or a number"),
     ({"estimate": [0.5, True]}, "field 'estimate' must hold 2 numbers"),
     ({"unbiased_estimate": [0.5]}, "field 'unbiased_estimate' must be null or hold 2 numbers"),
+    # a pooled-hash Wiener record's f~ error without f~: its bands would be centred on the
+    # filtered estimate
+    ({"unbiased_std_error": [0.1, 0.1], "unbiased_estimate": None},
+     "field 'unbiased_std_error' needs 'unbiased_estimate', the estimate it is f~'s of"),
     ({"pane": {"index": True}}, "field 'pane' has no integer 'index'"),
     # any record's, not a numeric one's only: a reader turns it into a tuple
     ({"level_reports": 5}, "field 'level_reports' must be null or a list of non-negative "
