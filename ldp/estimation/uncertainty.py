@@ -127,7 +127,8 @@ HELD_OUT_MISS_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: on hel
                         "standard errors below 0.95 (benchmarks/declare_bands.py)")
 POOLED_MISS_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: on held-out windows at "
                       "ε = {cell_epsilon:g}, n = {cell_n:,} this statistic's band covered "
-                      "{coverage:.3f} of {windows} windows pooled over {datasets} data sets, "
+                      "{coverage:.3f} of {windows} windows pooled over {datasets} (data set, "
+                      "window set) runs, "
                       "more than one standard error below 0.95 (benchmarks/declare_bands.py)")
 LEVEL_MISS_REASON = ("no calibrated band for the {level} quantile: on held-out windows its band "
                      "covered {coverage:.3f} of {windows} windows pooled over the {banded} "

