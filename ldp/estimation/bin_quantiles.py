@@ -140,9 +140,10 @@ RECORD_RULE = WHOLE_BINS
 QUANTILE_DECLARED: dict[tuple[str, float, int], dict[str, str]] = {}
 
 #: What a record's quantile band holds (its `band_reasons`, beside SMALL_WINDOW_REASON).
-QUANTILE_BAND_REASON = ("band of the values' own quantile: the exact CDF bands at the edges of "
-                        "{bins} bins inverted, whole bins of width {width:.4g}; need not be "
-                        "centred on the printed ({estimator}) quantile")
+QUANTILE_BAND_REASON = ("band of the values' own quantile (values outside the domain counted "
+                        "at its ends, as the client clips them): the exact CDF bands at the "
+                        "edges of {bins} bins inverted, whole bins of width {width:.4g}; need "
+                        "not be centred on the printed ({estimator}) quantile")
 
 
 def declared_quantiles(family: str, epsilon: float, n: int) -> dict[str, str]:
