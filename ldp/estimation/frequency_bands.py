@@ -305,13 +305,24 @@ def top_k_rank_conditional_bands(unbiased: np.ndarray, noise: SupportNoise,
     protocol `rank_conditional_applies` to: the union band of `top_k_bands` joined with each
     answer's band conditional on its rank (selective_bands.selective_bands, [Lee16] Lemma
     5.1 and Theorem 5.2, [Andrews24]; `joined_bands`), within [0, 1] (module docstring)."""
+    return joined_bands(*top_k_rank_conditional_parts(unbiased, noise, protocol, postprocess, k,
+                                                      replicates, seed))
+
+
+def top_k_rank_conditional_parts(unbiased: np.ndarray, noise: SupportNoise,
+                                 protocol: FrequencyOracle,
+                                 postprocess: Callable[[np.ndarray], np.ndarray], k: int,
+                                 replicates: int = BAND_REPLICATES, seed: int = 0
+                                 ) -> tuple[np.ndarray, ...]:
+    """The parts `top_k_rank_conditional_bands` joins: (union lower, union upper,
+    rank-conditional lower, rank-conditional upper, merged answers), each of the values ranked
+    1..k by postprocess(unbiased)."""
     f = np.asarray(unbiased, dtype=np.float64)
     lower, upper = top_k_bands(f, noise, postprocess, k, replicates, seed)
     estimate = postprocess(f)
     order = np.argsort(-estimate, kind="stable")[:lower.size]
     rank_lower, rank_upper = selective_bands(f, protocol, int(noise.n), error_plug_in(f), order)
-    return joined_bands(lower, upper, rank_lower, rank_upper,
-                        merged_answers(estimate, f, order))
+    return lower, upper, rank_lower, rank_upper, merged_answers(estimate, f, order)
 
 
 def top_k_filtered_bands(unbiased: np.ndarray, noise: SupportNoise, protocol: FrequencyOracle,
@@ -371,6 +382,9 @@ TOP_K_NOT_MEASURED = frozenset({"power", "power-ns"})
 TOP_K_REASON = ("no calibrated band for top-k answers of {method} at ε = {epsilon:g}, n = {n}: "
                 "its bootstrap band covered less than 0.90 there "
                 "(benchmarks/coverage_frequency.py)")
+TOP_K_ORACLE_REASON = ("no calibrated band for top-k answers of {protocol} at ε = {epsilon:g}, "
+                       "n = {n}: a rank's coverage fell more than two standard errors below "
+                       "0.95 there (benchmarks/selective_top_k.py --unfiltered)")
 TOP_K_NOT_MEASURED_REASON = ("no band for top-k answers of {method}: its bootstrap band was not "
                              "measured (the method costs O(d √n) per replicate)")
 
@@ -381,13 +395,18 @@ def top_k_cell(epsilon: float, n: int) -> tuple[float, int]:
     return grid_cell(epsilon, n, TOP_K_EPSILONS, TOP_K_SIZES)
 
 
-def top_k_declared(method: str, epsilon: float, n: int) -> str | None:
+def top_k_declared(method: str, epsilon: float, n: int, protocol: str | None = None
+                   ) -> str | None:
     """Why the top-k answers of `method` (for a replay-chosen one: the method chosen) at ε and
-    n reports have no band, or None when they have one (`TOP_K_UNCALIBRATED`)."""
+    n reports of `protocol` (its registry name) have no band, or None when they have one
+    (`TOP_K_UNCALIBRATED`, keyed by method or by oracle)."""
     if method in TOP_K_NOT_MEASURED:
         return TOP_K_NOT_MEASURED_REASON.format(method=method)
-    if top_k_cell(epsilon, n) in TOP_K_UNCALIBRATED.get(method, frozenset()):
+    cell = top_k_cell(epsilon, n)
+    if cell in TOP_K_UNCALIBRATED.get(method, frozenset()):
         return TOP_K_REASON.format(method=method, epsilon=epsilon, n=f"{n:,}")
+    if protocol is not None and cell in TOP_K_UNCALIBRATED.get(protocol, frozenset()):
+        return TOP_K_ORACLE_REASON.format(protocol=protocol, epsilon=epsilon, n=f"{n:,}")
     return None
 
 
