@@ -339,8 +339,8 @@ def newest_quantile_set(results: Path) -> dict | None:
 
 
 #: Results of benchmarks/selective_top_k.py --unfiltered (the oracles other than GRR, OUE and
-#: OLH, n up to 10⁵; SUE at 10⁶, SS and RWS runs apart) and --wiener (airports; DW and GF-DW on
-#: other data).
+#: OLH, n up to 10⁵; SUE, HR and RUE at 10⁶, SS and RWS runs apart) and --wiener (airports;
+#: DW and GF-DW on other data).
 UNFILTERED_TOP_K = ("top_k_unfiltered", "top_k_unfiltered_large", "top_k_unfiltered_ss_rws")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen")
 
