@@ -27,6 +27,13 @@ errors (√(0.95 · 0.05 / W), W windows) from 0.95 — a calibrated band lands 
 two standard errors below 0.95 against how many a calibrated band gives by chance (binomial),
 the lowest, and the median and largest width against the union's (`rank_summary`).
 
+With --wiener FILTER... the windows are drawn here instead (--datasets, --protocols,
+--epsilons, --sizes, --windows, --seed; coverage_frequency's data and samplers) and each Wiener
+filter's top-k band (`ldp query`'s, frequency_bands.top_k_filtered_bands) is measured per rank;
+with --unfiltered, on the same windows, the band of the oracles' own f~ post-processed
+(frequency_bands.top_k_rank_conditional_bands: for the pure one-stage oracles the calibration
+windows did not hold). --benchmark names the results (one file per run).
+
     nice python benchmarks/selective_top_k.py --dumps top_k_held_out_airports.pkl \\
         top_k_held_out_olh.pkl top_k_held_out_emoji.pkl top_k_words.pkl top_k_zipf.pkl \\
         --json benchmarks/results/top_k_selective.json
