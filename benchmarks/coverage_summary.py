@@ -339,7 +339,7 @@ def newest_quantile_set(results: Path) -> dict | None:
 
 
 #: Results of benchmarks/selective_top_k.py --unfiltered (the oracles other than GRR, OUE and
-#: OLH, n up to 10⁵; SUE, HR and RUE at 10⁶, SS and RWS runs apart) and --wiener (airports;
+#: OLH, n up to 10⁵; at 10⁶ all but SS and RWS; SS and RWS a run apart) and --wiener (airports;
 #: DW and GF-DW on other data).
 UNFILTERED_TOP_K = ("top_k_unfiltered", "top_k_unfiltered_large", "top_k_unfiltered_ss_rws")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen")

@@ -63,7 +63,8 @@ docs/error-bars.md) the join held every rank in at least 0.91 of windows (rank 1
 more than two standard errors below 0.95), at the price of a median 1.48 times the union's
 width (at most 2.4 times): it is conservative (median coverage 0.99), not calibrated. The
 other pure oracles, measured apart on airports windows (selective_top_k.py --unfiltered; n up
-to 10⁵, and 10⁶ for SUE, HR and RUE), held every triple but SUE's rank 1 at ε = 4, n = 10⁶.
+to 10⁵, and 10⁶ for all but SS and RWS), held every triple but SUE's rank 1 at ε = 4,
+n = 10⁶.
 Where the top-k band measured below 0.90 (a method
 at a grid cell of ε and n, `TOP_K_UNCALIBRATED`), where a rank of an oracle's fell more than
 two standard errors below 0.95 (an oracle at a cell, the same table) and for Power's (not
