@@ -152,22 +152,32 @@ def frequency_rows(results: dict) -> list[dict]:
     return out
 
 
-def top_k_rows(calibration: dict | None, selective: dict | None = None) -> list[dict]:
+def top_k_rows(calibration: dict | None, selective: dict | None = None,
+               *unfiltered: dict | None) -> list[dict]:
     """The top-k answers' bands `ldp query` gives, counted per (method, cell, rank) triple —
     each answer's band is stated for that answer, and pooled over the ranks the top answer's
     dips hide — from benchmarks/selective_top_k.py: the join with the rank-conditional band
-    (pure one-stage oracles) and the union of the bootstrap and the score band alone (pooled-hash
-    and memoized oracles, answers merged by post-processing; measured on GRR, OUE and OLH).
-    Without those results: the union per (method, cell) pair on the held-out windows of
-    benchmarks/calibrate_top_k.py."""
+    (pure one-stage oracles: GRR, OUE and OLH on the calibration windows, and the other oracles
+    `unfiltered` measured, selective_top_k.py --unfiltered: the triples of the cells that ship
+    a band, those declared counted apart, `unfiltered_shipped`) and the union of the bootstrap
+    and the score band alone (pooled-hash and memoized oracles, answers merged by
+    post-processing; measured on GRR, OUE and OLH). Without those results: the union per
+    (method, cell) pair on the held-out windows of benchmarks/calibrate_top_k.py."""
     if selective:
         rows = selective["rows"]
+        more = [row for results in unfiltered if results for row in results["rows"]]
 
         def triples(family: str) -> list[tuple[float, int]]:
             return [(float(c), r["windows"]) for r in rows
                     for c in r[family]["by_rank"].split()]
-        return [tally("top-k answers, per rank", "rank-conditional-union", triples("both"),
-                      note="pure one-stage oracles (measured: GRR, OUE, OLH); (method, cell, "
+        joined = triples("both") + [(float(c), row["windows"]) for row in more
+                                    if unfiltered_shipped(row) for c in row["by_rank"].split()]
+        declared = sum(len(row["by_rank"].split()) for row in more
+                       if not unfiltered_shipped(row))
+        measured = ", ".join(["GRR", "OUE", "OLH"] + sorted(
+            {row["protocol"].upper() for row in more} - {"GRR", "OUE", "OLH"}))
+        return [tally("top-k answers, per rank", "rank-conditional-union", joined, declared,
+                      note=f"pure one-stage oracles (measured: {measured}); (method, cell, "
                            "rank) triples"),
                 tally("top-k answers, per rank, union alone", "bias-corrected-bootstrap",
                       triples("union"),
@@ -179,6 +189,13 @@ def top_k_rows(calibration: dict | None, selective: dict | None = None) -> list[
     pairs = [(row[5]["union at 1"], windows) for row in calibration["fits"][0]["rows"]]
     return [tally("top-k answers", "bias-corrected-bootstrap", pairs,
                   note="conservative: the union of the bootstrap and the score band")]
+
+
+def unfiltered_shipped(row: dict) -> bool:
+    """Whether a row of selective_top_k.py --unfiltered is of a cell whose answers have a band
+    (frequency_bands.top_k_declared for its protocol and method)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import top_k_declared
+    return top_k_declared(row["method"], row["epsilon"], row["n"], row["protocol"]) is None
 
 
 def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
@@ -201,9 +218,15 @@ def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
              for c in row["by_rank"].split()]
     declared = sum(len(row["by_rank"].split()) for row in rows if not shipped(row))
     filters = ", ".join(sorted({row["filter"].upper() for row in rows if shipped(row)}))
+    # which filters were measured on which data sets, e.g. "airports (DW, GF-DW, IIW)"
+    where = "; ".join(
+        f"{dataset}: " + ", ".join(sorted({row["filter"].upper() for row in rows
+                                           if row["dataset"] == dataset}))
+        for dataset in sorted({row["dataset"] for row in rows}))
+    protocols = " and ".join(sorted({row["protocol"].upper() for row in rows}))
     return [tally("Wiener top-k answers, per rank", "rank-conditional-union", pairs, declared,
-                  f"{filters} then base, norm-sub or norm-hyb (measured: GRR, OUE on the "
-                  "airports data); (filter, method, cell, rank) triples")]
+                  f"{filters} then base, norm-sub or norm-hyb (measured: {protocols} on "
+                  f"{where}); (filter, method, cell, rank) triples")]
 
 
 def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict | None,
@@ -315,14 +338,22 @@ def newest_quantile_set(results: Path) -> dict | None:
                  if (found := _load(results, name)) is not None), None)
 
 
+#: Results of benchmarks/selective_top_k.py --unfiltered (the oracles other than GRR, OUE and
+#: OLH, n up to 10⁵; at 10⁶ all but SS and RWS; SS and RWS a run apart) and --wiener (airports;
+#: DW and GF-DW on other data).
+UNFILTERED_TOP_K = ("top_k_unfiltered", "top_k_unfiltered_large", "top_k_unfiltered_ss_rws")
+WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen")
+
+
 def summary(results: Path = RESULTS) -> list[dict]:
     """Every family's row, in the order of docs/error-bars.md, from the results folder."""
     rows = []
     frequency = _load(results, "coverage_frequency")
     if frequency:
         rows += frequency_rows(frequency)
-    rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"))
-    rows += wiener_top_k_rows(_load(results, "top_k_wiener"), _load(results, "top_k_wiener_amrp"))
+    rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"),
+                       *(_load(results, name) for name in UNFILTERED_TOP_K))
+    rows += wiener_top_k_rows(*(_load(results, name) for name in WIENER_TOP_K))
     rows += numeric_rows(_load(results, "coverage_moments"), newest_quantile_set(results),
                          _load(results, "quantile_lr"), _load(results, "coverage_cfo_moments"))
     rows += bin_rows(_load(results, "coverage_bins"), _load(results, "coverage_bins_large"))

@@ -1439,11 +1439,11 @@ def top_k_selective(r: dict) -> str:
                "largest width"], ranks, right=set(range(2, 12)))])
 
 
-def top_k_wiener(r: dict) -> str:
-    """The top-k bands of Wiener records (benchmarks/selective_top_k.py --wiener), per
-    (filter, post-processing): the (cell, rank) triples inside the goal, above, below, below
-    0.90, more than two standard errors below 0.95 against chance, the lowest (and at rank 1),
-    and the median time per query."""
+def rank_rows(rows: list[dict], key: Callable[[dict], tuple[str, ...]]) -> list[list[str]]:
+    """Per group of rows of benchmarks/selective_top_k.py --wiener or --unfiltered (`key`: the
+    group's first columns): the (cell, rank) triples inside the goal, above, below, below 0.90,
+    more than two standard errors below 0.95 against chance, the lowest (and at rank 1), each
+    part alone, and the median time per query."""
     from selective_top_k import chance_below
     low, high = GOAL
     body = []
@@ -1457,13 +1457,12 @@ def top_k_wiener(r: dict) -> str:
                  for c in row[f"{part}_by_rank"].split()]
         below = sum(0.95 - c > 2 * coverage_standard_error(w, w) for c, w in found)
         return f"{below}, {min(c for c, _ in found):.2f}"
-    keys = sorted({(row["filter"], row["method"]) for row in r["rows"]})
-    for name, method in keys:
-        mine = [row for row in r["rows"] if (row["filter"], row["method"]) == (name, method)]
+    for group in sorted({key(row) for row in rows}):
+        mine = [row for row in rows if key(row) == group]
         triples = [(float(c), row["windows"]) for row in mine for c in row["by_rank"].split()]
         below_two = sum(0.95 - c > 2 * coverage_standard_error(w, w) for c, w in triples)
         chance = sum(chance_below(w) for _, w in triples)
-        body.append([name, method, str(len(triples)),
+        body.append([*group, str(len(triples)),
                      str(sum(low <= c <= high for c, _ in triples)),
                      str(sum(c > high for c, _ in triples)),
                      str(sum(c < low for c, _ in triples)),
@@ -1472,6 +1471,18 @@ def top_k_wiener(r: dict) -> str:
                      f"{min(float(row['by_rank'].split()[0]) for row in mine):.3f}",
                      part_text(mine, "hybrid"), part_text(mine, "union"),
                      f"{statistics.median(row['median_ms_per_query'] for row in mine):.1f}"])
+    return body
+
+
+RANK_COLUMNS = ["triples", "inside", "above", "below", "below 0.90",
+                "below 0.95 by 2 s.e. (chance)", "lowest", "lowest rank 1",
+                "rank-conditional alone", "union alone", "ms per query"]
+
+
+def top_k_wiener(r: dict) -> str:
+    """The top-k bands of Wiener records (benchmarks/selective_top_k.py --wiener), per
+    (filter, post-processing) and data set: `rank_rows`."""
+    body = rank_rows(r["rows"], lambda row: (row["filter"], row["method"], row["dataset"]))
     windows = sorted({row["windows"] for row in r["rows"]})
     cells = sorted({(row["dataset"], row["protocol"]) for row in r["rows"]})
     return "\n".join([
@@ -1485,10 +1496,28 @@ def top_k_wiener(r: dict) -> str:
         f"union of the bootstrap replaying the filter and the score band. Time: the median "
         f"over cells of the median per query of 10 answers (R = 40 replicates of the filter, "
         f"10 conditional bands).", "",
-        table(["filter", "then", "triples", "inside", "above", "below", "below 0.90",
-               "below 0.95 by 2 s.e. (chance)", "lowest", "lowest rank 1",
-               "rank-conditional alone", "union alone", "ms per query"],
-              body, right=set(range(2, 13)))])
+        table(["filter", "then", "data", *RANK_COLUMNS], body, right=set(range(3, 14)))])
+
+
+def top_k_unfiltered(r: dict) -> str:
+    """The top-k bands of the pure one-stage oracles measured apart from the calibration
+    windows (benchmarks/selective_top_k.py --unfiltered), per (protocol, post-processing):
+    `rank_rows`."""
+    body = rank_rows(r["rows"], lambda row: (row["protocol"].upper(), row["method"]))
+    windows = sorted({row["windows"] for row in r["rows"]})
+    datasets = sorted({row["dataset"] for row in r["rows"]})
+    sizes = sorted({row["n"] for row in r["rows"]})
+    return "\n".join([
+        f"Top 10 of each oracle's f~ post-processed, on {', '.join(datasets)}, ε "
+        f"{', '.join(f'{e:g}' for e in sorted({row['epsilon'] for row in r['rows']}))}, n "
+        f"{', '.join(f'{n:,}' for n in sizes)}, {', '.join(map(str, windows))} windows per "
+        f"cell; each (cell, rank) triple's coverage has standard error √(0.95 · 0.05 / W). "
+        f"\"Below by 2 s.e.\": more than two of them below 0.95 (in brackets: how many an "
+        f"exactly calibrated band gives by chance). Each part alone (triples below by 2 s.e., "
+        f"lowest): the band conditional on the rank and the union of the bootstrap and the "
+        f"score band. Time: the median over cells of the median per query of 10 answers "
+        f"(R = 40 replicates, 10 conditional bands).", "",
+        table(["oracle", "then", *RANK_COLUMNS], body, right=set(range(2, 13)))])
 
 
 SECTIONS += [
@@ -1559,6 +1588,40 @@ SECTIONS += [
      top_k_wiener,
      "python benchmarks/selective_top_k.py --wiener amrp --wiener-methods base norm-sub "
      "norm-hyb --windows 100"),
+    ("top_k_unfiltered", "Top-k bands of the other pure oracles",
+     "`ldp query --top`'s band for a pure one-stage oracle (the union of the bootstrap and the "
+     "score band joined with the band conditional on the rank, "
+     "[error bars](error-bars.md#query-answers)), measured for the oracles the calibration "
+     "windows did not hold: SUE, RUE, BLH, RLH and HR, windows of the airports data drawn "
+     "through SUE's exact channel and through the others' clients, ε 0.5–4, n 10³–10⁵ "
+     "(n = 10⁶ not measured: simulating the clients of 100 windows per cell cost more than "
+     "the run's budget on the shared machine).",
+     top_k_unfiltered,
+     "python benchmarks/selective_top_k.py --unfiltered --protocols sue rue blh rlh hr "
+     "--sizes 1000 10000 100000 --wiener-methods base norm-sub norm-hyb --windows 100"),
+    ("top_k_unfiltered_large", "Top-k bands of the other pure oracles at a million reports",
+     "As the section above, at n = 10⁶, for the oracles whose windows of a million reports "
+     "cost least to draw (SUE, HR, RUE, BLH, RLH; not SS and RWS), a run apart.",
+     top_k_unfiltered,
+     "python benchmarks/selective_top_k.py --unfiltered --protocols sue hr rue blh rlh "
+     "--sizes 1000000 "
+     "--wiener-methods base norm-sub norm-hyb --windows 100 --benchmark "
+     "top_k_unfiltered_large"),
+    ("top_k_unfiltered_ss_rws", "Top-k bands of Subset Selection and RWS",
+     "As [the other pure oracles](#top-k-bands-of-the-other-pure-oracles), for SS and RWS "
+     "(the clients that cost the most to simulate), n 10³–10⁵, a run apart.",
+     top_k_unfiltered,
+     "python benchmarks/selective_top_k.py --unfiltered --protocols ss rws --sizes 1000 10000 "
+     "100000 --wiener-methods base norm-sub norm-hyb --windows 100 --benchmark "
+     "top_k_unfiltered_ss_rws"),
+    ("top_k_wiener_unseen", "Top-k bands of Wiener filters on other data",
+     "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), for DW and GF-DW "
+     "on data sets the declarations were not chosen on (the emoji occurrences, d = 969, and "
+     "the 256 most common English words), drawn with another seed.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --datasets emoji 'common words' "
+     "--seed 32 --wiener-methods base norm-sub norm-hyb --windows 100 --benchmark "
+     "top_k_wiener_unseen"),
 ]
 
 # -- quantile bands by profile-likelihood test inversion (benchmarks/quantile_lr.py) --------

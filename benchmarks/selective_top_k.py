@@ -27,6 +27,13 @@ errors (√(0.95 · 0.05 / W), W windows) from 0.95 — a calibrated band lands 
 two standard errors below 0.95 against how many a calibrated band gives by chance (binomial),
 the lowest, and the median and largest width against the union's (`rank_summary`).
 
+With --wiener FILTER... the windows are drawn here instead (--datasets, --protocols,
+--epsilons, --sizes, --windows, --seed; coverage_frequency's data and samplers) and each Wiener
+filter's top-k band (`ldp query`'s, frequency_bands.top_k_filtered_bands) is measured per rank;
+with --unfiltered, on the same windows, the band of the oracles' own f~ post-processed
+(frequency_bands.top_k_rank_conditional_bands: for the pure one-stage oracles the calibration
+windows did not hold). --benchmark names the results (one file per run).
+
     nice python benchmarks/selective_top_k.py --dumps top_k_held_out_airports.pkl \\
         top_k_held_out_olh.pkl top_k_held_out_emoji.pkl top_k_words.pkl top_k_zipf.pkl \\
         --json benchmarks/results/top_k_selective.json
@@ -48,7 +55,7 @@ from coverage_frequency import DATASETS, TOP, default_sampler, query_weights, su
 from coverage_summary import GOAL, coverage_standard_error
 
 from ldp_telemetry.ldp.estimation.frequency_bands import (joined_bands, merged_answers,
-                                                          top_k_parts)
+                                                          rank_conditional_applies, top_k_parts)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, error_plug_in
 from ldp_telemetry.ldp.estimation.replay import choose
 from ldp_telemetry.ldp.estimation.selective_bands import selective_bands
@@ -309,6 +316,26 @@ WIENER_FILTERS = ("dw", "iiw", "iiw-g", "gf-dw", "amrp")
 WIENER_METHODS = ("base", "norm-sub")
 
 
+#: The pseudo-filter of --unfiltered: the pure one-stage oracle's own top-k band
+#: (frequency_bands.top_k_rank_conditional_bands) on the windows --wiener draws.
+UNFILTERED = "none"
+
+
+def shipped_parts(name: str, unbiased: np.ndarray, noise, protocol, post, seed: int):
+    """(the parts `ldp query --top` joins, f~ -> the estimate the answers are ranked by) for
+    filter `name` (UNFILTERED: the oracle's f~ post-processed, no filter)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (top_k_filtered_parts,
+                                                              top_k_rank_conditional_parts)
+    if name == UNFILTERED:
+        return (top_k_rank_conditional_parts(unbiased, noise, protocol,
+                                             lambda u: post(u, noise), TOP, seed=seed),
+                lambda u: post(u, noise))
+    run = wiener_fit(name, noise, protocol)
+    return (top_k_filtered_parts(unbiased, noise, protocol, run,
+                                 lambda u: post(u, noise), TOP, seed=seed),
+            lambda u: post(run(u)[0], noise))
+
+
 def wiener_fit(name: str, noise, protocol):
     """f~ -> (the filter's estimate, its filter at the gains f~ gave), registry defaults."""
     from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
@@ -331,7 +358,6 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
     filter at its gains; each part alone too, `union_by_rank` and `hybrid_by_rank`: the
     latter says whether conditioning on the window's own gains holds), W windows drawn here
     (coverage_frequency's data and samplers)."""
-    from ldp_telemetry.ldp.estimation.frequency_bands import top_k_filtered_parts
     rows = []
     for dataset_name in datasets:
         dataset = DATASETS[dataset_name](folder)
@@ -356,15 +382,12 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                         unbiased = unbiased_estimate(
                             support_counts(protocol, counts, rng, sampler), noise)
                         for name, method in keys:
-                            run = wiener_fit(name, noise, protocol)
-                            post = METHODS[method].run
                             started = time.perf_counter()
-                            found = top_k_filtered_parts(
-                                unbiased, noise, protocol, run, lambda u, p=post, z=noise: p(u, z),
-                                TOP, seed=w)
+                            found, ranked = shipped_parts(name, unbiased, noise, protocol,
+                                                            METHODS[method].run, w)
                             lower, upper = joined_bands(*found)
                             seconds[(name, method)].append(time.perf_counter() - started)
-                            estimate = post(run(unbiased)[0], noise)
+                            estimate = ranked(unbiased)
                             order = np.argsort(-estimate, kind="stable")[:TOP]
                             selected = truth[order]
                             inside[(name, method)].append(
@@ -438,6 +461,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets-dir", default=default_datasets_dir())
     parser.add_argument("--wiener", nargs="*", default=None, choices=WIENER_FILTERS,
                         help="measure Wiener top-k bands instead (benchmark top_k_wiener)")
+    parser.add_argument("--unfiltered", action="store_true",
+                        help="measure the unfiltered top-k band of --protocols on the windows "
+                             "--wiener draws (benchmark top_k_unfiltered)")
+    parser.add_argument("--benchmark", default=None,
+                        help="the results' benchmark name (default: top_k_wiener, "
+                             "top_k_wiener_amrp for AMRP alone, top_k_unfiltered)")
     parser.add_argument("--wiener-methods", nargs="*", default=list(WIENER_METHODS))
     parser.add_argument("--datasets", nargs="*", default=["airports"])
     parser.add_argument("--protocols", nargs="*", default=["grr", "oue"])
@@ -448,13 +477,23 @@ def main(argv: list[str] | None = None) -> int:
     add_json_argument(parser)
     args = parser.parse_args(argv)
     folder = Path(args.datasets_dir)
-    if args.wiener is not None:
+    if args.wiener is not None and args.unfiltered:
+        print("--wiener and --unfiltered exclude each other", file=sys.stderr)
+        return 2
+    if args.wiener is not None or args.unfiltered:
         if not folder.is_dir():
             print(f"no data sets at {folder}: set LDP_DATASETS", file=sys.stderr)
             return 2
-        filters = args.wiener or list(WIENER_FILTERS)
+        unfit = [p for p in args.protocols
+                 if not rank_conditional_applies(make_protocol(p, 1.0, 64))]
+        if unfit:
+            print(f"--protocols: no rank-conditional top-k band for {', '.join(unfit)} "
+                  "(frequency_bands.rank_conditional_applies)", file=sys.stderr)
+            return 2
+        filters = [UNFILTERED] if args.unfiltered else args.wiener or list(WIENER_FILTERS)
         # AMRP alone (its replay costs about 15 times the others') is a results file apart
-        name = "top_k_wiener_amrp" if filters == ["amrp"] else "top_k_wiener"
+        name = args.benchmark or ("top_k_unfiltered" if args.unfiltered else
+                                  "top_k_wiener_amrp" if filters == ["amrp"] else "top_k_wiener")
         with Run(name, args.json, vars(args)) as run:
             rows = wiener_rows(folder, args.datasets, args.protocols, args.epsilons,
                                args.sizes, filters,

@@ -424,7 +424,8 @@ class WindowEstimate:
                 self.estimator.method, bool(dict(self.estimator.params).get("keep_extremes")),
                 self._chosen_method, self.protocol, self.protocol.epsilon, self.n)
         else:
-            reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n)
+            reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n,
+                                    self.protocol.name)
         if reason is not None:
             return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
                             band_reason=reason) for a in answers]

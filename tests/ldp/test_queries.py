@@ -399,7 +399,7 @@ def test_every_method_names_its_band(method):
     assert pair.method == method and dict(pair.params) == dict(w.spec.params)
     assert all(np.isfinite([point.value, point.std_error, pair.value, pair.std_error]))
     top = w.top_k(3)
-    reason = top_k_declared(w._chosen_method, w.protocol.epsilon, w.n)
+    reason = top_k_declared(w._chosen_method, w.protocol.epsilon, w.n, w.protocol.name)
     if reason is None:
         assert [a.band_method for a in top] == ["rank-conditional-union"] * 3
         assert all(0.0 <= a.lower95 <= a.upper95 <= 1.0 for a in top)
@@ -588,3 +588,23 @@ def test_the_rank_conditional_part_applies_to_pure_one_stage_oracles_only():
     unbiased = f + np.random.default_rng(3).normal(0, np.sqrt(memoized.noise(n).variance(f)))
     top = WindowEstimate.from_unbiased(memoized, n, unbiased, "norm-sub").top_k(3)
     assert [a.band_method for a in top] == ["bias-corrected-bootstrap"] * 3
+
+
+def test_top_k_of_an_oracle_declared_at_a_cell_has_no_band_and_says_why():
+    """`ldp query --top` on a SUE window at ε = 4 with 10⁶ reports (TOP_K_UNCALIBRATED["sue"]:
+    a rank fell more than two standard errors below 0.95 there) gives every answer band none
+    with the reason; OUE in the same cell and SUE in another keep the rank-conditional band."""
+    f = np.array([0.4, 0.2, 0.15, 0.1, 0.08, 0.04, 0.02, 0.01])
+
+    def top(protocol_name: str, epsilon: float, n: int) -> list:
+        protocol = make_protocol(protocol_name, epsilon, f.size)
+        unbiased = f + np.random.default_rng(5).normal(0, np.sqrt(protocol.noise(n).variance(f)))
+        w = WindowEstimate.from_unbiased(protocol, n, unbiased, PostprocessSpec("norm-sub", ()),
+                                         labels=list("abcdefgh"), metric="m")
+        return w.top_k(3)
+    declared = top("sue", 4.0, 1_000_000)
+    assert [(a.band_method, a.lower95, a.upper95) for a in declared] == [("none", None, None)] * 3
+    assert all("sue at ε = 4, n = 1,000,000" in a.band_reason for a in declared)
+    for protocol_name, epsilon, n in (("oue", 4.0, 1_000_000), ("sue", 4.0, 100_000)):
+        assert [a.band_method for a in top(protocol_name, epsilon, n)] == [
+            "rank-conditional-union"] * 3

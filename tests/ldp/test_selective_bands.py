@@ -446,5 +446,41 @@ def test_the_benchmark_measures_wiener_top_k_bands_per_rank(tmp_path):
     for line in results["summary"].values():
         assert line["triples"] == 20
         assert line["inside"] + line["above"] + line["below"] == 20
-    assert "| dw | base | 10 |" in table and "| iiw | norm-sub | 10 |" in table
+    assert "| dw | base | zipf | 10 |" in table and "| iiw | norm-sub | zipf | 10 |" in table
     assert row["pairs"] == 40 and row["declared"] == 0
+
+
+def test_the_benchmark_measures_unfiltered_top_k_bands_per_rank(tmp_path):
+    """benchmarks/selective_top_k.py --unfiltered: the band `ldp query --top` gives a pure
+    one-stage oracle (top_k_rank_conditional_bands) on windows drawn as --wiener draws them,
+    one row per (cell, method) with each rank's coverage; the report's table per (oracle,
+    method) and the coverage summary's top-k row count its triples with GRR's, OUE's and
+    OLH's. A pooled-hash oracle, which has no rank-conditional band, fails at start."""
+    import json
+
+    from tests.benchmark_scripts import loaded_scripts
+    with loaded_scripts("selective_top_k", "report", "coverage_summary") as scripts:
+        arguments = ["--unfiltered", "--wiener-methods", "base", "norm-sub", "--datasets",
+                     "zipf", "--epsilons", "1", "--sizes", "1000", "--windows", "3",
+                     "--datasets-dir", str(tmp_path)]
+        assert scripts["selective_top_k"].main(
+            [*arguments, "--protocols", "sue", "--json", str(tmp_path / "u.json")]) == 0
+        assert scripts["selective_top_k"].main([*arguments, "--protocols", "sue", "cms"]) == 2
+        document = json.loads((tmp_path / "u.json").read_text())
+        assert document["benchmark"] == "top_k_unfiltered"
+        results = document["results"]
+        table = scripts["report"].top_k_unfiltered(results)
+        selective = {"rows": [{"windows": 100, "both": {"by_rank": " ".join(["1"] * 10)},
+                               "union": {"by_rank": " ".join(["1"] * 10)}}]}
+        joined = scripts["coverage_summary"].top_k_rows(None, selective, results, None)[0]
+    rows = results["rows"]
+    assert {(r["protocol"], r["filter"], r["method"]) for r in rows} == {
+        ("sue", "none", "base"), ("sue", "none", "norm-sub")}
+    for r in rows:
+        ranks = [float(c) for c in r["by_rank"].split()]
+        assert len(ranks) == 10 and r["windows"] == 3
+        union = [float(c) for c in r["union_by_rank"].split()]
+        assert all(c >= u - 1e-9 for c, u in zip(ranks, union, strict=True))
+    assert "| SUE | base | 10 |" in table and "| SUE | norm-sub | 10 |" in table
+    assert joined["pairs"] == 30 and joined["declared"] == 0
+    assert "SUE" in joined["note"]
