@@ -31,13 +31,12 @@ import argparse
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from bench_json import Run, add_json_argument
 from coverage import DISTANCE, available
 from coverage_bins import DELAY, DOMAIN, LOGNORMAL, MINUTE, SETS, draw_values
-from coverage_moments import checked_windows, numbers
+from coverage_moments import checked_windows, measured_rows, numbers
 
 from ldp_telemetry.ldp.estimation.bin_answers import cfo_statistic_linear, hh_statistic_linear
 from ldp_telemetry.ldp.estimation.bin_quantiles import RULES, declared_quantiles, quantile_bands
@@ -171,22 +170,17 @@ def main(argv=None) -> None:
     rows = []
     name = "coverage_bin_quantiles_large" if args.large else "coverage_bin_quantiles"
     with Run(name, args.json, vars(args)) as run:
-        pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
-        found = pool.map(simulate_cell, cells) if pool else map(simulate_cell, cells)
-        for cell_rows in found:
-            for row in sorted(cell_rows, key=lambda row: (row["epsilon"], row["protocol"])):
-                rows.append(row)
-                for rule in RULES:
-                    c = row["coverage"][rule]
-                    print(f"{row['dataset']:<20} {row['protocol']:<8} {row['epsilon']:>4g} "
-                          f"{row['n']:>7} {rule:<12} "
-                          + " ".join(f"{c[key]:5.3f}" for key in QUANTILE_LEVELS)
-                          + f"  {row['median_width_bins'][rule]['0.5']:6.2f}"
-                          f"  {row['median_band_ms']:.2f}"
-                          + (f"  declared {','.join(row['declared'])}"
-                             if row["declared"] else ""), flush=True)
-        if pool:
-            pool.shutdown()
+        for row in measured_rows(simulate_cell, cells, args.jobs):
+            rows.append(row)
+            for rule in RULES:
+                c = row["coverage"][rule]
+                print(f"{row['dataset']:<20} {row['protocol']:<8} {row['epsilon']:>4g} "
+                      f"{row['n']:>7} {rule:<12} "
+                      + " ".join(f"{c[key]:5.3f}" for key in QUANTILE_LEVELS)
+                      + f"  {row['median_width_bins'][rule]['0.5']:6.2f}"
+                      f"  {row['median_band_ms']:.2f}"
+                      + (f"  declared {','.join(row['declared'])}"
+                         if row["declared"] else ""), flush=True)
         run.save({"cells": rows, "goal": list(GOAL), "seed": args.seed,
                   "levels": list(QUANTILE_LEVELS), "rules": list(RULES)})
 

@@ -36,12 +36,11 @@ import argparse
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from bench_json import Run, add_json_argument
 from coverage import DELAY, DISTANCE, DOMAINS, LOGNORMAL, _column, available, draw
-from coverage_moments import checked_windows, numbers
+from coverage_moments import checked_windows, measured_rows, numbers
 
 from ldp_telemetry.ldp.estimation.bin_answers import (cfo_statistic_linear, hh_statistic_linear,
                                                       range_weights)
@@ -192,21 +191,16 @@ def main(argv=None) -> None:
     rows = []
     with Run("coverage_bins_large" if args.large else "coverage_bins", args.json,
              vars(args)) as run:
-        pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
-        found = pool.map(simulate_cell, cells) if pool else map(simulate_cell, cells)
-        for cell_rows in found:
-            for row in sorted(cell_rows, key=lambda row: (row["epsilon"], row["protocol"])):
-                rows.append(row)
-                c, zr, v = row["coverage"], row["z_rms"], row["values"]["coverage"]
-                print(f"{row['dataset']:<20} {row['protocol']:<8} {row['epsilon']:>4g} "
-                      f"{row['n']:>7}  " + " ".join(f"{c[s]:7.3f}" for s in STATISTICS)
-                      + f"   {zr['mean']:5.2f} {zr['variance']:5.2f}  "
-                      f"{row['median_band_ms']:.2f}  cut {v['cut']:.3f} mean {v['mean']:.3f} "
-                      f"var {v['variance']:.3f}"
-                      + (f"  declared {','.join(row['declared'])}" if row["declared"] else ""),
-                      flush=True)
-        if pool:
-            pool.shutdown()
+        for row in measured_rows(simulate_cell, cells, args.jobs):
+            rows.append(row)
+            c, zr, v = row["coverage"], row["z_rms"], row["values"]["coverage"]
+            print(f"{row['dataset']:<20} {row['protocol']:<8} {row['epsilon']:>4g} "
+                  f"{row['n']:>7}  " + " ".join(f"{c[s]:7.3f}" for s in STATISTICS)
+                  + f"   {zr['mean']:5.2f} {zr['variance']:5.2f}  "
+                  f"{row['median_band_ms']:.2f}  cut {v['cut']:.3f} mean {v['mean']:.3f} "
+                  f"var {v['variance']:.3f}"
+                  + (f"  declared {','.join(row['declared'])}" if row["declared"] else ""),
+                  flush=True)
         run.save({"cells": rows, "goal": list(GOAL), "seed": args.seed,
                   "statistics": list(STATISTICS)})
 

@@ -223,6 +223,18 @@ def simulate_cell(args: tuple) -> list[dict]:
     return simulate(*args)
 
 
+def measured_rows(simulate, cells: list, jobs: int):
+    """Every row `simulate` gives for `cells`, cell by cell in their order (a cell's rows by ε
+    and protocol), measured by `jobs` processes (in this one for 1), as each cell finishes."""
+    if jobs <= 1:
+        for found in map(simulate, cells):
+            yield from sorted(found, key=lambda row: (row["epsilon"], row["protocol"]))
+        return
+    with ProcessPoolExecutor(jobs) as pool:
+        for found in pool.map(simulate, cells):
+            yield from sorted(found, key=lambda row: (row["epsilon"], row["protocol"]))
+
+
 def numbers(text: str, kind=float) -> list:
     return [kind(value) for value in text.split(",") if value]
 
@@ -263,24 +275,19 @@ def main(argv=None) -> None:
     rows = []
     with Run("coverage_cfo_moments" if args.cfo else "coverage_moments", args.json,
              vars(args)) as run:
-        pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
-        found = pool.map(simulate_cell, cells) if pool else map(simulate_cell, cells)
-        for cell_rows in found:
-            for row in sorted(cell_rows, key=lambda row: (row["epsilon"], row["protocol"])):
-                rows.append(row)
-                c, zm, zr = row["coverage"], row["z_mean"], row["z_rms"]
-                print(f"{row['dataset']:<20} {row['protocol']:<12} {row['epsilon']:>4g} "
-                      f"{row['n']:>8} {row['output_buckets']:>5}  {c['mean']:5.3f} "
-                      f"{c['variance']:5.3f}  {zm['mean']:6.2f} {zm['variance']:6.2f}  "
-                      f"{zr['mean']:5.2f} {zr['variance']:5.2f}  {row['median_band_ms']:.2f}"
-                      + (f"  bucketed {row['bucketed']['coverage']['mean']:.3f} "
-                         f"{row['bucketed']['coverage']['variance']:.3f}"
-                         if "bucketed" in row else "")
-                      + (f"  values {row['values']['coverage']['mean']:.3f} "
-                         f"{row['values']['coverage']['variance']:.3f}"
-                         if "values" in row else ""), flush=True)
-        if pool:
-            pool.shutdown()
+        for row in measured_rows(simulate_cell, cells, args.jobs):
+            rows.append(row)
+            c, zm, zr = row["coverage"], row["z_mean"], row["z_rms"]
+            print(f"{row['dataset']:<20} {row['protocol']:<12} {row['epsilon']:>4g} "
+                  f"{row['n']:>8} {row['output_buckets']:>5}  {c['mean']:5.3f} "
+                  f"{c['variance']:5.3f}  {zm['mean']:6.2f} {zm['variance']:6.2f}  "
+                  f"{zr['mean']:5.2f} {zr['variance']:5.2f}  {row['median_band_ms']:.2f}"
+                  + (f"  bucketed {row['bucketed']['coverage']['mean']:.3f} "
+                     f"{row['bucketed']['coverage']['variance']:.3f}"
+                     if "bucketed" in row else "")
+                  + (f"  values {row['values']['coverage']['mean']:.3f} "
+                     f"{row['values']['coverage']['variance']:.3f}"
+                     if "values" in row else ""), flush=True)
         run.save({"cells": rows, "goal": list(GOAL), "seed": args.seed})
 
 
