@@ -238,6 +238,7 @@ def test_the_benchmark_redraws_the_dumped_windows(tmp_path):
             assert 0.0 <= row[family]["coverage"] <= 1.0
             ranks = by_rank(row[family])
             assert len(ranks) == 10 and all(0.0 <= value <= 1.0 for value in ranks)
+            # the file keeps the coverage rounded to 4 decimals (±5e-5), the ranks to 6 digits
             assert row[family]["coverage"] == pytest.approx(sum(ranks) / 10, abs=1e-4)
     summary = result["summary"]["all"]
     assert summary["union"]["pairs"] == summary["set"]["pairs"] == len(rows)
@@ -436,6 +437,7 @@ def test_the_benchmark_measures_wiener_top_k_bands_per_rank(tmp_path):
     for r in rows:
         ranks = [float(c) for c in r["by_rank"].split()]
         assert len(ranks) == 10 and r["windows"] == 3
+        # the file keeps the coverage rounded to 4 decimals (±5e-5), the ranks to 6 digits
         assert r["coverage"] == pytest.approx(sum(ranks) / 10, abs=1e-4)
         union, hybrid = ([float(c) for c in r[f"{part}_by_rank"].split()]
                          for part in ("union", "hybrid"))
