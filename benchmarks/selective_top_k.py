@@ -13,7 +13,20 @@ every method's top 10 gets the bands of ldp_telemetry.ldp.estimation.selective_b
 the dumped union of the bootstrap and the score band ("union", clipped to [0, 1]), and the
 smallest interval holding both the union and the hybrid ("both": `ldp query`'s band for a pure
 one-stage oracle, frequency_bands.joined_bands; the union alone for an answer
-post-processing merged with values of other f~, frequency_bands.merged_answers). The 40-value Zipf
+post-processing merged with values of other f~, frequency_bands.merged_answers). --families
+adds the families that separate the causes of the join's over-coverage (measured, none
+shipped):
+
+    conditional            the conditional interval alone (β = 0: no projection set)
+    conditional-nolattice  the same without the half-count moves of the thresholds
+    hybrid-0.001, -0.02    the hybrid at a smaller and a larger β
+    conditional-union      the conditional interval joined with the union
+    conditional-randomized the conditional test randomized on the lattice of support counts
+                           (`randomized_bands`: exact there; a band that depends on a coin is
+                           not shipped), which also counts the answers the rank pins to one
+                           count ("pinned") and every family's coverage without them
+
+and --benchmark names the results (top_k_selective_conditional). The 40-value Zipf
 population of tests/ldp/test_frequency_bands.py (a fixed population, 2,000 or 20,000 users,
 OUE and GRR at ε = 1, drawn through the channel) has no dump: its windows and its "union" band
 (`top_k_parts`, R = 40) are made here (--population-windows, seed --seed).
@@ -32,7 +45,9 @@ With --wiener FILTER... the windows are drawn here instead (--datasets, --protoc
 filter's top-k band (`ldp query`'s, frequency_bands.top_k_filtered_bands) is measured per rank;
 with --unfiltered, on the same windows, the band of the oracles' own f~ post-processed
 (frequency_bands.top_k_rank_conditional_bands: for the pure one-stage oracles the calibration
-windows did not hold). --benchmark names the results (one file per run).
+windows did not hold), and with --conditional also the conditional interval, its join with the
+union and the randomized test per rank (UNFILTERED_PARTS). --benchmark names the results (one
+file per run).
 
     nice python benchmarks/selective_top_k.py --dumps top_k_held_out_airports.pkl \\
         top_k_held_out_olh.pkl top_k_held_out_emoji.pkl top_k_words.pkl top_k_zipf.pkl \\
@@ -58,16 +73,32 @@ from ldp_telemetry.ldp.estimation.frequency_bands import (joined_bands, merged_a
                                                           rank_conditional_applies, top_k_parts)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, error_plug_in
 from ldp_telemetry.ldp.estimation.replay import choose
-from ldp_telemetry.ldp.estimation.selective_bands import selective_bands
+from ldp_telemetry.ldp.estimation.selective_bands import (ALPHA, ROOT_TOLERANCE, selections,
+                                                          selective_bands, truncated_cdf)
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
-FAMILIES = ("hybrid", "set", "union", "both")
+#: Every family --families can name; DEFAULT_FAMILIES: the run of top_k_selective.json.
+FAMILIES = ("hybrid", "set", "union", "both", "conditional", "conditional-nolattice",
+            "hybrid-nolattice", "hybrid-0.001", "hybrid-0.02", "conditional-union",
+            "conditional-randomized")
+DEFAULT_FAMILIES = ("hybrid", "set", "union", "both")
 #: Families whose rows the results file keeps ("set" is summarised only: it is no band of each
 #: answer, and the file stays small).
-ROW_FAMILIES = ("hybrid", "union", "both")
-#: family -> (event, β) of selective_bands (None: its default β)
-SELECTIVE = {"hybrid": ("rank", None), "set": ("set", None)}
+ROW_FAMILIES = ("hybrid", "union", "both", "conditional", "conditional-union")
+#: family -> (event, β, lattice) of selective_bands (None: its default β). "conditional*":
+#: β = 0, the conditional interval alone ([Lee16] Theorem 5.2, no projection set).
+SELECTIVE = {"hybrid": ("rank", None, True), "set": ("set", None, True),
+             "conditional": ("rank", 0.0, True),
+             "conditional-nolattice": ("rank", 0.0, False),
+             "hybrid-nolattice": ("rank", None, False),
+             "hybrid-0.001": ("rank", 0.001, True), "hybrid-0.02": ("rank", 0.02, True)}
+#: family -> the rank-conditional family joined with the union (`joined_bands`)
+JOINS = {"both": "hybrid", "conditional-union": "conditional"}
+#: Measured only, never shipped: the conditional test made exact on the lattice by an auxiliary
+#: uniform (`randomized_bands`), to learn whether the support counts' discreteness is what
+#: makes the conditional interval conservative.
+RANDOMIZED = "conditional-randomized"
 POPULATION_SIZES = (2_000, 20_000)
 POPULATION_METHODS = ("base", "norm-sub", "norm-hyb", "base-cut", "ibu", "auto")
 
@@ -87,11 +118,55 @@ def chosen_run(method: str, unbiased: np.ndarray, noise):
     return lambda u: METHODS[method].run(u, noise)
 
 
+def randomized_bands(unbiased: np.ndarray, protocol, n: int, plug_in: np.ndarray,
+                     selected: np.ndarray, uniforms: np.ndarray, alpha: float = ALPHA
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The conditional interval (β = 0) of each selected value with the test randomized on the
+    lattice of f~ (step s = 1 / (n (p* − q*)), thresholds moved half a step as `thresholds`
+    does): G(μ) = F(y − s/2) + U (F(y + s/2) − F(y − s/2)), F the truncated normal CDF at μ,
+    is uniform when f~_v is the Gaussian law rounded to the lattice, so the band {μ : α/2 ≤
+    G(μ) ≤ 1 − α/2} holds exactly 95% there. `uniforms`: one U per selected value. Measured
+    only (a band that depends on a coin is not shipped). Third: whether the rank confines
+    f~_v to one lattice point (V⁺ − V⁻ < 1.5 steps: `PINNED`), where the conditional law is
+    one point whatever μ, and a test that is not randomized accepts every μ."""
+    from scipy.optimize import brentq
+    p, q = protocol.p_star, protocol.q_star
+    half = 0.5 / (n * (p - q))
+    top, bottom = 1.0 - alpha / 2, alpha / 2
+    lower, upper, pinned = [], [], []
+    for s, u in zip(selections(unbiased, protocol, n, plug_in, selected), uniforms,
+                    strict=True):
+        def g(mu: float, s=s, u=u) -> float:
+            sd = s.sd(mu)
+            below = truncated_cdf(s.estimate - half, mu, sd, s.low, s.high)
+            return below + u * (truncated_cdf(s.estimate + half, mu, sd, s.low, s.high) - below)
+        pinned.append(s.high - s.low < 3.0 * half)
+        at_start, at_stop = g(0.0), g(1.0)
+        if at_start < bottom:
+            lower.append(0.0)
+            upper.append(0.0)
+            continue
+        if at_stop > top:
+            lower.append(1.0)
+            upper.append(1.0)
+            continue
+        low = 0.0 if at_start <= top else brentq(lambda mu: g(mu) - top, 0.0, 1.0,
+                                                  xtol=ROOT_TOLERANCE)
+        high = 1.0 if at_stop >= bottom else brentq(lambda mu: g(mu) - bottom, low, 1.0,
+                                                     xtol=ROOT_TOLERANCE)
+        lower.append(low)
+        upper.append(high)
+    return (np.array(lower, dtype=np.float64), np.array(upper, dtype=np.float64),
+            np.array(pinned, dtype=bool))
+
+
 def measure(unbiased: np.ndarray, truth: np.ndarray, protocol, n: int, method: str,
-            tally: dict, union: tuple[np.ndarray, np.ndarray] | None, cache: dict
-            ) -> np.ndarray:
-    """One window's checks of one method into `tally`; the selected truths. `cache`: the
-    window's selective bands by selection (they depend on f~ and the selected order only)."""
+            tally: dict, union: tuple[np.ndarray, np.ndarray] | None, cache: dict,
+            window: int = 0) -> np.ndarray:
+    """One window's checks of one method into `tally` (the families it holds); the selected
+    truths. `cache`: the window's selective bands by selection (they depend on f~ and the
+    selected order only). `window`: the window's index, which seeds RANDOMIZED's uniforms
+    (one per value, the same for every method)."""
     noise = protocol.noise(n)
     run = chosen_run(method, unbiased, noise)
     estimate = run(unbiased)
@@ -100,15 +175,29 @@ def measure(unbiased: np.ndarray, truth: np.ndarray, protocol, n: int, method: s
     # an answer tied in f' with another value (in or out of the top k)
     tied = np.array([np.count_nonzero(estimate == estimate[v]) > 1 for v in order])
     plug_in = error_plug_in(unbiased)
-    for family, (event, beta) in SELECTIVE.items():
+    needed = set(tally) | {JOINS[family] for family in tally if family in JOINS}
+    for family, (event, beta, lattice) in SELECTIVE.items():
+        if family not in needed:
+            continue
         key = (family, order.tobytes())
         if key not in cache:
             started = time.perf_counter()
             extra = {} if beta is None else {"beta": beta}
             cache[key] = selective_bands(unbiased, protocol, n, plug_in, order, event=event,
-                                         **extra)
-            tally[family]["seconds"].append((time.perf_counter() - started) / order.size)
-        _add(tally[family], *cache[key], selected, tied)
+                                         lattice=lattice, **extra)
+            if family in tally:
+                tally[family]["seconds"].append((time.perf_counter() - started) / order.size)
+        if family in tally:
+            _add(tally[family], *cache[key], selected, tied)
+    if RANDOMIZED in tally:
+        key = (RANDOMIZED, order.tobytes())
+        if key not in cache:
+            uniforms = np.random.default_rng([RANDOMIZED_STREAM, window, n]).random(
+                unbiased.size)[order]
+            cache[key] = randomized_bands(unbiased, protocol, n, plug_in, order, uniforms)
+        _add(tally[RANDOMIZED], *cache[key][:2], selected, tied)
+        for mine in tally.values():
+            mine["pinned"].append(cache[key][2])
     if union is None:
         started = time.perf_counter()
         centre, low, high = top_k_parts(unbiased, noise, run, TOP)
@@ -116,9 +205,18 @@ def measure(unbiased: np.ndarray, truth: np.ndarray, protocol, n: int, method: s
         union = (np.clip(low, 0, 1), np.clip(high, 0, 1))
     _add(tally["union"], *union, selected, tied)
     merged = merged_answers(estimate, unbiased, order)
-    _add(tally["both"], *joined_bands(*union, *cache[("hybrid", order.tobytes())], merged),
-         selected, tied)
+    for family, part in JOINS.items():
+        if family in tally:
+            _add(tally[family], *joined_bands(*union, *cache[(part, order.tobytes())], merged),
+                 selected, tied)
     return selected
+
+
+#: The uniforms' stream of RANDOMIZED (apart from the windows' own draws).
+RANDOMIZED_STREAM = 4711
+#: A band at least this many times the union's width counts as "wide" in the summary (beside
+#: one that is all of [0, 1]).
+WIDE = 3.0
 
 
 def _add(mine: dict, lower: np.ndarray, upper: np.ndarray, truth: np.ndarray,
@@ -129,11 +227,13 @@ def _add(mine: dict, lower: np.ndarray, upper: np.ndarray, truth: np.ndarray,
     mine["tied"].append(tied)
     mine["width"].append(np.where(empty, 0.0, upper - lower))
     mine["empty"] += int(empty.sum())
+    mine["full"] += int(np.count_nonzero((lower <= 0.0) & (upper >= 1.0)))
 
 
-def new_tally() -> dict:
-    return {family: {"inside": [], "tied": [], "width": [], "seconds": [], "empty": 0}
-            for family in FAMILIES}
+def new_tally(families: tuple[str, ...] = DEFAULT_FAMILIES) -> dict:
+    return {family: {"inside": [], "tied": [], "width": [], "seconds": [], "empty": 0,
+                     "full": 0, "pinned": []}
+            for family in families}
 
 
 def row(key: tuple, tally: dict, windows: int) -> dict:
@@ -141,8 +241,7 @@ def row(key: tuple, tally: dict, windows: int) -> dict:
     out = {"dataset": key[0], "protocol": key[1], "epsilon": key[2], "n": key[3],
            "method": key[4], "windows": windows}
     union_width = np.concatenate(tally["union"]["width"])
-    for family in FAMILIES:
-        mine = tally[family]
+    for family, mine in tally.items():
         inside, tied = np.concatenate(mine["inside"]), np.concatenate(mine["tied"])
         width = np.concatenate(mine["width"])
         ratio = width[union_width > 0] / union_width[union_width > 0]
@@ -154,6 +253,15 @@ def row(key: tuple, tally: dict, windows: int) -> dict:
             "tied": int(tied.sum()),
             "tied_coverage": round(float(inside[tied].mean()), 4) if tied.any() else None,
             "points": mine["empty"],
+            # answers whose band is all of [0, 1], and at least WIDE times the union's width
+            "full": mine["full"],
+            "wide": int(np.count_nonzero(width >= WIDE * union_width)),
+            # with RANDOMIZED measured: answers the rank pins to one lattice point, and the
+            # coverage of the others
+            **({"pinned": int(pinned.sum()),
+                "unpinned_coverage": (round(float(inside[~pinned].mean()), 4)
+                                      if (~pinned).any() else None)}
+               if (pinned := _pinned(mine)) is not None else {}),
             "median_width_vs_union": round(float(np.median(ratio)), 3) if ratio.size else None,
             "median_ms_per_answer": (round(1e3 * statistics.median(mine["seconds"]), 4)
                                      if mine["seconds"] else None),
@@ -162,6 +270,11 @@ def row(key: tuple, tally: dict, windows: int) -> dict:
             "_width_by_rank": rank_width_ratios(np.vstack(mine["width"]),
                                                 np.vstack(tally["union"]["width"]))}
     return out
+
+
+def _pinned(mine: dict) -> np.ndarray | None:
+    """The answers pinned to one lattice point (`randomized_bands`), None if not measured."""
+    return np.concatenate(mine["pinned"]) if mine["pinned"] else None
 
 
 def rank_width_ratios(width: np.ndarray, union_width: np.ndarray) -> list[float | None]:
@@ -213,7 +326,7 @@ def summary(rows: list[dict]) -> dict:
     """Per family: pairs inside GOAL, above, below, off by two s.e.; median width ratio."""
     low, high = GOAL
     out = {}
-    for family in FAMILIES:
+    for family in (f for f in FAMILIES if rows and f in rows[0]):
         values = [(r[family]["coverage"], r["windows"]) for r in rows]
         ratios = [r[family]["median_width_vs_union"] for r in rows
                   if r[family]["median_width_vs_union"] is not None]
@@ -230,6 +343,12 @@ def summary(rows: list[dict]) -> dict:
             "lowest": min((v for v, _ in values), default=None),
             "median_width_vs_union": statistics.median(ratios) if ratios else None,
             "points": sum(r[family]["points"] for r in rows),
+            "answers": sum(r["windows"] * len(by_rank(r[family])) for r in rows),
+            "full": sum(r[family].get("full", 0) for r in rows),
+            "wide": sum(r[family].get("wide", 0) for r in rows),
+            "pinned": sum(r[family].get("pinned", 0) for r in rows),
+            # pooled over the answers the rank does not pin to one lattice point
+            "unpinned_coverage": _pooled_unpinned(rows, family),
             # each rank apart: (pair, rank) cells more than two s.e. below 0.95, and rank 1
             "ranks_below_by_two": sum(0.95 - c > 2 * coverage_standard_error(r["windows"],
                                                                                r["windows"])
@@ -242,6 +361,19 @@ def summary(rows: list[dict]) -> dict:
     return out
 
 
+def _pooled_unpinned(rows: list[dict], family: str) -> float | None:
+    """The coverage over every row's answers that are not pinned (`randomized_bands`)."""
+    held = total = 0.0
+    for r in rows:
+        mine = r[family]
+        if mine.get("unpinned_coverage") is None:
+            continue
+        count = r["windows"] * len(by_rank(mine)) - mine["pinned"]
+        held += mine["unpinned_coverage"] * count
+        total += count
+    return round(held / total, 4) if total else None
+
+
 def saved(r: dict) -> dict:
     """A row as the results file keeps it: ROW_FAMILIES, without the per-rank widths."""
     return {key: ({k: v for k, v in value.items() if k != "_width_by_rank"}
@@ -249,8 +381,10 @@ def saved(r: dict) -> dict:
             for key, value in r.items() if key not in FAMILIES or key in ROW_FAMILIES}
 
 
-def redraw(dump: dict, folder: Path, methods: list[str] | None) -> list[dict]:
-    """The rows of one dump's cells, its windows redrawn (module docstring)."""
+def redraw(dump: dict, folder: Path, methods: list[str] | None,
+           families: tuple[str, ...] = DEFAULT_FAMILIES) -> list[dict]:
+    """The rows of one dump's cells, its windows redrawn (module docstring), for `families`
+    (with "union" always)."""
     rows = []
     cells: dict[tuple, list[str]] = {}
     for (dataset, protocol, epsilon, n, method) in dump["cells"]:
@@ -264,7 +398,7 @@ def redraw(dump: dict, folder: Path, methods: list[str] | None) -> list[dict]:
         sampler = default_sampler(protocol_name, n, d, 300_000_000)
         seed = dump["seed"]
         rng = np.random.default_rng([seed, n, int(epsilon * 100), len(protocol_name)])
-        tallies = {method: new_tally() for method in mine}
+        tallies = {method: new_tally(families) for method in mine}
         for w in range(dump["windows"]):
             counts = rng.multinomial(n, dataset(w))
             truth = counts / n
@@ -275,7 +409,7 @@ def redraw(dump: dict, folder: Path, methods: list[str] | None) -> list[dict]:
                 parts = dump["cells"][(dataset_name, protocol_name, epsilon, n, method)]
                 union = (np.clip(parts["union_lo"][w], 0, 1), np.clip(parts["union_hi"][w], 0, 1))
                 selected = measure(unbiased, truth, protocol, n, method, tallies[method], union,
-                                   cache)
+                                   cache, w)
                 if not np.allclose(selected, parts["truth"][w]):
                     raise ValueError(f"window {w} of {dataset_name}, {protocol_name}, "
                                      f"ε = {epsilon:g}, n = {n}, {method} is not the dump's")
@@ -286,7 +420,8 @@ def redraw(dump: dict, folder: Path, methods: list[str] | None) -> list[dict]:
     return rows
 
 
-def population_rows(windows: int, seed: int) -> list[dict]:
+def population_rows(windows: int, seed: int, families: tuple[str, ...] = DEFAULT_FAMILIES
+                    ) -> list[dict]:
     """The 40-value population's rows (module docstring), union band made here."""
     rows = []
     for protocol_name in ("oue", "grr"):
@@ -296,13 +431,14 @@ def population_rows(windows: int, seed: int) -> list[dict]:
             protocol = make_protocol(protocol_name, 1.0, counts.size)
             noise = protocol.noise(n)
             rng = np.random.default_rng([seed, n, len(protocol_name)])
-            tallies = {method: new_tally() for method in POPULATION_METHODS}
-            for _ in range(windows):
+            tallies = {method: new_tally(families) for method in POPULATION_METHODS}
+            for w in range(windows):
                 unbiased = unbiased_estimate(support_counts(protocol, counts, rng, "exact"),
                                              noise)
                 cache: dict = {}
                 for method in POPULATION_METHODS:
-                    measure(unbiased, truth, protocol, n, method, tallies[method], None, cache)
+                    measure(unbiased, truth, protocol, n, method, tallies[method], None, cache,
+                            w)
             for method in POPULATION_METHODS:
                 rows.append(row(("population 40", protocol_name, 1.0, n, method),
                                 tallies[method], windows))
@@ -351,13 +487,14 @@ def wiener_fit(name: str, noise, protocol):
 
 def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilons: list[float],
                 sizes: list[int], filters: list[str], methods: list[str], windows: int,
-                seed: int) -> list[dict]:
+                seed: int, conditional: bool = False) -> list[dict]:
     """Per (data set, protocol, ε, n, filter + method): the coverage per rank of the band
     `ldp query --top` gives a Wiener record (frequency_bands.top_k_filtered_bands: the
     bootstrap replaying the filter joined with the band conditional on the rank by the
     filter at its gains; each part alone too, `union_by_rank` and `hybrid_by_rank`: the
     latter says whether conditioning on the window's own gains holds), W windows drawn here
-    (coverage_frequency's data and samplers)."""
+    (coverage_frequency's data and samplers). `conditional` (UNFILTERED alone): the
+    UNFILTERED_PARTS too (`conditional_parts`)."""
     rows = []
     for dataset_name in datasets:
         dataset = DATASETS[dataset_name](folder)
@@ -372,8 +509,12 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                     keys = [(name, method) for name in filters for method in methods]
                     inside = {key: [] for key in keys}
                     # the parts alone: the union (bootstrap replaying the filter + score band)
-                    # and the band conditional on the rank at the window's gains
-                    parts = {key: {"union": [], "hybrid": []} for key in keys}
+                    # and the band conditional on the rank at the window's gains; with
+                    # --conditional (unfiltered only), UNFILTERED_PARTS too
+                    extra = UNFILTERED_PARTS if conditional and filters == [UNFILTERED] else ()
+                    parts = {key: {part: [] for part in ("union", "hybrid", *extra)}
+                             for key in keys}
+                    part_widths = {key: {part: [] for part in extra} for key in keys}
                     widths = {key: [] for key in keys}
                     seconds = {key: [] for key in keys}
                     for w in range(windows):
@@ -392,10 +533,19 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                             selected = truth[order]
                             inside[(name, method)].append(
                                 (lower <= selected + 1e-12) & (selected <= upper + 1e-12))
-                            for part, (low, high) in (("union", found[:2]),
-                                                      ("hybrid", found[2:4])):
-                                parts[(name, method)][part].append(
-                                    (low <= selected + 1e-12) & (selected <= high + 1e-12))
+                            bands = {"union": found[:2], "hybrid": found[2:4]}
+                            if extra:
+                                bands |= conditional_parts(unbiased, truth.size, protocol, n,
+                                                           order, found, w)
+                            for part, (low, high) in bands.items():
+                                held_now = (low <= selected + 1e-12) & (
+                                    selected <= high + 1e-12)
+                                if part in extra:  # a point stands for the empty set (_add)
+                                    held_now &= low < high
+                                parts[(name, method)][part].append(held_now)
+                                if part in extra:
+                                    part_widths[(name, method)][part].append(
+                                        (high - low) / np.maximum(upper - lower, 1e-300))
                             widths[(name, method)].append(upper - lower)
                     for name, method in keys:
                         held = np.vstack(inside[(name, method)])
@@ -411,6 +561,10 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                                 np.vstack(held_part).mean(axis=0).round(4))
                                for part, held_part in parts[(name, method)].items()},
                             "median_width": round(float(np.median(widths[(name, method)])), 6),
+                            # UNFILTERED_PARTS: median width against the shipped join's
+                            **{f"{part}_width_vs_join": round(float(np.median(np.vstack(
+                                ratios))), 3)
+                               for part, ratios in part_widths[(name, method)].items()},
                             "median_ms_per_query": round(
                                 1e3 * statistics.median(seconds[(name, method)]), 2)})
                         r = rows[-1]
@@ -420,14 +574,34 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
     return rows
 
 
-def wiener_summary(rows: list[dict]) -> dict:
+#: With --unfiltered --conditional, the parts measured beside the shipped join (`wiener_rows`
+#: keeps each one's coverage per rank, "<part>_by_rank"): the conditional interval alone (β =
+#: 0), joined with the union, and randomized on the lattice (measured only).
+UNFILTERED_PARTS = ("conditional", "conditional_union", "randomized")
+
+
+def conditional_parts(unbiased: np.ndarray, d: int, protocol, n: int, order: np.ndarray,
+                      found: tuple, window: int) -> dict:
+    """UNFILTERED_PARTS of one window's answers (`order`), `found` the shipped parts
+    (frequency_bands.top_k_rank_conditional_parts)."""
+    plug_in = error_plug_in(unbiased)
+    conditional = selective_bands(unbiased, protocol, n, plug_in, order, beta=0.0)
+    uniforms = np.random.default_rng([RANDOMIZED_STREAM, window, n]).random(d)[order]
+    return {"conditional": conditional,
+            "conditional_union": joined_bands(*found[:2], *conditional, found[4]),
+            "randomized": randomized_bands(unbiased, protocol, n, plug_in, order,
+                                           uniforms)[:2]}
+
+
+def wiener_summary(rows: list[dict], key: str = "by_rank") -> dict:
     """Per filter: (filter, method, cell, rank) triples inside GOAL, above, below, below
-    0.90, more than two s.e. below 0.95 (and how many chance gives), the lowest."""
+    0.90, more than two s.e. below 0.95 (and how many chance gives), the lowest; `key`: the
+    rows' coverage per rank to count (a part's, "<part>_by_rank")."""
     low, high = GOAL
     out = {}
-    for name in sorted({r["filter"] for r in rows}):
+    for name in sorted({r["filter"] for r in rows if key in r}):
         triples = [(c, r["windows"]) for r in rows if r["filter"] == name
-                   for c in by_rank({"by_rank": r["by_rank"]})]
+                   for c in by_rank({"by_rank": r[key]})]
         out[name] = {
             "triples": len(triples),
             "inside": sum(low <= c <= high for c, _ in triples),
@@ -445,7 +619,7 @@ def _line(r: dict) -> str:
     parts = [f"{family} {r[family]['coverage']:.3f} (tied {r[family]['tied']}: "
              f"{r[family]['tied_coverage'] if r[family]['tied_coverage'] is None else round(r[family]['tied_coverage'], 3)}"  # noqa: E501
              f", width ×{r[family]['median_width_vs_union'] or 0:.2f})"
-             for family in FAMILIES]
+             for family in FAMILIES if family in r]
     return (f"{r['dataset']} {r['protocol']} ε={r['epsilon']:g} n={r['n']:,} "
             f"{r['method']:<9} " + "  ".join(parts))
 
@@ -456,6 +630,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="dumps of coverage_frequency.py --dump (relative to --cache-dir)")
     parser.add_argument("--cache-dir", default=tempfile.gettempdir())
     parser.add_argument("--methods", nargs="*", default=None)
+    parser.add_argument("--families", nargs="*", default=list(DEFAULT_FAMILIES),
+                        choices=FAMILIES, help="the band families measured on the dumps' and "
+                        "the population's windows (the union always)")
     parser.add_argument("--population-windows", type=int, default=200)
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--datasets-dir", default=default_datasets_dir())
@@ -464,6 +641,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unfiltered", action="store_true",
                         help="measure the unfiltered top-k band of --protocols on the windows "
                              "--wiener draws (benchmark top_k_unfiltered)")
+    parser.add_argument("--conditional", action="store_true",
+                        help="with --unfiltered: measure UNFILTERED_PARTS per rank too")
     parser.add_argument("--benchmark", default=None,
                         help="the results' benchmark name (default: top_k_wiener, "
                              "top_k_wiener_amrp for AMRP alone, top_k_unfiltered)")
@@ -497,8 +676,12 @@ def main(argv: list[str] | None = None) -> int:
         with Run(name, args.json, vars(args)) as run:
             rows = wiener_rows(folder, args.datasets, args.protocols, args.epsilons,
                                args.sizes, filters,
-                               args.wiener_methods, args.windows, args.seed)
+                               args.wiener_methods, args.windows, args.seed, args.conditional)
             found = wiener_summary(rows)
+            if args.conditional:
+                found |= {f"{name} {part}": line for part in ("union", "hybrid",
+                                                              *UNFILTERED_PARTS)
+                          for name, line in wiener_summary(rows, f"{part}_by_rank").items()}
             for name, line in found.items():
                 print(f"{name}: {line['inside']} of {line['triples']} triples inside, "
                       f"{line['above']} above, {line['below']} below ({line['below_090']} "
@@ -509,14 +692,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.dumps and not folder.is_dir():
         print(f"no data sets at {folder}: set LDP_DATASETS", file=sys.stderr)
         return 2
-    with Run("top_k_selective", args.json, vars(args)) as run:
+    families = tuple(f for f in FAMILIES if f in set(args.families) | {"union"})
+    missing = {JOINS[f] for f in families if f in JOINS} - set(families)
+    if missing:
+        print(f"--families: a join needs its part: add {', '.join(sorted(missing))}",
+              file=sys.stderr)
+        return 2
+    with Run(args.benchmark or "top_k_selective", args.json, vars(args)) as run:
         rows = []
         for name in args.dumps:
             with (Path(args.cache_dir) / name).open("rb") as file:
                 dump = pickle.load(file)  # a file coverage_frequency.py wrote (trusted, local)
-            rows += redraw(dump, folder, args.methods)
+            rows += redraw(dump, folder, args.methods, families)
         if args.population_windows:
-            rows += population_rows(args.population_windows, args.seed)
+            rows += population_rows(args.population_windows, args.seed, families)
         by_set = {"all": summary(rows)}
         for dataset in sorted({r["dataset"] for r in rows}):
             by_set[dataset] = summary([r for r in rows if r["dataset"] == dataset])
@@ -539,7 +728,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"s.e. (chance {ranks['below_by_two_chance']}); lowest {ranks['lowest']} "
                       f"(rank 1: {ranks['lowest_rank_1']}); width × "
                       f"{ranks['median_width_vs_union']} (largest "
-                      f"{ranks['largest_width_vs_union']})", flush=True)
+                      f"{ranks['largest_width_vs_union']}); all of [0, 1] {line['full']}, "
+                      f"≥ {WIDE:g}× the union {line['wide']} of {line['answers']} answers; "
+                      f"pinned {line['pinned']}, coverage of the others "
+                      f"{line['unpinned_coverage']}",
+                      flush=True)
         run.save({"rows": [saved(r) for r in rows], "summary": by_set})
     return 0
 
