@@ -153,7 +153,7 @@ def frequency_rows(results: dict) -> list[dict]:
 
 
 def top_k_rows(calibration: dict | None, selective: dict | None = None,
-               *unfiltered: dict | None) -> list[dict]:
+               *unfiltered: dict | None, conditional: dict | None = None) -> list[dict]:
     """The top-k answers' bands `ldp query` gives, counted per (method, cell, rank) triple —
     each answer's band is stated for that answer, and pooled over the ranks the top answer's
     dips hide — from benchmarks/selective_top_k.py: the join with the rank-conditional band
@@ -161,8 +161,10 @@ def top_k_rows(calibration: dict | None, selective: dict | None = None,
     `unfiltered` measured, selective_top_k.py --unfiltered: the triples of the cells that ship
     a band, those declared counted apart, `unfiltered_shipped`) and the union of the bootstrap
     and the score band alone (pooled-hash and memoized oracles, answers merged by
-    post-processing; measured on GRR, OUE and OLH). Without those results: the union per
-    (method, cell) pair on the held-out windows of benchmarks/calibrate_top_k.py."""
+    post-processing; measured on GRR, OUE and OLH); with `conditional` (selective_top_k.py
+    --families, top_k_selective_conditional), the conditional interval alone, measured and not
+    used. Without those results: the union per (method, cell) pair on the held-out windows of
+    benchmarks/calibrate_top_k.py."""
     if selective:
         rows = selective["rows"]
         more = [row for results in unfiltered if results for row in results["rows"]]
@@ -176,13 +178,23 @@ def top_k_rows(calibration: dict | None, selective: dict | None = None,
                        if not unfiltered_shipped(row))
         measured = ", ".join(["GRR", "OUE", "OLH"] + sorted(
             {row["protocol"].upper() for row in more} - {"GRR", "OUE", "OLH"}))
-        return [tally("top-k answers, per rank", "rank-conditional-union", joined, declared,
-                      note=f"pure one-stage oracles (measured: {measured}); (method, cell, "
-                           "rank) triples"),
-                tally("top-k answers, per rank, union alone", "bias-corrected-bootstrap",
-                      triples("union"),
-                      note="pooled-hash and memoized oracles (measured on GRR, OUE, OLH "
-                           "only); (method, cell, rank) triples")]
+        out = [tally("top-k answers, per rank", "rank-conditional-union", joined, declared,
+                     note=f"pure one-stage oracles (measured: {measured}); (method, cell, "
+                          "rank) triples"),
+               tally("top-k answers, per rank, union alone", "bias-corrected-bootstrap",
+                     triples("union"),
+                     note="pooled-hash and memoized oracles (measured on GRR, OUE, OLH "
+                          "only); (method, cell, rank) triples")]
+        if conditional:
+            line = conditional["summary"]["all"]["conditional"]
+            out.append(tally("top-k answers, per rank, conditional alone",
+                             "(measured, not used)",
+                             [(float(c), r["windows"]) for r in conditional["rows"]
+                              for c in r["conditional"]["by_rank"].split()],
+                             note=f"β = 0 (GRR, OUE, OLH): all of [0, 1] for "
+                                  f"{line['full'] / max(line['answers'], 1):.0%} of the "
+                                  "answers; (method, cell, rank) triples"))
+        return out
     if not calibration:
         return []
     windows = int(calibration["held_out"]["windows"])
@@ -352,7 +364,8 @@ def summary(results: Path = RESULTS) -> list[dict]:
     if frequency:
         rows += frequency_rows(frequency)
     rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"),
-                       *(_load(results, name) for name in UNFILTERED_TOP_K))
+                       *(_load(results, name) for name in UNFILTERED_TOP_K),
+                       conditional=_load(results, "top_k_selective_conditional"))
     rows += wiener_top_k_rows(*(_load(results, name) for name in WIENER_TOP_K))
     rows += numeric_rows(_load(results, "coverage_moments"), newest_quantile_set(results),
                          _load(results, "quantile_lr"), _load(results, "coverage_cfo_moments"))

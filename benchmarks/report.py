@@ -1439,6 +1439,118 @@ def top_k_selective(r: dict) -> str:
                "largest width"], ranks, right=set(range(2, 12)))])
 
 
+#: The families of selective_top_k.py --families, as the conditional study's tables name them.
+CONDITIONAL_NAMES = {
+    "union": "union of the bootstrap and the score band",
+    "hybrid": "hybrid, β = 0.005 (rank-conditional part of `ldp query`)",
+    "both": "`ldp query`: the union joined with the hybrid",
+    "conditional": "conditional alone (β = 0)",
+    "conditional-nolattice": "conditional alone, thresholds not moved half a count",
+    "hybrid-0.001": "hybrid, β = 0.001",
+    "hybrid-0.02": "hybrid, β = 0.02",
+    "conditional-union": "the union joined with the conditional alone",
+    "conditional-randomized": "conditional alone, randomized on the lattice (not shippable)",
+    "conditional-plugin": "conditional alone, σ at the plug-in f~_v"}
+
+
+def top_k_conditional(r: dict) -> str:
+    """The rank-conditional band's variants (selective_top_k.py --families) on the windows of
+    top_k_selective: per family, the (method, cell, rank) triples inside the goal, above,
+    below, more than two standard errors below 0.95 against chance, the lowest, the width
+    against the union's, the answers whose band is all of [0, 1] or at least 3 times the
+    union's, and the coverage of the answers the rank does not pin to one count; then per data
+    set the triples inside, above and below by two standard errors of the main families."""
+    def number(value: float | None, digits: str = ".3f") -> str:
+        return "–" if value is None else format(value, digits)
+
+    def share(count: int, total: int) -> str:
+        return f"{count / total:.1%}" if total else "–"
+
+    body = []
+    for family, line in r["summary"]["all"].items():
+        per = line["by_rank"]
+        body.append([CONDITIONAL_NAMES.get(family, family), str(per["triples"]),
+                     str(per["inside"]), str(per["above"]), str(per["below"]),
+                     f"{per['below_by_two']} ({per['below_by_two_chance']:.0f})",
+                     number(per["lowest"], ".2f"), number(per["median_width_vs_union"], ".2f"),
+                     share(line["full"], line["answers"]), share(line["wide"], line["answers"]),
+                     number(line["unpinned_coverage"])])
+    by_set = []
+    for held, families in r["summary"].items():
+        if held == "all":
+            continue
+        for family in ("both", "hybrid", "conditional", "conditional-randomized"):
+            if family in families:
+                per = families[family]["by_rank"]
+                by_set.append([held, CONDITIONAL_NAMES[family], str(per["triples"]),
+                               str(per["inside"]), str(per["above"]),
+                               f"{per['below_by_two']} ({per['below_by_two_chance']:.0f})",
+                               number(per["lowest"], ".2f"),
+                               share(families[family]["pinned"], families[family]["answers"])])
+    everything = r["summary"]["all"]
+    any_family = next(iter(everything.values()))
+    windows = sorted({row["windows"] for row in r["rows"]})
+    return "\n".join([
+        f"Top 10 of every method on each window ({', '.join(map(str, windows))} windows per "
+        f"cell), counted per (method, cell, rank) triple; \"below by 2 s.e.\": more than two "
+        f"standard errors √(0.95 · 0.05 / W) below 0.95 (in brackets: how many an exactly "
+        f"calibrated band gives by chance). Width: the median over triples of the median "
+        f"width relative to the union's. \"All of [0, 1]\" and \"≥ 3× the union\": shares "
+        f"of the {any_family['answers']:,} answers. Pinned: answers whose rank confines f~_v "
+        f"to one support count ({share(any_family['pinned'], any_family['answers'])} of "
+        f"them), where a test that is not randomized accepts every frequency; \"without "
+        f"pinned\": the coverage of the other answers, pooled.", "",
+        table(["band", "triples", "inside", "above", "below", "below by 2 s.e. (chance)",
+               "lowest", "width", "all of [0, 1]", "≥ 3× the union", "without pinned"],
+              body, right=set(range(1, 11))), "",
+        "Per data set:", "",
+        table(["windows of", "band", "triples", "inside", "above", "below by 2 s.e. (chance)",
+               "lowest", "pinned"], by_set, right=set(range(2, 8)))])
+
+
+def top_k_unfiltered_conditional(r: dict) -> str:
+    """selective_top_k.py --unfiltered --conditional: per oracle and part (the shipped join,
+    the union, the hybrid, the conditional alone, joined with the union, randomized), the
+    (method, cell, rank) triples inside the goal, above, below, more than two standard errors
+    below 0.95 against chance, the lowest, and the median width against the join's."""
+    from selective_top_k import UNFILTERED_PARTS, chance_below
+    low, high = GOAL
+    names = {"by_rank": "`ldp query`: the union joined with the hybrid",
+             "union_by_rank": CONDITIONAL_NAMES["union"],
+             "hybrid_by_rank": CONDITIONAL_NAMES["hybrid"],
+             "conditional_by_rank": CONDITIONAL_NAMES["conditional"],
+             "conditional_union_by_rank": CONDITIONAL_NAMES["conditional-union"],
+             "randomized_by_rank": CONDITIONAL_NAMES["conditional-randomized"]}
+    body = []
+    for protocol in sorted({row["protocol"] for row in r["rows"]}):
+        mine = [row for row in r["rows"] if row["protocol"] == protocol]
+        for key, name in names.items():
+            triples = [(float(c), row["windows"]) for row in mine for c in row[key].split()]
+            below = sum(0.95 - c > 2 * coverage_standard_error(w, w) for c, w in triples)
+            chance = sum(chance_below(w) for _, w in triples)
+            part = key.removesuffix("_by_rank")
+            width = (statistics.median(row[f"{part}_width_vs_join"] for row in mine)
+                     if part in UNFILTERED_PARTS else None)
+            body.append([protocol.upper(), name, str(len(triples)),
+                         str(sum(low <= c <= high for c, _ in triples)),
+                         str(sum(c > high for c, _ in triples)),
+                         str(sum(c < low for c, _ in triples)), f"{below} ({chance:.1f})",
+                         f"{min(c for c, _ in triples):.2f}",
+                         "1" if key == "by_rank" else "–" if width is None else f"{width:.2f}"])
+    windows = sorted({row["windows"] for row in r["rows"]})
+    return "\n".join([
+        f"Top 10 of each oracle's f~ post-processed ({', '.join(sorted({row['method'] for row in r['rows']}))}), "  # noqa: E501
+        f"{', '.join(sorted({row['dataset'] for row in r['rows']}))}, ε "
+        f"{', '.join(f'{e:g}' for e in sorted({row['epsilon'] for row in r['rows']}))}, n "
+        f"{', '.join(f'{n:,}' for n in sorted({row['n'] for row in r['rows']}))}, "
+        f"{', '.join(map(str, windows))} windows per cell, seed {r['parameters']['seed']}; "
+        f"(method, cell, rank) triples. Width: the median over rows of the median width "
+        f"relative to `ldp query`'s band (the union and the hybrid: not recorded).", "",
+        table(["oracle", "band", "triples", "inside", "above", "below",
+               "below by 2 s.e. (chance)", "lowest", "width vs the join"], body,
+              right=set(range(2, 9)))])
+
+
 def rank_rows(rows: list[dict], key: Callable[[dict], tuple[str, ...]]) -> list[list[str]]:
     """Per group of rows of benchmarks/selective_top_k.py --wiener or --unfiltered (`key`: the
     group's first columns): the (cell, rank) triples inside the goal, above, below, below 0.90,
@@ -1571,6 +1683,20 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --dumps top_k_zipf.pkl top_k_held_out_emoji.pkl "
      "top_k_held_out_airports.pkl top_k_words.pkl top_k_held_out_olh.pkl "
      "--population-windows 200"),
+    ("top_k_selective_conditional",
+     "Top-k bands conditional on the rank: what makes them conservative",
+     "On the same windows as the section above, the rank-conditional band taken apart: the "
+     "conditional interval alone (β = 0), without the half-count moves of its thresholds, the "
+     "hybrid at two other β, the conditional interval joined with the union, and the "
+     "conditional test randomized on the lattice of support counts (exact there, measured "
+     "only: a band that depends on a coin is not shipped). Measured, not kept "
+     "([error bars](error-bars.md#query-answers)).",
+     top_k_conditional,
+     "python benchmarks/selective_top_k.py --dumps top_k_zipf.pkl top_k_held_out_emoji.pkl "
+     "top_k_held_out_airports.pkl top_k_words.pkl top_k_held_out_olh.pkl "
+     "--population-windows 200 --families hybrid both conditional conditional-nolattice "
+     "hybrid-0.001 hybrid-0.02 conditional-union conditional-randomized --benchmark "
+     "top_k_selective_conditional"),
     ("top_k_wiener", "Top-k bands of Wiener filters",
      "`ldp query --top` on a record with a Wiener estimator ranks the values by the filtered "
      "(then post-processed) estimate: its band joins the bias-corrected bootstrap replaying "
@@ -1614,6 +1740,17 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --unfiltered --protocols ss rws --sizes 1000 10000 "
      "100000 --wiener-methods base norm-sub norm-hyb --windows 100 --benchmark "
      "top_k_unfiltered_ss_rws"),
+    ("top_k_unfiltered_conditional",
+     "Top-k bands conditional on the rank alone, other pure oracles",
+     "As [the section on what makes the rank-conditional band conservative]"
+     "(#top-k-bands-conditional-on-the-rank-what-makes-them-conservative), on fresh windows "
+     "of the oracles the calibration windows did not hold (another seed): the shipped join, "
+     "each of its parts, the conditional interval alone, joined with the union, and "
+     "randomized on the lattice (measured only).",
+     top_k_unfiltered_conditional,
+     "python benchmarks/selective_top_k.py --unfiltered --conditional --protocols sue rue blh "
+     "rlh hr --sizes 1000 10000 100000 --wiener-methods base norm-sub norm-hyb --windows 100 "
+     "--seed 32 --benchmark top_k_unfiltered_conditional"),
     ("top_k_wiener_unseen", "Top-k bands of Wiener filters on other data",
      "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), for DW and GF-DW "
      "on data sets the declarations were not chosen on (the emoji occurrences, d = 969, and "

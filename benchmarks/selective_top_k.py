@@ -25,6 +25,7 @@ shipped):
                            (`randomized_bands`: exact there; a band that depends on a coin is
                            not shipped), which also counts the answers the rank pins to one
                            count ("pinned") and every family's coverage without them
+    conditional-plugin     the conditional interval with σ at the plug-in f~_v, not at each μ
 
 and --benchmark names the results (top_k_selective_conditional). The 40-value Zipf
 population of tests/ldp/test_frequency_bands.py (a fixed population, 2,000 or 20,000 users,
@@ -62,6 +63,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -73,19 +75,23 @@ from ldp_telemetry.ldp.estimation.frequency_bands import (joined_bands, merged_a
                                                           rank_conditional_applies, top_k_parts)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, error_plug_in
 from ldp_telemetry.ldp.estimation.replay import choose
-from ldp_telemetry.ldp.estimation.selective_bands import (ALPHA, ROOT_TOLERANCE, selections,
-                                                          selective_bands, truncated_cdf)
+from ldp_telemetry.ldp.estimation.selective_bands import (ALPHA, ROOT_TOLERANCE, hybrid_band,
+                                                          selections, selective_bands,
+                                                          truncated_cdf)
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
 #: Every family --families can name; DEFAULT_FAMILIES: the run of top_k_selective.json.
 FAMILIES = ("hybrid", "set", "union", "both", "conditional", "conditional-nolattice",
             "hybrid-nolattice", "hybrid-0.001", "hybrid-0.02", "conditional-union",
-            "conditional-randomized")
+            "conditional-randomized", "conditional-plugin")
 DEFAULT_FAMILIES = ("hybrid", "set", "union", "both")
 #: Families whose rows the results file keeps ("set" is summarised only: it is no band of each
-#: answer, and the file stays small).
-ROW_FAMILIES = ("hybrid", "union", "both", "conditional", "conditional-union")
+#: answer, and the file stays small); with --families other than the default, those of
+#: CONDITIONAL_ROW_FAMILIES (the others' rows are those of top_k_selective.json, and every
+#: family's summary is kept).
+ROW_FAMILIES = ("hybrid", "union", "both")
+CONDITIONAL_ROW_FAMILIES = ("conditional", "conditional-randomized")
 #: family -> (event, β, lattice) of selective_bands (None: its default β). "conditional*":
 #: β = 0, the conditional interval alone ([Lee16] Theorem 5.2, no projection set).
 SELECTIVE = {"hybrid": ("rank", None, True), "set": ("set", None, True),
@@ -99,6 +105,9 @@ JOINS = {"both": "hybrid", "conditional-union": "conditional"}
 #: uniform (`randomized_bands`), to learn whether the support counts' discreteness is what
 #: makes the conditional interval conservative.
 RANDOMIZED = "conditional-randomized"
+#: Measured only: the conditional interval with σ held at the plug-in Var(f~_v) at f_v =
+#: max(f~_v, 0) instead of eq. 2 at each μ tested (`plug_in_bands`).
+PLUG_IN = "conditional-plugin"
 POPULATION_SIZES = (2_000, 20_000)
 POPULATION_METHODS = ("base", "norm-sub", "norm-hyb", "base-cut", "ibu", "auto")
 
@@ -160,6 +169,17 @@ def randomized_bands(unbiased: np.ndarray, protocol, n: int, plug_in: np.ndarray
             np.array(pinned, dtype=bool))
 
 
+def plug_in_bands(unbiased: np.ndarray, protocol, n: int, plug_in: np.ndarray,
+                  selected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The conditional interval (β = 0) with one σ for every μ tested: eq. 2 at f_v =
+    f~_v clipped to [0, 1], the plug-in a Wald interval uses (`PLUG_IN`)."""
+    bands = [hybrid_band(replace(s, a=s.a + s.b * min(max(s.estimate, 0.0), 1.0), b=0.0),
+                         beta=0.0)
+             for s in selections(unbiased, protocol, n, plug_in, selected)]
+    return (np.array([band[0] for band in bands], dtype=np.float64),
+            np.array([band[1] for band in bands], dtype=np.float64))
+
+
 def measure(unbiased: np.ndarray, truth: np.ndarray, protocol, n: int, method: str,
             tally: dict, union: tuple[np.ndarray, np.ndarray] | None, cache: dict,
             window: int = 0) -> np.ndarray:
@@ -198,6 +218,11 @@ def measure(unbiased: np.ndarray, truth: np.ndarray, protocol, n: int, method: s
         _add(tally[RANDOMIZED], *cache[key][:2], selected, tied)
         for mine in tally.values():
             mine["pinned"].append(cache[key][2])
+    if PLUG_IN in tally:
+        key = (PLUG_IN, order.tobytes())
+        if key not in cache:
+            cache[key] = plug_in_bands(unbiased, protocol, n, plug_in, order)
+        _add(tally[PLUG_IN], *cache[key], selected, tied)
     if union is None:
         started = time.perf_counter()
         centre, low, high = top_k_parts(unbiased, noise, run, TOP)
@@ -374,11 +399,12 @@ def _pooled_unpinned(rows: list[dict], family: str) -> float | None:
     return round(held / total, 4) if total else None
 
 
-def saved(r: dict) -> dict:
-    """A row as the results file keeps it: ROW_FAMILIES, without the per-rank widths."""
+def saved(r: dict, kept: tuple[str, ...] = ROW_FAMILIES) -> dict:
+    """A row as the results file keeps it: the families `kept`, without the per-rank
+    widths."""
     return {key: ({k: v for k, v in value.items() if k != "_width_by_rank"}
                   if key in FAMILIES else value)
-            for key, value in r.items() if key not in FAMILIES or key in ROW_FAMILIES}
+            for key, value in r.items() if key not in FAMILIES or key in kept}
 
 
 def redraw(dump: dict, folder: Path, methods: list[str] | None,
@@ -733,7 +759,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"pinned {line['pinned']}, coverage of the others "
                       f"{line['unpinned_coverage']}",
                       flush=True)
-        run.save({"rows": [saved(r) for r in rows], "summary": by_set})
+        kept = (ROW_FAMILIES if set(families) <= set(DEFAULT_FAMILIES)
+                else CONDITIONAL_ROW_FAMILIES)
+        run.save({"rows": [saved(r, kept) for r in rows], "summary": by_set})
     return 0
 
 

@@ -42,7 +42,13 @@ projection set (coverage 0.98–1.00, 1.5 times the width of `ldp query`'s band)
 on membership of the top k ("set") is calibrated on average over the ranks but not for the top
 answer. So `ldp query` does not give them alone: it joins the rank-conditional band with its
 union of the bootstrap and the score band, which removes the union's rank-1 dips
-(frequency_bands.top_k_rank_conditional_bands).
+(frequency_bands.top_k_rank_conditional_bands). Why they over-cover (selective_top_k.py
+--families, docs/error-bars.md "Taking the rank-conditional band apart"): not β (β = 0, the
+conditional interval alone, over-covers as much, and is all of [0, 1] for a third of the
+answers) but the lattice f~ lives on: the rank often confines f~_v to one or a few support
+counts, where a test that is not randomized must accept nearly every μ; the same test
+randomized on the lattice is calibrated there, and is not shipped (a band must not depend on a
+coin).
 
 Values ranked by a linear estimate A f~ instead (a Wiener filter at its final gains) give the
 same kind of event with its rows mapped through A: each margin (A f~)_v − (A f~)_u moves by

@@ -512,3 +512,62 @@ def test_the_randomized_conditional_band_is_exact_on_the_lattice(name):
     spread = math.sqrt(0.95 * 0.05 / windows)
     assert np.all(np.abs(held / windows - 0.95) <= Z_CHECK * spread), held / windows
     assert pinned > 0
+
+
+def test_the_benchmark_takes_the_rank_conditional_band_apart(tmp_path):
+    """benchmarks/selective_top_k.py --families: the conditional interval alone, its join with
+    the union and the randomized test are measured on the dumped windows beside the shipped
+    join, each answer counted once per family; a join without its part fails at start; the
+    report's table and the coverage summary's "measured, not used" row read the results;
+    --unfiltered --conditional measures the same parts per rank on fresh windows."""
+    import json
+
+    from tests.benchmark_scripts import loaded_scripts
+    families = ["conditional", "conditional-union", "conditional-randomized", "hybrid", "both"]
+    with loaded_scripts("coverage_frequency", "selective_top_k", "report",
+                        "coverage_summary") as scripts:
+        assert scripts["coverage_frequency"].main([
+            "--datasets", "zipf", "--protocols", "grr", "--epsilons", "1", "--sizes", "1000",
+            "--windows", "3", "--methods", "base", "norm-sub", "--datasets-dir", str(tmp_path),
+            "--dump", str(tmp_path / "zipf.pkl")]) == 0
+        bench = scripts["selective_top_k"]
+        common = ["--dumps", "zipf.pkl", "--cache-dir", str(tmp_path), "--datasets-dir",
+                  str(tmp_path), "--population-windows", "0"]
+        assert bench.main([*common, "--families", "conditional-union"]) == 2
+        assert bench.main([*common, "--families", *families, "--benchmark", "c", "--json",
+                           str(tmp_path / "c.json")]) == 0
+        document = json.loads((tmp_path / "c.json").read_text())
+        table = scripts["report"].top_k_conditional(document["results"])
+        selective = {"rows": [{"windows": 100, "both": {"by_rank": " ".join(["1"] * 10)},
+                               "union": {"by_rank": " ".join(["1"] * 10)}}]}
+        found = scripts["coverage_summary"].top_k_rows(None, selective,
+                                                       conditional=document["results"])
+        assert bench.main(["--unfiltered", "--conditional", "--protocols", "sue",
+                           "--wiener-methods", "norm-sub", "--datasets", "zipf",
+                           "--epsilons", "1", "--sizes", "1000", "--windows", "2",
+                           "--datasets-dir", str(tmp_path), "--json",
+                           str(tmp_path / "u.json")]) == 0
+        unfiltered = json.loads((tmp_path / "u.json").read_text())["results"]
+        unfiltered["parameters"] = {"seed": 31}
+        parts = scripts["report"].top_k_unfiltered_conditional(unfiltered)
+    assert document["benchmark"] == "c"
+    result = document["results"]
+    assert {tuple(sorted(k for k in row if k in bench.FAMILIES)) for row in result["rows"]} == {
+        ("conditional", "conditional-randomized")}  # rows keep these, the summary all
+    summary = result["summary"]["all"]
+    for family in [*families, "union"]:
+        line = summary[family]
+        assert line["by_rank"]["triples"] == 10 * 2 and line["answers"] == 10 * 3 * 2
+        assert line["pinned"] == summary["union"]["pinned"] <= line["answers"]
+        assert 0 <= line["full"] <= line["answers"]
+    # the join holds the union (the conditional part too, but for merged answers)
+    assert (summary["conditional-union"]["by_rank"]["lowest"]
+            >= summary["union"]["by_rank"]["lowest"])
+    assert "| conditional alone (β = 0) | 20 |" in table
+    assert found[-1]["family"] == "top-k answers, per rank, conditional alone"
+    assert found[-1]["pairs"] == 20
+    for row in unfiltered["rows"]:
+        for part in ("conditional", "conditional_union", "randomized"):
+            assert len(row[f"{part}_by_rank"].split()) == 10
+            assert row[f"{part}_width_vs_join"] >= 0
+    assert "| SUE | conditional alone (β = 0) | 10 |" in parts
