@@ -61,8 +61,10 @@ measured) keep the union, with `band_method` bias-corrected-bootstrap. Measured 
 cell, rank) triple on the calibration windows (benchmarks/selective_top_k.py,
 docs/error-bars.md) the join held every rank in at least 0.91 of windows (rank 1: 0.92; none
 more than two standard errors below 0.95), at the price of a median 1.48 times the union's
-width (at most 2.4 times): it is conservative (median coverage 0.99), not calibrated. The
-other pure oracles, measured apart on airports windows (selective_top_k.py --unfiltered; n up
+width (at most 2.4 times): it is conservative (median coverage 0.99), not calibrated, and no
+deterministic variant measured is (selective_top_k.py --families: the over-coverage is the
+support counts' lattice, which only a randomized test removes; selective_bands' docstring).
+The other pure oracles, measured apart on airports windows (selective_top_k.py --unfiltered; n up
 to 10⁵, and 10⁶ for all but SS and RWS), held every triple but SUE's rank 1 at ε = 4,
 n = 10⁶.
 Where the top-k band measured below 0.90 (a method
