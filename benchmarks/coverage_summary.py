@@ -303,8 +303,16 @@ def bin_rows(bins: dict | None, large: dict | None = None) -> list[dict]:
     out = []
     found, declared = pairs(("cfo", "hh"), ("central", "tail", "cut"))
     out.append(tally("CFO-binning and HH range answers", "exact-variance", found, declared,
-                     "central, tail and cutting ranges; against the probability with the mass "
-                     "spread in its bins; held-out windows and data set"))
+                     "central, tail and cutting ranges, the score form; against the "
+                     "probability with the mass spread in its bins; held-out windows and data "
+                     "set"))
+    wald = [(c["wald"][k]["in"], c["windows"]) for c in cells if "wald" in c
+            for k in ("central", "tail", "cut")]
+    if wald:
+        out.append(tally("CFO-binning and HH range answers, plug-in Wald band",
+                         "(measured, not used)", wald, 0,
+                         "x ± 1.96 · the s.e. at the plug-in, on the same windows: what the "
+                         "score form replaced"))
     found, declared = pairs(("hh",), ("mean", "variance"))
     out.append(tally("HH mean and variance", "exact-variance", found, declared,
                      "against the bin-centre mean and the values spread in their bins"))

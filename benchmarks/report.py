@@ -397,6 +397,14 @@ def coverage_bins(r: dict) -> str:
                 groups.append([f"{protocol}: {key}", *goal_counts(values, goal, se),
                                str(declared), f"{min(values):.3f}–{max(values):.3f}",
                                f"{min(own):.3f}–{max(own):.3f}"])
+        wald = [row["wald"][key] for row in chosen if "wald" in row for key in row["wald"]]
+        if wald:  # the plug-in's Wald band on the same windows (measured, not used)
+            inside = [side["in"] for side in wald]
+            groups.append([f"{protocol}: ranges, plug-in Wald (not used)",
+                           *goal_counts(inside, goal, se), "0",
+                           f"{min(inside):.3f}–{max(inside):.3f}",
+                           f"misses below {sum(side['below'] for side in wald) / len(wald):.3f}"
+                           f", above {sum(side['above'] for side in wald) / len(wald):.3f}"])
 
     def shown(row: dict, key: str) -> str:
         value = f"{row['coverage'][key]:.3f}"
@@ -929,13 +937,15 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
     ("coverage_bins", "Coverage of the range, mean and variance bands of CFO-binning and HH",
      "The exact-variance bands of CFO-binning and hierarchical histograms "
      "([error bars](error-bars.md#range-answers-and-hierarchical-histograms)): three ranges "
-     "per data set (`central` and `tail` on bin edges, `cut` cutting bins), the mean and the "
-     "variance, each checked against what it holds (the probability with the mass spread "
-     "uniformly in each bin, the bin-centre mean, the values spread in their bins) and against "
-     "the values' own (*values*): W windows of n values per row (the data sets above and "
-     "flights3m `minute`, which no band was fitted on), perturbed by the client once per ε and "
-     "protocol, 64 bins, on a seed (41) no declaration was chosen on. z: (unbiased answer − "
-     "truth) / standard error. *band ms*: the median time of the five bands per window.",
+     "per data set (`central` and `tail` on bin edges, `cut` cutting bins; their bands in the "
+     "score form, with the plug-in's Wald band measured on the same windows and not used), "
+     "the mean and the variance, each checked against what it holds (the probability with the "
+     "mass spread uniformly in each bin, the bin-centre mean, the values spread in their "
+     "bins) and against the values' own (*values*): W windows of n values per row (the data "
+     "sets above and flights3m `minute`, which no band was fitted on), perturbed by the client "
+     "once per ε and protocol, 64 bins, on a seed (47) no declaration nor the score form was "
+     "chosen on. z: (unbiased answer − truth) / standard error. *band ms*: the median time of "
+     "the five bands per window.",
      coverage_bins, "python benchmarks/coverage_bins.py --windows 500 --jobs 2"),
     ("coverage_bins_large", "Coverage of the CFO-binning and HH bands at a million reports",
      "The table above at n = 10⁶ for `cfo-grr` and `hh` (OLH's server cost, O(n·B) a window, "

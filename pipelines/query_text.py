@@ -160,7 +160,8 @@ def _quantile_reasons(answers) -> list[str]:
 
 #: What a range's exact standard error and band are, as the text prints it.
 NUMERIC_EXACT_NOTE = ("the exact standard error of the unbiased bin estimate's answer, which the "
-                      "band is centred on (the value printed is the record's estimate's)")
+                      "band is made around, in its score form (the value printed is the "
+                      "record's estimate's)")
 
 
 def _with_band(answer: dict) -> dict:

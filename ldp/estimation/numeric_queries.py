@@ -11,8 +11,10 @@ A quantile at one of the record's levels comes with its bootstrap standard error
 the record has no calibrated band). A range of a CFO-binning or hierarchical-histogram record
 that keeps its unbiased bin estimate x~ (`unbiased_estimate`, and a hierarchy's
 `level_reports`) comes with the exact standard error of Σ_i w_i x~_i, w_i the covered share of
-bin i, and the `exact-variance` band Σ_i w_i x~_i ± Z95 · s.e. clipped to [0, 1]
-(ldp_telemetry.ldp.estimation.bin_answers): it holds the probability with the mass spread
+bin i, and the `exact-variance` band: every ν in [0, 1] with |Σ_i w_i x~_i − ν| ≤ Z95 · the
+exact standard error at range value ν, the score form (ldp_telemetry.ldp.estimation.bin_answers
+.LinearBins.score_band; the plug-in's ± Z95 · s.e. was too narrow where the error and the
+plug-in's s.e. move together): it holds the probability with the mass spread
 uniformly within each bin, and where the range cuts a bin the values' own probability can
 differ by up to the mass of the cut bins (`RANGE_CUT_REASON`). Other ranges have no standard
 error nor band, and say why (`band_reason`).
@@ -80,7 +82,7 @@ class NumericAnswer:
     band_reason: str | None = None
     #: "bootstrap" (a quantile's, from the record) or "exact" (a range's, bin_answers)
     std_error_kind: str | None = None
-    #: the unbiased answer an exact band is centred on (None without one)
+    #: the unbiased answer an exact band is made around (its score form; None without one)
     unbiased_value: float | None = None
 
     def as_dict(self) -> dict:
@@ -181,7 +183,7 @@ class NumericWindow:
                                                    share=gap / half if half > 0 else math.inf))
         if self.n < MEASURED_REPORTS:
             reasons.append(SMALL_WINDOW_REASON.format(n=f"{self.n:,}"))
-        band = (min(max(unbiased - half, 0.0), 1.0), min(max(unbiased + half, 0.0), 1.0))
+        band = self.linear.score_band(weights)
         return NumericAnswer("range", argument, value, error, BAND_EXACT, band,
                              "; ".join(reasons) or None, "exact", unbiased)
 
