@@ -1633,15 +1633,15 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener dw gf-dw --datasets emoji 'common words' "
      "--seed 32 --wiener-methods base norm-sub norm-hyb --windows 100 --benchmark "
      "top_k_wiener_unseen"),
-    ("top_k_wiener_recheck", "Top-k bands of Wiener filters: the declared cell on other windows",
+    ("top_k_wiener_recheck", "Top-k bands of Wiener filters: the in-sample cell on other windows",
      "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), at the one cell "
      "declared there (OUE, ε = 2, n = 10⁶, after DW, IIW, IIW-G and AMRP; chosen on the "
-     "windows that measured it), on windows drawn with another seed.",
+     "windows that measured it, withdrawn since), on windows drawn with another seed.",
      top_k_wiener,
      "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g amrp --protocols oue "
      "--epsilons 2 --sizes 1000000 --seed 33 --wiener-methods base norm-sub norm-hyb "
      "--windows 100 --benchmark top_k_wiener_recheck"),
-    ("top_k_wiener_recheck_again", "Top-k bands of Wiener filters: the declared cell, a third "
+    ("top_k_wiener_recheck_again", "Top-k bands of Wiener filters: the in-sample cell, a third "
      "seed",
      "As the section above, with a third seed.",
      top_k_wiener,
@@ -1664,6 +1664,14 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols olh --seed 33 "
      "--full-limit 10000000 --wiener-methods base norm-sub norm-hyb --windows 100 "
      "--benchmark top_k_wiener_olh"),
+    ("top_k_wiener_oracles_more", "Top-k bands of DW after RUE, BLH and RLH",
+     "As [after SUE and HR](#top-k-bands-of-wiener-filters-after-sue-and-hr), for DW after "
+     "RUE, BLH and RLH (their clients), n 10³–10⁵ (n = 10⁶ and GF-DW cost more than the "
+     "run's budget on the shared machine).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw --protocols rue blh rlh --sizes 1000 "
+     "10000 100000 --seed 33 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_oracles_more"),
     ("top_k_wiener_iiw_unseen", "Top-k bands of IIW and IIW-G on other data",
      "As [Top-k bands of Wiener filters on other data](#top-k-bands-of-wiener-filters-on-other-"
      "data), for IIW and IIW-G, with a seed no declaration was chosen on, then `base`.",
@@ -1684,6 +1692,11 @@ SECTIONS += [
      top_k_wiener,
      "python benchmarks/selective_top_k.py --wiener dw --datasets words --seed 33 "
      "--wiener-methods base --windows 100 --benchmark top_k_wiener_words"),
+    ("top_k_wiener_words_gf", "Top-k bands of GF-DW over 4,096 words",
+     "As the section above, for GF-DW.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener gf-dw --datasets words --seed 33 "
+     "--wiener-methods base --windows 100 --benchmark top_k_wiener_words_gf"),
 ]
 
 # -- quantile bands by profile-likelihood test inversion (benchmarks/quantile_lr.py) --------
