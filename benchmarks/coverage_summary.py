@@ -344,12 +344,14 @@ def newest_quantile_set(results: Path) -> dict | None:
 #: Results of benchmarks/selective_top_k.py --unfiltered (the oracles other than GRR, OUE and
 #: OLH, n up to 10⁵; at 10⁶ all but SS and RWS; SS and RWS a run apart) and --wiener (airports
 #: after GRR and OUE; its in-sample cell on two more seeds; DW and GF-DW after SUE, HR and OLH;
-#: DW after RUE, BLH and RLH; every filter on other data; DW and GF-DW over 4,096 words).
+#: DW after RUE, BLH and RLH; every filter on other data, its dips on another seed; DW and
+#: GF-DW over 4,096 words).
 UNFILTERED_TOP_K = ("top_k_unfiltered", "top_k_unfiltered_large", "top_k_unfiltered_ss_rws")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",
-                "top_k_wiener_words", "top_k_wiener_words_gf", "top_k_wiener_oracles_more")
+                "top_k_wiener_words", "top_k_wiener_words_gf", "top_k_wiener_oracles_more",
+                "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw")
 
 
 def summary(results: Path = RESULTS) -> list[dict]:

@@ -1651,8 +1651,8 @@ SECTIONS += [
     ("top_k_wiener_oracles", "Top-k bands of Wiener filters after SUE and HR",
      "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), for DW and GF-DW "
      "after oracles other than GRR and OUE: windows of the airports data drawn through SUE's "
-     "exact channel and HR's client, another seed, then `base` (the other methods' rows "
-     "matched base's on GRR and OUE).",
+     "exact channel and HR's client, another seed, then `base` (after GRR, OUE and OLH "
+     "`norm-sub`'s and `norm-hyb`'s coverage of a rank differed from `base`'s by at most 0.06).",
      top_k_wiener_oracles,
      "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols sue hr --seed 33 "
      "--wiener-methods base --windows 100 --benchmark top_k_wiener_oracles"),
@@ -1685,6 +1685,22 @@ SECTIONS += [
      top_k_wiener,
      "python benchmarks/selective_top_k.py --wiener amrp --datasets 'common words' --seed 33 "
      "--wiener-methods base --windows 100 --benchmark top_k_wiener_amrp_unseen"),
+    ("top_k_wiener_confirm_amrp", "Top-k bands of AMRP on other data, a second seed",
+     "The cells of the section above where a rank fell more than two standard errors below "
+     "0.95 (OUE at ε = 0.5, n = 10⁵ and ε = 4, n = 10³; the grid's product with them), "
+     "on windows drawn with another seed.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener amrp --datasets 'common words' --protocols "
+     "oue --epsilons 0.5 4 --sizes 1000 100000 --seed 34 --wiener-methods base --windows 100 "
+     "--benchmark top_k_wiener_confirm_amrp"),
+    ("top_k_wiener_confirm_iiw", "Top-k bands of IIW on other data, a second seed",
+     "The cell of [IIW and IIW-G on other data](#top-k-bands-of-iiw-and-iiw-g-on-other-data) "
+     "where a rank fell more than two standard errors below 0.95 (IIW, OUE, emoji, ε = 2, "
+     "n = 10⁶), on windows drawn with another seed.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener iiw --datasets emoji --protocols oue "
+     "--epsilons 2 --sizes 1000000 --seed 34 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_confirm_iiw"),
     ("top_k_wiener_words", "Top-k bands of DW over 4,096 words",
      "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), for DW at the top "
      "of the documented domain: wordfreq's 4,096 most frequent English words, GRR and OUE, "
