@@ -214,7 +214,8 @@ def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
     """The top-k answers `ldp query` gives a Wiener record (frequency_bands.top_k_filtered_bands),
     counted per (filter, method, cell, rank) triple from benchmarks/selective_top_k.py --wiener:
     the triples of the filters, post-processing methods and cells that ship a band, and as
-    declared those measured where it is declared (WIENER_TOP_K_UNCALIBRATED)."""
+    declared those measured where it is declared (WIENER_TOP_K_UNCALIBRATED, or too few
+    expected supports: `ldp query` gives no value of such a window a band, `declared_values`)."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MEASURED,
                                                               WIENER_TOP_K_UNCALIBRATED,
                                                               top_k_cell)
@@ -225,7 +226,8 @@ def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
     def shipped(row: dict) -> bool:
         return (row["method"] in WIENER_TOP_K_MEASURED.get(row["filter"], frozenset())
                 and top_k_cell(row["epsilon"], row["n"])
-                not in WIENER_TOP_K_UNCALIBRATED.get(row["filter"], frozenset()))
+                not in WIENER_TOP_K_UNCALIBRATED.get(row["filter"], frozenset())
+                and not declared_values(row))
     pairs = [(float(c), row["windows"]) for row in rows if shipped(row)
              for c in row["by_rank"].split()]
     declared = sum(len(row["by_rank"].split()) for row in rows if not shipped(row))
@@ -235,7 +237,8 @@ def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
         f"{dataset}: " + ", ".join(sorted({row["filter"].upper() for row in rows
                                            if row["dataset"] == dataset}))
         for dataset in sorted({row["dataset"] for row in rows}))
-    protocols = " and ".join(sorted({row["protocol"].upper() for row in rows}))
+    *others, last = sorted({row["protocol"].upper() for row in rows})
+    protocols = f"{', '.join(others)} and {last}" if others else last
     return [tally("Wiener top-k answers, per rank", "rank-conditional-union", pairs, declared,
                   f"{filters} then base, norm-sub or norm-hyb (measured: {protocols} on "
                   f"{where}); (filter, method, cell, rank) triples")]
@@ -359,10 +362,16 @@ def newest_quantile_set(results: Path) -> dict | None:
 
 
 #: Results of benchmarks/selective_top_k.py --unfiltered (the oracles other than GRR, OUE and
-#: OLH, n up to 10⁵; at 10⁶ all but SS and RWS; SS and RWS a run apart) and --wiener (airports;
-#: DW and GF-DW on other data).
+#: OLH, n up to 10⁵; at 10⁶ all but SS and RWS; SS and RWS a run apart) and --wiener (airports
+#: after GRR and OUE; its in-sample cell on two more seeds; DW and GF-DW after SUE, HR and OLH;
+#: DW after RUE, BLH and RLH; every filter on other data, its dips on another seed; DW and
+#: GF-DW over 4,096 words).
 UNFILTERED_TOP_K = ("top_k_unfiltered", "top_k_unfiltered_large", "top_k_unfiltered_ss_rws")
-WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen")
+WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
+                "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
+                "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",
+                "top_k_wiener_words", "top_k_wiener_words_gf", "top_k_wiener_oracles_more",
+                "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw")
 
 
 def summary(results: Path = RESULTS) -> list[dict]:

@@ -1604,7 +1604,18 @@ RANK_COLUMNS = ["triples", "inside", "above", "below", "below 0.90",
 def top_k_wiener(r: dict) -> str:
     """The top-k bands of Wiener records (benchmarks/selective_top_k.py --wiener), per
     (filter, post-processing) and data set: `rank_rows`."""
-    body = rank_rows(r["rows"], lambda row: (row["filter"], row["method"], row["dataset"]))
+    return wiener_rank_table(r, "data", lambda row: row["dataset"])
+
+
+def top_k_wiener_oracles(r: dict) -> str:
+    """As `top_k_wiener`, per (filter, post-processing) and oracle (the runs of several
+    oracles on one data set)."""
+    return wiener_rank_table(r, "oracle", lambda row: row["protocol"].upper())
+
+
+def wiener_rank_table(r: dict, third: str, column: Callable[[dict], str]) -> str:
+    """The table of `top_k_wiener`: `rank_rows` per (filter, post-processing, `column`)."""
+    body = rank_rows(r["rows"], lambda row: (row["filter"], row["method"], column(row)))
     windows = sorted({row["windows"] for row in r["rows"]})
     cells = sorted({(row["dataset"], row["protocol"]) for row in r["rows"]})
     return "\n".join([
@@ -1618,7 +1629,7 @@ def top_k_wiener(r: dict) -> str:
         f"union of the bootstrap replaying the filter and the score band. Time: the median "
         f"over cells of the median per query of 10 answers (R = 40 replicates of the filter, "
         f"10 conditional bands).", "",
-        table(["filter", "then", "data", *RANK_COLUMNS], body, right=set(range(3, 14)))])
+        table(["filter", "then", third, *RANK_COLUMNS], body, right=set(range(3, 14)))])
 
 
 def top_k_unfiltered(r: dict) -> str:
@@ -1769,6 +1780,86 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener dw gf-dw --datasets emoji 'common words' "
      "--seed 32 --wiener-methods base norm-sub norm-hyb --windows 100 --benchmark "
      "top_k_wiener_unseen"),
+    ("top_k_wiener_recheck", "Top-k bands of Wiener filters: the in-sample cell on other windows",
+     "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), at the one cell "
+     "declared there (OUE, ε = 2, n = 10⁶, after DW, IIW, IIW-G and AMRP; chosen on the "
+     "windows that measured it, withdrawn since), on windows drawn with another seed.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g amrp --protocols oue "
+     "--epsilons 2 --sizes 1000000 --seed 33 --wiener-methods base norm-sub norm-hyb "
+     "--windows 100 --benchmark top_k_wiener_recheck"),
+    ("top_k_wiener_recheck_again", "Top-k bands of Wiener filters: the in-sample cell, a third "
+     "seed",
+     "As the section above, with a third seed.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g amrp --protocols oue "
+     "--epsilons 2 --sizes 1000000 --seed 34 --wiener-methods base norm-sub norm-hyb "
+     "--windows 100 --benchmark top_k_wiener_recheck_again"),
+    ("top_k_wiener_oracles", "Top-k bands of Wiener filters after SUE and HR",
+     "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), for DW and GF-DW "
+     "after oracles other than GRR and OUE: windows of the airports data drawn through SUE's "
+     "exact channel and HR's client, another seed, then `base` (after GRR, OUE and OLH "
+     "`norm-sub`'s and `norm-hyb`'s coverage of a rank differed from `base`'s by at most 0.06).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols sue hr --seed 33 "
+     "--wiener-methods base --windows 100 --benchmark top_k_wiener_oracles"),
+    ("top_k_wiener_olh", "Top-k bands of Wiener filters after OLH",
+     "As the section above, for OLH: windows of more than 10⁷ (report, value) hash tests "
+     "(n ≥ 10⁵ here) from its uniform-hash model, the smaller ones through its client; then "
+     "`base`, `norm-sub` and `norm-hyb`.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols olh --seed 33 "
+     "--full-limit 10000000 --wiener-methods base norm-sub norm-hyb --windows 100 "
+     "--benchmark top_k_wiener_olh"),
+    ("top_k_wiener_oracles_more", "Top-k bands of DW after RUE, BLH and RLH",
+     "As [after SUE and HR](#top-k-bands-of-wiener-filters-after-sue-and-hr), for DW after "
+     "RUE, BLH and RLH (their clients), n 10³–10⁵ (n = 10⁶ and GF-DW cost more than the "
+     "run's budget on the shared machine).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw --protocols rue blh rlh --sizes 1000 "
+     "10000 100000 --seed 33 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_oracles_more"),
+    ("top_k_wiener_iiw_unseen", "Top-k bands of IIW and IIW-G on other data",
+     "As [Top-k bands of Wiener filters on other data](#top-k-bands-of-wiener-filters-on-other-"
+     "data), for IIW and IIW-G, with a seed no declaration was chosen on, then `base`.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener iiw iiw-g --datasets emoji "
+     "'common words' --seed 33 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_iiw_unseen"),
+    ("top_k_wiener_amrp_unseen", "Top-k bands of AMRP on other data",
+     "As the section above, for AMRP on the 256 most common English words (the emoji data, "
+     "d = 969, cost more than the run's budget).",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener amrp --datasets 'common words' --seed 33 "
+     "--wiener-methods base --windows 100 --benchmark top_k_wiener_amrp_unseen"),
+    ("top_k_wiener_confirm_amrp", "Top-k bands of AMRP on other data, a second seed",
+     "The cells of the section above where a rank fell more than two standard errors below "
+     "0.95 (OUE at ε = 0.5, n = 10⁵ and ε = 4, n = 10³; the grid's product with them), "
+     "on windows drawn with another seed.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener amrp --datasets 'common words' --protocols "
+     "oue --epsilons 0.5 4 --sizes 1000 100000 --seed 34 --wiener-methods base --windows 100 "
+     "--benchmark top_k_wiener_confirm_amrp"),
+    ("top_k_wiener_confirm_iiw", "Top-k bands of IIW on other data, a second seed",
+     "The cell of [IIW and IIW-G on other data](#top-k-bands-of-iiw-and-iiw-g-on-other-data) "
+     "where a rank fell more than two standard errors below 0.95 (IIW, OUE, emoji, ε = 2, "
+     "n = 10⁶), on windows drawn with another seed.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener iiw --datasets emoji --protocols oue "
+     "--epsilons 2 --sizes 1000000 --seed 34 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_confirm_iiw"),
+    ("top_k_wiener_words", "Top-k bands of DW over 4,096 words",
+     "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), for DW at the top "
+     "of the documented domain: wordfreq's 4,096 most frequent English words, GRR and OUE, "
+     "then `base`.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener dw --datasets words --seed 33 "
+     "--wiener-methods base --windows 100 --benchmark top_k_wiener_words"),
+    ("top_k_wiener_words_gf", "Top-k bands of GF-DW over 4,096 words",
+     "As the section above, for GF-DW.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener gf-dw --datasets words --seed 33 "
+     "--wiener-methods base --windows 100 --benchmark top_k_wiener_words_gf"),
 ]
 
 # -- quantile bands by profile-likelihood test inversion (benchmarks/quantile_lr.py) --------

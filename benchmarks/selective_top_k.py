@@ -42,7 +42,8 @@ two standard errors below 0.95 against how many a calibrated band gives by chanc
 the lowest, and the median and largest width against the union's (`rank_summary`).
 
 With --wiener FILTER... the windows are drawn here instead (--datasets, --protocols,
---epsilons, --sizes, --windows, --seed; coverage_frequency's data and samplers) and each Wiener
+--epsilons, --sizes, --windows, --seed; coverage_frequency's data and samplers, OLH's windows of
+more than --full-limit (report, value) hash tests from its uniform-hash model) and each Wiener
 filter's top-k band (`ldp query`'s, frequency_bands.top_k_filtered_bands) is measured per rank;
 with --unfiltered, on the same windows, the band of the oracles' own f~ post-processed
 (frequency_bands.top_k_rank_conditional_bands: for the pure one-stage oracles the calibration
@@ -481,6 +482,9 @@ WIENER_METHODS = ("base", "norm-sub")
 #: The pseudo-filter of --unfiltered: the pure one-stage oracle's own top-k band
 #: (frequency_bands.top_k_rank_conditional_bands) on the windows --wiener draws.
 UNFILTERED = "none"
+#: Largest n · d of a window drawn through OLH's client with --wiener or --unfiltered (more:
+#: coverage_frequency's uniform-hash model; coverage_frequency.default_sampler).
+FULL_LIMIT = 300_000_000
 
 
 def shipped_parts(name: str, unbiased: np.ndarray, noise, protocol, post, seed: int):
@@ -513,7 +517,8 @@ def wiener_fit(name: str, noise, protocol):
 
 def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilons: list[float],
                 sizes: list[int], filters: list[str], methods: list[str], windows: int,
-                seed: int, conditional: bool = False) -> list[dict]:
+                seed: int, conditional: bool = False, full_limit: int = FULL_LIMIT
+                ) -> list[dict]:
     """Per (data set, protocol, ε, n, filter + method): the coverage per rank of the band
     `ldp query --top` gives a Wiener record (frequency_bands.top_k_filtered_bands: the
     bootstrap replaying the filter joined with the band conditional on the rank by the
@@ -530,7 +535,7 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                 protocol = make_protocol(protocol_name, epsilon, d)
                 for n in sizes:
                     noise = protocol.noise(n)
-                    sampler = default_sampler(protocol_name, n, d, 300_000_000)
+                    sampler = default_sampler(protocol_name, n, d, full_limit)
                     rng = np.random.default_rng([seed, n, int(epsilon * 100), d])
                     keys = [(name, method) for name in filters for method in methods]
                     inside = {key: [] for key in keys}
@@ -679,6 +684,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", nargs="*", type=int,
                         default=[1_000, 10_000, 100_000, 1_000_000])
     parser.add_argument("--windows", type=int, default=100)
+    parser.add_argument("--full-limit", type=int, default=FULL_LIMIT,
+                        help="largest n·d of an OLH window drawn through the client with "
+                             "--wiener or --unfiltered (more: the uniform-hash model)")
     add_json_argument(parser)
     args = parser.parse_args(argv)
     folder = Path(args.datasets_dir)
@@ -702,7 +710,8 @@ def main(argv: list[str] | None = None) -> int:
         with Run(name, args.json, vars(args)) as run:
             rows = wiener_rows(folder, args.datasets, args.protocols, args.epsilons,
                                args.sizes, filters,
-                               args.wiener_methods, args.windows, args.seed, args.conditional)
+                               args.wiener_methods, args.windows, args.seed, args.conditional,
+                               args.full_limit)
             found = wiener_summary(rows)
             if args.conditional:
                 found |= {f"{name} {part}": line for part in ("union", "hybrid",

@@ -348,11 +348,12 @@ def test_the_score_band_inverts_the_test_whatever_the_sign_of_b(protocol_name):
         assert np.sum(accepted != inside) <= 2
 
 
-def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed():
+def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed(monkeypatch):
     """wiener_top_k_declared: a band (None) for a measured filter, method and cell on a pure
     one-stage oracle; the reason otherwise — a pooled-hash oracle, keep_extremes, a filter or
     a post-processing not measured, a cell where a rank fell more than two standard errors
-    below 0.95 (WIENER_TOP_K_UNCALIBRATED)."""
+    below 0.95 (WIENER_TOP_K_UNCALIBRATED). The cell once declared in-sample (OUE's rank 1 at
+    ε = 2, n = 10⁶ after DW, IIW, IIW-G and AMRP) held on two other seeds: it has a band."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MEASURED,
                                                               WIENER_TOP_K_UNCALIBRATED,
                                                               wiener_top_k_declared)
@@ -367,12 +368,24 @@ def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed():
         "smooth", False, "base", oue, 1.0, 10_000)
     assert "iiw post-processed by ibu: not measured" in wiener_top_k_declared(
         "iiw", False, "ibu", oue, 1.0, 10_000)
-    for name, cells in WIENER_TOP_K_UNCALIBRATED.items():
-        assert name in WIENER_TOP_K_MEASURED
-        for epsilon, n in cells:  # the cell and a window inside it
-            for size in (n, int(n * 1.2)):
-                reason = wiener_top_k_declared(name, False, "norm-hyb", oue, epsilon, size)
-                assert f"{name} at ε = {epsilon:g}" in reason
+    for name in ("dw", "iiw", "iiw-g", "amrp"):
+        for method in sorted(WIENER_TOP_K_MEASURED[name]):
+            assert wiener_top_k_declared(name, False, method, oue, 2.0, 1_000_000) is None
+
+    def check_declared() -> None:
+        for name, cells in WIENER_TOP_K_UNCALIBRATED.items():
+            assert name in WIENER_TOP_K_MEASURED
+            for epsilon, n in cells:  # the cell and a window inside it, not the next cell
+                for size in (n, int(n * 1.2)):
+                    reason = wiener_top_k_declared(name, False, "norm-hyb", oue, epsilon, size)
+                    assert f"{name} at ε = {epsilon:g}" in reason
+                    assert "selective_top_k.py --wiener" in reason
+                assert wiener_top_k_declared(name, False, "base", oue, epsilon, n // 10) is None
+    check_declared()
+    # a declared cell declares that filter's windows in it, and no other filter's
+    monkeypatch.setitem(WIENER_TOP_K_UNCALIBRATED, "dw", frozenset({(2.0, 1_000_000)}))
+    check_declared()
+    assert wiener_top_k_declared("iiw", False, "base", oue, 2.0, 1_000_000) is None
 
 
 def test_a_top_k_band_is_declared_for_an_oracle_at_a_cell_where_a_rank_missed():

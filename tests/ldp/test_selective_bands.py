@@ -452,6 +452,24 @@ def test_the_benchmark_measures_wiener_top_k_bands_per_rank(tmp_path):
     assert row["pairs"] == 40 and row["declared"] == 0
 
 
+def test_the_wiener_top_k_summary_counts_windows_without_value_bands_as_declared():
+    """coverage_summary.wiener_top_k_rows: a cell whose windows expect fewer than
+    MIN_EXPECTED_SUPPORTS supports per value (GRR over 4,096 words, n = 10³: `ldp query` gives
+    its top values no band) counts as declared, not as a band that missed; a cell with enough
+    (OUE) counts its ten triples, with the oracles named in the note."""
+    from tests.benchmark_scripts import loaded_scripts
+
+    def row(protocol: str, ranks: str) -> dict:
+        return {"dataset": "words", "protocol": protocol, "epsilon": 0.5, "n": 1_000,
+                "filter": "dw", "method": "base", "windows": 100, "by_rank": ranks}
+    results = {"rows": [row("grr", "0.97 0.84" + " 1" * 8), row("oue", "0.95" + " 1" * 9),
+                        row("sue", "0.95" + " 1" * 9)]}
+    with loaded_scripts("coverage_summary") as scripts:
+        [summary] = scripts["coverage_summary"].wiener_top_k_rows(results)
+    assert summary["pairs"] == 20 and summary["declared"] == 10 and summary["lowest"] == 0.95
+    assert "GRR, OUE and SUE on words" in summary["note"]
+
+
 def test_the_benchmark_measures_unfiltered_top_k_bands_per_rank(tmp_path):
     """benchmarks/selective_top_k.py --unfiltered: the band `ldp query --top` gives a pure
     one-stage oracle (top_k_rank_conditional_bands) on windows drawn as --wiener draws them,
