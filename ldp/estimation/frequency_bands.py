@@ -399,6 +399,18 @@ TOP_K_NOT_MEASURED_REASON = ("no band for top-k answers of {method}: its bootstr
                              "measured (the method costs O(d √n) per replicate)")
 
 
+#: Prefix of a memoized (two-stage) oracle's key in TOP_K_UNCALIBRATED: its registry name is
+#: its one-stage member's, whose band differs (`rank_conditional_applies`).
+MEMOIZED_KEY = "memoized-"
+
+
+def top_k_oracle(protocol: FrequencyOracle) -> str:
+    """The key of `protocol` in TOP_K_UNCALIBRATED (and in `top_k_declared`'s reason): its
+    registry name, prefixed by MEMOIZED_KEY for a memoized oracle."""
+    memoized = getattr(protocol, "memoized", False)
+    return f"{MEMOIZED_KEY}{protocol.name}" if memoized else protocol.name
+
+
 def top_k_cell(epsilon: float, n: int) -> tuple[float, int]:
     """The cell of the top-k bands' measured grid (TOP_K_EPSILONS × TOP_K_SIZES) a window of ε
     and n reports falls in (`uncertainty.grid_cell`, the rule the numeric bands' grid uses)."""
@@ -408,7 +420,7 @@ def top_k_cell(epsilon: float, n: int) -> tuple[float, int]:
 def top_k_declared(method: str, epsilon: float, n: int, protocol: str | None = None
                    ) -> str | None:
     """Why the top-k answers of `method` (for a replay-chosen one: the method chosen) at ε and
-    n reports of `protocol` (its registry name) have no band, or None when they have one
+    n reports of `protocol` (its key, `top_k_oracle`) have no band, or None when they have one
     (`TOP_K_UNCALIBRATED`, keyed by method or by oracle)."""
     if method in TOP_K_NOT_MEASURED:
         return TOP_K_NOT_MEASURED_REASON.format(method=method)
