@@ -19,12 +19,17 @@ calibrated band puts there by chance (coverage_summary.below_by_two_chance), the
 the triples more than two standard errors below, listed (`failing`: what TOP_K_UNCALIBRATED
 declares).
 
+With --confirm RESULTS, only the cells (data set, oracle, ε, n) where a triple of RESULTS fell
+more than two standard errors below 0.95 are measured again (pass another --seed): a
+declaration chosen on one seed's windows, checked on others.
+
     nice python benchmarks/pooled_top_k.py --protocols cms hcms flh \\
         --json benchmarks/results/top_k_pooled.json
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -128,6 +133,13 @@ def oracle_summary(rows: list[dict]) -> dict:
     return out
 
 
+def failing_cells(results: dict) -> set[tuple[str, str, float, int]]:
+    """The (data set, oracle, ε, n) cells of a results file of this script where a (method,
+    rank) triple fell more than two standard errors below 0.95 (`oracle_summary`)."""
+    return {(f["dataset"], name, f["epsilon"], f["n"])
+            for name, line in results["summary"].items() for f in line["failing"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="*", default=["airports", "common words"],
@@ -143,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--datasets-dir", default=default_datasets_dir())
     parser.add_argument("--benchmark", default="top_k_pooled", help="the results' name")
+    parser.add_argument("--confirm", default=None, metavar="RESULTS",
+                        help="measure only the cells with a failing triple in this results "
+                             "file of the script (on another --seed)")
     add_json_argument(parser)
     args = parser.parse_args(argv)
     folder = Path(args.datasets_dir)
@@ -170,6 +185,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--protocols: {name} gets the rank-conditional band "
                   "(selective_top_k.py --unfiltered measures it)", file=sys.stderr)
             return 2
+    only = None
+    if args.confirm is not None:
+        try:
+            only = failing_cells(json.loads(Path(args.confirm).read_text())["results"])
+        except (OSError, ValueError, KeyError) as error:
+            print(f"--confirm: cannot read the failing cells of {args.confirm}: {error}",
+                  file=sys.stderr)
+            return 2
     with Run(args.benchmark, args.json, vars(args)) as run:
         rows: list[dict] = []
         for dataset_name in args.datasets:
@@ -177,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             for name in args.protocols:
                 for epsilon in args.epsilons:
                     for n in args.sizes:
+                        if only is not None and (dataset_name, name, epsilon, n) not in only:
+                            continue
                         found = cell_rows(dataset_name, dataset, name, epsilon, n, args.methods,
                                           args.windows, args.seed, args.lifetime_factor)
                         rows += found

@@ -39,7 +39,9 @@ def test_the_benchmark_measures_the_band_ldp_query_gives(tmp_path):
     """The benchmark's band of a pooled-hash or memoized window is `ldp query --top`'s
     (WindowEstimate.top_k: the window's noise with the collision term, R = 40); the script
     writes one row per (cell, method) with each rank's coverage, the report renders them and the
-    coverage summary counts their triples; a pure one-stage oracle fails at start (exit 2)."""
+    coverage summary counts their triples; --confirm measures only the cells with a failing
+    triple in a results file; a pure one-stage oracle, a bad size or an unreadable --confirm
+    file fail at start (exit 2)."""
     from tests.benchmark_scripts import loaded_scripts
     n = 3_000
     for protocol in (make_protocol("flh", 2.0, F.size),
@@ -64,6 +66,22 @@ def test_the_benchmark_measures_the_band_ldp_query_gives(tmp_path):
             assert scripts["pooled_top_k"].main([*arguments, *bad]) == 2, bad
         document = json.loads((tmp_path / "p.json").read_text())
         results = document["results"]
+        # --confirm: only the cells with a failing triple in a results file, on another seed
+        failing = {"dataset": "zipf", "epsilon": 1.0, "n": 1000, "method": "base", "rank": 1,
+                   "coverage": 0.33}
+        confirmed = {"results": {"rows": [], "summary": {
+            "cms": {"failing": [failing]}, "memoized-grr": {"failing": []}}}}
+        (tmp_path / "c.json").write_text(json.dumps(confirmed))
+        assert scripts["pooled_top_k"].failing_cells(confirmed["results"]) == {
+            ("zipf", "cms", 1.0, 1000)}
+        assert scripts["pooled_top_k"].main(
+            [*arguments, "--protocols", "cms", "memoized-grr", "--seed", "2", "--confirm",
+             str(tmp_path / "c.json"), "--json", str(tmp_path / "c2.json")]) == 0
+        again = json.loads((tmp_path / "c2.json").read_text())["results"]["rows"]
+        assert {(r["protocol"], r["method"]) for r in again} == {("cms", "base"),
+                                                                  ("cms", "norm-sub")}
+        assert scripts["pooled_top_k"].main(
+            [*arguments, "--protocols", "cms", "--confirm", str(tmp_path / "none.json")]) == 2
         table = scripts["report"].top_k_pooled({**results, "parameters": document["parameters"]})
         [row] = scripts["coverage_summary"].pooled_top_k_rows(results)
     rows = results["rows"]
