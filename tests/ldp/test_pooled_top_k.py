@@ -94,3 +94,35 @@ def test_the_benchmark_measures_the_band_ldp_query_gives(tmp_path):
     assert "| CMS | zipf | base | 10 |" in table and "| MEMOIZED-GRR | zipf | norm-sub |" in table
     assert row["pairs"] + row["declared"] == 40 and "CMS, MEMOIZED-GRR" in row["note"]
     assert results["summary"]["cms"]["triples"] == 20
+
+
+def test_declared_cells_have_no_band_there_and_only_there():
+    """top_k_declared: for every oracle key of TOP_K_UNCALIBRATED and every cell of the top-k
+    grid, a reason naming the oracle, the cell and the benchmark that measured it exactly where
+    the cell is declared, None elsewhere; a pure one-stage oracle (SUE's former declaration
+    included) and a memoized oracle's one-stage member are declared nowhere."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (TOP_K_EPSILONS, TOP_K_SIZES,
+                                                              TOP_K_UNCALIBRATED,
+                                                              top_k_declared)
+    assert set(TOP_K_UNCALIBRATED) == {"cms", "hcms", "flh", f"{MEMOIZED_KEY}grr",
+                                       f"{MEMOIZED_KEY}oue", f"{MEMOIZED_KEY}olh"}
+    # every pooled-hash oracle at n = 10⁶ (the collision bias grows against the noise with n)
+    assert all((epsilon, 1_000_000) in TOP_K_UNCALIBRATED[name]
+               for name in ("cms", "hcms", "flh") for epsilon in TOP_K_EPSILONS)
+    for key, cells in TOP_K_UNCALIBRATED.items():
+        for epsilon in TOP_K_EPSILONS:
+            for n in TOP_K_SIZES:
+                for method in ("base", "norm-sub", "norm-hyb", "auto"):
+                    reason = top_k_declared(method, epsilon, n, key)
+                    if (epsilon, n) in cells:
+                        assert reason == (
+                            f"no calibrated band for top-k answers of {key} at ε = {epsilon:g}, "
+                            f"n = {n:,}: a rank's coverage fell more than two standard errors "
+                            "below 0.95 there (benchmarks/pooled_top_k.py)")
+                    else:
+                        assert reason is None, (key, epsilon, n, method)
+    for name in ("grr", "oue", "olh", "sue", "ss", "rws"):
+        assert all(top_k_declared("norm-sub", epsilon, n, name) is None
+                   for epsilon in TOP_K_EPSILONS for n in TOP_K_SIZES), name
+    # a window between grid cells takes the nearest cell's declaration
+    assert top_k_declared("base", 4.2, 900_000, "cms") is not None
