@@ -406,8 +406,8 @@ TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {
     "flh": _MILLION | {(0.5, 1_000), (2.0, 10_000), (4.0, 10_000), (1.0, 100_000),
                        (2.0, 100_000)},
     f"{MEMOIZED_KEY}grr": frozenset({(0.5, 1_000), (1.0, 1_000), (2.0, 1_000)}),
-    f"{MEMOIZED_KEY}oue": frozenset({(2.0, 10_000)}),
-    f"{MEMOIZED_KEY}olh": frozenset({(0.5, 1_000)})}
+    f"{MEMOIZED_KEY}oue": frozenset({(2.0, 10_000), (4.0, 10_000)}),
+    f"{MEMOIZED_KEY}olh": frozenset({(0.5, 1_000), (0.5, 10_000), (4.0, 100_000)})}
 #: Methods whose top-k bands were not measured.
 TOP_K_NOT_MEASURED = frozenset({"power", "power-ns"})
 TOP_K_REASON = ("no calibrated band for top-k answers of {method} at ε = {epsilon:g}, n = {n}: "
