@@ -56,9 +56,9 @@ with the answer's band conditional on its rank (ldp_telemetry.ldp.estimation.sel
 holding both (`top_k_rank_conditional_bands`, `band_method` rank-conditional-union). An answer
 whose f' post-processing merged with another value's (`merged_answers`: many values clipped to
 0 are ranked in domain order, not by f~) keeps the union alone, under the same name; pooled-hash
-oracles (their collision term is not in the rank event's covariance) and memoized ones (not
-measured) keep the union, with `band_method` bias-corrected-bootstrap. Measured per (method,
-cell, rank) triple on the calibration windows (benchmarks/selective_top_k.py,
+oracles (their collision term is not in the rank event's covariance) and memoized ones (the
+join not measured for them) keep the union, with `band_method` bias-corrected-bootstrap.
+Measured per (method, cell, rank) triple on the calibration windows (benchmarks/selective_top_k.py,
 docs/error-bars.md) the join held every rank in at least 0.91 of windows (rank 1: 0.92; none
 more than two standard errors below 0.95), at the price of a median 1.48 times the union's
 width (at most 2.4 times): it is conservative (median coverage 0.99), not calibrated. The
@@ -297,7 +297,8 @@ def joined_bands(lower: np.ndarray, upper: np.ndarray, rank_lower: np.ndarray,
 def rank_conditional_applies(protocol: FrequencyOracle) -> bool:
     """Whether a window of `protocol` gets the rank-conditional part of its top-k bands: a pure
     one-stage oracle (not a pooled-hash oracle, whose collision term couples every value and is
-    not in selective_bands' covariance; not a memoized two-stage one, not measured)."""
+    not in selective_bands' covariance; not a memoized two-stage one, whose union alone was
+    measured, not the join)."""
     return not is_pooled(protocol.name) and not getattr(protocol, "memoized", False)
 
 
