@@ -373,7 +373,8 @@ UNFILTERED_TOP_K = ("top_k_unfiltered", "top_k_unfiltered_large", "top_k_unfilte
                     "top_k_unfiltered_sue_fresh")
 #: Results of benchmarks/pooled_top_k.py (pooled-hash oracles; memoized oracles; the cells
 #: declared, re-measured on another seed).
-POOLED_TOP_K = ("top_k_pooled", "top_k_memoized", "top_k_pooled_confirm")
+POOLED_TOP_K = ("top_k_pooled", "top_k_memoized", "top_k_pooled_confirm",
+                "top_k_memoized_confirm")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen")
 
 

@@ -1696,6 +1696,14 @@ SECTIONS += [
      top_k_pooled,
      "python benchmarks/pooled_top_k.py --protocols memoized-grr memoized-oue memoized-olh "
      "--benchmark top_k_memoized"),
+    ("top_k_memoized_confirm", "Top-k bands of the memoized oracles, declared cells, another "
+     "seed",
+     "As [the memoized oracles](#top-k-bands-of-the-memoized-oracles), on another seed's "
+     "windows, for the cells where a triple fell more than two standard errors below 0.95.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-grr memoized-oue memoized-olh "
+     "--seed 131 --confirm benchmarks/results/top_k_memoized.json --benchmark "
+     "top_k_memoized_confirm"),
     ("top_k_wiener_unseen", "Top-k bands of Wiener filters on other data",
      "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), for DW and GF-DW "
      "on data sets the declarations were not chosen on (the emoji occurrences, d = 969, and "
