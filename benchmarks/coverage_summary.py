@@ -2,8 +2,9 @@
 
 Read from the results of the coverage benchmarks (benchmarks/results/): coverage_frequency
 (frequency values, sets, ranges, combined versions), top_k_selective (top-k answers, rank by
-rank), coverage_moments (the mean and the
-variance of Square Wave), coverage_cfo_moments (those of CFO-binning), coverage_bins and
+rank; top_k_pooled and top_k_memoized for the pooled-hash and memoized oracles),
+coverage_moments (the mean and the variance of Square Wave), coverage_cfo_moments (those of
+CFO-binning), coverage_bins and
 coverage_bins_large (the ranges, mean and variance of CFO-binning and hierarchical
 histograms), coverage_bin_quantiles and coverage_bin_quantiles_large (their quantiles),
 coverage_set4 (Square Wave's quantiles on the newest held-out set; coverage, set 3, without it)
@@ -183,8 +184,9 @@ def top_k_rows(calibration: dict | None, selective: dict | None = None,
                           "rank) triples"),
                tally("top-k answers, per rank, union alone", "bias-corrected-bootstrap",
                      triples("union"),
-                     note="pooled-hash and memoized oracles (measured on GRR, OUE, OLH "
-                          "only); (method, cell, rank) triples")]
+                     note="answers merged by post-processing (measured on GRR, OUE, OLH; "
+                          "the pooled-hash and memoized oracles apart, below); (method, "
+                          "cell, rank) triples")]
         if conditional:
             line = conditional["summary"]["all"]["conditional"]
             out.append(tally("top-k answers, per rank, conditional alone",
@@ -201,6 +203,30 @@ def top_k_rows(calibration: dict | None, selective: dict | None = None,
     pairs = [(row[5]["union at 1"], windows) for row in calibration["fits"][0]["rows"]]
     return [tally("top-k answers", "bias-corrected-bootstrap", pairs,
                   note="conservative: the union of the bootstrap and the score band")]
+
+
+def pooled_top_k_rows(*measured: dict | None) -> list[dict]:
+    """The top-k answers' band of the pooled-hash and memoized oracles (the union of the
+    bootstrap and the score band alone, `bias-corrected-bootstrap`), per (method, cell, rank)
+    triple, from benchmarks/pooled_top_k.py: the triples of the cells that ship a band, those
+    declared (frequency_bands.top_k_declared for the row's oracle key) counted apart."""
+    rows = [row for results in measured if results for row in results["rows"]]
+    if not rows:
+        return []
+    shipped = [(float(c), row["windows"]) for row in rows if pooled_shipped(row)
+               for c in row["by_rank"].split()]
+    declared = sum(len(row["by_rank"].split()) for row in rows if not pooled_shipped(row))
+    oracles = ", ".join(sorted({row["protocol"].upper() for row in rows}))
+    return [tally("top-k answers, per rank, pooled and memoized",
+                  "bias-corrected-bootstrap", shipped, declared,
+                  note=f"measured: {oracles}; (method, cell, rank) triples")]
+
+
+def pooled_shipped(row: dict) -> bool:
+    """Whether a row of benchmarks/pooled_top_k.py is of a cell whose answers have a band
+    (frequency_bands.top_k_declared for its oracle key and method)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import top_k_declared
+    return top_k_declared(row["method"], row["epsilon"], row["n"], row["oracle"]) is None
 
 
 def unfiltered_shipped(row: dict) -> bool:
@@ -362,11 +388,18 @@ def newest_quantile_set(results: Path) -> dict | None:
 
 
 #: Results of benchmarks/selective_top_k.py --unfiltered (the oracles other than GRR, OUE and
-#: OLH, n up to 10⁵; at 10⁶ all but SS and RWS; SS and RWS a run apart) and --wiener (airports
-#: after GRR and OUE; its in-sample cell on two more seeds; DW and GF-DW after SUE, HR and OLH;
-#: DW after RUE, BLH and RLH; every filter on other data, its dips on another seed; DW and
-#: GF-DW over 4,096 words).
-UNFILTERED_TOP_K = ("top_k_unfiltered", "top_k_unfiltered_large", "top_k_unfiltered_ss_rws")
+#: OLH, n up to 10⁵; at 10⁶ all but SS and RWS; SS and RWS a run apart, and at 10⁶ one run
+#: each; SUE at 10⁶ again on a fresh seed, the windows its declaration was not chosen on) and
+#: --wiener (airports after GRR and OUE; its in-sample cell on two more seeds; DW and GF-DW
+#: after SUE, HR and OLH; DW after RUE, BLH and RLH; every filter on other data, its dips on
+#: another seed; DW and GF-DW over 4,096 words).
+UNFILTERED_TOP_K = ("top_k_unfiltered", "top_k_unfiltered_large", "top_k_unfiltered_ss_rws",
+                    "top_k_unfiltered_ss_large", "top_k_unfiltered_rws_large",
+                    "top_k_unfiltered_sue_fresh")
+#: Results of benchmarks/pooled_top_k.py (pooled-hash oracles; memoized oracles; the cells
+#: declared, re-measured on another seed).
+POOLED_TOP_K = ("top_k_pooled", "top_k_memoized", "top_k_pooled_confirm",
+                "top_k_memoized_confirm")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",
@@ -383,6 +416,7 @@ def summary(results: Path = RESULTS) -> list[dict]:
     rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"),
                        *(_load(results, name) for name in UNFILTERED_TOP_K),
                        conditional=_load(results, "top_k_selective_conditional"))
+    rows += pooled_top_k_rows(*(_load(results, name) for name in POOLED_TOP_K))
     rows += wiener_top_k_rows(*(_load(results, name) for name in WIENER_TOP_K))
     rows += numeric_rows(_load(results, "coverage_moments"), newest_quantile_set(results),
                          _load(results, "quantile_lr"), _load(results, "coverage_cfo_moments"))

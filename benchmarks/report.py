@@ -1653,6 +1653,39 @@ def top_k_unfiltered(r: dict) -> str:
         table(["oracle", "then", *RANK_COLUMNS], body, right=set(range(2, 13)))])
 
 
+def top_k_pooled(r: dict) -> str:
+    """The top-k bands of the pooled-hash and memoized oracles (benchmarks/pooled_top_k.py:
+    the union of the bootstrap and the score band, as `ldp query` gives them), per (oracle,
+    data set, post-processing): `rank_rows` without the parts; then the triples more than two
+    standard errors below 0.95."""
+    columns = RANK_COLUMNS[:8] + RANK_COLUMNS[-1:]
+    body = [row[:3 + 8] + row[-1:] for row in rank_rows(
+        r["rows"], lambda row: (row["protocol"].upper(), row["dataset"], row["method"]))]
+    windows = sorted({row["windows"] for row in r["rows"]})
+    sizes = sorted({row["n"] for row in r["rows"]})
+    failing = [[name.upper(), f["dataset"], f"{f['epsilon']:g}", f"{f['n']:,}", f["method"],
+                str(f["rank"]), f"{f['coverage']:.2f}"]
+               for name, line in sorted(r["summary"].items()) for f in line["failing"]]
+    lifetime = {row["lifetime_epsilon"] / row["epsilon"] for row in r["rows"]
+                if row.get("lifetime_epsilon")}
+    return "\n".join([
+        f"Top 10 of each oracle's f~ post-processed, ε "
+        f"{', '.join(f'{e:g}' for e in sorted({row['epsilon'] for row in r['rows']}))}, n "
+        f"{', '.join(f'{n:,}' for n in sizes)}, {', '.join(map(str, windows))} windows per "
+        f"cell, seed {r['parameters']['seed']}"
+        + (f"; memoized oracles at ε∞ = {', '.join(f'{x:g}' for x in sorted(lifetime))} ε1"
+           if lifetime else "")
+        + ". Each (cell, rank) triple's coverage has standard error √(0.95 · 0.05 / W); "
+        "\"below by 2 s.e.\": more than two of them below 0.95 (in brackets: how many an "
+        "exactly calibrated band gives by chance). Time: the median over cells of the median "
+        "per query of 10 answers (R = 40 replicates).", "",
+        table(["oracle", "data", "then", *columns], body, right=set(range(3, 12))), "",
+        "Triples more than two standard errors below 0.95:" if failing else
+        "No triple more than two standard errors below 0.95.",
+        *(["", table(["oracle", "data", "ε", "n", "then", "rank", "coverage"], failing,
+                     right={2, 3, 5, 6})] if failing else [])])
+
+
 SECTIONS += [
     ("coverage_frequency", "Coverage of the frequency 95% bands",
      "Real categorical data (a day of flights3m's departure airports per window, d = 229; the "
@@ -1772,6 +1805,63 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --unfiltered --conditional --protocols sue rue blh "
      "rlh hr --sizes 1000 10000 100000 --wiener-methods base norm-sub norm-hyb --windows 100 "
      "--seed 32 --benchmark top_k_unfiltered_conditional"),
+    ("top_k_unfiltered_ss_large", "Top-k bands of Subset Selection at a million reports",
+     "As [SS and RWS](#top-k-bands-of-subset-selection-and-rws), for SS at n = 10⁶ (windows "
+     "through its client, about 2 s each unloaded), a run apart.",
+     top_k_unfiltered,
+     "python benchmarks/selective_top_k.py --unfiltered --protocols ss --sizes 1000000 "
+     "--wiener-methods base norm-sub norm-hyb --windows 100 --benchmark "
+     "top_k_unfiltered_ss_large"),
+    ("top_k_unfiltered_rws_large", "Top-k bands of RWS at a million reports",
+     "As [SS at a million reports](#top-k-bands-of-subset-selection-at-a-million-reports), "
+     "for RWS.",
+     top_k_unfiltered,
+     "python benchmarks/selective_top_k.py --unfiltered --protocols rws --sizes 1000000 "
+     "--wiener-methods base norm-sub norm-hyb --windows 100 --benchmark "
+     "top_k_unfiltered_rws_large"),
+    ("top_k_unfiltered_sue_fresh", "Top-k bands of SUE at a million reports, another seed",
+     "As [at a million reports](#top-k-bands-of-the-other-pure-oracles-at-a-million-reports), "
+     "for SUE alone on 200 windows of another seed: the windows its former declaration (rank "
+     "1 at ε = 4) was not chosen on.",
+     top_k_unfiltered,
+     "python benchmarks/selective_top_k.py --unfiltered --protocols sue --sizes 1000000 "
+     "--wiener-methods base norm-sub norm-hyb --windows 200 --seed 231 --benchmark "
+     "top_k_unfiltered_sue_fresh"),
+    ("top_k_pooled", "Top-k bands of the pooled-hash oracles",
+     "`ldp query --top`'s band for CMS, HCMS and FLH (the union of the bias-corrected "
+     "bootstrap and the score band with the collision term; no rank-conditional part, "
+     "[error bars](error-bars.md#query-answers)), rank by rank, on the airports data (a day "
+     "of departures per window, d = 229) and the 256 most common English words: windows of "
+     "CMS from its exact (hash, bucket) table given the pool, of HCMS and FLH through their "
+     "clients, the band made from the window's noise model as `ldp query` makes it.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols cms hcms flh --sizes 1000 10000 100000 "
+     "1000000"),
+    ("top_k_pooled_confirm", "Top-k bands of the pooled-hash oracles, declared cells, another "
+     "seed",
+     "As [the pooled-hash oracles](#top-k-bands-of-the-pooled-hash-oracles), on another seed's "
+     "windows, for the cells below n = 10⁶ where a triple fell more than two standard errors "
+     "below 0.95 (the cells declared, chosen on the first seed's windows).",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols cms hcms flh --sizes 1000 10000 100000 "
+     "--seed 131 --confirm benchmarks/results/top_k_pooled.json --benchmark "
+     "top_k_pooled_confirm"),
+    ("top_k_memoized", "Top-k bands of the memoized oracles",
+     "As [the pooled-hash oracles](#top-k-bands-of-the-pooled-hash-oracles), for the "
+     "memoized (two-stage) L-GRR, L-OSUE (memoized OUE) and memoized OLH, windows through "
+     "their clients (each row a distinct device reporting once, the case their exact variance "
+     "holds for), ε∞ = 2 ε1.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-grr memoized-oue memoized-olh "
+     "--benchmark top_k_memoized"),
+    ("top_k_memoized_confirm", "Top-k bands of the memoized oracles, declared cells, another "
+     "seed",
+     "As [the memoized oracles](#top-k-bands-of-the-memoized-oracles), on another seed's "
+     "windows, for the cells where a triple fell more than two standard errors below 0.95.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-grr memoized-oue memoized-olh "
+     "--seed 131 --confirm benchmarks/results/top_k_memoized.json --benchmark "
+     "top_k_memoized_confirm"),
     ("top_k_wiener_unseen", "Top-k bands of Wiener filters on other data",
      "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), for DW and GF-DW "
      "on data sets the declarations were not chosen on (the emoji occurrences, d = 969, and "

@@ -82,8 +82,8 @@ from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
 from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_supports_reason,
                                                           rank_conditional_applies,
                                                           score_bands, top_k_bands,
-                                                          top_k_declared,
-                                                          top_k_filtered_bands,
+                                                          top_k_declared, top_k_filtered_bands,
+                                                          top_k_oracle,
                                                           top_k_rank_conditional_bands,
                                                           wiener_top_k_declared)
 from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, error_plug_in,
@@ -425,7 +425,7 @@ class WindowEstimate:
                 self._chosen_method, self.protocol, self.protocol.epsilon, self.n)
         else:
             reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n,
-                                    self.protocol.name)
+                                    top_k_oracle(self.protocol))
         if reason is not None:
             return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
                             band_reason=reason) for a in answers]

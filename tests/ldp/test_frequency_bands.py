@@ -390,14 +390,15 @@ def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed(mon
 
 def test_a_top_k_band_is_declared_for_an_oracle_at_a_cell_where_a_rank_missed():
     """top_k_declared with the protocol: TOP_K_UNCALIBRATED's oracle keys declare their cells
-    for that oracle after any post-processing method (SUE's rank 1 at ε = 4, n = 10⁶ held its
-    truth in 0.90 of 100 windows, more than two standard errors below 0.95), a window inside
-    the cell too, and not for another oracle or another cell; the reason names the oracle, the
-    cell and the benchmark. `ldp query` passes the record's protocol (queries.top_k)."""
+    for that oracle after any post-processing method (CMS's rank 7 of the common words at
+    ε = 4, n = 10⁶ held its truth in 0.18 of 100 windows), a window inside the cell too, and
+    not for another oracle or another cell; the reason names the oracle, the cell and the
+    benchmark. SUE's former declaration (ε = 4, n = 10⁶) is gone: it held on another seed.
+    `ldp query` passes the record's oracle key (queries.top_k, frequency_bands.top_k_oracle)."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (TOP_K_UNCALIBRATED,
                                                               top_k_declared)
     from ldp_telemetry.ldp.protocols import PROTOCOLS
-    assert (4.0, 1_000_000) in TOP_K_UNCALIBRATED["sue"]
+    assert (4.0, 1_000_000) in TOP_K_UNCALIBRATED["cms"] and "sue" not in TOP_K_UNCALIBRATED
     for key, cells in TOP_K_UNCALIBRATED.items():
         if key not in PROTOCOLS:
             continue
@@ -407,8 +408,9 @@ def test_a_top_k_band_is_declared_for_an_oracle_at_a_cell_where_a_rank_missed():
                 for method in ("base", "norm-sub", "norm-hyb"):
                     reason = top_k_declared(method, epsilon, size, key)
                     assert f"{key} at ε = {epsilon:g}" in reason
-                    assert "selective_top_k.py --unfiltered" in reason
+                    assert "benchmarks/pooled_top_k.py" in reason
                     assert top_k_declared(method, epsilon, size, other) is None
                     assert top_k_declared(method, epsilon, size) is None  # no oracle named
-    assert top_k_declared("base", 2.0, 1_000_000, "sue") is None
+    assert top_k_declared("base", 4.0, 1_000_000, "sue") is None
+    assert top_k_declared("base", 1.0, 10_000, "cms") is None
     assert top_k_declared("base", 4.0, 100_000, "sue") is None

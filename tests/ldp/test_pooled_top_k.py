@@ -1,0 +1,128 @@
+"""Top-k bands of the pooled-hash and memoized oracles: benchmarks/pooled_top_k.py measures the
+band `ldp query --top` gives them (the union of the bootstrap and the score band), and the cells
+where a rank of theirs fell more than two standard errors below 0.95 are declared without a band
+(frequency_bands.TOP_K_UNCALIBRATED, keyed by `top_k_oracle`)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ldp_telemetry.ldp.estimation.frequency_bands import (MEMOIZED_KEY, top_k_bands,
+                                                          top_k_oracle)
+from ldp_telemetry.ldp.estimation.postprocess import METHODS, PostprocessSpec
+from ldp_telemetry.ldp.estimation.queries import WindowEstimate
+from ldp_telemetry.ldp.protocols import make_protocol
+from ldp_telemetry.ldp.protocols.memoized import make_memoized_protocol
+from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
+
+F = np.array([0.3, 0.2, 0.15, 0.1, 0.08, 0.06, 0.04, 0.03, 0.02, 0.01, 0.01, 0.0])
+
+
+def window(protocol, n: int, seed: int = 5) -> np.ndarray:
+    """An unbiased estimate of F from n reports through the protocol's client."""
+    rng = np.random.default_rng(seed)
+    values = rng.choice(F.size, size=n, p=F)
+    statistic = protocol.new_statistic()
+    protocol.accumulate(statistic, protocol.perturb(values, rng))
+    return unbiased_estimate(protocol.support_counts(statistic), protocol.noise(n))
+
+
+def test_the_oracle_key_tells_a_memoized_oracle_from_its_one_stage_member():
+    """A memoized oracle's registry name is its one-stage member's; its top-k key is prefixed."""
+    assert top_k_oracle(make_protocol("grr", 1.0, 8)) == "grr"
+    assert top_k_oracle(make_protocol("cms", 1.0, 8)) == "cms"
+    assert top_k_oracle(make_memoized_protocol("grr", 1.0, 8, 2.0)) == f"{MEMOIZED_KEY}grr"
+
+
+def test_the_benchmark_measures_the_band_ldp_query_gives(tmp_path):
+    """The benchmark's band of a pooled-hash or memoized window is `ldp query --top`'s
+    (WindowEstimate.top_k: the window's noise with the collision term, R = 40); the script
+    writes one row per (cell, method) with each rank's coverage, the report renders them and the
+    coverage summary counts their triples; --confirm measures only the cells with a failing
+    triple in a results file; a pure one-stage oracle, a bad size or an unreadable --confirm
+    file fail at start (exit 2)."""
+    from tests.benchmark_scripts import loaded_scripts
+    n = 3_000
+    for protocol in (make_protocol("flh", 2.0, F.size),
+                     make_memoized_protocol("oue", 1.0, F.size, 2.0)):
+        unbiased = window(protocol, n)
+        noise = protocol.noise(n).for_window(unbiased)
+        lower, upper = top_k_bands(unbiased, noise,
+                                   lambda u, noise=noise: METHODS["norm-sub"].run(u, noise), 5)
+        answers = WindowEstimate.from_unbiased(protocol, n, unbiased,
+                                               PostprocessSpec("norm-sub", ())).top_k(5)
+        assert [a.band_method for a in answers] == ["bias-corrected-bootstrap"] * 5
+        assert [(a.lower95, a.upper95) for a in answers] == list(zip(lower, upper, strict=True))
+    with loaded_scripts("pooled_top_k", "report", "coverage_summary") as scripts:
+        arguments = ["--datasets", "zipf", "--epsilons", "1", "--sizes", "1000", "--windows",
+                     "3", "--methods", "base", "norm-sub", "--datasets-dir", str(tmp_path)]
+        assert scripts["pooled_top_k"].main(
+            [*arguments, "--protocols", "cms", "memoized-grr", "--json",
+             str(tmp_path / "p.json")]) == 0
+        for bad in (["--protocols", "grr"], ["--protocols", "memoized-hr"],
+                    ["--protocols", "cms", "--windows", "0"],
+                    ["--protocols", "cms", "--lifetime-factor", "1"]):
+            assert scripts["pooled_top_k"].main([*arguments, *bad]) == 2, bad
+        document = json.loads((tmp_path / "p.json").read_text())
+        results = document["results"]
+        # --confirm: only the cells with a failing triple in a results file, on another seed
+        failing = {"dataset": "zipf", "epsilon": 1.0, "n": 1000, "method": "base", "rank": 1,
+                   "coverage": 0.33}
+        confirmed = {"results": {"rows": [], "summary": {
+            "cms": {"failing": [failing]}, "memoized-grr": {"failing": []}}}}
+        (tmp_path / "c.json").write_text(json.dumps(confirmed))
+        assert scripts["pooled_top_k"].failing_cells(confirmed["results"]) == {
+            ("zipf", "cms", 1.0, 1000)}
+        assert scripts["pooled_top_k"].main(
+            [*arguments, "--protocols", "cms", "memoized-grr", "--seed", "2", "--confirm",
+             str(tmp_path / "c.json"), "--json", str(tmp_path / "c2.json")]) == 0
+        again = json.loads((tmp_path / "c2.json").read_text())["results"]["rows"]
+        assert {(r["protocol"], r["method"]) for r in again} == {("cms", "base"),
+                                                                  ("cms", "norm-sub")}
+        assert scripts["pooled_top_k"].main(
+            [*arguments, "--protocols", "cms", "--confirm", str(tmp_path / "none.json")]) == 2
+        table = scripts["report"].top_k_pooled({**results, "parameters": document["parameters"]})
+        [row] = scripts["coverage_summary"].pooled_top_k_rows(results)
+    rows = results["rows"]
+    assert {(r["protocol"], r["oracle"], r["method"]) for r in rows} == {
+        ("cms", "cms", "base"), ("cms", "cms", "norm-sub"),
+        ("memoized-grr", "memoized-grr", "base"), ("memoized-grr", "memoized-grr", "norm-sub")}
+    for r in rows:
+        assert len(r["by_rank"].split()) == 10 and r["windows"] == 3
+        assert (r["lifetime_epsilon"] == 2.0) is r["protocol"].startswith(MEMOIZED_KEY)
+    assert "| CMS | zipf | base | 10 |" in table and "| MEMOIZED-GRR | zipf | norm-sub |" in table
+    assert row["pairs"] + row["declared"] == 40 and "CMS, MEMOIZED-GRR" in row["note"]
+    assert results["summary"]["cms"]["triples"] == 20
+
+
+def test_declared_cells_have_no_band_there_and_only_there():
+    """top_k_declared: for every oracle key of TOP_K_UNCALIBRATED and every cell of the top-k
+    grid, a reason naming the oracle, the cell and the benchmark that measured it exactly where
+    the cell is declared, None elsewhere; a pure one-stage oracle (SUE's former declaration
+    included) and a memoized oracle's one-stage member are declared nowhere."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (TOP_K_EPSILONS, TOP_K_SIZES,
+                                                              TOP_K_UNCALIBRATED,
+                                                              top_k_declared)
+    assert set(TOP_K_UNCALIBRATED) == {"cms", "hcms", "flh", f"{MEMOIZED_KEY}grr",
+                                       f"{MEMOIZED_KEY}oue", f"{MEMOIZED_KEY}olh"}
+    # every pooled-hash oracle at n = 10⁶ (the collision bias grows against the noise with n)
+    assert all((epsilon, 1_000_000) in TOP_K_UNCALIBRATED[name]
+               for name in ("cms", "hcms", "flh") for epsilon in TOP_K_EPSILONS)
+    for key, cells in TOP_K_UNCALIBRATED.items():
+        for epsilon in TOP_K_EPSILONS:
+            for n in TOP_K_SIZES:
+                for method in ("base", "norm-sub", "norm-hyb", "auto"):
+                    reason = top_k_declared(method, epsilon, n, key)
+                    if (epsilon, n) in cells:
+                        assert reason == (
+                            f"no calibrated band for top-k answers of {key} at ε = {epsilon:g}, "
+                            f"n = {n:,}: a rank's coverage fell more than two standard errors "
+                            "below 0.95 there (benchmarks/pooled_top_k.py)")
+                    else:
+                        assert reason is None, (key, epsilon, n, method)
+    for name in ("grr", "oue", "olh", "sue", "ss", "rws"):
+        assert all(top_k_declared("norm-sub", epsilon, n, name) is None
+                   for epsilon in TOP_K_EPSILONS for n in TOP_K_SIZES), name
+    # a window between grid cells takes the nearest cell's declaration
+    assert top_k_declared("base", 4.2, 900_000, "cms") is not None
