@@ -8,6 +8,7 @@ passes)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 
@@ -167,6 +168,86 @@ def test_score_band_edges():
     model = dataclasses.replace(model, plug_in=empty / empty.sum())
     lower, upper = model.score_band(tail)
     assert lower == 0.0 < upper < 0.01 and upper > model.value(tail)
+
+
+def _model(kind: str, epsilon: float, n: int, seed: int):
+    protocol = make_numeric_protocol(kind, epsilon, BINS)
+    rng = np.random.default_rng(seed)
+    statistic = _window(protocol, _values(rng, n), rng)
+    return (cfo_statistic_linear(protocol, statistic, n) if kind != "hh"
+            else hh_statistic_linear(protocol, statistic))
+
+
+def _score_excess(model, w: np.ndarray, x: float, g_in: np.ndarray, g_out: np.ndarray,
+                  nu: float) -> float:
+    """(x − ν)² − Z95² V(ν), V evaluated directly at the plug-in mixing g_out and g_in so
+    that w·f = ν."""
+    low, high = w @ g_out, w @ g_in
+    share = (nu - low) / (high - low)
+    moved = dataclasses.replace(model, plug_in=share * g_in + (1 - share) * g_out)
+    return (x - nu) ** 2 - Z95 ** 2 * moved.variance(w)
+
+
+#: ranges on bin edges, cutting bins, inside one bin, a tail, nearly all bins (unit scale)
+GRID_RANGES = ((0.125, 0.375), (0.13, 0.3), (0.2, 0.2001), (0.3, 0.31), (0.9, 1.0),
+               (0.13, 0.99), (0.001, 0.999))
+
+
+@pytest.mark.parametrize("kind", ["cfo-grr", "cfo-olh", "hh"])
+@pytest.mark.parametrize("epsilon, n", [(0.5, 1_000), (2.0, 1_000), (4.0, 100_000), (4.0, 30)])
+def test_score_band_is_the_brute_force_acceptance_set(kind, epsilon, n):
+    """Adversarial check of `score_band` against brute force, no formula shared: along the
+    segment of plug-ins from the plug-in's bin distribution outside the range to the one
+    inside (valid distributions, so `variance` there is exact), V is evaluated directly at
+    401 range values ν and on each the test (x − ν)² ≤ Z95² V(ν) is compared with membership
+    of the band, and at the band's ends (where they fall on the segment, inside the feasible
+    values) the test holds with equality. V along the segment is the quadratic through three
+    of its points to rounding (linear for an oracle: the claim the closed form rests on).
+    The band lies within the values w·f can take, [min w, max w]. Deterministic (fixed
+    seeds): no false-failure rate."""
+    for seed in range(2):
+        model = _model(kind, epsilon, n, seed)
+        if model is None:  # a hierarchy without reports at its bucket depth
+            continue
+        for bounds in GRID_RANGES:
+            w = range_weights(EDGES, *bounds)
+            f = model.plug_in
+            if not (w @ f > 1e-9 and (1 - w) @ f > 1e-9):
+                continue
+            g_in, g_out = w * f / (w @ f), (1 - w) * f / ((1 - w) @ f)
+            low, high = w @ g_out, w @ g_in
+            x = model.value(w)
+            excess = functools.partial(_score_excess, model, w, x, g_in, g_out)
+            lower, upper = model.score_band(w)
+            assert w.min() <= lower <= upper <= w.max()
+            spans = np.linspace(low, high, 7)
+            path = [excess(nu) - (x - nu) ** 2 for nu in spans]
+            assert np.allclose(np.polyval(np.polyfit(spans, path, 2), spans), path,
+                               rtol=1e-9, atol=1e-12 * max(map(abs, path)))
+            grid = np.linspace(max(low, w.min()), min(high, w.max()), 401)
+            accepted = np.array([excess(nu) <= 0 for nu in grid])
+            inside = (grid >= lower) & (grid <= upper)
+            scale = max(abs(excess(nu)) for nu in grid) or 1.0
+            disagree = [nu for nu, a, b in zip(grid, accepted, inside, strict=True) if a != b]
+            assert all(abs(excess(nu)) <= 1e-7 * scale for nu in disagree), (bounds, disagree)
+            for end in (lower, upper):
+                if low < end < high and w.min() < end < w.max():
+                    assert excess(end) == pytest.approx(0.0, abs=1e-9 * scale)
+
+
+@pytest.mark.parametrize("kind", ["cfo-grr", "cfo-olh", "hh"])
+def test_score_band_keeps_to_the_values_a_range_can_take(kind):
+    """w·f lies in [min w, max w] for every distribution f: the whole domain's band is [1, 1]
+    whatever the oracle (OLH's f~ does not sum to 1, so its answer is not 1), a range of zero
+    width's is [0, 0], and a range inside one bin, covering a share s of it, has a band
+    within [0, s] (the score set extrapolated past s would hold impossible values)."""
+    model = _model(kind, 1.0, 1_000, 5)
+    assert model.score_band(np.ones(BINS)) == (1.0, 1.0)
+    assert model.score_band(np.zeros(BINS)) == (0.0, 0.0)
+    for bounds in ((0.2, 0.2001), (0.3, 0.31)):
+        w = range_weights(EDGES, *bounds)
+        lower, upper = model.score_band(w)
+        assert 0.0 <= lower <= upper <= w.max() < 1.0
 
 
 def test_score_range_bands_cover():
