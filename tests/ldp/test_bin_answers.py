@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -371,9 +372,9 @@ def _record(protocol: str, n: int = 20_000, seed: int = 5) -> EstimateRecord:
 @pytest.mark.parametrize("protocol", ["cfo-grr", "cfo-olh", "hh"])
 def test_a_record_answers_ranges_with_their_exact_band(protocol):
     """The record keeps the unbiased bin estimate (and HH its reports per depth); a range
-    answer is the estimate's, with the exact standard error and band of the unbiased answer
-    (clipped to [0, 1]); a range that cuts bins says what its band holds; HH's mean and
-    variance have exact bands."""
+    answer is the estimate's, with the exact standard error and the score band of the
+    unbiased answer (clipped to the values the range can take); a range that cuts bins says
+    what its band holds; HH's mean and variance have exact bands."""
     record = _record(protocol)
     assert record.unbiased_estimate is not None and len(record.unbiased_estimate) == BINS
     assert (record.level_reports is not None) == (protocol == "hh")
@@ -397,6 +398,24 @@ def test_a_record_answers_ranges_with_their_exact_band(protocol):
     rows = {row[0]: row for row in summary_rows(record)}
     assert rows["q0.5"][3:] == (record.bands["0.5"]["lower"], record.bands["0.5"]["upper"])
 
+
+
+@pytest.mark.parametrize("protocol", ["cfo-grr", "hh"])
+def test_the_cut_bin_reason_measures_the_gap_against_the_bands_own_half_width(protocol):
+    """A range cutting bins says how its cut bins' mass compares with the half-width of the
+    band it prints (half of `band95`'s width, the JSON's `half95`), not with Z95 · s.e.: the
+    score band is not centred, and for this tail it is well under half as wide as the plug-in's
+    Wald band would be (so the share printed was 14% and 70% where it is 37% and 163%)."""
+    window = NumericWindow.from_record(_record(protocol))
+    answer = window.range_probability(20.1, 31.9)
+    weights = range_weights(window.edges, 20.1, 31.9)
+    cut = (weights > 0) & (weights < 1)
+    gap = float(np.maximum(weights, 1 - weights)[cut] @ window.linear.plug_in[cut])
+    half = (answer.band[1] - answer.band[0]) / 2
+    assert half < 0.5 * Z95 * answer.std_error
+    share = re.search(r"(\d+)% of the band's half-width", answer.band_reason)
+    assert share is not None, answer.band_reason
+    assert int(share.group(1)) == round(100 * gap / half)
 
 def test_older_and_other_records_answer_ranges_without_a_band():
     record = _record("cfo-grr")
