@@ -124,9 +124,10 @@ def check(name: str, protocol, statistic: np.ndarray, n: int, bins: int, truth: 
     covered = [lo <= t <= hi for (_, _, lo, hi), t in zip(found, held, strict=True)]
     values = [lo <= t <= hi for (_, _, lo, hi), t in zip(found, own, strict=True)]
     z = [(v - t) / e if e > 0 else 0.0 for (v, e, _, _), t in zip(found, held, strict=True)]
-    # the Wald band at the plug-in (measured, not used): which side its misses fall on
+    # the Wald band at the plug-in (measured, not used): which side its misses fall on (the
+    # ranges only: `held` goes on with the mean's and the variance's truths)
     sides = [("above" if t > hi else "below" if t < lo else "in")
-             for (lo, hi), t in zip(wald, held, strict=False)]
+             for (lo, hi), t in zip(wald, held[:len(wald)], strict=True)]
     return covered, z, seconds, values, sides
 
 

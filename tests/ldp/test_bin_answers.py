@@ -595,3 +595,34 @@ def test_a_numeric_record_whose_unbiased_std_error_is_no_list_of_numbers_is_not_
         assert "unbiased_std_error" in record_problem(bad)
         with pytest.raises(ValueError, match="unbiased_std_error"):
             EstimateRecord.from_value(bad)
+
+
+def test_the_coverage_bins_benchmark_measures_the_score_band_and_the_wald_band(tmp_path,
+                                                                               monkeypatch):
+    """benchmarks/coverage_bins.py, which measured the range bands `ldp query` prints, run
+    small (the lognormal alone, 3 windows, cfo-grr and hh at ε = 2, n = 10³): every cell
+    carries each range's coverage and, for the Wald band it replaced (measured, not used),
+    the shares of windows with the truth in, above and below it; the report renders the
+    results and the coverage summary counts both bands' (cell, range) pairs."""
+    monkeypatch.setenv("LDP_DATASETS", str(tmp_path))  # no shared data: the lognormal only
+    from tests.benchmark_scripts import loaded_scripts
+    path = tmp_path / "bins.json"
+    with loaded_scripts("coverage_bins", "report", "coverage_summary") as scripts:
+        scripts["coverage_bins"].main(["--windows", "3", "--epsilons", "2", "--sizes", "1000",
+                                       "--protocols", "cfo-grr,hh", "--json", str(path)])
+        document = json.loads(path.read_text())
+        results = document["results"]
+        table = scripts["report"].coverage_bins(dict(results,
+                                                     parameters=document["parameters"]))
+        rows = scripts["coverage_summary"].bin_rows(results)
+    cells = results["cells"]
+    assert sorted(c["protocol"] for c in cells) == ["cfo-grr", "hh"]
+    for cell in cells:
+        assert cell["windows"] == 3 and set(cell["wald"]) == set(cell["ranges"])
+        for key, sides in cell["wald"].items():
+            assert sum(sides.values()) == pytest.approx(1.0)
+            assert 0.0 <= cell["coverage"][key] <= 1.0
+    assert "lognormal" in table
+    score, wald = rows[0], rows[1]
+    assert score["pairs"] == wald["pairs"] == 2 * 3
+    assert wald["band"] == "(measured, not used)"
