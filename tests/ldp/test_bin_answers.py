@@ -452,9 +452,9 @@ def test_a_range_of_zero_width_says_its_probability_is_the_conventions(protocol)
 
 @pytest.mark.parametrize("protocol", ["cfo-olh", "hh"])
 def test_query_and_show_print_the_bands(tmp_path, capsys, protocol):
-    """`ldp query --range` prints the exact band and the cut-bin reason (text) and gives
-    band95, half95, std_error_kind and band_reason (--json); an old record answers with its
-    reason; `ldp show` prints the exact mean and variance bands."""
+    """`ldp query --range` prints the exact band, its standard error and the cut-bin reason
+    (text) and gives band95, half95, std_error_kind and band_reason (--json); an old record
+    answers with its reason; `ldp show` prints the exact mean and variance bands."""
     record = _record(protocol)
     path = tmp_path / "estimates-00000-of-00001.jsonl"
     path.write_text(record.to_json() + "\n")
@@ -468,6 +468,9 @@ def test_query_and_show_print_the_bands(tmp_path, capsys, protocol):
     assert main([*query, "--range", "2.2", "2.3"]) == 0
     text = capsys.readouterr().out
     assert f"({BAND_EXACT})" in text and "s.e. exact" in text
+    # the standard error the notes describe is printed beside the (score) band
+    cut = NumericWindow.from_record(record).range_probability(2.2, 2.3)
+    assert f"{BAND_EXACT})  (s.e. {cut.std_error:.5g})" in text
     assert "the range cuts 1 bin(s)" in text
     path.write_text(dataclasses.replace(record, unbiased_estimate=None).to_json() + "\n")
     assert main([*query, "--range", "4", "12"]) == 0
