@@ -255,10 +255,10 @@ def test_score_range_bands_cover():
     """cfo-grr at ε = 2, n = 1,000, 64 bins of a lognormal, a fresh population per window: the
     score band holds the range's probability (mass uniform in its bins) in 0.95 ± Z ·
     √(0.95 · 0.05 / W) of W = 4,000 windows ([0.934, 0.966]), for a range on bin edges and one
-    that cuts bins. The plug-in's Wald band held 0.936–0.943 at ε = 2, n = 10³ on 3,000
-    windows of benchmarks/coverage_bins.py's lognormal ranges (docs/error-bars.md): this
-    tolerance would not catch that 0.01; the benchmark's 432 pairs do. It catches a band off
-    by more than 0.016."""
+    that cuts bins. The plug-in's Wald band held 0.929–0.942 at ε = 2, n = 10³ on 3,000
+    windows of benchmarks/coverage_bins.py's lognormal ranges (coverage_bins_confirm), a
+    mean shortfall of about 0.01 over its ranges that this tolerance would not catch; the
+    benchmark's pairs do. It catches a band off by more than 0.016."""
     protocol = CfoGrr(epsilon=2.0, d=BINS)
     rng = np.random.default_rng(19)
     windows, n = 4_000, 1_000
