@@ -106,6 +106,11 @@ JOINS = {"both": "hybrid", "conditional-union": "conditional"}
 #: uniform (`randomized_bands`), to learn whether the support counts' discreteness is what
 #: makes the conditional interval conservative.
 RANDOMIZED = "conditional-randomized"
+#: An answer is "pinned" where the rank's thresholds, each moved half a support count, lie
+#: less than this many counts apart: one count of the lattice between them (with independent
+#: counts, OUE's, the moved thresholds fall halfway between counts, so one count spans 1 and
+#: two span 2; GRR's conditioning direction moves them slightly).
+PINNED_STEPS = 1.5
 #: Measured only: the conditional interval with σ held at the plug-in Var(f~_v) at f_v =
 #: max(f~_v, 0) instead of eq. 2 at each μ tested (`plug_in_bands`).
 PLUG_IN = "conditional-plugin"
@@ -137,7 +142,7 @@ def randomized_bands(unbiased: np.ndarray, protocol, n: int, plug_in: np.ndarray
     is uniform when f~_v is the Gaussian law rounded to the lattice, so the band {μ : α/2 ≤
     G(μ) ≤ 1 − α/2} holds exactly 95% there. `uniforms`: one U per selected value. Measured
     only (a band that depends on a coin is not shipped). Third: whether the rank confines
-    f~_v to one lattice point (V⁺ − V⁻ < 1.5 steps: `PINNED`), where the conditional law is
+    f~_v to one lattice point (V⁺ − V⁻ < `PINNED_STEPS` steps), where the conditional law is
     one point whatever μ, and a test that is not randomized accepts every μ."""
     from scipy.optimize import brentq
     p, q = protocol.p_star, protocol.q_star
@@ -150,7 +155,7 @@ def randomized_bands(unbiased: np.ndarray, protocol, n: int, plug_in: np.ndarray
             sd = s.sd(mu)
             below = truncated_cdf(s.estimate - half, mu, sd, s.low, s.high)
             return below + u * (truncated_cdf(s.estimate + half, mu, sd, s.low, s.high) - below)
-        pinned.append(s.high - s.low < 3.0 * half)
+        pinned.append(s.high - s.low < PINNED_STEPS * 2.0 * half)
         at_start, at_stop = g(0.0), g(1.0)
         if at_start < bottom:
             lower.append(0.0)

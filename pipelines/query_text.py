@@ -128,10 +128,13 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
         error = ("" if answer.std_error is None
                  else f" ± {half_width95(answer.std_error):.5g}  (s.e. {answer.std_error:.5g})")
         if answer.band_method is not None:  # the record's own band (maybe none), and a
-            # quantile's method is the record's, read from a file: escaped as `ldp show` does
-            error = ("  (no band)" if answer.band is None else
-                     f"  95% band [{answer.band[0]:.5g}, {answer.band[1]:.5g}] "
-                     f"({printable(str(answer.band_method))})")
+            # quantile's method is the record's, read from a file: escaped as `ldp show` does;
+            # the standard error beside it (a range's score band is not ± 1.96 of it)
+            error = (("  (no band)" if answer.band is None else
+                      f"  95% band [{answer.band[0]:.5g}, {answer.band[1]:.5g}] "
+                      f"({printable(str(answer.band_method))})")
+                     + ("" if answer.std_error is None
+                        else f"  (s.e. {answer.std_error:.5g})"))
         lines.append(f"  {what:<40} {answer.value:.6g}{error}")
     kinds = sorted({answer.std_error_kind or "bootstrap" for answer in answers
                     if answer.std_error is not None})

@@ -11,12 +11,14 @@ A quantile at one of the record's levels comes with its bootstrap standard error
 the record has no calibrated band). A range of a CFO-binning or hierarchical-histogram record
 that keeps its unbiased bin estimate x~ (`unbiased_estimate`, and a hierarchy's
 `level_reports`) comes with the exact standard error of Σ_i w_i x~_i, w_i the covered share of
-bin i, and the `exact-variance` band: every ν in [0, 1] with |Σ_i w_i x~_i − ν| ≤ Z95 · the
-exact standard error at range value ν, the score form (ldp_telemetry.ldp.estimation.bin_answers
+bin i, and the `exact-variance` band: every ν the range's probability can take ([0, 1], or
+less for a range inside one bin) with |Σ_i w_i x~_i − ν| ≤ Z95 · the exact standard error at
+range value ν, the score form (ldp_telemetry.ldp.estimation.bin_answers
 .LinearBins.score_band; the plug-in's ± Z95 · s.e. was too narrow where the error and the
 plug-in's s.e. move together): it holds the probability with the mass spread
 uniformly within each bin, and where the range cuts a bin the values' own probability can
-differ by up to the mass of the cut bins (`RANGE_CUT_REASON`). Other ranges have no standard
+differ by up to the mass of the cut bins (`RANGE_CUT_REASON`, against the band's own
+half-width). Other ranges have no standard
 error nor band, and say why (`band_reason`).
 """
 from __future__ import annotations
@@ -34,8 +36,7 @@ from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON, Li
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, histogram_quantiles
 from ldp_telemetry.ldp.estimation.moments import (CONSERVATIVE_SHARE, MEASURED_REPORTS,
                                                   SMALL_WINDOW_REASON)
-from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_NONE, NO_REPORTS_REASON,
-                                                      Z95)
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, NO_REPORTS_REASON
 from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, make_numeric_protocol
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
@@ -57,7 +58,8 @@ RANGE_OLD_RECORD_REASON = ("no band: the record keeps no unbiased bin estimate (
 RANGE_CUT_REASON = ("band of the probability with the mass spread uniformly within each bin: "
                     "the range cuts {cut} bin(s), so the values' own probability can differ by "
                     "up to about {gap:.3g} (each cut bin's estimated mass times the larger of "
-                    "its shares in and out of the range), {share:.0%} of the half-width")
+                    "its shares in and out of the range), {share:.0%} of the band's "
+                    "half-width")
 
 #: Why a quantile has no band although the record gives one (a record read from a file).
 QUANTILE_BAND_NOT_FINITE_REASON = ("no band: the record's band of this quantile holds a bound "
@@ -174,7 +176,9 @@ class NumericWindow:
                                      point, self.no_linear_reason))) or None)
         unbiased = self.linear.value(weights)
         error = math.sqrt(max(self.linear.variance(weights), 0.0))
-        half = Z95 * error
+        band = self.linear.score_band(weights)
+        half = (band[1] - band[0]) / 2  # the band's own (`half95`), not Z95 · error: not
+        # centred on `unbiased`, it can be half as wide or twice as wide as that
         cut = (weights > 0.0) & (weights < 1.0)
         gap = float(np.maximum(weights, 1.0 - weights)[cut] @ self.linear.plug_in[cut])
         reasons = [] if point is None else [point]
@@ -183,7 +187,6 @@ class NumericWindow:
                                                    share=gap / half if half > 0 else math.inf))
         if self.n < MEASURED_REPORTS:
             reasons.append(SMALL_WINDOW_REASON.format(n=f"{self.n:,}"))
-        band = self.linear.score_band(weights)
         return NumericAnswer("range", argument, value, error, BAND_EXACT, band,
                              "; ".join(reasons) or None, "exact", unbiased)
 

@@ -8,8 +8,10 @@ passes)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -169,14 +171,94 @@ def test_score_band_edges():
     assert lower == 0.0 < upper < 0.01 and upper > model.value(tail)
 
 
+def _model(kind: str, epsilon: float, n: int, seed: int):
+    protocol = make_numeric_protocol(kind, epsilon, BINS)
+    rng = np.random.default_rng(seed)
+    statistic = _window(protocol, _values(rng, n), rng)
+    return (cfo_statistic_linear(protocol, statistic, n) if kind != "hh"
+            else hh_statistic_linear(protocol, statistic))
+
+
+def _score_excess(model, w: np.ndarray, x: float, g_in: np.ndarray, g_out: np.ndarray,
+                  nu: float) -> float:
+    """(x − ν)² − Z95² V(ν), V evaluated directly at the plug-in mixing g_out and g_in so
+    that w·f = ν."""
+    low, high = w @ g_out, w @ g_in
+    share = (nu - low) / (high - low)
+    moved = dataclasses.replace(model, plug_in=share * g_in + (1 - share) * g_out)
+    return (x - nu) ** 2 - Z95 ** 2 * moved.variance(w)
+
+
+#: ranges on bin edges, cutting bins, inside one bin, a tail, nearly all bins (unit scale)
+GRID_RANGES = ((0.125, 0.375), (0.13, 0.3), (0.2, 0.2001), (0.3, 0.31), (0.9, 1.0),
+               (0.13, 0.99), (0.001, 0.999))
+
+
+@pytest.mark.parametrize("kind", ["cfo-grr", "cfo-olh", "hh"])
+@pytest.mark.parametrize("epsilon, n", [(0.5, 1_000), (2.0, 1_000), (4.0, 100_000), (4.0, 30)])
+def test_score_band_is_the_brute_force_acceptance_set(kind, epsilon, n):
+    """Adversarial check of `score_band` against brute force, no formula shared: along the
+    segment of plug-ins from the plug-in's bin distribution outside the range to the one
+    inside (valid distributions, so `variance` there is exact), V is evaluated directly at
+    401 range values ν and on each the test (x − ν)² ≤ Z95² V(ν) is compared with membership
+    of the band, and at the band's ends (where they fall on the segment, inside the feasible
+    values) the test holds with equality. V along the segment is the quadratic through three
+    of its points to rounding (linear for an oracle: the claim the closed form rests on).
+    The band lies within the values w·f can take, [min w, max w]. Deterministic (fixed
+    seeds): no false-failure rate."""
+    for seed in range(2):
+        model = _model(kind, epsilon, n, seed)
+        if model is None:  # a hierarchy without reports at its bucket depth
+            continue
+        for bounds in GRID_RANGES:
+            w = range_weights(EDGES, *bounds)
+            f = model.plug_in
+            if not (w @ f > 1e-9 and (1 - w) @ f > 1e-9):
+                continue
+            g_in, g_out = w * f / (w @ f), (1 - w) * f / ((1 - w) @ f)
+            low, high = w @ g_out, w @ g_in
+            x = model.value(w)
+            excess = functools.partial(_score_excess, model, w, x, g_in, g_out)
+            lower, upper = model.score_band(w)
+            assert w.min() <= lower <= upper <= w.max()
+            spans = np.linspace(low, high, 7)
+            path = [excess(nu) - (x - nu) ** 2 for nu in spans]
+            assert np.allclose(np.polyval(np.polyfit(spans, path, 2), spans), path,
+                               rtol=1e-9, atol=1e-12 * max(map(abs, path)))
+            grid = np.linspace(max(low, w.min()), min(high, w.max()), 401)
+            accepted = np.array([excess(nu) <= 0 for nu in grid])
+            inside = (grid >= lower) & (grid <= upper)
+            scale = max(abs(excess(nu)) for nu in grid) or 1.0
+            disagree = [nu for nu, a, b in zip(grid, accepted, inside, strict=True) if a != b]
+            assert all(abs(excess(nu)) <= 1e-7 * scale for nu in disagree), (bounds, disagree)
+            for end in (lower, upper):
+                if low < end < high and w.min() < end < w.max():
+                    assert excess(end) == pytest.approx(0.0, abs=1e-9 * scale)
+
+
+@pytest.mark.parametrize("kind", ["cfo-grr", "cfo-olh", "hh"])
+def test_score_band_keeps_to_the_values_a_range_can_take(kind):
+    """w·f lies in [min w, max w] for every distribution f: the whole domain's band is [1, 1]
+    whatever the oracle (OLH's f~ does not sum to 1, so its answer is not 1), a range of zero
+    width's is [0, 0], and a range inside one bin, covering a share s of it, has a band
+    within [0, s] (the score set extrapolated past s would hold impossible values)."""
+    model = _model(kind, 1.0, 1_000, 5)
+    assert model.score_band(np.ones(BINS)) == (1.0, 1.0)
+    assert model.score_band(np.zeros(BINS)) == (0.0, 0.0)
+    for bounds in ((0.2, 0.2001), (0.3, 0.31)):
+        w = range_weights(EDGES, *bounds)
+        lower, upper = model.score_band(w)
+        assert 0.0 <= lower <= upper <= w.max() < 1.0
+
+
 def test_score_range_bands_cover():
     """cfo-grr at ε = 2, n = 1,000, 64 bins of a lognormal, a fresh population per window: the
     score band holds the range's probability (mass uniform in its bins) in 0.95 ± Z ·
     √(0.95 · 0.05 / W) of W = 4,000 windows ([0.934, 0.966]), for a range on bin edges and one
-    that cuts bins. The plug-in's Wald band held 0.936–0.943 at ε = 2, n = 10³ on 3,000
-    windows of benchmarks/coverage_bins.py's lognormal ranges (docs/error-bars.md): this
-    tolerance would not catch that 0.01; the benchmark's 432 pairs do. It catches a band off
-    by more than 0.016."""
+    that cuts bins. The plug-in's Wald band held 0.929–0.942 at ε = 2, n = 10³ on 3,000
+    windows of benchmarks/coverage_bins.py's lognormal ranges (coverage_bins_confirm), a
+    mean shortfall of about 0.01 over its ranges that this tolerance would not catch; the
+    benchmark's pairs do. It catches a band off by more than 0.016."""
     protocol = CfoGrr(epsilon=2.0, d=BINS)
     rng = np.random.default_rng(19)
     windows, n = 4_000, 1_000
@@ -290,9 +372,9 @@ def _record(protocol: str, n: int = 20_000, seed: int = 5) -> EstimateRecord:
 @pytest.mark.parametrize("protocol", ["cfo-grr", "cfo-olh", "hh"])
 def test_a_record_answers_ranges_with_their_exact_band(protocol):
     """The record keeps the unbiased bin estimate (and HH its reports per depth); a range
-    answer is the estimate's, with the exact standard error and band of the unbiased answer
-    (clipped to [0, 1]); a range that cuts bins says what its band holds; HH's mean and
-    variance have exact bands."""
+    answer is the estimate's, with the exact standard error and the score band of the
+    unbiased answer (clipped to the values the range can take); a range that cuts bins says
+    what its band holds; HH's mean and variance have exact bands."""
     record = _record(protocol)
     assert record.unbiased_estimate is not None and len(record.unbiased_estimate) == BINS
     assert (record.level_reports is not None) == (protocol == "hh")
@@ -316,6 +398,24 @@ def test_a_record_answers_ranges_with_their_exact_band(protocol):
     rows = {row[0]: row for row in summary_rows(record)}
     assert rows["q0.5"][3:] == (record.bands["0.5"]["lower"], record.bands["0.5"]["upper"])
 
+
+
+@pytest.mark.parametrize("protocol", ["cfo-grr", "hh"])
+def test_the_cut_bin_reason_measures_the_gap_against_the_bands_own_half_width(protocol):
+    """A range cutting bins says how its cut bins' mass compares with the half-width of the
+    band it prints (half of `band95`'s width, the JSON's `half95`), not with Z95 · s.e.: the
+    score band is not centred, and for this tail it is well under half as wide as the plug-in's
+    Wald band would be (so the share printed was 14% and 70% where it is 37% and 163%)."""
+    window = NumericWindow.from_record(_record(protocol))
+    answer = window.range_probability(20.1, 31.9)
+    weights = range_weights(window.edges, 20.1, 31.9)
+    cut = (weights > 0) & (weights < 1)
+    gap = float(np.maximum(weights, 1 - weights)[cut] @ window.linear.plug_in[cut])
+    half = (answer.band[1] - answer.band[0]) / 2
+    assert half < 0.5 * Z95 * answer.std_error
+    share = re.search(r"(\d+)% of the band's half-width", answer.band_reason)
+    assert share is not None, answer.band_reason
+    assert int(share.group(1)) == round(100 * gap / half)
 
 def test_older_and_other_records_answer_ranges_without_a_band():
     record = _record("cfo-grr")
@@ -352,9 +452,9 @@ def test_a_range_of_zero_width_says_its_probability_is_the_conventions(protocol)
 
 @pytest.mark.parametrize("protocol", ["cfo-olh", "hh"])
 def test_query_and_show_print_the_bands(tmp_path, capsys, protocol):
-    """`ldp query --range` prints the exact band and the cut-bin reason (text) and gives
-    band95, half95, std_error_kind and band_reason (--json); an old record answers with its
-    reason; `ldp show` prints the exact mean and variance bands."""
+    """`ldp query --range` prints the exact band, its standard error and the cut-bin reason
+    (text) and gives band95, half95, std_error_kind and band_reason (--json); an old record
+    answers with its reason; `ldp show` prints the exact mean and variance bands."""
     record = _record(protocol)
     path = tmp_path / "estimates-00000-of-00001.jsonl"
     path.write_text(record.to_json() + "\n")
@@ -368,6 +468,9 @@ def test_query_and_show_print_the_bands(tmp_path, capsys, protocol):
     assert main([*query, "--range", "2.2", "2.3"]) == 0
     text = capsys.readouterr().out
     assert f"({BAND_EXACT})" in text and "s.e. exact" in text
+    # the standard error the notes describe is printed beside the (score) band
+    cut = NumericWindow.from_record(record).range_probability(2.2, 2.3)
+    assert f"{BAND_EXACT})  (s.e. {cut.std_error:.5g})" in text
     assert "the range cuts 1 bin(s)" in text
     path.write_text(dataclasses.replace(record, unbiased_estimate=None).to_json() + "\n")
     assert main([*query, "--range", "4", "12"]) == 0
@@ -495,3 +598,34 @@ def test_a_numeric_record_whose_unbiased_std_error_is_no_list_of_numbers_is_not_
         assert "unbiased_std_error" in record_problem(bad)
         with pytest.raises(ValueError, match="unbiased_std_error"):
             EstimateRecord.from_value(bad)
+
+
+def test_the_coverage_bins_benchmark_measures_the_score_band_and_the_wald_band(tmp_path,
+                                                                               monkeypatch):
+    """benchmarks/coverage_bins.py, which measured the range bands `ldp query` prints, run
+    small (the lognormal alone, 3 windows, cfo-grr and hh at ε = 2, n = 10³): every cell
+    carries each range's coverage and, for the Wald band it replaced (measured, not used),
+    the shares of windows with the truth in, above and below it; the report renders the
+    results and the coverage summary counts both bands' (cell, range) pairs."""
+    monkeypatch.setenv("LDP_DATASETS", str(tmp_path))  # no shared data: the lognormal only
+    from tests.benchmark_scripts import loaded_scripts
+    path = tmp_path / "bins.json"
+    with loaded_scripts("coverage_bins", "report", "coverage_summary") as scripts:
+        scripts["coverage_bins"].main(["--windows", "3", "--epsilons", "2", "--sizes", "1000",
+                                       "--protocols", "cfo-grr,hh", "--json", str(path)])
+        document = json.loads(path.read_text())
+        results = document["results"]
+        table = scripts["report"].coverage_bins(dict(results,
+                                                     parameters=document["parameters"]))
+        rows = scripts["coverage_summary"].bin_rows(results)
+    cells = results["cells"]
+    assert sorted(c["protocol"] for c in cells) == ["cfo-grr", "hh"]
+    for cell in cells:
+        assert cell["windows"] == 3 and set(cell["wald"]) == set(cell["ranges"])
+        for key, sides in cell["wald"].items():
+            assert sum(sides.values()) == pytest.approx(1.0)
+            assert 0.0 <= cell["coverage"][key] <= 1.0
+    assert "lognormal" in table
+    score, wald = rows[0], rows[1]
+    assert score["pairs"] == wald["pairs"] == 2 * 3
+    assert wald["band"] == "(measured, not used)"
