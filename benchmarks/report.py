@@ -1846,6 +1846,13 @@ SECTIONS += [
      "python benchmarks/pooled_top_k.py --protocols cms hcms flh --sizes 1000 10000 100000 "
      "--seed 131 --confirm benchmarks/results/top_k_pooled.json --benchmark "
      "top_k_pooled_confirm"),
+    ("top_k_pooled_between", "Top-k bands of the pooled-hash oracles between grid cells",
+     "As [the pooled-hash oracles](#top-k-bands-of-the-pooled-hash-oracles), at n = 3·10⁵ "
+     "reports on another seed: a size the nearest-cell rule would put in the n = 10⁵ cell, "
+     "between it and the declared n = 10⁶ one.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols cms hcms flh --sizes 300000 --seed 331 "
+     "--benchmark top_k_pooled_between"),
     ("top_k_memoized", "Top-k bands of the memoized oracles",
      "As [the pooled-hash oracles](#top-k-bands-of-the-pooled-hash-oracles), for the "
      "memoized (two-stage) L-GRR, L-OSUE (memoized OUE) and memoized OLH, windows through "
