@@ -511,7 +511,7 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
     `method`: for a replay-chosen one, the method chosen) have no band, or None when they have
     `top_k_filtered_bands` (WIENER_TOP_K_MEASURED, WIENER_TOP_K_UNCALIBRATED)."""
     if not rank_conditional_applies(protocol):
-        return WIENER_TOP_K_REASONS["oracle"].format(protocol=protocol.name)
+        return WIENER_TOP_K_REASONS["oracle"].format(protocol=top_k_oracle(protocol))
     if keep_extremes:
         return WIENER_TOP_K_REASONS["extremes"]
     if filter_name not in WIENER_TOP_K_MEASURED:
