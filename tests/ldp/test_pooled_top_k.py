@@ -40,8 +40,8 @@ def test_the_benchmark_measures_the_band_ldp_query_gives(tmp_path):
     (WindowEstimate.top_k: the window's noise with the collision term, R = 40); the script
     writes one row per (cell, method) with each rank's coverage, the report renders them and the
     coverage summary counts their triples; --confirm measures only the cells with a failing
-    triple in a results file; a pure one-stage oracle, a bad size or an unreadable --confirm
-    file fail at start (exit 2)."""
+    triple in a results file; a pure one-stage oracle, a bad window count, size, ε or lifetime
+    factor or an unreadable --confirm file fail at start (exit 2)."""
     from tests.benchmark_scripts import loaded_scripts
     n = 3_000
     for protocol in (make_protocol("flh", 1.0, F.size),
@@ -62,7 +62,11 @@ def test_the_benchmark_measures_the_band_ldp_query_gives(tmp_path):
              str(tmp_path / "p.json")]) == 0
         for bad in (["--protocols", "grr"], ["--protocols", "memoized-hr"],
                     ["--protocols", "cms", "--windows", "0"],
-                    ["--protocols", "cms", "--lifetime-factor", "1"]):
+                    ["--protocols", "cms", "--lifetime-factor", "1"],
+                    ["--protocols", "cms", "--sizes", "0"],
+                    ["--protocols", "cms", "--sizes", "100000000"],
+                    ["--protocols", "cms", "--epsilons", "0"],
+                    ["--protocols", "cms", "--epsilons", "nan"]):
             assert scripts["pooled_top_k"].main([*arguments, *bad]) == 2, bad
         document = json.loads((tmp_path / "p.json").read_text())
         results = document["results"]
