@@ -404,7 +404,9 @@ TOP_K_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000, 1_000_000)
 #: n = 10⁶ every cell that fell was measured again on another seed (131, `--confirm`) and stays
 #: declared where, over both seeds' 200 windows, a triple of it lies more than two standard
 #: errors (W = 200) below 0.95: HCMS at (1, 10⁵), memoized OUE at (4, 10⁴) and memoized OLH at
-#: (0.5, 10⁴) and (4, 10⁵) did not, and were dropped. A pooled-hash oracle's window between
+#: (0.5, 10⁴) and (4, 10⁵) did not, and were dropped. Memoized SUE, RUE, BLH and RLH (seed
+#: 531, confirmed on 631 by the same rule): memoized RUE at (0.5, 10³) (0.88 over both seeds).
+#: A pooled-hash oracle's window between
 #: grid cells is declared where any cell around it is (`top_k_declared`: at n = 3·10⁵ the
 #: n = 10⁵ cell's rule gave bands that held down to 0.86). A method not measured at all (Power's
 #: top-k: O(d √n) per replicate) is declared everywhere (`TOP_K_NOT_MEASURED`).
@@ -416,7 +418,8 @@ TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {
                        (2.0, 100_000)},
     f"{MEMOIZED_KEY}grr": frozenset({(0.5, 1_000), (1.0, 1_000), (2.0, 1_000)}),
     f"{MEMOIZED_KEY}oue": frozenset({(2.0, 10_000)}),
-    f"{MEMOIZED_KEY}olh": frozenset({(0.5, 1_000)})}
+    f"{MEMOIZED_KEY}olh": frozenset({(0.5, 1_000)}),
+    f"{MEMOIZED_KEY}rue": frozenset({(0.5, 1_000)})}
 #: Methods whose top-k bands were not measured.
 TOP_K_NOT_MEASURED = frozenset({"power", "power-ns"})
 TOP_K_REASON = ("no calibrated band for top-k answers of {method} at ε = {epsilon:g}, n = {n}: "

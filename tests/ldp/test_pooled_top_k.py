@@ -109,7 +109,11 @@ def test_declared_cells_have_no_band_there_and_only_there():
                                                               TOP_K_UNCALIBRATED,
                                                               top_k_declared)
     assert set(TOP_K_UNCALIBRATED) == {"cms", "hcms", "flh", f"{MEMOIZED_KEY}grr",
-                                       f"{MEMOIZED_KEY}oue", f"{MEMOIZED_KEY}olh"}
+                                       f"{MEMOIZED_KEY}oue", f"{MEMOIZED_KEY}olh",
+                                       f"{MEMOIZED_KEY}rue"}
+    # memoized RUE's rank 3 at ε = 0.5, n = 10³ (airports, norm-hyb): 0.85, then 0.91 on
+    # another seed, 0.88 over both; memoized SUE, BLH and RLH measured and held
+    assert TOP_K_UNCALIBRATED[f"{MEMOIZED_KEY}rue"] == {(0.5, 1_000)}
     # every pooled-hash oracle at n = 10⁶ (the collision bias grows against the noise with n)
     assert all((epsilon, 1_000_000) in TOP_K_UNCALIBRATED[name]
                for name in ("cms", "hcms", "flh") for epsilon in TOP_K_EPSILONS)
@@ -125,7 +129,8 @@ def test_declared_cells_have_no_band_there_and_only_there():
                             "below 0.95 there (benchmarks/pooled_top_k.py)")
                     else:
                         assert reason is None, (key, epsilon, n, method)
-    for name in ("grr", "oue", "olh", "sue", "ss", "rws"):
+    for name in ("grr", "oue", "olh", "sue", "ss", "rws", f"{MEMOIZED_KEY}sue",
+                 f"{MEMOIZED_KEY}blh", f"{MEMOIZED_KEY}rlh"):
         assert all(top_k_declared("norm-sub", epsilon, n, name) is None
                    for epsilon in TOP_K_EPSILONS for n in TOP_K_SIZES), name
     # a window between grid cells takes the nearest cell's declaration
