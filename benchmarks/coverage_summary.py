@@ -397,9 +397,11 @@ UNFILTERED_TOP_K = ("top_k_unfiltered", "top_k_unfiltered_large", "top_k_unfilte
                     "top_k_unfiltered_ss_large", "top_k_unfiltered_rws_large",
                     "top_k_unfiltered_sue_fresh")
 #: Results of benchmarks/pooled_top_k.py (pooled-hash oracles; memoized oracles; the cells
-#: declared, re-measured on another seed).
+#: declared, re-measured on another seed; the pooled-hash oracles between grid sizes; the other
+#: memoized oracles and their failing cells again).
 POOLED_TOP_K = ("top_k_pooled", "top_k_memoized", "top_k_pooled_confirm",
-                "top_k_memoized_confirm")
+                "top_k_memoized_confirm", "top_k_pooled_between", "top_k_memoized_more",
+                "top_k_memoized_more_confirm")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",

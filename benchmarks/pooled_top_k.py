@@ -53,6 +53,8 @@ from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 MEMOIZED_PREFIX = MEMOIZED_KEY
 #: Most windows per cell (each costs a client simulation of n reports).
 MAX_WINDOWS = 1_000
+#: Most reports per window (--sizes): a client simulation holds every report of a window.
+MAX_SIZE = 10_000_000
 
 
 def oracle(name: str, epsilon: float, d: int, lifetime_factor: float):
@@ -166,6 +168,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not 1 <= args.windows <= MAX_WINDOWS:
         print(f"--windows must lie in [1, {MAX_WINDOWS}], got {args.windows}", file=sys.stderr)
+        return 2
+    bad_sizes = [n for n in args.sizes if not 1 <= n <= MAX_SIZE]
+    if bad_sizes:
+        print(f"--sizes must lie in [1, {MAX_SIZE:,}], got {bad_sizes[0]}", file=sys.stderr)
+        return 2
+    bad_epsilons = [e for e in args.epsilons if not 0.0 < e < float("inf")]
+    if bad_epsilons:
+        print(f"--epsilons must be positive and finite, got {bad_epsilons[0]:g}",
+              file=sys.stderr)
         return 2
     if not args.lifetime_factor > 1.0:
         print(f"--lifetime-factor must exceed 1, got {args.lifetime_factor:g}", file=sys.stderr)

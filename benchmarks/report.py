@@ -1855,6 +1855,13 @@ SECTIONS += [
      "python benchmarks/pooled_top_k.py --protocols cms hcms flh --sizes 1000 10000 100000 "
      "--seed 131 --confirm benchmarks/results/top_k_pooled.json --benchmark "
      "top_k_pooled_confirm"),
+    ("top_k_pooled_between", "Top-k bands of the pooled-hash oracles between grid cells",
+     "As [the pooled-hash oracles](#top-k-bands-of-the-pooled-hash-oracles), at n = 3·10⁵ "
+     "reports on another seed: a size the nearest-cell rule would put in the n = 10⁵ cell, "
+     "between it and the declared n = 10⁶ one.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols cms hcms flh --sizes 300000 --seed 331 "
+     "--benchmark top_k_pooled_between"),
     ("top_k_memoized", "Top-k bands of the memoized oracles",
      "As [the pooled-hash oracles](#top-k-bands-of-the-pooled-hash-oracles), for the "
      "memoized (two-stage) L-GRR, L-OSUE (memoized OUE) and memoized OLH, windows through "
@@ -1871,6 +1878,21 @@ SECTIONS += [
      "python benchmarks/pooled_top_k.py --protocols memoized-grr memoized-oue memoized-olh "
      "--seed 131 --confirm benchmarks/results/top_k_memoized.json --benchmark "
      "top_k_memoized_confirm"),
+    ("top_k_memoized_more", "Top-k bands of the other memoized oracles",
+     "As [the memoized oracles](#top-k-bands-of-the-memoized-oracles), for memoized SUE, RUE, "
+     "BLH and RLH, on another seed.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-sue memoized-rue memoized-blh "
+     "memoized-rlh --seed 531 --benchmark top_k_memoized_more"),
+    ("top_k_memoized_more_confirm", "Top-k bands of the other memoized oracles, failing cells, "
+     "another seed",
+     "As [the other memoized oracles](#top-k-bands-of-the-other-memoized-oracles), on another "
+     "seed's windows, for the cells where a triple fell more than two standard errors below "
+     "0.95.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-sue memoized-rue memoized-blh "
+     "memoized-rlh --seed 631 --confirm benchmarks/results/top_k_memoized_more.json "
+     "--benchmark top_k_memoized_more_confirm"),
     ("top_k_wiener_unseen", "Top-k bands of Wiener filters on other data",
      "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), for DW and GF-DW "
      "on data sets the declarations were not chosen on (the emoji occurrences, d = 969, and "

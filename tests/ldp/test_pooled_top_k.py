@@ -40,11 +40,11 @@ def test_the_benchmark_measures_the_band_ldp_query_gives(tmp_path):
     (WindowEstimate.top_k: the window's noise with the collision term, R = 40); the script
     writes one row per (cell, method) with each rank's coverage, the report renders them and the
     coverage summary counts their triples; --confirm measures only the cells with a failing
-    triple in a results file; a pure one-stage oracle, a bad size or an unreadable --confirm
-    file fail at start (exit 2)."""
+    triple in a results file; a pure one-stage oracle, a bad window count, size, ε or lifetime
+    factor or an unreadable --confirm file fail at start (exit 2)."""
     from tests.benchmark_scripts import loaded_scripts
     n = 3_000
-    for protocol in (make_protocol("flh", 2.0, F.size),
+    for protocol in (make_protocol("flh", 1.0, F.size),
                      make_memoized_protocol("oue", 1.0, F.size, 2.0)):
         unbiased = window(protocol, n)
         noise = protocol.noise(n).for_window(unbiased)
@@ -62,7 +62,11 @@ def test_the_benchmark_measures_the_band_ldp_query_gives(tmp_path):
              str(tmp_path / "p.json")]) == 0
         for bad in (["--protocols", "grr"], ["--protocols", "memoized-hr"],
                     ["--protocols", "cms", "--windows", "0"],
-                    ["--protocols", "cms", "--lifetime-factor", "1"]):
+                    ["--protocols", "cms", "--lifetime-factor", "1"],
+                    ["--protocols", "cms", "--sizes", "0"],
+                    ["--protocols", "cms", "--sizes", "100000000"],
+                    ["--protocols", "cms", "--epsilons", "0"],
+                    ["--protocols", "cms", "--epsilons", "nan"]):
             assert scripts["pooled_top_k"].main([*arguments, *bad]) == 2, bad
         document = json.loads((tmp_path / "p.json").read_text())
         results = document["results"]
@@ -105,7 +109,11 @@ def test_declared_cells_have_no_band_there_and_only_there():
                                                               TOP_K_UNCALIBRATED,
                                                               top_k_declared)
     assert set(TOP_K_UNCALIBRATED) == {"cms", "hcms", "flh", f"{MEMOIZED_KEY}grr",
-                                       f"{MEMOIZED_KEY}oue", f"{MEMOIZED_KEY}olh"}
+                                       f"{MEMOIZED_KEY}oue", f"{MEMOIZED_KEY}olh",
+                                       f"{MEMOIZED_KEY}rue"}
+    # memoized RUE's rank 3 at ε = 0.5, n = 10³ (airports, norm-hyb): 0.85, then 0.91 on
+    # another seed, 0.88 over both; memoized SUE, BLH and RLH measured and held
+    assert TOP_K_UNCALIBRATED[f"{MEMOIZED_KEY}rue"] == {(0.5, 1_000)}
     # every pooled-hash oracle at n = 10⁶ (the collision bias grows against the noise with n)
     assert all((epsilon, 1_000_000) in TOP_K_UNCALIBRATED[name]
                for name in ("cms", "hcms", "flh") for epsilon in TOP_K_EPSILONS)
@@ -121,8 +129,49 @@ def test_declared_cells_have_no_band_there_and_only_there():
                             "below 0.95 there (benchmarks/pooled_top_k.py)")
                     else:
                         assert reason is None, (key, epsilon, n, method)
-    for name in ("grr", "oue", "olh", "sue", "ss", "rws"):
+    for name in ("grr", "oue", "olh", "sue", "ss", "rws", f"{MEMOIZED_KEY}sue",
+                 f"{MEMOIZED_KEY}blh", f"{MEMOIZED_KEY}rlh"):
         assert all(top_k_declared("norm-sub", epsilon, n, name) is None
                    for epsilon in TOP_K_EPSILONS for n in TOP_K_SIZES), name
     # a window between grid cells takes the nearest cell's declaration
     assert top_k_declared("base", 4.2, 900_000, "cms") is not None
+
+
+def test_a_pooled_hash_window_between_grid_cells_is_declared_where_a_neighbour_cell_is():
+    """A pooled-hash oracle's top-k band fails by a collision bias the pool fixes, which grows
+    against the noise with ε and n: a window between grid cells is declared where any grid
+    cell bracketing it is (`top_k_declared`), not only the nearest. Measured at n = 3·10⁵,
+    which the nearest-cell rule puts in the n = 10⁵ cell (benchmarks/pooled_top_k.py, seed
+    331, W = 100): FLH at ε = 0.5 held a rank in 0.86 of windows, FLH at ε = 4 and CMS at ε = 1
+    0.90 — cells whose n = 10⁵ neighbour ships a band and whose n = 10⁶ one is declared. On a
+    grid point only that cell counts; a memoized oracle keeps the nearest cell."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import top_k_declared
+    for key, epsilon, n in (("cms", 1.0, 300_000), ("flh", 0.5, 300_000),
+                            ("flh", 4.0, 300_000), ("hcms", 0.5, 150_000),
+                            ("cms", 1.5, 100_000),  # between ε = 1 (held) and 2 (declared)
+                            ("cms", 1.0, 3_000_000)):  # above the grid: the n = 10⁶ cell
+        reason = top_k_declared("norm-sub", epsilon, n, key)
+        assert reason is not None and f"{key} at ε = {epsilon:g}, n = {n:,}" in reason, (key, n)
+    for key, epsilon, n in (("cms", 1.0, 20_000), ("cms", 1.0, 100_000),
+                            ("hcms", 0.5, 3_000), ("flh", 0.5, 50_000),
+                            (f"{MEMOIZED_KEY}oue", 3.0, 50_000),
+                            (f"{MEMOIZED_KEY}grr", 0.5, 5_000)):
+        assert top_k_declared("norm-sub", epsilon, n, key) is None, (key, epsilon, n)
+    # `ldp query --top` on a CMS window of 3·10⁵ reports at ε = 1 gives no band, and says why
+    protocol = make_protocol("cms", 1.0, F.size)
+    answers = WindowEstimate.from_unbiased(protocol, 300_000, F,
+                                           PostprocessSpec("norm-sub", ())).top_k(3)
+    assert [(a.band_method, a.lower95) for a in answers] == [("none", None)] * 3
+    assert "cms at ε = 1, n = 300,000" in answers[0].band_reason
+
+
+def test_a_memoized_wiener_record_is_named_by_its_oracle_key_in_the_top_k_reason():
+    """A Wiener record of a memoized oracle has no top-k band; the reason names it by its key
+    (`top_k_oracle`: "memoized-grr"), not by its one-stage member's registry name ("grr", a
+    pure oracle whose Wiener top-k band exists)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import wiener_top_k_declared
+    memoized = make_memoized_protocol("grr", 1.0, F.size, 2.0)
+    reason = wiener_top_k_declared("dw", False, "base", memoized, 1.0, 10_000)
+    assert reason is not None and f"on {MEMOIZED_KEY}grr:" in reason
+    assert wiener_top_k_declared("dw", False, "base", make_protocol("grr", 1.0, F.size), 1.0,
+                                 10_000) is None
