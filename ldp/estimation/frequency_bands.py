@@ -94,6 +94,7 @@ import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator, gmres
 
 from ldp_telemetry.ldp.estimation.postprocess import (error_plug_in, is_single_support,
                                                       project_to_simplex)
@@ -101,6 +102,7 @@ from ldp_telemetry.ldp.estimation.selective_bands import selective_bands
 from ldp_telemetry.ldp.estimation.uncertainty import Z95, grid_cell
 from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle
+from ldp_telemetry.ldp.protocols.hash_pool import HashPool
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
 
 #: Replicates of a top-k answer's bootstrap band (each costs one run of the post-processing).
@@ -118,7 +120,7 @@ def exact_bands(values: np.ndarray, std_errors: np.ndarray) -> tuple[np.ndarray,
 
 
 def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int,
-                extra: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                extra: float | np.ndarray = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """The exact 95% band of each value's true frequency from its unbiased estimate: every f
     with |f~ − f| ≤ z · sqrt(Var(f)), Var(f) = A + B f the variance of eq. 2 at f itself
     (A = q*(1 − q*) / (n (p* − q*)²), B = (1 − p* − q*) / (n (p* − q*))), i.e.
@@ -128,8 +130,8 @@ def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int,
     (the score, or Wilson, construction: the variance is that of the value tested, not of a
     plug-in estimate, so a top value's band is as wide as its own error and not as that of a
     value post-processing pulled down). `extra`: a variance every value has beyond eq. 2 whatever
-    its own f (a pooled-hash oracle's collision term, SupportNoise.extra_variance), added to
-    A. Not clipped: f in [0, 1] lies in the band exactly when
+    its own f (a pooled-hash oracle's collision term, SupportNoise.extra_variance; or one per
+    value), added to A. Not clipped: f in [0, 1] lies in the band exactly when
     the test at f accepts. n = 0 gives NaN."""
     f = np.asarray(unbiased, dtype=np.float64)
     if n <= 0:
@@ -141,6 +143,57 @@ def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int,
     half = Z95 * np.sqrt(np.maximum(a + b * f + z2 * b * b / 4.0, 0.0))
     centre = f + z2 * b / 2.0
     return centre - half, centre + half
+
+
+#: Relative residual at which `pool_debiased`'s solve of (I + B) g = f~ stops (GMRES, one
+#: product with B = one pass of k·d hashes), and its most iterations.
+POOL_SOLVE_TOLERANCE, POOL_SOLVE_ITERATIONS = 1e-10, 200
+
+
+def pool_debiased(protocol: HashPool, unbiased: np.ndarray) -> np.ndarray:
+    """g = (I + B)⁻¹ f~ for a pooled-hash oracle: its fixed pool gives E[f~ | pool] = (I + B) f,
+    B f = `HashPool.collision_bias`(f) linear in f and known from the pool, so g is unbiased
+    given the pool, value by value (f~ is so only over the draw of the pool). Solved by GMRES
+    on products with B, O(k·d) each, no d x d matrix; NaN (no reports) stays NaN. Raises
+    ArithmeticError where the solve does not converge (I + B near singular: a pool far too
+    small for the domain)."""
+    f = np.asarray(unbiased, dtype=np.float64)
+    if np.isnan(f).any():
+        return f
+    system = LinearOperator((f.size, f.size), dtype=np.float64,
+                            matvec=lambda x: x + protocol.collision_bias(np.ravel(x)))
+    solved, info = gmres(system, f, x0=f, rtol=POOL_SOLVE_TOLERANCE, atol=0.0,
+                         restart=min(f.size, 50), maxiter=POOL_SOLVE_ITERATIONS)
+    if info != 0:
+        raise ArithmeticError(f"(I + B) g = f~ did not converge for {protocol.name} "
+                              f"(k = {protocol.k}, m = {protocol.m}, d = {protocol.d})")
+    return np.asarray(solved, dtype=np.float64)
+
+
+def pool_corrected_bands(protocol: HashPool, unbiased: np.ndarray, n: int
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """The band of every value of a pooled-hash oracle with the pool's bias removed: every f
+    with |g_v − f| ≤ z · sqrt(V_v(f)), g = (I + B)⁻¹ f~ (`pool_debiased`),
+
+        V_v(f) = (f p(1 − p) + (1 − f) r_v(1 − r_v)) / (n (p* − q*)²) + C · Σ_{x != v} Var2_x
+
+    — the score construction of `score_bands` at the value tested, with r_v the support rate of
+    the other values' reports given the pool (`HashPool.others_support`, q* on average over
+    pools: then the first term is [Wang20] journal eq. 2) in place of q*, and (1 − f) taken at
+    the plug-in ĝ (the Norm-Sub projection of g) in the difference; C = 1/(k (m − 1)) the
+    pool's collision constant and Var2 eq. 2 at ĝ: with (I + B)⁻¹ ≈ I − B, g_v carries
+    Σ_x B_vx² Var2_x beyond its own variance, and B_vx² is C on average over pools. Unlike the
+    record's f~ ± z · s.e. with the collision term, which holds over the draw of the pool, it
+    is meant to hold value by value under the one fixed pool a metric has. O(k·d) per product
+    with B."""
+    centre = pool_debiased(protocol, unbiased)
+    fitted = error_plug_in(centre)
+    p_star, q_star = protocol.p_star, protocol.q_star
+    private = SupportNoise(p_star, q_star, n).variance(fitted)
+    rate = protocol.others_support(fitted)
+    own = (1.0 - np.clip(fitted, 0.0, 1.0)) * (rate * (1.0 - rate) - q_star * (1.0 - q_star))
+    extra = own / (n * (p_star - q_star) ** 2) + protocol.collision * (private.sum() - private)
+    return score_bands(centre, p_star, q_star, n, extra)
 
 
 def channel_support_counts(true_counts: np.ndarray, noise: SupportNoise,
