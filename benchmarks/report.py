@@ -1764,6 +1764,14 @@ SECTIONS += [
      "([error bars](error-bars.md#per-value-bands-under-a-fixed-pool)).",
      pooled_values,
      "python benchmarks/pooled_values.py --datasets airports 'common words' emoji"),
+    ("pooled_values_confirm", "Per-value bands of the pooled-hash oracles under another pool",
+     "As [under a fixed pool](#per-value-bands-of-the-pooled-hash-oracles-under-a-fixed-pool), "
+     "the record's band on another pool (root 131) and another seed's windows: the windows "
+     "and pool the declaration's threshold (frequency_bands.POOL_BIAS_SHARE) was not chosen "
+     "on.",
+     pooled_values,
+     "python benchmarks/pooled_values.py --datasets airports 'common words' emoji --pool 131 "
+     "--seed 131 --benchmark pooled_values_confirm"),
     ("pooled_values_corrected", "Per-value bands of the pooled-hash oracles, the pool's bias "
      "removed",
      "As [under a fixed pool](#per-value-bands-of-the-pooled-hash-oracles-under-a-fixed-pool), "

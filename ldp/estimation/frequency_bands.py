@@ -102,7 +102,7 @@ from ldp_telemetry.ldp.estimation.selective_bands import selective_bands
 from ldp_telemetry.ldp.estimation.uncertainty import Z95, grid_cell
 from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle
-from ldp_telemetry.ldp.protocols.hash_pool import HashPool
+from ldp_telemetry.ldp.protocols.hash_pool import HashPool, PoolNoise
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
 
 #: Replicates of a top-k answer's bootstrap band (each costs one run of the post-processing).
@@ -576,3 +576,32 @@ def few_supports_reason(noise: SupportNoise) -> str | None:
     if noise.n == 0 or expected >= MIN_EXPECTED_SUPPORTS:
         return None
     return FEW_SUPPORTS_REASON.format(expected=expected, least=MIN_EXPECTED_SUPPORTS)
+
+
+#: Largest share of a pooled-hash window's privacy variance at f = 0 its collision term may
+#: reach before the window's value bands are declared (`pool_bias_reason`).
+POOL_BIAS_SHARE = 0.05
+POOL_BIAS_REASON = ("no band: the metric's fixed hash pool biases each value by a fixed "
+                    "amount whose variance over pools is {share:.2g} of the privacy noise's "
+                    "here (above {most:g}); f~ ± z · s.e. then misses some values in most "
+                    "windows of one pool (measured: benchmarks/pooled_values.py)")
+
+
+def pool_bias_reason(noise: SupportNoise) -> str | None:
+    """Why a pooled-hash oracle's window has no value bands, or None: its collision term
+    (PoolNoise.extra_variance, at the window's Σ f²) exceeds POOL_BIAS_SHARE of eq. 2's
+    privacy variance at f = 0. A value's collision error is fixed by the pool, the same in
+    every window, while the privacy noise shrinks as 1/n; measured value by value over 100
+    windows of one pool (airports, common words, emoji; ε 0.5–4, n 10³–10⁶; on two pools and
+    seeds), every cell above a share of 0.088 had more values more than two standard errors
+    below 0.95 than chance gives (down to 0.00), 2 of 8 between 0.05 and 0.088, 5–6 of 96
+    below 0.05 (lowest 0.82). None for other oracles and for a window without reports or
+    without a Σ f² estimate."""
+    if not isinstance(noise, PoolNoise) or noise.n == 0 or noise.squares is None:
+        return None
+    privacy = noise.q_star * (1.0 - noise.q_star) / (
+        noise.n * (noise.p_star - noise.q_star) ** 2)
+    share = noise.extra_variance / privacy
+    if share <= POOL_BIAS_SHARE:
+        return None
+    return POOL_BIAS_REASON.format(share=share, most=POOL_BIAS_SHARE)

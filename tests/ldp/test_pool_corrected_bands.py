@@ -93,3 +93,49 @@ def test_the_corrected_band_holds_value_by_value_under_one_pool(name, sizes):
     # and not conservative overall: the mean over the 24 values within 4.5 standard errors of
     # a single value's (a looser bound than the 24 values' mean needs)
     assert abs(corrected.mean() - 0.95) < Z * math.sqrt(0.95 * 0.05 / 400)
+
+
+def test_a_pooled_window_whose_collision_term_outweighs_the_noise_declares_its_values():
+    """FLH over 24 values (a Zipf head): with 500 reports the collision term is a small share
+    of the privacy noise and the values keep f~ ± z · s.e.; with 500,000 it is not (the pool's
+    fixed bias would put some values outside their band in most windows): the record says
+    `none` with the reason naming the benchmark, the record's readers draw no band, a point
+    query answers without one, and a set query keeps its band."""
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.engine.finalize import finalize_window
+    from ldp_telemetry.ldp.estimation.frequency_bands import POOL_BIAS_SHARE, pool_bias_reason
+    from ldp_telemetry.ldp.estimation.queries import WindowEstimate
+    from ldp_telemetry.output.bands import value_bands
+    from ldp_telemetry.output.records import window_estimate_record
+    labels = [f"v{i}" for i in range(24)]
+    config = parse_registry({"metrics": [{
+        "name": "h", "protocol": "flh", "epsilon": 2.0, "domain": {"labels": labels},
+        "postprocess": "norm-sub"}]})["h"]
+    protocol = config.protocol
+    rng = np.random.default_rng(4)
+    for n, declared in ((500, False), (500_000, True)):
+        statistic = protocol.new_statistic()
+        protocol.accumulate(statistic, protocol.perturb(rng.choice(24, n, p=F), rng))
+        result = finalize_window(config, statistic, n)
+        noise = result.noise
+        privacy = noise.q_star * (1 - noise.q_star) / (n * (noise.p_star - noise.q_star) ** 2)
+        assert (noise.extra_variance / privacy > POOL_BIAS_SHARE) == declared
+        record = window_estimate_record(config, result, 0, 1)
+        window = WindowEstimate.from_record(record)
+        point = window.point("v3")
+        if declared:
+            reason = pool_bias_reason(noise)
+            assert reason is not None and "benchmarks/pooled_values.py" in reason
+            assert record.band_method == "none"
+            assert record.band_reasons == {"estimate": reason}
+            assert value_bands(record) == ([None] * 24, [None] * 24)
+            assert (point.band_method, point.lower95, point.band_reason) == ("none", None,
+                                                                              reason)
+        else:
+            assert pool_bias_reason(noise) is None
+            assert record.band_method == "exact-variance" and record.band_reasons is None
+            assert point.lower95 is not None
+        assert window.set_sum(["v1", "v2"]).lower95 is not None
+    # pure oracles, and a pooled window without a Σ f² estimate, have no such reason
+    assert pool_bias_reason(PROTOCOLS["oue"](epsilon=2.0, d=24).noise(10**6)) is None
+    assert pool_bias_reason(protocol.noise(10**6)) is None
