@@ -185,7 +185,9 @@ def pool_corrected_bands(protocol: HashPool, unbiased: np.ndarray, n: int
     Σ_x B_vx² Var2_x beyond its own variance, and B_vx² is C on average over pools. Unlike the
     record's f~ ± z · s.e. with the collision term, which holds over the draw of the pool, it
     is meant to hold value by value under the one fixed pool a metric has. O(k·d) per product
-    with B."""
+    with B. Measured (benchmarks/pooled_values.py --band corrected, another pool and seed):
+    CMS and HCMS value by value as chance gives; FLH over 969 values at ε <= 1 (d · C = 0.3–0.5,
+    where (I + B)⁻¹ ≈ I − B is too rough) below it — so records do not carry it yet."""
     centre = pool_debiased(protocol, unbiased)
     fitted = error_plug_in(centre)
     p_star, q_star = protocol.p_star, protocol.q_star
