@@ -1983,6 +1983,76 @@ SECTIONS += [
      "--wiener-methods base --windows 100 --benchmark top_k_wiener_words_gf"),
 ]
 
+# -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)
+
+def pooled_values(r: dict) -> str:
+    """Per (oracle, data set, ε), one column per n: the values whose coverage over the W windows
+    lies more than two standard errors below 0.95, the share of the probability mass they hold,
+    and the lowest value coverage; then each oracle's totals beside chance."""
+    rows = r["rows"]
+    sizes = sorted({row["n"] for row in rows})
+    cells = {(row["protocol"], row["dataset"], row["epsilon"], row["n"]): row for row in rows}
+    body = []
+    for name, dataset, epsilon in sorted({k[:3] for k in cells}):
+        line = [name.upper(), dataset, f"{epsilon:g}",
+                str(next(row["values"] for k, row in cells.items() if k[:2] == (name, dataset)))]
+        for n in sizes:
+            row = cells.get((name, dataset, epsilon, n))
+            line.append("–" if row is None else
+                        f"{row['below_by_two']} · {100 * row['below_by_two_mass']:.1f}% · "
+                        f"{row['lowest']:.2f}")
+        body.append(line)
+    totals = [[name.upper(), str(line["cells"]), f"{line['values']:,}",
+               f"{line['below_by_two']:,} ({line['below_by_two_chance']:,.1f})",
+               str(line["cells_beyond_chance"]), f"{line['lowest']:.2f}"]
+              for name, line in sorted(r["summary"].items())]
+    windows = sorted({row["windows"] for row in rows})
+    chance = sorted({row["below_by_two_chance"] / row["values"] for row in rows})
+    return "\n".join([
+        f"{', '.join(map(str, windows))} windows per cell, seed {r['parameters']['seed']}, "
+        + ("the oracle's own (fixed) pool" if r["parameters"].get("pool") is None else
+           f"one fixed pool (root {r['parameters']['pool']})")
+        + f"; band: {r['parameters'].get('band', 'record')}. Each cell: values more than two "
+        f"standard errors (√(0.95 · 0.05 / W)) below 0.95 · the share of the probability "
+        f"mass they hold · the lowest value coverage. An exactly calibrated band puts "
+        f"{100 * chance[0]:.1f}% of the values there by chance.", "",
+        table(["oracle", "data", "ε", "values", *[f"n = {n:,}" for n in sizes]], body,
+              right=set(range(2, 4 + len(sizes)))), "",
+        table(["oracle", "cells", "values", "below by 2 s.e. (chance)",
+               "cells beyond chance", "lowest"], totals)])
+
+
+SECTIONS += [
+    ("pooled_values", "Per-value bands of the pooled-hash oracles under a fixed pool",
+     "The record's band of every value (f~ ± z · its standard error with the collision term, "
+     "`exact-variance`) for CMS, HCMS and FLH, followed value by value across windows of one "
+     "metric (one fixed pool per oracle and ε), on the airports data (a day of departures per "
+     "window, d = 229), the 256 most common English words and the emoji occurrences "
+     "(d = 969): windows of CMS from its exact (hash, bucket) table given the pool, of HCMS "
+     "and FLH through their clients "
+     "([error bars](error-bars.md#per-value-bands-under-a-fixed-pool)).",
+     pooled_values,
+     "python benchmarks/pooled_values.py --datasets airports 'common words' emoji"),
+    ("pooled_values_confirm", "Per-value bands of the pooled-hash oracles under another pool",
+     "As [under a fixed pool](#per-value-bands-of-the-pooled-hash-oracles-under-a-fixed-pool), "
+     "the record's band on another pool (root 131) and another seed's windows: the windows "
+     "and pool the declaration's threshold (frequency_bands.POOL_BIAS_SHARE) was not chosen "
+     "on.",
+     pooled_values,
+     "python benchmarks/pooled_values.py --datasets airports 'common words' emoji --pool 131 "
+     "--seed 131 --benchmark pooled_values_confirm"),
+    ("pooled_values_corrected", "Per-value bands of the pooled-hash oracles, the pool's bias "
+     "removed",
+     "As [under a fixed pool](#per-value-bands-of-the-pooled-hash-oracles-under-a-fixed-pool), "
+     "for the band with the pool's own bias removed (frequency_bands.pool_corrected_bands: "
+     "g = (I + B)⁻¹ f~ with the variance given the pool), on another pool (root 131) and "
+     "another seed's windows than the record's band was measured on.",
+     pooled_values,
+     "python benchmarks/pooled_values.py --datasets airports 'common words' emoji --band "
+     "corrected --pool 131 --seed 131 --benchmark pooled_values_corrected"),
+]
+
+
 # -- quantile bands by profile-likelihood test inversion (benchmarks/quantile_lr.py) --------
 
 def quantile_lr(r: dict) -> str:

@@ -25,7 +25,7 @@ from ldp_telemetry.ldp.config.registry import MetricConfig
 from ldp_telemetry.ldp.engine.finalize import (NumericWindowResult, StringWindowResult,
                                                WindowResult)
 from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
-from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason
+from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason, pool_bias_reason
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, NO_REPORTS_REASON
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, smallest_resolvable
@@ -198,13 +198,14 @@ def chosen_postprocess(choice: Any) -> dict:  # a replay.Choice, or None
 
 def frequency_band_reason(config: MetricConfig, result: WindowResult) -> str | None:
     """Why a frequency record's values have no band: no reports (NO_REPORTS_REASON), or too
-    few expected supports per value for a normal band (frequency_bands.few_supports_reason);
-    None when they have one (a Wiener filter's values: the band of their unbiased estimate, as
-    every post-processing; a pooled-hash oracle's from the `unbiased_std_error` its record
-    keeps)."""
+    few expected supports per value for a normal band (frequency_bands.few_supports_reason),
+    or a pooled-hash oracle's fixed pool biasing values beyond their band
+    (frequency_bands.pool_bias_reason); None when they have one (a Wiener filter's values:
+    the band of their unbiased estimate, as every post-processing; a pooled-hash oracle's
+    from the `unbiased_std_error` its record keeps)."""
     if result.noise.n == 0:
         return NO_REPORTS_REASON
-    return few_supports_reason(result.noise)
+    return few_supports_reason(result.noise) or pool_bias_reason(result.noise)
 
 
 def support_facts(config: MetricConfig, n: int, noise: SupportNoise | None = None) -> dict:

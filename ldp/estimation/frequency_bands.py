@@ -97,6 +97,7 @@ import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator, gmres
 
 from ldp_telemetry.ldp.estimation.postprocess import (error_plug_in, is_single_support,
                                                       project_to_simplex)
@@ -104,6 +105,7 @@ from ldp_telemetry.ldp.estimation.selective_bands import selective_bands
 from ldp_telemetry.ldp.estimation.uncertainty import Z95, grid_cell
 from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle
+from ldp_telemetry.ldp.protocols.hash_pool import HashPool, PoolNoise
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
 
 #: Replicates of a top-k answer's bootstrap band (each costs one run of the post-processing).
@@ -121,7 +123,7 @@ def exact_bands(values: np.ndarray, std_errors: np.ndarray) -> tuple[np.ndarray,
 
 
 def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int,
-                extra: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                extra: float | np.ndarray = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """The exact 95% band of each value's true frequency from its unbiased estimate: every f
     with |f~ − f| ≤ z · sqrt(Var(f)), Var(f) = A + B f the variance of eq. 2 at f itself
     (A = q*(1 − q*) / (n (p* − q*)²), B = (1 − p* − q*) / (n (p* − q*))), i.e.
@@ -131,8 +133,8 @@ def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int,
     (the score, or Wilson, construction: the variance is that of the value tested, not of a
     plug-in estimate, so a top value's band is as wide as its own error and not as that of a
     value post-processing pulled down). `extra`: a variance every value has beyond eq. 2 whatever
-    its own f (a pooled-hash oracle's collision term, SupportNoise.extra_variance), added to
-    A. Not clipped: f in [0, 1] lies in the band exactly when
+    its own f (a pooled-hash oracle's collision term, SupportNoise.extra_variance; or one per
+    value), added to A. Not clipped: f in [0, 1] lies in the band exactly when
     the test at f accepts. n = 0 gives NaN."""
     f = np.asarray(unbiased, dtype=np.float64)
     if n <= 0:
@@ -144,6 +146,59 @@ def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int,
     half = Z95 * np.sqrt(np.maximum(a + b * f + z2 * b * b / 4.0, 0.0))
     centre = f + z2 * b / 2.0
     return centre - half, centre + half
+
+
+#: Relative residual at which `pool_debiased`'s solve of (I + B) g = f~ stops (GMRES, one
+#: product with B = one pass of k·d hashes), and its most iterations.
+POOL_SOLVE_TOLERANCE, POOL_SOLVE_ITERATIONS = 1e-10, 200
+
+
+def pool_debiased(protocol: HashPool, unbiased: np.ndarray) -> np.ndarray:
+    """g = (I + B)⁻¹ f~ for a pooled-hash oracle: its fixed pool gives E[f~ | pool] = (I + B) f,
+    B f = `HashPool.collision_bias`(f) linear in f and known from the pool, so g is unbiased
+    given the pool, value by value (f~ is so only over the draw of the pool). Solved by GMRES
+    on products with B, O(k·d) each, no d x d matrix; NaN (no reports) stays NaN. Raises
+    ArithmeticError where the solve does not converge (I + B near singular: a pool far too
+    small for the domain)."""
+    f = np.asarray(unbiased, dtype=np.float64)
+    if np.isnan(f).any():
+        return f
+    system = LinearOperator((f.size, f.size), dtype=np.float64,
+                            matvec=lambda x: x + protocol.collision_bias(np.ravel(x)))
+    solved, info = gmres(system, f, x0=f, rtol=POOL_SOLVE_TOLERANCE, atol=0.0,
+                         restart=min(f.size, 50), maxiter=POOL_SOLVE_ITERATIONS)
+    if info != 0:
+        raise ArithmeticError(f"(I + B) g = f~ did not converge for {protocol.name} "
+                              f"(k = {protocol.k}, m = {protocol.m}, d = {protocol.d})")
+    return np.asarray(solved, dtype=np.float64)
+
+
+def pool_corrected_bands(protocol: HashPool, unbiased: np.ndarray, n: int
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """The band of every value of a pooled-hash oracle with the pool's bias removed: every f
+    with |g_v − f| ≤ z · sqrt(V_v(f)), g = (I + B)⁻¹ f~ (`pool_debiased`),
+
+        V_v(f) = (f p(1 − p) + (1 − f) r_v(1 − r_v)) / (n (p* − q*)²) + C · Σ_{x != v} Var2_x
+
+    — the score construction of `score_bands` at the value tested, with r_v the support rate of
+    the other values' reports given the pool (`HashPool.others_support`, q* on average over
+    pools: then the first term is [Wang20] journal eq. 2) in place of q*, and (1 − f) taken at
+    the plug-in ĝ (the Norm-Sub projection of g) in the difference; C = 1/(k (m − 1)) the
+    pool's collision constant and Var2 eq. 2 at ĝ: with (I + B)⁻¹ ≈ I − B, g_v carries
+    Σ_x B_vx² Var2_x beyond its own variance, and B_vx² is C on average over pools. Unlike the
+    record's f~ ± z · s.e. with the collision term, which holds over the draw of the pool, it
+    is meant to hold value by value under the one fixed pool a metric has. O(k·d) per product
+    with B. Measured (benchmarks/pooled_values.py --band corrected, another pool and seed):
+    CMS and HCMS value by value as chance gives; FLH over 969 values at ε <= 1 (d · C = 0.3–0.5,
+    where (I + B)⁻¹ ≈ I − B is too rough) below it — so records do not carry it yet."""
+    centre = pool_debiased(protocol, unbiased)
+    fitted = error_plug_in(centre)
+    p_star, q_star = protocol.p_star, protocol.q_star
+    private = SupportNoise(p_star, q_star, n).variance(fitted)
+    rate = protocol.others_support(fitted)
+    own = (1.0 - np.clip(fitted, 0.0, 1.0)) * (rate * (1.0 - rate) - q_star * (1.0 - q_star))
+    extra = own / (n * (p_star - q_star) ** 2) + protocol.collision * (private.sum() - private)
+    return score_bands(centre, p_star, q_star, n, extra)
 
 
 def channel_support_counts(true_counts: np.ndarray, noise: SupportNoise,
@@ -548,3 +603,32 @@ def few_supports_reason(noise: SupportNoise) -> str | None:
     if noise.n == 0 or expected >= MIN_EXPECTED_SUPPORTS:
         return None
     return FEW_SUPPORTS_REASON.format(expected=expected, least=MIN_EXPECTED_SUPPORTS)
+
+
+#: Largest share of a pooled-hash window's privacy variance at f = 0 its collision term may
+#: reach before the window's value bands are declared (`pool_bias_reason`).
+POOL_BIAS_SHARE = 0.05
+POOL_BIAS_REASON = ("no band: the metric's fixed hash pool biases each value by a fixed "
+                    "amount whose variance over pools is {share:.2g} of the privacy noise's "
+                    "here (above {most:g}); f~ ± z · s.e. then misses some values in most "
+                    "windows of one pool (measured: benchmarks/pooled_values.py)")
+
+
+def pool_bias_reason(noise: SupportNoise) -> str | None:
+    """Why a pooled-hash oracle's window has no value bands, or None: its collision term
+    (PoolNoise.extra_variance, at the window's Σ f²) exceeds POOL_BIAS_SHARE of eq. 2's
+    privacy variance at f = 0. A value's collision error is fixed by the pool, the same in
+    every window, while the privacy noise shrinks as 1/n; measured value by value over 100
+    windows of one pool (airports, common words, emoji; ε 0.5–4, n 10³–10⁶; on two pools and
+    seeds), every cell above a share of 0.088 had more values more than two standard errors
+    below 0.95 than chance gives (down to 0.00), 2 of 8 between 0.05 and 0.088, 5–6 of 96
+    below 0.05 (lowest 0.82). None for other oracles and for a window without reports or
+    without a Σ f² estimate."""
+    if not isinstance(noise, PoolNoise) or noise.n == 0 or noise.squares is None:
+        return None
+    privacy = noise.q_star * (1.0 - noise.q_star) / (
+        noise.n * (noise.p_star - noise.q_star) ** 2)
+    share = noise.extra_variance / privacy
+    if share <= POOL_BIAS_SHARE:
+        return None
+    return POOL_BIAS_REASON.format(share=share, most=POOL_BIAS_SHARE)

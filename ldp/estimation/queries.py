@@ -80,6 +80,7 @@ from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.ldp.base.validation import is_int, is_positive_int
 from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
 from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_supports_reason,
+                                                          pool_bias_reason,
                                                           rank_conditional_applies,
                                                           score_bands, top_k_bands,
                                                           top_k_declared, top_k_filtered_bands,
@@ -390,8 +391,15 @@ class WindowEstimate:
                        upper95=float(upper[0]))
 
     def point(self, value: int | str) -> Answer:
-        """f'_v for one value (label or index)."""
-        return self._answer("point", [self.index_of(value)])
+        """f'_v for one value (label or index); without a band where the record's value bands
+        have none for a pooled-hash oracle's fixed pool (frequency_bands.pool_bias_reason; a
+        top-k answer's band is declared apart, `top_k_declared`)."""
+        answer = self._answer("point", [self.index_of(value)])
+        reason = None if answer.band_method == BAND_NONE else pool_bias_reason(self.noise)
+        if reason is not None:
+            return replace(answer, band_method=BAND_NONE, lower95=None, upper95=None,
+                           band_reason=reason)
+        return answer
 
     def set_sum(self, values: Iterable[int | str]) -> Answer:
         """sum_{v in S} f'_v for a set of distinct values (labels or indices)."""

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import ClassVar
 
@@ -313,17 +313,66 @@ class HashPool(FrequencyOracle):
     def statistic_nbytes(self) -> int:
         return 8 * self.k * self.m * self.cell_width
 
-    def support_counts(self, statistic: np.ndarray) -> np.ndarray:
-        """c_v = Σ_j T[j, h_j(v)], hashing blocks of values against the whole pool: O(k·d)."""
-        table = self.bucket_support(statistic)
+    def _bucket_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(first value, (k x block) buckets h_j(v)) over blocks of the domain: O(k·d) hashes."""
         seeds = pool_seeds(np.arange(self.k), self.root)[:, None]
-        counts = np.empty(self.d, dtype=np.int64)
         step = max(1, _SUPPORT_CELLS // self.k)
         for start in range(0, self.d, step):
             values = np.arange(start, min(self.d, start + step), dtype=np.int64)
-            buckets = hashing.local_hash(seeds, values[None, :], self.m)
-            counts[start:start + len(values)] = np.take_along_axis(table, buckets, 1).sum(0)
+            yield start, hashing.local_hash(seeds, values[None, :], self.m)
+
+    def support_counts(self, statistic: np.ndarray) -> np.ndarray:
+        """c_v = Σ_j T[j, h_j(v)], hashing blocks of values against the whole pool: O(k·d)."""
+        table = self.bucket_support(statistic)
+        counts = np.empty(self.d, dtype=np.int64)
+        for start, buckets in self._bucket_blocks():
+            counts[start:start + buckets.shape[1]] = np.take_along_axis(table, buckets, 1).sum(0)
         return counts
+
+    def _collided(self, f: np.ndarray) -> np.ndarray:
+        """Σ_{x != v} f_x κ(x, v) for every v: S_v − f_v with S_v = (1/k) Σ_j F[j, h_j(v)] and
+        F[j, a] = Σ_x f_x [h_j(x) = a] (f folded through the pool): two passes of k·d hashes,
+        no d x d matrix."""
+        if f.shape != (self.d,):
+            raise ValueError(f"frequencies must have shape ({self.d},), got {f.shape}")
+        folded = np.zeros(self.k * self.m)
+        rows = (np.arange(self.k) * self.m)[:, None]
+        for start, buckets in self._bucket_blocks():
+            block = f[start:start + buckets.shape[1]]
+            folded += np.bincount((rows + buckets).ravel(),
+                                  np.broadcast_to(block, buckets.shape).ravel(),
+                                  minlength=self.k * self.m)
+        table = folded.reshape(self.k, self.m)
+        shared = np.empty(self.d)
+        for start, buckets in self._bucket_blocks():
+            shared[start:start + buckets.shape[1]] = np.take_along_axis(table, buckets,
+                                                                        1).sum(0) / self.k
+        return shared - f
+
+    def collision_bias(self, frequencies: np.ndarray) -> np.ndarray:
+        """E[f~ | this pool] − f for frequencies f: the bias the fixed pool adds to every value
+        (module docstring: zero only on average over pools),
+
+            b_v = m/(m − 1) · Σ_{x != v} f_x (κ(x, v) − 1/m)
+
+        (`_collided`: O(k·d)). Linear in f; the same for every ε (p and q_b cancel)."""
+        f = np.asarray(frequencies, dtype=np.float64)
+        return self.m / (self.m - 1) * (self._collided(f) - (f.sum() - f) / self.m)
+
+    def others_support(self, frequencies: np.ndarray) -> np.ndarray:
+        """r_v: the probability, given this pool, that a report of a value other than v (drawn
+        by frequencies f) supports v, q_b + (p − q_b) Σ_{x != v} f_x κ(x, v) / Σ_{x != v} f_x
+        (q* on average over pools; q* where no other value has mass). A report of v supports v
+        with p, so given the pool a window's f~_v has variance
+        (f_v p(1 − p) + Σ_{x != v} f_x P_x(1 − P_x)) / (n (p* − q*)²) with
+        P_x = q_b + (p − q_b) κ(x, v), which (1 − f_v) r_v (1 − r_v) bounds from above
+        (P(1 − P) is concave) and meets up to (p − q_b)² times the spread of κ(·, v) over the
+        pool, about (p − q_b)²/(k m)."""
+        f = np.asarray(frequencies, dtype=np.float64)
+        others = f.sum() - f
+        share = np.divide(self._collided(f), others, out=np.full(self.d, 1.0 / self.m),
+                          where=others > 0)
+        return self.bucket_q + (self.bucket_p - self.bucket_q) * share
 
     def client_buckets(self, values: np.ndarray, rng: np.random.Generator
                        ) -> tuple[np.ndarray, np.ndarray]:

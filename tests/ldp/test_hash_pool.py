@@ -213,3 +213,74 @@ def test_envelopes_decode_to_the_batches_of_the_same_reports_as_records():
             decoded.append({key: value[order] for key, value in merged.items()})
         for key, value in decoded[0].items():
             np.testing.assert_array_equal(decoded[1][key], value, err_msg=f"{name}.{key}")
+
+
+def brute_force_bias(protocol, f: np.ndarray) -> np.ndarray:
+    """E[f~ | pool] − f from the bucket channel's definition, value by value: per (hash j, bucket
+    a) the expected supporting reports n Σ_x f_x (1/k)(p if h_j(x) = a else q_b), each value's
+    support count Σ_j of its buckets', then the unbiased estimate (a d x k x d enumeration)."""
+    k, m, d = protocol.k, protocol.m, protocol.d
+    buckets = pool_hash(np.arange(k)[None, :], np.arange(d)[:, None], m, protocol.root)  # (d, k)
+    n = 1000
+    table = np.zeros((k, m))
+    for x in range(d):
+        for j in range(k):
+            for a in range(m):
+                own = buckets[x, j] == a
+                table[j, a] += n * f[x] / k * (protocol.bucket_p if own else protocol.bucket_q)
+    counts = np.array([sum(table[j, buckets[v, j]] for j in range(k)) for v in range(d)])
+    return unbiased_estimate(counts, protocol.noise(n)) - f
+
+
+@pytest.mark.parametrize("name", POOLED)
+@pytest.mark.parametrize("root", [POOL_ROOT, 7, 2**63 + 5])
+def test_collision_bias_is_the_exact_expectation_given_the_pool(name, root):
+    f = POPULATION / POPULATION.sum()
+    protocol = small(name, pool=root)
+    bias = protocol.collision_bias(f)
+    assert bias == pytest.approx(brute_force_bias(protocol, f), abs=1e-12)
+    # and the pairwise form of the docstring, from κ(x, v) counted directly
+    buckets = pool_hash(np.arange(3)[None, :], np.arange(6)[:, None], 4, protocol.root)
+    kappa = (buckets[:, None, :] == buckets[None, :, :]).mean(axis=2)  # (x, v)
+    pairwise = [4 / 3 * sum(f[x] * (kappa[x, v] - 1 / 4) for x in range(6) if x != v)
+                for v in range(6)]
+    assert bias == pytest.approx(pairwise, abs=1e-12)
+    assert abs(bias).max() > 0.01  # a pool of 3 hashes x 4 buckets does bias these values
+
+
+def test_collision_bias_is_linear_and_zero_on_average_over_pools():
+    protocol = small("cms")
+    rng = np.random.default_rng(5)
+    f, g = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+    assert protocol.collision_bias(2 * f - g) == pytest.approx(
+        2 * protocol.collision_bias(f) - protocol.collision_bias(g), abs=1e-12)
+    # Over 4,000 fresh pools the bias of each value averages 0: its standard deviation per pool
+    # is below sqrt(C Σ f²) <= sqrt(1/9) = 0.33, so 4.5 standard errors are 0.024 (false-failure
+    # rate 6 · 6.8e-6).
+    roots = rng.integers(0, 2**63, size=4000)
+    mean = np.mean([protocol.with_pool(int(r)).collision_bias(f) for r in roots], axis=0)
+    assert np.abs(mean).max() < Z * math.sqrt(1 / 9 / len(roots))
+
+
+@pytest.mark.parametrize("name", POOLED)
+def test_the_client_mean_on_a_fixed_pool_is_f_plus_the_collision_bias(name):
+    """Through the clients' own perturb and the server's aggregation, on ONE pool: the mean of
+    f~ over windows is f + collision_bias(f), not f (the pool is fixed, the coins are not)."""
+    protocol = small(name)
+    f = POPULATION / POPULATION.sum()
+    n = int(POPULATION.sum())
+    values = np.repeat(np.arange(len(POPULATION)), POPULATION)
+    noise = protocol.noise(n)
+    rng = np.random.default_rng(40 + POOLED.index(name))
+    windows = 3000
+    estimates = np.empty((windows, protocol.d))
+    for w in range(windows):
+        statistic = protocol.new_statistic()
+        protocol.accumulate(statistic, protocol.perturb(values, rng))
+        estimates[w] = unbiased_estimate(protocol.support_counts(statistic), noise)
+    expected = f + protocol.collision_bias(f)
+    spread = estimates.std(axis=0, ddof=1) / math.sqrt(windows)
+    # |z| < 4.5 for each of 6 values: false-failure rate <= 6 · 6.8e-6 per protocol.
+    assert np.abs((estimates.mean(axis=0) - expected) / spread).max() < Z
+    # the bias is far beyond that error: a mean of f alone fails
+    assert np.abs((estimates.mean(axis=0) - f) / spread).max() > 2 * Z

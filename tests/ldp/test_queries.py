@@ -523,12 +523,15 @@ def test_a_point_answer_has_its_records_value_band(protocol_name, method):
     config = parse_registry({"metrics": [{"name": "m", "protocol": protocol_name,
                                           "epsilon": 2.0, "domain": {"size": 64},
                                           "postprocess": method}]})["m"]
-    protocol, rng, n = config.protocol, np.random.default_rng(1), 20_000
+    # 2,000 reports: at 20,000 the pooled-hash oracles' collision term exceeds
+    # frequency_bands.POOL_BIAS_SHARE of the privacy noise and both sides declare no band
+    protocol, rng, n = config.protocol, np.random.default_rng(1), 2_000
     statistic = protocol.new_statistic()
     protocol.accumulate(statistic, protocol.perturb(rng.integers(0, 10, n), rng))
     record = window_estimate_record(config, finalize_window(config, statistic, n), 0, 1)
     w = WindowEstimate.from_record(record)
     lower, upper = value_bands(record)
+    assert lower[3] is not None
     for v in (3, 40):
         answer = w.point(v)
         assert (answer.lower95, answer.upper95) == pytest.approx((lower[v], upper[v]), rel=1e-9)

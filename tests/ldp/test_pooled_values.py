@@ -1,0 +1,47 @@
+"""benchmarks/pooled_values.py: each value's coverage across windows of one fixed pool, for the
+record's band of a pooled-hash oracle and the band with the pool's bias removed."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from tests.benchmark_scripts import loaded_scripts
+
+
+def test_the_script_measures_each_value_across_windows_and_fails_bad_flags_at_start(tmp_path):
+    with loaded_scripts("pooled_values", "report", "coverage_summary") as scripts:
+        script = scripts["pooled_values"]
+        arguments = ["--datasets", "zipf", "--epsilons", "2", "--sizes", "1000", "--windows",
+                     "4", "--datasets-dir", str(tmp_path)]
+        for band, pool in (("record", None), ("corrected", "131")):
+            path = tmp_path / f"{band}.json"
+            extra = ["--band", band] + ([] if pool is None else ["--pool", pool])
+            assert script.main([*arguments, *extra, "--json", str(path)]) == 0
+            results = json.loads(path.read_text())["results"]
+            rows = results["rows"]
+            assert {r["protocol"] for r in rows} == {"cms", "hcms", "flh"}
+            assert {(r["band"], r["pool"]) for r in rows} == {
+                (band, "default" if pool is None else int(pool))}
+            assert all(r["values"] == 64 and 0 <= r["lowest"] <= r["all_values"] <= 1
+                       for r in rows)
+            assert set(results["summary"]) == {"cms", "hcms", "flh"}
+            section = scripts["report"].pooled_values(
+                dict(results, parameters=json.loads(path.read_text())["parameters"]))
+            assert "| CMS | zipf | 2 | 64 |" in section
+        for bad in (["--protocols", "grr"], ["--windows", "0"], ["--sizes", "0"],
+                    ["--pool", "-1"]):
+            assert script.main([*arguments, *bad]) == 2, bad
+
+
+def test_a_value_whose_band_always_misses_counts_below_by_two():
+    with loaded_scripts("pooled_values", "coverage_summary") as scripts:
+        coverage = np.array([0.95] * 9 + [0.10])
+        mass = np.array([0.05] * 9 + [0.55])
+        row = scripts["pooled_values"].cell_row("zipf", "cms", 1.0, 1000, 100, coverage, mass,
+                                                "exact", 0.0)
+        assert row["below_by_two"] == 1 and row["below_by_two_mass"] == 0.55
+        assert row["lowest"] == 0.1 and row["lowest_frequency"] == 0.55
+        # chance puts 0.28 of 10 values there (sd 0.52): one is within it, three are not
+        assert not scripts["pooled_values"].excess(row)
+        assert scripts["pooled_values"].excess(dict(row, below_by_two=3))
