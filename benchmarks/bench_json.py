@@ -55,6 +55,25 @@ def command_line(argv: list[str] | None = None) -> str:
     return " ".join(["python", shown, *map(shlex.quote, argv[1:])])
 
 
+#: Most windows per cell of a benchmark that simulates its windows through the clients.
+MAX_WINDOWS = 1_000
+#: Most reports per simulated window (--sizes): a client simulation holds every report of one.
+MAX_SIZE = 10_000_000
+
+
+def simulation_problem(folder: Path, windows: int, sizes: list[int]) -> str | None:
+    """Why a simulating benchmark cannot run on `folder` (the shared data sets), W = `windows`
+    and `sizes` reports per window, or None."""
+    if not folder.is_dir():
+        return f"no data sets at {folder}: set LDP_DATASETS"
+    if not 1 <= windows <= MAX_WINDOWS:
+        return f"--windows must lie in [1, {MAX_WINDOWS}], got {windows}"
+    wrong = [n for n in sizes if not 1 <= n <= MAX_SIZE]
+    if wrong:
+        return f"--sizes must lie in [1, {MAX_SIZE:,}], got {wrong[0]}"
+    return None
+
+
 def default_datasets_dir() -> str:
     """The shared data sets: $LDP_DATASETS, else the `shared/datasets` folder beside the
     checkout."""

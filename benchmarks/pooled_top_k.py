@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_json import Run, add_json_argument, default_datasets_dir
+from bench_json import Run, add_json_argument, default_datasets_dir, simulation_problem
 from coverage_frequency import DATASETS, TOP, default_sampler, support_counts
 from coverage_summary import GOAL, below_by_two, below_by_two_chance
 from selective_top_k import by_rank
@@ -51,10 +51,6 @@ from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 #: Prefix of a memoized oracle on the command line ("memoized-grr": L-GRR), its key in
 #: TOP_K_UNCALIBRATED.
 MEMOIZED_PREFIX = MEMOIZED_KEY
-#: Most windows per cell (each costs a client simulation of n reports).
-MAX_WINDOWS = 1_000
-#: Most reports per window (--sizes): a client simulation holds every report of a window.
-MAX_SIZE = 10_000_000
 
 
 def oracle(name: str, epsilon: float, d: int, lifetime_factor: float):
@@ -163,15 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     add_json_argument(parser)
     args = parser.parse_args(argv)
     folder = Path(args.datasets_dir)
-    if not folder.is_dir():
-        print(f"no data sets at {folder}: set LDP_DATASETS", file=sys.stderr)
-        return 2
-    if not 1 <= args.windows <= MAX_WINDOWS:
-        print(f"--windows must lie in [1, {MAX_WINDOWS}], got {args.windows}", file=sys.stderr)
-        return 2
-    bad_sizes = [n for n in args.sizes if not 1 <= n <= MAX_SIZE]
-    if bad_sizes:
-        print(f"--sizes must lie in [1, {MAX_SIZE:,}], got {bad_sizes[0]}", file=sys.stderr)
+    problem = simulation_problem(folder, args.windows, args.sizes)
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
     bad_epsilons = [e for e in args.epsilons if not 0.0 < e < float("inf")]
     if bad_epsilons:

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_json import Run, add_json_argument, default_datasets_dir
+from bench_json import Run, add_json_argument, default_datasets_dir, simulation_problem
 from coverage_frequency import DATASETS, default_sampler, record_bands, support_counts
 from coverage_summary import below_by_two, below_by_two_chance
 
@@ -46,10 +46,6 @@ from ldp_telemetry.ldp.estimation.frequency_bands import pool_corrected_bands
 from ldp_telemetry.ldp.protocols import is_pooled, make_protocol
 from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
-#: Most windows per cell (each costs a client simulation of n reports).
-MAX_WINDOWS = 1_000
-#: Largest n of a cell (HCMS's and FLH's clients: about a second per 10⁶ reports).
-MAX_N = 10_000_000
 #: The bands --band measures: the record's (with the collision term), or with the pool's bias
 #: removed.
 BANDS = ("record", "corrected")
@@ -147,15 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     add_json_argument(parser)
     args = parser.parse_args(argv)
     folder = Path(args.datasets_dir)
-    if not folder.is_dir():
-        print(f"no data sets at {folder}: set LDP_DATASETS", file=sys.stderr)
-        return 2
-    if not 1 <= args.windows <= MAX_WINDOWS:
-        print(f"--windows must lie in [1, {MAX_WINDOWS}], got {args.windows}", file=sys.stderr)
-        return 2
-    wrong = [n for n in args.sizes if not 1 <= n <= MAX_N]
-    if wrong:
-        print(f"--sizes must lie in [1, {MAX_N:,}], got {wrong}", file=sys.stderr)
+    problem = simulation_problem(folder, args.windows, args.sizes)
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
     if args.pool is not None and not 0 <= args.pool < 1 << 64:
         print(f"--pool must lie in [0, 2^64), got {args.pool}", file=sys.stderr)
