@@ -390,16 +390,20 @@ class WindowEstimate:
         return replace(answer, band_method=BAND_EXACT, lower95=float(lower[0]),
                        upper95=float(upper[0]))
 
-    def point(self, value: int | str) -> Answer:
-        """f'_v for one value (label or index); without a band where the record's value bands
-        have none for a pooled-hash oracle's fixed pool (frequency_bands.pool_bias_reason; a
-        top-k answer's band is declared apart, `top_k_declared`)."""
-        answer = self._answer("point", [self.index_of(value)])
+    def _pool_declared(self, answer: Answer) -> Answer:
+        """`answer` without its band where the record's value bands have none for a
+        pooled-hash oracle's fixed pool (frequency_bands.pool_bias_reason): a set or range sums
+        the same fixed collision errors its values carry. A top-k answer's band is declared
+        apart (`top_k_declared`)."""
         reason = None if answer.band_method == BAND_NONE else pool_bias_reason(self.noise)
-        if reason is not None:
-            return replace(answer, band_method=BAND_NONE, lower95=None, upper95=None,
-                           band_reason=reason)
-        return answer
+        if reason is None:
+            return answer
+        return replace(answer, band_method=BAND_NONE, lower95=None, upper95=None,
+                       band_reason=reason)
+
+    def point(self, value: int | str) -> Answer:
+        """f'_v for one value (label or index); no band where `_pool_declared` says so."""
+        return self._pool_declared(self._answer("point", [self.index_of(value)]))
 
     def set_sum(self, values: Iterable[int | str]) -> Answer:
         """sum_{v in S} f'_v for a set of distinct values (labels or indices)."""
@@ -409,7 +413,7 @@ class WindowEstimate:
         if len(set(indices)) != len(indices):
             repeated = next(self.labels[i] for i in indices if indices.count(i) > 1)
             raise ConfigError(f"value {repeated!r} appears more than once in the set", "values")
-        return self._answer("set", indices)
+        return self._pool_declared(self._answer("set", indices))
 
     def range_sum(self, lo: int | str, hi: int | str) -> Answer:
         """sum of f'_v over lo..hi inclusive, in the domain's order (labels or indices)."""
@@ -417,7 +421,7 @@ class WindowEstimate:
         if first > last:
             raise ConfigError(f"empty range: {lo!r} (index {first}) comes after {hi!r} "
                               f"(index {last})", "range")
-        return self._answer("range", list(range(first, last + 1)))
+        return self._pool_declared(self._answer("range", list(range(first, last + 1))))
 
     def top_k(self, k: int) -> list[Answer]:
         """The k largest post-processed values (ties in domain order), as point answers."""

@@ -537,6 +537,31 @@ def test_a_point_answer_has_its_records_value_band(protocol_name, method):
         assert (answer.lower95, answer.upper95) == pytest.approx((lower[v], upper[v]), rel=1e-9)
 
 
+@pytest.mark.parametrize("protocol_name", ["cms", "hcms", "flh"])
+def test_a_pooled_hash_window_past_the_pool_bias_share_answers_every_sum_without_a_band(
+        protocol_name):
+    """Where the fixed pool's collision term passes frequency_bands.POOL_BIAS_SHARE of the
+    privacy noise (20,000 reports over 64 values, ε = 2), a point, a set (of one value, too)
+    and a range answer all have no band, with the pool's reason; at 2,000 reports all three
+    keep theirs. A set of one value was banded where the point of the same value was not."""
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.engine.finalize import finalize_window
+    from ldp_telemetry.output.records import window_estimate_record
+    config = parse_registry({"metrics": [{"name": "m", "protocol": protocol_name,
+                                          "epsilon": 2.0, "domain": {"size": 64}}]})["m"]
+    protocol, rng = config.protocol, np.random.default_rng(1)
+    for n, declared in ((2_000, False), (20_000, True)):
+        statistic = protocol.new_statistic()
+        protocol.accumulate(statistic, protocol.perturb(rng.integers(0, 10, n), rng))
+        record = window_estimate_record(config, finalize_window(config, statistic, n), 0, 1)
+        w = WindowEstimate.from_record(record)
+        for answer in (w.point(3), w.set_sum([3]), w.set_sum([1, 3, 5]), w.range_sum(2, 9)):
+            assert (answer.band_method == "none") is declared, (n, answer.query)
+            assert (answer.lower95 is None) is declared
+            if declared:
+                assert "fixed hash pool" in answer.band_reason
+
+
 def test_top_k_replays_the_method_the_record_says_its_replay_chose():
     """An `auto` record states the method its replay chose (`postprocess.chosen`), which made
     its `estimate`. A record written by an earlier release may name another method than
