@@ -100,7 +100,7 @@ def test_a_pooled_window_whose_collision_term_outweighs_the_noise_declares_its_v
     of the privacy noise and the values keep f~ ± z · s.e.; with 500,000 it is not (the pool's
     fixed bias would put some values outside their band in most windows): the record says
     `none` with the reason naming the benchmark, the record's readers draw no band, a point
-    query answers without one, and a set query keeps its band."""
+    query answers without one, and so does a set query."""
     from ldp_telemetry.ldp.config.registry import parse_registry
     from ldp_telemetry.ldp.engine.finalize import finalize_window
     from ldp_telemetry.ldp.estimation.frequency_bands import POOL_BIAS_SHARE, pool_bias_reason
@@ -135,7 +135,8 @@ def test_a_pooled_window_whose_collision_term_outweighs_the_noise_declares_its_v
             assert pool_bias_reason(noise) is None
             assert record.band_method == "exact-variance" and record.band_reasons is None
             assert point.lower95 is not None
-        assert window.set_sum(["v1", "v2"]).lower95 is not None
+        # a set sums the same fixed collision errors: declared with its values (ab47db4)
+        assert (window.set_sum(["v1", "v2"]).lower95 is None) is declared
     # pure oracles, and a pooled window without a Σ f² estimate, have no such reason
     assert pool_bias_reason(PROTOCOLS["oue"](epsilon=2.0, d=24).noise(10**6)) is None
     assert pool_bias_reason(protocol.noise(10**6)) is None
