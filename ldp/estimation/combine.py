@@ -23,6 +23,12 @@ where value v sits at the same index j in both, the variance gains
 (f_{a,i}: the frequency of the value version a puts at index i; C_ab:
 `SupportNoise.shared_collision`), with the versions' plug-ins for f.
 
+The combination keeps each version's fixed collision bias, weighted: its values have no band
+where the collision part of its variance at f = 0, Σ_k w_k² (collision term)_k plus the shared
+part, exceeds frequency_bands.POOL_BIAS_SHARE of its privacy part Σ_k w_k² (eq. 7)_k — one
+version's rule (`pool_bias_reason`) at the combination's own share (measured for single
+versions only, benchmarks/pooled_values.py).
+
 reported as a standard error with each Var[f~_{k,v}] the variance of that version's unbiased
 estimate (eq. 2 at its plug-in estimate, `finalize.error_plug_in`; not the error a version's
 estimator may report for its own output). σ_k² is eq. 2 at f_v = 0, so the weights are the optimal
@@ -42,7 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason
+from ldp_telemetry.ldp.estimation.frequency_bands import (few_supports_reason, pool_share_reason,
+                                                          pool_variances)
 from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.ldp.protocols.noise import RESOLVABLE_STD_ERRORS, standard_error
@@ -63,7 +70,8 @@ class CombinedResult:
     weights: dict[int, float]  # version -> its share of the weight (the shares sum to 1)
     total_weight: float  # Σ_k w_k = 1 / Var of the combined estimate of a value of frequency 0
     #: why the values have no 95% band (a version with too few expected supports per value,
-    #: frequency_bands.few_supports_reason), or None
+    #: frequency_bands.few_supports_reason; pooled-hash versions whose collision share of the
+    #: combination's variance at f = 0 passes frequency_bands.POOL_BIAS_SHARE), or None
     band_reason: str | None = None
     #: Σ_{a != b} w_a w_b Cov[f~_a, f~_b] of a value of frequency 0: pooled-hash versions'
     #: shared collision errors (module docstring); 0 for every other oracle
@@ -135,6 +143,15 @@ def combine_versions(parts: Iterable[tuple[Any, Any]]) -> CombinedResult | None:
     total = sum(totals)
     few = [(config.version, few_supports_reason(result.noise)) for config, result in parts]
     reasons = [f"version {version}: {reason}" for version, reason in few if reason is not None]
+    # the pool-bias rule of a single version's record at the combination's own share: its
+    # collision variance at f = 0 (each version's and their shared part) over its privacy one
+    variances = [pool_variances(result.noise) for _, result in parts]
+    collision = sum(w ** 2 * c for w, (c, _) in zip(totals, variances, strict=True))
+    if collision + shared_variance > 0.0:
+        privacy = sum(w ** 2 * p for w, (_, p) in zip(totals, variances, strict=True))
+        pooled = pool_share_reason((collision + shared_variance) / privacy)
+        if pooled is not None:
+            reasons.append(f"combined: {pooled}")
     return CombinedResult(
         versions=tuple(config.version for config, _ in parts), labels=labels,
         n=sum(result.n for _, result in parts), estimate=weighted / total,

@@ -614,21 +614,37 @@ POOL_BIAS_REASON = ("no band: the metric's fixed hash pool biases each value by 
                     "windows of one pool (measured: benchmarks/pooled_values.py)")
 
 
+def pool_variances(noise: SupportNoise) -> tuple[float, float]:
+    """(collision term, eq. 2's privacy variance at f = 0) of a window: the pooled-hash
+    oracle's PoolNoise.extra_variance at the window's Σ f², 0 for other oracles and for a
+    window without a Σ f² estimate; eq. 7 for the privacy part (inf without reports)."""
+    if noise.n == 0:
+        return 0.0, math.inf
+    privacy = noise.q_star * (1.0 - noise.q_star) / (
+        noise.n * (noise.p_star - noise.q_star) ** 2)
+    if not isinstance(noise, PoolNoise) or noise.squares is None:
+        return 0.0, privacy
+    return noise.extra_variance, privacy
+
+
+def pool_share_reason(share: float) -> str | None:
+    """POOL_BIAS_REASON for a collision share above POOL_BIAS_SHARE, else None."""
+    if not share > POOL_BIAS_SHARE:
+        return None
+    return POOL_BIAS_REASON.format(share=share, most=POOL_BIAS_SHARE)
+
+
 def pool_bias_reason(noise: SupportNoise) -> str | None:
     """Why a pooled-hash oracle's window has no value bands, or None: its collision term
     (PoolNoise.extra_variance, at the window's Σ f²) exceeds POOL_BIAS_SHARE of eq. 2's
-    privacy variance at f = 0. A value's collision error is fixed by the pool, the same in
-    every window, while the privacy noise shrinks as 1/n; measured value by value over 100
-    windows of one pool (airports, common words, emoji; ε 0.5–4, n 10³–10⁶; on two pools and
-    seeds), every cell above a share of 0.088 had more values more than two standard errors
-    below 0.95 than chance gives (down to 0.00), 2 of 8 between 0.05 and 0.088, 5–6 of 96
-    below 0.05 (lowest 0.82). None for other oracles and for a window without reports or
-    without a Σ f² estimate."""
-    if not isinstance(noise, PoolNoise) or noise.n == 0 or noise.squares is None:
+    privacy variance at f = 0 (`pool_variances`). A value's collision error is fixed by the
+    pool, the same in every window, while the privacy noise shrinks as 1/n; measured value by
+    value over 100 windows of one pool (airports, common words, emoji; ε 0.5–4, n 10³–10⁶; on
+    two pools and seeds), every cell above a share of 0.088 had more values more than two
+    standard errors below 0.95 than chance gives (down to 0.00), 2 of 8 between 0.05 and
+    0.088, 5–6 of 96 below 0.05 (lowest 0.82). None for other oracles and for a window
+    without reports or without a Σ f² estimate."""
+    collision, privacy = pool_variances(noise)
+    if collision == 0.0:
         return None
-    privacy = noise.q_star * (1.0 - noise.q_star) / (
-        noise.n * (noise.p_star - noise.q_star) ** 2)
-    share = noise.extra_variance / privacy
-    if share <= POOL_BIAS_SHARE:
-        return None
-    return POOL_BIAS_REASON.format(share=share, most=POOL_BIAS_SHARE)
+    return pool_share_reason(collision / privacy)
