@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimation.frequency_bands import score_bands
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_FIXED_GAIN, BAND_NONE, Z95
-from ldp_telemetry.ldp.protocols import is_pooled
+from ldp_telemetry.ldp.estimation.frequency_bands import pool_bias_reason, score_bands
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_FIXED_GAIN, BAND_NONE, Z95
+from ldp_telemetry.ldp.protocols import is_pooled, make_protocol
+from ldp_telemetry.ldp.protocols.hash_pool import sketch_arguments
 from ldp_telemetry.output.estimate import EstimateRecord
 
 #: A window-estimate record, typed or as decoded JSON.
@@ -58,7 +59,9 @@ def declares_no_value_band(record: Record) -> bool:
     "none": too few supports, no reports, a pooled-hash oracle's Wiener filter in a record
     written before `unbiased_std_error`; `band_reasons` says why), or it is a pooled-hash
     oracle's Wiener record without `unbiased_std_error` (`fixed-gain`, written before that was
-    declared: its std_error is the filter's, not f~'s with the collision term)."""
+    declared: its std_error is the filter's, not f~'s with the collision term), or a
+    pooled-hash record written before the pool-bias declaration whose window is past it
+    (`_pool_biased`)."""
     method = _field(record, "band_method")
     if method == BAND_NONE:
         return True
@@ -66,7 +69,23 @@ def declares_no_value_band(record: Record) -> bool:
         return False
     estimator = (_field(record, "estimator") or {}).get("method", "unbiased")
     return bool(method == BAND_FIXED_GAIN
-                or (estimator != "unbiased" and _field(record, "unbiased_std_error") is None))
+                or (estimator != "unbiased" and _field(record, "unbiased_std_error") is None)
+                or (method == BAND_EXACT and _pool_biased(record)))
+
+
+def _pool_biased(record: Record) -> bool:
+    """Whether a pooled-hash record's window is past frequency_bands.POOL_BIAS_SHARE
+    (`pool_bias_reason` at its n, ε, k, m and unbiased estimate): a record written before
+    that declaration states `exact-variance` where today's would state none, and is read as
+    today's is (and as `ldp query` answers it, from the same fields)."""
+    n, unbiased = _field(record, "n"), _field(record, "unbiased_estimate")
+    epsilon = _field(record, "epsilon")
+    if not n or unbiased is None or epsilon is None:  # not enough to tell: read as written
+        return False
+    f = np.asarray(unbiased, dtype=np.float64)
+    protocol = make_protocol(_field(record, "protocol"), float(epsilon),
+                             f.size, **sketch_arguments(_field(record, "parameters") or {}))
+    return pool_bias_reason(protocol.noise(int(n)).for_window(f)) is not None
 
 
 def band_errors(record: Record) -> Any:

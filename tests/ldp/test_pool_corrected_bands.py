@@ -140,3 +140,35 @@ def test_a_pooled_window_whose_collision_term_outweighs_the_noise_declares_its_v
     # pure oracles, and a pooled window without a Σ f² estimate, have no such reason
     assert pool_bias_reason(PROTOCOLS["oue"](epsilon=2.0, d=24).noise(10**6)) is None
     assert pool_bias_reason(protocol.noise(10**6)) is None
+
+
+@pytest.mark.parametrize("protocol_name", ["cms", "flh"])
+def test_a_record_written_before_the_pool_bias_declaration_is_read_as_todays(protocol_name):
+    """A pooled-hash record written before the declaration says `exact-variance` with no
+    `band_reasons` where today's says none. Its readers (value_bands: `ldp show`, the store's
+    value rows, the dashboard) draw no band past POOL_BIAS_SHARE, as `ldp query` answers from
+    the same fields; below it the old record keeps its bands. They drew them past it too."""
+    import json
+
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.engine.finalize import finalize_window
+    from ldp_telemetry.ldp.estimation.queries import WindowEstimate
+    from ldp_telemetry.output.bands import declares_no_value_band, value_bands
+    from ldp_telemetry.output.estimate import EstimateRecord
+    from ldp_telemetry.output.records import window_estimate_record
+    config = parse_registry({"metrics": [{"name": "m", "protocol": protocol_name,
+                                          "epsilon": 2.0, "domain": {"size": 64}}]})["m"]
+    protocol, rng = config.protocol, np.random.default_rng(1)
+    for n, declared in ((2_000, False), (20_000, True)):
+        statistic = protocol.new_statistic()
+        protocol.accumulate(statistic, protocol.perturb(rng.integers(0, 10, n), rng))
+        record = window_estimate_record(config, finalize_window(config, statistic, n), 0, 1)
+        assert (record.band_method == "none") is declared
+        written = json.loads(record.to_json())
+        written.update(band_method="exact-variance")
+        written.pop("band_reasons", None)
+        old = EstimateRecord.from_json(written)
+        assert declares_no_value_band(old) is declared
+        lower, _ = value_bands(old)
+        assert (lower[3] is None) is declared
+        assert (WindowEstimate.from_record(old).point(3).lower95 is None) is declared
