@@ -18,12 +18,16 @@ coverage and its value's mean frequency, and the coverage of every value togethe
 coverage_frequency.py's "values" group pools). Per oracle: the same over its cells.
 
 --band corrected measures instead the band with the pool's own bias removed
-(frequency_bands.pool_corrected_bands: f~ − b(f^) ± z · sqrt(eq. 2 + C · Σ_{x != v} eq. 2_x),
-b the pool's collision bias, linear in f and known from the pool); --pool ROOT draws the
+(frequency_bands.pool_corrected_bands: the score band around g = (I + B)⁻¹ f~, B f the pool's
+collision bias, linear in f and known from the pool, with the other values' support rate given
+the pool in place of q* and C · Σ_{x != v} eq. 2_x added); --pool ROOT draws the
 oracle's hashes from another root (a pool the record's failures were not seen on).
 
     nice python benchmarks/pooled_values.py --datasets airports 'common words' emoji \\
         --json benchmarks/results/pooled_values.json
+    nice python benchmarks/pooled_values.py --datasets airports 'common words' emoji \\
+        --pool 131 --seed 131 --benchmark pooled_values_confirm \\
+        --json benchmarks/results/pooled_values_confirm.json
     nice python benchmarks/pooled_values.py --datasets airports 'common words' emoji \\
         --band corrected --pool 131 --seed 131 --benchmark pooled_values_corrected \\
         --json benchmarks/results/pooled_values_corrected.json
