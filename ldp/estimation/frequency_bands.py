@@ -149,7 +149,9 @@ def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int,
 
 
 #: Relative residual at which `pool_debiased`'s solve of (I + B) g = f~ stops (GMRES, one
-#: product with B = one pass of k·d hashes), and its most iterations.
+#: product with B = two passes of k·d hashes), and its most restart cycles (scipy's maxiter),
+#: of at most 50 products each: at most 10,000 products, k·d bounded by the protocol's
+#: MAX_POOL_HASH_EVALUATIONS.
 POOL_SOLVE_TOLERANCE, POOL_SOLVE_ITERATIONS = 1e-10, 200
 
 
