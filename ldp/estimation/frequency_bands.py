@@ -97,7 +97,6 @@ import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator, gmres
 
 from ldp_telemetry.ldp.estimation.postprocess import (error_plug_in, is_single_support,
                                                       project_to_simplex)
@@ -162,6 +161,7 @@ def pool_debiased(protocol: HashPool, unbiased: np.ndarray) -> np.ndarray:
     on products with B, O(k·d) each, no d x d matrix; NaN (no reports) stays NaN. Raises
     ArithmeticError where the solve does not converge (I + B near singular: a pool far too
     small for the domain)."""
+    from scipy.sparse.linalg import LinearOperator, gmres  # scipy only where bands are made
     f = np.asarray(unbiased, dtype=np.float64)
     if np.isnan(f).any():
         return f
