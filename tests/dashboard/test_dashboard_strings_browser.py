@@ -87,14 +87,25 @@ def legend(browser) -> list[tuple[str, str]]:
         ".map(b => [b.textContent, b.getAttribute('aria-pressed')])")
 
 
+#: Tries at pointing at a chart that a poll may redraw meanwhile (`readout_at`).
+STALE_ATTEMPTS = 5
+
+
 def readout_at(browser, fraction: float, window: str) -> list[str]:
     """The read-out of the chart over windows with the pointer `fraction` across the plot, once
     it reads the window whose times start with `window`."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.action_chains import ActionChains
-    over = browser.driver.find_element("css selector", "#topk .u-over")
-    width = over.size["width"]
-    ActionChains(browser.driver).move_to_element_with_offset(
-        over, int((fraction - 0.5) * (width - 4)), 0).perform()
+    for attempt in range(STALE_ATTEMPTS):  # a poll may redraw the chart between find and move
+        over = browser.driver.find_element("css selector", "#topk .u-over")
+        try:
+            width = over.size["width"]
+            ActionChains(browser.driver).move_to_element_with_offset(
+                over, int((fraction - 0.5) * (width - 4)), 0).perform()
+            break
+        except StaleElementReferenceException:
+            if attempt == STALE_ATTEMPTS - 1:
+                raise
     assert wait_for(browser, "(document.querySelector('#topk-readout strong') || {})"
                              f".textContent.startsWith({json.dumps(window)})")
     return browser.driver.execute_script(
