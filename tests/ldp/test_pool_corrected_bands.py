@@ -150,19 +150,13 @@ def test_a_record_written_before_the_pool_bias_declaration_is_read_as_todays(pro
     the same fields; below it the old record keeps its bands. They drew them past it too."""
     import json
 
-    from ldp_telemetry.ldp.config.registry import parse_registry
-    from ldp_telemetry.ldp.engine.finalize import finalize_window
     from ldp_telemetry.ldp.estimation.queries import WindowEstimate
     from ldp_telemetry.output.bands import declares_no_value_band, value_bands
     from ldp_telemetry.output.estimate import EstimateRecord
-    from ldp_telemetry.output.records import window_estimate_record
-    config = parse_registry({"metrics": [{"name": "m", "protocol": protocol_name,
-                                          "epsilon": 2.0, "domain": {"size": 64}}]})["m"]
-    protocol, rng = config.protocol, np.random.default_rng(1)
+    from tests.window_records import frequency_record
+    rng = np.random.default_rng(1)
     for n, declared in ((2_000, False), (20_000, True)):
-        statistic = protocol.new_statistic()
-        protocol.accumulate(statistic, protocol.perturb(rng.integers(0, 10, n), rng))
-        record = window_estimate_record(config, finalize_window(config, statistic, n), 0, 1)
+        record = frequency_record(protocol_name, n, rng)
         assert (record.band_method == "none") is declared
         written = json.loads(record.to_json())
         written.update(band_method="exact-variance")

@@ -516,19 +516,11 @@ def test_a_point_answer_has_its_records_value_band(protocol_name, method):
     every method; under `norm` a pooled-hash oracle's point was banded around Norm's answer with
     Norm's standard error instead (cms, ε = 2: [0.0889, 0.1183] against the record's
     [0.0897, 0.1196])."""
-    from ldp_telemetry.ldp.config.registry import parse_registry
-    from ldp_telemetry.ldp.engine.finalize import finalize_window
     from ldp_telemetry.output.bands import value_bands
-    from ldp_telemetry.output.records import window_estimate_record
-    config = parse_registry({"metrics": [{"name": "m", "protocol": protocol_name,
-                                          "epsilon": 2.0, "domain": {"size": 64},
-                                          "postprocess": method}]})["m"]
+    from tests.window_records import frequency_record
     # 2,000 reports: at 20,000 the pooled-hash oracles' collision term exceeds
     # frequency_bands.POOL_BIAS_SHARE of the privacy noise and both sides declare no band
-    protocol, rng, n = config.protocol, np.random.default_rng(1), 2_000
-    statistic = protocol.new_statistic()
-    protocol.accumulate(statistic, protocol.perturb(rng.integers(0, 10, n), rng))
-    record = window_estimate_record(config, finalize_window(config, statistic, n), 0, 1)
+    record = frequency_record(protocol_name, 2_000, np.random.default_rng(1), method)
     w = WindowEstimate.from_record(record)
     lower, upper = value_bands(record)
     assert lower[3] is not None
@@ -544,17 +536,10 @@ def test_a_pooled_hash_window_past_the_pool_bias_share_answers_every_sum_without
     privacy noise (20,000 reports over 64 values, ε = 2), a point, a set (of one value, too)
     and a range answer all have no band, with the pool's reason; at 2,000 reports all three
     keep theirs. A set of one value was banded where the point of the same value was not."""
-    from ldp_telemetry.ldp.config.registry import parse_registry
-    from ldp_telemetry.ldp.engine.finalize import finalize_window
-    from ldp_telemetry.output.records import window_estimate_record
-    config = parse_registry({"metrics": [{"name": "m", "protocol": protocol_name,
-                                          "epsilon": 2.0, "domain": {"size": 64}}]})["m"]
-    protocol, rng = config.protocol, np.random.default_rng(1)
+    from tests.window_records import frequency_record
+    rng = np.random.default_rng(1)
     for n, declared in ((2_000, False), (20_000, True)):
-        statistic = protocol.new_statistic()
-        protocol.accumulate(statistic, protocol.perturb(rng.integers(0, 10, n), rng))
-        record = window_estimate_record(config, finalize_window(config, statistic, n), 0, 1)
-        w = WindowEstimate.from_record(record)
+        w = WindowEstimate.from_record(frequency_record(protocol_name, n, rng))
         for answer in (w.point(3), w.set_sum([3]), w.set_sum([1, 3, 5]), w.range_sum(2, 9)):
             assert (answer.band_method == "none") is declared, (n, answer.query)
             assert (answer.lower95 is None) is declared
