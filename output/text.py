@@ -32,6 +32,10 @@ def metric_title(record: EstimateRecord) -> str:
 
 #: What every ± printed by `show`, `query` and a live run's pane lines means.
 BAND_NOTE = f"± is the half width of the 95% band: {Z95:.2f} standard errors"
+#: What `ldp show`'s bands of a frequency window's largest values hold: each value's own, not
+#: adjusted for its having been picked as one of the largest by the same noise.
+SELECTED_NOTE = ("each value's band is its own, not adjusted for the value being among the "
+                 "largest: `ldp query --top K` gives bands that are, or says why it has none")
 
 
 def _plus_minus(value: float, lower: float | None, upper: float | None, error: float | None,

@@ -361,7 +361,7 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.output.integrity import with_jump_tests
     from ldp_telemetry.output.reader import read_estimates, select_windows
     from ldp_telemetry.output.names import printable
-    from ldp_telemetry.output.text import BAND_NOTE, format_top
+    from ldp_telemetry.output.text import BAND_NOTE, SELECTED_NOTE, format_top
     records = with_jump_tests(read_estimates(args.output))
     metrics = ([args.metric] if args.metric is not None
                else sorted({record.metric for record in records}))
@@ -370,6 +370,8 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
                                            args.config_version)]
     from ldp_telemetry.ldp.config.budget import budget_text, repeated_reports_note, window_cost
     print(f"({BAND_NOTE})")
+    if any(not record.numeric for record in chosen):
+        print(f"({SELECTED_NOTE})")
     promised: dict[str, str] = {}  # metric -> what its newest shown version promises a device
     for record in chosen:
         print(format_top(record, args.top))

@@ -178,6 +178,7 @@ def test_sliding_windows_of_numeric_metrics(tmp_path, capsys):
     shown = capsys.readouterr().out
     assert "95% band: exact-variance" in shown
     assert f"[{band['lower']:.4g}, {band['upper']:.4g}]" in shown
+    assert "among the largest" not in shown  # the selection note is a frequency window's
 
 
 def test_streaming_panes_of_a_numeric_metric(tmp_path):

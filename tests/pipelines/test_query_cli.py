@@ -263,9 +263,12 @@ def test_show_and_query_agree_on_the_band_and_pick_windows_alike(output, capsys)
                  "--top", str(len(LABELS))]) == 0
     shown = capsys.readouterr().out.splitlines()
     assert shown[0] == "(± is the half width of the 95% band: 1.96 standard errors)"
-    assert record["window_start"] in shown[1]
-    assert "95% band: exact-variance of the unbiased estimate" in shown[1]
-    (line,) = [line.split() for line in shown[2:] if line.split()[:1] == [label]]
+    assert shown[1] == ("(each value's band is its own, not adjusted for the value being among "
+                        "the largest: `ldp query --top K` gives bands that are, or says why it "
+                        "has none)")
+    assert record["window_start"] in shown[2]
+    assert "95% band: exact-variance of the unbiased estimate" in shown[2]
+    (line,) = [line.split() for line in shown[3:] if line.split()[:1] == [label]]
     assert line == [label, f"{record['estimate'][top]:.4f}", f"[{low:.4f},", f"{high:.4f}]"]
     assert main(["show", "--output", output, "--metric", "colour", "--last", "2"]) == 0
     starts = [r.window_start for r in read_estimates(output, "colour")]
