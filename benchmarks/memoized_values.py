@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,9 @@ def value_coverage(dataset, name: str, epsilon: float, n: int, windows: int, see
     base_noise = protocol.noise(n)
     if few_supports_reason(base_noise) is not None:
         return np.zeros(0), np.zeros(0), sampler, protocol
-    rng = np.random.default_rng([seed, n, int(epsilon * 100), d, len(name)])
+    # seeded by the oracle's name, so that oracles do not share their draws (pooled_top_k.py's
+    # channel windows likewise)
+    rng = np.random.default_rng([seed, n, int(epsilon * 100), d, zlib.crc32(name.encode())])
     held = np.zeros(d)
     mass = np.zeros(d)
     for w in range(windows):

@@ -2003,19 +2003,27 @@ SECTIONS += [
      "--memoized-sampler channel --confirm benchmarks/results/top_k_memoized_channel.json "
      "--benchmark top_k_memoized_channel_confirm"),
     ("top_k_memoized_loloha", "Top-k bands of memoized OLH and RLH with LOLOHA's g",
-     "As [the memoized oracles](#top-k-bands-of-the-memoized-oracles), for memoized OLH and "
-     "RLH with LOLOHA's lifetime-optimal g (`memoize.g` \"loloha\"), windows through their "
-     "clients.",
+     "As [the memoized oracles](#top-k-bands-of-the-memoized-oracles), for memoized OLH with "
+     "LOLOHA's lifetime-optimal g (`memoize.g` \"loloha\"; memoized RLH with that g is the "
+     "same protocol), windows through its client.",
      top_k_pooled,
-     "python benchmarks/pooled_top_k.py --protocols memoized-olh memoized-rlh --g-rule loloha "
-     "--sizes 1000 10000 100000 --benchmark top_k_memoized_loloha"),
+     "python benchmarks/pooled_top_k.py --protocols memoized-olh --g-rule loloha --sizes 1000 "
+     "10000 100000 --benchmark top_k_memoized_loloha"),
+    ("top_k_memoized_loloha_confirm", "Top-k bands of memoized OLH and RLH with LOLOHA's g, "
+     "failing cells, another seed",
+     "As [with LOLOHA's g](#top-k-bands-of-memoized-olh-and-rlh-with-lolohas-g), on another "
+     "seed's windows, for the cell where triples fell more than two standard errors below "
+     "0.95 (ε = 2, n = 10⁵, both data sets).",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-olh --g-rule loloha --epsilons 2 "
+     "--sizes 100000 --seed 131 --benchmark top_k_memoized_loloha_confirm"),
     ("top_k_memoized_loloha_million", "Top-k bands of memoized OLH and RLH with LOLOHA's g at a "
      "million reports",
      "As [with LOLOHA's g](#top-k-bands-of-memoized-olh-and-rlh-with-lolohas-g), at n = 10⁶, "
      "windows from the composed channel.",
      top_k_pooled,
-     "python benchmarks/pooled_top_k.py --protocols memoized-olh memoized-rlh --g-rule loloha "
-     "--sizes 1000000 --memoized-sampler channel --benchmark top_k_memoized_loloha_million"),
+     "python benchmarks/pooled_top_k.py --protocols memoized-olh --g-rule loloha --sizes "
+     "1000000 --memoized-sampler channel --benchmark top_k_memoized_loloha_million"),
     ("top_k_wiener_unseen", "Top-k bands of Wiener filters on other data",
      "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), for DW and GF-DW "
      "on data sets the declarations were not chosen on (the emoji occurrences, d = 969, and "
@@ -2145,6 +2153,87 @@ def pooled_values(r: dict) -> str:
                "cells beyond chance", "lowest"], totals)])
 
 
+def combined_pooled_values(r: dict) -> str:
+    """Per-value bands of combined pooled-hash versions (benchmarks/combined_pooled_values.py):
+    per (pair, data set, ε), one column per n — over the banded windows, the values more than two
+    standard errors below 0.95 · their share of the mass · the lowest value coverage · every
+    value together, and the windows declared; "declared" where most windows were."""
+    rows = r["rows"]
+    cells = {(row["protocol"], row["dataset"], row["epsilon"], row["n"]): row for row in rows}
+    cells.update({(c["protocol"], c["dataset"], c["epsilon"], c["n"]): c
+                  for c in r.get("declared", [])})
+    sizes = sorted({key[3] for key in cells})
+    body = []
+    for pair, dataset, epsilon in sorted({key[:3] for key in cells}):
+        line = [pair.upper(), dataset, f"{epsilon:g}"]
+        for n in sizes:
+            row = cells.get((pair, dataset, epsilon, n))
+            if row is None:
+                line.append("–")
+            elif "values" not in row:
+                line.append(f"declared ({row['declared_windows']})")
+            else:
+                line.append(f"{row['below_by_two']} · {100 * row['below_by_two_mass']:.1f}% · "
+                            f"{row['lowest']:.2f} · {row['all_values']:.3f}"
+                            + (f" ({row['declared_windows']})" if row["declared_windows"] else ""))
+        body.append(line)
+    totals = [[name.upper(), str(line["cells"]), f"{line['values']:,}",
+               f"{line['below_by_two']:,} ({line['below_by_two_chance']:,.1f})",
+               str(line["cells_beyond_chance"]), f"{line['lowest']:.2f}"]
+              for name, line in sorted(r["summary"].items())]
+    return "\n".join([
+        f"{r['parameters']['windows']} windows per cell, seed {r['parameters']['seed']}, n/2 "
+        "users per version. Each cell, over its banded windows: values more than two standard "
+        "errors (√(0.95 · 0.05 / W), W the banded windows) below 0.95 · the share of the "
+        "probability mass they hold · the lowest value coverage · every value together; in "
+        "brackets the windows whose combination was declared (no band). \"declared\": most of "
+        "the cell's windows were (their count in brackets).", "",
+        table(["versions", "data", "ε", *[f"n = {n:,}" for n in sizes]], body,
+              right=set(range(2, 3 + len(sizes)))), "",
+        table(["versions", "cells", "values", "below by 2 s.e. (chance)",
+               "cells beyond chance", "lowest"], totals)])
+
+
+def pooled_sets(r: dict) -> str:
+    """Set and range bands of pooled-hash windows below the pool-bias share
+    (benchmarks/pooled_sets.py): per (oracle, data set, ε), one column per n — over the banded
+    windows, the queries more than two standard errors below 0.95 · the lowest query coverage ·
+    every query together, and the windows declared; "declared" where most windows were."""
+    rows = r["rows"]
+    cells = {(row["protocol"], row["dataset"], row["epsilon"], row["n"]): row for row in rows}
+    cells.update({(c["protocol"], c["dataset"], c["epsilon"], c["n"]): c
+                  for c in r.get("declared", [])})
+    sizes = sorted({key[3] for key in cells})
+    body = []
+    for name, dataset, epsilon in sorted({key[:3] for key in cells}):
+        line = [name.upper(), dataset, f"{epsilon:g}"]
+        for n in sizes:
+            row = cells.get((name, dataset, epsilon, n))
+            if row is None:
+                line.append("–")
+            elif "queries" not in row:
+                line.append(f"declared ({row['declared_windows']})")
+            else:
+                line.append(f"{row['below_by_two']} · {row['lowest']:.2f} · "
+                            f"{row['all_queries']:.3f}"
+                            + (f" ({row['declared_windows']})" if row["declared_windows"] else ""))
+        body.append(line)
+    totals = [[name.upper(), str(line["cells"]), f"{line['queries']:,}",
+               f"{line['below_by_two']:,} ({line['below_by_two_chance']:,.1f})",
+               f"{line['lowest']:.2f}"] for name, line in sorted(r["summary"].items())]
+    p = r["parameters"]
+    return "\n".join([
+        f"{p['windows']} windows per cell, seed {p['seed']}, the oracle's own (fixed) pool, "
+        f"{p['queries']} sets of 10% of the domain and {p['queries']} ranges of 1–25% of it per "
+        "cell, the same in every window. Each cell, over its banded windows: queries more than "
+        "two standard errors (√(0.95 · 0.05 / W), W the banded windows) below 0.95 · the lowest "
+        "query coverage · every query together; in brackets the windows declared (no band). "
+        "\"declared\": most of the cell's windows were (their count in brackets).", "",
+        table(["oracle", "data", "ε", *[f"n = {n:,}" for n in sizes]], body,
+              right=set(range(2, 3 + len(sizes)))), "",
+        table(["oracle", "cells", "queries", "below by 2 s.e. (chance)", "lowest"], totals)])
+
+
 SECTIONS += [
     ("pooled_values", "Per-value bands of the pooled-hash oracles under a fixed pool",
      "The record's band of every value (f~ ± z · its standard error with the collision term, "
@@ -2173,16 +2262,36 @@ SECTIONS += [
      pooled_values,
      "python benchmarks/pooled_values.py --datasets airports 'common words' emoji --band "
      "corrected --pool 131 --seed 131 --benchmark pooled_values_corrected"),
+    ("combined_pooled_values", "Per-value bands of combined pooled-hash versions under a "
+     "fixed pool",
+     "The band of every value of a combination of two pooled-hash versions of one metric (CMS "
+     "then HCMS, CMS then FLH, at one ε; estimate ± z · std_error with each version's "
+     "collision term and their shared part, `exact-variance`), followed value by value across "
+     "windows of the one pool the versions share, on the airports data and the 256 most "
+     "common English words, n/2 users per version: CMS from its exact (hash, bucket) table "
+     "given the pool, HCMS and FLH through their clients ([error bars]"
+     "(error-bars.md#combined-pooled-hash-versions-value-by-value)).",
+     combined_pooled_values,
+     "python benchmarks/combined_pooled_values.py"),
+    ("pooled_sets", "Set and range bands of the pooled-hash oracles under a fixed pool",
+     "`ldp query`'s band of a set sum and a range sum (Σ_S f~ ± z · its exact standard error "
+     "with the collision term, `exact-variance`) for CMS, HCMS and FLH windows whose values keep "
+     "their bands (collision share at most 0.05), the same sets and ranges followed across the "
+     "windows of one pool, on the airports data and the 256 most common English words: CMS "
+     "from its exact (hash, bucket) table given the pool, HCMS and FLH through their clients "
+     "([error bars](error-bars.md#sets-and-ranges-of-pooled-hash-windows-under-a-fixed-pool)).",
+     pooled_sets,
+     "python benchmarks/pooled_sets.py"),
     ("memoized_values_loloha", "Per-value bands of memoized OLH and RLH with LOLOHA's g",
      "The record's band of every value (the score band at the composed channel's p* and q*, "
-     "`exact-variance`) for memoized OLH and RLH with LOLOHA's g, followed value by value "
+     "`exact-variance`) for memoized OLH (and so RLH) with LOLOHA's g, followed value by value "
      "across windows, on the airports data and the 256 most common English words: windows "
      "through the clients (each row a distinct device reporting once), from the composed "
      "channel at n = 10⁶ ([error bars](error-bars.md#memoized-oracles-at-a-million-reports-"
      "and-with-lolohas-g)).",
      memoized_values,
-     "python benchmarks/memoized_values.py --protocols memoized-olh memoized-rlh --g-rule "
-     "loloha --benchmark memoized_values_loloha"),
+     "python benchmarks/memoized_values.py --protocols memoized-olh --g-rule loloha "
+     "--benchmark memoized_values_loloha"),
     ("memoized_values_million", "Per-value bands of the memoized oracles at a million reports",
      "As [with LOLOHA's g](#per-value-bands-of-memoized-olh-and-rlh-with-lolohas-g), for the "
      "seven memoized oracles (their default g) at n = 10⁶, windows from the composed channel.",

@@ -472,7 +472,9 @@ TOP_K_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000, 1_000_000)
 #: than two standard errors below 0.95 at the pooled W (pooled_top_k.py --declarations,
 #: `pooled_failing`; in-sample): that added memoized BLH at (2, 10⁵), (4, 10⁵) and (0.5, 10⁶),
 #: OLH at (4, 10⁴) and (0.5, 10⁶), OUE at (1, 10⁵) and SUE at (1, 10⁵) (0.905–0.923), and
-#: dropped memoized OUE at (2, 10⁴) (it held over the 300 windows of three seeds).
+#: dropped memoized OUE at (2, 10⁴) (it held over the 300 windows of three seeds). Memoized
+#: OLH (and RLH) with LOLOHA's g, keyed apart (seed 31, its failing cells again on 131; 10⁶
+#: from the channel): (2, 10⁵) (0.895 over both seeds, common words, rank 7).
 #: A pooled-hash oracle's window between
 #: grid cells is declared where any cell around it is (`top_k_declared`: at n = 3·10⁵ the
 #: n = 10⁵ cell's rule gave bands that held down to 0.86). A method not measured at all (Power's
@@ -488,7 +490,8 @@ TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {
     f"{MEMOIZED_KEY}olh": frozenset({(0.5, 1_000), (4.0, 10_000), (0.5, 1_000_000)}),
     f"{MEMOIZED_KEY}sue": frozenset({(1.0, 100_000)}),
     f"{MEMOIZED_KEY}rue": frozenset({(0.5, 1_000)}),
-    f"{MEMOIZED_KEY}blh": frozenset({(2.0, 100_000), (4.0, 100_000), (0.5, 1_000_000)})}
+    f"{MEMOIZED_KEY}blh": frozenset({(2.0, 100_000), (4.0, 100_000), (0.5, 1_000_000)}),
+    f"{MEMOIZED_KEY}olh{LOLOHA_KEY}": frozenset({(2.0, 100_000)})}
 #: Methods whose top-k bands were not measured.
 TOP_K_NOT_MEASURED = frozenset({"power", "power-ns"})
 TOP_K_REASON = ("no calibrated band for top-k answers of {method} at ε = {epsilon:g}, n = {n}: "
@@ -507,13 +510,15 @@ TOP_K_NOT_MEASURED_REASON = ("no band for top-k answers of {method}: its bootstr
 
 def top_k_oracle(protocol: FrequencyOracle) -> str:
     """The key of `protocol` in TOP_K_UNCALIBRATED (and in `top_k_declared`'s reason): its
-    registry name, prefixed by MEMOIZED_KEY for a memoized oracle, and suffixed by LOLOHA_KEY
-    for memoized local hashing with LOLOHA's g (another g, so another channel, measured apart:
-    benchmarks/pooled_top_k.py --g-rule loloha)."""
+    registry name, prefixed by MEMOIZED_KEY for a memoized oracle; memoized local hashing with
+    LOLOHA's g (another g, so another channel, measured apart: benchmarks/pooled_top_k.py
+    --g-rule loloha) is `memoized-olh-loloha`, for RLH too (OLH and RLH differ only in the g
+    they choose: with LOLOHA's they are one protocol)."""
     if not getattr(protocol, "memoized", False):
         return protocol.name
-    loloha = getattr(protocol, "g_rule", None) == LOLOHA_G
-    return f"{MEMOIZED_KEY}{protocol.name}{LOLOHA_KEY if loloha else ''}"
+    if getattr(protocol, "g_rule", None) == LOLOHA_G:
+        return f"{MEMOIZED_KEY}olh{LOLOHA_KEY}"
+    return f"{MEMOIZED_KEY}{protocol.name}"
 
 
 def top_k_cell(epsilon: float, n: int) -> tuple[float, int]:

@@ -39,6 +39,10 @@ def test_the_oracle_key_tells_a_memoized_oracle_from_its_one_stage_member():
         f"{MEMOIZED_KEY}olh-loloha")
     assert top_k_oracle(make_memoized_protocol("olh", 1.0, 8, 2.0, "report")) == (
         f"{MEMOIZED_KEY}olh")
+    # RLH with LOLOHA's g is OLH with it (they differ only in the g they choose)
+    assert top_k_oracle(make_memoized_protocol("rlh", 1.0, 8, 2.0, "loloha")) == (
+        f"{MEMOIZED_KEY}olh-loloha")
+    assert top_k_oracle(make_memoized_protocol("rlh", 1.0, 8, 2.0)) == f"{MEMOIZED_KEY}rlh"
 
 
 def test_the_benchmark_measures_the_band_ldp_query_gives(tmp_path):
@@ -117,7 +121,7 @@ def test_declared_cells_have_no_band_there_and_only_there():
     assert set(TOP_K_UNCALIBRATED) == {"cms", "hcms", "flh", f"{MEMOIZED_KEY}grr",
                                        f"{MEMOIZED_KEY}oue", f"{MEMOIZED_KEY}olh",
                                        f"{MEMOIZED_KEY}sue", f"{MEMOIZED_KEY}rue",
-                                       f"{MEMOIZED_KEY}blh"}
+                                       f"{MEMOIZED_KEY}blh", f"{MEMOIZED_KEY}olh-loloha"}
     # memoized RUE's rank 3 at ε = 0.5, n = 10³ (airports, norm-hyb): 0.85, then 0.91 on
     # another seed, 0.88 over both
     assert TOP_K_UNCALIBRATED[f"{MEMOIZED_KEY}rue"] == {(0.5, 1_000)}
@@ -315,3 +319,22 @@ def test_pooled_failing_pools_a_triple_over_every_run_that_measured_it():
             [row("a", "0.88 1"), row("a", "0.95 1"), row("b", "0.9 1"), row("b", "0.95 1"),
              row("a", "0.96 0.96", n=20)])
     assert found == {"a": {(1.0, 10)}}
+
+
+def test_memoized_local_hashing_with_lolohas_g_is_declared_by_its_own_key():
+    """`ldp query --top` on memoized OLH or RLH with LOLOHA's g at ε = 2 with 10⁵ reports (its
+    rank 7 of the common words held 0.895 over 200 windows of two seeds) gives no band and names
+    `memoized-olh-loloha`; memoized OLH with the report g there keeps the union."""
+    f = np.array([0.4, 0.2, 0.15, 0.1, 0.08, 0.04, 0.02, 0.01])
+
+    def top(protocol, n: int) -> list:
+        variance = np.maximum(protocol.noise(n).variance(f), 1e-12)
+        unbiased = f + np.random.default_rng(9).normal(0, np.sqrt(variance))
+        return WindowEstimate.from_unbiased(protocol, n, unbiased,
+                                            PostprocessSpec("norm-hyb", ())).top_k(3)
+    for name in ("olh", "rlh"):
+        declared = top(make_memoized_protocol(name, 2.0, f.size, 4.0, "loloha"), 100_000)
+        assert [a.band_method for a in declared] == ["none"] * 3
+        assert f"{MEMOIZED_KEY}olh-loloha at ε = 2, n = 100,000" in declared[0].band_reason
+    assert [a.band_method for a in top(make_memoized_protocol("olh", 2.0, f.size, 4.0),
+                                       100_000)] == ["bias-corrected-bootstrap"] * 3
