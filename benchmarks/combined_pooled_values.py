@@ -17,8 +17,9 @@ as declared; every value's band of the other windows is checked against the wind
 Per cell: the windows declared, and over the banded windows (where they are at least half of
 the cell's; otherwise the cell counts as declared) the row
 pooled_values.py writes (cell_row: values more than two standard errors below 0.95 at the
-banded W beside chance, their share of the mass, the lowest, every value together); per pair
-the summary of pooled_values.oracle_summary.
+banded W beside chance, their share of the mass, the lowest, every value together) and every
+value's coverage (`coverages`, in domain order); per pair the summary of
+pooled_values.oracle_summary.
 
     nice python benchmarks/combined_pooled_values.py \\
         --json benchmarks/results/combined_pooled_values.json
@@ -144,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                         row = {**cell_row(dataset_name, pair, epsilon, n,
                                           args.windows - declared, coverage, mass, sampler,
                                           time.perf_counter() - started),
-                               "declared_windows": declared}
+                               "declared_windows": declared,
+                               "coverages": " ".join(f"{c:g}" for c in coverage.round(4))}
                         rows.append(row)
                         print(f"{dataset_name} {pair} ε={epsilon:g} n={n:,}: "
                               f"{row['below_by_two']} of {row['values']} values below by two "

@@ -4,7 +4,8 @@ Read from the results of the coverage benchmarks (benchmarks/results/): coverage
 (frequency values, sets, ranges, combined versions), top_k_selective (top-k answers, rank by
 rank; top_k_pooled and top_k_memoized for the pooled-hash and memoized oracles),
 memoized_values (the memoized oracles' value bands, value by value), pooled_sets (set and
-range bands of pooled-hash windows under a fixed pool),
+range bands of pooled-hash windows under a fixed pool), combined_pooled_values (combined
+pooled-hash versions, value by value),
 coverage_moments (the mean and the variance of Square Wave), coverage_cfo_moments (those of
 CFO-binning), coverage_bins and
 coverage_bins_large (the ranges, mean and variance of CFO-binning and hierarchical
@@ -241,6 +242,22 @@ def memoized_value_rows(*measured: dict | None) -> list[dict]:
                   pairs, declared, note=f"measured: {oracles}; (cell, value) pairs")]
 
 
+def combined_pooled_rows(*measured: dict | None) -> list[dict]:
+    """The band of combined pooled-hash versions followed value by value under their shared
+    pool (benchmarks/combined_pooled_values.py): one pair per (cell, value), its coverage over
+    the cell's banded windows; the values of cells whose windows mostly have no band counted as
+    declared."""
+    rows = [row for results in measured if results for row in results["rows"]]
+    if not rows:
+        return []
+    pairs = [(float(c), row["windows"]) for row in rows for c in row["coverages"].split()]
+    declared = sum(FREQUENCY_DATASET_SIZES[cell["dataset"]] for results in measured if results
+                   for cell in results.get("declared", []))
+    versions = ", ".join(sorted({row["protocol"].upper() for row in rows}))
+    return [tally("combined versions, pooled-hash, value by value", "exact-variance", pairs,
+                  declared, note=f"measured: {versions}; (cell, value) pairs")]
+
+
 def pooled_set_rows(*measured: dict | None) -> list[dict]:
     """`ldp query`'s set and range bands of pooled-hash windows below the pool-bias share,
     the same queries followed over the windows of one pool (benchmarks/pooled_sets.py): one pair
@@ -461,6 +478,7 @@ def summary(results: Path = RESULTS) -> list[dict]:
         rows += frequency_rows(frequency)
     rows += memoized_value_rows(*(_load(results, name) for name in MEMOIZED_VALUES))
     rows += pooled_set_rows(_load(results, "pooled_sets"))
+    rows += combined_pooled_rows(_load(results, "combined_pooled_values"))
     rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"),
                        *(_load(results, name) for name in UNFILTERED_TOP_K),
                        conditional=_load(results, "top_k_selective_conditional"))

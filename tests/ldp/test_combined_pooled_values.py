@@ -18,7 +18,7 @@ def test_the_benchmark_follows_each_value_of_the_combination(tmp_path):
     reports: the collision share is far past 0.05) is listed as declared; bad sizes, windows
     and ε fail at start (exit 2)."""
     from tests.benchmark_scripts import loaded_scripts
-    with loaded_scripts("combined_pooled_values", "report") as scripts:
+    with loaded_scripts("combined_pooled_values", "report", "coverage_summary") as scripts:
         main = scripts["combined_pooled_values"].main
         arguments = ["--datasets", "zipf", "--windows", "4", "--datasets-dir", str(tmp_path)]
         assert main([*arguments, "--epsilons", "1", "4", "--sizes", "2000", "1000000",
@@ -29,6 +29,7 @@ def test_the_benchmark_follows_each_value_of_the_combination(tmp_path):
         results = document["results"]
         table = scripts["report"].combined_pooled_values(
             {**results, "parameters": document["parameters"]})
+        [row] = scripts["coverage_summary"].combined_pooled_rows(results)
     measured = {(r["epsilon"], r["n"]) for r in results["rows"]}
     declared = {(c["epsilon"], c["n"]): c["declared_windows"] for c in results["declared"]}
     assert (1.0, 2000) in measured and declared.get((4.0, 1_000_000)) == 4
@@ -37,6 +38,10 @@ def test_the_benchmark_follows_each_value_of_the_combination(tmp_path):
         assert r["values"] == 64 and r["protocol"] == "cms+flh" and r["sampler"] == "exact+client"
         assert 2 * (4 - r["declared_windows"]) >= 4
     assert "| CMS+FLH | zipf | 4 |" in table and "declared (4)" in table
+    assert row["pairs"] == 64 * len(measured) and row["declared"] == 64 * len(declared)
+    for r in results["rows"]:
+        coverages = np.array(r["coverages"].split(), dtype=float)
+        assert coverages.size == 64 and r["all_values"] == round(float(coverages.mean()), 4)
 
 
 def test_the_versions_share_one_pool_and_their_combination_carries_the_shared_part():
