@@ -32,7 +32,8 @@ from bench_json import Run, add_json_argument, default_datasets_dir, simulation_
 from coverage_frequency import DATASETS, default_sampler, query_weights, support_counts
 from coverage_summary import below_by_two, below_by_two_chance
 
-from ldp_telemetry.ldp.estimation.queries import BAND_NONE, WindowEstimate
+from ldp_telemetry.ldp.estimation.queries import WindowEstimate
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_NONE
 from ldp_telemetry.ldp.protocols import is_pooled, make_protocol
 from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
