@@ -3,6 +3,9 @@
 Read from the results of the coverage benchmarks (benchmarks/results/): coverage_frequency
 (frequency values, sets, ranges, combined versions), top_k_selective (top-k answers, rank by
 rank; top_k_pooled and top_k_memoized for the pooled-hash and memoized oracles),
+memoized_values (the memoized oracles' value bands, value by value), pooled_sets (set and
+range bands of pooled-hash windows under a fixed pool), combined_pooled_values (combined
+pooled-hash versions, value by value),
 coverage_moments (the mean and the variance of Square Wave), coverage_cfo_moments (those of
 CFO-binning), coverage_bins and
 coverage_bins_large (the ranges, mean and variance of CFO-binning and hierarchical
@@ -222,6 +225,56 @@ def pooled_top_k_rows(*measured: dict | None) -> list[dict]:
                   note=f"measured: {oracles}; (method, cell, rank) triples")]
 
 
+def memoized_value_rows(*measured: dict | None) -> list[dict]:
+    """The record's value bands of the memoized oracles followed value by value
+    (benchmarks/memoized_values.py): one pair per (cell, value), its coverage over the cell's
+    windows; the values of cells whose records have no value bands counted as declared."""
+    rows = [row for results in measured if results for row in results["rows"]]
+    if not rows:
+        return []
+    pairs = [(float(c), row["windows"]) for row in rows for c in row["coverages"].split()]
+    declared = sum(FREQUENCY_DATASET_SIZES[cell["dataset"]] for results in measured if results
+                   for cell in results.get("declared", []))
+    oracles = ", ".join(sorted({row["protocol"].upper()
+                                + (" (LOLOHA's g)" if row.get("g_rule") == "loloha" else "")
+                                for row in rows}))
+    return [tally("frequency values, memoized oracles, value by value", "exact-variance",
+                  pairs, declared, note=f"measured: {oracles}; (cell, value) pairs")]
+
+
+def combined_pooled_rows(*measured: dict | None) -> list[dict]:
+    """The band of combined pooled-hash versions followed value by value under their shared
+    pool (benchmarks/combined_pooled_values.py): one pair per (cell, value), its coverage over
+    the cell's banded windows; the values of cells whose windows mostly have no band counted as
+    declared."""
+    rows = [row for results in measured if results for row in results["rows"]]
+    if not rows:
+        return []
+    pairs = [(float(c), row["windows"]) for row in rows for c in row["coverages"].split()]
+    declared = sum(FREQUENCY_DATASET_SIZES[cell["dataset"]] for results in measured if results
+                   for cell in results.get("declared", []))
+    versions = ", ".join(sorted({row["protocol"].upper() for row in rows}))
+    return [tally("combined versions, pooled-hash, value by value", "exact-variance", pairs,
+                  declared, note=f"measured: {versions}; (cell, value) pairs")]
+
+
+def pooled_set_rows(*measured: dict | None) -> list[dict]:
+    """`ldp query`'s set and range bands of pooled-hash windows below the pool-bias share,
+    the same queries followed over the windows of one pool (benchmarks/pooled_sets.py): one pair
+    per (cell, query), its coverage over the cell's banded windows; the queries of cells whose
+    windows mostly have no band counted as declared."""
+    rows = [row for results in measured if results for row in results["rows"]]
+    if not rows:
+        return []
+    pairs = [(float(c), row["windows"]) for row in rows for c in row["coverages"].split()]
+    queries = rows[0]["queries"]
+    declared = sum(queries for results in measured if results
+                   for _ in results.get("declared", []))
+    oracles = ", ".join(sorted({row["protocol"].upper() for row in rows}))
+    return [tally("set and range answers, pooled-hash, under a fixed pool", "exact-variance",
+                  pairs, declared, note=f"measured: {oracles}; (cell, query) pairs")]
+
+
 def pooled_shipped(row: dict) -> bool:
     """Whether a row of benchmarks/pooled_top_k.py is of a cell whose answers have a band
     (frequency_bands.top_k_declared for its oracle key and method)."""
@@ -398,10 +451,18 @@ UNFILTERED_TOP_K = ("top_k_unfiltered", "top_k_unfiltered_large", "top_k_unfilte
                     "top_k_unfiltered_sue_fresh")
 #: Results of benchmarks/pooled_top_k.py (pooled-hash oracles; memoized oracles; the cells
 #: declared, re-measured on another seed; the pooled-hash oracles between grid sizes; the other
-#: memoized oracles and their failing cells again).
+#: memoized oracles and their failing cells again; all seven at n = 10⁶ and their failing cells
+#: again, and their channel's windows at 10⁴–10⁵ checked against the clients'; memoized OLH and
+#: RLH with LOLOHA's g).
 POOLED_TOP_K = ("top_k_pooled", "top_k_memoized", "top_k_pooled_confirm",
                 "top_k_memoized_confirm", "top_k_pooled_between", "top_k_memoized_more",
-                "top_k_memoized_more_confirm")
+                "top_k_memoized_more_confirm", "top_k_memoized_million",
+                "top_k_memoized_million_confirm", "top_k_memoized_channel",
+                "top_k_memoized_loloha", "top_k_memoized_loloha_confirm",
+                "top_k_memoized_loloha_million")
+#: Results of benchmarks/memoized_values.py (memoized OLH and RLH with LOLOHA's g; the seven
+#: memoized oracles at n = 10⁶).
+MEMOIZED_VALUES = ("memoized_values_loloha", "memoized_values_million")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",
@@ -415,6 +476,9 @@ def summary(results: Path = RESULTS) -> list[dict]:
     frequency = _load(results, "coverage_frequency")
     if frequency:
         rows += frequency_rows(frequency)
+    rows += memoized_value_rows(*(_load(results, name) for name in MEMOIZED_VALUES))
+    rows += pooled_set_rows(_load(results, "pooled_sets"))
+    rows += combined_pooled_rows(_load(results, "combined_pooled_values"))
     rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"),
                        *(_load(results, name) for name in UNFILTERED_TOP_K),
                        conditional=_load(results, "top_k_selective_conditional"))

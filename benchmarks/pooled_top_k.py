@@ -23,6 +23,26 @@ With --confirm RESULTS, only the cells (data set, oracle, ε, n) where a triple 
 more than two standard errors below 0.95 are measured again (pass another --seed): a
 declaration chosen on one seed's windows, checked on others.
 
+With --memoized-sampler channel a memoized oracle's support counts are drawn from its composed
+channel (frequency_bands.channel_support_counts at the protocol's p* and q*) instead of its
+client: exact for memoized GRR and the unary encodings (one report per device: their bits are
+randomised independently in both stages), the uniform-hash model for local hashing (as
+coverage_frequency's OLH model) — what makes n = 10⁶ affordable (a memoized unary client costs
+about 6 s a window there). --against RESULTS... compares each (data set, oracle, ε, n, method,
+rank) triple measured here with the same triple of those results files (another sampler or
+seed), counting the triples whose two coverages differ by more than two standard errors of a
+difference (`agreement`). --g-rule loloha gives memoized OLH and RLH LOLOHA's lifetime-optimal g
+(memoize.g, `make_memoized_protocol`; their key `memoized-olh-loloha`). --declarations RESULTS...
+measures nothing and prints, per oracle key, the cells where a triple pooled over every window
+of those files lies more than two standard errors below 0.95 (`pooled_failing`): the memoized
+oracles' declarations.
+
+    nice python benchmarks/pooled_top_k.py --protocols memoized-grr memoized-oue memoized-olh \\
+        memoized-sue memoized-rue memoized-blh memoized-rlh --sizes 1000000 --seed 731 \\
+        --memoized-sampler channel --benchmark top_k_memoized_million \\
+        --json benchmarks/results/top_k_memoized_million.json
+    python benchmarks/pooled_top_k.py --declarations benchmarks/results/top_k_memoized*.json
+
     nice python benchmarks/pooled_top_k.py --protocols cms hcms flh \\
         --json benchmarks/results/top_k_pooled.json
 """
@@ -33,52 +53,67 @@ import json
 import statistics
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
 from bench_json import Run, add_json_argument, default_datasets_dir, simulation_problem
 from coverage_frequency import DATASETS, TOP, default_sampler, support_counts
-from coverage_summary import GOAL, below_by_two, below_by_two_chance
+from coverage_summary import (GOAL, NOMINAL, OFF_BY_TWO_CHANCE, below_by_two,
+                              below_by_two_chance)
 from selective_top_k import by_rank
 
-from ldp_telemetry.ldp.estimation.frequency_bands import (MEMOIZED_KEY, rank_conditional_applies,
-                                                          top_k_bands, top_k_oracle)
+from ldp_telemetry.ldp.estimation.frequency_bands import (MEMOIZED_KEY, channel_support_counts,
+                                                          rank_conditional_applies, top_k_bands,
+                                                          top_k_oracle)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS
 from ldp_telemetry.ldp.protocols import is_pooled, make_protocol
-from ldp_telemetry.ldp.protocols.memoized import MEMOIZED, make_memoized_protocol
+from ldp_telemetry.ldp.protocols.memoized import (G_RULES, LOCAL_HASHING, MEMOIZED,
+                                                  make_memoized_protocol)
 from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
 #: Prefix of a memoized oracle on the command line ("memoized-grr": L-GRR), its key in
 #: TOP_K_UNCALIBRATED.
 MEMOIZED_PREFIX = MEMOIZED_KEY
+#: How a memoized oracle's windows are drawn (--memoized-sampler; module docstring).
+MEMOIZED_SAMPLERS = ("client", "channel")
 
 
-def oracle(name: str, epsilon: float, d: int, lifetime_factor: float):
+def oracle(name: str, epsilon: float, d: int, lifetime_factor: float,
+           g_rule: str | None = None):
     """The protocol of `name` at ε over d values ("memoized-X": X's two-stage form at ε1 = ε,
-    ε∞ = lifetime_factor · ε)."""
+    ε∞ = lifetime_factor · ε, local hashing's g by `g_rule`, None the default)."""
     if name.startswith(MEMOIZED_PREFIX):
-        return make_memoized_protocol(name[len(MEMOIZED_PREFIX):], epsilon, d,
-                                      lifetime_factor * epsilon)
+        member = name[len(MEMOIZED_PREFIX):]
+        return make_memoized_protocol(member, epsilon, d, lifetime_factor * epsilon,
+                                      g_rule if member in LOCAL_HASHING else None)
     return make_protocol(name, epsilon, d)
 
 
 def cell_rows(dataset_name: str, dataset, name: str, epsilon: float, n: int,
-              methods: list[str], windows: int, seed: int, lifetime_factor: float
-              ) -> list[dict]:
+              methods: list[str], windows: int, seed: int, lifetime_factor: float,
+              memoized_sampler: str = "client", g_rule: str | None = None) -> list[dict]:
     """The rows of one (data set, oracle, ε, n) cell, one per method (module docstring)."""
     d = dataset(0).size
-    protocol = oracle(name, epsilon, d, lifetime_factor)
-    sampler = "client" if name.startswith(MEMOIZED_PREFIX) else default_sampler(
-        name, n, d, 300_000_000)
+    protocol = oracle(name, epsilon, d, lifetime_factor, g_rule)
+    memoized = name.startswith(MEMOIZED_PREFIX)
+    sampler = memoized_sampler if memoized else default_sampler(name, n, d, 300_000_000)
     base_noise = protocol.noise(n)
-    rng = np.random.default_rng([seed, n, int(epsilon * 100), d, len(name)])
+    # the channel's windows are also seeded by the oracle's name (its length alone, the
+    # client's key, is the same for every memoized oracle and would share their draws)
+    rng = np.random.default_rng([seed, n, int(epsilon * 100), d, len(name)] + (
+        [zlib.crc32(name.encode())] if sampler == "channel" else []))
     inside: dict[str, list[np.ndarray]] = {m: [] for m in methods}
     widths: dict[str, list[float]] = {m: [] for m in methods}
     seconds: dict[str, list[float]] = {m: [] for m in methods}
     for w in range(windows):
         counts = rng.multinomial(n, dataset(w))
         truth = counts / n
-        unbiased = unbiased_estimate(support_counts(protocol, counts, rng, sampler), base_noise)
+        if sampler == "channel":
+            support = channel_support_counts(counts, base_noise, rng)
+        else:
+            support = support_counts(protocol, counts, rng, sampler)
+        unbiased = unbiased_estimate(support, base_noise)
         noise = base_noise.for_window(unbiased)  # as queries.WindowAnswers.noise
         for method in methods:
             def post(u: np.ndarray, method: str = method, noise=noise) -> np.ndarray:
@@ -95,9 +130,10 @@ def cell_rows(dataset_name: str, dataset, name: str, epsilon: float, n: int,
         held = np.vstack(inside[method])
         rows.append({"dataset": dataset_name, "protocol": name, "oracle": top_k_oracle(protocol),
                      "epsilon": epsilon, "n": n, "method": method, "windows": windows,
-                     "lifetime_epsilon": (lifetime_factor * epsilon
-                                          if name.startswith(MEMOIZED_PREFIX) else None),
+                     "lifetime_epsilon": lifetime_factor * epsilon if memoized else None,
                      "sampler": sampler,
+                     **({"g": protocol.g, "g_rule": protocol.g_rule}
+                        if memoized and hasattr(protocol, "g_rule") else {}),
                      "coverage": round(float(held.mean()), 4),
                      "by_rank": " ".join(f"{v:g}" for v in held.mean(axis=0).round(4)),
                      "median_width": round(statistics.median(widths[method]), 6),
@@ -131,11 +167,73 @@ def oracle_summary(rows: list[dict]) -> dict:
     return out
 
 
+def _triples(rows: list[dict]) -> dict[tuple, tuple[float, int]]:
+    """(data set, oracle, ε, n, method, rank) -> (coverage, windows) of rows of this script."""
+    return {(r["dataset"], r["protocol"], r["epsilon"], r["n"], r["method"], rank):
+            (c, r["windows"])
+            for r in rows for rank, c in enumerate(by_rank({"by_rank": r["by_rank"]}), start=1)}
+
+
+def agreement(rows: list[dict], others: list[dict]) -> dict:
+    """How the triples of `rows` agree with the same triples of `others` (another sampler or
+    seed): how many were compared, how many differ by more than two standard errors of a
+    difference (each coverage's from the binomial law at their pooled mean, floored at
+    0.95 · 0.05 so that two coverages of 1.00 do not make it 0), beside the share chance gives
+    (OFF_BY_TWO_CHANCE, 4.6%), and the median and largest absolute difference."""
+    mine, theirs = _triples(rows), _triples(others)
+    shared = sorted(set(mine) & set(theirs), key=str)
+    differences, off = [], 0
+    for key in shared:
+        (a, wa), (b, wb) = mine[key], theirs[key]
+        pooled = (a * wa + b * wb) / (wa + wb)
+        spread = max(pooled * (1.0 - pooled), NOMINAL * (1.0 - NOMINAL))
+        off += abs(a - b) > 2.0 * (spread * (1.0 / wa + 1.0 / wb)) ** 0.5
+        differences.append(abs(a - b))
+    return {"compared": len(shared), "differ_by_two": off,
+            "differ_by_two_chance": round(float(OFF_BY_TWO_CHANCE) * len(shared), 1),
+            "median_difference": round(statistics.median(differences), 4) if shared else None,
+            "largest_difference": round(max(differences), 4) if shared else None}
+
+
+def pooled_failing(rows: list[dict]) -> dict[str, set[tuple[float, int]]]:
+    """Oracle key (`top_k_oracle`) -> the (ε, n) cells where a (data set, method, rank) triple,
+    its coverage pooled over every window `rows` measured for it (the runs of several seeds),
+    lies more than two standard errors below 0.95 at the pooled W: the rule the memoized
+    oracles' declarations follow (frequency_bands.TOP_K_UNCALIBRATED; in-sample)."""
+    held: dict[tuple, list[float]] = {}
+    for r in rows:
+        for rank, c in enumerate(by_rank({"by_rank": r["by_rank"]}), start=1):
+            key = (r["oracle"], r["epsilon"], r["n"], r["dataset"], r["method"], rank)
+            total = held.setdefault(key, [0.0, 0.0])
+            total[0] += c * r["windows"]
+            total[1] += r["windows"]
+    out: dict[str, set[tuple[float, int]]] = {}
+    for (key, epsilon, n, *_), (inside, windows) in held.items():
+        if below_by_two(inside / windows, int(windows)):
+            out.setdefault(key, set()).add((epsilon, n))
+    return out
+
+
 def failing_cells(results: dict) -> set[tuple[str, str, float, int]]:
     """The (data set, oracle, ε, n) cells of a results file of this script where a (method,
     rank) triple fell more than two standard errors below 0.95 (`oracle_summary`)."""
     return {(f["dataset"], name, f["epsilon"], f["n"])
             for name, line in results["summary"].items() for f in line["failing"]}
+
+
+def print_declarations(paths: list[str]) -> int:
+    """--declarations: the cells `pooled_failing` finds over the rows of `paths`, per oracle
+    key; 2 when a file cannot be read."""
+    rows: list[dict] = []
+    for path in paths:
+        try:
+            rows += json.loads(Path(path).read_text())["results"]["rows"]
+        except (OSError, ValueError, KeyError) as error:
+            print(f"--declarations: cannot read the rows of {path}: {error}", file=sys.stderr)
+            return 2
+    for key, cells in sorted(pooled_failing(rows).items()):
+        print(f"{key}: " + ", ".join(f"({epsilon:g}, {n:,})" for epsilon, n in sorted(cells)))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,6 +248,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=100)
     parser.add_argument("--lifetime-factor", type=float, default=2.0,
                         help="a memoized oracle's ε∞ as a multiple of ε1 (> 1)")
+    parser.add_argument("--memoized-sampler", default="client", choices=MEMOIZED_SAMPLERS,
+                        help="a memoized oracle's windows through its client or its composed "
+                             "channel (module docstring)")
+    parser.add_argument("--g-rule", default=None, choices=G_RULES,
+                        help="memoized OLH's and RLH's g (memoize.g; default: the report g)")
+    parser.add_argument("--against", nargs="*", default=[], metavar="RESULTS",
+                        help="compare each triple with the same triple of these results files")
+    parser.add_argument("--declarations", nargs="*", default=None, metavar="RESULTS",
+                        help="measure nothing: print the cells `pooled_failing` finds over the "
+                             "rows of these results files")
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--datasets-dir", default=default_datasets_dir())
     parser.add_argument("--benchmark", default="top_k_pooled", help="the results' name")
@@ -158,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                              "file of the script (on another --seed)")
     add_json_argument(parser)
     args = parser.parse_args(argv)
+    if args.declarations is not None:
+        return print_declarations(args.declarations)
     folder = Path(args.datasets_dir)
     problem = simulation_problem(folder, args.windows, args.sizes)
     if problem:
@@ -186,6 +296,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--protocols: {name} gets the rank-conditional band "
                   "(selective_top_k.py --unfiltered measures it)", file=sys.stderr)
             return 2
+    if args.g_rule is not None and not any(
+            name.startswith(MEMOIZED_PREFIX) and name[len(MEMOIZED_PREFIX):] in LOCAL_HASHING
+            for name in args.protocols):
+        print(f"--g-rule applies to memoized local hashing with a chosen g "
+              f"({', '.join(MEMOIZED_PREFIX + m for m in sorted(LOCAL_HASHING))})",
+              file=sys.stderr)
+        return 2
+    others: list[dict] = []
+    for path in args.against:
+        try:
+            others += json.loads(Path(path).read_text())["results"]["rows"]
+        except (OSError, ValueError, KeyError) as error:
+            print(f"--against: cannot read the rows of {path}: {error}", file=sys.stderr)
+            return 2
     only = None
     if args.confirm is not None:
         try:
@@ -204,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
                         if only is not None and (dataset_name, name, epsilon, n) not in only:
                             continue
                         found = cell_rows(dataset_name, dataset, name, epsilon, n, args.methods,
-                                          args.windows, args.seed, args.lifetime_factor)
+                                          args.windows, args.seed, args.lifetime_factor,
+                                          args.memoized_sampler, args.g_rule)
                         rows += found
                         for r in found:
                             print(f"{dataset_name} {name} ε={epsilon:g} n={n:,} {r['method']}: "
@@ -218,7 +343,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"{line['below_by_two_chance']}); lowest {line['lowest']}", flush=True)
             for failing in line["failing"]:
                 print(f"  {name} {failing}", flush=True)
-        run.save({"rows": rows, "summary": found_summary})
+        saved = {"rows": rows, "summary": found_summary}
+        if args.against:
+            saved["against"] = agreement(rows, others)
+            print(f"against {' '.join(args.against)}: {saved['against']}", flush=True)
+        run.save(saved)
     return 0
 
 

@@ -1678,6 +1678,7 @@ def top_k_pooled(r: dict) -> str:
     lifetime = {row["lifetime_epsilon"] / row["epsilon"] for row in r["rows"]
                 if row.get("lifetime_epsilon")}
     return "\n".join([
+        memoized_drawn(r["rows"]) +
         f"Top 10 of each oracle's f~ post-processed, ε "
         f"{', '.join(f'{e:g}' for e in sorted({row['epsilon'] for row in r['rows']}))}, n "
         f"{', '.join(f'{n:,}' for n in sizes)}, {', '.join(map(str, windows))} windows per "
@@ -1692,7 +1693,75 @@ def top_k_pooled(r: dict) -> str:
         "Triples more than two standard errors below 0.95:" if failing else
         "No triple more than two standard errors below 0.95.",
         *(["", table(["oracle", "data", "ε", "n", "then", "rank", "coverage"], failing,
-                     right={2, 3, 5, 6})] if failing else [])])
+                     right={2, 3, 5, 6})] if failing else []),
+        *(["", against_line(r)] if "against" in r else [])])
+
+
+def memoized_drawn(rows: list[dict]) -> str:
+    """How the memoized oracles' windows of pooled_top_k.py or memoized_values.py were drawn
+    (their composed channel, where not their clients) and the g of local hashing with a g rule,
+    as a sentence ending in a space; empty when the rows say neither."""
+    said = []
+    if any(row["sampler"] == "channel" for row in rows):
+        said.append("memoized windows of " + ", ".join(f"{n:,}" for n in sorted(
+            {row["n"] for row in rows if row["sampler"] == "channel"}))
+            + " reports drawn from the composed channel at the oracle's p* and q* "
+            "(`--memoized-sampler channel`: exact for GRR and the unary encodings, the "
+            "uniform-hash model for local hashing), not its client.")
+    rules = {row["g_rule"] for row in rows if row.get("g_rule")}
+    if rules - {"report"}:
+        g = sorted({(row["protocol"], row["dataset"], row["epsilon"], row["g"]) for row in rows
+                    if row.get("g_rule")})
+        said.append(f"`memoize.g` {', '.join(sorted(rules))}: g = " + "; ".join(
+            f"{name} {dataset} ε {epsilon:g}: {value}" for name, dataset, epsilon, value in g)
+            + ".")
+    return "".join(x[0].upper() + x[1:] + " " for x in said)
+
+
+def against_line(r: dict) -> str:
+    """The agreement of pooled_top_k.py's triples with another run's (`--against`)."""
+    a = r["against"]
+    return (f"Against {', '.join(f'`{p}`' for p in r['parameters']['against'])} (the same "
+            f"triples, their own windows): {a['compared']:,} triples compared, "
+            f"{a['differ_by_two']} differ by more than two standard errors of a difference "
+            f"(chance {a['differ_by_two_chance']}); median difference "
+            f"{a['median_difference']}, largest {a['largest_difference']}.")
+
+
+def memoized_values(r: dict) -> str:
+    """Per-value bands of the memoized oracles (benchmarks/memoized_values.py): pooled_values'
+    tables, said of the memoized oracles' windows, and the cells declared without value bands."""
+    rows = r["rows"]
+    windows = sorted({row["windows"] for row in rows})
+    chance = sorted({row["below_by_two_chance"] / row["values"] for row in rows})
+    sizes = sorted({row["n"] for row in rows})
+    cells = {(row["protocol"], row["dataset"], row["epsilon"], row["n"]): row for row in rows}
+    body = []
+    for name, dataset, epsilon in sorted({k[:3] for k in cells}):
+        line = [name.upper(), dataset, f"{epsilon:g}"]
+        for n in sizes:
+            row = cells.get((name, dataset, epsilon, n))
+            line.append("declared" if row is None else
+                        f"{row['below_by_two']} · {100 * row['below_by_two_mass']:.1f}% · "
+                        f"{row['lowest']:.2f} · {row['all_values']:.3f}")
+        body.append(line)
+    totals = [[name.upper(), str(line["cells"]), f"{line['values']:,}",
+               f"{line['below_by_two']:,} ({line['below_by_two_chance']:,.1f})",
+               str(line["cells_beyond_chance"]), f"{line['lowest']:.2f}"]
+              for name, line in sorted(r["summary"].items())]
+    declared = len(r.get("declared", []))
+    return "\n".join([
+        memoized_drawn(rows) +
+        f"{', '.join(map(str, windows))} windows per cell, seed {r['parameters']['seed']}, "
+        f"ε∞ = {r['parameters']['lifetime_factor']:g} ε1. Each cell: values more than two "
+        f"standard errors (√(0.95 · 0.05 / W)) below 0.95 · the share of the probability mass "
+        f"they hold · the lowest value coverage · every value together. An exactly calibrated "
+        f"band puts {100 * chance[0]:.1f}% of the values there by chance. Declared: cells whose "
+        f"records have no value bands (too few expected supports; {declared} here).", "",
+        table(["oracle", "data", "ε", *[f"n = {n:,}" for n in sizes]], body,
+              right=set(range(2, 3 + len(sizes)))), "",
+        table(["oracle", "cells", "values", "below by 2 s.e. (chance)",
+               "cells beyond chance", "lowest"], totals)])
 
 
 SECTIONS += [
@@ -1893,6 +1962,68 @@ SECTIONS += [
      "python benchmarks/pooled_top_k.py --protocols memoized-sue memoized-rue memoized-blh "
      "memoized-rlh --seed 631 --confirm benchmarks/results/top_k_memoized_more.json "
      "--benchmark top_k_memoized_more_confirm"),
+    ("top_k_memoized_million", "Top-k bands of the memoized oracles at a million reports",
+     "As [the memoized oracles](#top-k-bands-of-the-memoized-oracles), for all seven at "
+     "n = 10⁶, on another seed, their windows drawn from the composed channel (checked "
+     "against the clients' windows [below]"
+     "(#top-k-bands-of-the-memoized-oracles-windows-from-the-composed-channel)).",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-grr memoized-oue memoized-olh "
+     "memoized-sue memoized-rue memoized-blh memoized-rlh --sizes 1000000 --seed 731 "
+     "--memoized-sampler channel --benchmark top_k_memoized_million"),
+    ("top_k_memoized_million_confirm", "Top-k bands of the memoized oracles at a million "
+     "reports, failing cells, another seed",
+     "As [at a million reports](#top-k-bands-of-the-memoized-oracles-at-a-million-reports), on "
+     "another seed's windows, for the cells where a triple fell more than two standard errors "
+     "below 0.95.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-grr memoized-oue memoized-olh "
+     "memoized-sue memoized-rue memoized-blh memoized-rlh --sizes 1000000 --seed 831 "
+     "--memoized-sampler channel --confirm benchmarks/results/top_k_memoized_million.json "
+     "--benchmark top_k_memoized_million_confirm"),
+    ("top_k_memoized_channel", "Top-k bands of the memoized oracles, windows from the composed "
+     "channel",
+     "As [at a million reports](#top-k-bands-of-the-memoized-oracles-at-a-million-reports), at "
+     "n = 10⁴ and 10⁵, where the clients' windows were measured: each (oracle, data, ε, n, "
+     "method, rank) triple compared with the same triple through the clients.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-grr memoized-oue memoized-olh "
+     "memoized-sue memoized-rue memoized-blh memoized-rlh --sizes 10000 100000 --seed 731 "
+     "--memoized-sampler channel --benchmark top_k_memoized_channel --against "
+     "benchmarks/results/top_k_memoized.json benchmarks/results/top_k_memoized_more.json"),
+    ("top_k_memoized_channel_confirm", "Top-k bands of the memoized oracles, windows from the "
+     "composed channel, failing cells, another seed",
+     "As [windows from the composed channel]"
+     "(#top-k-bands-of-the-memoized-oracles-windows-from-the-composed-channel), on another "
+     "seed's windows, for the cells where a triple fell more than two standard errors below "
+     "0.95.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-grr memoized-oue memoized-olh "
+     "memoized-sue memoized-rue memoized-blh memoized-rlh --sizes 10000 100000 --seed 931 "
+     "--memoized-sampler channel --confirm benchmarks/results/top_k_memoized_channel.json "
+     "--benchmark top_k_memoized_channel_confirm"),
+    ("top_k_memoized_loloha", "Top-k bands of memoized OLH and RLH with LOLOHA's g",
+     "As [the memoized oracles](#top-k-bands-of-the-memoized-oracles), for memoized OLH with "
+     "LOLOHA's lifetime-optimal g (`memoize.g` \"loloha\"; memoized RLH with that g is the "
+     "same protocol), windows through its client.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-olh --g-rule loloha --sizes 1000 "
+     "10000 100000 --benchmark top_k_memoized_loloha"),
+    ("top_k_memoized_loloha_confirm", "Top-k bands of memoized OLH and RLH with LOLOHA's g, "
+     "failing cells, another seed",
+     "As [with LOLOHA's g](#top-k-bands-of-memoized-olh-and-rlh-with-lolohas-g), on another "
+     "seed's windows, for the cell where triples fell more than two standard errors below "
+     "0.95 (ε = 2, n = 10⁵, both data sets).",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-olh --g-rule loloha --epsilons 2 "
+     "--sizes 100000 --seed 131 --benchmark top_k_memoized_loloha_confirm"),
+    ("top_k_memoized_loloha_million", "Top-k bands of memoized OLH and RLH with LOLOHA's g at a "
+     "million reports",
+     "As [with LOLOHA's g](#top-k-bands-of-memoized-olh-and-rlh-with-lolohas-g), at n = 10⁶, "
+     "windows from the composed channel.",
+     top_k_pooled,
+     "python benchmarks/pooled_top_k.py --protocols memoized-olh --g-rule loloha --sizes "
+     "1000000 --memoized-sampler channel --benchmark top_k_memoized_loloha_million"),
     ("top_k_wiener_unseen", "Top-k bands of Wiener filters on other data",
      "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), for DW and GF-DW "
      "on data sets the declarations were not chosen on (the emoji occurrences, d = 969, and "
@@ -2022,6 +2153,87 @@ def pooled_values(r: dict) -> str:
                "cells beyond chance", "lowest"], totals)])
 
 
+def combined_pooled_values(r: dict) -> str:
+    """Per-value bands of combined pooled-hash versions (benchmarks/combined_pooled_values.py):
+    per (pair, data set, ε), one column per n — over the banded windows, the values more than two
+    standard errors below 0.95 · their share of the mass · the lowest value coverage · every
+    value together, and the windows declared; "declared" where most windows were."""
+    rows = r["rows"]
+    cells = {(row["protocol"], row["dataset"], row["epsilon"], row["n"]): row for row in rows}
+    cells.update({(c["protocol"], c["dataset"], c["epsilon"], c["n"]): c
+                  for c in r.get("declared", [])})
+    sizes = sorted({key[3] for key in cells})
+    body = []
+    for pair, dataset, epsilon in sorted({key[:3] for key in cells}):
+        line = [pair.upper(), dataset, f"{epsilon:g}"]
+        for n in sizes:
+            row = cells.get((pair, dataset, epsilon, n))
+            if row is None:
+                line.append("–")
+            elif "values" not in row:
+                line.append(f"declared ({row['declared_windows']})")
+            else:
+                line.append(f"{row['below_by_two']} · {100 * row['below_by_two_mass']:.1f}% · "
+                            f"{row['lowest']:.2f} · {row['all_values']:.3f}"
+                            + (f" ({row['declared_windows']})" if row["declared_windows"] else ""))
+        body.append(line)
+    totals = [[name.upper(), str(line["cells"]), f"{line['values']:,}",
+               f"{line['below_by_two']:,} ({line['below_by_two_chance']:,.1f})",
+               str(line["cells_beyond_chance"]), f"{line['lowest']:.2f}"]
+              for name, line in sorted(r["summary"].items())]
+    return "\n".join([
+        f"{r['parameters']['windows']} windows per cell, seed {r['parameters']['seed']}, n/2 "
+        "users per version. Each cell, over its banded windows: values more than two standard "
+        "errors (√(0.95 · 0.05 / W), W the banded windows) below 0.95 · the share of the "
+        "probability mass they hold · the lowest value coverage · every value together; in "
+        "brackets the windows whose combination was declared (no band). \"declared\": most of "
+        "the cell's windows were (their count in brackets).", "",
+        table(["versions", "data", "ε", *[f"n = {n:,}" for n in sizes]], body,
+              right=set(range(2, 3 + len(sizes)))), "",
+        table(["versions", "cells", "values", "below by 2 s.e. (chance)",
+               "cells beyond chance", "lowest"], totals)])
+
+
+def pooled_sets(r: dict) -> str:
+    """Set and range bands of pooled-hash windows below the pool-bias share
+    (benchmarks/pooled_sets.py): per (oracle, data set, ε), one column per n — over the banded
+    windows, the queries more than two standard errors below 0.95 · the lowest query coverage ·
+    every query together, and the windows declared; "declared" where most windows were."""
+    rows = r["rows"]
+    cells = {(row["protocol"], row["dataset"], row["epsilon"], row["n"]): row for row in rows}
+    cells.update({(c["protocol"], c["dataset"], c["epsilon"], c["n"]): c
+                  for c in r.get("declared", [])})
+    sizes = sorted({key[3] for key in cells})
+    body = []
+    for name, dataset, epsilon in sorted({key[:3] for key in cells}):
+        line = [name.upper(), dataset, f"{epsilon:g}"]
+        for n in sizes:
+            row = cells.get((name, dataset, epsilon, n))
+            if row is None:
+                line.append("–")
+            elif "queries" not in row:
+                line.append(f"declared ({row['declared_windows']})")
+            else:
+                line.append(f"{row['below_by_two']} · {row['lowest']:.2f} · "
+                            f"{row['all_queries']:.3f}"
+                            + (f" ({row['declared_windows']})" if row["declared_windows"] else ""))
+        body.append(line)
+    totals = [[name.upper(), str(line["cells"]), f"{line['queries']:,}",
+               f"{line['below_by_two']:,} ({line['below_by_two_chance']:,.1f})",
+               f"{line['lowest']:.2f}"] for name, line in sorted(r["summary"].items())]
+    p = r["parameters"]
+    return "\n".join([
+        f"{p['windows']} windows per cell, seed {p['seed']}, the oracle's own (fixed) pool, "
+        f"{p['queries']} sets of 10% of the domain and {p['queries']} ranges of 1–25% of it per "
+        "cell, the same in every window. Each cell, over its banded windows: queries more than "
+        "two standard errors (√(0.95 · 0.05 / W), W the banded windows) below 0.95 · the lowest "
+        "query coverage · every query together; in brackets the windows declared (no band). "
+        "\"declared\": most of the cell's windows were (their count in brackets).", "",
+        table(["oracle", "data", "ε", *[f"n = {n:,}" for n in sizes]], body,
+              right=set(range(2, 3 + len(sizes)))), "",
+        table(["oracle", "cells", "queries", "below by 2 s.e. (chance)", "lowest"], totals)])
+
+
 SECTIONS += [
     ("pooled_values", "Per-value bands of the pooled-hash oracles under a fixed pool",
      "The record's band of every value (f~ ± z · its standard error with the collision term, "
@@ -2050,6 +2262,43 @@ SECTIONS += [
      pooled_values,
      "python benchmarks/pooled_values.py --datasets airports 'common words' emoji --band "
      "corrected --pool 131 --seed 131 --benchmark pooled_values_corrected"),
+    ("combined_pooled_values", "Per-value bands of combined pooled-hash versions under a "
+     "fixed pool",
+     "The band of every value of a combination of two pooled-hash versions of one metric (CMS "
+     "then HCMS, CMS then FLH, at one ε; estimate ± z · std_error with each version's "
+     "collision term and their shared part, `exact-variance`), followed value by value across "
+     "windows of the one pool the versions share, on the airports data and the 256 most "
+     "common English words, n/2 users per version: CMS from its exact (hash, bucket) table "
+     "given the pool, HCMS and FLH through their clients ([error bars]"
+     "(error-bars.md#combined-pooled-hash-versions-value-by-value)).",
+     combined_pooled_values,
+     "python benchmarks/combined_pooled_values.py"),
+    ("pooled_sets", "Set and range bands of the pooled-hash oracles under a fixed pool",
+     "`ldp query`'s band of a set sum and a range sum (Σ_S f~ ± z · its exact standard error "
+     "with the collision term, `exact-variance`) for CMS, HCMS and FLH windows whose values keep "
+     "their bands (collision share at most 0.05), the same sets and ranges followed across the "
+     "windows of one pool, on the airports data and the 256 most common English words: CMS "
+     "from its exact (hash, bucket) table given the pool, HCMS and FLH through their clients "
+     "([error bars](error-bars.md#sets-and-ranges-of-pooled-hash-windows-under-a-fixed-pool)).",
+     pooled_sets,
+     "python benchmarks/pooled_sets.py"),
+    ("memoized_values_loloha", "Per-value bands of memoized OLH and RLH with LOLOHA's g",
+     "The record's band of every value (the score band at the composed channel's p* and q*, "
+     "`exact-variance`) for memoized OLH (and so RLH) with LOLOHA's g, followed value by value "
+     "across windows, on the airports data and the 256 most common English words: windows "
+     "through the clients (each row a distinct device reporting once), from the composed "
+     "channel at n = 10⁶ ([error bars](error-bars.md#memoized-oracles-at-a-million-reports-"
+     "and-with-lolohas-g)).",
+     memoized_values,
+     "python benchmarks/memoized_values.py --protocols memoized-olh --g-rule loloha "
+     "--benchmark memoized_values_loloha"),
+    ("memoized_values_million", "Per-value bands of the memoized oracles at a million reports",
+     "As [with LOLOHA's g](#per-value-bands-of-memoized-olh-and-rlh-with-lolohas-g), for the "
+     "seven memoized oracles (their default g) at n = 10⁶, windows from the composed channel.",
+     memoized_values,
+     "python benchmarks/memoized_values.py --protocols memoized-grr memoized-oue memoized-olh "
+     "memoized-sue memoized-rue memoized-blh memoized-rlh --sizes 1000000 --seed 731 "
+     "--benchmark memoized_values_million"),
 ]
 
 

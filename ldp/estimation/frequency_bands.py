@@ -105,6 +105,7 @@ from ldp_telemetry.ldp.estimation.uncertainty import Z95, grid_cell
 from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle
 from ldp_telemetry.ldp.protocols.hash_pool import HashPool, PoolNoise
+from ldp_telemetry.ldp.protocols.memoized import LOLOHA_G
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
 
 #: Replicates of a top-k answer's bootstrap band (each costs one run of the post-processing).
@@ -439,6 +440,8 @@ def with_score_bands(lower: np.ndarray, upper: np.ndarray, unbiased: np.ndarray,
 #: Prefix of a memoized (two-stage) oracle's key in TOP_K_UNCALIBRATED: its registry name is
 #: its one-stage member's, whose band differs (`rank_conditional_applies`).
 MEMOIZED_KEY = "memoized-"
+#: Suffix of the key of memoized local hashing whose g is LOLOHA's (`memoize.g` "loloha").
+LOLOHA_KEY = "-loloha"
 
 
 #: The (ε, n per window) grid benchmarks/coverage_frequency.py measures the top-k bands on.
@@ -463,6 +466,15 @@ TOP_K_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000, 1_000_000)
 #: errors (W = 200) below 0.95: HCMS at (1, 10⁵), memoized OUE at (4, 10⁴) and memoized OLH at
 #: (0.5, 10⁴) and (4, 10⁵) did not, and were dropped. Memoized SUE, RUE, BLH and RLH (seed
 #: 531, confirmed on 631 by the same rule): memoized RUE at (0.5, 10³) (0.88 over both seeds).
+#: Since the seven were measured at n = 10⁶ and again at 10⁴–10⁵ (windows from the composed
+#: channel, seed 731, the failing cells again on 831 and 931), the memoized oracles' cells are
+#: those where a triple pooled over every window measured for it (two or three seeds) lies more
+#: than two standard errors below 0.95 at the pooled W (pooled_top_k.py --declarations,
+#: `pooled_failing`; in-sample): that added memoized BLH at (2, 10⁵), (4, 10⁵) and (0.5, 10⁶),
+#: OLH at (4, 10⁴) and (0.5, 10⁶), OUE at (1, 10⁵) and SUE at (1, 10⁵) (0.905–0.923), and
+#: dropped memoized OUE at (2, 10⁴) (it held over the 300 windows of three seeds). Memoized
+#: OLH (and RLH) with LOLOHA's g, keyed apart (seed 31, its failing cells again on 131; 10⁶
+#: from the channel): (2, 10⁵) (0.895 over both seeds, common words, rank 7).
 #: A pooled-hash oracle's window between
 #: grid cells is declared where any cell around it is (`top_k_declared`: at n = 3·10⁵ the
 #: n = 10⁵ cell's rule gave bands that held down to 0.86). A method not measured at all (Power's
@@ -474,9 +486,12 @@ TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {
     "flh": _MILLION | {(0.5, 1_000), (2.0, 10_000), (4.0, 10_000), (1.0, 100_000),
                        (2.0, 100_000)},
     f"{MEMOIZED_KEY}grr": frozenset({(0.5, 1_000), (1.0, 1_000), (2.0, 1_000)}),
-    f"{MEMOIZED_KEY}oue": frozenset({(2.0, 10_000)}),
-    f"{MEMOIZED_KEY}olh": frozenset({(0.5, 1_000)}),
-    f"{MEMOIZED_KEY}rue": frozenset({(0.5, 1_000)})}
+    f"{MEMOIZED_KEY}oue": frozenset({(1.0, 100_000)}),
+    f"{MEMOIZED_KEY}olh": frozenset({(0.5, 1_000), (4.0, 10_000), (0.5, 1_000_000)}),
+    f"{MEMOIZED_KEY}sue": frozenset({(1.0, 100_000)}),
+    f"{MEMOIZED_KEY}rue": frozenset({(0.5, 1_000)}),
+    f"{MEMOIZED_KEY}blh": frozenset({(2.0, 100_000), (4.0, 100_000), (0.5, 1_000_000)}),
+    f"{MEMOIZED_KEY}olh{LOLOHA_KEY}": frozenset({(2.0, 100_000)})}
 #: Methods whose top-k bands were not measured.
 TOP_K_NOT_MEASURED = frozenset({"power", "power-ns"})
 TOP_K_REASON = ("no calibrated band for top-k answers of {method} at ε = {epsilon:g}, n = {n}: "
@@ -495,9 +510,15 @@ TOP_K_NOT_MEASURED_REASON = ("no band for top-k answers of {method}: its bootstr
 
 def top_k_oracle(protocol: FrequencyOracle) -> str:
     """The key of `protocol` in TOP_K_UNCALIBRATED (and in `top_k_declared`'s reason): its
-    registry name, prefixed by MEMOIZED_KEY for a memoized oracle."""
-    memoized = getattr(protocol, "memoized", False)
-    return f"{MEMOIZED_KEY}{protocol.name}" if memoized else protocol.name
+    registry name, prefixed by MEMOIZED_KEY for a memoized oracle; memoized local hashing with
+    LOLOHA's g (another g, so another channel, measured apart: benchmarks/pooled_top_k.py
+    --g-rule loloha) is `memoized-olh-loloha`, for RLH too (OLH and RLH differ only in the g
+    they choose: with LOLOHA's they are one protocol)."""
+    if not getattr(protocol, "memoized", False):
+        return protocol.name
+    if getattr(protocol, "g_rule", None) == LOLOHA_G:
+        return f"{MEMOIZED_KEY}olh{LOLOHA_KEY}"
+    return f"{MEMOIZED_KEY}{protocol.name}"
 
 
 def top_k_cell(epsilon: float, n: int) -> tuple[float, int]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from ldp_telemetry.ldp.estimation.frequency_bands import (MEMOIZED_KEY, top_k_bands,
                                                           top_k_oracle)
@@ -33,6 +34,15 @@ def test_the_oracle_key_tells_a_memoized_oracle_from_its_one_stage_member():
     assert top_k_oracle(make_protocol("grr", 1.0, 8)) == "grr"
     assert top_k_oracle(make_protocol("cms", 1.0, 8)) == "cms"
     assert top_k_oracle(make_memoized_protocol("grr", 1.0, 8, 2.0)) == f"{MEMOIZED_KEY}grr"
+    # memoized local hashing with LOLOHA's g: another g, another channel, measured apart
+    assert top_k_oracle(make_memoized_protocol("olh", 1.0, 8, 2.0, "loloha")) == (
+        f"{MEMOIZED_KEY}olh-loloha")
+    assert top_k_oracle(make_memoized_protocol("olh", 1.0, 8, 2.0, "report")) == (
+        f"{MEMOIZED_KEY}olh")
+    # RLH with LOLOHA's g is OLH with it (they differ only in the g they choose)
+    assert top_k_oracle(make_memoized_protocol("rlh", 1.0, 8, 2.0, "loloha")) == (
+        f"{MEMOIZED_KEY}olh-loloha")
+    assert top_k_oracle(make_memoized_protocol("rlh", 1.0, 8, 2.0)) == f"{MEMOIZED_KEY}rlh"
 
 
 def test_the_benchmark_measures_the_band_ldp_query_gives(tmp_path):
@@ -110,10 +120,19 @@ def test_declared_cells_have_no_band_there_and_only_there():
                                                               top_k_declared)
     assert set(TOP_K_UNCALIBRATED) == {"cms", "hcms", "flh", f"{MEMOIZED_KEY}grr",
                                        f"{MEMOIZED_KEY}oue", f"{MEMOIZED_KEY}olh",
-                                       f"{MEMOIZED_KEY}rue"}
+                                       f"{MEMOIZED_KEY}sue", f"{MEMOIZED_KEY}rue",
+                                       f"{MEMOIZED_KEY}blh", f"{MEMOIZED_KEY}olh-loloha"}
     # memoized RUE's rank 3 at ε = 0.5, n = 10³ (airports, norm-hyb): 0.85, then 0.91 on
-    # another seed, 0.88 over both; memoized SUE, BLH and RLH measured and held
+    # another seed, 0.88 over both
     assert TOP_K_UNCALIBRATED[f"{MEMOIZED_KEY}rue"] == {(0.5, 1_000)}
+    # at n = 10⁶ (seeds 731 and 831, windows from the composed channel): memoized BLH's rank 5
+    # of airports and rank 6 of the common words at ε = 0.5 (0.905–0.91 over both seeds), and
+    # memoized OLH's rank 2 of the common words at ε = 0.5 (0.915 after norm-sub)
+    assert {(0.5, 1_000_000)} <= TOP_K_UNCALIBRATED[f"{MEMOIZED_KEY}blh"]
+    assert {(0.5, 1_000_000)} <= TOP_K_UNCALIBRATED[f"{MEMOIZED_KEY}olh"]
+    assert all((epsilon, 1_000_000) not in TOP_K_UNCALIBRATED[key]
+               for key in (f"{MEMOIZED_KEY}grr", f"{MEMOIZED_KEY}oue", f"{MEMOIZED_KEY}sue",
+                           f"{MEMOIZED_KEY}rue") for epsilon in TOP_K_EPSILONS)
     # every pooled-hash oracle at n = 10⁶ (the collision bias grows against the noise with n)
     assert all((epsilon, 1_000_000) in TOP_K_UNCALIBRATED[name]
                for name in ("cms", "hcms", "flh") for epsilon in TOP_K_EPSILONS)
@@ -129,8 +148,7 @@ def test_declared_cells_have_no_band_there_and_only_there():
                             "below 0.95 there (benchmarks/pooled_top_k.py)")
                     else:
                         assert reason is None, (key, epsilon, n, method)
-    for name in ("grr", "oue", "olh", "sue", "ss", "rws", f"{MEMOIZED_KEY}sue",
-                 f"{MEMOIZED_KEY}blh", f"{MEMOIZED_KEY}rlh"):
+    for name in ("grr", "oue", "olh", "sue", "blh", "ss", "rws", f"{MEMOIZED_KEY}rlh"):
         assert all(top_k_declared("norm-sub", epsilon, n, name) is None
                    for epsilon in TOP_K_EPSILONS for n in TOP_K_SIZES), name
     # a window between grid cells takes the nearest cell's declaration
@@ -175,3 +193,148 @@ def test_a_memoized_wiener_record_is_named_by_its_oracle_key_in_the_top_k_reason
     assert reason is not None and f"on {MEMOIZED_KEY}grr:" in reason
     assert wiener_top_k_declared("dw", False, "base", make_protocol("grr", 1.0, F.size), 1.0,
                                  10_000) is None
+
+
+def test_memoized_windows_from_the_composed_channel_and_with_lolohas_g(tmp_path):
+    """--memoized-sampler channel draws a memoized oracle's windows from its composed channel
+    (the pooled-hash oracle's stay on their own sampler), seeded apart per oracle; --g-rule
+    loloha gives memoized OLH LOLOHA's g (the rows say which); --against counts the triples that
+    differ from another run's by more than two standard errors of a difference; a g rule
+    without memoized local hashing and an unreadable --against file fail at start (exit 2)."""
+    from tests.benchmark_scripts import loaded_scripts
+
+    from ldp_telemetry.ldp.protocols.memoized import loloha_g
+    with loaded_scripts("pooled_top_k", "report", "coverage_summary") as scripts:
+        main = scripts["pooled_top_k"].main
+        arguments = ["--datasets", "zipf", "--epsilons", "1", "--sizes", "1000", "--windows",
+                     "3", "--methods", "base", "--datasets-dir", str(tmp_path)]
+        assert main([*arguments, "--protocols", "cms", "memoized-olh", "memoized-grr",
+                     "--memoized-sampler", "channel", "--g-rule", "loloha", "--json",
+                     str(tmp_path / "a.json")]) == 0
+        assert main([*arguments, "--protocols", "memoized-olh", "--g-rule", "loloha",
+                     "--against", str(tmp_path / "a.json"), "--json",
+                     str(tmp_path / "b.json")]) == 0
+        for bad in (["--protocols", "memoized-grr", "--g-rule", "loloha"],
+                    ["--protocols", "memoized-olh", "--against", str(tmp_path / "none.json")]):
+            assert main([*arguments, *bad]) == 2, bad
+        for bad in (["--protocols", "memoized-olh", "--g-rule", "other"],
+                    ["--protocols", "memoized-olh", "--memoized-sampler", "model"]):
+            with pytest.raises(SystemExit) as stopped:  # argparse's choices
+                main([*arguments, *bad])
+            assert stopped.value.code == 2, bad
+        first = json.loads((tmp_path / "a.json").read_text())
+        second = json.loads((tmp_path / "b.json").read_text())
+        table = scripts["report"].top_k_pooled({**second["results"],
+                                                "parameters": second["parameters"]})
+        drawn = scripts["report"].memoized_drawn(first["results"]["rows"])
+    samplers = {r["protocol"]: r["sampler"] for r in first["results"]["rows"]}
+    assert samplers == {"cms": "exact", "memoized-olh": "channel", "memoized-grr": "channel"}
+    g = {r["protocol"]: (r.get("g"), r.get("g_rule")) for r in first["results"]["rows"]}
+    assert g == {"cms": (None, None), "memoized-grr": (None, None),
+                 "memoized-olh": (loloha_g(2.0, 1.0, 2 * 4 + 2), "loloha")}
+    assert [r["sampler"] for r in second["results"]["rows"]] == ["client"]
+    # the client's windows of memoized OLH against the channel's: its 10 ranks compared
+    assert second["results"]["against"]["compared"] == 10
+    assert 0 <= second["results"]["against"]["differ_by_two"] <= 10
+    assert "10 triples compared" in table
+    assert "`memoize.g` loloha: g = memoized-olh zipf ε 1: 3." in table
+    assert "drawn from the composed channel" in drawn
+
+
+def test_agreement_counts_triples_further_apart_than_two_standard_errors():
+    """`agreement`: 0.95 against 0.80 over 100 windows each differs by more than two standard
+    errors of a difference (0.045 at their pooled mean 0.875), 0.95 against 0.93 does not, and
+    1.00 against 1.00 is no difference (the spread is floored at 0.95 · 0.05, not 0)."""
+    from tests.benchmark_scripts import loaded_scripts
+
+    def row(by_rank: str) -> dict:
+        return {"dataset": "d", "protocol": "p", "epsilon": 1.0, "n": 10, "method": "base",
+                "windows": 100, "by_rank": by_rank}
+    with loaded_scripts("pooled_top_k", "coverage_summary") as scripts:
+        found = scripts["pooled_top_k"].agreement([row("0.95 0.95 1")], [row("0.8 0.93 1")])
+    assert found["compared"] == 3 and found["differ_by_two"] == 1
+    assert found["largest_difference"] == 0.15 and found["differ_by_two_chance"] == 0.1
+
+
+def test_memoized_top_k_at_a_million_reports_is_declared_where_a_rank_fell():
+    """`ldp query --top` on a memoized BLH window at ε = 0.5 with 10⁶ reports, and on a memoized
+    OLH one at ε = 0.5 with 5·10⁵ (whose nearest grid cell is n = 10⁶), gives every answer band
+    none, the reason naming the oracle key and benchmarks/pooled_top_k.py (a rank fell more than
+    two standard errors below 0.95 over the 200 windows of seeds 731 and 831); memoized BLH at
+    ε = 1 and memoized OLH at 2·10⁵ reports (the n = 10⁵ cell) keep the union, and the
+    one-stage BLH at ε = 0.5, n = 10⁶ the rank-conditional band."""
+    f = np.array([0.4, 0.2, 0.15, 0.1, 0.08, 0.04, 0.02, 0.01])
+
+    def top(protocol, n: int) -> list:
+        variance = np.maximum(protocol.noise(n).variance(f), 1e-12)
+        unbiased = f + np.random.default_rng(7).normal(0, np.sqrt(variance))
+        return WindowEstimate.from_unbiased(protocol, n, unbiased,
+                                            PostprocessSpec("norm-sub", ())).top_k(3)
+    for name, n in (("blh", 1_000_000), ("olh", 500_000)):
+        declared = top(make_memoized_protocol(name, 0.5, f.size, 1.0), n)
+        assert [(a.band_method, a.lower95, a.upper95) for a in declared] == [
+            ("none", None, None)] * 3
+        assert all(f"{MEMOIZED_KEY}{name} at ε = 0.5, n = {n:,}" in a.band_reason
+                   and "benchmarks/pooled_top_k.py" in a.band_reason for a in declared)
+    for protocol, n in ((make_memoized_protocol("blh", 1.0, f.size, 2.0), 1_000_000),
+                        (make_memoized_protocol("olh", 0.5, f.size, 1.0), 200_000)):
+        assert [a.band_method for a in top(protocol, n)] == ["bias-corrected-bootstrap"] * 3
+    assert [a.band_method for a in top(make_protocol("blh", 0.5, f.size), 1_000_000)] == [
+        "rank-conditional-union"] * 3
+
+
+def test_the_memoized_declarations_are_the_rule_applied_to_the_committed_measurements():
+    """The memoized oracles' cells of TOP_K_UNCALIBRATED are exactly those where a (data set,
+    method, rank) triple, pooled over every window the committed results of
+    benchmarks/pooled_top_k.py measured for it (top_k_memoized*.json: two or three seeds per
+    failing cell), lies more than two standard errors below 0.95 at the pooled W
+    (`pooled_failing`, what `pooled_top_k.py --declarations` prints); LOLOHA's g has its own
+    key. A results file added or a declaration edited without the other fails here."""
+    from tests.benchmark_scripts import BENCHMARKS, loaded_scripts
+
+    from ldp_telemetry.ldp.estimation.frequency_bands import TOP_K_UNCALIBRATED
+    rows = [row for path in sorted((BENCHMARKS / "results").glob("top_k_memoized*.json"))
+            for row in json.loads(path.read_text())["results"]["rows"]]
+    assert {row["oracle"] for row in rows} >= {f"{MEMOIZED_KEY}{name}" for name in (
+        "grr", "oue", "olh", "sue", "rue", "blh", "rlh")}
+    with loaded_scripts("pooled_top_k", "coverage_summary") as scripts:
+        found = scripts["pooled_top_k"].pooled_failing(rows)
+    declared = {key: set(cells) for key, cells in TOP_K_UNCALIBRATED.items()
+                if key.startswith(MEMOIZED_KEY)}
+    assert declared == found
+
+
+def test_pooled_failing_pools_a_triple_over_every_run_that_measured_it():
+    """A triple at 0.88 over 100 windows and 0.95 over another 100 pools to 0.915 over 200,
+    more than two standard errors (2 · 0.0154) below 0.95: declared; at 0.90 and 0.95 it pools
+    to 0.925: not, though 0.90 alone is more than two standard errors (2 · 0.0218) below over
+    its 100 windows; cells are keyed by the rows' oracle key."""
+    from tests.benchmark_scripts import loaded_scripts
+
+    def row(oracle: str, by_rank: str, n: int = 10) -> dict:
+        return {"oracle": oracle, "dataset": "d", "epsilon": 1.0, "n": n, "method": "base",
+                "windows": 100, "by_rank": by_rank}
+    with loaded_scripts("pooled_top_k", "coverage_summary") as scripts:
+        found = scripts["pooled_top_k"].pooled_failing(
+            [row("a", "0.88 1"), row("a", "0.95 1"), row("b", "0.9 1"), row("b", "0.95 1"),
+             row("a", "0.96 0.96", n=20)])
+    assert found == {"a": {(1.0, 10)}}
+
+
+def test_memoized_local_hashing_with_lolohas_g_is_declared_by_its_own_key():
+    """`ldp query --top` on memoized OLH or RLH with LOLOHA's g at ε = 2 with 10⁵ reports (its
+    rank 7 of the common words held 0.895 over 200 windows of two seeds) gives no band and names
+    `memoized-olh-loloha`; memoized OLH with the report g there keeps the union."""
+    f = np.array([0.4, 0.2, 0.15, 0.1, 0.08, 0.04, 0.02, 0.01])
+
+    def top(protocol, n: int) -> list:
+        variance = np.maximum(protocol.noise(n).variance(f), 1e-12)
+        unbiased = f + np.random.default_rng(9).normal(0, np.sqrt(variance))
+        return WindowEstimate.from_unbiased(protocol, n, unbiased,
+                                            PostprocessSpec("norm-hyb", ())).top_k(3)
+    for name in ("olh", "rlh"):
+        declared = top(make_memoized_protocol(name, 2.0, f.size, 4.0, "loloha"), 100_000)
+        assert [a.band_method for a in declared] == ["none"] * 3
+        assert f"{MEMOIZED_KEY}olh-loloha at ε = 2, n = 100,000" in declared[0].band_reason
+    assert [a.band_method for a in top(make_memoized_protocol("olh", 2.0, f.size, 4.0),
+                                       100_000)] == ["bias-corrected-bootstrap"] * 3
