@@ -129,7 +129,8 @@ def frequency_rows(results: dict) -> list[dict]:
     pooled = [r for r in rows if r["protocol"] in ("cms", "hcms", "flh")]
     out = []
     for family, chosen in (("frequency values, pure oracles", pure),
-                           ("frequency values, pooled-hash oracles", pooled)):
+                           ("frequency values, pooled-hash oracles, pooled over values",
+                            pooled)):
         if not chosen:
             continue
         pairs = [(r["coverage"][g], windows) for r in chosen for g in VALUE_GROUPS
@@ -151,6 +152,26 @@ def frequency_rows(results: dict) -> list[dict]:
                  for g in VALUE_GROUPS if r["coverage"].get(g) is not None]
         out.append(tally("combined versions", "exact-variance", pairs))
     return out
+
+
+def pooled_value_rows(*measured: dict | None) -> list[dict]:
+    """The values of the pooled-hash oracles one by one under one fixed pool, as records give
+    them today (benchmarks/pooled_values.py --band shipped: the record's band below the
+    pool-bias share, the pool-corrected one past it for CMS and HCMS, none where declared):
+    one (coverage, windows with a band) pair per (cell, value), the values of a cell whose
+    every window is declared counted as declared. The row above pools a window's values,
+    which hides a value whose band misses in every window."""
+    rows = [row for results in measured if results for row in results["rows"]
+            if row.get("band") == "shipped"]
+    if not rows:
+        return []
+    pairs = [(int(held) / row["windows"], row["windows"]) for row in rows if row["windows"]
+             for held, count in row["held"].items() for _ in range(count)]
+    declared = sum(row["values"] for row in rows if not row["windows"])
+    protocols = ", ".join(sorted({r["protocol"].upper() for r in rows}))
+    return [tally("frequency values, pooled-hash oracles, value by value under one pool",
+                  "exact-variance, pool-corrected", pairs, declared,
+                  f"{protocols}; per (cell, value); pool-corrected past the pool-bias share")]
 
 
 def top_k_rows(calibration: dict | None, selective: dict | None = None,
@@ -409,12 +430,17 @@ WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw")
 
 
+#: Results of benchmarks/pooled_values.py --band shipped (CMS and HCMS; FLH).
+POOLED_VALUES = ("pooled_values_shipped", "pooled_values_shipped_flh")
+
+
 def summary(results: Path = RESULTS) -> list[dict]:
     """Every family's row, in the order of docs/error-bars.md, from the results folder."""
     rows = []
     frequency = _load(results, "coverage_frequency")
     if frequency:
         rows += frequency_rows(frequency)
+    rows += pooled_value_rows(*(_load(results, name) for name in POOLED_VALUES))
     rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"),
                        *(_load(results, name) for name in UNFILTERED_TOP_K),
                        conditional=_load(results, "top_k_selective_conditional"))
