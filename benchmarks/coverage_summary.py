@@ -174,6 +174,45 @@ def pooled_value_rows(*measured: dict | None) -> list[dict]:
                   f"{protocols}; per (cell, value); pool-corrected past the pool-bias share")]
 
 
+def query_pairs(row: dict, key: str, windows: int) -> list[tuple[float, int]]:
+    """(coverage, windows) of each fixed query of a pooled_values.py --queries row, from its
+    `query_<key>_held` histogram over `windows` windows (none without windows)."""
+    if not windows:
+        return []
+    return [(int(held) / windows, windows)
+            for held, count in row[f"query_{key}_held"].items() for _ in range(count)]
+
+
+def pooled_query_rows(results: dict | None) -> list[dict]:
+    """Fixed sets and ranges of the pooled-hash oracles followed over windows of one pool
+    (benchmarks/pooled_values.py --queries): the band `ldp query` gives below the pool-bias
+    share (one pair per (cell, query)); past it, where it gives none (declared), the f~ band
+    and the sum of g with its variance given the pool, measured and not used."""
+    rows = [row for row in (results or {}).get("rows", []) if row.get("queries")]
+    if not rows:
+        return []
+
+    def below(row: dict) -> int:
+        return row["windows"] - row["corrected_windows"]
+
+    exact = [pair for row in rows for pair in query_pairs(row, "exact", below(row))]
+    declared = sum(row["queries"] for row in rows if row["corrected_windows"])
+    past = [row for row in rows if row["corrected_windows"]]
+    out = [tally("set and range answers, pooled-hash, one pool", "exact-variance", exact,
+                 declared, "fixed sets and ranges followed over windows of one pool; "
+                 "declared past the pool-bias share")]
+    for key, family, band in (
+            ("plain", "set and range answers, pooled-hash, one pool, past the share",
+             "(measured, not used)"),
+            ("corrected", "set and range answers, pooled-hash, one pool, past the share, "
+             "the pool's bias removed", "(measured, not used)")):
+        pairs = [pair for row in past
+                 for pair in query_pairs(row, key, row["corrected_windows"])]
+        if pairs:
+            out.append(tally(family, band, pairs))
+    return out
+
+
 def top_k_rows(calibration: dict | None, selective: dict | None = None,
                *unfiltered: dict | None, conditional: dict | None = None) -> list[dict]:
     """The top-k answers' bands `ldp query` gives, counted per (method, cell, rank) triple —
@@ -441,6 +480,7 @@ def summary(results: Path = RESULTS) -> list[dict]:
     if frequency:
         rows += frequency_rows(frequency)
     rows += pooled_value_rows(*(_load(results, name) for name in POOLED_VALUES))
+    rows += pooled_query_rows(_load(results, "pooled_values_queries"))
     rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"),
                        *(_load(results, name) for name in UNFILTERED_TOP_K),
                        conditional=_load(results, "top_k_selective_conditional"))

@@ -30,6 +30,16 @@ where the rule declares one (FLH past the share; a pool too small for its domain
 coverage is counted over the windows that give it a band; a row also counts the windows
 declared, and a cell whose every window is declared has no coverage (`declared`).
 
+--queries K (with --band shipped) also follows K sets of 10% of the domain and K ranges
+(contiguous, 1–10% of it), each drawn once per cell and kept over its windows as a dashboard's
+query is: each window's answer gets the band `ldp query` gives below the pool-bias share (the
+unbiased sum ± z · its exact standard error over pools), and past it (where `ldp query` gives
+none), that band and the sum of g with its variance given the pool
+(frequency_bands.pool_corrected_sum); per query and band its coverage over the windows of its
+kind (`query_exact_held` over the windows below the share, `query_plain_held` and
+`query_corrected_held` over `corrected_windows`: how many queries held in each number of
+windows).
+
     nice python benchmarks/pooled_values.py --datasets airports 'common words' emoji \\
         --json benchmarks/results/pooled_values.json
     nice python benchmarks/pooled_values.py --datasets airports 'common words' emoji \\
@@ -55,7 +65,10 @@ from bench_json import Run, add_json_argument, default_datasets_dir, simulation_
 from coverage_frequency import DATASETS, default_sampler, record_bands, support_counts
 from coverage_summary import below_by_two, below_by_two_chance
 
-from ldp_telemetry.ldp.estimation.frequency_bands import pool_corrected_bands, pooled_value_band
+from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, pool_corrected_bands,
+                                                          pool_corrected_sum, pool_debiased,
+                                                          pooled_value_band)
+from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_NONE, BAND_POOL_CORRECTED
 
 from ldp_telemetry.ldp.protocols import is_pooled, make_protocol
@@ -64,16 +77,33 @@ from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 #: The bands --band measures: the record's (with the collision term), with the pool's bias
 #: removed, or the one today's records give each window (module docstring).
 BANDS = ("record", "corrected", "shipped")
+#: Most fixed sets (and as many ranges) --queries follows per cell.
+MAX_QUERIES = 1_000
+
+
+def fixed_queries(d: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """(2·count, d) indicator weights: `count` sets of 10% of the domain, then `count` ranges
+    of 1–10% of it at random starts."""
+    weights = np.zeros((2 * count, d))
+    size = max(1, d // 10)
+    for q in range(count):
+        weights[q, rng.choice(d, size, replace=False)] = 1.0
+        length = int(rng.integers(1, size + 1))
+        start = int(rng.integers(0, d - length + 1))
+        weights[count + q, start:start + length] = 1.0
+    return weights
 
 
 def value_coverage(dataset, name: str, epsilon: float, n: int, windows: int, seed: int,
-                   band: str = "record", pool: int | None = None
+                   band: str = "record", pool: int | None = None, queries: int = 0,
+                   query_held: dict[str, np.ndarray] | None = None
                    ) -> tuple[np.ndarray, np.ndarray, str, dict[str, int]]:
     """(each value's coverage over the windows that give it a band, its mean true frequency,
     the sampler, windows per band method) of one (data set, oracle, ε, n) cell under the
     oracle's fixed pool (its own, or root `pool`'s), for the record's band, the
     bias-corrected one, or today's rule (`band`). NaN coverage where every window is
-    declared."""
+    declared. `queries` (--band shipped): fixed sets and ranges (`fixed_queries`) whose windows
+    held, by band, are added into `query_held` ("exact", "corrected", "plain")."""
     d = dataset(0).size
     protocol = make_protocol(name, epsilon, d)
     if pool is not None:
@@ -84,6 +114,9 @@ def value_coverage(dataset, name: str, epsilon: float, n: int, windows: int, see
     held = np.zeros(d)
     mass = np.zeros(d)
     methods: dict[str, int] = {}
+    weights = fixed_queries(d, queries, np.random.default_rng([seed, n, d, 7])) if queries \
+        else np.zeros((0, d))
+    solved: np.ndarray | None = None  # (I + B)⁻¹ w of each query: the pool's, once per cell
     for w in range(windows):
         counts = rng.multinomial(n, dataset(w))
         truth = counts / n
@@ -100,6 +133,25 @@ def value_coverage(dataset, name: str, epsilon: float, n: int, windows: int, see
         else:
             lower, upper, _ = record_bands(protocol, unbiased, n)
         held += (lower <= truth + 1e-12) & (truth <= upper + 1e-12)
+        if query_held is None or not len(weights):
+            continue
+        answers = weights @ truth
+        plug_in = error_plug_in(unbiased)
+        plain = np.array([math.sqrt(protocol.linear_variance(n, q, plug_in)) for q in weights])
+        low, high = exact_bands(weights @ unbiased, plain)
+        inside = (low <= answers + 1e-12) & (answers <= high + 1e-12)
+        if method != BAND_POOL_CORRECTED:
+            query_held["exact"] += inside
+            continue
+        query_held["plain"] += inside
+        if solved is None:
+            solved = np.array([pool_debiased(protocol, q) for q in weights])
+        centre = pool_debiased(protocol, unbiased)
+        sums = [pool_corrected_sum(protocol, unbiased, n, q, centre, u)
+                for q, u in zip(weights, solved, strict=True)]
+        low, high = exact_bands(np.array([c for c, _ in sums]), np.array([e for _, e in sums]))
+        inside = (low <= answers + 1e-12) & (answers <= high + 1e-12)
+        query_held["corrected"] += inside
     banded = windows - methods.get(BAND_NONE, 0)
     coverage = held / banded if banded else np.full(d, np.nan)
     return coverage, mass / windows, sampler, methods
@@ -167,6 +219,12 @@ def excess(row: dict) -> bool:
         row["values"] * p * (1.0 - p))
 
 
+def _histogram(held: np.ndarray) -> dict[str, int]:
+    """{number of windows: queries that held in that many}."""
+    counts = np.bincount(held)
+    return {str(k): int(c) for k, c in enumerate(counts) if c}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="*", default=["airports", "common words"],
@@ -178,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=100)
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--band", default="record", choices=BANDS)
+    parser.add_argument("--queries", type=int, default=0, metavar="K",
+                        help="with --band shipped: follow K fixed sets and K fixed ranges per "
+                             f"cell (at most {MAX_QUERIES})")
     parser.add_argument("--pool", type=int, default=None, metavar="ROOT",
                         help="draw the hashes from this root in [0, 2^64) (default: the "
                              "protocol's own pool)")
@@ -193,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.pool is not None and not 0 <= args.pool < 1 << 64:
         print(f"--pool must lie in [0, 2^64), got {args.pool}", file=sys.stderr)
         return 2
+    if not 0 <= args.queries <= MAX_QUERIES or (args.queries and args.band != "shipped"):
+        print(f"--queries must lie in [0, {MAX_QUERIES}], with --band shipped; got "
+              f"{args.queries}", file=sys.stderr)
+        return 2
     unpooled = [name for name in args.protocols if not is_pooled(name)]
     if unpooled:
         print(f"--protocols: {', '.join(unpooled)} not a pooled-hash oracle", file=sys.stderr)
@@ -205,13 +270,20 @@ def main(argv: list[str] | None = None) -> int:
                 for epsilon in args.epsilons:
                     for n in args.sizes:
                         started = time.perf_counter()
+                        query_held = {key: np.zeros(2 * args.queries, dtype=int)
+                                      for key in ("exact", "corrected", "plain")}
                         coverage, mass, sampler, methods = value_coverage(
                             dataset, name, epsilon, n, args.windows, args.seed, args.band,
-                            args.pool)
+                            args.pool, args.queries, query_held)
                         banded = args.windows - methods.get(BAND_NONE, 0)
                         row = cell_row(dataset_name, name, epsilon, n, banded, coverage,
                                        mass, sampler, time.perf_counter() - started, args.band,
                                        args.pool, methods if args.band == "shipped" else None)
+                        if args.queries:
+                            row.update({f"query_{key}_held": _histogram(held)
+                                        for key, held in query_held.items()})
+                            row["queries"] = 2 * args.queries
+                            row["corrected_windows"] = methods.get(BAND_POOL_CORRECTED, 0)
                         rows.append(row)
                         if not banded:
                             print(f"{dataset_name} {name} ε={epsilon:g} n={n:,}: declared "

@@ -2027,7 +2027,37 @@ def pooled_values(r: dict) -> str:
               right=set(range(2, 4 + len(sizes)))), "",
         table(["oracle", "cells", "values", "below by 2 s.e. (chance)",
                "cells beyond chance", "lowest"] + (["cells declared"] if shipped else []),
-              totals)])
+              totals)] + _pooled_queries(rows))
+
+
+def _pooled_queries(rows: list[dict]) -> list[str]:
+    """The fixed sets and ranges of a --queries run, per cell past the pool-bias share: how
+    many of them held more than two standard errors below 0.95 (over the cell's windows past
+    it) with the f~ band and with the sum of g, beside chance; below the share, with the band
+    `ldp query` gives."""
+    measured = [row for row in rows if row.get("queries")]
+    if not measured:
+        return []
+
+    def count(row: dict, key: str, windows: int) -> str:
+        if not windows:
+            return "–"
+        falling = sum(c for held, c in row[f"query_{key}_held"].items()
+                      if below_by_two(int(held) / windows, windows))
+        return f"{falling} ({row['queries'] * below_by_two_chance(windows):.1f})"
+
+    body = [[row["protocol"].upper(), row["dataset"], f"{row['epsilon']:g}", f"{row['n']:,}",
+             str(row["queries"]), str(row["windows"] - row["corrected_windows"]),
+             count(row, "exact", row["windows"] - row["corrected_windows"]),
+             str(row["corrected_windows"]), count(row, "plain", row["corrected_windows"]),
+             count(row, "corrected", row["corrected_windows"])] for row in measured]
+    return ["", "Fixed sets (10% of the domain) and ranges (1–10% of it), each followed over the "
+            "cell's windows: how many lie more than two standard errors below 0.95 (chance "
+            "beside it), over the windows below the pool-bias share with the band `ldp query` "
+            "gives there, and over those past it (no band given) with the f~ band and with the "
+            "sum of g = (I + B)⁻¹ f~ (frequency_bands.pool_corrected_sum).", "",
+            table(["oracle", "data", "ε", "n", "queries", "windows below", "below 2 s.e.",
+                   "windows past", "f~ band", "sum of g"], body, right={3, 4, 5, 7})]
 
 
 def _corrected_mark(row: dict) -> str:
@@ -2085,6 +2115,14 @@ SECTIONS += [
      "python benchmarks/pooled_values.py --datasets airports 'common words' emoji "
      "--protocols flh --band shipped --pool 231 --seed 231 "
      "--benchmark pooled_values_shipped_flh"),
+    ("pooled_values_queries", "Set and range answers of CMS and HCMS under a fixed pool",
+     "As [for CMS and HCMS](#per-value-bands-of-cms-and-hcms-as-records-give-them), on a fourth "
+     "pool (root 331) and seed, with 20 fixed sets and 20 fixed ranges per cell followed over "
+     "its windows (--queries 20).",
+     pooled_values,
+     "python benchmarks/pooled_values.py --datasets airports 'common words' emoji "
+     "--protocols cms hcms --band shipped --queries 20 --pool 331 --seed 331 "
+     "--benchmark pooled_values_queries"),
 ]
 
 

@@ -220,6 +220,24 @@ def pool_corrected_bands(protocol: HashPool, unbiased: np.ndarray, n: int
     return score_bands(centre, p_star, q_star, n, extra)
 
 
+def pool_corrected_sum(protocol: HashPool, unbiased: np.ndarray, n: int, weights: np.ndarray,
+                       centre: np.ndarray | None = None, solved: np.ndarray | None = None
+                       ) -> tuple[float, float]:
+    """(Σ_v w_v g_v, its standard error given the pool) for a linear answer of a pooled-hash
+    window with the pool's bias removed, g = (I + B)⁻¹ f~ (`pool_debiased`). B is symmetric
+    (κ is), so Σ w g = u · f~ with u = (I + B)⁻¹ w, and reports are independent given the pool:
+    the variance is Σ_x ĝ_x Var[Σ_v u_v Y_v | x] / (n (p* − q*)²) (the protocol's report
+    variance with a fresh hash, FrequencyOracle.linear_variance without the collision term,
+    at the Norm-Sub plug-in ĝ of g). `centre` (g) and `solved` (u) save their solves when the
+    caller has them. Measured under a fixed pool (benchmarks/pooled_values.py --queries);
+    not what `ldp query` answers (POOL_SUM_REASON)."""
+    g = pool_debiased(protocol, unbiased) if centre is None else centre
+    u = pool_debiased(protocol, np.asarray(weights, dtype=np.float64)) if solved is None \
+        else solved
+    variance = FrequencyOracle.linear_variance(protocol, n, u, error_plug_in(g))
+    return float(np.dot(np.asarray(weights, dtype=np.float64), g)), math.sqrt(variance)
+
+
 def channel_support_counts(true_counts: np.ndarray, noise: SupportNoise,
                            rng: np.random.Generator) -> np.ndarray:
     """Support counts of a window whose users hold `true_counts`, drawn from the protocol's

@@ -288,3 +288,25 @@ def test_a_pool_too_small_for_its_domain_stays_declared():
     assert value_bands(record)[0] == [None] * 24
     point = WindowEstimate.from_record(record).point(0)
     assert (point.band_method, point.band_reason) == ("none", record.band_reasons["estimate"])
+
+
+@pytest.mark.parametrize("name", ["cms", "hcms"])
+def test_a_sum_of_g_is_the_solved_weights_times_f_tilde(name):
+    """B is symmetric (κ is), so Σ_S g = u · f~ with u = (I + B)⁻¹ w: the sum's variance given
+    the pool is that of a linear answer of f~ with weights u (pool_corrected_sum)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import pool_corrected_sum
+    protocol = PROTOCOLS[name](epsilon=2.0, d=24, hashes=8, buckets=8)
+    unbiased = F + protocol.collision_bias(F)
+    x, y = np.random.default_rng(3).random((2, 24))
+    assert np.dot(x, protocol.collision_bias(y)) == pytest.approx(
+        np.dot(y, protocol.collision_bias(x)), rel=1e-12)
+    weights = np.zeros(24)
+    weights[[1, 4, 9, 16]] = 1.0
+    centre, error = pool_corrected_sum(protocol, unbiased, 10_000, weights)
+    solved = pool_debiased(protocol, weights)
+    assert centre == pytest.approx(np.dot(solved, unbiased), rel=1e-9)
+    assert centre == pytest.approx(weights @ F, abs=1e-8)
+    # reports independent given the pool: the fresh-hash report variance, no collision term
+    from ldp_telemetry.ldp.protocols.base import FrequencyOracle
+    assert error == pytest.approx(math.sqrt(FrequencyOracle.linear_variance(
+        protocol, 10_000, solved, error_plug_in(F))), rel=1e-6)
