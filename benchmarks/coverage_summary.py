@@ -185,9 +185,10 @@ def query_pairs(row: dict, key: str, windows: int) -> list[tuple[float, int]]:
 
 def pooled_query_rows(results: dict | None) -> list[dict]:
     """Fixed sets and ranges of the pooled-hash oracles followed over windows of one pool
-    (benchmarks/pooled_values.py --queries): the band `ldp query` gives below the pool-bias
-    share (one pair per (cell, query)); past it, where it gives none (declared), the f~ band
-    and the sum of g with its variance given the pool, measured and not used."""
+    (benchmarks/pooled_values.py --queries), one pair per (cell, query) and kind of window:
+    the band `ldp query` gives — below the pool-bias share Σ_S f~ ± z · its error over pools,
+    past it the sum of g with its variance given the pool — and past it the f~ band,
+    measured and not used."""
     rows = [row for row in (results or {}).get("rows", []) if row.get("queries")]
     if not rows:
         return []
@@ -196,16 +197,15 @@ def pooled_query_rows(results: dict | None) -> list[dict]:
         return row["windows"] - row["corrected_windows"]
 
     exact = [pair for row in rows for pair in query_pairs(row, "exact", below(row))]
-    declared = sum(row["queries"] for row in rows if row["corrected_windows"])
     past = [row for row in rows if row["corrected_windows"]]
-    out = [tally("set and range answers, pooled-hash, one pool", "exact-variance", exact,
-                 declared, "fixed sets and ranges followed over windows of one pool; "
-                 "declared past the pool-bias share")]
+    corrected = [pair for row in past
+                 for pair in query_pairs(row, "corrected", row["corrected_windows"])]
+    out = [tally("set and range answers, pooled-hash, one pool", "exact-variance, pool-corrected",
+                 exact + corrected, 0, "fixed sets and ranges followed over windows of one "
+                 "pool; the sum of g past the pool-bias share")]
     for key, family, band in (
-            ("plain", "set and range answers, pooled-hash, one pool, past the share",
-             "(measured, not used)"),
-            ("corrected", "set and range answers, pooled-hash, one pool, past the share, "
-             "the pool's bias removed", "(measured, not used)")):
+            ("plain", "set and range answers, pooled-hash, one pool, past the share, f~ band",
+             "(measured, not used)"),):
         pairs = [pair for row in past
                  for pair in query_pairs(row, key, row["corrected_windows"])]
         if pairs:

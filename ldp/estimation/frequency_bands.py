@@ -229,8 +229,9 @@ def pool_corrected_sum(protocol: HashPool, unbiased: np.ndarray, n: int, weights
     the variance is Σ_x ĝ_x Var[Σ_v u_v Y_v | x] / (n (p* − q*)²) (the protocol's report
     variance with a fresh hash, FrequencyOracle.linear_variance without the collision term,
     at the Norm-Sub plug-in ĝ of g). `centre` (g) and `solved` (u) save their solves when the
-    caller has them. Measured under a fixed pool (benchmarks/pooled_values.py --queries);
-    not what `ldp query` answers (POOL_SUM_REASON)."""
+    caller has them. Measured under a fixed pool on two pools and seeds
+    (benchmarks/pooled_values.py --queries): the band `ldp query` gives a set or range of a
+    CMS or HCMS window past POOL_BIAS_SHARE."""
     g = pool_debiased(protocol, unbiased) if centre is None else centre
     u = pool_debiased(protocol, np.asarray(weights, dtype=np.float64)) if solved is None \
         else solved
@@ -705,8 +706,8 @@ POOL_CORRECTED_SPREAD_REASON = (
     "{largest:g}; measured: benchmarks/pooled_values.py --band corrected)")
 POOL_SUM_REASON = ("no band: a sum over values of this window carries the fixed collision "
                    "errors of its values (the metric's hash pool; a collision share of "
-                   "{share:.2g}, above {most:g}); its values' pool-corrected bands are measured "
-                   "value by value, sums over them are not (benchmarks/pooled_values.py)")
+                   "{share:.2g}, above {most:g}), and removing them did not converge "
+                   "(benchmarks/pooled_values.py --queries)")
 POOL_SOLVE_REASON = ("no band: the metric's fixed hash pool biases each value beyond its "
                      "f~ ± z · s.e. band (a collision share of {share:.2g}, above {most:g}), "
                      "and removing that bias did not converge: {problem}")

@@ -80,8 +80,9 @@ from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.ldp.base.validation import is_int, is_positive_int
 from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
 from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_supports_reason,
-                                                          pool_corrected_bands, pool_sum_reason,
-                                                          pooled_value_band,
+                                                          pool_corrected_bands,
+                                                          pool_corrected_sum, pool_debiased,
+                                                          pool_sum_reason, pooled_value_band,
                                                           rank_conditional_applies,
                                                           score_bands, top_k_bands,
                                                           top_k_declared, top_k_filtered_bands,
@@ -407,6 +408,12 @@ class WindowEstimate:
         return pooled_value_band(self.protocol, self.noise, self.unbiased)
 
     @cached_property
+    def _corrected_centre(self) -> np.ndarray:
+        """g = (I + B)⁻¹ f~ (frequency_bands.pool_debiased)."""
+        assert isinstance(self.protocol, HashPool), "a pool-corrected window's protocol"
+        return pool_debiased(self.protocol, self.unbiased)
+
+    @cached_property
     def _corrected_bands(self) -> tuple[np.ndarray, np.ndarray]:
         """Every value's pool-corrected band (frequency_bands.pool_corrected_bands)."""
         assert isinstance(self.protocol, HashPool), "a pool-corrected window's protocol"
@@ -416,16 +423,27 @@ class WindowEstimate:
         """`answer` without its band where the record's value bands have none for a
         pooled-hash oracle's fixed pool (`_pool_band`): a set or range sums the same fixed
         collision errors its values carry. A CMS or HCMS window past the share keeps its
-        point answers' pool-corrected bands; its sets and ranges, not measured under a fixed
-        pool, have none (frequency_bands.POOL_SUM_REASON). A top-k answer's band is declared
-        apart (`top_k_declared`)."""
+        point answers' pool-corrected bands, and its sets and ranges get Σ_S g ± z · its
+        standard error given the pool (frequency_bands.pool_corrected_sum, `pool-corrected`;
+        none, POOL_SUM_REASON, where that solve does not converge). A top-k answer's band is
+        declared apart (`top_k_declared`)."""
         method, reason = self._pool_band
         if answer.band_method == BAND_NONE or method == BAND_EXACT:
             return answer
         if method == BAND_POOL_CORRECTED:
             if len(answer.indices) == 1:  # a point, or a set or range of one value
                 return answer
-            reason = pool_sum_reason(self.noise)
+            assert isinstance(self.protocol, HashPool), "a pool-corrected window's protocol"
+            try:
+                centre, error = pool_corrected_sum(
+                    self.protocol, self.unbiased, self.n, set_indicator(self.d, answer.indices),
+                    self._corrected_centre)
+            except ArithmeticError:
+                reason = pool_sum_reason(self.noise)
+            else:
+                lower, upper = exact_bands(np.array([centre]), np.array([error]))
+                return replace(answer, band_method=BAND_POOL_CORRECTED,
+                               lower95=float(lower[0]), upper95=float(upper[0]))
         return replace(answer, band_method=BAND_NONE, lower95=None, upper95=None,
                        band_reason=reason)
 

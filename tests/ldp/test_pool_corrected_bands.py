@@ -240,8 +240,9 @@ def test_the_records_pool_corrected_bands_hold_value_by_value(name):
 def test_the_readers_agree_on_a_pool_corrected_window():
     """One CMS window past the share: `ldp query`'s point answers carry the record's value
     bands (output.bands.value_bands) under `pool-corrected`, the store's value rows the same
-    numbers, `ldp show` names the band; a set and a range of several values have none (their
-    sums carry the fixed collision errors; not measured), a set of one value is its point."""
+    numbers, `ldp show` names the band; a set and a range of several values get Σ_S g ± z ·
+    its standard error given the pool (pool_corrected_sum), a set of one value is its
+    point."""
     from ldp_telemetry.ldp.estimation.queries import WindowEstimate
     from ldp_telemetry.output.bands import value_bands
     from ldp_telemetry.output.text import band_text, format_top
@@ -257,9 +258,14 @@ def test_the_readers_agree_on_a_pool_corrected_window():
     assert [(row.lower95, row.upper95) for row in rows] == list(zip(lower, upper, strict=True))
     assert band_text(record).startswith("pool-corrected")
     assert "95% band: pool-corrected" in format_top(record)
+    from ldp_telemetry.ldp.estimation.frequency_bands import Z95, pool_corrected_sum
+    from ldp_telemetry.ldp.estimation.queries import set_indicator
     for answer in (window.set_sum(["v1", "v2"]), window.range_sum("v0", "v5")):
-        assert (answer.band_method, answer.lower95) == ("none", None)
-        assert "sum over values" in answer.band_reason
+        centre, error = pool_corrected_sum(window.protocol, record.unbiased_estimate,
+                                           record.n, set_indicator(24, answer.indices))
+        assert answer.band_method == "pool-corrected" and answer.band_reason is None
+        assert (answer.lower95, answer.upper95) == pytest.approx(
+            (centre - Z95 * error, centre + Z95 * error), rel=1e-9)
     single = window.set_sum(["v4"])
     assert (single.band_method, single.lower95) == ("pool-corrected", lower[4])
 
