@@ -132,7 +132,8 @@ def frequency_rows(results: dict) -> list[dict]:
     pooled = [r for r in rows if r["protocol"] in ("cms", "hcms", "flh")]
     out = []
     for family, chosen in (("frequency values, pure oracles", pure),
-                           ("frequency values, pooled-hash oracles", pooled)):
+                           ("frequency values, pooled-hash oracles, pooled over values",
+                            pooled)):
         if not chosen:
             continue
         pairs = [(r["coverage"][g], windows) for r in chosen for g in VALUE_GROUPS
@@ -153,6 +154,65 @@ def frequency_rows(results: dict) -> list[dict]:
         pairs = [(r["coverage"][g], windows) for r in combined
                  for g in VALUE_GROUPS if r["coverage"].get(g) is not None]
         out.append(tally("combined versions", "exact-variance", pairs))
+    return out
+
+
+def pooled_value_rows(*measured: dict | None) -> list[dict]:
+    """The values of the pooled-hash oracles one by one under one fixed pool, as records give
+    them today (benchmarks/pooled_values.py --band shipped: the record's band below the
+    pool-bias share, the pool-corrected one past it for CMS and HCMS, none where declared):
+    one (coverage, windows with a band) pair per (cell, value), the values of a cell whose
+    every window is declared counted as declared. The row above pools a window's values,
+    which hides a value whose band misses in every window."""
+    rows = [row for results in measured if results for row in results["rows"]
+            if row.get("band") == "shipped"]
+    if not rows:
+        return []
+    pairs = [(int(held) / row["windows"], row["windows"]) for row in rows if row["windows"]
+             for held, count in row["held"].items() for _ in range(count)]
+    declared = sum(row["values"] for row in rows if not row["windows"])
+    protocols = ", ".join(sorted({r["protocol"].upper() for r in rows}))
+    return [tally("frequency values, pooled-hash oracles, value by value under one pool",
+                  "exact-variance, pool-corrected", pairs, declared,
+                  f"{protocols}; per (cell, value); pool-corrected past the pool-bias share")]
+
+
+def query_pairs(row: dict, key: str, windows: int) -> list[tuple[float, int]]:
+    """(coverage, windows) of each fixed query of a pooled_values.py --queries row, from its
+    `query_<key>_held` histogram over `windows` windows (none without windows)."""
+    if not windows:
+        return []
+    return [(int(held) / windows, windows)
+            for held, count in row[f"query_{key}_held"].items() for _ in range(count)]
+
+
+def pooled_query_rows(results: dict | None) -> list[dict]:
+    """Fixed sets and ranges of the pooled-hash oracles followed over windows of one pool
+    (benchmarks/pooled_values.py --queries), one pair per (cell, query) and kind of window:
+    the band `ldp query` gives — below the pool-bias share Σ_S f~ ± z · its error over pools,
+    past it the sum of g with its variance given the pool — and past it the f~ band,
+    measured and not used."""
+    rows = [row for row in (results or {}).get("rows", []) if row.get("queries")]
+    if not rows:
+        return []
+
+    def below(row: dict) -> int:
+        return row["windows"] - row["corrected_windows"]
+
+    exact = [pair for row in rows for pair in query_pairs(row, "exact", below(row))]
+    past = [row for row in rows if row["corrected_windows"]]
+    corrected = [pair for row in past
+                 for pair in query_pairs(row, "corrected", row["corrected_windows"])]
+    out = [tally("set and range answers, pooled-hash, one pool", "exact-variance, pool-corrected",
+                 exact + corrected, 0, "fixed sets and ranges followed over windows of one "
+                 "pool; the sum of g past the pool-bias share")]
+    for key, family, band in (
+            ("plain", "set and range answers, pooled-hash, one pool, past the share, f~ band",
+             "(measured, not used)"),):
+        pairs = [pair for row in past
+                 for pair in query_pairs(row, key, row["corrected_windows"])]
+        if pairs:
+            out.append(tally(family, band, pairs))
     return out
 
 
@@ -470,6 +530,10 @@ WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw")
 
 
+#: Results of benchmarks/pooled_values.py --band shipped (CMS and HCMS; FLH).
+POOLED_VALUES = ("pooled_values_shipped", "pooled_values_shipped_flh")
+
+
 def summary(results: Path = RESULTS) -> list[dict]:
     """Every family's row, in the order of docs/error-bars.md, from the results folder."""
     rows = []
@@ -479,6 +543,8 @@ def summary(results: Path = RESULTS) -> list[dict]:
     rows += memoized_value_rows(*(_load(results, name) for name in MEMOIZED_VALUES))
     rows += pooled_set_rows(_load(results, "pooled_sets"))
     rows += combined_pooled_rows(_load(results, "combined_pooled_values"))
+    rows += pooled_value_rows(*(_load(results, name) for name in POOLED_VALUES))
+    rows += pooled_query_rows(_load(results, "pooled_values_queries"))
     rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"),
                        *(_load(results, name) for name in UNFILTERED_TOP_K),
                        conditional=_load(results, "top_k_selective_conditional"))

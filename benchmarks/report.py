@@ -2129,16 +2129,19 @@ def pooled_values(r: dict) -> str:
                 str(next(row["values"] for k, row in cells.items() if k[:2] == (name, dataset)))]
         for n in sizes:
             row = cells.get((name, dataset, epsilon, n))
-            line.append("–" if row is None else
+            line.append("–" if row is None else "declared" if not row["windows"] else
                         f"{row['below_by_two']} · {100 * row['below_by_two_mass']:.1f}% · "
-                        f"{row['lowest']:.2f}")
+                        f"{row['lowest']:.2f}" + _corrected_mark(row))
         body.append(line)
+    shipped = r["parameters"].get("band") == "shipped"
     totals = [[name.upper(), str(line["cells"]), f"{line['values']:,}",
                f"{line['below_by_two']:,} ({line['below_by_two_chance']:,.1f})",
                str(line["cells_beyond_chance"]), f"{line['lowest']:.2f}"]
-              for name, line in sorted(r["summary"].items())]
-    windows = sorted({row["windows"] for row in rows})
-    chance = sorted({row["below_by_two_chance"] / row["values"] for row in rows})
+              + ([str(line.get("declared_cells", 0))] if shipped else [])
+              for name, line in sorted(r["summary"].items()) if line["cells"]]
+    banded = [row for row in rows if row["windows"]]
+    windows = sorted({row["windows"] for row in banded})
+    chance = sorted({row["below_by_two_chance"] / row["values"] for row in banded})
     return "\n".join([
         f"{', '.join(map(str, windows))} windows per cell, seed {r['parameters']['seed']}, "
         + ("the oracle's own (fixed) pool" if r["parameters"].get("pool") is None else
@@ -2146,11 +2149,56 @@ def pooled_values(r: dict) -> str:
         + f"; band: {r['parameters'].get('band', 'record')}. Each cell: values more than two "
         f"standard errors (√(0.95 · 0.05 / W)) below 0.95 · the share of the probability "
         f"mass they hold · the lowest value coverage. An exactly calibrated band puts "
-        f"{100 * chance[0]:.1f}% of the values there by chance.", "",
+        f"{100 * chance[0]:.1f}% of the values there by chance."
+        + (" Band as records give it (frequency_bands.pooled_value_band): `c` marks a cell "
+           "whose every window has the pool-corrected band, `cK` one where K windows have it "
+           "(the others the record's f~ ± z · s.e.), unmarked the record's band alone; "
+           "*declared*: no window has a band." if shipped else ""), "",
         table(["oracle", "data", "ε", "values", *[f"n = {n:,}" for n in sizes]], body,
               right=set(range(2, 4 + len(sizes)))), "",
         table(["oracle", "cells", "values", "below by 2 s.e. (chance)",
-               "cells beyond chance", "lowest"], totals)])
+               "cells beyond chance", "lowest"] + (["cells declared"] if shipped else []),
+              totals)] + _pooled_queries(rows))
+
+
+def _pooled_queries(rows: list[dict]) -> list[str]:
+    """The fixed sets and ranges of a --queries run, per cell past the pool-bias share: how
+    many of them held more than two standard errors below 0.95 (over the cell's windows past
+    it) with the f~ band and with the sum of g, beside chance; below the share, with the band
+    `ldp query` gives."""
+    measured = [row for row in rows if row.get("queries")]
+    if not measured:
+        return []
+
+    def count(row: dict, key: str, windows: int) -> str:
+        if not windows:
+            return "–"
+        falling = sum(c for held, c in row[f"query_{key}_held"].items()
+                      if below_by_two(int(held) / windows, windows))
+        return f"{falling} ({row['queries'] * below_by_two_chance(windows):.1f})"
+
+    body = [[row["protocol"].upper(), row["dataset"], f"{row['epsilon']:g}", f"{row['n']:,}",
+             str(row["queries"]), str(row["windows"] - row["corrected_windows"]),
+             count(row, "exact", row["windows"] - row["corrected_windows"]),
+             str(row["corrected_windows"]), count(row, "plain", row["corrected_windows"]),
+             count(row, "corrected", row["corrected_windows"])] for row in measured]
+    return ["", "Fixed sets (10% of the domain) and ranges (1–10% of it), each followed over the "
+            "cell's windows: how many lie more than two standard errors below 0.95 (chance "
+            "beside it), over the windows below the pool-bias share with the band `ldp query` "
+            "gives there, and over those past it with the f~ band and with the sum of "
+            "g = (I + B)⁻¹ f~ (frequency_bands.pool_corrected_sum, what `ldp query` gives "
+            "there).", "",
+            table(["oracle", "data", "ε", "n", "queries", "windows below", "below 2 s.e.",
+                   "windows past", "f~ band", "sum of g"], body, right={3, 4, 5, 7})]
+
+
+def _corrected_mark(row: dict) -> str:
+    """` c` where every window of a --band shipped cell has the pool-corrected band, ` cK`
+    where K of them do, nothing otherwise."""
+    corrected = (row.get("methods") or {}).get("pool-corrected", 0)
+    if not corrected:
+        return ""
+    return " c" if corrected == row["windows"] else f" c{corrected}"
 
 
 def combined_pooled_values(r: dict) -> str:
@@ -2299,6 +2347,40 @@ SECTIONS += [
      "python benchmarks/memoized_values.py --protocols memoized-grr memoized-oue memoized-olh "
      "memoized-sue memoized-rue memoized-blh memoized-rlh --sizes 1000000 --seed 731 "
      "--benchmark memoized_values_million"),
+    ("pooled_values_shipped", "Per-value bands of CMS and HCMS as records give them",
+     "As [under a fixed pool](#per-value-bands-of-the-pooled-hash-oracles-under-a-fixed-pool), "
+     "the band today's records give each window (`exact-variance` below the pool-bias share, "
+     "`pool-corrected` past it; frequency_bands.pooled_value_band), on a third pool (root 231) "
+     "and seed, neither of which the choice to ship the corrected band saw; with the 4,096 "
+     "most frequent English words (d = 4,096, d · C = 0.031) beside the three data sets "
+     "measured before.",
+     pooled_values,
+     "python benchmarks/pooled_values.py --datasets airports 'common words' emoji words "
+     "--protocols cms hcms --band shipped --pool 231 --seed 231 "
+     "--benchmark pooled_values_shipped"),
+    ("pooled_values_shipped_flh", "Per-value bands of FLH as records give them",
+     "As [for CMS and HCMS](#per-value-bands-of-cms-and-hcms-as-records-give-them), for FLH: "
+     "the record's band below the pool-bias share, none past it.",
+     pooled_values,
+     "python benchmarks/pooled_values.py --datasets airports 'common words' emoji "
+     "--protocols flh --band shipped --pool 231 --seed 231 "
+     "--benchmark pooled_values_shipped_flh"),
+    ("pooled_values_queries", "Set and range answers of CMS and HCMS under a fixed pool",
+     "As [for CMS and HCMS](#per-value-bands-of-cms-and-hcms-as-records-give-them), on a fourth "
+     "pool (root 331) and seed, with 20 fixed sets and 20 fixed ranges per cell followed over "
+     "its windows (--queries 20).",
+     pooled_values,
+     "python benchmarks/pooled_values.py --datasets airports 'common words' emoji "
+     "--protocols cms hcms --band shipped --queries 20 --pool 331 --seed 331 "
+     "--benchmark pooled_values_queries"),
+    ("pooled_values_queries_confirm", "Set and range answers of CMS and HCMS under another pool",
+     "As [under a fixed pool](#set-and-range-answers-of-cms-and-hcms-under-a-fixed-pool), on a "
+     "fifth pool (root 431) and seed, where the windows past the pool-bias share lie "
+     "(airports and the common words, ε 1–4, n 10⁵–10⁶): the confirmation of the sum of g.",
+     pooled_values,
+     "python benchmarks/pooled_values.py --datasets airports 'common words' --protocols cms "
+     "hcms --epsilons 1 2 4 --sizes 100000 1000000 --band shipped --queries 20 --pool 431 "
+     "--seed 431 --benchmark pooled_values_queries_confirm"),
 ]
 
 

@@ -22,18 +22,21 @@ from typing import Any
 
 import numpy as np
 
-from ldp_telemetry.ldp.estimation.frequency_bands import pool_bias_reason, score_bands
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_FIXED_GAIN, BAND_NONE, Z95
+from ldp_telemetry.ldp.estimation.frequency_bands import (few_supports_reason,
+                                                          pool_corrected_bands,
+                                                          pooled_value_band, score_bands)
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_FIXED_GAIN, BAND_NONE,
+                                                      BAND_POOL_CORRECTED, Z95)
 from ldp_telemetry.ldp.protocols import is_pooled, make_protocol
-from ldp_telemetry.ldp.protocols.hash_pool import sketch_arguments
+from ldp_telemetry.ldp.protocols.hash_pool import HashPool, sketch_arguments
 from ldp_telemetry.output.estimate import EstimateRecord
 
 #: A window-estimate record, typed or as decoded JSON.
 Record = EstimateRecord | Mapping[str, Any]
 
 __all__ = ["Z95", "band95", "band_centre", "band_errors", "declares_no_value_band", "half_width95",
-           "score_facts", "statistic_band", "statistic_band_method", "summary_bands",
-           "summary_statistics", "value_band", "value_bands"]
+           "pool_band_method", "score_facts", "statistic_band", "statistic_band_method",
+           "summary_bands", "summary_statistics", "value_band", "value_band_method", "value_bands"]
 
 
 def band95(value: float, std_error: float | None) -> tuple[float | None, float | None]:
@@ -60,32 +63,69 @@ def declares_no_value_band(record: Record) -> bool:
     written before `unbiased_std_error`; `band_reasons` says why), or it is a pooled-hash
     oracle's Wiener record without `unbiased_std_error` (`fixed-gain`, written before that was
     declared: its std_error is the filter's, not f~'s with the collision term), or a
-    pooled-hash record written before the pool-bias declaration whose window is past it
-    (`_pool_biased`)."""
+    pooled-hash record whose window the pool-bias rule declares (`pool_band_method`: a record
+    written before that rule states `exact-variance` where today's states none, and is read
+    as today's) — except a CMS or HCMS window that rule gives `pool-corrected` bands, whatever
+    an older record states."""
+    return value_band_method(record) == BAND_NONE
+
+
+def value_band_method(record: Record) -> str:
+    """How a frequency record's value bands are made, as its readers make them: `none` where
+    `declares_no_value_band`, `pool-corrected` for a pooled-hash window `pool_band_method`
+    gives it, else the record's `band_method` (`exact-variance` for a record written before
+    the field)."""
     method = _field(record, "band_method")
-    if method == BAND_NONE:
-        return True
     if not is_pooled(_field(record, "protocol")):
-        return False
+        return BAND_EXACT if method is None else str(method)
     estimator = (_field(record, "estimator") or {}).get("method", "unbiased")
-    return bool(method == BAND_FIXED_GAIN
-                or (estimator != "unbiased" and _field(record, "unbiased_std_error") is None)
-                or (method == BAND_EXACT and _pool_biased(record)))
+    if method == BAND_FIXED_GAIN or (estimator != "unbiased"
+                                     and _field(record, "unbiased_std_error") is None):
+        return BAND_NONE
+    return pool_band_method(record)
 
 
-def _pool_biased(record: Record) -> bool:
-    """Whether a pooled-hash record's window is past frequency_bands.POOL_BIAS_SHARE
-    (`pool_bias_reason` at its n, ε, k, m and unbiased estimate): a record written before
-    that declaration states `exact-variance` where today's would state none, and is read as
-    today's is (and as `ldp query` answers it, from the same fields)."""
+def pool_band_method(record: Record) -> str:
+    """How a pooled-hash record's value bands are made, by today's rule
+    (frequency_bands.pooled_value_band at its n, ε, k, m and unbiased estimate): `none`,
+    `exact-variance` or `pool-corrected`. A record written before the rule (`exact-variance`
+    past the pool-bias share, or `none` for that share alone) is read as today's, and as
+    `ldp query` answers it from the same fields; a record naming another method, or without
+    the fields to tell, is read as written."""
+    method = _field(record, "band_method")
     n, unbiased = _field(record, "n"), _field(record, "unbiased_estimate")
     epsilon = _field(record, "epsilon")
-    if not n or unbiased is None or epsilon is None:  # not enough to tell: read as written
-        return False
-    f = np.asarray(unbiased, dtype=np.float64)
-    protocol = make_protocol(_field(record, "protocol"), float(epsilon),
-                             f.size, **sketch_arguments(_field(record, "parameters") or {}))
-    return pool_bias_reason(protocol.noise(int(n)).for_window(f)) is not None
+    if (method not in (None, BAND_EXACT, BAND_NONE, BAND_POOL_CORRECTED) or not n
+            or unbiased is None or epsilon is None):  # not enough to tell: read as written
+        return BAND_EXACT if method is None else str(method)
+    protocol = _record_pool(record, np.asarray(unbiased, dtype=np.float64).size)
+    noise = protocol.noise(int(n)).for_window(np.asarray(unbiased, dtype=np.float64))
+    if few_supports_reason(noise) is not None:
+        return BAND_NONE
+    return pooled_value_band(protocol, noise, np.asarray(unbiased, dtype=np.float64))[0]
+
+
+def _record_pool(record: Record, d: int) -> HashPool:
+    """The pooled-hash oracle a record was made with: its protocol at its ε over d values, with
+    its `parameters`' k and m (the defaults for a record written before the field) and the
+    public pool root every configuration uses (hash_pool.POOL_ROOT)."""
+    protocol = make_protocol(_field(record, "protocol"), float(_field(record, "epsilon")), d,
+                             **sketch_arguments(_field(record, "parameters") or {}))
+    assert isinstance(protocol, HashPool), "a pooled-hash record's protocol"
+    return protocol
+
+
+def _pool_corrected_bands(record: Record) -> tuple[list, list]:
+    """(lower, upper) of a `pool-corrected` record's values: frequency_bands.
+    pool_corrected_bands of its unbiased estimate under the pool its fields rebuild (None for
+    every value where the solve does not converge, as its writer would have declared)."""
+    unbiased = np.asarray(_field(record, "unbiased_estimate"), dtype=np.float64)
+    try:
+        lower, upper = pool_corrected_bands(_record_pool(record, unbiased.size), unbiased,
+                                            int(_field(record, "n")))
+    except ArithmeticError:
+        return [None] * unbiased.size, [None] * unbiased.size
+    return lower.tolist(), upper.tolist()
 
 
 def band_errors(record: Record) -> Any:
@@ -134,12 +174,17 @@ def value_band(facts: tuple[float, float, int] | None, centre: float | None,
 def value_bands(record: Record) -> tuple[list, list]:
     """(lower bounds, upper bounds) of the 95% band of each value of a frequency record: the
     exact band of its unbiased estimate (`score_bands` at the record's p*, q* and n; centre
-    ± Z95 · `band_errors` for a record without them, `band_centre`), or None for every value when
+    ± Z95 · `band_errors` for a record without them, `band_centre`; a CMS or HCMS window past
+    the pool-bias share: the score band around it with the pool's bias removed,
+    `pool_band_method`), or None for every value when
     the record declares no band (`band_method` "none", `declares_no_value_band`;
     `band_reasons` says why)."""
     estimate, errors = _field(record, "estimate"), band_errors(record)
-    if declares_no_value_band(record) or errors is None:
+    method = value_band_method(record)
+    if method == BAND_NONE or errors is None:
         return [None] * len(estimate), [None] * len(estimate)
+    if method == BAND_POOL_CORRECTED:
+        return _pool_corrected_bands(record)
     facts = score_facts(record)
     if facts is not None:
         lower, upper = score_bands(np.asarray(band_centre(record), dtype=np.float64), *facts)

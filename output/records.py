@@ -25,7 +25,7 @@ from ldp_telemetry.ldp.config.registry import MetricConfig
 from ldp_telemetry.ldp.engine.finalize import (NumericWindowResult, StringWindowResult,
                                                WindowResult)
 from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
-from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason, pool_bias_reason
+from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason, pooled_value_band
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, NO_REPORTS_REASON
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, smallest_resolvable
@@ -56,8 +56,7 @@ def window_estimate_record(config: MetricConfig, result: WindowResult | NumericW
     if isinstance(result, StringWindowResult):
         return string_estimate_record(config, result, start_ms, end_ms, pane)
     spec = config.postprocess
-    reason = frequency_band_reason(config, result)  # why the values have no band, or None
-    band_method = BAND_NONE if reason is not None else BAND_EXACT
+    band_method, reason = frequency_band(config, result)  # how the values' bands are made
     no_band = reason is not None
     # a pooled-hash oracle's k and m, so that no reader assumes the defaults (absent otherwise)
     sketch = getattr(config.protocol, "sketch_parameters", lambda: None)()
@@ -196,16 +195,21 @@ def chosen_postprocess(choice: Any) -> dict:  # a replay.Choice, or None
     return {"chosen": choice.method, "expected_mse": dict(choice.expected_mse)}
 
 
-def frequency_band_reason(config: MetricConfig, result: WindowResult) -> str | None:
-    """Why a frequency record's values have no band: no reports (NO_REPORTS_REASON), or too
-    few expected supports per value for a normal band (frequency_bands.few_supports_reason),
-    or a pooled-hash oracle's fixed pool biasing values beyond their band
-    (frequency_bands.pool_bias_reason); None when they have one (a Wiener filter's values:
-    the band of their unbiased estimate, as every post-processing; a pooled-hash oracle's
-    from the `unbiased_std_error` its record keeps)."""
+def frequency_band(config: MetricConfig, result: WindowResult) -> tuple[str, str | None]:
+    """(band_method, reason) of a frequency record's values: none with the reason for no
+    reports (NO_REPORTS_REASON), too few expected supports per value for a normal band
+    (frequency_bands.few_supports_reason), or a pooled-hash oracle's fixed pool biasing values
+    beyond their band where no corrected band holds; `pool-corrected` for a CMS or HCMS window
+    past that share (frequency_bands.pooled_value_band); else exact-variance (a Wiener
+    filter's values: the band of their unbiased estimate, as every post-processing; a
+    pooled-hash oracle's from the `unbiased_std_error` its record keeps)."""
     if result.noise.n == 0:
-        return NO_REPORTS_REASON
-    return few_supports_reason(result.noise) or pool_bias_reason(result.noise)
+        return BAND_NONE, NO_REPORTS_REASON
+    few = few_supports_reason(result.noise)
+    if few is not None:
+        return BAND_NONE, few
+    assert isinstance(config.protocol, FrequencyOracle), "a frequency metric's protocol"
+    return pooled_value_band(config.protocol, result.noise, result.unbiased)
 
 
 def support_facts(config: MetricConfig, n: int, noise: SupportNoise | None = None) -> dict:

@@ -9,11 +9,12 @@ import numpy as np
 
 from ldp_telemetry.ldp.base.validation import is_number
 from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_POOL_CORRECTED
+from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.bands import (Z95, half_width95, statistic_band, statistic_band_method,
-                                        value_bands)
+                                        value_band_method, value_bands)
 from ldp_telemetry.output.integrity import flag_text
 from ldp_telemetry.output.layout import COMBINED
 from ldp_telemetry.output.names import printable
@@ -70,8 +71,12 @@ def filtered(record: EstimateRecord) -> bool:
 def band_text(record: EstimateRecord) -> str:
     """What a frequency record's value bands are, as `ldp show` names them: its `band_method`
     (exact-variance for records written before the field), "of the unbiased estimate" when
-    the values are post-processed or filtered (`output.bands.band_centre`)."""
+    the values are post-processed or filtered (`output.bands.band_centre`); `pool-corrected`
+    with what it is centred on (`output.bands.value_band_method`)."""
     method = record.band_method or BAND_EXACT
+    if is_pooled(record.protocol) and value_band_method(record) == BAND_POOL_CORRECTED:
+        # a CMS or HCMS window past the pool-bias share, also when written before the rule
+        return f"{BAND_POOL_CORRECTED}: the unbiased estimate with its hash pool's bias removed"
     post = (record.postprocess or {}).get("method", "base")
     if (method == BAND_EXACT and record.unbiased_estimate is not None
             and (post not in ("base", "none", "post-pos") or filtered(record))):

@@ -25,9 +25,11 @@ from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.config.budget import budget_text
 from ldp_telemetry.ldp.engine.reasons import UNATTRIBUTED_REASONS
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_NONE, BAND_POOL_CORRECTED
 from ldp_telemetry.ldp.protocols import STRING_PROTOCOLS
-from ldp_telemetry.output.bands import (band_errors, declares_no_value_band, score_facts,
-                                        summary_bands, summary_statistics, value_band)
+from ldp_telemetry.output.bands import (band_errors, score_facts, summary_bands,
+                                        summary_statistics, value_band, value_band_method,
+                                        value_bands)
 from ldp_telemetry.output.compact import FloatChunks
 from ldp_telemetry.output.estimate import EstimateRecord
 
@@ -155,13 +157,18 @@ def value_rows(record: EstimateRecord) -> Iterator[ValueRow]:
     labels = record.labels if len(record.labels) else map(str, range(size))
     columns = (_floats(record.estimate), _floats(record.unbiased_estimate, size),
                _floats(record.std_error, size), _floats(band_errors(record), size))
-    no_band = declares_no_value_band(record)
+    method = value_band_method(record)
     facts = score_facts(record)
+    # a pool-corrected window's bands come from the whole window at once (output.bands)
+    corrected = value_bands(record) if method == BAND_POOL_CORRECTED else None
     for index, (label, value, raw, error, band_error) in enumerate(zip(labels, *columns,
                                                                       strict=False)):
         # the band of the unbiased estimate (output.bands.value_band), whatever the estimate
-        low, high = ((None, None) if no_band
-                     else value_band(facts, value if raw is None else raw, band_error))
+        if corrected is not None:
+            low, high = corrected[0][index], corrected[1][index]
+        else:
+            low, high = ((None, None) if method == BAND_NONE
+                         else value_band(facts, value if raw is None else raw, band_error))
         yield ValueRow(index, str(label), value, raw, error, low, high)
 
 

@@ -101,10 +101,12 @@ import numpy as np
 from ldp_telemetry.ldp.estimation.postprocess import (error_plug_in, is_single_support,
                                                       project_to_simplex)
 from ldp_telemetry.ldp.estimation.selective_bands import selective_bands
-from ldp_telemetry.ldp.estimation.uncertainty import Z95, grid_cell
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_NONE, BAND_POOL_CORRECTED,
+                                                      Z95, grid_cell)
 from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle
-from ldp_telemetry.ldp.protocols.hash_pool import HashPool, PoolNoise
+from ldp_telemetry.ldp.protocols.hash_pool import (MAX_POOL_HASH_EVALUATIONS, HashPool,
+                                                   PoolNoise)
 from ldp_telemetry.ldp.protocols.memoized import LOLOHA_G
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
 
@@ -150,9 +152,18 @@ def score_bands(unbiased: np.ndarray, p_star: float, q_star: float, n: int,
 
 #: Relative residual at which `pool_debiased`'s solve of (I + B) g = f~ stops (GMRES, one
 #: product with B = two passes of k·d hashes), and its most restart cycles (scipy's maxiter),
-#: of at most 50 products each: at most 10,000 products, k·d bounded by the protocol's
-#: MAX_POOL_HASH_EVALUATIONS.
-POOL_SOLVE_TOLERANCE, POOL_SOLVE_ITERATIONS = 1e-10, 200
+#: of at most POOL_SOLVE_RESTART products each: at most 10,000 products, and fewer where k·d is
+#: large — the whole solve makes at most MAX_POOL_HASH_EVALUATIONS hash evaluations, what one
+#: window's support counts may (`pool_solve_cycles`).
+POOL_SOLVE_TOLERANCE, POOL_SOLVE_ITERATIONS, POOL_SOLVE_RESTART = 1e-10, 200, 50
+
+
+def pool_solve_cycles(protocol: HashPool) -> int:
+    """GMRES restart cycles `pool_debiased` may run for `protocol`: POOL_SOLVE_ITERATIONS, fewer
+    where their 2·k·d hash evaluations per product would pass MAX_POOL_HASH_EVALUATIONS (0: not
+    even one cycle fits)."""
+    per_cycle = 2 * protocol.k * protocol.d * min(protocol.d, POOL_SOLVE_RESTART)
+    return min(POOL_SOLVE_ITERATIONS, MAX_POOL_HASH_EVALUATIONS // max(per_cycle, 1))
 
 
 def pool_debiased(protocol: HashPool, unbiased: np.ndarray) -> np.ndarray:
@@ -166,13 +177,17 @@ def pool_debiased(protocol: HashPool, unbiased: np.ndarray) -> np.ndarray:
     f = np.asarray(unbiased, dtype=np.float64)
     if np.isnan(f).any():
         return f
+    cycles = pool_solve_cycles(protocol)
+    problem = (f"(I + B) g = f~ did not converge for {protocol.name} (k = {protocol.k}, "
+               f"m = {protocol.m}, d = {protocol.d}) within {cycles} restart cycles")
+    if cycles < 1:
+        raise ArithmeticError(problem + " (MAX_POOL_HASH_EVALUATIONS)")
     system = LinearOperator((f.size, f.size), dtype=np.float64,
                             matvec=lambda x: x + protocol.collision_bias(np.ravel(x)))
     solved, info = gmres(system, f, x0=f, rtol=POOL_SOLVE_TOLERANCE, atol=0.0,
-                         restart=min(f.size, 50), maxiter=POOL_SOLVE_ITERATIONS)
+                         restart=min(f.size, POOL_SOLVE_RESTART), maxiter=cycles)
     if info != 0:
-        raise ArithmeticError(f"(I + B) g = f~ did not converge for {protocol.name} "
-                              f"(k = {protocol.k}, m = {protocol.m}, d = {protocol.d})")
+        raise ArithmeticError(problem)
     return np.asarray(solved, dtype=np.float64)
 
 
@@ -193,7 +208,9 @@ def pool_corrected_bands(protocol: HashPool, unbiased: np.ndarray, n: int
     is meant to hold value by value under the one fixed pool a metric has. O(k·d) per product
     with B. Measured (benchmarks/pooled_values.py --band corrected, another pool and seed):
     CMS and HCMS value by value as chance gives; FLH over 969 values at ε <= 1 (d · C = 0.3–0.5,
-    where (I + B)⁻¹ ≈ I − B is too rough) below it — so records do not carry it yet."""
+    where (I + B)⁻¹ ≈ I − B is too rough) below it — so records carry it for CMS and HCMS
+    windows past POOL_BIAS_SHARE only (`pooled_value_band`). ArithmeticError where the solve
+    does not converge (`pool_debiased`)."""
     centre = pool_debiased(protocol, unbiased)
     fitted = error_plug_in(centre)
     p_star, q_star = protocol.p_star, protocol.q_star
@@ -202,6 +219,25 @@ def pool_corrected_bands(protocol: HashPool, unbiased: np.ndarray, n: int
     own = (1.0 - np.clip(fitted, 0.0, 1.0)) * (rate * (1.0 - rate) - q_star * (1.0 - q_star))
     extra = own / (n * (p_star - q_star) ** 2) + protocol.collision * (private.sum() - private)
     return score_bands(centre, p_star, q_star, n, extra)
+
+
+def pool_corrected_sum(protocol: HashPool, unbiased: np.ndarray, n: int, weights: np.ndarray,
+                       centre: np.ndarray | None = None, solved: np.ndarray | None = None
+                       ) -> tuple[float, float]:
+    """(Σ_v w_v g_v, its standard error given the pool) for a linear answer of a pooled-hash
+    window with the pool's bias removed, g = (I + B)⁻¹ f~ (`pool_debiased`). B is symmetric
+    (κ is), so Σ w g = u · f~ with u = (I + B)⁻¹ w, and reports are independent given the pool:
+    the variance is Σ_x ĝ_x Var[Σ_v u_v Y_v | x] / (n (p* − q*)²) (the protocol's report
+    variance with a fresh hash, FrequencyOracle.linear_variance without the collision term,
+    at the Norm-Sub plug-in ĝ of g). `centre` (g) and `solved` (u) save their solves when the
+    caller has them. Measured under a fixed pool on two pools and seeds
+    (benchmarks/pooled_values.py --queries): the band `ldp query` gives a set or range of a
+    CMS or HCMS window past POOL_BIAS_SHARE."""
+    g = pool_debiased(protocol, unbiased) if centre is None else centre
+    u = pool_debiased(protocol, np.asarray(weights, dtype=np.float64)) if solved is None \
+        else solved
+    variance = FrequencyOracle.linear_variance(protocol, n, u, error_plug_in(g))
+    return float(np.dot(np.asarray(weights, dtype=np.float64), g)), math.sqrt(variance)
 
 
 def channel_support_counts(true_counts: np.ndarray, noise: SupportNoise,
@@ -671,3 +707,63 @@ def pool_bias_reason(noise: SupportNoise) -> str | None:
     if collision == 0.0:
         return None
     return pool_share_reason(collision / privacy)
+
+
+#: The pooled-hash oracles whose windows past POOL_BIAS_SHARE get `pool_corrected_bands`
+#: instead of none: measured value by value under a fixed pool on a pool and seed the choice
+#: did not see (benchmarks/pooled_values.py --band corrected). FLH is not among them: over the
+#: 969 emoji at ε <= 1 its corrected band fell below chance.
+POOL_CORRECTED_PROTOCOLS = frozenset({"cms", "hcms"})
+#: Largest d · C (the domain times the pool's collision constant 1/(k (m − 1))) at which a
+#: window gets the corrected band: its variance rests on (I + B)⁻¹ ≈ I − B, which held
+#: value by value up to d · C = 0.135 (FLH, emoji, ε = 2; CMS and HCMS at 0.007–0.008) and
+#: failed at 0.32 and 0.47 (FLH, emoji, ε = 1 and 0.5). A CMS or HCMS pool beyond it (a
+#: domain far larger than k·m: the default m stops at 1,024) is declared as before.
+POOL_CORRECTED_SPREAD = 0.135
+POOL_CORRECTED_SPREAD_REASON = (
+    "no band: the metric's fixed hash pool biases each value by a fixed amount whose variance "
+    "over pools is {share:.2g} of the privacy noise's here (above {most:g}), and the pool is too "
+    "small for the domain to remove that bias with a measured band (d · C = {spread:.3g}, above "
+    "{largest:g}; measured: benchmarks/pooled_values.py --band corrected)")
+POOL_SUM_REASON = ("no band: a sum over values of this window carries the fixed collision "
+                   "errors of its values (the metric's hash pool; a collision share of "
+                   "{share:.2g}, above {most:g}), and removing them did not converge "
+                   "(benchmarks/pooled_values.py --queries)")
+POOL_SOLVE_REASON = ("no band: the metric's fixed hash pool biases each value beyond its "
+                     "f~ ± z · s.e. band (a collision share of {share:.2g}, above {most:g}), "
+                     "and removing that bias did not converge: {problem}")
+
+
+def pooled_value_band(protocol: FrequencyOracle, noise: SupportNoise, unbiased: np.ndarray
+                      ) -> tuple[str, str | None]:
+    """(band_method, reason) for the values of a window past or below the pool-bias rule:
+    (BAND_EXACT, None) where `pool_bias_reason` gives none (every oracle but a pooled-hash
+    one past POOL_BIAS_SHARE); (BAND_POOL_CORRECTED, None) for a CMS or HCMS window past it
+    whose pool has d · C <= POOL_CORRECTED_SPREAD and whose solve converges
+    (`pool_corrected_bands`, run here once to know); else (BAND_NONE, the reason). `noise`:
+    the window's noise with its Σ f² (`PoolNoise.for_window`). Writers and readers (a record's
+    value bands, `ldp query`'s point answers) decide by this one rule."""
+    reason = pool_bias_reason(noise)
+    if reason is None:
+        return BAND_EXACT, None
+    if not isinstance(protocol, HashPool) or protocol.name not in POOL_CORRECTED_PROTOCOLS \
+            or getattr(protocol, "memoized", False):
+        return BAND_NONE, reason
+    collision, privacy = pool_variances(noise)
+    spread = protocol.d * protocol.collision
+    if spread > POOL_CORRECTED_SPREAD:
+        return BAND_NONE, POOL_CORRECTED_SPREAD_REASON.format(
+            share=collision / privacy, most=POOL_BIAS_SHARE, spread=spread,
+            largest=POOL_CORRECTED_SPREAD)
+    try:
+        pool_debiased(protocol, unbiased)
+    except ArithmeticError as problem:
+        return BAND_NONE, POOL_SOLVE_REASON.format(share=collision / privacy,
+                                                   most=POOL_BIAS_SHARE, problem=problem)
+    return BAND_POOL_CORRECTED, None
+
+
+def pool_sum_reason(noise: SupportNoise) -> str:
+    """POOL_SUM_REASON for a window past POOL_BIAS_SHARE (`pool_variances`' share)."""
+    collision, privacy = pool_variances(noise)
+    return POOL_SUM_REASON.format(share=collision / privacy, most=POOL_BIAS_SHARE)

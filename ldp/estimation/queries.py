@@ -80,7 +80,9 @@ from ldp_telemetry.ldp.base.errors import ConfigError
 from ldp_telemetry.ldp.base.validation import is_int, is_positive_int
 from ldp_telemetry.ldp.estimation.estimators import EstimatorSpec
 from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_supports_reason,
-                                                          pool_bias_reason,
+                                                          pool_corrected_bands,
+                                                          pool_corrected_sum, pool_debiased,
+                                                          pool_sum_reason, pooled_value_band,
                                                           rank_conditional_applies,
                                                           score_bands, top_k_bands,
                                                           top_k_declared, top_k_filtered_bands,
@@ -92,10 +94,10 @@ from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, 
 from ldp_telemetry.ldp.estimation.replay import (AUTO_METHODS, CANDIDATES,
                                                  postprocess_with_choice)
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT,
-                                                      BAND_NONE, BAND_RANK_CONDITIONAL,
-                                                      WIENER_NO_BAND)
+                                                      BAND_NONE, BAND_POOL_CORRECTED,
+                                                      BAND_RANK_CONDITIONAL, WIENER_NO_BAND)
 from ldp_telemetry.ldp.protocols import FrequencyOracle, is_pooled, make_protocol
-from ldp_telemetry.ldp.protocols.hash_pool import sketch_arguments
+from ldp_telemetry.ldp.protocols.hash_pool import HashPool, sketch_arguments
 from ldp_telemetry.ldp.protocols.memoized import G_RULES, LOCAL_HASHING, make_memoized_protocol
 from ldp_telemetry.ldp.protocols.noise import SupportNoise
 
@@ -377,6 +379,12 @@ class WindowEstimate:
         few = few_supports_reason(self.noise)
         if few is not None and len(chosen) == 1:  # as the record's value bands
             return replace(answer, band_method=BAND_NONE, band_reason=few)
+        if len(chosen) == 1 and self._pool_band[0] == BAND_POOL_CORRECTED:
+            # a CMS or HCMS window past the pool-bias share: its record's band of the value
+            # (output.bands.value_bands), around f~ with the pool's bias removed
+            lower, upper = self._corrected_bands
+            return replace(answer, band_method=BAND_POOL_CORRECTED,
+                           lower95=float(lower[chosen[0]]), upper95=float(upper[chosen[0]]))
         if len(chosen) == 1 and not is_pooled(self.protocol.name):
             # a value: its record's band (the score band of f~_v); a pooled-hash oracle's
             # record band is centre ± z · its standard error, which holds the collision term
@@ -390,14 +398,52 @@ class WindowEstimate:
         return replace(answer, band_method=BAND_EXACT, lower95=float(lower[0]),
                        upper95=float(upper[0]))
 
+    @cached_property
+    def _pool_band(self) -> tuple[str, str | None]:
+        """(band method, reason) of the window's values by the pool-bias rule
+        (frequency_bands.pooled_value_band; exact-variance for every other oracle), as the
+        record's value bands (output.bands.value_band_method)."""
+        if not is_pooled(self.protocol.name):
+            return BAND_EXACT, None
+        return pooled_value_band(self.protocol, self.noise, self.unbiased)
+
+    @cached_property
+    def _corrected_centre(self) -> np.ndarray:
+        """g = (I + B)⁻¹ f~ (frequency_bands.pool_debiased)."""
+        assert isinstance(self.protocol, HashPool), "a pool-corrected window's protocol"
+        return pool_debiased(self.protocol, self.unbiased)
+
+    @cached_property
+    def _corrected_bands(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every value's pool-corrected band (frequency_bands.pool_corrected_bands)."""
+        assert isinstance(self.protocol, HashPool), "a pool-corrected window's protocol"
+        return pool_corrected_bands(self.protocol, self.unbiased, self.n)
+
     def _pool_declared(self, answer: Answer) -> Answer:
         """`answer` without its band where the record's value bands have none for a
-        pooled-hash oracle's fixed pool (frequency_bands.pool_bias_reason): a set or range sums
-        the same fixed collision errors its values carry. A top-k answer's band is declared
-        apart (`top_k_declared`)."""
-        reason = None if answer.band_method == BAND_NONE else pool_bias_reason(self.noise)
-        if reason is None:
+        pooled-hash oracle's fixed pool (`_pool_band`): a set or range sums the same fixed
+        collision errors its values carry. A CMS or HCMS window past the share keeps its
+        point answers' pool-corrected bands, and its sets and ranges get Σ_S g ± z · its
+        standard error given the pool (frequency_bands.pool_corrected_sum, `pool-corrected`;
+        none, POOL_SUM_REASON, where that solve does not converge). A top-k answer's band is
+        declared apart (`top_k_declared`)."""
+        method, reason = self._pool_band
+        if answer.band_method == BAND_NONE or method == BAND_EXACT:
             return answer
+        if method == BAND_POOL_CORRECTED:
+            if len(answer.indices) == 1:  # a point, or a set or range of one value
+                return answer
+            assert isinstance(self.protocol, HashPool), "a pool-corrected window's protocol"
+            try:
+                centre, error = pool_corrected_sum(
+                    self.protocol, self.unbiased, self.n, set_indicator(self.d, answer.indices),
+                    self._corrected_centre)
+            except ArithmeticError:
+                reason = pool_sum_reason(self.noise)
+            else:
+                lower, upper = exact_bands(np.array([centre]), np.array([error]))
+                return replace(answer, band_method=BAND_POOL_CORRECTED,
+                               lower95=float(lower[0]), upper95=float(upper[0]))
         return replace(answer, band_method=BAND_NONE, lower95=None, upper95=None,
                        band_reason=reason)
 

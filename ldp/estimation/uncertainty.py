@@ -85,8 +85,11 @@ BAND_NONE = "none"  # no band: every statistic's band is null with a reason
 #: band and the band conditional on the answer's rank, joined
 #: (frequency_bands.top_k_rank_conditional_bands)
 BAND_RANK_CONDITIONAL = "rank-conditional-union"
+#: a CMS or HCMS window past the pool-bias share: the score band around the unbiased estimate
+#: with its fixed pool's bias removed (frequency_bands.pool_corrected_bands)
+BAND_POOL_CORRECTED = "pool-corrected"
 BAND_METHODS = (BAND_EXACT, BAND_BOOTSTRAP, BAND_BIAS_CORRECTED, BAND_FIXED_GAIN, BAND_NONE,
-                BAND_RANK_CONDITIONAL)
+                BAND_RANK_CONDITIONAL, BAND_POOL_CORRECTED)
 
 #: A Wiener filter's values have the band of their unbiased estimate, as every post-processing
 #: (the score band, from the record's p*, q* and n); a record keeps the filter's fixed-gain

@@ -533,18 +533,25 @@ def test_a_point_answer_has_its_records_value_band(protocol_name, method):
 def test_a_pooled_hash_window_past_the_pool_bias_share_answers_every_sum_without_a_band(
         protocol_name):
     """Where the fixed pool's collision term passes frequency_bands.POOL_BIAS_SHARE of the
-    privacy noise (20,000 reports over 64 values, ε = 2), a point, a set (of one value, too)
-    and a range answer all have no band, with the pool's reason; at 2,000 reports all three
-    keep theirs. A set of one value was banded where the point of the same value was not."""
+    privacy noise (20,000 reports over 64 values, ε = 2), FLH's point, set and range answers
+    have no band, with the pool's reason, while CMS's and HCMS's carry the pool-corrected band
+    (a value's: the record's; a sum's: Σ_S g with its error given the pool). At 2,000 reports
+    all keep theirs. A set of one value was banded where the point of the same value was
+    not."""
     from tests.window_records import frequency_record
+    corrected = protocol_name != "flh"
     rng = np.random.default_rng(1)
-    for n, declared in ((2_000, False), (20_000, True)):
+    for n, past in ((2_000, False), (20_000, True)):
         w = WindowEstimate.from_record(frequency_record(protocol_name, n, rng))
         for answer in (w.point(3), w.set_sum([3]), w.set_sum([1, 3, 5]), w.range_sum(2, 9)):
+            declared = past and not corrected
             assert (answer.band_method == "none") is declared, (n, answer.query)
             assert (answer.lower95 is None) is declared
             if declared:
-                assert "fixed hash pool" in answer.band_reason
+                assert "fixed hash pool" in answer.band_reason or (
+                    "fixed collision errors" in answer.band_reason)
+            elif past:
+                assert answer.band_method == "pool-corrected"
 
 
 def test_top_k_replays_the_method_the_record_says_its_replay_chose():
