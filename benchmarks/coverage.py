@@ -39,6 +39,16 @@ band in the record (declared, not measured).
     python benchmarks/coverage.py --set 3 --windows 100 --jobs 2 --cache /tmp/set3.pkl \\
         --families --json benchmarks/results/coverage.json
 
+`--cells` measures only the listed (ε, n) settings of the grid and `--benchmark` names the
+results of such a run: `coverage_set4_confirm`, the settings where set 4's banded quantiles
+covered below 0.93, on windows of another seed (89) of the same two shapes (each cell's windows
+depend on the seed and the cell only, so the three runs that measured them are one grid's):
+
+    python benchmarks/coverage.py --windows 200 --wide-buckets 0 --seed 89 \\
+        --cells 0.5:1000,1:1000,2:1000,1:10000,4:10000,1:1000000 \\
+        --cache /tmp/numeric/coverage_set4_confirm.pkl --benchmark coverage_set4_confirm \\
+        --json benchmarks/results/coverage_set4_confirm.json
+
 `--summary` prints, from the results files, the coverage of every family of bands the records
 and `ldp query` print — frequency values, sets and ranges, combined versions, top-k answers, the
 numeric statistics — and the families declared without a band (benchmarks/coverage_summary.py).
@@ -343,6 +353,10 @@ def main(argv=None) -> None:
                         help="the windows' set: its data sets and seed (3: a set the "
                              "declarations are fitted on, to reproduce its results)")
     parser.add_argument("--seed", type=int, default=None, help="default: the set's")
+    parser.add_argument("--cells", default=None, metavar="E:N,...",
+                        help="measure only these (ε, n) settings of the grid (default: all)")
+    parser.add_argument("--benchmark", default=None,
+                        help="the results' name (default: coverage_set4, coverage for set 3)")
     parser.add_argument("--jobs", type=int, default=1, help="processes measuring cells")
     parser.add_argument("--summary", action="store_true",
                         help="print the coverage of every family of bands from the results "
@@ -365,8 +379,17 @@ def main(argv=None) -> None:
     sets = sorted(sets, key=lambda name: name not in unseen)  # the newest shapes first
     sizes = {name: numbers(args.sizes if name in unseen else args.calibration_set_sizes,
                            int) for name in sets}
-    cells = [(name, e, n, args.buckets, args.windows, args.replicates, args.seed)
-             for name in sets for e in numbers(args.epsilons) for n in sizes[name]]
+    if args.cells is not None:
+        try:
+            pairs = sorted({(float(e), int(n)) for e, n in
+                            (pair.split(":") for pair in args.cells.split(","))})
+        except ValueError:
+            parser.error(f"--cells takes ε:n pairs joined by commas, got {args.cells!r}")
+        cells = [(name, e, n, args.buckets, args.windows, args.replicates, args.seed)
+                 for name in sets for e, n in pairs]
+    else:
+        cells = [(name, e, n, args.buckets, args.windows, args.replicates, args.seed)
+                 for name in sets for e in numbers(args.epsilons) for n in sizes[name]]
     if args.wide_buckets:
         cells += [(name, e, n, args.wide_buckets, args.wide_windows, args.replicates, args.seed)
                   for name in sets if name in HELD_OUT_SETS or args.wide_all
@@ -390,8 +413,8 @@ def main(argv=None) -> None:
           + " ".join(f"{k[:5]:>5} " for k in keys) + "  band s")
     rows, families = [], []
     # the results' name: report.py files them by it (set 3's results keep the plain name)
-    with Run("coverage" if args.set == 3 else f"coverage_set{args.set}", args.json,
-             vars(args)) as run:
+    name = args.benchmark or ("coverage" if args.set == 3 else f"coverage_set{args.set}")
+    with Run(name, args.json, vars(args)) as run:
         for sim in sims:
             row = evaluate(sim)
             rows.append(row)

@@ -23,15 +23,28 @@ against the values' own mean and variance (*values*), writing the `coverage_cfo_
 results; each row names the statistics records declare without a band there (`declared`, its
 coverage measured all the same):
 
-    python benchmarks/coverage_moments.py --cfo 64 --windows 500 --jobs 2 \
+    python benchmarks/coverage_moments.py --cfo 64 --windows 500 --jobs 2 \\
         --json benchmarks/results/coverage_cfo_moments.json
 
 Printed per cell: the coverage of the mean and of the variance, the mean and RMS of the
 standardised errors (estimate − truth) / standard error, and the median milliseconds the two
 bands cost per window (both from one report histogram).
 
-    python benchmarks/coverage_moments.py --windows 1000 --jobs 2 --discrete 128 \\
-        --json benchmarks/results/coverage_moments.json
+    python benchmarks/coverage_moments.py --windows 1000 --sizes 1000,10000,100000 \\
+        --discrete 128 --json benchmarks/results/coverage_moments.json
+    python benchmarks/coverage_moments.py --windows 500 --sizes 1000000 \\
+        --benchmark coverage_moments_large --json benchmarks/results/coverage_moments_large.json
+
+(n = 10⁶ apart, at W = 500: each of its windows perturbs a million values at every ε.)
+
+`--benchmark` names the results of another run (`coverage_moments_confirm`: the cells where
+the bucketing bound matters, 128 output buckets at ε 2 and 4, n 10⁵ and 10⁶, on windows of
+another seed than the table's):
+
+    python benchmarks/coverage_moments.py --windows 500 --epsilons 2,4 \\
+        --sizes 100000,1000000 --output-buckets 128 --seed 41 \\
+        --benchmark coverage_moments_confirm \\
+        --json benchmarks/results/coverage_moments_confirm.json
 
 Each window's values are drawn once and perturbed at every ε (the windows of one data set and
 n are shared by the ε; the reports are not).
@@ -255,6 +268,9 @@ def main(argv=None) -> None:
     parser.add_argument("--cfo-protocols", default="cfo-grr,cfo-olh")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--jobs", type=int, default=1, help="processes measuring cells")
+    parser.add_argument("--benchmark", default=None,
+                        help="the results' name (default: coverage_moments, or "
+                             "coverage_cfo_moments with --cfo)")
     add_json_argument(parser)
     args = parser.parse_args(argv)
     sets = available(SETS)
@@ -273,8 +289,8 @@ def main(argv=None) -> None:
     print(f"{'data set':<20} {'protocol':<12} {'ε':>4} {'n':>8} {'d̃':>5}  {'mean':>5} "
           f"{'var':>5}  {'z mean':>14} {'z rms':>11}  band ms", flush=True)
     rows = []
-    with Run("coverage_cfo_moments" if args.cfo else "coverage_moments", args.json,
-             vars(args)) as run:
+    name = args.benchmark or ("coverage_cfo_moments" if args.cfo else "coverage_moments")
+    with Run(name, args.json, vars(args)) as run:
         for row in measured_rows(simulate_cell, cells, args.jobs):
             rows.append(row)
             c, zm, zr = row["coverage"], row["z_mean"], row["z_rms"]

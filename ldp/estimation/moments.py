@@ -31,10 +31,14 @@ e_k(v). Averaged over the edges' positions in their buckets (any value distribut
 the bucket width) e₁ is 0 and e₂ about β w̃²/6 (w̃ the output bucket width, where the plateau
 spans a whole bucket; the average over one period otherwise), which is subtracted;
 what remains is bounded over every value (`bucketing_bounds`, evaluated at 64 points per output
-bucket) and added to the band's half-width, so the band holds whatever the values' positions
-in the buckets. Across ε 0.5–4 and d̃ ≥ 1024 the mean's bound is below 2% of the smallest
-standard error at n = 10⁶; at d̃ = 128 it is below 10% for ε ≤ 2 and reaches 0.6 of it at
-ε = 4 (a point mass at a bad position), where the band is accordingly wider.
+bucket) by B, and the band's half-width is the smallest c · standard error that holds a
+normal error shifted by any bias up to B with probability 0.95 (`bias_aware_z`: the
+fixed-length bias-aware interval of [Armstrong20], its critical value cv₀.₀₅), so the band
+holds whatever the values' positions in the buckets. Across ε 0.5–4 and d̃ ≥ 1024 the mean's
+bound is below 2% of the smallest standard error at n = 10⁶; at d̃ = 128 it is below 10% for
+ε ≤ 2 and reaches 0.6 of it at ε = 4 (a point mass at a bad position), where the band is
+accordingly wider. Real values are not packed so: on seven real shapes the bucketing bias was
+at most 3% of B (docs/error-bars.md), so where B is a large part of the band it over-covers.
 
 The discrete protocol's reports are exact integers (no server-side bucketing); the client has
 put the value in its bucket, so the band is for the mean and variance of the values as the
@@ -71,14 +75,19 @@ BOUND_CHUNK = 1 << 15
 #: convex function of m₁, so the straight line between two of them lies above it.
 BOUND_MEANS = np.linspace(0.0, 1.0, 129)
 
-#: Share of the 95% half-width above which the bucketing bound is named in band_reasons: a
+#: Share of Z95 · standard error by which a band must be widened before band_reasons names it: a
 #: centred normal error is then covered with more than P(|Z| < 1.96 · 1.1) = 0.969 wherever the
-#: values' positions cause no error (measured: 0.973–1.000 at d̃ = 128, ε = 4, n ≥ 10⁵).
+#: values' positions cause no error (measured at d̃ = 128, ε = 4, n = 10⁶: docs/error-bars.md).
 CONSERVATIVE_SHARE = 0.1
-CONSERVATIVE_REASON = ("band widened by {bound:.3g}, the most the report histogram's {buckets} "
-                       "output buckets can move the {what} (values packed at one point), "
-                       "{share:.0%} of its half-width: it over-covers where the values are "
-                       "spread; more output buckets (domain.output_buckets) make it smaller")
+CONSERVATIVE_REASON = ("band widened by {widened:.3g} ({share:.0%} of its half-width) to hold the "
+                       "{what} whatever the bias of the report histogram's {buckets} output "
+                       "buckets, at most {bound:.3g} (values packed at one point): it "
+                       "over-covers where the values are spread; more output buckets "
+                       "(domain.output_buckets) make it smaller")
+
+#: Bisection steps of `bias_aware_z` (the bracket [Z95, Z95 + t] halves each step: 60 steps
+#: leave less than 10⁻¹⁷ of it).
+BIAS_AWARE_STEPS = 60
 
 #: The fewest reports for which the bands' coverage was measured: COVERAGE_SIZES' smallest, 10³
 #: (benchmarks/coverage_moments.py), within √10 as for the bootstrap's bands (`band_scales`).
@@ -226,7 +235,7 @@ class MomentBands:
     variance_std_error: float
     mean_band: tuple[float, float]
     variance_band: tuple[float, float]
-    bounds: tuple[float, float]  # bucketing bounds added to the half-widths (mean, variance)
+    bounds: tuple[float, float]  # bucketing bounds the half-widths allow for (mean, variance)
 
 
 def bucketing_bounds(model: MomentModel, mean_range: tuple[float, float]) -> tuple[float, float]:
@@ -240,6 +249,36 @@ def bucketing_bounds(model: MomentModel, mean_range: tuple[float, float]) -> tup
         return 0.0, 0.0
     ends = np.clip(np.asarray(mean_range, dtype=np.float64), 0.0, 1.0)
     return model.mean_bound, float(np.interp(ends, BOUND_MEANS, model.variance_bounds).max())
+
+
+def _normal_cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+def bias_aware_z(ratio: float) -> float:
+    """The smallest c with P(|Z + t| ≤ c) ≥ 0.95 for every |t| ≤ `ratio` (Z standard normal):
+    the half-width, in standard errors, of a 95% band whose estimate may be biased by up to
+    `ratio` standard errors ([Armstrong20]'s critical value cv₀.₀₅(t), the 0.95 quantile of
+    |N(t, 1)|). The coverage falls as |t| grows,
+    so c solves Φ(c − t) − Φ(−c − t) = 0.95 at t = `ratio`; Z95 at 0, within Z95 − 1.645 of
+    t + 1.645 as t grows (the far tail vanishes), never more than t + Z95 (linear addition)."""
+    t = abs(float(ratio))
+    low, high = Z95, Z95 + t
+    for _ in range(BIAS_AWARE_STEPS):
+        middle = 0.5 * (low + high)
+        if _normal_cdf(middle - t) - _normal_cdf(-middle - t) >= 0.95:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def bias_aware_half(error: float, bound: float) -> float:
+    """The 95% half-width of an estimate with standard error `error` and a bias of at most
+    `bound` (`bias_aware_z`; `bound` itself when `error` is 0)."""
+    if error <= 0.0:
+        return bound
+    return error * bias_aware_z(bound / error)
 
 
 def _pad(coefficients: np.ndarray) -> np.ndarray:
@@ -275,8 +314,9 @@ def moment_bands(model: MomentModel, counts: np.ndarray) -> MomentBands | None:
     bucket of `model`), with exact standard errors and 95% bands, on the unit scale; None
     without reports.
 
-    band = estimate ± (Z95 · standard error + bucketing bound), the bound of the report
-    histogram's bucketing (`square_wave_model`; 0 for the discrete protocol), clipped to
+    band = estimate ± `bias_aware_half`(standard error, bucketing bound), the bound of the
+    report histogram's bucketing (`square_wave_model`; 0 for the discrete protocol, whose
+    half-width is then Z95 · standard error), clipped to
     [0, 1] for the mean and [0, 1/4] for the variance (Popoviciu)."""
     counts = np.asarray(counts, dtype=np.float64)
     n = int(round(counts.sum()))
@@ -298,12 +338,12 @@ def moment_bands(model: MomentModel, counts: np.ndarray) -> MomentBands | None:
     mean_se = scale * math.sqrt(var_mean)
     variance_se = scale * scale * math.sqrt(var_second + 2.0 * var_mean * var_mean)
     mean_bound = scale * bucketing_bounds(model, (m1, m1))[0]
-    half_m = Z95 * mean_se + mean_bound
+    half_m = bias_aware_half(mean_se, mean_bound)
     low_x, high_x = model.domain
     near = (min(max(m1 - half_m / scale, low_x), high_x), min(max(m1 + half_m / scale, low_x),
                                                               high_x))
     variance_bound = scale * scale * bucketing_bounds(model, near)[1]
-    half_v = Z95 * variance_se + variance_bound
+    half_v = bias_aware_half(variance_se, variance_bound)
     return MomentBands(
         mean, mean_se, variance, variance_se,
         (min(max(mean - half_m, 0.0), 1.0), min(max(mean + half_m, 0.0), 1.0)),
@@ -338,13 +378,14 @@ def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: fl
     for key, bound, error, scale in (("mean", found.bounds[0], found.mean_std_error, span),
                                      ("variance", found.bounds[1], found.variance_std_error,
                                       span * span)):
-        half = Z95 * error + bound
+        half = bias_aware_half(error, bound)
+        widened = half - Z95 * error
         reasons[key] = (None if model.reason is None
                         else model.reason.format(width=span * model.unit[1]))
-        if half > 0 and bound > CONSERVATIVE_SHARE * Z95 * error:
+        if half > 0 and widened > CONSERVATIVE_SHARE * Z95 * error:
             reasons[key] = CONSERVATIVE_REASON.format(
-                bound=bound * scale, buckets=len(model.bucket_powers), what=key,
-                share=bound / half)
+                widened=widened * scale, bound=bound * scale,
+                buckets=len(model.bucket_powers), what=key, share=widened / half)
         if n < MEASURED_REPORTS:
             small = SMALL_WINDOW_REASON.format(n=f"{n:,}")
             reasons[key] = small if reasons[key] is None else f"{reasons[key]}; {small}"

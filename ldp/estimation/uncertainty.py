@@ -137,6 +137,10 @@ LEVEL_MISS_REASON = ("no calibrated band for the {level} quantile: on held-out w
                      "covered {coverage:.3f} of {windows} windows pooled over the {banded} "
                      "calibrated (ε, n) settings that kept it, below 0.93 "
                      "(benchmarks/declare_bands.py)")
+CONFIRMED_MISS_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: at ε = {cell_epsilon:g}, "
+                         "n = {cell_n:,} this statistic's band covered {first:.3f} and, on "
+                         "windows of another seed, {again:.3f} of {windows} windows of "
+                         "{dataset}, below 0.93 both times (benchmarks/declare_bands.py)")
 EXTRAPOLATED_REASON = ("band extrapolated: {what} outside the calibrated range ({measured}); "
                        "the margin of the nearest calibrated setting is used")
 
@@ -166,8 +170,10 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
     buckets and R = `replicates`: the calibrated margin scale of the window's grid cell
     (`coverage_cell`; MARGIN_SCALES of ldp_telemetry.ldp.estimation.band_calibration), NaN
     where the statistic is declared without a band: no margin fitted (UNCALIBRATED_REASON), or
-    its band missed on held-out windows in the cell (HELD_OUT_MISS_REASON, POOLED_MISS_REASON) or
-    across the grid (LEVEL_MISS_REASON; HELD_OUT_MISSES, POOLED_MISSES and DECLARED_LEVELS of
+    its band missed on held-out windows in the cell (HELD_OUT_MISS_REASON, POOLED_MISS_REASON,
+    CONFIRMED_MISS_REASON: below 0.93 on set 4 and again on windows of another seed) or
+    across the grid (LEVEL_MISS_REASON; HELD_OUT_MISSES, POOLED_MISSES, CONFIRMED_MISSES and
+    DECLARED_LEVELS of
     ldp_telemetry.ldp.estimation.band_declarations); for a window
     outside the calibrated range (ε outside [0.5, 4], n outside [10³/√10, √10 · 10⁶], other
     than 128 buckets or R = 20) or channel and fit (a `protocol` other than
@@ -175,7 +181,8 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
     fit not at EM's default settings, `default_fit` False) every band's reason says it is
     extrapolated."""
     from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
-    from ldp_telemetry.ldp.estimation.band_declarations import (DECLARED_LEVELS,
+    from ldp_telemetry.ldp.estimation.band_declarations import (CONFIRMED_MISSES,
+                                                                DECLARED_LEVELS,
                                                                 HELD_OUT_MISSES, POOLED_MISSES)
     cell = coverage_cell(epsilon, n)
     outside = []
@@ -203,6 +210,7 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
         scale = MARGIN_SCALES[cell][key]
         miss = HELD_OUT_MISSES.get(cell, {}).get(key)
         pooled = POOLED_MISSES.get(cell, {}).get(key)
+        confirmed = CONFIRMED_MISSES.get(cell, {}).get(key)
         if scale is None:
             reasons[key] = UNCALIBRATED_REASON.format(epsilon=epsilon, n=f"{n:,}")
         elif miss is not None:
@@ -215,6 +223,11 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
             reasons[key] = POOLED_MISS_REASON.format(
                 epsilon=epsilon, n=f"{n:,}", cell_epsilon=cell[0], cell_n=cell[1],
                 coverage=coverage, windows=windows, datasets=datasets)
+        elif confirmed is not None:
+            dataset, first, again, windows = confirmed
+            reasons[key] = CONFIRMED_MISS_REASON.format(
+                epsilon=epsilon, n=f"{n:,}", cell_epsilon=cell[0], cell_n=cell[1], first=first,
+                again=again, windows=windows, dataset=dataset)
         elif key in DECLARED_LEVELS:
             banded, coverage, windows = DECLARED_LEVELS[key]
             reasons[key] = LEVEL_MISS_REASON.format(level=key, coverage=coverage,

@@ -119,15 +119,44 @@ def test_a_level_below_the_goal_across_the_grid_is_declared_everywhere(declare):
 def test_the_shipped_declarations_are_the_rule_applied_to_sets_2_and_3(declare):
     """ldp/estimation/band_declarations.py is what benchmarks/declare_bands.py writes from the
     results of set 2 (benchmarks/results/coverage_set2.json, seed 31) and set 3
-    (benchmarks/results/coverage.json, seed 53): nobody edited it by hand."""
-    from ldp_telemetry.ldp.estimation.band_declarations import (DECLARED_LEVELS,
+    (benchmarks/results/coverage.json, seed 53), and from set 4 (seed 71) with its misses
+    measured again (coverage_set4_confirm.json, seed 89): nobody edited it by hand."""
+    from ldp_telemetry.ldp.estimation.band_declarations import (CONFIRMED_MISSES,
+                                                                DECLARED_LEVELS,
                                                                 HELD_OUT_MISSES, POOLED_MISSES)
     cells, sources = declare.rule_cells(declare.RESULTS)
     assert [seed for _, seed in sources] == [31, 53]
     misses, pooled, levels = declare.declarations(cells)
     assert misses == HELD_OUT_MISSES and pooled == POOLED_MISSES and levels == DECLARED_LEVELS
-    assert declare.module_text(misses, pooled, levels, sources) == (
+    (chosen, again), confirm_sources = zip(*(declare.rule_cells([path])
+                                             for path in declare.CONFIRM_RESULTS), strict=True)
+    assert [seed for found in confirm_sources for _, seed in found] == [71, 89]
+    confirmed = declare.confirmed_misses(
+        [{**c, "dataset": c["dataset"].rsplit(" (", 1)[0]} for c in chosen],
+        [{**c, "dataset": c["dataset"].rsplit(" (", 1)[0]} for c in again])
+    assert confirmed == CONFIRMED_MISSES
+    assert declare.module_text(misses, pooled, levels, sources, confirmed,
+                               [found[0] for found in confirm_sources]) == (
         declare.MODULE.read_text())
+
+
+def test_a_miss_below_the_goal_is_declared_where_another_seed_confirms_it(declare):
+    """A set-4 pair below 0.93 is declared in its cell only where the same data set, ε and n
+    covered below 0.93 again on the other seed; 0.93 itself, a pair the other seed did not
+    measure, one it declares, and other bucket counts are not."""
+    from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
+    kept = [key for key, scales in MARGIN_SCALES.items() if scales["0.5"] is not None]
+
+    def cell(dataset, key, coverage, buckets=128, declared=()):
+        return {"dataset": dataset, "epsilon": key[0], "n": key[1], "buckets": buckets,
+                "windows": 200, "declared_without_band": list(declared),
+                "coverage": {**dict.fromkeys(declare.QUANTILE_LEVELS, 0.95), "0.5": coverage}}
+    chosen = [cell("a", kept[0], 0.92), cell("b", kept[0], 0.95), cell("a", kept[1], 0.92),
+              cell("a", kept[2], 0.92), cell("a", kept[3], 0.92), cell("a", kept[4], 0.90,
+                                                                        buckets=512)]
+    again = [cell("a", kept[0], 0.91), cell("b", kept[0], 0.90), cell("a", kept[1], 0.93),
+             cell("a", kept[3], 0.80, declared=["0.5"]), cell("a", kept[4], 0.80, buckets=512)]
+    assert declare.confirmed_misses(chosen, again) == {kept[0]: {"0.5": ("a", 0.92, 0.91, 200)}}
 
 
 

@@ -331,10 +331,12 @@ def test_the_bucketing_bound_holds_for_every_point_mass(epsilon, d_out):
 
 
 def test_a_band_widened_by_the_bucketing_bound_says_so():
-    """Where the bucketing bound is more than a tenth of 1.96 standard errors (10⁶ reports at
-    ε = 4 over 128 output buckets) the band's reason says it is widened and by how much; at
-    1,024 output buckets, or 10⁴ reports, it says nothing."""
-    from ldp_telemetry.ldp.estimation.moments import CONSERVATIVE_SHARE, statistic_bands
+    """Where allowing for the bucketing bound widens the half-width by more than a tenth of
+    1.96 standard errors (the variance at 10⁶ reports, ε = 4, 128 output buckets) the band's
+    reason says it is widened and by how much; at 1,024 output buckets, or 10⁴ reports, it
+    says nothing. The half-width is the bias-aware one, never Z95 · error + bound."""
+    from ldp_telemetry.ldp.estimation.moments import (CONSERVATIVE_SHARE, bias_aware_half,
+                                                      statistic_bands)
     rng = np.random.default_rng(12)
     values = np.clip(rng.lognormal(1.0, 0.6, 5_000), 0, 32) / 32
     reasons = {}
@@ -344,11 +346,17 @@ def test_a_band_widened_by_the_bucketing_bound_says_so():
         model = protocol_model(protocol)
         found = moment_bands(model, counts)
         bands = statistic_bands(model, counts, 0.0, 32.0)
-        reasons[(d_out, n)] = bands["mean"].reason
-        widened = found.bounds[0] > CONSERVATIVE_SHARE * 1.959963984540054 * found.mean_std_error
-        assert (bands["mean"].reason is not None) == widened
-    assert reasons[(128, 10 ** 6)].startswith("band widened by")
-    assert reasons[(1024, 10 ** 6)] is None and reasons[(128, 10 ** 4)] is None
+        for key, error, bound in (("mean", found.mean_std_error, found.bounds[0]),
+                                  ("variance", found.variance_std_error, found.bounds[1])):
+            reasons[(d_out, n, key)] = bands[key].reason
+            half = bias_aware_half(error, bound)
+            assert half < 1.959963984540054 * error + bound or bound == 0.0
+            widened = (half - 1.959963984540054 * error
+                       > CONSERVATIVE_SHARE * 1.959963984540054 * error)
+            assert (bands[key].reason is not None) == widened
+    assert reasons[(128, 10 ** 6, "variance")].startswith("band widened by")
+    assert all(reasons[(d_out, n, key)] is None for d_out, n in ((1024, 10 ** 6), (128, 10 ** 4))
+               for key in ("mean", "variance"))
 
 
 @pytest.mark.parametrize("protocol", [SquareWave(epsilon=1.0, d=128),
@@ -426,3 +434,49 @@ def test_a_band_below_the_measured_window_sizes_says_so():
                 assert bands[key].lower is not None
                 if isinstance(protocol, DiscreteSquareWave):
                     assert reason.startswith(DISCRETE_REASON.format(width=0.25))
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.05, 0.3, 0.6, 1.0, 2.0, 8.0])
+def test_the_bias_aware_half_width_is_the_smallest_that_holds_the_bound(ratio):
+    """c = bias_aware_z(t) covers a normal error shifted by t exactly 95% of the time (so no
+    smaller c does, and any smaller shift is covered more often), lies between t + 1.645 and
+    t + 1.96 (linear addition), and is Z95 without a bias."""
+    from scipy.stats import norm
+
+    from ldp_telemetry.ldp.estimation.moments import bias_aware_z
+    c = bias_aware_z(ratio)
+    assert norm.cdf(c - ratio) - norm.cdf(-c - ratio) == pytest.approx(0.95, abs=1e-12)
+    assert norm.ppf(0.95) + ratio - 1e-12 <= c <= norm.ppf(0.975) + ratio + 1e-12
+    smaller = 0.5 * ratio
+    assert norm.cdf(c - smaller) - norm.cdf(-c - smaller) >= 0.95
+    if ratio == 0.0:
+        assert c == pytest.approx(1.959963984540054, abs=1e-12)
+
+
+def test_the_mean_band_holds_95_percent_at_the_worst_point_mass():
+    """Calibration at the bound: 10⁶ values all at the position v inside [0.1, 0.9] where the
+    report histogram's 128 buckets bias m̂₁ most (ε = 4: about 0.55 standard errors), W = 4,000
+    report histograms (Multinomial, seed 3): the bias-aware band holds m₁ = v 95% of the time,
+    where adding the bound to 1.96 standard errors holds it 97.4% (P(|Z + 0.55| < 2.51)). A
+    coverage's standard error is 0.0034 at W = 4,000: an exact band leaves [0.94, 0.96]
+    (2.9 s.e.) with probability 0.4%; the linear band falls to 0.965 (3.6 of its s.e. below
+    0.974) with probability 0.02%."""
+    protocol = SquareWave(epsilon=4.0, d=128, output_buckets=128)
+    model = protocol_model(protocol)
+    positions = np.linspace(0.1, 0.9, 3201)
+    probabilities = _bucket_probabilities(protocol, positions)
+    errors = [abs(moment_bands(model, 1e6 * row).mean - v)
+              for v, row in zip(positions, probabilities, strict=True)]
+    worst = int(np.argmax(errors))
+    v, chances = positions[worst], probabilities[worst] / probabilities[worst].sum()
+    assert errors[worst] > 0.95 * model.mean_bound  # the grid finds the bound's position
+    rng = np.random.default_rng(3)
+    windows = 4_000
+    held, held_linear = 0, 0
+    for counts in rng.multinomial(10 ** 6, chances, size=windows):
+        found = moment_bands(model, counts)
+        held += found.mean_band[0] <= v <= found.mean_band[1]
+        linear = 1.959963984540054 * found.mean_std_error + found.bounds[0]
+        held_linear += abs(found.mean - v) <= linear
+    assert 0.94 <= held / windows <= 0.96
+    assert held_linear / windows > 0.965
