@@ -40,8 +40,14 @@ def test_the_oracle_key_tells_a_memoized_oracle_from_its_one_stage_member():
     assert top_k_oracle(make_memoized_protocol("olh", 1.0, 8, 2.0, "report")) == (
         f"{MEMOIZED_KEY}olh")
     # RLH with LOLOHA's g is OLH with it (they differ only in the g they choose)
-    assert top_k_oracle(make_memoized_protocol("rlh", 1.0, 8, 2.0, "loloha")) == (
+    assert top_k_oracle(make_memoized_protocol("rlh", 1.0, 256, 2.0, "loloha")) == (
         f"{MEMOIZED_KEY}olh-loloha")
+    # keyed by the channel: over 8 values RLH's own g at ε1 = 1 is LOLOHA's (3), and over 256
+    # at ε∞ = 4 ε1 = 8 OLH's is (8 at ε1 = 2)
+    assert top_k_oracle(make_memoized_protocol("rlh", 1.0, 8, 2.0, "loloha")) == (
+        f"{MEMOIZED_KEY}rlh")
+    assert top_k_oracle(make_memoized_protocol("olh", 2.0, 256, 8.0, "loloha")) == (
+        f"{MEMOIZED_KEY}olh")
     assert top_k_oracle(make_memoized_protocol("rlh", 1.0, 8, 2.0)) == f"{MEMOIZED_KEY}rlh"
 
 
@@ -338,3 +344,43 @@ def test_memoized_local_hashing_with_lolohas_g_is_declared_by_its_own_key():
         assert f"{MEMOIZED_KEY}olh-loloha at ε = 2, n = 100,000" in declared[0].band_reason
     assert [a.band_method for a in top(make_memoized_protocol("olh", 2.0, f.size, 4.0),
                                        100_000)] == ["bias-corrected-bootstrap"] * 3
+
+
+@pytest.mark.parametrize("protocol_name, lifetime, declared", [
+    ("olh", 4.0, True),    # LOLOHA's g 7 (the report g 8): `memoized-olh-loloha`, declared
+    ("rlh", 4.0, True),    # the same protocol as OLH with that g
+    ("olh", 8.0, False),   # LOLOHA's g is the report g 8: memoized OLH's own channel
+])
+def test_a_record_with_lolohas_g_is_keyed_by_its_channel_end_to_end(protocol_name, lifetime,
+                                                                    declared):
+    """`ldp query --top` reads a window record of memoized OLH or RLH whose registry chose
+    `memoize.g: "loloha"` (ε1 = 2, n = 10⁵: `memoized-olh-loloha` is declared there, memoized
+    OLH is not); the record says which g by its p* and q* (queries.record_protocol rebuilds the
+    stages from them). The key the record gets is the key of the registry's protocol, and where
+    LOLOHA's g equals the report g (ε∞ = 4 ε1) both are memoized OLH's: the composed channel of
+    local hashing is GRR_g at ε1 whatever ε∞, so it is the channel measured under that key
+    (before the fix the registry's protocol was keyed `memoized-olh-loloha` there and the
+    record `memoized-olh`: the pipeline and the query disagreed)."""
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.engine.finalize import finalize_window
+    from ldp_telemetry.output.records import window_estimate_record
+    d, n = 64, 100_000
+    registry = parse_registry({"metrics": [{
+        "name": "m", "protocol": protocol_name, "epsilon": 2.0, "domain": {"size": d},
+        "memoize": {"lifetime_epsilon": lifetime, "g": "loloha"}}]})
+    config = registry["m"]
+    p, q = config.protocol.p_star, config.protocol.q_star
+    f = np.sort(np.random.default_rng(3).dirichlet(np.ones(d)))[::-1]
+    counts = np.round(n * (f * p + (1 - f) * q)).astype(np.int64)  # expected support counts
+    record = window_estimate_record(config, finalize_window(config, counts, n),
+                                    1_577_836_800_000, 1_577_923_200_000)
+    window = WindowEstimate.from_record(record)
+    assert window.protocol.g == config.protocol.g
+    assert top_k_oracle(window.protocol) == top_k_oracle(config.protocol)
+    answers = window.top_k(3)
+    if declared:
+        assert [a.band_method for a in answers] == ["none"] * 3
+        assert f"{MEMOIZED_KEY}olh-loloha at ε = 2, n = 100,000" in answers[0].band_reason
+    else:
+        assert top_k_oracle(config.protocol) == f"{MEMOIZED_KEY}olh"
+        assert [a.band_method for a in answers] == ["bias-corrected-bootstrap"] * 3
