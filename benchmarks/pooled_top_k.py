@@ -57,7 +57,8 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from bench_json import Run, add_json_argument, default_datasets_dir, simulation_problem
+from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem,
+                        simulation_problem)
 from coverage_frequency import DATASETS, TOP, default_sampler, support_counts
 from coverage_summary import (GOAL, NOMINAL, OFF_BY_TWO_CHANCE, below_by_two,
                               below_by_two_chance)
@@ -88,6 +89,17 @@ def oracle(name: str, epsilon: float, d: int, lifetime_factor: float,
         return make_memoized_protocol(member, epsilon, d, lifetime_factor * epsilon,
                                       g_rule if member in LOCAL_HASHING else None)
     return make_protocol(name, epsilon, d)
+
+
+def g_rule_problem(protocols: list[str], g_rule: str | None) -> str | None:
+    """Why --g-rule cannot apply to --protocols (none is memoized local hashing with a chosen
+    g), or None."""
+    if g_rule is None or any(name.startswith(MEMOIZED_PREFIX)
+                             and name[len(MEMOIZED_PREFIX):] in LOCAL_HASHING
+                             for name in protocols):
+        return None
+    return (f"--g-rule applies to memoized local hashing with a chosen g "
+            f"({', '.join(MEMOIZED_PREFIX + m for m in sorted(LOCAL_HASHING))})")
 
 
 def cell_rows(dataset_name: str, dataset, name: str, epsilon: float, n: int,
@@ -269,14 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.declarations is not None:
         return print_declarations(args.declarations)
     folder = Path(args.datasets_dir)
-    problem = simulation_problem(folder, args.windows, args.sizes)
+    problem = (simulation_problem(folder, args.windows, args.sizes)
+               or epsilons_problem(args.epsilons))
     if problem:
         print(problem, file=sys.stderr)
-        return 2
-    bad_epsilons = [e for e in args.epsilons if not 0.0 < e < float("inf")]
-    if bad_epsilons:
-        print(f"--epsilons must be positive and finite, got {bad_epsilons[0]:g}",
-              file=sys.stderr)
         return 2
     if not args.lifetime_factor > 1.0:
         print(f"--lifetime-factor must exceed 1, got {args.lifetime_factor:g}", file=sys.stderr)
@@ -296,12 +304,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--protocols: {name} gets the rank-conditional band "
                   "(selective_top_k.py --unfiltered measures it)", file=sys.stderr)
             return 2
-    if args.g_rule is not None and not any(
-            name.startswith(MEMOIZED_PREFIX) and name[len(MEMOIZED_PREFIX):] in LOCAL_HASHING
-            for name in args.protocols):
-        print(f"--g-rule applies to memoized local hashing with a chosen g "
-              f"({', '.join(MEMOIZED_PREFIX + m for m in sorted(LOCAL_HASHING))})",
-              file=sys.stderr)
+    problem = g_rule_problem(args.protocols, args.g_rule)
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
     others: list[dict] = []
     for path in args.against:
