@@ -180,10 +180,17 @@ def oracle_summary(rows: list[dict]) -> dict:
 
 
 def _triples(rows: list[dict]) -> dict[tuple, tuple[float, int]]:
-    """(data set, oracle, ε, n, method, rank) -> (coverage, windows) of rows of this script."""
-    return {(r["dataset"], r["protocol"], r["epsilon"], r["n"], r["method"], rank):
-            (c, r["windows"])
-            for r in rows for rank, c in enumerate(by_rank({"by_rank": r["by_rank"]}), start=1)}
+    """(data set, oracle key, ε, n, method, rank) -> (coverage, windows) of rows of this
+    script, a triple measured by several rows (a run and its --confirm) pooled over their
+    windows; keyed by `top_k_oracle`, so that another g of one protocol is another triple."""
+    held: dict[tuple, list[float]] = {}
+    for r in rows:
+        for rank, c in enumerate(by_rank({"by_rank": r["by_rank"]}), start=1):
+            key = (r["dataset"], r["oracle"], r["epsilon"], r["n"], r["method"], rank)
+            total = held.setdefault(key, [0.0, 0.0])
+            total[0] += c * r["windows"]
+            total[1] += r["windows"]
+    return {key: (inside / windows, int(windows)) for key, (inside, windows) in held.items()}
 
 
 def agreement(rows: list[dict], others: list[dict]) -> dict:
@@ -212,16 +219,9 @@ def pooled_failing(rows: list[dict]) -> dict[str, set[tuple[float, int]]]:
     its coverage pooled over every window `rows` measured for it (the runs of several seeds),
     lies more than two standard errors below 0.95 at the pooled W: the rule the memoized
     oracles' declarations follow (frequency_bands.TOP_K_UNCALIBRATED; in-sample)."""
-    held: dict[tuple, list[float]] = {}
-    for r in rows:
-        for rank, c in enumerate(by_rank({"by_rank": r["by_rank"]}), start=1):
-            key = (r["oracle"], r["epsilon"], r["n"], r["dataset"], r["method"], rank)
-            total = held.setdefault(key, [0.0, 0.0])
-            total[0] += c * r["windows"]
-            total[1] += r["windows"]
     out: dict[str, set[tuple[float, int]]] = {}
-    for (key, epsilon, n, *_), (inside, windows) in held.items():
-        if below_by_two(inside / windows, int(windows)):
+    for (_, key, epsilon, n, *_), (coverage, windows) in _triples(rows).items():
+        if below_by_two(coverage, windows):
             out.setdefault(key, set()).add((epsilon, n))
     return out
 

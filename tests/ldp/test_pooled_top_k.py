@@ -254,8 +254,8 @@ def test_agreement_counts_triples_further_apart_than_two_standard_errors():
     from tests.benchmark_scripts import loaded_scripts
 
     def row(by_rank: str) -> dict:
-        return {"dataset": "d", "protocol": "p", "epsilon": 1.0, "n": 10, "method": "base",
-                "windows": 100, "by_rank": by_rank}
+        return {"dataset": "d", "protocol": "p", "oracle": "p", "epsilon": 1.0, "n": 10,
+                "method": "base", "windows": 100, "by_rank": by_rank}
     with loaded_scripts("pooled_top_k", "coverage_summary") as scripts:
         found = scripts["pooled_top_k"].agreement([row("0.95 0.95 1")], [row("0.8 0.93 1")])
     assert found["compared"] == 3 and found["differ_by_two"] == 1
@@ -384,3 +384,22 @@ def test_a_record_with_lolohas_g_is_keyed_by_its_channel_end_to_end(protocol_nam
     else:
         assert top_k_oracle(config.protocol) == f"{MEMOIZED_KEY}olh"
         assert [a.band_method for a in answers] == ["bias-corrected-bootstrap"] * 3
+
+
+def test_agreement_pools_the_other_runs_and_keeps_oracles_apart():
+    """`agreement` pools a triple measured by several of the other files (a run and its
+    --confirm: 0.80 and 1.00 over 100 windows each are 0.90 over 200, not the last file's
+    1.00), and matches triples by the oracle key: memoized OLH with LOLOHA's g is another
+    channel than with the report g, though both rows name the protocol memoized-olh (before the
+    fix the last row won and the two g's were compared as one)."""
+    from tests.benchmark_scripts import loaded_scripts
+
+    def row(by_rank: str, oracle: str = f"{MEMOIZED_KEY}olh") -> dict:
+        return {"dataset": "d", "protocol": "memoized-olh", "oracle": oracle, "epsilon": 1.0,
+                "n": 10, "method": "base", "windows": 100, "by_rank": by_rank}
+    with loaded_scripts("pooled_top_k", "coverage_summary") as scripts:
+        agreement = scripts["pooled_top_k"].agreement
+        found = agreement([row("0.9")], [row("0.8"), row("1")])
+        apart = agreement([row("0.9", f"{MEMOIZED_KEY}olh-loloha")], [row("0.9")])
+    assert found["compared"] == 1 and found["largest_difference"] == 0.0
+    assert apart["compared"] == 0
