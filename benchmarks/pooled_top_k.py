@@ -27,7 +27,8 @@ With --memoized-sampler channel a memoized oracle's support counts are drawn fro
 channel (frequency_bands.channel_support_counts at the protocol's p* and q*) instead of its
 client: exact for memoized GRR and the unary encodings (one report per device: their bits are
 randomised independently in both stages), the uniform-hash model for local hashing (as
-coverage_frequency's OLH model) — what makes n = 10⁶ affordable (a memoized unary client costs
+coverage_frequency's OLH model: exact per value and per pair of values, not jointly — a
+report's supports share one seed; tests/ldp/test_memoized_channel.py) — what makes n = 10⁶ affordable (a memoized unary client costs
 about 6 s a window there). --against RESULTS... compares each (data set, oracle, ε, n, method,
 rank) triple measured here with the same triple of those results files (another sampler or
 seed), counting the triples whose two coverages differ by more than two standard errors of a
