@@ -28,11 +28,12 @@ channel (frequency_bands.channel_support_counts at the protocol's p* and q*) ins
 client: exact for memoized GRR and the unary encodings (one report per device: their bits are
 randomised independently in both stages), the uniform-hash model for local hashing (as
 coverage_frequency's OLH model: exact per value and per pair of values, not jointly — a
-report's supports share one seed; tests/ldp/test_memoized_channel.py) — what makes n = 10⁶ affordable (a memoized unary client costs
-about 6 s a window there). --against RESULTS... compares each (data set, oracle, ε, n, method,
-rank) triple measured here with the same triple of those results files (another sampler or
-seed), counting the triples whose two coverages differ by more than two standard errors of a
-difference (`agreement`). --g-rule loloha gives memoized OLH and RLH LOLOHA's lifetime-optimal g
+report's supports share one seed; tests/ldp/test_memoized_channel.py) — what makes n = 10⁶
+affordable (a memoized unary client costs about 6 s a window there). --against RESULTS...
+compares each (data set, oracle key, ε, n, method, rank) triple measured here with the same
+triple of those results files, pooled over them (another sampler or seed), counting the
+triples whose two coverages differ by more than two standard errors of a difference
+(`agreement`). --g-rule loloha gives memoized OLH and RLH LOLOHA's lifetime-optimal g
 (memoize.g, `make_memoized_protocol`; their key `memoized-olh-loloha`). --declarations RESULTS...
 measures nothing and prints, per oracle key, the cells where a triple pooled over every window
 of those files lies more than two standard errors below 0.95 (`pooled_failing`): the memoized
