@@ -74,6 +74,12 @@ def simulation_problem(folder: Path, windows: int, sizes: list[int]) -> str | No
     return None
 
 
+def epsilons_problem(epsilons: list[float]) -> str | None:
+    """Why --epsilons cannot be simulated (one not positive and finite), or None."""
+    bad = [e for e in epsilons if not 0.0 < e < float("inf")]
+    return f"--epsilons must be positive and finite, got {bad[0]:g}" if bad else None
+
+
 def default_datasets_dir() -> str:
     """The shared data sets: $LDP_DATASETS, else the `shared/datasets` folder beside the
     checkout."""

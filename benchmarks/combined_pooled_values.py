@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_json import Run, add_json_argument, default_datasets_dir, simulation_problem
+from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem,
+                        simulation_problem)
 from coverage_frequency import DATASETS, default_sampler, support_counts
 from pooled_values import cell_row, oracle_summary
 
@@ -112,14 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     add_json_argument(parser)
     args = parser.parse_args(argv)
     folder = Path(args.datasets_dir)
-    problem = simulation_problem(folder, args.windows, args.sizes)
+    problem = (simulation_problem(folder, args.windows, args.sizes)
+               or epsilons_problem(args.epsilons))
     if problem:
         print(problem, file=sys.stderr)
-        return 2
-    bad_epsilons = [e for e in args.epsilons if not 0.0 < e < float("inf")]
-    if bad_epsilons:
-        print(f"--epsilons must be positive and finite, got {bad_epsilons[0]:g}",
-              file=sys.stderr)
         return 2
     if any(n < 2 for n in args.sizes):
         print("--sizes must be at least 2 (n/2 users per version)", file=sys.stderr)

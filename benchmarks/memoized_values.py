@@ -30,14 +30,15 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from bench_json import Run, add_json_argument, default_datasets_dir, simulation_problem
+from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem,
+                        simulation_problem)
 from coverage_frequency import DATASETS, record_bands, support_counts
-from pooled_top_k import MEMOIZED_PREFIX, oracle
+from pooled_top_k import MEMOIZED_PREFIX, g_rule_problem, oracle
 from pooled_values import cell_row, oracle_summary
 
 from ldp_telemetry.ldp.estimation.frequency_bands import (channel_support_counts,
                                                           few_supports_reason)
-from ldp_telemetry.ldp.protocols.memoized import G_RULES, LOCAL_HASHING, MEMOIZED
+from ldp_telemetry.ldp.protocols.memoized import G_RULES, MEMOIZED
 from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
 
@@ -95,14 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     add_json_argument(parser)
     args = parser.parse_args(argv)
     folder = Path(args.datasets_dir)
-    problem = simulation_problem(folder, args.windows, args.sizes)
+    problem = (simulation_problem(folder, args.windows, args.sizes)
+               or epsilons_problem(args.epsilons))
     if problem:
         print(problem, file=sys.stderr)
-        return 2
-    bad_epsilons = [e for e in args.epsilons if not 0.0 < e < float("inf")]
-    if bad_epsilons:
-        print(f"--epsilons must be positive and finite, got {bad_epsilons[0]:g}",
-              file=sys.stderr)
         return 2
     if not args.lifetime_factor > 1.0:
         print(f"--lifetime-factor must exceed 1, got {args.lifetime_factor:g}", file=sys.stderr)
@@ -114,10 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--protocols: {wrong[0]!r} is not memoized-X for X in {sorted(MEMOIZED)}",
               file=sys.stderr)
         return 2
-    if args.g_rule is not None and not set(members) & LOCAL_HASHING:
-        print(f"--g-rule applies to memoized local hashing with a chosen g "
-              f"({', '.join(MEMOIZED_PREFIX + m for m in sorted(LOCAL_HASHING))})",
-              file=sys.stderr)
+    problem = g_rule_problem(args.protocols, args.g_rule)
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
     with Run(args.benchmark, args.json, vars(args)) as run:
         rows: list[dict] = []

@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_json import Run, add_json_argument, default_datasets_dir, simulation_problem
+from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem,
+                        simulation_problem)
 from coverage_frequency import DATASETS, default_sampler, query_weights, support_counts
 from coverage_summary import below_by_two, below_by_two_chance
 
@@ -117,17 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     add_json_argument(parser)
     args = parser.parse_args(argv)
     folder = Path(args.datasets_dir)
-    problem = simulation_problem(folder, args.windows, args.sizes)
+    problem = (simulation_problem(folder, args.windows, args.sizes)
+               or epsilons_problem(args.epsilons))
     if problem:
         print(problem, file=sys.stderr)
         return 2
     if not 1 <= args.queries <= MAX_QUERIES:
         print(f"--queries must lie in [1, {MAX_QUERIES}], got {args.queries}", file=sys.stderr)
-        return 2
-    bad_epsilons = [e for e in args.epsilons if not 0.0 < e < float("inf")]
-    if bad_epsilons:
-        print(f"--epsilons must be positive and finite, got {bad_epsilons[0]:g}",
-              file=sys.stderr)
         return 2
     unpooled = [name for name in args.protocols if not is_pooled(name)]
     if unpooled:

@@ -27,11 +27,13 @@ With --memoized-sampler channel a memoized oracle's support counts are drawn fro
 channel (frequency_bands.channel_support_counts at the protocol's p* and q*) instead of its
 client: exact for memoized GRR and the unary encodings (one report per device: their bits are
 randomised independently in both stages), the uniform-hash model for local hashing (as
-coverage_frequency's OLH model) — what makes n = 10⁶ affordable (a memoized unary client costs
-about 6 s a window there). --against RESULTS... compares each (data set, oracle, ε, n, method,
-rank) triple measured here with the same triple of those results files (another sampler or
-seed), counting the triples whose two coverages differ by more than two standard errors of a
-difference (`agreement`). --g-rule loloha gives memoized OLH and RLH LOLOHA's lifetime-optimal g
+coverage_frequency's OLH model: exact per value and per pair of values, not jointly — a
+report's supports share one seed; tests/ldp/test_memoized_channel.py) — what makes n = 10⁶
+affordable (a memoized unary client costs about 6 s a window there). --against RESULTS...
+compares each (data set, oracle key, ε, n, method, rank) triple measured here with the same
+triple of those results files, pooled over them (another sampler or seed), counting the
+triples whose two coverages differ by more than two standard errors of a difference
+(`agreement`). --g-rule loloha gives memoized OLH and RLH LOLOHA's lifetime-optimal g
 (memoize.g, `make_memoized_protocol`; their key `memoized-olh-loloha`). --declarations RESULTS...
 measures nothing and prints, per oracle key, the cells where a triple pooled over every window
 of those files lies more than two standard errors below 0.95 (`pooled_failing`): the memoized
@@ -57,7 +59,8 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from bench_json import Run, add_json_argument, default_datasets_dir, simulation_problem
+from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem,
+                        simulation_problem)
 from coverage_frequency import DATASETS, TOP, default_sampler, support_counts
 from coverage_summary import (GOAL, NOMINAL, OFF_BY_TWO_CHANCE, below_by_two,
                               below_by_two_chance)
@@ -88,6 +91,17 @@ def oracle(name: str, epsilon: float, d: int, lifetime_factor: float,
         return make_memoized_protocol(member, epsilon, d, lifetime_factor * epsilon,
                                       g_rule if member in LOCAL_HASHING else None)
     return make_protocol(name, epsilon, d)
+
+
+def g_rule_problem(protocols: list[str], g_rule: str | None) -> str | None:
+    """Why --g-rule cannot apply to --protocols (none is memoized local hashing with a chosen
+    g), or None."""
+    if g_rule is None or any(name.startswith(MEMOIZED_PREFIX)
+                             and name[len(MEMOIZED_PREFIX):] in LOCAL_HASHING
+                             for name in protocols):
+        return None
+    return (f"--g-rule applies to memoized local hashing with a chosen g "
+            f"({', '.join(MEMOIZED_PREFIX + m for m in sorted(LOCAL_HASHING))})")
 
 
 def cell_rows(dataset_name: str, dataset, name: str, epsilon: float, n: int,
@@ -168,10 +182,17 @@ def oracle_summary(rows: list[dict]) -> dict:
 
 
 def _triples(rows: list[dict]) -> dict[tuple, tuple[float, int]]:
-    """(data set, oracle, ε, n, method, rank) -> (coverage, windows) of rows of this script."""
-    return {(r["dataset"], r["protocol"], r["epsilon"], r["n"], r["method"], rank):
-            (c, r["windows"])
-            for r in rows for rank, c in enumerate(by_rank({"by_rank": r["by_rank"]}), start=1)}
+    """(data set, oracle key, ε, n, method, rank) -> (coverage, windows) of rows of this
+    script, a triple measured by several rows (a run and its --confirm) pooled over their
+    windows; keyed by `top_k_oracle`, so that another g of one protocol is another triple."""
+    held: dict[tuple, list[float]] = {}
+    for r in rows:
+        for rank, c in enumerate(by_rank({"by_rank": r["by_rank"]}), start=1):
+            key = (r["dataset"], r["oracle"], r["epsilon"], r["n"], r["method"], rank)
+            total = held.setdefault(key, [0.0, 0.0])
+            total[0] += c * r["windows"]
+            total[1] += r["windows"]
+    return {key: (inside / windows, int(windows)) for key, (inside, windows) in held.items()}
 
 
 def agreement(rows: list[dict], others: list[dict]) -> dict:
@@ -200,16 +221,9 @@ def pooled_failing(rows: list[dict]) -> dict[str, set[tuple[float, int]]]:
     its coverage pooled over every window `rows` measured for it (the runs of several seeds),
     lies more than two standard errors below 0.95 at the pooled W: the rule the memoized
     oracles' declarations follow (frequency_bands.TOP_K_UNCALIBRATED; in-sample)."""
-    held: dict[tuple, list[float]] = {}
-    for r in rows:
-        for rank, c in enumerate(by_rank({"by_rank": r["by_rank"]}), start=1):
-            key = (r["oracle"], r["epsilon"], r["n"], r["dataset"], r["method"], rank)
-            total = held.setdefault(key, [0.0, 0.0])
-            total[0] += c * r["windows"]
-            total[1] += r["windows"]
     out: dict[str, set[tuple[float, int]]] = {}
-    for (key, epsilon, n, *_), (inside, windows) in held.items():
-        if below_by_two(inside / windows, int(windows)):
+    for (_, key, epsilon, n, *_), (coverage, windows) in _triples(rows).items():
+        if below_by_two(coverage, windows):
             out.setdefault(key, set()).add((epsilon, n))
     return out
 
@@ -269,14 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.declarations is not None:
         return print_declarations(args.declarations)
     folder = Path(args.datasets_dir)
-    problem = simulation_problem(folder, args.windows, args.sizes)
+    problem = (simulation_problem(folder, args.windows, args.sizes)
+               or epsilons_problem(args.epsilons))
     if problem:
         print(problem, file=sys.stderr)
-        return 2
-    bad_epsilons = [e for e in args.epsilons if not 0.0 < e < float("inf")]
-    if bad_epsilons:
-        print(f"--epsilons must be positive and finite, got {bad_epsilons[0]:g}",
-              file=sys.stderr)
         return 2
     if not args.lifetime_factor > 1.0:
         print(f"--lifetime-factor must exceed 1, got {args.lifetime_factor:g}", file=sys.stderr)
@@ -296,12 +306,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--protocols: {name} gets the rank-conditional band "
                   "(selective_top_k.py --unfiltered measures it)", file=sys.stderr)
             return 2
-    if args.g_rule is not None and not any(
-            name.startswith(MEMOIZED_PREFIX) and name[len(MEMOIZED_PREFIX):] in LOCAL_HASHING
-            for name in args.protocols):
-        print(f"--g-rule applies to memoized local hashing with a chosen g "
-              f"({', '.join(MEMOIZED_PREFIX + m for m in sorted(LOCAL_HASHING))})",
-              file=sys.stderr)
+    problem = g_rule_problem(args.protocols, args.g_rule)
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
     others: list[dict] = []
     for path in args.against:

@@ -549,10 +549,14 @@ def top_k_oracle(protocol: FrequencyOracle) -> str:
     registry name, prefixed by MEMOIZED_KEY for a memoized oracle; memoized local hashing with
     LOLOHA's g (another g, so another channel, measured apart: benchmarks/pooled_top_k.py
     --g-rule loloha) is `memoized-olh-loloha`, for RLH too (OLH and RLH differ only in the g
-    they choose: with LOLOHA's they are one protocol)."""
+    they choose: with LOLOHA's they are one protocol). Keyed by the channel, not the rule: local
+    hashing's composed channel is GRR_g at ε1 whatever ε∞, so where LOLOHA's g is the member's
+    report g (large ε∞) it is the member's key — as for the record of it, whose stages
+    queries.record_protocol rebuilds from p* and q* and which cannot tell the two rules apart."""
     if not getattr(protocol, "memoized", False):
         return protocol.name
-    if getattr(protocol, "g_rule", None) == LOLOHA_G:
+    if (getattr(protocol, "g_rule", None) == LOLOHA_G
+            and getattr(protocol, "g", None) != getattr(protocol, "report_g", None)):
         return f"{MEMOIZED_KEY}olh{LOLOHA_KEY}"
     return f"{MEMOIZED_KEY}{protocol.name}"
 

@@ -433,8 +433,13 @@ class _MemoizedLocalHashing(TwoStage, _LocalHashing):
         self.one_stage.__post_init__(self)
         self._check_lifetime()
 
+    @property
+    def report_g(self) -> int:
+        """The one-stage member's g at ε1 (the g of `g_rule` "report")."""
+        return self.one_stage.choose_g(self)
+
     def choose_g(self) -> int:
-        report_g = self.one_stage.choose_g(self)
+        report_g = self.report_g
         if (self.g_rule == REPORT_G or not self.g_is_chosen
                 or not self.epsilon < self.lifetime_epsilon):
             return report_g  # (an invalid ε∞ is reported by _check_lifetime)

@@ -40,8 +40,14 @@ def test_the_oracle_key_tells_a_memoized_oracle_from_its_one_stage_member():
     assert top_k_oracle(make_memoized_protocol("olh", 1.0, 8, 2.0, "report")) == (
         f"{MEMOIZED_KEY}olh")
     # RLH with LOLOHA's g is OLH with it (they differ only in the g they choose)
-    assert top_k_oracle(make_memoized_protocol("rlh", 1.0, 8, 2.0, "loloha")) == (
+    assert top_k_oracle(make_memoized_protocol("rlh", 1.0, 256, 2.0, "loloha")) == (
         f"{MEMOIZED_KEY}olh-loloha")
+    # keyed by the channel: over 8 values RLH's own g at ε1 = 1 is LOLOHA's (3), and over 256
+    # at ε∞ = 4 ε1 = 8 OLH's is (8 at ε1 = 2)
+    assert top_k_oracle(make_memoized_protocol("rlh", 1.0, 8, 2.0, "loloha")) == (
+        f"{MEMOIZED_KEY}rlh")
+    assert top_k_oracle(make_memoized_protocol("olh", 2.0, 256, 8.0, "loloha")) == (
+        f"{MEMOIZED_KEY}olh")
     assert top_k_oracle(make_memoized_protocol("rlh", 1.0, 8, 2.0)) == f"{MEMOIZED_KEY}rlh"
 
 
@@ -248,8 +254,8 @@ def test_agreement_counts_triples_further_apart_than_two_standard_errors():
     from tests.benchmark_scripts import loaded_scripts
 
     def row(by_rank: str) -> dict:
-        return {"dataset": "d", "protocol": "p", "epsilon": 1.0, "n": 10, "method": "base",
-                "windows": 100, "by_rank": by_rank}
+        return {"dataset": "d", "protocol": "p", "oracle": "p", "epsilon": 1.0, "n": 10,
+                "method": "base", "windows": 100, "by_rank": by_rank}
     with loaded_scripts("pooled_top_k", "coverage_summary") as scripts:
         found = scripts["pooled_top_k"].agreement([row("0.95 0.95 1")], [row("0.8 0.93 1")])
     assert found["compared"] == 3 and found["differ_by_two"] == 1
@@ -338,3 +344,62 @@ def test_memoized_local_hashing_with_lolohas_g_is_declared_by_its_own_key():
         assert f"{MEMOIZED_KEY}olh-loloha at ε = 2, n = 100,000" in declared[0].band_reason
     assert [a.band_method for a in top(make_memoized_protocol("olh", 2.0, f.size, 4.0),
                                        100_000)] == ["bias-corrected-bootstrap"] * 3
+
+
+@pytest.mark.parametrize("protocol_name, lifetime, declared", [
+    ("olh", 4.0, True),    # LOLOHA's g 7 (the report g 8): `memoized-olh-loloha`, declared
+    ("rlh", 4.0, True),    # the same protocol as OLH with that g
+    ("olh", 8.0, False),   # LOLOHA's g is the report g 8: memoized OLH's own channel
+])
+def test_a_record_with_lolohas_g_is_keyed_by_its_channel_end_to_end(protocol_name, lifetime,
+                                                                    declared):
+    """`ldp query --top` reads a window record of memoized OLH or RLH whose registry chose
+    `memoize.g: "loloha"` (ε1 = 2, n = 10⁵: `memoized-olh-loloha` is declared there, memoized
+    OLH is not); the record says which g by its p* and q* (queries.record_protocol rebuilds the
+    stages from them). The key the record gets is the key of the registry's protocol, and where
+    LOLOHA's g equals the report g (ε∞ = 4 ε1) both are memoized OLH's: the composed channel of
+    local hashing is GRR_g at ε1 whatever ε∞, so it is the channel measured under that key
+    (before the fix the registry's protocol was keyed `memoized-olh-loloha` there and the
+    record `memoized-olh`: the pipeline and the query disagreed)."""
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.engine.finalize import finalize_window
+    from ldp_telemetry.output.records import window_estimate_record
+    d, n = 64, 100_000
+    registry = parse_registry({"metrics": [{
+        "name": "m", "protocol": protocol_name, "epsilon": 2.0, "domain": {"size": d},
+        "memoize": {"lifetime_epsilon": lifetime, "g": "loloha"}}]})
+    config = registry["m"]
+    p, q = config.protocol.p_star, config.protocol.q_star
+    f = np.sort(np.random.default_rng(3).dirichlet(np.ones(d)))[::-1]
+    counts = np.round(n * (f * p + (1 - f) * q)).astype(np.int64)  # expected support counts
+    record = window_estimate_record(config, finalize_window(config, counts, n),
+                                    1_577_836_800_000, 1_577_923_200_000)
+    window = WindowEstimate.from_record(record)
+    assert window.protocol.g == config.protocol.g
+    assert top_k_oracle(window.protocol) == top_k_oracle(config.protocol)
+    answers = window.top_k(3)
+    if declared:
+        assert [a.band_method for a in answers] == ["none"] * 3
+        assert f"{MEMOIZED_KEY}olh-loloha at ε = 2, n = 100,000" in answers[0].band_reason
+    else:
+        assert top_k_oracle(config.protocol) == f"{MEMOIZED_KEY}olh"
+        assert [a.band_method for a in answers] == ["bias-corrected-bootstrap"] * 3
+
+
+def test_agreement_pools_the_other_runs_and_keeps_oracles_apart():
+    """`agreement` pools a triple measured by several of the other files (a run and its
+    --confirm: 0.80 and 1.00 over 100 windows each are 0.90 over 200, not the last file's
+    1.00), and matches triples by the oracle key: memoized OLH with LOLOHA's g is another
+    channel than with the report g, though both rows name the protocol memoized-olh (before the
+    fix the last row won and the two g's were compared as one)."""
+    from tests.benchmark_scripts import loaded_scripts
+
+    def row(by_rank: str, oracle: str = f"{MEMOIZED_KEY}olh") -> dict:
+        return {"dataset": "d", "protocol": "memoized-olh", "oracle": oracle, "epsilon": 1.0,
+                "n": 10, "method": "base", "windows": 100, "by_rank": by_rank}
+    with loaded_scripts("pooled_top_k", "coverage_summary") as scripts:
+        agreement = scripts["pooled_top_k"].agreement
+        found = agreement([row("0.9")], [row("0.8"), row("1")])
+        apart = agreement([row("0.9", f"{MEMOIZED_KEY}olh-loloha")], [row("0.9")])
+    assert found["compared"] == 1 and found["largest_difference"] == 0.0
+    assert apart["compared"] == 0
