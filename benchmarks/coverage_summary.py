@@ -239,8 +239,8 @@ def unfiltered_shipped(row: dict) -> bool:
 def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
     """The top-k answers `ldp query` gives a Wiener record (frequency_bands.top_k_filtered_bands),
     counted per (filter, method, cell, rank) triple from benchmarks/selective_top_k.py --wiener:
-    the triples of the filters, post-processing methods and cells that ship a band, and as
-    declared those measured where it is declared (WIENER_TOP_K_UNCALIBRATED, or too few
+    the triples of the (filter, oracle, post-processing method) and cells that ship a band, and
+    as declared those measured where it is declared (WIENER_TOP_K_UNCALIBRATED, or too few
     expected supports: `ldp query` gives no value of such a window a band, `declared_values`)."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MEASURED,
                                                               WIENER_TOP_K_UNCALIBRATED,
@@ -250,7 +250,8 @@ def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
         return []
 
     def shipped(row: dict) -> bool:
-        return (row["method"] in WIENER_TOP_K_MEASURED.get(row["filter"], frozenset())
+        return (row["method"] in WIENER_TOP_K_MEASURED.get(row["filter"], {}).get(
+                    row["protocol"], frozenset())
                 and top_k_cell(row["epsilon"], row["n"])
                 not in WIENER_TOP_K_UNCALIBRATED.get(row["filter"], frozenset())
                 and not declared_values(row))
@@ -370,8 +371,8 @@ def bin_quantile_rows(quantiles: dict | None, large: dict | None = None) -> list
 DECLARED = [
     ("Square Wave range probabilities", "none", "EM's buckets are not linear in the reports "
      "and the record keeps no covariance of them"),
-    ("Wiener top-k answers: smooth, keep_extremes, other post-processing, pooled-hash and "
-     "memoized oracles", "none", "not measured, or not linear in f~ at fixed gains, or no rank "
+    ("Wiener top-k answers: smooth, keep_extremes, other post-processing, a filter after an "
+     "oracle it was not measured after, pooled-hash and memoized oracles", "none", "not measured, or not linear in f~ at fixed gains, or no rank "
      "event in the exact covariance (docs/error-bars.md)"),
 ]
 
