@@ -372,8 +372,9 @@ DECLARED = [
     ("Square Wave range probabilities", "none", "EM's buckets are not linear in the reports "
      "and the record keeps no covariance of them"),
     ("Wiener top-k answers: smooth, keep_extremes, other post-processing, a filter after an "
-     "oracle it was not measured after, pooled-hash and memoized oracles", "none", "not measured, or not linear in f~ at fixed gains, or no rank "
-     "event in the exact covariance (docs/error-bars.md)"),
+     "oracle it was not measured after, pooled-hash and memoized oracles", "none",
+     "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "
+     "covariance (docs/error-bars.md)"),
 ]
 
 
@@ -407,7 +408,8 @@ WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",
                 "top_k_wiener_words", "top_k_wiener_words_gf", "top_k_wiener_oracles_more",
-                "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw")
+                "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw",
+                "top_k_wiener_amrp_emoji", "top_k_wiener_rue")
 
 
 def summary(results: Path = RESULTS) -> list[dict]:

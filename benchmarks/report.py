@@ -1981,6 +1981,21 @@ SECTIONS += [
      top_k_wiener,
      "python benchmarks/selective_top_k.py --wiener gf-dw --datasets words --seed 33 "
      "--wiener-methods base --windows 100 --benchmark top_k_wiener_words_gf"),
+    ("top_k_wiener_amrp_emoji", "Top-k bands of AMRP on the emoji data",
+     "As [AMRP on other data](#top-k-bands-of-amrp-on-other-data), on the emoji "
+     "occurrences (d = 969) through OUE's exact channel, a seed no choice was made on, "
+     "then `base`; 50 windows per cell (AMRP's replay of 100 permutations per replicate "
+     "costs about 0.5 s per query at d = 969).",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener amrp --datasets emoji --protocols oue "
+     "--seed 35 --wiener-methods base --windows 50 --benchmark top_k_wiener_amrp_emoji"),
+    ("top_k_wiener_rue", "Top-k bands of DW and GF-DW after RUE",
+     "As [DW after RUE, BLH and RLH](#top-k-bands-of-dw-after-rue-blh-and-rlh), on a fresh "
+     "seed, for DW and GF-DW after RUE (its client), every (ε, n) cell including n = 10⁶, "
+     "then `base`, `norm-sub` and `norm-hyb`.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols rue --seed 35 "
+     "--wiener-methods base norm-sub norm-hyb --windows 100 --benchmark top_k_wiener_rue"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)
