@@ -409,7 +409,7 @@ WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",
                 "top_k_wiener_words", "top_k_wiener_words_gf", "top_k_wiener_oracles_more",
                 "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw",
-                "top_k_wiener_amrp_emoji", "top_k_wiener_rue")
+                "top_k_wiener_amrp_emoji", "top_k_wiener_rue", "top_k_wiener_amrp_emoji_confirm")
 
 
 def summary(results: Path = RESULTS) -> list[dict]:
