@@ -404,12 +404,18 @@ UNFILTERED_TOP_K = ("top_k_unfiltered", "top_k_unfiltered_large", "top_k_unfilte
 POOLED_TOP_K = ("top_k_pooled", "top_k_memoized", "top_k_pooled_confirm",
                 "top_k_memoized_confirm", "top_k_pooled_between", "top_k_memoized_more",
                 "top_k_memoized_more_confirm")
+#: Results of benchmarks/selective_top_k.py --wiener of every filter after every pure oracle
+#: they were not measured after (AMRP on the emoji data and its dip on another seed; DW and
+#: GF-DW after RUE, BLH and RLH at every n, every post-processing; IIW, IIW-G, AMRP after the
+#: other oracles), each run a file.
+WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
+                            "top_k_wiener_amrp_emoji_confirm", "top_k_wiener_amrp_emoji_grr")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",
                 "top_k_wiener_words", "top_k_wiener_words_gf", "top_k_wiener_oracles_more",
                 "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw",
-                "top_k_wiener_amrp_emoji", "top_k_wiener_rue", "top_k_wiener_amrp_emoji_confirm")
+                *WIENER_TOP_K_ALL_ORACLES)
 
 
 def summary(results: Path = RESULTS) -> list[dict]:

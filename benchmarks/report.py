@@ -2004,6 +2004,14 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener amrp --datasets emoji --protocols oue "
      "--epsilons 0.5 --sizes 1000000 --seed 36 --wiener-methods base --windows 100 "
      "--benchmark top_k_wiener_amrp_emoji_confirm"),
+    ("top_k_wiener_amrp_emoji_grr", "Top-k bands of AMRP on the emoji data after GRR",
+     "As [AMRP on the emoji data](#top-k-bands-of-amrp-on-the-emoji-data), through GRR's "
+     "exact channel, n 10⁴–10⁶ (GRR's windows of n = 10³ over 969 values expect fewer than "
+     "4 supports per value and have no band), 50 windows per cell.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener amrp --datasets emoji --protocols grr "
+     "--sizes 10000 100000 1000000 --seed 35 --wiener-methods base --windows 50 "
+     "--benchmark top_k_wiener_amrp_emoji_grr"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)
