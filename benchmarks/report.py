@@ -2012,6 +2012,12 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener amrp --datasets emoji --protocols grr "
      "--sizes 10000 100000 1000000 --seed 35 --wiener-methods base --windows 50 "
      "--benchmark top_k_wiener_amrp_emoji_grr"),
+    ("top_k_wiener_blh", "Top-k bands of DW and GF-DW after BLH",
+     "As [DW and GF-DW after RUE](#top-k-bands-of-dw-and-gf-dw-after-rue), after BLH (its "
+     "client).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols blh --seed 35 "
+     "--wiener-methods base norm-sub norm-hyb --windows 100 --benchmark top_k_wiener_blh"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)
