@@ -2018,6 +2018,12 @@ SECTIONS += [
      top_k_wiener_oracles,
      "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols blh --seed 35 "
      "--wiener-methods base norm-sub norm-hyb --windows 100 --benchmark top_k_wiener_blh"),
+    ("top_k_wiener_rlh", "Top-k bands of DW and GF-DW after RLH",
+     "As [DW and GF-DW after RUE](#top-k-bands-of-dw-and-gf-dw-after-rue), after RLH (its "
+     "client).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols rlh --seed 35 "
+     "--wiener-methods base norm-sub norm-hyb --windows 100 --benchmark top_k_wiener_rlh"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)
