@@ -2024,6 +2024,15 @@ SECTIONS += [
      top_k_wiener_oracles,
      "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols rlh --seed 35 "
      "--wiener-methods base norm-sub norm-hyb --windows 100 --benchmark top_k_wiener_rlh"),
+    ("top_k_wiener_amrp_oracles", "Top-k bands of AMRP after SUE, HR and OLH",
+     "As [DW and GF-DW after SUE and HR](#top-k-bands-of-wiener-filters-after-sue-and-hr), "
+     "for AMRP after SUE (its exact channel), HR (its client) and OLH (windows of more "
+     "than 10⁷ hash tests from its uniform-hash model), every (ε, n) cell, a fresh seed, "
+     "then `base`; 50 windows per cell.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener amrp --protocols sue hr olh "
+     "--full-limit 10000000 --seed 35 --wiener-methods base --windows 50 --benchmark "
+     "top_k_wiener_amrp_oracles"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)

@@ -558,7 +558,8 @@ WIENER_TOP_K_MEASURED: dict[str, dict[str, frozenset[str]]] = {
               **dict.fromkeys(("sue", "hr"), _BASE_ONLY)},
     "iiw": dict.fromkeys(("grr", "oue"), _MEASURED_METHODS),
     "iiw-g": dict.fromkeys(("grr", "oue"), _MEASURED_METHODS),
-    "amrp": dict.fromkeys(("grr", "oue"), _MEASURED_METHODS)}
+    "amrp": {**dict.fromkeys(("grr", "oue"), _MEASURED_METHODS),
+             **dict.fromkeys(("sue", "hr", "olh"), _BASE_ONLY)}}
 WIENER_TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {}
 WIENER_TOP_K_REASONS = {
     "oracle": ("no band for the top values of a Wiener filter on {protocol}: the band "
