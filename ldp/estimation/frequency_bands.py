@@ -552,10 +552,10 @@ _MEASURED_METHODS = frozenset({"base", "norm-sub", "norm-hyb"})
 _BASE_ONLY = frozenset({"base"})
 #: filter -> oracle (registry name) -> the post-processing methods measured after them
 WIENER_TOP_K_MEASURED: dict[str, dict[str, frozenset[str]]] = {
-    "dw": {**dict.fromkeys(("grr", "oue", "olh", "rue", "blh", "rlh"), _MEASURED_METHODS),
-           **dict.fromkeys(("sue", "hr"), _BASE_ONLY)},
-    "gf-dw": {**dict.fromkeys(("grr", "oue", "olh", "rue", "blh", "rlh"), _MEASURED_METHODS),
-              **dict.fromkeys(("sue", "hr"), _BASE_ONLY)},
+    "dw": dict.fromkeys(("grr", "oue", "sue", "rue", "olh", "blh", "rlh", "hr"),
+                        _MEASURED_METHODS),
+    "gf-dw": dict.fromkeys(("grr", "oue", "sue", "rue", "olh", "blh", "rlh", "hr"),
+                           _MEASURED_METHODS),
     "iiw": dict.fromkeys(("grr", "oue"), _MEASURED_METHODS),
     "iiw-g": dict.fromkeys(("grr", "oue"), _MEASURED_METHODS),
     "amrp": {**dict.fromkeys(("grr", "oue"), _MEASURED_METHODS),

@@ -388,8 +388,8 @@ def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed(mon
                     assert reason is None
     assert "amrp on ss: its top-k band was not measured after that oracle" in \
         wiener_top_k_declared("amrp", False, "base", make_protocol("ss", 1.0, 64), 1.0, 10_000)
-    assert "dw post-processed by norm-sub: not measured after hr (measured: base)" in \
-        wiener_top_k_declared("dw", False, "norm-sub", make_protocol("hr", 1.0, 64), 1.0,
+    assert "amrp post-processed by norm-sub: not measured after hr (measured: base)" in \
+        wiener_top_k_declared("amrp", False, "norm-sub", make_protocol("hr", 1.0, 64), 1.0,
                               10_000)
 
     def check_declared() -> None:
