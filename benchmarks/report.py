@@ -2033,7 +2033,8 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener amrp --protocols sue hr olh "
      "--full-limit 10000000 --seed 35 --wiener-methods base --windows 50 --benchmark "
      "top_k_wiener_amrp_oracles"),
-    ("top_k_wiener_oracles_methods", "Top-k bands of DW and GF-DW after SUE and HR, norm-sub and norm-hyb",
+    ("top_k_wiener_oracles_methods",
+     "Top-k bands of DW and GF-DW after SUE and HR, norm-sub and norm-hyb",
      "As [after SUE and HR](#top-k-bands-of-wiener-filters-after-sue-and-hr), on a fresh "
      "seed, then `norm-sub` and `norm-hyb` (`base` was measured there).",
      top_k_wiener_oracles,
