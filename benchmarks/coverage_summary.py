@@ -253,7 +253,7 @@ def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
         return (row["method"] in WIENER_TOP_K_MEASURED.get(row["filter"], {}).get(
                     row["protocol"], frozenset())
                 and top_k_cell(row["epsilon"], row["n"])
-                not in WIENER_TOP_K_UNCALIBRATED.get(row["filter"], frozenset())
+                not in WIENER_TOP_K_UNCALIBRATED.get((row["filter"], row["protocol"]), frozenset())
                 and not declared_values(row))
     pairs = [(float(c), row["windows"]) for row in rows if shipped(row)
              for c in row["by_rank"].split()]
@@ -411,7 +411,7 @@ POOLED_TOP_K = ("top_k_pooled", "top_k_memoized", "top_k_pooled_confirm",
 WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
                             "top_k_wiener_amrp_emoji_confirm", "top_k_wiener_amrp_emoji_grr",
                             "top_k_wiener_blh", "top_k_wiener_rlh", "top_k_wiener_amrp_oracles",
-                            "top_k_wiener_oracles_methods")
+                            "top_k_wiener_oracles_methods", "top_k_wiener_amrp_olh_confirm")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",

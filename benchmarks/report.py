@@ -2041,6 +2041,14 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols sue hr --seed 35 "
      "--wiener-methods norm-sub norm-hyb --windows 100 --benchmark "
      "top_k_wiener_oracles_methods"),
+    ("top_k_wiener_amrp_olh_confirm", "Top-k bands of AMRP after OLH, a second seed",
+     "The cell of [AMRP after SUE, HR and OLH](#top-k-bands-of-amrp-after-sue-hr-and-olh) "
+     "where a rank fell more than two standard errors below 0.95 (OLH, ε = 2, n = 10⁶: "
+     "rank 4 at 0.88 of 50 windows), on 100 windows drawn with another seed.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener amrp --protocols olh --epsilons 2 "
+     "--sizes 1000000 --full-limit 10000000 --seed 36 --wiener-methods base --windows 100 "
+     "--benchmark top_k_wiener_amrp_olh_confirm"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)

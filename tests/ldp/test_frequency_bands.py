@@ -393,19 +393,31 @@ def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed(mon
                               10_000)
 
     def check_declared() -> None:
-        for name, cells in WIENER_TOP_K_UNCALIBRATED.items():
-            assert name in WIENER_TOP_K_MEASURED
+        for (name, oracle), cells in WIENER_TOP_K_UNCALIBRATED.items():
+            protocol = make_protocol(oracle, 1.0, 64)
+            method = min(WIENER_TOP_K_MEASURED[name][oracle])
             for epsilon, n in cells:  # the cell and a window inside it, not the next cell
                 for size in (n, int(n * 1.2)):
-                    reason = wiener_top_k_declared(name, False, "norm-hyb", oue, epsilon, size)
-                    assert f"{name} at ε = {epsilon:g}" in reason
+                    reason = wiener_top_k_declared(name, False, method, protocol, epsilon, size)
+                    assert f"{name} after {oracle} at ε = {epsilon:g}" in reason
                     assert "selective_top_k.py --wiener" in reason
-                assert wiener_top_k_declared(name, False, "base", oue, epsilon, n // 10) is None
+                assert wiener_top_k_declared(name, False, method, protocol, epsilon,
+                                             n // 10) is None
     check_declared()
-    # a declared cell declares that filter's windows in it, and no other filter's
-    monkeypatch.setitem(WIENER_TOP_K_UNCALIBRATED, "dw", frozenset({(2.0, 1_000_000)}))
+    # AMRP's rank 4 after OLH at ε = 2, n = 10⁶ (0.88 of 50 windows, 0.93 of 100 on another
+    # seed: 0.913 of 150, more than two standard errors below 0.95) is declared, for OLH alone
+    olh = make_protocol("olh", 2.0, 64)
+    assert "amrp after olh at ε = 2, n = 1,000,000" in wiener_top_k_declared(
+        "amrp", False, "base", olh, 2.0, 1_000_000)
+    assert wiener_top_k_declared("amrp", False, "base", oue, 2.0, 1_000_000) is None
+    assert wiener_top_k_declared("dw", False, "base", olh, 2.0, 1_000_000) is None
+    # a declared cell declares that filter's windows after that oracle in it, and no other
+    # filter's or oracle's
+    monkeypatch.setitem(WIENER_TOP_K_UNCALIBRATED, ("dw", "oue"), frozenset({(2.0, 1_000_000)}))
     check_declared()
     assert wiener_top_k_declared("iiw", False, "base", oue, 2.0, 1_000_000) is None
+    assert wiener_top_k_declared("dw", False, "base", make_protocol("grr", 2.0, 64), 2.0,
+                                 1_000_000) is None
 
 
 def test_a_top_k_band_is_declared_for_an_oracle_at_a_cell_where_a_rank_missed():
