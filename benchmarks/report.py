@@ -2049,6 +2049,13 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener amrp --protocols olh --epsilons 2 "
      "--sizes 1000000 --full-limit 10000000 --seed 36 --wiener-methods base --windows 100 "
      "--benchmark top_k_wiener_amrp_olh_confirm"),
+    ("top_k_wiener_iiw_oracles", "Top-k bands of IIW and IIW-G after SUE, HR and OLH",
+     "As [AMRP after SUE, HR and OLH](#top-k-bands-of-amrp-after-sue-hr-and-olh), for IIW "
+     "and IIW-G (registry defaults), 100 windows per cell.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener iiw iiw-g --protocols sue hr olh "
+     "--full-limit 10000000 --seed 35 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_iiw_oracles"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)
