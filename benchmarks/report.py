@@ -2056,6 +2056,14 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener iiw iiw-g --protocols sue hr olh "
      "--full-limit 10000000 --seed 35 --wiener-methods base --windows 100 --benchmark "
      "top_k_wiener_iiw_oracles"),
+    ("top_k_wiener_iiw_oracles_more", "Top-k bands of IIW and IIW-G after RUE, BLH and RLH",
+     "As [IIW and IIW-G after SUE, HR and "
+     "OLH](#top-k-bands-of-iiw-and-iiw-g-after-sue-hr-and-olh), after RUE, BLH and RLH "
+     "(their clients), every (ε, n) cell including n = 10⁶.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener iiw iiw-g --protocols rue blh rlh "
+     "--seed 35 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_iiw_oracles_more"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)
