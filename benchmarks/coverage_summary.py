@@ -412,7 +412,8 @@ WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
                             "top_k_wiener_amrp_emoji_confirm", "top_k_wiener_amrp_emoji_grr",
                             "top_k_wiener_blh", "top_k_wiener_rlh", "top_k_wiener_amrp_oracles",
                             "top_k_wiener_oracles_methods", "top_k_wiener_amrp_olh_confirm",
-                            "top_k_wiener_iiw_oracles", "top_k_wiener_iiw_oracles_more")
+                            "top_k_wiener_iiw_oracles", "top_k_wiener_iiw_oracles_more",
+                            "top_k_wiener_iiw_methods")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",

@@ -2064,6 +2064,15 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener iiw iiw-g --protocols rue blh rlh "
      "--seed 35 --wiener-methods base --windows 100 --benchmark "
      "top_k_wiener_iiw_oracles_more"),
+    ("top_k_wiener_iiw_methods",
+     "Top-k bands of IIW and IIW-G after SUE, HR and OLH, norm-sub and norm-hyb",
+     "As [IIW and IIW-G after SUE, HR and "
+     "OLH](#top-k-bands-of-iiw-and-iiw-g-after-sue-hr-and-olh), then `norm-sub` and "
+     "`norm-hyb`.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener iiw iiw-g --protocols sue hr olh "
+     "--full-limit 10000000 --seed 35 --wiener-methods norm-sub norm-hyb --windows 100 "
+     "--benchmark top_k_wiener_iiw_methods"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)

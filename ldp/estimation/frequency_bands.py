@@ -557,10 +557,10 @@ WIENER_TOP_K_MEASURED: dict[str, dict[str, frozenset[str]]] = {
                         _MEASURED_METHODS),
     "gf-dw": dict.fromkeys(("grr", "oue", "sue", "rue", "olh", "blh", "rlh", "hr"),
                            _MEASURED_METHODS),
-    "iiw": {**dict.fromkeys(("grr", "oue"), _MEASURED_METHODS),
-            **dict.fromkeys(("sue", "rue", "olh", "blh", "rlh", "hr"), _BASE_ONLY)},
-    "iiw-g": {**dict.fromkeys(("grr", "oue"), _MEASURED_METHODS),
-              **dict.fromkeys(("sue", "rue", "olh", "blh", "rlh", "hr"), _BASE_ONLY)},
+    "iiw": {**dict.fromkeys(("grr", "oue", "sue", "olh", "hr"), _MEASURED_METHODS),
+            **dict.fromkeys(("rue", "blh", "rlh"), _BASE_ONLY)},
+    "iiw-g": {**dict.fromkeys(("grr", "oue", "sue", "olh", "hr"), _MEASURED_METHODS),
+              **dict.fromkeys(("rue", "blh", "rlh"), _BASE_ONLY)},
     "amrp": {**dict.fromkeys(("grr", "oue"), _MEASURED_METHODS),
              **dict.fromkeys(("sue", "hr", "olh"), _BASE_ONLY)}}
 #: (filter, oracle) -> the cells declared for it. AMRP's rank 4 after OLH at ε = 2, n = 10⁶
