@@ -353,8 +353,8 @@ def unfiltered_shipped(row: dict) -> bool:
 def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
     """The top-k answers `ldp query` gives a Wiener record (frequency_bands.top_k_filtered_bands),
     counted per (filter, method, cell, rank) triple from benchmarks/selective_top_k.py --wiener:
-    the triples of the filters, post-processing methods and cells that ship a band, and as
-    declared those measured where it is declared (WIENER_TOP_K_UNCALIBRATED, or too few
+    the triples of the (filter, oracle, post-processing method) and cells that ship a band, and
+    as declared those measured where it is declared (WIENER_TOP_K_UNCALIBRATED, or too few
     expected supports: `ldp query` gives no value of such a window a band, `declared_values`)."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MEASURED,
                                                               WIENER_TOP_K_UNCALIBRATED,
@@ -364,9 +364,10 @@ def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
         return []
 
     def shipped(row: dict) -> bool:
-        return (row["method"] in WIENER_TOP_K_MEASURED.get(row["filter"], frozenset())
+        return (row["method"] in WIENER_TOP_K_MEASURED.get(row["filter"], {}).get(
+                    row["protocol"], frozenset())
                 and top_k_cell(row["epsilon"], row["n"])
-                not in WIENER_TOP_K_UNCALIBRATED.get(row["filter"], frozenset())
+                not in WIENER_TOP_K_UNCALIBRATED.get((row["filter"], row["protocol"]), frozenset())
                 and not declared_values(row))
     pairs = [(float(c), row["windows"]) for row in rows if shipped(row)
              for c in row["by_rank"].split()]
@@ -490,9 +491,10 @@ def bin_quantile_rows(quantiles: dict | None, large: dict | None = None) -> list
 DECLARED = [
     ("Square Wave range probabilities", "none", "EM's buckets are not linear in the reports "
      "and the record keeps no covariance of them"),
-    ("Wiener top-k answers: smooth, keep_extremes, other post-processing, pooled-hash and "
-     "memoized oracles", "none", "not measured, or not linear in f~ at fixed gains, or no rank "
-     "event in the exact covariance (docs/error-bars.md)"),
+    ("Wiener top-k answers: smooth, keep_extremes, other post-processing, a filter after an "
+     "oracle it was not measured after, pooled-hash and memoized oracles", "none",
+     "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "
+     "covariance (docs/error-bars.md)"),
 ]
 
 
@@ -530,11 +532,22 @@ POOLED_TOP_K = ("top_k_pooled", "top_k_memoized", "top_k_pooled_confirm",
 #: Results of benchmarks/memoized_values.py (memoized OLH and RLH with LOLOHA's g; the seven
 #: memoized oracles at n = 10⁶).
 MEMOIZED_VALUES = ("memoized_values_loloha", "memoized_values_million")
+#: Results of benchmarks/selective_top_k.py --wiener of every filter after every pure oracle
+#: they were not measured after (AMRP on the emoji data and its dip on another seed; DW and
+#: GF-DW after RUE, BLH and RLH at every n, every post-processing; IIW, IIW-G, AMRP after the
+#: other oracles), each run a file.
+WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
+                            "top_k_wiener_amrp_emoji_confirm", "top_k_wiener_amrp_emoji_grr",
+                            "top_k_wiener_blh", "top_k_wiener_rlh", "top_k_wiener_amrp_oracles",
+                            "top_k_wiener_oracles_methods", "top_k_wiener_amrp_olh_confirm",
+                            "top_k_wiener_iiw_oracles", "top_k_wiener_iiw_oracles_more",
+                            "top_k_wiener_iiw_methods")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",
                 "top_k_wiener_words", "top_k_wiener_words_gf", "top_k_wiener_oracles_more",
-                "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw")
+                "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw",
+                *WIENER_TOP_K_ALL_ORACLES)
 
 
 #: Results of benchmarks/pooled_values.py --band shipped (CMS and HCMS; FLH).

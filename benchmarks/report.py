@@ -2136,6 +2136,98 @@ SECTIONS += [
      top_k_wiener,
      "python benchmarks/selective_top_k.py --wiener gf-dw --datasets words --seed 33 "
      "--wiener-methods base --windows 100 --benchmark top_k_wiener_words_gf"),
+    ("top_k_wiener_amrp_emoji", "Top-k bands of AMRP on the emoji data",
+     "As [AMRP on other data](#top-k-bands-of-amrp-on-other-data), on the emoji "
+     "occurrences (d = 969) through OUE's exact channel, a seed no choice was made on, "
+     "then `base`; 50 windows per cell (AMRP's replay of 100 permutations per replicate "
+     "costs about 0.5 s per query at d = 969).",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener amrp --datasets emoji --protocols oue "
+     "--seed 35 --wiener-methods base --windows 50 --benchmark top_k_wiener_amrp_emoji"),
+    ("top_k_wiener_rue", "Top-k bands of DW and GF-DW after RUE",
+     "As [DW after RUE, BLH and RLH](#top-k-bands-of-dw-after-rue-blh-and-rlh), on a fresh "
+     "seed, for DW and GF-DW after RUE (its client), every (ε, n) cell including n = 10⁶, "
+     "then `base`, `norm-sub` and `norm-hyb`.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols rue --seed 35 "
+     "--wiener-methods base norm-sub norm-hyb --windows 100 --benchmark top_k_wiener_rue"),
+    ("top_k_wiener_amrp_emoji_confirm", "Top-k bands of AMRP on the emoji data, a second seed",
+     "The cell of the section above where a rank fell more than two standard errors below "
+     "0.95 (OUE, ε = 0.5, n = 10⁶: rank 1 at 0.88 of 50 windows), on 100 windows drawn "
+     "with another seed.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener amrp --datasets emoji --protocols oue "
+     "--epsilons 0.5 --sizes 1000000 --seed 36 --wiener-methods base --windows 100 "
+     "--benchmark top_k_wiener_amrp_emoji_confirm"),
+    ("top_k_wiener_amrp_emoji_grr", "Top-k bands of AMRP on the emoji data after GRR",
+     "As [AMRP on the emoji data](#top-k-bands-of-amrp-on-the-emoji-data), through GRR's "
+     "exact channel, n 10⁴–10⁶ (GRR's windows of n = 10³ over 969 values expect fewer than "
+     "4 supports per value and have no band), 50 windows per cell.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener amrp --datasets emoji --protocols grr "
+     "--sizes 10000 100000 1000000 --seed 35 --wiener-methods base --windows 50 "
+     "--benchmark top_k_wiener_amrp_emoji_grr"),
+    ("top_k_wiener_blh", "Top-k bands of DW and GF-DW after BLH",
+     "As [DW and GF-DW after RUE](#top-k-bands-of-dw-and-gf-dw-after-rue), after BLH (its "
+     "client).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols blh --seed 35 "
+     "--wiener-methods base norm-sub norm-hyb --windows 100 --benchmark top_k_wiener_blh"),
+    ("top_k_wiener_rlh", "Top-k bands of DW and GF-DW after RLH",
+     "As [DW and GF-DW after RUE](#top-k-bands-of-dw-and-gf-dw-after-rue), after RLH (its "
+     "client).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols rlh --seed 35 "
+     "--wiener-methods base norm-sub norm-hyb --windows 100 --benchmark top_k_wiener_rlh"),
+    ("top_k_wiener_amrp_oracles", "Top-k bands of AMRP after SUE, HR and OLH",
+     "As [DW and GF-DW after SUE and HR](#top-k-bands-of-wiener-filters-after-sue-and-hr), "
+     "for AMRP after SUE (its exact channel), HR (its client) and OLH (windows of more "
+     "than 10⁷ hash tests from its uniform-hash model), every (ε, n) cell, a fresh seed, "
+     "then `base`; 50 windows per cell.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener amrp --protocols sue hr olh "
+     "--full-limit 10000000 --seed 35 --wiener-methods base --windows 50 --benchmark "
+     "top_k_wiener_amrp_oracles"),
+    ("top_k_wiener_oracles_methods",
+     "Top-k bands of DW and GF-DW after SUE and HR, norm-sub and norm-hyb",
+     "As [after SUE and HR](#top-k-bands-of-wiener-filters-after-sue-and-hr), on a fresh "
+     "seed, then `norm-sub` and `norm-hyb` (`base` was measured there).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols sue hr --seed 35 "
+     "--wiener-methods norm-sub norm-hyb --windows 100 --benchmark "
+     "top_k_wiener_oracles_methods"),
+    ("top_k_wiener_amrp_olh_confirm", "Top-k bands of AMRP after OLH, a second seed",
+     "The cell of [AMRP after SUE, HR and OLH](#top-k-bands-of-amrp-after-sue-hr-and-olh) "
+     "where a rank fell more than two standard errors below 0.95 (OLH, ε = 2, n = 10⁶: "
+     "rank 4 at 0.88 of 50 windows), on 100 windows drawn with another seed.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener amrp --protocols olh --epsilons 2 "
+     "--sizes 1000000 --full-limit 10000000 --seed 36 --wiener-methods base --windows 100 "
+     "--benchmark top_k_wiener_amrp_olh_confirm"),
+    ("top_k_wiener_iiw_oracles", "Top-k bands of IIW and IIW-G after SUE, HR and OLH",
+     "As [AMRP after SUE, HR and OLH](#top-k-bands-of-amrp-after-sue-hr-and-olh), for IIW "
+     "and IIW-G (registry defaults), 100 windows per cell.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener iiw iiw-g --protocols sue hr olh "
+     "--full-limit 10000000 --seed 35 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_iiw_oracles"),
+    ("top_k_wiener_iiw_oracles_more", "Top-k bands of IIW and IIW-G after RUE, BLH and RLH",
+     "As [IIW and IIW-G after SUE, HR and "
+     "OLH](#top-k-bands-of-iiw-and-iiw-g-after-sue-hr-and-olh), after RUE, BLH and RLH "
+     "(their clients), every (ε, n) cell including n = 10⁶.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener iiw iiw-g --protocols rue blh rlh "
+     "--seed 35 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_iiw_oracles_more"),
+    ("top_k_wiener_iiw_methods",
+     "Top-k bands of IIW and IIW-G after SUE, HR and OLH, norm-sub and norm-hyb",
+     "As [IIW and IIW-G after SUE, HR and "
+     "OLH](#top-k-bands-of-iiw-and-iiw-g-after-sue-hr-and-olh), then `norm-sub` and "
+     "`norm-hyb`.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener iiw iiw-g --protocols sue hr olh "
+     "--full-limit 10000000 --seed 35 --wiener-methods norm-sub norm-hyb --windows 100 "
+     "--benchmark top_k_wiener_iiw_methods"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)

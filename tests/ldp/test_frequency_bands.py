@@ -349,11 +349,12 @@ def test_the_score_band_inverts_the_test_whatever_the_sign_of_b(protocol_name):
 
 
 def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed(monkeypatch):
-    """wiener_top_k_declared: a band (None) for a measured filter, method and cell on a pure
-    one-stage oracle; the reason otherwise — a pooled-hash oracle, keep_extremes, a filter or
-    a post-processing not measured, a cell where a rank fell more than two standard errors
-    below 0.95 (WIENER_TOP_K_UNCALIBRATED). The cell once declared in-sample (OUE's rank 1 at
-    ε = 2, n = 10⁶ after DW, IIW, IIW-G and AMRP) held on two other seeds: it has a band."""
+    """wiener_top_k_declared: a band (None) for a filter, method and cell measured after that
+    pure one-stage oracle; the reason otherwise — a pooled-hash oracle, keep_extremes, a filter,
+    a filter after that oracle or a post-processing after them not measured, a cell where a
+    rank fell more than two standard errors below 0.95 (WIENER_TOP_K_UNCALIBRATED). The cell
+    once declared in-sample (OUE's rank 1 at ε = 2, n = 10⁶ after DW, IIW, IIW-G and AMRP) held
+    on two other seeds: it has a band."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MEASURED,
                                                               WIENER_TOP_K_UNCALIBRATED,
                                                               wiener_top_k_declared)
@@ -366,26 +367,57 @@ def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed(mon
     assert "keep_extremes" in wiener_top_k_declared("dw", True, "base", oue, 1.0, 10_000)
     assert "smooth: its top-k band was not measured" in wiener_top_k_declared(
         "smooth", False, "base", oue, 1.0, 10_000)
-    assert "iiw post-processed by ibu: not measured" in wiener_top_k_declared(
+    assert "iiw post-processed by ibu: not measured after oue" in wiener_top_k_declared(
         "iiw", False, "ibu", oue, 1.0, 10_000)
     for name in ("dw", "iiw", "iiw-g", "amrp"):
-        for method in sorted(WIENER_TOP_K_MEASURED[name]):
+        for method in sorted(WIENER_TOP_K_MEASURED[name]["oue"]):
             assert wiener_top_k_declared(name, False, method, oue, 2.0, 1_000_000) is None
+    # measured after each oracle apart: a filter not measured after an oracle, or a method not
+    # measured after that filter and oracle, has no band there though it has one after OUE
+    for name, oracles in WIENER_TOP_K_MEASURED.items():
+        for oracle in ("grr", "oue", "sue", "rue", "olh", "blh", "rlh", "hr", "ss", "rws"):
+            protocol = make_protocol(oracle, 1.0, 64)
+            for method in ("base", "norm-sub", "norm-hyb"):
+                reason = wiener_top_k_declared(name, False, method, protocol, 1.0, 10_000)
+                if oracle not in oracles:
+                    assert f"{name} on {oracle}: its top-k band was not measured" in reason
+                elif method not in oracles[oracle]:
+                    assert f"{name} post-processed by {method}: not measured after " \
+                           f"{oracle}" in reason
+                else:
+                    assert reason is None
+    assert "amrp on ss: its top-k band was not measured after that oracle" in \
+        wiener_top_k_declared("amrp", False, "base", make_protocol("ss", 1.0, 64), 1.0, 10_000)
+    assert "amrp post-processed by norm-sub: not measured after hr (measured: base)" in \
+        wiener_top_k_declared("amrp", False, "norm-sub", make_protocol("hr", 1.0, 64), 1.0,
+                              10_000)
 
     def check_declared() -> None:
-        for name, cells in WIENER_TOP_K_UNCALIBRATED.items():
-            assert name in WIENER_TOP_K_MEASURED
+        for (name, oracle), cells in WIENER_TOP_K_UNCALIBRATED.items():
+            protocol = make_protocol(oracle, 1.0, 64)
+            method = min(WIENER_TOP_K_MEASURED[name][oracle])
             for epsilon, n in cells:  # the cell and a window inside it, not the next cell
                 for size in (n, int(n * 1.2)):
-                    reason = wiener_top_k_declared(name, False, "norm-hyb", oue, epsilon, size)
-                    assert f"{name} at ε = {epsilon:g}" in reason
+                    reason = wiener_top_k_declared(name, False, method, protocol, epsilon, size)
+                    assert f"{name} after {oracle} at ε = {epsilon:g}" in reason
                     assert "selective_top_k.py --wiener" in reason
-                assert wiener_top_k_declared(name, False, "base", oue, epsilon, n // 10) is None
+                assert wiener_top_k_declared(name, False, method, protocol, epsilon,
+                                             n // 10) is None
     check_declared()
-    # a declared cell declares that filter's windows in it, and no other filter's
-    monkeypatch.setitem(WIENER_TOP_K_UNCALIBRATED, "dw", frozenset({(2.0, 1_000_000)}))
+    # AMRP's rank 4 after OLH at ε = 2, n = 10⁶ (0.88 of 50 windows, 0.93 of 100 on another
+    # seed: 0.913 of 150, more than two standard errors below 0.95) is declared, for OLH alone
+    olh = make_protocol("olh", 2.0, 64)
+    assert "amrp after olh at ε = 2, n = 1,000,000" in wiener_top_k_declared(
+        "amrp", False, "base", olh, 2.0, 1_000_000)
+    assert wiener_top_k_declared("amrp", False, "base", oue, 2.0, 1_000_000) is None
+    assert wiener_top_k_declared("dw", False, "base", olh, 2.0, 1_000_000) is None
+    # a declared cell declares that filter's windows after that oracle in it, and no other
+    # filter's or oracle's
+    monkeypatch.setitem(WIENER_TOP_K_UNCALIBRATED, ("dw", "oue"), frozenset({(2.0, 1_000_000)}))
     check_declared()
     assert wiener_top_k_declared("iiw", False, "base", oue, 2.0, 1_000_000) is None
+    assert wiener_top_k_declared("dw", False, "base", make_protocol("grr", 2.0, 64), 2.0,
+                                 1_000_000) is None
 
 
 def test_a_top_k_band_is_declared_for_an_oracle_at_a_cell_where_a_rank_missed():

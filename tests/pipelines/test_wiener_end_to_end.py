@@ -34,6 +34,8 @@ METRICS = [
      "estimator": "smooth", "postprocess": "none"},
     {"name": "slot.flh", "protocol": "flh", "epsilon": 2.0, "domain": {"size": D},
      "estimator": "dw", "postprocess": "norm-sub"},
+    {"name": "slot.ssamrp", "protocol": "ss", "epsilon": 2.0, "domain": {"size": D},
+     "estimator": {"method": "amrp", "permutations": 20, "seed": 5}, "postprocess": "norm-sub"},
 ]
 
 
@@ -186,10 +188,12 @@ def test_a_wiener_top_k_query_gives_the_bands_of_the_filtered_ranking(output, ca
 @pytest.mark.parametrize(("metric", "reason"), [
     ("slot.dw", "dw post-processed by base-pos: not measured"),
     ("slot.smooth", "smooth: its top-k band was not measured"),
+    ("slot.ssamrp", "amrp on ss: its top-k band was not measured after that oracle"),
     ("slot.flh", "pooled-hash oracle's collision term")])
 def test_a_wiener_top_k_query_without_a_measured_band_says_why(output, capsys, metric, reason):
-    """Where the filtered ranking's band was not measured (a post-processing, a filter) or
-    does not apply (a pooled-hash oracle), the top values have no band, and the reason."""
+    """Where the filtered ranking's band was not measured (a post-processing, a filter, a
+    filter after that oracle) or does not apply (a pooled-hash oracle), the top values have no
+    band, and the reason."""
     assert main(["query", "--output", output, "--metric", metric, "--window", "0",
                  "--top", "2", "--json"]) == 0
     answers = json.loads(capsys.readouterr().out)["answers"]
