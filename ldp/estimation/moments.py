@@ -75,9 +75,12 @@ BOUND_CHUNK = 1 << 15
 #: convex function of m₁, so the straight line between two of them lies above it.
 BOUND_MEANS = np.linspace(0.0, 1.0, 129)
 
-#: Share of Z95 · standard error by which a band must be widened before band_reasons names it: a
-#: centred normal error is then covered with more than P(|Z| < 1.96 · 1.1) = 0.969 wherever the
-#: values' positions cause no error (measured at d̃ = 128, ε = 4, n = 10⁶: docs/error-bars.md).
+#: Share of a band's 95% half-width (Z95 · standard error, or the band's own) that a bias it
+#: allows for, or a gap it does not hold, must exceed before band_reasons names it; here: the
+#: widening cv(B/s) · s − Z95 · s of `statistic_bands` (cfo_moments and numeric_queries use it
+#: for their gaps). Past it a centred normal error is covered with more than
+#: P(|Z| < 1.96 · 1.1) = 0.969 wherever the values' positions cause no error (measured at
+#: d̃ = 128, ε = 4, n = 10⁶: docs/error-bars.md).
 CONSERVATIVE_SHARE = 0.1
 CONSERVATIVE_REASON = ("band widened by {widened:.3g} ({share:.0%} of its half-width) to hold the "
                        "{what} whatever the bias of the report histogram's {buckets} output "
@@ -379,9 +382,10 @@ def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: fl
                     ) -> dict[str, Band]:
     """The mean's and the variance's 95% bands in the metric's units ([low, high]: the mean
     affine, the variance times (high − low)²), `Band.method` BAND_EXACT, with the model's
-    reason (what the band holds, for the discrete protocol), or where the bucketing bound is
-    more than CONSERVATIVE_SHARE of Z95 · standard error, that the band is widened by it
-    (CONSERVATIVE_REASON), and below MEASURED_REPORTS reports that it is extrapolated
+    reason (what the band holds, for the discrete protocol), or where allowing for the
+    bucketing bound (`bias_aware_half`) widens the half-width by more than CONSERVATIVE_SHARE
+    of Z95 · standard error, by how much (CONSERVATIVE_REASON: the widening, its share of the
+    half-width and the bound), and below MEASURED_REPORTS reports that it is extrapolated
     (SMALL_WINDOW_REASON, after the others, "; "-joined); no band without reports."""
     found = moment_bands(model, counts)
     if found is None:
