@@ -84,7 +84,7 @@ BOUND_MEANS = np.linspace(0.0, 1.0, 129)
 CONSERVATIVE_SHARE = 0.1
 CONSERVATIVE_REASON = ("band widened by {widened:.3g} ({share:.0%} of its half-width) to hold the "
                        "{what} whatever the bias of the report histogram's {buckets} output "
-                       "buckets, at most {bound:.3g} (values packed at one point): it "
+                       "buckets, at most {bound:.3g} (values at their worst positions): it "
                        "over-covers where the values are spread; more output buckets "
                        "(domain.output_buckets) make it smaller")
 
