@@ -129,9 +129,11 @@ def confirmed_misses(chosen: list[dict], again: list[dict]) -> dict:
     """(ε, n) -> level -> (data set, coverage, coverage again, windows): the pairs banded in
     `chosen`'s cells (set 4) that covered below LEVEL_FLOOR there and below it again in
     `again`'s cell of the same data set, ε and n (its coverage of a level it declares is not
-    read; a pair `again` does not measure is not declared)."""
+    read; a pair `again` does not measure at CALIBRATED_BUCKETS is not declared: a cell of
+    another bucket count neither confirms nor hides one)."""
     found: dict[tuple[float, int], dict[str, tuple[str, float, float, int]]] = {}
-    seen = {(c["dataset"], float(c["epsilon"]), int(c["n"])): c for c in again}
+    seen = {(c["dataset"], float(c["epsilon"]), int(c["n"])): c for c in again
+            if c.get("buckets", CALIBRATED_BUCKETS) == CALIBRATED_BUCKETS}
     for cell in chosen:
         key = (float(cell["epsilon"]), int(cell["n"]))
         other = seen.get((cell["dataset"], *key))
@@ -215,6 +217,16 @@ def rule_cells(paths) -> tuple[list[dict], list[tuple[str, int]]]:
     return cells, sources
 
 
+def confirm_cells(paths) -> tuple[tuple[list[dict], list[dict]], list[tuple[str, int]]]:
+    """The cells of the two `--confirm` results files (set 4's, then the other seed's), each
+    data set under its own name (both seeds' windows are of one data set), and the first
+    file's (file, seed) and the second's."""
+    (chosen, again), sources = zip(*(rule_cells([path]) for path in paths), strict=True)
+    plain = [[{**c, "dataset": c["dataset"].rsplit(" (", 1)[0]} for c in cells]
+             for cells in (chosen, again)]
+    return (plain[0], plain[1]), [found[0] for found in sources]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, nargs="+", default=list(RESULTS),
@@ -227,12 +239,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     cells, sources = rule_cells(args.results)
     misses, pooled, levels = declarations(cells)
-    (chosen, again), confirm_sources = zip(*(rule_cells([path]) for path in args.confirm),
-                                           strict=True)
-    confirmed = confirmed_misses([{**c, "dataset": c["dataset"].rsplit(" (", 1)[0]}
-                                  for c in chosen],
-                                 [{**c, "dataset": c["dataset"].rsplit(" (", 1)[0]}
-                                  for c in again])
+    (chosen, again), confirm_sources = confirm_cells(args.confirm)
+    confirmed = confirmed_misses(chosen, again)
     for (epsilon, n), table in confirmed.items():
         for level, (dataset, first, second, windows) in table.items():
             print(f"ε = {epsilon:g}, n = {n:>9,}: {level:>4} quantile {first:.3f} on set 4, "
@@ -260,8 +268,7 @@ def main(argv=None) -> None:
           "banded")
     if args.write:
         MODULE.write_text(module_text(misses, pooled, levels, sources, confirmed,
-                                      [source for found in confirm_sources
-                                       for source in found]))
+                                      confirm_sources))
         print(f"wrote {MODULE.name}")
 
 

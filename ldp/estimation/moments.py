@@ -75,18 +75,24 @@ BOUND_CHUNK = 1 << 15
 #: convex function of m₁, so the straight line between two of them lies above it.
 BOUND_MEANS = np.linspace(0.0, 1.0, 129)
 
-#: Share of Z95 · standard error by which a band must be widened before band_reasons names it: a
-#: centred normal error is then covered with more than P(|Z| < 1.96 · 1.1) = 0.969 wherever the
-#: values' positions cause no error (measured at d̃ = 128, ε = 4, n = 10⁶: docs/error-bars.md).
+#: Share of a band's 95% half-width (Z95 · standard error, or the band's own) that a bias it
+#: allows for, or a gap it does not hold, must exceed before band_reasons names it; here: the
+#: widening cv(B/s) · s − Z95 · s of `statistic_bands` (cfo_moments and numeric_queries use it
+#: for their gaps). Past it a centred normal error is covered with more than
+#: P(|Z| < 1.96 · 1.1) = 0.969 wherever the values' positions cause no error (measured at
+#: d̃ = 128, ε = 4, n = 10⁶: docs/error-bars.md).
 CONSERVATIVE_SHARE = 0.1
 CONSERVATIVE_REASON = ("band widened by {widened:.3g} ({share:.0%} of its half-width) to hold the "
                        "{what} whatever the bias of the report histogram's {buckets} output "
-                       "buckets, at most {bound:.3g} (values packed at one point): it "
+                       "buckets, at most {bound:.3g} (values at their worst positions): it "
                        "over-covers where the values are spread; more output buckets "
                        "(domain.output_buckets) make it smaller")
 
-#: Bisection steps of `bias_aware_z` (the bracket [Z95, Z95 + t] halves each step: 60 steps
-#: leave less than 10⁻¹⁷ of it).
+#: The 0.95 quantile of the standard normal: the least excess c − t of `bias_aware_z` (t → ∞).
+Z95_ONE_SIDED = 1.6448536269514722
+
+#: Bisection steps of `bias_aware_excess` (the bracket [Z95_ONE_SIDED, Z95], 0.32 wide, halves
+#: each step: 60 steps leave less than 10⁻¹⁸ of it).
 BIAS_AWARE_STEPS = 60
 
 #: The fewest reports for which the bands' coverage was measured: COVERAGE_SIZES' smallest, 10³
@@ -255,30 +261,41 @@ def _normal_cdf(x: float) -> float:
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
-def bias_aware_z(ratio: float) -> float:
-    """The smallest c with P(|Z + t| ≤ c) ≥ 0.95 for every |t| ≤ `ratio` (Z standard normal):
-    the half-width, in standard errors, of a 95% band whose estimate may be biased by up to
-    `ratio` standard errors ([Armstrong20]'s critical value cv₀.₀₅(t), the 0.95 quantile of
-    |N(t, 1)|). The coverage falls as |t| grows,
-    so c solves Φ(c − t) − Φ(−c − t) = 0.95 at t = `ratio`; Z95 at 0, within Z95 − 1.645 of
-    t + 1.645 as t grows (the far tail vanishes), never more than t + Z95 (linear addition)."""
+def bias_aware_excess(ratio: float) -> float:
+    """u = `bias_aware_z`(t) − t at t = |`ratio`|: the root of Φ(u) − Φ(−u − 2t) = 0.95 in
+    [Z95_ONE_SIDED, Z95] (Z95 at t = 0, falling to Z95_ONE_SIDED as t grows), found without
+    forming c − t, so it is exact for every t, infinite included."""
     t = abs(float(ratio))
-    low, high = Z95, Z95 + t
+    if t == 0.0:
+        return Z95  # exactly: the bisection's last bit is rounding
+    low, high = Z95_ONE_SIDED, Z95
     for _ in range(BIAS_AWARE_STEPS):
         middle = 0.5 * (low + high)
-        if _normal_cdf(middle - t) - _normal_cdf(-middle - t) >= 0.95:
+        if _normal_cdf(middle) - _normal_cdf(-middle - 2.0 * t) >= 0.95:
             high = middle
         else:
             low = middle
     return high
 
 
+def bias_aware_z(ratio: float) -> float:
+    """The smallest c with P(|Z + t| ≤ c) ≥ 0.95 for every |t| ≤ `ratio` (Z standard normal):
+    the half-width, in standard errors, of a 95% band whose estimate may be biased by up to
+    `ratio` standard errors ([Armstrong20]'s critical value cv₀.₀₅(t), the 0.95 quantile of
+    |N(t, 1)|). The coverage falls as |t| grows, so c solves Φ(c − t) − Φ(−c − t) = 0.95 at
+    t = `ratio`: t + `bias_aware_excess`(t), Z95 at 0, within Z95 − 1.645 of t + 1.645 as t
+    grows (the far tail vanishes), never more than t + Z95 (linear addition)."""
+    t = abs(float(ratio))
+    return t + bias_aware_excess(t)
+
+
 def bias_aware_half(error: float, bound: float) -> float:
     """The 95% half-width of an estimate with standard error `error` and a bias of at most
-    `bound` (`bias_aware_z`; `bound` itself when `error` is 0)."""
+    `bound`: `bound` + `error` · `bias_aware_excess`(`bound` / `error`) (`bias_aware_z` times
+    `error`, finite however small `error` is; `bound` itself when `error` is 0)."""
     if error <= 0.0:
         return bound
-    return error * bias_aware_z(bound / error)
+    return bound + error * bias_aware_excess(bound / error)
 
 
 def _pad(coefficients: np.ndarray) -> np.ndarray:
@@ -365,9 +382,10 @@ def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: fl
                     ) -> dict[str, Band]:
     """The mean's and the variance's 95% bands in the metric's units ([low, high]: the mean
     affine, the variance times (high − low)²), `Band.method` BAND_EXACT, with the model's
-    reason (what the band holds, for the discrete protocol), or where the bucketing bound is
-    more than CONSERVATIVE_SHARE of Z95 · standard error, that the band is widened by it
-    (CONSERVATIVE_REASON), and below MEASURED_REPORTS reports that it is extrapolated
+    reason (what the band holds, for the discrete protocol), or where allowing for the
+    bucketing bound (`bias_aware_half`) widens the half-width by more than CONSERVATIVE_SHARE
+    of Z95 · standard error, by how much (CONSERVATIVE_REASON: the widening, its share of the
+    half-width and the bound), and below MEASURED_REPORTS reports that it is extrapolated
     (SMALL_WINDOW_REASON, after the others, "; "-joined); no band without reports."""
     found = moment_bands(model, counts)
     if found is None:

@@ -140,7 +140,8 @@ LEVEL_MISS_REASON = ("no calibrated band for the {level} quantile: on held-out w
 CONFIRMED_MISS_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: at ε = {cell_epsilon:g}, "
                          "n = {cell_n:,} this statistic's band covered {first:.3f} and, on "
                          "windows of another seed, {again:.3f} of {windows} windows of "
-                         "{dataset}, below 0.93 both times (benchmarks/declare_bands.py)")
+                         "{dataset}, below 0.93 both times (set 4 of benchmarks/coverage.py, "
+                         "measured again with --cells; benchmarks/declare_bands.py)")
 EXTRAPOLATED_REASON = ("band extrapolated: {what} outside the calibrated range ({measured}); "
                        "the margin of the nearest calibrated setting is used")
 

@@ -128,16 +128,12 @@ def test_the_shipped_declarations_are_the_rule_applied_to_sets_2_and_3(declare):
     assert [seed for _, seed in sources] == [31, 53]
     misses, pooled, levels = declare.declarations(cells)
     assert misses == HELD_OUT_MISSES and pooled == POOLED_MISSES and levels == DECLARED_LEVELS
-    (chosen, again), confirm_sources = zip(*(declare.rule_cells([path])
-                                             for path in declare.CONFIRM_RESULTS), strict=True)
-    assert [seed for found in confirm_sources for _, seed in found] == [71, 89]
-    confirmed = declare.confirmed_misses(
-        [{**c, "dataset": c["dataset"].rsplit(" (", 1)[0]} for c in chosen],
-        [{**c, "dataset": c["dataset"].rsplit(" (", 1)[0]} for c in again])
+    (chosen, again), confirm_sources = declare.confirm_cells(declare.CONFIRM_RESULTS)
+    assert [seed for _, seed in confirm_sources] == [71, 89]
+    confirmed = declare.confirmed_misses(chosen, again)
     assert confirmed == CONFIRMED_MISSES
     assert declare.module_text(misses, pooled, levels, sources, confirmed,
-                               [found[0] for found in confirm_sources]) == (
-        declare.MODULE.read_text())
+                               confirm_sources) == declare.MODULE.read_text()
 
 
 def test_a_miss_below_the_goal_is_declared_where_another_seed_confirms_it(declare):
@@ -157,6 +153,24 @@ def test_a_miss_below_the_goal_is_declared_where_another_seed_confirms_it(declar
     again = [cell("a", kept[0], 0.91), cell("b", kept[0], 0.90), cell("a", kept[1], 0.93),
              cell("a", kept[3], 0.80, declared=["0.5"]), cell("a", kept[4], 0.80, buckets=512)]
     assert declare.confirmed_misses(chosen, again) == {kept[0]: {"0.5": ("a", 0.92, 0.91, 200)}}
+
+
+def test_a_miss_is_confirmed_only_by_the_same_bucket_count(declare):
+    """The other seed's cell of another bucket count (a --wide-buckets run: 512 buckets, the
+    same data set, ε and n) neither confirms a 128-bucket miss nor hides the 128-bucket cell
+    that does, whichever order the results list them in."""
+    from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
+    key = next(key for key, scales in MARGIN_SCALES.items() if scales["0.5"] is not None)
+
+    def cell(coverage, buckets):
+        return {"dataset": "a", "epsilon": key[0], "n": key[1], "buckets": buckets,
+                "windows": 200, "declared_without_band": [],
+                "coverage": {**dict.fromkeys(declare.QUANTILE_LEVELS, 0.95), "0.5": coverage}}
+    chosen = [cell(0.92, 128)]
+    assert declare.confirmed_misses(chosen, [cell(0.80, 512)]) == {}
+    for again in ([cell(0.91, 128), cell(0.96, 512)], [cell(0.96, 512), cell(0.91, 128)]):
+        assert declare.confirmed_misses(chosen, again) == {key: {"0.5": ("a", 0.92, 0.91, 200)}}
+    assert declare.confirmed_misses(chosen, [cell(0.96, 128), cell(0.80, 512)]) == {}
 
 
 

@@ -480,3 +480,22 @@ def test_the_mean_band_holds_95_percent_at_the_worst_point_mass():
         held_linear += abs(found.mean - v) <= linear
     assert 0.94 <= held / windows <= 0.96
     assert held_linear / windows > 0.965
+
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.6, 3.0, 1e6, 1e15, 1e300, float("inf")])
+def test_the_bias_aware_half_width_holds_however_small_the_error(ratio):
+    """c − t falls from Z95 to the one-sided 1.645 as t grows (the far tail vanishes):
+    `bias_aware_excess` finds it exactly for every t, where bisecting c over [Z95, Z95 + t]
+    loses every digit of c − t once t passes 10¹⁵; and a standard error that is a vanishing
+    share of the bound (B / s overflowing to infinity) leaves a half-width of the bound
+    itself, not an infinite one."""
+    from scipy.stats import norm
+
+    from ldp_telemetry.ldp.estimation.moments import bias_aware_excess, bias_aware_half
+    excess = bias_aware_excess(ratio)
+    assert norm.ppf(0.95) - 1e-12 <= excess <= 1.959963984540054
+    coverage = norm.cdf(excess) - norm.cdf(-excess - 2.0 * ratio)
+    assert coverage == pytest.approx(0.95, abs=1e-12)
+    assert bias_aware_half(1e-320, 1e-3) == pytest.approx(1e-3, rel=1e-12)
+    assert bias_aware_half(2.0, 2.0 * ratio) == pytest.approx(2.0 * (ratio + excess), rel=1e-15)
