@@ -33,6 +33,9 @@ def metric_title(record: EstimateRecord) -> str:
 
 #: What every ± printed by `show`, `query` and a live run's pane lines means.
 BAND_NOTE = f"± is the half width of the 95% band: {Z95:.2f} standard errors"
+#: After a numeric statistic whose printed value lies outside its band (a mean or variance
+#: band is of the unbiased moment estimate; ldp.estimation.moments.PRINTED_OUTSIDE_REASON).
+OUTSIDE_NOTE = "  (the printed value lies outside its band: see band_reasons)"
 #: What `ldp show`'s bands of a frequency window's largest values hold: each value's own, not
 #: adjusted for its having been picked as one of the largest by the same noise.
 SELECTED_NOTE = ("each value's band is its own, not adjusted for the value being among the "
@@ -148,19 +151,24 @@ def format_numeric(record: EstimateRecord) -> str:
              + (f" ({printable(str(iterations))} iterations)" if iterations else "")
              + f"  95% band: {printable(str(method or 'bootstrap'))}"]
 
-    def bar(key: str, error: float | None) -> str:
+    def bar(key: str, error: float | None, value: object = None) -> str:
         if method is not None:  # the record's own band (output/bands.py)
             lower, upper = statistic_band(record, key)
             own = statistic_band_method(record, key)
             named = "" if own == method else f"  ({printable(str(own))})"
-            return "  (no band)" if lower is None else f"  [{lower:.4g}, {upper:.4g}]{named}"
+            if lower is None:
+                return "  (no band)"
+            outside = (OUTSIDE_NOTE if is_number(value) and upper is not None
+                       and not lower <= value <= upper
+                       else "")
+            return f"  [{lower:.4g}, {upper:.4g}]{named}{outside}"
         return "" if error is None or error != error else f" ± {half_width95(error):.4g}"
     lines.append(f"    {'mean':>12}  {_shown_number(record.mean)}"
-                 f"{bar('mean', record.mean_std_error)}")
+                 f"{bar('mean', record.mean_std_error, record.mean)}")
     if record.variance is not None and ((record.band_methods or {}).get("variance") or (
             method == BAND_EXACT and record.quantiles and "variance" in (record.bands or {}))):
         lines.append(f"    {'variance':>12}  {_shown_number(record.variance)}"
-                     f"{bar('variance', None)}")
+                     f"{bar('variance', None, record.variance)}")
     errors, quantiles = record.quantile_std_errors or {}, record.quantiles or {}
     for level in ("0.1", "0.25", "0.5", "0.75", "0.9") if quantiles else ():
         error = errors.get(level)

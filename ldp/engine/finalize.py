@@ -19,7 +19,8 @@ from ldp_telemetry.ldp.estimation.em import (DEFAULT_MAX_ITERATIONS, expectation
 from ldp_telemetry.ldp.estimation.estimators import EstimatorOutput
 from ldp_telemetry.ldp.estimation.heavy_hitters import HeavyHitters
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, summary
-from ldp_telemetry.ldp.estimation.moments import MOMENT_STATISTICS, protocol_model, statistic_bands
+from ldp_telemetry.ldp.estimation.moments import (MOMENT_STATISTICS, note_printed_outside,
+                                                  protocol_model, statistic_bands)
 from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.estimation.replay import Choice, postprocess_with_choice
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
@@ -271,6 +272,7 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
         lambda replicate: spec.run(replicate, int(n), protocol).estimate, edges,
         params.get("bootstrap", 0), params.get("seed", 0))
     band_method, bands = numeric_bands(config, counts, int(n))
+    bands = note_printed_outside(bands, {key: stats[key] for key in MOMENT_STATISTICS})
     unbiased, level_reports = linear_bins(protocol, counts, int(n))
     return NumericWindowResult(int(n), estimate, edges, stats["mean"], stats["variance"],
                                stats["quantiles"], errors, output, band_method, bands,

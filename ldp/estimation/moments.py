@@ -48,7 +48,7 @@ mean of the bucket centres, the variance of the centres plus w²/12 (`DISCRETE_R
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -103,6 +103,17 @@ BIAS_AWARE_STEPS = 60
 MEASURED_REPORTS = COVERAGE_SIZES[0] / math.sqrt(10)
 SMALL_WINDOW_REASON = ("band extrapolated: n = {n} below the measured range (10³-10⁶ reports); "
                        "with fewer than 316 reports it may hold the truth less often than 95%")
+
+#: Appended to a mean's or variance's band reason where the record's printed value (its
+#: estimated histogram's: EMS's or EM's, or a CFO-binning or hierarchical histogram's after
+#: post-processing) lies outside the band, which is of the unbiased moment estimate
+#: (`note_printed_outside`).
+PRINTED_OUTSIDE_REASON = ("the printed {what} ({value:.4g}, the estimated histogram's) lies "
+                          "outside this band, which is centred on the unbiased estimate from "
+                          "the reports: the histogram's smoothing or projection moved it by "
+                          "more than the band's half-width; the band, not the printed value, "
+                          "holds the {what} 95% of the time")
+
 
 #: What a discrete Square Wave record's mean and variance bands hold (band_reasons; `width` the
 #: bucket width in the metric's units, as the bands are).
@@ -412,3 +423,21 @@ def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: fl
             "variance": Band(span * span * found.variance_band[0],
                              span * span * found.variance_band[1], reasons["variance"],
                              BAND_EXACT)}
+
+
+def note_printed_outside(bands: dict[str, Band], printed: dict[str, float | None]
+                         ) -> dict[str, Band]:
+    """`bands` with PRINTED_OUTSIDE_REASON appended ("; "-joined) to the reason of each mean or
+    variance band that does not hold the record's printed value of that statistic (`printed`,
+    by MOMENT_STATISTICS key); a statistic without a band or without a finite printed value
+    is left as it is."""
+    noted = dict(bands)
+    for key in MOMENT_STATISTICS:
+        band, value = bands.get(key), printed.get(key)
+        if (band is None or band.lower is None or band.upper is None or value is None
+                or not math.isfinite(value) or band.lower <= value <= band.upper):
+            continue
+        note = PRINTED_OUTSIDE_REASON.format(what=key, value=value)
+        noted[key] = replace(band, reason=note if band.reason is None
+                             else f"{band.reason}; {note}")
+    return noted
