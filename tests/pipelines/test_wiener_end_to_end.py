@@ -189,11 +189,13 @@ def test_a_wiener_top_k_query_gives_the_bands_of_the_filtered_ranking(output, ca
     ("slot.dw", "dw post-processed by base-pos: not measured"),
     ("slot.smooth", "smooth: its top-k band was not measured"),
     ("slot.ssamrp", "amrp on ss: its top-k band was not measured after that oracle"),
+    ("slot.gf", "gf-dw with sigma = 2: its top-k band was measured at the registry defaults"),
     ("slot.flh", "pooled-hash oracle's collision term")])
 def test_a_wiener_top_k_query_without_a_measured_band_says_why(output, capsys, metric, reason):
     """Where the filtered ranking's band was not measured (a post-processing, a filter, a
-    filter after that oracle) or does not apply (a pooled-hash oracle), the top values have no
-    band, and the reason."""
+    filter after that oracle, a filter's parameter other than its registry default: GF-DW
+    after OLH then Norm-Sub is measured at sigma 3, not 2) or does not apply (a pooled-hash
+    oracle), the top values have no band, and the reason."""
     assert main(["query", "--output", output, "--metric", metric, "--window", "0",
                  "--top", "2", "--json"]) == 0
     answers = json.loads(capsys.readouterr().out)["answers"]
@@ -203,6 +205,28 @@ def test_a_wiener_top_k_query_without_a_measured_band_says_why(output, capsys, m
                  "--top", "2"]) == 0
     text = capsys.readouterr().out
     assert "95% band: none" in text and reason in text.replace("\n", " ")
+
+
+def test_a_wiener_top_k_query_beyond_the_measured_domain_or_window_size_has_no_band():
+    """`WindowEstimate.top_k` of a Wiener window: IIW after OUE over 4,096 values (measured up
+    to the 969 emoji) and DW at 5·10⁶ reports (measured for 10³–10⁶) have no band, with the
+    reason; DW over the same 4,096 values (measured there) and at 10⁶ reports keeps its
+    rank-conditional band."""
+    from dataclasses import replace
+
+    def top(name: str, params: tuple, d: int, n: int) -> list:
+        protocol = make_protocol("oue", 1.0, d)
+        f = np.random.default_rng(4).dirichlet(np.full(d, 0.3))
+        unbiased = f + np.random.default_rng(5).normal(0, np.sqrt(protocol.noise(n).variance(f)))
+        window = WindowEstimate.from_unbiased(protocol, n, unbiased, "base")
+        return replace(window, estimator=EstimatorSpec(name, params)).top_k(3)
+    for answers, said in ((top("iiw", (("iterations", 30),), 4096, 100_000), "over d = 4,096"),
+                          (top("dw", (), D, 5_000_000), "at n = 5,000,000 reports")):
+        assert all(a.band_method == "none" and a.lower95 is None and said in a.band_reason
+                   for a in answers), answers
+    for answers in (top("dw", (), 4096, 100_000), top("dw", (), D, 1_000_000)):
+        assert all(a.band_method == "rank-conditional-union" and a.lower95 is not None
+                   for a in answers), answers
 
 
 def test_a_pooled_wiener_record_shows_and_answers_with_its_unbiased_band(output, capsys):
