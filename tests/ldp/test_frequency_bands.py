@@ -479,6 +479,56 @@ def test_the_wiener_top_k_parameters_are_the_registry_defaults_the_benchmark_ran
         assert defaults == measured, name
 
 
+def test_the_wiener_top_k_tables_are_what_the_committed_results_measured():
+    """Every (filter, oracle, method) WIENER_TOP_K_MEASURED bands was measured at every (ε, n)
+    cell of the top-k grid in the committed results coverage_summary counts (WIENER_TOP_K),
+    over a domain as large as WIENER_TOP_K_MAX_D says; and WIENER_TOP_K_UNCALIBRATED holds
+    exactly the cells where a shipped (filter, oracle, data set, method, rank) triple, pooled
+    over every window measured for it, lies more than two standard errors below 0.95 (the
+    rule the memoized cells follow; in-sample). A results file added or a table edited
+    without the other fails here."""
+    from collections import defaultdict
+
+    from tests.benchmark_scripts import BENCHMARKS, loaded_scripts
+
+    from ldp_telemetry.ldp.estimation.frequency_bands import (TOP_K_EPSILONS, TOP_K_SIZES,
+                                                              WIENER_TOP_K_MAX_D,
+                                                              WIENER_TOP_K_MEASURED,
+                                                              WIENER_TOP_K_UNCALIBRATED,
+                                                              top_k_cell)
+    with loaded_scripts("coverage_summary") as scripts:
+        summary = scripts["coverage_summary"]
+        rows = [row for name in summary.WIENER_TOP_K
+                for row in json.loads((BENCHMARKS / "results" / f"{name}.json").read_text())[
+                    "results"]["rows"]]
+        shipped = [row for row in rows if not summary.declared_values(row)]
+        sizes = summary.FREQUENCY_DATASET_SIZES
+    cells = defaultdict(set)
+    largest: dict = defaultdict(int)
+    for row in rows:
+        cells[row["filter"], row["protocol"], row["method"]].add((row["epsilon"], row["n"]))
+        largest[row["filter"]] = max(largest[row["filter"]], sizes[row["dataset"]])
+    grid = {(epsilon, n) for epsilon in TOP_K_EPSILONS for n in TOP_K_SIZES}
+    for name, oracles in WIENER_TOP_K_MEASURED.items():
+        assert WIENER_TOP_K_MAX_D[name] == largest[name], name
+        for oracle, methods in oracles.items():
+            for method in methods:
+                assert cells[name, oracle, method] >= grid, (name, oracle, method)
+    held: dict = defaultdict(lambda: [0.0, 0])
+    for row in shipped:
+        for rank, coverage in enumerate(row["by_rank"].split()):
+            key = (row["filter"], row["protocol"], row["dataset"], row["method"],
+                   top_k_cell(row["epsilon"], row["n"]), rank)
+            held[key][0] += float(coverage) * row["windows"]
+            held[key][1] += row["windows"]
+    failing = defaultdict(set)
+    for (name, oracle, _, method, cell, _), (inside, windows) in held.items():
+        if (method in WIENER_TOP_K_MEASURED.get(name, {}).get(oracle, ())
+                and inside / windows < 0.95 - 2 * math.sqrt(0.95 * 0.05 / windows)):
+            failing[name, oracle].add(cell)
+    assert dict(failing) == {key: set(value) for key, value in WIENER_TOP_K_UNCALIBRATED.items()}
+
+
 def test_a_top_k_band_is_declared_for_an_oracle_at_a_cell_where_a_rank_missed():
     """top_k_declared with the protocol: TOP_K_UNCALIBRATED's oracle keys declare their cells
     for that oracle after any post-processing method (CMS's rank 7 of the common words at
