@@ -492,7 +492,8 @@ DECLARED = [
     ("Square Wave range probabilities", "none", "EM's buckets are not linear in the reports "
      "and the record keeps no covariance of them"),
     ("Wiener top-k answers: smooth, keep_extremes, other post-processing, a filter after an "
-     "oracle it was not measured after, pooled-hash and memoized oracles", "none",
+     "oracle it was not measured after, with other parameters than its defaults, over a "
+     "larger domain or outside 10³–10⁶ reports, pooled-hash and memoized oracles", "none",
      "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "
      "covariance (docs/error-bars.md)"),
 ]
@@ -547,7 +548,7 @@ WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",
                 "top_k_wiener_words", "top_k_wiener_words_gf", "top_k_wiener_oracles_more",
                 "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw",
-                *WIENER_TOP_K_ALL_ORACLES)
+                *WIENER_TOP_K_ALL_ORACLES, "top_k_wiener_iiw_words")
 
 
 #: Results of benchmarks/pooled_values.py --band shipped (CMS and HCMS; FLH).

@@ -641,11 +641,11 @@ WIENER_TOP_K_PARAMS: dict[str, dict[str, float]] = {
     "amrp": {"permutations": 100}, "gf-dw": {"sigma": 3.0}}
 #: Parameters whose value leaves a filter's top-k band as measured (`WIENER_TOP_K_PARAMS`).
 WIENER_TOP_K_FREE_PARAMS = frozenset({"seed", "keep_extremes"})
-#: The largest domain (d values) each filter's top-k band was measured over: DW and GF-DW over
-#: wordfreq's 4,096 most common English words (GRR and OUE, `base`), IIW, IIW-G and AMRP over
-#: the 969 emoji (GRR and OUE, `base`; after the other oracles the 229 airports alone). A
-#: larger domain keeps no band.
-WIENER_TOP_K_MAX_D = {"dw": 4_096, "gf-dw": 4_096, "iiw": 969, "iiw-g": 969, "amrp": 969}
+#: The largest domain (d values) each filter's top-k band was measured over: DW, GF-DW, IIW and
+#: IIW-G over wordfreq's 4,096 most common English words (GRR and OUE, `base`), AMRP over the
+#: 969 emoji (GRR and OUE, `base`); after the other oracles the 229 airports alone. A larger
+#: domain keeps no band.
+WIENER_TOP_K_MAX_D = {"dw": 4_096, "gf-dw": 4_096, "iiw": 4_096, "iiw-g": 4_096, "amrp": 969}
 #: The window sizes the top-k bands of the filters were measured for: the grid's n
 #: (TOP_K_SIZES, 10³–10⁶) within √10, the windows `top_k_cell` puts in its first and last
 #: cells; outside it, no band.

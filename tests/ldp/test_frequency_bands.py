@@ -422,8 +422,8 @@ def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed(mon
 
 def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_parameters():
     """wiener_top_k_declared: a filter, oracle and method measured together still have no band
-    over more values than the filter was measured over (WIENER_TOP_K_MAX_D: IIW, IIW-G and
-    AMRP up to the 969 emoji, DW and GF-DW up to 4,096 words), for windows outside 10³–10⁶
+    over more values than the filter was measured over (WIENER_TOP_K_MAX_D: AMRP up to the 969
+    emoji, DW, GF-DW, IIW and IIW-G up to 4,096 words), for windows outside 10³–10⁶
     reports by more than √10 (WIENER_TOP_K_REPORTS), or with estimator parameters other than
     the registry defaults they were measured at (WIENER_TOP_K_PARAMS: a record's 30.0 is 30;
     AMRP's seed and keep_extremes aside)."""
@@ -436,9 +436,9 @@ def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_
                                        make_protocol("oue", 1.0, largest + 1), 1.0, 10_000)
         assert f"{name} over d = {largest + 1:,} values" in reason
         assert f"at most {largest:,} values" in reason
-    assert "over d = 4,096" in wiener_top_k_declared("iiw", False, "base",
-                                                     make_protocol("grr", 1.0, 4096), 1.0,
-                                                     100_000)
+    assert "amrp over d = 4,096" in wiener_top_k_declared("amrp", False, "base",
+                                                          make_protocol("grr", 1.0, 4096), 1.0,
+                                                          100_000)
     oue = make_protocol("oue", 1.0, 64)
     for n in (317, 3_162_277):
         assert wiener_top_k_declared("dw", False, "base", oue, 1.0, n) is None
