@@ -696,7 +696,8 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
                           params: Mapping[str, Any] | None = None) -> str | None:
     """Why the top-k answers of a Wiener record (filter `filter_name` run with `params`, its
     estimator parameters as the record states them — None: its registry defaults —
-    post-processed by `method`: for a replay-chosen one, the method chosen) on `protocol`'s
+    post-processed by `method` as configured: a replay-chosen one, "auto", by that name, as it
+    was not measured after a filter whichever method it chose) on `protocol`'s
     windows of n reports over `protocol.d` values have no band, or None when they have
     `top_k_filtered_bands`: measured for that filter, oracle and method
     (WIENER_TOP_K_MEASURED) with those parameters (WIENER_TOP_K_PARAMS), over at most

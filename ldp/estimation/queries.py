@@ -478,10 +478,12 @@ class WindowEstimate:
         if answers[0].band_method == BAND_NONE:
             return answers
         if self._fit is not None:  # ranked by the filtered estimate
+            # by the method as configured: a replay-chosen one ("auto", ...) was not measured
+            # after a filter, whichever method its replay chose
             params = dict(self.estimator.params)
             reason = wiener_top_k_declared(
                 self.estimator.method, bool(params.get("keep_extremes")),
-                self._chosen_method, self.protocol, self.protocol.epsilon, self.n, params)
+                self.spec.method, self.protocol, self.protocol.epsilon, self.n, params)
         else:
             reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n,
                                     top_k_oracle(self.protocol))

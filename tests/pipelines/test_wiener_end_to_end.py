@@ -231,6 +231,27 @@ def test_a_wiener_top_k_query_beyond_the_measured_domain_or_window_size_has_no_b
                    for a in answers), answers
 
 
+def test_a_wiener_top_k_query_post_processed_by_auto_has_no_band():
+    """A Wiener window post-processed by `auto` (the replay's choice, here Norm-Sub, which is
+    measured after DW on OUE when fixed): the choice made on the filtered estimate was not
+    measured after a filter, so the top values have no band, and the reason names auto; the
+    same window with Norm-Sub fixed keeps its band."""
+    from dataclasses import replace
+    protocol = make_protocol("oue", 1.0, D)
+    f = np.random.default_rng(4).dirichlet(np.full(D, 0.3))
+    n = 100_000
+    unbiased = f + np.random.default_rng(5).normal(0, np.sqrt(protocol.noise(n).variance(f)))
+    window = replace(WindowEstimate.from_unbiased(protocol, n, unbiased, "base"),
+                     estimator=EstimatorSpec("dw", ()))
+    chosen = window.with_method("auto")
+    assert chosen._chosen_method == "norm-sub"  # a method measured after DW on OUE
+    assert all(a.band_method == "none" and a.lower95 is None
+               and "dw post-processed by auto: not measured after oue" in a.band_reason
+               for a in chosen.top_k(3))
+    assert [a.band_method for a in window.with_method("norm-sub").top_k(3)] == [
+        "rank-conditional-union"] * 3
+
+
 def test_a_pooled_wiener_record_shows_and_answers_with_its_unbiased_band(output, capsys):
     """FLH with DW: the record keeps f~'s standard error with the collision term
     (`unbiased_std_error`) beside the filter's; `ldp show` prints its band, and `ldp query`
