@@ -650,6 +650,10 @@ WIENER_TOP_K_MAX_D = {"dw": 4_096, "gf-dw": 4_096, "iiw": 4_096, "iiw-g": 4_096,
 #: (TOP_K_SIZES, 10³–10⁶) within √10, the windows `top_k_cell` puts in its first and last
 #: cells; outside it, no band.
 WIENER_TOP_K_REPORTS = (TOP_K_SIZES[0] / math.sqrt(10), TOP_K_SIZES[-1] * math.sqrt(10))
+#: The ranks the filters' top-k bands were measured for (benchmarks/selective_top_k.py
+#: --wiener measures the top 10 of each window, at k = 10); an answer ranked lower keeps no
+#: band.
+WIENER_TOP_K_RANKS = 10
 _WIENER_BENCHMARK = "benchmarks/selective_top_k.py --wiener"
 WIENER_TOP_K_REASONS = {
     "oracle": ("no band for the top values of a Wiener filter on {protocol}: the band "
@@ -672,6 +676,8 @@ WIENER_TOP_K_REASONS = {
     "reports": ("no band for the top values of {filter} at n = {n} reports: its top-k band was "
                 "measured for windows of 10³–10⁶ reports (within √10 of them; "
                 f"{_WIENER_BENCHMARK})"),
+    "rank": ("no band for the value ranked {rank} by {filter}: its top-k band was measured for "
+             f"ranks 1–{WIENER_TOP_K_RANKS} ({_WIENER_BENCHMARK})"),
     "cell": ("no calibrated band for the top values of {filter} after {protocol} at "
              "ε = {epsilon:g}, n = {n}: a rank's coverage fell more than two standard errors "
              "below 0.95 there over two seeds' windows, the windows that chose it (in-sample; "

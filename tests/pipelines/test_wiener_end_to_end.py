@@ -231,6 +231,35 @@ def test_a_wiener_top_k_query_beyond_the_measured_domain_or_window_size_has_no_b
                    for a in answers), answers
 
 
+def test_a_wiener_top_k_query_bands_the_ten_ranks_measured_and_no_lower_one(output, capsys):
+    """`ldp query --top 12` on the IIW record: ranks 1–10 (the ranks
+    benchmarks/selective_top_k.py --wiener measured, at k = 10) get top_k_filtered_bands at
+    k = 10; ranks 11 and 12 no band, with the reason naming their rank."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import top_k_filtered_bands
+    from ldp_telemetry.ldp.estimation.wiener import fit
+    record = records_of(output, "slot.iiw")[0]
+    assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
+                 "--top", "12", "--json"]) == 0
+    answers = json.loads(capsys.readouterr().out)["answers"]
+    protocol = make_protocol("grr", 3.0, D)
+    noise = protocol.noise(record["n"])
+
+    def iiw(u):
+        result = fit("iiw", u, noise, protocol, iterations=30)
+        return result.estimate, result.filter
+    lower, upper = top_k_filtered_bands(np.asarray(record["unbiased_estimate"]), noise, protocol,
+                                        iiw, lambda u: PostprocessSpec.parse("norm-hyb").apply(
+                                            u, noise), 10)
+    assert len(answers) == 12
+    for answer, low, high in zip(answers[:10], lower, upper, strict=True):
+        assert answer["band_method"] == "rank-conditional-union"
+        assert (answer["lower95"], answer["upper95"]) == pytest.approx((low, high), rel=1e-12)
+    for rank, answer in enumerate(answers[10:], start=11):
+        assert answer["band_method"] == "none" and answer["lower95"] is None
+        assert f"value ranked {rank} by iiw" in answer["band_reason"]
+        assert "ranks 1–10" in answer["band_reason"]
+
+
 def test_a_wiener_top_k_query_post_processed_by_auto_has_no_band():
     """A Wiener window post-processed by `auto` (the replay's choice, here Norm-Sub, which is
     measured after DW on OUE when fixed): the choice made on the filtered estimate was not
