@@ -260,6 +260,33 @@ def test_a_wiener_top_k_query_bands_the_ten_ranks_measured_and_no_lower_one(outp
         assert "ranks 1–10" in answer["band_reason"]
 
 
+def test_wiener_top_k_answers_of_the_avro_records_are_the_json_records(output):
+    """The records `ldp run` wrote as Avro (estimates-*.avro, read back with fastavro: its
+    params come back through the schema's union) answer `--top` as the JSON ones: IIW's bands,
+    GF-DW's (sigma 2) declaration, SS's, FLH's."""
+    import glob
+    import os
+
+    import fastavro
+    paths = sorted(glob.glob(os.path.join(output, "estimates-*.avro")))
+    assert paths
+    from_avro = {}
+    for path in paths:
+        with open(path, "rb") as handle:
+            for value in fastavro.reader(handle):
+                record = EstimateRecord.from_avro(value)
+                from_avro.setdefault(record.metric, record)
+    from_json = {}
+    for record in read_estimates(output):
+        from_json.setdefault(record.metric, record)
+    for metric in ("slot.iiw", "slot.gf", "slot.ssamrp", "slot.flh"):
+        answers = [WindowEstimate.from_record(records[metric]).top_k(3)
+                   for records in (from_avro, from_json)]
+        assert [a.as_dict() for a in answers[0]] == [a.as_dict() for a in answers[1]], metric
+    assert {a.band_method for a in WindowEstimate.from_record(from_avro["slot.gf"]).top_k(3)} == {
+        "none"}
+
+
 def test_a_wiener_top_k_query_post_processed_by_auto_has_no_band():
     """A Wiener window post-processed by `auto` (the replay's choice, here Norm-Sub, which is
     measured after DW on OUE when fixed): the choice made on the filtered estimate was not
