@@ -493,7 +493,8 @@ DECLARED = [
      "and the record keeps no covariance of them"),
     ("Wiener top-k answers: smooth, keep_extremes, other post-processing, a filter after an "
      "oracle it was not measured after, with other parameters than its defaults, over a "
-     "larger domain or outside 10³–10⁶ reports, pooled-hash and memoized oracles", "none",
+     "larger domain or outside 10³–10⁶ reports or ε 0.5–4, pooled-hash and memoized oracles",
+     "none",
      "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "
      "covariance (docs/error-bars.md)"),
 ]

@@ -651,6 +651,9 @@ WIENER_TOP_K_MAX_D = {"dw": 4_096, "gf-dw": 4_096, "iiw": 4_096, "iiw-g": 4_096,
 #: (TOP_K_SIZES, 10³–10⁶) within √10, the windows `top_k_cell` puts in its first and last
 #: cells; outside it, no band.
 WIENER_TOP_K_REPORTS = (TOP_K_SIZES[0] / math.sqrt(10), TOP_K_SIZES[-1] * math.sqrt(10))
+#: The privacy levels the filters' top-k bands were measured at: the grid's ε (TOP_K_EPSILONS,
+#: 0.5–4); outside it (where `top_k_cell` would stand the nearest edge cell for it), no band.
+WIENER_TOP_K_EPSILONS = (TOP_K_EPSILONS[0], TOP_K_EPSILONS[-1])
 #: The ranks the filters' top-k bands were measured for (benchmarks/selective_top_k.py
 #: --wiener measures the top 10 of each window, at k = 10); an answer ranked lower keeps no
 #: band.
@@ -674,6 +677,8 @@ WIENER_TOP_K_REASONS = {
                f"{_WIENER_BENCHMARK})"),
     "domain": ("no band for the top values of {filter} over d = {d} values: its top-k band was "
                f"measured over at most {{largest}} values ({_WIENER_BENCHMARK})"),
+    "epsilon": ("no band for the top values of {filter} at ε = {epsilon:g}: its top-k band was "
+                "measured for ε 0.5–4 (" f"{_WIENER_BENCHMARK})"),
     "reports": ("no band for the top values of {filter} at n = {n} reports: its top-k band was "
                 "measured for windows of 10³–10⁶ reports (within √10 of them; "
                 f"{_WIENER_BENCHMARK})"),
@@ -708,7 +713,8 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
     windows of n reports over `protocol.d` values have no band, or None when they have
     `top_k_filtered_bands`: measured for that filter, oracle and method
     (WIENER_TOP_K_MEASURED) with those parameters (WIENER_TOP_K_PARAMS), over at most
-    WIENER_TOP_K_MAX_D values, for n within WIENER_TOP_K_REPORTS, in a cell not declared
+    WIENER_TOP_K_MAX_D values, for ε within WIENER_TOP_K_EPSILONS and n within
+    WIENER_TOP_K_REPORTS, in a cell not declared
     (WIENER_TOP_K_UNCALIBRATED). A name the tables lack has no band."""
     if not rank_conditional_applies(protocol):
         return WIENER_TOP_K_REASONS["oracle"].format(protocol=top_k_oracle(protocol))
@@ -735,6 +741,8 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
         return WIENER_TOP_K_REASONS["domain"].format(
             filter=filter_name, d=f"{protocol.d:,}",
             largest=f"{WIENER_TOP_K_MAX_D[filter_name]:,}")
+    if not WIENER_TOP_K_EPSILONS[0] <= epsilon <= WIENER_TOP_K_EPSILONS[1]:
+        return WIENER_TOP_K_REASONS["epsilon"].format(filter=filter_name, epsilon=epsilon)
     if not WIENER_TOP_K_REPORTS[0] <= n <= WIENER_TOP_K_REPORTS[1]:
         return WIENER_TOP_K_REASONS["reports"].format(filter=filter_name, n=f"{n:,}")
     if top_k_cell(epsilon, n) in WIENER_TOP_K_UNCALIBRATED.get((filter_name, protocol.name),

@@ -423,9 +423,10 @@ def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed(mon
 def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_parameters():
     """wiener_top_k_declared: a filter, oracle and method measured together still have no band
     over more values than the filter was measured over (WIENER_TOP_K_MAX_D: AMRP up to the 969
-    emoji, DW, GF-DW, IIW and IIW-G up to 4,096 words), for windows outside 10³–10⁶
-    reports by more than √10 (WIENER_TOP_K_REPORTS), or with estimator parameters other than
-    the registry defaults they were measured at (WIENER_TOP_K_PARAMS: a record's 30.0 is 30;
+    emoji, DW, GF-DW, IIW and IIW-G up to 4,096 words), at ε outside 0.5–4
+    (WIENER_TOP_K_EPSILONS), for windows outside 10³–10⁶ reports by more than √10
+    (WIENER_TOP_K_REPORTS), or with estimator parameters other than the registry defaults they
+    were measured at (WIENER_TOP_K_PARAMS: a record's 30.0 is 30;
     AMRP's seed and keep_extremes aside)."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MAX_D,
                                                               wiener_top_k_declared)
@@ -445,6 +446,13 @@ def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_
     for n in (316, 100, 3_162_278, 10_000_000):
         assert f"dw at n = {n:,} reports" in wiener_top_k_declared("dw", False, "base", oue,
                                                                    1.0, n)
+    for epsilon in (0.5, 4.0):
+        assert wiener_top_k_declared("dw", False, "base", make_protocol("oue", epsilon, 64),
+                                     epsilon, 10_000) is None
+    for epsilon in (0.25, 0.49, 4.01, 8.0):
+        assert f"dw at ε = {epsilon:g}: its top-k band was measured for ε 0.5–4" in \
+            wiener_top_k_declared("dw", False, "base", make_protocol("oue", epsilon, 64),
+                                  epsilon, 10_000)
     for name, params in (("iiw", {"iterations": 30, "keep_extremes": False}),
                          ("iiw", {"iterations": 30.0, "keep_extremes": 0.0}),
                          ("iiw-g", {"iterations": 10}), ("gf-dw", {"sigma": 3}),
