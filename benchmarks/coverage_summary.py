@@ -354,20 +354,20 @@ def wiener_top_k_rows(*measured: dict | None) -> list[dict]:
     """The top-k answers `ldp query` gives a Wiener record (frequency_bands.top_k_filtered_bands),
     counted per (filter, method, cell, rank) triple from benchmarks/selective_top_k.py --wiener:
     the triples of the (filter, oracle, post-processing method) and cells that ship a band, and
-    as declared those measured where it is declared (WIENER_TOP_K_UNCALIBRATED, or too few
-    expected supports: `ldp query` gives no value of such a window a band, `declared_values`)."""
-    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MEASURED,
-                                                              WIENER_TOP_K_UNCALIBRATED,
-                                                              top_k_cell)
+    as declared those `ldp query` declares (frequency_bands.wiener_top_k_declared, the filter at
+    the registry defaults the benchmark runs; or too few expected supports: `ldp query` gives no
+    value of such a window a band, `declared_values`)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import wiener_top_k_declared
+    from ldp_telemetry.ldp.protocols import make_protocol
     rows = [row for results in measured if results for row in results["rows"]]
     if not rows:
         return []
 
     def shipped(row: dict) -> bool:
-        return (row["method"] in WIENER_TOP_K_MEASURED.get(row["filter"], {}).get(
-                    row["protocol"], frozenset())
-                and top_k_cell(row["epsilon"], row["n"])
-                not in WIENER_TOP_K_UNCALIBRATED.get((row["filter"], row["protocol"]), frozenset())
+        protocol = make_protocol(row["protocol"], row["epsilon"],
+                                 row.get("d", FREQUENCY_DATASET_SIZES[row["dataset"]]))
+        return (wiener_top_k_declared(row["filter"], False, row["method"], protocol,
+                                      row["epsilon"], row["n"]) is None
                 and not declared_values(row))
     pairs = [(float(c), row["windows"]) for row in rows if shipped(row)
              for c in row["by_rank"].split()]
@@ -492,7 +492,9 @@ DECLARED = [
     ("Square Wave range probabilities", "none", "EM's buckets are not linear in the reports "
      "and the record keeps no covariance of them"),
     ("Wiener top-k answers: smooth, keep_extremes, other post-processing, a filter after an "
-     "oracle it was not measured after, pooled-hash and memoized oracles", "none",
+     "oracle it was not measured after, with other parameters than its defaults, over a "
+     "larger domain or outside 10³–10⁶ reports or ε 0.5–4, pooled-hash and memoized oracles",
+     "none",
      "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "
      "covariance (docs/error-bars.md)"),
 ]
@@ -547,7 +549,7 @@ WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",
                 "top_k_wiener_words", "top_k_wiener_words_gf", "top_k_wiener_oracles_more",
                 "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw",
-                *WIENER_TOP_K_ALL_ORACLES)
+                *WIENER_TOP_K_ALL_ORACLES, "top_k_wiener_iiw_words")
 
 
 #: Results of benchmarks/pooled_values.py --band shipped (CMS and HCMS; FLH).

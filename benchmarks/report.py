@@ -2228,6 +2228,13 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener iiw iiw-g --protocols sue hr olh "
      "--full-limit 10000000 --seed 35 --wiener-methods norm-sub norm-hyb --windows 100 "
      "--benchmark top_k_wiener_iiw_methods"),
+    ("top_k_wiener_iiw_words", "Top-k bands of IIW and IIW-G over 4,096 words",
+     "As [DW over 4,096 words](#top-k-bands-of-dw-over-4096-words), for IIW and IIW-G "
+     "(a seed no choice was made on, 50 windows per cell).",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --windows 50 --wiener iiw iiw-g --datasets words "
+     "--protocols grr oue --seed 37 --wiener-methods base --benchmark "
+     "top_k_wiener_iiw_words"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)

@@ -86,7 +86,8 @@ Conditioning on the gains as if they were fixed is measured, not assumed (benchm
 selective_top_k.py --wiener, docs/error-bars.md): alone it does not hold (the gains come from
 the same f~; its rank 1 covered as little as 0.67), the join with the replaying bootstrap
 does; a filter, post-processing or cell that misses the standard, and the filters, oracles
-and methods not measured together, keep no band (`wiener_top_k_declared`).
+and methods not measured together, or not at that filter's parameters, domain size, window
+size or rank, keep no band (`wiener_top_k_declared`, WIENER_TOP_K_RANKS).
 
 Cost per window: nothing for the exact bands; R runs of the method on d values for a top-k
 query (R = `BAND_REPLICATES`).
@@ -94,7 +95,8 @@ query (R = `BAND_REPLICATES`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -630,6 +632,33 @@ WIENER_TOP_K_MEASURED: dict[str, dict[str, frozenset[str]]] = {
 #: cells follow, applied to every window measured, so in-sample.
 WIENER_TOP_K_UNCALIBRATED: dict[tuple[str, str], frozenset[tuple[float, int]]] = {
     ("amrp", "olh"): frozenset({(2.0, 1_000_000)})}
+#: The estimator parameters each filter's top-k band was measured with: its registry defaults
+#: (benchmarks/selective_top_k.py --wiener runs every filter so, `wiener_fit`). A record naming
+#: another value (IIW's or IIW-G's iterations, AMRP's permutations, GF-DW's sigma) keeps no
+#: band; AMRP's seed only picks which permutations are drawn, and keep_extremes is declared
+#: apart. A value is compared as a number (a record's params may give back 30 as 30.0).
+WIENER_TOP_K_PARAMS: dict[str, dict[str, float]] = {
+    "dw": {}, "iiw": {"iterations": 30}, "iiw-g": {"iterations": 10},
+    "amrp": {"permutations": 100}, "gf-dw": {"sigma": 3.0}}
+#: Parameters whose value leaves a filter's top-k band as measured (`WIENER_TOP_K_PARAMS`).
+WIENER_TOP_K_FREE_PARAMS = frozenset({"seed", "keep_extremes"})
+#: The largest domain (d values) each filter's top-k band was measured over: DW, GF-DW, IIW and
+#: IIW-G over wordfreq's 4,096 most common English words (GRR and OUE, `base`), AMRP over the
+#: 969 emoji (GRR and OUE, `base`); after the other oracles the 229 airports alone. A larger
+#: domain keeps no band.
+WIENER_TOP_K_MAX_D = {"dw": 4_096, "gf-dw": 4_096, "iiw": 4_096, "iiw-g": 4_096, "amrp": 969}
+#: The window sizes the top-k bands of the filters were measured for: the grid's n
+#: (TOP_K_SIZES, 10³–10⁶) within √10, the windows `top_k_cell` puts in its first and last
+#: cells; outside it, no band.
+WIENER_TOP_K_REPORTS = (TOP_K_SIZES[0] / math.sqrt(10), TOP_K_SIZES[-1] * math.sqrt(10))
+#: The privacy levels the filters' top-k bands were measured at: the grid's ε (TOP_K_EPSILONS,
+#: 0.5–4); outside it (where `top_k_cell` would stand the nearest edge cell for it), no band.
+WIENER_TOP_K_EPSILONS = (TOP_K_EPSILONS[0], TOP_K_EPSILONS[-1])
+#: The ranks the filters' top-k bands were measured for (benchmarks/selective_top_k.py
+#: --wiener measures the top 10 of each window, at k = 10); an answer ranked lower keeps no
+#: band.
+WIENER_TOP_K_RANKS = 10
+_WIENER_BENCHMARK = "benchmarks/selective_top_k.py --wiener"
 WIENER_TOP_K_REASONS = {
     "oracle": ("no band for the top values of a Wiener filter on {protocol}: the band "
                "conditional on the rank needs a pure one-stage oracle's covariance (a "
@@ -637,24 +666,56 @@ WIENER_TOP_K_REASONS = {
     "extremes": ("no band for the top values of a Wiener filter with keep_extremes: the values "
                  "kept unfiltered make the ranking no linear function of f~ at fixed gains"),
     "filter": ("no band for the top values of {filter}: its top-k band was not measured "
-               "(benchmarks/selective_top_k.py --wiener)"),
+               f"({_WIENER_BENCHMARK})"),
     "after": ("no band for the top values of {filter} on {protocol}: its top-k band was not "
               "measured after that oracle (measured after {measured}; "
-              "benchmarks/selective_top_k.py --wiener)"),
+              f"{_WIENER_BENCHMARK})"),
     "method": ("no band for the top values of {filter} post-processed by {method}: not "
-               "measured after {protocol} (measured: {measured})"),
+               f"measured after {{protocol}} (measured: {{measured}}); {_WIENER_BENCHMARK}"),
+    "params": ("no band for the top values of {filter} with {name} = {value}: its top-k band "
+               "was measured at the registry defaults alone ({measured}; "
+               f"{_WIENER_BENCHMARK})"),
+    "domain": ("no band for the top values of {filter} over d = {d} values: its top-k band was "
+               f"measured over at most {{largest}} values ({_WIENER_BENCHMARK})"),
+    "epsilon": ("no band for the top values of {filter} at ε = {epsilon:g}: its top-k band was "
+                "measured for ε 0.5–4 (" f"{_WIENER_BENCHMARK})"),
+    "reports": ("no band for the top values of {filter} at n = {n} reports: its top-k band was "
+                "measured for windows of 10³–10⁶ reports (within √10 of them; "
+                f"{_WIENER_BENCHMARK})"),
+    "rank": ("no band for the value ranked {rank} by {filter}: its top-k band was measured for "
+             f"ranks 1–{WIENER_TOP_K_RANKS} ({_WIENER_BENCHMARK})"),
     "cell": ("no calibrated band for the top values of {filter} after {protocol} at "
              "ε = {epsilon:g}, n = {n}: a rank's coverage fell more than two standard errors "
-             "below 0.95 there over two seeds' windows (benchmarks/selective_top_k.py "
-             "--wiener)")}
+             "below 0.95 there over two seeds' windows, the windows that chose it (in-sample; "
+             f"{_WIENER_BENCHMARK})")}
+
+
+def _unmeasured_param(filter_name: str, params: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """The first (name, value) of `params` other than the ones `filter_name`'s top-k band was
+    measured with (WIENER_TOP_K_PARAMS; WIENER_TOP_K_FREE_PARAMS take any value), or None."""
+    measured = WIENER_TOP_K_PARAMS[filter_name]
+    for name, value in sorted(params.items()):
+        if name in WIENER_TOP_K_FREE_PARAMS:
+            continue
+        if (name not in measured or isinstance(value, bool)
+                or not isinstance(value, (int, float)) or float(value) != measured[name]):
+            return name, value
+    return None
 
 
 def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
-                          protocol: FrequencyOracle, epsilon: float, n: int) -> str | None:
-    """Why the top-k answers of a Wiener record (filter `filter_name`, post-processed by
-    `method`: for a replay-chosen one, the method chosen) on `protocol`'s windows have no band,
-    or None when they have `top_k_filtered_bands` (WIENER_TOP_K_MEASURED: measured for that
-    filter, oracle and method; WIENER_TOP_K_UNCALIBRATED)."""
+                          protocol: FrequencyOracle, epsilon: float, n: int,
+                          params: Mapping[str, Any] | None = None) -> str | None:
+    """Why the top-k answers of a Wiener record (filter `filter_name` run with `params`, its
+    estimator parameters as the record states them — None: its registry defaults —
+    post-processed by `method` as configured: a replay-chosen one, "auto", by that name, as it
+    was not measured after a filter whichever method it chose) on `protocol`'s
+    windows of n reports over `protocol.d` values have no band, or None when they have
+    `top_k_filtered_bands`: measured for that filter, oracle and method
+    (WIENER_TOP_K_MEASURED) with those parameters (WIENER_TOP_K_PARAMS), over at most
+    WIENER_TOP_K_MAX_D values, for ε within WIENER_TOP_K_EPSILONS and n within
+    WIENER_TOP_K_REPORTS, in a cell not declared
+    (WIENER_TOP_K_UNCALIBRATED). A name the tables lack has no band."""
     if not rank_conditional_applies(protocol):
         return WIENER_TOP_K_REASONS["oracle"].format(protocol=top_k_oracle(protocol))
     if keep_extremes:
@@ -669,6 +730,21 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
         return WIENER_TOP_K_REASONS["method"].format(
             filter=filter_name, method=method, protocol=protocol.name,
             measured=", ".join(sorted(oracles[protocol.name])))
+    unmeasured = _unmeasured_param(filter_name, params or {})
+    if unmeasured is not None:
+        name, value = unmeasured
+        return WIENER_TOP_K_REASONS["params"].format(
+            filter=filter_name, name=name, value=value,
+            measured=", ".join(f"{key} = {default:g}" for key, default
+                               in WIENER_TOP_K_PARAMS[filter_name].items()) or "no parameters")
+    if protocol.d > WIENER_TOP_K_MAX_D[filter_name]:
+        return WIENER_TOP_K_REASONS["domain"].format(
+            filter=filter_name, d=f"{protocol.d:,}",
+            largest=f"{WIENER_TOP_K_MAX_D[filter_name]:,}")
+    if not WIENER_TOP_K_EPSILONS[0] <= epsilon <= WIENER_TOP_K_EPSILONS[1]:
+        return WIENER_TOP_K_REASONS["epsilon"].format(filter=filter_name, epsilon=epsilon)
+    if not WIENER_TOP_K_REPORTS[0] <= n <= WIENER_TOP_K_REPORTS[1]:
+        return WIENER_TOP_K_REASONS["reports"].format(filter=filter_name, n=f"{n:,}")
     if top_k_cell(epsilon, n) in WIENER_TOP_K_UNCALIBRATED.get((filter_name, protocol.name),
                                                                frozenset()):
         return WIENER_TOP_K_REASONS["cell"].format(filter=filter_name, protocol=protocol.name,

@@ -88,6 +88,8 @@ from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_suppo
                                                           top_k_declared, top_k_filtered_bands,
                                                           top_k_oracle,
                                                           top_k_rank_conditional_bands,
+                                                          WIENER_TOP_K_RANKS,
+                                                          WIENER_TOP_K_REASONS,
                                                           wiener_top_k_declared)
 from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, error_plug_in,
                                                       post_pos)
@@ -478,21 +480,31 @@ class WindowEstimate:
         if answers[0].band_method == BAND_NONE:
             return answers
         if self._fit is not None:  # ranked by the filtered estimate
+            # by the method as configured: a replay-chosen one ("auto", ...) was not measured
+            # after a filter, whichever method its replay chose
+            params = dict(self.estimator.params)
             reason = wiener_top_k_declared(
-                self.estimator.method, bool(dict(self.estimator.params).get("keep_extremes")),
-                self._chosen_method, self.protocol, self.protocol.epsilon, self.n)
+                self.estimator.method, bool(params.get("keep_extremes")),
+                self.spec.method, self.protocol, self.protocol.epsilon, self.n, params)
         else:
             reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n,
                                     top_k_oracle(self.protocol))
         if reason is not None:
             return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
                             band_reason=reason) for a in answers]
-        if self._fit is not None:
-            method = BAND_RANK_CONDITIONAL
+        if self._fit is not None:  # the ranks measured (at k = 10) get the band, no lower one
+            measured = min(len(order), WIENER_TOP_K_RANKS)
             lower, upper = top_k_filtered_bands(self.unbiased, self.noise, self.protocol,
-                                                self._filter_fit, self._postprocessor,
-                                                len(order))
-        elif rank_conditional_applies(self.protocol):
+                                                self._filter_fit, self._postprocessor, measured)
+            unmeasured = [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
+                                  band_reason=WIENER_TOP_K_REASONS["rank"].format(
+                                      rank=rank, filter=self.estimator.method))
+                          for rank, a in enumerate(answers[measured:], start=measured + 1)]
+            return [replace(a, band_method=BAND_RANK_CONDITIONAL, lower95=float(low),
+                            upper95=float(high))
+                    for a, low, high in zip(answers[:measured], lower, upper, strict=True)
+                    ] + unmeasured
+        if rank_conditional_applies(self.protocol):
             method = BAND_RANK_CONDITIONAL
             lower, upper = top_k_rank_conditional_bands(self.unbiased, self.noise, self.protocol,
                                                         self._postprocessor, len(order))

@@ -420,6 +420,123 @@ def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed(mon
                                  1_000_000) is None
 
 
+def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_parameters():
+    """wiener_top_k_declared: a filter, oracle and method measured together still have no band
+    over more values than the filter was measured over (WIENER_TOP_K_MAX_D: AMRP up to the 969
+    emoji, DW, GF-DW, IIW and IIW-G up to 4,096 words), at ε outside 0.5–4
+    (WIENER_TOP_K_EPSILONS), for windows outside 10³–10⁶ reports by more than √10
+    (WIENER_TOP_K_REPORTS), or with estimator parameters other than the registry defaults they
+    were measured at (WIENER_TOP_K_PARAMS: a record's 30.0 is 30;
+    AMRP's seed and keep_extremes aside)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MAX_D,
+                                                              wiener_top_k_declared)
+    for name, largest in WIENER_TOP_K_MAX_D.items():
+        assert wiener_top_k_declared(name, False, "base", make_protocol("oue", 1.0, largest),
+                                     1.0, 10_000) is None
+        reason = wiener_top_k_declared(name, False, "base",
+                                       make_protocol("oue", 1.0, largest + 1), 1.0, 10_000)
+        assert f"{name} over d = {largest + 1:,} values" in reason
+        assert f"at most {largest:,} values" in reason
+    assert "amrp over d = 4,096" in wiener_top_k_declared("amrp", False, "base",
+                                                          make_protocol("grr", 1.0, 4096), 1.0,
+                                                          100_000)
+    oue = make_protocol("oue", 1.0, 64)
+    for n in (317, 3_162_277):
+        assert wiener_top_k_declared("dw", False, "base", oue, 1.0, n) is None
+    for n in (316, 100, 3_162_278, 10_000_000):
+        assert f"dw at n = {n:,} reports" in wiener_top_k_declared("dw", False, "base", oue,
+                                                                   1.0, n)
+    for epsilon in (0.5, 4.0):
+        assert wiener_top_k_declared("dw", False, "base", make_protocol("oue", epsilon, 64),
+                                     epsilon, 10_000) is None
+    for epsilon in (0.25, 0.49, 4.01, 8.0):
+        assert f"dw at ε = {epsilon:g}: its top-k band was measured for ε 0.5–4" in \
+            wiener_top_k_declared("dw", False, "base", make_protocol("oue", epsilon, 64),
+                                  epsilon, 10_000)
+    for name, params in (("iiw", {"iterations": 30, "keep_extremes": False}),
+                         ("iiw", {"iterations": 30.0, "keep_extremes": 0.0}),
+                         ("iiw-g", {"iterations": 10}), ("gf-dw", {"sigma": 3}),
+                         ("amrp", {"permutations": 100, "seed": 12345}), ("dw", {}),
+                         ("dw", None)):
+        assert wiener_top_k_declared(name, False, "base", oue, 1.0, 10_000, params) is None
+    for name, params, said in (("iiw", {"iterations": 5}, "iiw with iterations = 5"),
+                               ("iiw-g", {"iterations": 30}, "iiw-g with iterations = 30"),
+                               ("gf-dw", {"sigma": 2}, "gf-dw with sigma = 2"),
+                               ("gf-dw", {"sigma": "3"}, "gf-dw with sigma = 3"),
+                               ("amrp", {"permutations": 20, "seed": 5},
+                                "amrp with permutations = 20"),
+                               ("iiw", {"iterations": True}, "iiw with iterations = True"),
+                               ("dw", {"window": 3}, "dw with window = 3")):
+        reason = wiener_top_k_declared(name, False, "base", oue, 1.0, 10_000, params)
+        assert said in reason and "registry defaults" in reason, reason
+
+
+def test_the_wiener_top_k_parameters_are_the_registry_defaults_the_benchmark_ran():
+    """WIENER_TOP_K_PARAMS states what benchmarks/selective_top_k.py --wiener measured: every
+    filter at its registry defaults (`wiener_fit`). A default changed without measuring again
+    fails here."""
+    from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
+    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_FREE_PARAMS,
+                                                              WIENER_TOP_K_MEASURED,
+                                                              WIENER_TOP_K_PARAMS)
+    assert set(WIENER_TOP_K_PARAMS) == set(WIENER_TOP_K_MEASURED)
+    for name, measured in WIENER_TOP_K_PARAMS.items():
+        defaults = {key: parameter.default
+                    for key, parameter in ESTIMATORS.lookup(name).parameters.items()
+                    if key not in WIENER_TOP_K_FREE_PARAMS}
+        assert defaults == measured, name
+
+
+def test_the_wiener_top_k_tables_are_what_the_committed_results_measured():
+    """Every (filter, oracle, method) WIENER_TOP_K_MEASURED bands was measured at every (ε, n)
+    cell of the top-k grid in the committed results coverage_summary counts (WIENER_TOP_K),
+    over a domain as large as WIENER_TOP_K_MAX_D says; and WIENER_TOP_K_UNCALIBRATED holds
+    exactly the cells where a shipped (filter, oracle, data set, method, rank) triple, pooled
+    over every window measured for it, lies more than two standard errors below 0.95 (the
+    rule the memoized cells follow; in-sample). A results file added or a table edited
+    without the other fails here."""
+    from collections import defaultdict
+
+    from tests.benchmark_scripts import BENCHMARKS, loaded_scripts
+
+    from ldp_telemetry.ldp.estimation.frequency_bands import (TOP_K_EPSILONS, TOP_K_SIZES,
+                                                              WIENER_TOP_K_MAX_D,
+                                                              WIENER_TOP_K_MEASURED,
+                                                              WIENER_TOP_K_UNCALIBRATED,
+                                                              top_k_cell)
+    with loaded_scripts("coverage_summary") as scripts:
+        summary = scripts["coverage_summary"]
+        rows = [row for name in summary.WIENER_TOP_K
+                for row in json.loads((BENCHMARKS / "results" / f"{name}.json").read_text())[
+                    "results"]["rows"]]
+        shipped = [row for row in rows if not summary.declared_values(row)]
+        sizes = summary.FREQUENCY_DATASET_SIZES
+    cells = defaultdict(set)
+    largest: dict = defaultdict(int)
+    for row in rows:
+        cells[row["filter"], row["protocol"], row["method"]].add((row["epsilon"], row["n"]))
+        largest[row["filter"]] = max(largest[row["filter"]], sizes[row["dataset"]])
+    grid = {(epsilon, n) for epsilon in TOP_K_EPSILONS for n in TOP_K_SIZES}
+    for name, oracles in WIENER_TOP_K_MEASURED.items():
+        assert WIENER_TOP_K_MAX_D[name] == largest[name], name
+        for oracle, methods in oracles.items():
+            for method in methods:
+                assert cells[name, oracle, method] >= grid, (name, oracle, method)
+    held: dict = defaultdict(lambda: [0.0, 0])
+    for row in shipped:
+        for rank, coverage in enumerate(row["by_rank"].split()):
+            key = (row["filter"], row["protocol"], row["dataset"], row["method"],
+                   top_k_cell(row["epsilon"], row["n"]), rank)
+            held[key][0] += float(coverage) * row["windows"]
+            held[key][1] += row["windows"]
+    failing = defaultdict(set)
+    for (name, oracle, _, method, cell, _), (inside, windows) in held.items():
+        if (method in WIENER_TOP_K_MEASURED.get(name, {}).get(oracle, ())
+                and inside / windows < 0.95 - 2 * math.sqrt(0.95 * 0.05 / windows)):
+            failing[name, oracle].add(cell)
+    assert dict(failing) == {key: set(value) for key, value in WIENER_TOP_K_UNCALIBRATED.items()}
+
+
 def test_a_top_k_band_is_declared_for_an_oracle_at_a_cell_where_a_rank_missed():
     """top_k_declared with the protocol: TOP_K_UNCALIBRATED's oracle keys declare their cells
     for that oracle after any post-processing method (CMS's rank 7 of the common words at

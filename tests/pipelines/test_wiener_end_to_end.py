@@ -189,11 +189,13 @@ def test_a_wiener_top_k_query_gives_the_bands_of_the_filtered_ranking(output, ca
     ("slot.dw", "dw post-processed by base-pos: not measured"),
     ("slot.smooth", "smooth: its top-k band was not measured"),
     ("slot.ssamrp", "amrp on ss: its top-k band was not measured after that oracle"),
+    ("slot.gf", "gf-dw with sigma = 2: its top-k band was measured at the registry defaults"),
     ("slot.flh", "pooled-hash oracle's collision term")])
 def test_a_wiener_top_k_query_without_a_measured_band_says_why(output, capsys, metric, reason):
     """Where the filtered ranking's band was not measured (a post-processing, a filter, a
-    filter after that oracle) or does not apply (a pooled-hash oracle), the top values have no
-    band, and the reason."""
+    filter after that oracle, a filter's parameter other than its registry default: GF-DW
+    after OLH then Norm-Sub is measured at sigma 3, not 2) or does not apply (a pooled-hash
+    oracle), the top values have no band, and the reason."""
     assert main(["query", "--output", output, "--metric", metric, "--window", "0",
                  "--top", "2", "--json"]) == 0
     answers = json.loads(capsys.readouterr().out)["answers"]
@@ -203,6 +205,107 @@ def test_a_wiener_top_k_query_without_a_measured_band_says_why(output, capsys, m
                  "--top", "2"]) == 0
     text = capsys.readouterr().out
     assert "95% band: none" in text and reason in text.replace("\n", " ")
+
+
+def test_a_wiener_top_k_query_beyond_the_measured_domain_or_window_size_has_no_band():
+    """`WindowEstimate.top_k` of a Wiener window: AMRP after OUE over 4,096 values (measured up
+    to the 969 emoji) and DW at 5·10⁶ reports (measured for 10³–10⁶) have no band, with the
+    reason; IIW over the same 4,096 values (measured there) and DW at 10⁶ reports keep their
+    rank-conditional band."""
+    from dataclasses import replace
+
+    def top(name: str, params: tuple, d: int, n: int) -> list:
+        protocol = make_protocol("oue", 1.0, d)
+        f = np.random.default_rng(4).dirichlet(np.full(d, 0.3))
+        unbiased = f + np.random.default_rng(5).normal(0, np.sqrt(protocol.noise(n).variance(f)))
+        window = WindowEstimate.from_unbiased(protocol, n, unbiased, "base")
+        return replace(window, estimator=EstimatorSpec(name, params)).top_k(3)
+    for answers, said in ((top("amrp", (("permutations", 100), ("seed", 0)), 4096, 100_000),
+                           "amrp over d = 4,096"),
+                          (top("dw", (), D, 5_000_000), "at n = 5,000,000 reports")):
+        assert all(a.band_method == "none" and a.lower95 is None and said in a.band_reason
+                   for a in answers), answers
+    for answers in (top("iiw", (("iterations", 30),), 4096, 100_000),
+                    top("dw", (), D, 1_000_000)):
+        assert all(a.band_method == "rank-conditional-union" and a.lower95 is not None
+                   for a in answers), answers
+
+
+def test_a_wiener_top_k_query_bands_the_ten_ranks_measured_and_no_lower_one(output, capsys):
+    """`ldp query --top 12` on the IIW record: ranks 1–10 (the ranks
+    benchmarks/selective_top_k.py --wiener measured, at k = 10) get top_k_filtered_bands at
+    k = 10; ranks 11 and 12 no band, with the reason naming their rank."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import top_k_filtered_bands
+    from ldp_telemetry.ldp.estimation.wiener import fit
+    record = records_of(output, "slot.iiw")[0]
+    assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
+                 "--top", "12", "--json"]) == 0
+    answers = json.loads(capsys.readouterr().out)["answers"]
+    protocol = make_protocol("grr", 3.0, D)
+    noise = protocol.noise(record["n"])
+
+    def iiw(u):
+        result = fit("iiw", u, noise, protocol, iterations=30)
+        return result.estimate, result.filter
+    lower, upper = top_k_filtered_bands(np.asarray(record["unbiased_estimate"]), noise, protocol,
+                                        iiw, lambda u: PostprocessSpec.parse("norm-hyb").apply(
+                                            u, noise), 10)
+    assert len(answers) == 12
+    for answer, low, high in zip(answers[:10], lower, upper, strict=True):
+        assert answer["band_method"] == "rank-conditional-union"
+        assert (answer["lower95"], answer["upper95"]) == pytest.approx((low, high), rel=1e-12)
+    for rank, answer in enumerate(answers[10:], start=11):
+        assert answer["band_method"] == "none" and answer["lower95"] is None
+        assert f"value ranked {rank} by iiw" in answer["band_reason"]
+        assert "ranks 1–10" in answer["band_reason"]
+
+
+def test_wiener_top_k_answers_of_the_avro_records_are_the_json_records(output):
+    """The records `ldp run` wrote as Avro (estimates-*.avro, read back with fastavro: its
+    params come back through the schema's union) answer `--top` as the JSON ones: IIW's bands,
+    GF-DW's (sigma 2) declaration, SS's, FLH's."""
+    import glob
+    import os
+
+    import fastavro
+    paths = sorted(glob.glob(os.path.join(output, "estimates-*.avro")))
+    assert paths
+    from_avro = {}
+    for path in paths:
+        with open(path, "rb") as handle:
+            for value in fastavro.reader(handle):
+                record = EstimateRecord.from_avro(value)
+                from_avro.setdefault(record.metric, record)
+    from_json = {}
+    for record in read_estimates(output):
+        from_json.setdefault(record.metric, record)
+    for metric in ("slot.iiw", "slot.gf", "slot.ssamrp", "slot.flh"):
+        answers = [WindowEstimate.from_record(records[metric]).top_k(3)
+                   for records in (from_avro, from_json)]
+        assert [a.as_dict() for a in answers[0]] == [a.as_dict() for a in answers[1]], metric
+    assert {a.band_method for a in WindowEstimate.from_record(from_avro["slot.gf"]).top_k(3)} == {
+        "none"}
+
+
+def test_a_wiener_top_k_query_post_processed_by_auto_has_no_band():
+    """A Wiener window post-processed by `auto` (the replay's choice, here Norm-Sub, which is
+    measured after DW on OUE when fixed): the choice made on the filtered estimate was not
+    measured after a filter, so the top values have no band, and the reason names auto; the
+    same window with Norm-Sub fixed keeps its band."""
+    from dataclasses import replace
+    protocol = make_protocol("oue", 1.0, D)
+    f = np.random.default_rng(4).dirichlet(np.full(D, 0.3))
+    n = 100_000
+    unbiased = f + np.random.default_rng(5).normal(0, np.sqrt(protocol.noise(n).variance(f)))
+    window = replace(WindowEstimate.from_unbiased(protocol, n, unbiased, "base"),
+                     estimator=EstimatorSpec("dw", ()))
+    chosen = window.with_method("auto")
+    assert chosen._chosen_method == "norm-sub"  # a method measured after DW on OUE
+    assert all(a.band_method == "none" and a.lower95 is None
+               and "dw post-processed by auto: not measured after oue" in a.band_reason
+               for a in chosen.top_k(3))
+    assert [a.band_method for a in window.with_method("norm-sub").top_k(3)] == [
+        "rank-conditional-union"] * 3
 
 
 def test_a_pooled_wiener_record_shows_and_answers_with_its_unbiased_band(output, capsys):
