@@ -87,7 +87,7 @@ selective_top_k.py --wiener, docs/error-bars.md): alone it does not hold (the ga
 the same f~; its rank 1 covered as little as 0.67), the join with the replaying bootstrap
 does; a filter, post-processing or cell that misses the standard, and the filters, oracles
 and methods not measured together, or not at that filter's parameters, domain size, window
-size or rank, keep no band (`wiener_top_k_declared`, WIENER_TOP_K_RANKS).
+size or rank, keep no band (`wiener_top_k_declared`, TOP_K_RANKS).
 
 Cost per window: nothing for the exact bands; R runs of the method on d values for a top-k
 query (R = `BAND_REPLICATES`).
@@ -485,6 +485,15 @@ LOLOHA_KEY = "-loloha"
 #: The (ε, n per window) grid benchmarks/coverage_frequency.py measures the top-k bands on.
 TOP_K_EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
 TOP_K_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000, 1_000_000)
+#: The window sizes every top-k band was measured for: the grid's n (TOP_K_SIZES, 10³–10⁶)
+#: within √10, the windows `top_k_cell` puts in its first and last cells; outside it, no band.
+TOP_K_REPORTS = (TOP_K_SIZES[0] / math.sqrt(10), TOP_K_SIZES[-1] * math.sqrt(10))
+#: The privacy levels every top-k band was measured at: the grid's ε (TOP_K_EPSILONS, 0.5–4);
+#: outside it (where `top_k_cell` would stand the nearest edge cell for it), no band.
+TOP_K_EPSILON_RANGE = (TOP_K_EPSILONS[0], TOP_K_EPSILONS[-1])
+#: The ranks every top-k band was measured for (the benchmarks measure the top 10 of each
+#: window, at k = 10); an answer ranked lower keeps no band.
+TOP_K_RANKS = 10
 #: A post-processing method or an oracle (registry names, a memoized oracle's prefixed:
 #: `top_k_oracle`; they do not overlap) -> the grid cells (ε, n) where its top-k band is
 #: declared absent. A method: the measured coverage fell below 0.90 for GRR or OUE on the
@@ -542,6 +551,11 @@ TOP_K_ORACLE_REASON = ("no calibrated band for top-k answers of {protocol} at ε
 #: oracles (the rank-conditional join), pooled-hash and memoized ones (the union alone).
 TOP_K_SOURCES = {"pure": "benchmarks/selective_top_k.py --unfiltered",
                  "union": "benchmarks/pooled_top_k.py"}
+TOP_K_RANGE_REASON = ("no band for top-k answers at ε = {epsilon:g}, n = {n}: top-k bands were "
+                      "measured for ε 0.5–4 and windows of 10³–10⁶ reports (within √10 of "
+                      "them; {source})")
+TOP_K_RANK_REASON = ("no band for the value ranked {rank}: top-k bands were measured for ranks "
+                     f"1–{TOP_K_RANKS} ({{source}})")
 TOP_K_NOT_MEASURED_REASON = ("no band for top-k answers of {method}: its bootstrap band was not "
                              "measured (the method costs O(d √n) per replicate)")
 
@@ -561,6 +575,13 @@ def top_k_oracle(protocol: FrequencyOracle) -> str:
             and getattr(protocol, "g", None) != getattr(protocol, "report_g", None)):
         return f"{MEMOIZED_KEY}olh{LOLOHA_KEY}"
     return f"{MEMOIZED_KEY}{protocol.name}"
+
+
+def top_k_source(protocol: str | None) -> str:
+    """The benchmark that measured the top-k band of an oracle's key (`top_k_oracle`; None: a
+    pure one-stage oracle's, as for a method's declaration): TOP_K_SOURCES."""
+    union = protocol is not None and (is_pooled(protocol) or protocol.startswith(MEMOIZED_KEY))
+    return TOP_K_SOURCES["union" if union else "pure"]
 
 
 def top_k_cell(epsilon: float, n: int) -> tuple[float, int]:
@@ -592,14 +613,17 @@ def top_k_declared(method: str, epsilon: float, n: int, protocol: str | None = N
     held (measured at n = 3·10⁵, the n = 10⁵ cell's: FLH at ε = 0.5 down to 0.86)."""
     if method in TOP_K_NOT_MEASURED:
         return TOP_K_NOT_MEASURED_REASON.format(method=method)
+    if not (TOP_K_EPSILON_RANGE[0] <= epsilon <= TOP_K_EPSILON_RANGE[1]
+            and TOP_K_REPORTS[0] <= n <= TOP_K_REPORTS[1]):
+        return TOP_K_RANGE_REASON.format(epsilon=epsilon, n=f"{n:,}",
+                                         source=top_k_source(protocol))
     cell = top_k_cell(epsilon, n)
     if cell in TOP_K_UNCALIBRATED.get(method, frozenset()):
         return TOP_K_REASON.format(method=method, epsilon=epsilon, n=f"{n:,}")
     cells = top_k_bracketing_cells(epsilon, n) if is_pooled(protocol) else {cell}
     if protocol is not None and not cells.isdisjoint(TOP_K_UNCALIBRATED.get(protocol, ())):
-        union = is_pooled(protocol) or protocol.startswith(MEMOIZED_KEY)
         return TOP_K_ORACLE_REASON.format(protocol=protocol, epsilon=epsilon, n=f"{n:,}",
-                                          source=TOP_K_SOURCES["union" if union else "pure"])
+                                          source=top_k_source(protocol))
     return None
 
 
@@ -647,17 +671,6 @@ WIENER_TOP_K_FREE_PARAMS = frozenset({"seed", "keep_extremes"})
 #: 969 emoji (GRR and OUE, `base`); after the other oracles the 229 airports alone. A larger
 #: domain keeps no band.
 WIENER_TOP_K_MAX_D = {"dw": 4_096, "gf-dw": 4_096, "iiw": 4_096, "iiw-g": 4_096, "amrp": 969}
-#: The window sizes the top-k bands of the filters were measured for: the grid's n
-#: (TOP_K_SIZES, 10³–10⁶) within √10, the windows `top_k_cell` puts in its first and last
-#: cells; outside it, no band.
-WIENER_TOP_K_REPORTS = (TOP_K_SIZES[0] / math.sqrt(10), TOP_K_SIZES[-1] * math.sqrt(10))
-#: The privacy levels the filters' top-k bands were measured at: the grid's ε (TOP_K_EPSILONS,
-#: 0.5–4); outside it (where `top_k_cell` would stand the nearest edge cell for it), no band.
-WIENER_TOP_K_EPSILONS = (TOP_K_EPSILONS[0], TOP_K_EPSILONS[-1])
-#: The ranks the filters' top-k bands were measured for (benchmarks/selective_top_k.py
-#: --wiener measures the top 10 of each window, at k = 10); an answer ranked lower keeps no
-#: band.
-WIENER_TOP_K_RANKS = 10
 _WIENER_BENCHMARK = "benchmarks/selective_top_k.py --wiener"
 WIENER_TOP_K_REASONS = {
     "oracle": ("no band for the top values of a Wiener filter on {protocol}: the band "
@@ -683,7 +696,7 @@ WIENER_TOP_K_REASONS = {
                 "measured for windows of 10³–10⁶ reports (within √10 of them; "
                 f"{_WIENER_BENCHMARK})"),
     "rank": ("no band for the value ranked {rank} by {filter}: its top-k band was measured for "
-             f"ranks 1–{WIENER_TOP_K_RANKS} ({_WIENER_BENCHMARK})"),
+             f"ranks 1–{TOP_K_RANKS} ({_WIENER_BENCHMARK})"),
     "cell": ("no calibrated band for the top values of {filter} after {protocol} at "
              "ε = {epsilon:g}, n = {n}: a rank's coverage fell more than two standard errors "
              "below 0.95 there over two seeds' windows, the windows that chose it (in-sample; "
@@ -713,8 +726,8 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
     windows of n reports over `protocol.d` values have no band, or None when they have
     `top_k_filtered_bands`: measured for that filter, oracle and method
     (WIENER_TOP_K_MEASURED) with those parameters (WIENER_TOP_K_PARAMS), over at most
-    WIENER_TOP_K_MAX_D values, for ε within WIENER_TOP_K_EPSILONS and n within
-    WIENER_TOP_K_REPORTS, in a cell not declared
+    WIENER_TOP_K_MAX_D values, for ε within TOP_K_EPSILON_RANGE and n within
+    TOP_K_REPORTS, in a cell not declared
     (WIENER_TOP_K_UNCALIBRATED). A name the tables lack has no band."""
     if not rank_conditional_applies(protocol):
         return WIENER_TOP_K_REASONS["oracle"].format(protocol=top_k_oracle(protocol))
@@ -741,9 +754,9 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
         return WIENER_TOP_K_REASONS["domain"].format(
             filter=filter_name, d=f"{protocol.d:,}",
             largest=f"{WIENER_TOP_K_MAX_D[filter_name]:,}")
-    if not WIENER_TOP_K_EPSILONS[0] <= epsilon <= WIENER_TOP_K_EPSILONS[1]:
+    if not TOP_K_EPSILON_RANGE[0] <= epsilon <= TOP_K_EPSILON_RANGE[1]:
         return WIENER_TOP_K_REASONS["epsilon"].format(filter=filter_name, epsilon=epsilon)
-    if not WIENER_TOP_K_REPORTS[0] <= n <= WIENER_TOP_K_REPORTS[1]:
+    if not TOP_K_REPORTS[0] <= n <= TOP_K_REPORTS[1]:
         return WIENER_TOP_K_REASONS["reports"].format(filter=filter_name, n=f"{n:,}")
     if top_k_cell(epsilon, n) in WIENER_TOP_K_UNCALIBRATED.get((filter_name, protocol.name),
                                                                frozenset()):

@@ -88,7 +88,8 @@ from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_suppo
                                                           top_k_declared, top_k_filtered_bands,
                                                           top_k_oracle,
                                                           top_k_rank_conditional_bands,
-                                                          WIENER_TOP_K_RANKS,
+                                                          top_k_source, TOP_K_RANK_REASON,
+                                                          TOP_K_RANKS,
                                                           WIENER_TOP_K_REASONS,
                                                           wiener_top_k_declared)
 from ldp_telemetry.ldp.estimation.postprocess import (METHODS, PostprocessSpec, error_plug_in,
@@ -492,28 +493,32 @@ class WindowEstimate:
         if reason is not None:
             return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
                             band_reason=reason) for a in answers]
-        if self._fit is not None:  # the ranks measured (at k = 10) get the band, no lower one
-            measured = min(len(order), WIENER_TOP_K_RANKS)
+        # the ranks measured (at k = 10) get the band, no lower one
+        measured = min(len(order), TOP_K_RANKS)
+        if self._fit is not None:
+            method = BAND_RANK_CONDITIONAL
             lower, upper = top_k_filtered_bands(self.unbiased, self.noise, self.protocol,
                                                 self._filter_fit, self._postprocessor, measured)
-            unmeasured = [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
-                                  band_reason=WIENER_TOP_K_REASONS["rank"].format(
-                                      rank=rank, filter=self.estimator.method))
-                          for rank, a in enumerate(answers[measured:], start=measured + 1)]
-            return [replace(a, band_method=BAND_RANK_CONDITIONAL, lower95=float(low),
-                            upper95=float(high))
-                    for a, low, high in zip(answers[:measured], lower, upper, strict=True)
-                    ] + unmeasured
-        if rank_conditional_applies(self.protocol):
-            method = BAND_RANK_CONDITIONAL
-            lower, upper = top_k_rank_conditional_bands(self.unbiased, self.noise, self.protocol,
-                                                        self._postprocessor, len(order))
-        else:  # a pooled-hash or memoized oracle: the union of the bootstrap and score bands
-            method = BAND_BIAS_CORRECTED
-            lower, upper = top_k_bands(self.unbiased, self.noise, self._postprocessor,
-                                       len(order))
+            rank_reason = WIENER_TOP_K_REASONS["rank"].format(rank="{rank}",
+                                                              filter=self.estimator.method)
+        else:
+            if rank_conditional_applies(self.protocol):
+                method = BAND_RANK_CONDITIONAL
+                lower, upper = top_k_rank_conditional_bands(self.unbiased, self.noise,
+                                                            self.protocol, self._postprocessor,
+                                                            measured)
+            else:  # a pooled-hash or memoized oracle: the union of the bootstrap and score bands
+                method = BAND_BIAS_CORRECTED
+                lower, upper = top_k_bands(self.unbiased, self.noise, self._postprocessor,
+                                           measured)
+            rank_reason = TOP_K_RANK_REASON.format(
+                rank="{rank}", source=top_k_source(top_k_oracle(self.protocol)))
+        unmeasured = [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
+                              band_reason=rank_reason.format(rank=rank))
+                      for rank, a in enumerate(answers[measured:], start=measured + 1)]
         return [replace(a, band_method=method, lower95=float(low), upper95=float(high))
-                for a, low, high in zip(answers, lower, upper, strict=True)]
+                for a, low, high in zip(answers[:measured], lower, upper, strict=True)
+                ] + unmeasured
 
     def _filter_fit(self, unbiased: np.ndarray) -> tuple[np.ndarray, Any]:
         """The window's Wiener filter run on an unbiased estimate: (its estimate, its filter

@@ -641,3 +641,35 @@ def test_top_k_of_an_oracle_declared_at_a_cell_has_no_band_and_says_why():
                                       ("oue", 4.0, 1_000_000)):
         assert [a.band_method for a in top(make_protocol(protocol_name, epsilon, f.size), n)
                 ] == ["rank-conditional-union"] * 3
+
+
+@pytest.mark.parametrize(("protocol_name", "source"), [
+    ("oue", "benchmarks/selective_top_k.py --unfiltered"), ("cms", "benchmarks/pooled_top_k.py")])
+def test_top_k_answers_beyond_the_measured_ranks_and_grid_have_no_band(protocol_name, source):
+    """Every top-k band was measured for ranks 1–TOP_K_RANKS, ε 0.5–4 and windows of 10³–10⁶
+    reports (within √10): an answer ranked 11th or lower, and every answer of a window at ε = 8
+    (10⁵ reports) or of 200 or 5·10⁶ reports, has no band, the reason naming the benchmark;
+    ranks 1–10 of a window in the grid keep the band they had at k = 10."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import TOP_K_RANKS
+    f = np.linspace(1.0, 0.1, 24)
+    f /= f.sum()
+
+    def top(epsilon: float, n: int, k: int) -> list:
+        protocol = make_protocol(protocol_name, epsilon, f.size)
+        unbiased = f + np.random.default_rng(9).normal(
+            0, np.sqrt(np.maximum(protocol.noise(n).variance(f), 1e-12)))
+        return WindowEstimate.from_unbiased(protocol, n, unbiased,
+                                            PostprocessSpec("norm-sub", ()),
+                                            metric="m").top_k(k)
+    answers = top(1.0, 10_000, 14)
+    assert all(a.band_method != "none" for a in answers[:TOP_K_RANKS])
+    assert [(a.lower95, a.upper95) for a in answers[:TOP_K_RANKS]] == [
+        (a.lower95, a.upper95) for a in top(1.0, 10_000, TOP_K_RANKS)]
+    for rank, answer in enumerate(answers[TOP_K_RANKS:], start=TOP_K_RANKS + 1):
+        assert (answer.band_method, answer.lower95, answer.upper95) == ("none", None, None)
+        assert answer.band_reason.startswith(f"no band for the value ranked {rank}:")
+        assert source in answer.band_reason
+    for epsilon, n in ((8.0, 100_000), (1.0, 200), (1.0, 5_000_000)):
+        outside = top(epsilon, n, 3)
+        assert all(a.band_method == "none" and "measured for ε 0.5–4" in a.band_reason
+                   and source in a.band_reason for a in outside), outside
