@@ -316,3 +316,61 @@ def test_a_sum_of_g_is_the_solved_weights_times_f_tilde(name):
     from ldp_telemetry.ldp.protocols.base import FrequencyOracle
     assert error == pytest.approx(math.sqrt(FrequencyOracle.linear_variance(
         protocol, 10_000, solved, error_plug_in(F))), rel=1e-6)
+
+
+def test_a_record_read_by_every_reader_solves_once_and_a_poll_not_again(monkeypatch):
+    """Every reader rebuilds g = (I + B)⁻¹ f~ from the record's fields: the rule
+    (value_band_method), the bands (value_bands), the store's rows and `ldp query`'s point
+    answers of one CMS window past the share cost one solve between them, and reading the
+    record again (a dashboard's poll) none: pool_debiased keeps its solves, keyed by the
+    protocol, ε, pool and f~."""
+    from ldp_telemetry.ldp.estimation import frequency_bands
+    from ldp_telemetry.ldp.estimation.queries import WindowEstimate
+    from ldp_telemetry.output.bands import value_band_method, value_bands
+    from ldp_telemetry.output.estimate import EstimateRecord
+    from ldp_telemetry.store.records import value_rows
+    _, (record,) = record_windows("cms", 1, seed=4)
+    solves = []
+    solve = frequency_bands._pool_solve
+    monkeypatch.setattr(frequency_bands, "_pool_solve",
+                        lambda protocol, f: solves.append(f.size) or solve(protocol, f))
+    frequency_bands.clear_pool_solves()
+    for _ in range(2):  # a first read, then a poll of the same record decoded anew
+        again = EstimateRecord.from_json(record.to_json())
+        assert value_band_method(again) == "pool-corrected"
+        lower, _ = value_bands(again)
+        assert [row.lower95 for row in value_rows(again)] == lower
+        assert WindowEstimate.from_record(again).point(3).lower95 == lower[3]
+        assert solves == [24]
+    g = pool_debiased(WindowEstimate.from_record(record).protocol, record.unbiased_estimate)
+    assert not g.flags.writeable  # a kept solve cannot be changed by a caller
+
+
+def test_the_kept_solves_are_bounded_and_a_failure_is_kept_too(monkeypatch):
+    """At most POOL_SOLVE_CACHE_SIZE solves are kept, the least recently used dropped first;
+    a solve that does not converge raises ArithmeticError again without solving again."""
+    from ldp_telemetry.ldp.estimation import frequency_bands
+    protocol = PROTOCOLS["cms"](epsilon=2.0, d=24, hashes=8, buckets=8)
+    solves = []
+    solve = frequency_bands._pool_solve
+    monkeypatch.setattr(frequency_bands, "_pool_solve",
+                        lambda protocol, f: solves.append(f[0]) or solve(protocol, f))
+    monkeypatch.setattr(frequency_bands, "POOL_SOLVE_CACHE_SIZE", 3)
+    frequency_bands.clear_pool_solves()
+    vectors = [F + shift for shift in (0.0, 1e-3, 2e-3, 3e-3)]
+    for f in vectors:
+        pool_debiased(protocol, f)
+    assert len(frequency_bands._POOL_SOLVES) == 3
+    pool_debiased(protocol, vectors[3])  # kept
+    assert len(solves) == 4
+    pool_debiased(protocol, vectors[0])  # dropped: solved again
+    assert len(solves) == 5
+    # the same f~ under another pool (root) or k is another solve
+    pool_debiased(protocol.with_pool(7), vectors[0])
+    assert len(solves) == 6
+    monkeypatch.setattr(frequency_bands, "POOL_SOLVE_ITERATIONS", 0)  # no cycle fits
+    for _ in range(2):
+        with pytest.raises(ArithmeticError, match="did not converge"):
+            pool_debiased(protocol, F * 0.5)
+    assert len(solves) == 7
+    frequency_bands.clear_pool_solves()
