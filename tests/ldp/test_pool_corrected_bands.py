@@ -151,14 +151,18 @@ def test_a_record_written_before_the_pool_bias_declaration_is_read_as_todays(pro
     `band_reasons` where today's says none (FLH) or `pool-corrected` (CMS, HCMS), and one
     written between the two says none for CMS too. Its readers (value_bands: `ldp show`, the
     store's value rows, the dashboard) read it as today's: no band for FLH past
-    POOL_BIAS_SHARE, the pool-corrected bands for CMS — the same numbers as today's record and
-    as `ldp query`'s point answer from the same fields. Below the share the old record keeps
-    its bands."""
+    POOL_BIAS_SHARE, the pool-corrected bands for CMS — the same numbers as today's record,
+    as `ldp query`'s point answer from the same fields, as the store's value rows and the
+    dashboard's bands of a record file, and `ldp show` names the same method. Below the share
+    the old record keeps its bands."""
     import json
 
+    from ldp_telemetry.dashboard.source import _bands
     from ldp_telemetry.ldp.estimation.queries import WindowEstimate
     from ldp_telemetry.output.bands import declares_no_value_band, value_bands
     from ldp_telemetry.output.estimate import EstimateRecord
+    from ldp_telemetry.output.text import band_text
+    from ldp_telemetry.store.records import value_rows
     from tests.window_records import frequency_record
     rng = np.random.default_rng(1)
     today = {"cms": "pool-corrected", "flh": "none"}[protocol_name]
@@ -181,6 +185,11 @@ def test_a_record_written_before_the_pool_bias_declaration_is_read_as_todays(pro
             assert (lower, upper) == value_bands(record)
             point = WindowEstimate.from_record(old).point(3)
             assert (point.lower95, point.upper95) == (lower[3], upper[3])
+            # the store's value rows, the dashboard's bands of a record file, `ldp show`
+            assert [(row.lower95, row.upper95) for row in value_rows(old)] == list(
+                zip(lower, upper, strict=True))
+            assert _bands(old) == (lower, upper)
+            assert band_text(old).split(":")[0] == band_text(record).split(":")[0]
 
 
 def record_windows(name: str, windows: int, seed: int):
