@@ -8,7 +8,8 @@ its record as the pipeline writes it; then each read, timed apart (median of --r
   store rows   store.records.value_rows (what a store write or re-band computes)
   first read   value_band_method + value_bands + value_rows of a record not read before
 The first read is timed with the solve cache emptied (frequency_bands.clear_pool_solves);
-the others as a poll finds them, the record read before.
+the others twice: "cold" with the cache emptied before each (one solve each) and as a poll
+finds them, the record read before.
 
     python benchmarks/pool_band_reads.py [--domains 1024,4096] [--n 100000] [--json PATH]
 """
@@ -49,6 +50,11 @@ def first_read(record) -> None:
     list(value_rows(record))
 
 
+def cold(read, record) -> None:
+    frequency_bands.clear_pool_solves()
+    read(record)
+
+
 def timed(read, record, repeats: int) -> float:
     """Median seconds of `read(record)` over `repeats` runs."""
     times = []
@@ -77,6 +83,8 @@ def main() -> None:
                    "first read s": timed(first_read, record, args.repeats)}
             for name, read in (("method", value_band_method), ("bands", value_bands),
                                ("store rows", lambda r: list(value_rows(r)))):
+                row[f"{name} cold s"] = timed(lambda r, read=read: cold(read, r), record,
+                                              args.repeats)
                 row[f"{name} s"] = timed(read, record, args.repeats)
             rows.append(row)
             print(f"{args.protocol} d = {d:>5} ({row['band_method']}): "
