@@ -383,3 +383,19 @@ def test_the_kept_solves_are_bounded_and_a_failure_is_kept_too(monkeypatch):
             pool_debiased(protocol, F * 0.5)
     assert len(solves) == 7
     frequency_bands.clear_pool_solves()
+
+
+def test_every_configuration_hashes_the_one_public_pool():
+    """Readers rebuild a record's pool from its protocol, ε, k and m alone, taking the root as
+    POOL_ROOT: a registry cannot name another root (a sketch holds k and m only), so every
+    record's pool is the one its readers rebuild."""
+    from ldp_telemetry.ldp.base.errors import RegistryError
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.protocols.hash_pool import POOL_ROOT
+    metric = {"name": "h", "protocol": "cms", "epsilon": 2.0, "domain": {"size": 24}}
+    assert parse_registry({"metrics": [metric]})["h"].protocol.root == POOL_ROOT
+    sized = dict(metric, sketch={"k": 16, "m": 64})
+    assert parse_registry({"metrics": [sized]})["h"].protocol.root == POOL_ROOT
+    for key in ("root", "pool"):
+        with pytest.raises(RegistryError, match="sketch"):
+            parse_registry({"metrics": [dict(metric, sketch={"k": 16, key: 7})]})
