@@ -356,7 +356,8 @@ def test_a_record_read_by_every_reader_solves_once_and_a_poll_not_again(monkeypa
 
 
 def test_the_kept_solves_are_bounded_and_a_failure_is_kept_too(monkeypatch):
-    """At most POOL_SOLVE_CACHE_SIZE solves are kept, the least recently used dropped first;
+    """At most POOL_SOLVE_CACHE_SIZE solves in POOL_SOLVE_CACHE_BYTES are kept, the least
+    recently used dropped first;
     a solve that does not converge raises ArithmeticError again without solving again."""
     from ldp_telemetry.ldp.estimation import frequency_bands
     protocol = PROTOCOLS["cms"](epsilon=2.0, d=24, hashes=8, buckets=8)
@@ -377,11 +378,15 @@ def test_the_kept_solves_are_bounded_and_a_failure_is_kept_too(monkeypatch):
     # the same f~ under another pool (root) or k is another solve
     pool_debiased(protocol.with_pool(7), vectors[0])
     assert len(solves) == 6
+    # and at most POOL_SOLVE_CACHE_BYTES: f~ and g of d = 24 are 384 bytes a solve
+    monkeypatch.setattr(frequency_bands, "POOL_SOLVE_CACHE_BYTES", 800)
+    pool_debiased(protocol, vectors[1])
+    assert len(frequency_bands._POOL_SOLVES) == 2
     monkeypatch.setattr(frequency_bands, "POOL_SOLVE_ITERATIONS", 0)  # no cycle fits
     for _ in range(2):
         with pytest.raises(ArithmeticError, match="did not converge"):
             pool_debiased(protocol, F * 0.5)
-    assert len(solves) == 7
+    assert len(solves) == 8
     frequency_bands.clear_pool_solves()
 
 
