@@ -267,7 +267,8 @@ def test_the_readers_agree_on_a_pool_corrected_window():
     assert [(row.lower95, row.upper95) for row in rows] == list(zip(lower, upper, strict=True))
     assert band_text(record).startswith("pool-corrected")
     assert "95% band: pool-corrected" in format_top(record)
-    from ldp_telemetry.ldp.estimation.frequency_bands import Z95, pool_corrected_sum
+    from ldp_telemetry.ldp.estimation.frequency_bands import pool_corrected_sum
+    from ldp_telemetry.ldp.estimation.uncertainty import Z95
     from ldp_telemetry.ldp.estimation.queries import set_indicator
     for answer in (window.set_sum(["v1", "v2"]), window.range_sum("v0", "v5")):
         centre, error = pool_corrected_sum(window.protocol, record.unbiased_estimate,
