@@ -74,12 +74,18 @@ def filtered(record: EstimateRecord) -> bool:
 def band_text(record: EstimateRecord) -> str:
     """What a frequency record's value bands are, as `ldp show` names them: its `band_method`
     (exact-variance for records written before the field), "of the unbiased estimate" when
-    the values are post-processed or filtered (`output.bands.band_centre`); `pool-corrected`
-    with what it is centred on (`output.bands.value_band_method`)."""
+    the values are post-processed or filtered (`output.bands.band_centre`); a pooled-hash
+    record's as its readers make them (`output.bands.value_band_method`: `none` for an FLH
+    window past the pool-bias share written before it was declared), `pool-corrected` with
+    what it is centred on."""
     method = record.band_method or BAND_EXACT
-    if is_pooled(record.protocol) and value_band_method(record) == BAND_POOL_CORRECTED:
-        # a CMS or HCMS window past the pool-bias share, also when written before the rule
-        return f"{BAND_POOL_CORRECTED}: the unbiased estimate with its hash pool's bias removed"
+    if is_pooled(record.protocol):
+        # read by today's rule, also when written before it: a CMS or HCMS window past the
+        # pool-bias share is pool-corrected, an FLH one has none (its values print no band)
+        method = value_band_method(record)
+        if method == BAND_POOL_CORRECTED:
+            return (f"{BAND_POOL_CORRECTED}: the unbiased estimate with its hash pool's bias "
+                    "removed")
     post = (record.postprocess or {}).get("method", "base")
     if (method == BAND_EXACT and record.unbiased_estimate is not None
             and (post not in ("base", "none", "post-pos") or filtered(record))):

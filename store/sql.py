@@ -145,9 +145,17 @@ _TABLE_NAMES = ("ldp_windows", "ldp_window_values", "ldp_window_summaries", "ldp
                 "ldp_value_bands")
 
 #: The rule the store's value rows' lower95/upper95 are made by (`store.records.value_rows`:
-#: the band of the unbiased estimate, output.bands.value_band), kept in ldp_value_bands; a store
-#: without it has the rows of an earlier rule (estimate ± z · std_error), re-banded on open.
-VALUE_BAND_RULE = "unbiased-estimate-band"
+#: the band of the unbiased estimate, output.bands.value_band; a CMS or HCMS window past the
+#: pool-bias share: its pool-corrected band, output.bands.value_band_method), kept in
+#: ldp_value_bands. A writer opening a store whose rows were made by another rule re-bands them
+#: from the stored records, once (`_reband_values`): a store without the table has the rows of
+#: estimate ± z · std_error, every window re-banded; one of EARLIER_VALUE_BAND_RULES only the
+#: windows of the protocols that rule banded otherwise.
+VALUE_BAND_RULE = "pool-corrected-band"
+#: Earlier rules a store may record, each with the protocols whose rows today's rule bands
+#: otherwise: under "unbiased-estimate-band" a pooled-hash window past the pool-bias share had
+#: none, where a CMS or HCMS one now has its pool-corrected band.
+EARLIER_VALUE_BAND_RULES = {"unbiased-estimate-band": ("cms", "hcms")}
 
 #: What each metric configuration promises a device (ldp_telemetry.ldp.config.budget), from the
 #: records' `privacy` field: one row per (metric, version), the newest record's. `lifetime_epsilon`
@@ -815,10 +823,12 @@ class EstimateStore:
             if before and "run_seq" not in before:
                 self._add_runs(cursor)
             banded = before and self._add_summary_bands(cursor)
-            if before and not self._has_table(cursor, "ldp_value_bands"):
-                self._reband_values(cursor)
+            if before:
+                self._reband_by_rule(cursor)
             for statement in filter(str.strip, ddl.split(";")):
                 cursor.execute(statement)
+            cursor.execute(self._sql("DELETE FROM ldp_value_bands WHERE rule <> ?"),
+                           (VALUE_BAND_RULE,))
             cursor.execute(self._sql("INSERT INTO ldp_value_bands (rule) VALUES (?) "
                                      "ON CONFLICT DO NOTHING"), (VALUE_BAND_RULE,))
             cursor.execute(_PRIVACY_TABLE)
@@ -902,11 +912,36 @@ class EstimateStore:
             "metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?"), updates)
         return True
 
-    def _reband_values(self, cursor) -> None:
+    def _reband_by_rule(self, cursor) -> None:
+        """Re-band the value rows of a store whose recorded rule is not VALUE_BAND_RULE (see
+        there), in the caller's transaction."""
+        if not self._has_table(cursor, "ldp_value_bands"):
+            self._reband_values(cursor)
+            return
+        cursor.execute("SELECT rule FROM ldp_value_bands")
+        rules = {row[0] for row in cursor.fetchall()}
+        if VALUE_BAND_RULE in rules:
+            return
+        known = [EARLIER_VALUE_BAND_RULES.get(rule) for rule in rules]
+        if not known or None in known:  # an unknown (or no) rule: every window
+            self._reband_values(cursor)
+            return
+        self._reband_values(cursor, sorted({name for names in known if names
+                                            for name in names}))
+
+    def _reband_values(self, cursor, protocols: list[str] | None = None) -> None:
         """Give the value rows of a store made before VALUE_BAND_RULE the bands its writer
         saves now, from each window's stored record (`store.records.value_rows`), in the
-        caller's transaction: one window's record in memory at a time."""
-        cursor.execute("SELECT metric, version, window_start_ms, window_end_ms FROM ldp_windows")
+        caller's transaction: one window's record in memory at a time. `protocols`: only the
+        windows of these (None: every window)."""
+        if protocols is None:
+            cursor.execute("SELECT metric, version, window_start_ms, window_end_ms "
+                           "FROM ldp_windows")
+        else:
+            marks = ", ".join("?" * len(protocols))
+            cursor.execute(self._sql(f"SELECT metric, version, window_start_ms, window_end_ms "
+                                     f"FROM ldp_windows WHERE protocol IN ({marks})"),
+                           tuple(protocols))
         windows = cursor.fetchall()
         for window in windows:
             cursor.execute(self._sql("SELECT record FROM ldp_windows WHERE metric = ? AND "
@@ -921,7 +956,8 @@ class EstimateStore:
                  for row in value_rows(record)])
 
     def _has_every_table(self) -> bool:
-        """Whether the store has every table `create_tables` makes (read in a snapshot)."""
+        """Whether the store has every table `create_tables` makes and its value rows are of
+        VALUE_BAND_RULE (read in a snapshot)."""
         listing = ("SELECT name FROM sqlite_master WHERE type = 'table'" if self.dialect == "sqlite"
                    else "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
         with self._snapshot() as cursor:
@@ -935,9 +971,13 @@ class EstimateStore:
             if "ldp_window_summaries" in tables:
                 cursor.execute("SELECT * FROM ldp_window_summaries WHERE 1 = 0")
                 summary_columns = {description[0] for description in cursor.description}
+            rules: set[str] = set()
+            if "ldp_value_bands" in tables:
+                cursor.execute("SELECT rule FROM ldp_value_bands")
+                rules = {row[0] for row in cursor.fetchall()}
         self._privacy_table = "ldp_metric_privacy" in tables
         return (set(_TABLE_NAMES) <= tables and {"version", "run_seq"} <= columns
-                and "lower95" in summary_columns)
+                and "lower95" in summary_columns and VALUE_BAND_RULE in rules)
 
     def _sql(self, text: str) -> str:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")

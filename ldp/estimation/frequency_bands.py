@@ -95,6 +95,8 @@ query (R = `BAND_REPLICATES`).
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -168,17 +170,68 @@ def pool_solve_cycles(protocol: HashPool) -> int:
     return min(POOL_SOLVE_ITERATIONS, MAX_POOL_HASH_EVALUATIONS // max(per_cycle, 1))
 
 
+#: Most solves of (I + B) g = f~ kept by `pool_debiased`, and most bytes they hold (f~ as the
+#: key and g, 64 KiB a window at d = 4,096), the least recently used dropped first: every reader
+#: of a pool-corrected record (`ldp show`, `ldp query`, the store, the dashboard's polls)
+#: rebuilds g from the record's fields, 0.05–0.2 s a window at d <= 4,096 (a solve that does
+#: not converge runs to `pool_solve_cycles`, tens of seconds), so a poll over this many windows
+#: solves each once.
+POOL_SOLVE_CACHE_SIZE, POOL_SOLVE_CACHE_BYTES = 256, 32 << 20
+_POOL_SOLVES: OrderedDict[tuple, np.ndarray | ArithmeticError] = OrderedDict()
+_POOL_SOLVES_LOCK = threading.Lock()
+
+
+def clear_pool_solves() -> None:
+    """Forget every solve `pool_debiased` kept (benchmarks time a first read with it)."""
+    with _POOL_SOLVES_LOCK:
+        _POOL_SOLVES.clear()
+
+
+def _kept_bytes() -> int:
+    """Bytes the kept solves hold (f~ in each key, and g), under _POOL_SOLVES_LOCK."""
+    return sum(len(key[-1]) + (kept.nbytes if isinstance(kept, np.ndarray) else 0)
+               for key, kept in _POOL_SOLVES.items())
+
+
 def pool_debiased(protocol: HashPool, unbiased: np.ndarray) -> np.ndarray:
     """g = (I + B)⁻¹ f~ for a pooled-hash oracle: its fixed pool gives E[f~ | pool] = (I + B) f,
     B f = `HashPool.collision_bias`(f) linear in f and known from the pool, so g is unbiased
     given the pool, value by value (f~ is so only over the draw of the pool). Solved by GMRES
     on products with B, O(k·d) each, no d x d matrix; NaN (no reports) stays NaN. Raises
     ArithmeticError where the solve does not converge (I + B near singular: a pool far too
-    small for the domain)."""
-    from scipy.sparse.linalg import LinearOperator, gmres  # scipy only where bands are made
+    small for the domain). The last POOL_SOLVE_CACHE_SIZE solves (and failures) are kept, in
+    at most POOL_SOLVE_CACHE_BYTES,
+    keyed by what fixes them — the protocol, ε, its pool (root, k, m) and f~'s bytes — so the
+    rule, the band and a sum of one record cost one solve, and a poll that reads the record
+    again none; g is returned read-only."""
     f = np.asarray(unbiased, dtype=np.float64)
     if np.isnan(f).any():
         return f
+    key = (protocol.name, float(protocol.epsilon), protocol.root, protocol.k, protocol.m,
+           bool(getattr(protocol, "memoized", False)), f.tobytes())
+    with _POOL_SOLVES_LOCK:
+        kept = _POOL_SOLVES.get(key)
+        if kept is not None:
+            _POOL_SOLVES.move_to_end(key)
+    if kept is None:
+        try:
+            kept = _pool_solve(protocol, f)
+            kept.setflags(write=False)
+        except ArithmeticError as problem:
+            kept = problem
+        with _POOL_SOLVES_LOCK:
+            _POOL_SOLVES[key] = kept
+            while len(_POOL_SOLVES) > POOL_SOLVE_CACHE_SIZE or (
+                    len(_POOL_SOLVES) > 1 and _kept_bytes() > POOL_SOLVE_CACHE_BYTES):
+                _POOL_SOLVES.popitem(last=False)
+    if isinstance(kept, ArithmeticError):
+        raise ArithmeticError(*kept.args)
+    return kept
+
+
+def _pool_solve(protocol: HashPool, f: np.ndarray) -> np.ndarray:
+    """`pool_debiased`'s GMRES solve of (I + B) g = f~, without its cache."""
+    from scipy.sparse.linalg import LinearOperator, gmres  # scipy only where bands are made
     cycles = pool_solve_cycles(protocol)
     problem = (f"(I + B) g = f~ did not converge for {protocol.name} (k = {protocol.k}, "
                f"m = {protocol.m}, d = {protocol.d}) within {cycles} restart cycles")

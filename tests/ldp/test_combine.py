@@ -117,23 +117,27 @@ def test_fewer_than_two_versions_with_reports_give_no_combination():
 
 
 @pytest.mark.parametrize("protocol_name", ["cms", "hcms", "flh"])
-def test_combined_pooled_versions_are_declared_as_their_single_version_records_are(
-        protocol_name):
+def test_combined_pooled_versions_past_the_share_are_declared(protocol_name):
     """Two versions of a pooled-hash metric (ε = 2 and 1, 64 values): at 20,000 reports each
-    both versions' records have no band (the pool's collision term is past
-    frequency_bands.POOL_BIAS_SHARE of the privacy noise), and so does their combination,
-    which carries the same fixed collision errors; at 2,000 reports none of the three is
-    declared. The combination was banded where both its versions were not."""
+    both versions are past frequency_bands.POOL_BIAS_SHARE (the pool's collision term against
+    the privacy noise), and their combination, which carries the same fixed collision errors,
+    has no band; at 2,000 reports none of the three is declared. A single version's record
+    past the share is declared too for FLH, but has `pool-corrected` bands for CMS and HCMS:
+    no corrected band of a combination exists, so the combination stays declared where its
+    versions have one. The combination was banded where both its versions were not."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (POOL_BIAS_SHARE,
                                                               pool_bias_reason, pool_variances)
-    from ldp_telemetry.output.records import combined_estimate_record
+    from ldp_telemetry.output.records import combined_estimate_record, window_estimate_record
     configs = versions({"protocol": protocol_name, "epsilon": 1.0, "domain": {"size": 64}},
                        {"protocol": protocol_name, "epsilon": 2.0, "domain": {"size": 64}})
     rng = np.random.default_rng(3)
+    single = "none" if protocol_name == "flh" else "pool-corrected"
     for n, declared in ((2_000, False), (20_000, True)):
         parts = [(config, window(config, rng.integers(0, 10, n), rng)) for config in configs]
         assert all((pool_bias_reason(result.noise) is not None) is declared
                    for _, result in parts)
+        assert {window_estimate_record(config, result, 0, 1).band_method
+                for config, result in parts} == {single if declared else "exact-variance"}
         combined = combine_versions(parts)
         record = combined_estimate_record(configs, combined, 0, 1)
         assert (record.band_method == "none") is declared, n

@@ -151,14 +151,18 @@ def test_a_record_written_before_the_pool_bias_declaration_is_read_as_todays(pro
     `band_reasons` where today's says none (FLH) or `pool-corrected` (CMS, HCMS), and one
     written between the two says none for CMS too. Its readers (value_bands: `ldp show`, the
     store's value rows, the dashboard) read it as today's: no band for FLH past
-    POOL_BIAS_SHARE, the pool-corrected bands for CMS — the same numbers as today's record and
-    as `ldp query`'s point answer from the same fields. Below the share the old record keeps
-    its bands."""
+    POOL_BIAS_SHARE, the pool-corrected bands for CMS — the same numbers as today's record,
+    as `ldp query`'s point answer from the same fields, as the store's value rows and the
+    dashboard's bands of a record file, and `ldp show` names the same method. Below the share
+    the old record keeps its bands."""
     import json
 
+    from ldp_telemetry.dashboard.source import _bands
     from ldp_telemetry.ldp.estimation.queries import WindowEstimate
     from ldp_telemetry.output.bands import declares_no_value_band, value_bands
     from ldp_telemetry.output.estimate import EstimateRecord
+    from ldp_telemetry.output.text import band_text
+    from ldp_telemetry.store.records import value_rows
     from tests.window_records import frequency_record
     rng = np.random.default_rng(1)
     today = {"cms": "pool-corrected", "flh": "none"}[protocol_name]
@@ -181,6 +185,11 @@ def test_a_record_written_before_the_pool_bias_declaration_is_read_as_todays(pro
             assert (lower, upper) == value_bands(record)
             point = WindowEstimate.from_record(old).point(3)
             assert (point.lower95, point.upper95) == (lower[3], upper[3])
+            # the store's value rows, the dashboard's bands of a record file, `ldp show`
+            assert [(row.lower95, row.upper95) for row in value_rows(old)] == list(
+                zip(lower, upper, strict=True))
+            assert _bands(old) == (lower, upper)
+            assert band_text(old).split(":")[0] == band_text(record).split(":")[0]
 
 
 def record_windows(name: str, windows: int, seed: int):
@@ -258,7 +267,8 @@ def test_the_readers_agree_on_a_pool_corrected_window():
     assert [(row.lower95, row.upper95) for row in rows] == list(zip(lower, upper, strict=True))
     assert band_text(record).startswith("pool-corrected")
     assert "95% band: pool-corrected" in format_top(record)
-    from ldp_telemetry.ldp.estimation.frequency_bands import Z95, pool_corrected_sum
+    from ldp_telemetry.ldp.estimation.frequency_bands import pool_corrected_sum
+    from ldp_telemetry.ldp.estimation.uncertainty import Z95
     from ldp_telemetry.ldp.estimation.queries import set_indicator
     for answer in (window.set_sum(["v1", "v2"]), window.range_sum("v0", "v5")):
         centre, error = pool_corrected_sum(window.protocol, record.unbiased_estimate,
@@ -316,3 +326,82 @@ def test_a_sum_of_g_is_the_solved_weights_times_f_tilde(name):
     from ldp_telemetry.ldp.protocols.base import FrequencyOracle
     assert error == pytest.approx(math.sqrt(FrequencyOracle.linear_variance(
         protocol, 10_000, solved, error_plug_in(F))), rel=1e-6)
+
+
+def test_a_record_read_by_every_reader_solves_once_and_a_poll_not_again(monkeypatch):
+    """Every reader rebuilds g = (I + B)⁻¹ f~ from the record's fields: the rule
+    (value_band_method), the bands (value_bands), the store's rows and `ldp query`'s point
+    answers of one CMS window past the share cost one solve between them, and reading the
+    record again (a dashboard's poll) none: pool_debiased keeps its solves, keyed by the
+    protocol, ε, pool and f~."""
+    from ldp_telemetry.ldp.estimation import frequency_bands
+    from ldp_telemetry.ldp.estimation.queries import WindowEstimate
+    from ldp_telemetry.output.bands import value_band_method, value_bands
+    from ldp_telemetry.output.estimate import EstimateRecord
+    from ldp_telemetry.store.records import value_rows
+    _, (record,) = record_windows("cms", 1, seed=4)
+    solves = []
+    solve = frequency_bands._pool_solve
+    monkeypatch.setattr(frequency_bands, "_pool_solve",
+                        lambda protocol, f: solves.append(f.size) or solve(protocol, f))
+    frequency_bands.clear_pool_solves()
+    for _ in range(2):  # a first read, then a poll of the same record decoded anew
+        again = EstimateRecord.from_json(record.to_json())
+        assert value_band_method(again) == "pool-corrected"
+        lower, _ = value_bands(again)
+        assert [row.lower95 for row in value_rows(again)] == lower
+        assert WindowEstimate.from_record(again).point(3).lower95 == lower[3]
+        assert solves == [24]
+    g = pool_debiased(WindowEstimate.from_record(record).protocol, record.unbiased_estimate)
+    assert not g.flags.writeable  # a kept solve cannot be changed by a caller
+
+
+def test_the_kept_solves_are_bounded_and_a_failure_is_kept_too(monkeypatch):
+    """At most POOL_SOLVE_CACHE_SIZE solves in POOL_SOLVE_CACHE_BYTES are kept, the least
+    recently used dropped first;
+    a solve that does not converge raises ArithmeticError again without solving again."""
+    from ldp_telemetry.ldp.estimation import frequency_bands
+    protocol = PROTOCOLS["cms"](epsilon=2.0, d=24, hashes=8, buckets=8)
+    solves = []
+    solve = frequency_bands._pool_solve
+    monkeypatch.setattr(frequency_bands, "_pool_solve",
+                        lambda protocol, f: solves.append(f[0]) or solve(protocol, f))
+    monkeypatch.setattr(frequency_bands, "POOL_SOLVE_CACHE_SIZE", 3)
+    frequency_bands.clear_pool_solves()
+    vectors = [F + shift for shift in (0.0, 1e-3, 2e-3, 3e-3)]
+    for f in vectors:
+        pool_debiased(protocol, f)
+    assert len(frequency_bands._POOL_SOLVES) == 3
+    pool_debiased(protocol, vectors[3])  # kept
+    assert len(solves) == 4
+    pool_debiased(protocol, vectors[0])  # dropped: solved again
+    assert len(solves) == 5
+    # the same f~ under another pool (root) or k is another solve
+    pool_debiased(protocol.with_pool(7), vectors[0])
+    assert len(solves) == 6
+    # and at most POOL_SOLVE_CACHE_BYTES: f~ and g of d = 24 are 384 bytes a solve
+    monkeypatch.setattr(frequency_bands, "POOL_SOLVE_CACHE_BYTES", 800)
+    pool_debiased(protocol, vectors[1])
+    assert len(frequency_bands._POOL_SOLVES) == 2
+    monkeypatch.setattr(frequency_bands, "POOL_SOLVE_ITERATIONS", 0)  # no cycle fits
+    for _ in range(2):
+        with pytest.raises(ArithmeticError, match="did not converge"):
+            pool_debiased(protocol, F * 0.5)
+    assert len(solves) == 8
+    frequency_bands.clear_pool_solves()
+
+
+def test_every_configuration_hashes_the_one_public_pool():
+    """Readers rebuild a record's pool from its protocol, ε, k and m alone, taking the root as
+    POOL_ROOT: a registry cannot name another root (a sketch holds k and m only), so every
+    record's pool is the one its readers rebuild."""
+    from ldp_telemetry.ldp.base.errors import RegistryError
+    from ldp_telemetry.ldp.config.registry import parse_registry
+    from ldp_telemetry.ldp.protocols.hash_pool import POOL_ROOT
+    metric = {"name": "h", "protocol": "cms", "epsilon": 2.0, "domain": {"size": 24}}
+    assert parse_registry({"metrics": [metric]})["h"].protocol.root == POOL_ROOT
+    sized = dict(metric, sketch={"k": 16, "m": 64})
+    assert parse_registry({"metrics": [sized]})["h"].protocol.root == POOL_ROOT
+    for key in ("root", "pool"):
+        with pytest.raises(RegistryError, match="sketch"):
+            parse_registry({"metrics": [dict(metric, sketch={"k": 16, key: 7})]})
