@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib.metadata
+import itertools
 import json
 import os
 import platform
@@ -24,7 +25,9 @@ import shlex
 import statistics
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 #: Seconds between two samples of the load average while a benchmark runs.
 LOAD_SAMPLE_S = 5.0
@@ -72,6 +75,16 @@ def simulation_problem(folder: Path, windows: int, sizes: list[int]) -> str | No
     if wrong:
         return f"--sizes must lie in [1, {MAX_SIZE:,}], got {wrong[0]}"
     return None
+
+
+def grid_cells(datasets: list[str], load: Callable[[str], Any], names: list[str],
+               epsilons: list[float], sizes: list[int]) -> Iterator[tuple]:
+    """(data set name, data set, name, ε, n) for every cell of a simulating benchmark's grid,
+    data set by data set (each loaded once, `load`(its name)), then name, ε and n."""
+    for dataset_name in datasets:
+        dataset = load(dataset_name)
+        for name, epsilon, n in itertools.product(names, epsilons, sizes):
+            yield dataset_name, dataset, name, epsilon, n
 
 
 def epsilons_problem(epsilons: list[float]) -> str | None:

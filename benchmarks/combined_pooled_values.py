@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem,
+from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem, grid_cells,
                         simulation_problem)
 from coverage_frequency import DATASETS, default_sampler, support_counts
 from pooled_values import cell_row, oracle_summary
@@ -124,33 +124,31 @@ def main(argv: list[str] | None = None) -> int:
     with Run(args.benchmark, args.json, vars(args)) as run:
         rows: list[dict] = []
         declared_cells: list[dict] = []
-        for dataset_name in args.datasets:
-            dataset = DATASETS[dataset_name](folder)
-            for pair in args.pairs:
-                for epsilon in args.epsilons:
-                    for n in args.sizes:
-                        started = time.perf_counter()
-                        coverage, mass, declared, sampler = value_coverage(
-                            dataset, pair, epsilon, n, args.windows, args.seed)
-                        cell = {"dataset": dataset_name, "protocol": pair, "epsilon": epsilon,
-                                "n": n, "declared_windows": declared}
-                        if coverage.size == 0:
-                            declared_cells.append(cell)
-                            print(f"{dataset_name} {pair} ε={epsilon:g} n={n:,}: declared in "
-                                  f"{declared} of {args.windows} windows", flush=True)
-                            continue
-                        row = {**cell_row(dataset_name, pair, epsilon, n,
-                                          args.windows - declared, coverage, mass, sampler,
-                                          time.perf_counter() - started),
-                               "declared_windows": declared,
-                               "coverages": " ".join(f"{c:g}" for c in coverage.round(4))}
-                        rows.append(row)
-                        print(f"{dataset_name} {pair} ε={epsilon:g} n={n:,}: "
-                              f"{row['below_by_two']} of {row['values']} values below by two "
-                              f"s.e. (chance {row['below_by_two_chance']}; mass "
-                              f"{row['below_by_two_mass']:.3f}), lowest {row['lowest']}, all "
-                              f"values {row['all_values']}; {declared} windows declared "
-                              f"({row['seconds']} s)", flush=True)
+        for dataset_name, dataset, pair, epsilon, n in grid_cells(
+                args.datasets, lambda key: DATASETS[key](folder), args.pairs,
+                args.epsilons, args.sizes):
+            started = time.perf_counter()
+            coverage, mass, declared, sampler = value_coverage(
+                dataset, pair, epsilon, n, args.windows, args.seed)
+            cell = {"dataset": dataset_name, "protocol": pair, "epsilon": epsilon,
+                    "n": n, "declared_windows": declared}
+            if coverage.size == 0:
+                declared_cells.append(cell)
+                print(f"{dataset_name} {pair} ε={epsilon:g} n={n:,}: declared in "
+                      f"{declared} of {args.windows} windows", flush=True)
+                continue
+            row = {**cell_row(dataset_name, pair, epsilon, n,
+                              args.windows - declared, coverage, mass, sampler,
+                              time.perf_counter() - started),
+                   "declared_windows": declared,
+                   "coverages": " ".join(f"{c:g}" for c in coverage.round(4))}
+            rows.append(row)
+            print(f"{dataset_name} {pair} ε={epsilon:g} n={n:,}: "
+                  f"{row['below_by_two']} of {row['values']} values below by two "
+                  f"s.e. (chance {row['below_by_two_chance']}; mass "
+                  f"{row['below_by_two_mass']:.3f}), lowest {row['lowest']}, all "
+                  f"values {row['all_values']}; {declared} windows declared "
+                  f"({row['seconds']} s)", flush=True)
         found = oracle_summary(rows) if rows else {}
         for name, line in found.items():
             print(f"{name}: {line['below_by_two']} of {line['values']} values below by two s.e. "

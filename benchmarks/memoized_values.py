@@ -30,7 +30,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem,
+from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem, grid_cells,
                         simulation_problem)
 from coverage_frequency import DATASETS, record_bands, support_counts
 from pooled_top_k import MEMOIZED_PREFIX, g_rule_problem, oracle
@@ -118,34 +118,32 @@ def main(argv: list[str] | None = None) -> int:
     with Run(args.benchmark, args.json, vars(args)) as run:
         rows: list[dict] = []
         declared: list[dict] = []
-        for dataset_name in args.datasets:
-            dataset = DATASETS[dataset_name](folder)
-            for name in args.protocols:
-                for epsilon in args.epsilons:
-                    for n in args.sizes:
-                        started = time.perf_counter()
-                        coverage, mass, sampler, protocol = value_coverage(
-                            dataset, name, epsilon, n, args.windows, args.seed,
-                            args.lifetime_factor, args.g_rule, n >= args.channel_from)
-                        g = ({"g": protocol.g, "g_rule": protocol.g_rule}
-                             if hasattr(protocol, "g_rule") else {})
-                        if coverage.size == 0:
-                            declared.append({"dataset": dataset_name, "protocol": name,
-                                             "epsilon": epsilon, "n": n, **g})
-                            print(f"{dataset_name} {name} ε={epsilon:g} n={n:,}: declared "
-                                  "(too few expected supports)", flush=True)
-                            continue
-                        row = {**cell_row(dataset_name, name, epsilon, n, args.windows,
-                                          coverage, mass, sampler,
-                                          time.perf_counter() - started),
-                               "lifetime_epsilon": args.lifetime_factor * epsilon, **g,
-                               "coverages": " ".join(f"{c:g}" for c in coverage.round(4))}
-                        rows.append(row)
-                        print(f"{dataset_name} {name} ε={epsilon:g} n={n:,} {g}: "
-                              f"{row['below_by_two']} of {row['values']} values below by two "
-                              f"s.e. (chance {row['below_by_two_chance']}; mass "
-                              f"{row['below_by_two_mass']:.3f}), lowest {row['lowest']}, all "
-                              f"values {row['all_values']} ({row['seconds']} s)", flush=True)
+        for dataset_name, dataset, name, epsilon, n in grid_cells(
+                args.datasets, lambda key: DATASETS[key](folder), args.protocols,
+                args.epsilons, args.sizes):
+            started = time.perf_counter()
+            coverage, mass, sampler, protocol = value_coverage(
+                dataset, name, epsilon, n, args.windows, args.seed,
+                args.lifetime_factor, args.g_rule, n >= args.channel_from)
+            g = ({"g": protocol.g, "g_rule": protocol.g_rule}
+                 if hasattr(protocol, "g_rule") else {})
+            if coverage.size == 0:
+                declared.append({"dataset": dataset_name, "protocol": name,
+                                 "epsilon": epsilon, "n": n, **g})
+                print(f"{dataset_name} {name} ε={epsilon:g} n={n:,}: declared "
+                      "(too few expected supports)", flush=True)
+                continue
+            row = {**cell_row(dataset_name, name, epsilon, n, args.windows,
+                              coverage, mass, sampler,
+                              time.perf_counter() - started),
+                   "lifetime_epsilon": args.lifetime_factor * epsilon, **g,
+                   "coverages": " ".join(f"{c:g}" for c in coverage.round(4))}
+            rows.append(row)
+            print(f"{dataset_name} {name} ε={epsilon:g} n={n:,} {g}: "
+                  f"{row['below_by_two']} of {row['values']} values below by two "
+                  f"s.e. (chance {row['below_by_two_chance']}; mass "
+                  f"{row['below_by_two_mass']:.3f}), lowest {row['lowest']}, all "
+                  f"values {row['all_values']} ({row['seconds']} s)", flush=True)
         found = oracle_summary(rows)
         for name, line in found.items():
             print(f"{name}: {line['below_by_two']} of {line['values']} values below by two s.e. "

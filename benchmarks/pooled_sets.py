@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem,
+from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem, grid_cells,
                         simulation_problem)
 from coverage_frequency import DATASETS, default_sampler, query_weights, support_counts
 from coverage_summary import below_by_two, below_by_two_chance
@@ -133,29 +133,27 @@ def main(argv: list[str] | None = None) -> int:
     with Run(args.benchmark, args.json, vars(args)) as run:
         rows: list[dict] = []
         declared_cells: list[dict] = []
-        for dataset_name in args.datasets:
-            dataset = DATASETS[dataset_name](folder)
-            for name in args.protocols:
-                for epsilon in args.epsilons:
-                    for n in args.sizes:
-                        started = time.perf_counter()
-                        coverage, declared, sampler = query_coverage(
-                            dataset, name, epsilon, n, args.windows, args.queries, args.seed)
-                        if coverage.size == 0:
-                            declared_cells.append({"dataset": dataset_name, "protocol": name,
-                                                   "epsilon": epsilon, "n": n,
-                                                   "declared_windows": declared})
-                            print(f"{dataset_name} {name} ε={epsilon:g} n={n:,}: declared in "
-                                  f"{declared} of {args.windows} windows", flush=True)
-                            continue
-                        row = cell_row(dataset_name, name, epsilon, n, args.windows, declared,
-                                       coverage, sampler, time.perf_counter() - started)
-                        rows.append(row)
-                        print(f"{dataset_name} {name} ε={epsilon:g} n={n:,}: "
-                              f"{row['below_by_two']} of {row['queries']} queries below by two "
-                              f"s.e. (chance {row['below_by_two_chance']}), lowest "
-                              f"{row['lowest']}, all {row['all_queries']}; {declared} windows "
-                              f"declared ({row['seconds']} s)", flush=True)
+        for dataset_name, dataset, name, epsilon, n in grid_cells(
+                args.datasets, lambda key: DATASETS[key](folder), args.protocols,
+                args.epsilons, args.sizes):
+            started = time.perf_counter()
+            coverage, declared, sampler = query_coverage(
+                dataset, name, epsilon, n, args.windows, args.queries, args.seed)
+            if coverage.size == 0:
+                declared_cells.append({"dataset": dataset_name, "protocol": name,
+                                       "epsilon": epsilon, "n": n,
+                                       "declared_windows": declared})
+                print(f"{dataset_name} {name} ε={epsilon:g} n={n:,}: declared in "
+                      f"{declared} of {args.windows} windows", flush=True)
+                continue
+            row = cell_row(dataset_name, name, epsilon, n, args.windows, declared,
+                           coverage, sampler, time.perf_counter() - started)
+            rows.append(row)
+            print(f"{dataset_name} {name} ε={epsilon:g} n={n:,}: "
+                  f"{row['below_by_two']} of {row['queries']} queries below by two "
+                  f"s.e. (chance {row['below_by_two_chance']}), lowest "
+                  f"{row['lowest']}, all {row['all_queries']}; {declared} windows "
+                  f"declared ({row['seconds']} s)", flush=True)
         found = oracle_summary(rows)
         for name, line in found.items():
             print(f"{name}: {line['below_by_two']} of {line['queries']} queries below by two "

@@ -59,7 +59,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem,
+from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem, grid_cells,
                         simulation_problem)
 from coverage_frequency import DATASETS, TOP, default_sampler, support_counts
 from coverage_summary import (GOAL, NOMINAL, OFF_BY_TWO_CHANCE, below_by_two,
@@ -327,21 +327,19 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     with Run(args.benchmark, args.json, vars(args)) as run:
         rows: list[dict] = []
-        for dataset_name in args.datasets:
-            dataset = DATASETS[dataset_name](folder)
-            for name in args.protocols:
-                for epsilon in args.epsilons:
-                    for n in args.sizes:
-                        if only is not None and (dataset_name, name, epsilon, n) not in only:
-                            continue
-                        found = cell_rows(dataset_name, dataset, name, epsilon, n, args.methods,
-                                          args.windows, args.seed, args.lifetime_factor,
-                                          args.memoized_sampler, args.g_rule)
-                        rows += found
-                        for r in found:
-                            print(f"{dataset_name} {name} ε={epsilon:g} n={n:,} {r['method']}: "
-                                  f"{r['coverage']:.3f} by rank {r['by_rank']} "
-                                  f"({r['median_ms_per_query']} ms)", flush=True)
+        for dataset_name, dataset, name, epsilon, n in grid_cells(
+                args.datasets, lambda key: DATASETS[key](folder), args.protocols,
+                args.epsilons, args.sizes):
+            if only is not None and (dataset_name, name, epsilon, n) not in only:
+                continue
+            found = cell_rows(dataset_name, dataset, name, epsilon, n, args.methods,
+                              args.windows, args.seed, args.lifetime_factor,
+                              args.memoized_sampler, args.g_rule)
+            rows += found
+            for r in found:
+                print(f"{dataset_name} {name} ε={epsilon:g} n={n:,} {r['method']}: "
+                      f"{r['coverage']:.3f} by rank {r['by_rank']} "
+                      f"({r['median_ms_per_query']} ms)", flush=True)
         found_summary = oracle_summary(rows)
         for name, line in found_summary.items():
             print(f"{name}: {line['inside']} of {line['triples']} triples inside, "

@@ -61,7 +61,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_json import Run, add_json_argument, default_datasets_dir, simulation_problem
+from bench_json import (Run, add_json_argument, default_datasets_dir, grid_cells,
+                        simulation_problem)
 from coverage_frequency import DATASETS, default_sampler, record_bands, support_counts
 from coverage_summary import below_by_two, below_by_two_chance
 
@@ -264,38 +265,36 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with Run(args.benchmark, args.json, vars(args)) as run:
         rows: list[dict] = []
-        for dataset_name in args.datasets:
-            dataset = DATASETS[dataset_name](folder)
-            for name in args.protocols:
-                for epsilon in args.epsilons:
-                    for n in args.sizes:
-                        started = time.perf_counter()
-                        query_held = {key: np.zeros(2 * args.queries, dtype=int)
-                                      for key in ("exact", "corrected", "plain")}
-                        coverage, mass, sampler, methods = value_coverage(
-                            dataset, name, epsilon, n, args.windows, args.seed, args.band,
-                            args.pool, args.queries, query_held)
-                        banded = args.windows - methods.get(BAND_NONE, 0)
-                        row = cell_row(dataset_name, name, epsilon, n, banded, coverage,
-                                       mass, sampler, time.perf_counter() - started, args.band,
-                                       args.pool, methods if args.band == "shipped" else None)
-                        if args.queries:
-                            row.update({f"query_{key}_held": _histogram(held)
-                                        for key, held in query_held.items()})
-                            row["queries"] = 2 * args.queries
-                            row["corrected_windows"] = methods.get(BAND_POOL_CORRECTED, 0)
-                        rows.append(row)
-                        if not banded:
-                            print(f"{dataset_name} {name} ε={epsilon:g} n={n:,}: declared "
-                                  f"({methods})", flush=True)
-                            continue
-                        print(f"{dataset_name} {name} ε={epsilon:g} n={n:,}: "
-                              f"{row['below_by_two']} of {row['values']} values below by two "
-                              f"s.e. (chance {row['below_by_two_chance']}; mass "
-                              f"{row['below_by_two_mass']:.3f}), lowest {row['lowest']} "
-                              f"(f {row['lowest_frequency']:.4f}), all values "
-                              f"{row['all_values']} ({row['seconds']} s)"
-                              + (f" {methods}" if methods else ""), flush=True)
+        for dataset_name, dataset, name, epsilon, n in grid_cells(
+                args.datasets, lambda key: DATASETS[key](folder), args.protocols,
+                args.epsilons, args.sizes):
+            started = time.perf_counter()
+            query_held = {key: np.zeros(2 * args.queries, dtype=int)
+                          for key in ("exact", "corrected", "plain")}
+            coverage, mass, sampler, methods = value_coverage(
+                dataset, name, epsilon, n, args.windows, args.seed, args.band,
+                args.pool, args.queries, query_held)
+            banded = args.windows - methods.get(BAND_NONE, 0)
+            row = cell_row(dataset_name, name, epsilon, n, banded, coverage,
+                           mass, sampler, time.perf_counter() - started, args.band,
+                           args.pool, methods if args.band == "shipped" else None)
+            if args.queries:
+                row.update({f"query_{key}_held": _histogram(held)
+                            for key, held in query_held.items()})
+                row["queries"] = 2 * args.queries
+                row["corrected_windows"] = methods.get(BAND_POOL_CORRECTED, 0)
+            rows.append(row)
+            if not banded:
+                print(f"{dataset_name} {name} ε={epsilon:g} n={n:,}: declared "
+                      f"({methods})", flush=True)
+                continue
+            print(f"{dataset_name} {name} ε={epsilon:g} n={n:,}: "
+                  f"{row['below_by_two']} of {row['values']} values below by two "
+                  f"s.e. (chance {row['below_by_two_chance']}; mass "
+                  f"{row['below_by_two_mass']:.3f}), lowest {row['lowest']} "
+                  f"(f {row['lowest_frequency']:.4f}), all values "
+                  f"{row['all_values']} ({row['seconds']} s)"
+                  + (f" {methods}" if methods else ""), flush=True)
         found = oracle_summary(rows)
         for name, line in found.items():
             if not line["cells"]:
