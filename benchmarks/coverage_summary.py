@@ -412,13 +412,15 @@ def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict 
         levels = [s for s in quantiles["statistics"] if s not in ("mean", "variance")]
         pairs, declared = [], 0
         from ldp_telemetry.ldp.estimation.band_declarations import CONFIRMED_MISSES
+        from ldp_telemetry.ldp.estimation.uncertainty import CALIBRATED_BUCKETS
         for cell in quantiles["cells"]:
             # declared in the cell since the set was measured (below 0.93 on one of its data
             # sets and again on another seed): no record there bands it
             later = CONFIRMED_MISSES.get((float(cell["epsilon"]), int(cell["n"])), {})
             for level in levels:
                 if level in cell.get("declared_without_band", ()) or (
-                        cell.get("buckets", 128) == 128 and level in later):
+                        cell.get("buckets", CALIBRATED_BUCKETS) == CALIBRATED_BUCKETS
+                        and level in later):
                     declared += 1
                 else:
                     pairs.append((cell["coverage"][level], cell["windows"]))
