@@ -206,7 +206,11 @@ def record_bands(protocol, unbiased: np.ndarray, n: int
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lower, upper, std_error): the record's band of every value (finalize's noise at the
     Norm-Sub plug-in; the score band, or f~ ± z · std_error for a pooled-hash oracle, whose
-    std_error holds the collision term, as output/bands.py reads it)."""
+    std_error holds the collision term, as output/bands.py reads it). A pooled-hash oracle's
+    collision term takes Σ f² from the plug-in here (`given`) where finalize estimates it from f~
+    (`for_window`): the standard errors differ by at most 0.6% (median per window over the four
+    data sets, common words and Zipf, CMS and HCMS, ε 0.5 and 4, n 10³ and 10⁵), kept so that the
+    committed results stay what their recorded commands give."""
     plug_in = error_plug_in(unbiased)
     noise = protocol.noise(n).given(plug_in)
     error = standard_error(plug_in, noise)
