@@ -19,17 +19,32 @@ Windows: for a pure oracle those of benchmarks/coverage_frequency.py at the same
 same generator calls: seed 131 gives the calibration windows of calibrate_top_k.py, seed 31
 its held-out ones); for a pooled-hash or memoized oracle those of benchmarks/pooled_top_k.py
 (its oracles, samplers and seeding; the noise model with the collision term, as `ldp query`
-makes it). Per (data set, oracle, ε, n, method, fit): each rank's coverage over the windows and
-the median over windows of its width against the Norm-Sub band's. Summary per fit, counted per
-(method, cell, rank) triple: inside [0.93, 0.97], above, below, below 0.90, more than two
-standard errors below 0.95 beside how many an exactly calibrated band gives by chance, the
-lowest, the median and largest width against today's; and the triples each fit moves into or
-out of the goal against today's.
+makes it). Per (data set, oracle, ε, n, method, fit): each rank's coverage over the windows,
+the median over windows of its width against the Norm-Sub band's, and the shares of answers
+whose band is the selected value's score band or has its lower end at the clip at 0
+(`band_ends`). Summary per fit, counted per (method, cell, rank) triple: inside [0.93, 0.97],
+above, below, below 0.90, more than two standard errors below 0.95 beside how many an exactly
+calibrated band gives by chance, the lowest, the median and largest width against today's; and
+the triples each fit moves into or out of the goal, and below it, against today's.
 
-    nice python benchmarks/top_k_fit.py --datasets airports --protocols grr oue --seed 131 \\
+    M="base norm-sub norm-hyb base-cut"
+    nice python benchmarks/top_k_fit.py --datasets airports --protocols grr oue \\
+        --epsilons 0.5 2 --seed 131 --methods $M --benchmark top_k_fit_choice \\
         --json benchmarks/results/top_k_fit_choice.json
-    nice python benchmarks/top_k_fit.py --datasets airports emoji "common words" \\
-        --protocols grr oue --seed 31 --json benchmarks/results/top_k_fit_held_out.json
+    nice python benchmarks/top_k_fit.py --datasets airports --protocols grr oue --seed 31 \\
+        --methods $M --benchmark top_k_fit_held_out \\
+        --json benchmarks/results/top_k_fit_held_out.json
+    nice python benchmarks/top_k_fit.py --datasets emoji "common words" --protocols grr oue \\
+        --seed 31 --epsilons 1 4 --sizes 10000 100000 --methods $M \\
+        --benchmark top_k_fit_held_out_shapes \\
+        --json benchmarks/results/top_k_fit_held_out_shapes.json
+    nice python benchmarks/top_k_fit.py --datasets airports --protocols cms \\
+        --sizes 1000 10000 100000 --methods base norm-sub norm-hyb \\
+        --fits norm-sub norm-mul ibu half --seed 31 --benchmark top_k_fit_pooled \\
+        --json benchmarks/results/top_k_fit_pooled.json
+    nice python benchmarks/top_k_fit.py --datasets airports --protocols grr oue --seed 31 \\
+        --methods $M --fits norm-sub --benchmark top_k_fit_ends \\
+        --json benchmarks/results/top_k_fit_ends.json
 """
 from __future__ import annotations
 
@@ -50,8 +65,8 @@ from pooled_top_k import MEMOIZED_PREFIX, oracle
 from selective_top_k import chance_below, chosen_run
 
 from ldp_telemetry.ldp.estimation.frequency_bands import (BAND_REPLICATES, bootstrap_spread,
-                                                          channel_support_counts, top_answers,
-                                                          with_score_bands)
+                                                          channel_support_counts, score_bands,
+                                                          top_answers, with_score_bands)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, project_to_simplex
 from ldp_telemetry.ldp.protocols import PROTOCOLS, is_pooled
 from ldp_telemetry.ldp.protocols.memoized import MEMOIZED
@@ -89,6 +104,19 @@ def union_band(unbiased: np.ndarray, noise, run: Callable[[np.ndarray], np.ndarr
     return np.clip(lower, 0.0, 1.0), np.clip(upper, 0.0, 1.0)
 
 
+def band_ends(lower: np.ndarray, upper: np.ndarray, unbiased: np.ndarray, noise
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Per answer of `union_band`: (both ends are the selected value's own score band's,
+    clipped to [0, 1] — the answers no fit of the replay can narrow; the lower end is the clip
+    at 0 while the score band's is above 0 — the bootstrap reaches below 0)."""
+    score_lower, score_upper = score_bands(unbiased, noise.p_star, noise.q_star, noise.n,
+                                           noise.extra_variance)
+    score_lower, score_upper = np.clip(score_lower, 0.0, 1.0), np.clip(score_upper, 0.0, 1.0)
+    at_score = (np.isclose(lower, score_lower, rtol=0.0, atol=1e-12)
+                & np.isclose(upper, score_upper, rtol=0.0, atol=1e-12))
+    return at_score, (lower <= 0.0) & (score_lower > 1e-12)
+
+
 def windows(dataset, name: str, epsilon: float, n: int, count: int, seed: int):
     """(protocol, [(truth, f~, noise)] of `count` windows) of one cell (module docstring)."""
     d = dataset(0).size
@@ -123,6 +151,7 @@ def cell_rows(dataset_name: str, dataset, name: str, epsilon: float, n: int,
     _, drawn = windows(dataset, name, epsilon, n, count, seed)
     inside = {(m, f): [] for m in methods for f in fits}
     width = {(m, f): [] for m in methods for f in fits}
+    ends = {(m, f): [] for m in methods for f in fits}
     seconds = {f: [] for f in fits}
     for truth, unbiased, noise in drawn:
         for method in methods:
@@ -133,6 +162,7 @@ def cell_rows(dataset_name: str, dataset, name: str, epsilon: float, n: int,
                 started = time.perf_counter()
                 lower, upper = union_band(unbiased, noise, run, order, fit)
                 seconds[fit].append(time.perf_counter() - started)
+                ends[(method, fit)].append(band_ends(lower, upper, unbiased[order], noise))
                 inside[(method, fit)].append((lower <= selected + 1e-12)
                                              & (selected <= upper + 1e-12))
                 width[(method, fit)].append(upper - lower)
@@ -151,6 +181,12 @@ def cell_rows(dataset_name: str, dataset, name: str, epsilon: float, n: int,
                          "by_rank": [round(float(v), 4)
                                      for v in np.vstack(inside[(method, fit)]).mean(axis=0)],
                          "width_vs_today": ratios,
+                         # shares of answers (`band_ends`): the band is the score band's;
+                         # its lower end is the clip at 0 of the bootstrap's
+                         "at_score": round(float(np.mean([a for a, _ in ends[(method, fit)]])),
+                                           4),
+                         "clipped_at_0": round(float(np.mean([c for _, c in
+                                                              ends[(method, fit)]])), 4),
                          "median_ms_per_query": round(1e3 * statistics.median(seconds[fit]), 3)})
     return rows
 
@@ -185,7 +221,11 @@ def fit_summary(rows: list[dict], fit: str) -> dict:
             "median": statistics.median(c for c, _ in triples) if triples else None,
             "median_width_vs_today": round(statistics.median(ratios), 3) if ratios else None,
             "largest_width_vs_today": round(max(ratios), 3) if ratios else None,
-            "into_goal": into, "out_of_goal": out_of, "newly_below": newly_below}
+            "into_goal": into, "out_of_goal": out_of, "newly_below": newly_below,
+            # shares of answers (`band_ends`; runs that record them, else None)
+            **{key: (round(statistics.mean(r[key] for r in mine.values()), 4)
+                     if mine and all(key in r for r in mine.values()) else None)
+               for key in ("at_score", "clipped_at_0")}}
 
 
 def _key(row: dict) -> tuple:

@@ -108,3 +108,24 @@ def test_the_script_runs_a_small_grid_and_rejects_bad_flags(tmp_path):
     assert all(r["width_vs_today"] == [1.0] * 10 for r in rows if r["fit"] == "norm-sub")
     assert document["results"]["summary"]["all"]["half"]["triples"] == 40
     assert "| all | half | 40 |" in table and "| zipf, cms | norm-sub | 20 |" in table
+
+
+def test_band_ends_tell_the_score_band_from_the_clipped_bootstrap():
+    """band_ends: an answer whose band is its score band (clipped) is counted as such, one
+    whose lower end is 0 while its score band's is above 0 as clipped, a band wider than its
+    score band at the top as neither."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import score_bands
+    _, unbiased, noise = window("oue", 2_000)
+    top = np.sort(np.argsort(-unbiased)[:4])
+    low, high = score_bands(unbiased[top], noise.p_star, noise.q_star, noise.n,
+                            noise.extra_variance)
+    low, high = np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
+    assert (low > 0).all()  # the top values of this window are significant
+    with loaded_scripts("top_k_fit") as scripts:
+        ends = scripts["top_k_fit"].band_ends
+        at_score, clipped = ends(low, high, unbiased[top], noise)
+        assert at_score.all() and not clipped.any()
+        at_score, clipped = ends(np.zeros(4), high, unbiased[top], noise)
+        assert not at_score.any() and clipped.all()
+        at_score, clipped = ends(low, high + 0.01, unbiased[top], noise)
+        assert not at_score.any() and not clipped.any()
