@@ -2123,7 +2123,7 @@ SECTIONS += [
      "python benchmarks/top_k_fit.py --datasets emoji 'common words' --protocols grr oue "
      "--seed 31 --epsilons 1 4 --sizes 10000 100000 --methods base norm-sub norm-hyb base-cut "
      "--benchmark top_k_fit_held_out_shapes"),
-    ("top_k_fit_ends", "Top-k union bands: where the replay's fit cannot act",
+    ("top_k_fit_ends", "Top-k union bands: which part sets their ends",
      "The band `ldp query` gives (the union at the Norm-Sub fit) on the held-out windows of "
      "[the held-out study](#top-k-union-bands-replayed-at-other-fits-held-out-windows), with "
      "the share of answers whose band is the selected value's score band (a fit of the "
