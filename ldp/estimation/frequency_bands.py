@@ -45,7 +45,10 @@ median about 0.97): where the noise is comparable with the values, the replay at
 Norm-Sub fit sees a spread of ranks the data does not. Scaling it around c_i by a factor
 fitted per method and (ε, n) cell (`scaled_bands`, `needed_scales`;
 benchmarks/calibrate_top_k.py) calibrated it on the fitted data shapes but not on others
-(docs/error-bars.md), so it is not applied.
+(docs/error-bars.md), so it is not applied. Replaying at less sparse fits than Norm-Sub
+(Norm-Mul, Norm-Hyb, IBU's fixed point, f~ shrunk half way; benchmarks/top_k_fit.py):
+no fit put more answers inside the goal without putting more below it, so the replay keeps the
+Norm-Sub fit.
 
 Pooled over the ranks the union is conservative, but each answer's band is stated for that
 answer, and rank by rank its top answer under-covered (0.86–0.89: GRR at ε = 0.5, n = 10⁶
