@@ -105,7 +105,8 @@ def test_a_cfo_record_names_its_exact_mean_and_variance_bands(protocol):
     """finalize: the mean's and variance's bands in metric units (mean low + span · unit,
     variance span² · unit) and the quantiles' (ldp_telemetry.ldp.estimation.bin_quantiles),
     all exact-variance: the record's `band_method`, so `band_methods` names none, and
-    `ldp show` prints the record's method once."""
+    `ldp show` prints the record's method once; its mean and variance are the bands'
+    centres."""
     config = _config(protocol)
     rng = np.random.default_rng(5)
     values = np.clip(rng.lognormal(1.0, 0.6, 10_000), 0, 32)
@@ -117,6 +118,13 @@ def test_a_cfo_record_names_its_exact_mean_and_variance_bands(protocol):
     assert result.bands["mean"].lower == pytest.approx(32 * (mean - 1.959963984540054 * mean_se))
     assert result.bands["variance"].upper == pytest.approx(
         1024 * (variance + 1.959963984540054 * variance_se))
+    # the record prints the bands' centres (the unbiased estimates, clipped to what each
+    # statistic can take: OLH's variance estimate is −3.0 at this seed, printed 0) and the
+    # mean's exact standard error, not Norm-Sub's histogram moments and bootstrap error
+    assert result.mean == pytest.approx(32 * mean) == result.bands["mean"].estimate
+    assert result.variance == pytest.approx(1024 * min(max(variance, 0.0), 0.25))
+    assert result.bands["variance"].lower <= result.variance <= result.bands["variance"].upper
+    assert result.errors.mean == pytest.approx(32 * mean_se)
     median = result.bands["0.5"]
     assert median.lower < median.upper and "norm-sub" in median.reason
     record = EstimateRecord.from_json(
