@@ -142,8 +142,8 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
     if any(answer.std_error_kind == "exact" for answer in answers):
         lines.append(f"  (exact: {NUMERIC_EXACT_NOTE})")
     if any(answer.std_error is None and answer.query == "quantile" for answer in answers):
-        lines.append("  (no standard error: the record keeps bootstrap errors for the mean and "
-                     "the quantiles at levels 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99 "
+        lines.append("  (no standard error: the record keeps bootstrap errors for the "
+                     "quantiles at levels 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99 "
                      "only)")
     lines += [f"  ({terminal_safe(answer.band_reason)})" for answer in answers
               if answer.band_reason is not None and answer.query == "range"]
