@@ -272,10 +272,7 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
     output = spec.run(counts, int(n), protocol)
     estimate = np.asarray(output.estimate, dtype=np.float64)
     stats = summary(estimate, edges)
-    errors = parametric_bootstrap(
-        lambda rng, size: protocol.resample(estimate, int(n), rng, size), int(n),
-        lambda replicate: spec.run(replicate, int(n), protocol).estimate, edges,
-        params.get("bootstrap", 0), params.get("seed", 0))
+    errors = histogram_bootstrap(config, estimate, int(n))
     band_method, bands = numeric_bands(config, counts, int(n))
     printed = printed_moments(bands, stats)
     mean_error = printed["mean"][1]
@@ -285,6 +282,21 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
     return NumericWindowResult(int(n), estimate, edges, printed["mean"][0],
                                printed["variance"][0], stats["quantiles"], errors, output,
                                band_method, bands, unbiased, level_reports)
+
+
+def histogram_bootstrap(config: MetricConfig, estimate: np.ndarray, n: int) -> BootstrapErrors:
+    """The seeded parametric bootstrap of a numeric window's estimated histogram `estimate`
+    (n reports): R = the estimator's `bootstrap` report histograms drawn from the protocol's
+    model at `estimate`, each reconstructed by the same estimator; `mean` is the spread of the
+    histogram's mean, not the standard error a record prints beside its mean (the band
+    centre's: `finalize_numeric_window`)."""
+    protocol, spec = config.protocol, config.estimator
+    assert isinstance(protocol, NumericProtocol), "a numeric metric's protocol"
+    params = dict(spec.params)
+    return parametric_bootstrap(
+        lambda rng, size: protocol.resample(estimate, int(n), rng, size), int(n),
+        lambda replicate: spec.run(replicate, int(n), protocol).estimate, config.bucket_edges,
+        params.get("bootstrap", 0), params.get("seed", 0))
 
 
 def linear_bins(protocol: NumericProtocol, counts: np.ndarray, n: int

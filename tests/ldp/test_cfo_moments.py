@@ -167,3 +167,29 @@ def test_the_variance_is_declared_where_its_coverage_was_off():
     assert declared_statistics(4.0, 5_000) == {}
     assert cfo_statistic_bands(protocol, statistic, 5_000, 0.0, 1.0,
                                declare=False)["variance"].method == BAND_EXACT
+
+
+def test_the_families_coverage_measures_the_histogram_mean_with_its_bootstrap_error():
+    """benchmarks/coverage.py --families measures estimate ± Z95 · bootstrap standard error
+    (its results and docs/benchmarks.md say so): for the mean, the estimated histogram's mean
+    and the bootstrap's spread of it — not the record's mean and mean_std_error, which are the
+    exact band's centre and standard error — from the very bootstrap finalize runs (same seed:
+    the quantiles' errors agree to the bit)."""
+    from ldp_telemetry.ldp.engine.finalize import histogram_bootstrap
+    from ldp_telemetry.ldp.estimation.histograms import summary
+    from tests.benchmark_scripts import loaded_scripts
+    config = parse_registry({"metrics": [{
+        "name": "latency", "protocol": "cfo-grr", "epsilon": 2.0,
+        "domain": {"low": 0, "high": 32, "buckets": BINS},
+        "estimator": {"method": "norm-sub", "bootstrap": 8, "seed": 3}}]})["latency"]
+    rng = np.random.default_rng(17)
+    values = _values(rng, 5_000)
+    result = finalize_window(config, _window(config.protocol, values, rng), values.size)
+    with loaded_scripts("coverage") as scripts:
+        shown = scripts["coverage"].histogram_statistics(config, result)
+    bootstrap = histogram_bootstrap(config, result.estimate, result.n)
+    assert bootstrap.quantiles == result.errors.quantiles
+    assert shown["mean"] == (summary(result.estimate, result.bucket_edges)["mean"],
+                             bootstrap.mean)
+    assert shown["mean"][0] != result.mean and shown["mean"][1] != result.errors.mean
+    assert shown["0.5"] == (result.quantiles["0.5"], result.errors.quantiles["0.5"])
