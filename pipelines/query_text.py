@@ -13,6 +13,7 @@ import argparse
 import json
 
 from ldp_telemetry.ldp.base.errors import ConfigError, InputError
+from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
@@ -143,8 +144,7 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
         lines.append(f"  (exact: {NUMERIC_EXACT_NOTE})")
     if any(answer.std_error is None and answer.query == "quantile" for answer in answers):
         lines.append("  (no standard error: the record keeps bootstrap errors for the "
-                     "quantiles at levels 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99 "
-                     "only)")
+                     f"quantiles at levels {', '.join(QUANTILE_LEVELS)} only)")
     lines += [f"  ({terminal_safe(answer.band_reason)})" for answer in answers
               if answer.band_reason is not None and answer.query == "range"]
     return "\n".join(lines + _quantile_reasons(answers))

@@ -55,6 +55,14 @@ def test_query_cli_on_a_numeric_metric(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "0.25" in text
     assert "s.e." not in text  # the answer has no standard error, so the text names no kind
+    # a quantile at a level the record does not keep has none either; the text says which
+    # levels have one, and no longer names the mean (its standard error is exact)
+    assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
+                 "--quantile", "0.3"]) == 0
+    text = capsys.readouterr().out
+    assert ("(no standard error: the record keeps bootstrap errors for the quantiles at levels "
+            "0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99 only)") in text
+    assert "mean" not in text
     assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
                  "--top", "2"]) != 0
     assert "is numeric" in capsys.readouterr().err
