@@ -31,7 +31,9 @@ re-evaluated in seconds.
 
 `--families` adds the numeric estimators without a bias-corrected band (CFO-binning with
 Norm-Sub, HH-ADMM): the coverage of estimate ± z · bootstrap standard error, the only band
-their bootstrap could give, which is why their records declare none. Range queries have no
+their bootstrap could give, which is why their records carry no bootstrap band (the mean is the
+estimated histogram's with its bootstrap error, `histogram_statistics`, not the record's, which
+is the centre of its exact-variance band). Range queries have no
 band in the record (declared, not measured).
 
     python benchmarks/coverage.py --windows 100 --jobs 2 --cache /tmp/coverage_set4.pkl \\
