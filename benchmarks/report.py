@@ -298,8 +298,9 @@ def coverage(r: dict) -> str:
                   *[f"{row['coverage'][k]:.2f}" for k in fkeys],
                   f"{row['median_finalize_s']:.2f}"] for row in families]
         out += ["", f"Estimators without a bias-corrected band: coverage of estimate ± 1.96 · "
-                f"bootstrap standard error over {families[0]['windows']} windows (their "
-                "records declare no band):", "",
+                f"bootstrap standard error over {families[0]['windows']} windows (the estimated "
+                "histogram's mean and quantiles: the band a bootstrap could give, which their "
+                "records do not print):", "",
                 table(["estimator", "data set", "ε", "n", *fkeys, "finalize s"], lines,
                       right=set(range(2, len(fkeys) + 5)))]
     return "\n".join(out)
