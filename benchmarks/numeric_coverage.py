@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from ldp_telemetry.ldp.config.registry import parse_registry
-from ldp_telemetry.ldp.engine.finalize import finalize_window
-from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
+from ldp_telemetry.ldp.engine.finalize import finalize_window, histogram_bootstrap
+from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, summary
 
 DATA = Path(os.environ.get("LDP_DATASETS", Path(__file__).resolve().parents[2] / "shared"
                            / "datasets")) / "flights3m_2001H1.npz"
@@ -56,8 +56,12 @@ def main(argv=None) -> None:
         result = finalize_window(config, statistic, len(values))
         truth = {"mean": values.mean(),
                  **{key: np.quantile(values, float(key)) for key in QUANTILE_LEVELS}}
-        estimate = {"mean": result.mean, **result.quantiles}
-        error = {"mean": result.errors.mean, **result.errors.quantiles}
+        # the histogram's mean and its bootstrap error (a record prints its exact band's
+        # centre and standard error since: docs/error-bars.md)
+        estimate = {"mean": summary(result.estimate, result.bucket_edges)["mean"],
+                    **result.quantiles}
+        error = {"mean": histogram_bootstrap(config, result.estimate, result.n).mean,
+                 **result.errors.quantiles}
         for key in keys:
             z[key].append((estimate[key] - truth[key]) / error[key])
     print(f"flights3m minute, {args.days} days (n ≈ 16,900 each), sw ε={args.epsilon:g}, "

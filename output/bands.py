@@ -200,9 +200,11 @@ def _finite(value: Any) -> float | None:
 
 
 def summary_statistics(record: Record) -> list[tuple[str, str, float | None, float | None]]:
-    """(statistic, band key, value, bootstrap standard error) of a numeric record's summaries:
-    `mean`, `variance` and `q<level>` per quantile (band key: the record's `bands` key, the
-    bare level for a quantile); empty for a frequency record."""
+    """(statistic, band key, value, standard error) of a numeric record's summaries: `mean`
+    (its `mean_std_error`: the exact one of its band's centre, the bootstrap's in records
+    written before), `variance` (none) and `q<level>` per quantile (its bootstrap standard
+    error) (band key: the record's `bands` key, the bare level for a quantile); empty for a
+    frequency record."""
     if _field(record, "mean") is None and not _field(record, "quantiles"):
         return []
     errors = _field(record, "quantile_std_errors") or {}

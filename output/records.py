@@ -85,8 +85,9 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
     """The record of a numeric metric: the common fields, then the distribution over its buckets.
 
     `estimate`: B probabilities of the buckets [bucket_edges[i], bucket_edges[i+1]);
-    `std_error`: their bootstrap standard errors; `mean`, `variance`, `quantiles` in metric
-    units with `mean_std_error`, `quantile_std_errors`; `unbiased_estimate` is the unbiased bin
+    `std_error`: their bootstrap standard errors; `mean`, `variance` (the centres of their
+    bands), `quantiles` in metric units with `mean_std_error` (the mean's exact standard
+    error) and `quantile_std_errors` (the bootstrap's); `unbiased_estimate` is the unbiased bin
     estimate of a CFO-binning or hierarchical-histogram record (with, for the hierarchy,
     `level_reports`: the reports of every depth), from which `ldp query` makes exact range
     bands (ldp_telemetry.ldp.estimation.bin_answers), and null for other protocols.

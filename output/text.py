@@ -33,8 +33,9 @@ def metric_title(record: EstimateRecord) -> str:
 
 #: What every ± printed by `show`, `query` and a live run's pane lines means.
 BAND_NOTE = f"± is the half width of the 95% band: {Z95:.2f} standard errors"
-#: After a numeric statistic whose printed value lies outside its band (a mean or variance
-#: band is of the unbiased moment estimate; ldp.estimation.moments.PRINTED_OUTSIDE_REASON).
+#: After a numeric statistic whose printed value lies outside its band: a record written before
+#: the printed mean and variance were their bands' centres printed its histogram's, which a
+#: band of the unbiased moment estimate need not hold (its band_reasons say so).
 OUTSIDE_NOTE = "  (the printed value lies outside its band: see band_reasons)"
 #: What `ldp show`'s bands of a frequency window's largest values hold: each value's own, not
 #: adjusted for its having been picked as one of the largest by the same noise.

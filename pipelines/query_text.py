@@ -13,6 +13,7 @@ import argparse
 import json
 
 from ldp_telemetry.ldp.base.errors import ConfigError, InputError
+from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
@@ -141,10 +142,13 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
     lines.append(f"  ({BAND_NOTE}" + (f"; s.e. {', '.join(kinds)})" if kinds else ")"))
     if any(answer.std_error_kind == "exact" for answer in answers):
         lines.append(f"  (exact: {NUMERIC_EXACT_NOTE})")
-    if any(answer.std_error is None and answer.query == "quantile" for answer in answers):
-        lines.append("  (no standard error: the record keeps bootstrap errors for the mean and "
-                     "the quantiles at levels 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99 "
-                     "only)")
+    missing = {float(answer.argument[0]) in KEPT_LEVELS for answer in answers
+               if answer.std_error is None and answer.query == "quantile"}
+    if False in missing:
+        lines.append("  (no standard error: the record keeps bootstrap errors for the "
+                     f"quantiles at levels {', '.join(QUANTILE_LEVELS)} only)")
+    if True in missing:
+        lines.append(f"  ({NO_QUANTILE_ERROR_NOTE})")
     lines += [f"  ({terminal_safe(answer.band_reason)})" for answer in answers
               if answer.band_reason is not None and answer.query == "range"]
     return "\n".join(lines + _quantile_reasons(answers))
@@ -162,6 +166,11 @@ def _quantile_reasons(answers) -> list[str]:
 
 
 #: What a range's exact standard error and band are, as the text prints it.
+#: The quantile levels a numeric record keeps bootstrap errors for.
+KEPT_LEVELS = frozenset(float(level) for level in QUANTILE_LEVELS)
+#: After a quantile at a kept level whose record has no finite bootstrap error there.
+NO_QUANTILE_ERROR_NOTE = ("no standard error: the record's bootstrap had fewer than 2 replicates "
+                          "(its bootstrap_replicates), so it keeps none for its quantiles")
 NUMERIC_EXACT_NOTE = ("the exact standard error of the unbiased bin estimate's answer, which the "
                       "band is made around, in its score form (the value printed is the "
                       "record's estimate's)")

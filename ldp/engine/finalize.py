@@ -6,7 +6,7 @@ Cost depends on the domain size only, never on the number of reports.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ldp_telemetry.ldp.estimation.em import (DEFAULT_MAX_ITERATIONS, expectation
 from ldp_telemetry.ldp.estimation.estimators import EstimatorOutput
 from ldp_telemetry.ldp.estimation.heavy_hitters import HeavyHitters
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, summary
-from ldp_telemetry.ldp.estimation.moments import (MOMENT_STATISTICS, note_printed_outside,
+from ldp_telemetry.ldp.estimation.moments import (MOMENT_STATISTICS, printed_moments,
                                                   protocol_model, statistic_bands)
 from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.estimation.replay import Choice, postprocess_with_choice
@@ -127,9 +127,11 @@ class NumericWindowResult:
     """The estimate of a numeric metric in one window.
 
     `estimate`: B bucket probabilities (summing to 1; NaN without reports) over
-    `bucket_edges` (B + 1, metric units); `mean`, `variance`, `quantiles` (keyed by
-    ldp_telemetry.ldp.estimation.histograms.QUANTILE_LEVELS) in metric units; `errors` their
-    bootstrap standard errors.
+    `bucket_edges` (B + 1, metric units); `mean`, `variance` (the centres of their bands:
+    `finalize_numeric_window`), `quantiles` (keyed by
+    ldp_telemetry.ldp.estimation.histograms.QUANTILE_LEVELS, the histogram's) in metric units;
+    `errors` their standard errors (the buckets' and quantiles' by the bootstrap, the mean's
+    exact where its band gives one).
     """
 
     n: int
@@ -243,9 +245,12 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
 
     The metric's NUMERIC estimator (EMS by default for Square Wave, [Li20] §5.5) reconstructs
     the bucket probabilities on [0, 1]; they are reported on the metric's own buckets of
-    [low, high], with their mean, variance and quantiles (ldp_telemetry.ldp.estimation.histograms)
-    and the standard errors of a seeded parametric bootstrap through the same estimator
-    (ldp_telemetry.ldp.estimation.uncertainty).
+    [low, high], with their quantiles (ldp_telemetry.ldp.estimation.histograms) and the
+    standard errors of a seeded parametric bootstrap through the same estimator
+    (ldp_telemetry.ldp.estimation.uncertainty). The mean and the variance are the centres of
+    their bands, not the histogram's (`printed_moments` of ldp_telemetry.ldp.estimation.moments:
+    the unbiased moment estimates, clipped), and `errors.mean` the mean's exact standard error
+    (measured: benchmarks/printed_moments.py).
     """
     protocol, spec = config.protocol, config.estimator
     assert isinstance(protocol, NumericProtocol), "a numeric metric's protocol"
@@ -267,16 +272,31 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
     output = spec.run(counts, int(n), protocol)
     estimate = np.asarray(output.estimate, dtype=np.float64)
     stats = summary(estimate, edges)
-    errors = parametric_bootstrap(
-        lambda rng, size: protocol.resample(estimate, int(n), rng, size), int(n),
-        lambda replicate: spec.run(replicate, int(n), protocol).estimate, edges,
-        params.get("bootstrap", 0), params.get("seed", 0))
+    errors = histogram_bootstrap(config, estimate, int(n))
     band_method, bands = numeric_bands(config, counts, int(n))
-    bands = note_printed_outside(bands, {key: stats[key] for key in MOMENT_STATISTICS})
+    printed = printed_moments(bands, stats)
+    mean_error = printed["mean"][1]
+    if mean_error is not None:  # the printed mean's own standard error, not the bootstrap's
+        errors = replace(errors, mean=float(mean_error))
     unbiased, level_reports = linear_bins(protocol, counts, int(n))
-    return NumericWindowResult(int(n), estimate, edges, stats["mean"], stats["variance"],
-                               stats["quantiles"], errors, output, band_method, bands,
-                               unbiased, level_reports)
+    return NumericWindowResult(int(n), estimate, edges, printed["mean"][0],
+                               printed["variance"][0], stats["quantiles"], errors, output,
+                               band_method, bands, unbiased, level_reports)
+
+
+def histogram_bootstrap(config: MetricConfig, estimate: np.ndarray, n: int) -> BootstrapErrors:
+    """The seeded parametric bootstrap of a numeric window's estimated histogram `estimate`
+    (n reports): R = the estimator's `bootstrap` report histograms drawn from the protocol's
+    model at `estimate`, each reconstructed by the same estimator; `mean` is the spread of the
+    histogram's mean, not the standard error a record prints beside its mean (the band
+    centre's: `finalize_numeric_window`)."""
+    protocol, spec = config.protocol, config.estimator
+    assert isinstance(protocol, NumericProtocol), "a numeric metric's protocol"
+    params = dict(spec.params)
+    return parametric_bootstrap(
+        lambda rng, size: protocol.resample(estimate, int(n), rng, size), int(n),
+        lambda replicate: spec.run(replicate, int(n), protocol).estimate, config.bucket_edges,
+        params.get("bootstrap", 0), params.get("seed", 0))
 
 
 def linear_bins(protocol: NumericProtocol, counts: np.ndarray, n: int

@@ -162,8 +162,10 @@ def bin_statistic_bands(model: LinearBins | None, n: int, low: float, high: floa
     BAND_EXACT: the bin-centre mean and the variance of the values spread in their bins
     (module docstring), with CFO_MEAN_REASON / CFO_VARIANCE_REASON where the gap to the values'
     own statistic is more than CONSERVATIVE_SHARE of the half-width and SMALL_WINDOW_REASON
-    below MEASURED_REPORTS reports ("; "-joined); no band without `model` (no reports) nor
-    for the statistics `declared` names (statistic -> reason)."""
+    below MEASURED_REPORTS reports ("; "-joined); `Band.estimate` the unbiased estimate clipped
+    to what the statistic can take ([low, high]; [0, (high − low)²/4]: within the band, which
+    is clipped alike) and `Band.std_error` its standard error, kept for a statistic `declared`
+    (statistic -> reason) without a band; no band nor estimate without `model` (no reports)."""
     found = bin_moments(model)
     if found is None:
         return {key: Band(None, None, NO_REPORTS_REASON) for key in MOMENT_STATISTICS}
@@ -180,8 +182,9 @@ def bin_statistic_bands(model: LinearBins | None, n: int, low: float, high: floa
             ("mean", mean, mean_se, width / 2.0, CFO_MEAN_REASON, (float(low), float(high))),
             ("variance", variance, variance_se, width * sigma + width * width / 6.0,
              CFO_VARIANCE_REASON, (0.0, span * span / 4.0))):
+        estimate = min(max(value, limits[0]), limits[1])
         if key in declared:
-            out[key] = Band(None, None, declared[key])
+            out[key] = Band(None, None, declared[key], estimate=estimate, std_error=error)
             continue
         half = Z95 * error
         reasons = []
@@ -192,5 +195,5 @@ def bin_statistic_bands(model: LinearBins | None, n: int, low: float, high: floa
             reasons.append(SMALL_WINDOW_REASON.format(n=f"{int(n):,}"))
         out[key] = Band(min(max(value - half, limits[0]), limits[1]),
                         min(max(value + half, limits[0]), limits[1]),
-                        "; ".join(reasons) or None, BAND_EXACT)
+                        "; ".join(reasons) or None, BAND_EXACT, estimate, error)
     return out

@@ -48,7 +48,7 @@ mean of the bucket centres, the variance of the centres plus w²/12 (`DISCRETE_R
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -103,17 +103,6 @@ BIAS_AWARE_STEPS = 60
 MEASURED_REPORTS = COVERAGE_SIZES[0] / math.sqrt(10)
 SMALL_WINDOW_REASON = ("band extrapolated: n = {n} below the measured range (10³-10⁶ reports); "
                        "with fewer than 316 reports it may hold the truth less often than 95%")
-
-#: Appended to a mean's or variance's band reason where the record's printed value (its
-#: estimated histogram's: EMS's or EM's, or a CFO-binning or hierarchical histogram's after
-#: post-processing) lies outside the band, which is of the unbiased moment estimate
-#: (`note_printed_outside`).
-PRINTED_OUTSIDE_REASON = ("the printed {what} ({value:.4g}, the estimated histogram's) lies "
-                          "outside this band, which is centred on the unbiased estimate from "
-                          "the reports: the histogram's smoothing or projection moved it by "
-                          "more than the band's half-width; the band, not the printed value, "
-                          "holds the {what} 95% of the time")
-
 
 #: What a discrete Square Wave record's mean and variance bands hold (band_reasons; `width` the
 #: bucket width in the metric's units, as the bands are).
@@ -392,7 +381,10 @@ def protocol_model(protocol: NumericProtocol) -> MomentModel | None:
 def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: float
                     ) -> dict[str, Band]:
     """The mean's and the variance's 95% bands in the metric's units ([low, high]: the mean
-    affine, the variance times (high − low)²), `Band.method` BAND_EXACT, with the model's
+    affine, the variance times (high − low)²), `Band.method` BAND_EXACT, `Band.estimate` the
+    unbiased moment estimate clipped to what the statistic can take ([low, high];
+    [0, (high − low)²/4]: so within the band, which is clipped alike) and `Band.std_error` its
+    exact standard error, with the model's
     reason (what the band holds, for the discrete protocol), or where allowing for the
     bucketing bound (`bias_aware_half`) widens the half-width by more than CONSERVATIVE_SHARE
     of Z95 · standard error, by how much (CONSERVATIVE_REASON: the widening, its share of the
@@ -419,25 +411,28 @@ def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: fl
             small = SMALL_WINDOW_REASON.format(n=f"{n:,}")
             reasons[key] = small if reasons[key] is None else f"{reasons[key]}; {small}"
     return {"mean": Band(float(low) + span * found.mean_band[0],
-                         float(low) + span * found.mean_band[1], reasons["mean"], BAND_EXACT),
+                         float(low) + span * found.mean_band[1], reasons["mean"], BAND_EXACT,
+                         float(low) + span * min(max(found.mean, 0.0), 1.0),
+                         span * found.mean_std_error),
             "variance": Band(span * span * found.variance_band[0],
                              span * span * found.variance_band[1], reasons["variance"],
-                             BAND_EXACT)}
+                             BAND_EXACT, span * span * min(max(found.variance, 0.0), 0.25),
+                             span * span * found.variance_std_error)}
 
 
-def note_printed_outside(bands: dict[str, Band], printed: dict[str, float | None]
-                         ) -> dict[str, Band]:
-    """`bands` with PRINTED_OUTSIDE_REASON appended ("; "-joined) to the reason of each mean or
-    variance band that does not hold the record's printed value of that statistic (`printed`,
-    by MOMENT_STATISTICS key); a statistic without a band or without a finite printed value
-    is left as it is."""
-    noted = dict(bands)
+def printed_moments(bands: dict[str, Band], histogram: dict[str, float]
+                    ) -> dict[str, tuple[float, float | None]]:
+    """Statistic of MOMENT_STATISTICS -> (the value a record prints, its standard error): the
+    `Band.estimate` its band is made around (the unbiased moment estimate, clipped to what the
+    statistic can take, so never outside its band) with `Band.std_error`, kept where the
+    statistic is declared without a band; the estimated histogram's value (`histogram`, by
+    key) and no standard error where no estimate was made (no reports, or a hierarchy without
+    leaf reports)."""
+    printed: dict[str, tuple[float, float | None]] = {}
     for key in MOMENT_STATISTICS:
-        band, value = bands.get(key), printed.get(key)
-        if (band is None or band.lower is None or band.upper is None or value is None
-                or not math.isfinite(value) or band.lower <= value <= band.upper):
-            continue
-        note = PRINTED_OUTSIDE_REASON.format(what=key, value=value)
-        noted[key] = replace(band, reason=note if band.reason is None
-                             else f"{band.reason}; {note}")
-    return noted
+        band = bands.get(key)
+        if band is not None and band.estimate is not None:
+            printed[key] = (float(band.estimate), band.std_error)
+        else:
+            printed[key] = (float(histogram[key]), None)
+    return printed

@@ -198,6 +198,8 @@ class NumericWindow:
         value = float(histogram_quantiles(self.estimate, self.edges, [level])[0])
         key = next((k for k in QUANTILE_LEVELS if float(k) == level), None)
         error = self.quantile_errors.get(key) if key is not None else None
+        if not (isinstance(error, (int, float)) and math.isfinite(error)):
+            error = None  # NaN: the record's bootstrap had fewer than 2 replicates
         band = (self.bands or {}).get(key) if key is not None else None
         reason = ((self.band_reasons or {}).get(key) if key is not None
                   else QUANTILE_LEVEL_REASON.format(levels=", ".join(QUANTILE_LEVELS))

@@ -252,12 +252,17 @@ def uncalibrated_statistics(epsilon: float, n: int) -> dict[str, str]:
 class Band:
     """A 95% band [lower, upper] for one statistic, or none (both None) and the reason;
     `method` names how it was made where that differs from the rest of its record's bands
-    (None: the record's `band_method`)."""
+    (None: the record's `band_method`); `estimate` and `std_error`, where the band's maker
+    gives them, the point estimate the band is made around (within [lower, upper]) and its
+    standard error (the numeric mean's and variance's: ldp_telemetry.ldp.estimation.moments,
+    .cfo_moments), which a record prints."""
 
     lower: float | None
     upper: float | None
     reason: str | None = None
     method: str | None = None
+    estimate: float | None = None
+    std_error: float | None = None
 
     def as_dict(self) -> dict | None:
         """{"lower", "upper"} as the record stores it; None when there is no band."""

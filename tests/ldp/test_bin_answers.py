@@ -374,7 +374,8 @@ def test_a_record_answers_ranges_with_their_exact_band(protocol):
     """The record keeps the unbiased bin estimate (and HH its reports per depth); a range
     answer is the estimate's, with the exact standard error and the score band of the
     unbiased answer (clipped to the values the range can take); a range that cuts bins says
-    what its band holds; HH's mean and variance have exact bands."""
+    what its band holds; HH's mean and variance have exact bands, holding the printed
+    values."""
     record = _record(protocol)
     assert record.unbiased_estimate is not None and len(record.unbiased_estimate) == BINS
     assert (record.level_reports is not None) == (protocol == "hh")
@@ -397,6 +398,17 @@ def test_a_record_answers_ranges_with_their_exact_band(protocol):
     assert record.bands["0.5"]["lower"] < record.bands["0.5"]["upper"]
     rows = {row[0]: row for row in summary_rows(record)}
     assert rows["q0.5"][3:] == (record.bands["0.5"]["lower"], record.bands["0.5"]["upper"])
+    # the printed mean and variance lie in their bands, the mean at its centre (the variance's
+    # estimate is below 0 here for CFO-binning, printed 0 at the band's clipped lower end), and
+    # the store keeps them with the mean's exact standard error
+    for key in ("mean", "variance"):
+        band = record.bands[key]
+        assert band["lower"] <= getattr(record, key) <= band["upper"]
+        assert rows[key][1] == getattr(record, key)
+    assert record.mean == pytest.approx(sum(record.bands["mean"].values()) / 2)
+    assert rows["mean"][2] == record.mean_std_error
+    assert record.bands["mean"]["upper"] - record.bands["mean"]["lower"] == pytest.approx(
+        2 * Z95 * record.mean_std_error)
 
 
 
@@ -583,10 +595,12 @@ def test_a_record_written_before_quantile_bands_still_reads(tmp_path, capsys, pr
     assert "95% band: none" in shown
     assert "(no band)" in next(line for line in shown.splitlines()
                                if line.strip().startswith("q0.5"))
-    # the method follows the band (then, where the printed mean lies outside it, the note
-    # output.text.OUTSIDE_NOTE: this fixture's norm-sub mean does)
-    assert f"]  ({BAND_EXACT})" in next(line for line in shown.splitlines()
-                                        if line.strip().startswith("mean"))
+    # the method follows the band; the printed mean is the band's centre (records written
+    # before printed Norm-Sub's, 4.49 here against the band [1.30, 4.21], and ldp show then
+    # ended the line with output.text.OUTSIDE_NOTE)
+    assert next(line for line in shown.splitlines()
+                if line.strip().startswith("mean")).endswith(f"]  ({BAND_EXACT})")
+    assert old.bands["mean"]["lower"] <= old.mean <= old.bands["mean"]["upper"]
 
 
 def test_a_numeric_record_whose_unbiased_std_error_is_no_list_of_numbers_is_not_read():

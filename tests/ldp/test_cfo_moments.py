@@ -105,7 +105,8 @@ def test_a_cfo_record_names_its_exact_mean_and_variance_bands(protocol):
     """finalize: the mean's and variance's bands in metric units (mean low + span · unit,
     variance span² · unit) and the quantiles' (ldp_telemetry.ldp.estimation.bin_quantiles),
     all exact-variance: the record's `band_method`, so `band_methods` names none, and
-    `ldp show` prints the record's method once."""
+    `ldp show` prints the record's method once; its mean and variance are the bands'
+    centres."""
     config = _config(protocol)
     rng = np.random.default_rng(5)
     values = np.clip(rng.lognormal(1.0, 0.6, 10_000), 0, 32)
@@ -117,6 +118,13 @@ def test_a_cfo_record_names_its_exact_mean_and_variance_bands(protocol):
     assert result.bands["mean"].lower == pytest.approx(32 * (mean - 1.959963984540054 * mean_se))
     assert result.bands["variance"].upper == pytest.approx(
         1024 * (variance + 1.959963984540054 * variance_se))
+    # the record prints the bands' centres (the unbiased estimates, clipped to what each
+    # statistic can take: OLH's variance estimate is −3.0 at this seed, printed 0) and the
+    # mean's exact standard error, not Norm-Sub's histogram moments and bootstrap error
+    assert result.mean == pytest.approx(32 * mean) == result.bands["mean"].estimate
+    assert result.variance == pytest.approx(1024 * min(max(variance, 0.0), 0.25))
+    assert result.bands["variance"].lower <= result.variance <= result.bands["variance"].upper
+    assert result.errors.mean == pytest.approx(32 * mean_se)
     median = result.bands["0.5"]
     assert median.lower < median.upper and "norm-sub" in median.reason
     record = EstimateRecord.from_json(
@@ -159,3 +167,29 @@ def test_the_variance_is_declared_where_its_coverage_was_off():
     assert declared_statistics(4.0, 5_000) == {}
     assert cfo_statistic_bands(protocol, statistic, 5_000, 0.0, 1.0,
                                declare=False)["variance"].method == BAND_EXACT
+
+
+def test_the_families_coverage_measures_the_histogram_mean_with_its_bootstrap_error():
+    """benchmarks/coverage.py --families measures estimate ± Z95 · bootstrap standard error
+    (its results and docs/benchmarks.md say so): for the mean, the estimated histogram's mean
+    and the bootstrap's spread of it — not the record's mean and mean_std_error, which are the
+    exact band's centre and standard error — from the very bootstrap finalize runs (same seed:
+    the quantiles' errors agree to the bit)."""
+    from ldp_telemetry.ldp.engine.finalize import histogram_bootstrap
+    from ldp_telemetry.ldp.estimation.histograms import summary
+    from tests.benchmark_scripts import loaded_scripts
+    config = parse_registry({"metrics": [{
+        "name": "latency", "protocol": "cfo-grr", "epsilon": 2.0,
+        "domain": {"low": 0, "high": 32, "buckets": BINS},
+        "estimator": {"method": "norm-sub", "bootstrap": 8, "seed": 3}}]})["latency"]
+    rng = np.random.default_rng(17)
+    values = _values(rng, 5_000)
+    result = finalize_window(config, _window(config.protocol, values, rng), values.size)
+    with loaded_scripts("coverage") as scripts:
+        shown = scripts["coverage"].histogram_statistics(config, result)
+    bootstrap = histogram_bootstrap(config, result.estimate, result.n)
+    assert bootstrap.quantiles == result.errors.quantiles
+    assert shown["mean"] == (summary(result.estimate, result.bucket_edges)["mean"],
+                             bootstrap.mean)
+    assert shown["mean"][0] != result.mean and shown["mean"][1] != result.errors.mean
+    assert shown["0.5"] == (result.quantiles["0.5"], result.errors.quantiles["0.5"])

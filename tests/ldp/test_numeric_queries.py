@@ -55,6 +55,14 @@ def test_query_cli_on_a_numeric_metric(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "0.25" in text
     assert "s.e." not in text  # the answer has no standard error, so the text names no kind
+    # a quantile at a level the record does not keep has none either; the text says which
+    # levels have one, and no longer names the mean (its standard error is exact)
+    assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
+                 "--quantile", "0.3"]) == 0
+    text = capsys.readouterr().out
+    assert ("(no standard error: the record keeps bootstrap errors for the quantiles at levels "
+            "0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99 only)") in text
+    assert "mean" not in text
     assert main(["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0",
                  "--top", "2"]) != 0
     assert "is numeric" in capsys.readouterr().err
@@ -179,3 +187,23 @@ def test_a_quantile_band_that_is_not_finite_in_the_file_is_no_band(tmp_path, cap
     text = capsys.readouterr().out
     assert "nan" not in text.lower() and text.count("(no band)") == 2
     assert f"(quantile 0.5, 0.75: {QUANTILE_BAND_NOT_FINITE_REASON})" in text
+
+
+def test_a_quantile_whose_record_kept_no_bootstrap_error_has_none(tmp_path, capsys):
+    """A record made with fewer than 2 bootstrap replicates keeps NaN quantile errors: the
+    answer has no standard error (null in JSON, where NaN is no valid number), the text
+    prints no "nan" and says why, and the levels note stays for levels the record never keeps."""
+    from ldp_telemetry.pipelines.query_text import NO_QUANTILE_ERROR_NOTE
+    record = dataclasses.replace(RECORD, quantile_std_errors={"0.5": float("nan")})
+    assert NumericWindow.from_record(record).quantile(0.5).std_error is None
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text(record.to_json() + "\n")
+    ask = ["query", "--output", str(tmp_path), "--metric", "rtt", "--window", "0"]
+    assert main([*ask, "--quantile", "0.5"]) == 0
+    text = capsys.readouterr().out
+    assert "nan" not in text and NO_QUANTILE_ERROR_NOTE in text
+    assert "keeps bootstrap errors for the quantiles at levels" not in text
+    assert main([*ask, "--quantile", "0.5,0.3"]) == 0
+    text = capsys.readouterr().out
+    assert NO_QUANTILE_ERROR_NOTE in text and "at levels 0.01, 0.05" in text
+    assert main([*ask, "--quantile", "0.5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["answers"][0]["std_error"] is None
