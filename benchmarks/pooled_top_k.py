@@ -181,14 +181,22 @@ def oracle_summary(rows: list[dict]) -> dict:
     return out
 
 
+def lifetime_ratio(row: dict) -> float | None:
+    """A row's ε∞ / ε1 (rounded to 6 places), None for a one-stage oracle's."""
+    lifetime = row.get("lifetime_epsilon")
+    return None if lifetime is None else round(lifetime / row["epsilon"], 6)
+
+
 def _triples(rows: list[dict]) -> dict[tuple, tuple[float, int]]:
-    """(data set, oracle key, ε, n, method, rank) -> (coverage, windows) of rows of this
-    script, a triple measured by several rows (a run and its --confirm) pooled over their
-    windows; keyed by `top_k_oracle`, so that another g of one protocol is another triple."""
+    """(data set, oracle key, ε, n, method, rank, ε∞ / ε1) -> (coverage, windows) of rows of
+    this script, a triple measured by several rows (a run and its --confirm) pooled over their
+    windows; keyed by `top_k_oracle`, so that another g of one protocol is another triple, and
+    by the budget ratio (`lifetime_ratio`), so that runs at other ratios are not pooled."""
     held: dict[tuple, list[float]] = {}
     for r in rows:
         for rank, c in enumerate(by_rank({"by_rank": r["by_rank"]}), start=1):
-            key = (r["dataset"], r["oracle"], r["epsilon"], r["n"], r["method"], rank)
+            key = (r["dataset"], r["oracle"], r["epsilon"], r["n"], r["method"], rank,
+                   lifetime_ratio(r))
             total = held.setdefault(key, [0.0, 0.0])
             total[0] += c * r["windows"]
             total[1] += r["windows"]
@@ -220,7 +228,8 @@ def pooled_failing(rows: list[dict]) -> dict[str, set[tuple[float, int]]]:
     """Oracle key (`top_k_oracle`) -> the (ε, n) cells where a (data set, method, rank) triple,
     its coverage pooled over every window `rows` measured for it (the runs of several seeds),
     lies more than two standard errors below 0.95 at the pooled W: the rule the memoized
-    oracles' declarations follow (frequency_bands.TOP_K_UNCALIBRATED; in-sample)."""
+    oracles' declarations follow (frequency_bands.TOP_K_UNCALIBRATED; in-sample). Triples of
+    other budget ratios are pooled apart; a cell that fails at any ratio is declared at all."""
     out: dict[str, set[tuple[float, int]]] = {}
     for (_, key, epsilon, n, *_), (coverage, windows) in _triples(rows).items():
         if below_by_two(coverage, windows):
