@@ -282,6 +282,13 @@ def _print_two_stage_plan(args: argparse.Namespace) -> None:
     print("n·MSE: one window, one report per device; 1-stage: the same protocol at ε1; floor: "
           "the n·MSE an average over many windows of the same devices keeps (the permanent "
           "response's; 0 one-stage)")
+    from ldp_telemetry.ldp.estimation.frequency_bands import (TOP_K_LIFETIME_RANGE,
+                                                              lifetime_ratio_measured)
+    if not lifetime_ratio_measured(args.epsilon, args.lifetime_epsilon):
+        low, high = TOP_K_LIFETIME_RANGE
+        print(f"top-k answers (ldp query --top) of these records get no band: ε∞ = "
+              f"{args.lifetime_epsilon / args.epsilon:.3g} ε1 lies outside the {low:g}–{high:g} "
+              "ε1 the memoized top-k bands were measured at (docs/error-bars.md)")
 
 
 #: `ldp run`'s exit status when the job's files are complete but its store failed during the run

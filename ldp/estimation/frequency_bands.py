@@ -68,7 +68,8 @@ The other pure oracles, measured apart on airports windows (selective_top_k.py -
 up to 10⁶), held every triple (SUE's rank 1 at ε = 4, n = 10⁶, which fell to 0.90 on the
 windows first measured, held 0.96 on another seed's). The pooled-hash and memoized oracles'
 union, measured rank by rank (benchmarks/pooled_top_k.py), fell in some cells: those are
-declared, and a pooled-hash oracle's window between grid cells where any cell around it is.
+declared, and a pooled-hash oracle's window between grid cells where any cell around it is; a
+memoized record whose ε∞ / ε1 lies outside the ratios measured (TOP_K_LIFETIME_RANGE) has none.
 Where the top-k band measured below 0.90 (a method
 at a grid cell of ε and n, `TOP_K_UNCALIBRATED`), where a rank of an oracle's fell more than
 two standard errors below 0.95 (an oracle at a cell, the same table) and for Power's (not
@@ -575,6 +576,11 @@ TOP_K_RANKS = 10
 #: dropped memoized OUE at (2, 10⁴) (it held over the 300 windows of three seeds). Memoized
 #: OLH (and RLH) with LOLOHA's g, keyed apart (seed 31, its failing cells again on 131; 10⁶
 #: from the channel): (2, 10⁵) (0.895 over both seeds, common words, rank 7).
+#: All of that at ε∞ = 2 ε1. At ε∞ = 1.25 ε1 and 5 ε1 (seed 1031, 5 ε1's channel windows 1231,
+#: the failing cells again on 1131; clients at 10³–10⁴, the composed channel at 10⁴–10⁶) the
+#: same rule, a triple pooled per ratio and a cell declared at every ratio where it fails at
+#: one, added the cells below that were not declared at 2 ε1 (in-sample; docs/error-bars.md,
+#: "Memoized oracles at other budget ratios").
 #: A pooled-hash oracle's window between
 #: grid cells is declared where any cell around it is (`top_k_declared`: at n = 3·10⁵ the
 #: n = 10⁵ cell's rule gave bands that held down to 0.86). A method not measured at all (Power's
@@ -585,13 +591,18 @@ TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {
     "hcms": _MILLION | {(2.0, 100_000), (4.0, 100_000)},
     "flh": _MILLION | {(0.5, 1_000), (2.0, 10_000), (4.0, 10_000), (1.0, 100_000),
                        (2.0, 100_000)},
-    f"{MEMOIZED_KEY}grr": frozenset({(0.5, 1_000), (1.0, 1_000), (2.0, 1_000)}),
-    f"{MEMOIZED_KEY}oue": frozenset({(1.0, 100_000)}),
-    f"{MEMOIZED_KEY}olh": frozenset({(0.5, 1_000), (4.0, 10_000), (0.5, 1_000_000)}),
-    f"{MEMOIZED_KEY}sue": frozenset({(1.0, 100_000)}),
-    f"{MEMOIZED_KEY}rue": frozenset({(0.5, 1_000)}),
-    f"{MEMOIZED_KEY}blh": frozenset({(2.0, 100_000), (4.0, 100_000), (0.5, 1_000_000)}),
-    f"{MEMOIZED_KEY}olh{LOLOHA_KEY}": frozenset({(2.0, 100_000)})}
+    f"{MEMOIZED_KEY}grr": frozenset({(0.5, 1_000), (1.0, 1_000), (1.0, 10_000), (2.0, 1_000),
+                                     (2.0, 100_000), (2.0, 1_000_000)}),
+    f"{MEMOIZED_KEY}oue": frozenset({(0.5, 1_000), (0.5, 1_000_000), (1.0, 100_000)}),
+    f"{MEMOIZED_KEY}olh": frozenset({(0.5, 1_000), (0.5, 1_000_000), (2.0, 1_000), (2.0, 10_000),
+                                     (2.0, 100_000), (4.0, 10_000)}),
+    f"{MEMOIZED_KEY}sue": frozenset({(0.5, 100_000), (0.5, 1_000_000), (1.0, 100_000)}),
+    f"{MEMOIZED_KEY}rue": frozenset({(0.5, 1_000), (0.5, 1_000_000), (2.0, 100_000),
+                                     (4.0, 100_000)}),
+    f"{MEMOIZED_KEY}blh": frozenset({(0.5, 1_000), (0.5, 1_000_000), (1.0, 100_000),
+                                     (2.0, 100_000), (4.0, 10_000), (4.0, 100_000)}),
+    f"{MEMOIZED_KEY}rlh": frozenset({(0.5, 1_000), (0.5, 1_000_000), (4.0, 10_000)}),
+    f"{MEMOIZED_KEY}olh{LOLOHA_KEY}": frozenset({(0.5, 1_000), (2.0, 100_000)})}
 #: Methods whose top-k bands were not measured.
 TOP_K_NOT_MEASURED = frozenset({"power", "power-ns"})
 TOP_K_REASON = ("no calibrated band for top-k answers of {method} at ε = {epsilon:g}, n = {n}: "
@@ -611,6 +622,20 @@ TOP_K_RANK_REASON = ("no band for the value ranked {rank}: top-k bands were meas
                      f"1–{TOP_K_RANKS} ({{source}})")
 TOP_K_NOT_MEASURED_REASON = ("no band for top-k answers of {method}: its bootstrap band was not "
                              "measured (the method costs O(d √n) per replicate)")
+#: The lifetime-to-report budget ratios ε∞ / ε1 the memoized oracles' top-k bands were
+#: measured at (benchmarks/pooled_top_k.py --lifetime-factor: 2 on every seed before; 1.25 and 5
+#: for the seven memoized oracles and LOLOHA's g, airports and the common words, n 10³–10⁶, the
+#: failing cells on a second seed; ε∞ = 5 ε1 is the registry's largest ε∞, 20, at ε1 = 4). A
+#: memoized record whose ε∞ / ε1 lies outside TOP_K_LIFETIME_RANGE keeps no top-k band
+#: (`top_k_declared`): memoized RUE's composed p*, q* and LOLOHA's g move with the ratio, and
+#: no ratio beyond these was measured for any oracle (the other six composed channels are the
+#: same at every ratio, one report per device).
+TOP_K_LIFETIME_RATIOS: tuple[float, ...] = (1.25, 2.0, 5.0)
+TOP_K_LIFETIME_RANGE = (TOP_K_LIFETIME_RATIOS[0], TOP_K_LIFETIME_RATIOS[-1])
+TOP_K_LIFETIME_REASON = ("no band for top-k answers of {protocol} at ε∞ = {ratio:.3g} ε1: "
+                         "memoized top-k bands were measured for ε∞ from "
+                         f"{TOP_K_LIFETIME_RANGE[0]:g} ε1 to {TOP_K_LIFETIME_RANGE[1]:g} ε1 "
+                         "({source} --lifetime-factor)")
 
 
 def top_k_oracle(protocol: FrequencyOracle) -> str:
@@ -655,10 +680,34 @@ def top_k_bracketing_cells(epsilon: float, n: int) -> frozenset[tuple[float, int
                      for size in around(n, TOP_K_SIZES))
 
 
-def top_k_declared(method: str, epsilon: float, n: int, protocol: str | None = None
-                   ) -> str | None:
+def top_k_lifetime_declared(protocol: str, epsilon: float, lifetime_epsilon: float | None
+                            ) -> str | None:
+    """Why a memoized oracle's top-k answers (its key, `top_k_oracle`) at ε1 = `epsilon` and ε∞
+    = `lifetime_epsilon` have no band — its ε∞ / ε1 outside TOP_K_LIFETIME_RANGE — or None (also
+    for an oracle that is not memoized); ValueError for a memoized key without its ε∞."""
+    if not protocol.startswith(MEMOIZED_KEY):
+        return None
+    if lifetime_epsilon is None:
+        raise ValueError(f"the top-k band of {protocol} depends on its ε∞ (lifetime_epsilon)")
+    if lifetime_ratio_measured(epsilon, lifetime_epsilon):
+        return None
+    return TOP_K_LIFETIME_REASON.format(protocol=protocol, ratio=lifetime_epsilon / epsilon,
+                                        source=top_k_source(protocol))
+
+
+def lifetime_ratio_measured(epsilon: float, lifetime_epsilon: float) -> bool:
+    """Whether ε∞ / ε1 (`lifetime_epsilon` / `epsilon`) lies within TOP_K_LIFETIME_RANGE, ends
+    included (to a relative 1e-9, so that 1.25 · ε1 computed in floating point counts)."""
+    low, high = TOP_K_LIFETIME_RANGE
+    return low * (1 - 1e-9) <= lifetime_epsilon / epsilon <= high * (1 + 1e-9)
+
+
+def top_k_declared(method: str, epsilon: float, n: int, protocol: str | None = None,
+                   lifetime_epsilon: float | None = None) -> str | None:
     """Why the top-k answers of `method` (for a replay-chosen one: the method chosen) at ε and
-    n reports of `protocol` (its key, `top_k_oracle`) have no band, or None when they have one
+    n reports of `protocol` (its key, `top_k_oracle`; a memoized one's ε∞ `lifetime_epsilon`,
+    which must lie within TOP_K_LIFETIME_RANGE times ε: `top_k_lifetime_declared`) have no band,
+    or None when they have one
     (`TOP_K_UNCALIBRATED`, keyed by method or by oracle). A window falls in its grid cell
     (`top_k_cell`), but a pooled-hash oracle's window between grid cells is declared where any
     cell around it is (`top_k_bracketing_cells`): its band fails by a collision bias the pool
@@ -670,6 +719,10 @@ def top_k_declared(method: str, epsilon: float, n: int, protocol: str | None = N
             and TOP_K_REPORTS[0] <= n <= TOP_K_REPORTS[1]):
         return TOP_K_RANGE_REASON.format(epsilon=epsilon, n=f"{n:,}",
                                          source=top_k_source(protocol))
+    if protocol is not None:
+        reason = top_k_lifetime_declared(protocol, epsilon, lifetime_epsilon)
+        if reason is not None:
+            return reason
     cell = top_k_cell(epsilon, n)
     if cell in TOP_K_UNCALIBRATED.get(method, frozenset()):
         return TOP_K_REASON.format(method=method, epsilon=epsilon, n=f"{n:,}")

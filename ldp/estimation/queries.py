@@ -489,7 +489,8 @@ class WindowEstimate:
                 self.spec.method, self.protocol, self.protocol.epsilon, self.n, params)
         else:
             reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n,
-                                    top_k_oracle(self.protocol))
+                                    top_k_oracle(self.protocol),
+                                    getattr(self.protocol, "lifetime_epsilon", None))
         if reason is not None:
             return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
                             band_reason=reason) for a in answers]

@@ -20,6 +20,11 @@ from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 F = np.array([0.3, 0.2, 0.15, 0.1, 0.08, 0.06, 0.04, 0.03, 0.02, 0.01, 0.01, 0.0])
 
 
+def lifetime(key: str, epsilon: float) -> float | None:
+    """ε∞ = 2 ε1 for a memoized oracle's key (the ratio every seed measured), None otherwise."""
+    return 2.0 * epsilon if key.startswith(MEMOIZED_KEY) else None
+
+
 def window(protocol, n: int, seed: int = 5) -> np.ndarray:
     """An unbiased estimate of F from n reports through the protocol's client."""
     rng = np.random.default_rng(seed)
@@ -127,18 +132,22 @@ def test_declared_cells_have_no_band_there_and_only_there():
     assert set(TOP_K_UNCALIBRATED) == {"cms", "hcms", "flh", f"{MEMOIZED_KEY}grr",
                                        f"{MEMOIZED_KEY}oue", f"{MEMOIZED_KEY}olh",
                                        f"{MEMOIZED_KEY}sue", f"{MEMOIZED_KEY}rue",
-                                       f"{MEMOIZED_KEY}blh", f"{MEMOIZED_KEY}olh-loloha"}
+                                       f"{MEMOIZED_KEY}blh", f"{MEMOIZED_KEY}rlh",
+                                       f"{MEMOIZED_KEY}olh-loloha"}
     # memoized RUE's rank 3 at ε = 0.5, n = 10³ (airports, norm-hyb): 0.85, then 0.91 on
-    # another seed, 0.88 over both
-    assert TOP_K_UNCALIBRATED[f"{MEMOIZED_KEY}rue"] == {(0.5, 1_000)}
+    # another seed, 0.88 over both (ε∞ = 2 ε1)
+    assert (0.5, 1_000) in TOP_K_UNCALIBRATED[f"{MEMOIZED_KEY}rue"]
     # at n = 10⁶ (seeds 731 and 831, windows from the composed channel): memoized BLH's rank 5
     # of airports and rank 6 of the common words at ε = 0.5 (0.905–0.91 over both seeds), and
     # memoized OLH's rank 2 of the common words at ε = 0.5 (0.915 after norm-sub)
     assert {(0.5, 1_000_000)} <= TOP_K_UNCALIBRATED[f"{MEMOIZED_KEY}blh"]
     assert {(0.5, 1_000_000)} <= TOP_K_UNCALIBRATED[f"{MEMOIZED_KEY}olh"]
-    assert all((epsilon, 1_000_000) not in TOP_K_UNCALIBRATED[key]
-               for key in (f"{MEMOIZED_KEY}grr", f"{MEMOIZED_KEY}oue", f"{MEMOIZED_KEY}sue",
-                           f"{MEMOIZED_KEY}rue") for epsilon in TOP_K_EPSILONS)
+    # at ε∞ = 1.25 ε1 (composed channel, seeds 1031 and 1131): memoized GRR's rank 6–7 of the
+    # common words at ε = 2, n = 10⁶ (0.88–0.90 on both seeds); no memoized oracle at ε = 1 or 4
+    # and n = 10⁶
+    assert (2.0, 1_000_000) in TOP_K_UNCALIBRATED[f"{MEMOIZED_KEY}grr"]
+    assert not any((epsilon, 1_000_000) in cells for key, cells in TOP_K_UNCALIBRATED.items()
+                   if key.startswith(MEMOIZED_KEY) for epsilon in (1.0, 4.0))
     # every pooled-hash oracle at n = 10⁶ (the collision bias grows against the noise with n)
     assert all((epsilon, 1_000_000) in TOP_K_UNCALIBRATED[name]
                for name in ("cms", "hcms", "flh") for epsilon in TOP_K_EPSILONS)
@@ -146,7 +155,7 @@ def test_declared_cells_have_no_band_there_and_only_there():
         for epsilon in TOP_K_EPSILONS:
             for n in TOP_K_SIZES:
                 for method in ("base", "norm-sub", "norm-hyb", "auto"):
-                    reason = top_k_declared(method, epsilon, n, key)
+                    reason = top_k_declared(method, epsilon, n, key, lifetime(key, epsilon))
                     if (epsilon, n) in cells:
                         assert reason == (
                             f"no calibrated band for top-k answers of {key} at ε = {epsilon:g}, "
@@ -154,8 +163,8 @@ def test_declared_cells_have_no_band_there_and_only_there():
                             "below 0.95 there (benchmarks/pooled_top_k.py)")
                     else:
                         assert reason is None, (key, epsilon, n, method)
-    for name in ("grr", "oue", "olh", "sue", "blh", "ss", "rws", f"{MEMOIZED_KEY}rlh"):
-        assert all(top_k_declared("norm-sub", epsilon, n, name) is None
+    for name in ("grr", "oue", "olh", "sue", "blh", "ss", "rws"):
+        assert all(top_k_declared("norm-sub", epsilon, n, name, lifetime(name, epsilon)) is None
                    for epsilon in TOP_K_EPSILONS for n in TOP_K_SIZES), name
     # a window between grid cells takes the nearest cell's declaration
     assert top_k_declared("base", 4.2, 900_000, "cms") is not None
@@ -180,7 +189,8 @@ def test_a_pooled_hash_window_between_grid_cells_is_declared_where_a_neighbour_c
                             ("hcms", 0.5, 3_000), ("flh", 0.5, 50_000),
                             (f"{MEMOIZED_KEY}oue", 3.0, 50_000),
                             (f"{MEMOIZED_KEY}grr", 0.5, 5_000)):
-        assert top_k_declared("norm-sub", epsilon, n, key) is None, (key, epsilon, n)
+        assert top_k_declared("norm-sub", epsilon, n, key, lifetime(key, epsilon)) is None, (
+            key, epsilon, n)
     # `ldp query --top` on a CMS window of 3·10⁵ reports at ε = 1 gives no band, and says why
     protocol = make_protocol("cms", 1.0, F.size)
     answers = WindowEstimate.from_unbiased(protocol, 300_000, F,
@@ -330,7 +340,9 @@ def test_pooled_failing_pools_a_triple_over_every_run_that_measured_it():
 def test_memoized_local_hashing_with_lolohas_g_is_declared_by_its_own_key():
     """`ldp query --top` on memoized OLH or RLH with LOLOHA's g at ε = 2 with 10⁵ reports (its
     rank 7 of the common words held 0.895 over 200 windows of two seeds) gives no band and names
-    `memoized-olh-loloha`; memoized OLH with the report g there keeps the union."""
+    `memoized-olh-loloha`; memoized RLH with its report g there (its own key, declared nowhere
+    at ε = 2) keeps the union. (Memoized OLH with the report g is declared there too since
+    ε∞ = 5 ε1 was measured.)"""
     f = np.array([0.4, 0.2, 0.15, 0.1, 0.08, 0.04, 0.02, 0.01])
 
     def top(protocol, n: int) -> list:
@@ -342,20 +354,21 @@ def test_memoized_local_hashing_with_lolohas_g_is_declared_by_its_own_key():
         declared = top(make_memoized_protocol(name, 2.0, f.size, 4.0, "loloha"), 100_000)
         assert [a.band_method for a in declared] == ["none"] * 3
         assert f"{MEMOIZED_KEY}olh-loloha at ε = 2, n = 100,000" in declared[0].band_reason
-    assert [a.band_method for a in top(make_memoized_protocol("olh", 2.0, f.size, 4.0),
-                                       100_000)] == ["bias-corrected-bootstrap"] * 3
+    report_g = make_memoized_protocol("rlh", 2.0, f.size, 4.0)
+    assert top_k_oracle(report_g) == f"{MEMOIZED_KEY}rlh"
+    assert [a.band_method for a in top(report_g, 100_000)] == ["bias-corrected-bootstrap"] * 3
 
 
-@pytest.mark.parametrize("protocol_name, lifetime, declared", [
-    ("olh", 4.0, True),    # LOLOHA's g 7 (the report g 8): `memoized-olh-loloha`, declared
-    ("rlh", 4.0, True),    # the same protocol as OLH with that g
-    ("olh", 8.0, False),   # LOLOHA's g is the report g 8: memoized OLH's own channel
+@pytest.mark.parametrize("protocol_name, lifetime, key", [
+    ("olh", 4.0, "olh-loloha"),  # LOLOHA's g 7 (the report g 8): `memoized-olh-loloha`
+    ("rlh", 4.0, "olh-loloha"),  # the same protocol as OLH with that g
+    ("olh", 8.0, "olh"),         # LOLOHA's g is the report g 8: memoized OLH's own channel
 ])
 def test_a_record_with_lolohas_g_is_keyed_by_its_channel_end_to_end(protocol_name, lifetime,
-                                                                    declared):
+                                                                    key):
     """`ldp query --top` reads a window record of memoized OLH or RLH whose registry chose
-    `memoize.g: "loloha"` (ε1 = 2, n = 10⁵: `memoized-olh-loloha` is declared there, memoized
-    OLH is not); the record says which g by its p* and q* (queries.record_protocol rebuilds the
+    `memoize.g: "loloha"` (ε1 = 2, n = 10⁵: both keys are declared there, and the reason names
+    the key); the record says which g by its p* and q* (queries.record_protocol rebuilds the
     stages from them). The key the record gets is the key of the registry's protocol, and where
     LOLOHA's g equals the report g (ε∞ = 4 ε1) both are memoized OLH's: the composed channel of
     local hashing is GRR_g at ε1 whatever ε∞, so it is the channel measured under that key
@@ -377,13 +390,10 @@ def test_a_record_with_lolohas_g_is_keyed_by_its_channel_end_to_end(protocol_nam
     window = WindowEstimate.from_record(record)
     assert window.protocol.g == config.protocol.g
     assert top_k_oracle(window.protocol) == top_k_oracle(config.protocol)
+    assert top_k_oracle(config.protocol) == f"{MEMOIZED_KEY}{key}"
     answers = window.top_k(3)
-    if declared:
-        assert [a.band_method for a in answers] == ["none"] * 3
-        assert f"{MEMOIZED_KEY}olh-loloha at ε = 2, n = 100,000" in answers[0].band_reason
-    else:
-        assert top_k_oracle(config.protocol) == f"{MEMOIZED_KEY}olh"
-        assert [a.band_method for a in answers] == ["bias-corrected-bootstrap"] * 3
+    assert [a.band_method for a in answers] == ["none"] * 3
+    assert f"{MEMOIZED_KEY}{key} at ε = 2, n = 100,000" in answers[0].band_reason
 
 
 def test_agreement_pools_the_other_runs_and_keeps_oracles_apart():
@@ -403,3 +413,52 @@ def test_agreement_pools_the_other_runs_and_keeps_oracles_apart():
         apart = agreement([row("0.9", f"{MEMOIZED_KEY}olh-loloha")], [row("0.9")])
     assert found["compared"] == 1 and found["largest_difference"] == 0.0
     assert apart["compared"] == 0
+
+
+def test_a_memoized_top_k_band_is_kept_only_within_the_measured_budget_ratios():
+    """`top_k_declared` on a memoized key: no band where ε∞ / ε1 lies outside
+    TOP_K_LIFETIME_RANGE (1.25–5, the ratios benchmarks/pooled_top_k.py --lifetime-factor
+    measured, ends included), the reason naming the key, the ratio, the range and the benchmark;
+    inside, the cell's own declaration as before; a pure or pooled-hash oracle has no ratio, and a
+    memoized key without its ε∞ is a caller's error."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (TOP_K_LIFETIME_RANGE,
+                                                              TOP_K_LIFETIME_RATIOS,
+                                                              top_k_declared,
+                                                              top_k_lifetime_declared)
+    assert TOP_K_LIFETIME_RANGE == (1.25, 5.0) and 2.0 in TOP_K_LIFETIME_RATIOS
+    key = f"{MEMOIZED_KEY}oue"
+    for epsilon in (0.5, 1.07, 4.0):
+        for ratio in (1.25, 2.0, 4.39 / 1.07, 5.0):
+            assert top_k_declared("norm-sub", epsilon, 5_000, key, ratio * epsilon) is None, (
+                epsilon, ratio)
+    for epsilon, lifetime_epsilon, said in ((1.0, 8.0, "8"), (2.0, 2.2, "1.1"),
+                                            (0.5, 0.55, "1.1"), (2.0, 20.0, "10")):
+        reason = top_k_declared("norm-sub", epsilon, 5_000, key, lifetime_epsilon)
+        assert reason == (f"no band for top-k answers of {key} at ε∞ = {said} ε1: memoized "
+                          "top-k bands were measured for ε∞ from 1.25 ε1 to 5 ε1 "
+                          "(benchmarks/pooled_top_k.py --lifetime-factor)")
+    # a declared cell keeps its own reason inside the range
+    assert "a rank's coverage fell" in top_k_declared("base", 0.5, 1_000,
+                                                      f"{MEMOIZED_KEY}grr", 0.625)
+    assert top_k_lifetime_declared("oue", 1.0, None) is None
+    assert top_k_declared("base", 1.0, 5_000, "cms") is None
+    with pytest.raises(ValueError, match="depends on its ε∞"):
+        top_k_declared("base", 1.0, 5_000, key)
+
+
+def test_pooled_failing_pools_a_triple_apart_per_budget_ratio():
+    """Rows of one (data set, key, ε, n, method, rank) at ε∞ = 2 ε1 and 5 ε1 are two triples:
+    0.91 at one ratio and 0.925 at the other (each within two standard errors, 2 · 0.0218, of
+    0.95 over its 100 windows) do not pool to 0.9175 over 200 (below 0.95 − 2 · 0.0154:
+    declared), while 0.91 and 0.92 at one ratio do; a cell failing at one ratio is declared."""
+    from tests.benchmark_scripts import loaded_scripts
+
+    def row(by_rank: str, ratio: float) -> dict:
+        return {"oracle": f"{MEMOIZED_KEY}oue", "dataset": "d", "epsilon": 1.0, "n": 10,
+                "method": "base", "windows": 100, "by_rank": by_rank,
+                "lifetime_epsilon": ratio}
+    with loaded_scripts("pooled_top_k", "coverage_summary") as scripts:
+        failing = scripts["pooled_top_k"].pooled_failing
+        assert failing([row("0.91", 2.0), row("0.925", 5.0)]) == {}
+        assert failing([row("0.91", 5.0), row("0.92", 5.0), row("0.99", 2.0)]) == {
+            f"{MEMOIZED_KEY}oue": {(1.0, 10)}}
