@@ -462,3 +462,22 @@ def test_pooled_failing_pools_a_triple_apart_per_budget_ratio():
         assert failing([row("0.91", 2.0), row("0.925", 5.0)]) == {}
         assert failing([row("0.91", 5.0), row("0.92", 5.0), row("0.99", 2.0)]) == {
             f"{MEMOIZED_KEY}oue": {(1.0, 10)}}
+
+
+def test_six_composed_channels_are_the_same_at_every_budget_ratio_and_rues_moves():
+    """What docs/error-bars.md ("Memoized oracles at other budget ratios") rests on: with one
+    report per device the composed p*, q* of memoized GRR, OUE, SUE, OLH, BLH and RLH (report
+    g) are those at ε∞ = 2 ε1 at every ratio the registry allows (to a relative 1e-12), while
+    memoized RUE's move with the ratio (at ε1 = 4, p* 0.56 at 1.25 ε1, 0.88 at 5 ε1), and so
+    does LOLOHA's g (38, 53, 56 at ε1 = 4)."""
+    for name in ("grr", "oue", "sue", "olh", "blh", "rlh"):
+        for epsilon in (0.5, 1.0, 2.0, 4.0):
+            reference = make_memoized_protocol(name, epsilon, 229, 2.0 * epsilon)
+            for ratio in (1.01, 1.25, 4.39 / 1.07, 5.0):
+                other = make_memoized_protocol(name, epsilon, 229, ratio * epsilon)
+                assert (other.p_star, other.q_star) == pytest.approx(
+                    (reference.p_star, reference.q_star), rel=1e-12), (name, epsilon, ratio)
+    rue = [make_memoized_protocol("rue", 4.0, 229, ratio * 4.0).p_star for ratio in (1.25, 5.0)]
+    assert rue == pytest.approx([0.5605, 0.8805], abs=5e-4)
+    assert [make_memoized_protocol("olh", 4.0, 229, ratio * 4.0, "loloha").g
+            for ratio in (1.25, 2.0, 5.0)] == [38, 53, 56]
