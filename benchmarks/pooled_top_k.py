@@ -37,7 +37,8 @@ triples whose two coverages differ by more than two standard errors of a differe
 (memoize.g, `make_memoized_protocol`; their key `memoized-olh-loloha`). --declarations RESULTS...
 measures nothing and prints, per oracle key, the cells where a triple pooled over every window
 of those files lies more than two standard errors below 0.95 (`pooled_failing`): the memoized
-oracles' declarations.
+oracles' declarations (a ratio-free channel's triple pooled over every ratio, the others per
+ratio; one run's rows at several ratios counted once: `_triples`).
 
     nice python benchmarks/pooled_top_k.py --protocols memoized-grr memoized-oue memoized-olh \\
         memoized-sue memoized-rue memoized-blh memoized-rlh --sizes 1000000 --seed 731 \\
@@ -361,13 +362,12 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return 2
-    others: list[dict] = []
-    for path in args.against:
-        try:
-            others += json.loads(Path(path).read_text())["results"]["rows"]
-        except (OSError, ValueError, KeyError) as error:
-            print(f"--against: cannot read the rows of {path}: {error}", file=sys.stderr)
-            return 2
+    try:
+        others = measured_rows(args.against)  # seeded: one run's rows at several ratios once
+    except (OSError, ValueError, KeyError) as error:
+        print(f"--against: cannot read the rows of {' '.join(args.against)}: {error}",
+              file=sys.stderr)
+        return 2
     only = None
     if args.confirm is not None:
         try:
