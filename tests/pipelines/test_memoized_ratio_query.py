@@ -6,20 +6,15 @@ real job (simulated reports, one device per row, FnApiRunner), its records read 
 Avro output."""
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.config.registry import parse_registry
-from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.estimation.frequency_bands import TOP_K_LIFETIME_RANGE
-from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.cli import main
-from ldp_telemetry.pipelines.csv_input import TrueValues
-from ldp_telemetry.pipelines.job import EstimateJob
-from ldp_telemetry.pipelines.simulate import simulate_reports
+from tests.window_records import simulated_job_output
 
 DAY_MS = 86_400_000
 START_MS = 1_600_000_000_000 - 1_600_000_000_000 % DAY_MS
@@ -39,18 +34,9 @@ def output(tmp_path_factory):
         {"name": name, "protocol": protocol, "epsilon": epsilon, "domain": {"size": 12},
          "postprocess": "norm-sub", "memoize": {"lifetime_epsilon": lifetime}}
         for name, (protocol, epsilon, lifetime) in METRICS.items()]})
-    rng = np.random.default_rng(11)
-    for config in registry.metrics:
-        n = 5_000  # the (ε, 10⁴) cells: none declared for these oracles
-        f = np.arange(config.d, 0, -1, dtype=float)
-        values = rng.choice(config.d, size=n, p=f / f.sum())
-        times = START_MS + rng.integers(0, DAY_MS, size=n)
-        simulate_reports(config, TrueValues(values, times), str(root / "reports"), seed=1,
-                         progress=None)
-    job = EstimateJob(registry, tuple(sorted(str(p) for p in (root / "reports").glob("*.avro"))),
-                      str(root / "out"), WindowSpec.from_seconds(86_400))
-    run_job(job, [], out=io.StringIO())
-    return str(root / "out")
+    # 5,000 reports: the (ε, 10⁴) cells, where none of these oracles is declared
+    return simulated_job_output(registry, root, 5_000, START_MS, DAY_MS,
+                                np.random.default_rng(11))
 
 
 def top(capsys, output: str, metric: str, *extra: str) -> tuple[int, str]:
