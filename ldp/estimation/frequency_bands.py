@@ -96,7 +96,6 @@ query (R = `BAND_REPLICATES`).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import threading
 from collections import OrderedDict
@@ -114,7 +113,8 @@ from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle, epsilon_problem
 from ldp_telemetry.ldp.protocols.hash_pool import (MAX_POOL_HASH_EVALUATIONS, HashPool,
                                                    PoolNoise)
-from ldp_telemetry.ldp.protocols.memoized import LOLOHA_G, REPORT_G
+from ldp_telemetry.ldp.protocols.memoized import (LOCAL_HASHING, LOLOHA_G, REPORT_G,
+                                                  make_memoized_protocol)
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
 
 #: Replicates of a top-k answer's bootstrap band (each costs one run of the post-processing).
@@ -714,15 +714,13 @@ def ratio_free_channel(protocol: FrequencyOracle) -> bool:
     if not getattr(protocol, "memoized", False):
         return True
     epsilon = protocol.epsilon
-    construction = protocol
-    if (getattr(protocol, "g_rule", None) == LOLOHA_G
-            and getattr(protocol, "g", None) == getattr(protocol, "report_g", None)):
-        construction = dataclasses.replace(protocol, g_rule=REPORT_G)  # type: ignore[type-var]
+    g_rule = getattr(protocol, "g_rule", None) if protocol.name in LOCAL_HASHING else None
+    if g_rule == LOLOHA_G and getattr(protocol, "g", None) == getattr(protocol, "report_g", None):
+        g_rule = REPORT_G
     own = _composed_channel(protocol)
-    others = [_composed_channel(dataclasses.replace(  # type: ignore[type-var]
-                  construction, lifetime_epsilon=ratio * epsilon))
-              for ratio in TOP_K_LIFETIME_RATIOS
-              if epsilon_problem(ratio * epsilon) is None]
+    others = [_composed_channel(make_memoized_protocol(protocol.name, epsilon, protocol.d,
+                                                       ratio * epsilon, g_rule))
+              for ratio in TOP_K_LIFETIME_RATIOS if epsilon_problem(ratio * epsilon) is None]
     return bool(others) and all(np.allclose(own, other, rtol=1e-9, atol=0.0)
                                 for other in others)
 
