@@ -269,11 +269,13 @@ def top_k_rows(calibration: dict | None, selective: dict | None = None,
                   note="conservative: the union of the bootstrap and the score band")]
 
 
-def pooled_top_k_rows(*measured: dict | None) -> list[dict]:
+def pooled_top_k_rows(*measured: dict | None,
+                      family: str = "top-k answers, per rank, pooled and memoized"
+                      ) -> list[dict]:
     """The top-k answers' band of the pooled-hash and memoized oracles (the union of the
     bootstrap and the score band alone, `bias-corrected-bootstrap`), per (method, cell, rank)
     triple, from benchmarks/pooled_top_k.py: the triples of the cells that ship a band, those
-    declared (frequency_bands.top_k_declared for the row's oracle key) counted apart."""
+    declared (frequency_bands.top_k_declared for the row's oracle key and ε∞) counted apart."""
     rows = [row for results in measured if results for row in results["rows"]]
     if not rows:
         return []
@@ -281,12 +283,13 @@ def pooled_top_k_rows(*measured: dict | None) -> list[dict]:
                for c in row["by_rank"].split()]
     declared = sum(len(row["by_rank"].split()) for row in rows if not pooled_shipped(row))
     oracles = ", ".join(sorted({row["protocol"].upper() for row in rows}))
-    return [tally("top-k answers, per rank, pooled and memoized",
-                  "bias-corrected-bootstrap", shipped, declared,
+    return [tally(family, "bias-corrected-bootstrap", shipped, declared,
                   note=f"measured: {oracles}; (method, cell, rank) triples")]
 
 
-def memoized_value_rows(*measured: dict | None) -> list[dict]:
+def memoized_value_rows(*measured: dict | None,
+                        family: str = "frequency values, memoized oracles, value by value"
+                        ) -> list[dict]:
     """The record's value bands of the memoized oracles followed value by value
     (benchmarks/memoized_values.py): one pair per (cell, value), its coverage over the cell's
     windows; the values of cells whose records have no value bands counted as declared."""
@@ -299,8 +302,8 @@ def memoized_value_rows(*measured: dict | None) -> list[dict]:
     oracles = ", ".join(sorted({row["protocol"].upper()
                                 + (" (LOLOHA's g)" if row.get("g_rule") == "loloha" else "")
                                 for row in rows}))
-    return [tally("frequency values, memoized oracles, value by value", "exact-variance",
-                  pairs, declared, note=f"measured: {oracles}; (cell, value) pairs")]
+    return [tally(family, "exact-variance", pairs, declared,
+                  note=f"measured: {oracles}; (cell, value) pairs")]
 
 
 def combined_pooled_rows(*measured: dict | None) -> list[dict]:
@@ -340,7 +343,8 @@ def pooled_shipped(row: dict) -> bool:
     """Whether a row of benchmarks/pooled_top_k.py is of a cell whose answers have a band
     (frequency_bands.top_k_declared for its oracle key and method)."""
     from ldp_telemetry.ldp.estimation.frequency_bands import top_k_declared
-    return top_k_declared(row["method"], row["epsilon"], row["n"], row["oracle"]) is None
+    return top_k_declared(row["method"], row["epsilon"], row["n"], row["oracle"],
+                          row.get("lifetime_epsilon")) is None
 
 
 def unfiltered_shipped(row: dict) -> bool:
@@ -536,6 +540,16 @@ POOLED_TOP_K = ("top_k_pooled", "top_k_memoized", "top_k_pooled_confirm",
 #: Results of benchmarks/memoized_values.py (memoized OLH and RLH with LOLOHA's g; the seven
 #: memoized oracles at n = 10⁶).
 MEMOIZED_VALUES = ("memoized_values_loloha", "memoized_values_million")
+#: Results of both scripts at the other budget ratios, ε∞ = 1.25 ε1 and 5 ε1 (every memoized
+#: oracle, LOLOHA's g apart; clients at 10³–10⁴, the composed channel above, failing top-k cells
+#: again on another seed): counted in rows of their own.
+MEMOIZED_RATIO_VALUES = ("memoized_values_ratio_low", "memoized_values_ratio_high",
+                         "memoized_values_ratio_low_loloha", "memoized_values_ratio_high_loloha")
+MEMOIZED_RATIO_TOP_K = tuple(f"top_k_memoized_ratio_{end}{g}{sampler}{again}"
+                             for end in ("low", "high") for g in ("", "_loloha")
+                             for sampler in ("", "_channel") for again in ("", "_confirm"))
+#: The family of those rows.
+OTHER_RATIOS = "memoized oracles at ε∞ = 1.25 ε1 and 5 ε1"
 #: Results of benchmarks/selective_top_k.py --wiener of every filter after every pure oracle
 #: they were not measured after (AMRP on the emoji data and its dip on another seed; DW and
 #: GF-DW after RUE, BLH and RLH at every n, every post-processing; IIW, IIW-G, AMRP after the
@@ -565,6 +579,8 @@ def summary(results: Path = RESULTS) -> list[dict]:
     if frequency:
         rows += frequency_rows(frequency)
     rows += memoized_value_rows(*(_load(results, name) for name in MEMOIZED_VALUES))
+    rows += memoized_value_rows(*(_load(results, name) for name in MEMOIZED_RATIO_VALUES),
+                                family=f"frequency values, {OTHER_RATIOS}, value by value")
     rows += pooled_set_rows(_load(results, "pooled_sets"))
     rows += combined_pooled_rows(_load(results, "combined_pooled_values"))
     rows += pooled_value_rows(*(_load(results, name) for name in POOLED_VALUES))
@@ -573,6 +589,8 @@ def summary(results: Path = RESULTS) -> list[dict]:
                        *(_load(results, name) for name in UNFILTERED_TOP_K),
                        conditional=_load(results, "top_k_selective_conditional"))
     rows += pooled_top_k_rows(*(_load(results, name) for name in POOLED_TOP_K))
+    rows += pooled_top_k_rows(*(_load(results, name) for name in MEMOIZED_RATIO_TOP_K),
+                              family=f"top-k answers, per rank, {OTHER_RATIOS}")
     rows += wiener_top_k_rows(*(_load(results, name) for name in WIENER_TOP_K))
     rows += numeric_rows(_load(results, "coverage_moments"), newest_quantile_set(results),
                          _load(results, "quantile_lr"), _load(results, "coverage_cfo_moments"),

@@ -37,7 +37,8 @@ triples whose two coverages differ by more than two standard errors of a differe
 (memoize.g, `make_memoized_protocol`; their key `memoized-olh-loloha`). --declarations RESULTS...
 measures nothing and prints, per oracle key, the cells where a triple pooled over every window
 of those files lies more than two standard errors below 0.95 (`pooled_failing`): the memoized
-oracles' declarations.
+oracles' declarations (a ratio-free channel's triple pooled over every ratio, the others per
+ratio; one run's rows at several ratios counted once: `_triples`).
 
     nice python benchmarks/pooled_top_k.py --protocols memoized-grr memoized-oue memoized-olh \\
         memoized-sue memoized-rue memoized-blh memoized-rlh --sizes 1000000 --seed 731 \\
@@ -62,12 +63,13 @@ import numpy as np
 from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem, grid_cells,
                         simulation_problem)
 from coverage_frequency import DATASETS, TOP, default_sampler, support_counts
-from coverage_summary import (GOAL, NOMINAL, OFF_BY_TWO_CHANCE, below_by_two,
-                              below_by_two_chance)
+from coverage_summary import (FREQUENCY_DATASET_SIZES, GOAL, NOMINAL, OFF_BY_TWO_CHANCE,
+                              below_by_two, below_by_two_chance)
 from selective_top_k import by_rank
 
 from ldp_telemetry.ldp.estimation.frequency_bands import (MEMOIZED_KEY, channel_support_counts,
-                                                          rank_conditional_applies, top_k_bands,
+                                                          rank_conditional_applies,
+                                                          ratio_free_channel, top_k_bands,
                                                           top_k_oracle)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS
 from ldp_telemetry.ldp.protocols import is_pooled, make_protocol
@@ -145,7 +147,7 @@ def cell_rows(dataset_name: str, dataset, name: str, epsilon: float, n: int,
         rows.append({"dataset": dataset_name, "protocol": name, "oracle": top_k_oracle(protocol),
                      "epsilon": epsilon, "n": n, "method": method, "windows": windows,
                      "lifetime_epsilon": lifetime_factor * epsilon if memoized else None,
-                     "sampler": sampler,
+                     "sampler": sampler, "d": d,
                      **({"g": protocol.g, "g_rule": protocol.g_rule}
                         if memoized and hasattr(protocol, "g_rule") else {}),
                      "coverage": round(float(held.mean()), 4),
@@ -181,18 +183,67 @@ def oracle_summary(rows: list[dict]) -> dict:
     return out
 
 
+def lifetime_ratio(row: dict) -> float | None:
+    """A row's ε∞ / ε1 (rounded to 6 places), None for a one-stage oracle's."""
+    lifetime = row.get("lifetime_epsilon")
+    return None if lifetime is None else round(lifetime / row["epsilon"], 6)
+
+
+def row_protocol(row: dict):
+    """The protocol a row of this script measured (`oracle` at its ε, ε∞ / ε1, g rule and the
+    data set's d: the row's `d`, or coverage_summary.FREQUENCY_DATASET_SIZES for rows written
+    before it was recorded)."""
+    d = row.get("d", FREQUENCY_DATASET_SIZES[row["dataset"]])
+    ratio = lifetime_ratio(row)
+    return oracle(row["protocol"], row["epsilon"], d, 2.0 if ratio is None else ratio,
+                  row.get("g_rule"))
+
+
+def channel_ratio(row: dict) -> float | None:
+    """The ε∞ / ε1 a row's triple is pooled under: None where its composed channel is the same
+    at every ratio (frequency_bands.ratio_free_channel: the windows of every ratio are windows
+    of one channel), else `lifetime_ratio`."""
+    if lifetime_ratio(row) is None or ratio_free_channel(row_protocol(row)):
+        return None
+    return lifetime_ratio(row)
+
+
 def _triples(rows: list[dict]) -> dict[tuple, tuple[float, int]]:
-    """(data set, oracle key, ε, n, method, rank) -> (coverage, windows) of rows of this
-    script, a triple measured by several rows (a run and its --confirm) pooled over their
-    windows; keyed by `top_k_oracle`, so that another g of one protocol is another triple."""
-    held: dict[tuple, list[float]] = {}
-    for r in rows:
+    """(data set, oracle key, ε, n, method, rank, `channel_ratio`) -> (coverage, windows) of
+    rows of this script, a triple measured by several rows (a run and its --confirm, other
+    seeds, and for a ratio-free channel other ratios) pooled over their windows; keyed by
+    `top_k_oracle`, so that another g of one protocol is another triple. Rows of one run — the
+    same `seed` (`measured_rows`) and sampler, at other ratios or in another file — drew the same
+    data windows with the same random numbers (the composed channel's: the same windows), so
+    they count once: their coverage averaged, their windows not added. A row without `seed` is
+    a run of its own."""
+    runs: dict[tuple, dict[tuple, list[float]]] = {}
+    for index, r in enumerate(rows):
+        run = (r["seed"], r.get("sampler")) if "seed" in r else ("row", index)
+        ratio = channel_ratio(r)
         for rank, c in enumerate(by_rank({"by_rank": r["by_rank"]}), start=1):
-            key = (r["dataset"], r["oracle"], r["epsilon"], r["n"], r["method"], rank)
-            total = held.setdefault(key, [0.0, 0.0])
+            key = (r["dataset"], r["oracle"], r["epsilon"], r["n"], r["method"], rank, ratio)
+            total = runs.setdefault(key, {}).setdefault(run, [0.0, 0.0, 0.0])
             total[0] += c * r["windows"]
             total[1] += r["windows"]
-    return {key: (inside / windows, int(windows)) for key, (inside, windows) in held.items()}
+            total[2] = max(total[2], r["windows"])
+    out = {}
+    for key, by_run in runs.items():
+        inside = sum(held / windows * most for held, windows, most in by_run.values())
+        windows = sum(most for _, _, most in by_run.values())
+        out[key] = (inside / windows, int(windows))
+    return out
+
+
+def measured_rows(paths: list[str]) -> list[dict]:
+    """The rows of results files of this script, each with its file's `seed` (parameters);
+    OSError, ValueError or KeyError when a file cannot be read."""
+    rows = []
+    for path in paths:
+        run = json.loads(Path(path).read_text())
+        seed = run["parameters"]["seed"]
+        rows += [{**row, "seed": seed} for row in run["results"]["rows"]]
+    return rows
 
 
 def agreement(rows: list[dict], others: list[dict]) -> dict:
@@ -220,7 +271,9 @@ def pooled_failing(rows: list[dict]) -> dict[str, set[tuple[float, int]]]:
     """Oracle key (`top_k_oracle`) -> the (ε, n) cells where a (data set, method, rank) triple,
     its coverage pooled over every window `rows` measured for it (the runs of several seeds),
     lies more than two standard errors below 0.95 at the pooled W: the rule the memoized
-    oracles' declarations follow (frequency_bands.TOP_K_UNCALIBRATED; in-sample)."""
+    oracles' declarations follow (frequency_bands.TOP_K_UNCALIBRATED; in-sample). A ratio-free
+    channel's triple is pooled over every ratio; one that moves with the ratio (memoized RUE,
+    LOLOHA's g) per ratio, and a cell that fails at any ratio is declared at all (`_triples`)."""
     out: dict[str, set[tuple[float, int]]] = {}
     for (_, key, epsilon, n, *_), (coverage, windows) in _triples(rows).items():
         if below_by_two(coverage, windows):
@@ -238,13 +291,12 @@ def failing_cells(results: dict) -> set[tuple[str, str, float, int]]:
 def print_declarations(paths: list[str]) -> int:
     """--declarations: the cells `pooled_failing` finds over the rows of `paths`, per oracle
     key; 2 when a file cannot be read."""
-    rows: list[dict] = []
-    for path in paths:
-        try:
-            rows += json.loads(Path(path).read_text())["results"]["rows"]
-        except (OSError, ValueError, KeyError) as error:
-            print(f"--declarations: cannot read the rows of {path}: {error}", file=sys.stderr)
-            return 2
+    try:
+        rows = measured_rows(paths)
+    except (OSError, ValueError, KeyError) as error:
+        print(f"--declarations: cannot read the rows of {' '.join(paths)}: {error}",
+              file=sys.stderr)
+        return 2
     for key, cells in sorted(pooled_failing(rows).items()):
         print(f"{key}: " + ", ".join(f"({epsilon:g}, {n:,})" for epsilon, n in sorted(cells)))
     return 0
@@ -310,13 +362,12 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return 2
-    others: list[dict] = []
-    for path in args.against:
-        try:
-            others += json.loads(Path(path).read_text())["results"]["rows"]
-        except (OSError, ValueError, KeyError) as error:
-            print(f"--against: cannot read the rows of {path}: {error}", file=sys.stderr)
-            return 2
+    try:
+        others = measured_rows(args.against)  # seeded: one run's rows at several ratios once
+    except (OSError, ValueError, KeyError) as error:
+        print(f"--against: cannot read the rows of {' '.join(args.against)}: {error}",
+              file=sys.stderr)
+        return 2
     only = None
     if args.confirm is not None:
         try:

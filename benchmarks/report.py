@@ -1794,7 +1794,11 @@ def top_k_pooled(r: dict) -> str:
     """The top-k bands of the pooled-hash and memoized oracles (benchmarks/pooled_top_k.py:
     the union of the bootstrap and the score band, as `ldp query` gives them), per (oracle,
     data set, post-processing): `rank_rows` without the parts; then the triples more than two
-    standard errors below 0.95."""
+    standard errors below 0.95 (a --confirm run with no failing cell to measure again: a
+    sentence saying so)."""
+    if not r["rows"]:
+        return ("The run it confirms had no triple more than two standard errors below 0.95: "
+                "no cell to measure again.")
     columns = RANK_COLUMNS[:8] + RANK_COLUMNS[-1:]
     body = [row[:3 + 8] + row[-1:] for row in rank_rows(
         r["rows"], lambda row: (row["protocol"].upper(), row["dataset"], row["method"]))]
@@ -1890,6 +1894,52 @@ def memoized_values(r: dict) -> str:
               right=set(range(2, 3 + len(sizes)))), "",
         table(["oracle", "cells", "values", "below by 2 s.e. (chance)",
                "cells beyond chance", "lowest"], totals)])
+
+
+MEMOIZED_ORACLES = ("memoized-grr memoized-oue memoized-olh memoized-sue memoized-rue "
+                    "memoized-blh memoized-rlh")
+
+
+def ratio_top_k_sections() -> list[tuple[str, str, str, Callable[[dict], str], str]]:
+    """The sections of benchmarks/pooled_top_k.py at the other budget ratios, ε∞ = 1.25 ε1 and
+    5 ε1: the seven memoized oracles and memoized OLH with LOLOHA's g, through their clients
+    (10³–10⁴) and from the composed channel (above), each with its failing cells measured
+    again on another seed."""
+    out = []
+    for end, factor in (("low", "1.25"), ("high", "5")):
+        for g, who, protocols, channel_sizes in (
+                ("", "the memoized oracles", MEMOIZED_ORACLES, "10000 100000 1000000"),
+                ("_loloha", "memoized OLH with LOLOHA's g", "memoized-olh --g-rule loloha",
+                 "100000 1000000")):
+            for sampler, sizes in (("", "1000 10000"), ("_channel", channel_sizes)):
+                name = f"top_k_memoized_ratio_{end}{g}{sampler}"
+                title = f"Top-k bands of {who} at ε∞ = {factor} ε1" + (
+                    ", windows from the composed channel" if sampler else "")
+                drawn = ("windows from the composed channel (`--memoized-sampler channel`)"
+                         + (", checked against the clients' windows at n = 10⁴ (`--against`)"
+                            if not g else "") if sampler else "windows through the clients")
+                about = (f"As [the memoized oracles](#top-k-bands-of-the-memoized-oracles), for "
+                         f"{who} at another budget ratio, ε∞ = {factor} ε1, {drawn} "
+                         "([error bars](error-bars.md#memoized-oracles-at-other-budget-"
+                         "ratios)).")
+                # the channel's windows of the six oracles whose composed channel is the same
+                # at every ratio would repeat ε∞ = 1.25 ε1's at one seed: 5 ε1's take another
+                seed = 1231 if sampler and end == "high" and not g else 1031
+                command = (f"python benchmarks/pooled_top_k.py --protocols {protocols} --sizes "
+                           f"{sizes} --lifetime-factor {factor} --seed {seed}"
+                           + (" --memoized-sampler channel" if sampler else ""))
+                against = (f" --against benchmarks/results/top_k_memoized_ratio_{end}.json"
+                           if sampler and not g else "")
+                out.append((name, title, about, top_k_pooled,
+                            f"{command}{against} --benchmark {name}"))
+                out.append((f"{name}_confirm", f"{title}, failing cells, another seed",
+                            f"As [the section above](#{anchor(title)}), on another seed's "
+                            "windows, for the cells where a triple fell more than two standard "
+                            "errors below 0.95.", top_k_pooled,
+                            command.replace(f"--seed {seed}", "--seed 1131")
+                            + f" --confirm benchmarks/results/{name}.json --benchmark "
+                              f"{name}_confirm"))
+    return out
 
 
 SECTIONS += [
@@ -2197,6 +2247,7 @@ SECTIONS += [
      "python benchmarks/top_k_fit.py --datasets airports --protocols cms --sizes 1000 10000 "
      "100000 --methods base norm-sub norm-hyb --fits norm-sub norm-mul ibu half --seed 31 "
      "--benchmark top_k_fit_pooled"),
+    *ratio_top_k_sections(),
     ("top_k_wiener_unseen", "Top-k bands of Wiener filters on other data",
      "As [Top-k bands of Wiener filters](#top-k-bands-of-wiener-filters), for DW and GF-DW "
      "on data sets the declarations were not chosen on (the emoji occurrences, d = 969, and "
@@ -2619,6 +2670,38 @@ SECTIONS += [
      "python benchmarks/memoized_values.py --protocols memoized-grr memoized-oue memoized-olh "
      "memoized-sue memoized-rue memoized-blh memoized-rlh --sizes 1000000 --seed 731 "
      "--benchmark memoized_values_million"),
+    ("memoized_values_ratio_low", "Per-value bands of the memoized oracles at ε∞ = 1.25 ε1",
+     "As [at a million reports](#per-value-bands-of-the-memoized-oracles-at-a-million-reports), "
+     "for the seven memoized oracles (their default g) at another budget ratio, ε∞ = 1.25 ε1, "
+     "n 10³–10⁶: windows through the clients at 10³–10⁴, from the composed channel at 10⁵–10⁶ "
+     "([error bars](error-bars.md#memoized-oracles-at-other-budget-ratios)).",
+     memoized_values,
+     "python benchmarks/memoized_values.py --protocols memoized-grr memoized-oue memoized-olh "
+     "memoized-sue memoized-rue memoized-blh memoized-rlh --lifetime-factor 1.25 "
+     "--channel-from 100000 --seed 1031 --benchmark memoized_values_ratio_low"),
+    ("memoized_values_ratio_high", "Per-value bands of the memoized oracles at ε∞ = 5 ε1",
+     "As [at ε∞ = 1.25 ε1](#per-value-bands-of-the-memoized-oracles-at-ε--125-ε1), at "
+     "ε∞ = 5 ε1 (at ε1 = 4, ε∞ = 20: the registry's largest).",
+     memoized_values,
+     "python benchmarks/memoized_values.py --protocols memoized-grr memoized-oue memoized-olh "
+     "memoized-sue memoized-rue memoized-blh memoized-rlh --lifetime-factor 5 "
+     "--channel-from 100000 --seed 1031 --benchmark memoized_values_ratio_high"),
+    ("memoized_values_ratio_low_loloha", "Per-value bands of memoized OLH with LOLOHA's g at "
+     "ε∞ = 1.25 ε1",
+     "As [at ε∞ = 1.25 ε1](#per-value-bands-of-the-memoized-oracles-at-ε--125-ε1), for "
+     "memoized OLH (and so RLH) with LOLOHA's g, which moves with ε∞.",
+     memoized_values,
+     "python benchmarks/memoized_values.py --protocols memoized-olh --g-rule loloha "
+     "--lifetime-factor 1.25 --channel-from 100000 --seed 1031 --benchmark "
+     "memoized_values_ratio_low_loloha"),
+    ("memoized_values_ratio_high_loloha", "Per-value bands of memoized OLH with LOLOHA's g at "
+     "ε∞ = 5 ε1",
+     "As [with LOLOHA's g at ε∞ = 1.25 ε1]"
+     "(#per-value-bands-of-memoized-olh-with-lolohas-g-at-ε--125-ε1), at ε∞ = 5 ε1.",
+     memoized_values,
+     "python benchmarks/memoized_values.py --protocols memoized-olh --g-rule loloha "
+     "--lifetime-factor 5 --channel-from 100000 --seed 1031 --benchmark "
+     "memoized_values_ratio_high_loloha"),
     ("pooled_values_shipped", "Per-value bands of CMS and HCMS as records give them",
      "As [under a fixed pool](#per-value-bands-of-the-pooled-hash-oracles-under-a-fixed-pool), "
      "the band today's records give each window (`exact-variance` below the pool-bias share, "

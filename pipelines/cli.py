@@ -282,6 +282,32 @@ def _print_two_stage_plan(args: argparse.Namespace) -> None:
     print("n·MSE: one window, one report per device; 1-stage: the same protocol at ε1; floor: "
           "the n·MSE an average over many windows of the same devices keeps (the permanent "
           "response's; 0 one-stage)")
+    moving = _ratio_declared(args, rows)
+    if moving:
+        from ldp_telemetry.ldp.estimation.frequency_bands import TOP_K_LIFETIME_RANGE
+        low, high = TOP_K_LIFETIME_RANGE
+        print(f"top-k answers (ldp query --top) of {', '.join(moving)} records get no band: "
+              f"their composed channel moves with ε∞, and ε∞ = "
+              f"{args.lifetime_epsilon / args.epsilon:.3g} ε1 lies outside the {low:g}–{high:g} "
+              "ε1 it was measured at (the other rows' channel is the same at every ε∞; "
+              "docs/error-bars.md)")
+
+
+def _ratio_declared(args: argparse.Namespace, rows: list) -> list[str]:
+    """The two-stage plan's rows (protocol, "(g: loloha)" for LOLOHA's g) whose records' top-k
+    answers get no band at the plan's ε1 and ε∞ (frequency_bands.top_k_lifetime_declared)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (ratio_free_channel,
+                                                              top_k_lifetime_declared,
+                                                              top_k_oracle)
+    from ldp_telemetry.ldp.protocols.memoized import LOLOHA_G, make_memoized_protocol
+    out = []
+    for row in rows:
+        protocol = make_memoized_protocol(row.protocol, args.epsilon, args.domain,
+                                          args.lifetime_epsilon, row.g_rule)
+        if top_k_lifetime_declared(top_k_oracle(protocol), args.epsilon, args.lifetime_epsilon,
+                                   ratio_free_channel(protocol)) is not None:
+            out.append(row.protocol + (" (g: loloha)" if row.g_rule == LOLOHA_G else ""))
+    return out
 
 
 #: `ldp run`'s exit status when the job's files are complete but its store failed during the run

@@ -19,3 +19,27 @@ def frequency_record(protocol_name: str, n: int, rng: np.random.Generator,
     statistic = protocol.new_statistic()
     protocol.accumulate(statistic, protocol.perturb(rng.integers(0, 10, n), rng))
     return window_estimate_record(config, finalize_window(config, statistic, n), 0, 1)
+
+
+def simulated_job_output(registry, root, n: int, start_ms: int, span_ms: int,
+                         rng: np.random.Generator) -> str:
+    """The output folder of a small real job (simulated reports, FnApiRunner, daily windows)
+    over `registry`: per metric, n devices whose values have frequencies falling linearly with
+    their index, at times uniform in [start_ms, start_ms + span_ms); written under `root`."""
+    import io
+
+    from ldp_telemetry.ldp.config.windows import WindowSpec
+    from ldp_telemetry.pipelines.batch import run_job
+    from ldp_telemetry.pipelines.csv_input import TrueValues
+    from ldp_telemetry.pipelines.job import EstimateJob
+    from ldp_telemetry.pipelines.simulate import simulate_reports
+    for config in registry.metrics:
+        f = np.arange(config.d, 0, -1, dtype=float)
+        values = rng.choice(config.d, size=n, p=f / f.sum())
+        times = start_ms + rng.integers(0, span_ms, size=n)
+        simulate_reports(config, TrueValues(values, times), str(root / "reports"), seed=1,
+                         progress=None)
+    job = EstimateJob(registry, tuple(sorted(str(p) for p in (root / "reports").glob("*.avro"))),
+                      str(root / "out"), WindowSpec.from_seconds(86_400))
+    run_job(job, [], out=io.StringIO())
+    return str(root / "out")

@@ -71,7 +71,9 @@ The other pure oracles, measured apart on airports windows (selective_top_k.py -
 up to 10⁶), held every triple (SUE's rank 1 at ε = 4, n = 10⁶, which fell to 0.90 on the
 windows first measured, held 0.96 on another seed's). The pooled-hash and memoized oracles'
 union, measured rank by rank (benchmarks/pooled_top_k.py), fell in some cells: those are
-declared, and a pooled-hash oracle's window between grid cells where any cell around it is.
+declared, and a pooled-hash oracle's window between grid cells where any cell around it is; a
+memoized record whose composed channel moves with ε∞ (memoized RUE, LOLOHA's g) has none where
+its ε∞ / ε1 lies outside the ratios measured (TOP_K_LIFETIME_RANGE, `ratio_free_channel`).
 Where the top-k band measured below 0.90 (a method
 at a grid cell of ε and n, `TOP_K_UNCALIBRATED`), where a rank of an oracle's fell more than
 two standard errors below 0.95 (an oracle at a cell, the same table) and for Power's (not
@@ -111,10 +113,11 @@ from ldp_telemetry.ldp.estimation.selective_bands import selective_bands
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_NONE, BAND_POOL_CORRECTED,
                                                       Z95, grid_cell)
 from ldp_telemetry.ldp.protocols import is_pooled
-from ldp_telemetry.ldp.protocols.base import FrequencyOracle
+from ldp_telemetry.ldp.protocols.base import FrequencyOracle, epsilon_problem
 from ldp_telemetry.ldp.protocols.hash_pool import (MAX_POOL_HASH_EVALUATIONS, HashPool,
                                                    PoolNoise)
-from ldp_telemetry.ldp.protocols.memoized import LOLOHA_G
+from ldp_telemetry.ldp.protocols.memoized import (LOCAL_HASHING, LOLOHA_G, REPORT_G,
+                                                  make_memoized_protocol)
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, unbiased_estimate
 
 #: Replicates of a top-k answer's bootstrap band (each costs one run of the post-processing).
@@ -578,6 +581,14 @@ TOP_K_RANKS = 10
 #: dropped memoized OUE at (2, 10⁴) (it held over the 300 windows of three seeds). Memoized
 #: OLH (and RLH) with LOLOHA's g, keyed apart (seed 31, its failing cells again on 131; 10⁶
 #: from the channel): (2, 10⁵) (0.895 over both seeds, common words, rank 7).
+#: All of that at ε∞ = 2 ε1. Then at ε∞ = 1.25 ε1 and 5 ε1 (seed 1031, 5 ε1's channel windows
+#: 1231, the failing cells again on 1131; clients at 10³–10⁴, the composed channel at 10⁴–10⁶):
+#: the same rule, a ratio-free channel's triple (`ratio_free_channel`: all but memoized RUE and
+#: LOLOHA's g above ε1 = 0.5) pooled over every ratio, as windows of one channel, the others per
+#: ratio (a cell failing at one declared at all), and the rows of one run (seed and sampler) at
+#: several ratios counted once (they share the data windows and random numbers; the channel's
+#: are the same windows). Every declaration is in-sample (docs/error-bars.md, "Memoized oracles
+#: at other budget ratios", lists them with their pooled figures).
 #: A pooled-hash oracle's window between
 #: grid cells is declared where any cell around it is (`top_k_declared`: at n = 3·10⁵ the
 #: n = 10⁵ cell's rule gave bands that held down to 0.86). A method not measured at all (Power's
@@ -589,12 +600,17 @@ TOP_K_UNCALIBRATED: dict[str, frozenset[tuple[float, int]]] = {
     "flh": _MILLION | {(0.5, 1_000), (2.0, 10_000), (4.0, 10_000), (1.0, 100_000),
                        (2.0, 100_000)},
     f"{MEMOIZED_KEY}grr": frozenset({(0.5, 1_000), (1.0, 1_000), (2.0, 1_000)}),
-    f"{MEMOIZED_KEY}oue": frozenset({(1.0, 100_000)}),
-    f"{MEMOIZED_KEY}olh": frozenset({(0.5, 1_000), (4.0, 10_000), (0.5, 1_000_000)}),
-    f"{MEMOIZED_KEY}sue": frozenset({(1.0, 100_000)}),
-    f"{MEMOIZED_KEY}rue": frozenset({(0.5, 1_000)}),
-    f"{MEMOIZED_KEY}blh": frozenset({(2.0, 100_000), (4.0, 100_000), (0.5, 1_000_000)}),
-    f"{MEMOIZED_KEY}olh{LOLOHA_KEY}": frozenset({(2.0, 100_000)})}
+    f"{MEMOIZED_KEY}oue": frozenset({(0.5, 1_000), (0.5, 1_000_000)}),
+    f"{MEMOIZED_KEY}olh": frozenset({(0.5, 1_000), (0.5, 1_000_000), (4.0, 10_000)}),
+    f"{MEMOIZED_KEY}sue": frozenset({(0.5, 1_000), (0.5, 1_000_000), (1.0, 100_000),
+                                     (2.0, 100_000), (2.0, 1_000_000)}),
+    f"{MEMOIZED_KEY}rue": frozenset({(0.5, 1_000), (0.5, 1_000_000), (2.0, 100_000),
+                                     (4.0, 100_000)}),
+    f"{MEMOIZED_KEY}blh": frozenset({(0.5, 1_000_000), (2.0, 100_000), (4.0, 10_000),
+                                     (4.0, 100_000)}),
+    f"{MEMOIZED_KEY}rlh": frozenset({(0.5, 1_000), (0.5, 1_000_000), (1.0, 100_000),
+                                     (4.0, 10_000)}),
+    f"{MEMOIZED_KEY}olh{LOLOHA_KEY}": frozenset({(0.5, 1_000), (2.0, 100_000)})}
 #: Methods whose top-k bands were not measured.
 TOP_K_NOT_MEASURED = frozenset({"power", "power-ns"})
 TOP_K_REASON = ("no calibrated band for top-k answers of {method} at ε = {epsilon:g}, n = {n}: "
@@ -614,6 +630,22 @@ TOP_K_RANK_REASON = ("no band for the value ranked {rank}: top-k bands were meas
                      f"1–{TOP_K_RANKS} ({{source}})")
 TOP_K_NOT_MEASURED_REASON = ("no band for top-k answers of {method}: its bootstrap band was not "
                              "measured (the method costs O(d √n) per replicate)")
+#: The lifetime-to-report budget ratios ε∞ / ε1 the memoized oracles' top-k bands were
+#: measured at (benchmarks/pooled_top_k.py --lifetime-factor: 2 on every seed before; 1.25 and 5
+#: for the seven memoized oracles and LOLOHA's g, airports and the common words, n 10³–10⁶, the
+#: failing cells on a second seed; ε∞ = 5 ε1 is the registry's largest ε∞, 20, at ε1 = 4). With
+#: one report per device the composed channel (p*, q*; g) of memoized GRR, OUE, SUE and local
+#: hashing with the report g is the same at every ratio (`ratio_free_channel`): a record of theirs
+#: at any ε∞ the registry allows has the measured channel, and keeps its band. Memoized RUE's
+#: p*, q* and LOLOHA's g move with the ratio: such a record whose ε∞ / ε1 lies outside
+#: TOP_K_LIFETIME_RANGE keeps no top-k band (`top_k_declared`).
+TOP_K_LIFETIME_RATIOS: tuple[float, ...] = (1.25, 2.0, 5.0)
+TOP_K_LIFETIME_RANGE = (TOP_K_LIFETIME_RATIOS[0], TOP_K_LIFETIME_RATIOS[-1])
+TOP_K_LIFETIME_REASON = ("no band for top-k answers of {protocol} at ε∞ = {ratio:.3g} ε1: its "
+                         "composed channel moves with ε∞, and memoized top-k bands were measured "
+                         f"for ε∞ from {TOP_K_LIFETIME_RANGE[0]:g} ε1 to "
+                         f"{TOP_K_LIFETIME_RANGE[1]:g} ε1 "
+                         "({source} --lifetime-factor)")
 
 
 def top_k_oracle(protocol: FrequencyOracle) -> str:
@@ -658,10 +690,65 @@ def top_k_bracketing_cells(epsilon: float, n: int) -> frozenset[tuple[float, int
                      for size in around(n, TOP_K_SIZES))
 
 
-def top_k_declared(method: str, epsilon: float, n: int, protocol: str | None = None
+def top_k_lifetime_declared(protocol: str, epsilon: float, lifetime_epsilon: float | None,
+                            ratio_free: bool = False) -> str | None:
+    """Why a memoized oracle's top-k answers (its key, `top_k_oracle`) at ε1 = `epsilon` and ε∞
+    = `lifetime_epsilon` have no band — a channel that moves with ε∞ (`ratio_free` False: see
+    `ratio_free_channel`) at an ε∞ / ε1 outside TOP_K_LIFETIME_RANGE — or None (also for an
+    oracle that is not memoized); ValueError for a memoized key without its ε∞."""
+    if not protocol.startswith(MEMOIZED_KEY):
+        return None
+    if lifetime_epsilon is None:
+        raise ValueError(f"the top-k band of {protocol} depends on its ε∞ (lifetime_epsilon)")
+    if ratio_free or lifetime_ratio_measured(epsilon, lifetime_epsilon):
+        return None
+    return TOP_K_LIFETIME_REASON.format(protocol=protocol, ratio=lifetime_epsilon / epsilon,
+                                        source=top_k_source(protocol))
+
+
+def ratio_free_channel(protocol: FrequencyOracle) -> bool:
+    """Whether `protocol`'s one-report composed channel — p*, q* and, for local hashing, g —
+    is the one its construction has at ε1 at every measured ratio TOP_K_LIFETIME_RATIOS whose
+    ε∞ the registry allows (to a relative 1e-9; True for a one-stage oracle, False when no such
+    ratio exists). True for memoized GRR, OUE, SUE and local hashing with the report g (their
+    IRR is chosen so that the composition is the member at ε1), False for memoized RUE (d > 2)
+    and LOLOHA's g where it moves. Local hashing whose LOLOHA g is the report g is compared as
+    the report g's construction: it is that channel, and keyed as it (`top_k_oracle`)."""
+    if not getattr(protocol, "memoized", False):
+        return True
+    epsilon = protocol.epsilon
+    g_rule = getattr(protocol, "g_rule", None) if protocol.name in LOCAL_HASHING else None
+    if g_rule == LOLOHA_G and getattr(protocol, "g", None) == getattr(protocol, "report_g", None):
+        g_rule = REPORT_G
+    own = _composed_channel(protocol)
+    others = [_composed_channel(make_memoized_protocol(protocol.name, epsilon, protocol.d,
+                                                       ratio * epsilon, g_rule))
+              for ratio in TOP_K_LIFETIME_RATIOS if epsilon_problem(ratio * epsilon) is None]
+    return bool(others) and all(np.allclose(own, other, rtol=1e-9, atol=0.0)
+                                for other in others)
+
+
+def _composed_channel(protocol: FrequencyOracle) -> tuple[float, ...]:
+    """(p*, q*) of a protocol's one-report channel, and g for local hashing."""
+    g = getattr(protocol, "g", None)
+    return (protocol.p_star, protocol.q_star) + (() if g is None else (float(g),))
+
+
+def lifetime_ratio_measured(epsilon: float, lifetime_epsilon: float) -> bool:
+    """Whether ε∞ / ε1 (`lifetime_epsilon` / `epsilon`) lies within TOP_K_LIFETIME_RANGE, ends
+    included (to a relative 1e-9, so that 1.25 · ε1 computed in floating point counts)."""
+    low, high = TOP_K_LIFETIME_RANGE
+    return low * (1 - 1e-9) <= lifetime_epsilon / epsilon <= high * (1 + 1e-9)
+
+
+def top_k_declared(method: str, epsilon: float, n: int, protocol: str | None = None,
+                   lifetime_epsilon: float | None = None, ratio_free: bool = False
                    ) -> str | None:
     """Why the top-k answers of `method` (for a replay-chosen one: the method chosen) at ε and
-    n reports of `protocol` (its key, `top_k_oracle`) have no band, or None when they have one
+    n reports of `protocol` (its key, `top_k_oracle`; a memoized one's ε∞ `lifetime_epsilon`,
+    which must lie within TOP_K_LIFETIME_RANGE times ε unless its channel is `ratio_free`, the
+    protocol's `ratio_free_channel`: `top_k_lifetime_declared`) have no band,
+    or None when they have one
     (`TOP_K_UNCALIBRATED`, keyed by method or by oracle). A window falls in its grid cell
     (`top_k_cell`), but a pooled-hash oracle's window between grid cells is declared where any
     cell around it is (`top_k_bracketing_cells`): its band fails by a collision bias the pool
@@ -673,6 +760,10 @@ def top_k_declared(method: str, epsilon: float, n: int, protocol: str | None = N
             and TOP_K_REPORTS[0] <= n <= TOP_K_REPORTS[1]):
         return TOP_K_RANGE_REASON.format(epsilon=epsilon, n=f"{n:,}",
                                          source=top_k_source(protocol))
+    if protocol is not None:
+        reason = top_k_lifetime_declared(protocol, epsilon, lifetime_epsilon, ratio_free)
+        if reason is not None:
+            return reason
     cell = top_k_cell(epsilon, n)
     if cell in TOP_K_UNCALIBRATED.get(method, frozenset()):
         return TOP_K_REASON.format(method=method, epsilon=epsilon, n=f"{n:,}")

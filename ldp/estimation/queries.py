@@ -84,6 +84,7 @@ from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_suppo
                                                           pool_corrected_sum, pool_debiased,
                                                           pool_sum_reason, pooled_value_band,
                                                           rank_conditional_applies,
+                                                          ratio_free_channel,
                                                           score_bands, top_k_bands,
                                                           top_k_declared, top_k_filtered_bands,
                                                           top_k_oracle,
@@ -489,7 +490,9 @@ class WindowEstimate:
                 self.spec.method, self.protocol, self.protocol.epsilon, self.n, params)
         else:
             reason = top_k_declared(self._chosen_method, self.protocol.epsilon, self.n,
-                                    top_k_oracle(self.protocol))
+                                    top_k_oracle(self.protocol),
+                                    getattr(self.protocol, "lifetime_epsilon", None),
+                                    ratio_free_channel(self.protocol))
         if reason is not None:
             return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
                             band_reason=reason) for a in answers]

@@ -1,23 +1,18 @@
 """`ldp query` on the output of a small real job (simulated reports, FnApiRunner)."""
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.config.registry import parse_registry
-from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.reader import read_estimates
 from ldp_telemetry.output.names import printable
-from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.cli import main
-from ldp_telemetry.pipelines.csv_input import TrueValues
-from ldp_telemetry.pipelines.job import EstimateJob
-from ldp_telemetry.pipelines.simulate import simulate_reports
+from tests.window_records import simulated_job_output
 
 DAY_MS = 86_400_000
 START_MS = 1_600_000_000_000 - 1_600_000_000_000 % DAY_MS  # 2020-09-13T00:00:00Z
@@ -37,18 +32,8 @@ def output(tmp_path_factory):
         *({"name": f"size-{name}", "protocol": name, "epsilon": 1.0, "domain": {"size": 12},
            "postprocess": "base"} for name in OTHER_PROTOCOLS),
     ]})
-    rng = np.random.default_rng(5)
-    for config in registry.metrics:
-        n = 3000
-        f = np.arange(config.d, 0, -1, dtype=float)
-        values = rng.choice(config.d, size=n, p=f / f.sum())
-        times = START_MS + rng.integers(0, 3 * DAY_MS, size=n)
-        simulate_reports(config, TrueValues(values, times), str(root / "reports"), seed=1,
-                         progress=None)
-    job = EstimateJob(registry, tuple(sorted(str(p) for p in (root / "reports").glob("*.avro"))),
-                      str(root / "out"), WindowSpec.from_seconds(86_400))
-    run_job(job, [], out=io.StringIO())
-    return str(root / "out")
+    return simulated_job_output(registry, root, 3000, START_MS, 3 * DAY_MS,
+                                np.random.default_rng(5))
 
 
 def query(capsys, out, *args):
