@@ -546,12 +546,16 @@ WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
                             "top_k_wiener_oracles_methods", "top_k_wiener_amrp_olh_confirm",
                             "top_k_wiener_iiw_oracles", "top_k_wiener_iiw_oracles_more",
                             "top_k_wiener_iiw_methods")
+#: Results of benchmarks/selective_top_k.py --wiener over small ordinal domains
+#: (ordinal_windows.py: 48 taxi slots, 64 departure-minute buckets; every filter after GRR and
+#: OUE, then base, norm-sub and norm-hyb).
+WIENER_TOP_K_SMALL = ("top_k_wiener_taxi", "top_k_wiener_minute64")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",
                 "top_k_wiener_words", "top_k_wiener_words_gf", "top_k_wiener_oracles_more",
                 "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw",
-                *WIENER_TOP_K_ALL_ORACLES, "top_k_wiener_iiw_words")
+                *WIENER_TOP_K_ALL_ORACLES, "top_k_wiener_iiw_words", *WIENER_TOP_K_SMALL)
 
 
 #: Results of benchmarks/pooled_values.py --band shipped (CMS and HCMS; FLH).

@@ -2244,6 +2244,23 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --windows 50 --wiener iiw iiw-g --datasets words "
      "--protocols grr oue --seed 37 --wiener-methods base --benchmark "
      "top_k_wiener_iiw_words"),
+    ("top_k_wiener_taxi", "Top-k bands of Wiener filters over 48 taxi slots",
+     "As [the airports table](#top-k-bands-of-wiener-filters), every filter (registry "
+     "defaults) over a small smooth ordinal domain: NAB's NYC taxi passengers per 30-minute "
+     "slot (d = 48), one of its 215 days per window (`benchmarks/ordinal_windows.py`), drawn "
+     "through GRR's and OUE's exact channels, a seed no choice was made on.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --wiener-methods "
+     "base norm-sub norm-hyb --datasets 'taxi 48' --protocols grr oue --windows 100 --seed 41 "
+     "--benchmark top_k_wiener_taxi"),
+    ("top_k_wiener_minute64", "Top-k bands of Wiener filters over 64 departure-minute buckets",
+     "As [over 48 taxi slots](#top-k-bands-of-wiener-filters-over-48-taxi-slots), over "
+     "flights3m's departure minute of day binned to 64 buckets, one of its 182 days (about "
+     "16,500 flights) per window.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --wiener-methods "
+     "base norm-sub norm-hyb --datasets 'minute 64' --protocols grr oue --windows 100 --seed 41 "
+     "--benchmark top_k_wiener_minute64"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)

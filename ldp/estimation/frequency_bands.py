@@ -724,6 +724,10 @@ WIENER_TOP_K_FREE_PARAMS = frozenset({"seed", "keep_extremes"})
 #: 969 emoji (GRR and OUE, `base`); after the other oracles the 229 airports alone. A larger
 #: domain keeps no band.
 WIENER_TOP_K_MAX_D = {"dw": 4_096, "gf-dw": 4_096, "iiw": 4_096, "iiw-g": 4_096, "amrp": 969}
+#: The smallest domain (d values) each filter's top-k band was measured over: every filter over
+#: NAB's 48 taxi slots (GRR and OUE, `base`, `norm-sub`, `norm-hyb`; no triple more than two
+#: standard errors below 0.95). A smaller domain keeps no band: it was never measured.
+WIENER_TOP_K_MIN_D = {"dw": 48, "gf-dw": 48, "iiw": 48, "iiw-g": 48, "amrp": 48}
 _WIENER_BENCHMARK = "benchmarks/selective_top_k.py --wiener"
 WIENER_TOP_K_REASONS = {
     "oracle": ("no band for the top values of a Wiener filter on {protocol}: the band "
@@ -742,7 +746,7 @@ WIENER_TOP_K_REASONS = {
                "was measured at the registry defaults alone ({measured}; "
                f"{_WIENER_BENCHMARK})"),
     "domain": ("no band for the top values of {filter} over d = {d} values: its top-k band was "
-               f"measured over at most {{largest}} values ({_WIENER_BENCHMARK})"),
+               f"measured over {{smallest}}–{{largest}} values ({_WIENER_BENCHMARK})"),
     "epsilon": ("no band for the top values of {filter} at ε = {epsilon:g}: its top-k band was "
                 "measured for ε 0.5–4 (" f"{_WIENER_BENCHMARK})"),
     "reports": ("no band for the top values of {filter} at n = {n} reports: its top-k band was "
@@ -778,9 +782,9 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
     was not measured after a filter whichever method it chose) on `protocol`'s
     windows of n reports over `protocol.d` values have no band, or None when they have
     `top_k_filtered_bands`: measured for that filter, oracle and method
-    (WIENER_TOP_K_MEASURED) with those parameters (WIENER_TOP_K_PARAMS), over at most
-    WIENER_TOP_K_MAX_D values, for ε within TOP_K_EPSILON_RANGE and n within
-    TOP_K_REPORTS, in a cell not declared
+    (WIENER_TOP_K_MEASURED) with those parameters (WIENER_TOP_K_PARAMS), over
+    WIENER_TOP_K_MIN_D to WIENER_TOP_K_MAX_D values, for ε within TOP_K_EPSILON_RANGE and n
+    within TOP_K_REPORTS, in a cell not declared
     (WIENER_TOP_K_UNCALIBRATED). A name the tables lack has no band."""
     if not rank_conditional_applies(protocol):
         return WIENER_TOP_K_REASONS["oracle"].format(protocol=top_k_oracle(protocol))
@@ -803,9 +807,10 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
             filter=filter_name, name=name, value=value,
             measured=", ".join(f"{key} = {default:g}" for key, default
                                in WIENER_TOP_K_PARAMS[filter_name].items()) or "no parameters")
-    if protocol.d > WIENER_TOP_K_MAX_D[filter_name]:
+    if not WIENER_TOP_K_MIN_D[filter_name] <= protocol.d <= WIENER_TOP_K_MAX_D[filter_name]:
         return WIENER_TOP_K_REASONS["domain"].format(
             filter=filter_name, d=f"{protocol.d:,}",
+            smallest=f"{WIENER_TOP_K_MIN_D[filter_name]:,}",
             largest=f"{WIENER_TOP_K_MAX_D[filter_name]:,}")
     if not TOP_K_EPSILON_RANGE[0] <= epsilon <= TOP_K_EPSILON_RANGE[1]:
         return WIENER_TOP_K_REASONS["epsilon"].format(filter=filter_name, epsilon=epsilon)

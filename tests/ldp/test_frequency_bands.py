@@ -423,23 +423,33 @@ def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed(mon
 def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_parameters():
     """wiener_top_k_declared: a filter, oracle and method measured together still have no band
     over more values than the filter was measured over (WIENER_TOP_K_MAX_D: AMRP up to the 969
-    emoji, DW, GF-DW, IIW and IIW-G up to 4,096 words), at ε outside 0.5–4
+    emoji, DW, GF-DW, IIW and IIW-G up to 4,096 words) or fewer (WIENER_TOP_K_MIN_D: every
+    filter down to NAB's 48 taxi slots), at ε outside 0.5–4
     (TOP_K_EPSILON_RANGE), for windows outside 10³–10⁶ reports by more than √10
     (TOP_K_REPORTS), or with estimator parameters other than the registry defaults they
     were measured at (WIENER_TOP_K_PARAMS: a record's 30.0 is 30;
     AMRP's seed and keep_extremes aside)."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MAX_D,
+                                                              WIENER_TOP_K_MIN_D,
                                                               wiener_top_k_declared)
+    assert set(WIENER_TOP_K_MIN_D) == set(WIENER_TOP_K_MAX_D)
     for name, largest in WIENER_TOP_K_MAX_D.items():
-        assert wiener_top_k_declared(name, False, "base", make_protocol("oue", 1.0, largest),
-                                     1.0, 10_000) is None
-        reason = wiener_top_k_declared(name, False, "base",
-                                       make_protocol("oue", 1.0, largest + 1), 1.0, 10_000)
-        assert f"{name} over d = {largest + 1:,} values" in reason
-        assert f"at most {largest:,} values" in reason
+        smallest = WIENER_TOP_K_MIN_D[name]
+        for d in (smallest, largest):
+            assert wiener_top_k_declared(name, False, "base", make_protocol("oue", 1.0, d),
+                                         1.0, 10_000) is None
+        for d in (smallest - 1, largest + 1):
+            assert wiener_top_k_declared(name, False, "base", make_protocol("oue", 1.0, d),
+                                         1.0, 10_000) == (
+                f"no band for the top values of {name} over d = {d:,} values: its top-k band "
+                f"was measured over {smallest:,}–{largest:,} values "
+                "(benchmarks/selective_top_k.py --wiener)")
     assert "amrp over d = 4,096" in wiener_top_k_declared("amrp", False, "base",
                                                           make_protocol("grr", 1.0, 4096), 1.0,
                                                           100_000)
+    assert "dw over d = 24 values" in wiener_top_k_declared("dw", False, "base",
+                                                           make_protocol("oue", 1.0, 24), 1.0,
+                                                           100_000)
     oue = make_protocol("oue", 1.0, 64)
     for n in (317, 3_162_277):
         assert wiener_top_k_declared("dw", False, "base", oue, 1.0, n) is None
@@ -490,11 +500,11 @@ def test_the_wiener_top_k_parameters_are_the_registry_defaults_the_benchmark_ran
 def test_the_wiener_top_k_tables_are_what_the_committed_results_measured():
     """Every (filter, oracle, method) WIENER_TOP_K_MEASURED bands was measured at every (ε, n)
     cell of the top-k grid in the committed results coverage_summary counts (WIENER_TOP_K),
-    over a domain as large as WIENER_TOP_K_MAX_D says; and WIENER_TOP_K_UNCALIBRATED holds
-    exactly the cells where a shipped (filter, oracle, data set, method, rank) triple, pooled
-    over every window measured for it, lies more than two standard errors below 0.95 (the
-    rule the memoized cells follow; in-sample). A results file added or a table edited
-    without the other fails here."""
+    over domains as large as WIENER_TOP_K_MAX_D and as small as WIENER_TOP_K_MIN_D say; and
+    WIENER_TOP_K_UNCALIBRATED holds exactly the cells where a shipped (filter, oracle, data
+    set, method, rank) triple, pooled over every window measured for it, lies more than two
+    standard errors below 0.95 (the rule the memoized cells follow; in-sample). A results file
+    added or a table edited without the other fails here."""
     from collections import defaultdict
 
     from tests.benchmark_scripts import BENCHMARKS, loaded_scripts
@@ -502,6 +512,7 @@ def test_the_wiener_top_k_tables_are_what_the_committed_results_measured():
     from ldp_telemetry.ldp.estimation.frequency_bands import (TOP_K_EPSILONS, TOP_K_SIZES,
                                                               WIENER_TOP_K_MAX_D,
                                                               WIENER_TOP_K_MEASURED,
+                                                              WIENER_TOP_K_MIN_D,
                                                               WIENER_TOP_K_UNCALIBRATED,
                                                               top_k_cell)
     with loaded_scripts("coverage_summary") as scripts:
@@ -512,13 +523,14 @@ def test_the_wiener_top_k_tables_are_what_the_committed_results_measured():
         shipped = [row for row in rows if not summary.declared_values(row)]
         sizes = summary.FREQUENCY_DATASET_SIZES
     cells = defaultdict(set)
-    largest: dict = defaultdict(int)
+    domains: dict = defaultdict(set)
     for row in rows:
         cells[row["filter"], row["protocol"], row["method"]].add((row["epsilon"], row["n"]))
-        largest[row["filter"]] = max(largest[row["filter"]], sizes[row["dataset"]])
+        domains[row["filter"]].add(row.get("d", sizes[row["dataset"]]))
     grid = {(epsilon, n) for epsilon in TOP_K_EPSILONS for n in TOP_K_SIZES}
     for name, oracles in WIENER_TOP_K_MEASURED.items():
-        assert WIENER_TOP_K_MAX_D[name] == largest[name], name
+        assert WIENER_TOP_K_MAX_D[name] == max(domains[name]), name
+        assert WIENER_TOP_K_MIN_D[name] == min(domains[name]), name
         for oracle, methods in oracles.items():
             for method in methods:
                 assert cells[name, oracle, method] >= grid, (name, oracle, method)
