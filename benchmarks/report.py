@@ -2261,6 +2261,13 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --wiener-methods "
      "base norm-sub norm-hyb --datasets 'minute 64' --protocols grr oue --windows 100 --seed 41 "
      "--benchmark top_k_wiener_minute64"),
+    ("top_k_wiener_amrp_more", "Top-k bands of AMRP after RUE, BLH and RLH",
+     "As [AMRP after SUE, HR and OLH](#top-k-bands-of-amrp-after-sue-hr-and-olh), after RUE, "
+     "BLH and RLH (their clients), every (ε, n) cell including n = 10⁶, a seed no choice was "
+     "made on, then `base`; 50 windows per cell.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener amrp --protocols rue blh rlh --seed 43 "
+     "--wiener-methods base --windows 50 --benchmark top_k_wiener_amrp_more"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)

@@ -702,7 +702,7 @@ WIENER_TOP_K_MEASURED: dict[str, dict[str, frozenset[str]]] = {
     "iiw-g": {**dict.fromkeys(("grr", "oue", "sue", "olh", "hr"), _MEASURED_METHODS),
               **dict.fromkeys(("rue", "blh", "rlh"), _BASE_ONLY)},
     "amrp": {**dict.fromkeys(("grr", "oue"), _MEASURED_METHODS),
-             **dict.fromkeys(("sue", "hr", "olh"), _BASE_ONLY)}}
+             **dict.fromkeys(("sue", "rue", "olh", "blh", "rlh", "hr"), _BASE_ONLY)}}
 #: (filter, oracle) -> the cells declared for it. AMRP's rank 4 after OLH at ε = 2, n = 10⁶
 #: held 0.88 of 50 windows (seed 35) and 0.93 of 100 (seed 36): 0.913 of the 150, more than
 #: two standard errors (0.036) below 0.95 — the rule the memoized and pooled-hash oracles'
