@@ -547,9 +547,11 @@ WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
                             "top_k_wiener_iiw_oracles", "top_k_wiener_iiw_oracles_more",
                             "top_k_wiener_iiw_methods")
 #: Results of benchmarks/selective_top_k.py --wiener over small ordinal domains
-#: (ordinal_windows.py: 48 taxi slots, 64 departure-minute buckets; every filter after GRR and
-#: OUE, then base, norm-sub and norm-hyb) and of AMRP after RUE, BLH and RLH (airports, base).
-WIENER_TOP_K_SMALL = ("top_k_wiener_taxi", "top_k_wiener_minute64", "top_k_wiener_amrp_more")
+#: (ordinal_windows.py: 48 taxi slots, 64 and 32 departure-time buckets; every filter after GRR
+#: and OUE, then base, norm-sub and norm-hyb) and of AMRP after RUE, BLH and RLH (airports,
+#: base).
+WIENER_TOP_K_SMALL = ("top_k_wiener_taxi", "top_k_wiener_minute64", "top_k_wiener_amrp_more",
+                      "top_k_wiener_dep_min")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",

