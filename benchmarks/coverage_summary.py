@@ -495,7 +495,8 @@ DECLARED = [
      "and the record keeps no covariance of them"),
     ("Wiener top-k answers: smooth, keep_extremes, other post-processing, a filter after an "
      "oracle it was not measured after, with other parameters than its defaults, over a "
-     "larger domain or outside 10³–10⁶ reports or ε 0.5–4, pooled-hash and memoized oracles",
+     "larger or smaller domain than measured (32 values up to 969 or 4,096) or outside "
+     "10³–10⁶ reports or ε 0.5–4, pooled-hash and memoized oracles",
      "none",
      "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "
      "covariance (docs/error-bars.md)"),
@@ -547,11 +548,12 @@ WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
                             "top_k_wiener_iiw_oracles", "top_k_wiener_iiw_oracles_more",
                             "top_k_wiener_iiw_methods")
 #: Results of benchmarks/selective_top_k.py --wiener over small ordinal domains
-#: (ordinal_windows.py: 48 taxi slots, 64 and 32 departure-time buckets; every filter after GRR
-#: and OUE, then base, norm-sub and norm-hyb) and of AMRP after RUE, BLH and RLH (airports,
-#: base).
+#: (ordinal_windows.py: 48 taxi slots, 32, 64 and 128 departure-time buckets; every filter
+#: after GRR and OUE, then base, norm-sub and norm-hyb; after SUE and HR over the taxi slots,
+#: then base) and of AMRP after RUE, BLH and RLH (airports, base).
 WIENER_TOP_K_SMALL = ("top_k_wiener_taxi", "top_k_wiener_minute64", "top_k_wiener_amrp_more",
-                      "top_k_wiener_dep_min")
+                      "top_k_wiener_dep_min", "top_k_wiener_taxi_oracles",
+                      "top_k_wiener_minute128")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",

@@ -2276,6 +2276,21 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --wiener-methods "
      "base norm-sub norm-hyb --datasets 'dep_min 32' --protocols grr oue --windows 100 --seed 41 "
      "--benchmark top_k_wiener_dep_min"),
+    ("top_k_wiener_taxi_oracles", "Top-k bands of Wiener filters over 48 taxi slots after SUE "
+     "and HR",
+     "As [over 48 taxi slots](#top-k-bands-of-wiener-filters-over-48-taxi-slots), after SUE "
+     "(its exact channel) and HR (its client), a fresh seed, then `base`.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --protocols sue hr "
+     "--datasets 'taxi 48' --seed 44 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_taxi_oracles"),
+    ("top_k_wiener_minute128", "Top-k bands of Wiener filters over 128 departure-minute buckets",
+     "As [over 64 buckets](#top-k-bands-of-wiener-filters-over-64-departure-minute-buckets), "
+     "binned to 128 buckets.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --wiener-methods "
+     "base norm-sub norm-hyb --datasets 'minute 128' --protocols grr oue --windows 100 --seed 41 "
+     "--benchmark top_k_wiener_minute128"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)
