@@ -2284,6 +2284,15 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --protocols sue hr "
      "--datasets 'taxi 48' --seed 44 --wiener-methods base --windows 100 --benchmark "
      "top_k_wiener_taxi_oracles"),
+    ("top_k_wiener_taxi_oracles_more", "Top-k bands of Wiener filters over 48 taxi slots after "
+     "RUE, OLH, BLH and RLH",
+     "As [after SUE and HR](#top-k-bands-of-wiener-filters-over-48-taxi-slots-after-sue-and-hr), "
+     "after RUE, BLH and RLH (their clients) and OLH (windows of more than 10⁷ hash tests from "
+     "its uniform-hash model, the smaller through its client).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --protocols rue olh "
+     "blh rlh --full-limit 10000000 --datasets 'taxi 48' --seed 44 --wiener-methods base "
+     "--windows 100 --benchmark top_k_wiener_taxi_oracles_more"),
     ("top_k_wiener_minute128", "Top-k bands of Wiener filters over 128 departure-minute buckets",
      "As [over 64 buckets](#top-k-bands-of-wiener-filters-over-64-departure-minute-buckets), "
      "binned to 128 buckets.",

