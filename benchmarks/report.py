@@ -2255,7 +2255,7 @@ SECTIONS += [
      "--benchmark top_k_wiener_taxi"),
     ("top_k_wiener_minute64", "Top-k bands of Wiener filters over 64 departure-minute buckets",
      "As [over 48 taxi slots](#top-k-bands-of-wiener-filters-over-48-taxi-slots), over "
-     "flights3m's departure minute of day binned to 64 buckets, one of its 182 days (about "
+     "flights3m's departure minute of day binned to 64 buckets, one of its 181 days (about "
      "16,500 flights) per window.",
      top_k_wiener,
      "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --wiener-methods "
