@@ -494,9 +494,10 @@ DECLARED = [
     ("Square Wave range probabilities", "none", "EM's buckets are not linear in the reports "
      "and the record keeps no covariance of them"),
     ("Wiener top-k answers: smooth, keep_extremes, other post-processing, a filter after an "
-     "oracle it was not measured after, with other parameters than its defaults, over a "
-     "larger or smaller domain than measured (32 values up to 969 or 4,096) or outside "
-     "10³–10⁶ reports or ε 0.5–4, pooled-hash and memoized oracles",
+     "oracle it was not measured after, with other parameters than its defaults, over fewer "
+     "or more values than measured after that oracle with that method (32–4,096 after GRR "
+     "and OUE, 48–229 after the others) or outside 10³–10⁶ reports or ε 0.5–4, pooled-hash "
+     "and memoized oracles",
      "none",
      "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "
      "covariance (docs/error-bars.md)"),

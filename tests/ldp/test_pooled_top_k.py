@@ -193,10 +193,10 @@ def test_a_memoized_wiener_record_is_named_by_its_oracle_key_in_the_top_k_reason
     """A Wiener record of a memoized oracle has no top-k band; the reason names it by its key
     (`top_k_oracle`: "memoized-grr"), not by its one-stage member's registry name ("grr", a
     pure oracle whose Wiener top-k band exists over the domains it was measured over,
-    WIENER_TOP_K_MIN_D values and more)."""
-    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MIN_D,
+    WIENER_TOP_K_DOMAINS)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_DOMAINS,
                                                               wiener_top_k_declared)
-    d = WIENER_TOP_K_MIN_D["dw"]
+    d = WIENER_TOP_K_DOMAINS["dw", "grr", "base"][0]
     memoized = make_memoized_protocol("grr", 1.0, d, 2.0)
     reason = wiener_top_k_declared("dw", False, "base", memoized, 1.0, 10_000)
     assert reason is not None and f"on {MEMOIZED_KEY}grr:" in reason
