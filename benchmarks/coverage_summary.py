@@ -551,10 +551,12 @@ WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
 #: Results of benchmarks/selective_top_k.py --wiener over small ordinal domains
 #: (ordinal_windows.py: 48 taxi slots, 32, 64 and 128 departure-time buckets; every filter
 #: after GRR and OUE, then base, norm-sub and norm-hyb; after SUE, RUE, OLH, BLH, RLH and HR
-#: over the taxi slots, then base) and of AMRP after RUE, BLH and RLH (airports, base).
+#: over the taxi slots, then base, and norm-sub and norm-hyb where the table bands them) and
+#: of AMRP after RUE, BLH and RLH (airports, base).
 WIENER_TOP_K_SMALL = ("top_k_wiener_taxi", "top_k_wiener_minute64", "top_k_wiener_amrp_more",
                       "top_k_wiener_dep_min", "top_k_wiener_taxi_oracles",
-                      "top_k_wiener_minute128", "top_k_wiener_taxi_oracles_more")
+                      "top_k_wiener_minute128", "top_k_wiener_taxi_oracles_more",
+                      "top_k_wiener_taxi_methods", "top_k_wiener_taxi_methods_more")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",

@@ -2293,6 +2293,25 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --protocols rue olh "
      "blh rlh --full-limit 10000000 --datasets 'taxi 48' --seed 44 --wiener-methods base "
      "--windows 100 --benchmark top_k_wiener_taxi_oracles_more"),
+    ("top_k_wiener_taxi_methods", "Top-k bands of Wiener filters over 48 taxi slots after SUE, "
+     "OLH and HR, then norm-sub and norm-hyb",
+     "As [after SUE and HR](#top-k-bands-of-wiener-filters-over-48-taxi-slots-after-sue-and-hr), "
+     "DW, GF-DW, IIW and IIW-G after SUE (its exact channel), OLH (windows of more than 10⁷ "
+     "hash tests from its uniform-hash model) and HR (its client), then `norm-sub` and "
+     "`norm-hyb`, a fresh seed on which no choice was made.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw --protocols sue olh hr "
+     "--full-limit 10000000 --datasets 'taxi 48' --seed 45 --wiener-methods norm-sub norm-hyb "
+     "--windows 100 --benchmark top_k_wiener_taxi_methods"),
+    ("top_k_wiener_taxi_methods_more", "Top-k bands of Wiener filters over 48 taxi slots after "
+     "RUE, BLH and RLH, then norm-sub and norm-hyb",
+     "As [after SUE, OLH and HR](#top-k-bands-of-wiener-filters-over-48-taxi-slots-after-sue-"
+     "olh-and-hr-then-norm-sub-and-norm-hyb), DW and GF-DW after RUE, BLH and RLH (their "
+     "clients).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols rue blh rlh "
+     "--datasets 'taxi 48' --seed 45 --wiener-methods norm-sub norm-hyb --windows 100 "
+     "--benchmark top_k_wiener_taxi_methods_more"),
     ("top_k_wiener_minute128", "Top-k bands of Wiener filters over 128 departure-minute buckets",
      "As [over 64 buckets](#top-k-bands-of-wiener-filters-over-64-departure-minute-buckets), "
      "binned to 128 buckets.",
