@@ -636,13 +636,19 @@ def wiener_summary(rows: list[dict], key: str = "by_rank") -> dict:
     """Per filter: (filter, method, cell, rank) triples inside GOAL, above, below, below
     0.90, more than two s.e. below 0.95 (and how many chance gives), the lowest; `key`: the
     rows' coverage per rank to count (a part's, "<part>_by_rank")."""
-    low, high = GOAL
     out = {}
     for name in sorted({r["filter"] for r in rows if key in r}):
         triples = [(c, r["windows"]) for r in rows if r["filter"] == name
                    for c in by_rank({"by_rank": r[key]})]
-        out[name] = {
-            "triples": len(triples),
+        out[name] = triple_counts(triples)
+    return out
+
+
+def triple_counts(triples: list[tuple[float, int]]) -> dict:
+    """(coverage, windows) triples counted against GOAL: inside, above, below, below 0.90,
+    more than two s.e. below 0.95 (and how many chance gives there), the lowest."""
+    low, high = GOAL
+    return {"triples": len(triples),
             "inside": sum(low <= c <= high for c, _ in triples),
             "above": sum(c > high for c, _ in triples),
             "below": sum(c < low for c, _ in triples),
@@ -651,7 +657,6 @@ def wiener_summary(rows: list[dict], key: str = "by_rank") -> dict:
                                 for c, w in triples),
             "below_by_two_chance": round(sum(chance_below(w) for _, w in triples), 1),
             "lowest": min((c for c, _ in triples), default=None)}
-    return out
 
 
 def _line(r: dict) -> str:

@@ -60,9 +60,9 @@ import numpy as np
 from bench_json import (Run, add_json_argument, default_datasets_dir, epsilons_problem,
                         simulation_problem)
 from coverage_frequency import DATASETS, TOP, default_sampler, query_weights, support_counts
-from coverage_summary import GOAL, coverage_standard_error
+from coverage_summary import GOAL
 from pooled_top_k import MEMOIZED_PREFIX, oracle
-from selective_top_k import chance_below, chosen_run
+from selective_top_k import chosen_run, triple_counts
 
 from ldp_telemetry.ldp.estimation.frequency_bands import (BAND_REPLICATES, bootstrap_spread,
                                                           channel_support_counts, score_bands,
@@ -209,15 +209,7 @@ def fit_summary(rows: list[dict], fit: str) -> dict:
             into += inside_now and not inside_before
             out_of += inside_before and not inside_now
             newly_below += c < low <= b
-    return {"triples": len(triples),
-            "inside": sum(low <= c <= high for c, _ in triples),
-            "above": sum(c > high for c, _ in triples),
-            "below": sum(c < low for c, _ in triples),
-            "below_090": sum(c < 0.90 for c, _ in triples),
-            "below_by_two": sum(0.95 - c > 2 * coverage_standard_error(w, w)
-                                for c, w in triples),
-            "below_by_two_chance": round(sum(chance_below(w) for _, w in triples), 1),
-            "lowest": min((c for c, _ in triples), default=None),
+    return {**triple_counts(triples),
             "median": statistics.median(c for c, _ in triples) if triples else None,
             "median_width_vs_today": round(statistics.median(ratios), 3) if ratios else None,
             "largest_width_vs_today": round(max(ratios), 3) if ratios else None,
