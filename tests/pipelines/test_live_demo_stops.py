@@ -25,7 +25,6 @@ from ldp_telemetry.output.reader import latest_panes, read_pane_log
 pytestmark = pytest.mark.slow  # a live run in subprocesses
 DEMO = Path(__file__).resolve().parents[2] / "demo"
 HANG = 300  # seconds: a bound against a hung demo, never a speed requirement
-DEMO_SPEEDUP, SLOWER_SPEEDUP = "--speedup 40000", "--speedup 4000"
 
 
 @pytest.mark.skipif(not (DEMO / "live.sh").exists() or shutil.which("bash") is None
@@ -33,14 +32,6 @@ DEMO_SPEEDUP, SLOWER_SPEEDUP = "--speedup 40000", "--speedup 4000"
                     reason="needs the checkout's demo/, bash and the installed ldp command")
 def test_one_ctrl_c_stops_the_live_demo_and_its_collectors(tmp_path):
     shutil.copytree(DEMO, tmp_path / "demo")
-    # The copy's collectors replay ten times slower, so that they are still writing when the
-    # Ctrl-C comes however loaded the machine is: at the demo's own speed a run slowed enough
-    # emitted its first EARLY panes only after the whole month was written, the demo ended
-    # before the signal, and nothing was left to stop (seen once in a CI run).
-    script = tmp_path / "demo" / "live.sh"
-    shipped = script.read_text(encoding="utf-8")
-    assert shipped.count(DEMO_SPEEDUP) == 1, "the demo's collectors replay at another speed"
-    script.write_text(shipped.replace(DEMO_SPEEDUP, SLOWER_SPEEDUP), encoding="utf-8")
     (tmp_path / ".venv").symlink_to(sys.prefix)
     demo = subprocess.Popen(["bash", "demo/live.sh"], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
