@@ -456,7 +456,7 @@ def test_the_wiener_top_k_summary_counts_windows_without_value_bands_as_declared
     """coverage_summary.wiener_top_k_rows: a cell whose windows expect fewer than
     MIN_EXPECTED_SUPPORTS supports per value (GRR over 4,096 words, n = 10³: `ldp query` gives
     its top values no band) counts as declared, not as a band that missed, as does a cell
-    over more values than that oracle was measured over (SUE: 48–229, WIENER_TOP_K_DOMAINS);
+    over more values than that oracle was measured over (SUE: 48–969, WIENER_TOP_K_DOMAINS);
     a cell with enough supports over a measured domain (OUE) counts its ten triples, with the
     oracles named in the note."""
     from tests.benchmark_scripts import loaded_scripts
