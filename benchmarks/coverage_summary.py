@@ -557,8 +557,8 @@ OTHER_RATIOS = "memoized oracles at ε∞ = 1.25 ε1 and 5 ε1"
 #: Results of benchmarks/selective_top_k.py --wiener of every filter after every pure oracle
 #: they were not measured after (AMRP on the emoji data and its dip on another seed; DW and
 #: GF-DW after RUE, BLH and RLH at every n, every post-processing; IIW, IIW-G, AMRP after the
-#: other oracles; DW, GF-DW, IIW and IIW-G after them on the emoji data, d = 969), each run a
-#: file.
+#: other oracles; DW, GF-DW, IIW and IIW-G after them on the emoji data, d = 969, then base,
+#: and norm-sub and norm-hyb after SUE, HR and OLH), each run a file.
 WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
                             "top_k_wiener_amrp_emoji_confirm", "top_k_wiener_amrp_emoji_grr",
                             "top_k_wiener_blh", "top_k_wiener_rlh", "top_k_wiener_amrp_oracles",
@@ -566,7 +566,7 @@ WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
                             "top_k_wiener_iiw_oracles", "top_k_wiener_iiw_oracles_more",
                             "top_k_wiener_iiw_methods", "top_k_wiener_emoji_oracles",
                             "top_k_wiener_emoji_oracles_more",
-                            "top_k_wiener_emoji_hr_confirm")
+                            "top_k_wiener_emoji_hr_confirm", "top_k_wiener_emoji_methods")
 #: Results of benchmarks/selective_top_k.py --wiener over small ordinal domains
 #: (ordinal_windows.py: 48 taxi slots, 32, 64 and 128 departure-time buckets; every filter
 #: after GRR and OUE, then base, norm-sub and norm-hyb; after SUE, RUE, OLH, BLH, RLH and HR

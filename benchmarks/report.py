@@ -2461,6 +2461,16 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener dw --protocols hr --epsilons 2 --sizes "
      "1000000 --datasets emoji --seed 48 --wiener-methods base --windows 100 --benchmark "
      "top_k_wiener_emoji_hr_confirm"),
+    ("top_k_wiener_emoji_methods",
+     "Top-k bands of Wiener filters on the emoji data after SUE, HR and OLH, norm-sub and "
+     "norm-hyb",
+     "As [after SUE, HR and "
+     "OLH](#top-k-bands-of-wiener-filters-on-the-emoji-data-after-sue-hr-and-olh), then "
+     "`norm-sub` and `norm-hyb`, n 10³–10⁵ (the run's budget).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw iiw iiw-g --protocols sue hr olh "
+     "--full-limit 10000000 --datasets emoji --sizes 1000 10000 100000 --seed 47 "
+     "--wiener-methods norm-sub norm-hyb --windows 100 --benchmark top_k_wiener_emoji_methods"),
     ("top_k_wiener_iiw_words", "Top-k bands of IIW and IIW-G over 4,096 words",
      "As [DW over 4,096 words](#top-k-bands-of-dw-over-4096-words), for IIW and IIW-G "
      "(a seed no choice was made on, 50 windows per cell).",
