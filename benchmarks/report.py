@@ -2471,6 +2471,24 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener dw gf-dw iiw iiw-g --protocols sue hr olh "
      "--full-limit 10000000 --datasets emoji --sizes 1000 10000 100000 --seed 47 "
      "--wiener-methods norm-sub norm-hyb --windows 100 --benchmark top_k_wiener_emoji_methods"),
+    ("top_k_wiener_emoji_methods_more",
+     "Top-k bands of DW and GF-DW on the emoji data after RUE, BLH and RLH, norm-sub and "
+     "norm-hyb",
+     "As [after RUE, BLH and "
+     "RLH](#top-k-bands-of-wiener-filters-on-the-emoji-data-after-rue-blh-and-rlh), DW and "
+     "GF-DW then `norm-sub` and `norm-hyb` (IIW and IIW-G have no band with them after these "
+     "oracles).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols rue blh rlh "
+     "--datasets emoji --sizes 1000 10000 100000 --seed 47 --wiener-methods norm-sub norm-hyb "
+     "--windows 100 --benchmark top_k_wiener_emoji_methods_more"),
+    ("top_k_wiener_words_sue", "Top-k bands of DW and GF-DW over 4,096 words after SUE",
+     "As [DW over 4,096 words](#top-k-bands-of-dw-over-4096-words), DW and GF-DW after SUE "
+     "(its exact channel), n 10³–10⁵, seed 47, then `base`.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols sue --datasets words "
+     "--sizes 1000 10000 100000 --seed 47 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_words_sue"),
     ("top_k_wiener_iiw_words", "Top-k bands of IIW and IIW-G over 4,096 words",
      "As [DW over 4,096 words](#top-k-bands-of-dw-over-4096-words), for IIW and IIW-G "
      "(a seed no choice was made on, 50 windows per cell).",
