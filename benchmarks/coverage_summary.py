@@ -558,7 +558,8 @@ OTHER_RATIOS = "memoized oracles at ε∞ = 1.25 ε1 and 5 ε1"
 #: they were not measured after (AMRP on the emoji data and its dip on another seed; DW and
 #: GF-DW after RUE, BLH and RLH at every n, every post-processing; IIW, IIW-G, AMRP after the
 #: other oracles; DW, GF-DW, IIW and IIW-G after them on the emoji data, d = 969, then each
-#: method the table bands; DW and GF-DW after SUE over 4,096 words), each run a file.
+#: method the table bands; DW and GF-DW after SUE, HR and OLH over 4,096 words), each run a
+#: file.
 WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
                             "top_k_wiener_amrp_emoji_confirm", "top_k_wiener_amrp_emoji_grr",
                             "top_k_wiener_blh", "top_k_wiener_rlh", "top_k_wiener_amrp_oracles",
@@ -567,7 +568,8 @@ WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
                             "top_k_wiener_iiw_methods", "top_k_wiener_emoji_oracles",
                             "top_k_wiener_emoji_oracles_more",
                             "top_k_wiener_emoji_hr_confirm", "top_k_wiener_emoji_methods",
-                            "top_k_wiener_emoji_methods_more", "top_k_wiener_words_sue")
+                            "top_k_wiener_emoji_methods_more", "top_k_wiener_words_sue",
+                            "top_k_wiener_words_hr_olh")
 #: Results of benchmarks/selective_top_k.py --wiener over small ordinal domains
 #: (ordinal_windows.py: 48 taxi slots, 32, 64 and 128 departure-time buckets; every filter
 #: after GRR and OUE, then base, norm-sub and norm-hyb; after SUE, RUE, OLH, BLH, RLH and HR

@@ -2489,6 +2489,14 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols sue --datasets words "
      "--sizes 1000 10000 100000 --seed 47 --wiener-methods base --windows 100 --benchmark "
      "top_k_wiener_words_sue"),
+    ("top_k_wiener_words_hr_olh", "Top-k bands of DW and GF-DW over 4,096 words after HR and OLH",
+     "As [after SUE](#top-k-bands-of-dw-and-gf-dw-over-4096-words-after-sue), after HR (its "
+     "client) and OLH (its client up to 10⁷ hash tests, n = 10³; its uniform-hash model "
+     "above).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols hr olh --full-limit "
+     "10000000 --datasets words --sizes 1000 10000 100000 --seed 47 --wiener-methods base "
+     "--windows 100 --benchmark top_k_wiener_words_hr_olh"),
     ("top_k_wiener_iiw_words", "Top-k bands of IIW and IIW-G over 4,096 words",
      "As [DW over 4,096 words](#top-k-bands-of-dw-over-4096-words), for IIW and IIW-G "
      "(a seed no choice was made on, 50 windows per cell).",

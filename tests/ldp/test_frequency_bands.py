@@ -427,9 +427,8 @@ def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_
     method (WIENER_TOP_K_DOMAINS: after GRR and OUE `base` from 32 departure-time buckets to
     4,096 words, AMRP's to 969 emoji, `norm-sub` and `norm-hyb` to 969 or 229; after SUE, RUE,
     OLH, BLH, RLH and HR `base` and `norm-sub` and `norm-hyb` over 48–969 values, DW's and
-    GF-DW's `base` after SUE to 4,096, AMRP's and the others over 48–229), at ε outside
-    0.5–4
-    (TOP_K_EPSILON_RANGE), for windows outside 10³–10⁶ reports by more than √10
+    GF-DW's `base` after SUE, OLH and HR to 4,096, AMRP's and the others over 48–229), at ε
+    outside 0.5–4 (TOP_K_EPSILON_RANGE), for windows outside 10³–10⁶ reports by more than √10
     (TOP_K_REPORTS), or with estimator parameters other than the registry defaults they
     were measured at (WIENER_TOP_K_PARAMS: a record's 30.0 is 30;
     AMRP's seed and keep_extremes aside)."""
