@@ -502,8 +502,8 @@ DECLARED = [
     ("Wiener top-k answers: smooth, keep_extremes, other post-processing, a filter after an "
      "oracle it was not measured after, with other parameters than its defaults, over fewer "
      "or more values than measured after that oracle with that method (32–4,096 after GRR "
-     "and OUE, 48–229 after the others) or outside 10³–10⁶ reports or ε 0.5–4, pooled-hash "
-     "and memoized oracles",
+     "and OUE, 48–4,096, 48–969 or 48–229 after the others) or outside 10³–10⁶ reports or ε "
+     "0.5–4, pooled-hash and memoized oracles",
      "none",
      "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "
      "covariance (docs/error-bars.md)"),
@@ -557,13 +557,19 @@ OTHER_RATIOS = "memoized oracles at ε∞ = 1.25 ε1 and 5 ε1"
 #: Results of benchmarks/selective_top_k.py --wiener of every filter after every pure oracle
 #: they were not measured after (AMRP on the emoji data and its dip on another seed; DW and
 #: GF-DW after RUE, BLH and RLH at every n, every post-processing; IIW, IIW-G, AMRP after the
-#: other oracles), each run a file.
+#: other oracles; DW, GF-DW, IIW and IIW-G after them on the emoji data, d = 969, then each
+#: method the table bands; DW and GF-DW after SUE, HR and OLH over 4,096 words), each run a
+#: file.
 WIENER_TOP_K_ALL_ORACLES = ("top_k_wiener_amrp_emoji", "top_k_wiener_rue",
                             "top_k_wiener_amrp_emoji_confirm", "top_k_wiener_amrp_emoji_grr",
                             "top_k_wiener_blh", "top_k_wiener_rlh", "top_k_wiener_amrp_oracles",
                             "top_k_wiener_oracles_methods", "top_k_wiener_amrp_olh_confirm",
                             "top_k_wiener_iiw_oracles", "top_k_wiener_iiw_oracles_more",
-                            "top_k_wiener_iiw_methods")
+                            "top_k_wiener_iiw_methods", "top_k_wiener_emoji_oracles",
+                            "top_k_wiener_emoji_oracles_more",
+                            "top_k_wiener_emoji_hr_confirm", "top_k_wiener_emoji_methods",
+                            "top_k_wiener_emoji_methods_more", "top_k_wiener_words_sue",
+                            "top_k_wiener_words_hr_olh")
 #: Results of benchmarks/selective_top_k.py --wiener over small ordinal domains
 #: (ordinal_windows.py: 48 taxi slots, 32, 64 and 128 departure-time buckets; every filter
 #: after GRR and OUE, then base, norm-sub and norm-hyb; after SUE, RUE, OLH, BLH, RLH and HR

@@ -2428,6 +2428,75 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener iiw iiw-g --protocols sue hr olh "
      "--full-limit 10000000 --seed 35 --wiener-methods norm-sub norm-hyb --windows 100 "
      "--benchmark top_k_wiener_iiw_methods"),
+    ("top_k_wiener_emoji_oracles",
+     "Top-k bands of Wiener filters on the emoji data after SUE, HR and OLH",
+     "As [IIW and IIW-G after SUE, HR and "
+     "OLH](#top-k-bands-of-iiw-and-iiw-g-after-sue-hr-and-olh), DW, GF-DW, IIW and IIW-G "
+     "over the 969 emoji (d = 969) after SUE (its exact channel), HR (its client) and OLH "
+     "(windows of more than 10⁷ hash tests, n ≥ 10⁵, from its uniform-hash model, the "
+     "smaller through its client), every (ε, n) cell, a fresh seed on which no choice was "
+     "made, then `base`.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw iiw iiw-g --protocols sue hr olh "
+     "--full-limit 10000000 --datasets emoji --seed 47 --wiener-methods base --windows 100 "
+     "--benchmark top_k_wiener_emoji_oracles"),
+    ("top_k_wiener_emoji_oracles_more",
+     "Top-k bands of Wiener filters on the emoji data after RUE, BLH and RLH",
+     "As [after SUE, HR and "
+     "OLH](#top-k-bands-of-wiener-filters-on-the-emoji-data-after-sue-hr-and-olh), after "
+     "RUE, BLH and RLH (their clients), n 10³–10⁵: a window of 10⁶ reports through RUE's "
+     "client took 3.6 s at d = 969 (a load of about 3), over an hour for the 1,200 windows "
+     "of the three oracles, so n = 10⁶ was not measured here.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw iiw iiw-g --protocols rue blh "
+     "rlh --datasets emoji --sizes 1000 10000 100000 --seed 47 --wiener-methods base "
+     "--windows 100 --benchmark top_k_wiener_emoji_oracles_more"),
+    ("top_k_wiener_emoji_hr_confirm",
+     "Top-k bands of DW on the emoji data after HR, a second seed",
+     "The cell of [the emoji data after SUE, HR and "
+     "OLH](#top-k-bands-of-wiener-filters-on-the-emoji-data-after-sue-hr-and-olh) where a "
+     "rank fell more than two standard errors below 0.95 (DW after HR, ε = 2, n = 10⁶: rank 2 "
+     "at 0.90 of 100 windows), on 100 windows drawn with another seed.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw --protocols hr --epsilons 2 --sizes "
+     "1000000 --datasets emoji --seed 48 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_emoji_hr_confirm"),
+    ("top_k_wiener_emoji_methods",
+     "Top-k bands of Wiener filters on the emoji data after SUE, HR and OLH, norm-sub and "
+     "norm-hyb",
+     "As [after SUE, HR and "
+     "OLH](#top-k-bands-of-wiener-filters-on-the-emoji-data-after-sue-hr-and-olh), then "
+     "`norm-sub` and `norm-hyb`, n 10³–10⁵ (the run's budget).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw iiw iiw-g --protocols sue hr olh "
+     "--full-limit 10000000 --datasets emoji --sizes 1000 10000 100000 --seed 47 "
+     "--wiener-methods norm-sub norm-hyb --windows 100 --benchmark top_k_wiener_emoji_methods"),
+    ("top_k_wiener_emoji_methods_more",
+     "Top-k bands of DW and GF-DW on the emoji data after RUE, BLH and RLH, norm-sub and "
+     "norm-hyb",
+     "As [after RUE, BLH and "
+     "RLH](#top-k-bands-of-wiener-filters-on-the-emoji-data-after-rue-blh-and-rlh), DW and "
+     "GF-DW then `norm-sub` and `norm-hyb` (IIW and IIW-G have no band with them after these "
+     "oracles).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols rue blh rlh "
+     "--datasets emoji --sizes 1000 10000 100000 --seed 47 --wiener-methods norm-sub norm-hyb "
+     "--windows 100 --benchmark top_k_wiener_emoji_methods_more"),
+    ("top_k_wiener_words_sue", "Top-k bands of DW and GF-DW over 4,096 words after SUE",
+     "As [DW over 4,096 words](#top-k-bands-of-dw-over-4096-words), DW and GF-DW after SUE "
+     "(its exact channel), n 10³–10⁵, seed 47, then `base`.",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols sue --datasets words "
+     "--sizes 1000 10000 100000 --seed 47 --wiener-methods base --windows 100 --benchmark "
+     "top_k_wiener_words_sue"),
+    ("top_k_wiener_words_hr_olh", "Top-k bands of DW and GF-DW over 4,096 words after HR and OLH",
+     "As [after SUE](#top-k-bands-of-dw-and-gf-dw-over-4096-words-after-sue), after HR (its "
+     "client) and OLH (its client up to 10⁷ hash tests, n = 10³; its uniform-hash model "
+     "above).",
+     top_k_wiener_oracles,
+     "python benchmarks/selective_top_k.py --wiener dw gf-dw --protocols hr olh --full-limit "
+     "10000000 --datasets words --sizes 1000 10000 100000 --seed 47 --wiener-methods base "
+     "--windows 100 --benchmark top_k_wiener_words_hr_olh"),
     ("top_k_wiener_iiw_words", "Top-k bands of IIW and IIW-G over 4,096 words",
      "As [DW over 4,096 words](#top-k-bands-of-dw-over-4096-words), for IIW and IIW-G "
      "(a seed no choice was made on, 50 windows per cell).",

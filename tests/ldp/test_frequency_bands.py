@@ -426,8 +426,9 @@ def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_
     over more or fewer values than that filter was measured over after that oracle with that
     method (WIENER_TOP_K_DOMAINS: after GRR and OUE `base` from 32 departure-time buckets to
     4,096 words, AMRP's to 969 emoji, `norm-sub` and `norm-hyb` to 969 or 229; after SUE, RUE,
-    OLH, BLH, RLH and HR over 48–229 values), at ε outside 0.5–4
-    (TOP_K_EPSILON_RANGE), for windows outside 10³–10⁶ reports by more than √10
+    OLH, BLH, RLH and HR `base` and `norm-sub` and `norm-hyb` over 48–969 values, DW's and
+    GF-DW's `base` after SUE, OLH and HR to 4,096, AMRP's and the others over 48–229), at ε
+    outside 0.5–4 (TOP_K_EPSILON_RANGE), for windows outside 10³–10⁶ reports by more than √10
     (TOP_K_REPORTS), or with estimator parameters other than the registry defaults they
     were measured at (WIENER_TOP_K_PARAMS: a record's 30.0 is 30;
     AMRP's seed and keep_extremes aside)."""
@@ -454,19 +455,23 @@ def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_
     assert "dw over d = 24 values" in wiener_top_k_declared("dw", False, "base",
                                                            make_protocol("oue", 1.0, 24), 1.0,
                                                            100_000)
-    # measured over 48 taxi slots and 229 airports after SUE: banded over 48 values, not over
-    # 4,096 (or 32, below), though DW after OUE was measured over both; IIW post-processed by
-    # norm-sub up to 229 values after OUE, not over 4,096
+    # measured over 48 taxi slots, 229 airports and 969 emoji after SUE: banded over 48
+    # values, not over 4,096 (or 32, below), though DW after OUE was measured over both; IIW
+    # post-processed by norm-sub up to 229 values after OUE, not over 4,096
     sue = make_protocol("sue", 1.0, 48)
     for method in ("base", "norm-sub", "norm-hyb"):
         assert wiener_top_k_declared("dw", False, method, sue, 1.0, 10_000) is None
     assert "after oue, post-processed by norm-sub, was measured over 32–229 values" in \
         wiener_top_k_declared("iiw", False, "norm-sub", make_protocol("oue", 1.0, 4096), 1.0,
                               10_000)
-    assert "measured over 48–229 values" in wiener_top_k_declared(
-        "dw", False, "base", make_protocol("sue", 1.0, 4096), 1.0, 10_000)
-    assert "measured over 48–229 values" in wiener_top_k_declared(
+    assert "measured over 48–969 values" in wiener_top_k_declared(
+        "dw", False, "base", make_protocol("rue", 1.0, 4096), 1.0, 10_000)
+    assert wiener_top_k_declared("dw", False, "base", make_protocol("sue", 1.0, 4096), 1.0,
+                                 10_000) is None
+    assert "measured over 48–969 values" in wiener_top_k_declared(
         "iiw", False, "base", make_protocol("hr", 1.0, 32), 1.0, 10_000)
+    assert "measured over 48–229 values" in wiener_top_k_declared(
+        "amrp", False, "base", make_protocol("rue", 1.0, 969), 1.0, 10_000)
     oue = make_protocol("oue", 1.0, 64)
     for n in (317, 3_162_277):
         assert wiener_top_k_declared("dw", False, "base", oue, 1.0, n) is None

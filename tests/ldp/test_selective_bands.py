@@ -456,7 +456,7 @@ def test_the_wiener_top_k_summary_counts_windows_without_value_bands_as_declared
     """coverage_summary.wiener_top_k_rows: a cell whose windows expect fewer than
     MIN_EXPECTED_SUPPORTS supports per value (GRR over 4,096 words, n = 10³: `ldp query` gives
     its top values no band) counts as declared, not as a band that missed, as does a cell
-    over more values than that oracle was measured over (SUE: 48–229, WIENER_TOP_K_DOMAINS);
+    over more values than that oracle was measured over (RUE: 48–969, WIENER_TOP_K_DOMAINS);
     a cell with enough supports over a measured domain (OUE) counts its ten triples, with the
     oracles named in the note."""
     from tests.benchmark_scripts import loaded_scripts
@@ -465,11 +465,11 @@ def test_the_wiener_top_k_summary_counts_windows_without_value_bands_as_declared
         return {"dataset": "words", "protocol": protocol, "epsilon": 0.5, "n": 1_000,
                 "filter": "dw", "method": "base", "windows": 100, "by_rank": ranks}
     results = {"rows": [row("grr", "0.97 0.84" + " 1" * 8), row("oue", "0.95" + " 1" * 9),
-                        row("sue", "0.95" + " 1" * 9)]}
+                        row("rue", "0.95" + " 1" * 9)]}
     with loaded_scripts("coverage_summary") as scripts:
         [summary] = scripts["coverage_summary"].wiener_top_k_rows(results)
     assert summary["pairs"] == 10 and summary["declared"] == 20 and summary["lowest"] == 0.95
-    assert "GRR, OUE and SUE on words" in summary["note"]
+    assert "GRR, OUE and RUE on words" in summary["note"]
 
 
 

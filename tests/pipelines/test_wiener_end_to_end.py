@@ -245,7 +245,7 @@ def test_a_wiener_top_k_query_beyond_the_measured_domain_or_window_size_has_no_b
 @pytest.mark.parametrize(("metric", "reason"), [
     ("third.oue", None),
     ("third.sue", "dw over d = 32 values: its top-k band after sue, post-processed by base, "
-                  "was measured over 48–229 values"),
+                  "was measured over 48–4,096 values"),
     ("half.oue", "dw over d = 24 values: its top-k band after oue, post-processed by base, "
                  "was measured over 32–4,096 values")])
 def test_a_wiener_top_k_query_over_a_small_domain_is_banded_where_that_oracle_was_measured(
