@@ -27,6 +27,14 @@ DEMO = Path(__file__).resolve().parents[2] / "demo"
 HANG = 300  # seconds: a bound against a hung demo, never a speed requirement
 
 
+def _as_from_a_terminal() -> None:
+    """In the demo's shell, before it starts: SIGINT handled by default, as a terminal's shell
+    has it. A test runner started in the background (`cmd &` in a script, nohup) ignores
+    SIGINT, every child inherits that, and a shell that starts with SIGINT ignored can set no
+    trap for it: the demo then runs to its end and nothing is stopped."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(not (DEMO / "live.sh").exists() or shutil.which("bash") is None
                     or not (Path(sys.prefix) / "bin" / "ldp").exists(),
                     reason="needs the checkout's demo/, bash and the installed ldp command")
@@ -34,7 +42,8 @@ def test_one_ctrl_c_stops_the_live_demo_and_its_collectors(tmp_path):
     shutil.copytree(DEMO, tmp_path / "demo")
     (tmp_path / ".venv").symlink_to(sys.prefix)
     demo = subprocess.Popen(["bash", "demo/live.sh"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=_as_from_a_terminal)
     try:
         seen = []
         deadline = time.monotonic() + HANG
