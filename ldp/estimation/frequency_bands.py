@@ -784,9 +784,9 @@ def top_k_declared(method: str, epsilon: float, n: int, protocol: str | None = N
 #: 0.90 of the 100 windows it was chosen on, held 0.93 and 0.96 on two other seeds (0.945 of
 #: 200 windows): its declaration is withdrawn.
 _GRR_OUE = ("grr", "oue")
-_OTHER_ORACLES = ("sue", "rue", "olh", "blh", "rlh", "hr")
 _SUE_OLH_HR = ("sue", "olh", "hr")
 _RUE_BLH_RLH = ("rue", "blh", "rlh")
+_OTHER_ORACLES = (*_SUE_OLH_HR, *_RUE_BLH_RLH)
 _NORM = ("norm-sub", "norm-hyb")
 #: One span of a Wiener filter's measured top-k band: (smallest d, largest d, smallest n,
 #: largest n) — every domain size measured from the smallest to the largest was measured at
