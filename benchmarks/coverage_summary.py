@@ -502,8 +502,10 @@ DECLARED = [
     ("Wiener top-k answers: smooth, keep_extremes, other post-processing, a filter after an "
      "oracle it was not measured after, with other parameters than its defaults, over fewer "
      "or more values than measured after that oracle with that method (32–4,096 after GRR "
-     "and OUE, 48–4,096, 48–969 or 48–229 after the others) or outside 10³–10⁶ reports or ε "
-     "0.5–4, pooled-hash and memoized oracles",
+     "and OUE, 48–4,096, 48–969 or 48–229 after the others), a window size not measured "
+     "over that many values (after the others, 10⁶ reports over more than 229 values, or "
+     "969 for base after SUE, OLH and HR; AMRP's 10³ after GRR over more than 256) or "
+     "outside 10³–10⁶ reports or ε 0.5–4, pooled-hash and memoized oracles",
      "none",
      "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "
      "covariance (docs/error-bars.md)"),

