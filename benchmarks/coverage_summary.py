@@ -504,7 +504,8 @@ DECLARED = [
      "or more values than measured after that oracle with that method (32–4,096 after GRR "
      "and OUE, 48–4,096, 48–969 or 48–229 after the others), a window size not measured "
      "over that many values (after the others, 10⁶ reports over more than 229 values, or "
-     "969 for base after SUE, OLH and HR; AMRP's 10³ after GRR over more than 256) or "
+     "969 for base after SUE, OLH and HR; after GRR, 10³ over more than 229 and 10⁴ over "
+     "more than 969) or "
      "outside 10³–10⁶ reports or ε 0.5–4, pooled-hash and memoized oracles",
      "none",
      "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "

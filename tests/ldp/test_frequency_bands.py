@@ -515,9 +515,12 @@ def test_a_wiener_top_k_band_is_declared_for_a_window_size_not_measured_over_its
     cells up to 10⁵ and over 48–229 in the 10⁶ cell (RUE's client at n = 10⁶ over 969 values
     was not run): 969 values at n = 10⁶ have no band, at 316,227 reports (the 10⁵ cell,
     within √10) they have one, and 229 values at 10⁶ have one, 230 none. AMRP after GRR was
-    measured over 969 values for windows of 10⁴–10⁶ reports, its 10³ windows up to 256: 257
-    values at 3,162 reports (the 10³ cell) have no band, at 3,163 (the 10⁴ cell) one. The
-    reason names the filter, d, n, oracle, method and every span."""
+    measured over 969 values for windows of 10⁴–10⁶ reports, its 10³ windows up to 229 (its
+    10³ windows over 256 words expected too few supports to be banded, so they measured no
+    band): 230 values at 3,162 reports (the 10³ cell) have no band, at 3,163 (the 10⁴ cell)
+    one. DW after GRR likewise, and over 4,096 words only from the 10⁵ cell (its 10⁴ windows
+    there had too few supports). The reason names the filter, d, n, oracle, method and every
+    span."""
     from ldp_telemetry.ldp.estimation.frequency_bands import wiener_top_k_declared
     rue = (" after rue, post-processed by base, its top-k band was measured over 48–969 values "
            "for windows of 10³–10⁵ reports and over 48–229 for 10⁶ (a window within √10 of "
@@ -540,15 +543,19 @@ def test_a_wiener_top_k_band_is_declared_for_a_window_size_not_measured_over_its
     # DW after OUE was measured over 4,096 words in every cell: banded at 10⁶
     assert wiener_top_k_declared("dw", False, "base", make_protocol("oue", 1.0, 4_096), 1.0,
                                  1_000_000) is None
-    grr = make_protocol("grr", 1.0, 257)
+    grr = make_protocol("grr", 1.0, 230)
     assert wiener_top_k_declared("amrp", False, "base", grr, 1.0, 3_162) == (
-        "no band for the top values of amrp over d = 257 values at n = 3,162 reports: after "
-        "grr, post-processed by base, its top-k band was measured over 32–256 values for "
+        "no band for the top values of amrp over d = 230 values at n = 3,162 reports: after "
+        "grr, post-processed by base, its top-k band was measured over 32–229 values for "
         "windows of 10³ reports and over 32–969 for 10⁴–10⁶ (a window within √10 of those "
         "sizes; benchmarks/selective_top_k.py --wiener)")
     assert wiener_top_k_declared("amrp", False, "base", grr, 1.0, 3_163) is None
-    assert wiener_top_k_declared("amrp", False, "base", make_protocol("grr", 1.0, 256), 1.0,
+    assert wiener_top_k_declared("amrp", False, "base", make_protocol("grr", 1.0, 229), 1.0,
                                  3_162) is None
+    words = make_protocol("grr", 1.0, 4_096)
+    assert "over 32–229 values for windows of 10³ reports, over 32–969 for 10⁴ and over " \
+        "32–4,096 for 10⁵–10⁶" in wiener_top_k_declared("dw", False, "base", words, 1.0, 30_000)
+    assert wiener_top_k_declared("dw", False, "base", words, 1.0, 31_623) is None
     assert wiener_top_k_declared("amrp", False, "base", make_protocol("oue", 1.0, 969), 1.0,
                                  1_000) is None  # after OUE every cell up to 969
 
@@ -596,22 +603,28 @@ def test_the_wiener_top_k_tables_are_what_the_committed_results_measured():
         rows = [row for name in summary.WIENER_TOP_K
                 for row in json.loads((BENCHMARKS / "results" / f"{name}.json").read_text())[
                     "results"]["rows"]]
-        shipped = [row for row in rows if not summary.declared_values(row)]
+        summary_declared = {id(row): summary.declared_values(row) for row in rows}
+        shipped = [row for row in rows if not summary_declared[id(row)]]
         sizes = summary.FREQUENCY_DATASET_SIZES
     cells = defaultdict(set)
     measured: dict = defaultdict(lambda: defaultdict(set))  # key -> d -> {(ε, n)}
+    banded: dict = defaultdict(lambda: defaultdict(set))  # key -> d -> {n with value bands}
     for row in rows:
-        cells[row["filter"], row["protocol"], row["method"]].add((row["epsilon"], row["n"]))
-        measured[row["filter"], row["protocol"], row["method"]][
-            row.get("d", sizes[row["dataset"]])].add((row["epsilon"], row["n"]))
+        key, d = (row["filter"], row["protocol"], row["method"]), row.get(
+            "d", sizes[row["dataset"]])
+        cells[key].add((row["epsilon"], row["n"]))
+        measured[key][d].add((row["epsilon"], row["n"]))
+        if not summary_declared[id(row)]:
+            banded[key][d].add(row["n"])
 
-    def spans(by_d: dict) -> tuple:
+    def spans(by_d: dict, with_bands: dict) -> tuple:
         runs: dict = defaultdict(list)  # (smallest d, largest d) -> the grid n of that run
         domains = sorted(by_d)
         for n in TOP_K_SIZES:
             run: list = []
             for d in [*domains, None]:
-                if d is not None and all((e, n) in by_d[d] for e in TOP_K_EPSILONS):
+                if d is not None and all((e, n) in by_d[d] for e in TOP_K_EPSILONS) and (
+                        n in with_bands[d]):
                     run.append(d)
                 elif run:
                     runs[run[0], run[-1]].append(n)
@@ -635,7 +648,8 @@ def test_the_wiener_top_k_tables_are_what_the_committed_results_measured():
             for method in methods:
                 key = (name, oracle, method)
                 assert cells[key] >= grid, key
-                assert WIENER_TOP_K_DOMAINS[key] == spans(measured[key]), key
+                assert WIENER_TOP_K_DOMAINS[key] == spans(measured[key], banded[key]), (
+                    key, spans(measured[key], banded[key]))
     held: dict = defaultdict(lambda: [0.0, 0])
     for row in shipped:
         for rank, coverage in enumerate(row["by_rank"].split()):

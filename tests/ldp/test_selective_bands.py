@@ -523,8 +523,8 @@ def test_the_wiener_benchmark_draws_small_ordinal_domains_one_day_per_window(dat
 def test_ldp_query_gives_wiener_top_k_answers_no_band_exactly_where_the_summary_declares(
         n, declared):
     """The summary's few-support rule (coverage_summary.declared_values) is the query's: GRR
-    over 256 values at ε = 4 expects n·q* = 3.2 supports per value at n = 1,000 (below
-    MIN_EXPECTED_SUPPORTS) and 4.2 at n = 1,300. A DW window's `--top` answers (the window's
+    over 229 values at ε = 4 expects n·q* = 3.5 supports per value at n = 1,000 (below
+    MIN_EXPECTED_SUPPORTS) and 4.6 at n = 1,300. A DW window's `--top` answers (the window's
     own record, read back as `ldp query` reads it) have no band, with the few-supports reason,
     in the first, and the rank-conditional band in the second, as the summary counts them."""
     from ldp_telemetry.ldp.config.registry import parse_registry
@@ -534,17 +534,17 @@ def test_ldp_query_gives_wiener_top_k_answers_no_band_exactly_where_the_summary_
     from ldp_telemetry.output.records import window_estimate_record
     from tests.benchmark_scripts import loaded_scripts
     config = parse_registry({"metrics": [{
-        "name": "m", "protocol": "grr", "epsilon": 4.0, "domain": {"size": 256},
+        "name": "m", "protocol": "grr", "epsilon": 4.0, "domain": {"size": 229},
         "estimator": {"method": "dw"}, "postprocess": "norm-sub"}]})["m"]
     rng = np.random.default_rng(61)
     statistic = config.protocol.new_statistic()
-    users = rng.choice(256, size=n, p=np.arange(256, 0, -1) / (256 * 257 / 2))
+    users = rng.choice(229, size=n, p=np.arange(229, 0, -1) / (229 * 230 / 2))
     config.protocol.accumulate(statistic, config.protocol.perturb(users, rng))
     record = window_estimate_record(config, finalize_window(config, statistic, n), 0, 1)
     answers = WindowEstimate.from_record(record).top_k(3)
     with loaded_scripts("coverage_summary") as scripts:
         counted = scripts["coverage_summary"].declared_values(
-            {"dataset": "common words", "protocol": "grr", "epsilon": 4.0, "n": n, "d": 256})
+            {"dataset": "airports", "protocol": "grr", "epsilon": 4.0, "n": n, "d": 229})
     assert counted == declared
     if declared:
         prefix = FEW_SUPPORTS_REASON.split("{")[0]
