@@ -1,23 +1,25 @@
-"""No behaviour change: the typed record writes the bytes the dict-based writer wrote.
+"""No behaviour change: the typed record writes what the dict-based writer wrote.
 
 `golden/` holds the output of `golden_job.py`'s demo-sized job as the dict-based writer wrote
 it (its JSON lines, and its Avro shard's records decoded). The job runs again here, on the
-current writer, and must give the same JSON bytes line for line and the same Avro records.
-The job is deterministic (one seed, FnApiRunner, the EMS bootstrap seeded), so the comparison
-is exact: no tolerance, no false failure.
+current writer, and must give the same records: every key, string and integer exactly, every
+float to `golden_job.FLOAT_TOLERANCE` relative (the job is deterministic — one seed,
+FnApiRunner, the EMS bootstrap seeded — but OpenBLAS chooses its kernels by CPU, and AVX-512
+and AVX2 round the last bits of EMS's products differently: a byte-for-byte comparison failed
+on one machine and passed on another).
 """
 from __future__ import annotations
 
-from tests.output.golden_job import avro_lines, json_lines, read_golden, run_golden_job
+from tests.output.golden_job import (assert_same_records, avro_lines, json_lines, read_golden,
+                                     run_golden_job)
 
 
-def test_the_demo_sized_job_writes_the_golden_records_byte_for_byte(tmp_path):
+def test_the_demo_sized_job_writes_the_golden_records(tmp_path):
     output = run_golden_job(tmp_path)
     written, golden = json_lines(output), read_golden("estimates.jsonl.gz")
     assert len(written) == len(golden) == 24
-    for line, expected in zip(written, golden, strict=True):
-        assert line == expected
-    assert avro_lines(output) == read_golden("estimates.avro.jsonl.gz")
+    assert_same_records(written, golden)
+    assert_same_records(avro_lines(output), read_golden("estimates.avro.jsonl.gz"))
 
 
 def test_ldp_show_reads_every_kind_of_record_the_job_wrote(tmp_path, capsys):
