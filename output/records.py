@@ -111,7 +111,7 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
         mean=result.mean,
         variance=result.variance,
         quantiles=dict(result.quantiles),
-        mean_std_error=errors.mean,
+        mean_std_error=errors.mean_std_error,
         quantile_std_errors=dict(errors.quantiles),
         bootstrap_replicates=errors.replicates,
         band_method=result.band_method,
