@@ -150,6 +150,9 @@ class NumericWindowResult:
     unbiased: np.ndarray | None = None
     #: hierarchical histograms: the reports of every depth 1..h; None for other protocols
     level_reports: tuple[int, ...] | None = None
+    #: the exact standard error of `variance`, the centre of its band (`printed_moments`);
+    #: None where the variance has none (no moment estimate, a mean-only protocol)
+    variance_std_error: float | None = None
 
     @property
     def band_methods(self) -> dict[str, str]:
@@ -278,10 +281,12 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
     mean_error = printed["mean"][1]
     if mean_error is not None:  # the printed mean's own standard error, not the bootstrap's
         errors = replace(errors, mean_std_error=float(mean_error))
+    variance_error = printed["variance"][1]
     unbiased, level_reports = linear_bins(protocol, counts, int(n))
     return NumericWindowResult(int(n), estimate, edges, printed["mean"][0],
                                printed["variance"][0], stats["quantiles"], errors, output,
-                               band_method, bands, unbiased, level_reports)
+                               band_method, bands, unbiased, level_reports,
+                               None if variance_error is None else float(variance_error))
 
 
 def histogram_bootstrap(config: MetricConfig, estimate: np.ndarray, n: int) -> BootstrapErrors:
