@@ -302,7 +302,7 @@ def histogram_statistics(config, result) -> dict[str, tuple[float, float]]:
     its exact standard error), so `--families` measures the band a bootstrap could give, as its
     results always did."""
     errors = histogram_bootstrap(config, result.estimate, result.n)
-    return {"mean": (summary(result.estimate, result.bucket_edges)["mean"], errors.mean),
+    return {"mean": (summary(result.estimate, result.bucket_edges)["mean"], errors.mean_std_error),
             **{k: (result.quantiles[k], result.errors.quantiles[k]) for k in QUANTILE_LEVELS}}
 
 

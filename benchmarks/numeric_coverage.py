@@ -60,7 +60,7 @@ def main(argv=None) -> None:
         # centre and standard error since: docs/error-bars.md)
         estimate = {"mean": summary(result.estimate, result.bucket_edges)["mean"],
                     **result.quantiles}
-        error = {"mean": histogram_bootstrap(config, result.estimate, result.n).mean,
+        error = {"mean": histogram_bootstrap(config, result.estimate, result.n).mean_std_error,
                  **result.errors.quantiles}
         for key in keys:
             z[key].append((estimate[key] - truth[key]) / error[key])

@@ -34,7 +34,7 @@ done
   --output "$out/estimates" --window 604800 --window-offset 432000 \
   --store "sqlite:///$out/store.db"  # weeks from Tuesday 1 Jan; also into an SQLite store
 echo
-echo "First window of each metric (estimate ± 95% error bar):"
+echo "First window of each metric (estimate and its 95% band):"
 .venv/bin/ldp show --output "$out/estimates" --windows 1 --top 5
 echo
 echo "Dashboard of these windows (serves http://127.0.0.1:8050/ until Ctrl-C):"

@@ -202,7 +202,8 @@ def _finite(value: Any) -> float | None:
 def summary_statistics(record: Record) -> list[tuple[str, str, float | None, float | None]]:
     """(statistic, band key, value, standard error) of a numeric record's summaries: `mean`
     (its `mean_std_error`: the exact one of its band's centre, the bootstrap's in records
-    written before), `variance` (none) and `q<level>` per quantile (its bootstrap standard
+    written before), `variance` (its `variance_std_error`, the exact one of its band's centre;
+    none in records written before) and `q<level>` per quantile (its bootstrap standard
     error) (band key: the record's `bands` key, the bare level for a quantile); empty for a
     frequency record."""
     if _field(record, "mean") is None and not _field(record, "quantiles"):
@@ -210,7 +211,8 @@ def summary_statistics(record: Record) -> list[tuple[str, str, float | None, flo
     errors = _field(record, "quantile_std_errors") or {}
     rows = [("mean", "mean", _finite(_field(record, "mean")),
              _finite(_field(record, "mean_std_error"))),
-            ("variance", "variance", _finite(_field(record, "variance")), None)]
+            ("variance", "variance", _finite(_field(record, "variance")),
+             _finite(_field(record, "variance_std_error")))]
     rows += [(f"q{level}", level, _finite(value), _finite(errors.get(level)))
              for level, value in (_field(record, "quantiles") or {}).items()]
     return rows

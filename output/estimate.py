@@ -85,7 +85,8 @@ KNOWN_FIELDS = ("metric", "window_start", "window_end", "n", "protocol", "epsilo
                 "unbiased_estimate", "std_error", "pane", "bucket_edges", "mean", "variance",
                 "quantiles", "mean_std_error", "quantile_std_errors", "bootstrap_replicates",
                 "band_method", "bands", "band_reasons", "privacy", "integrity", "heavy_hitters",
-                "parameters", "band_methods", "level_reports", "unbiased_std_error")
+                "parameters", "band_methods", "level_reports", "unbiased_std_error",
+                "variance_std_error")
 #: The postprocess fields of a replay's choice (`postprocess: "auto"`): absent from the JSON of
 #: a fixed method's record, null in its Avro record.
 _POSTPROCESS_CHOICE = ("chosen", "expected_mse")
@@ -141,6 +142,9 @@ class EstimateRecord:
     #: its value bands are made from (`std_error` is the filter's; absent from other records
     #: and older ones: `output.bands`)
     unbiased_std_error: np.ndarray | None = None
+    #: a numeric record's standard error of `variance` that its band is made from (absent
+    #: where the variance has none, from other records and from older ones)
+    variance_std_error: float | None = None
     fields: frozenset[str] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 

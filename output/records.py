@@ -86,8 +86,9 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
 
     `estimate`: B probabilities of the buckets [bucket_edges[i], bucket_edges[i+1]);
     `std_error`: their bootstrap standard errors; `mean`, `variance` (the centres of their
-    bands), `quantiles` in metric units with `mean_std_error` (the mean's exact standard
-    error) and `quantile_std_errors` (the bootstrap's); `unbiased_estimate` is the unbiased bin
+    bands), `quantiles` in metric units with `mean_std_error` and `variance_std_error` (the
+    mean's and the variance's exact standard errors) and `quantile_std_errors` (the
+    bootstrap's); `unbiased_estimate` is the unbiased bin
     estimate of a CFO-binning or hierarchical-histogram record (with, for the hierarchy,
     `level_reports`: the reports of every depth), from which `ldp query` makes exact range
     bands (ldp_telemetry.ldp.estimation.bin_answers), and null for other protocols.
@@ -111,7 +112,8 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
         mean=result.mean,
         variance=result.variance,
         quantiles=dict(result.quantiles),
-        mean_std_error=errors.mean,
+        mean_std_error=errors.mean_std_error,
+        variance_std_error=result.variance_std_error,
         quantile_std_errors=dict(errors.quantiles),
         bootstrap_replicates=errors.replicates,
         band_method=result.band_method,
@@ -121,7 +123,8 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
         band_methods=methods or None,
         level_reports=result.level_reports,
         fields=(NUMERIC_FIELDS | ({"band_methods"} if methods else set())
-                | ({"level_reports"} if result.level_reports is not None else set())))
+                | ({"level_reports"} if result.level_reports is not None else set())
+                | ({"variance_std_error"} if result.variance_std_error is not None else set())))
 
 
 def string_estimate_record(config: MetricConfig, result: StringWindowResult, start_ms: int,

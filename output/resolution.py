@@ -22,11 +22,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ldp_telemetry.ldp.integrity.statistics import normal_sf
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.output.estimate import EstimateRecord
 
 #: P(Z > 2): the chance that noise puts a value of frequency 0 above the floor.
-CHANCE_ABOVE_FLOOR = 0.5 * math.erfc(2 / math.sqrt(2))
+CHANCE_ABOVE_FLOOR = normal_sf(2.0)
 #: A window is under-resolved when the values expected above its floor by chance are more than
 #: this share of the values above it.
 NOISE_SHARE = 0.25

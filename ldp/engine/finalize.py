@@ -150,6 +150,9 @@ class NumericWindowResult:
     unbiased: np.ndarray | None = None
     #: hierarchical histograms: the reports of every depth 1..h; None for other protocols
     level_reports: tuple[int, ...] | None = None
+    #: the exact standard error of `variance`, the centre of its band (`printed_moments`);
+    #: None where the variance has none (no moment estimate, a mean-only protocol)
+    variance_std_error: float | None = None
 
     @property
     def band_methods(self) -> dict[str, str]:
@@ -249,8 +252,8 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
     standard errors of a seeded parametric bootstrap through the same estimator
     (ldp_telemetry.ldp.estimation.uncertainty). The mean and the variance are the centres of
     their bands, not the histogram's (`printed_moments` of ldp_telemetry.ldp.estimation.moments:
-    the unbiased moment estimates, clipped), and `errors.mean` the mean's exact standard error
-    (measured: benchmarks/printed_moments.py).
+    the unbiased moment estimates, clipped), and `errors.mean_std_error` the mean's exact
+    standard error (measured: benchmarks/printed_moments.py).
     """
     protocol, spec = config.protocol, config.estimator
     assert isinstance(protocol, NumericProtocol), "a numeric metric's protocol"
@@ -277,19 +280,21 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
     printed = printed_moments(bands, stats)
     mean_error = printed["mean"][1]
     if mean_error is not None:  # the printed mean's own standard error, not the bootstrap's
-        errors = replace(errors, mean=float(mean_error))
+        errors = replace(errors, mean_std_error=float(mean_error))
+    variance_error = printed["variance"][1]
     unbiased, level_reports = linear_bins(protocol, counts, int(n))
     return NumericWindowResult(int(n), estimate, edges, printed["mean"][0],
                                printed["variance"][0], stats["quantiles"], errors, output,
-                               band_method, bands, unbiased, level_reports)
+                               band_method, bands, unbiased, level_reports,
+                               None if variance_error is None else float(variance_error))
 
 
 def histogram_bootstrap(config: MetricConfig, estimate: np.ndarray, n: int) -> BootstrapErrors:
     """The seeded parametric bootstrap of a numeric window's estimated histogram `estimate`
     (n reports): R = the estimator's `bootstrap` report histograms drawn from the protocol's
-    model at `estimate`, each reconstructed by the same estimator; `mean` is the spread of the
-    histogram's mean, not the standard error a record prints beside its mean (the band
-    centre's: `finalize_numeric_window`)."""
+    model at `estimate`, each reconstructed by the same estimator; `mean_std_error` is the
+    spread of the histogram's mean, not the standard error a record prints beside its mean (the
+    band centre's: `finalize_numeric_window`)."""
     protocol, spec = config.protocol, config.estimator
     assert isinstance(protocol, NumericProtocol), "a numeric metric's protocol"
     params = dict(spec.params)
@@ -337,8 +342,8 @@ def _finalize_mean_only(config: MetricConfig, statistic: np.ndarray, n: int
     errors = BootstrapErrors(0, np.zeros(0), scale * float(output.std_error[0]), {})
     bands = no_bands(f"no band: protocol {config.protocol.name!r} estimates the mean only")
     mean_band = Band(None, None, NO_REPORTS_REASON)
-    if n > 0 and np.isfinite(errors.mean):
-        mean_band = Band(mean - Z95 * errors.mean, mean + Z95 * errors.mean)
+    if n > 0 and np.isfinite(errors.mean_std_error):
+        mean_band = Band(mean - Z95 * errors.mean_std_error, mean + Z95 * errors.mean_std_error)
     bands["mean"] = mean_band
     return NumericWindowResult(n, np.zeros(0), np.array([config.low, config.high]), mean,
                                variance, {}, errors, output,

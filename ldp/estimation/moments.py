@@ -56,6 +56,7 @@ from numpy.polynomial import polynomial as P
 
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, COVERAGE_SIZES,
                                                       NO_REPORTS_REASON, Z95, Band)
+from ldp_telemetry.ldp.integrity.statistics import normal_sf
 from ldp_telemetry.ldp.protocols.channels import discrete_sw_parameters, sw_b, sw_pq
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
@@ -257,10 +258,6 @@ def bucketing_bounds(model: MomentModel, mean_range: tuple[float, float]) -> tup
     return model.mean_bound, float(np.interp(ends, BOUND_MEANS, model.variance_bounds).max())
 
 
-def _normal_cdf(x: float) -> float:
-    return 0.5 * math.erfc(-x / math.sqrt(2.0))
-
-
 def bias_aware_excess(ratio: float) -> float:
     """u = `bias_aware_z`(t) − t at t = |`ratio`|: the root of Φ(u) − Φ(−u − 2t) = 0.95 in
     [Z95_ONE_SIDED, Z95] (Z95 at t = 0, falling to Z95_ONE_SIDED as t grows), found without
@@ -271,7 +268,8 @@ def bias_aware_excess(ratio: float) -> float:
     low, high = Z95_ONE_SIDED, Z95
     for _ in range(BIAS_AWARE_STEPS):
         middle = 0.5 * (low + high)
-        if _normal_cdf(middle) - _normal_cdf(-middle - 2.0 * t) >= 0.95:
+        # Φ(u) − Φ(−u − 2t), with Φ(x) = P[N(0, 1) > −x]
+        if normal_sf(-middle) - normal_sf(middle + 2.0 * t) >= 0.95:
             high = middle
         else:
             low = middle

@@ -43,11 +43,15 @@ BOOTSTRAP_PARAMETERS = {
 
 @dataclass(frozen=True)
 class BootstrapErrors:
-    """Standard errors over `replicates` bootstrap replicates (NaN when there are fewer than 2)."""
+    """Standard errors over `replicates` bootstrap replicates (NaN when there are fewer than 2):
+    of each bucket, of each quantile and of the mean. `mean_std_error` is the bootstrap spread
+    of the histogram's mean as `parametric_bootstrap` makes it; a finalized numeric window
+    replaces it by the exact standard error of the mean it prints, the centre of the mean's
+    band (`finalize_numeric_window`), and a record writes it as `mean_std_error`."""
 
     replicates: int
     buckets: np.ndarray
-    mean: float
+    mean_std_error: float
     quantiles: dict[str, float]
 
 

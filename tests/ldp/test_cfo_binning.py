@@ -42,7 +42,7 @@ def test_cfo_binning_estimates_the_bucket_distribution(protocol, payload):
     # bootstrap errors of the buckets are close to eq. 2 (30 replicates: ±26% at 2 sd)
     ratio = result.errors.buckets[truth > 0.02] / sigma[truth > 0.02]
     assert 0.6 < np.median(ratio) < 1.4
-    assert abs(result.mean - values.mean()) < 4 * result.errors.mean + 0.5
+    assert abs(result.mean - values.mean()) < 4 * result.errors.mean_std_error + 0.5
 
 
 def test_estimators_must_fit_the_protocol():

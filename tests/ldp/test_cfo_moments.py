@@ -124,7 +124,7 @@ def test_a_cfo_record_names_its_exact_mean_and_variance_bands(protocol):
     assert result.mean == pytest.approx(32 * mean) == result.bands["mean"].estimate
     assert result.variance == pytest.approx(1024 * min(max(variance, 0.0), 0.25))
     assert result.bands["variance"].lower <= result.variance <= result.bands["variance"].upper
-    assert result.errors.mean == pytest.approx(32 * mean_se)
+    assert result.errors.mean_std_error == pytest.approx(32 * mean_se)
     median = result.bands["0.5"]
     assert median.lower < median.upper and "norm-sub" in median.reason
     record = EstimateRecord.from_json(
@@ -190,6 +190,6 @@ def test_the_families_coverage_measures_the_histogram_mean_with_its_bootstrap_er
     bootstrap = histogram_bootstrap(config, result.estimate, result.n)
     assert bootstrap.quantiles == result.errors.quantiles
     assert shown["mean"] == (summary(result.estimate, result.bucket_edges)["mean"],
-                             bootstrap.mean)
-    assert shown["mean"][0] != result.mean and shown["mean"][1] != result.errors.mean
+                             bootstrap.mean_std_error)
+    assert shown["mean"][0] != result.mean and shown["mean"][1] != result.errors.mean_std_error
     assert shown["0.5"] == (result.quantiles["0.5"], result.errors.quantiles["0.5"])

@@ -57,7 +57,7 @@ def test_mean_estimates_are_unbiased_with_honest_errors(protocol):
         statistic = metric.protocol.new_statistic()
         metric.protocol.accumulate(statistic, metric.protocol.perturb(metric.to_unit(values), rng))
         result = finalize_window(metric, statistic, len(values))
-        z.append((result.mean - values.mean()) / result.errors.mean)
+        z.append((result.mean - values.mean()) / result.errors.mean_std_error)
     z = np.asarray(z)
     assert abs(z.mean()) < 4.5 / math.sqrt(40)
     assert 0.6 < math.sqrt(np.mean(z ** 2)) < 1.4

@@ -551,11 +551,11 @@ def test_the_smoothed_mean_case_prints_the_centre_of_its_band(seed):
     assert smoothed > band.upper  # the case: EMS's histogram mean beyond the band's end
     assert result.mean == band.estimate and band.lower <= result.mean <= band.upper
     assert result.mean == pytest.approx((band.lower + band.upper) / 2, rel=1e-12)
-    assert result.errors.mean == band.std_error > 0
+    assert result.errors.mean_std_error == band.std_error > 0
     assert band.reason is None or "outside" not in band.reason
     record = EstimateRecord.from_json(
         numeric_estimate_record(config, result, 0, 3_600_000).to_json())
-    assert record.mean == result.mean and record.mean_std_error == result.errors.mean
+    assert record.mean == result.mean and record.mean_std_error == result.errors.mean_std_error
     mean_line = next(line for line in format_numeric(record).splitlines()
                      if line.strip().startswith("mean"))
     assert not mean_line.endswith(OUTSIDE_NOTE)

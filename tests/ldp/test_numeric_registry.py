@@ -88,7 +88,7 @@ def test_finalize_numeric_window():
     assert abs(result.quantiles["0.5"] - np.median(values)) < 15
     q = [result.quantiles[key] for key in QUANTILE_LEVELS]
     assert q == sorted(q) and q[0] >= 100 and q[-1] <= 500
-    assert result.errors.replicates == 4 and result.errors.mean > 0
+    assert result.errors.replicates == 4 and result.errors.mean_std_error > 0
     assert result.estimator.iterations >= 1
     empty = finalize_window(config, config.protocol.new_statistic(), 0)
     assert empty.n == 0 and np.isnan(empty.estimate).all() and np.isnan(empty.mean)

@@ -66,7 +66,9 @@ def test_every_golden_record_reads_and_writes_back_to_its_own_bytes():
         assert json.loads(line)["window_start"] == record.window_start == iso_from_ms(
             record.start_ms)
         # a Square Wave record names its mean's and variance's band method (`band_methods`)
-        own = {"band_methods"} if record.band_methods else set()
+        # and keeps its variance's standard error (`variance_std_error`)
+        own = ({"band_methods"} if record.band_methods else set()) | (
+            {"variance_std_error"} if record.variance_std_error is not None else set())
         assert record.fields == {"numeric": NUMERIC_FIELDS, "combined": COMBINED_FIELDS,
                                  "frequency": FREQUENCY_FIELDS}[kind_of(record)] | own
 

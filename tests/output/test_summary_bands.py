@@ -35,6 +35,13 @@ HOUR_START_MS = 1_709_251_200_000
 def numeric_record(epsilon: float = 0.5) -> dict:
     """A finalized Square Wave window (EMS, 10 replicates); at ε = 0.5 the 0.01/0.05/... tail
     quantiles are declared without a band."""
+    config, result = numeric_window(epsilon)
+    return window_estimate_record(config, result, HOUR_START_MS,
+                                  HOUR_START_MS + 3_600_000, BATCH_PANE).json_value()
+
+
+def numeric_window(epsilon: float = 0.5):
+    """(config, finalized result) of `numeric_record`'s window."""
     registry = parse_registry({"metrics": [{
         "name": "latency", "protocol": "sw", "epsilon": epsilon,
         "domain": {"low": 0, "high": 32, "buckets": 32},
@@ -44,9 +51,7 @@ def numeric_record(epsilon: float = 0.5) -> dict:
     values = np.clip(rng.lognormal(1.0, 0.6, 3000), 0, 32)
     statistic = config.protocol.new_statistic()
     config.protocol.accumulate(statistic, config.protocol.perturb(config.to_unit(values), rng))
-    result = finalize_window(config, statistic, len(values))
-    return window_estimate_record(config, result, HOUR_START_MS,
-                                  HOUR_START_MS + 3_600_000, BATCH_PANE).json_value()
+    return config, finalize_window(config, statistic, len(values))
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +151,40 @@ def test_a_store_made_before_summary_bands_gets_them_from_its_records(record, tm
     assert same(saved, expected(record))
     assert "ldp_window_summary_bands_by_statistic" in indexes
     assert "ldp_window_summaries_by_statistic" not in indexes
+
+
+def test_the_variance_keeps_its_bands_standard_error_in_the_record_and_the_store(record,
+                                                                              tmp_path):
+    """The printed variance is the centre of its exact-variance band, whose maker gives its
+    standard error: the record keeps it (`variance_std_error`) and the store's variance row
+    holds it, as the mean's row holds `mean_std_error`. A record written before the field
+    still loads, writes its line back unchanged and leaves the store's cell NULL."""
+    _, result = numeric_window()
+    band = result.bands["variance"]
+    assert band.estimate == record["variance"] and band.std_error > 0
+    assert record["variance_std_error"] == band.std_error
+    rows = {name: error for name, _, _, error in summary_statistics(record)}
+    assert rows["variance"] == band.std_error and rows["mean"] == record["mean_std_error"]
+    written = EstimateRecord.from_value(record)
+    assert EstimateRecord.from_avro(written.to_avro()).to_json() == written.to_json()
+
+    old = {key: value for key, value in record.items() if key != "variance_std_error"}
+    loaded = EstimateRecord.from_value(old)
+    assert loaded.variance_std_error is None and loaded.json_value() == old
+    assert EstimateRecord.from_avro(loaded.to_avro()).json_value() == old
+    url = f"sqlite:///{tmp_path}/variance.db"
+    with open_store(url) as store:
+        store.write_panes([record])
+    with open_store(url, create=False) as store:
+        [(error,)] = store._query("SELECT std_error FROM ldp_window_summaries "
+                                  "WHERE statistic = 'variance'")
+    assert error == pytest.approx(band.std_error, rel=1e-12)
+    with open_store(url) as store:
+        store.write_panes([{**old, "pane": {**old["pane"], "index": 1}}])
+    with open_store(url, create=False) as store:
+        [(error,)] = store._query("SELECT std_error FROM ldp_window_summaries "
+                                  "WHERE statistic = 'variance'")
+    assert error is None
 
 
 def wiener_record(protocol: str) -> dict:
