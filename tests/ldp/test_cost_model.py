@@ -19,8 +19,8 @@ from ldp_telemetry.ldp.config.cost import (COSTS, MAX_AGGREGATION_RATE, MODEL_PA
                                            fit, fit_curve, model_from_document)
 from ldp_telemetry.ldp.config.planner import plan, recommend
 from ldp_telemetry.ldp.config.registry import parse_registry
-from ldp_telemetry.ldp.protocols import PROTOCOLS
 from ldp_telemetry.pipelines.cli import main
+from tests.json_close import skeleton
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "aggregation_cost.json"
@@ -32,12 +32,27 @@ def committed() -> dict:
     return json.loads(RESULTS.read_text(encoding="utf-8"))
 
 
+#: How far the model fitted here may predict from the shipped one, relative, at every measured
+#: domain size and every power of 2 up to 2²⁰: the smallest coefficients of a least-squares fit
+#: are ill-conditioned (one of 5.9e-24 s per d² moved by 1.6% between OpenBLAS's AVX-512 and
+#: AVX2 kernels, tests/json_close.py), the predictions by 8.8e-6 at most; a change of the fit
+#: or of the measurements moves them by far more, and the model's own bound is a factor of 2.
+REFIT_TOLERANCE = 1e-4
+
+
 def test_the_shipped_model_is_the_fit_of_the_committed_measurements():
     results = committed()["results"]
     shipped = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
     assert shipped == results["model"]
-    assert fit(results["rows"], results["epsilon"]) == shipped
-    assert set(shipped["protocols"]) == set(PROTOCOLS)
+    refit = fit(results["rows"], results["epsilon"])
+    assert skeleton(refit) == skeleton(shipped)
+    mine, theirs = model_from_document(refit), model_from_document(shipped)
+    sizes = sorted({row["d"] for row in results["rows"]} | {1 << k for k in range(1, 21)})
+    for protocol in shipped["protocols"]:
+        for d in sizes:
+            for cost in ("seconds_per_report", "finalize_seconds"):
+                got, want = getattr(mine, cost)(protocol, d), getattr(theirs, cost)(protocol, d)
+                assert math.isclose(got, want, rel_tol=REFIT_TOLERANCE), (protocol, d, cost)
 
 
 @pytest.mark.parametrize("cost", COSTS)

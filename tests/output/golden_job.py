@@ -18,7 +18,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.job import EstimateJob
+from tests.json_close import assert_json_close, skeleton
 
 DAY_MS = 86_400_000
 START_MS = 1_357_084_800_000  # 2013-01-02T00:00:00Z
@@ -112,32 +112,11 @@ def json_lines(output: Path) -> list[bytes]:
                   for line in path.read_bytes().splitlines(keepends=True))
 
 
-#: How far a written float may lie from its golden value, relative. OpenBLAS picks its kernels
-#: by CPU when it loads (AVX-512 on some machines, AVX2 on others), and the two round EMS's and
-#: the moments' products differently in the last bits: measured 3.3e-15 at most. Six orders of
-#: magnitude above that, and far below any change of behaviour a record could show.
+#: How far a written float may lie from its golden value, relative (tests/json_close.py: the
+#: last bits of EMS's and the moments' products differ between OpenBLAS's AVX-512 and AVX2
+#: kernels, measured 3.3e-15 at most). Six orders of magnitude above that, and far below any
+#: change of behaviour a record could show.
 FLOAT_TOLERANCE = 1e-9
-
-
-def _skeleton(value):
-    """`value` with every float replaced by None: what must match exactly."""
-    if isinstance(value, float):
-        return None
-    if isinstance(value, dict):
-        return {key: _skeleton(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_skeleton(item) for item in value]
-    return value
-
-
-def _floats(value) -> list[float]:
-    if isinstance(value, float):
-        return [value]
-    if isinstance(value, dict):
-        return [f for key in sorted(value) for f in _floats(value[key])]
-    if isinstance(value, list):
-        return [f for item in value for f in _floats(item)]
-    return []
 
 
 def assert_same_records(written: list[bytes], golden: list[bytes]) -> None:
@@ -146,14 +125,11 @@ def assert_same_records(written: list[bytes], golden: list[bytes]) -> None:
     1e-12 absolute, for values that round to 0)."""
     def parsed(lines: list[bytes]) -> list:
         records = [json.loads(line) for line in lines]
-        return sorted(records, key=lambda r: json.dumps(_skeleton(r), sort_keys=True))
+        return sorted(records, key=lambda r: json.dumps(skeleton(r), sort_keys=True))
     mine, theirs = parsed(written), parsed(golden)
     assert len(mine) == len(theirs)
     for record, expected in zip(mine, theirs, strict=True):
-        assert _skeleton(record) == _skeleton(expected)
-        for got, want in zip(_floats(record), _floats(expected), strict=True):
-            assert math.isclose(got, want, rel_tol=FLOAT_TOLERANCE, abs_tol=1e-12) or (
-                math.isnan(got) and math.isnan(want)), (got, want, expected)
+        assert_json_close(record, expected, FLOAT_TOLERANCE, 1e-12)
 
 
 def read_golden(name: str) -> list[bytes]:
