@@ -1646,16 +1646,16 @@ def top_k_unfiltered_conditional(r: dict) -> str:
             width = (statistics.median(row[f"{part}_width_vs_join"] for row in mine)
                      if part in UNFILTERED_PARTS else None)
             full = "full" if key == "by_rank" else f"{part}_full"
+            answers = sum(row["windows"] * len(row["by_rank"].split()) for row in mine)
             body.append([protocol.upper(), name, str(len(triples)),
                          str(sum(low <= c <= high for c, _ in triples)),
                          str(sum(c > high for c, _ in triples)),
                          str(sum(c < low for c, _ in triples)), f"{below} ({chance:.1f})",
                          f"{min(c for c, _ in triples):.2f}",
                          "1" if key == "by_rank" else "–" if width is None else f"{width:.2f}",
-                         answer_share(sum(row[full] for row in mine),
-                                      sum(row["windows"] * len(row["by_rank"].split())
-                                          for row in mine))
-                         if full in mine[0] else "–"])
+                         *[answer_share(sum(row[count] for row in mine), answers)
+                           if count in mine[0] else "–"
+                           for count in (full, f"{part}_points")]])
     windows = sorted({row["windows"] for row in r["rows"]})
     return "\n".join([
         f"Top 10 of each oracle's f~ post-processed ({', '.join(sorted({row['method'] for row in r['rows']}))}), "  # noqa: E501
@@ -1664,11 +1664,13 @@ def top_k_unfiltered_conditional(r: dict) -> str:
         f"{', '.join(f'{n:,}' for n in sorted({row['n'] for row in r['rows']}))}, "
         f"{', '.join(map(str, windows))} windows per cell, seed {r['parameters']['seed']}; "
         f"(method, cell, rank) triples. Width: the median over rows of the median width "
-        f"relative to `ldp query`'s band (the union and the hybrid: not recorded); all of [0, "
-        f"1]: the share of the answers whose band is (\"–\": not recorded).", "",
+        f"relative to `ldp query`'s band (the union and the hybrid: not recorded); \"all of "
+        f"[0, 1]\" and \"a point\": the share of the answers whose band is all of [0, 1], and a "
+        f"point (no frequency accepted: the empty set, never holding the truth) (\"–\": not "
+        f"recorded).", "",
         table(["oracle", "band", "triples", "inside", "above", "below",
-               "below by 2 s.e. (chance)", "lowest", "width vs the join", "all of [0, 1]"],
-              body, right=set(range(2, 10)))])
+               "below by 2 s.e. (chance)", "lowest", "width vs the join", "all of [0, 1]",
+               "a point"], body, right=set(range(2, 11)))])
 
 
 def rank_rows(rows: list[dict], key: Callable[[dict], tuple[str, ...]]) -> list[list[str]]:

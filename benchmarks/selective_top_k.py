@@ -538,6 +538,9 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                     # with --conditional: answers whose band is all of [0, 1] ("join": the
                     # shipped join's)
                     full = {key: dict.fromkeys(("join", *extra), 0) for key in keys}
+                    # ... and the parts' answers whose band is a point (no μ accepted: the
+                    # empty set, `_add`)
+                    points = {key: dict.fromkeys(extra, 0) for key in keys}
                     widths = {key: [] for key in keys}
                     seconds = {key: [] for key in keys}
                     for w in range(windows):
@@ -571,6 +574,8 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                                     part_widths[(name, method)][part].append(
                                         (high - low) / np.maximum(upper - lower, 1e-300))
                                     full[(name, method)][part] += _full(low, high)
+                                    points[(name, method)][part] += int(
+                                        np.count_nonzero(~(low < high)))
                             widths[(name, method)].append(upper - lower)
                     for name, method in keys:
                         held = np.vstack(inside[(name, method)])
@@ -595,6 +600,8 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                             **({("full" if part == "join" else f"{part}_full"): count
                                 for part, count in full[(name, method)].items()}
                                if extra else {}),
+                            **{f"{part}_points": count
+                               for part, count in points[(name, method)].items()},
                             "median_ms_per_query": round(
                                 1e3 * statistics.median(seconds[(name, method)]), 2)})
                         r = rows[-1]
@@ -744,6 +751,8 @@ def main(argv: list[str] | None = None) -> int:
                         found[f"{name} {part}"] |= {
                             "full_share": round(sum(r[f"{part}_full"] for r in rows) / answers,
                                                 4),
+                            "point_share": round(sum(r[f"{part}_points"] for r in rows)
+                                                 / answers, 4),
                             "median_width_vs_join": round(statistics.median(
                                 r[f"{part}_width_vs_join"] for r in rows), 3)}
             for name, line in found.items():
@@ -753,7 +762,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{line['below_by_two_chance']}); lowest {line['lowest']}"
                       + (f"; all of [0, 1] {line['full_share']:.1%}" if "full_share" in line
                          else "")
-                      + (f", width × the join {line['median_width_vs_join']}"
+                      + (f", width × the join {line['median_width_vs_join']}, a point "
+                         f"{line['point_share']:.1%}"
                          if "median_width_vs_join" in line else ""), flush=True)
             run.save({"rows": rows, "summary": found})
         return 0
