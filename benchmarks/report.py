@@ -1632,6 +1632,8 @@ def top_k_unfiltered_conditional(r: dict) -> str:
              "randomized_by_rank": CONDITIONAL_NAMES["conditional-randomized"],
              "randomized_hybrid_by_rank": "hybrid, β = 0.005, randomized on the lattice "
                                           "(not shipped)",
+             "randomized_hybrid_unmerged_by_rank": "the randomized hybrid, the union for "
+                                                   "answers merged by post-processing",
              "randomized_hybrid_union_by_rank": "the union joined with the randomized hybrid"}
     body = []
     for protocol in sorted({row["protocol"] for row in r["rows"]}):

@@ -613,11 +613,13 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
 
 #: With --unfiltered --conditional, the parts measured beside the shipped join (`wiener_rows`
 #: keeps each one's coverage per rank, "<part>_by_rank", its median width against the join's
-#: and its answers that are all of [0, 1]): the conditional interval alone (β = 0), joined with
-#: the union, and randomized on the lattice; the hybrid (β = PROJECTION_LEVEL) randomized on
-#: the lattice, alone and joined with the union (all measured only).
+#: and its answers that are all of [0, 1] or a point): the conditional interval alone (β = 0),
+#: joined with the union, and randomized on the lattice; the hybrid (β = PROJECTION_LEVEL)
+#: randomized on the lattice, alone, with the union for the answers merged by post-processing
+#: (`ldp query` gives them the union: the rank is not what selected them), and joined with the
+#: union (all measured only).
 UNFILTERED_PARTS = ("conditional", "conditional_union", "randomized", "randomized_hybrid",
-                    "randomized_hybrid_union")
+                    "randomized_hybrid_unmerged", "randomized_hybrid_union")
 
 
 def conditional_parts(unbiased: np.ndarray, d: int, protocol, n: int, order: np.ndarray,
@@ -634,6 +636,8 @@ def conditional_parts(unbiased: np.ndarray, d: int, protocol, n: int, order: np.
             "randomized": randomized_bands(unbiased, protocol, n, plug_in, order,
                                            uniforms)[:2],
             "randomized_hybrid": hybrid,
+            "randomized_hybrid_unmerged": (np.where(found[4], found[0], hybrid[0]),
+                                           np.where(found[4], found[1], hybrid[1])),
             "randomized_hybrid_union": joined_bands(*found[:2], *hybrid, found[4])}
 
 

@@ -691,8 +691,7 @@ def test_the_benchmark_takes_the_rank_conditional_band_apart(tmp_path):
     assert found[-1]["family"] == "top-k answers, per rank, conditional alone"
     assert found[-1]["pairs"] == 20
     for row in unfiltered["rows"]:
-        for part in ("conditional", "conditional_union", "randomized", "randomized_hybrid",
-                     "randomized_hybrid_union"):
+        for part in bench.UNFILTERED_PARTS:
             assert len(row[f"{part}_by_rank"].split()) == 10
             assert row[f"{part}_width_vs_join"] >= 0
             assert 0 <= row[f"{part}_full"] <= 10 * row["windows"]
