@@ -50,8 +50,8 @@ filter's top-k band (`ldp query`'s, frequency_bands.top_k_filtered_bands) is mea
 with --unfiltered, on the same windows, the band of the oracles' own f~ post-processed
 (frequency_bands.top_k_rank_conditional_bands: for the pure one-stage oracles the calibration
 windows did not hold), and with --conditional also the conditional interval, its join with the
-union and the randomized test per rank (UNFILTERED_PARTS). --benchmark names the results (one
-file per run).
+union, the randomized conditional test and the randomized hybrid per rank (UNFILTERED_PARTS).
+--benchmark names the results (one file per run).
 
     nice python benchmarks/selective_top_k.py --dumps top_k_held_out_airports.pkl \\
         top_k_held_out_olh.pkl top_k_held_out_emoji.pkl top_k_words.pkl top_k_zipf.pkl \\
