@@ -1559,6 +1559,11 @@ CONDITIONAL_NAMES = {
     "conditional-plugin": "conditional alone, σ at the plug-in f~_v"}
 
 
+def answer_share(count: int, total: int) -> str:
+    """count / total as a percentage ("–" for no total)."""
+    return f"{count / total:.1%}" if total else "–"
+
+
 def top_k_conditional(r: dict) -> str:
     """The rank-conditional band's variants (selective_top_k.py --families) on the windows of
     top_k_selective: per family, the (method, cell, rank) triples inside the goal, above,
@@ -1569,9 +1574,7 @@ def top_k_conditional(r: dict) -> str:
     def number(value: float | None, digits: str = ".3f") -> str:
         return "–" if value is None else format(value, digits)
 
-    def share(count: int, total: int) -> str:
-        return f"{count / total:.1%}" if total else "–"
-
+    share = answer_share
     body = []
     for family, line in r["summary"]["all"].items():
         per = line["by_rank"]
@@ -1626,23 +1629,35 @@ def top_k_unfiltered_conditional(r: dict) -> str:
              "hybrid_by_rank": CONDITIONAL_NAMES["hybrid"],
              "conditional_by_rank": CONDITIONAL_NAMES["conditional"],
              "conditional_union_by_rank": CONDITIONAL_NAMES["conditional-union"],
-             "randomized_by_rank": CONDITIONAL_NAMES["conditional-randomized"]}
+             "randomized_by_rank": CONDITIONAL_NAMES["conditional-randomized"],
+             "randomized_hybrid_by_rank": "hybrid, β = 0.005, randomized on the lattice "
+                                          "(not shipped)",
+             "randomized_hybrid_unmerged_by_rank": "the randomized hybrid, the union for "
+                                                   "answers merged by post-processing",
+             "randomized_hybrid_union_by_rank": "the union joined with the randomized hybrid"}
     body = []
     for protocol in sorted({row["protocol"] for row in r["rows"]}):
         mine = [row for row in r["rows"] if row["protocol"] == protocol]
         for key, name in names.items():
+            if key not in mine[0]:  # measured since the results were
+                continue
             triples = [(float(c), row["windows"]) for row in mine for c in row[key].split()]
             below = sum(0.95 - c > 2 * coverage_standard_error(w, w) for c, w in triples)
             chance = sum(chance_below(w) for _, w in triples)
             part = key.removesuffix("_by_rank")
             width = (statistics.median(row[f"{part}_width_vs_join"] for row in mine)
                      if part in UNFILTERED_PARTS else None)
+            full = "full" if key == "by_rank" else f"{part}_full"
+            answers = sum(row["windows"] * len(row["by_rank"].split()) for row in mine)
             body.append([protocol.upper(), name, str(len(triples)),
                          str(sum(low <= c <= high for c, _ in triples)),
                          str(sum(c > high for c, _ in triples)),
                          str(sum(c < low for c, _ in triples)), f"{below} ({chance:.1f})",
                          f"{min(c for c, _ in triples):.2f}",
-                         "1" if key == "by_rank" else "–" if width is None else f"{width:.2f}"])
+                         "1" if key == "by_rank" else "–" if width is None else f"{width:.2f}",
+                         *[answer_share(sum(row[count] for row in mine), answers)
+                           if count in mine[0] else "–"
+                           for count in (full, f"{part}_points")]])
     windows = sorted({row["windows"] for row in r["rows"]})
     return "\n".join([
         f"Top 10 of each oracle's f~ post-processed ({', '.join(sorted({row['method'] for row in r['rows']}))}), "  # noqa: E501
@@ -1651,10 +1666,52 @@ def top_k_unfiltered_conditional(r: dict) -> str:
         f"{', '.join(f'{n:,}' for n in sorted({row['n'] for row in r['rows']}))}, "
         f"{', '.join(map(str, windows))} windows per cell, seed {r['parameters']['seed']}; "
         f"(method, cell, rank) triples. Width: the median over rows of the median width "
-        f"relative to `ldp query`'s band (the union and the hybrid: not recorded).", "",
+        f"relative to `ldp query`'s band (the union and the hybrid: not recorded); \"all of "
+        f"[0, 1]\" and \"a point\": the share of the answers whose band is all of [0, 1], and a "
+        f"point (no frequency accepted: the empty set, never holding the truth) (\"–\": not "
+        f"recorded).", "",
         table(["oracle", "band", "triples", "inside", "above", "below",
-               "below by 2 s.e. (chance)", "lowest", "width vs the join"], body,
-              right=set(range(2, 9)))])
+               "below by 2 s.e. (chance)", "lowest", "width vs the join", "all of [0, 1]",
+               "a point"], body, right=set(range(2, 11))),
+        *randomized_hybrid_rule(r["rows"], names)])
+
+
+#: The bands of selective_top_k.py --unfiltered --conditional counted against the rule the
+#: randomized hybrid had to pass (docs/error-bars.md, "The hybrid randomized on the lattice"):
+#: `ldp query`'s join and the randomized parts.
+RULE_PARTS = ("by_rank", "randomized_by_rank", "randomized_hybrid_by_rank",
+              "randomized_hybrid_unmerged_by_rank", "randomized_hybrid_union_by_rank")
+
+
+def randomized_hybrid_rule(rows: list[dict], names: dict[str, str]) -> list[str]:
+    """With the randomized hybrid measured: every oracle's (method, cell, rank) triples of the
+    cells that are not declared (too few expected supports for value bands, or a top-k band
+    declared, `unfiltered_shipped`), per band of RULE_PARTS: more than two standard errors below
+    0.95 against chance and its limit chance + 2 √chance, below 0.90, the answers all of [0, 1]
+    against the join's, the median width against the join's."""
+    from coverage_summary import unfiltered_shipped
+    from selective_top_k import chance_below
+    if "randomized_hybrid_by_rank" not in rows[0]:
+        return []
+    kept = [row for row in rows if unfiltered_shipped(row) and not declared_values(row)]
+    answers = sum(row["windows"] * len(row["by_rank"].split()) for row in kept)
+    body = []
+    for key in (key for key in RULE_PARTS if key in rows[0]):
+        part = key.removesuffix("_by_rank")
+        triples = [(float(c), row["windows"]) for row in kept for c in row[key].split()]
+        chance = sum(chance_below(w) for _, w in triples)
+        full = "full" if key == "by_rank" else f"{part}_full"
+        body.append([names[key], str(len(triples)),
+                     str(sum(0.95 - c > 2 * coverage_standard_error(w, w) for c, w in triples)),
+                     f"{chance:.1f} ({chance + 2 * chance ** 0.5:.1f})",
+                     str(sum(c < 0.90 for c, _ in triples)),
+                     answer_share(sum(row[full] for row in kept), answers),
+                     "1" if key == "by_rank" else
+                     f"{statistics.median(row[f'{part}_width_vs_join'] for row in kept):.3f}"])
+    return ["", f"Against the rule, the cells not declared ({len(kept)} of {len(rows)} rows; "
+            "declared: too few expected supports for value bands, or a top-k band declared):", "",
+            table(["band", "triples", "below by 2 s.e.", "chance (limit)", "below 0.90",
+                   "all of [0, 1]", "width vs the join"], body, right=set(range(1, 7)))]
 
 
 def rank_rows(rows: list[dict], key: Callable[[dict], tuple[str, ...]]) -> list[list[str]]:
@@ -2061,6 +2118,26 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --unfiltered --conditional --protocols sue rue blh "
      "rlh hr --sizes 1000 10000 100000 --wiener-methods base norm-sub norm-hyb --windows 100 "
      "--seed 32 --benchmark top_k_unfiltered_conditional"),
+    ("top_k_unfiltered_randomized_hybrid",
+     "Top-k bands conditional on the rank, the hybrid randomized on the lattice",
+     "As [the other pure oracles](#top-k-bands-conditional-on-the-rank-alone-other-pure-"
+     "oracles), for GRR and OUE on fresh windows (seed 32), with the hybrid band (β = 0.005) "
+     "randomized on the lattice of support counts, alone and joined with the union (measured "
+     "only: a band that depends on a coin is not shipped), and each band's answers that are "
+     "all of [0, 1].",
+     top_k_unfiltered_conditional,
+     "python benchmarks/selective_top_k.py --unfiltered --conditional --protocols grr oue "
+     "--sizes 1000 10000 100000 --wiener-methods base norm-sub norm-hyb --windows 100 "
+     "--seed 32 --benchmark top_k_unfiltered_randomized_hybrid"),
+    ("top_k_unfiltered_randomized_hybrid_fresh",
+     "Top-k bands conditional on the rank, the hybrid randomized, another seed and shape",
+     "As [the hybrid randomized on the lattice](#top-k-bands-conditional-on-the-rank-the-"
+     "hybrid-randomized-on-the-lattice), on another seed's windows (33), of the airports and "
+     "the emoji data sets.",
+     top_k_unfiltered_conditional,
+     "python benchmarks/selective_top_k.py --unfiltered --conditional --protocols grr oue "
+     "--datasets airports emoji --sizes 1000 10000 100000 --wiener-methods base norm-sub "
+     "norm-hyb --windows 100 --seed 33 --benchmark top_k_unfiltered_randomized_hybrid_fresh"),
     ("top_k_unfiltered_ss_large", "Top-k bands of Subset Selection at a million reports",
      "As [SS and RWS](#top-k-bands-of-subset-selection-and-rws), for SS at n = 10⁶ (windows "
      "through its client, about 2 s each unloaded), a run apart.",

@@ -50,8 +50,8 @@ filter's top-k band (`ldp query`'s, frequency_bands.top_k_filtered_bands) is mea
 with --unfiltered, on the same windows, the band of the oracles' own f~ post-processed
 (frequency_bands.top_k_rank_conditional_bands: for the pure one-stage oracles the calibration
 windows did not hold), and with --conditional also the conditional interval, its join with the
-union and the randomized test per rank (UNFILTERED_PARTS). --benchmark names the results (one
-file per run).
+union, the randomized conditional test and the randomized hybrid per rank (UNFILTERED_PARTS).
+--benchmark names the results (one file per run).
 
     nice python benchmarks/selective_top_k.py --dumps top_k_held_out_airports.pkl \\
         top_k_held_out_olh.pkl top_k_held_out_emoji.pkl top_k_words.pkl top_k_zipf.pkl \\
@@ -79,9 +79,8 @@ from ldp_telemetry.ldp.estimation.frequency_bands import (joined_bands, merged_a
                                                           rank_conditional_applies, top_k_parts)
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, error_plug_in
 from ldp_telemetry.ldp.estimation.replay import choose
-from ldp_telemetry.ldp.estimation.selective_bands import (ALPHA, ROOT_TOLERANCE, hybrid_band,
-                                                          selections, selective_bands,
-                                                          truncated_cdf)
+from ldp_telemetry.ldp.estimation.selective_bands import (ALPHA, PROJECTION_LEVEL, hybrid_band,
+                                                          selections, selective_bands)
 from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.protocols.noise import unbiased_estimate
 
@@ -137,41 +136,23 @@ def chosen_run(method: str, unbiased: np.ndarray, noise):
 
 
 def randomized_bands(unbiased: np.ndarray, protocol, n: int, plug_in: np.ndarray,
-                     selected: np.ndarray, uniforms: np.ndarray, alpha: float = ALPHA
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The conditional interval (β = 0) of each selected value with the test randomized on the
-    lattice of f~ (step s = 1 / (n (p* − q*)), thresholds moved half a step as `thresholds`
-    does): G(μ) = F(y − s/2) + U (F(y + s/2) − F(y − s/2)), F the truncated normal CDF at μ,
-    is uniform when f~_v is the Gaussian law rounded to the lattice, so the band {μ : α/2 ≤
-    G(μ) ≤ 1 − α/2} holds exactly 95% there. `uniforms`: one U per selected value. Measured
-    only (a band that depends on a coin is not shipped). Third: whether the rank confines
-    f~_v to one lattice point (V⁺ − V⁻ < `PINNED_STEPS` steps), where the conditional law is
-    one point whatever μ, and a test that is not randomized accepts every μ."""
-    from scipy.optimize import brentq
-    p, q = protocol.p_star, protocol.q_star
-    half = 0.5 / (n * (p - q))
-    top, bottom = 1.0 - alpha / 2, alpha / 2
+                     selected: np.ndarray, uniforms: np.ndarray, alpha: float = ALPHA,
+                     beta: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The hybrid interval of each selected value at `beta` (0: the conditional interval
+    alone) with the test randomized on the lattice of f~ (`hybrid_band` with a U: step s = 1
+    / (n (p* − q*)), thresholds moved half a step as `thresholds` does; G(μ) = F(y − s/2) + U
+    (F(y + s/2) − F(y − s/2)) is uniform when f~_v is the Gaussian law rounded to the
+    lattice, so the conditional band holds exactly 95% there). `uniforms`: one U per selected
+    value. Measured only (a band that depends on a coin is not shipped). Third: whether the
+    rank confines f~_v to one lattice point (V⁺ − V⁻ < `PINNED_STEPS` steps), where the
+    conditional law is one point whatever μ, and a test that is not randomized accepts every
+    μ."""
+    step = 1.0 / (n * (protocol.p_star - protocol.q_star))
     lower, upper, pinned = [], [], []
     for s, u in zip(selections(unbiased, protocol, n, plug_in, selected), uniforms,
                     strict=True):
-        def g(mu: float, s=s, u=u) -> float:
-            sd = s.sd(mu)
-            below = truncated_cdf(s.estimate - half, mu, sd, s.low, s.high)
-            return below + u * (truncated_cdf(s.estimate + half, mu, sd, s.low, s.high) - below)
-        pinned.append(s.high - s.low < PINNED_STEPS * 2.0 * half)
-        at_start, at_stop = g(0.0), g(1.0)
-        if at_start < bottom:
-            lower.append(0.0)
-            upper.append(0.0)
-            continue
-        if at_stop > top:
-            lower.append(1.0)
-            upper.append(1.0)
-            continue
-        low = 0.0 if at_start <= top else brentq(lambda mu: g(mu) - top, 0.0, 1.0,
-                                                  xtol=ROOT_TOLERANCE)
-        high = 1.0 if at_stop >= bottom else brentq(lambda mu: g(mu) - bottom, low, 1.0,
-                                                     xtol=ROOT_TOLERANCE)
+        pinned.append(s.high - s.low < PINNED_STEPS * step)
+        low, high = hybrid_band(s, alpha, beta, uniform=float(u), step=step)
         lower.append(low)
         upper.append(high)
     return (np.array(lower, dtype=np.float64), np.array(upper, dtype=np.float64),
@@ -261,7 +242,7 @@ def _add(mine: dict, lower: np.ndarray, upper: np.ndarray, truth: np.ndarray,
     mine["tied"].append(tied)
     mine["width"].append(np.where(empty, 0.0, upper - lower))
     mine["empty"] += int(empty.sum())
-    mine["full"] += int(np.count_nonzero((lower <= 0.0) & (upper >= 1.0)))
+    mine["full"] += _full(lower, upper)
 
 
 def new_tally(families: tuple[str, ...] = DEFAULT_FAMILIES) -> dict:
@@ -554,6 +535,12 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                     parts = {key: {part: [] for part in ("union", "hybrid", *extra)}
                              for key in keys}
                     part_widths = {key: {part: [] for part in extra} for key in keys}
+                    # with --conditional: answers whose band is all of [0, 1] ("join": the
+                    # shipped join's)
+                    full = {key: dict.fromkeys(("join", *extra), 0) for key in keys}
+                    # ... and the parts' answers whose band is a point (no μ accepted: the
+                    # empty set, `_add`)
+                    points = {key: dict.fromkeys(extra, 0) for key in keys}
                     widths = {key: [] for key in keys}
                     seconds = {key: [] for key in keys}
                     for w in range(windows):
@@ -576,6 +563,7 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                             if extra:
                                 bands |= conditional_parts(unbiased, truth.size, protocol, n,
                                                            order, found, w)
+                                full[(name, method)]["join"] += _full(lower, upper)
                             for part, (low, high) in bands.items():
                                 held_now = (low <= selected + 1e-12) & (
                                     selected <= high + 1e-12)
@@ -585,6 +573,9 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                                 if part in extra:
                                     part_widths[(name, method)][part].append(
                                         (high - low) / np.maximum(upper - lower, 1e-300))
+                                    full[(name, method)][part] += _full(low, high)
+                                    points[(name, method)][part] += int(
+                                        np.count_nonzero(~(low < high)))
                             widths[(name, method)].append(upper - lower)
                     for name, method in keys:
                         held = np.vstack(inside[(name, method)])
@@ -604,6 +595,13 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                             **{f"{part}_width_vs_join": round(float(np.median(np.vstack(
                                 ratios))), 3)
                                for part, ratios in part_widths[(name, method)].items()},
+                            # with --conditional: answers all of [0, 1], the join's and each
+                            # part's ("full", "<part>_full")
+                            **({("full" if part == "join" else f"{part}_full"): count
+                                for part, count in full[(name, method)].items()}
+                               if extra else {}),
+                            **{f"{part}_points": count
+                               for part, count in points[(name, method)].items()},
                             "median_ms_per_query": round(
                                 1e3 * statistics.median(seconds[(name, method)]), 2)})
                         r = rows[-1]
@@ -614,9 +612,14 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
 
 
 #: With --unfiltered --conditional, the parts measured beside the shipped join (`wiener_rows`
-#: keeps each one's coverage per rank, "<part>_by_rank"): the conditional interval alone (β =
-#: 0), joined with the union, and randomized on the lattice (measured only).
-UNFILTERED_PARTS = ("conditional", "conditional_union", "randomized")
+#: keeps each one's coverage per rank, "<part>_by_rank", its median width against the join's
+#: and its answers that are all of [0, 1] or a point): the conditional interval alone (β = 0),
+#: joined with the union, and randomized on the lattice; the hybrid (β = PROJECTION_LEVEL)
+#: randomized on the lattice, alone, with the union for the answers merged by post-processing
+#: (`ldp query` gives them the union: the rank is not what selected them), and joined with the
+#: union (all measured only).
+UNFILTERED_PARTS = ("conditional", "conditional_union", "randomized", "randomized_hybrid",
+                    "randomized_hybrid_unmerged", "randomized_hybrid_union")
 
 
 def conditional_parts(unbiased: np.ndarray, d: int, protocol, n: int, order: np.ndarray,
@@ -626,10 +629,21 @@ def conditional_parts(unbiased: np.ndarray, d: int, protocol, n: int, order: np.
     plug_in = error_plug_in(unbiased)
     conditional = selective_bands(unbiased, protocol, n, plug_in, order, beta=0.0)
     uniforms = np.random.default_rng([RANDOMIZED_STREAM, window, n]).random(d)[order]
+    hybrid = randomized_bands(unbiased, protocol, n, plug_in, order, uniforms,
+                              beta=PROJECTION_LEVEL)[:2]
     return {"conditional": conditional,
             "conditional_union": joined_bands(*found[:2], *conditional, found[4]),
             "randomized": randomized_bands(unbiased, protocol, n, plug_in, order,
-                                           uniforms)[:2]}
+                                           uniforms)[:2],
+            "randomized_hybrid": hybrid,
+            "randomized_hybrid_unmerged": (np.where(found[4], found[0], hybrid[0]),
+                                           np.where(found[4], found[1], hybrid[1])),
+            "randomized_hybrid_union": joined_bands(*found[:2], *hybrid, found[4])}
+
+
+def _full(lower: np.ndarray, upper: np.ndarray) -> int:
+    """How many of the bands are all of [0, 1]."""
+    return int(np.count_nonzero((lower <= 0.0) & (upper >= 1.0)))
 
 
 def wiener_summary(rows: list[dict], key: str = "by_rank") -> dict:
@@ -733,11 +747,28 @@ def main(argv: list[str] | None = None) -> int:
                 found |= {f"{name} {part}": line for part in ("union", "hybrid",
                                                               *UNFILTERED_PARTS)
                           for name, line in wiener_summary(rows, f"{part}_by_rank").items()}
+                answers = sum(r["windows"] * TOP for r in rows)
+                for name in {r["filter"] for r in rows}:
+                    found[name]["full_share"] = round(
+                        sum(r["full"] for r in rows) / answers, 4)
+                    for part in UNFILTERED_PARTS:
+                        found[f"{name} {part}"] |= {
+                            "full_share": round(sum(r[f"{part}_full"] for r in rows) / answers,
+                                                4),
+                            "point_share": round(sum(r[f"{part}_points"] for r in rows)
+                                                 / answers, 4),
+                            "median_width_vs_join": round(statistics.median(
+                                r[f"{part}_width_vs_join"] for r in rows), 3)}
             for name, line in found.items():
                 print(f"{name}: {line['inside']} of {line['triples']} triples inside, "
                       f"{line['above']} above, {line['below']} below ({line['below_090']} "
                       f"below 0.90), {line['below_by_two']} below by two s.e. (chance "
-                      f"{line['below_by_two_chance']}); lowest {line['lowest']}", flush=True)
+                      f"{line['below_by_two_chance']}); lowest {line['lowest']}"
+                      + (f"; all of [0, 1] {line['full_share']:.1%}" if "full_share" in line
+                         else "")
+                      + (f", width × the join {line['median_width_vs_join']}, a point "
+                         f"{line['point_share']:.1%}"
+                         if "median_width_vs_join" in line else ""), flush=True)
             run.save({"rows": rows, "summary": found})
         return 0
     if args.dumps and not folder.is_dir():
