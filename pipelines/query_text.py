@@ -19,7 +19,7 @@ from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.names import printable, terminal_safe, typed_name
-from ldp_telemetry.output.text import band_note
+from ldp_telemetry.output.text import PLUS_MINUS, band_note
 from ldp_telemetry.pipelines.query_labels import asked_labels
 
 
@@ -82,7 +82,7 @@ def _band_text(answer) -> str:
         return " (no band)"
     half = (answer.upper95 - answer.lower95) / 2
     if abs(answer.lower95 + half - answer.value) <= 1e-12 * max(1.0, abs(answer.value)):
-        return f" ± {half:.5f}"
+        return f"{PLUS_MINUS}{half:.5f}"
     return f" [{answer.lower95:.5f}, {answer.upper95:.5f}]"
 
 
@@ -124,12 +124,13 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
              f"n={window.n:,}  "
              f"{printable(record.protocol)} ε={record.epsilon:g}  "
              f"{printable(str((record.estimator or {}).get('method', 'unknown estimator')))}"]
-    shown = []
+    shown: list[str] = []
     for answer in answers:
         what = (f"P[{answer.argument[0]:g} <= X <= {answer.argument[1]:g}]"
                 if answer.query == "range" else f"quantile {answer.argument[0]:g}")
         error = ("" if answer.std_error is None
-                 else f" ± {half_width95(answer.std_error):.5g}  (s.e. {answer.std_error:.5g})")
+                 else f"{PLUS_MINUS}{half_width95(answer.std_error):.5g}"
+                 f"  (s.e. {answer.std_error:.5g})")
         if answer.band_method is not None:  # the record's own band (maybe none), and a
             # quantile's method is the record's, read from a file: escaped as `ldp show` does;
             # the standard error beside it (a range's score band is not ± 1.96 of it)
