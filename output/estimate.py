@@ -142,8 +142,9 @@ class EstimateRecord:
     #: its value bands are made from (`std_error` is the filter's; absent from other records
     #: and older ones: `output.bands`)
     unbiased_std_error: np.ndarray | None = None
-    #: a numeric record's standard error of `variance` that its band is made from (absent
-    #: where the variance has none, from other records and from older ones)
+    #: a numeric record's standard error of `variance` that its band is made from, kept where
+    #: the variance is declared without a band (absent where the variance has none, from other
+    #: records and from older ones)
     variance_std_error: float | None = None
     fields: frozenset[str] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)

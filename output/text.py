@@ -1,9 +1,11 @@
 """Window-estimate records as text: what `ldp show` prints, and a live run's line per pane.
 
 Every ± is the half width of the 95% band (`ldp_telemetry.output.bands`), as in `ldp query`
-and the dashboard: `BAND_NOTE` says so once per output.
+and the dashboard: `BAND_NOTE` says so once per output that prints one (`band_note`).
 """
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -33,6 +35,8 @@ def metric_title(record: EstimateRecord) -> str:
 
 #: What every ± printed by `show`, `query` and a live run's pane lines means.
 BAND_NOTE = f"± is the half width of the 95% band: {Z95:.2f} standard errors"
+#: How a value printed ± the half width of its band is written (`format_pane` drops the spaces).
+PLUS_MINUS = " ± "
 #: After a numeric statistic whose printed value lies outside its band: a record written before
 #: the printed mean and variance were their bands' centres printed its histogram's, which a
 #: band of the unbiased moment estimate need not hold (its band_reasons say so).
@@ -41,6 +45,13 @@ OUTSIDE_NOTE = "  (the printed value lies outside its band: see band_reasons)"
 #: adjusted for its having been picked as one of the largest by the same noise.
 SELECTED_NOTE = ("each value's band is its own, not adjusted for the value being among the "
                  "largest: `ldp query --top K` gives bands that are, or says why it has none")
+
+
+def band_note(shown: Iterable[str]) -> list[str]:
+    """[BAND_NOTE] where one of the lines `shown` (values as printed, not their bands' reasons)
+    prints a value ± the half width of its band, else []: a band printed [lower, upper], or
+    none, needs no note."""
+    return [BAND_NOTE] if any(PLUS_MINUS in line for line in shown) else []
 
 
 def _plus_minus(value: float, lower: float | None, upper: float | None, error: float | None,
@@ -52,7 +63,7 @@ def _plus_minus(value: float, lower: float | None, upper: float | None, error: f
     if lower is None or upper is None:
         return "" if error is None else f" (s.e. {error:{spec}}, no band)"
     if abs((lower + upper) / 2 - value) <= 1e-12 * max(1.0, abs(value)):
-        return f" ± {(upper - lower) / 2:{spec}}"
+        return f"{PLUS_MINUS}{(upper - lower) / 2:{spec}}"
     return f" [{lower:{spec}}, {upper:{spec}}]"
 
 
@@ -169,7 +180,8 @@ def format_numeric(record: EstimateRecord) -> str:
                        and not lower <= value <= upper
                        else "")
             return f"  [{lower:.4g}, {upper:.4g}]{named}{outside}"
-        return "" if error is None or error != error else f" ± {half_width95(error):.4g}"
+        return ("" if error is None or error != error
+                else f"{PLUS_MINUS}{half_width95(error):.4g}")
     lines.append(f"    {'mean':>12}  {_shown_number(record.mean)}"
                  f"{bar('mean', record.mean_std_error, record.mean)}")
     if record.variance is not None and ((record.band_methods or {}).get("variance") or (
@@ -199,7 +211,7 @@ def format_pane(record: EstimateRecord, k: int = 3) -> str:
     top = sorted(range(len(estimate)), key=lambda i: -estimate[i])[:k]
     values = ", ".join(f"{printable(str(labels[i]))} {estimate[i]:.3f}"
                        + _plus_minus(estimate[i], lower[i], upper[i], error[i],
-                                     ".3f").replace(" ± ", "±")
+                                     ".3f").replace(PLUS_MINUS, "±")
                        for i in top)
     pane = record.pane
     section = record.integrity or {}

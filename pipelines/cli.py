@@ -387,7 +387,7 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.output.integrity import with_jump_tests
     from ldp_telemetry.output.reader import read_estimates, select_windows
     from ldp_telemetry.output.names import printable
-    from ldp_telemetry.output.text import BAND_NOTE, SELECTED_NOTE, format_top
+    from ldp_telemetry.output.text import SELECTED_NOTE, band_note, format_top
     records = with_jump_tests(read_estimates(args.output))
     metrics = ([args.metric] if args.metric is not None
                else sorted({record.metric for record in records}))
@@ -395,12 +395,14 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
               for window in select_windows(records, metric, args.window, args.windows, args.last,
                                            args.config_version)]
     from ldp_telemetry.ldp.config.budget import budget_text, repeated_reports_note, window_cost
-    print(f"({BAND_NOTE})")
+    shown = [format_top(record, args.top) for record in chosen]
+    for note in band_note(shown):  # only where a value is printed ± its band's half width
+        print(f"({note})")
     if any(not record.numeric for record in chosen):
         print(f"({SELECTED_NOTE})")
     promised: dict[str, str] = {}  # metric -> what its newest shown version promises a device
-    for record in chosen:
-        print(format_top(record, args.top))
+    for record, text in zip(chosen, shown, strict=True):
+        print(text)
         promise = budget_text(record.privacy)
         if promise is not None:
             length = record.end_ms - record.start_ms

@@ -4,8 +4,9 @@ Frequency metrics take `--labels`, `--top` and `--range` (`ldp.estimation.querie
 optionally post-processed again (`--method`, `--param`); numeric metrics take `--range` in their
 units and `--quantile` (`ldp.estimation.numeric_queries.NumericWindow`). `--json` gives one JSON
 object. This is the command line's own formatting: its messages name flags. Every ± is the half
-width of the 95% band, as in `ldp show` and the dashboard (`output.text.BAND_NOTE`); the standard
-error is printed beside it, and in JSON each answer carries both (`std_error`, `half95`).
+width of the 95% band, as in `ldp show` and the dashboard (`output.text.BAND_NOTE`, printed where
+an answer has one: `output.text.band_note`); the standard error is printed beside it, and in
+JSON each answer carries both (`std_error`, `half95`).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.names import printable, terminal_safe, typed_name
-from ldp_telemetry.output.text import BAND_NOTE
+from ldp_telemetry.output.text import PLUS_MINUS, band_note
 from ldp_telemetry.pipelines.query_labels import asked_labels
 
 
@@ -61,13 +62,13 @@ def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
              f"n={window.n:,}  "
              f"{window.protocol.name} ε={window.protocol.epsilon:g}  "
              f"{_estimator_prefix(window)}{window.spec.method}{f' ({params})' if params else ''}"]
-    for answer in answers:
-        lines.append(f"  {_describe(answer):<40} {answer.value:9.5f}{_band_text(answer)}"
-                     f"  (s.e. {answer.std_error:.5f})")
+    shown = [f"  {_describe(answer):<40} {answer.value:9.5f}{_band_text(answer)}"
+             f"  (s.e. {answer.std_error:.5f})" for answer in answers]
     methods = sorted({answer.band_method for answer in answers})
     kind = answers[0].std_error_kind
-    lines.append(f"  (95% band: {', '.join(methods)}; {BAND_NOTE}; s.e. {kind}: "
-                 f"{STD_ERROR_KINDS[kind]})")
+    notes = [f"95% band: {', '.join(methods)}", *band_note(shown),
+             f"s.e. {kind}: {STD_ERROR_KINDS[kind]}"]
+    lines += [*shown, f"  ({'; '.join(notes)})"]
     lines += sorted({f"  (no band: {answer.band_reason})" for answer in answers
                      if answer.band_reason is not None})
     return "\n".join(lines)
@@ -81,7 +82,7 @@ def _band_text(answer) -> str:
         return " (no band)"
     half = (answer.upper95 - answer.lower95) / 2
     if abs(answer.lower95 + half - answer.value) <= 1e-12 * max(1.0, abs(answer.value)):
-        return f" ± {half:.5f}"
+        return f"{PLUS_MINUS}{half:.5f}"
     return f" [{answer.lower95:.5f}, {answer.upper95:.5f}]"
 
 
@@ -123,11 +124,13 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
              f"n={window.n:,}  "
              f"{printable(record.protocol)} ε={record.epsilon:g}  "
              f"{printable(str((record.estimator or {}).get('method', 'unknown estimator')))}"]
+    shown: list[str] = []
     for answer in answers:
         what = (f"P[{answer.argument[0]:g} <= X <= {answer.argument[1]:g}]"
                 if answer.query == "range" else f"quantile {answer.argument[0]:g}")
         error = ("" if answer.std_error is None
-                 else f" ± {half_width95(answer.std_error):.5g}  (s.e. {answer.std_error:.5g})")
+                 else f"{PLUS_MINUS}{half_width95(answer.std_error):.5g}"
+                 f"  (s.e. {answer.std_error:.5g})")
         if answer.band_method is not None:  # the record's own band (maybe none), and a
             # quantile's method is the record's, read from a file: escaped as `ldp show` does;
             # the standard error beside it (a range's score band is not ± 1.96 of it)
@@ -136,10 +139,11 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
                       f"({printable(str(answer.band_method))})")
                      + ("" if answer.std_error is None
                         else f"  (s.e. {answer.std_error:.5g})"))
-        lines.append(f"  {what:<40} {answer.value:.6g}{error}")
+        shown.append(f"  {what:<40} {answer.value:.6g}{error}")
     kinds = sorted({answer.std_error_kind or "bootstrap" for answer in answers
                     if answer.std_error is not None})
-    lines.append(f"  ({BAND_NOTE}" + (f"; s.e. {', '.join(kinds)})" if kinds else ")"))
+    notes = band_note(shown) + ([f"s.e. {', '.join(kinds)}"] if kinds else [])
+    lines += shown + ([f"  ({'; '.join(notes)})"] if notes else [])
     if any(answer.std_error_kind == "exact" for answer in answers):
         lines.append(f"  (exact: {NUMERIC_EXACT_NOTE})")
     missing = {float(answer.argument[0]) in KEPT_LEVELS for answer in answers

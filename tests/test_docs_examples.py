@@ -3,7 +3,7 @@ has the fields of the record of its kind that the job writes today, and every fi
 record has is in the page's field tables.
 
 The written records are `tests/output/golden/`, which `test_estimate_golden.py` checks against
-what the installed package's job writes byte for byte, so a field added to (or dropped from) the
+what the installed package's job writes (field for field), so a field added to (or dropped from) the
 record fails here until the page's example and table follow. The examples' values are cut with
 "…" and are not compared; the page is located relative to this file (the checkout's docs).
 """

@@ -150,8 +150,9 @@ class NumericWindowResult:
     unbiased: np.ndarray | None = None
     #: hierarchical histograms: the reports of every depth 1..h; None for other protocols
     level_reports: tuple[int, ...] | None = None
-    #: the exact standard error of `variance`, the centre of its band (`printed_moments`);
-    #: None where the variance has none (no moment estimate, a mean-only protocol)
+    #: the exact standard error of `variance`, the centre of its band (`printed_moments`), kept
+    #: where the variance is declared without a band; None where the variance has none (no
+    #: moment estimate, a mean-only protocol)
     variance_std_error: float | None = None
 
     @property

@@ -47,7 +47,8 @@ class BootstrapErrors:
     of each bucket, of each quantile and of the mean. `mean_std_error` is the bootstrap spread
     of the histogram's mean as `parametric_bootstrap` makes it; a finalized numeric window
     replaces it by the exact standard error of the mean it prints, the centre of the mean's
-    band (`finalize_numeric_window`), and a record writes it as `mean_std_error`."""
+    band (`finalize_numeric_window`; a mean-only protocol's, with 0 replicates, is its exact
+    one), and a record writes it as `mean_std_error`."""
 
     replicates: int
     buckets: np.ndarray

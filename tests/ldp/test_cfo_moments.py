@@ -193,3 +193,41 @@ def test_the_families_coverage_measures_the_histogram_mean_with_its_bootstrap_er
                              bootstrap.mean_std_error)
     assert shown["mean"][0] != result.mean and shown["mean"][1] != result.errors.mean_std_error
     assert shown["0.5"] == (result.quantiles["0.5"], result.errors.quantiles["0.5"])
+
+
+@pytest.mark.parametrize(("protocol", "epsilon", "n", "declared"), [
+    ("cfo-grr", 2.0, 10_000, False), ("cfo-grr", 2.0, 1_000, True),
+    ("hh", 2.0, 10_000, False), ("hh", 1.0, 1_000, True)])
+def test_a_record_keeps_the_standard_error_its_variance_band_is_made_from(protocol, epsilon, n,
+                                                                        declared):
+    """CFO-binning and hierarchical histograms: a record's `variance_std_error` is its
+    variance band's `Band.std_error`, the band being the unbiased estimate ± Z95 of it (clipped
+    to [0, (high − low)²/4]), and the store's variance row holds it; where the variance is
+    declared without a band (CFO-binning at ε = 2, a hierarchy at ε = 1, n = 10³) the record
+    keeps it all the same, as it keeps the quantiles' standard errors where their bands are
+    declared. Exact equalities: no tolerance."""
+    from ldp_telemetry.ldp.estimation.uncertainty import Z95
+    from ldp_telemetry.output.bands import summary_statistics
+    config = parse_registry({"metrics": [{
+        "name": "latency", "protocol": protocol, "epsilon": epsilon,
+        "domain": {"low": 0, "high": 32, "buckets": 16}}]})["latency"]
+    rng = np.random.default_rng(29)
+    values = _values(rng, n)
+    statistic = config.protocol.new_statistic()
+    config.protocol.accumulate(statistic, config.protocol.perturb(values, rng))
+    result = finalize_window(config, statistic, n)
+    band = result.bands["variance"]
+    record = EstimateRecord.from_json(
+        numeric_estimate_record(config, result, 0, 3_600_000).to_json()).json_value()
+    assert record["band_method"] == BAND_EXACT and band.std_error > 0
+    assert record["variance"] == band.estimate
+    assert record["variance_std_error"] == band.std_error == result.variance_std_error
+    rows = {name: error for name, _, _, error in summary_statistics(record)}
+    assert rows["variance"] == band.std_error
+    if declared:
+        assert band.lower is None and record["bands"]["variance"] is None
+        assert record["band_reasons"]["variance"].startswith("no band:")
+        return
+    centre, half = band.estimate, Z95 * band.std_error
+    assert 0.0 < centre < 256.0  # not clipped, so the band's centre
+    assert band.lower == max(centre - half, 0.0) and band.upper == min(centre + half, 256.0)

@@ -72,6 +72,29 @@ def test_query_cli_on_a_numeric_metric(tmp_path, capsys):
     assert np.isfinite(NumericWindow.from_record(RECORD).estimate).all()
 
 
+def test_the_plus_minus_note_is_printed_only_with_a_plus_minus(tmp_path, capsys):
+    """`ldp query` on a numeric metric says what ± means (BAND_NOTE) only where an answer is
+    printed ± the half width of its band (a record written before `band_method`: estimate ±
+    z · bootstrap standard error), not beside a record's own band printed [lower, upper] nor
+    beside an answer with no band."""
+    from ldp_telemetry.output.text import BAND_NOTE
+    banded = dataclasses.replace(RECORD, metric="banded", band_method="bias-corrected-bootstrap",
+                                 bands={"0.5": {"lower": 150.0, "upper": 260.0}})
+    (tmp_path / "estimates-00000-of-00001.jsonl").write_text(
+        RECORD.to_json() + "\n" + banded.to_json() + "\n")
+    ask = ["query", "--output", str(tmp_path), "--window", "0"]
+    assert main([*ask, "--metric", "rtt", "--quantile", "0.5"]) == 0
+    text = capsys.readouterr().out
+    assert f" ± {1.959963984540054 * 12.5:.5g}" in text and f"({BAND_NOTE}; s.e. bootstrap)" in text
+    assert main([*ask, "--metric", "banded", "--quantile", "0.5"]) == 0
+    text = capsys.readouterr().out
+    assert "95% band [150, 260]" in text and "±" not in text and "(s.e. bootstrap)" in text
+    for metric in ("rtt", "banded"):
+        assert main([*ask, "--metric", metric, "--range", "50", "150"]) == 0
+        text = capsys.readouterr().out
+        assert "±" not in text and "0.25" in text, metric
+
+
 def test_query_json_prints_no_band_the_record_declares(tmp_path, capsys):
     """`half95` of a numeric answer is its record's band's (null where the record declares
     none, half of [lower, upper] otherwise), as the text prints it; it was 1.96 · s.e. even

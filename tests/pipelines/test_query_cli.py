@@ -233,7 +233,7 @@ def test_show_and_query_agree_on_the_band_and_pick_windows_alike(output, capsys)
     assert abs(record["estimate"][top] - record["unbiased_estimate"][top]) > 1e-6
     code, text, _ = query(capsys, output, "--metric", "colour", "--window", inside,
                           "--labels", label)
-    assert code == 0 and "± is the half width of the 95% band: 1.96 standard errors" in text
+    assert code == 0 and "±" not in text  # the one band is printed [lower, upper]: no ± note
     assert "95% band: exact-variance" in text
     answer = query_json(capsys, output, "--metric", "colour", "--window", inside,
                         "--labels", label)
@@ -247,18 +247,39 @@ def test_show_and_query_agree_on_the_band_and_pick_windows_alike(output, capsys)
     assert main(["show", "--output", output, "--metric", "colour", "--window", inside,
                  "--top", str(len(LABELS))]) == 0
     shown = capsys.readouterr().out.splitlines()
-    assert shown[0] == "(± is the half width of the 95% band: 1.96 standard errors)"
-    assert shown[1] == ("(each value's band is its own, not adjusted for the value being among "
+    assert "±" not in "\n".join(shown)  # every band is printed [lower, upper]: no ± note
+    assert shown[0] == ("(each value's band is its own, not adjusted for the value being among "
                         "the largest: `ldp query --top K` gives bands that are, or says why it "
                         "has none)")
-    assert record["window_start"] in shown[2]
-    assert "95% band: exact-variance of the unbiased estimate" in shown[2]
-    (line,) = [line.split() for line in shown[3:] if line.split()[:1] == [label]]
+    assert record["window_start"] in shown[1]
+    assert "95% band: exact-variance of the unbiased estimate" in shown[1]
+    (line,) = [line.split() for line in shown[2:] if line.split()[:1] == [label]]
     assert line == [label, f"{record['estimate'][top]:.4f}", f"[{low:.4f},", f"{high:.4f}]"]
     assert main(["show", "--output", output, "--metric", "colour", "--last", "2"]) == 0
     starts = [r.window_start for r in read_estimates(output, "colour")]
     lines = capsys.readouterr().out
     assert starts[-1] in lines and starts[-2] in lines and starts[0] not in lines
+
+
+def test_the_plus_minus_note_is_printed_only_where_a_value_is_printed_with_a_plus_minus(
+        output, capsys):
+    """`ldp show` and `ldp query` say what ± means (BAND_NOTE: the half width of the 95% band)
+    where a value is printed ± the half width of its band, its centre (SUE's unbiased estimate,
+    `base`), and nowhere else: a band printed [lower, upper] (around a post-processed value, or
+    a score band) or no band needs no note."""
+    from ldp_telemetry.output.text import BAND_NOTE
+    assert main(["show", "--output", output, "--metric", "size-sue", "--windows", "1"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.splitlines()[0] == f"({BAND_NOTE})" and shown.count(" ± ") >= 5
+    assert main(["show", "--output", output, "--metric", "colour", "--windows", "1"]) == 0
+    shown = capsys.readouterr().out
+    assert "±" not in shown and " [" in shown.splitlines()[2]
+    code, text, _ = query(capsys, output, "--metric", "size-sue", "--window", "0", "--labels", "3")
+    assert code == 0 and " ± " in text.splitlines()[1] and f"; {BAND_NOTE};" in text
+    for asked in (["--labels", "red"], ["--labels", "red", "--method", "base"], ["--top", "3"],
+                  ["--top", "2", "--method", "power"]):
+        code, text, _ = query(capsys, output, "--metric", "colour", "--window", "0", *asked)
+        assert code == 0 and "±" not in text and "(95% band: " in text, asked
 
 
 def test_an_answer_without_a_band_says_so_and_why(output, capsys):

@@ -166,18 +166,24 @@ def test_optional_fields_of_numeric_metrics_and_iterative_estimators_survive(sto
 
 
 def test_numeric_summaries_are_rows_of_their_own_and_the_latest_pane_wins(store_url):
-    def numeric(index, mean):
+    """A numeric record's summaries are rows of their own (the variance's standard error its
+    `variance_std_error`, NULL in a record written before the field), the latest pane's."""
+    def numeric(index, mean, **extra):
         return record(metric="m.hh", index=index, timing="LATE" if index else "ON_TIME",
                       bucket_edges=[0.0, 0.25, 0.5, 0.75], mean=mean, variance=0.02,
                       mean_std_error=0.01, quantiles={"0.5": 0.4, "0.9": 0.66},
-                      quantile_std_errors={"0.5": 0.03, "0.9": float("nan")})
+                      quantile_std_errors={"0.5": 0.03, "0.9": float("nan")}, **extra)
     with open_store(store_url) as store:
         store.write_panes([numeric(1, 0.45), numeric(0, 0.41)])
         store.write_panes([record()])  # a frequency record has no summaries
         rows = store._query("SELECT metric, statistic, value, std_error, pane_index FROM "
                             "ldp_window_summaries ORDER BY statistic")
+        store.write_panes([numeric(2, 0.44, variance_std_error=0.004)])
+        variance = store._query("SELECT value, std_error, pane_index FROM "
+                                "ldp_window_summaries WHERE statistic = 'variance'")
     assert rows == [("m.hh", "mean", 0.45, 0.01, 1), ("m.hh", "q0.5", 0.4, 0.03, 1),
                     ("m.hh", "q0.9", 0.66, None, 1), ("m.hh", "variance", 0.02, None, 1)]
+    assert variance == [(0.02, 0.004, 2)]
 
 
 def test_p_star_q_star_and_the_smallest_resolvable_frequency_are_stored(store_url):
