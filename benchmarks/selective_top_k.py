@@ -11,9 +11,11 @@ every method's top 10 gets the bands of ldp_telemetry.ldp.estimation.selective_b
     set           conditional on the value's membership of the top 10, hybrid
 
 the dumped union of the bootstrap and the score band ("union", clipped to [0, 1]), and the
-smallest interval holding both the union and the hybrid ("both": `ldp query`'s band for a pure
-one-stage oracle, frequency_bands.joined_bands; the union alone for an answer
-post-processing merged with values of other f~, frequency_bands.merged_answers). --families
+smallest interval holding both the union and the hybrid ("both", frequency_bands.joined_bands;
+the union alone for an answer post-processing merged with values of other f~,
+frequency_bands.merged_answers: `ldp query`'s band for a pure one-stage oracle where its window
+expects fewer than frequency_bands.RANK_CONDITIONAL_ALONE_MIN_SUPPORTS supports at f = 0, the
+hybrid alone elsewhere, frequency_bands.shipped_top_k_bands). --families
 adds the families that separate the causes of the join's over-coverage (measured, none
 shipped):
 
@@ -49,8 +51,10 @@ one real day per window; each row states its d) and each Wiener
 filter's top-k band (`ldp query`'s, frequency_bands.top_k_filtered_bands) is measured per rank;
 with --unfiltered, on the same windows, the band of the oracles' own f~ post-processed
 (frequency_bands.top_k_rank_conditional_bands: for the pure one-stage oracles the calibration
-windows did not hold), and with --conditional also the conditional interval, its join with the
-union, the randomized conditional test and the randomized hybrid per rank (UNFILTERED_PARTS).
+windows did not hold; each row counts its answers given the hybrid alone, "alone", and the
+band's median width against the join's, "width_vs_join"), and with --conditional also the
+conditional interval, its join with the union, the randomized conditional test and the
+randomized hybrid per rank (UNFILTERED_PARTS).
 --benchmark names the results (one file per run).
 
     nice python benchmarks/selective_top_k.py --dumps top_k_held_out_airports.pkl \\
@@ -491,6 +495,18 @@ def shipped_parts(name: str, unbiased: np.ndarray, noise, protocol, post, seed: 
             lambda u: post(run(u)[0], noise))
 
 
+def shipped_bands(name: str, found: tuple, noise) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lower, upper, alone) of the band `ldp query --top` gives from `shipped_parts`' parts:
+    for UNFILTERED the rank-conditional band alone where `alone`, else the join
+    (frequency_bands.shipped_top_k_bands); a Wiener filter's answers the join
+    (frequency_bands.joined_bands, `alone` all False)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import shipped_top_k_bands
+    if name == UNFILTERED:
+        return shipped_top_k_bands(*found, noise)
+    lower, upper = joined_bands(*found)
+    return lower, upper, np.zeros(lower.size, dtype=bool)
+
+
 def wiener_fit(name: str, noise, protocol):
     """f~ -> (the filter's estimate, its filter at the gains f~ gave), registry defaults."""
     from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
@@ -536,12 +552,16 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                              for key in keys}
                     part_widths = {key: {part: [] for part in extra} for key in keys}
                     # with --conditional: answers whose band is all of [0, 1] ("join": the
-                    # shipped join's)
+                    # shipped band's)
                     full = {key: dict.fromkeys(("join", *extra), 0) for key in keys}
                     # ... and the parts' answers whose band is a point (no μ accepted: the
                     # empty set, `_add`)
                     points = {key: dict.fromkeys(extra, 0) for key in keys}
                     widths = {key: [] for key in keys}
+                    # the shipped band's width against the join's, and its answers given the
+                    # rank-conditional band alone (UNFILTERED; `shipped_bands`)
+                    vs_join = {key: [] for key in keys}
+                    alone_count = dict.fromkeys(keys, 0)
                     seconds = {key: [] for key in keys}
                     for w in range(windows):
                         counts = rng.multinomial(n, dataset(w))
@@ -552,7 +572,7 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                             started = time.perf_counter()
                             found, ranked = shipped_parts(name, unbiased, noise, protocol,
                                                             METHODS[method].run, w)
-                            lower, upper = joined_bands(*found)
+                            lower, upper, alone = shipped_bands(name, found, noise)
                             seconds[(name, method)].append(time.perf_counter() - started)
                             estimate = ranked(unbiased)
                             order = np.argsort(-estimate, kind="stable")[:TOP]
@@ -577,6 +597,10 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                                     points[(name, method)][part] += int(
                                         np.count_nonzero(~(low < high)))
                             widths[(name, method)].append(upper - lower)
+                            join_lower, join_upper = joined_bands(*found)
+                            vs_join[(name, method)].append(
+                                (upper - lower) / np.maximum(join_upper - join_lower, 1e-300))
+                            alone_count[(name, method)] += int(np.count_nonzero(alone))
                     for name, method in keys:
                         held = np.vstack(inside[(name, method)])
                         rows.append({
@@ -591,6 +615,11 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                                 np.vstack(held_part).mean(axis=0).round(4))
                                for part, held_part in parts[(name, method)].items()},
                             "median_width": round(float(np.median(widths[(name, method)])), 6),
+                            # answers given the rank-conditional band alone, and the shipped
+                            # band's median width against the join's
+                            "alone": alone_count[(name, method)],
+                            "width_vs_join": round(float(np.median(np.vstack(
+                                vs_join[(name, method)]))), 3),
                             # UNFILTERED_PARTS: median width against the shipped join's
                             **{f"{part}_width_vs_join": round(float(np.median(np.vstack(
                                 ratios))), 3)

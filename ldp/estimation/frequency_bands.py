@@ -452,6 +452,42 @@ def joined_bands(lower: np.ndarray, upper: np.ndarray, rank_lower: np.ndarray,
             np.where(use, np.maximum(upper, rank_upper), upper))
 
 
+#: Fewest supports n · q* a window's value of frequency 0 expects for its top-k answers to get
+#: the band conditional on the rank alone (`shipped_top_k_bands`); fewer: joined with the union.
+#: Chosen on the calibration windows of one seed (benchmarks/selective_top_k.py, seed 31): the
+#: hybrid band alone fell below 0.90 only in GRR's cells at n = 10³ on the airports data, where
+#: n · q* = 4.25-4.35, and nowhere at n · q* ≥ 5 (lowest 0.91, none more than two standard
+#: errors below 0.95 of 351 by chance). In-sample for that choice; confirmed on the windows of
+#: other seeds (32, 33, 231) and on fresh ones (docs/error-bars.md, "Rank by rank").
+RANK_CONDITIONAL_ALONE_MIN_SUPPORTS = 5.0
+
+
+def rank_conditional_alone(noise: SupportNoise, rank_lower: np.ndarray, rank_upper: np.ndarray,
+                           merged: np.ndarray) -> np.ndarray:
+    """Which answers get their band conditional on the rank alone ([Lee16] Theorem 5.2, the
+    hybrid interval of [Andrews24]) rather than its join with the union: those of a window
+    whose value of frequency 0 expects n · q* ≥ RANK_CONDITIONAL_ALONE_MIN_SUPPORTS supports
+    (fewer: the support counts are too discrete for the normal model the band assumes), not
+    `merged` by post-processing (their rank is not the event conditioned on) and whose
+    rank-conditional band is not a point (the empty set, selective_bands.hybrid_band)."""
+    rank_lower = np.asarray(rank_lower, np.float64)
+    rank_upper = np.asarray(rank_upper, np.float64)
+    enough = noise.n * noise.q_star >= RANK_CONDITIONAL_ALONE_MIN_SUPPORTS
+    return enough & ~np.asarray(merged, dtype=bool) & (rank_lower < rank_upper)
+
+
+def shipped_top_k_bands(lower: np.ndarray, upper: np.ndarray, rank_lower: np.ndarray,
+                        rank_upper: np.ndarray, merged: np.ndarray, noise: SupportNoise
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lower, upper, alone) of a pure one-stage oracle's top-k answers from the parts of
+    `top_k_rank_conditional_parts`: the band conditional on the rank alone where
+    `rank_conditional_alone` (`alone` True), the join of `joined_bands` elsewhere."""
+    alone = rank_conditional_alone(noise, rank_lower, rank_upper, merged)
+    join_lower, join_upper = joined_bands(lower, upper, rank_lower, rank_upper, merged)
+    return (np.where(alone, np.asarray(rank_lower, np.float64), join_lower),
+            np.where(alone, np.asarray(rank_upper, np.float64), join_upper), alone)
+
+
 def rank_conditional_applies(protocol: FrequencyOracle) -> bool:
     """Whether a window of `protocol` gets the rank-conditional part of its top-k bands: a pure
     one-stage oracle (not a pooled-hash oracle, whose collision term couples every value and is
@@ -464,13 +500,15 @@ def top_k_rank_conditional_bands(unbiased: np.ndarray, noise: SupportNoise,
                                  protocol: FrequencyOracle,
                                  postprocess: Callable[[np.ndarray], np.ndarray], k: int,
                                  replicates: int = BAND_REPLICATES, seed: int = 0
-                                 ) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) of the values ranked 1..k by postprocess(unbiased), for a window of a
-    protocol `rank_conditional_applies` to: the union band of `top_k_bands` joined with each
-    answer's band conditional on its rank (selective_bands.selective_bands, [Lee16] Lemma
-    5.1 and Theorem 5.2, [Andrews24]; `joined_bands`), within [0, 1] (module docstring)."""
-    return joined_bands(*top_k_rank_conditional_parts(unbiased, noise, protocol, postprocess, k,
-                                                      replicates, seed))
+                                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lower, upper, alone) of the values ranked 1..k by postprocess(unbiased), for a window
+    of a protocol `rank_conditional_applies` to: each answer's band conditional on its rank
+    (selective_bands.selective_bands, [Lee16] Lemma 5.1 and Theorem 5.2, [Andrews24]) alone
+    where `rank_conditional_alone` (`alone` True), else joined with the union band of
+    `top_k_bands` (`joined_bands`); within [0, 1] (`shipped_top_k_bands`, module docstring)."""
+    lower, upper, rank_lower, rank_upper, merged = top_k_rank_conditional_parts(
+        unbiased, noise, protocol, postprocess, k, replicates, seed)
+    return shipped_top_k_bands(lower, upper, rank_lower, rank_upper, merged, noise)
 
 
 def top_k_rank_conditional_parts(unbiased: np.ndarray, noise: SupportNoise,
@@ -478,7 +516,7 @@ def top_k_rank_conditional_parts(unbiased: np.ndarray, noise: SupportNoise,
                                  postprocess: Callable[[np.ndarray], np.ndarray], k: int,
                                  replicates: int = BAND_REPLICATES, seed: int = 0
                                  ) -> tuple[np.ndarray, ...]:
-    """The parts `top_k_rank_conditional_bands` joins: (union lower, union upper,
+    """The parts `top_k_rank_conditional_bands` chooses from: (union lower, union upper,
     rank-conditional lower, rank-conditional upper, merged answers), each of the values ranked
     1..k by postprocess(unbiased)."""
     f = np.asarray(unbiased, dtype=np.float64)
