@@ -654,6 +654,8 @@ def test_the_benchmark_measures_unfiltered_top_k_bands_per_rank(tmp_path):
         selective = {"rows": [{"windows": 100, "both": {"by_rank": " ".join(["1"] * 10)},
                                "union": {"by_rank": " ".join(["1"] * 10)}}]}
         joined = scripts["coverage_summary"].top_k_rows(None, selective, results, None)[0]
+        now, before = scripts["coverage_summary"].top_k_rows(None, selective,
+                                                             shipped=(results,))[:2]
     rows = results["rows"]
     assert {(r["protocol"], r["filter"], r["method"]) for r in rows} == {
         ("sue", "none", "base"), ("sue", "none", "norm-sub")}
@@ -666,6 +668,11 @@ def test_the_benchmark_measures_unfiltered_top_k_bands_per_rank(tmp_path):
     assert "| SUE | base | 10 |" in table and "| SUE | norm-sub | 10 |" in table
     assert joined["pairs"] == 30 and joined["declared"] == 0
     assert "SUE" in joined["note"]
+    # with the results measuring what ships now, the pure row counts them and the join
+    # everywhere is a row measured and not used
+    assert (now["band"], now["pairs"], now["declared"]) == (
+        "rank-conditional, rank-conditional-union", 20, 0)
+    assert (before["band"], before["pairs"]) == ("(measured, not used)", 10)
 
 
 @pytest.mark.parametrize("name", ["oue", "grr"])
