@@ -99,8 +99,7 @@ from ldp_telemetry.ldp.estimation.replay import (AUTO_METHODS, CANDIDATES,
                                                  postprocess_with_choice)
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT,
                                                       BAND_NONE, BAND_POOL_CORRECTED,
-                                                      BAND_RANK_CONDITIONAL,
-                                                      BAND_RANK_CONDITIONAL_ALONE, WIENER_NO_BAND)
+                                                      BAND_RANK_CONDITIONAL, WIENER_NO_BAND)
 from ldp_telemetry.ldp.protocols import FrequencyOracle, is_pooled, make_protocol
 from ldp_telemetry.ldp.protocols.hash_pool import HashPool, sketch_arguments
 from ldp_telemetry.ldp.protocols.memoized import G_RULES, LOCAL_HASHING, make_memoized_protocol
@@ -500,21 +499,19 @@ class WindowEstimate:
         # the ranks measured (at k = 10) get the band, no lower one
         measured = min(len(order), TOP_K_RANKS)
         if self._fit is not None:
-            methods = [BAND_RANK_CONDITIONAL] * measured
+            method = BAND_RANK_CONDITIONAL
             lower, upper = top_k_filtered_bands(self.unbiased, self.noise, self.protocol,
                                                 self._filter_fit, self._postprocessor, measured)
             rank_reason = WIENER_TOP_K_REASONS["rank"].format(rank="{rank}",
                                                               filter=self.estimator.method)
         else:
             if rank_conditional_applies(self.protocol):
-                # the band conditional on the rank alone where the normal model holds, else
-                # joined with the union (frequency_bands.rank_conditional_alone)
-                lower, upper, alone = top_k_rank_conditional_bands(
-                    self.unbiased, self.noise, self.protocol, self._postprocessor, measured)
-                methods = [BAND_RANK_CONDITIONAL_ALONE if each else BAND_RANK_CONDITIONAL
-                           for each in alone]
+                method = BAND_RANK_CONDITIONAL
+                lower, upper = top_k_rank_conditional_bands(self.unbiased, self.noise,
+                                                            self.protocol, self._postprocessor,
+                                                            measured)
             else:  # a pooled-hash or memoized oracle: the union of the bootstrap and score bands
-                methods = [BAND_BIAS_CORRECTED] * measured
+                method = BAND_BIAS_CORRECTED
                 lower, upper = top_k_bands(self.unbiased, self.noise, self._postprocessor,
                                            measured)
             rank_reason = TOP_K_RANK_REASON.format(
@@ -523,8 +520,7 @@ class WindowEstimate:
                               band_reason=rank_reason.format(rank=rank))
                       for rank, a in enumerate(answers[measured:], start=measured + 1)]
         return [replace(a, band_method=method, lower95=float(low), upper95=float(high))
-                for a, method, low, high in zip(answers[:measured], methods, lower, upper,
-                                                strict=True)
+                for a, low, high in zip(answers[:measured], lower, upper, strict=True)
                 ] + unmeasured
 
     def _filter_fit(self, unbiased: np.ndarray) -> tuple[np.ndarray, Any]:

@@ -86,19 +86,15 @@ BAND_BOOTSTRAP = "bootstrap"  # estimate ± z · bootstrap standard error (sprea
 BAND_BIAS_CORRECTED = "bias-corrected-bootstrap"  # see bias_corrected_bands
 BAND_FIXED_GAIN = "fixed-gain"  # Wiener filters in records written before WIENER_NO_BAND
 BAND_NONE = "none"  # no band: every statistic's band is null with a reason
-#: a top-k answer of a pure one-stage oracle where the normal model holds, or of a Wiener
-#: estimator: the bias-corrected bootstrap's band, the score band and the band conditional on
-#: the answer's rank, joined (frequency_bands.top_k_rank_conditional_bands,
-#: frequency_bands.top_k_filtered_bands)
+#: a top-k answer of a pure one-stage oracle: the bias-corrected bootstrap's band, the score
+#: band and the band conditional on the answer's rank, joined
+#: (frequency_bands.top_k_rank_conditional_bands)
 BAND_RANK_CONDITIONAL = "rank-conditional-union"
-#: a top-k answer of a pure one-stage oracle: its band conditional on its rank alone
-#: (frequency_bands.rank_conditional_alone)
-BAND_RANK_CONDITIONAL_ALONE = "rank-conditional"
 #: a CMS or HCMS window past the pool-bias share: the score band around the unbiased estimate
 #: with its fixed pool's bias removed (frequency_bands.pool_corrected_bands)
 BAND_POOL_CORRECTED = "pool-corrected"
 BAND_METHODS = (BAND_EXACT, BAND_BOOTSTRAP, BAND_BIAS_CORRECTED, BAND_FIXED_GAIN, BAND_NONE,
-                BAND_RANK_CONDITIONAL, BAND_RANK_CONDITIONAL_ALONE, BAND_POOL_CORRECTED)
+                BAND_RANK_CONDITIONAL, BAND_POOL_CORRECTED)
 
 #: A Wiener filter's values have the band of their unbiased estimate, as every post-processing
 #: (the score band, from the record's p*, q* and n); a record keeps the filter's fixed-gain

@@ -284,14 +284,14 @@ def test_an_empty_window_declares_its_values_without_a_band():
 
 @pytest.mark.parametrize("method", ["norm-sub", "base-cut"])
 def test_top_k_bands_are_not_too_narrow(method):
-    """The top-3 answers of 150 windows: their bands (the rank-conditional band, alone or
-    joined with the union) hold the truth of the value selected in at least 0.95 − 4.5
-    standard errors of the windows (one-sided; false failure below 1e-5). The bootstrap
-    alone, without the selected value's score band, is what fell to 0.38."""
+    """The top-3 answers of 150 windows: their bands hold the truth of the value selected in at
+    least 0.95 − 4.5 standard errors of the windows (one-sided: the band is conservative,
+    measured 0.945–1.00 in benchmarks/coverage_frequency.py; false failure below 1e-5). The
+    bootstrap alone, without the selected value's score band, is what fell to 0.38."""
     hits = checks = 0
     for _, _, record in records(method, windows=150, seed=9):
         for answer in WindowEstimate.from_record(record).top_k(3):
-            assert answer.band_method in ("rank-conditional", "rank-conditional-union")
+            assert answer.band_method == "rank-conditional-union"
             truth = TRUTH[answer.indices[0]]
             hits += int(answer.lower95 <= truth <= answer.upper95)
             checks += 1

@@ -300,9 +300,8 @@ def test_memoized_top_k_at_a_million_reports_is_declared_where_a_rank_fell():
     for protocol, n in ((make_memoized_protocol("blh", 1.0, f.size, 2.0), 1_000_000),
                         (make_memoized_protocol("olh", 0.5, f.size, 1.0), 200_000)):
         assert [a.band_method for a in top(protocol, n)] == ["bias-corrected-bootstrap"] * 3
-    # its pure member: the rank-conditional band (alone: n·q* ≥ 5, the answers not merged)
     assert [a.band_method for a in top(make_protocol("blh", 0.5, f.size), 1_000_000)] == [
-        "rank-conditional"] * 3
+        "rank-conditional-union"] * 3
 
 
 def test_the_memoized_declarations_are_the_rule_applied_to_the_committed_measurements():

@@ -21,8 +21,7 @@ import pytest
 from scipy import stats
 
 from ldp_telemetry.ldp.estimation import queries
-from ldp_telemetry.ldp.estimation.frequency_bands import (top_k_declared, top_k_oracle,
-                                                          top_k_rank_conditional_bands)
+from ldp_telemetry.ldp.estimation.frequency_bands import top_k_declared, top_k_oracle
 from ldp_telemetry.ldp.estimation.postprocess import METHODS, PostprocessSpec, project_to_simplex
 from ldp_telemetry.ldp.estimation.queries import WindowEstimate, linear_variance, report_variance
 from ldp_telemetry.ldp.protocols import PROTOCOLS, hashing, make_protocol
@@ -383,8 +382,8 @@ def test_norm_answers_and_exact_standard_error():
 def test_every_method_names_its_band(method):
     """Every answer carries the exact band of an unbiased answer to the same query: Norm's own
     answer for norm, the unbiased estimate's for every other method (whose printed answer may
-    lie outside it); top-k answers the rank-conditional band, alone or joined with the bootstrap
-    band (a pooled-hash oracle: the bootstrap band; ldp.estimation.frequency_bands)."""
+    lie outside it); top-k answers the bootstrap band joined with the rank-conditional one (a
+    pooled-hash oracle: the bootstrap band; ldp.estimation.frequency_bands)."""
     w = window(method)
     point, pair = w.point("h"), w.set_sum(["g", "h"])
     base = window("base")
@@ -402,16 +401,7 @@ def test_every_method_names_its_band(method):
     top = w.top_k(3)
     reason = top_k_declared(w._chosen_method, w.protocol.epsilon, w.n, top_k_oracle(w.protocol))
     if reason is None:
-        # the rank-conditional band alone where frequency_bands.rank_conditional_alone says,
-        # else joined with the union
-        alone = top_k_rank_conditional_bands(w.unbiased, w.noise, w.protocol, w._postprocessor,
-                                             3)[2]
-        assert [a.band_method for a in top] == [
-            "rank-conditional" if each else "rank-conditional-union" for each in alone]
-        lower, upper, _ = top_k_rank_conditional_bands(w.unbiased, w.noise, w.protocol,
-                                                       w._postprocessor, 3)
-        assert [a.lower95 for a in top] == pytest.approx(list(lower))
-        assert [a.upper95 for a in top] == pytest.approx(list(upper))
+        assert [a.band_method for a in top] == ["rank-conditional-union"] * 3
         assert all(0.0 <= a.lower95 <= a.upper95 <= 1.0 for a in top)
         # a pooled-hash oracle keeps the union of the bootstrap and the score band
         pooled = window(method, "cms").top_k(3)
@@ -649,10 +639,8 @@ def test_top_k_of_an_oracle_declared_at_a_cell_has_no_band_and_says_why():
         "bias-corrected-bootstrap"] * 3
     for protocol_name, epsilon, n in (("grr", 0.5, 1_000), ("sue", 4.0, 1_000_000),
                                       ("oue", 4.0, 1_000_000)):
-        # n·q* ≥ RANK_CONDITIONAL_ALONE_MIN_SUPPORTS and the top 3 well apart from 0: the
-        # rank-conditional band alone
         assert [a.band_method for a in top(make_protocol(protocol_name, epsilon, f.size), n)
-                ] == ["rank-conditional"] * 3
+                ] == ["rank-conditional-union"] * 3
 
 
 @pytest.mark.parametrize(("protocol_name", "source"), [

@@ -289,12 +289,12 @@ def lattice_windows(protocol, n: int, windows: int, seed: int):
 
 @pytest.mark.parametrize("name", ["oue", "grr"])
 def test_the_shipped_top_k_band_covers_each_rank_under_the_gaussian_model(name):
-    """`ldp query`'s top-k band (top_k_rank_conditional_bands), Norm-Sub, the top 5 of 200
-    windows of the Gaussian model on the support-count lattice (n · q* far above
-    RANK_CONDITIONAL_ALONE_MIN_SUPPORTS): most answers get the rank-conditional band alone,
-    the others the join holding the union; each rank holds its truth in at least
-    0.95 − 4.5 s.e. of the windows (one-sided: the lattice makes the test conservative; a
-    false failure below 4e-6 per rank)."""
+    """`ldp query`'s top-k band (top_k_rank_conditional_bands: the union of the bootstrap and
+    the score band, joined with the rank-conditional band), Norm-Sub, the top 5 of 200 windows
+    of the Gaussian model on the support-count lattice: each rank holds its truth in at least
+    0.95 − 4.5 s.e. of the windows (one-sided: the join holds each part, so it over-covers; a
+    false failure below 4e-6 per rank). The join is not the union alone: some answers' bands
+    reach beyond it."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (top_k_bands,
                                                               top_k_rank_conditional_bands)
     protocol = make_protocol(name, 1.0, D)
@@ -304,28 +304,28 @@ def test_the_shipped_top_k_band_covers_each_rank_under_the_gaussian_model(name):
     def run(u: np.ndarray) -> np.ndarray:
         return METHODS["norm-sub"].run(u, noise)
 
-    held, alone_count = np.zeros(k), 0
+    held, wider = np.zeros(k), 0
     for f in lattice_windows(protocol, n, windows, seed=29):
         order = np.argsort(-run(f), kind="stable")[:k]
-        lower, upper, alone = top_k_rank_conditional_bands(f, noise, protocol, run, k)
+        lower, upper = top_k_rank_conditional_bands(f, noise, protocol, run, k)
         union_lower, union_upper = top_k_bands(f, noise, run, k)
-        assert np.all(lower[~alone] <= union_lower[~alone])
-        assert np.all(union_upper[~alone] <= upper[~alone])
-        alone_count += int(np.count_nonzero(alone))
+        assert np.all(lower <= union_lower) and np.all(union_upper <= upper)
+        wider += int(np.count_nonzero((lower < union_lower) | (upper > union_upper)))
         held += (lower <= TRUTH[order]) & (TRUTH[order] <= upper)
     spread = math.sqrt(0.95 * 0.05 / windows)
     assert np.all(held / windows >= 0.95 - Z_CHECK * spread), held / windows
-    assert alone_count > windows * k / 2
+    assert wider > 0
 
 
-def test_the_shipped_band_is_the_rank_conditional_band_alone_where_the_rule_says():
-    """shipped_top_k_bands, each branch of rank_conditional_alone: a window expecting fewer
-    than RANK_CONDITIONAL_ALONE_MIN_SUPPORTS supports at f = 0 gets the join for every
-    answer; with enough, a merged answer keeps the union, an answer whose rank-conditional
-    band is a point the union, and every other answer its rank-conditional band alone."""
+def test_the_rule_gives_the_rank_conditional_band_alone_where_it_says():
+    """rank_conditional_alone_bands (measured, not shipped), each branch of
+    rank_conditional_alone: a window expecting fewer than RANK_CONDITIONAL_ALONE_MIN_SUPPORTS
+    supports at f = 0 gets the join for every answer; with enough, a merged answer keeps the
+    union, an answer whose rank-conditional band is a point the union, and every other answer
+    its rank-conditional band alone."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (
         RANK_CONDITIONAL_ALONE_MIN_SUPPORTS, joined_bands, rank_conditional_alone,
-        shipped_top_k_bands)
+        rank_conditional_alone_bands)
     protocol = make_protocol("grr", 1.0, 229)
     few, enough = protocol.noise(1_000), protocol.noise(2_000)
     assert few.n * few.q_star < RANK_CONDITIONAL_ALONE_MIN_SUPPORTS <= enough.n * enough.q_star
@@ -333,37 +333,15 @@ def test_the_shipped_band_is_the_rank_conditional_band_alone_where_the_rule_says
     rank = (np.array([0.25, 0.25, 0.0, 0.15]), np.array([0.35, 0.25, 0.2, 0.2]))
     merged = np.array([False, False, True, False])  # rank 2's band is a point
     join = joined_bands(*union, *rank, merged)
-    lower, upper, alone = shipped_top_k_bands(*union, *rank, merged, few)
+    lower, upper, alone = rank_conditional_alone_bands(*union, *rank, merged, few)
     assert not alone.any()
     np.testing.assert_array_equal(lower, join[0])
     np.testing.assert_array_equal(upper, join[1])
-    lower, upper, alone = shipped_top_k_bands(*union, *rank, merged, enough)
+    lower, upper, alone = rank_conditional_alone_bands(*union, *rank, merged, enough)
     np.testing.assert_array_equal(alone, [True, False, False, True])
     np.testing.assert_array_equal(alone, rank_conditional_alone(enough, *rank, merged))
     np.testing.assert_array_equal(lower, [0.25, 0.2, 0.0, 0.15])
     np.testing.assert_array_equal(upper, [0.35, 0.4, 0.05, 0.2])
-
-
-@pytest.mark.parametrize(("n", "methods"), [
-    (1_300, ["rank-conditional-union"] * 3),
-    (2_000, ["rank-conditional", "rank-conditional", "rank-conditional-union"])])
-def test_ldp_query_names_each_top_k_answers_band(n, methods):
-    """`ldp query --top` names each answer's band: a GRR window over 229 values at ε = 4
-    expects n · q* = 4.6 supports at f = 0 with 1,300 reports (below
-    RANK_CONDITIONAL_ALONE_MIN_SUPPORTS: every answer the join, `rank-conditional-union`) and
-    7.1 with 2,000 (the rank-conditional band alone, `rank-conditional`, except the third
-    answer, which Norm-Sub's clipping merges with the other values at 0: the join)."""
-    from ldp_telemetry.ldp.estimation.frequency_bands import merged_answers
-    from ldp_telemetry.ldp.estimation.queries import WindowEstimate
-    protocol = make_protocol("grr", 4.0, 229)
-    unbiased = np.concatenate([[0.6, 0.4], -1e-3 * (1 + np.arange(227) / 227)])
-    window = WindowEstimate.from_unbiased(protocol, n, unbiased, "norm-sub")
-    answers = window.top_k(3)
-    order = np.array([a.indices[0] for a in answers])
-    np.testing.assert_array_equal(merged_answers(window.estimate, window.unbiased, order),
-                                  [False, False, True])
-    assert [a.band_method for a in answers] == methods
-    assert all(a.lower95 is not None and a.lower95 < a.upper95 for a in answers)
 
 
 def test_the_join_keeps_the_union_where_the_rank_is_not_the_selection():
@@ -632,8 +610,7 @@ def test_ldp_query_gives_wiener_top_k_answers_no_band_exactly_where_the_summary_
 
 def test_the_benchmark_measures_unfiltered_top_k_bands_per_rank(tmp_path):
     """benchmarks/selective_top_k.py --unfiltered: the band `ldp query --top` gives a pure
-    one-stage oracle (top_k_rank_conditional_bands: the rank-conditional band alone or the
-    join, `shipped_top_k_bands`) on windows drawn as --wiener draws them,
+    one-stage oracle (top_k_rank_conditional_bands) on windows drawn as --wiener draws them,
     one row per (cell, method) with each rank's coverage; the report's table per (oracle,
     method) and the coverage summary's top-k row count its triples with GRR's, OUE's and
     OLH's. A pooled-hash oracle, which has no rank-conditional band, fails at start."""
@@ -648,31 +625,34 @@ def test_the_benchmark_measures_unfiltered_top_k_bands_per_rank(tmp_path):
             [*arguments, "--protocols", "sue", "--json", str(tmp_path / "u.json")]) == 0
         assert scripts["selective_top_k"].main([*arguments, "--protocols", "sue", "cms"]) == 2
         document = json.loads((tmp_path / "u.json").read_text())
+        # --alone: the rule measured and not shipped (the rank-conditional band alone where
+        # n·q* ≥ 5), never wider than the join; the summary counts it as not used
+        assert scripts["selective_top_k"].main(
+            [*arguments, "--protocols", "sue", "--alone", "--json", str(tmp_path / "a.json")]
+        ) == 0
+        rule = json.loads((tmp_path / "a.json").read_text())["results"]
+        rule_row = scripts["coverage_summary"].top_k_rows(
+            None, {"rows": []}, alone=(rule,))[-1]
         assert document["benchmark"] == "top_k_unfiltered"
         results = document["results"]
         table = scripts["report"].top_k_unfiltered(results)
         selective = {"rows": [{"windows": 100, "both": {"by_rank": " ".join(["1"] * 10)},
                                "union": {"by_rank": " ".join(["1"] * 10)}}]}
         joined = scripts["coverage_summary"].top_k_rows(None, selective, results, None)[0]
-        now, before = scripts["coverage_summary"].top_k_rows(None, selective,
-                                                             shipped=(results,))[:2]
     rows = results["rows"]
     assert {(r["protocol"], r["filter"], r["method"]) for r in rows} == {
         ("sue", "none", "base"), ("sue", "none", "norm-sub")}
     for r in rows:
         ranks = [float(c) for c in r["by_rank"].split()]
         assert len(ranks) == 10 and r["windows"] == 3
-        # the shipped band: the rank-conditional band alone for some answers (never wider
-        # than the join it replaces), the join for the others
-        assert 0 < r["alone"] <= 30 and 0 < r["width_vs_join"] <= 1
+        union = [float(c) for c in r["union_by_rank"].split()]
+        assert all(c >= u - 1e-9 for c, u in zip(ranks, union, strict=True))
     assert "| SUE | base | 10 |" in table and "| SUE | norm-sub | 10 |" in table
     assert joined["pairs"] == 30 and joined["declared"] == 0
     assert "SUE" in joined["note"]
-    # with the results measuring what ships now, the pure row counts them and the join
-    # everywhere is a row measured and not used
-    assert (now["band"], now["pairs"], now["declared"]) == (
-        "rank-conditional, rank-conditional-union", 20, 0)
-    assert (before["band"], before["pairs"]) == ("(measured, not used)", 10)
+    assert all(r["alone"] == 0 and r["width_vs_join"] == 1 for r in rows)
+    assert all(0 < r["alone"] <= 30 and r["width_vs_join"] <= 1 for r in rule["rows"])
+    assert (rule_row["band"], rule_row["pairs"]) == ("(measured, not used)", 20)
 
 
 @pytest.mark.parametrize("name", ["oue", "grr"])

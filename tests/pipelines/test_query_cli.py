@@ -87,26 +87,24 @@ def test_point_query_matches_the_record(output, capsys):
 
 
 @pytest.mark.parametrize("metric", ["colour", "hour", "size-hr"])
-def test_top_k_answers_carry_the_rank_conditional_band(output, capsys, metric):
+def test_top_k_answers_carry_the_rank_conditional_union(output, capsys, metric):
     """`ldp query --top K`, text and --json: every answer's band is the one
-    top_k_rank_conditional_bands makes from the record: for an answer the post-processing did
-    not merge with another value, it holds its band conditional on its rank, alone
-    (`rank-conditional`, where frequency_bands.rank_conditional_alone says) or joined with the
-    union of the bootstrap and the score band (`top_k_bands`; `rank-conditional-union`,
-    holding the union); the text prints each band and names the methods on its last line."""
+    top_k_rank_conditional_bands makes from the record, holding both the union of the bootstrap
+    and the score band (`top_k_bands`) and, for an answer the post-processing did not merge
+    with another value, its band conditional on its rank; the text prints each band and names
+    the method on its last line."""
     from ldp_telemetry.ldp.estimation.frequency_bands import (merged_answers, top_k_bands,
                                                               top_k_rank_conditional_bands)
     from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
     from ldp_telemetry.ldp.estimation.selective_bands import selective_bands
     top = query_json(capsys, output, "--metric", metric, "--window", "0", "--top", "4")
     answers = top["answers"]
+    assert [a["band_method"] for a in answers] == ["rank-conditional-union"] * 4
     record = next(r for r in read_estimates(output, metric))
     window = WindowEstimate.from_record(record)
     run = window._postprocessor
-    lower, upper, alone = top_k_rank_conditional_bands(window.unbiased, window.noise,
-                                                       window.protocol, run, 4)
-    assert [a["band_method"] for a in answers] == [
-        "rank-conditional" if each else "rank-conditional-union" for each in alone]
+    lower, upper = top_k_rank_conditional_bands(window.unbiased, window.noise, window.protocol,
+                                                run, 4)
     assert [a["lower95"] for a in answers] == pytest.approx(list(lower), abs=1e-12)
     assert [a["upper95"] for a in answers] == pytest.approx(list(upper), abs=1e-12)
     order = np.array([a["indices"][0] for a in answers])
@@ -115,19 +113,14 @@ def test_top_k_answers_carry_the_rank_conditional_band(output, capsys, metric):
                                              error_plug_in(window.unbiased), order)
     merged = merged_answers(window.estimate, window.unbiased, order)
     for i, answer in enumerate(answers):
-        if answer["band_method"] == "rank-conditional":
-            assert (answer["lower95"], answer["upper95"]) == pytest.approx(
-                (rank_lower[i], rank_upper[i]), abs=1e-12)
-        else:
-            assert answer["lower95"] <= union_lower[i] and union_upper[i] <= answer["upper95"]
+        assert answer["lower95"] <= union_lower[i] and union_upper[i] <= answer["upper95"]
         if not merged[i] and rank_lower[i] < rank_upper[i]:
             assert answer["lower95"] <= rank_lower[i] and rank_upper[i] <= answer["upper95"]
         assert 0.0 <= answer["lower95"] <= answer["upper95"] <= 1.0
     code, text, err = query(capsys, output, "--metric", metric, "--window", "0", "--top", "4")
     assert code == 0, err
     lines = text.splitlines()
-    named = ", ".join(sorted({a["band_method"] for a in answers}))
-    assert f"(95% band: {named};" in lines[-1]
+    assert "(95% band: rank-conditional-union;" in lines[-1]
     for answer, line in zip(answers, lines[1:5], strict=True):
         half = (answer["upper95"] - answer["lower95"]) / 2
         assert (f"[{answer['lower95']:.5f}, {answer['upper95']:.5f}]" in line
@@ -149,8 +142,7 @@ def test_top_k_and_range(output, capsys):
     top = query_json(capsys, output, "--metric", "colour", "--window", "0", "--top", "3")
     values = [a["value"] for a in top["answers"]]
     assert len(values) == 3 and values == sorted(values, reverse=True)
-    assert {a["band_method"] for a in top["answers"]} <= {"rank-conditional",
-                                                          "rank-conditional-union"}
+    assert {a["band_method"] for a in top["answers"]} == {"rank-conditional-union"}
     record = window_record(output, "colour", 0)
     assert [a["labels"][0] for a in top["answers"]] == \
         [LABELS[i] for i in np.argsort(-np.asarray(record["estimate"]), kind="stable")[:3]]
