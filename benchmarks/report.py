@@ -2242,8 +2242,8 @@ SECTIONS += [
      "), for SS and RWS on the airports data, n 10³–10⁵.",
      top_k_alone,
      "python benchmarks/selective_top_k.py --unfiltered --alone --protocols ss rws --sizes "
-     "1000 10000 100000 --wiener-methods base norm-sub norm-hyb --windows 100 --seed 34 --benchmark "
-     "top_k_alone_ss_rws"),
+     "1000 10000 100000 --wiener-methods base norm-sub norm-hyb --windows 100 --seed 34 "
+     "--benchmark top_k_alone_ss_rws"),
     ("top_k_alone_ss_large",
      "Top-k bands with the rank-conditional band alone: Subset Selection at a million reports",
      "As [SS and RWS](#top-k-bands-with-the-rank-conditional-band-alone-subset-selection-and-"
