@@ -268,11 +268,13 @@ def top_k_rows(calibration: dict | None, selective: dict | None = None,
                                   "answers; (method, cell, rank) triples"))
         rule = [row for results in alone if results for row in results["rows"]]
         if rule:
+            from ldp_telemetry.ldp.estimation.frequency_bands import (
+                RANK_CONDITIONAL_ALONE_MIN_SUPPORTS as least)
             counted = [row for row in rule
                        if unfiltered_shipped(row) and not declared_values(row)]
             oracles = ", ".join(sorted({row["protocol"].upper() for row in rule}))
             out.append(tally(
-                "top-k answers, per rank, rank-conditional alone where n·q* ≥ 5",
+                f"top-k answers, per rank, rank-conditional alone where n·q* ≥ {least:g}",
                 "(measured, not used)",
                 [(float(c), row["windows"]) for row in counted for c in row["by_rank"].split()],
                 sum(len(row["by_rank"].split()) for row in rule if row not in counted),

@@ -1817,6 +1817,9 @@ def top_k_alone(r: dict) -> str:
     0.88."""
     from coverage_summary import declared_values, unfiltered_shipped
     from selective_top_k import chance_below
+
+    from ldp_telemetry.ldp.estimation.frequency_bands import (
+        RANK_CONDITIONAL_ALONE_MIN_SUPPORTS as least)
     powers = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
     def key(row: dict) -> tuple[str, ...]:
@@ -1841,7 +1844,8 @@ def top_k_alone(r: dict) -> str:
         f"Top 10 of each oracle's f~ post-processed (`base`, `norm-sub`, `norm-hyb`), ε "
         f"{', '.join(f'{e:g}' for e in sorted({row['epsilon'] for row in rows}))}, "
         f"{', '.join(map(str, windows))} windows per cell; the band measured (not shipped): the "
-        f"rank-conditional band alone where the window expects n·q* ≥ 5 supports for a value "
+        f"rank-conditional band alone where the window expects n·q* ≥ {least:g} supports for a "
+        f"value "
         f"held by nobody, the answer is not merged by post-processing and the band is not a "
         f"point, else the join. \"Alone\": the share of answers given the rank-conditional "
         f"band alone; \"width\": the median over cells of the band's median width over the "

@@ -736,7 +736,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --unfiltered: measure UNFILTERED_PARTS per rank too")
     parser.add_argument("--alone", action="store_true",
                         help="with --unfiltered: measure the rank-conditional band alone where "
-                             "n·q* ≥ 5, the join elsewhere (frequency_bands."
+                             "n·q* ≥ RANK_CONDITIONAL_ALONE_MIN_SUPPORTS, the join elsewhere "
+                             "(frequency_bands."
                              "rank_conditional_alone_bands; measured, not shipped) instead of "
                              "the join")
     parser.add_argument("--benchmark", default=None,
