@@ -220,7 +220,8 @@ def pooled_query_rows(results: dict | None) -> list[dict]:
 
 
 def top_k_rows(calibration: dict | None, selective: dict | None = None,
-               *unfiltered: dict | None, conditional: dict | None = None) -> list[dict]:
+               *unfiltered: dict | None, conditional: dict | None = None,
+               alone: tuple[dict | None, ...] = ()) -> list[dict]:
     """The top-k answers' bands `ldp query` gives, counted per (method, cell, rank) triple —
     each answer's band is stated for that answer, and pooled over the ranks the top answer's
     dips hide — from benchmarks/selective_top_k.py: the join with the rank-conditional band
@@ -230,8 +231,11 @@ def top_k_rows(calibration: dict | None, selective: dict | None = None,
     and the score band alone (pooled-hash and memoized oracles, answers merged by
     post-processing; measured on GRR, OUE and OLH); with `conditional` (selective_top_k.py
     --families, top_k_selective_conditional), the conditional interval alone, measured and not
-    used. Without those results: the union per (method, cell) pair on the held-out windows of
-    benchmarks/calibrate_top_k.py."""
+    used; with `alone` (selective_top_k.py --unfiltered --alone: the rank-conditional band alone
+    where the window expects enough supports, frequency_bands.rank_conditional_alone_bands, the
+    join elsewhere; every pure oracle, fresh windows), that rule, measured and not used, the
+    cells declared (or without value bands, `declared_values`) apart. Without those results:
+    the union per (method, cell) pair on the held-out windows of benchmarks/calibrate_top_k.py."""
     if selective:
         rows = selective["rows"]
         more = [row for results in unfiltered if results for row in results["rows"]]
@@ -262,6 +266,20 @@ def top_k_rows(calibration: dict | None, selective: dict | None = None,
                              note=f"β = 0 (GRR, OUE, OLH): all of [0, 1] for "
                                   f"{line['full'] / max(line['answers'], 1):.0%} of the "
                                   "answers; (method, cell, rank) triples"))
+        rule = [row for results in alone if results for row in results["rows"]]
+        if rule:
+            from ldp_telemetry.ldp.estimation.frequency_bands import (
+                RANK_CONDITIONAL_ALONE_MIN_SUPPORTS as least)
+            counted = [row for row in rule
+                       if unfiltered_shipped(row) and not declared_values(row)]
+            oracles = ", ".join(sorted({row["protocol"].upper() for row in rule}))
+            out.append(tally(
+                f"top-k answers, per rank, rank-conditional alone where n·q* ≥ {least:g}",
+                "(measured, not used)",
+                [(float(c), row["windows"]) for row in counted for c in row["by_rank"].split()],
+                sum(len(row["by_rank"].split()) for row in rule if row not in counted),
+                note=f"the join elsewhere; fresh windows of {oracles}; (method, cell, rank) "
+                     "triples"))
         return out
     if not calibration:
         return []
@@ -533,6 +551,13 @@ def newest_quantile_set(results: Path) -> dict | None:
 UNFILTERED_TOP_K = ("top_k_unfiltered", "top_k_unfiltered_large", "top_k_unfiltered_ss_rws",
                     "top_k_unfiltered_ss_large", "top_k_unfiltered_rws_large",
                     "top_k_unfiltered_sue_fresh")
+#: Results of benchmarks/selective_top_k.py --unfiltered --alone (the rank-conditional band
+#: alone where n·q* ≥ 5, the join elsewhere: frequency_bands.rank_conditional_alone_bands,
+#: measured and not shipped), seed 34: GRR, OUE and OLH on airports and emoji at 10³–10⁵; the
+#: other oracles at 10³–10⁵; all but OLH, SS and RWS at 10⁶; SS and RWS at 10³–10⁵ and, 50
+#: windows a cell, at 10⁶.
+ALONE_TOP_K = ("top_k_alone_grr_oue_olh", "top_k_alone", "top_k_alone_large",
+               "top_k_alone_ss_rws", "top_k_alone_ss_large", "top_k_alone_rws_large")
 #: Results of benchmarks/pooled_top_k.py (pooled-hash oracles; memoized oracles; the cells
 #: declared, re-measured on another seed; the pooled-hash oracles between grid sizes; the other
 #: memoized oracles and their failing cells again; all seven at n = 10⁶ and their failing cells
@@ -609,7 +634,8 @@ def summary(results: Path = RESULTS) -> list[dict]:
     rows += pooled_query_rows(_load(results, "pooled_values_queries"))
     rows += top_k_rows(_load(results, "top_k_calibration"), _load(results, "top_k_selective"),
                        *(_load(results, name) for name in UNFILTERED_TOP_K),
-                       conditional=_load(results, "top_k_selective_conditional"))
+                       conditional=_load(results, "top_k_selective_conditional"),
+                       alone=tuple(_load(results, name) for name in ALONE_TOP_K))
     rows += pooled_top_k_rows(*(_load(results, name) for name in POOLED_TOP_K))
     rows += pooled_top_k_rows(*(_load(results, name) for name in MEMOIZED_RATIO_TOP_K),
                               family=f"top-k answers, per rank, {OTHER_RATIOS}")

@@ -1806,6 +1806,58 @@ def top_k_unfiltered(r: dict) -> str:
         table(["oracle", "then", *RANK_COLUMNS], body, right=set(range(2, 13)))])
 
 
+def top_k_alone(r: dict) -> str:
+    """The top-k band of a pure one-stage oracle with the rank-conditional band alone where
+    n·q* ≥ 5, the join elsewhere (benchmarks/selective_top_k.py --unfiltered --alone;
+    frequency_bands.rank_conditional_alone_bands; measured, not shipped), per (oracle, data
+    set, n): `rank_rows`, the share of answers given
+    the rank-conditional band alone and the band's median width against the join's; then the
+    triples of the cells that ship a band against the acceptance written before the runs
+    (docs/error-bars.md): more than two s.e. below 0.95 at most chance + 2 √chance, none below
+    0.88."""
+    from coverage_summary import declared_values, unfiltered_shipped
+    from selective_top_k import chance_below
+
+    from ldp_telemetry.ldp.estimation.frequency_bands import (
+        RANK_CONDITIONAL_ALONE_MIN_SUPPORTS as least)
+    powers = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+    def key(row: dict) -> tuple[str, ...]:
+        return (row["protocol"].upper(), row["dataset"],
+                "10" + str(len(str(row["n"])) - 1).translate(powers))
+    rows = r["rows"]
+    body = rank_rows(rows, key)
+    for line in body:
+        mine = [row for row in rows if key(row) == tuple(line[:3])]
+        answers = sum(row["windows"] * len(row["by_rank"].split()) for row in mine)
+        line[3:3] = [f"{sum(row['alone'] for row in mine) / answers:.0%}",
+                     f"{statistics.median(row['width_vs_join'] for row in mine):.2f}"]
+    counted = [row for row in rows if unfiltered_shipped(row) and not declared_values(row)]
+    triples = [(float(c), row["windows"]) for row in counted for c in row["by_rank"].split()]
+    below_two = sum(0.95 - c > 2 * coverage_standard_error(w, w) for c, w in triples)
+    chance = sum(chance_below(w) for _, w in triples)
+    limit = chance + 2 * chance ** 0.5
+    below_088 = sum(c < 0.88 for c, _ in triples)
+    windows = sorted({row["windows"] for row in rows})
+    verdict = "passes" if below_two <= limit and not below_088 else "fails"
+    return "\n".join([
+        f"Top 10 of each oracle's f~ post-processed (`base`, `norm-sub`, `norm-hyb`), ε "
+        f"{', '.join(f'{e:g}' for e in sorted({row['epsilon'] for row in rows}))}, "
+        f"{', '.join(map(str, windows))} windows per cell; the band measured (not shipped): the "
+        f"rank-conditional band alone where the window expects n·q* ≥ {least:g} supports for a "
+        f"value "
+        f"held by nobody, the answer is not merged by post-processing and the band is not a "
+        f"point, else the join. \"Alone\": the share of answers given the rank-conditional "
+        f"band alone; \"width\": the median over cells of the band's median width over the "
+        f"join's. Other columns as in [the other pure oracles]"
+        f"(#top-k-bands-of-the-other-pure-oracles). Against the acceptance: of {len(triples):,} "
+        f"triples in cells with a band ({len(rows) - len(counted)} rows declared), {below_two} "
+        f"more than two standard errors below 0.95 (chance {chance:.1f}, limit {limit:.1f}), "
+        f"{below_088} below 0.88: {verdict}.", "",
+        table(["oracle", "data", "n", "alone", "width", *RANK_COLUMNS], body,
+              right=set(range(3, 16)))])
+
+
 def top_k_fit(r: dict) -> str:
     """The top-k union band with its bootstrap replayed at other fits than Norm-Sub
     (benchmarks/top_k_fit.py), per (data set, oracle) and fit: the (method, cell, rank)
@@ -2160,6 +2212,58 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --unfiltered --protocols sue --sizes 1000000 "
      "--wiener-methods base norm-sub norm-hyb --windows 200 --seed 231 --benchmark "
      "top_k_unfiltered_sue_fresh"),
+    ("top_k_alone_grr_oue_olh",
+     "Top-k bands with the rank-conditional band alone: GRR, OUE and OLH",
+     "A pure one-stage oracle's top-k answers given the band conditional on the rank alone "
+     "where the window expects n·q* ≥ 5 supports for a value held by nobody, the join "
+     "elsewhere: a rule measured and **not shipped** (it failed the acceptance declared before "
+     "these runs, [error bars](error-bars.md#query-answers); `ldp query` gives the join), on "
+     "fresh windows (seed 34) of the airports and emoji data, n 10³–10⁵. The runs of seed 34 "
+     "measured the rule as the benchmark's --unfiltered band, before --alone named it; their "
+     "recorded commands have no --alone.",
+     top_k_alone,
+     "python benchmarks/selective_top_k.py --unfiltered --alone --protocols grr oue olh "
+     "--datasets airports emoji --sizes 1000 10000 100000 --wiener-methods base norm-sub norm-hyb "
+     "--windows 100 --seed 34 --benchmark top_k_alone_grr_oue_olh"),
+    ("top_k_alone", "Top-k bands with the rank-conditional band alone: the other pure oracles",
+     "As [GRR, OUE and OLH](#top-k-bands-with-the-rank-conditional-band-alone-grr-oue-and-olh"
+     "), for SUE, RUE, BLH, RLH and HR on the airports data.",
+     top_k_alone,
+     "python benchmarks/selective_top_k.py --unfiltered --alone --protocols sue rue blh rlh hr "
+     "--sizes 1000 10000 100000 --wiener-methods base norm-sub norm-hyb --windows 100 "
+     "--seed 34 --benchmark top_k_alone"),
+    ("top_k_alone_large",
+     "Top-k bands with the rank-conditional band alone at a million reports",
+     "As [GRR, OUE and OLH](#top-k-bands-with-the-rank-conditional-band-alone-grr-oue-and-olh"
+     "), at n = 10⁶ for GRR, OUE, SUE, HR, RUE, BLH and RLH on the airports data.",
+     top_k_alone,
+     "python benchmarks/selective_top_k.py --unfiltered --alone --protocols grr oue sue hr rue blh "
+     "rlh --sizes 1000000 --wiener-methods base norm-sub norm-hyb --windows 100 --seed 34 "
+     "--benchmark top_k_alone_large"),
+    ("top_k_alone_ss_rws",
+     "Top-k bands with the rank-conditional band alone: Subset Selection and RWS",
+     "As [GRR, OUE and OLH](#top-k-bands-with-the-rank-conditional-band-alone-grr-oue-and-olh"
+     "), for SS and RWS on the airports data, n 10³–10⁵.",
+     top_k_alone,
+     "python benchmarks/selective_top_k.py --unfiltered --alone --protocols ss rws --sizes "
+     "1000 10000 100000 --wiener-methods base norm-sub norm-hyb --windows 100 --seed 34 "
+     "--benchmark top_k_alone_ss_rws"),
+    ("top_k_alone_ss_large",
+     "Top-k bands with the rank-conditional band alone: Subset Selection at a million reports",
+     "As [SS and RWS](#top-k-bands-with-the-rank-conditional-band-alone-subset-selection-and-"
+     "rws), for SS at n = 10⁶, 50 windows per cell (its client costs the most to simulate).",
+     top_k_alone,
+     "python benchmarks/selective_top_k.py --unfiltered --alone --protocols ss --sizes 1000000 "
+     "--wiener-methods base norm-sub norm-hyb --windows 50 --seed 34 --benchmark "
+     "top_k_alone_ss_large"),
+    ("top_k_alone_rws_large",
+     "Top-k bands with the rank-conditional band alone: RWS at a million reports",
+     "As [SS at a million reports](#top-k-bands-with-the-rank-conditional-band-alone-subset-"
+     "selection-at-a-million-reports), for RWS.",
+     top_k_alone,
+     "python benchmarks/selective_top_k.py --unfiltered --alone --protocols rws --sizes 1000000 "
+     "--wiener-methods base norm-sub norm-hyb --windows 50 --seed 34 --benchmark "
+     "top_k_alone_rws_large"),
     ("top_k_pooled", "Top-k bands of the pooled-hash oracles",
      "`ldp query --top`'s band for CMS, HCMS and FLH (the union of the bias-corrected "
      "bootstrap and the score band with the collision term; no rank-conditional part, "

@@ -11,9 +11,9 @@ every method's top 10 gets the bands of ldp_telemetry.ldp.estimation.selective_b
     set           conditional on the value's membership of the top 10, hybrid
 
 the dumped union of the bootstrap and the score band ("union", clipped to [0, 1]), and the
-smallest interval holding both the union and the hybrid ("both": `ldp query`'s band for a pure
-one-stage oracle, frequency_bands.joined_bands; the union alone for an answer
-post-processing merged with values of other f~, frequency_bands.merged_answers). --families
+smallest interval holding both the union and the hybrid ("both", frequency_bands.joined_bands;
+the union alone for an answer post-processing merged with values of other f~,
+frequency_bands.merged_answers: `ldp query`'s band for a pure one-stage oracle). --families
 adds the families that separate the causes of the join's over-coverage (measured, none
 shipped):
 
@@ -49,8 +49,13 @@ one real day per window; each row states its d) and each Wiener
 filter's top-k band (`ldp query`'s, frequency_bands.top_k_filtered_bands) is measured per rank;
 with --unfiltered, on the same windows, the band of the oracles' own f~ post-processed
 (frequency_bands.top_k_rank_conditional_bands: for the pure one-stage oracles the calibration
-windows did not hold), and with --conditional also the conditional interval, its join with the
-union, the randomized conditional test and the randomized hybrid per rank (UNFILTERED_PARTS).
+windows did not hold; with --alone, instead of the join, the rank-conditional band alone where
+the window expects n·q* ≥ 5 supports at f = 0, measured and not shipped,
+frequency_bands.rank_conditional_alone_bands: each row counts its answers given it alone,
+"alone", and the band's median width against the join's, "width_vs_join"), and with
+--conditional also the
+conditional interval, its join with the union, the randomized conditional test and the
+randomized hybrid per rank (UNFILTERED_PARTS).
 --benchmark names the results (one file per run).
 
     nice python benchmarks/selective_top_k.py --dumps top_k_held_out_airports.pkl \\
@@ -491,6 +496,20 @@ def shipped_parts(name: str, unbiased: np.ndarray, noise, protocol, post, seed: 
             lambda u: post(run(u)[0], noise))
 
 
+def measured_bands(name: str, found: tuple, noise, alone: bool = False
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lower, upper, alone answers) of the band measured from `shipped_parts`' parts: the join
+    `ldp query --top` gives (frequency_bands.joined_bands; no answer alone); with `alone`
+    (--alone, UNFILTERED only) the rule measured and not shipped that gives the
+    rank-conditional band alone where the window expects enough supports
+    (frequency_bands.rank_conditional_alone_bands)."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import rank_conditional_alone_bands
+    if alone and name == UNFILTERED:
+        return rank_conditional_alone_bands(*found, noise)
+    lower, upper = joined_bands(*found)
+    return lower, upper, np.zeros(lower.size, dtype=bool)
+
+
 def wiener_fit(name: str, noise, protocol):
     """f~ -> (the filter's estimate, its filter at the gains f~ gave), registry defaults."""
     from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
@@ -506,8 +525,8 @@ def wiener_fit(name: str, noise, protocol):
 
 def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilons: list[float],
                 sizes: list[int], filters: list[str], methods: list[str], windows: int,
-                seed: int, conditional: bool = False, full_limit: int = FULL_LIMIT
-                ) -> list[dict]:
+                seed: int, conditional: bool = False, full_limit: int = FULL_LIMIT,
+                alone: bool = False) -> list[dict]:
     """Per (data set, protocol, ε, n, filter + method): the coverage per rank of the band
     `ldp query --top` gives a Wiener record (frequency_bands.top_k_filtered_bands: the
     bootstrap replaying the filter joined with the band conditional on the rank by the
@@ -536,12 +555,16 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                              for key in keys}
                     part_widths = {key: {part: [] for part in extra} for key in keys}
                     # with --conditional: answers whose band is all of [0, 1] ("join": the
-                    # shipped join's)
+                    # shipped band's)
                     full = {key: dict.fromkeys(("join", *extra), 0) for key in keys}
                     # ... and the parts' answers whose band is a point (no μ accepted: the
                     # empty set, `_add`)
                     points = {key: dict.fromkeys(extra, 0) for key in keys}
                     widths = {key: [] for key in keys}
+                    # the band's width against the join's, and its answers given the
+                    # rank-conditional band alone (--alone; `measured_bands`)
+                    vs_join = {key: [] for key in keys}
+                    alone_count = dict.fromkeys(keys, 0)
                     seconds = {key: [] for key in keys}
                     for w in range(windows):
                         counts = rng.multinomial(n, dataset(w))
@@ -552,7 +575,8 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                             started = time.perf_counter()
                             found, ranked = shipped_parts(name, unbiased, noise, protocol,
                                                             METHODS[method].run, w)
-                            lower, upper = joined_bands(*found)
+                            lower, upper, alone_now = measured_bands(name, found, noise,
+                                                                     alone)
                             seconds[(name, method)].append(time.perf_counter() - started)
                             estimate = ranked(unbiased)
                             order = np.argsort(-estimate, kind="stable")[:TOP]
@@ -577,6 +601,10 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                                     points[(name, method)][part] += int(
                                         np.count_nonzero(~(low < high)))
                             widths[(name, method)].append(upper - lower)
+                            join_lower, join_upper = joined_bands(*found)
+                            vs_join[(name, method)].append(
+                                (upper - lower) / np.maximum(join_upper - join_lower, 1e-300))
+                            alone_count[(name, method)] += int(np.count_nonzero(alone_now))
                     for name, method in keys:
                         held = np.vstack(inside[(name, method)])
                         rows.append({
@@ -591,6 +619,11 @@ def wiener_rows(folder: Path, datasets: list[str], protocols: list[str], epsilon
                                 np.vstack(held_part).mean(axis=0).round(4))
                                for part, held_part in parts[(name, method)].items()},
                             "median_width": round(float(np.median(widths[(name, method)])), 6),
+                            # answers given the rank-conditional band alone (--alone), and the
+                            # band's median width against the join's
+                            "alone": alone_count[(name, method)],
+                            "width_vs_join": round(float(np.median(np.vstack(
+                                vs_join[(name, method)]))), 3),
                             # UNFILTERED_PARTS: median width against the shipped join's
                             **{f"{part}_width_vs_join": round(float(np.median(np.vstack(
                                 ratios))), 3)
@@ -701,6 +734,12 @@ def main(argv: list[str] | None = None) -> int:
                              "--wiener draws (benchmark top_k_unfiltered)")
     parser.add_argument("--conditional", action="store_true",
                         help="with --unfiltered: measure UNFILTERED_PARTS per rank too")
+    parser.add_argument("--alone", action="store_true",
+                        help="with --unfiltered: measure the rank-conditional band alone where "
+                             "n·q* ≥ RANK_CONDITIONAL_ALONE_MIN_SUPPORTS, the join elsewhere "
+                             "(frequency_bands."
+                             "rank_conditional_alone_bands; measured, not shipped) instead of "
+                             "the join")
     parser.add_argument("--benchmark", default=None,
                         help="the results' benchmark name (default: top_k_wiener, "
                              "top_k_wiener_amrp for AMRP alone, top_k_unfiltered)")
@@ -741,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = wiener_rows(folder, args.datasets, args.protocols, args.epsilons,
                                args.sizes, filters,
                                args.wiener_methods, args.windows, args.seed, args.conditional,
-                               args.full_limit)
+                               args.full_limit, args.alone)
             found = wiener_summary(rows)
             if args.conditional:
                 found |= {f"{name} {part}": line for part in ("union", "hybrid",

@@ -317,6 +317,33 @@ def test_the_shipped_top_k_band_covers_each_rank_under_the_gaussian_model(name):
     assert wider > 0
 
 
+def test_the_rule_gives_the_rank_conditional_band_alone_where_it_says():
+    """rank_conditional_alone_bands (measured, not shipped), each branch of
+    rank_conditional_alone: a window expecting fewer than RANK_CONDITIONAL_ALONE_MIN_SUPPORTS
+    supports at f = 0 gets the join for every answer; with enough, a merged answer keeps the
+    union, an answer whose rank-conditional band is a point the union, and every other answer
+    its rank-conditional band alone."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (
+        RANK_CONDITIONAL_ALONE_MIN_SUPPORTS, joined_bands, rank_conditional_alone,
+        rank_conditional_alone_bands)
+    protocol = make_protocol("grr", 1.0, 229)
+    few, enough = protocol.noise(1_000), protocol.noise(2_000)
+    assert few.n * few.q_star < RANK_CONDITIONAL_ALONE_MIN_SUPPORTS <= enough.n * enough.q_star
+    union = (np.array([0.2, 0.2, 0.0, 0.1]), np.array([0.4, 0.4, 0.05, 0.3]))
+    rank = (np.array([0.25, 0.25, 0.0, 0.15]), np.array([0.35, 0.25, 0.2, 0.2]))
+    merged = np.array([False, False, True, False])  # rank 2's band is a point
+    join = joined_bands(*union, *rank, merged)
+    lower, upper, alone = rank_conditional_alone_bands(*union, *rank, merged, few)
+    assert not alone.any()
+    np.testing.assert_array_equal(lower, join[0])
+    np.testing.assert_array_equal(upper, join[1])
+    lower, upper, alone = rank_conditional_alone_bands(*union, *rank, merged, enough)
+    np.testing.assert_array_equal(alone, [True, False, False, True])
+    np.testing.assert_array_equal(alone, rank_conditional_alone(enough, *rank, merged))
+    np.testing.assert_array_equal(lower, [0.25, 0.2, 0.0, 0.15])
+    np.testing.assert_array_equal(upper, [0.35, 0.4, 0.05, 0.2])
+
+
 def test_the_join_keeps_the_union_where_the_rank_is_not_the_selection():
     """Values post-processing merged (clipped to 0 together) keep the union band; values tied
     in f~ itself (equal counts, ranked in domain order by both) and a rank-conditional point
@@ -598,6 +625,14 @@ def test_the_benchmark_measures_unfiltered_top_k_bands_per_rank(tmp_path):
             [*arguments, "--protocols", "sue", "--json", str(tmp_path / "u.json")]) == 0
         assert scripts["selective_top_k"].main([*arguments, "--protocols", "sue", "cms"]) == 2
         document = json.loads((tmp_path / "u.json").read_text())
+        # --alone: the rule measured and not shipped (the rank-conditional band alone where
+        # n·q* ≥ 5), never wider than the join; the summary counts it as not used
+        assert scripts["selective_top_k"].main(
+            [*arguments, "--protocols", "sue", "--alone", "--json", str(tmp_path / "a.json")]
+        ) == 0
+        rule = json.loads((tmp_path / "a.json").read_text())["results"]
+        rule_row = scripts["coverage_summary"].top_k_rows(
+            None, {"rows": []}, alone=(rule,))[-1]
         assert document["benchmark"] == "top_k_unfiltered"
         results = document["results"]
         table = scripts["report"].top_k_unfiltered(results)
@@ -615,6 +650,9 @@ def test_the_benchmark_measures_unfiltered_top_k_bands_per_rank(tmp_path):
     assert "| SUE | base | 10 |" in table and "| SUE | norm-sub | 10 |" in table
     assert joined["pairs"] == 30 and joined["declared"] == 0
     assert "SUE" in joined["note"]
+    assert all(r["alone"] == 0 and r["width_vs_join"] == 1 for r in rows)
+    assert all(0 < r["alone"] <= 30 and r["width_vs_join"] <= 1 for r in rule["rows"])
+    assert (rule_row["band"], rule_row["pairs"]) == ("(measured, not used)", 20)
 
 
 @pytest.mark.parametrize("name", ["oue", "grr"])
