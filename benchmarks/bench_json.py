@@ -51,11 +51,23 @@ def _version(name: str) -> str | None:
 
 
 def command_line(argv: list[str] | None = None) -> str:
-    """The command as typed from the checkout's root: `python benchmarks/NAME.py ARGS`."""
+    """The command as typed from the checkout's root: `python benchmarks/NAME.py ARGS`, without
+    an option whose value is an absolute path (`--datasets-dir /data/x`, `--workdir=/tmp/w`):
+    a path of this machine, which `_recorded` keeps out of the parameters for the same reason
+    (the option's default, or the reader's own path, stands in for it)."""
     argv = sys.argv if argv is None else argv
     script = Path(argv[0])
     shown = f"benchmarks/{script.name}" if script.suffix == ".py" else argv[0]
-    return " ".join(["python", shown, *map(shlex.quote, argv[1:])])
+    kept: list[str] = []
+    rest = iter(argv[1:])
+    for arg in rest:
+        if arg.startswith("--") and "=" in arg and os.path.isabs(arg.split("=", 1)[1]):
+            continue
+        if kept and kept[-1].startswith("--") and os.path.isabs(arg):
+            kept.pop()
+            continue
+        kept.append(arg)
+    return " ".join(["python", shown, *map(shlex.quote, kept)])
 
 
 #: Most windows per cell of a benchmark that simulates its windows through the clients.

@@ -2218,9 +2218,7 @@ SECTIONS += [
      "where the window expects n·q* ≥ 5 supports for a value held by nobody, the join "
      "elsewhere: a rule measured and **not shipped** (it failed the acceptance declared before "
      "these runs, [error bars](error-bars.md#query-answers); `ldp query` gives the join), on "
-     "fresh windows (seed 34) of the airports and emoji data, n 10³–10⁵. The runs of seed 34 "
-     "measured the rule as the benchmark's --unfiltered band, before --alone named it; their "
-     "recorded commands have no --alone.",
+     "fresh windows (seed 34) of the airports and emoji data, n 10³–10⁵.",
      top_k_alone,
      "python benchmarks/selective_top_k.py --unfiltered --alone --protocols grr oue olh "
      "--datasets airports emoji --sizes 1000 10000 100000 --wiener-methods base norm-sub norm-hyb "
