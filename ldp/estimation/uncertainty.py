@@ -96,6 +96,14 @@ BAND_POOL_CORRECTED = "pool-corrected"
 BAND_METHODS = (BAND_EXACT, BAND_BOOTSTRAP, BAND_BIAS_CORRECTED, BAND_FIXED_GAIN, BAND_NONE,
                 BAND_RANK_CONDITIONAL, BAND_POOL_CORRECTED)
 
+#: A band that holds the truth in at least 95% of windows by construction and was measured far
+#: above 0.95 (a top-k answer's, a whole-bins quantile's): not a 95% band. A statistic with one
+#: has no 95% band (band_method none, its reason saying why) and gives it beside, under its own
+#: name (`conservative_*`), never in the 95% band's place.
+CONSERVATIVE = "conservative"
+#: The band column of benchmarks/coverage_summary.py for those families' measured coverage.
+CONSERVATIVE_LABEL = "(conservative, not a 95% band)"
+
 #: A Wiener filter's values have the band of their unbiased estimate, as every post-processing
 #: (the score band, from the record's p*, q* and n); a record keeps the filter's fixed-gain
 #: standard error, which leaves out the filter's bias (coverage of estimate ± z · s.e.
