@@ -953,6 +953,34 @@ WIENER_TOP_K_REASONS = {
              "below 0.95 there over two seeds' windows, the windows that chose it (in-sample; "
              f"{_WIENER_BENCHMARK})")}
 
+#: The measured coverage of each family of top-k bands, per (method, cell, rank) triple — the
+#: lowest, the highest, how many triples held the truth in more than 0.995 of their windows, of
+#: how many, and the benchmark (the rows of benchmarks/coverage.py --summary of the bands
+#: `ldp query` computes: docs/error-bars.md): "pure" the join with the rank-conditional band of
+#: a pure one-stage oracle (`top_k_rank_conditional_bands`), "union" the union alone of a
+#: pooled-hash or memoized oracle (`top_k_bands`; ε∞ = 2 ε1, 1.25 ε1 and 5 ε1 together),
+#: "wiener" a Wiener record's (`top_k_filtered_bands`). None is calibrated: every rule measured
+#: to calibrate them (scaled, refit, randomized, rank-conditional alone) failed, so a top-k
+#: answer has no 95% band and gives this one beside it, named conservative
+#: (TOP_K_CONSERVATIVE_REASON).
+TOP_K_CONSERVATIVE_COVERAGE: dict[str, tuple[float, float, int, int, str]] = {
+    "pure": (0.900, 1.000, 9_626, 16_920, "benchmarks/selective_top_k.py"),
+    "union": (0.870, 1.000, 9_508, 26_490, "benchmarks/pooled_top_k.py"),
+    "wiener": (0.880, 1.000, 44_177, 60_020, _WIENER_BENCHMARK)}
+TOP_K_CONSERVATIVE_REASON = (
+    "no calibrated 95% band for top-k answers: the band given beside it (conservative_lower, "
+    "conservative_upper) is conservative, not a 95% band: it holds the truth in at least 95% "
+    "of windows, measured {lowest:.3f}–{highest:.3f} per (method, cell, rank), {above:,} of "
+    "{triples:,} above 0.995 ({source})")
+
+
+def top_k_conservative_reason(family: str) -> str:
+    """Why a top-k answer of `family` (a key of TOP_K_CONSERVATIVE_COVERAGE) has no 95% band,
+    naming its family's measured coverage and benchmark (TOP_K_CONSERVATIVE_REASON)."""
+    lowest, highest, above, triples, source = TOP_K_CONSERVATIVE_COVERAGE[family]
+    return TOP_K_CONSERVATIVE_REASON.format(lowest=lowest, highest=highest, above=above,
+                                            triples=triples, source=source)
+
 
 def _unmeasured_param(filter_name: str, params: Mapping[str, Any]) -> tuple[str, Any] | None:
     """The first (name, value) of `params` other than the ones `filter_name`'s top-k band was
