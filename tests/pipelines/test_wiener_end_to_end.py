@@ -353,7 +353,8 @@ def test_a_wiener_top_k_query_post_processed_by_auto_has_no_band():
     chosen = window.with_method("auto")
     assert chosen._chosen_method == "norm-sub"  # a method measured after DW on OUE
     assert all(a.band_method == "none" and a.lower95 is None
-               and a.conservative_lower is None and "dw post-processed by auto: not measured after oue" in a.band_reason
+               and a.conservative_lower is None
+               and "dw post-processed by auto: not measured after oue" in a.band_reason
                for a in chosen.top_k(3))
     assert [a.conservative_method for a in window.with_method("norm-sub").top_k(3)] == [
         "rank-conditional-union"] * 3
