@@ -48,8 +48,8 @@ SELECTED_NOTE = ("each value's band is its own, not adjusted for the value being
                  "largest: `ldp query --top K` gives conservative bands that are (not 95% "
                  "bands), or says why it has none")
 #: After an output that prints a conservative band (`conservative_note`): what it is.
-CONSERVATIVE_NOTE = (f"{CONSERVATIVE}: a band that holds the truth in at least 95% of windows, "
-                     "measured above that (often far above); not a 95% band")
+CONSERVATIVE_NOTE = (f"{CONSERVATIVE}: a band made to hold the truth in at least 95% of "
+                     "windows, measured mostly above that (often far above); not a 95% band")
 
 
 def band_note(shown: Iterable[str]) -> list[str]:

@@ -969,9 +969,9 @@ TOP_K_CONSERVATIVE_COVERAGE: dict[str, tuple[float, float, int, int, str]] = {
     "wiener": (0.880, 1.000, 44_177, 60_020, _WIENER_BENCHMARK)}
 TOP_K_CONSERVATIVE_REASON = (
     "no calibrated 95% band for top-k answers: the band given beside it (conservative_lower, "
-    "conservative_upper) is conservative, not a 95% band: it holds the truth in at least 95% "
-    "of windows, measured {lowest:.3f}–{highest:.3f} per (method, cell, rank), {above:,} of "
-    "{triples:,} above 0.995 ({source})")
+    "conservative_upper) is conservative, not a 95% band: made to hold the truth in at least "
+    "95% of windows, it held it in {lowest:.3f}–{highest:.3f} of them per (method, cell, rank) "
+    "triple measured, {above:,} of {triples:,} triples in more than 0.995 ({source})")
 
 
 def top_k_conservative_reason(family: str) -> str:
