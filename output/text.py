@@ -47,7 +47,7 @@ OUTSIDE_NOTE = "  (the printed value lies outside its band: see band_reasons)"
 SELECTED_NOTE = ("each value's band is its own, not adjusted for the value being among the "
                  "largest: `ldp query --top K` gives conservative bands that are (not 95% "
                  "bands), or says why it has none")
-#: After an output that prints a conservative band (`conservative_note`): what it is.
+#: What a band printed `conservative_text` is, said once after the answers that print one.
 CONSERVATIVE_NOTE = (f"{CONSERVATIVE}: a band made to hold the truth in at least 95% of "
                      "windows, measured mostly above that (often far above); not a 95% band")
 
