@@ -56,11 +56,12 @@ and ε = 2, n = 10⁵ on the airports data, where the top values are near-tied: 
 curse). For a pure one-stage oracle (`rank_conditional_applies`) the band is therefore joined
 with the answer's band conditional on its rank (ldp_telemetry.ldp.estimation.selective_bands,
 [Lee16] Lemma 5.1 and Theorem 5.2, the hybrid interval of [Andrews24]): the smallest interval
-holding both (`top_k_rank_conditional_bands`, `band_method` rank-conditional-union). An answer
+holding both (`top_k_rank_conditional_bands`, named rank-conditional-union). An answer
 whose f' post-processing merged with another value's (`merged_answers`: many values clipped to
 0 are ranked in domain order, not by f~) keeps the union alone, under the same name; pooled-hash
 oracles (their collision term is not in the rank event's covariance) and memoized ones (the
-join not measured for them) keep the union, with `band_method` bias-corrected-bootstrap.
+join not measured for them) keep the union, named bias-corrected-bootstrap. Both are given as
+the answer's conservative band, not as its 95% band (below).
 Measured per (method, cell, rank) triple on the calibration windows (benchmarks/selective_top_k.py,
 docs/error-bars.md) the join held every rank in at least 0.91 of windows (rank 1: 0.92; none
 more than two standard errors below 0.95), at the price of a median 1.48 times the union's
@@ -82,7 +83,8 @@ its ε∞ / ε1 lies outside the ratios measured (TOP_K_LIFETIME_RANGE, `ratio_f
 Where the top-k band measured below 0.90 (a method
 at a grid cell of ε and n, `TOP_K_UNCALIBRATED`), where a rank of an oracle's fell more than
 two standard errors below 0.95 (an oracle at a cell, the same table) and for Power's (not
-measured), the answers say so instead (`top_k_declared`: band none, with the reason).
+measured), the answers say so instead (`top_k_declared`: no band of either kind, with the
+reason).
 
 A Wiener record's top k are ranked by the filtered estimate f^ = A f~, post-processed. Every
 Wiener filter (DW, IIW, IIW-G, GF-DW, AMRP) is linear in f~ once its gains are fixed (A
