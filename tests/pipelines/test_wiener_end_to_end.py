@@ -275,7 +275,7 @@ def test_a_wiener_top_k_query_over_a_small_domain_is_banded_where_that_oracle_wa
                    for a in answers), answers
     else:
         assert all(a["band_method"] == "none" and a["lower95"] is None
-               and a["conservative_lower"] is None
+                   and a["conservative_lower"] is None
                    and reason in a["band_reason"] for a in answers), answers
 
 
