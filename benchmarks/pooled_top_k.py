@@ -1,6 +1,7 @@
 """Coverage, rank by rank, of the top-k band `ldp query --top` gives a pooled-hash (CMS, HCMS,
 FLH) or memoized (two-stage) oracle: the union of the bias-corrected bootstrap and the selected
-value's score band (frequency_bands.top_k_bands, `band_method` bias-corrected-bootstrap), which
+value's score band (frequency_bands.top_k_bands; a conservative band, not a 95% band: the
+answer's `conservative_method` bias-corrected-bootstrap), which
 the pure one-stage oracles' rank-conditional join does not reach (`rank_conditional_applies`).
 
 Windows are drawn here, per (data set, oracle, ε, n): W windows of n users drawn from the data

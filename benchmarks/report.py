@@ -2096,7 +2096,8 @@ SECTIONS += [
      "Bonferroni projection inverted at each frequency tested; on the windows of the top-k "
      "calibration (redrawn from their seeds) and on the 40-value population of the tests. "
      "Alone they over-cover; joined with the union of the bootstrap and the score band they "
-     "are `ldp query`'s top-k band for the pure one-stage oracles "
+     "are the conservative band `ldp query` gives the top-k answers of the pure one-stage "
+     "oracles (not a 95% band) "
      "([error bars](error-bars.md#query-answers)).",
      top_k_selective,
      "python benchmarks/selective_top_k.py --dumps top_k_zipf.pkl top_k_held_out_emoji.pkl "
@@ -2118,7 +2119,8 @@ SECTIONS += [
      "top_k_selective_conditional"),
     ("top_k_wiener", "Top-k bands of Wiener filters",
      "`ldp query --top` on a record with a Wiener estimator ranks the values by the filtered "
-     "(then post-processed) estimate: its band joins the bias-corrected bootstrap replaying "
+     "(then post-processed) estimate: its conservative band (not a 95% band) joins the "
+     "bias-corrected bootstrap replaying "
      "the filter (its gains re-estimated from each replicate) with the band conditional on the "
      "rank by the filter at the window's gains (the rank event's rows mapped through the "
      "filter, [error bars](error-bars.md#wiener-top-k-answers)). Windows of the airports data "
@@ -2134,7 +2136,8 @@ SECTIONS += [
      "python benchmarks/selective_top_k.py --wiener amrp --wiener-methods base norm-sub "
      "norm-hyb --windows 100"),
     ("top_k_unfiltered", "Top-k bands of the other pure oracles",
-     "`ldp query --top`'s band for a pure one-stage oracle (the union of the bootstrap and the "
+     "`ldp query --top`'s conservative band for a pure one-stage oracle (the union of the "
+     "bootstrap and the "
      "score band joined with the band conditional on the rank, "
      "[error bars](error-bars.md#query-answers)), measured for the oracles the calibration "
      "windows did not hold: SUE, RUE, BLH, RLH and HR, windows of the airports data drawn "
@@ -2263,7 +2266,8 @@ SECTIONS += [
      "--wiener-methods base norm-sub norm-hyb --windows 50 --seed 34 --benchmark "
      "top_k_alone_rws_large"),
     ("top_k_pooled", "Top-k bands of the pooled-hash oracles",
-     "`ldp query --top`'s band for CMS, HCMS and FLH (the union of the bias-corrected "
+     "`ldp query --top`'s conservative band for CMS, HCMS and FLH (the union of the "
+     "bias-corrected "
      "bootstrap and the score band with the collision term; no rank-conditional part, "
      "[error bars](error-bars.md#query-answers)), rank by rank, on the airports data (a day "
      "of departures per window, d = 229) and the 256 most common English words: windows of "

@@ -11,7 +11,8 @@ import numpy as np
 
 from ldp_telemetry.ldp.base.validation import is_number
 from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_POOL_CORRECTED
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_POOL_CORRECTED,
+                                                      CONSERVATIVE)
 from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.output.estimate import EstimateRecord
@@ -44,7 +45,11 @@ OUTSIDE_NOTE = "  (the printed value lies outside its band: see band_reasons)"
 #: What `ldp show`'s bands of a frequency window's largest values hold: each value's own, not
 #: adjusted for its having been picked as one of the largest by the same noise.
 SELECTED_NOTE = ("each value's band is its own, not adjusted for the value being among the "
-                 "largest: `ldp query --top K` gives bands that are, or says why it has none")
+                 "largest: `ldp query --top K` gives conservative bands that are (not 95% "
+                 "bands), or says why it has none")
+#: What a band printed `conservative_text` is, said once after the answers that print one.
+CONSERVATIVE_NOTE = (f"{CONSERVATIVE}: a band made to hold the truth in at least 95% of "
+                     "windows, measured mostly above that (often far above); not a 95% band")
 
 
 def band_note(shown: Iterable[str]) -> list[str]:
@@ -52,6 +57,12 @@ def band_note(shown: Iterable[str]) -> list[str]:
     prints a value ± the half width of its band, else []: a band printed [lower, upper], or
     none, needs no note."""
     return [BAND_NOTE] if any(PLUS_MINUS in line for line in shown) else []
+
+
+def conservative_text(lower: float, upper: float, spec: str = ".5f") -> str:
+    """" [lower, upper] conservative": a conservative band as printed beside a value, never as
+    its 95% band (CONSERVATIVE_NOTE)."""
+    return f" [{lower:{spec}}, {upper:{spec}}] {CONSERVATIVE}"
 
 
 def _plus_minus(value: float, lower: float | None, upper: float | None, error: float | None,

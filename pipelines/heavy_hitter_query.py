@@ -4,7 +4,10 @@ A string metric's window holds no estimate of every string, only of the heavy hi
 (docs/open-domains.md): `--top K` lists the first K of them, `--labels a,b` the named ones that
 are among them. A string that is not a heavy hitter has no estimate in the record (its reports
 were never tested against it): a ConfigError says so. Sets, ranges, quantiles and
-re-estimation (`--method`) do not apply.
+re-estimation (`--method`) do not apply. A heavy hitter has no 95% band (`band_method` none,
+`lower95`, `upper95` and `half95` null; the search chose it for its estimate and no band of the
+strings found was measured: heavy_hitters.HEAVY_HITTER_BAND_REASON); its standard error is
+given.
 """
 from __future__ import annotations
 
@@ -12,10 +15,11 @@ import argparse
 import json
 
 from ldp_telemetry.ldp.base.errors import ConfigError
-from ldp_telemetry.output.bands import half_width95
+from ldp_telemetry.ldp.estimation.heavy_hitters import HEAVY_HITTER_BAND_REASON
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_NONE
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.names import printable
-from ldp_telemetry.output.text import BAND_NOTE, dictionary_text, found_by
+from ldp_telemetry.output.text import dictionary_text, found_by
 from ldp_telemetry.pipelines.query_labels import asked_labels
 
 
@@ -40,7 +44,8 @@ def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> st
                               "holds no estimate of it",
                               field="labels" if args.label is None else "label")
     answers = [{"query": "heavy-hitter", "labels": [label], "value": found[label][0],
-                "std_error": found[label][1], "half95": half_width95(found[label][1])}
+                "std_error": found[label][1], "band_method": BAND_NONE, "lower95": None,
+                "upper95": None, "half95": None, "band_reason": HEAVY_HITTER_BAND_REASON}
                for label in chosen]
     by = found_by(record)
     if by is not None:  # decoded against a candidate dictionary: how each was found
@@ -58,8 +63,9 @@ def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> st
              f"n={record.n:,}  {printable(record.protocol)} ε={record.epsilon:g}  heavy hitters"
              + dictionary_text(record)]
     for answer in answers:
-        lines.append(f"  {printable(answer['labels'][0]):<40} {answer['value']:9.5f} ± "
-                     f"{answer['half95']:.5f}  (s.e. {answer['std_error']:.5f})"
+        lines.append(f"  {printable(answer['labels'][0]):<40} {answer['value']:9.5f} (no band)"
+                     f"  (s.e. {answer['std_error']:.5f})"
                      + (f"  found by {answer['found_by']}" if "found_by" in answer else ""))
-    lines.append(f"  ({BAND_NOTE}; s.e. of the prefix-extension estimate)")
+    lines += [f"  (95% band: {BAND_NONE}; s.e. of the prefix-extension estimate)",
+              f"  (no band: {HEAVY_HITTER_BAND_REASON})"]
     return "\n".join(lines)

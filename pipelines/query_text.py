@@ -6,7 +6,10 @@ units and `--quantile` (`ldp.estimation.numeric_queries.NumericWindow`). `--json
 object. This is the command line's own formatting: its messages name flags. Every ± is the half
 width of the 95% band, as in `ldp show` and the dashboard (`output.text.BAND_NOTE`, printed where
 an answer has one: `output.text.band_note`); the standard error is printed beside it, and in
-JSON each answer carries both (`std_error`, `half95`).
+JSON each answer carries both (`std_error`, `half95`). A top-k answer has no 95% band and
+gives a conservative one beside it, printed `[lower, upper] conservative` and named on the last
+lines (`output.text.CONSERVATIVE_NOTE`; `conservative_lower`, `conservative_upper` and
+`conservative_method` in JSON, `half95` null).
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
 from ldp_telemetry.output.bands import half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.names import printable, terminal_safe, typed_name
-from ldp_telemetry.output.text import PLUS_MINUS, band_note
+from ldp_telemetry.output.text import (CONSERVATIVE_NOTE, PLUS_MINUS, band_note,
+                                       conservative_text)
 from ldp_telemetry.pipelines.query_labels import asked_labels
 
 
@@ -66,19 +70,28 @@ def answer_query(record: EstimateRecord, args: argparse.Namespace) -> str:
              f"  (s.e. {answer.std_error:.5f})" for answer in answers]
     methods = sorted({answer.band_method for answer in answers})
     kind = answers[0].std_error_kind
-    notes = [f"95% band: {', '.join(methods)}", *band_note(shown),
-             f"s.e. {kind}: {STD_ERROR_KINDS[kind]}"]
+    conservative = sorted({answer.conservative_method for answer in answers
+                           if answer.conservative_method is not None})
+    notes = [f"95% band: {', '.join(methods)}",
+             *([f"conservative band: {', '.join(conservative)}"] if conservative else []),
+             *band_note(shown), f"s.e. {kind}: {STD_ERROR_KINDS[kind]}"]
     lines += [*shown, f"  ({'; '.join(notes)})"]
-    lines += sorted({f"  (no band: {answer.band_reason})" for answer in answers
+    if conservative:
+        lines.append(f"  ({CONSERVATIVE_NOTE})")
+    lines += sorted({f"  ({'' if answer.conservative_method else 'no band: '}"
+                     f"{answer.band_reason})" for answer in answers
                      if answer.band_reason is not None})
     return "\n".join(lines)
 
 
 def _band_text(answer) -> str:
     """" ± half width" of a frequency answer's 95% band when it is centred on the answer,
-    " [lower, upper]" when it is not (the band of the unbiased answer, or a bootstrap's), or
-    " (no band)"."""
+    " [lower, upper]" when it is not (the band of the unbiased answer), " [lower, upper]
+    conservative" for an answer that has no 95% band and gives a conservative one (a top-k
+    answer's: `output.text.conservative_text`), or " (no band)"."""
     if answer.lower95 is None or answer.upper95 is None:
+        if answer.conservative_lower is not None and answer.conservative_upper is not None:
+            return conservative_text(answer.conservative_lower, answer.conservative_upper)
         return " (no band)"
     half = (answer.upper95 - answer.lower95) / 2
     if abs(answer.lower95 + half - answer.value) <= 1e-12 * max(1.0, abs(answer.value)):

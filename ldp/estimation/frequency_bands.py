@@ -56,11 +56,12 @@ and ε = 2, n = 10⁵ on the airports data, where the top values are near-tied: 
 curse). For a pure one-stage oracle (`rank_conditional_applies`) the band is therefore joined
 with the answer's band conditional on its rank (ldp_telemetry.ldp.estimation.selective_bands,
 [Lee16] Lemma 5.1 and Theorem 5.2, the hybrid interval of [Andrews24]): the smallest interval
-holding both (`top_k_rank_conditional_bands`, `band_method` rank-conditional-union). An answer
+holding both (`top_k_rank_conditional_bands`, named rank-conditional-union). An answer
 whose f' post-processing merged with another value's (`merged_answers`: many values clipped to
 0 are ranked in domain order, not by f~) keeps the union alone, under the same name; pooled-hash
 oracles (their collision term is not in the rank event's covariance) and memoized ones (the
-join not measured for them) keep the union, with `band_method` bias-corrected-bootstrap.
+join not measured for them) keep the union, named bias-corrected-bootstrap. Both are given as
+the answer's conservative band, not as its 95% band (below).
 Measured per (method, cell, rank) triple on the calibration windows (benchmarks/selective_top_k.py,
 docs/error-bars.md) the join held every rank in at least 0.91 of windows (rank 1: 0.92; none
 more than two standard errors below 0.95), at the price of a median 1.48 times the union's
@@ -82,7 +83,8 @@ its ε∞ / ε1 lies outside the ratios measured (TOP_K_LIFETIME_RANGE, `ratio_f
 Where the top-k band measured below 0.90 (a method
 at a grid cell of ε and n, `TOP_K_UNCALIBRATED`), where a rank of an oracle's fell more than
 two standard errors below 0.95 (an oracle at a cell, the same table) and for Power's (not
-measured), the answers say so instead (`top_k_declared`: band none, with the reason).
+measured), the answers say so instead (`top_k_declared`: no band of either kind, with the
+reason).
 
 A Wiener record's top k are ranked by the filtered estimate f^ = A f~, post-processed. Every
 Wiener filter (DW, IIW, IIW-G, GF-DW, AMRP) is linear in f~ once its gains are fixed (A
@@ -98,6 +100,15 @@ the same f~; its rank 1 covered as little as 0.67), the join with the replaying 
 does; a filter, post-processing or cell that misses the standard, and the filters, oracles
 and methods not measured together, or not at that filter's parameters, domain size and
 window size together, or rank, keep no band (`wiener_top_k_declared`, TOP_K_RANKS).
+
+None of the top-k bands is calibrated: each is conservative, made to hold the truth in at least
+95% of windows and measured mostly far above (per (method, cell, rank) triple, the pure
+oracles' join 0.900–1.000 with 9,626 of 16,920 triples above 0.995, a Wiener record's 44,177 of
+60,020; TOP_K_CONSERVATIVE_COVERAGE), and every rule measured to calibrate them failed. So a
+top-k answer has no 95% band (`band_method` none, TOP_K_CONSERVATIVE_REASON saying why) and
+gives the band above beside it as its conservative band (`conservative_lower`,
+`conservative_upper`, `conservative_method` rank-conditional-union or bias-corrected-bootstrap:
+queries.WindowEstimate.top_k); a declared answer has neither.
 
 Cost per window: nothing for the exact bands; R runs of the method on d values for a top-k
 query (R = `BAND_REPLICATES`).
@@ -952,6 +963,34 @@ WIENER_TOP_K_REASONS = {
              "ε = {epsilon:g}, n = {n}: a rank's coverage fell more than two standard errors "
              "below 0.95 there over two seeds' windows, the windows that chose it (in-sample; "
              f"{_WIENER_BENCHMARK})")}
+
+#: The measured coverage of each family of top-k bands, per (method, cell, rank) triple — the
+#: lowest, the highest, how many triples held the truth in more than 0.995 of their windows, of
+#: how many, and the benchmark (the rows of benchmarks/coverage.py --summary of the bands
+#: `ldp query` computes: docs/error-bars.md): "pure" the join with the rank-conditional band of
+#: a pure one-stage oracle (`top_k_rank_conditional_bands`), "union" the union alone of a
+#: pooled-hash or memoized oracle (`top_k_bands`; ε∞ = 2 ε1, 1.25 ε1 and 5 ε1 together),
+#: "wiener" a Wiener record's (`top_k_filtered_bands`). None is calibrated: every rule measured
+#: to calibrate them (scaled, refit, randomized, rank-conditional alone) failed, so a top-k
+#: answer has no 95% band and gives this one beside it, named conservative
+#: (TOP_K_CONSERVATIVE_REASON).
+TOP_K_CONSERVATIVE_COVERAGE: dict[str, tuple[float, float, int, int, str]] = {
+    "pure": (0.900, 1.000, 9_626, 16_920, "benchmarks/selective_top_k.py"),
+    "union": (0.870, 1.000, 9_508, 26_490, "benchmarks/pooled_top_k.py"),
+    "wiener": (0.880, 1.000, 44_177, 60_020, _WIENER_BENCHMARK)}
+TOP_K_CONSERVATIVE_REASON = (
+    "no calibrated 95% band for top-k answers: the band given beside it (conservative_lower, "
+    "conservative_upper) is conservative, not a 95% band: made to hold the truth in at least "
+    "95% of windows, it held it in {lowest:.3f}–{highest:.3f} of them per (method, cell, rank) "
+    "triple measured, {above:,} of {triples:,} triples in more than 0.995 ({source})")
+
+
+def top_k_conservative_reason(family: str) -> str:
+    """Why a top-k answer of `family` (a key of TOP_K_CONSERVATIVE_COVERAGE) has no 95% band,
+    naming its family's measured coverage and benchmark (TOP_K_CONSERVATIVE_REASON)."""
+    lowest, highest, above, triples, source = TOP_K_CONSERVATIVE_COVERAGE[family]
+    return TOP_K_CONSERVATIVE_REASON.format(lowest=lowest, highest=highest, above=above,
+                                            triples=triples, source=source)
 
 
 def _unmeasured_param(filter_name: str, params: Mapping[str, Any]) -> tuple[str, Any] | None:

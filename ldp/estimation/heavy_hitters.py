@@ -22,7 +22,11 @@ the pool term being the variance over the hash pool of the collisions with the o
 hitters x: Σ_ℓ n_ℓ^2 / N^2 (over the candidate's pooled levels, whatever their split)
 · Σ_x f_x^2 (p − q_g)^2 (1/g)(1 − 1/g) / (K (p* − q*)^2), with
 q_g = (1 − p)/(g − 1) GRR's probability of reporting a given other bucket, evaluated at the
-reported heavy hitters' estimates (clipped at 0). Error bars are estimate ± 1.96 standard errors.
+reported heavy hitters' estimates (clipped at 0). Error bars are estimate ± 1.96 standard errors:
+the band of a string fixed in advance. A heavy hitter was chosen by the search because its
+estimate was high (the winner's curse), and how often that band holds the truth of the strings
+found was never measured, so `ldp query` gives a heavy hitter no 95% band, its standard error
+kept (HEAVY_HITTER_BAND_REASON).
 
 Cost per window: m levels × (at most 179 × width candidates) × K hash evaluations, whatever n.
 """
@@ -47,6 +51,13 @@ from ldp_telemetry.ldp.protocols.string_keys import (PAD, PREFIX_KEY_ROOT, exten
 MAX_TOP = 500
 #: Most candidates kept per level (`width`): a level tests 256 × width prefixes.
 MAX_WIDTH = 1_000
+#: Why `ldp query` gives a heavy hitter no 95% band (module docstring).
+HEAVY_HITTER_BAND_REASON = (
+    "no 95% band for heavy hitters: 1.96 standard errors either side of the estimate is the "
+    "band of a string fixed in advance, and these strings were chosen by the search for their "
+    "high estimates (the winner's curse); no benchmark measured how often it holds the truth of "
+    "the strings found (benchmarks/open_domains.py measures the search's precision, recall and "
+    "F1)")
 _BYTES = np.arange(256, dtype=np.uint8)
 #: Continuation bytes a byte announces when it starts a UTF-8 character (0: ASCII or NUL; -1:
 #: it cannot start one: a continuation byte, C0, C1, F5..FF).

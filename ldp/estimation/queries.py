@@ -86,6 +86,7 @@ from ldp_telemetry.ldp.estimation.frequency_bands import (exact_bands, few_suppo
                                                           rank_conditional_applies,
                                                           ratio_free_channel,
                                                           score_bands, top_k_bands,
+                                                          top_k_conservative_reason,
                                                           top_k_declared, top_k_filtered_bands,
                                                           top_k_oracle,
                                                           top_k_rank_conditional_bands,
@@ -161,12 +162,19 @@ class Answer:
     unbiased_value: float  # Base's answer to the same query
     method: str
     params: Mapping[str, Any] = field(default_factory=dict)
-    #: the answer's 95% band and how it was made (exact-variance, bias-corrected-bootstrap or
-    #: none, `band_reason` then says why); ldp_telemetry.ldp.estimation.frequency_bands
+    #: the answer's 95% band and how it was made (exact-variance, pool-corrected or none,
+    #: `band_reason` then says why); ldp_telemetry.ldp.estimation.frequency_bands
     band_method: str = BAND_NONE
     lower95: float | None = None
     upper95: float | None = None
     band_reason: str | None = None
+    #: a band that holds the truth in at least 95% of windows and was measured above that, not
+    #: a 95% band, given beside an answer that has none (a top-k answer: band_method none,
+    #: `band_reason` naming its measured coverage) and how it was made
+    #: (rank-conditional-union or bias-corrected-bootstrap); None for every other answer
+    conservative_lower: float | None = None
+    conservative_upper: float | None = None
+    conservative_method: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"query": self.query, "indices": list(self.indices), "labels": list(self.labels),
@@ -174,7 +182,10 @@ class Answer:
                 "std_error_kind": self.std_error_kind, "unbiased_value": self.unbiased_value,
                 "method": self.method, "params": dict(self.params),
                 "band_method": self.band_method, "lower95": self.lower95,
-                "upper95": self.upper95, "band_reason": self.band_reason}
+                "upper95": self.upper95, "band_reason": self.band_reason,
+                "conservative_lower": self.conservative_lower,
+                "conservative_upper": self.conservative_upper,
+                "conservative_method": self.conservative_method}
 
 
 class FrequencyRecord(Protocol):
@@ -474,7 +485,16 @@ class WindowEstimate:
         return self._pool_declared(self._answer("range", list(range(first, last + 1))))
 
     def top_k(self, k: int) -> list[Answer]:
-        """The k largest post-processed values (ties in domain order), as point answers."""
+        """The k largest post-processed values (ties in domain order), as point answers.
+
+        None has a 95% band: no band measured for them is calibrated (each holds the truth in
+        at least 95% of windows, most far more). An answer of the ranks measured (TOP_K_RANKS)
+        of a window whose top-k band is not declared gives that band beside, as
+        `conservative_lower`, `conservative_upper` (`conservative_method`
+        rank-conditional-union or bias-corrected-bootstrap; frequency_bands), `band_reason`
+        naming its family's measured coverage (`top_k_conservative_reason`); a declared one
+        (`top_k_declared`, `wiener_top_k_declared`, too few supports, a rank not measured)
+        gives neither, `band_reason` saying why."""
         if not is_positive_int(k):
             raise ConfigError(f"k must be a positive integer, got {k!r}", "k")
         order = np.argsort(-self.estimate, kind="stable")[: int(k)]
@@ -499,19 +519,19 @@ class WindowEstimate:
         # the ranks measured (at k = 10) get the band, no lower one
         measured = min(len(order), TOP_K_RANKS)
         if self._fit is not None:
-            method = BAND_RANK_CONDITIONAL
+            method, family = BAND_RANK_CONDITIONAL, "wiener"
             lower, upper = top_k_filtered_bands(self.unbiased, self.noise, self.protocol,
                                                 self._filter_fit, self._postprocessor, measured)
             rank_reason = WIENER_TOP_K_REASONS["rank"].format(rank="{rank}",
                                                               filter=self.estimator.method)
         else:
             if rank_conditional_applies(self.protocol):
-                method = BAND_RANK_CONDITIONAL
+                method, family = BAND_RANK_CONDITIONAL, "pure"
                 lower, upper = top_k_rank_conditional_bands(self.unbiased, self.noise,
                                                             self.protocol, self._postprocessor,
                                                             measured)
             else:  # a pooled-hash or memoized oracle: the union of the bootstrap and score bands
-                method = BAND_BIAS_CORRECTED
+                method, family = BAND_BIAS_CORRECTED, "union"
                 lower, upper = top_k_bands(self.unbiased, self.noise, self._postprocessor,
                                            measured)
             rank_reason = TOP_K_RANK_REASON.format(
@@ -519,7 +539,10 @@ class WindowEstimate:
         unmeasured = [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
                               band_reason=rank_reason.format(rank=rank))
                       for rank, a in enumerate(answers[measured:], start=measured + 1)]
-        return [replace(a, band_method=method, lower95=float(low), upper95=float(high))
+        conservative = top_k_conservative_reason(family)
+        return [replace(a, band_method=BAND_NONE, lower95=None, upper95=None,
+                        band_reason=conservative, conservative_lower=float(low),
+                        conservative_upper=float(high), conservative_method=method)
                 for a, low, high in zip(answers[:measured], lower, upper, strict=True)
                 ] + unmeasured
 

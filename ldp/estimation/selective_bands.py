@@ -42,7 +42,8 @@ projection set (coverage 0.98–1.00, 1.5 times the width of `ldp query`'s band)
 on membership of the top k ("set") is calibrated on average over the ranks but not for the top
 answer. So `ldp query` does not give them alone: it joins the rank-conditional band with its
 union of the bootstrap and the score band, which removes the union's rank-1 dips
-(frequency_bands.top_k_rank_conditional_bands). Why they over-cover (selective_top_k.py
+(frequency_bands.top_k_rank_conditional_bands), and gives that join as the answer's
+conservative band, not as a 95% band. Why they over-cover (selective_top_k.py
 --families, docs/error-bars.md "Taking the rank-conditional band apart"): not β (β = 0, the
 conditional interval alone, over-covers as much, and is all of [0, 1] for a third of the
 answers) but the lattice f~ lives on: the rank often confines f~_v to one or a few support

@@ -88,7 +88,8 @@ BAND_FIXED_GAIN = "fixed-gain"  # Wiener filters in records written before WIENE
 BAND_NONE = "none"  # no band: every statistic's band is null with a reason
 #: a top-k answer of a pure one-stage oracle: the bias-corrected bootstrap's band, the score
 #: band and the band conditional on the answer's rank, joined
-#: (frequency_bands.top_k_rank_conditional_bands)
+#: (frequency_bands.top_k_rank_conditional_bands); conservative, so given as the answer's
+#: `conservative_method`, not its 95% band (CONSERVATIVE)
 BAND_RANK_CONDITIONAL = "rank-conditional-union"
 #: a CMS or HCMS window past the pool-bias share: the score band around the unbiased estimate
 #: with its fixed pool's bias removed (frequency_bands.pool_corrected_bands)

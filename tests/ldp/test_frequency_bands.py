@@ -291,9 +291,9 @@ def test_top_k_bands_are_not_too_narrow(method):
     hits = checks = 0
     for _, _, record in records(method, windows=150, seed=9):
         for answer in WindowEstimate.from_record(record).top_k(3):
-            assert answer.band_method == "rank-conditional-union"
+            assert answer.conservative_method == "rank-conditional-union"
             truth = TRUTH[answer.indices[0]]
-            hits += int(answer.lower95 <= truth <= answer.upper95)
+            hits += int(answer.conservative_lower <= truth <= answer.conservative_upper)
             checks += 1
     assert hits / checks >= 0.95 - Z_CHECK * math.sqrt(0.95 * 0.05 / checks)
 

@@ -73,8 +73,11 @@ def test_the_benchmark_measures_the_band_ldp_query_gives(tmp_path):
                                    lambda u, noise=noise: METHODS["norm-sub"].run(u, noise), 5)
         answers = WindowEstimate.from_unbiased(protocol, n, unbiased,
                                                PostprocessSpec("norm-sub", ())).top_k(5)
-        assert [a.band_method for a in answers] == ["bias-corrected-bootstrap"] * 5
-        assert [(a.lower95, a.upper95) for a in answers] == list(zip(lower, upper, strict=True))
+        assert [a.conservative_method for a in answers] == ["bias-corrected-bootstrap"] * 5
+        assert [(a.band_method, a.lower95, a.upper95) for a in answers] == [
+            ("none", None, None)] * 5
+        assert [(a.conservative_lower, a.conservative_upper) for a in answers] == list(
+            zip(lower, upper, strict=True))
     with loaded_scripts("pooled_top_k", "report", "coverage_summary") as scripts:
         arguments = ["--datasets", "zipf", "--epsilons", "1", "--sizes", "1000", "--windows",
                      "3", "--methods", "base", "norm-sub", "--datasets-dir", str(tmp_path)]
@@ -197,7 +200,8 @@ def test_a_pooled_hash_window_between_grid_cells_is_declared_where_a_neighbour_c
     protocol = make_protocol("cms", 1.0, F.size)
     answers = WindowEstimate.from_unbiased(protocol, 300_000, F,
                                            PostprocessSpec("norm-sub", ())).top_k(3)
-    assert [(a.band_method, a.lower95) for a in answers] == [("none", None)] * 3
+    assert [(a.band_method, a.lower95, a.conservative_lower) for a in answers] == [
+        ("none", None, None)] * 3
     assert "cms at ε = 1, n = 300,000" in answers[0].band_reason
 
 
@@ -293,14 +297,14 @@ def test_memoized_top_k_at_a_million_reports_is_declared_where_a_rank_fell():
                                             PostprocessSpec("norm-sub", ())).top_k(3)
     for name, n in (("blh", 1_000_000), ("olh", 500_000)):
         declared = top(make_memoized_protocol(name, 0.5, f.size, 1.0), n)
-        assert [(a.band_method, a.lower95, a.upper95) for a in declared] == [
-            ("none", None, None)] * 3
+        assert [(a.band_method, a.lower95, a.upper95, a.conservative_lower)
+                for a in declared] == [("none", None, None, None)] * 3
         assert all(f"{MEMOIZED_KEY}{name} at ε = 0.5, n = {n:,}" in a.band_reason
                    and "benchmarks/pooled_top_k.py" in a.band_reason for a in declared)
     for protocol, n in ((make_memoized_protocol("blh", 1.0, f.size, 2.0), 1_000_000),
                         (make_memoized_protocol("olh", 0.5, f.size, 1.0), 200_000)):
-        assert [a.band_method for a in top(protocol, n)] == ["bias-corrected-bootstrap"] * 3
-    assert [a.band_method for a in top(make_protocol("blh", 0.5, f.size), 1_000_000)] == [
+        assert [a.conservative_method for a in top(protocol, n)] == ["bias-corrected-bootstrap"] * 3
+    assert [a.conservative_method for a in top(make_protocol("blh", 0.5, f.size), 1_000_000)] == [
         "rank-conditional-union"] * 3
 
 
@@ -357,12 +361,12 @@ def test_memoized_local_hashing_with_lolohas_g_is_declared_by_its_own_key():
                                             PostprocessSpec("norm-hyb", ())).top_k(3)
     for name in ("olh", "rlh"):
         declared = top(make_memoized_protocol(name, 2.0, f.size, 4.0, "loloha"), 100_000)
-        assert [a.band_method for a in declared] == ["none"] * 3
+        assert [(a.band_method, a.conservative_method) for a in declared] == [("none", None)] * 3
         assert f"{MEMOIZED_KEY}olh-loloha at ε = 2, n = 100,000" in declared[0].band_reason
     for name in ("olh", "rlh"):
         report_g = make_memoized_protocol(name, 2.0, f.size, 4.0)
         assert top_k_oracle(report_g) == f"{MEMOIZED_KEY}{name}"
-        assert [a.band_method for a in top(report_g, 100_000)] == [
+        assert [a.conservative_method for a in top(report_g, 100_000)] == [
             "bias-corrected-bootstrap"] * 3
 
 
@@ -402,10 +406,10 @@ def test_a_record_with_lolohas_g_is_keyed_by_its_channel_end_to_end(protocol_nam
     assert top_k_oracle(config.protocol) == f"{MEMOIZED_KEY}{key}"
     answers = window.top_k(3)
     if declared:
-        assert [a.band_method for a in answers] == ["none"] * 3
+        assert [(a.band_method, a.conservative_method) for a in answers] == [("none", None)] * 3
         assert f"{MEMOIZED_KEY}{key} at ε = 2, n = 100,000" in answers[0].band_reason
     else:
-        assert [a.band_method for a in answers] == ["bias-corrected-bootstrap"] * 3
+        assert [a.conservative_method for a in answers] == ["bias-corrected-bootstrap"] * 3
 
 
 def test_agreement_pools_the_other_runs_and_keeps_oracles_apart():
@@ -487,7 +491,7 @@ def test_ldp_query_top_on_a_memoized_window_at_any_budget_ratio(name, lifetime, 
     answers = WindowEstimate.from_unbiased(protocol, 5_000, unbiased,
                                            PostprocessSpec("norm-sub", ())).top_k(3)
     if band:
-        assert [a.band_method for a in answers] == ["bias-corrected-bootstrap"] * 3
+        assert [a.conservative_method for a in answers] == ["bias-corrected-bootstrap"] * 3
     else:
         assert {(a.band_method, a.band_reason) for a in answers} == {(
             "none", f"no band for top-k answers of {MEMOIZED_KEY}rue at ε∞ = {lifetime:g} ε1: "

@@ -382,8 +382,9 @@ def test_norm_answers_and_exact_standard_error():
 def test_every_method_names_its_band(method):
     """Every answer carries the exact band of an unbiased answer to the same query: Norm's own
     answer for norm, the unbiased estimate's for every other method (whose printed answer may
-    lie outside it); top-k answers the bootstrap band joined with the rank-conditional one (a
-    pooled-hash oracle: the bootstrap band; ldp.estimation.frequency_bands)."""
+    lie outside it); top-k answers no 95% band, and beside it the conservative band: the
+    bootstrap band joined with the rank-conditional one (a pooled-hash oracle: the bootstrap
+    band; ldp.estimation.frequency_bands)."""
     w = window(method)
     point, pair = w.point("h"), w.set_sum(["g", "h"])
     base = window("base")
@@ -401,11 +402,13 @@ def test_every_method_names_its_band(method):
     top = w.top_k(3)
     reason = top_k_declared(w._chosen_method, w.protocol.epsilon, w.n, top_k_oracle(w.protocol))
     if reason is None:
-        assert [a.band_method for a in top] == ["rank-conditional-union"] * 3
-        assert all(0.0 <= a.lower95 <= a.upper95 <= 1.0 for a in top)
+        assert [(a.band_method, a.lower95, a.upper95) for a in top] == [("none", None, None)] * 3
+        assert [a.conservative_method for a in top] == ["rank-conditional-union"] * 3
+        assert all(0.0 <= a.conservative_lower <= a.conservative_upper <= 1.0 for a in top)
         # a pooled-hash oracle keeps the union of the bootstrap and the score band
         pooled = window(method, "cms").top_k(3)
-        assert [a.band_method for a in pooled] == ["bias-corrected-bootstrap"] * 3
+        assert [a.conservative_method for a in pooled] == ["bias-corrected-bootstrap"] * 3
+        assert [a.band_method for a in pooled] == ["none"] * 3
     else:  # declared without a band (power's, not measured; cells measured below 0.90)
         assert [(a.band_method, a.lower95, a.band_reason) for a in top] == [
             ("none", None, reason)] * 3
@@ -585,7 +588,9 @@ def test_top_k_replays_the_method_the_record_says_its_replay_chose():
     assert top_k_declared("base", 2.0, 5000) is None
     found = WindowEstimate.from_record(older).top_k(5)
     assert [a.indices for a in found] == [a.indices for a in expected]
-    assert [(a.lower95, a.upper95) for a in found] == [(a.lower95, a.upper95) for a in expected]
+    assert [(a.conservative_lower, a.conservative_upper) for a in found] == [
+        (a.conservative_lower, a.conservative_upper) for a in expected]
+    assert all(a.conservative_lower is not None for a in found)
     # --method post-processes again: the record's choice no longer applies
     assert WindowEstimate.from_record(older).with_method("norm-sub").top_k(5) == \
         WindowEstimate.from_unbiased(config.protocol, 5000, result.unbiased,
@@ -607,7 +612,7 @@ def test_the_rank_conditional_part_applies_to_pure_one_stage_oracles_only():
     f = np.array([0.4, 0.2, 0.15, 0.1, 0.08, 0.04, 0.02, 0.01])
     unbiased = f + np.random.default_rng(3).normal(0, np.sqrt(memoized.noise(n).variance(f)))
     top = WindowEstimate.from_unbiased(memoized, n, unbiased, "norm-sub").top_k(3)
-    assert [a.band_method for a in top] == ["bias-corrected-bootstrap"] * 3
+    assert [a.conservative_method for a in top] == ["bias-corrected-bootstrap"] * 3
 
 
 def test_top_k_of_an_oracle_declared_at_a_cell_has_no_band_and_says_why():
@@ -631,15 +636,17 @@ def test_top_k_of_an_oracle_declared_at_a_cell_has_no_band_and_says_why():
                                (make_memoized_protocol("grr", 0.5, f.size, 1.0), 1_000,
                                 "memoized-grr at ε = 0.5, n = 1,000")):
         declared = top(protocol, n)
-        assert [(a.band_method, a.lower95, a.upper95) for a in declared] == [
-            ("none", None, None)] * 3
+        assert [(a.band_method, a.lower95, a.upper95, a.conservative_lower,
+                 a.conservative_upper, a.conservative_method) for a in declared] == [
+            ("none", None, None, None, None, None)] * 3
         assert all(named in a.band_reason and "benchmarks/pooled_top_k.py" in a.band_reason
                    for a in declared)
-    assert [a.band_method for a in top(make_protocol("cms", 4.0, f.size), 1_000)] == [
+    assert [a.conservative_method for a in top(make_protocol("cms", 4.0, f.size), 1_000)] == [
         "bias-corrected-bootstrap"] * 3
     for protocol_name, epsilon, n in (("grr", 0.5, 1_000), ("sue", 4.0, 1_000_000),
                                       ("oue", 4.0, 1_000_000)):
-        assert [a.band_method for a in top(make_protocol(protocol_name, epsilon, f.size), n)
+        assert [a.conservative_method
+                for a in top(make_protocol(protocol_name, epsilon, f.size), n)
                 ] == ["rank-conditional-union"] * 3
 
 
@@ -662,11 +669,12 @@ def test_top_k_answers_beyond_the_measured_ranks_and_grid_have_no_band(protocol_
                                             PostprocessSpec("norm-sub", ()),
                                             metric="m").top_k(k)
     answers = top(1.0, 10_000, 14)
-    assert all(a.band_method != "none" for a in answers[:TOP_K_RANKS])
-    assert [(a.lower95, a.upper95) for a in answers[:TOP_K_RANKS]] == [
-        (a.lower95, a.upper95) for a in top(1.0, 10_000, TOP_K_RANKS)]
+    assert all(a.conservative_method is not None for a in answers[:TOP_K_RANKS])
+    assert [(a.conservative_lower, a.conservative_upper) for a in answers[:TOP_K_RANKS]] == [
+        (a.conservative_lower, a.conservative_upper) for a in top(1.0, 10_000, TOP_K_RANKS)]
     for rank, answer in enumerate(answers[TOP_K_RANKS:], start=TOP_K_RANKS + 1):
-        assert (answer.band_method, answer.lower95, answer.upper95) == ("none", None, None)
+        assert (answer.band_method, answer.lower95, answer.upper95, answer.conservative_lower,
+                answer.conservative_method) == ("none", None, None, None, None)
         assert answer.band_reason.startswith(f"no band for the value ranked {rank}:")
         assert source in answer.band_reason
     for epsilon, n in ((8.0, 100_000), (1.0, 200), (1.0, 5_000_000)):

@@ -603,9 +603,11 @@ def test_ldp_query_gives_wiener_top_k_answers_no_band_exactly_where_the_summary_
     assert counted == declared
     if declared:
         prefix = FEW_SUPPORTS_REASON.split("{")[0]
-        assert all(a.lower95 is None and a.band_reason.startswith(prefix) for a in answers)
+        assert all(a.lower95 is None and a.conservative_lower is None
+                   and a.band_reason.startswith(prefix) for a in answers)
     else:
-        assert all(a.band_method == "rank-conditional-union" and a.lower95 is not None
+        assert all(a.conservative_method == "rank-conditional-union"
+                   and a.conservative_lower is not None and a.lower95 is None
                    for a in answers)
 
 def test_the_benchmark_measures_unfiltered_top_k_bands_per_rank(tmp_path):

@@ -74,11 +74,11 @@ def test_a_top_k_query_answers_with_the_union_of_its_parts():
     run = lambda u: METHODS["norm-sub"].run(u, noise)  # noqa: E731
     centre, lower, upper = top_k_parts(unbiased, noise, run, 5)
     assert np.all((lower <= centre) & (centre <= upper))
-    assert np.all(np.array([a.lower95 for a in answers]) <= np.clip(lower, 0, 1))
-    assert np.all(np.array([a.upper95 for a in answers]) >= np.clip(upper, 0, 1))
+    assert np.all(np.array([a.conservative_lower for a in answers]) <= np.clip(lower, 0, 1))
+    assert np.all(np.array([a.conservative_upper for a in answers]) >= np.clip(upper, 0, 1))
     joined = top_k_rank_conditional_bands(unbiased, noise, protocol, run, 5)
-    assert np.allclose([a.lower95 for a in answers], joined[0])
-    assert np.allclose([a.upper95 for a in answers], joined[1])
+    assert np.allclose([a.conservative_lower for a in answers], joined[0])
+    assert np.allclose([a.conservative_upper for a in answers], joined[1])
     assert np.array_equal(top_k_bands(unbiased, noise, run, 5)[1],
                           scaled_bands(centre, lower, upper, 1.0)[1])
 

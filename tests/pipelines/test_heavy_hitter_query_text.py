@@ -65,3 +65,36 @@ def test_the_metric_from_the_record_is_escaped_too():
     text = answer_heavy_hitters(hostile, argparse.Namespace(
         top=3, labels=None, json=False, metric="app\x1b[2J"))
     assert "\x1b" not in text and text.startswith("app\\x1b[2J  [")
+
+
+@pytest.mark.parametrize("flags", [{"top": 3}, {"labels": "mail"}], ids=["top", "labels"])
+def test_a_heavy_hitter_has_no_95_band_and_keeps_its_standard_error(flags):
+    """A heavy hitter was selected by the search for its estimate, and no benchmark measured
+    how often estimate ± 1.96 s.e. holds the truth of the strings found: `ldp query` gives it
+    no 95% band (band_method none, lower95, upper95 and half95 null, band_reason saying why and
+    naming the benchmark that measured the search), keeps its standard error, and prints no ±
+    and no ± note, in JSON and in the text."""
+    from ldp_telemetry.ldp.estimation.heavy_hitters import HEAVY_HITTER_BAND_REASON
+    from ldp_telemetry.output.text import BAND_NOTE
+    answers = json.loads(answer(json=True, **flags))["answers"]
+    assert [(a["band_method"], a["lower95"], a["upper95"], a["half95"], a["band_reason"])
+            for a in answers] == [("none", None, None, None, HEAVY_HITTER_BAND_REASON)] * len(
+                answers)
+    assert all(a["std_error"] == 0.01 for a in answers)
+    assert "benchmarks/open_domains.py" in HEAVY_HITTER_BAND_REASON
+    lines = answer(**flags).splitlines()
+    assert "±" not in "\n".join(lines) and BAND_NOTE not in "\n".join(lines)
+    assert all(line.endswith(" (no band)  (s.e. 0.01000)") for line in lines[1:-2]), lines
+    assert lines[-2:] == ["  (95% band: none; s.e. of the prefix-extension estimate)",
+                          f"  (no band: {HEAVY_HITTER_BAND_REASON})"]
+
+
+def test_the_coverage_summary_declares_the_heavy_hitters_without_a_band():
+    """The coverage summary (docs/error-bars.md) lists `ldp query`'s heavy hitters among the
+    answers declared without a band, naming the benchmark that measured the search only."""
+    from tests.benchmark_scripts import loaded_scripts
+    with loaded_scripts("coverage_summary") as scripts:
+        rows = scripts["coverage_summary"].summary()
+    (row,) = [row for row in rows if row["family"].startswith("heavy hitters")]
+    assert (row["band"], row["pairs"]) == ("none", 0)
+    assert "benchmarks/open_domains.py" in row["note"]

@@ -53,11 +53,13 @@ def test_a_memoized_record_with_a_measured_channel_keeps_its_top_k_band(output, 
                                                                          metric):
     """ε∞ / ε1 within TOP_K_LIFETIME_RANGE (1.25–5, ends included), or a channel that is the same
     at every ratio (memoized GRR at 8 ε1, memoized OLH at 1.1 ε1): the union
-    (`bias-corrected-bootstrap`) for each of the top 3, as at ε∞ = 2 ε1."""
+    (`bias-corrected-bootstrap`) for each of the top 3, as at ε∞ = 2 ε1, given as their
+    conservative band (no 95% band)."""
     _, text = top(capsys, output, metric, "--json")
     answers = json.loads(text)["answers"]
-    assert [a["band_method"] for a in answers] == ["bias-corrected-bootstrap"] * 3
-    assert all(0.0 <= a["lower95"] <= a["upper95"] <= 1.0 for a in answers)
+    assert [a["conservative_method"] for a in answers] == ["bias-corrected-bootstrap"] * 3
+    assert all(0.0 <= a["conservative_lower"] <= a["conservative_upper"] <= 1.0
+               and a["band_method"] == "none" and a["lower95"] is None for a in answers)
 
 
 @pytest.mark.parametrize("metric, ratio, key", [("above", "8", "memoized-rue"),
@@ -75,8 +77,9 @@ def test_a_memoized_rue_record_outside_the_measured_ratios_has_no_top_k_band(out
     reason = (f"no band for top-k answers of {key} at ε∞ = {ratio} ε1: its composed channel "
               f"moves with ε∞, and memoized top-k bands were measured for ε∞ from {low:g} ε1 to "
               f"{high:g} ε1 (benchmarks/pooled_top_k.py --lifetime-factor)")
-    assert [(a["band_method"], a["lower95"], a["upper95"], a["band_reason"])
-            for a in answers] == [("none", None, None, reason)] * 3
+    assert [(a["band_method"], a["lower95"], a["upper95"], a["band_reason"],
+             a["conservative_lower"], a["conservative_upper"], a["conservative_method"])
+            for a in answers] == [("none", None, None, reason, None, None, None)] * 3
     _, text = top(capsys, output, metric)
     assert reason in text
     code = main(["query", "--output", output, "--metric", metric, "--window", "0",

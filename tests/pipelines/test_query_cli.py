@@ -88,25 +88,34 @@ def test_point_query_matches_the_record(output, capsys):
 
 @pytest.mark.parametrize("metric", ["colour", "hour", "size-hr"])
 def test_top_k_answers_carry_the_rank_conditional_union(output, capsys, metric):
-    """`ldp query --top K`, text and --json: every answer's band is the one
-    top_k_rank_conditional_bands makes from the record, holding both the union of the bootstrap
-    and the score band (`top_k_bands`) and, for an answer the post-processing did not merge
-    with another value, its band conditional on its rank; the text prints each band and names
-    the method on its last line."""
+    """`ldp query --top K`, text and --json: no answer has a 95% band (band_method none, its
+    reason naming the family's measured coverage and benchmark); each gives beside it the
+    conservative band top_k_rank_conditional_bands makes from the record
+    (`conservative_lower`, `conservative_upper`, `conservative_method`), holding both the
+    union of the bootstrap and the score band (`top_k_bands`) and, for an answer the
+    post-processing did not merge with another value, its band conditional on its rank; the
+    text prints each band labelled conservative, never ±, and its last lines name it."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import top_k_conservative_reason
+    from ldp_telemetry.output.text import BAND_NOTE, CONSERVATIVE_NOTE
     from ldp_telemetry.ldp.estimation.frequency_bands import (merged_answers, top_k_bands,
                                                               top_k_rank_conditional_bands)
     from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
     from ldp_telemetry.ldp.estimation.selective_bands import selective_bands
     top = query_json(capsys, output, "--metric", metric, "--window", "0", "--top", "4")
     answers = top["answers"]
-    assert [a["band_method"] for a in answers] == ["rank-conditional-union"] * 4
+    assert [(a["band_method"], a["lower95"], a["upper95"], a["half95"]) for a in answers] == [
+        ("none", None, None, None)] * 4
+    assert [a["band_reason"] for a in answers] == [top_k_conservative_reason("pure")] * 4
+    assert [a["conservative_method"] for a in answers] == ["rank-conditional-union"] * 4
     record = next(r for r in read_estimates(output, metric))
     window = WindowEstimate.from_record(record)
     run = window._postprocessor
     lower, upper = top_k_rank_conditional_bands(window.unbiased, window.noise, window.protocol,
                                                 run, 4)
-    assert [a["lower95"] for a in answers] == pytest.approx(list(lower), abs=1e-12)
-    assert [a["upper95"] for a in answers] == pytest.approx(list(upper), abs=1e-12)
+    assert [a["conservative_lower"] for a in answers] == pytest.approx(list(lower), abs=1e-12)
+    assert [a["conservative_upper"] for a in answers] == pytest.approx(list(upper), abs=1e-12)
+    answers = [{**a, "lower95": a["conservative_lower"], "upper95": a["conservative_upper"]}
+               for a in answers]  # the checks of the band below
     order = np.array([a["indices"][0] for a in answers])
     union_lower, union_upper = top_k_bands(window.unbiased, window.noise, run, 4)
     rank_lower, rank_upper = selective_bands(window.unbiased, window.protocol, window.n,
@@ -120,11 +129,12 @@ def test_top_k_answers_carry_the_rank_conditional_union(output, capsys, metric):
     code, text, err = query(capsys, output, "--metric", metric, "--window", "0", "--top", "4")
     assert code == 0, err
     lines = text.splitlines()
-    assert "(95% band: rank-conditional-union;" in lines[-1]
+    assert lines[5].startswith("  (95% band: none; conservative band: rank-conditional-union;")
+    assert BAND_NOTE not in text and "±" not in text
+    assert lines[6:] == [f"  ({CONSERVATIVE_NOTE})", f"  ({top_k_conservative_reason('pure')})"]
     for answer, line in zip(answers, lines[1:5], strict=True):
-        half = (answer["upper95"] - answer["lower95"]) / 2
-        assert (f"[{answer['lower95']:.5f}, {answer['upper95']:.5f}]" in line
-                or f"± {half:.5f}" in line), line
+        assert line.split("  (s.e.")[0].endswith(
+            f" [{answer['lower95']:.5f}, {answer['upper95']:.5f}] conservative"), line
 
 
 def test_window_by_iso_variants_and_index(output, capsys):
@@ -142,7 +152,8 @@ def test_top_k_and_range(output, capsys):
     top = query_json(capsys, output, "--metric", "colour", "--window", "0", "--top", "3")
     values = [a["value"] for a in top["answers"]]
     assert len(values) == 3 and values == sorted(values, reverse=True)
-    assert {a["band_method"] for a in top["answers"]} == {"rank-conditional-union"}
+    assert {a["band_method"] for a in top["answers"]} == {"none"}
+    assert {a["conservative_method"] for a in top["answers"]} == {"rank-conditional-union"}
     record = window_record(output, "colour", 0)
     assert [a["labels"][0] for a in top["answers"]] == \
         [LABELS[i] for i in np.argsort(-np.asarray(record["estimate"]), kind="stable")[:3]]
@@ -249,8 +260,8 @@ def test_show_and_query_agree_on_the_band_and_pick_windows_alike(output, capsys)
     shown = capsys.readouterr().out.splitlines()
     assert "±" not in "\n".join(shown)  # every band is printed [lower, upper]: no ± note
     assert shown[0] == ("(each value's band is its own, not adjusted for the value being among "
-                        "the largest: `ldp query --top K` gives bands that are, or says why it "
-                        "has none)")
+                        "the largest: `ldp query --top K` gives conservative bands that are "
+                        "(not 95% bands), or says why it has none)")
     assert record["window_start"] in shown[1]
     assert "95% band: exact-variance of the unbiased estimate" in shown[1]
     (line,) = [line.split() for line in shown[2:] if line.split()[:1] == [label]]

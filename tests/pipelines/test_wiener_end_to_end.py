@@ -161,8 +161,10 @@ def test_a_wiener_top_k_query_gives_the_bands_of_the_filtered_ranking(output, ca
     """`ldp query --top` on a Wiener record (IIW, GRR, Norm-Hyb: measured): each answer's band
     is frequency_bands.top_k_filtered_bands of the record's unbiased estimate (the bootstrap
     replaying the filter joined with the band conditional on the rank by the filtered
-    estimate), named rank-conditional-union, in --json and in the text."""
-    from ldp_telemetry.ldp.estimation.frequency_bands import top_k_filtered_bands
+    estimate), given as its conservative band (rank-conditional-union; no 95% band, the reason
+    naming the Wiener family's measured coverage), in --json and in the text."""
+    from ldp_telemetry.ldp.estimation.frequency_bands import (top_k_conservative_reason,
+                                                              top_k_filtered_bands)
     from ldp_telemetry.ldp.estimation.wiener import fit
     record = records_of(output, "slot.iiw")[0]
     assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
@@ -183,17 +185,21 @@ def test_a_wiener_top_k_query_gives_the_bands_of_the_filtered_ranking(output, ca
     order = np.argsort(-np.asarray(record["estimate"]), kind="stable")[:3]
     assert [a["indices"] for a in answers] == [[int(i)] for i in order]
     for answer, low, high in zip(answers, lower, upper, strict=True):
-        assert answer["band_method"] == "rank-conditional-union"
-        assert answer["band_reason"] is None and answer["std_error_kind"] == "fixed-gain"
-        assert (answer["lower95"], answer["upper95"]) == pytest.approx((low, high), rel=1e-12)
+        assert (answer["band_method"], answer["lower95"], answer["upper95"]) == (
+            "none", None, None)
+        assert answer["conservative_method"] == "rank-conditional-union"
+        assert answer["band_reason"] == top_k_conservative_reason("wiener")
+        assert answer["std_error_kind"] == "fixed-gain"
+        assert (answer["conservative_lower"], answer["conservative_upper"]) == pytest.approx(
+            (low, high), rel=1e-12)
     assert main(["query", "--output", output, "--metric", "slot.iiw", "--window", "0",
                  "--top", "3"]) == 0
     text = capsys.readouterr().out
     assert "iiw (iterations=30, keep_extremes=False) + norm-hyb" in text
     assert "rank-conditional-union" in text
     lines = text.splitlines()[1:4]
-    assert all("no band" not in line and f"{low:.5f}" in line
-               for line, low in zip(lines, lower, strict=True)), lines
+    assert all("no band" not in line and f"[{low:.5f}, {high:.5f}] conservative" in line
+               for line, low, high in zip(lines, lower, upper, strict=True)), lines
 
 
 @pytest.mark.parametrize(("metric", "reason"), [
@@ -210,7 +216,8 @@ def test_a_wiener_top_k_query_without_a_measured_band_says_why(output, capsys, m
     assert main(["query", "--output", output, "--metric", metric, "--window", "0",
                  "--top", "2", "--json"]) == 0
     answers = json.loads(capsys.readouterr().out)["answers"]
-    assert all(a["band_method"] == "none" and a["lower95"] is None and reason in a["band_reason"]
+    assert all(a["band_method"] == "none" and a["lower95"] is None
+               and a["conservative_lower"] is None and reason in a["band_reason"]
                for a in answers), answers
     assert main(["query", "--output", output, "--metric", metric, "--window", "0",
                  "--top", "2"]) == 0
@@ -234,12 +241,14 @@ def test_a_wiener_top_k_query_beyond_the_measured_domain_or_window_size_has_no_b
     for answers, said in ((top("amrp", (("permutations", 100), ("seed", 0)), 4096, 100_000),
                            "amrp over d = 4,096"),
                           (top("dw", (), D, 5_000_000), "at n = 5,000,000 reports")):
-        assert all(a.band_method == "none" and a.lower95 is None and said in a.band_reason
+        assert all(a.band_method == "none" and a.lower95 is None
+                   and a.conservative_lower is None and said in a.band_reason
                    for a in answers), answers
     for answers in (top("iiw", (("iterations", 30),), 4096, 100_000),
                     top("dw", (), D, 1_000_000)):
-        assert all(a.band_method == "rank-conditional-union" and a.lower95 is not None
-                   for a in answers), answers
+        assert all(a.band_method == "none" and a.lower95 is None
+                   and a.conservative_method == "rank-conditional-union"
+                   and a.conservative_lower is not None for a in answers), answers
 
 
 @pytest.mark.parametrize(("metric", "reason"), [
@@ -260,10 +269,13 @@ def test_a_wiener_top_k_query_over_a_small_domain_is_banded_where_that_oracle_wa
     answers = json.loads(capsys.readouterr().out)["answers"]
     assert len(answers) == 3
     if reason is None:
-        assert all(a["band_method"] == "rank-conditional-union" and a["lower95"] is not None
-                   and a["band_reason"] is None for a in answers), answers
+        assert all(a["conservative_method"] == "rank-conditional-union"
+                   and a["conservative_lower"] is not None and a["lower95"] is None
+                   and a["band_reason"].startswith("no calibrated 95% band")
+                   for a in answers), answers
     else:
         assert all(a["band_method"] == "none" and a["lower95"] is None
+                   and a["conservative_lower"] is None
                    and reason in a["band_reason"] for a in answers), answers
 
 
@@ -288,10 +300,13 @@ def test_a_wiener_top_k_query_bands_the_ten_ranks_measured_and_no_lower_one(outp
                                             u, noise), 10)
     assert len(answers) == 12
     for answer, low, high in zip(answers[:10], lower, upper, strict=True):
-        assert answer["band_method"] == "rank-conditional-union"
-        assert (answer["lower95"], answer["upper95"]) == pytest.approx((low, high), rel=1e-12)
+        assert answer["conservative_method"] == "rank-conditional-union"
+        assert answer["band_method"] == "none" and answer["lower95"] is None
+        assert (answer["conservative_lower"], answer["conservative_upper"]) == pytest.approx(
+            (low, high), rel=1e-12)
     for rank, answer in enumerate(answers[10:], start=11):
         assert answer["band_method"] == "none" and answer["lower95"] is None
+        assert answer["conservative_lower"] is None and answer["conservative_method"] is None
         assert f"value ranked {rank} by iiw" in answer["band_reason"]
         assert "ranks 1–10" in answer["band_reason"]
 
@@ -319,8 +334,8 @@ def test_wiener_top_k_answers_of_the_avro_records_are_the_json_records(output):
         answers = [WindowEstimate.from_record(records[metric]).top_k(3)
                    for records in (from_avro, from_json)]
         assert [a.as_dict() for a in answers[0]] == [a.as_dict() for a in answers[1]], metric
-    assert {a.band_method for a in WindowEstimate.from_record(from_avro["slot.gf"]).top_k(3)} == {
-        "none"}
+    assert {(a.band_method, a.conservative_method)
+            for a in WindowEstimate.from_record(from_avro["slot.gf"]).top_k(3)} == {("none", None)}
 
 
 def test_a_wiener_top_k_query_post_processed_by_auto_has_no_band():
@@ -338,9 +353,10 @@ def test_a_wiener_top_k_query_post_processed_by_auto_has_no_band():
     chosen = window.with_method("auto")
     assert chosen._chosen_method == "norm-sub"  # a method measured after DW on OUE
     assert all(a.band_method == "none" and a.lower95 is None
+               and a.conservative_lower is None
                and "dw post-processed by auto: not measured after oue" in a.band_reason
                for a in chosen.top_k(3))
-    assert [a.band_method for a in window.with_method("norm-sub").top_k(3)] == [
+    assert [a.conservative_method for a in window.with_method("norm-sub").top_k(3)] == [
         "rank-conditional-union"] * 3
 
 
