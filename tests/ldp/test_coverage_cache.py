@@ -188,6 +188,31 @@ def test_the_chance_of_a_miss_below_is_the_binomial_tail():
         assert summary.below_by_two_chance(200) == pytest.approx(stats.binom.cdf(183, 200, 0.95))
 
 
+def test_the_summary_counts_each_row_beside_its_binomial_chance():
+    """An exact band's coverage over W windows is Binomial(W, 0.95) / W: inside [0.93, 0.97]
+    at W = 100 means 93 to 97 hits, both edges included (0.754; the normal law says 0.64),
+    above means 98 to 100, below at most 92, and more than two standard errors off at most
+    90 or all 100. A row's chances are those shares summed over its pairs."""
+    from math import comb
+
+    def mass(hits):
+        return sum(comb(100, k) * 0.95 ** k * 0.05 ** (100 - k) for k in hits)
+    with loaded_scripts("coverage_summary") as loaded:
+        summary = loaded["coverage_summary"]
+        shares = summary.chance_shares(100)
+        assert shares["inside"] == pytest.approx(mass(range(93, 98)), rel=1e-9)
+        assert shares["above"] == pytest.approx(mass(range(98, 101)), rel=1e-9)
+        assert shares["below"] == pytest.approx(mass(range(0, 93)), rel=1e-9)
+        assert shares["off"] == pytest.approx(mass([*range(0, 91), 100]), rel=1e-9)
+        row = summary.tally("f", "exact-variance", [(0.95, 100), (1.0, 100), (0.9, 200)])
+        assert (row["inside"], row["above"], row["below"], row["off"]) == (1, 1, 1, 2)
+        assert row["expected_inside"] == pytest.approx(
+            2 * shares["inside"] + summary.chance_shares(200)["inside"])
+        table = summary.markdown([row])
+        assert "inside [0.93, 0.97] (chance)" in table
+        assert f"| 1 ({row['expected_inside']:.1f}) |" in table
+
+
 def test_the_summary_reads_the_newest_held_out_set(tmp_path):
     """The Square Wave quantile row of the coverage summary comes from set 4's results when
     they exist, set 3's otherwise."""
