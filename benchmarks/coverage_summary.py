@@ -697,15 +697,15 @@ def text(rows: list[dict]) -> str:
     keys = ("inside", "above", "below", "off")
     head = " ".join(f"{name:>15s}" for name in ("in (chance)", "above (chance)",
                                                  "below (chance)", ">2se (chance)"))
-    lines = [f"{'family':44s} {'band':26s} {'pairs':>6s} {head} {'decl.':>6s}  range"]
+    lines = [f"{'family':44s} {'band':31s} {'pairs':>6s} {head} {'decl.':>6s}  range"]
     for r in rows:
         if not r["pairs"]:
             blank = " ".join(f"{'':>15s}" for _ in keys)
-            lines.append(f"{r['family']:44s} {r['band']:26s} {'':>6s} {blank} {'all':>6s}  "
+            lines.append(f"{r['family']:44s} {r['band']:31s} {'':>6s} {blank} {'all':>6s}  "
                          f"{r['note']}")
             continue
         counts = " ".join(f"{_with_chance(r, key, 0):>15s}" for key in keys)
-        lines.append(f"{r['family']:44s} {r['band']:26s} {r['pairs']:6d} {counts} "
+        lines.append(f"{r['family']:44s} {r['band']:31s} {r['pairs']:6d} {counts} "
                      f"{r['declared']:6d}  {r['lowest']:.3f}–{r['highest']:.3f}")
     return "\n".join(lines)
 
