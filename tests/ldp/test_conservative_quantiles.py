@@ -181,3 +181,28 @@ def test_a_record_written_before_the_field_shows_its_quantile_band_as_conservati
     assert answer["band_reason"] == record.band_reasons["0.5"]
     assert (answer["conservative_lower"], answer["conservative_upper"],
             answer["conservative_method"]) == (lower, upper, CONSERVATIVE)
+
+
+def test_the_coverage_summary_counts_the_conservative_band_and_declares_the_quantiles():
+    """benchmarks/coverage_summary.py: the whole-bins quantile rows keep their measured coverage
+    under CONSERVATIVE_LABEL (rendered unquoted, as a band that is not used), and CFO-binning
+    and HH quantiles are among the families declared without a 95% band."""
+    from ldp_telemetry.ldp.estimation.uncertainty import CONSERVATIVE_LABEL
+    from tests.benchmark_scripts import loaded_scripts
+    with loaded_scripts("coverage_summary") as scripts:
+        summary = scripts["coverage_summary"]
+        rows = summary.bin_quantile_rows(
+            {"levels": ["0.5", "0.9"],
+             "cells": [{"coverage": {"whole-bins": {"0.5": 0.99, "0.9": 0.95}},
+                        "windows": 300}]})
+        table = summary.markdown(rows + [{"family": family, "band": band, "pairs": 0,
+                                          "declared": None, "note": why}
+                                         for family, band, why in summary.DECLARED])
+    (row,) = rows
+    assert (row["band"], row["pairs"], row["above"], row["inside"]) == (
+        CONSERVATIVE_LABEL, 2, 1, 1)
+    assert f"| {CONSERVATIVE_LABEL} | 2 |" in table
+    declared = [line for line in table.splitlines()
+                if line.startswith("| CFO-binning and HH quantiles | `none` |")]
+    assert len(declared) == 1 and "conservative band is given instead" in declared[0]
+    assert "benchmarks/coverage_bin_quantiles.py" in declared[0]
