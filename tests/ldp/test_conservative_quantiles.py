@@ -206,3 +206,34 @@ def test_the_coverage_summary_counts_the_conservative_band_and_declares_the_quan
                 if line.startswith("| CFO-binning and HH quantiles | `none` |")]
     assert len(declared) == 1 and "conservative band is given instead" in declared[0]
     assert "benchmarks/coverage_bin_quantiles.py" in declared[0]
+
+
+def test_the_store_and_the_dashboard_give_no_95_band_and_the_conservative_band(tmp_path):
+    """Through the store: the quantiles' summary rows have no 95% band (their reason in the
+    stored record), the mean's keeps its own; the dashboard's window has `quantile_bands`
+    None and `conservative_quantile_bands` the record's conservative band; the record read
+    back keeps `conservative_bands`."""
+    from ldp_telemetry.dashboard.source import StoreSource
+    from ldp_telemetry.output.layout import version_label
+    from ldp_telemetry.store import open_store
+    record = _record("hh")
+    url = f"sqlite:///{tmp_path}/bands.db"
+    with open_store(url) as store:
+        store.write_panes([record])
+    with open_store(url, create=False) as store:
+        saved = {statistic: (low, high) for statistic, low, high in store._query(
+            "SELECT statistic, lower95, upper95 FROM ldp_window_summaries")}
+    assert all(saved[f"q{key}"] == (None, None) for key in QUANTILE_LEVELS)
+    assert saved["mean"] == statistic_band(record, "mean")
+    source = StoreSource(url)
+    try:
+        window = source.window("latency", record.start_ms, record.end_ms,
+                               version_label(record.json_value()))
+    finally:
+        source.close()
+    for key in QUANTILE_LEVELS:
+        assert window["quantile_bands"][key] is None
+        assert window["conservative_quantile_bands"][key] == pytest.approx(
+            list(conservative_band(record, key)))
+    assert window["conservative_bands"] == record.conservative_bands
+    assert window["band_reasons"]["0.5"].startswith(CONSERVATIVE_QUANTILE_REASON)
