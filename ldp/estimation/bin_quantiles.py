@@ -192,8 +192,9 @@ def bin_quantile_statistic_bands(protocol: CfoBinning | HierarchicalHistogram,
 
 #: Why a CFO-binning or hierarchical-histogram record's quantile has no 95% band (its
 #: `band_reasons`, before what its conservative band holds): the whole-bins band identifies
-#: the quantile only to a bin and holds it far more often than 95% of windows, and no rule
-#: measured calibrates it (coverage of the (cell, level) pairs of n = 10³–10⁶).
+#: the quantile only to a bin and holds it far more often than 95% of windows (coverage of the
+#: (cell, level) pairs of n = 10³–10⁶), and the narrower interpolated rule misses the values'
+#: own quantile.
 CONSERVATIVE_QUANTILE_REASON = (
     "no calibrated 95% band: the band of whole bins identifies the quantile only to a bin and "
     "is conservative, holding the truth in at least 95% of windows by construction, measured "
