@@ -481,9 +481,9 @@ def coverage_bins(r: dict) -> str:
 def coverage_bin_quantiles(r: dict) -> str:
     """The quantile bands of CFO-binning and hierarchical histograms: counts of the (cell,
     level) pairs inside, above and below the goal per protocol and rule (whole bins, what
-    records print; interpolated, measured beside it), then one row per data set, protocol, ε
-    and n with the whole-bins coverage of every level, the interpolated band's lowest, and
-    both bands' median widths at the median."""
+    records give as the conservative band, not a 95% band; interpolated, measured beside it),
+    then one row per data set, protocol, ε and n with the whole-bins coverage of every level,
+    the interpolated band's lowest, and both bands' median widths at the median."""
     goal, rows, levels = r["goal"], r["cells"], r["levels"]
     windows = r["parameters"]["windows"]
     se = (0.95 * 0.05 / windows) ** 0.5
