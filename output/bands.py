@@ -40,10 +40,11 @@ from ldp_telemetry.output.estimate import EstimateRecord
 #: A window-estimate record, typed or as decoded JSON.
 Record = EstimateRecord | Mapping[str, Any]
 
-__all__ = ["CONSERVATIVE_NOTE", "Z95", "band95", "band_centre", "band_errors", "conservative_band",
-           "conservative_method", "declares_no_value_band", "half_width95",
-           "pool_band_method", "score_facts", "statistic_band", "statistic_band_method",
-           "summary_bands", "summary_statistics", "value_band", "value_band_method", "value_bands"]
+__all__ = ["CONSERVATIVE_NOTE", "WHOLE_BINS_PROTOCOLS", "Z95", "band95", "band_centre",
+           "band_errors", "conservative_band", "conservative_method", "declares_no_value_band",
+           "half_width95", "pool_band_method", "score_facts", "statistic_band",
+           "statistic_band_method", "summary_bands", "summary_statistics", "value_band",
+           "value_band_method", "value_bands"]
 
 
 def band95(value: float, std_error: float | None) -> tuple[float | None, float | None]:
@@ -264,13 +265,17 @@ CONSERVATIVE_NOTE = ("conservative: holds the truth in at least 95% of windows b
                      "construction, measured far above it; not a 95% band (band_reasons)")
 
 
+#: The protocols whose records' quantiles have a band of whole bins
+#: (ldp_telemetry.ldp.estimation.bin_quantiles: conservative, not a 95% band): CFO-binning and
+#: hierarchical histograms.
+WHOLE_BINS_PROTOCOLS = tuple(sorted(
+    name for name, kind in NUMERIC_PROTOCOLS.items()
+    if issubclass(kind, (CfoBinning, HierarchicalHistogram))))
+
+
 def _whole_bins_quantile(record: Record, key: str) -> bool:
-    """Whether statistic `key` is a quantile of a CFO-binning or hierarchical-histogram record
-    (ldp_telemetry.ldp.estimation.bin_quantiles: its band of whole bins is conservative, not a
-    95% band)."""
-    name = _field(record, "protocol")
-    return (key in QUANTILE_LEVELS and isinstance(name, str) and name in NUMERIC_PROTOCOLS
-            and issubclass(NUMERIC_PROTOCOLS[name], (CfoBinning, HierarchicalHistogram)))
+    """Whether statistic `key` is a quantile of a record of WHOLE_BINS_PROTOCOLS."""
+    return key in QUANTILE_LEVELS and _field(record, "protocol") in WHOLE_BINS_PROTOCOLS
 
 
 def conservative_band(record: Record, key: str) -> tuple[float | None, float | None]:
