@@ -40,7 +40,7 @@ from ldp_telemetry.output.estimate import EstimateRecord
 #: A window-estimate record, typed or as decoded JSON.
 Record = EstimateRecord | Mapping[str, Any]
 
-__all__ = ["CONSERVATIVE_NOTE", "WHOLE_BINS_PROTOCOLS", "Z95", "band95", "band_centre",
+__all__ = ["WHOLE_BINS_PROTOCOLS", "Z95", "band95", "band_centre",
            "band_errors", "conservative_band", "conservative_method", "declares_no_value_band",
            "half_width95", "pool_band_method", "score_facts", "statistic_band",
            "statistic_band_method", "summary_bands", "summary_statistics", "value_band",
@@ -257,12 +257,6 @@ def statistic_band_method(record: Record, key: str) -> str | None:
     if method is None and _whole_bins_quantile(record, key):
         return BAND_NONE
     return _field(record, "band_method") if method is None else str(method)
-
-
-#: How every reader labels a conservative band (`conservative_band`) beside a statistic that
-#: has no 95% band.
-CONSERVATIVE_NOTE = ("conservative: holds the truth in at least 95% of windows by "
-                     "construction, measured far above it; not a 95% band (band_reasons)")
 
 
 #: The protocols whose records' quantiles have a band of whole bins

@@ -11,13 +11,13 @@ import numpy as np
 
 from ldp_telemetry.ldp.base.validation import is_number
 from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_POOL_CORRECTED
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_POOL_CORRECTED,
+                                                      CONSERVATIVE)
 from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.bands import (CONSERVATIVE_NOTE, Z95, conservative_band, half_width95,
-                                        statistic_band, statistic_band_method,
-                                        value_band_method, value_bands)
+from ldp_telemetry.output.bands import (Z95, conservative_band, half_width95, statistic_band,
+                                        statistic_band_method, value_band_method, value_bands)
 from ldp_telemetry.output.integrity import flag_text
 from ldp_telemetry.output.layout import COMBINED
 from ldp_telemetry.output.names import printable
@@ -46,6 +46,11 @@ OUTSIDE_NOTE = "  (the printed value lies outside its band: see band_reasons)"
 #: adjusted for its having been picked as one of the largest by the same noise.
 SELECTED_NOTE = ("each value's band is its own, not adjusted for the value being among the "
                  "largest: `ldp query --top K` gives bands that are, or says why it has none")
+#: What a conservative band printed beside a statistic without a 95% band is (a CFO-binning or
+#: hierarchical-histogram quantile's, `output.bands.conservative_band`), said once after the
+#: lines that print one.
+CONSERVATIVE_NOTE = (f"{CONSERVATIVE}: a band made to hold the truth in at least 95% of "
+                     "windows, measured mostly above that (often far above); not a 95% band")
 
 
 def band_note(shown: Iterable[str]) -> list[str]:

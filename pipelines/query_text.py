@@ -9,7 +9,7 @@ an answer has one: `output.text.band_note`); the standard error is printed besid
 JSON each answer carries both (`std_error`, `half95`). A quantile of a CFO-binning or
 hierarchical-histogram record has no 95% band but a conservative one (`output.bands
 .conservative_band`), printed as "conservative [lower, upper]" with what it is
-(`output.bands.CONSERVATIVE_NOTE`) and in JSON as `conservative_lower`, `conservative_upper`
+(`output.text.CONSERVATIVE_NOTE`) and in JSON as `conservative_lower`, `conservative_upper`
 and `conservative_method`, null on every other answer.
 """
 from __future__ import annotations
@@ -23,10 +23,10 @@ from ldp_telemetry.ldp.estimation.bin_quantiles import conservative_quantile_rea
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_NONE, CONSERVATIVE
-from ldp_telemetry.output.bands import CONSERVATIVE_NOTE, conservative_band, half_width95
+from ldp_telemetry.output.bands import conservative_band, half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.names import printable, terminal_safe, typed_name
-from ldp_telemetry.output.text import PLUS_MINUS, band_note
+from ldp_telemetry.output.text import CONSERVATIVE_NOTE, PLUS_MINUS, band_note
 from ldp_telemetry.pipelines.query_labels import asked_labels
 
 

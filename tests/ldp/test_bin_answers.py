@@ -38,8 +38,8 @@ from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram, node_counts
 from ldp_telemetry.ldp.protocols.numeric import unit_buckets
-from ldp_telemetry.output.bands import CONSERVATIVE_NOTE
 from ldp_telemetry.output.estimate import EstimateRecord, record_problem
+from ldp_telemetry.output.text import CONSERVATIVE_NOTE
 from ldp_telemetry.output.records import numeric_estimate_record
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.store.records import summary_rows

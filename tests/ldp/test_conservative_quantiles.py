@@ -22,11 +22,11 @@ from ldp_telemetry.ldp.estimation.bin_quantiles import (CONSERVATIVE_QUANTILE_RE
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
                                                       CONSERVATIVE)
-from ldp_telemetry.output.bands import (CONSERVATIVE_NOTE, conservative_band, statistic_band,
+from ldp_telemetry.output.bands import (conservative_band, statistic_band,
                                         statistic_band_method)
 from ldp_telemetry.output.estimate import EstimateRecord, record_problem
 from ldp_telemetry.output.records import numeric_estimate_record
-from ldp_telemetry.output.text import format_numeric
+from ldp_telemetry.output.text import CONSERVATIVE_NOTE, format_numeric
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.schemas import load_schema
 
