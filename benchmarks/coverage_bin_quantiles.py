@@ -7,7 +7,8 @@ benchmarks/coverage_moments.py's `checked_windows`), on seeds of their own: the 
 of ldp_telemetry.ldp.estimation.bin_quantiles are chosen on one (`--seed 61`) and validated on
 a fresh one (`--seed 67`, the results file). Every window gets both rules' bands at every level
 of QUANTILE_LEVELS (ldp_telemetry.ldp.estimation.bin_quantiles.quantile_bands: `whole-bins`,
-what records print, and `interpolated`), checked against the values' own α-quantile: the
+what records give as each quantile's conservative band, bit for bit, and `interpolated`),
+checked against the values' own α-quantile: the
 smallest value with at least a share α of the window's values at or below it (numpy's
 `inverted_cdf`). With W windows a coverage's standard error is √(0.95 · 0.05 / W) (0.015 at
 W = 200).

@@ -481,9 +481,9 @@ def coverage_bins(r: dict) -> str:
 def coverage_bin_quantiles(r: dict) -> str:
     """The quantile bands of CFO-binning and hierarchical histograms: counts of the (cell,
     level) pairs inside, above and below the goal per protocol and rule (whole bins, what
-    records print; interpolated, measured beside it), then one row per data set, protocol, ε
-    and n with the whole-bins coverage of every level, the interpolated band's lowest, and
-    both bands' median widths at the median."""
+    records give as the conservative band, not a 95% band; interpolated, measured beside it),
+    then one row per data set, protocol, ε and n with the whole-bins coverage of every level,
+    the interpolated band's lowest, and both bands' median widths at the median."""
     goal, rows, levels = r["goal"], r["cells"], r["levels"]
     windows = r["parameters"]["windows"]
     se = (0.95 * 0.05 / windows) ** 0.5
@@ -507,10 +507,10 @@ def coverage_bin_quantiles(r: dict) -> str:
               f"{row['median_band_ms']:.2f}"] for row in rows]
     return (f"{windows} windows per row; a coverage's standard error is {se:.4f}. Goal "
             f"[{goal[0]}, {goal[1]}]; \"off 0.95\" counts the pairs more than 2 standard "
-            f"errors ({2 * se:.3f}) from 0.95; *declared*: pairs whose records print no band "
-            "(their measured coverage in parentheses). Rows: the whole-bins coverage of each "
-            "level, the interpolated band's lowest over the levels, the median width of the "
-            "median's band in bins (whole bins, interpolated).\n\n"
+            f"errors ({2 * se:.3f}) from 0.95; *declared*: pairs whose records give no band, "
+            "not even the conservative one (their measured coverage in parentheses). Rows: the "
+            "whole-bins coverage of each level, the interpolated band's lowest over the levels, "
+            "the median width of the median's band in bins (whole bins, interpolated).\n\n"
             + table(["pairs", "count", "inside", "above", "below", "off 0.95", "declared",
                      "range"], groups, right={1, 2, 3, 4, 5, 6}) + "\n\n"
             + table(["data set", "protocol", "ε", "n", *levels, "interp. lowest",
@@ -1048,15 +1048,16 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      coverage_bins, "python benchmarks/coverage_bins.py --windows 3000 --epsilons 2 "
      "--sizes 1000 --protocols cfo-grr,hh --seed 59 --benchmark coverage_bins_confirm"),
     ("coverage_bin_quantiles", "Coverage of the quantile bands of CFO-binning and HH",
-     "The exact-variance quantile bands of CFO-binning and hierarchical histograms "
+     "The quantile bands of CFO-binning and hierarchical histograms "
      "([error bars](error-bars.md#quantiles-of-cfo-binning-and-hierarchical-histograms)): the "
      "exact bands of the CDF at the bin edges inverted, the hull of the bins they keep (what "
-     "records print) and, measured beside it, the hull of the points kept with the CDF linear "
-     "in each bin; each checked against the values' own quantile (numpy's `inverted_cdf`) at "
-     "every level: W windows of n values per row (the data sets of the table above, flights3m "
-     "`minute` among them), perturbed by the client once per ε and protocol, 64 bins, on a "
-     "seed (67) other than the one the declarations were chosen on (61). *band ms*: the "
-     "median time of both rules' bands of the nine levels per window.",
+     "records give as the conservative band, not a 95% band) and, measured beside it, the "
+     "hull of the points kept with the CDF linear in each bin; each checked against the "
+     "values' own quantile (numpy's `inverted_cdf`) at every level: W windows of n values per "
+     "row (the data sets of the table above, flights3m `minute` among them), perturbed by the "
+     "client once per ε and protocol, 64 bins, on a seed (67) other than the one the "
+     "declarations were chosen on (61). *band ms*: the median time of both rules' bands of "
+     "the nine levels per window.",
      coverage_bin_quantiles, "python benchmarks/coverage_bin_quantiles.py --windows 300 "
      "--jobs 2"),
     ("coverage_bin_quantiles_large", "Coverage of the CFO-binning and HH quantile bands at a "
@@ -1066,8 +1067,9 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "200 --jobs 2"),
     ("coverage_bin_quantiles_cost", "Cost of the CFO-binning and HH quantile bands",
      "The median milliseconds one window's nine quantile bands cost by each rule (whole bins, "
-     "what records print; interpolated), from the window's statistic, the linear model "
-     "included, at ε = 1 (the cost depends on the bins, not on n or ε).",
+     "what records give as the conservative band; interpolated), from the window's "
+     "statistic, the linear model included, at ε = 1 (the cost depends on the bins, not on "
+     "n or ε).",
      coverage_bin_quantiles_cost, "python benchmarks/coverage_bin_quantiles.py --cost 5"),
     ("band_calibration", "Calibration of the numeric 95% bands",
      "The margin scale c of each statistic's band per (ε, n) cell (`MARGIN_SCALES`, "

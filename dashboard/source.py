@@ -16,7 +16,11 @@ with what a page draws added, computed here once so that the page's script compu
   (`top_labels`; a window whose heavy hitters lack a string has no value for it);
 * `mean_band` and `quantile_bands` of a numeric metric (the record's own 95% band of the mean
   and of each quantile, [lower, upper] or None where the record has none:
-  `ldp_telemetry.output.bands.summary_bands`, as the store saves them), and `warning`: why
+  `ldp_telemetry.output.bands.summary_bands`, as the store saves them) and
+  `conservative_quantile_bands` (each quantile's conservative band, not a 95% band, where a
+  CFO-binning or hierarchical-histogram record gives one, else None:
+  `ldp_telemetry.output.bands.conservative_band`; the page draws it dashed, labelled
+  "conservative"), and `warning`: why
   the window's reports are too few for its domain at its ε (`output.resolution`), or None;
 * `integrity_flag`: the window's integrity flag as text (`output.integrity.flag_text`: the
   flagged statistics and the values they implicate), or None; the record's `integrity` section
@@ -39,7 +43,7 @@ from ldp_telemetry.ldp.base.validation import is_int
 from ldp_telemetry.ldp.engine.reasons import UNATTRIBUTED_REASONS, Reason
 from ldp_telemetry.output.coverage import MetricInputs, partial_code, read_inputs
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.bands import summary_bands
+from ldp_telemetry.output.bands import conservative_band, summary_bands
 from ldp_telemetry.output.integrity import flag_text, with_jump_tests
 from ldp_telemetry.output.layout import (DEAD_LETTERS, ESTIMATES, PANE_LOG, WindowKey,
                                          shard_pattern, window_key)
@@ -97,6 +101,8 @@ def _view(record: EstimateRecord, late_reports, rejects: dict, seq: int, lower: 
     view["mean_band"] = _pair(bands.get("mean"))
     view["quantile_bands"] = {level: _pair(bands.get(f"q{level}"))
                               for level in record.quantiles or {}}
+    view["conservative_quantile_bands"] = {level: _pair(conservative_band(record, level))
+                                           for level in record.quantiles or {}}
     found = resolution(record)
     view["warning"] = (warning_text(record, found)
                        if found is not None and found.under_resolved else None)

@@ -11,7 +11,10 @@ by `band_method`, or per statistic by `band_methods` where it differs:
 `statistic_band_method`; a band need not be centred on the estimate, and a statistic may have
 none):
 `statistic_band` and `summary_bands` read them, falling back to estimate ± Z95 · bootstrap
-standard error only for records written before `band_method` existed. The store, the
+standard error only for records written before `band_method` existed. A CFO-binning or
+hierarchical-histogram record's quantiles have no 95% band but a conservative one beside it
+(`conservative_band`: it holds the quantile in at least 95% of windows by construction, and is
+never shown as a 95% band). The store, the
 dashboard, `ldp show` and `ldp query` all take their bands from here. A record is an
 `output.estimate.EstimateRecord` or its decoded JSON (a stored record read back).
 """
@@ -25,18 +28,23 @@ import numpy as np
 from ldp_telemetry.ldp.estimation.frequency_bands import (few_supports_reason,
                                                           pool_corrected_bands,
                                                           pooled_value_band, score_bands)
+from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_FIXED_GAIN, BAND_NONE,
-                                                      BAND_POOL_CORRECTED, Z95)
-from ldp_telemetry.ldp.protocols import is_pooled, make_protocol
+                                                      BAND_POOL_CORRECTED, CONSERVATIVE, Z95)
+from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, is_pooled, make_protocol
+from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
+from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
 from ldp_telemetry.ldp.protocols.hash_pool import HashPool, sketch_arguments
 from ldp_telemetry.output.estimate import EstimateRecord
 
 #: A window-estimate record, typed or as decoded JSON.
 Record = EstimateRecord | Mapping[str, Any]
 
-__all__ = ["Z95", "band95", "band_centre", "band_errors", "declares_no_value_band", "half_width95",
-           "pool_band_method", "score_facts", "statistic_band", "statistic_band_method",
-           "summary_bands", "summary_statistics", "value_band", "value_band_method", "value_bands"]
+__all__ = ["WHOLE_BINS_PROTOCOLS", "Z95", "band95", "band_centre",
+           "band_errors", "conservative_band", "conservative_method", "declares_no_value_band",
+           "half_width95", "pool_band_method", "score_facts", "statistic_band",
+           "statistic_band_method", "summary_bands", "summary_statistics", "value_band",
+           "value_band_method", "value_bands"]
 
 
 def band95(value: float, std_error: float | None) -> tuple[float | None, float | None]:
@@ -225,8 +233,12 @@ def statistic_band(record: Record, key: str, value: float | None = None,
 
     A record naming its `band_method` is read as it is: its `bands[key]`, null being no band
     (the record's `band_reasons` say why). A record written before the field gets
-    value ± Z95 · std_error (`band95`), as readers showed it then."""
+    value ± Z95 · std_error (`band95`), as readers showed it then. A CFO-binning or
+    hierarchical-histogram record's quantile has none (`conservative_band` gives the band it
+    has), whatever a record written before `conservative_bands` states."""
     if _field(record, "band_method") is not None:
+        if _whole_bins_quantile(record, key):
+            return None, None
         band = (_field(record, "bands") or {}).get(key)
         if band is None:
             return None, None
@@ -242,7 +254,45 @@ def statistic_band_method(record: Record, key: str) -> str | None:
     exact-variance mean and variance), else the record's `band_method` (None for a record
     written before it)."""
     method = (_field(record, "band_methods") or {}).get(key)
+    if method is None and _whole_bins_quantile(record, key):
+        return BAND_NONE
     return _field(record, "band_method") if method is None else str(method)
+
+
+#: The protocols whose records' quantiles have a band of whole bins
+#: (ldp_telemetry.ldp.estimation.bin_quantiles: conservative, not a 95% band): CFO-binning and
+#: hierarchical histograms.
+WHOLE_BINS_PROTOCOLS = tuple(sorted(
+    name for name, kind in NUMERIC_PROTOCOLS.items()
+    if issubclass(kind, (CfoBinning, HierarchicalHistogram))))
+
+
+def _whole_bins_quantile(record: Record, key: str) -> bool:
+    """Whether statistic `key` is a quantile of a record of WHOLE_BINS_PROTOCOLS."""
+    return key in QUANTILE_LEVELS and _field(record, "protocol") in WHOLE_BINS_PROTOCOLS
+
+
+def conservative_band(record: Record, key: str) -> tuple[float | None, float | None]:
+    """(lower, upper) of the conservative band of statistic `key` (a quantile level such as
+    "0.5") of a CFO-binning or hierarchical-histogram record: the band of whole bins, which
+    holds the quantile in at least 95% of windows by construction and is not a 95% band (the
+    statistic has none: `statistic_band`); its `conservative_bands` entry, or for a record
+    written before that field the quantile's entry in `bands` (the same band, then printed
+    as a 95% band); (None, None) for other statistics and records and where it has none."""
+    if not _whole_bins_quantile(record, key):
+        return None, None
+    kept = _field(record, "conservative_bands")
+    if kept is None and _field(record, "band_method") is None:
+        return None, None  # written before its bands: a bootstrap band, not the whole bins
+    band = (kept if kept is not None else _field(record, "bands") or {}).get(key)
+    if band is None:
+        return None, None
+    return _finite(band.get("lower")), _finite(band.get("upper"))
+
+
+def conservative_method(record: Record, key: str) -> str | None:
+    """CONSERVATIVE where statistic `key` of a record has a `conservative_band`, else None."""
+    return CONSERVATIVE if conservative_band(record, key)[0] is not None else None
 
 
 def summary_bands(record: Record) -> dict[str, tuple[float | None, float | None]]:

@@ -86,7 +86,7 @@ KNOWN_FIELDS = ("metric", "window_start", "window_end", "n", "protocol", "epsilo
                 "quantiles", "mean_std_error", "quantile_std_errors", "bootstrap_replicates",
                 "band_method", "bands", "band_reasons", "privacy", "integrity", "heavy_hitters",
                 "parameters", "band_methods", "level_reports", "unbiased_std_error",
-                "variance_std_error")
+                "variance_std_error", "conservative_bands")
 #: The postprocess fields of a replay's choice (`postprocess: "auto"`): absent from the JSON of
 #: a fixed method's record, null in its Avro record.
 _POSTPROCESS_CHOICE = ("chosen", "expected_mse")
@@ -146,6 +146,11 @@ class EstimateRecord:
     #: the variance is declared without a band (absent where the variance has none, from other
     #: records and from older ones)
     variance_std_error: float | None = None
+    #: a CFO-binning or hierarchical-histogram record's quantile level -> its conservative band
+    #: {lower, upper} (or null): it holds the quantile in at least 95% of windows by
+    #: construction and is not a 95% band (`bands` has none for it; absent from other records
+    #: and older ones: `output.bands.conservative_band`)
+    conservative_bands: Mapping[str, Any] | None = None
     fields: frozenset[str] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -323,7 +328,8 @@ _FREQUENCY_FIELDS = {"labels": (lambda v: isinstance(v, list), "list"),
 _OPTIONAL_NUMBERS = ("p_star", "q_star", "smallest_resolvable")
 #: Optional sections: null or an object.
 _OPTIONAL_OBJECTS = ("estimator", "privacy", "integrity", "quantiles", "quantile_std_errors",
-                     "bands", "band_reasons", "band_methods", "parameters")
+                     "bands", "band_reasons", "band_methods", "parameters",
+                     "conservative_bands")
 
 #: Most reports a record read back may count: a window's count is an int64 in the job.
 MAX_RECORD_REPORTS = 2 ** 63 - 1
@@ -354,14 +360,19 @@ def version_problem(record: Mapping) -> str | None:
     return None
 
 
+def _is_band(value: object) -> bool:
+    """A band entry of a numeric record: null or {"lower": number, "upper": number}."""
+    return value is None or (isinstance(value, dict) and is_number(value.get("lower"))
+                             and is_number(value.get("upper")))
+
+
 #: A numeric record's maps from a statistic's name: what each entry must be, and its test.
 _STATISTIC_MAPS = {
     "quantiles": ("a number or null", lambda v: v is None or is_number(v)),
     "quantile_std_errors": ("a number or null", lambda v: v is None or is_number(v)),
-    "bands": ('null or {"lower": number, "upper": number}',
-              lambda v: v is None or (isinstance(v, dict) and is_number(v.get("lower"))
-                                      and is_number(v.get("upper")))),
+    "bands": ('null or {"lower": number, "upper": number}', _is_band),
     "band_reasons": ("a string", lambda v: isinstance(v, str)),
+    "conservative_bands": ('null or {"lower": number, "upper": number}', _is_band),
     "band_methods": ("a string", lambda v: isinstance(v, str)),
 }
 

@@ -96,10 +96,16 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
     `band_methods` the statistics whose band is made otherwise (a Square Wave record's
     exact-variance mean and variance; absent where there are none), `band_reasons` says why a
     statistic has none, what its band holds, or that it is extrapolated
-    (ldp_telemetry.ldp.estimation.uncertainty, ldp_telemetry.ldp.estimation.moments).
+    (ldp_telemetry.ldp.estimation.uncertainty, ldp_telemetry.ldp.estimation.moments);
+    `conservative_bands` (a CFO-binning or hierarchical-histogram record; absent from others)
+    the band of each quantile that holds it in at least 95% of windows by construction, not a
+    95% band: the quantile's own is null
+    (ldp_telemetry.ldp.estimation.bin_quantiles.conservative_quantile_bands).
     """
     errors = result.errors
     methods = result.band_methods
+    conservative = (None if result.conservative_bands is None else
+                    {key: band.as_dict() for key, band in result.conservative_bands.items()})
     return EstimateRecord(
         **_common_fields(config, result, start_ms, end_ms, pane),
         postprocess={"method": "none", "params": {}},
@@ -122,7 +128,9 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
                       if band.reason is not None},
         band_methods=methods or None,
         level_reports=result.level_reports,
+        conservative_bands=conservative,
         fields=(NUMERIC_FIELDS | ({"band_methods"} if methods else set())
+                | ({"conservative_bands"} if conservative is not None else set())
                 | ({"level_reports"} if result.level_reports is not None else set())
                 | ({"variance_std_error"} if result.variance_std_error is not None else set())))
 

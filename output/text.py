@@ -16,8 +16,8 @@ from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_POOL_CORR
 from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.output.estimate import EstimateRecord
-from ldp_telemetry.output.bands import (Z95, half_width95, statistic_band, statistic_band_method,
-                                        value_band_method, value_bands)
+from ldp_telemetry.output.bands import (Z95, conservative_band, half_width95, statistic_band,
+                                        statistic_band_method, value_band_method, value_bands)
 from ldp_telemetry.output.integrity import flag_text
 from ldp_telemetry.output.layout import COMBINED
 from ldp_telemetry.output.names import printable
@@ -45,9 +45,11 @@ OUTSIDE_NOTE = "  (the printed value lies outside its band: see band_reasons)"
 #: What `ldp show`'s bands of a frequency window's largest values hold: each value's own, not
 #: adjusted for its having been picked as one of the largest by the same noise.
 SELECTED_NOTE = ("each value's band is its own, not adjusted for the value being among the "
-                 "largest: `ldp query --top K` gives conservative bands that are (not 95% "
-                 "bands), or says why it has none")
-#: What a band printed `conservative_text` is, said once after the answers that print one.
+                 "largest: `ldp query --top K` gives each a conservative band (not a 95% "
+                 "band), or says why it has none")
+#: What a conservative band is (a top-k answer's, printed `conservative_text`; a CFO-binning or
+#: hierarchical-histogram quantile's, `output.bands.conservative_band`), said once after the
+#: lines that print one.
 CONSERVATIVE_NOTE = (f"{CONSERVATIVE}: a band made to hold the truth in at least 95% of "
                      "windows, measured mostly above that (often far above); not a 95% band")
 
@@ -169,8 +171,12 @@ def format_numeric(record: EstimateRecord) -> str:
     naming after it the method of a band made otherwise than the window line says
     (`band_methods`: a Square Wave record's exact-variance mean and variance), and the variance
     where its band is made so or, in a histogram record whose bands are all exact-variance
-    (CFO-binning, hierarchical histograms), where the record has an entry for it; a record
-    written before the field shows estimate ± z · bootstrap standard error."""
+    (CFO-binning, hierarchical histograms: or whose quantiles have conservative bands), where the
+    record has an entry for it; a record
+    written before the field shows estimate ± z · bootstrap standard error. A quantile with no
+    95% band but a conservative one (a CFO-binning or hierarchical-histogram record:
+    `output.bands.conservative_band`) shows it as "[lower, upper] conservative"
+    (`conservative_text`), and the text ends with what such a band is (CONSERVATIVE_NOTE)."""
     estimator = record.estimator or {}  # every writer's names it; a file may not
     method = record.band_method
     iterations = estimator.get("iterations")
@@ -179,6 +185,7 @@ def format_numeric(record: EstimateRecord) -> str:
              f"{printable(str(estimator.get('method', 'unknown estimator')))}"
              + (f" ({printable(str(iterations))} iterations)" if iterations else "")
              + f"  95% band: {printable(str(method or 'bootstrap'))}"]
+    conservative: list[str] = []  # the statistics shown with a conservative band
 
     def bar(key: str, error: float | None, value: object = None) -> str:
         if method is not None:  # the record's own band (output/bands.py)
@@ -186,7 +193,11 @@ def format_numeric(record: EstimateRecord) -> str:
             own = statistic_band_method(record, key)
             named = "" if own == method else f"  ({printable(str(own))})"
             if lower is None:
-                return "  (no band)"
+                kept = conservative_band(record, key)
+                if kept[0] is None or kept[1] is None:
+                    return "  (no band)"
+                conservative.append(key)
+                return conservative_text(kept[0], kept[1], ".4g")
             outside = (OUTSIDE_NOTE if is_number(value) and upper is not None
                        and not lower <= value <= upper
                        else "")
@@ -196,7 +207,8 @@ def format_numeric(record: EstimateRecord) -> str:
     lines.append(f"    {'mean':>12}  {_shown_number(record.mean)}"
                  f"{bar('mean', record.mean_std_error, record.mean)}")
     if record.variance is not None and ((record.band_methods or {}).get("variance") or (
-            method == BAND_EXACT and record.quantiles and "variance" in (record.bands or {}))):
+            (method == BAND_EXACT or record.conservative_bands is not None)
+            and record.quantiles and "variance" in (record.bands or {}))):
         lines.append(f"    {'variance':>12}  {_shown_number(record.variance)}"
                      f"{bar('variance', None, record.variance)}")
     errors, quantiles = record.quantile_std_errors or {}, record.quantiles or {}
@@ -204,6 +216,8 @@ def format_numeric(record: EstimateRecord) -> str:
         error = errors.get(level)
         lines.append(f"    {'q' + level:>12}  {_shown_number(quantiles.get(level))}"
                      f"{bar(level, error if is_number(error) else None)}")
+    if conservative:
+        lines.append(f"    ({CONSERVATIVE_NOTE})")
     return "\n".join(lines)
 
 

@@ -6,20 +6,24 @@ units and `--quantile` (`ldp.estimation.numeric_queries.NumericWindow`). `--json
 object. This is the command line's own formatting: its messages name flags. Every ± is the half
 width of the 95% band, as in `ldp show` and the dashboard (`output.text.BAND_NOTE`, printed where
 an answer has one: `output.text.band_note`); the standard error is printed beside it, and in
-JSON each answer carries both (`std_error`, `half95`). A top-k answer has no 95% band and
-gives a conservative one beside it, printed `[lower, upper] conservative` and named on the last
-lines (`output.text.CONSERVATIVE_NOTE`; `conservative_lower`, `conservative_upper` and
-`conservative_method` in JSON, `half95` null).
+JSON each answer carries both (`std_error`, `half95`). A top-k answer, and a quantile of a
+CFO-binning or hierarchical-histogram record (`output.bands.conservative_band`), have no 95% band
+and give a conservative one beside it, printed `[lower, upper] conservative` and named on the
+last lines (`output.text.CONSERVATIVE_NOTE`); in JSON `conservative_lower`, `conservative_upper`
+and `conservative_method`, null on every other answer (`half95` null where there is no 95% band).
 """
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from ldp_telemetry.ldp.base.errors import ConfigError, InputError
+from ldp_telemetry.ldp.estimation.bin_quantiles import conservative_quantile_reason
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
-from ldp_telemetry.output.bands import half_width95
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_NONE, CONSERVATIVE
+from ldp_telemetry.output.bands import conservative_band, half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.names import printable, terminal_safe, typed_name
 from ldp_telemetry.output.text import (CONSERVATIVE_NOTE, PLUS_MINUS, band_note,
@@ -127,18 +131,26 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
             raise ConfigError(f"--quantile takes numbers in [0, 1], got {args.quantile!r}",
                               field="quantile") from None
         answers = [window.quantile(level) for level in levels]
+    kept = [_conservative(record, answer) for answer in answers]
+    answers = [answer if band is None or answer.band is None else
+               # a record written before `conservative_bands` gave its conservative band as
+               # the 95% band: read as today's (output.bands.conservative_band)
+               replace(answer, band=None, band_method=BAND_NONE,
+                       band_reason=conservative_quantile_reason(answer.band_reason))
+               for answer, band in zip(answers, kept, strict=True)]
     if args.json:
         return json.dumps({"metric": window.metric, "window_start": window.window_start,
                            "window_end": window.window_end, "n": window.n,
                            "protocol": record.protocol, "epsilon": record.epsilon,
                            "estimator": record.estimator,
-                           "answers": [_with_band(a.as_dict()) for a in answers]})
+                           "answers": [_with_conservative(_with_band(a.as_dict()), band)
+                                       for a, band in zip(answers, kept, strict=True)]})
     lines = [f"{printable(window.metric)}  [{window.window_start} .. {window.window_end})  "
              f"n={window.n:,}  "
              f"{printable(record.protocol)} ε={record.epsilon:g}  "
              f"{printable(str((record.estimator or {}).get('method', 'unknown estimator')))}"]
     shown: list[str] = []
-    for answer in answers:
+    for answer, band in zip(answers, kept, strict=True):
         what = (f"P[{answer.argument[0]:g} <= X <= {answer.argument[1]:g}]"
                 if answer.query == "range" else f"quantile {answer.argument[0]:g}")
         error = ("" if answer.std_error is None
@@ -147,9 +159,10 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
         if answer.band_method is not None:  # the record's own band (maybe none), and a
             # quantile's method is the record's, read from a file: escaped as `ldp show` does;
             # the standard error beside it (a range's score band is not ± 1.96 of it)
-            error = (("  (no band)" if answer.band is None else
-                      f"  95% band [{answer.band[0]:.5g}, {answer.band[1]:.5g}] "
-                      f"({printable(str(answer.band_method))})")
+            error = ((f"  95% band [{answer.band[0]:.5g}, {answer.band[1]:.5g}] "
+                      f"({printable(str(answer.band_method))})" if answer.band is not None
+                      else "  (no band)" if band is None
+                      else conservative_text(band[0], band[1], ".5g"))
                      + ("" if answer.std_error is None
                         else f"  (s.e. {answer.std_error:.5g})"))
         shown.append(f"  {what:<40} {answer.value:.6g}{error}")
@@ -159,6 +172,8 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
     lines += shown + ([f"  ({'; '.join(notes)})"] if notes else [])
     if any(answer.std_error_kind == "exact" for answer in answers):
         lines.append(f"  (exact: {NUMERIC_EXACT_NOTE})")
+    if any(band is not None for band in kept):
+        lines.append(f"  ({CONSERVATIVE_NOTE})")
     missing = {float(answer.argument[0]) in KEPT_LEVELS for answer in answers
                if answer.std_error is None and answer.query == "quantile"}
     if False in missing:
@@ -191,6 +206,25 @@ NO_QUANTILE_ERROR_NOTE = ("no standard error: the record's bootstrap had fewer t
 NUMERIC_EXACT_NOTE = ("the exact standard error of the unbiased bin estimate's answer, which the "
                       "band is made around, in its score form (the value printed is the "
                       "record's estimate's)")
+
+
+def _conservative(record: EstimateRecord, answer) -> tuple[float, float] | None:
+    """The conservative band of a quantile answer at one of the record's levels
+    (`output.bands.conservative_band`: a CFO-binning or hierarchical-histogram record's,
+    not a 95% band), None for other answers."""
+    key = next((level for level in QUANTILE_LEVELS if float(level) == answer.argument[0]), None)
+    if answer.query != "quantile" or key is None:
+        return None
+    lower, upper = conservative_band(record, key)
+    return None if lower is None or upper is None else (lower, upper)
+
+
+def _with_conservative(answer: dict, band: tuple[float, float] | None) -> dict:
+    """An answer's JSON with its conservative band (`_conservative`): `conservative_lower`,
+    `conservative_upper` and `conservative_method` (CONSERVATIVE), null without one."""
+    return {**answer, "conservative_lower": None if band is None else band[0],
+            "conservative_upper": None if band is None else band[1],
+            "conservative_method": None if band is None else CONSERVATIVE}
 
 
 def _with_band(answer: dict) -> dict:

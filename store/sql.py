@@ -31,7 +31,7 @@ from ldp_telemetry.ldp.base.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.ldp.config.budget import budget_text
 from ldp_telemetry.output.coverage import RunInputs
 from ldp_telemetry.output.estimate import EstimateRecord, records_of
-from ldp_telemetry.output.bands import summary_bands
+from ldp_telemetry.output.bands import WHOLE_BINS_PROTOCOLS, summary_bands
 from ldp_telemetry.store.reads import create_read_indexes, missing_read_indexes
 from ldp_telemetry.store.records import (MAX_NAME_CHARS, SUPPORT_COLUMNS, UNATTRIBUTED_MS,
                                          check_metric_names, number, pane_row, summary_rows,
@@ -135,6 +135,8 @@ CREATE TABLE IF NOT EXISTS ldp_run_inputs (
   PRIMARY KEY (metric, run_seq));
 CREATE TABLE IF NOT EXISTS ldp_value_bands (
   rule TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS ldp_summary_band_rules (
+  rule TEXT PRIMARY KEY);
 CREATE INDEX IF NOT EXISTS ldp_panes_by_metric ON ldp_panes (metric, seq);
 CREATE INDEX IF NOT EXISTS ldp_rejects_by_slice ON ldp_rejects (metric, slice_start_ms);
 """
@@ -142,7 +144,7 @@ CREATE INDEX IF NOT EXISTS ldp_rejects_by_slice ON ldp_rejects (metric, slice_st
 #: Every table the store keeps.
 _TABLE_NAMES = ("ldp_windows", "ldp_window_values", "ldp_window_summaries", "ldp_panes",
                 "ldp_rejects", "ldp_runs", "ldp_run_inputs", "ldp_metric_privacy",
-                "ldp_value_bands")
+                "ldp_value_bands", "ldp_summary_band_rules")
 
 #: The rule the store's value rows' lower95/upper95 are made by (`store.records.value_rows`:
 #: the band of the unbiased estimate, output.bands.value_band; a CMS or HCMS window past the
@@ -156,6 +158,14 @@ VALUE_BAND_RULE = "pool-corrected-band"
 #: otherwise: under "unbiased-estimate-band" a pooled-hash window past the pool-bias share had
 #: none, where a CMS or HCMS one now has its pool-corrected band.
 EARLIER_VALUE_BAND_RULES = {"unbiased-estimate-band": ("cms", "hcms")}
+
+#: The rule the store's summary rows' lower95/upper95 are made by (`store.records.summary_rows`:
+#: output.bands.summary_bands, which gives a quantile of a CFO-binning or hierarchical-histogram
+#: record no 95% band, its band of whole bins being conservative), kept in
+#: ldp_summary_band_rules. A store without it saved those quantiles' band of whole bins as their
+#: 95% band: a writer opening it bands the summary rows of those windows again from the stored
+#: records, once (`_reband_summaries`).
+SUMMARY_BAND_RULE = "no-conservative-band"
 
 #: What each metric configuration promises a device (ldp_telemetry.ldp.config.budget), from the
 #: records' `privacy` field: one row per (metric, version), the newest record's. `lifetime_epsilon`
@@ -825,12 +835,17 @@ class EstimateStore:
             banded = before and self._add_summary_bands(cursor)
             if before:
                 self._reband_by_rule(cursor)
+                self._reband_summaries(cursor)
             for statement in filter(str.strip, ddl.split(";")):
                 cursor.execute(statement)
             cursor.execute(self._sql("DELETE FROM ldp_value_bands WHERE rule <> ?"),
                            (VALUE_BAND_RULE,))
             cursor.execute(self._sql("INSERT INTO ldp_value_bands (rule) VALUES (?) "
                                      "ON CONFLICT DO NOTHING"), (VALUE_BAND_RULE,))
+            cursor.execute(self._sql("DELETE FROM ldp_summary_band_rules WHERE rule <> ?"),
+                           (SUMMARY_BAND_RULE,))
+            cursor.execute(self._sql("INSERT INTO ldp_summary_band_rules (rule) VALUES (?) "
+                                     "ON CONFLICT DO NOTHING"), (SUMMARY_BAND_RULE,))
             cursor.execute(_PRIVACY_TABLE)
             self._privacy_table = True
             if banded:  # the summary view reads the new columns
@@ -912,6 +927,32 @@ class EstimateStore:
             "metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?"), updates)
         return True
 
+    def _reband_summaries(self, cursor) -> None:
+        """Give the summary rows of a store whose summary rule is not SUMMARY_BAND_RULE (see
+        there) the bands its writer saves now, from each stored record of WHOLE_BINS_PROTOCOLS
+        (`output.bands.summary_bands`), in the caller's transaction: one window's record in
+        memory at a time."""
+        if not self._has_table(cursor, "ldp_window_summaries"):
+            return
+        if self._has_table(cursor, "ldp_summary_band_rules"):
+            cursor.execute("SELECT rule FROM ldp_summary_band_rules")
+            if SUMMARY_BAND_RULE in {row[0] for row in cursor.fetchall()}:
+                return
+        marks = ", ".join("?" * len(WHOLE_BINS_PROTOCOLS))
+        cursor.execute(self._sql(f"SELECT metric, version, window_start_ms, window_end_ms "
+                                 f"FROM ldp_windows WHERE protocol IN ({marks})"),
+                       WHOLE_BINS_PROTOCOLS)
+        for window in cursor.fetchall():
+            cursor.execute(self._sql("SELECT record FROM ldp_windows WHERE metric = ? AND "
+                                     "version = ? AND window_start_ms = ? AND "
+                                     "window_end_ms = ?"), window)
+            (text,) = cursor.fetchone()
+            cursor.executemany(self._sql(
+                "UPDATE ldp_window_summaries SET lower95 = ?, upper95 = ? WHERE statistic = ? "
+                "AND metric = ? AND version = ? AND window_start_ms = ? AND window_end_ms = ?"),
+                [(*band, statistic, *window)
+                 for statistic, band in summary_bands(json.loads(text)).items()])
+
     def _reband_by_rule(self, cursor) -> None:
         """Re-band the value rows of a store whose recorded rule is not VALUE_BAND_RULE (see
         there), in the caller's transaction."""
@@ -956,8 +997,8 @@ class EstimateStore:
                  for row in value_rows(record)])
 
     def _has_every_table(self) -> bool:
-        """Whether the store has every table `create_tables` makes and its value rows are of
-        VALUE_BAND_RULE (read in a snapshot)."""
+        """Whether the store has every table `create_tables` makes, its value rows are of
+        VALUE_BAND_RULE and its summary rows of SUMMARY_BAND_RULE (read in a snapshot)."""
         listing = ("SELECT name FROM sqlite_master WHERE type = 'table'" if self.dialect == "sqlite"
                    else "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
         with self._snapshot() as cursor:
@@ -975,9 +1016,14 @@ class EstimateStore:
             if "ldp_value_bands" in tables:
                 cursor.execute("SELECT rule FROM ldp_value_bands")
                 rules = {row[0] for row in cursor.fetchall()}
+            summary_rules: set[str] = set()
+            if "ldp_summary_band_rules" in tables:
+                cursor.execute("SELECT rule FROM ldp_summary_band_rules")
+                summary_rules = {row[0] for row in cursor.fetchall()}
         self._privacy_table = "ldp_metric_privacy" in tables
         return (set(_TABLE_NAMES) <= tables and {"version", "run_seq"} <= columns
-                and "lower95" in summary_columns and VALUE_BAND_RULE in rules)
+                and "lower95" in summary_columns and VALUE_BAND_RULE in rules
+                and SUMMARY_BAND_RULE in summary_rules)
 
     def _sql(self, text: str) -> str:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")

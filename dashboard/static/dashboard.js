@@ -532,7 +532,7 @@
 
   /* -- the selected window: ranked bars (or label order), a numeric density ----------------- */
   function quantilePairs(w) {
-    return Object.keys(w.quantiles || {}).map(function (level) { return [Number(level), w.quantiles[level], (w.quantile_bands || {})[level] || null]; })
+    return Object.keys(w.quantiles || {}).map(function (level) { return [Number(level), w.quantiles[level], (w.quantile_bands || {})[level] || null, (w.conservative_quantile_bands || {})[level] || null]; })
       .filter(function (pair) { return typeof pair[1] === "number"; }).sort(function (a, b) { return a[0] - b[0]; });
   }
   /* Labels that are all integers (a string metric's heavy hitters are always ranked) */
@@ -668,7 +668,7 @@
     var holder = document.getElementById("quantiles");
     var rows = [];
     if (typeof w.mean === "number") { rows.push({label: "mean = " + byError(w.mean, bandHalf(w.mean_band)), value: w.mean, band: w.mean_band, cls: "mean"}); }
-    quantilePairs(w).forEach(function (p) { rows.push({label: "q" + Number((p[0] * 100).toPrecision(3)) + " = " + byError(p[1], bandHalf(p[2])), value: p[1], band: p[2], cls: "quantile"}); });
+    quantilePairs(w).forEach(function (p) { rows.push({label: "q" + Number((p[0] * 100).toPrecision(3)) + " = " + byError(p[1], bandHalf(p[2] || p[3])), value: p[1], band: p[2], conservative: p[2] ? null : p[3], cls: "quantile"}); });
     if (!rows.length) { return; }
     var geo = state.densityX, width = chartWidth(holder), rowH = 22;
     var height = rows.length * rowH + 12;
@@ -686,6 +686,10 @@
           svg.appendChild(svgEl("line", {x1: x(v), x2: x(v), y1: mid - 5, y2: mid + 5, "class": row.cls + "-interval"}));
         });
         svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, bandText(row.band)));
+      } else if (row.conservative && row.conservative[1] > row.conservative[0]) {  /* not a 95% band: dashed, named */
+        var held = svgEl("line", {x1: x(row.conservative[0]), x2: x(row.conservative[1]), y1: mid, y2: mid, "class": "conservative-interval"});
+        svg.appendChild(tooltip(held, row.label + ", no 95% band; conservative band " + bandText(row.conservative) + ": holds the truth in at least 95% of windows by construction, measured far above it"));
+        svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, "conservative " + bandText(row.conservative)));
       } else {
         svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, "no band"));
       }

@@ -12,7 +12,8 @@ import numpy as np
 
 from ldp_telemetry.ldp.config.registry import MetricConfig
 from ldp_telemetry.ldp.estimation.bin_answers import hh_combination
-from ldp_telemetry.ldp.estimation.bin_quantiles import bin_quantile_statistic_bands
+from ldp_telemetry.ldp.estimation.bin_quantiles import (bin_quantile_statistic_bands,
+                                                        conservative_quantile_bands)
 from ldp_telemetry.ldp.estimation.cfo_moments import cfo_statistic_bands, hh_statistic_bands
 from ldp_telemetry.ldp.estimation.em import (DEFAULT_MAX_ITERATIONS, expectation_maximisation,
                                               paper_tolerance)
@@ -154,11 +155,16 @@ class NumericWindowResult:
     #: where the variance is declared without a band; None where the variance has none (no
     #: moment estimate, a mean-only protocol)
     variance_std_error: float | None = None
+    #: CFO-binning and hierarchical histograms: quantile level -> its conservative band (the
+    #: whole-bins band, ldp_telemetry.ldp.estimation.bin_quantiles.conservative_quantile_bands;
+    #: not a 95% band: the quantile's 95% band is none); None for other protocols
+    conservative_bands: dict | None = None
 
     @property
     def band_methods(self) -> dict[str, str]:
         """statistic -> how its band was made, for the statistics whose band method differs
-        from `band_method` (the exact-variance mean and variance of a Square Wave record)."""
+        from `band_method` (the exact-variance mean and variance of a Square Wave record, and of a
+        CFO-binning or hierarchical-histogram record, whose quantiles have none)."""
         return {key: band.method for key, band in (self.bands or {}).items()
                 if band.method is not None and band.method != self.band_method}
 
@@ -199,17 +205,20 @@ def default_interval_fit(config: MetricConfig) -> bool:
                 == DEFAULT_MAX_ITERATIONS)
 
 
-def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str, dict]:
-    """(band method, bands) of a Square Wave metric estimated by EMS or EM: the bias-corrected
-    parametric bootstrap of ldp_telemetry.ldp.estimation.uncertainty.bias_corrected_bands with
+def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int
+                  ) -> tuple[str, dict, dict | None]:
+    """(band method, bands, conservative bands) of a Square Wave metric estimated by EMS or
+    EM: the bias-corrected parametric bootstrap of
+    ldp_telemetry.ldp.estimation.uncertainty.bias_corrected_bands with
     `interval_fit` as the interval estimator and the margins calibrated for the metric's ε,
     n, buckets and replicates (`band_scales`: null bands where declared, the reason where
     extrapolated) for the quantiles, which the band method names; the mean and the variance
     get the exact-variance bands of ldp_telemetry.ldp.estimation.moments (their
     `Band.method`), whatever the bootstrap; a CFO-binning metric's mean and variance get the
-    exact-variance bands of ldp_telemetry.ldp.estimation.cfo_moments and its quantiles those of
-    ldp_telemetry.ldp.estimation.bin_quantiles (band method "exact-variance" where any quantile
-    has one), and so do a hierarchical histogram's;
+    exact-variance bands of ldp_telemetry.ldp.estimation.cfo_moments, and so do a hierarchical
+    histogram's, while their quantiles have no 95% band (band method "none") but the
+    conservative whole-bins band of ldp_telemetry.ldp.estimation.bin_quantiles beside it
+    (`conservative_quantile_bands`: the conservative bands, None for other protocols);
     other estimators have no calibrated band (band method "none")."""
     spec, protocol = config.estimator, config.protocol
     params = dict(spec.params)
@@ -224,9 +233,8 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
                          hh_statistic_bands(protocol, counts, n, config.low, config.high))
             bands.update(bin_quantile_statistic_bands(protocol, counts, n, config.low,
                                                       config.high, spec.method))
-            if any(bands[key].lower is not None for key in QUANTILE_LEVELS):
-                return BAND_EXACT, bands
-        return BAND_NONE, bands
+            return (BAND_NONE, *conservative_quantile_bands(bands))
+        return BAND_NONE, bands, None
     # `interval_fit` gives a fit only for the Square Wave protocols' EMS and EM
     assert isinstance(protocol, (SquareWave, DiscreteSquareWave)), "a calibrated band's protocol"
     replicates = params.get("bootstrap", 0)
@@ -240,7 +248,7 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int) -> tuple[str
     assert model is not None, "a Square Wave protocol has a moment model"
     assert config.low is not None and config.high is not None, "a numeric metric has its range"
     bands.update(statistic_bands(model, counts, config.low, config.high))
-    return method, bands
+    return method, bands, None
 
 
 def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
@@ -277,7 +285,7 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
     estimate = np.asarray(output.estimate, dtype=np.float64)
     stats = summary(estimate, edges)
     errors = histogram_bootstrap(config, estimate, int(n))
-    band_method, bands = numeric_bands(config, counts, int(n))
+    band_method, bands, conservative = numeric_bands(config, counts, int(n))
     printed = printed_moments(bands, stats)
     mean_error = printed["mean"][1]
     if mean_error is not None:  # the printed mean's own standard error, not the bootstrap's
@@ -287,7 +295,8 @@ def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int
     return NumericWindowResult(int(n), estimate, edges, printed["mean"][0],
                                printed["variance"][0], stats["quantiles"], errors, output,
                                band_method, bands, unbiased, level_reports,
-                               None if variance_error is None else float(variance_error))
+                               None if variance_error is None else float(variance_error),
+                               conservative)
 
 
 def histogram_bootstrap(config: MetricConfig, estimate: np.ndarray, n: int) -> BootstrapErrors:

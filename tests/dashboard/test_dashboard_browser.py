@@ -322,6 +322,50 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
     check_clean(browser)
 
 
+def test_a_conservative_quantile_band_is_drawn_as_such_never_as_a_95_band(browser, served,
+                                                                          tmp_path):
+    """A CFO-binning or hierarchical-histogram record's quantile has no 95% band but a
+    conservative one (`conservative_bands`): its row draws that band dashed and labels it
+    "conservative", with no 95% band's solid interval; a quantile with neither says "no
+    band"; the mean keeps its 95% band."""
+    edges = [0.0, 8.0, 16.0, 24.0, 32.0]
+    estimate = [0.2, 0.4, 0.3, 0.1]
+    record = {"metric": "latency.cfo", "window_start": "2024-03-01T00:00:00Z",
+              "window_end": "2024-03-01T01:00:00Z", "n": 20000, "protocol": "cfo-grr",
+              "epsilon": 2.0,
+              "estimator": {"method": "norm-sub", "params": {}, "iterations": None,
+                            "last_change": None},
+              "postprocess": {"method": "none", "params": {}},
+              "labels": [f"[{a}, {b})" for a, b in zip(edges, edges[1:], strict=False)],
+              "bucket_edges": edges, "estimate": estimate,
+              "unbiased_estimate": estimate, "std_error": [0.01] * 4,
+              "mean": 13.6, "variance": 50.0, "mean_std_error": 0.1,
+              "quantiles": {"0.5": 14.0, "0.9": 26.0},
+              "band_method": "none", "band_methods": {"mean": "exact-variance"},
+              "bands": {"mean": {"lower": 13.4, "upper": 13.8}, "variance": None,
+                        "0.5": None, "0.9": None},
+              "band_reasons": {"variance": "no band", "0.5": "conservative", "0.9": "none"},
+              "conservative_bands": {"0.5": {"lower": 8.0, "upper": 16.0}, "0.9": None},
+              "pane": {"timing": "ON_TIME", "index": 0, "is_last": True}}
+    url_db = f"sqlite:///{tmp_path}/conservative.db"
+    with open_store(url_db) as store:
+        store.write_panes([record])
+    url = served(StoreSource(url_db))
+    browser.get(url + metric_page_link("latency.cfo"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
+    assert wait_loaded(browser)
+    intervals = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#quantiles .interval-text'))"
+        ".map(t => t.textContent)")
+    assert intervals == ["[13.40, 13.80]", "conservative [8.0, 16.0]", "no band"]
+    drawn = browser.driver.execute_script(
+        "return ['quantile-interval', 'conservative-interval'].map(c => "
+        "document.querySelectorAll('#quantiles .' + c).length)")
+    assert drawn == [0, 1]
+    assert "95%" not in " ".join(intervals[1:])
+    check_clean(browser)
+
+
 # -- real sizes: 1,000 windows x 500 labels, and the numeric demo metric -------------------------
 
 #: Every text label drawn in a chart, with its bounding box (empty ones left out).

@@ -23,6 +23,7 @@ from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON,
                                                       cfo_statistic_linear, depth_weights,
                                                       hh_statistic_linear, range_weights,
                                                       tree_adjoint)
+from ldp_telemetry.ldp.estimation.bin_quantiles import CONSERVATIVE_QUANTILE_REASON
 from ldp_telemetry.ldp.estimation.cfo_moments import (HH_VARIANCE_DECLARED_REASON, bin_moments,
                                                       hh_statistic_bands)
 from ldp_telemetry.ldp.estimation.numeric_queries import (RANGE_CUT_REASON, RANGE_DEPTHS_REASON,
@@ -31,13 +32,14 @@ from ldp_telemetry.ldp.estimation.numeric_queries import (RANGE_CUT_REASON, RANG
                                                           RANGE_OLD_RECORD_REASON,
                                                           RANGE_POINT_REASON,
                                                           RANGE_PROTOCOL_REASON, NumericWindow)
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, Z95
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, CONSERVATIVE, Z95
 from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram, node_counts
 from ldp_telemetry.ldp.protocols.numeric import unit_buckets
 from ldp_telemetry.output.estimate import EstimateRecord, record_problem
+from ldp_telemetry.output.text import CONSERVATIVE_NOTE
 from ldp_telemetry.output.records import numeric_estimate_record
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.store.records import summary_rows
@@ -392,12 +394,15 @@ def test_a_record_answers_ranges_with_their_exact_band(protocol):
     assert window.range_probability(0, 32).band[1] == 1.0
     cut = window.range_probability(2.2, 2.3)  # one bin, cut on both sides, ~9% of the mass
     assert cut.band_reason.startswith(RANGE_CUT_REASON.split("{")[0])
-    # the mean, the variance and the quantiles (bin_quantiles): all exact-variance, kept by
-    # the store's summary rows as the record has them
-    assert record.band_method == BAND_EXACT and not record.band_methods
-    assert record.bands["0.5"]["lower"] < record.bands["0.5"]["upper"]
+    # the mean and the variance exact-variance; the quantiles (bin_quantiles) no 95% band but
+    # a conservative one beside it: the store's summary rows keep them as the record has them
+    assert record.band_method == BAND_NONE
+    assert record.band_methods == {"mean": BAND_EXACT, "variance": BAND_EXACT}
+    kept = record.conservative_bands["0.5"]
+    assert record.bands["0.5"] is None and kept["lower"] < kept["upper"]
+    assert record.band_reasons["0.5"].startswith(CONSERVATIVE_QUANTILE_REASON)
     rows = {row[0]: row for row in summary_rows(record)}
-    assert rows["q0.5"][3:] == (record.bands["0.5"]["lower"], record.bands["0.5"]["upper"])
+    assert rows["q0.5"][3:] == (None, None)
     # the printed mean and variance lie in their bands, the mean at its centre (the variance's
     # estimate is below 0 here for CFO-binning, printed 0 at the band's clipped lower end), and
     # the store keeps them with the mean's exact standard error
@@ -491,16 +496,29 @@ def test_query_and_show_print_the_bands(tmp_path, capsys, protocol):
     path.write_text(record.to_json() + "\n")
     assert main(["show", "--output", str(tmp_path), "--metric", "latency"]) == 0
     shown = capsys.readouterr().out
-    assert f"95% band: {BAND_EXACT}" in shown  # one method: the mean's, variance's, quantiles'
+    # the quantiles' 95% band: none; the mean's and variance's named beside them
+    assert "95% band: none" in shown
     bands = record.bands
-    for key in ("mean", "variance", "0.5"):
-        label = "q0.5" if key == "0.5" else key
-        line = next(line for line in shown.splitlines() if line.strip().startswith(label))
-        assert f"[{bands[key]['lower']:.4g}, {bands[key]['upper']:.4g}]" in line
+    for key in ("mean", "variance"):
+        line = next(line for line in shown.splitlines() if line.strip().startswith(key))
+        assert f"[{bands[key]['lower']:.4g}, {bands[key]['upper']:.4g}]  ({BAND_EXACT})" in line
+    kept = record.conservative_bands["0.5"]
+    line = next(line for line in shown.splitlines() if line.strip().startswith("q0.5"))
+    assert line.endswith(f" [{kept['lower']:.4g}, {kept['upper']:.4g}] conservative")
+    assert f"({CONSERVATIVE_NOTE})" in shown and "95%" not in line
     assert main([*query, "--quantile", "0.5", "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)["answers"][0]
-    assert answer["band95"] == [bands["0.5"]["lower"], bands["0.5"]["upper"]]
-    assert answer["band_method"] == BAND_EXACT
+    assert answer["band95"] is None and answer["band_method"] == BAND_NONE
+    assert answer["band_reason"].startswith(CONSERVATIVE_QUANTILE_REASON)
+    assert (answer["conservative_lower"], answer["conservative_upper"],
+            answer["conservative_method"]) == (kept["lower"], kept["upper"], CONSERVATIVE)
+    assert main([*query, "--quantile", "0.5,0.3"]) == 0
+    text = capsys.readouterr().out
+    line = next(line for line in text.splitlines() if "quantile 0.5" in line)
+    assert f" [{kept['lower']:.5g}, {kept['upper']:.5g}] conservative" in line
+    assert "conservative" not in next(line for line in text.splitlines()
+                                      if "quantile 0.3" in line)
+    assert f"({CONSERVATIVE_NOTE})" in text
 
 
 def test_node_sums_of_the_plug_in_are_the_depths():
@@ -580,6 +598,7 @@ def test_a_record_written_before_quantile_bands_still_reads(tmp_path, capsys, pr
               "not the bias")
     old = dataclasses.replace(
         record, band_method="none", fields=record.fields | {"band_methods"},
+        conservative_bands=None,
         band_methods={"mean": BAND_EXACT, "variance": BAND_EXACT},
         bands={key: (value if key in ("mean", "variance") else None)
                for key, value in record.bands.items()},

@@ -16,7 +16,7 @@ from ldp_telemetry.ldp.estimation.cfo_moments import (CFO_MEAN_REASON,
                                                       CFO_VARIANCE_DECLARED_REASON, cfo_moments,
                                                       cfo_statistic_bands, declared_statistics)
 from ldp_telemetry.ldp.estimation.moments import SMALL_WINDOW_REASON
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, NO_REPORTS_REASON
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, NO_REPORTS_REASON
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
 from ldp_telemetry.ldp.protocols.numeric import unit_buckets
 from ldp_telemetry.output.bands import statistic_band_method
@@ -103,9 +103,9 @@ def _config(protocol: str = "cfo-grr"):
 @pytest.mark.parametrize("protocol", ["cfo-grr", "cfo-olh"])
 def test_a_cfo_record_names_its_exact_mean_and_variance_bands(protocol):
     """finalize: the mean's and variance's bands in metric units (mean low + span · unit,
-    variance span² · unit) and the quantiles' (ldp_telemetry.ldp.estimation.bin_quantiles),
-    all exact-variance: the record's `band_method`, so `band_methods` names none, and
-    `ldp show` prints the record's method once; its mean and variance are the bands'
+    variance span² · unit), exact-variance (`band_methods`), while the quantiles have no 95%
+    band (the record's `band_method` none) but the conservative whole-bins band beside it
+    (ldp_telemetry.ldp.estimation.bin_quantiles); its mean and variance are the bands'
     centres."""
     config = _config(protocol)
     rng = np.random.default_rng(5)
@@ -113,8 +113,8 @@ def test_a_cfo_record_names_its_exact_mean_and_variance_bands(protocol):
     statistic = _window(config.protocol, config.to_unit(values), rng)
     result = finalize_window(config, statistic, 10_000)
     mean, mean_se, variance, variance_se = cfo_moments(config.protocol, statistic, 10_000)
-    assert result.band_method == BAND_EXACT
-    assert result.band_methods == {}
+    assert result.band_method == BAND_NONE
+    assert result.band_methods == {"mean": BAND_EXACT, "variance": BAND_EXACT}
     assert result.bands["mean"].lower == pytest.approx(32 * (mean - 1.959963984540054 * mean_se))
     assert result.bands["variance"].upper == pytest.approx(
         1024 * (variance + 1.959963984540054 * variance_se))
@@ -125,14 +125,17 @@ def test_a_cfo_record_names_its_exact_mean_and_variance_bands(protocol):
     assert result.variance == pytest.approx(1024 * min(max(variance, 0.0), 0.25))
     assert result.bands["variance"].lower <= result.variance <= result.bands["variance"].upper
     assert result.errors.mean_std_error == pytest.approx(32 * mean_se)
-    median = result.bands["0.5"]
+    assert result.bands["0.5"].lower is None
+    median = result.conservative_bands["0.5"]
     assert median.lower < median.upper and "norm-sub" in median.reason
     record = EstimateRecord.from_json(
         numeric_estimate_record(config, result, 0, 3_600_000).to_json())
-    assert record.band_method == BAND_EXACT and not record.band_methods
+    assert record.band_method == BAND_NONE
+    assert record.band_methods == {"mean": BAND_EXACT, "variance": BAND_EXACT}
     assert statistic_band_method(record, "variance") == BAND_EXACT
-    assert statistic_band_method(record, "0.5") == BAND_EXACT
-    assert record.bands["0.5"] == {"lower": median.lower, "upper": median.upper}
+    assert statistic_band_method(record, "0.5") == BAND_NONE
+    assert record.bands["0.5"] is None
+    assert record.conservative_bands["0.5"] == {"lower": median.lower, "upper": median.upper}
     assert BAND_EXACT in format_numeric(record)
 
 
@@ -219,7 +222,8 @@ def test_a_record_keeps_the_standard_error_its_variance_band_is_made_from(protoc
     band = result.bands["variance"]
     record = EstimateRecord.from_json(
         numeric_estimate_record(config, result, 0, 3_600_000).to_json()).json_value()
-    assert record["band_method"] == BAND_EXACT and band.std_error > 0
+    assert record["band_method"] == BAND_NONE and band.std_error > 0  # the quantiles'
+    assert statistic_band_method(record, "variance") == (BAND_NONE if declared else BAND_EXACT)
     assert record["variance"] == band.estimate
     assert record["variance_std_error"] == band.std_error == result.variance_std_error
     rows = {name: error for name, _, _, error in summary_statistics(record)}

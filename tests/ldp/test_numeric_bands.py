@@ -10,8 +10,11 @@ import pytest
 
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window, numeric_bands
+from ldp_telemetry.ldp.estimation.bin_quantiles import CONSERVATIVE_QUANTILE_REASON
+from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
-                                                      BAND_STATISTICS, uncalibrated_statistics)
+                                                      BAND_STATISTICS, CONSERVATIVE,
+                                                      uncalibrated_statistics)
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.output.text import format_numeric
@@ -48,7 +51,7 @@ def test_calibrated_bands_cover_a_data_shape_they_were_not_fitted_on():
     covered = dict.fromkeys(checked, 0)
     for _ in range(80):
         values = np.clip(rng.gamma(2.0, 2.0, 1000), 0, 32)
-        method, bands = numeric_bands(config, window(config, values, rng), 1000)
+        method, bands, _ = numeric_bands(config, window(config, values, rng), 1000)
         assert method == BAND_BIAS_CORRECTED
         truth = dict(zip(BAND_STATISTICS, [values.mean(), values.var(), *np.quantile(
             values, [float(key) for key in BAND_STATISTICS[2:]])], strict=True))
@@ -62,7 +65,7 @@ def test_declared_statistics_and_other_estimators_have_no_band_and_say_why():
     rng = np.random.default_rng(7)
     config = sw_config(buckets=128)
     statistic = window(config, rng.uniform(2, 10, 3000), rng)
-    _, bands = numeric_bands(config, statistic, 3000)
+    _, bands, _ = numeric_bands(config, statistic, 3000)
     declared = uncalibrated_statistics(2.0, 3000)
     for key in BAND_STATISTICS:
         if key in declared:
@@ -70,19 +73,23 @@ def test_declared_statistics_and_other_estimators_have_no_band_and_say_why():
         else:
             assert bands[key].lower < bands[key].upper and bands[key].reason is None
     assert set(bands) == set(BAND_STATISTICS)
-    method, _ = numeric_bands(config, statistic, 0)
+    method, _, _ = numeric_bands(config, statistic, 0)
     assert method == BAND_NONE
     cfo = parse_registry({"metrics": [{
         "name": "c", "protocol": "cfo-grr", "epsilon": 2.0,
         "domain": {"low": 0, "high": 16, "buckets": 16}, "estimator": "norm-sub"}]})["c"]
-    method, bands = numeric_bands(cfo, window(cfo, rng.uniform(2, 10, 3000), rng), 3000)
-    assert method == BAND_EXACT
-    # CFO-binning: exact-variance mean and variance (ldp.estimation.cfo_moments) and quantiles
-    # (ldp.estimation.bin_quantiles: whole bins of width 1 here)
-    assert all(band.method == BAND_EXACT and band.lower < band.upper
+    method, bands, conservative = numeric_bands(cfo, window(cfo, rng.uniform(2, 10, 3000), rng),
+                                                3000)
+    assert method == BAND_NONE
+    # CFO-binning: exact-variance mean and variance (ldp.estimation.cfo_moments); the quantiles
+    # have no 95% band but a conservative one (ldp.estimation.bin_quantiles: whole bins of
+    # width 1 here)
+    assert all(bands[key].lower is None
+               and bands[key].reason.startswith(CONSERVATIVE_QUANTILE_REASON)
+               and band.method == CONSERVATIVE and band.lower < band.upper
                and band.lower == int(band.lower) and band.upper == int(band.upper)
-               and "norm-sub" in band.reason for key, band in bands.items()
-               if key not in ("mean", "variance"))
+               and "norm-sub" in band.reason for key, band in conservative.items())
+    assert set(conservative) == set(QUANTILE_LEVELS)
     assert bands["mean"].method == BAND_EXACT and bands["mean"].lower < 6 < bands["mean"].upper
     # ε = 2, n = 3,000: a cell where the variance's band is declared (cfo_moments)
     assert bands["variance"].lower is None and "variance band held" in bands["variance"].reason
@@ -151,7 +158,8 @@ def test_old_records_without_band_fields_still_read():
     """A record written before the band fields reads with them null (Avro defaults)."""
     full = load_schema("window_estimate")
     old = {**full, "fields": [f for f in full["fields"]
-                              if f["name"] not in ("band_method", "bands", "band_reasons")]}
+                              if f["name"] not in ("band_method", "bands", "band_reasons",
+                                                   "conservative_bands")]}
     rng = np.random.default_rng(11)
     config = sw_config()
     record = window_estimate_record(config, finalize_window(

@@ -161,23 +161,29 @@ def test_sliding_windows_of_numeric_metrics(tmp_path, capsys):
         with open(path, "rb") as handle:
             avro_records += list(fastavro.reader(handle))
     assert len(avro_records) == len(records)
-    # a hierarchy's quantile bands (exact-variance, ldp.estimation.bin_quantiles), read back
+    # a hierarchy's quantiles: no 95% band, the conservative whole-bins band beside it
+    # (ldp.estimation.bin_quantiles), read back from JSON and Avro alike
     hh = next(record for record in records if record["metric"] == "rtt_hh"
               and record["n"] == 2100)
-    band = hh["bands"]["0.5"]
-    assert hh["band_method"] == "exact-variance" and band["lower"] < band["upper"]
+    band = hh["conservative_bands"]["0.5"]
+    assert hh["band_method"] == "none" and hh["bands"]["0.5"] is None
+    assert band["lower"] < band["upper"]
+    avro_hh = next(record for record in avro_records if record["metric"] == "rtt_hh"
+                   and record["n"] == 2100)
+    assert avro_hh["conservative_bands"] == hh["conservative_bands"]
     out = str(tmp_path / "out")
     query = ["query", "--output", out, "--metric", "rtt_hh", "--window", hh["window_start"],
              "--quantile", "0.5", "--json"]
     assert cli_main(query) == 0
     answer = json.loads(capsys.readouterr().out)["answers"][0]
-    assert answer["band95"] == [band["lower"], band["upper"]]
-    assert answer["band_method"] == "exact-variance"
+    assert answer["band95"] is None and answer["band_method"] == "none"
+    assert [answer["conservative_lower"], answer["conservative_upper"]] == [band["lower"],
+                                                                            band["upper"]]
     assert cli_main(["show", "--output", out, "--metric", "rtt_hh",
                      "--window", hh["window_start"]]) == 0
     shown = capsys.readouterr().out
-    assert "95% band: exact-variance" in shown
-    assert f"[{band['lower']:.4g}, {band['upper']:.4g}]" in shown
+    assert "95% band: none" in shown
+    assert f" [{band['lower']:.4g}, {band['upper']:.4g}] conservative" in shown
     assert "among the largest" not in shown  # the selection note is a frequency window's
 
 

@@ -260,8 +260,8 @@ def test_show_and_query_agree_on_the_band_and_pick_windows_alike(output, capsys)
     shown = capsys.readouterr().out.splitlines()
     assert "±" not in "\n".join(shown)  # every band is printed [lower, upper]: no ± note
     assert shown[0] == ("(each value's band is its own, not adjusted for the value being among "
-                        "the largest: `ldp query --top K` gives conservative bands that are "
-                        "(not 95% bands), or says why it has none)")
+                        "the largest: `ldp query --top K` gives each a conservative band "
+                        "(not a 95% band), or says why it has none)")
     assert record["window_start"] in shown[1]
     assert "95% band: exact-variance of the unbiased estimate" in shown[1]
     (line,) = [line.split() for line in shown[2:] if line.split()[:1] == [label]]
