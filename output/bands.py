@@ -28,9 +28,10 @@ import numpy as np
 from ldp_telemetry.ldp.estimation.frequency_bands import (few_supports_reason,
                                                           pool_corrected_bands,
                                                           pooled_value_band, score_bands)
+from ldp_telemetry.ldp.estimation.bin_quantiles import WHOLE_BINS
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_FIXED_GAIN, BAND_NONE,
-                                                      BAND_POOL_CORRECTED, CONSERVATIVE, Z95)
+                                                      BAND_POOL_CORRECTED, Z95)
 from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, is_pooled, make_protocol
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
@@ -291,8 +292,10 @@ def conservative_band(record: Record, key: str) -> tuple[float | None, float | N
 
 
 def conservative_method(record: Record, key: str) -> str | None:
-    """CONSERVATIVE where statistic `key` of a record has a `conservative_band`, else None."""
-    return CONSERVATIVE if conservative_band(record, key)[0] is not None else None
+    """How the `conservative_band` of statistic `key` was made (a CFO-binning or
+    hierarchical-histogram quantile's: whole bins, bin_quantiles.WHOLE_BINS), None where the
+    record has none."""
+    return WHOLE_BINS if conservative_band(record, key)[0] is not None else None
 
 
 def summary_bands(record: Record) -> dict[str, tuple[float | None, float | None]]:

@@ -19,10 +19,10 @@ import json
 from dataclasses import replace
 
 from ldp_telemetry.ldp.base.errors import ConfigError, InputError
-from ldp_telemetry.ldp.estimation.bin_quantiles import conservative_quantile_reason
+from ldp_telemetry.ldp.estimation.bin_quantiles import WHOLE_BINS, conservative_quantile_reason
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_NONE, CONSERVATIVE
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_NONE
 from ldp_telemetry.output.bands import conservative_band, half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.names import printable, terminal_safe, typed_name
@@ -221,10 +221,11 @@ def _conservative(record: EstimateRecord, answer) -> tuple[float, float] | None:
 
 def _with_conservative(answer: dict, band: tuple[float, float] | None) -> dict:
     """An answer's JSON with its conservative band (`_conservative`): `conservative_lower`,
-    `conservative_upper` and `conservative_method` (CONSERVATIVE), null without one."""
+    `conservative_upper` and `conservative_method` (how it was made: whole bins,
+    bin_quantiles.WHOLE_BINS), null without one."""
     return {**answer, "conservative_lower": None if band is None else band[0],
             "conservative_upper": None if band is None else band[1],
-            "conservative_method": None if band is None else CONSERVATIVE}
+            "conservative_method": None if band is None else WHOLE_BINS}
 
 
 def _with_band(answer: dict) -> dict:

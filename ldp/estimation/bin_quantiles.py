@@ -46,7 +46,7 @@ from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON, Li
                                                       hh_statistic_linear, symmetric_form)
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.moments import MEASURED_REPORTS, SMALL_WINDOW_REASON
-from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, CONSERVATIVE, NO_REPORTS_REASON,
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, NO_REPORTS_REASON,
                                                       Z95, Band, coverage_cell)
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
@@ -216,9 +216,9 @@ def conservative_quantile_bands(bands: Mapping[str, Band]
     """(95% bands, conservative bands) of a CFO-binning or hierarchical-histogram window from
     its bands (`bin_quantile_statistic_bands`' with the mean's and the variance's): every
     quantile's whole-bins band moves, as it is, to the conservative bands (`Band.method`
-    CONSERVATIVE), its 95% band none with CONSERVATIVE_QUANTILE_REASON and what the band holds
-    (its reason); a quantile without a band keeps its reason and has no conservative band; the
-    other statistics stay as they are."""
+    WHOLE_BINS, how it was made), its 95% band none with CONSERVATIVE_QUANTILE_REASON and what
+    the band holds (its reason); a quantile without a band keeps its reason and has no
+    conservative band; the other statistics stay as they are."""
     kept = dict(bands)
     conservative: dict[str, Band] = {}
     for key in QUANTILE_LEVELS:
@@ -226,7 +226,7 @@ def conservative_quantile_bands(bands: Mapping[str, Band]
         if band.lower is None:
             conservative[key] = Band(None, None)
             continue
-        conservative[key] = Band(band.lower, band.upper, band.reason, CONSERVATIVE)
+        conservative[key] = Band(band.lower, band.upper, band.reason, WHOLE_BINS)
         kept[key] = Band(None, None, conservative_quantile_reason(band.reason))
     return kept, conservative
 

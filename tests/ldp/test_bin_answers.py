@@ -32,7 +32,7 @@ from ldp_telemetry.ldp.estimation.numeric_queries import (RANGE_CUT_REASON, RANG
                                                           RANGE_OLD_RECORD_REASON,
                                                           RANGE_POINT_REASON,
                                                           RANGE_PROTOCOL_REASON, NumericWindow)
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, CONSERVATIVE, Z95
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, Z95
 from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoGrr, CfoOlh
@@ -511,7 +511,7 @@ def test_query_and_show_print_the_bands(tmp_path, capsys, protocol):
     assert answer["band95"] is None and answer["band_method"] == BAND_NONE
     assert answer["band_reason"].startswith(CONSERVATIVE_QUANTILE_REASON)
     assert (answer["conservative_lower"], answer["conservative_upper"],
-            answer["conservative_method"]) == (kept["lower"], kept["upper"], CONSERVATIVE)
+            answer["conservative_method"]) == (kept["lower"], kept["upper"], "whole-bins")
     assert main([*query, "--quantile", "0.5,0.3"]) == 0
     text = capsys.readouterr().out
     line = next(line for line in text.splitlines() if "quantile 0.5" in line)

@@ -20,8 +20,7 @@ from ldp_telemetry.ldp.engine.finalize import finalize_window, numeric_bands
 from ldp_telemetry.ldp.estimation.bin_quantiles import (CONSERVATIVE_QUANTILE_REASON,
                                                         bin_quantile_statistic_bands)
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
-from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
-                                                      CONSERVATIVE)
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE)
 from ldp_telemetry.output.bands import (conservative_band, statistic_band,
                                         statistic_band_method)
 from ldp_telemetry.output.estimate import EstimateRecord, record_problem
@@ -180,7 +179,7 @@ def test_a_record_written_before_the_field_shows_its_quantile_band_as_conservati
     assert answer["band95"] is None and answer["band_method"] == BAND_NONE
     assert answer["band_reason"] == record.band_reasons["0.5"]
     assert (answer["conservative_lower"], answer["conservative_upper"],
-            answer["conservative_method"]) == (lower, upper, CONSERVATIVE)
+            answer["conservative_method"]) == (lower, upper, "whole-bins")
 
 
 def test_the_coverage_summary_counts_the_conservative_band_and_declares_the_quantiles():
