@@ -564,11 +564,12 @@ DECLARED = [
      "none",
      "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "
      "covariance (docs/error-bars.md)"),
-    ("heavy hitters of a string metric (`ldp query --top`, `--labels`)", "none",
+    ("heavy hitters of a string metric (its records; `ldp query --top`, `--labels`)", "none",
      "chosen by the search for their estimates (the winner's curse); how often the band of a "
      "string fixed in advance holds the truth of the strings found was never measured "
      "(benchmarks/open_domains.py measures the search's precision, recall and F1); the "
-     "standard error is given"),
+     "standard error is given; a record written before this states exact-variance and is "
+     "read as none"),
 ]
 
 
