@@ -25,8 +25,9 @@ q_g = (1 − p)/(g − 1) GRR's probability of reporting a given other bucket, e
 reported heavy hitters' estimates (clipped at 0). Error bars are estimate ± 1.96 standard errors:
 the band of a string fixed in advance. A heavy hitter was chosen by the search because its
 estimate was high (the winner's curse), and how often that band holds the truth of the strings
-found was never measured, so `ldp query` gives a heavy hitter no 95% band, its standard error
-kept (HEAVY_HITTER_BAND_REASON).
+found was never measured, so a heavy hitter has no 95% band — its record states none with
+this reason, and every reader (`ldp show`, the store, the dashboard, `ldp query`) gives it none
+— its standard error kept (HEAVY_HITTER_BAND_REASON).
 
 Cost per window: m levels × (at most 179 × width candidates) × K hash evaluations, whatever n.
 """
@@ -51,7 +52,8 @@ from ldp_telemetry.ldp.protocols.string_keys import (PAD, PREFIX_KEY_ROOT, exten
 MAX_TOP = 500
 #: Most candidates kept per level (`width`): a level tests 256 × width prefixes.
 MAX_WIDTH = 1_000
-#: Why `ldp query` gives a heavy hitter no 95% band (module docstring).
+#: Why a heavy hitter has no 95% band (module docstring): its record's `band_reasons`, and what
+#: its readers say.
 HEAVY_HITTER_BAND_REASON = (
     "no 95% band for heavy hitters: 1.96 standard errors either side of the estimate is the "
     "band of a string fixed in advance, and these strings were chosen by the search for their "
