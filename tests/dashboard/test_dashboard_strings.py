@@ -106,8 +106,7 @@ def test_lines_are_strings_ranked_by_mean_estimate_with_gaps_where_absent(tmp_pa
         [0.40, 0.30, None], [0.35, 0.45, None], [0.50, None, 0.20], [0.38, 0.32, 0.10]]
     # no band drawn: a heavy hitter has none, whatever the (older) record states
     # (output.bands.value_band_method)
-    assert all(row["low"] in (None, [None] * 3) and row["high"] in (None, [None] * 3)
-               for row in rows), rows
+    assert [(row["low"], row["high"]) for row in rows] == [([None] * 3, [None] * 3)] * 4
     # the top 4 brings in "chat", found in window 0 only
     [series], rows = chart(source, 4)
     assert series["labels"][3] == "chat"
