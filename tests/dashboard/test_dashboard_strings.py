@@ -169,6 +169,19 @@ def test_hostile_strings_are_data_in_the_page(tmp_path):
     assert "strings of at most 10 bytes (open)" in page and "Top 10 strings over" in page
 
 
+def test_the_page_of_a_string_metric_names_no_95_band_over_windows(tmp_path):
+    """The chart's hint of a string metric names no 95% band: its heavy hitters have none
+    (output.bands.value_band_method), and no band is drawn."""
+    records = [string_record(0, [("maps", 0.4), ("mail", 0.3)])]
+    source = FolderSource(write_folder(tmp_path / "out", records))
+    page = metric_page(METRIC, source.payload(METRIC, 5),
+                       source.header(METRIC, START, START + HOUR, ""), "here", live=False,
+                       top_k=5)
+    hint = page.split("Top 5 strings over windows", 1)[1].split("</span>", 1)[0]
+    assert "no 95% band" in hint
+    assert "band (±" not in hint and "see its band" not in hint
+
+
 def test_store_and_folder_sources_draw_the_same_lines(store_url, tmp_path):  # noqa: F811
     records = [string_record(k, hitters) for k, hitters in enumerate(WINDOWS)]
     records += [string_record(0, [("day", 0.7), ("mail", 0.2)], length=4 * HOUR)]  # 2nd series
