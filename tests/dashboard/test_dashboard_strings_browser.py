@@ -160,6 +160,14 @@ def test_the_chart_of_a_string_metric_draws_each_string_by_label(browser, string
                                              for label in latest["labels"]]
         assert all(float(row[2]) == pytest.approx(error, abs=5e-5)
                    for row, error in zip(rows, latest["std_error"], strict=True)), rows
+        # the chosen window's chart names no 95% band: its axis and each bar's tooltip read
+        # "no band" without "(95%)"
+        axis, titles = browser.driver.execute_script(
+            "return [document.querySelector('#distribution .axis-label').textContent,"
+            " Array.from(document.querySelectorAll('#distribution title'))"
+            ".map(t => t.textContent)]")
+        assert axis == "estimated frequency (no band)", axis
+        assert titles and all(t.endswith(" no band") and "95%" not in t for t in titles), titles
         # no band filled for the string in focus: no window has one
         assert browser.driver.execute_script(
             "return document.getElementById('topk').getAttribute('data-banded-windows')"
