@@ -351,3 +351,17 @@ def test_a_control_character_and_its_escape_typed_out_stay_two_lines(store_url, 
             [series], [row] = chart(source, 5)
             assert series["labels"] == ["a\\x07", "a\\\\x07", "b"], source
             assert row["top"] == pytest.approx([0.4, 0.3, 0.2], abs=1e-4)
+
+
+def test_the_dashboard_benchmarks_string_windows_are_as_a_pem_job_writes_them():
+    """benchmarks/dashboard.py --strings stores string windows as a job writes them today: no
+    band, with the reason (output.records.string_estimate_record), so its store holds today's
+    records."""
+    import numpy as np
+
+    from ldp_telemetry.ldp.estimation.heavy_hitters import HEAVY_HITTER_BAND_REASON
+    from tests.benchmark_scripts import loaded_scripts
+    with loaded_scripts("dashboard") as scripts:
+        window = scripts["dashboard"].string_window("m", 0, 5, np.random.default_rng(1))
+    assert window["band_method"] == "none"
+    assert window["band_reasons"] == {"estimate": HEAVY_HITTER_BAND_REASON}
