@@ -568,8 +568,8 @@ DECLARED = [
      "chosen by the search for their estimates (the winner's curse); how often the band of a "
      "string fixed in advance holds the truth of the strings found was never measured "
      "(benchmarks/open_domains.py measures the search's precision, recall and F1); the "
-     "standard error is given; a record written before this states exact-variance and is "
-     "read as none"),
+     "standard error is given; a record written before string records declared none states "
+     "exact-variance and is read as none"),
 ]
 
 
