@@ -566,11 +566,12 @@ DECLARED = [
      "none",
      "not measured, or not linear in f~ at fixed gains, or no rank event in the exact "
      "covariance (docs/error-bars.md)"),
-    ("heavy hitters of a string metric (`ldp query --top`, `--labels`)", "none",
+    ("heavy hitters of a string metric (its records; `ldp query --top`, `--labels`)", "none",
      "chosen by the search for their estimates (the winner's curse); how often the band of a "
      "string fixed in advance holds the truth of the strings found was never measured "
      "(benchmarks/open_domains.py measures the search's precision, recall and F1); the "
-     "standard error is given"),
+     "standard error is given; a record written before string records declared none states "
+     "exact-variance and is read as none"),
     ("CFO-binning and HH quantiles", "none",
      "no calibrated 95% band: the band of whole bins identifies the quantile only to a bin "
      "and is conservative; the conservative band is given instead (conservative_bands; "

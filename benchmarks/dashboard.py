@@ -44,6 +44,8 @@ from ldp_telemetry.dashboard.pages import metric_page_link
 from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
 from ldp_telemetry.dashboard.source import StoreSource
 from ldp_telemetry.ldp.base.times import iso_from_ms
+from ldp_telemetry.ldp.estimation.heavy_hitters import HEAVY_HITTER_BAND_REASON
+from ldp_telemetry.ldp.estimation.uncertainty import BAND_NONE
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.store import open_store
 
@@ -62,7 +64,7 @@ STRING_VOCABULARY = 5000
 def string_window(metric: str, k: int, heavy: int, rng) -> dict:
     """The k-th hourly window of a string metric: its `heavy` largest noisy estimates over
     STRING_VOCABULARY words (Zipf 1.1 over a ranking that shifts by a word a day), best first,
-    as a PEM job writes them."""
+    as a PEM job writes them (no band: output.records.string_estimate_record)."""
     ranks = (np.arange(STRING_VOCABULARY) + k // 24) % STRING_VOCABULARY
     truth = 1.0 / (ranks + 1.0) ** 1.1
     truth /= truth.sum()
@@ -79,7 +81,8 @@ def string_window(metric: str, k: int, heavy: int, rng) -> dict:
             "postprocess": {"method": "none", "params": {}},
             "labels": [f"word-{i:05d}" for i in best.tolist()],
             "estimate": estimate[best].tolist(), "unbiased_estimate": estimate[best].tolist(),
-            "std_error": error[best].tolist(), "band_method": "exact-variance",
+            "std_error": error[best].tolist(), "band_method": BAND_NONE,
+            "band_reasons": {"estimate": HEAVY_HITTER_BAND_REASON},
             "heavy_hitters": {"top": heavy, "threshold": 0.0, "width": 2 * heavy,
                               "level_reports": [n // 16] * 16, "reason": None},
             "pane": {"timing": "ON_TIME", "index": 0, "is_last": True}}

@@ -156,11 +156,16 @@ def metric_page(metric: str, data: dict, latest: dict | None, source: str, live:
                         + html.escape(_params(postprocess)))
     status = "live" if live else "static export"
     numeric = latest.get("bucket_edges") is not None or "mean" in latest
-    top_hint = f"estimate, 95% band (± {Z95:.2f} standard errors); click a window"
+    # a string metric's heavy hitters have no 95% band (output.bands.value_band_method): the
+    # hint names none, their standard errors are in the chosen window's table
+    top_hint = ("estimate, no 95% band (heavy hitters: chosen by the search for their "
+                "estimates; standard errors in the window's table); click a window" if strings
+                else f"estimate, 95% band (± {Z95:.2f} standard errors); click a window")
     over_title = (f"Mean over windows <span class=\"hint\">{top_hint}</span>" if numeric else
                   f"Top {top_k} {'strings' if strings else 'values'} over windows "
                   f"<span class=\"hint\">{top_hint}; click a "
-                  "legend entry to hide or show a value, hover it to see its band</span>")
+                  "legend entry to hide or show a value, hover it to see its "
+                  f"{'estimate' if strings else 'band'}</span>")
     advice = "".join(
         f'<p class="warning advice" data-series="{html.escape(s["name"])}">'
         f'{html.escape(s["name"])} windows: {html.escape(s["advice"])}</p>'

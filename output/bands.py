@@ -5,7 +5,10 @@ A frequency value's band is the exact 95% band of its unbiased estimate (`value_
 error for a record without them; ldp_telemetry.ldp.estimation.frequency_bands says why,
 whatever the post-processing or Wiener filter: the printed estimate may lie outside it), none
 where the record declares none (too few supports, no reports, a pooled-hash oracle's Wiener
-record written before it kept f~'s standard error beside the filter's: `band_errors`). A
+record written before it kept f~'s standard error beside the filter's: `band_errors`), and
+none for a string metric's heavy hitters, whatever an older record states (`value_band_method`:
+HEAVY_HITTER_BAND_REASON, [Wang20] eq. 2's band holds for a string fixed in advance, not for
+strings the search chose for their high estimates). A
 numeric record's statistics (mean, variance, quantiles) carry their own bands (`bands`, named
 by `band_method`, or per statistic by `band_methods` where it differs:
 `statistic_band_method`; a band need not be centred on the estimate, and a statistic may have
@@ -29,6 +32,7 @@ from ldp_telemetry.ldp.estimation.frequency_bands import (few_supports_reason,
                                                           pool_corrected_bands,
                                                           pooled_value_band, score_bands)
 from ldp_telemetry.ldp.estimation.bin_quantiles import WHOLE_BINS
+from ldp_telemetry.ldp.estimation.heavy_hitters import HEAVY_HITTER_BAND_REASON
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_FIXED_GAIN, BAND_NONE,
                                                       BAND_POOL_CORRECTED, Z95)
@@ -45,7 +49,7 @@ __all__ = ["WHOLE_BINS_PROTOCOLS", "Z95", "band95", "band_centre",
            "band_errors", "conservative_band", "conservative_method", "declares_no_value_band",
            "half_width95", "pool_band_method", "score_facts", "statistic_band",
            "statistic_band_method", "summary_bands", "summary_statistics", "value_band",
-           "value_band_method", "value_bands"]
+           "value_band_method", "value_band_reason", "value_bands"]
 
 
 def band95(value: float, std_error: float | None) -> tuple[float | None, float | None]:
@@ -75,7 +79,8 @@ def declares_no_value_band(record: Record) -> bool:
     pooled-hash record whose window the pool-bias rule declares (`pool_band_method`: a record
     written before that rule states `exact-variance` where today's states none, and is read
     as today's) — except a CMS or HCMS window that rule gives `pool-corrected` bands, whatever
-    an older record states."""
+    an older record states — or a string metric's record (its heavy hitters, whatever it
+    states: `value_band_method`)."""
     return value_band_method(record) == BAND_NONE
 
 
@@ -83,7 +88,15 @@ def value_band_method(record: Record) -> str:
     """How a frequency record's value bands are made, as its readers make them: `none` where
     `declares_no_value_band`, `pool-corrected` for a pooled-hash window `pool_band_method`
     gives it, else the record's `band_method` (`exact-variance` for a record written before
-    the field)."""
+    the field).
+
+    A string metric's record (one with `heavy_hitters`) has none, whatever it states (one
+    written before this rule states `exact-variance` and is read as today's): its values are
+    the strings the search chose for their high estimates, and the band of [Wang20] eq. 2
+    (estimate ± Z95 · std_error) is the band of a string fixed in advance, never measured for
+    the strings found (`value_band_reason`)."""
+    if _field(record, "heavy_hitters") is not None:
+        return BAND_NONE
     method = _field(record, "band_method")
     if not is_pooled(_field(record, "protocol")):
         return BAND_EXACT if method is None else str(method)
@@ -92,6 +105,19 @@ def value_band_method(record: Record) -> str:
                                      and _field(record, "unbiased_std_error") is None):
         return BAND_NONE
     return pool_band_method(record)
+
+
+def value_band_reason(record: Record) -> str | None:
+    """Why a frequency record's values have no band, as its readers say it: a string metric's
+    record's HEAVY_HITTER_BAND_REASON (whatever it states, as `value_band_method` reads it), else
+    the reason its `band_reasons` state for `estimate` where `value_band_method` is `none`;
+    None where its values have bands or no reason is stated."""
+    if _field(record, "heavy_hitters") is not None:
+        return HEAVY_HITTER_BAND_REASON
+    if value_band_method(record) != BAND_NONE:
+        return None
+    reason = (_field(record, "band_reasons") or {}).get("estimate")
+    return None if reason is None else str(reason)
 
 
 def pool_band_method(record: Record) -> str:

@@ -26,12 +26,13 @@ from ldp_telemetry.ldp.engine.finalize import (NumericWindowResult, StringWindow
                                                WindowResult)
 from ldp_telemetry.ldp.estimation.combine import INVERSE_VARIANCE, CombinedResult
 from ldp_telemetry.ldp.estimation.frequency_bands import few_supports_reason, pooled_value_band
+from ldp_telemetry.ldp.estimation.heavy_hitters import HEAVY_HITTER_BAND_REASON
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, NO_REPORTS_REASON
 from ldp_telemetry.ldp.protocols.base import FREQUENCY, FrequencyOracle
 from ldp_telemetry.ldp.protocols.noise import SupportNoise, smallest_resolvable
 from ldp_telemetry.output.compact import IndexLabels
 from ldp_telemetry.output.estimate import (COMBINED_FIELDS, FREQUENCY_FIELDS, NUMERIC_FIELDS,
-                                           EstimateRecord, Pane)
+                                           STRING_FIELDS, EstimateRecord, Pane)
 from ldp_telemetry.output.layout import COMBINED
 
 #: The pane of every window of a batch run (one pane, when the input is complete).
@@ -141,7 +142,9 @@ def string_estimate_record(config: MetricConfig, result: StringWindowResult, sta
     first, as `labels` (the strings), `estimate` (= `unbiased_estimate`: their frequencies) and
     `std_error`; `heavy_hitters` says how they were found (top, threshold, width, reports per
     level, the dictionary's size and, with one, `found_by` per heavy hitter: "search",
-    "dictionary" or "both") and why the list is empty when it is (`reason`)."""
+    "dictionary" or "both") and why the list is empty when it is (`reason`). Its values have no
+    95% band (`band_method` none, `band_reasons` {"estimate": HEAVY_HITTER_BAND_REASON}): the
+    search chose them for their high estimates (output.bands.value_band_method)."""
     found = result.heavy_hitters
     params = dict(config.estimator.params)
     estimate = np.asarray(found.estimate, dtype=np.float64)
@@ -152,7 +155,9 @@ def string_estimate_record(config: MetricConfig, result: StringWindowResult, sta
         estimate=estimate,
         unbiased_estimate=estimate.copy(),
         std_error=np.asarray(found.std_error, dtype=np.float64),
-        band_method=BAND_EXACT,
+        band_method=BAND_NONE,
+        band_reasons={"estimate": HEAVY_HITTER_BAND_REASON},
+        fields=STRING_FIELDS | {"band_reasons"},
         heavy_hitters={"top": int(params["top"]), "threshold": float(params["threshold"]),
                        "width": int(params["width"] or 2 * params["top"]),
                        "level_reports": [int(v) for v in found.level_reports],

@@ -13,11 +13,11 @@ from ldp_telemetry.ldp.base.validation import is_number
 from ldp_telemetry.ldp.estimation.estimators import METHODS as ESTIMATORS
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_POOL_CORRECTED,
                                                       CONSERVATIVE)
-from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import FREQUENCY
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.bands import (Z95, conservative_band, half_width95, statistic_band,
-                                        statistic_band_method, value_band_method, value_bands)
+                                        statistic_band_method, value_band_method,
+                                        value_band_reason, value_bands)
 from ldp_telemetry.output.integrity import flag_text
 from ldp_telemetry.output.layout import COMBINED
 from ldp_telemetry.output.names import printable
@@ -102,20 +102,27 @@ def band_text(record: EstimateRecord) -> str:
     the values are post-processed or filtered (`output.bands.band_centre`); a pooled-hash
     record's as its readers make them (`output.bands.value_band_method`: `none` for an FLH
     window past the pool-bias share written before it was declared), `pool-corrected` with
-    what it is centred on."""
-    method = record.band_method or BAND_EXACT
-    if is_pooled(record.protocol):
-        # read by today's rule, also when written before it: a CMS or HCMS window past the
-        # pool-bias share is pool-corrected, an FLH one has none (its values print no band)
-        method = value_band_method(record)
-        if method == BAND_POOL_CORRECTED:
-            return (f"{BAND_POOL_CORRECTED}: the unbiased estimate with its hash pool's bias "
-                    "removed")
+    what it is centred on; a string metric's `none`, whatever an older record states."""
+    # read by today's rule, also when written before it: a CMS or HCMS window past the
+    # pool-bias share is pool-corrected, an FLH one and a string metric's have none (their
+    # values print no band)
+    method = value_band_method(record)
+    if method == BAND_POOL_CORRECTED:
+        return f"{BAND_POOL_CORRECTED}: the unbiased estimate with its hash pool's bias removed"
     post = (record.postprocess or {}).get("method", "base")
     if (method == BAND_EXACT and record.unbiased_estimate is not None
             and (post not in ("base", "none", "post-pos") or filtered(record))):
         return f"{method} of the unbiased estimate"
     return printable(str(method))  # a record read from a file may name anything
+
+
+def no_band_notes(records: Iterable[EstimateRecord]) -> list[str]:
+    """"no band: <reason>" once per reason a string metric's record among `records` gives its
+    values no band (`output.bands.value_band_reason`), in the order first met; [] where none
+    is shown."""
+    reasons = (value_band_reason(record) for record in records
+               if record.heavy_hitters is not None)
+    return [f"no band: {reason}" for reason in dict.fromkeys(reasons) if reason is not None]
 
 
 def format_top(record: EstimateRecord, k: int = 5) -> str:

@@ -387,7 +387,8 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     from ldp_telemetry.output.integrity import with_jump_tests
     from ldp_telemetry.output.reader import read_estimates, select_windows
     from ldp_telemetry.output.names import printable
-    from ldp_telemetry.output.text import SELECTED_NOTE, band_note, format_top
+    from ldp_telemetry.output.bands import declares_no_value_band
+    from ldp_telemetry.output.text import SELECTED_NOTE, band_note, format_top, no_band_notes
     records = with_jump_tests(read_estimates(args.output))
     metrics = ([args.metric] if args.metric is not None
                else sorted({record.metric for record in records}))
@@ -398,8 +399,10 @@ def _show(args: argparse.Namespace, _extra: list[str]) -> int:
     shown = [format_top(record, args.top) for record in chosen]
     for note in band_note(shown):  # only where a value is printed ± its band's half width
         print(f"({note})")
-    if any(not record.numeric for record in chosen):
+    if any(not record.numeric and not declares_no_value_band(record) for record in chosen):
         print(f"({SELECTED_NOTE})")
+    for note in no_band_notes(chosen):  # once per reason: a string metric's values have none
+        print(f"({note})")
     promised: dict[str, str] = {}  # metric -> what its newest shown version promises a device
     for record, text in zip(chosen, shown, strict=True):
         print(text)

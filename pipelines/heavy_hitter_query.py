@@ -6,8 +6,8 @@ are among them. A string that is not a heavy hitter has no estimate in the recor
 were never tested against it): a ConfigError says so. Sets, ranges, quantiles and
 re-estimation (`--method`) do not apply. A heavy hitter has no 95% band (`band_method` none,
 `lower95`, `upper95` and `half95` null; the search chose it for its estimate and no band of the
-strings found was measured: heavy_hitters.HEAVY_HITTER_BAND_REASON); its standard error is
-given.
+strings found was measured), as every reader of the record reads it
+(output.bands.value_band_method and value_band_reason); its standard error is given.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import argparse
 import json
 
 from ldp_telemetry.ldp.base.errors import ConfigError
-from ldp_telemetry.ldp.estimation.heavy_hitters import HEAVY_HITTER_BAND_REASON
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_NONE
+from ldp_telemetry.output.bands import value_band_method, value_band_reason
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.names import printable
 from ldp_telemetry.output.text import dictionary_text, found_by
@@ -43,9 +43,11 @@ def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> st
                               f"string metric {args.metric!r} in this window, so the window "
                               "holds no estimate of it",
                               field="labels" if args.label is None else "label")
+    method, reason = value_band_method(record), value_band_reason(record)
+    assert method == BAND_NONE, "a string record's values have no band (output.bands)"
     answers = [{"query": "heavy-hitter", "labels": [label], "value": found[label][0],
-                "std_error": found[label][1], "band_method": BAND_NONE, "lower95": None,
-                "upper95": None, "half95": None, "band_reason": HEAVY_HITTER_BAND_REASON}
+                "std_error": found[label][1], "band_method": method, "lower95": None,
+                "upper95": None, "half95": None, "band_reason": reason}
                for label in chosen]
     by = found_by(record)
     if by is not None:  # decoded against a candidate dictionary: how each was found
@@ -66,6 +68,6 @@ def answer_heavy_hitters(record: EstimateRecord, args: argparse.Namespace) -> st
         lines.append(f"  {printable(answer['labels'][0]):<40} {answer['value']:9.5f} (no band)"
                      f"  (s.e. {answer['std_error']:.5f})"
                      + (f"  found by {answer['found_by']}" if "found_by" in answer else ""))
-    lines += [f"  (95% band: {BAND_NONE}; s.e. of the prefix-extension estimate)",
-              f"  (no band: {HEAVY_HITTER_BAND_REASON})"]
+    lines += [f"  (95% band: {method}; s.e. of the prefix-extension estimate)",
+              f"  (no band: {reason})"]
     return "\n".join(lines)

@@ -152,7 +152,9 @@ def labels_per_window(protocol) -> bool:
 
 def value_rows(record: EstimateRecord) -> Iterator[ValueRow]:
     """The record's values one row at a time (numbers made as they are taken: a large
-    domain's rows are never held as a list)."""
+    domain's rows are never held as a list), lower95/upper95 as output.bands makes them
+    (None where `value_band_method` is none: a string metric's heavy hitters, whatever an
+    older record states)."""
     size = len(record.estimate)
     labels = record.labels if len(record.labels) else map(str, range(size))
     columns = (_floats(record.estimate), _floats(record.unbiased_estimate, size),

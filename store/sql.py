@@ -29,6 +29,7 @@ from ldp_telemetry.ldp.base.errors import StoreError
 from ldp_telemetry.ldp.base.registration import Catalog
 from ldp_telemetry.ldp.base.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.ldp.config.budget import budget_text
+from ldp_telemetry.ldp.protocols import STRING_PROTOCOLS
 from ldp_telemetry.output.coverage import RunInputs
 from ldp_telemetry.output.estimate import EstimateRecord, records_of
 from ldp_telemetry.output.bands import WHOLE_BINS_PROTOCOLS, summary_bands
@@ -148,16 +149,20 @@ _TABLE_NAMES = ("ldp_windows", "ldp_window_values", "ldp_window_summaries", "ldp
 
 #: The rule the store's value rows' lower95/upper95 are made by (`store.records.value_rows`:
 #: the band of the unbiased estimate, output.bands.value_band; a CMS or HCMS window past the
-#: pool-bias share: its pool-corrected band, output.bands.value_band_method), kept in
-#: ldp_value_bands. A writer opening a store whose rows were made by another rule re-bands them
-#: from the stored records, once (`_reband_values`): a store without the table has the rows of
-#: estimate ± z · std_error, every window re-banded; one of EARLIER_VALUE_BAND_RULES only the
-#: windows of the protocols that rule banded otherwise.
-VALUE_BAND_RULE = "pool-corrected-band"
+#: pool-bias share: its pool-corrected band; a string metric's heavy hitters: none,
+#: output.bands.value_band_method), kept in ldp_value_bands. A writer opening a store whose
+#: rows were made by another rule re-bands them from the stored records, once
+#: (`_reband_values`): a store without the table has the rows of estimate ± z · std_error,
+#: every window re-banded; one of EARLIER_VALUE_BAND_RULES only the windows of the protocols
+#: that rule banded otherwise.
+VALUE_BAND_RULE = "heavy-hitters-no-band"
 #: Earlier rules a store may record, each with the protocols whose rows today's rule bands
 #: otherwise: under "unbiased-estimate-band" a pooled-hash window past the pool-bias share had
-#: none, where a CMS or HCMS one now has its pool-corrected band.
-EARLIER_VALUE_BAND_RULES = {"unbiased-estimate-band": ("cms", "hcms")}
+#: none, where a CMS or HCMS one now has its pool-corrected band; under both it and
+#: "pool-corrected-band" a string metric's heavy hitters had estimate ± z · std_error, where
+#: they now have none.
+EARLIER_VALUE_BAND_RULES = {"unbiased-estimate-band": ("cms", "hcms", *STRING_PROTOCOLS.names()),
+                            "pool-corrected-band": tuple(STRING_PROTOCOLS.names())}
 
 #: The rule the store's summary rows' lower95/upper95 are made by (`store.records.summary_rows`:
 #: output.bands.summary_bands, which gives a quantile of a CFO-binning or hierarchical-histogram

@@ -64,6 +64,9 @@
     if (fmt(v.e - v.half) === fmt(v.low) && fmt(v.e + v.half) === fmt(v.high)) { return "\u00b1 " + fmt(v.half); }
     return "[" + fmt(v.low) + ", " + fmt(v.high) + "]";
   }
+  /* A value's band in a tooltip: bandReadout, "(95%)" after it only where it has one (a string
+   * metric's heavy hitters, and a record declaring none, read "no band" alone). */
+  function bandTitle(v) { return bandReadout(v) + (v.banded ? " (95%)" : ""); }
 
   function svgEl(tag, attrs, text) {
     var node = document.createElementNS(SVG, tag);
@@ -578,14 +581,14 @@
       svg.appendChild(svgEl("line", {x1: x(t), x2: x(t), y1: box.top, y2: box.top + box.height, "class": "grid"}));
       svg.appendChild(svgEl("text", {x: x(t), y: box.top + box.height + 14, "class": "tick", "text-anchor": "middle"}, String(Number(t.toPrecision(3)))));
     });
-    svg.appendChild(svgEl("text", {x: box.left + box.width / 2, y: height - 4, "class": "axis-label", "text-anchor": "middle"}, "estimated frequency, 95% band"));
+    svg.appendChild(svgEl("text", {x: box.left + box.width / 2, y: height - 4, "class": "axis-label", "text-anchor": "middle"}, "estimated frequency" + (ranked.slice(0, rows).some(function (i) { return band(w, i).banded; }) ? ", 95% band" : " (no band)")));
     ranked.slice(0, rows).forEach(function (i, r) {
       var b = band(w, i), e = w.estimate[i], top = box.top + r * rowH;
       var unresolved = floorLine && e < floorLine;
       var name = String(w.labels[i]);
       svg.appendChild(svgEl("text", {x: box.left - 8, y: top + 14, "class": "tick category bar-label", "text-anchor": "end"}, name.length > 22 ? name.slice(0, 21) + "\u2026" : name));
       var bar = svgEl("rect", {x: box.left, y: top + 3, width: Math.max(1, x(e) - box.left), height: rowH - 6, "class": "bar ranked" + (unresolved ? " unresolved" : ""), "data-index": String(i)});
-      svg.appendChild(tooltip(bar, name + ": " + fmt(e) + " " + bandReadout(b) + " (95%)" + (unresolved ? ", below the smallest resolvable frequency" : "")));
+      svg.appendChild(tooltip(bar, name + ": " + fmt(e) + " " + bandTitle(b) + (unresolved ? ", below the smallest resolvable frequency" : "")));
       if (b.half > 0) {
         var mid = top + rowH / 2;
         svg.appendChild(svgEl("line", {x1: x(b.low), x2: x(b.high), y1: mid, y2: mid, "class": "errorbar"}));
@@ -618,7 +621,7 @@
     for (var j = 0; j < d; j++) {
       var b = band(w, j), left = box.left + j * barWidth, mid = left + barWidth / 2, e = w.estimate[j];
       var unresolved = floorLine && e < floorLine;
-      svg.appendChild(tooltip(svgEl("rect", {x: left + Math.min(1, barWidth * 0.1), y: y(Math.max(0, e)), width: Math.max(0.5, barWidth - 2 * Math.min(1, barWidth * 0.1)), height: Math.max(0.5, y(0) - y(Math.max(0, e))), "class": "bar" + (unresolved ? " unresolved" : "")}), w.labels[j] + ": " + fmt(e) + " " + bandReadout(b) + " (95%)"));
+      svg.appendChild(tooltip(svgEl("rect", {x: left + Math.min(1, barWidth * 0.1), y: y(Math.max(0, e)), width: Math.max(0.5, barWidth - 2 * Math.min(1, barWidth * 0.1)), height: Math.max(0.5, y(0) - y(Math.max(0, e))), "class": "bar" + (unresolved ? " unresolved" : "")}), w.labels[j] + ": " + fmt(e) + " " + bandTitle(b)));
       if (b.half > 0 && barWidth >= 3) { svg.appendChild(svgEl("line", {x1: mid, x2: mid, y1: y(b.high), y2: y(Math.max(0, b.low)), "class": "errorbar"})); }
       if (j % labelEvery === 0) {
         var ty = box.top + box.height + 10, name = String(w.labels[j]);
@@ -654,7 +657,7 @@
     var upper = [], lower = [];
     bars.forEach(function (b, i) {
       var left = x(edges[i]), right = x(edges[i + 1]);
-      svg.appendChild(tooltip(svgEl("rect", {x: left, y: y(Math.max(0, b.v)), width: Math.max(0.5, right - left), height: Math.max(0.5, y(0) - y(Math.max(0, b.v))), "class": "bar density"}), "[" + edges[i] + ", " + edges[i + 1] + "): " + fmt(w.estimate[i]) + " " + bandReadout(band(w, i)) + " (95%)"));
+      svg.appendChild(tooltip(svgEl("rect", {x: left, y: y(Math.max(0, b.v)), width: Math.max(0.5, right - left), height: Math.max(0.5, y(0) - y(Math.max(0, b.v))), "class": "bar density"}), "[" + edges[i] + ", " + edges[i + 1] + "): " + fmt(w.estimate[i]) + " " + bandTitle(band(w, i))));
       upper.push(left + "," + y(b.high), right + "," + y(b.high));
       lower.unshift(left + "," + y(b.low), right + "," + y(b.low));
     });

@@ -25,8 +25,9 @@ q_g = (1 − p)/(g − 1) GRR's probability of reporting a given other bucket, e
 reported heavy hitters' estimates (clipped at 0). Error bars are estimate ± 1.96 standard errors:
 the band of a string fixed in advance. A heavy hitter was chosen by the search because its
 estimate was high (the winner's curse), and how often that band holds the truth of the strings
-found was never measured, so `ldp query` gives a heavy hitter no 95% band, its standard error
-kept (HEAVY_HITTER_BAND_REASON).
+found was never measured, so a heavy hitter has no 95% band — its record states none with
+this reason, and every reader (`ldp show`, the store, the dashboard, `ldp query`) gives it none
+— its standard error kept (HEAVY_HITTER_BAND_REASON).
 
 Cost per window: m levels × (at most 179 × width candidates) × K hash evaluations, whatever n.
 """
@@ -51,7 +52,8 @@ from ldp_telemetry.ldp.protocols.string_keys import (PAD, PREFIX_KEY_ROOT, exten
 MAX_TOP = 500
 #: Most candidates kept per level (`width`): a level tests 256 × width prefixes.
 MAX_WIDTH = 1_000
-#: Why `ldp query` gives a heavy hitter no 95% band (module docstring).
+#: Why a heavy hitter has no 95% band (module docstring): its record's `band_reasons`, and what
+#: its readers say.
 HEAVY_HITTER_BAND_REASON = (
     "no 95% band for heavy hitters: 1.96 standard errors either side of the estimate is the "
     "band of a string fixed in advance, and these strings were chosen by the search for their "
@@ -67,8 +69,8 @@ _NEEDS[:0x80], _NEEDS[0xC2:0xE0], _NEEDS[0xE0:0xF0], _NEEDS[0xF0:0xF5] = 0, 1, 2
 _CONTINUATION = (_BYTES >= 0x80) & (_BYTES <= 0xBF)
 
 
-#: How the heavy hitters are ranked (the estimator's `rank`): by estimate, or by the lower end of
-#: the band (rank_scores).
+#: How the heavy hitters are ranked (the estimator's `rank`): by estimate, or by the estimate
+#: less Z95 sampling standard errors (rank_scores: a ranking score, not a band).
 RANK_ESTIMATE, RANK_LOWER = "estimate", "lower"
 #: How a heavy hitter was found (the record's `heavy_hitters.found_by`): by the prefix search
 #: only, from the candidate dictionary only (the search did not reach it), or by both.
@@ -78,9 +80,9 @@ SEARCH, DICTIONARY, BOTH = "search", "dictionary", "both"
 @dataclass(frozen=True)
 class HeavyHitters:
     """A window's heavy hitters, best first: `values` (UTF-8 bytes), their `estimate`d
-    frequencies, `std_error`, 95% band (`lower`, `upper`); `level_reports` n_ℓ per level;
-    `reason` why the list is empty when it must be (None otherwise); `found_by` how each was
-    found (SEARCH, DICTIONARY or BOTH; empty when no dictionary was given)."""
+    frequencies and their `std_error` (no 95% band: HEAVY_HITTER_BAND_REASON); `level_reports`
+    n_ℓ per level; `reason` why the list is empty when it must be (None otherwise); `found_by`
+    how each was found (SEARCH, DICTIONARY or BOTH; empty when no dictionary was given)."""
 
     values: list[bytes]
     estimate: np.ndarray
@@ -88,14 +90,6 @@ class HeavyHitters:
     level_reports: np.ndarray
     reason: str | None = None
     found_by: tuple[str, ...] = ()
-
-    @property
-    def lower(self) -> np.ndarray:
-        return self.estimate - Z95 * self.std_error
-
-    @property
-    def upper(self) -> np.ndarray:
-        return self.estimate + Z95 * self.std_error
 
     @property
     def labels(self) -> list[str]:
@@ -210,7 +204,8 @@ def find_heavy_hitters(protocol: PrefixExtension, statistic: np.ndarray, *, top:
     as `estimate_strings` does; both ranked together. A dictionary string the search completes
     leaves the search (its estimate is the dictionary's, the same counts), so the search's
     width goes to strings the dictionary does not hold. `rank`: RANK_ESTIMATE orders the heavy
-    hitters by estimate, RANK_LOWER by `rank_scores`' lower end of the band."""
+    hitters by estimate, RANK_LOWER by `rank_scores` (the estimate less Z95 sampling standard
+    errors)."""
     width = 2 * top if width is None else width
     values = check_dictionary(dictionary, protocol.d)
     reports = protocol.level_reports(statistic)
@@ -303,10 +298,11 @@ def estimate_strings(protocol: PrefixExtension, statistic: np.ndarray,
 def rank_scores(protocol: PrefixExtension, estimate: np.ndarray, pooled: np.ndarray,
                 rank: str) -> np.ndarray:
     """What the heavy hitters are ordered by: the estimate (RANK_ESTIMATE), or (RANK_LOWER) the
-    estimate minus Z95 of its sampling standard errors, the lower end of its band without the
-    pool term (which depends on the strings chosen). Candidates pooled over fewer levels (longer
-    strings, whose estimates from a dictionary or a deep search are noisier) then need more
-    support to rank high, instead of filling the top with noise."""
+    estimate minus Z95 of its sampling standard errors, without the pool term (which depends on
+    the strings chosen): a ranking score, not the end of a band (a heavy hitter has none).
+    Candidates pooled over fewer levels (longer strings, whose estimates from a dictionary or a
+    deep search are noisier) then need more support to rank high, instead of filling the top
+    with noise."""
     if rank == RANK_ESTIMATE:
         return estimate
     p, q = protocol.p_star, protocol.q_star
@@ -361,4 +357,4 @@ HEAVY_HITTERS = METHODS.register(EstimatorMethod(
                            f"0 (twice top) or an integer in [1, {MAX_WIDTH}]"),
         "rank": Parameter(RANK_LOWER, lambda v: v in (RANK_ESTIMATE, RANK_LOWER),
                           f"{RANK_ESTIMATE!r} or {RANK_LOWER!r}")},
-    summary="prefix extension over one round of PEM reports: the top strings with bands"))
+    summary="prefix extension over one round of PEM reports: the top strings with standard errors"))

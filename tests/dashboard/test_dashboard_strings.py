@@ -14,7 +14,6 @@ from ldp_telemetry.dashboard.pages import metric_page
 from ldp_telemetry.dashboard.payload import unpack
 from ldp_telemetry.dashboard.source import FolderSource, StoreSource
 from ldp_telemetry.ldp.base.times import iso_from_ms
-from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.store import open_store, reads
 from ldp_telemetry.store.records import labels_per_window
 
@@ -36,8 +35,10 @@ WINDOWS = [
 
 def string_record(k: int, hitters: list[tuple[str, float]], metric: str = METRIC,
                   length: int = HOUR) -> dict:
-    """The k-th window of a string metric as its job writes it (`output.records.
-    string_estimate_record`): its heavy hitters, best first, with standard errors 0.01·(rank+1)."""
+    """The k-th window of a string metric as its job wrote it before string records declared
+    their values without a band (`output.records.string_estimate_record` now writes `none`):
+    its heavy hitters, best first, with standard errors 0.01·(rank+1), stating
+    `exact-variance`, which every reader reads as none (`output.bands.value_band_method`)."""
     labels = [label for label, _ in hitters]
     estimate = [value for _, value in hitters]
     return {"metric": metric, "window_start": iso_from_ms(START + k * length),
@@ -103,12 +104,9 @@ def test_lines_are_strings_ranked_by_mean_estimate_with_gaps_where_absent(tmp_pa
     # window; None (a gap) where the window's heavy hitters lack the string
     assert [row["top"] for row in rows] == [
         [0.40, 0.30, None], [0.35, 0.45, None], [0.50, None, 0.20], [0.38, 0.32, 0.10]]
-    # bands as saved: ± 1.96 standard errors of the string's own rank in its window
-    assert rows[1]["low"] == pytest.approx([0.35 - Z95 * 0.02, 0.45 - Z95 * 0.01, None],
-                                           abs=1e-7)
-    assert rows[1]["high"] == pytest.approx([0.35 + Z95 * 0.02, 0.45 + Z95 * 0.01, None],
-                                            abs=1e-7)
-    assert rows[2]["low"][2] == pytest.approx(0.20 - Z95 * 0.02, abs=1e-7)
+    # no band drawn: a heavy hitter has none, whatever the (older) record states
+    # (output.bands.value_band_method)
+    assert [(row["low"], row["high"]) for row in rows] == [([None] * 3, [None] * 3)] * 4
     # the top 4 brings in "chat", found in window 0 only
     [series], rows = chart(source, 4)
     assert series["labels"][3] == "chat"
@@ -171,6 +169,19 @@ def test_hostile_strings_are_data_in_the_page(tmp_path):
     assert "strings of at most 10 bytes (open)" in page and "Top 10 strings over" in page
 
 
+def test_the_page_of_a_string_metric_names_no_95_band_over_windows(tmp_path):
+    """The chart's hint of a string metric names no 95% band: its heavy hitters have none
+    (output.bands.value_band_method), and no band is drawn."""
+    records = [string_record(0, [("maps", 0.4), ("mail", 0.3)])]
+    source = FolderSource(write_folder(tmp_path / "out", records))
+    page = metric_page(METRIC, source.payload(METRIC, 5),
+                       source.header(METRIC, START, START + HOUR, ""), "here", live=False,
+                       top_k=5)
+    hint = page.split("Top 5 strings over windows", 1)[1].split("</span>", 1)[0]
+    assert "no 95% band" in hint
+    assert "band (±" not in hint and "see its band" not in hint
+
+
 def test_store_and_folder_sources_draw_the_same_lines(store_url, tmp_path):  # noqa: F811
     records = [string_record(k, hitters) for k, hitters in enumerate(WINDOWS)]
     records += [string_record(0, [("day", 0.7), ("mail", 0.2)], length=4 * HOUR)]  # 2nd series
@@ -191,17 +202,18 @@ def test_store_and_folder_sources_draw_the_same_lines(store_url, tmp_path):  # n
                                             "chat": 0.05}) and not cut
             found = reads.label_values(opened, METRIC, "", HOUR, ["maps", "café"], START,
                                        START + 2 * HOUR)
-            assert found == {(START, START + HOUR): {"maps": pytest.approx((0.3, 0.3 - Z95 * 0.02,
-                                                                            0.3 + Z95 * 0.02))},
+            # no band stored for a heavy hitter (lower95/upper95 NULL)
+            assert found == {(START, START + HOUR): {"maps": (pytest.approx(0.3), None, None)},
                              (START + HOUR, START + 2 * HOUR): {
-                                 "maps": pytest.approx((0.45, 0.45 - Z95 * 0.01,
-                                                        0.45 + Z95 * 0.01))}}
-        # a window's detail: its own heavy hitters with their saved bands
+                                 "maps": (pytest.approx(0.45), None, None)}}
+        # a window's detail: its own heavy hitters, no band, their standard errors kept
         one = store.window(METRIC, START + HOUR, START + 2 * HOUR)
         assert one["labels"] == ["maps", "mail"]
-        assert one["half95"] == pytest.approx([Z95 * 0.01, Z95 * 0.02])
-        assert folder.window(METRIC, START + HOUR, START + 2 * HOUR)["half95"] == \
-            pytest.approx(one["half95"])
+        assert one["half95"] == [None, None] and one["lower95"] == one["upper95"] == [None] * 2
+        assert one["std_error"] == pytest.approx([0.01, 0.02])
+        detail = folder.window(METRIC, START + HOUR, START + 2 * HOUR)
+        assert detail["half95"] == [None, None]
+        assert detail["std_error"] == pytest.approx(one["std_error"])
         # an export's windows of a string metric are whole, whatever keep_all says
         exported = store.export_windows(METRIC, 3, keep_all=1)
         assert [len(v["labels"]) for v in exported if v["series"] == "1 h"] == [3, 2, 2, 3]
@@ -339,3 +351,17 @@ def test_a_control_character_and_its_escape_typed_out_stay_two_lines(store_url, 
             [series], [row] = chart(source, 5)
             assert series["labels"] == ["a\\x07", "a\\\\x07", "b"], source
             assert row["top"] == pytest.approx([0.4, 0.3, 0.2], abs=1e-4)
+
+
+def test_the_dashboard_benchmarks_string_windows_are_as_a_pem_job_writes_them():
+    """benchmarks/dashboard.py --strings stores string windows as a job writes them today: no
+    band, with the reason (output.records.string_estimate_record), so its store holds today's
+    records."""
+    import numpy as np
+
+    from ldp_telemetry.ldp.estimation.heavy_hitters import HEAVY_HITTER_BAND_REASON
+    from tests.benchmark_scripts import loaded_scripts
+    with loaded_scripts("dashboard") as scripts:
+        window = scripts["dashboard"].string_window("m", 0, 5, np.random.default_rng(1))
+    assert window["band_method"] == "none"
+    assert window["band_reasons"] == {"estimate": HEAVY_HITTER_BAND_REASON}

@@ -2,7 +2,8 @@
 (markup, quotes, right-to-left text and an override, "constructor" and "__proto__") into Avro,
 a batch run into a SQLite store, the dashboard on it and its static export. The chart's lines
 are the series' top strings by label, a string missing from a window's heavy hitters is a gap
-("not found" in the read-out), and the chosen window lists its heavy hitters with their bands."""
+("not found" in the read-out), and the chosen window lists its heavy hitters with their standard
+errors and no band (output.bands.value_band_method: the search chose them for their estimates)."""
 from __future__ import annotations
 
 import csv
@@ -17,7 +18,6 @@ from ldp_telemetry.dashboard.server import Dashboard, serve_in_thread
 from ldp_telemetry.dashboard.source import FolderSource, StoreSource, top_labels
 from ldp_telemetry.ldp.config.registry import load_registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
-from ldp_telemetry.output.bands import Z95
 from ldp_telemetry.output.names import printable
 from ldp_telemetry.pipelines.batch import run_job
 from ldp_telemetry.pipelines.cli import main
@@ -147,17 +147,31 @@ def test_the_chart_of_a_string_metric_draws_each_string_by_label(browser, string
         assert "constructor not found" in first and "__proto__ not found" in last
         for items, record in ((first, records[0]), (last, records[-1])):
             for label, value in zip(record["labels"], record["estimate"], strict=True):
-                assert any(item.startswith(f"{printable(label)} {value:.4f} \u00b1 ")
-                           for item in items), (label, items)
-        # the chosen (latest) window lists its own heavy hitters, best first, with bands
+                assert f"{printable(label)} {value:.4f} no band" in items, (label, items)
+        # the chosen (latest) window lists its own heavy hitters, best first, with no band and
+        # their standard errors
         rows = browser.driver.execute_script(
             "return Array.from(document.querySelectorAll('#values-table tbody tr'))"
             ".map(tr => [tr.querySelector('td.label').textContent,"
-            " tr.querySelector('td.band').textContent])")
+            " tr.querySelector('td.band').textContent,"
+            " tr.querySelector('td.std-error').textContent])")
         latest = records[-1]
-        # (a heavy hitter's band is centred: its estimate is its unbiased estimate)
-        assert rows == [[printable(label), f"\u00b1 {Z95 * error:.4f}"] for label, error in
-                        zip(latest["labels"], latest["std_error"], strict=True)]
+        assert [row[:2] for row in rows] == [[printable(label), "no band"]
+                                             for label in latest["labels"]]
+        assert all(float(row[2]) == pytest.approx(error, abs=5e-5)
+                   for row, error in zip(rows, latest["std_error"], strict=True)), rows
+        # the chosen window's chart names no 95% band: its axis and each bar's tooltip read
+        # "no band" without "(95%)"
+        axis, titles = browser.driver.execute_script(
+            "return [document.querySelector('#distribution .axis-label').textContent,"
+            " Array.from(document.querySelectorAll('#distribution title'))"
+            ".map(t => t.textContent)]")
+        assert axis == "estimated frequency (no band)", axis
+        assert titles and all(t.endswith(" no band") and "95%" not in t for t in titles), titles
+        # no band filled for the string in focus: no window has one
+        assert browser.driver.execute_script(
+            "return document.getElementById('topk').getAttribute('data-banded-windows')"
+        ) in ("0", None)
         # a legend entry named like an Object property toggles its line
         browser.driver.find_element(
             "css selector", "#topk-legend button[data-label='constructor']").click()
@@ -279,7 +293,7 @@ def test_a_live_page_redraws_its_lines_when_the_top_strings_change(browser, tmp_
                                  "document.querySelectorAll('#topk-legend button.toggle')[1]"
                                  ".textContent === 'c'")
         first = readout_at(browser, 0.0, "2024-03-01 \u2013 ")
-        assert any(item.startswith("c 0.1000 \u00b1 ") for item in first), first
+        assert "c 0.1000 no band" in first, first
         check_clean(browser)
     finally:
         server.shutdown()
@@ -311,7 +325,7 @@ def test_a_live_page_holding_more_than_a_page_of_windows_redraws_them_all(browse
                                  " && document.querySelectorAll('#topk-legend button.toggle')[1]"
                                  ".textContent === 'c'")
         first = readout_at(browser, 0.0, "2024-03-0")  # one of the first windows held
-        assert any(item.startswith("c 0.1000 \u00b1 ") for item in first), first
+        assert "c 0.1000 no band" in first, first
         check_clean(browser)
     finally:
         server.shutdown()

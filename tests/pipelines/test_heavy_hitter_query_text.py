@@ -90,11 +90,13 @@ def test_a_heavy_hitter_has_no_95_band_and_keeps_its_standard_error(flags):
 
 
 def test_the_coverage_summary_declares_the_heavy_hitters_without_a_band():
-    """The coverage summary (docs/error-bars.md) lists `ldp query`'s heavy hitters among the
-    answers declared without a band, naming the benchmark that measured the search only."""
+    """The coverage summary (docs/error-bars.md) lists a string metric's heavy hitters (its
+    records' values and `ldp query`'s answers) among those declared without a band, naming the
+    benchmark that measured the search only."""
     from tests.benchmark_scripts import loaded_scripts
     with loaded_scripts("coverage_summary") as scripts:
         rows = scripts["coverage_summary"].summary()
     (row,) = [row for row in rows if row["family"].startswith("heavy hitters")]
     assert (row["band"], row["pairs"]) == ("none", 0)
+    assert "its records" in row["family"]  # the records' values, not only ldp query's
     assert "benchmarks/open_domains.py" in row["note"]

@@ -26,6 +26,7 @@ from ldp_telemetry.ldp.base.times import ms_from_iso
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.config.windows import WindowSpec
 from ldp_telemetry.ldp.engine.finalize import finalize_window
+from ldp_telemetry.ldp.estimation.heavy_hitters import HEAVY_HITTER_BAND_REASON
 from ldp_telemetry.output.estimate import Pane
 from ldp_telemetry.output.reader import read_pane_log
 from ldp_telemetry.output.records import window_estimate_record
@@ -89,7 +90,9 @@ def check_record(record, expected):
     assert record["heavy_hitters"] == want["heavy_hitters"]
     assert record["heavy_hitters"]["top"] == 4 and record["heavy_hitters"]["width"] == 8
     assert sum(record["heavy_hitters"]["level_reports"]) == record["n"]
-    assert record["protocol"] == "pem" and record["band_method"] == "exact-variance"
+    # the heavy hitters have no 95% band (chosen by the search for their high estimates)
+    assert record["protocol"] == "pem" and record["band_method"] == "none"
+    assert record["band_reasons"] == {"estimate": HEAVY_HITTER_BAND_REASON}
     fastavro.validation.validate(record, load_schema("window_estimate"), raise_errors=True)
 
 
@@ -143,6 +146,13 @@ def test_simulate_run_show_with_sliding_windows(tmp_path):
     shown = subprocess.run([*cli, "show", "--output", str(tmp_path / "out")], check=True,
                            capture_output=True, text=True).stdout
     assert "heavy-hitters" in shown and "café" in shown and "mail" in shown
+    # no ± for a heavy hitter, its standard error printed; the reason said once
+    lines = shown.splitlines()
+    assert "±" not in shown and "95% band: none" in shown
+    assert lines.count(f"(no band: {HEAVY_HITTER_BAND_REASON})") == 1
+    mail = [line for line in lines if line.strip().startswith("mail ")]
+    assert mail and all(re.search(r"\(s\.e\. 0\.\d{4}, no band\)$", line) for line in mail)
+    assert "adjusted for the value being among" not in shown  # no band to adjust
     # the dashboard's exported page of the metric lists the heavy hitters of its windows
     subprocess.run([*cli, "dashboard", "--output", str(tmp_path / "out"), "--export",
                     str(tmp_path / "pages")], check=True, capture_output=True)
