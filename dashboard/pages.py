@@ -15,6 +15,7 @@ from urllib.parse import quote
 from ldp_telemetry.ldp.base.times import iso_from_ms
 from ldp_telemetry.ldp.config.budget import budget_text, repeated_reports_note, window_cost
 from ldp_telemetry.output.bands import Z95
+from ldp_telemetry.output.text import CONSERVATIVE_NOTE
 from ldp_telemetry.output.layout import metric_segment, window_key
 from ldp_telemetry.output.names import printable
 from ldp_telemetry.store.records import labels_per_window
@@ -190,6 +191,7 @@ estimate ({Z95:.2f} standard errors); a band that is not is shown as [lower, upp
 </header>"""
     state = {"metric": metric, "metric_shown": printable(metric), "live": live,
              "top_k": top_k, "poll_ms": poll_ms, "numeric": numeric,
+             "conservative_note": CONSERVATIVE_NOTE,
              "window_files": window_files, **data}
     order = "" if numeric else """<label class="control">order
 <select id="order-select" aria-label="order"><option value="ranked">ranked by estimate</option>

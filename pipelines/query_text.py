@@ -19,11 +19,11 @@ import json
 from dataclasses import replace
 
 from ldp_telemetry.ldp.base.errors import ConfigError, InputError
-from ldp_telemetry.ldp.estimation.bin_quantiles import WHOLE_BINS, conservative_quantile_reason
+from ldp_telemetry.ldp.estimation.bin_quantiles import conservative_quantile_reason
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_NONE
-from ldp_telemetry.output.bands import conservative_band, half_width95
+from ldp_telemetry.output.bands import conservative_band, conservative_method, half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.names import printable, terminal_safe, typed_name
 from ldp_telemetry.output.text import (CONSERVATIVE_NOTE, PLUS_MINUS, band_note,
@@ -208,24 +208,25 @@ NUMERIC_EXACT_NOTE = ("the exact standard error of the unbiased bin estimate's a
                       "record's estimate's)")
 
 
-def _conservative(record: EstimateRecord, answer) -> tuple[float, float] | None:
-    """The conservative band of a quantile answer at one of the record's levels
-    (`output.bands.conservative_band`: a CFO-binning or hierarchical-histogram record's,
-    not a 95% band), None for other answers."""
+def _conservative(record: EstimateRecord, answer) -> tuple[float, float, str | None] | None:
+    """(lower, upper, how it was made) of the conservative band of a quantile answer at one of
+    the record's levels (`output.bands.conservative_band` and `conservative_method`: a
+    CFO-binning or hierarchical-histogram record's, not a 95% band), None for other answers."""
     key = next((level for level in QUANTILE_LEVELS if float(level) == answer.argument[0]), None)
     if answer.query != "quantile" or key is None:
         return None
     lower, upper = conservative_band(record, key)
-    return None if lower is None or upper is None else (lower, upper)
+    return (None if lower is None or upper is None
+            else (lower, upper, conservative_method(record, key)))
 
 
-def _with_conservative(answer: dict, band: tuple[float, float] | None) -> dict:
+def _with_conservative(answer: dict, band: tuple[float, float, str | None] | None) -> dict:
     """An answer's JSON with its conservative band (`_conservative`): `conservative_lower`,
-    `conservative_upper` and `conservative_method` (how it was made: whole bins,
-    bin_quantiles.WHOLE_BINS), null without one."""
+    `conservative_upper` and `conservative_method` (how it was made, as
+    `output.bands.conservative_method` reads it), null without one."""
     return {**answer, "conservative_lower": None if band is None else band[0],
             "conservative_upper": None if band is None else band[1],
-            "conservative_method": None if band is None else WHOLE_BINS}
+            "conservative_method": None if band is None else band[2]}
 
 
 def _with_band(answer: dict) -> dict:

@@ -691,8 +691,8 @@
         svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, bandText(row.band)));
       } else if (row.conservative && row.conservative[1] > row.conservative[0]) {  /* not a 95% band: dashed, named */
         var held = svgEl("line", {x1: x(row.conservative[0]), x2: x(row.conservative[1]), y1: mid, y2: mid, "class": "conservative-interval"});
-        svg.appendChild(tooltip(held, row.label + ", no 95% band; conservative band " + bandText(row.conservative) + ": holds the truth in at least 95% of windows by construction, measured far above it"));
-        svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, "conservative " + bandText(row.conservative)));
+        svg.appendChild(tooltip(held, row.label + ", no 95% band; " + bandText(row.conservative) + " conservative (" + state.conservative_note + ")"));
+        svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, bandText(row.conservative) + " conservative"));
       } else {
         svg.appendChild(svgEl("text", {x: geo.left + geo.width + 4, y: mid + 4, "class": "tick interval-text"}, "no band"));
       }

@@ -17,6 +17,7 @@ from ldp_telemetry.ldp.protocols import make_protocol
 from ldp_telemetry.ldp.protocols.noise import smallest_resolvable
 from ldp_telemetry.output.bands import value_bands
 from ldp_telemetry.output.coverage import RunInputs
+from ldp_telemetry.output.text import CONSERVATIVE_NOTE
 from ldp_telemetry.store import open_store
 
 #: How long a page may take to show a pane written while it is open (it polls every 0.3 s).
@@ -357,12 +358,15 @@ def test_a_conservative_quantile_band_is_drawn_as_such_never_as_a_95_band(browse
     intervals = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#quantiles .interval-text'))"
         ".map(t => t.textContent)")
-    assert intervals == ["[13.40, 13.80]", "conservative [8.0, 16.0]", "no band"]
+    assert intervals == ["[13.40, 13.80]", "[8.0, 16.0] conservative", "no band"]
     drawn = browser.driver.execute_script(
         "return ['quantile-interval', 'conservative-interval'].map(c => "
         "document.querySelectorAll('#quantiles .' + c).length)")
     assert drawn == [0, 1]
     assert "95%" not in " ".join(intervals[1:])
+    told = browser.driver.execute_script(
+        "return document.querySelector('#quantiles .conservative-interval title').textContent")
+    assert told.endswith(f"[8.0, 16.0] conservative ({CONSERVATIVE_NOTE})"), told
     check_clean(browser)
 
 
