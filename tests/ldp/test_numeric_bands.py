@@ -10,11 +10,10 @@ import pytest
 
 from ldp_telemetry.ldp.config.registry import parse_registry
 from ldp_telemetry.ldp.engine.finalize import finalize_window, numeric_bands
-from ldp_telemetry.ldp.estimation.bin_quantiles import CONSERVATIVE_QUANTILE_REASON
+from ldp_telemetry.ldp.estimation.bin_quantiles import CONSERVATIVE_QUANTILE_REASON, WHOLE_BINS
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
-                                                      BAND_STATISTICS, CONSERVATIVE,
-                                                      uncalibrated_statistics)
+                                                      BAND_STATISTICS, uncalibrated_statistics)
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.records import BATCH_PANE, window_estimate_record
 from ldp_telemetry.output.text import format_numeric
@@ -86,7 +85,7 @@ def test_declared_statistics_and_other_estimators_have_no_band_and_say_why():
     # width 1 here)
     assert all(bands[key].lower is None
                and bands[key].reason.startswith(CONSERVATIVE_QUANTILE_REASON)
-               and band.method == CONSERVATIVE and band.lower < band.upper
+               and band.method == WHOLE_BINS and band.lower < band.upper
                and band.lower == int(band.lower) and band.upper == int(band.upper)
                and "norm-sub" in band.reason for key, band in conservative.items())
     assert set(conservative) == set(QUANTILE_LEVELS)
