@@ -31,21 +31,20 @@ import numpy as np
 from ldp_telemetry.ldp.estimation.frequency_bands import (few_supports_reason,
                                                           pool_corrected_bands,
                                                           pooled_value_band, score_bands)
+from ldp_telemetry.ldp.estimation.bin_answers import names_bin_protocol
 from ldp_telemetry.ldp.estimation.bin_quantiles import WHOLE_BINS
 from ldp_telemetry.ldp.estimation.heavy_hitters import HEAVY_HITTER_BAND_REASON
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_FIXED_GAIN, BAND_NONE,
                                                       BAND_POOL_CORRECTED, Z95)
-from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, is_pooled, make_protocol
-from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
-from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
+from ldp_telemetry.ldp.protocols import is_pooled, make_protocol
 from ldp_telemetry.ldp.protocols.hash_pool import HashPool, sketch_arguments
 from ldp_telemetry.output.estimate import EstimateRecord
 
 #: A window-estimate record, typed or as decoded JSON.
 Record = EstimateRecord | Mapping[str, Any]
 
-__all__ = ["WHOLE_BINS_PROTOCOLS", "Z95", "band95", "band_centre",
+__all__ = ["Z95", "band95", "band_centre",
            "band_errors", "conservative_band", "conservative_method", "declares_no_value_band",
            "half_width95", "pool_band_method", "score_facts", "statistic_band",
            "statistic_band_method", "summary_bands", "summary_statistics", "value_band",
@@ -286,17 +285,10 @@ def statistic_band_method(record: Record, key: str) -> str | None:
     return _field(record, "band_method") if method is None else str(method)
 
 
-#: The protocols whose records' quantiles have a band of whole bins
-#: (ldp_telemetry.ldp.estimation.bin_quantiles: conservative, not a 95% band): CFO-binning and
-#: hierarchical histograms.
-WHOLE_BINS_PROTOCOLS = tuple(sorted(
-    name for name, kind in NUMERIC_PROTOCOLS.items()
-    if issubclass(kind, (CfoBinning, HierarchicalHistogram))))
-
-
 def _whole_bins_quantile(record: Record, key: str) -> bool:
-    """Whether statistic `key` is a quantile of a record of WHOLE_BINS_PROTOCOLS."""
-    return key in QUANTILE_LEVELS and _field(record, "protocol") in WHOLE_BINS_PROTOCOLS
+    """Whether statistic `key` is a quantile of a CFO-binning or hierarchical-histogram record
+    (bin_answers.names_bin_protocol), whose band is of whole bins."""
+    return key in QUANTILE_LEVELS and names_bin_protocol(_field(record, "protocol"))
 
 
 def conservative_band(record: Record, key: str) -> tuple[float | None, float | None]:

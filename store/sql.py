@@ -29,10 +29,11 @@ from ldp_telemetry.ldp.base.errors import StoreError
 from ldp_telemetry.ldp.base.registration import Catalog
 from ldp_telemetry.ldp.base.times import datetime_from_ms, iso_from_ms
 from ldp_telemetry.ldp.config.budget import budget_text
+from ldp_telemetry.ldp.estimation.bin_answers import BIN_PROTOCOLS
 from ldp_telemetry.ldp.protocols import STRING_PROTOCOLS
 from ldp_telemetry.output.coverage import RunInputs
 from ldp_telemetry.output.estimate import EstimateRecord, records_of
-from ldp_telemetry.output.bands import WHOLE_BINS_PROTOCOLS, summary_bands
+from ldp_telemetry.output.bands import summary_bands
 from ldp_telemetry.store.reads import create_read_indexes, missing_read_indexes
 from ldp_telemetry.store.records import (MAX_NAME_CHARS, SUPPORT_COLUMNS, UNATTRIBUTED_MS,
                                          check_metric_names, number, pane_row, summary_rows,
@@ -934,7 +935,7 @@ class EstimateStore:
 
     def _reband_summaries(self, cursor) -> None:
         """Give the summary rows of a store whose summary rule is not SUMMARY_BAND_RULE (see
-        there) the bands its writer saves now, from each stored record of WHOLE_BINS_PROTOCOLS
+        there) the bands its writer saves now, from each stored record of BIN_PROTOCOLS
         (`output.bands.summary_bands`), in the caller's transaction: one window's record in
         memory at a time."""
         if not self._has_table(cursor, "ldp_window_summaries"):
@@ -943,10 +944,10 @@ class EstimateStore:
             cursor.execute("SELECT rule FROM ldp_summary_band_rules")
             if SUMMARY_BAND_RULE in {row[0] for row in cursor.fetchall()}:
                 return
-        marks = ", ".join("?" * len(WHOLE_BINS_PROTOCOLS))
+        marks = ", ".join("?" * len(BIN_PROTOCOLS))
         cursor.execute(self._sql(f"SELECT metric, version, window_start_ms, window_end_ms "
                                  f"FROM ldp_windows WHERE protocol IN ({marks})"),
-                       WHOLE_BINS_PROTOCOLS)
+                       BIN_PROTOCOLS)
         for window in cursor.fetchall():
             cursor.execute(self._sql("SELECT record FROM ldp_windows WHERE metric = ? AND "
                                      "version = ? AND window_start_ms = ? AND "

@@ -47,9 +47,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ldp_telemetry.ldp.base.errors import RegistryError
 from ldp_telemetry.ldp.estimation.admm import child_sums, tree_projection
 from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.estimation.uncertainty import Z95
+from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS
 from ldp_telemetry.ldp.protocols.base import FrequencyOracle
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
 from ldp_telemetry.ldp.protocols.hh import BRANCHING, HierarchicalHistogram, node_counts
@@ -60,6 +62,24 @@ MASS_FLOOR = 1e-12
 #: Below this spread of w·f over the range's in and out distributions the variance is taken
 #: as constant in the range's value (`LinearBins.score_band`).
 SPAN_FLOOR = 1e-9
+
+#: The protocols whose windows are linear in a bin estimate (LinearBins), by registry name:
+#: CFO-binning and hierarchical histograms (their range answers get exact bands, their
+#: quantiles the band of whole bins, ldp_telemetry.ldp.estimation.bin_quantiles).
+BIN_PROTOCOLS = tuple(sorted(name for name, kind in NUMERIC_PROTOCOLS.items()
+                             if issubclass(kind, (CfoBinning, HierarchicalHistogram))))
+
+
+def names_bin_protocol(name: object) -> bool:
+    """Whether `name` names one of BIN_PROTOCOLS in this version's registry (an alias too)."""
+    if not isinstance(name, str):
+        return False
+    try:
+        kind = NUMERIC_PROTOCOLS.lookup(name)
+    except RegistryError:
+        return False
+    return issubclass(kind, (CfoBinning, HierarchicalHistogram))
+
 
 #: Why a window has no linear answer with an exact variance, by cause.
 NO_LEAF_REPORTS_REASON = "no band: no reports at the hierarchy's bucket depth"

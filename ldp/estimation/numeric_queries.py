@@ -32,12 +32,13 @@ import numpy as np
 
 from ldp_telemetry.ldp.base.errors import ConfigError, RegistryError
 from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON, LinearBins,
-                                                      cfo_linear, hh_linear, range_weights)
+                                                      cfo_linear, hh_linear, names_bin_protocol,
+                                                      range_weights)
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, histogram_quantiles
 from ldp_telemetry.ldp.estimation.moments import (CONSERVATIVE_SHARE, MEASURED_REPORTS,
                                                   SMALL_WINDOW_REASON)
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, NO_REPORTS_REASON
-from ldp_telemetry.ldp.protocols import NUMERIC_PROTOCOLS, make_numeric_protocol
+from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
 
@@ -221,7 +222,7 @@ def record_linear_bins(record: NumericRecord) -> tuple[LinearBins | None, str | 
     try:
         protocol = make_numeric_protocol(record.protocol, float(record.epsilon), buckets)
     except RegistryError as error:  # not a protocol of this version, or not at these settings
-        if _names_linear_protocol(record.protocol):
+        if names_bin_protocol(record.protocol):
             return None, RANGE_PROTOCOL_REASON.format(epsilon=float(record.epsilon),
                                                       buckets=buckets,
                                                       protocol=record.protocol, problem=error)
@@ -247,12 +248,3 @@ def record_linear_bins(record: NumericRecord) -> tuple[LinearBins | None, str | 
         return cfo_linear(protocol, unbiased, int(record.n)), None
     found = hh_linear(protocol, unbiased, np.asarray(reports, dtype=np.int64))
     return found, None if found is not None else NO_LEAF_REPORTS_REASON
-
-
-def _names_linear_protocol(name: str) -> bool:
-    """Whether `name` is a CFO-binning or hierarchical-histogram protocol of this version."""
-    try:
-        kind = NUMERIC_PROTOCOLS.lookup(name)
-    except RegistryError:
-        return False
-    return issubclass(kind, (CfoBinning, HierarchicalHistogram))
