@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 
 from ldp_telemetry.ldp.base.errors import ConfigError, InputError
-from ldp_telemetry.ldp.estimation.bin_quantiles import conservative_quantile_reason
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.queries import STD_ERROR_KINDS, WindowEstimate
-from ldp_telemetry.ldp.estimation.uncertainty import BAND_NONE
 from ldp_telemetry.output.bands import conservative_band, conservative_method, half_width95
 from ldp_telemetry.output.estimate import EstimateRecord
 from ldp_telemetry.output.names import printable, terminal_safe, typed_name
@@ -132,12 +129,6 @@ def _numeric_answer(record: EstimateRecord, args: argparse.Namespace) -> str:
                               field="quantile") from None
         answers = [window.quantile(level) for level in levels]
     kept = [_conservative(record, answer) for answer in answers]
-    answers = [answer if band is None or answer.band is None else
-               # a record written before `conservative_bands` gave its conservative band as
-               # the 95% band: read as today's (output.bands.conservative_band)
-               replace(answer, band=None, band_method=BAND_NONE,
-                       band_reason=conservative_quantile_reason(answer.band_reason))
-               for answer, band in zip(answers, kept, strict=True)]
     if args.json:
         return json.dumps({"metric": window.metric, "window_start": window.window_start,
                            "window_end": window.window_end, "n": window.n,

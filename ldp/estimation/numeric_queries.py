@@ -34,6 +34,7 @@ from ldp_telemetry.ldp.base.errors import ConfigError, RegistryError
 from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON, LinearBins,
                                                       cfo_linear, hh_linear, names_bin_protocol,
                                                       range_weights)
+from ldp_telemetry.ldp.estimation.bin_quantiles import conservative_quantile_reason
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS, histogram_quantiles
 from ldp_telemetry.ldp.estimation.moments import (CONSERVATIVE_SHARE, MEASURED_REPORTS,
                                                   SMALL_WINDOW_REASON)
@@ -143,12 +144,22 @@ class NumericWindow:
             raise ConfigError(f"metric {record.metric!r} is not numeric (its records have no "
                               "bucket_edges)", "metric")
         linear, reason = record_linear_bins(record)
+        method, bands = record.band_method, dict(record.bands or {})
+        reasons = dict(getattr(record, "band_reasons", None) or {})
+        if (method is not None and getattr(record, "conservative_bands", None) is None
+                and names_bin_protocol(record.protocol)):
+            # a CFO-binning or HH record written before `conservative_bands` gave its quantiles'
+            # band of whole bins as their 95% band: read as today's (no 95% band; the band is
+            # conservative, bin_quantiles.conservative_quantile_bands)
+            for key in QUANTILE_LEVELS:
+                if bands.get(key) is not None:
+                    method, bands[key] = BAND_NONE, None
+                    reasons[key] = conservative_quantile_reason(reasons.get(key))
         return cls(record.metric, record.window_start, record.window_end,
                    int(record.n), np.asarray(record.bucket_edges, dtype=np.float64),
                    np.asarray(record.estimate, dtype=np.float64),
-                   dict(record.quantile_std_errors or {}), record.band_method,
-                   dict(record.bands or {}), linear, reason,
-                   dict(getattr(record, "band_reasons", None) or {}))
+                   dict(record.quantile_std_errors or {}), method, bands, linear, reason,
+                   reasons)
 
     def _require_distribution(self, query: str) -> None:
         """ConfigError naming `query` when the record keeps no distribution (a protocol that

@@ -165,6 +165,11 @@ def test_a_record_written_before_the_field_shows_its_quantile_band_as_conservati
         assert statistic_band_method(old, key) == BAND_NONE
         assert conservative_band(old, key) == conservative_band(record, key)
     assert statistic_band(old, "mean") == statistic_band(record, "mean")
+    # the Python API reads it so too, not only the command line
+    from ldp_telemetry.ldp.estimation.numeric_queries import NumericWindow
+    answer = NumericWindow.from_record(old).quantile(0.5)
+    assert answer.band is None and answer.band_method == BAND_NONE
+    assert answer.band_reason == record.band_reasons["0.5"]
     (tmp_path / "estimates-00000-of-00001.jsonl").write_text(old.to_json() + "\n")
     assert main(["show", "--output", str(tmp_path), "--metric", "latency"]) == 0
     shown = capsys.readouterr().out
