@@ -32,7 +32,12 @@ measured the result; where one of its banded pairs covered below 0.93, the goal'
 (data set, ε, n) was measured again on windows of another seed (coverage_set4_confirm.json,
 seed 89), and the pair is declared in its cell where it covered below 0.93 there too
 (`confirmed_misses`: chosen on set 4, confirmed on the other seed; a pair of an exact band
-falls below 0.93 twice with probability 0.6% at W = 200). `--write` regenerates
+falls below 0.93 twice with probability 0.6% at W = 200). Where one of set 4's banded pairs
+covered above 0.97, the goal's upper edge, the same (data set, ε, n) was measured again on
+windows of a third seed (coverage_set4_over.json, seed 97), and where it covered above 0.97
+there too the band is conservative in its cell, not a 95% band (`confirmed_over_coverage`: an
+exact band lies above 0.97 twice with probability 0.4% at W = 200): records give it as the
+conservative band, their 95% band none. `--write` regenerates
 ldp/estimation/band_declarations.py.
 
     python benchmarks/declare_bands.py --write
@@ -53,6 +58,9 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 RESULTS = (RESULTS_DIR / "coverage_set2.json", RESULTS_DIR / "coverage.json")
 #: set 4's results (seed 71) and the same data sets' cells measured again on another seed
 CONFIRM_RESULTS = (RESULTS_DIR / "coverage_set4.json", RESULTS_DIR / "coverage_set4_confirm.json")
+#: set 4's results and the same data sets' cells measured again on a third seed, where set 4
+#: found a band above the goal
+OVER_RESULTS = (RESULTS_DIR / "coverage_set4.json", RESULTS_DIR / "coverage_set4_over.json")
 MODULE = Path(__file__).resolve().parents[1] / "ldp" / "estimation" / "band_declarations.py"
 NOMINAL = 0.95
 #: How many standard errors below 0.95 one data set's coverage must lie for its cell to be
@@ -64,6 +72,8 @@ POOLED_STANDARD_ERRORS = 1.0
 #: The coverage, pooled over a level's set-1-banded cells and every data set, below which the
 #: level is declared everywhere: the goal's lower edge.
 LEVEL_FLOOR = 0.93
+#: The goal's upper edge: a band above it on set 4 and again on another seed is conservative.
+GOAL_CEILING = 0.97
 
 
 def below(coverage: float, windows: int, errors: float = STANDARD_ERRORS) -> bool:
@@ -128,9 +138,29 @@ def declarations(cells: list[dict]) -> tuple[dict, dict, dict]:
 def confirmed_misses(chosen: list[dict], again: list[dict]) -> dict:
     """(ε, n) -> level -> (data set, coverage, coverage again, windows): the pairs banded in
     `chosen`'s cells (set 4) that covered below LEVEL_FLOOR there and below it again in
-    `again`'s cell of the same data set, ε and n (its coverage of a level it declares is not
-    read; a pair `again` does not measure at CALIBRATED_BUCKETS is not declared: a cell of
-    another bucket count neither confirms nor hides one)."""
+    `again`'s cell of the same data set, ε and n (`confirmed`)."""
+    return confirmed(chosen, again, lambda coverage: coverage < LEVEL_FLOOR)
+
+
+def confirmed_over_coverage(chosen: list[dict], again: list[dict], declared: dict) -> dict:
+    """(ε, n) -> level -> (data set, coverage, coverage again, windows): the pairs banded in
+    `chosen`'s cells (set 4) that covered above GOAL_CEILING there and above it again in
+    `again`'s cell of the same data set, ε and n (`confirmed`), but for the levels `declared`
+    ((ε, n) -> level -> …, the confirmed misses) declares in their cell: a band some data set
+    keeps missing is declared, not conservative."""
+    found = confirmed(chosen, again, lambda coverage: coverage > GOAL_CEILING)
+    kept = {key: {level: value for level, value in table.items()
+                  if level not in declared.get(key, {})} for key, table in found.items()}
+    return {key: table for key, table in kept.items() if table}
+
+
+def confirmed(chosen: list[dict], again: list[dict], outside) -> dict:
+    """(ε, n) -> level -> (data set, coverage, coverage again, windows): the pairs banded in
+    `chosen`'s cells whose coverage is `outside` (a predicate) there and in `again`'s cell of
+    the same data set, ε and n (its coverage of a level it declares is not read; a pair
+    `again` does not measure at CALIBRATED_BUCKETS is not confirmed: a cell of another bucket
+    count neither confirms nor hides one). Where two data sets confirm one level of a cell,
+    the first `chosen` lists is kept."""
     found: dict[tuple[float, int], dict[str, tuple[str, float, float, int]]] = {}
     seen = {(c["dataset"], float(c["epsilon"]), int(c["n"])): c for c in again
             if c.get("buckets", CALIBRATED_BUCKETS) == CALIBRATED_BUCKETS}
@@ -143,12 +173,12 @@ def confirmed_misses(chosen: list[dict], again: list[dict]) -> dict:
             if level in cell.get("declared_without_band", ()) or level in other.get(
                     "declared_without_band", ()):
                 continue
-            # rounded: a share of W windows exactly at the floor (186 of 200) is not below it
+            # rounded: a share of W windows exactly at an edge (186 of 200) is not beyond it
             first = round(float(cell["coverage"][level]), 6)
             second = round(float(other["coverage"][level]), 6)
-            if first < LEVEL_FLOOR and second < LEVEL_FLOOR:
-                found.setdefault(key, {})[level] = (cell["dataset"], first, second,
-                                                    int(other["windows"]))
+            if outside(first) and outside(second):
+                found.setdefault(key, {}).setdefault(level, (cell["dataset"], first, second,
+                                                             int(other["windows"])))
     return dict(sorted(found.items()))
 
 
@@ -164,7 +194,8 @@ def _table(name: str, kind: str, table: dict, entry) -> list[str]:
 
 
 def module_text(misses: dict, pooled: dict, levels: dict, sources: list[tuple[str, int]],
-                confirmed: dict, confirm_sources: list[tuple[str, int]]) -> str:
+                confirmed: dict, confirm_sources: list[tuple[str, int]], over: dict,
+                over_sources: list[tuple[str, int]]) -> str:
     lines = [
         '"""Quantile bands declared on held-out windows: generated by benchmarks/declare_bands.py',
         "(do not edit by hand; rerun it with --write).",
@@ -174,6 +205,9 @@ def module_text(misses: dict, pooled: dict, levels: dict, sources: list[tuple[st
         "windows the margins (band_calibration.py, set 1) were not fitted on; and the pairs",
         "below 0.93 on set 4 that fell below it again on another seed:",
         *(f"{source} (seed {seed})," for source, seed in confirm_sources),
+        "and the pairs above 0.97 on set 4 that rose above it again on a third seed, whose",
+        "bands records give as conservative bands:",
+        *(f"{source} (seed {seed})," for source, seed in over_sources),
         '"""',
         "",
         "#: quantile level -> (cells where the margins keep its band, coverage pooled over them",
@@ -198,6 +232,13 @@ def module_text(misses: dict, pooled: dict, levels: dict, sources: list[tuple[st
         "#: (ε, n) -> quantile level -> (data set, coverage on set 4, coverage on another seed,",
         "#: windows): below 0.93 both times, declared in that cell"]
     lines += _table("CONFIRMED_MISSES", "tuple[str, float, float, int]", confirmed,
+                    lambda value: f'("{value[0]}", {value[1]!r}, {value[2]!r}, {value[3]})')
+    lines += [
+        "",
+        "#: (ε, n) -> quantile level -> (data set, coverage on set 4, coverage on a third seed,",
+        "#: windows): above 0.97 both times, its band conservative in that cell (given as the",
+        "#: conservative band, the 95% band none)"]
+    lines += _table("CONFIRMED_OVER_COVERAGE", "tuple[str, float, float, int]", over,
                     lambda value: f'("{value[0]}", {value[1]!r}, {value[2]!r}, {value[3]})')
     return "\n".join(lines) + "\n"
 
@@ -234,6 +275,10 @@ def main(argv=None) -> None:
     parser.add_argument("--confirm", type=Path, nargs=2, default=list(CONFIRM_RESULTS),
                         metavar=("CHOSEN", "AGAIN"),
                         help="set 4's results and the same cells measured on another seed")
+    parser.add_argument("--over", type=Path, nargs=2, default=list(OVER_RESULTS),
+                        metavar=("CHOSEN", "AGAIN"),
+                        help="set 4's results and the cells of its bands above the goal "
+                             "measured on a third seed")
     parser.add_argument("--write", action="store_true",
                         help="regenerate ldp/estimation/band_declarations.py")
     args = parser.parse_args(argv)
@@ -241,10 +286,13 @@ def main(argv=None) -> None:
     misses, pooled, levels = declarations(cells)
     (chosen, again), confirm_sources = confirm_cells(args.confirm)
     confirmed = confirmed_misses(chosen, again)
-    for (epsilon, n), table in confirmed.items():
-        for level, (dataset, first, second, windows) in table.items():
-            print(f"ε = {epsilon:g}, n = {n:>9,}: {level:>4} quantile {first:.3f} on set 4, "
-                  f"{second:.3f} of {windows} windows again ({dataset})")
+    (chosen, again), over_sources = confirm_cells(args.over)
+    over = confirmed_over_coverage(chosen, again, confirmed)
+    for name, table in (("below", confirmed), ("above", over)):
+        for (epsilon, n), row in table.items():
+            for level, (dataset, first, second, windows) in row.items():
+                print(f"ε = {epsilon:g}, n = {n:>9,}: {level:>4} quantile {first:.3f} on set 4, "
+                      f"{second:.3f} of {windows} windows again, {name} ({dataset})")
     for (epsilon, n), table in misses.items():
         for level, (dataset, coverage, windows) in table.items():
             print(f"ε = {epsilon:g}, n = {n:>9,}: {level:>4} quantile {coverage:.2f} of "
@@ -265,10 +313,10 @@ def main(argv=None) -> None:
           f"{sum(map(len, pooled.values()))} by the pooled coverage, "
           f"{sum(map(len, confirmed.values()))} confirmed on another seed, {len(levels)} levels "
           f"everywhere: {len(declared)} of {total} cells declared, {total - len(declared)} "
-          "banded")
+          f"banded, of them {sum(map(len, over.values()))} conservative")
     if args.write:
         MODULE.write_text(module_text(misses, pooled, levels, sources, confirmed,
-                                      confirm_sources))
+                                      confirm_sources, over, over_sources))
         print(f"wrote {MODULE.name}")
 
 

@@ -18,7 +18,8 @@ with what a page draws added, computed here once so that the page's script compu
   and of each quantile, [lower, upper] or None where the record has none:
   `ldp_telemetry.output.bands.summary_bands`, as the store saves them) and
   `conservative_quantile_bands` (each quantile's conservative band, not a 95% band, where a
-  CFO-binning or hierarchical-histogram record gives one, else None:
+  record gives one — every quantile of CFO-binning and hierarchical histograms, a Square Wave
+  quantile whose band over-covered in its setting — else None:
   `ldp_telemetry.output.bands.conservative_band`; the page draws it dashed, labelled
   "conservative"), and `warning`: why
   the window's reports are too few for its domain at its ε (`output.resolution`), or None;

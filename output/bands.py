@@ -17,7 +17,8 @@ none):
 standard error only for records written before `band_method` existed. A CFO-binning or
 hierarchical-histogram record's quantiles have no 95% band but a conservative one beside it
 (`conservative_band`: it holds the quantile in at least 95% of windows by construction, and is
-never shown as a 95% band). The store, the
+never shown as a 95% band), and so has a Square Wave quantile in a setting where its band
+over-covered on held-out windows twice. The store, the
 dashboard, `ldp show` and `ldp query` all take their bands from here. A record is an
 `output.estimate.EstimateRecord` or its decoded JSON (a stored record read back).
 """
@@ -35,7 +36,8 @@ from ldp_telemetry.ldp.estimation.bin_answers import names_bin_protocol
 from ldp_telemetry.ldp.estimation.bin_quantiles import WHOLE_BINS
 from ldp_telemetry.ldp.estimation.heavy_hitters import HEAVY_HITTER_BAND_REASON
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
-from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, BAND_FIXED_GAIN, BAND_NONE,
+from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT,
+                                                      BAND_FIXED_GAIN, BAND_NONE,
                                                       BAND_POOL_CORRECTED, Z95)
 from ldp_telemetry.ldp.protocols import is_pooled, make_protocol
 from ldp_telemetry.ldp.protocols.hash_pool import HashPool, sketch_arguments
@@ -293,27 +295,32 @@ def _whole_bins_quantile(record: Record, key: str) -> bool:
 
 def conservative_band(record: Record, key: str) -> tuple[float | None, float | None]:
     """(lower, upper) of the conservative band of statistic `key` (a quantile level such as
-    "0.5") of a CFO-binning or hierarchical-histogram record: the band of whole bins, which
-    holds the quantile in at least 95% of windows by construction and is not a 95% band (the
-    statistic has none: `statistic_band`); its `conservative_bands` entry, or for a record
-    written before that field the quantile's entry in `bands` (the same band, then printed
-    as a 95% band); (None, None) for other statistics and records and where it has none."""
-    if not _whole_bins_quantile(record, key):
-        return None, None
+    "0.5") of a numeric record: a band that holds the truth in at least 95% of windows and
+    is not a 95% band (the statistic has none: `statistic_band`) — a CFO-binning or
+    hierarchical-histogram quantile's band of whole bins, or a Square Wave quantile's
+    bias-corrected band where it over-covered (uncertainty.conservative_statistics). Its
+    `conservative_bands` entry, or for a CFO-binning or hierarchical-histogram record written
+    before that field the quantile's entry in `bands` (the same band, then printed as a 95%
+    band); (None, None) for other statistics and records and where it has none."""
     kept = _field(record, "conservative_bands")
-    if kept is None and _field(record, "band_method") is None:
-        return None, None  # written before its bands: a bootstrap band, not the whole bins
-    band = (kept if kept is not None else _field(record, "bands") or {}).get(key)
+    if kept is None:
+        if not _whole_bins_quantile(record, key) or _field(record, "band_method") is None:
+            return None, None  # none kept; or written before its bands: a bootstrap band
+        kept = _field(record, "bands") or {}
+    band = kept.get(key)
     if band is None:
         return None, None
     return _finite(band.get("lower")), _finite(band.get("upper"))
 
 
 def conservative_method(record: Record, key: str) -> str | None:
-    """How the `conservative_band` of statistic `key` was made (a CFO-binning or
-    hierarchical-histogram quantile's: whole bins, bin_quantiles.WHOLE_BINS), None where the
-    record has none."""
-    return WHOLE_BINS if conservative_band(record, key)[0] is not None else None
+    """How the `conservative_band` of statistic `key` was made: a CFO-binning or
+    hierarchical-histogram quantile's of whole bins (bin_quantiles.WHOLE_BINS), a Square Wave
+    quantile's by the bias-corrected bootstrap (BAND_BIAS_CORRECTED); None where the record
+    has none."""
+    if conservative_band(record, key)[0] is None:
+        return None
+    return WHOLE_BINS if names_bin_protocol(_field(record, "protocol")) else BAND_BIAS_CORRECTED
 
 
 def summary_bands(record: Record) -> dict[str, tuple[float | None, float | None]]:

@@ -98,10 +98,11 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
     exact-variance mean and variance; absent where there are none), `band_reasons` says why a
     statistic has none, what its band holds, or that it is extrapolated
     (ldp_telemetry.ldp.estimation.uncertainty, ldp_telemetry.ldp.estimation.moments);
-    `conservative_bands` (a CFO-binning or hierarchical-histogram record; absent from others)
-    the band of each quantile that holds it in at least 95% of windows by construction, not a
-    95% band: the quantile's own is null
-    (ldp_telemetry.ldp.estimation.bin_quantiles.conservative_quantile_bands).
+    `conservative_bands` (a CFO-binning or hierarchical-histogram record, a Square Wave record
+    with a quantile whose band over-covered in its setting; absent from others) the band of
+    each quantile that holds it in at least 95% of windows, not a 95% band: the quantile's own
+    is null (ldp_telemetry.ldp.estimation.bin_quantiles.conservative_quantile_bands,
+    ldp_telemetry.ldp.estimation.uncertainty.conservative_statistics).
     """
     errors = result.errors
     methods = result.band_methods

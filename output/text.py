@@ -181,7 +181,8 @@ def format_numeric(record: EstimateRecord) -> str:
     (CFO-binning, hierarchical histograms: or whose quantiles have conservative bands), where the
     record has an entry for it; a record
     written before the field shows estimate ± z · bootstrap standard error. A quantile with no
-    95% band but a conservative one (a CFO-binning or hierarchical-histogram record:
+    95% band but a conservative one (a CFO-binning or hierarchical-histogram record, a Square
+    Wave quantile whose band over-covered in its setting:
     `output.bands.conservative_band`) shows it as "[lower, upper] conservative"
     (`conservative_text`), and the text ends with what such a band is (CONSERVATIVE_NOTE)."""
     estimator = record.estimator or {}  # every writer's names it; a file may not

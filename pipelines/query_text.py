@@ -6,9 +6,10 @@ units and `--quantile` (`ldp.estimation.numeric_queries.NumericWindow`). `--json
 object. This is the command line's own formatting: its messages name flags. Every ± is the half
 width of the 95% band, as in `ldp show` and the dashboard (`output.text.BAND_NOTE`, printed where
 an answer has one: `output.text.band_note`); the standard error is printed beside it, and in
-JSON each answer carries both (`std_error`, `half95`). A top-k answer, and a quantile of a
-CFO-binning or hierarchical-histogram record (`output.bands.conservative_band`), have no 95% band
-and give a conservative one beside it, printed `[lower, upper] conservative` and named on the
+JSON each answer carries both (`std_error`, `half95`). A top-k answer, a quantile of a
+CFO-binning or hierarchical-histogram record, and a Square Wave quantile whose band over-covered
+in its setting (`output.bands.conservative_band`), have no 95% band and give a conservative one
+beside it, printed `[lower, upper] conservative` and named on the
 last lines (`output.text.CONSERVATIVE_NOTE`); in JSON `conservative_lower`, `conservative_upper`
 and `conservative_method`, null on every other answer (`half95` null where there is no 95% band).
 """
@@ -201,8 +202,8 @@ NUMERIC_EXACT_NOTE = ("the exact standard error of the unbiased bin estimate's a
 
 def _conservative(record: EstimateRecord, answer) -> tuple[float, float, str | None] | None:
     """(lower, upper, how it was made) of the conservative band of a quantile answer at one of
-    the record's levels (`output.bands.conservative_band` and `conservative_method`: a
-    CFO-binning or hierarchical-histogram record's, not a 95% band), None for other answers."""
+    the record's levels (`output.bands.conservative_band` and `conservative_method`: not a 95%
+    band), None for other answers."""
     key = next((level for level in QUANTILE_LEVELS if float(level) == answer.argument[0]), None)
     if answer.query != "quantile" or key is None:
         return None

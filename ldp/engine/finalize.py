@@ -26,8 +26,9 @@ from ldp_telemetry.ldp.estimation.postprocess import error_plug_in
 from ldp_telemetry.ldp.estimation.replay import Choice, postprocess_with_choice
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT, BAND_NONE,
                                                       NO_REPORTS_REASON, Band, BootstrapErrors,
-                                                      band_scales,
-                                                      bias_corrected_bands, no_bands, Z95,
+                                                      band_scales, bias_corrected_bands,
+                                                      conservative_split,
+                                                      conservative_statistics, no_bands, Z95,
                                                       parametric_bootstrap)
 from ldp_telemetry.ldp.protocols import is_pooled
 from ldp_telemetry.ldp.protocols.base import NUMERIC, STRINGS, FrequencyOracle
@@ -155,9 +156,11 @@ class NumericWindowResult:
     #: where the variance is declared without a band; None where the variance has none (no
     #: moment estimate, a mean-only protocol)
     variance_std_error: float | None = None
-    #: CFO-binning and hierarchical histograms: quantile level -> its conservative band (the
-    #: whole-bins band, ldp_telemetry.ldp.estimation.bin_quantiles.conservative_quantile_bands;
-    #: not a 95% band: the quantile's 95% band is none); None for other protocols
+    #: quantile level -> its conservative band, not a 95% band (the quantile's 95% band is
+    #: none): every quantile of CFO-binning and hierarchical histograms (the whole-bins band,
+    #: ldp_telemetry.ldp.estimation.bin_quantiles.conservative_quantile_bands), a Square Wave
+    #: quantile in a cell where its band over-covered twice (its bias-corrected bootstrap band,
+    #: uncertainty.conservative_statistics); None where no quantile has one
     conservative_bands: dict | None = None
 
     @property
@@ -218,7 +221,9 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int
     exact-variance bands of ldp_telemetry.ldp.estimation.cfo_moments, and so do a hierarchical
     histogram's, while their quantiles have no 95% band (band method "none") but the
     conservative whole-bins band of ldp_telemetry.ldp.estimation.bin_quantiles beside it
-    (`conservative_quantile_bands`: the conservative bands, None for other protocols);
+    (`conservative_quantile_bands`); a Square Wave quantile whose band over-covered in the
+    window's cell twice (`conservative_statistics`) has none either, its bias-corrected band
+    given as its conservative band (the conservative bands: None where no quantile has one);
     other estimators have no calibrated band (band method "none")."""
     spec, protocol = config.estimator, config.protocol
     params = dict(spec.params)
@@ -242,13 +247,17 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int
                                   protocol.output_buckets, default_interval_fit(config))
     bands = bias_corrected_bands(protocol.channel().forward, fit, counts, n, config.bucket_edges,
                                  replicates, params.get("seed", 0), scales, reasons)
+    bands, conservative = conservative_split(bands, conservative_statistics(protocol.epsilon,
+                                                                            int(n)),
+                                             BAND_BIAS_CORRECTED)
     method = (BAND_BIAS_CORRECTED if any(band.lower is not None for key, band in bands.items()
                                          if key not in MOMENT_STATISTICS) else BAND_NONE)
     model = protocol_model(protocol)
     assert model is not None, "a Square Wave protocol has a moment model"
     assert config.low is not None and config.high is not None, "a numeric metric has its range"
     bands.update(statistic_bands(model, counts, config.low, config.high))
-    return method, bands, None
+    return method, bands, (conservative if any(band.lower is not None
+                                               for band in conservative.values()) else None)
 
 
 def finalize_numeric_window(config: MetricConfig, statistic: np.ndarray, n: int

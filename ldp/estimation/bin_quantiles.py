@@ -47,7 +47,8 @@ from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON, Li
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.moments import MEASURED_REPORTS, SMALL_WINDOW_REASON
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, NO_REPORTS_REASON,
-                                                      Z95, Band, coverage_cell)
+                                                      Z95, Band, conservative_reason,
+                                                      conservative_split, coverage_cell)
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
 
@@ -217,23 +218,14 @@ def conservative_quantile_bands(bands: Mapping[str, Band]
     its bands (`bin_quantile_statistic_bands`' with the mean's and the variance's): every
     quantile's whole-bins band moves, as it is, to the conservative bands (`Band.method`
     WHOLE_BINS, how it was made), its 95% band none with CONSERVATIVE_QUANTILE_REASON and what
-    the band holds (its reason); a quantile without a band keeps its reason and has no
-    conservative band; the other statistics stay as they are."""
-    kept = dict(bands)
-    conservative: dict[str, Band] = {}
-    for key in QUANTILE_LEVELS:
-        band = bands[key]
-        if band.lower is None:
-            conservative[key] = Band(None, None)
-            continue
-        conservative[key] = Band(band.lower, band.upper, band.reason, WHOLE_BINS)
-        kept[key] = Band(None, None, conservative_quantile_reason(band.reason))
-    return kept, conservative
+    the band holds (its reason; uncertainty.conservative_split); a quantile without a band
+    keeps its reason and has no conservative band; the other statistics stay as they are."""
+    return conservative_split(bands, dict.fromkeys(QUANTILE_LEVELS, CONSERVATIVE_QUANTILE_REASON),
+                              WHOLE_BINS)
 
 
 def conservative_quantile_reason(holds: str | None) -> str:
     """A quantile's `band_reasons` entry where its band is conservative:
     CONSERVATIVE_QUANTILE_REASON, then what the conservative band holds (`holds`, its
     QUANTILE_BAND_REASON and SMALL_WINDOW_REASON)."""
-    return CONSERVATIVE_QUANTILE_REASON + ("" if holds is None
-                                           else "; the conservative band: " + holds)
+    return conservative_reason(CONSERVATIVE_QUANTILE_REASON, holds)

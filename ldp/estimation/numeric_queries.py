@@ -220,7 +220,10 @@ class NumericWindow:
         if bounds is not None and not all(isinstance(bound, (int, float))
                                           and math.isfinite(bound) for bound in bounds):
             bounds, reason = None, QUANTILE_BAND_NOT_FINITE_REASON
-        return NumericAnswer("quantile", (float(level),), value, error, self.band_method,
+        # an answer without a band names none, whatever made the record's other bands
+        method = (self.band_method if bounds is not None or self.band_method is None
+                  else BAND_NONE)
+        return NumericAnswer("quantile", (float(level),), value, error, method,
                              bounds, None if reason is None else str(reason),
                              std_error_kind=None if error is None else "bootstrap")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -156,6 +156,16 @@ CONFIRMED_MISS_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: at ε
                          "windows of another seed, {again:.3f} of {windows} windows of "
                          "{dataset}, below 0.93 both times (set 4 of benchmarks/coverage.py, "
                          "measured again with --cells; benchmarks/declare_bands.py)")
+#: Why a quantile whose band over-covered on held-out windows, twice, has no 95% band: its
+#: band is given as the conservative band (`conservative_statistics`).
+OVER_COVERAGE_REASON = ("no calibrated 95% band at ε = {epsilon:g}, n = {n}: at "
+                        "ε = {cell_epsilon:g}, n = {cell_n:,} this statistic's band covered "
+                        "{first:.3f} and, on windows of another seed, {again:.3f} of {windows} "
+                        "windows of {dataset}, above 0.97 both times: the margin the calibration "
+                        "shapes need is wider than other shapes need, so the band is "
+                        "conservative; it is given as the conservative band (conservative_bands; "
+                        "set 4 of benchmarks/coverage.py, measured again with --cells; "
+                        "benchmarks/declare_bands.py)")
 EXTRAPOLATED_REASON = ("band extrapolated: {what} outside the calibrated range ({measured}); "
                        "the margin of the nearest calibrated setting is used")
 
@@ -252,6 +262,50 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
             if extrapolated:
                 reasons[key] = extrapolated
     return scales, reasons
+
+
+def conservative_statistics(epsilon: float, n: int) -> dict[str, str]:
+    """Statistic -> reason (OVER_COVERAGE_REASON), for the statistics whose band a window of ε
+    and n reports gives as its conservative band, not its 95% band: in the window's grid cell
+    (`coverage_cell`) the band covered above 0.97 on held-out windows of one data shape and
+    again on windows of another seed (CONFIRMED_OVER_COVERAGE of
+    ldp_telemetry.ldp.estimation.band_declarations); never a statistic `band_scales`
+    declares."""
+    from ldp_telemetry.ldp.estimation.band_declarations import CONFIRMED_OVER_COVERAGE
+    cell = coverage_cell(epsilon, n)
+    return {key: OVER_COVERAGE_REASON.format(
+                epsilon=epsilon, n=f"{n:,}", cell_epsilon=cell[0], cell_n=cell[1], first=first,
+                again=again, windows=windows, dataset=dataset)
+            for key, (dataset, first, again, windows)
+            in CONFIRMED_OVER_COVERAGE.get(cell, {}).items()}
+
+
+def conservative_reason(why: str, holds: str | None) -> str:
+    """A statistic's `band_reasons` entry where its band is given as the conservative band:
+    why it has no 95% band, then what the conservative band holds (`holds`: the band's own
+    reason, if any)."""
+    return why + ("" if holds is None else "; the conservative band: " + holds)
+
+
+def conservative_split(bands: Mapping[str, Band], why: Mapping[str, str], method: str
+                       ) -> tuple[dict[str, Band], dict[str, Band]]:
+    """(95% bands, conservative bands): the band of each statistic `why` names (statistic ->
+    why it is conservative) moves, as it is, to the conservative bands (`Band.method`
+    `method`, how it was made), its 95% band none (`Band.method` BAND_NONE) with
+    `conservative_reason`; the conservative bands have every quantile level (QUANTILE_LEVELS),
+    none where its band is not conservative or there is no band; the other statistics stay as
+    they are. One rule for every numeric record: a 95% band field only ever holds a band
+    measured to mean 95% (CONSERVATIVE)."""
+    kept = dict(bands)
+    conservative: dict[str, Band] = {}
+    for key in QUANTILE_LEVELS:
+        band = bands[key]
+        if key not in why or band.lower is None:
+            conservative[key] = Band(None, None)
+            continue
+        conservative[key] = Band(band.lower, band.upper, band.reason, method)
+        kept[key] = Band(None, None, conservative_reason(why[key], band.reason), BAND_NONE)
+    return kept, conservative
 
 
 def uncalibrated_statistics(epsilon: float, n: int) -> dict[str, str]:

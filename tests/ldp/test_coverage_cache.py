@@ -120,8 +120,10 @@ def test_the_shipped_declarations_are_the_rule_applied_to_sets_2_and_3(declare):
     """ldp/estimation/band_declarations.py is what benchmarks/declare_bands.py writes from the
     results of set 2 (benchmarks/results/coverage_set2.json, seed 31) and set 3
     (benchmarks/results/coverage.json, seed 53), and from set 4 (seed 71) with its misses
-    measured again (coverage_set4_confirm.json, seed 89): nobody edited it by hand."""
+    measured again (coverage_set4_confirm.json, seed 89) and its bands above the goal measured
+    again (coverage_set4_over.json, seed 97): nobody edited it by hand."""
     from ldp_telemetry.ldp.estimation.band_declarations import (CONFIRMED_MISSES,
+                                                                CONFIRMED_OVER_COVERAGE,
                                                                 DECLARED_LEVELS,
                                                                 HELD_OUT_MISSES, POOLED_MISSES)
     cells, sources = declare.rule_cells(declare.RESULTS)
@@ -132,8 +134,12 @@ def test_the_shipped_declarations_are_the_rule_applied_to_sets_2_and_3(declare):
     assert [seed for _, seed in confirm_sources] == [71, 89]
     confirmed = declare.confirmed_misses(chosen, again)
     assert confirmed == CONFIRMED_MISSES
-    assert declare.module_text(misses, pooled, levels, sources, confirmed,
-                               confirm_sources) == declare.MODULE.read_text()
+    (chosen, again), over_sources = declare.confirm_cells(declare.OVER_RESULTS)
+    assert [seed for _, seed in over_sources] == [71, 97]
+    over = declare.confirmed_over_coverage(chosen, again, confirmed)
+    assert over == CONFIRMED_OVER_COVERAGE
+    assert declare.module_text(misses, pooled, levels, sources, confirmed, confirm_sources,
+                               over, over_sources) == declare.MODULE.read_text()
 
 
 def test_a_miss_below_the_goal_is_declared_where_another_seed_confirms_it(declare):
@@ -153,6 +159,29 @@ def test_a_miss_below_the_goal_is_declared_where_another_seed_confirms_it(declar
     again = [cell("a", kept[0], 0.91), cell("b", kept[0], 0.90), cell("a", kept[1], 0.93),
              cell("a", kept[3], 0.80, declared=["0.5"]), cell("a", kept[4], 0.80, buckets=512)]
     assert declare.confirmed_misses(chosen, again) == {kept[0]: {"0.5": ("a", 0.92, 0.91, 200)}}
+
+
+def test_a_band_above_the_goal_is_conservative_where_another_seed_confirms_it(declare):
+    """A set-4 pair above 0.97 is conservative in its cell only where the same data set, ε
+    and n covered above 0.97 again on the other seed; 0.97 itself, a pair the other seed did
+    not measure, one it declares, and a level the confirmed misses declare in that cell (a
+    band some data set keeps missing is declared, not conservative) are not."""
+    from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
+    kept = [key for key, scales in MARGIN_SCALES.items() if scales["0.5"] is not None]
+
+    def cell(dataset, key, coverage, declared=()):
+        return {"dataset": dataset, "epsilon": key[0], "n": key[1], "buckets": 128,
+                "windows": 200, "declared_without_band": list(declared),
+                "coverage": {**dict.fromkeys(declare.QUANTILE_LEVELS, 0.95), "0.5": coverage}}
+    chosen = [cell("a", kept[0], 0.99), cell("b", kept[0], 0.95), cell("a", kept[1], 0.99),
+              cell("a", kept[2], 0.975), cell("a", kept[3], 0.99), cell("a", kept[4], 0.99)]
+    again = [cell("a", kept[0], 0.98), cell("b", kept[0], 0.99), cell("a", kept[1], 0.97),
+             cell("a", kept[3], 0.99, declared=["0.5"]), cell("a", kept[4], 1.0)]
+    missed = {kept[4]: {"0.5": ("c", 0.92, 0.91, 200)}}
+    assert declare.confirmed_over_coverage(chosen, again, missed) == {
+        kept[0]: {"0.5": ("a", 0.99, 0.98, 200)}}
+    assert declare.confirmed_over_coverage(chosen, again, {})[kept[4]] == {
+        "0.5": ("a", 0.99, 1.0, 200)}
 
 
 def test_a_miss_is_confirmed_only_by_the_same_bucket_count(declare):
