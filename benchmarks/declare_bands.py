@@ -28,16 +28,14 @@ A set-3 coverage measured where set 2's rule had already declared the band is no
 measured at margin c = 1, not at the fitted margin. Bands that over-cover by more than two
 standard errors are kept: they are conservative, and a too-narrow band is the harm a
 declaration is for. Set 4 (benchmarks/coverage.py --set 4, seed 71, data shapes no set used)
-measured the result; where one of its banded pairs covered below 0.93, the goal's edge, the same
-(data set, ε, n) was measured again on windows of another seed (coverage_set4_confirm.json,
-seed 89), and the pair is declared in its cell where it covered below 0.93 there too
-(`confirmed_misses`: chosen on set 4, confirmed on the other seed; a pair of an exact band
-falls below 0.93 twice with probability 0.6% at W = 200). Where one of set 4's banded pairs
-covered above 0.97, the goal's upper edge, the same (data set, ε, n) was measured again on
-windows of a third seed (coverage_set4_over.json, seed 97), and where it covered above 0.97
-there too the band is conservative in its cell, not a 95% band (`confirmed_over_coverage`: an
-exact band lies above 0.97 twice with probability 0.4% at W = 200): records give it as the
-conservative band, their 95% band none. `--write` regenerates
+measured the result, and its two data shapes were measured again on windows of other seeds
+(89 and 97 in the settings where set 4 found a band below or above the goal, 101 everywhere:
+SET4_RUNS). Pooled over every run of a data set (a run's coverage of a level it declares is
+not read: measured at c = 1), a band whose coverage lies below 0.93, the goal's lower edge, is
+declared in its (ε, n) setting, and one whose coverage lies above 0.97, the upper edge, is
+conservative there — not a 95% band: records give it as the conservative band, their 95% band
+none (`set4_pooled`; an exact band's coverage pooled over 400 windows lies beyond either edge
+with probability 3.3%, over 800 with 0.5%). `--write` regenerates
 ldp/estimation/band_declarations.py.
 
     python benchmarks/declare_bands.py --write
@@ -56,11 +54,10 @@ from ldp_telemetry.ldp.estimation.uncertainty import CALIBRATED_BUCKETS
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 #: the results the rule reads: set 2 (seed 31) and set 3 (seed 53) of benchmarks/coverage.py
 RESULTS = (RESULTS_DIR / "coverage_set2.json", RESULTS_DIR / "coverage.json")
-#: set 4's results (seed 71) and the same data sets' cells measured again on another seed
-CONFIRM_RESULTS = (RESULTS_DIR / "coverage_set4.json", RESULTS_DIR / "coverage_set4_confirm.json")
-#: set 4's results and the same data sets' cells measured again on a third seed, where set 4
-#: found a band above the goal
-OVER_RESULTS = (RESULTS_DIR / "coverage_set4.json", RESULTS_DIR / "coverage_set4_over.json")
+#: set 4's results (seed 71) and its data sets measured again on windows of other seeds: where
+#: set 4 found a band below the goal (89), above it (97), and everywhere (101)
+SET4_RUNS = tuple(RESULTS_DIR / f"coverage_set4{name}.json"
+                  for name in ("", "_confirm", "_over", "_fresh"))
 MODULE = Path(__file__).resolve().parents[1] / "ldp" / "estimation" / "band_declarations.py"
 NOMINAL = 0.95
 #: How many standard errors below 0.95 one data set's coverage must lie for its cell to be
@@ -72,7 +69,7 @@ POOLED_STANDARD_ERRORS = 1.0
 #: The coverage, pooled over a level's set-1-banded cells and every data set, below which the
 #: level is declared everywhere: the goal's lower edge.
 LEVEL_FLOOR = 0.93
-#: The goal's upper edge: a band above it on set 4 and again on another seed is conservative.
+#: The goal's upper edge: a band above it, pooled over set 4's runs, is conservative.
 GOAL_CEILING = 0.97
 
 
@@ -135,51 +132,40 @@ def declarations(cells: list[dict]) -> tuple[dict, dict, dict]:
     return dict(sorted(misses.items())), pooled, levels
 
 
-def confirmed_misses(chosen: list[dict], again: list[dict]) -> dict:
-    """(ε, n) -> level -> (data set, coverage, coverage again, windows): the pairs banded in
-    `chosen`'s cells (set 4) that covered below LEVEL_FLOOR there and below it again in
-    `again`'s cell of the same data set, ε and n (`confirmed`)."""
-    return confirmed(chosen, again, lambda coverage: coverage < LEVEL_FLOOR)
-
-
-def confirmed_over_coverage(chosen: list[dict], again: list[dict], declared: dict) -> dict:
-    """(ε, n) -> level -> (data set, coverage, coverage again, windows): the pairs banded in
-    `chosen`'s cells (set 4) that covered above GOAL_CEILING there and above it again in
-    `again`'s cell of the same data set, ε and n (`confirmed`), but for the levels `declared`
-    ((ε, n) -> level -> …, the confirmed misses) declares in their cell: a band some data set
-    keeps missing is declared, not conservative."""
-    found = confirmed(chosen, again, lambda coverage: coverage > GOAL_CEILING)
-    kept = {key: {level: value for level, value in table.items()
-                  if level not in declared.get(key, {})} for key, table in found.items()}
-    return {key: table for key, table in kept.items() if table}
-
-
-def confirmed(chosen: list[dict], again: list[dict], outside) -> dict:
-    """(ε, n) -> level -> (data set, coverage, coverage again, windows): the pairs banded in
-    `chosen`'s cells whose coverage is `outside` (a predicate) there and in `again`'s cell of
-    the same data set, ε and n (its coverage of a level it declares is not read; a pair
-    `again` does not measure at CALIBRATED_BUCKETS is not confirmed: a cell of another bucket
-    count neither confirms nor hides one). Where two data sets confirm one level of a cell,
-    the first `chosen` lists is kept."""
-    found: dict[tuple[float, int], dict[str, tuple[str, float, float, int]]] = {}
-    seen = {(c["dataset"], float(c["epsilon"]), int(c["n"])): c for c in again
-            if c.get("buckets", CALIBRATED_BUCKETS) == CALIBRATED_BUCKETS}
-    for cell in chosen:
-        key = (float(cell["epsilon"]), int(cell["n"]))
-        other = seen.get((cell["dataset"], *key))
-        if other is None or cell.get("buckets", CALIBRATED_BUCKETS) != CALIBRATED_BUCKETS:
+def set4_pooled(cells: list[dict]) -> tuple[dict, dict]:
+    """(misses, over) from the cells of set 4's runs (`cells`, every run's, each data set under
+    its own name): (ε, n) -> level -> (data set, coverage, windows, runs) of the level's
+    coverage pooled over every run of one data set (its windows added; a run's cell of a level
+    it declares, `declared_without_band`, is not read, nor a cell of another bucket count than
+    CALIBRATED_BUCKETS): `misses` where the lowest data set's lies below LEVEL_FLOOR, `over`
+    where none does and the highest's lies above GOAL_CEILING (rounded to 4 decimals: 186 of
+    200 windows is 0.93, not below it)."""
+    sums: dict[tuple[float, int], dict[str, dict[str, list[int]]]] = {}
+    for cell in cells:
+        if cell.get("buckets", CALIBRATED_BUCKETS) != CALIBRATED_BUCKETS:
             continue
+        key = (float(cell["epsilon"]), int(cell["n"]))
+        windows = int(cell["windows"])
         for level in QUANTILE_LEVELS:
-            if level in cell.get("declared_without_band", ()) or level in other.get(
-                    "declared_without_band", ()):
+            if level in cell.get("declared_without_band", ()):
                 continue
-            # rounded: a share of W windows exactly at an edge (186 of 200) is not beyond it
-            first = round(float(cell["coverage"][level]), 6)
-            second = round(float(other["coverage"][level]), 6)
-            if outside(first) and outside(second):
-                found.setdefault(key, {}).setdefault(level, (cell["dataset"], first, second,
-                                                             int(other["windows"])))
-    return dict(sorted(found.items()))
+            total = sums.setdefault(key, {}).setdefault(level, {}).setdefault(
+                cell["dataset"], [0, 0, 0])
+            total[0] += round(float(cell["coverage"][level]) * windows)
+            total[1] += windows
+            total[2] += 1
+    misses: dict[tuple[float, int], dict[str, tuple[str, float, int, int]]] = {}
+    over: dict[tuple[float, int], dict[str, tuple[str, float, int, int]]] = {}
+    for key, levels in sorted(sums.items()):
+        for level, datasets in levels.items():
+            pooled = sorted((round(hits / windows, 4), dataset, windows, runs)
+                            for dataset, (hits, windows, runs) in datasets.items())
+            low, high = pooled[0], pooled[-1]
+            if low[0] < LEVEL_FLOOR:
+                misses.setdefault(key, {})[level] = (low[1], low[0], low[2], low[3])
+            elif high[0] > GOAL_CEILING:
+                over.setdefault(key, {})[level] = (high[1], high[0], high[2], high[3])
+    return misses, over
 
 
 def _table(name: str, kind: str, table: dict, entry) -> list[str]:
@@ -194,20 +180,17 @@ def _table(name: str, kind: str, table: dict, entry) -> list[str]:
 
 
 def module_text(misses: dict, pooled: dict, levels: dict, sources: list[tuple[str, int]],
-                confirmed: dict, confirm_sources: list[tuple[str, int]], over: dict,
-                over_sources: list[tuple[str, int]]) -> str:
+                set4_misses: dict, over: dict, set4_sources: list[tuple[str, int]]) -> str:
     lines = [
         '"""Quantile bands declared on held-out windows: generated by benchmarks/declare_bands.py',
         "(do not edit by hand; rerun it with --write).",
         "",
         "Fitted on sets 2 and 3: the per-cell coverages of",
         *(f"{source} (seed {seed})," for source, seed in sources),
-        "windows the margins (band_calibration.py, set 1) were not fitted on; and the pairs",
-        "below 0.93 on set 4 that fell below it again on another seed:",
-        *(f"{source} (seed {seed})," for source, seed in confirm_sources),
-        "and the pairs above 0.97 on set 4 that rose above it again on a third seed, whose",
-        "bands records give as conservative bands:",
-        *(f"{source} (seed {seed})," for source, seed in over_sources),
+        "windows the margins (band_calibration.py, set 1) were not fitted on; and the bands",
+        "whose coverage pooled over set 4's runs lies below 0.93 (declared) or above 0.97",
+        "(given as conservative bands):",
+        *(f"{source} (seed {seed})," for source, seed in set4_sources),
         '"""',
         "",
         "#: quantile level -> (cells where the margins keep its band, coverage pooled over them",
@@ -229,17 +212,17 @@ def module_text(misses: dict, pooled: dict, levels: dict, sources: list[tuple[st
                     lambda value: f"({value[0]}, {value[1]!r}, {value[2]})")
     lines += [
         "",
-        "#: (ε, n) -> quantile level -> (data set, coverage on set 4, coverage on another seed,",
-        "#: windows): below 0.93 both times, declared in that cell"]
-    lines += _table("CONFIRMED_MISSES", "tuple[str, float, float, int]", confirmed,
-                    lambda value: f'("{value[0]}", {value[1]!r}, {value[2]!r}, {value[3]})')
+        "#: (ε, n) -> quantile level -> (data set, coverage, windows, runs) pooled over set 4's",
+        "#: runs of that data set, below 0.93: declared in that cell"]
+    lines += _table("SET4_MISSES", "tuple[str, float, int, int]", set4_misses,
+                    lambda value: f'("{value[0]}", {value[1]!r}, {value[2]}, {value[3]})')
     lines += [
         "",
-        "#: (ε, n) -> quantile level -> (data set, coverage on set 4, coverage on a third seed,",
-        "#: windows): above 0.97 both times, its band conservative in that cell (given as the",
-        "#: conservative band, the 95% band none)"]
-    lines += _table("CONFIRMED_OVER_COVERAGE", "tuple[str, float, float, int]", over,
-                    lambda value: f'("{value[0]}", {value[1]!r}, {value[2]!r}, {value[3]})')
+        "#: (ε, n) -> quantile level -> (data set, coverage, windows, runs) pooled over set 4's",
+        "#: runs of that data set, above 0.97 (and no data set below 0.93): its band conservative",
+        "#: in that cell (given as the conservative band, the 95% band none)"]
+    lines += _table("SET4_OVER_COVERAGE", "tuple[str, float, int, int]", over,
+                    lambda value: f'("{value[0]}", {value[1]!r}, {value[2]}, {value[3]})')
     return "\n".join(lines) + "\n"
 
 
@@ -258,41 +241,31 @@ def rule_cells(paths) -> tuple[list[dict], list[tuple[str, int]]]:
     return cells, sources
 
 
-def confirm_cells(paths) -> tuple[tuple[list[dict], list[dict]], list[tuple[str, int]]]:
-    """The cells of the two `--confirm` results files (set 4's, then the other seed's), each
-    data set under its own name (both seeds' windows are of one data set), and the first
-    file's (file, seed) and the second's."""
-    (chosen, again), sources = zip(*(rule_cells([path]) for path in paths), strict=True)
-    plain = [[{**c, "dataset": c["dataset"].rsplit(" (", 1)[0]} for c in cells]
-             for cells in (chosen, again)]
-    return (plain[0], plain[1]), [found[0] for found in sources]
+def set4_cells(paths) -> tuple[list[dict], list[tuple[str, int]]]:
+    """The cells of set 4's runs (`paths`), each data set under its own name (every run's
+    windows are of one data set), and (file, seed) of each run."""
+    cells, sources = rule_cells(paths)
+    return [{**c, "dataset": c["dataset"].rsplit(" (", 1)[0]} for c in cells], sources
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, nargs="+", default=list(RESULTS),
                         help="benchmarks/coverage.py results files of the rule's sets")
-    parser.add_argument("--confirm", type=Path, nargs=2, default=list(CONFIRM_RESULTS),
-                        metavar=("CHOSEN", "AGAIN"),
-                        help="set 4's results and the same cells measured on another seed")
-    parser.add_argument("--over", type=Path, nargs=2, default=list(OVER_RESULTS),
-                        metavar=("CHOSEN", "AGAIN"),
-                        help="set 4's results and the cells of its bands above the goal "
-                             "measured on a third seed")
+    parser.add_argument("--set4", type=Path, nargs="+", default=list(SET4_RUNS),
+                        help="set 4's results and its data sets measured again on other seeds")
     parser.add_argument("--write", action="store_true",
                         help="regenerate ldp/estimation/band_declarations.py")
     args = parser.parse_args(argv)
     cells, sources = rule_cells(args.results)
     misses, pooled, levels = declarations(cells)
-    (chosen, again), confirm_sources = confirm_cells(args.confirm)
-    confirmed = confirmed_misses(chosen, again)
-    (chosen, again), over_sources = confirm_cells(args.over)
-    over = confirmed_over_coverage(chosen, again, confirmed)
-    for name, table in (("below", confirmed), ("above", over)):
+    set4, set4_sources = set4_cells(args.set4)
+    set4_misses, over = set4_pooled(set4)
+    for name, table in (("below 0.93", set4_misses), ("above 0.97", over)):
         for (epsilon, n), row in table.items():
-            for level, (dataset, first, second, windows) in row.items():
-                print(f"ε = {epsilon:g}, n = {n:>9,}: {level:>4} quantile {first:.3f} on set 4, "
-                      f"{second:.3f} of {windows} windows again, {name} ({dataset})")
+            for level, (dataset, coverage, windows, runs) in row.items():
+                print(f"ε = {epsilon:g}, n = {n:>9,}: {level:>4} quantile {coverage:.4f} of "
+                      f"{windows} windows of {dataset} pooled over set 4's {runs} runs, {name}")
     for (epsilon, n), table in misses.items():
         for level, (dataset, coverage, windows) in table.items():
             print(f"ε = {epsilon:g}, n = {n:>9,}: {level:>4} quantile {coverage:.2f} of "
@@ -304,19 +277,19 @@ def main(argv=None) -> None:
     for level, (banded, coverage, windows) in levels.items():
         print(f"the {level} quantile everywhere: {coverage:.3f} of {windows} windows pooled over "
               f"the {banded} cells its band was kept in")
-    declared = {(key, level) for table in (misses, pooled, confirmed) for key in table
+    declared = {(key, level) for table in (misses, pooled, set4_misses) for key in table
                 for level in table[key]}
     declared |= {(key, level) for key in MARGIN_SCALES for level in QUANTILE_LEVELS
                  if MARGIN_SCALES[key][level] is None or level in levels}
     total = len(MARGIN_SCALES) * len(QUANTILE_LEVELS)
     print(f"{sum(map(len, misses.values()))} (ε, n, level) cells declared by a data set, "
           f"{sum(map(len, pooled.values()))} by the pooled coverage, "
-          f"{sum(map(len, confirmed.values()))} confirmed on another seed, {len(levels)} levels "
+          f"{sum(map(len, set4_misses.values()))} by set 4's runs pooled, {len(levels)} levels "
           f"everywhere: {len(declared)} of {total} cells declared, {total - len(declared)} "
           f"banded, of them {sum(map(len, over.values()))} conservative")
     if args.write:
-        MODULE.write_text(module_text(misses, pooled, levels, sources, confirmed,
-                                      confirm_sources, over, over_sources))
+        MODULE.write_text(module_text(misses, pooled, levels, sources, set4_misses, over,
+                                      set4_sources))
         print(f"wrote {MODULE.name}")
 
 

@@ -954,6 +954,14 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      coverage, "python benchmarks/coverage.py --windows 200 --wide-buckets 0 --seed 97 "
      "--jobs 2 --cells 0.5:1000,0.5:10000,0.5:100000,0.5:1000000,1:1000,1:10000,4:1000,"
      "4:10000,4:100000 --benchmark coverage_set4_over"),
+    ("coverage_set4_fresh", "Coverage of the numeric 95% bands, set 4's shapes on a fourth seed",
+     "Set 4's data shapes on windows of a fourth seed (101, W = 200, 128 buckets), every (ε, n) "
+     "setting. With set 4 and its runs on seeds 89 and 97, it is one of the runs the pooled "
+     "rule of `benchmarks/declare_bands.py` reads: a band whose coverage pooled over a data "
+     "set's runs lies below 0.93 is declared, above 0.97 conservative. `*` marks what the "
+     "records declared when these windows were measured (before that).",
+     coverage, "python benchmarks/coverage.py --windows 200 --wide-buckets 0 --seed 101 "
+     "--jobs 2 --benchmark coverage_set4_fresh"),
     ("coverage", "Coverage of the numeric 95% bands",
      "Square Wave metrics (128 buckets, and 512 where the d column says so; EMS estimate) "
      "over W windows of n values each, "

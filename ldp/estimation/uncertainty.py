@@ -151,21 +151,19 @@ LEVEL_MISS_REASON = ("no calibrated band for the {level} quantile: on held-out w
                      "covered {coverage:.3f} of {windows} windows pooled over the {banded} "
                      "calibrated (ε, n) settings that kept it, below 0.93 "
                      "(benchmarks/declare_bands.py)")
-CONFIRMED_MISS_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: at ε = {cell_epsilon:g}, "
-                         "n = {cell_n:,} this statistic's band covered {first:.3f} and, on "
-                         "windows of another seed, {again:.3f} of {windows} windows of "
-                         "{dataset}, below 0.93 both times (set 4 of benchmarks/coverage.py, "
-                         "measured again with --cells; benchmarks/declare_bands.py)")
-#: Why a quantile whose band over-covered on held-out windows, twice, has no 95% band: its
-#: band is given as the conservative band (`conservative_statistics`).
+SET4_MISS_REASON = ("no calibrated band at ε = {epsilon:g}, n = {n}: at ε = {cell_epsilon:g}, "
+                    "n = {cell_n:,} this statistic's band covered {coverage:.3f} of {windows} "
+                    "held-out windows of {dataset} ({runs} runs of set 4 of "
+                    "benchmarks/coverage.py), below 0.93 (benchmarks/declare_bands.py)")
+#: Why a quantile whose band over-covered on held-out windows has no 95% band: its band is
+#: given as the conservative band (`conservative_statistics`).
 OVER_COVERAGE_REASON = ("no calibrated 95% band at ε = {epsilon:g}, n = {n}: at "
                         "ε = {cell_epsilon:g}, n = {cell_n:,} this statistic's band covered "
-                        "{first:.3f} and, on windows of another seed, {again:.3f} of {windows} "
-                        "windows of {dataset}, above 0.97 both times: the margin the calibration "
-                        "shapes need is wider than other shapes need, so the band is "
-                        "conservative; it is given as the conservative band (conservative_bands; "
-                        "set 4 of benchmarks/coverage.py, measured again with --cells; "
-                        "benchmarks/declare_bands.py)")
+                        "{coverage:.3f} of {windows} held-out windows of {dataset} ({runs} runs "
+                        "of set 4 of benchmarks/coverage.py), above 0.97: the margin the "
+                        "calibration shapes need is wider than other shapes need, so the band "
+                        "is conservative; it is given as the conservative band "
+                        "(conservative_bands; benchmarks/declare_bands.py)")
 EXTRAPOLATED_REASON = ("band extrapolated: {what} outside the calibrated range ({measured}); "
                        "the margin of the nearest calibrated setting is used")
 
@@ -196,8 +194,8 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
     (`coverage_cell`; MARGIN_SCALES of ldp_telemetry.ldp.estimation.band_calibration), NaN
     where the statistic is declared without a band: no margin fitted (UNCALIBRATED_REASON), or
     its band missed on held-out windows in the cell (HELD_OUT_MISS_REASON, POOLED_MISS_REASON,
-    CONFIRMED_MISS_REASON: below 0.93 on set 4 and again on windows of another seed) or
-    across the grid (LEVEL_MISS_REASON; HELD_OUT_MISSES, POOLED_MISSES, CONFIRMED_MISSES and
+    SET4_MISS_REASON: below 0.93 pooled over set 4's runs of a data shape) or
+    across the grid (LEVEL_MISS_REASON; HELD_OUT_MISSES, POOLED_MISSES, SET4_MISSES and
     DECLARED_LEVELS of
     ldp_telemetry.ldp.estimation.band_declarations); for a window
     outside the calibrated range (ε outside [0.5, 4], n outside [10³/√10, √10 · 10⁶], other
@@ -206,9 +204,9 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
     fit not at EM's default settings, `default_fit` False) every band's reason says it is
     extrapolated."""
     from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
-    from ldp_telemetry.ldp.estimation.band_declarations import (CONFIRMED_MISSES,
-                                                                DECLARED_LEVELS,
-                                                                HELD_OUT_MISSES, POOLED_MISSES)
+    from ldp_telemetry.ldp.estimation.band_declarations import (DECLARED_LEVELS,
+                                                                HELD_OUT_MISSES, POOLED_MISSES,
+                                                                SET4_MISSES)
     cell = coverage_cell(epsilon, n)
     outside = []
     if not COVERAGE_EPSILONS[0] <= epsilon <= COVERAGE_EPSILONS[-1]:
@@ -235,7 +233,7 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
         scale = MARGIN_SCALES[cell][key]
         miss = HELD_OUT_MISSES.get(cell, {}).get(key)
         pooled = POOLED_MISSES.get(cell, {}).get(key)
-        confirmed = CONFIRMED_MISSES.get(cell, {}).get(key)
+        set4 = SET4_MISSES.get(cell, {}).get(key)
         if scale is None:
             reasons[key] = UNCALIBRATED_REASON.format(epsilon=epsilon, n=f"{n:,}")
         elif miss is not None:
@@ -248,11 +246,11 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
             reasons[key] = POOLED_MISS_REASON.format(
                 epsilon=epsilon, n=f"{n:,}", cell_epsilon=cell[0], cell_n=cell[1],
                 coverage=coverage, windows=windows, datasets=datasets)
-        elif confirmed is not None:
-            dataset, first, again, windows = confirmed
-            reasons[key] = CONFIRMED_MISS_REASON.format(
-                epsilon=epsilon, n=f"{n:,}", cell_epsilon=cell[0], cell_n=cell[1], first=first,
-                again=again, windows=windows, dataset=dataset)
+        elif set4 is not None:
+            dataset, coverage, windows, runs = set4
+            reasons[key] = SET4_MISS_REASON.format(
+                epsilon=epsilon, n=f"{n:,}", cell_epsilon=cell[0], cell_n=cell[1],
+                coverage=coverage, windows=windows, dataset=dataset, runs=runs)
         elif key in DECLARED_LEVELS:
             banded, coverage, windows = DECLARED_LEVELS[key]
             reasons[key] = LEVEL_MISS_REASON.format(level=key, coverage=coverage,
@@ -267,17 +265,17 @@ def band_scales(epsilon: float, n: int, buckets: int = CALIBRATED_BUCKETS,
 def conservative_statistics(epsilon: float, n: int) -> dict[str, str]:
     """Statistic -> reason (OVER_COVERAGE_REASON), for the statistics whose band a window of ε
     and n reports gives as its conservative band, not its 95% band: in the window's grid cell
-    (`coverage_cell`) the band covered above 0.97 on held-out windows of one data shape and
-    again on windows of another seed (CONFIRMED_OVER_COVERAGE of
+    (`coverage_cell`) the band covered above 0.97 of the held-out windows of one data shape
+    pooled over set 4's runs (SET4_OVER_COVERAGE of
     ldp_telemetry.ldp.estimation.band_declarations); never a statistic `band_scales`
     declares."""
-    from ldp_telemetry.ldp.estimation.band_declarations import CONFIRMED_OVER_COVERAGE
+    from ldp_telemetry.ldp.estimation.band_declarations import SET4_OVER_COVERAGE
     cell = coverage_cell(epsilon, n)
     return {key: OVER_COVERAGE_REASON.format(
-                epsilon=epsilon, n=f"{n:,}", cell_epsilon=cell[0], cell_n=cell[1], first=first,
-                again=again, windows=windows, dataset=dataset)
-            for key, (dataset, first, again, windows)
-            in CONFIRMED_OVER_COVERAGE.get(cell, {}).items()}
+                epsilon=epsilon, n=f"{n:,}", cell_epsilon=cell[0], cell_n=cell[1],
+                coverage=coverage, windows=windows, dataset=dataset, runs=runs)
+            for key, (dataset, coverage, windows, runs)
+            in SET4_OVER_COVERAGE.get(cell, {}).items()}
 
 
 def conservative_reason(why: str, holds: str | None) -> str:

@@ -119,89 +119,52 @@ def test_a_level_below_the_goal_across_the_grid_is_declared_everywhere(declare):
 def test_the_shipped_declarations_are_the_rule_applied_to_sets_2_and_3(declare):
     """ldp/estimation/band_declarations.py is what benchmarks/declare_bands.py writes from the
     results of set 2 (benchmarks/results/coverage_set2.json, seed 31) and set 3
-    (benchmarks/results/coverage.json, seed 53), and from set 4 (seed 71) with its misses
-    measured again (coverage_set4_confirm.json, seed 89) and its bands above the goal measured
-    again (coverage_set4_over.json, seed 97): nobody edited it by hand."""
-    from ldp_telemetry.ldp.estimation.band_declarations import (CONFIRMED_MISSES,
-                                                                CONFIRMED_OVER_COVERAGE,
-                                                                DECLARED_LEVELS,
-                                                                HELD_OUT_MISSES, POOLED_MISSES)
+    (benchmarks/results/coverage.json, seed 53), and from set 4 (seed 71) with its data sets
+    measured again (seeds 89, 97 and 101): nobody edited it by hand."""
+    from ldp_telemetry.ldp.estimation.band_declarations import (DECLARED_LEVELS,
+                                                                HELD_OUT_MISSES, POOLED_MISSES,
+                                                                SET4_MISSES, SET4_OVER_COVERAGE)
     cells, sources = declare.rule_cells(declare.RESULTS)
     assert [seed for _, seed in sources] == [31, 53]
     misses, pooled, levels = declare.declarations(cells)
     assert misses == HELD_OUT_MISSES and pooled == POOLED_MISSES and levels == DECLARED_LEVELS
-    (chosen, again), confirm_sources = declare.confirm_cells(declare.CONFIRM_RESULTS)
-    assert [seed for _, seed in confirm_sources] == [71, 89]
-    confirmed = declare.confirmed_misses(chosen, again)
-    assert confirmed == CONFIRMED_MISSES
-    (chosen, again), over_sources = declare.confirm_cells(declare.OVER_RESULTS)
-    assert [seed for _, seed in over_sources] == [71, 97]
-    over = declare.confirmed_over_coverage(chosen, again, confirmed)
-    assert over == CONFIRMED_OVER_COVERAGE
-    assert declare.module_text(misses, pooled, levels, sources, confirmed, confirm_sources,
-                               over, over_sources) == declare.MODULE.read_text()
+    set4, set4_sources = declare.set4_cells(declare.SET4_RUNS)
+    assert [seed for _, seed in set4_sources] == [71, 89, 97, 101]
+    below, over = declare.set4_pooled(set4)
+    assert below == SET4_MISSES and over == SET4_OVER_COVERAGE
+    assert declare.module_text(misses, pooled, levels, sources, below, over,
+                               set4_sources) == declare.MODULE.read_text()
 
 
-def test_a_miss_below_the_goal_is_declared_where_another_seed_confirms_it(declare):
-    """A set-4 pair below 0.93 is declared in its cell only where the same data set, ε and n
-    covered below 0.93 again on the other seed; 0.93 itself, a pair the other seed did not
-    measure, one it declares, and other bucket counts are not."""
+def _set4_cell(declare, dataset, key, coverage, buckets=128, declared=()):
+    return {"dataset": dataset, "epsilon": key[0], "n": key[1], "buckets": buckets,
+            "windows": 200, "declared_without_band": list(declared),
+            "coverage": {**dict.fromkeys(declare.QUANTILE_LEVELS, 0.95), "0.5": coverage}}
+
+
+def test_set_4s_runs_pooled_declare_below_the_goal_and_make_above_it_conservative(declare):
+    """Pooled over every run of one data set (windows added), a level below 0.93 is declared
+    in its setting and one above 0.97 is conservative; 0.93 and 0.97 themselves are neither;
+    a run's coverage of a level it declares and a cell of another bucket count are not read;
+    a setting with one data set below and another above is declared (the lowest named), and
+    one with two above names the highest."""
     from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
     kept = [key for key, scales in MARGIN_SCALES.items() if scales["0.5"] is not None]
-
-    def cell(dataset, key, coverage, buckets=128, declared=()):
-        return {"dataset": dataset, "epsilon": key[0], "n": key[1], "buckets": buckets,
-                "windows": 200, "declared_without_band": list(declared),
-                "coverage": {**dict.fromkeys(declare.QUANTILE_LEVELS, 0.95), "0.5": coverage}}
-    chosen = [cell("a", kept[0], 0.92), cell("b", kept[0], 0.95), cell("a", kept[1], 0.92),
-              cell("a", kept[2], 0.92), cell("a", kept[3], 0.92), cell("a", kept[4], 0.90,
-                                                                        buckets=512)]
-    again = [cell("a", kept[0], 0.91), cell("b", kept[0], 0.90), cell("a", kept[1], 0.93),
-             cell("a", kept[3], 0.80, declared=["0.5"]), cell("a", kept[4], 0.80, buckets=512)]
-    assert declare.confirmed_misses(chosen, again) == {kept[0]: {"0.5": ("a", 0.92, 0.91, 200)}}
-
-
-def test_a_band_above_the_goal_is_conservative_where_another_seed_confirms_it(declare):
-    """A set-4 pair above 0.97 is conservative in its cell only where the same data set, ε
-    and n covered above 0.97 again on the other seed; 0.97 itself, a pair the other seed did
-    not measure, one it declares, and a level the confirmed misses declare in that cell (a
-    band some data set keeps missing is declared, not conservative) are not."""
-    from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
-    kept = [key for key, scales in MARGIN_SCALES.items() if scales["0.5"] is not None]
-
-    def cell(dataset, key, coverage, declared=()):
-        return {"dataset": dataset, "epsilon": key[0], "n": key[1], "buckets": 128,
-                "windows": 200, "declared_without_band": list(declared),
-                "coverage": {**dict.fromkeys(declare.QUANTILE_LEVELS, 0.95), "0.5": coverage}}
-    chosen = [cell("a", kept[0], 0.99), cell("b", kept[0], 0.95), cell("a", kept[1], 0.99),
-              cell("a", kept[2], 0.975), cell("a", kept[3], 0.99), cell("a", kept[4], 0.99)]
-    again = [cell("a", kept[0], 0.98), cell("b", kept[0], 0.99), cell("a", kept[1], 0.97),
-             cell("a", kept[3], 0.99, declared=["0.5"]), cell("a", kept[4], 1.0)]
-    missed = {kept[4]: {"0.5": ("c", 0.92, 0.91, 200)}}
-    assert declare.confirmed_over_coverage(chosen, again, missed) == {
-        kept[0]: {"0.5": ("a", 0.99, 0.98, 200)}}
-    assert declare.confirmed_over_coverage(chosen, again, {})[kept[4]] == {
-        "0.5": ("a", 0.99, 1.0, 200)}
-
-
-def test_a_miss_is_confirmed_only_by_the_same_bucket_count(declare):
-    """The other seed's cell of another bucket count (a --wide-buckets run: 512 buckets, the
-    same data set, ε and n) neither confirms a 128-bucket miss nor hides the 128-bucket cell
-    that does, whichever order the results list them in."""
-    from ldp_telemetry.ldp.estimation.band_calibration import MARGIN_SCALES
-    key = next(key for key, scales in MARGIN_SCALES.items() if scales["0.5"] is not None)
-
-    def cell(coverage, buckets):
-        return {"dataset": "a", "epsilon": key[0], "n": key[1], "buckets": buckets,
-                "windows": 200, "declared_without_band": [],
-                "coverage": {**dict.fromkeys(declare.QUANTILE_LEVELS, 0.95), "0.5": coverage}}
-    chosen = [cell(0.92, 128)]
-    assert declare.confirmed_misses(chosen, [cell(0.80, 512)]) == {}
-    for again in ([cell(0.91, 128), cell(0.96, 512)], [cell(0.96, 512), cell(0.91, 128)]):
-        assert declare.confirmed_misses(chosen, again) == {key: {"0.5": ("a", 0.92, 0.91, 200)}}
-    assert declare.confirmed_misses(chosen, [cell(0.96, 128), cell(0.80, 512)]) == {}
-
-
+    cell = lambda *args, **kwargs: _set4_cell(declare, *args, **kwargs)  # noqa: E731
+    cells = [cell("a", kept[0], 0.92), cell("a", kept[0], 0.93),            # 0.925: below
+             cell("a", kept[1], 0.92), cell("a", kept[1], 0.94),            # 0.93: neither
+             cell("a", kept[2], 0.98), cell("a", kept[2], 0.97),            # 0.975: above
+             cell("a", kept[3], 0.97), cell("a", kept[3], 0.97),            # 0.97: neither
+             cell("a", kept[4], 0.99), cell("a", kept[4], 0.80, declared=["0.5"]),
+             cell("a", kept[5], 0.96), cell("a", kept[5], 0.50, buckets=512),
+             cell("a", kept[6], 0.99), cell("b", kept[6], 0.90),
+             cell("a", kept[7], 0.98), cell("b", kept[7], 0.99)]
+    below, over = declare.set4_pooled(cells)
+    assert below == {kept[0]: {"0.5": ("a", 0.925, 400, 2)},
+                     kept[6]: {"0.5": ("b", 0.9, 200, 1)}}
+    assert over == {kept[2]: {"0.5": ("a", 0.975, 400, 2)},
+                    kept[4]: {"0.5": ("a", 0.99, 200, 1)},
+                    kept[7]: {"0.5": ("b", 0.99, 200, 1)}}
 
 
 def test_the_chance_of_a_miss_below_is_the_binomial_tail():
