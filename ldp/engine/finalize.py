@@ -159,8 +159,8 @@ class NumericWindowResult:
     #: quantile level -> its conservative band, not a 95% band (the quantile's 95% band is
     #: none): every quantile of CFO-binning and hierarchical histograms (the whole-bins band,
     #: ldp_telemetry.ldp.estimation.bin_quantiles.conservative_quantile_bands), a Square Wave
-    #: quantile in a cell where its band over-covered twice (its bias-corrected bootstrap band,
-    #: uncertainty.conservative_statistics); None where no quantile has one
+    #: quantile in a cell where its band over-covered on held-out windows (its bias-corrected
+    #: band, uncertainty.conservative_statistics); None where no quantile has one
     conservative_bands: dict | None = None
 
     @property
@@ -222,8 +222,9 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int
     histogram's, while their quantiles have no 95% band (band method "none") but the
     conservative whole-bins band of ldp_telemetry.ldp.estimation.bin_quantiles beside it
     (`conservative_quantile_bands`); a Square Wave quantile whose band over-covered in the
-    window's cell twice (`conservative_statistics`) has none either, its bias-corrected band
-    given as its conservative band (the conservative bands: None where no quantile has one);
+    window's cell on held-out windows (`conservative_statistics`) has none either, its
+    bias-corrected band given as its conservative band (the conservative bands: None where no
+    quantile has one);
     other estimators have no calibrated band (band method "none")."""
     spec, protocol = config.estimator, config.protocol
     params = dict(spec.params)
