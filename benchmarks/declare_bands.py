@@ -179,6 +179,11 @@ def _table(name: str, kind: str, table: dict, entry) -> list[str]:
     return lines
 
 
+def _set4_entry(value: tuple[str, float, int, int]) -> str:
+    """One (data set, coverage, windows, runs) entry of a set-4 table, as the module writes it."""
+    return f'("{value[0]}", {value[1]!r}, {value[2]}, {value[3]})'
+
+
 def module_text(misses: dict, pooled: dict, levels: dict, sources: list[tuple[str, int]],
                 set4_misses: dict, over: dict, set4_sources: list[tuple[str, int]]) -> str:
     lines = [
@@ -214,15 +219,13 @@ def module_text(misses: dict, pooled: dict, levels: dict, sources: list[tuple[st
         "",
         "#: (ε, n) -> quantile level -> (data set, coverage, windows, runs) pooled over set 4's",
         "#: runs of that data set, below 0.93: declared in that cell"]
-    lines += _table("SET4_MISSES", "tuple[str, float, int, int]", set4_misses,
-                    lambda value: f'("{value[0]}", {value[1]!r}, {value[2]}, {value[3]})')
+    lines += _table("SET4_MISSES", "tuple[str, float, int, int]", set4_misses, _set4_entry)
     lines += [
         "",
         "#: (ε, n) -> quantile level -> (data set, coverage, windows, runs) pooled over set 4's",
         "#: runs of that data set, above 0.97 (and no data set below 0.93): its band conservative",
         "#: in that cell (given as the conservative band, the 95% band none)"]
-    lines += _table("SET4_OVER_COVERAGE", "tuple[str, float, int, int]", over,
-                    lambda value: f'("{value[0]}", {value[1]!r}, {value[2]}, {value[3]})')
+    lines += _table("SET4_OVER_COVERAGE", "tuple[str, float, int, int]", over, _set4_entry)
     return "\n".join(lines) + "\n"
 
 
