@@ -296,6 +296,20 @@ def bias_aware_half(error: float, bound: float) -> float:
     return bound + error * bias_aware_excess(bound / error)
 
 
+def widening(error: float, bound: float) -> float:
+    """How much allowing for a bias of at most `bound` widens a 95% half-width beyond
+    Z95 · `error` (`bias_aware_half` − Z95 · `error`, the same units)."""
+    return bias_aware_half(error, bound) - Z95 * error
+
+
+def widened_past_share(error: float, bound: float) -> bool:
+    """Whether `widening` exceeds CONSERVATIVE_SHARE of Z95 · `error`: then the band holds a
+    centred normal error with probability above P(|Z| < 1.1 · Z95) = 0.969, conservative, not a
+    95% band (`statistic_bands`; benchmarks/coverage_moments.py counts such windows)."""
+    return bias_aware_half(error, bound) > 0 and widening(error, bound) > (
+        CONSERVATIVE_SHARE * Z95 * error)
+
+
 def _pad(coefficients: np.ndarray) -> np.ndarray:
     """Polynomial coefficients padded (or cut) to powers 0..ORDER."""
     out = np.zeros(ORDER + 1)
@@ -398,10 +412,10 @@ def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: fl
                                      ("variance", found.bounds[1], found.variance_std_error,
                                       span * span)):
         half = bias_aware_half(error, bound)
-        widened = half - Z95 * error
+        widened = widening(error, bound)
         reasons[key] = (None if model.reason is None
                         else model.reason.format(width=span * model.unit[1]))
-        if half > 0 and widened > CONSERVATIVE_SHARE * Z95 * error:
+        if widened_past_share(error, bound):
             reasons[key] = CONSERVATIVE_REASON.format(
                 widened=widened * scale, bound=bound * scale,
                 buckets=len(model.bucket_powers), what=key, share=widened / half)
