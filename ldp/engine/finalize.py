@@ -255,7 +255,9 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int
     model = protocol_model(protocol)
     assert model is not None, "a Square Wave protocol has a moment model"
     assert config.low is not None and config.high is not None, "a numeric metric has its range"
-    bands.update(statistic_bands(model, counts, config.low, config.high))
+    moments, widened = statistic_bands(model, counts, config.low, config.high)
+    bands.update(moments)
+    conservative.update({key: band for key, band in widened.items() if band.lower is not None})
     return method, bands, (conservative if any(band.lower is not None
                                                for band in conservative.values()) else None)
 
