@@ -191,3 +191,43 @@ def test_the_store_and_the_dashboard_give_no_95_band_and_the_conservative_band(w
     assert both["mean_band"] is None
     assert both["conservative_mean_band"] == pytest.approx(
         [widened.bands["mean"]["lower"], widened.bands["mean"]["upper"]])
+
+
+def test_the_coverage_summary_counts_the_widened_windows_in_their_own_row():
+    """benchmarks/coverage_summary.py: a cell's windows whose band is widened past
+    CONSERVATIVE_SHARE are a pair of the conservative row (CONSERVATIVE_LABEL, their coverage
+    apart), its other windows a pair of the 95% row, which declares the conservative pairs; a
+    cell measured before the count was kept is a 95% pair; sw-discrete's bucketed coverage."""
+    from ldp_telemetry.ldp.estimation.uncertainty import CONSERVATIVE_LABEL
+    from tests.benchmark_scripts import loaded_scripts
+
+    def cell(protocol: str, widened: dict | None, coverage: dict, **split) -> dict:
+        found = {"protocol": protocol, "windows": 500, "coverage": coverage}
+        if widened is not None:
+            found |= {"conservative_windows": widened, **split}
+        return found
+    cells = [cell("sw", {"mean": 0, "variance": 500}, {"mean": 0.95, "variance": 0.994},
+                  coverage_95={"mean": 0.95, "variance": None},
+                  coverage_conservative={"mean": None, "variance": 0.994}),
+             cell("sw", {"mean": 100, "variance": 0}, {"mean": 0.96, "variance": 0.94},
+                  coverage_95={"mean": 0.955, "variance": 0.94},
+                  coverage_conservative={"mean": 0.98, "variance": None}),
+             cell("sw", None, {"mean": 0.93, "variance": 0.99}),
+             {**cell("sw-discrete", None, {"mean": 0.5, "variance": 0.5}),
+              "bucketed": cell("sw-discrete", {"mean": 0, "variance": 0},
+                               {"mean": 0.95, "variance": 0.95},
+                               coverage_95={"mean": 0.95, "variance": 0.95},
+                               coverage_conservative={"mean": None, "variance": None})}]
+    with loaded_scripts("coverage_summary") as scripts:
+        summary = scripts["coverage_summary"]
+        pairs, conservative = summary.moment_pairs(cells)
+        rows = summary.numeric_rows({"cells": cells}, None, None)
+        table = summary.markdown(rows)
+    assert sorted(pairs) == [(0.93, 500), (0.94, 500), (0.95, 500), (0.95, 500), (0.95, 500),
+                             (0.955, 400), (0.99, 500)]
+    assert sorted(conservative) == [(0.98, 100), (0.994, 500)]
+    ninety_five, kept = rows
+    assert (ninety_five["band"], ninety_five["pairs"], ninety_five["declared"]) == (
+        "exact-variance", 7, 2)
+    assert (kept["band"], kept["pairs"], kept["above"]) == (CONSERVATIVE_LABEL, 2, 2)
+    assert f"| {CONSERVATIVE_LABEL} | 2 |" in table
