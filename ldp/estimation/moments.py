@@ -38,7 +38,9 @@ holds whatever the values' positions in the buckets. Across ε 0.5–4 and d̃ �
 bound is below 2% of the smallest standard error at n = 10⁶; at d̃ = 128 it is below 10% for
 ε ≤ 2 and reaches 0.6 of it at ε = 4 (a point mass at a bad position), where the band is
 accordingly wider. Real values are not packed so: on seven real shapes the bucketing bias was
-at most 3% of B (docs/error-bars.md), so where B is a large part of the band it over-covers.
+at most 3% of B (docs/error-bars.md), so where B is a large part of the band it over-covers:
+where it widens the half-width by more than CONSERVATIVE_SHARE the band is no 95% band but the
+conservative band (`statistic_bands`).
 
 The discrete protocol's reports are exact integers (no server-side bucketing); the client has
 put the value in its bucket, so the band is for the mean and variance of the values as the
