@@ -64,7 +64,8 @@ from coverage import DELAY, DISTANCE, DOMAINS, LOGNORMAL, available, draw
 
 from ldp_telemetry.ldp.estimation.cfo_moments import (cfo_moments, cfo_statistic_bands,
                                                       declared_statistics)
-from ldp_telemetry.ldp.estimation.moments import moment_bands, protocol_model
+from ldp_telemetry.ldp.estimation.moments import (moment_bands, protocol_model,
+                                                  widened_past_share)
 from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.sw import DiscreteSquareWave, SquareWave
 
@@ -75,8 +76,11 @@ GOAL = (0.93, 0.97)
 
 
 def _check(model, counts, low: float, high: float, true_mean: float, true_variance: float
-           ) -> tuple[list[bool], list[float], float]:
-    """([mean covered, variance covered], [z of the mean, z of the variance], seconds)."""
+           ) -> tuple[list[bool], list[float], float, list[bool]]:
+    """([mean covered, variance covered], [z of the mean, z of the variance], seconds,
+    [mean's band conservative, variance's]: widened past CONSERVATIVE_SHARE by the bucketing
+    bound (`widened_past_share`), which a record gives as the conservative band, not a 95%
+    band)."""
     started = time.perf_counter()
     found = moment_bands(model, counts)
     seconds = time.perf_counter() - started
@@ -89,12 +93,35 @@ def _check(model, counts, low: float, high: float, true_mean: float, true_varian
                variance_band[0] <= true_variance <= variance_band[1]]
     z = [(mean - true_mean) / (span * found.mean_std_error),
          (variance - true_variance) / (span * span * found.variance_std_error)]
-    return covered, z, seconds
+    conservative = [widened_past_share(found.mean_std_error, found.bounds[0]),
+                    widened_past_share(found.variance_std_error, found.bounds[1])]
+    return covered, z, seconds, conservative
 
 
-def _summary(covered: list, z: list, seconds: list) -> dict:
+def _split_coverage(covered: np.ndarray, conservative: np.ndarray, among: bool) -> dict:
+    """statistic -> coverage over the windows whose band is (`among` True) or is not
+    conservative; None where there is no such window."""
+    out = {}
+    for column, key in enumerate(("mean", "variance")):
+        chosen = conservative[:, column] == among
+        out[key] = float(covered[chosen, column].mean()) if chosen.any() else None
+    return out
+
+
+def _summary(covered: list, z: list, seconds: list, conservative: list | None = None) -> dict:
+    """A cell's coverage (every window), z statistics and median band time; with
+    `conservative` (per window, per statistic), how many windows' band is conservative and the
+    coverage of the 95% bands and of the conservative bands apart."""
     covered_, z_ = np.array(covered, dtype=float), np.array(z)
-    return {"coverage": dict(zip(("mean", "variance"), map(float, covered_.mean(axis=0)),
+    split = {}
+    if conservative is not None:
+        flags = np.array(conservative, dtype=bool).reshape(covered_.shape)
+        split = {"conservative_windows": dict(zip(("mean", "variance"),
+                                                  map(int, flags.sum(axis=0)), strict=True)),
+                 "coverage_95": _split_coverage(covered_, flags, False),
+                 "coverage_conservative": _split_coverage(covered_, flags, True)}
+    return {**split,
+            "coverage": dict(zip(("mean", "variance"), map(float, covered_.mean(axis=0)),
                                  strict=True)),
             "z_mean": dict(zip(("mean", "variance"), map(float, z_.mean(axis=0)), strict=True)),
             "z_rms": dict(zip(("mean", "variance"),
@@ -112,9 +139,9 @@ def simulate(name: str, n: int, epsilons: tuple[float, ...], output_buckets: tup
                  for e in epsilons for d_out in output_buckets}
     discretes = {e: DiscreteSquareWave(epsilon=e, d=discrete) for e in epsilons} if discrete else {}
     rng = np.random.default_rng([seed, n, SETS.index(name)])
-    results = {key: ([], [], []) for key in protocols}
-    exact = {e: ([], [], []) for e in discretes}
-    bucketed = {e: ([], [], []) for e in discretes}
+    results = {key: ([], [], [], []) for key in protocols}
+    exact = {e: ([], [], [], []) for e in discretes}
+    bucketed = {e: ([], [], [], []) for e in discretes}
 
     def add(into, found) -> None:
         for column, item in zip(into, found, strict=True):
@@ -301,6 +328,10 @@ def main(argv=None) -> None:
                   + (f"  bucketed {row['bucketed']['coverage']['mean']:.3f} "
                      f"{row['bucketed']['coverage']['variance']:.3f}"
                      if "bucketed" in row else "")
+                  + (f"  conservative {row['conservative_windows']['mean']} "
+                     f"{row['conservative_windows']['variance']}"
+                     if row.get("conservative_windows", {}).get("mean")
+                     or row.get("conservative_windows", {}).get("variance") else "")
                   + (f"  values {row['values']['coverage']['mean']:.3f} "
                      f"{row['values']['coverage']['variance']:.3f}"
                      if "values" in row else ""), flush=True)

@@ -339,14 +339,25 @@ def coverage_moments(r: dict) -> str:
               f"{row['bucketed']['coverage']['mean']:.3f}, "
               f"{row['bucketed']['coverage']['variance']:.3f}",
               f"{row['median_band_ms']:.2f}"] for row in rows]
+    # results measured since the count was kept: the windows whose band is widened past
+    # CONSERVATIVE_SHARE, which records give as the conservative band
+    counted = all("conservative_windows" in row for row in rows)
+    if counted:
+        for line, row in zip(lines, rows, strict=True):
+            widened = row["conservative_windows"]
+            line.insert(-1, f"{widened['mean']}, {widened['variance']}")
     return (f"{windows} windows per row; a coverage's standard error is {se:.4f}. Goal "
             f"[{goal[0]}, {goal[1]}]; \"off 0.95\" counts the cells more than 2 standard "
-            f"errors ({2 * se:.3f}) from 0.95.\n\n"
+            f"errors ({2 * se:.3f}) from 0.95."
+            + (" *conservative*: the windows whose band the bucketing bound widens by more "
+               "than 10% of its half-width, which a record gives as the conservative band, not "
+               "a 95% band (their coverage is in the row's)." if counted else "") + "\n\n"
             + table(["cells", "count", "inside", "above", "below", "off 0.95", "range"], groups,
                     right={1, 2, 3, 4, 5}) + "\n\n"
             + table(["data set", "protocol", "ε", "n", "d̃", "mean", "variance",
                      "z mean (mean, var.)", "z RMS (mean, var.)", "bucketed (mean, var.)",
-                     "band ms"], lines, right={2, 3, 4, 5, 6, 10}))
+                     *(["conservative (mean, var.)"] if counted else []),
+                     "band ms"], lines, right={2, 3, 4, 5, 6, 11 if counted else 10}))
 
 
 def coverage_cfo_moments(r: dict) -> str:

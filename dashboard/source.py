@@ -21,7 +21,8 @@ with what a page draws added, computed here once so that the page's script compu
   record gives one — every quantile of CFO-binning and hierarchical histograms, a Square Wave
   quantile whose band over-covered in its setting — else None:
   `ldp_telemetry.output.bands.conservative_band`; the page draws it dashed, labelled
-  "conservative"), and `warning`: why
+  "conservative"), `conservative_mean_band` (the mean's, likewise: a Square Wave mean whose
+  band the bucketing bound widened past its share, `moments.statistic_bands`), and `warning`: why
   the window's reports are too few for its domain at its ε (`output.resolution`), or None;
 * `integrity_flag`: the window's integrity flag as text (`output.integrity.flag_text`: the
   flagged statistics and the values they implicate), or None; the record's `integrity` section
@@ -104,6 +105,7 @@ def _view(record: EstimateRecord, late_reports, rejects: dict, seq: int, lower: 
                               for level in record.quantiles or {}}
     view["conservative_quantile_bands"] = {level: _pair(conservative_band(record, level))
                                            for level in record.quantiles or {}}
+    view["conservative_mean_band"] = _pair(conservative_band(record, "mean"))
     found = resolution(record)
     view["warning"] = (warning_text(record, found)
                        if found is not None and found.under_resolved else None)

@@ -34,6 +34,7 @@ from ldp_telemetry.ldp.estimation.frequency_bands import (few_supports_reason,
                                                           pooled_value_band, score_bands)
 from ldp_telemetry.ldp.estimation.bin_answers import names_bin_protocol
 from ldp_telemetry.ldp.estimation.bin_quantiles import WHOLE_BINS
+from ldp_telemetry.ldp.estimation.moments import MOMENT_STATISTICS
 from ldp_telemetry.ldp.estimation.heavy_hitters import HEAVY_HITTER_BAND_REASON
 from ldp_telemetry.ldp.estimation.histograms import QUANTILE_LEVELS
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_BIAS_CORRECTED, BAND_EXACT,
@@ -294,11 +295,14 @@ def _whole_bins_quantile(record: Record, key: str) -> bool:
 
 
 def conservative_band(record: Record, key: str) -> tuple[float | None, float | None]:
-    """(lower, upper) of the conservative band of statistic `key` (a quantile level such as
-    "0.5") of a numeric record: a band that holds the truth in at least 95% of windows and
-    is not a 95% band (the statistic has none: `statistic_band`) — a CFO-binning or
-    hierarchical-histogram quantile's band of whole bins, or a Square Wave quantile's
-    bias-corrected band where it over-covered (uncertainty.conservative_statistics). Its
+    """(lower, upper) of the conservative band of statistic `key` ("mean", "variance" or a
+    quantile level such as "0.5") of a numeric record: a band that holds the truth in at least
+    95% of windows and is not a 95% band (the statistic has none: `statistic_band`) — a
+    CFO-binning or hierarchical-histogram quantile's band of whole bins, a Square Wave
+    quantile's bias-corrected band where it over-covered (uncertainty.conservative_statistics),
+    or a Square Wave mean's or variance's exact-variance band widened past its share by the
+    bucketing bound (moments.statistic_bands; a record written before gave that band as the
+    95% band, its reason saying it over-covers, and is read as written). Its
     `conservative_bands` entry, or for a CFO-binning or hierarchical-histogram record written
     before that field the quantile's entry in `bands` (the same band, then printed as a 95%
     band); (None, None) for other statistics and records and where it has none."""
@@ -316,10 +320,13 @@ def conservative_band(record: Record, key: str) -> tuple[float | None, float | N
 def conservative_method(record: Record, key: str) -> str | None:
     """How the `conservative_band` of statistic `key` was made: a CFO-binning or
     hierarchical-histogram quantile's of whole bins (bin_quantiles.WHOLE_BINS), a Square Wave
-    quantile's by the bias-corrected bootstrap (BAND_BIAS_CORRECTED); None where the record
-    has none."""
+    quantile's by the bias-corrected bootstrap (BAND_BIAS_CORRECTED), a mean's or variance's
+    by the exact variance with an allowance for the bucketing bias (BAND_EXACT,
+    moments.statistic_bands); None where the record has none."""
     if conservative_band(record, key)[0] is None:
         return None
+    if key in MOMENT_STATISTICS:
+        return BAND_EXACT
     return WHOLE_BINS if names_bin_protocol(_field(record, "protocol")) else BAND_BIAS_CORRECTED
 
 

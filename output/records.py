@@ -99,10 +99,12 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
     statistic has none, what its band holds, or that it is extrapolated
     (ldp_telemetry.ldp.estimation.uncertainty, ldp_telemetry.ldp.estimation.moments);
     `conservative_bands` (a CFO-binning or hierarchical-histogram record, a Square Wave record
-    with a quantile whose band over-covered in its setting; absent from others) the band of
-    each quantile that holds it in at least 95% of windows, not a 95% band: the quantile's own
+    with a quantile whose band over-covered in its setting or a mean or variance whose band
+    the bucketing bound widened past its share; absent from others) the band of each such
+    statistic that holds it in at least 95% of windows, not a 95% band: the statistic's own
     is null (ldp_telemetry.ldp.estimation.bin_quantiles.conservative_quantile_bands,
-    ldp_telemetry.ldp.estimation.uncertainty.conservative_statistics).
+    ldp_telemetry.ldp.estimation.uncertainty.conservative_statistics,
+    ldp_telemetry.ldp.estimation.moments.statistic_bands).
     """
     errors = result.errors
     methods = result.band_methods

@@ -670,7 +670,7 @@
   function drawQuantiles(w) {
     var holder = document.getElementById("quantiles");
     var rows = [];
-    if (typeof w.mean === "number") { rows.push({label: "mean = " + byError(w.mean, bandHalf(w.mean_band)), value: w.mean, band: w.mean_band, cls: "mean"}); }
+    if (typeof w.mean === "number") { rows.push({label: "mean = " + byError(w.mean, bandHalf(w.mean_band || w.conservative_mean_band)), value: w.mean, band: w.mean_band, conservative: w.mean_band ? null : (w.conservative_mean_band || null), cls: "mean"}); }
     quantilePairs(w).forEach(function (p) { rows.push({label: "q" + Number((p[0] * 100).toPrecision(3)) + " = " + byError(p[1], bandHalf(p[2] || p[3])), value: p[1], band: p[2], conservative: p[2] ? null : p[3], cls: "quantile"}); });
     if (!rows.length) { return; }
     var geo = state.densityX, width = chartWidth(holder), rowH = 22;
@@ -759,6 +759,7 @@
     if (w._partial) { items.push(["partial", partialText(w)]); }
     if (typeof w.mean === "number") { items.push(["mean", byError(w.mean, bandHalf(w.mean_band))]); }
     if (typeof w.mean === "number") { items.push(["mean, 95% band", w.mean_band ? bandText(w.mean_band) : "none"]); }
+    if (typeof w.mean === "number" && !w.mean_band && w.conservative_mean_band) { items.push(["mean, conservative band", bandText(w.conservative_mean_band) + " conservative (not a 95% band)"]); }
     if (typeof w.variance === "number") { items.push(["variance", String(Number(w.variance.toPrecision(3)))]); }
     if (w.estimator && w.estimator.iterations !== null && w.estimator.iterations !== undefined) {
       items.push(["estimator", w.estimator.method + ", " + w.estimator.iterations + " iterations" +

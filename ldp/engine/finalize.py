@@ -160,7 +160,9 @@ class NumericWindowResult:
     #: none): every quantile of CFO-binning and hierarchical histograms (the whole-bins band,
     #: ldp_telemetry.ldp.estimation.bin_quantiles.conservative_quantile_bands), a Square Wave
     #: quantile in a cell where its band over-covered on held-out windows (its bias-corrected
-    #: band, uncertainty.conservative_statistics); None where no quantile has one
+    #: band, uncertainty.conservative_statistics); and "mean" or "variance" -> a Square Wave
+    #: mean's or variance's exact-variance band widened past its share by the bucketing bound
+    #: (moments.statistic_bands); None where no statistic has one
     conservative_bands: dict | None = None
 
     @property
@@ -223,9 +225,10 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int
     conservative whole-bins band of ldp_telemetry.ldp.estimation.bin_quantiles beside it
     (`conservative_quantile_bands`); a Square Wave quantile whose band over-covered in the
     window's cell on held-out windows (`conservative_statistics`) has none either, its
-    bias-corrected band given as its conservative band (the conservative bands: None where no
-    quantile has one);
-    other estimators have no calibrated band (band method "none")."""
+    bias-corrected band given as its conservative band, and so is a Square Wave mean's or
+    variance's band that the bucketing bound widens past its share (`statistic_bands`; the
+    conservative bands: None where no statistic has one); other estimators have no calibrated
+    band (band method "none")."""
     spec, protocol = config.estimator, config.protocol
     params = dict(spec.params)
     fit = interval_fit(config)
@@ -256,7 +259,9 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int
     model = protocol_model(protocol)
     assert model is not None, "a Square Wave protocol has a moment model"
     assert config.low is not None and config.high is not None, "a numeric metric has its range"
-    bands.update(statistic_bands(model, counts, config.low, config.high))
+    moments, widened = statistic_bands(model, counts, config.low, config.high)
+    bands.update(moments)
+    conservative.update({key: band for key, band in widened.items() if band.lower is not None})
     return method, bands, (conservative if any(band.lower is not None
                                                for band in conservative.values()) else None)
 

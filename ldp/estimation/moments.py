@@ -38,7 +38,9 @@ holds whatever the values' positions in the buckets. Across ε 0.5–4 and d̃ �
 bound is below 2% of the smallest standard error at n = 10⁶; at d̃ = 128 it is below 10% for
 ε ≤ 2 and reaches 0.6 of it at ε = 4 (a point mass at a bad position), where the band is
 accordingly wider. Real values are not packed so: on seven real shapes the bucketing bias was
-at most 3% of B (docs/error-bars.md), so where B is a large part of the band it over-covers.
+at most 3% of B (docs/error-bars.md), so where B is a large part of the band it over-covers:
+where it widens the half-width by more than CONSERVATIVE_SHARE the band is no 95% band but the
+conservative band (`statistic_bands`).
 
 The discrete protocol's reports are exact integers (no server-side bucketing); the client has
 put the value in its bucket, so the band is for the mean and variance of the values as the
@@ -55,7 +57,8 @@ import numpy as np
 from numpy.polynomial import polynomial as P
 
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, COVERAGE_SIZES,
-                                                      NO_REPORTS_REASON, Z95, Band)
+                                                      NO_REPORTS_REASON, Z95, Band,
+                                                      conservative_split)
 from ldp_telemetry.ldp.integrity.statistics import normal_sf
 from ldp_telemetry.ldp.protocols.channels import discrete_sw_parameters, sw_b, sw_pq
 from ldp_telemetry.ldp.protocols.numeric import NumericProtocol
@@ -83,11 +86,16 @@ BOUND_MEANS = np.linspace(0.0, 1.0, 129)
 #: P(|Z| < 1.96 · 1.1) = 0.969 wherever the values' positions cause no error (measured at
 #: d̃ = 128, ε = 4, n = 10⁶: docs/error-bars.md).
 CONSERVATIVE_SHARE = 0.1
-CONSERVATIVE_REASON = ("band widened by {widened:.3g} ({share:.0%} of its half-width) to hold the "
-                       "{what} whatever the bias of the report histogram's {buckets} output "
-                       "buckets, at most {bound:.3g} (values at their worst positions): it "
-                       "over-covers where the values are spread; more output buckets "
-                       "(domain.output_buckets) make it smaller")
+#: Why a mean or variance band widened past CONSERVATIVE_SHARE is no 95% band (`statistic_bands`:
+#: given, unchanged, as the conservative band). Records written before said of the same band,
+#: given as the 95% band, "band widened by … it over-covers where the values are spread".
+CONSERVATIVE_REASON = ("no 95% band: the band is widened by {widened:.3g} ({share:.0%} of its "
+                       "half-width) to hold the {what} whatever the bias of the report "
+                       "histogram's {buckets} output buckets, at most {bound:.3g} (values at "
+                       "their worst positions), so it would hold an unbiased error with "
+                       "probability above 0.969: it is conservative, given as the conservative "
+                       "band (conservative_bands); more output buckets (domain.output_buckets) "
+                       "make the widening smaller")
 
 #: The 0.95 quantile of the standard normal: the least excess c − t of `bias_aware_z` (t → ∞).
 Z95_ONE_SIDED = 1.6448536269514722
@@ -296,6 +304,20 @@ def bias_aware_half(error: float, bound: float) -> float:
     return bound + error * bias_aware_excess(bound / error)
 
 
+def widening(error: float, bound: float) -> float:
+    """How much allowing for a bias of at most `bound` widens a 95% half-width beyond
+    Z95 · `error` (`bias_aware_half` − Z95 · `error`, the same units)."""
+    return bias_aware_half(error, bound) - Z95 * error
+
+
+def widened_past_share(error: float, bound: float) -> bool:
+    """Whether `widening` exceeds CONSERVATIVE_SHARE of Z95 · `error`: then the band holds a
+    centred normal error with probability above P(|Z| < 1.1 · Z95) = 0.969, conservative, not a
+    95% band (`statistic_bands`; benchmarks/coverage_moments.py counts such windows)."""
+    return bias_aware_half(error, bound) > 0 and widening(error, bound) > (
+        CONSERVATIVE_SHARE * Z95 * error)
+
+
 def _pad(coefficients: np.ndarray) -> np.ndarray:
     """Polynomial coefficients padded (or cut) to powers 0..ORDER."""
     out = np.zeros(ORDER + 1)
@@ -377,45 +399,54 @@ def protocol_model(protocol: NumericProtocol) -> MomentModel | None:
 
 
 def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: float
-                    ) -> dict[str, Band]:
-    """The mean's and the variance's 95% bands in the metric's units ([low, high]: the mean
-    affine, the variance times (high − low)²), `Band.method` BAND_EXACT, `Band.estimate` the
-    unbiased moment estimate clipped to what the statistic can take ([low, high];
-    [0, (high − low)²/4]: so within the band, which is clipped alike) and `Band.std_error` its
-    exact standard error, with the model's
-    reason (what the band holds, for the discrete protocol), or where allowing for the
-    bucketing bound (`bias_aware_half`) widens the half-width by more than CONSERVATIVE_SHARE
-    of Z95 · standard error, by how much (CONSERVATIVE_REASON: the widening, its share of the
-    half-width and the bound), and below MEASURED_REPORTS reports that it is extrapolated
-    (SMALL_WINDOW_REASON, after the others, "; "-joined); no band without reports."""
+                    ) -> tuple[dict[str, Band], dict[str, Band]]:
+    """(95% bands, conservative bands) of the mean and the variance in the metric's units
+    ([low, high]: the mean affine, the variance times (high − low)²).
+
+    Each band is the exact-variance one (`Band.method` BAND_EXACT) of `moment_bands`,
+    `Band.estimate` the unbiased moment estimate clipped to what the statistic can take
+    ([low, high]; [0, (high − low)²/4]: so within the band, which is clipped alike) and
+    `Band.std_error` its exact standard error, with the model's reason (what the band holds,
+    for the discrete protocol) and, below MEASURED_REPORTS reports, that it is extrapolated
+    (SMALL_WINDOW_REASON, after the other, "; "-joined). Where allowing for the bucketing bound
+    (`bias_aware_half`, [Armstrong20]) widens the half-width by more than CONSERVATIVE_SHARE
+    of Z95 · standard error (`widened_past_share`) the band holds a centred normal error with
+    probability above 0.969: not a 95% band, it moves unchanged to the conservative bands
+    (`conservative_split`, method BAND_EXACT), the statistic's 95% band none (BAND_NONE,
+    estimate and standard error kept) with CONSERVATIVE_REASON (the widening, its share of
+    the half-width and the bound) before what the band holds. The conservative bands have
+    both statistics (none where not conservative). No band without reports."""
     found = moment_bands(model, counts)
     if found is None:
-        return {key: Band(None, None, NO_REPORTS_REASON) for key in MOMENT_STATISTICS}
+        empty = {key: Band(None, None, NO_REPORTS_REASON) for key in MOMENT_STATISTICS}
+        return empty, {key: Band(None, None) for key in MOMENT_STATISTICS}
     span = float(high) - float(low)
     n = int(round(float(np.sum(counts))))
-    reasons = {}
+    reasons: dict[str, str | None] = {}
+    why: dict[str, str] = {}
     for key, bound, error, scale in (("mean", found.bounds[0], found.mean_std_error, span),
                                      ("variance", found.bounds[1], found.variance_std_error,
                                       span * span)):
-        half = bias_aware_half(error, bound)
-        widened = half - Z95 * error
         reasons[key] = (None if model.reason is None
                         else model.reason.format(width=span * model.unit[1]))
-        if half > 0 and widened > CONSERVATIVE_SHARE * Z95 * error:
-            reasons[key] = CONSERVATIVE_REASON.format(
+        if widened_past_share(error, bound):
+            widened = widening(error, bound)
+            why[key] = CONSERVATIVE_REASON.format(
                 widened=widened * scale, bound=bound * scale,
-                buckets=len(model.bucket_powers), what=key, share=widened / half)
+                buckets=len(model.bucket_powers), what=key,
+                share=widened / bias_aware_half(error, bound))
         if n < MEASURED_REPORTS:
             small = SMALL_WINDOW_REASON.format(n=f"{n:,}")
             reasons[key] = small if reasons[key] is None else f"{reasons[key]}; {small}"
-    return {"mean": Band(float(low) + span * found.mean_band[0],
-                         float(low) + span * found.mean_band[1], reasons["mean"], BAND_EXACT,
-                         float(low) + span * min(max(found.mean, 0.0), 1.0),
-                         span * found.mean_std_error),
-            "variance": Band(span * span * found.variance_band[0],
-                             span * span * found.variance_band[1], reasons["variance"],
-                             BAND_EXACT, span * span * min(max(found.variance, 0.0), 0.25),
-                             span * span * found.variance_std_error)}
+    bands = {"mean": Band(float(low) + span * found.mean_band[0],
+                          float(low) + span * found.mean_band[1], reasons["mean"], BAND_EXACT,
+                          float(low) + span * min(max(found.mean, 0.0), 1.0),
+                          span * found.mean_std_error),
+             "variance": Band(span * span * found.variance_band[0],
+                              span * span * found.variance_band[1], reasons["variance"],
+                              BAND_EXACT, span * span * min(max(found.variance, 0.0), 0.25),
+                              span * span * found.variance_std_error)}
+    return conservative_split(bands, why, BAND_EXACT, MOMENT_STATISTICS)
 
 
 def printed_moments(bands: dict[str, Band], histogram: dict[str, float]

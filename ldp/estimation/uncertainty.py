@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -285,24 +285,29 @@ def conservative_reason(why: str, holds: str | None) -> str:
     return why + ("" if holds is None else "; the conservative band: " + holds)
 
 
-def conservative_split(bands: Mapping[str, Band], why: Mapping[str, str], method: str
+def conservative_split(bands: Mapping[str, Band], why: Mapping[str, str], method: str,
+                       keys: tuple[str, ...] = QUANTILE_LEVELS
                        ) -> tuple[dict[str, Band], dict[str, Band]]:
-    """(95% bands, conservative bands): the band of each statistic `why` names (statistic ->
-    why it is conservative) moves, as it is, to the conservative bands (`Band.method`
-    `method`, how it was made), its 95% band none (`Band.method` BAND_NONE) with
-    `conservative_reason`; the conservative bands have every quantile level (QUANTILE_LEVELS),
-    none where its band is not conservative or there is no band; the other statistics stay as
-    they are. One rule for every numeric record: a 95% band field only ever holds a band
-    measured to mean 95% (CONSERVATIVE)."""
+    """(95% bands, conservative bands): the band of each statistic of `keys` that `why` names
+    (statistic -> why it is conservative) moves, as it is, to the conservative bands
+    (`Band.method` `method`, how it was made; its reason the band's own, what it holds), its
+    95% band none (`Band.method` BAND_NONE) with `conservative_reason`, keeping the
+    `Band.estimate` and `Band.std_error` a record prints; the conservative bands have every
+    statistic of `keys` (by default every quantile level, QUANTILE_LEVELS; the Square Wave
+    mean and variance: ldp_telemetry.ldp.estimation.moments.statistic_bands), none where its
+    band is not conservative or there is no band; the other statistics stay as they are. One
+    rule for every numeric record: a 95% band field only ever holds a band measured to mean
+    95% (CONSERVATIVE)."""
     kept = dict(bands)
     conservative: dict[str, Band] = {}
-    for key in QUANTILE_LEVELS:
+    for key in keys:
         band = bands[key]
         if key not in why or band.lower is None:
             conservative[key] = Band(None, None)
             continue
         conservative[key] = Band(band.lower, band.upper, band.reason, method)
-        kept[key] = Band(None, None, conservative_reason(why[key], band.reason), BAND_NONE)
+        kept[key] = replace(band, lower=None, upper=None,
+                            reason=conservative_reason(why[key], band.reason), method=BAND_NONE)
     return kept, conservative
 
 

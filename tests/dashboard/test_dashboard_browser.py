@@ -370,6 +370,57 @@ def test_a_conservative_quantile_band_is_drawn_as_such_never_as_a_95_band(browse
     check_clean(browser)
 
 
+def test_a_conservative_mean_band_is_drawn_as_such_never_as_a_95_band(browser, served,
+                                                                      tmp_path):
+    """A Square Wave record whose mean band the bucketing bound widened past its share has no
+    95% band for the mean but a conservative one (`conservative_bands["mean"]`): the mean's
+    row draws it dashed and labels it "conservative", no solid 95% interval, and the window's
+    facts give the mean no 95% band and the conservative one."""
+    edges = [0.0, 8.0, 16.0, 24.0, 32.0]
+    estimate = [0.2, 0.4, 0.3, 0.1]
+    record = {"metric": "latency.sw", "window_start": "2024-03-01T00:00:00Z",
+              "window_end": "2024-03-01T01:00:00Z", "n": 1000000, "protocol": "sw",
+              "epsilon": 4.0,
+              "estimator": {"method": "ems", "params": {}, "iterations": 40,
+                            "last_change": None},
+              "postprocess": {"method": "none", "params": {}},
+              "labels": [f"[{a}, {b})" for a, b in zip(edges, edges[1:], strict=False)],
+              "bucket_edges": edges, "estimate": estimate, "std_error": [0.01] * 4,
+              "mean": 13.6, "variance": 50.0, "mean_std_error": 0.1,
+              "quantiles": {"0.5": 14.0},
+              "band_method": "bias-corrected-bootstrap",
+              "band_methods": {"mean": "none", "variance": "exact-variance"},
+              "bands": {"mean": None, "variance": {"lower": 45.0, "upper": 55.0},
+                        "0.5": {"lower": 13.5, "upper": 14.5}},
+              "band_reasons": {"mean": "no 95% band: the band is widened by 0.1"},
+              "conservative_bands": {"mean": {"lower": 13.2, "upper": 14.0}, "0.5": None},
+              "pane": {"timing": "ON_TIME", "index": 0, "is_last": True}}
+    url_db = f"sqlite:///{tmp_path}/conservative-mean.db"
+    with open_store(url_db) as store:
+        store.write_panes([record])
+    url = served(StoreSource(url_db))
+    browser.get(url + metric_page_link("latency.sw"))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
+    assert wait_loaded(browser)
+    intervals = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#quantiles .interval-text'))"
+        ".map(t => t.textContent)")
+    assert intervals == ["[13.20, 14.00] conservative", "[13.50, 14.50]"]
+    drawn = browser.driver.execute_script(
+        "return ['mean-interval', 'conservative-interval'].map(c => "
+        "document.querySelectorAll('#quantiles .' + c).length)")
+    assert drawn == [0, 1]
+    told = browser.driver.execute_script(
+        "return document.querySelector('#quantiles .conservative-interval title').textContent")
+    assert "no 95% band" in told and told.endswith(f"conservative ({CONSERVATIVE_NOTE})"), told
+    facts = browser.driver.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('#window-facts div'))"
+        ".map(d => [d.dataset.fact, d.querySelector('dd').textContent]))")
+    assert facts["mean, 95% band"] == "none"
+    assert facts["mean, conservative band"].endswith("conservative (not a 95% band)")
+    check_clean(browser)
+
+
 # -- real sizes: 1,000 windows x 500 labels, and the numeric demo metric -------------------------
 
 #: Every text label drawn in a chart, with its bounding box (empty ones left out).

@@ -32,9 +32,11 @@ from ldp_telemetry.schemas import load_schema
 HOUR = 3_600_000
 
 
-def _config(protocol: str, estimator: str | None = None):
+def _config(protocol: str, estimator: str | None = None, output_buckets: int | None = None):
     metric = {"name": "latency", "protocol": protocol, "epsilon": 2.0,
               "domain": {"low": 0, "high": 32, "buckets": 16}}
+    if output_buckets is not None:
+        metric["domain"]["output_buckets"] = output_buckets
     if estimator is not None:
         metric["estimator"] = {"method": estimator, "bootstrap": 20, "seed": 5}
     return parse_registry({"metrics": [metric]})["latency"]
@@ -99,8 +101,9 @@ def test_the_quantiles_have_no_95_band_and_carry_the_whole_bins_band_as_conserva
 
 def test_square_wave_quantiles_keep_their_95_bands_and_have_no_conservative_band():
     """A Square Wave record (EMS) is as before: its quantiles' bias-corrected bands in `bands`,
-    no `conservative_bands` in its JSON, null in its Avro record."""
-    config = _config("sw", "ems")
+    no `conservative_bands` in its JSON, null in its Avro record (at 1,024 output buckets: at
+    16 the variance's band is widened past CONSERVATIVE_SHARE, so conservative)."""
+    config = _config("sw", "ems", 1024)
     statistic = _window(config, 5_000, 4)
     method, bands, conservative = numeric_bands(config, statistic, 5_000)
     assert method == BAND_BIAS_CORRECTED and conservative is None

@@ -332,11 +332,13 @@ def test_the_bucketing_bound_holds_for_every_point_mass(epsilon, d_out):
     assert worst > 0.8
 
 
-def test_a_band_widened_by_the_bucketing_bound_says_so():
+def test_a_band_widened_by_the_bucketing_bound_is_conservative():
     """Where allowing for the bucketing bound widens the half-width by more than a tenth of
-    1.96 standard errors (the variance at 10⁶ reports, ε = 4, 128 output buckets) the band's
-    reason says it is widened and by how much; at 1,024 output buckets, or 10⁴ reports, it
-    says nothing. The half-width is the bias-aware one, never Z95 · error + bound."""
+    1.96 standard errors (the variance at 10⁶ reports, ε = 4, 128 output buckets) the band is
+    no 95% band: it is the conservative band, unchanged, and the statistic's reason says it is
+    widened, by how much, and conservative, its estimate and standard error kept; at 1,024
+    output buckets, or 10⁴ reports, the 95% band stays and says nothing. The half-width is the
+    bias-aware one, never Z95 · error + bound."""
     from ldp_telemetry.ldp.estimation.moments import (CONSERVATIVE_SHARE, bias_aware_half,
                                                       statistic_bands)
     rng = np.random.default_rng(12)
@@ -347,16 +349,30 @@ def test_a_band_widened_by_the_bucketing_bound_says_so():
         counts = n / values.size * _expected_counts(protocol, values)
         model = protocol_model(protocol)
         found = moment_bands(model, counts)
-        bands = statistic_bands(model, counts, 0.0, 32.0)
-        for key, error, bound in (("mean", found.mean_std_error, found.bounds[0]),
-                                  ("variance", found.variance_std_error, found.bounds[1])):
+        bands, conservative = statistic_bands(model, counts, 0.0, 32.0)
+        for key, error, bound, band in (("mean", found.mean_std_error, found.bounds[0],
+                                         found.mean_band),
+                                        ("variance", found.variance_std_error, found.bounds[1],
+                                         found.variance_band)):
             reasons[(d_out, n, key)] = bands[key].reason
             half = bias_aware_half(error, bound)
             assert half < 1.959963984540054 * error + bound or bound == 0.0
             widened = (half - 1.959963984540054 * error
                        > CONSERVATIVE_SHARE * 1.959963984540054 * error)
             assert (bands[key].reason is not None) == widened
-    assert reasons[(128, 10 ** 6, "variance")].startswith("band widened by")
+            scale = 32.0 if key == "mean" else 32.0 ** 2
+            made = (scale * band[0], scale * band[1])
+            assert bands[key].std_error == pytest.approx(scale * error, rel=1e-15)
+            if widened:
+                assert (bands[key].lower, bands[key].upper) == (None, None)
+                assert bands[key].method == "none"
+                assert (conservative[key].lower, conservative[key].upper) == made
+                assert conservative[key].method == BAND_EXACT
+            else:
+                assert (bands[key].lower, bands[key].upper) == made
+                assert conservative[key].lower is None
+    assert reasons[(128, 10 ** 6, "variance")].startswith("no 95% band: the band is widened by")
+    assert "above 0.969: it is conservative" in reasons[(128, 10 ** 6, "variance")]
     assert all(reasons[(d_out, n, key)] is None for d_out, n in ((1024, 10 ** 6), (128, 10 ** 4))
                for key in ("mean", "variance"))
 
@@ -429,7 +445,7 @@ def test_a_band_below_the_measured_window_sizes_says_so():
             values = np.clip(rng.lognormal(1.0, 0.6, n), 0, 32) / 32
             counts = protocol.new_statistic()
             protocol.accumulate(counts, protocol.perturb(values, rng))
-            bands = statistic_bands(model, counts, 0.0, 32.0)
+            bands, _ = statistic_bands(model, counts, 0.0, 32.0)
             for key in ("mean", "variance"):
                 reason = bands[key].reason or ""
                 assert (SMALL_WINDOW_REASON.format(n=f"{n:,}") in reason) == (n <= 316), (n, key)
