@@ -497,7 +497,7 @@ def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict 
                                                                     SET4_OVER_COVERAGE)
         from ldp_telemetry.ldp.estimation.uncertainty import CALIBRATED_BUCKETS
         for cell in quantiles["cells"]:
-            # since the set was measured, declared in the cell (below 0.93 on a data shape
+            # since the set was measured, declared in the cell (below 0.94 on a data shape
             # pooled over set 4's runs: no record there bands it) or given as the conservative
             # band (above 0.97 so: no record there gives it as a 95% band)
             key = (float(cell["epsilon"]), int(cell["n"]))

@@ -37,8 +37,8 @@ kept as a 95% band lies inside the goal on windows to come, not at its edge) is 
 (ε, n) setting, and one whose coverage lies above 0.97, the goal's upper edge, while no data
 set's lies below KEEP_FLOOR, is conservative there — not a 95% band: records give it as the
 conservative band, their 95% band none (`set4_pooled`; an exact band's coverage pooled over
-1,000 windows lies below 0.94 with probability 7% and above 0.97 with 0.2%). `--write` regenerates
-ldp/estimation/band_declarations.py.
+1,000 windows lies below 0.94 with probability 7% and above 0.97 with 0.07%, binomial).
+`--write` regenerates ldp/estimation/band_declarations.py.
 
     python benchmarks/declare_bands.py --write
 """
