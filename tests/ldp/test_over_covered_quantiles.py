@@ -67,7 +67,7 @@ def made():
     return config, n, statistic, result, record
 
 
-def test_the_setting_names_what_the_declarations_confirmed():
+def test_each_conservative_setting_over_covered_pooled_over_set4s_runs():
     """Each conservative (ε, n, level) covered above 0.97 of at least 400 held-out windows of
     a data set pooled over set 4's runs (200 windows each); it has a calibrated margin (not
     declared), and its reason gives the coverage."""
