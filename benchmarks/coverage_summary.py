@@ -81,6 +81,17 @@ def off_by_two(coverage: float, windows: int, checks: int | None = None) -> bool
         windows, windows if checks is None else checks)
 
 
+def over_covered(cell: dict, level: str) -> bool:
+    """Whether records give the band of quantile `level` in a Square Wave coverage results
+    cell (benchmarks/coverage.py: its ε, n and buckets) as the conservative band, not a 95%
+    band: a cell of the calibrated grid (CALIBRATED_BUCKETS) whose setting lists the level in
+    SET4_OVER_COVERAGE (ldp_telemetry.ldp.estimation.band_declarations)."""
+    from ldp_telemetry.ldp.estimation.band_declarations import SET4_OVER_COVERAGE
+    from ldp_telemetry.ldp.estimation.uncertainty import CALIBRATED_BUCKETS
+    return (cell.get("buckets", CALIBRATED_BUCKETS) == CALIBRATED_BUCKETS
+            and level in SET4_OVER_COVERAGE.get((float(cell["epsilon"]), int(cell["n"])), {}))
+
+
 def below_by_two(coverage: float, windows: int) -> bool:
     """Whether a coverage over `windows` windows lies more than two standard errors below 0.95
     (a band too narrow: what a declaration is for)."""
@@ -493,11 +504,10 @@ def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict 
     if quantiles:
         levels = [s for s in quantiles["statistics"] if s not in ("mean", "variance")]
         pairs, conservative, declared = [], [], 0
-        from ldp_telemetry.ldp.estimation.band_declarations import (SET4_MISSES,
-                                                                    SET4_OVER_COVERAGE)
+        from ldp_telemetry.ldp.estimation.band_declarations import SET4_MISSES
         from ldp_telemetry.ldp.estimation.uncertainty import CALIBRATED_BUCKETS
         for cell in quantiles["cells"]:
-            # since the set was measured, declared in the cell (below 0.93 on a data shape
+            # since the set was measured, declared in the cell (below 0.94 on a data shape
             # pooled over set 4's runs: no record there bands it) or given as the conservative
             # band (above 0.97 so: no record there gives it as a 95% band)
             key = (float(cell["epsilon"]), int(cell["n"]))
@@ -506,7 +516,7 @@ def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict 
                 if level in cell.get("declared_without_band", ()) or (
                         grid and level in SET4_MISSES.get(key, {})):
                     declared += 1
-                elif grid and level in SET4_OVER_COVERAGE.get(key, {}):
+                elif over_covered(cell, level):
                     declared += 1
                     conservative.append((cell["coverage"][level], cell["windows"]))
                 else:

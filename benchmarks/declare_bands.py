@@ -37,8 +37,8 @@ kept as a 95% band lies inside the goal on windows to come, not at its edge) is 
 (ε, n) setting, and one whose coverage lies above 0.97, the goal's upper edge, while no data
 set's lies below KEEP_FLOOR, is conservative there — not a 95% band: records give it as the
 conservative band, their 95% band none (`set4_pooled`; an exact band's coverage pooled over
-1,000 windows lies below 0.94 with probability 7% and above 0.97 with 0.2%). `--write` regenerates
-ldp/estimation/band_declarations.py.
+1,000 windows lies below 0.94 with probability 7% and above 0.97 with 0.07%, binomial).
+`--write` regenerates ldp/estimation/band_declarations.py.
 
     python benchmarks/declare_bands.py --write
 """
@@ -198,13 +198,14 @@ def module_text(misses: dict, pooled: dict, levels: dict, sources: list[tuple[st
         "Fitted on sets 2 and 3: the per-cell coverages of",
         *(f"{source} (seed {seed})," for source, seed in sources),
         "windows the margins (band_calibration.py, set 1) were not fitted on; and the bands",
-        "whose coverage pooled over set 4's runs lies below 0.94 (declared) or above 0.97",
+        f"whose coverage pooled over set 4's runs lies below {KEEP_FLOOR} (declared) or above "
+        f"{GOAL_CEILING}",
         "(given as conservative bands):",
         *(f"{source} (seed {seed})," for source, seed in set4_sources),
         '"""',
         "",
         "#: quantile level -> (cells where the margins keep its band, coverage pooled over them",
-        "#: and every data set, windows): levels declared in every cell, below 0.93",
+        f"#: and every data set, windows): levels declared in every cell, below {LEVEL_FLOOR}",
         "DECLARED_LEVELS: dict[str, tuple[int, float, int]] = {",
         *(f'    "{level}": {counts!r},' for level, counts in levels.items()),
         "}",
@@ -223,12 +224,13 @@ def module_text(misses: dict, pooled: dict, levels: dict, sources: list[tuple[st
     lines += [
         "",
         "#: (ε, n) -> quantile level -> (data set, coverage, windows, runs) pooled over set 4's",
-        "#: runs of that data set, below 0.94: declared in that cell"]
+        f"#: runs of that data set, below {KEEP_FLOOR}: declared in that cell"]
     lines += _table("SET4_MISSES", "tuple[str, float, int, int]", set4_misses, _set4_entry)
     lines += [
         "",
         "#: (ε, n) -> quantile level -> (data set, coverage, windows, runs) pooled over set 4's",
-        "#: runs of that data set, above 0.97 (and no data set below 0.94): its band conservative",
+        f"#: runs of that data set, above {GOAL_CEILING} (and no data set below {KEEP_FLOOR}): its "
+        "band conservative",
         "#: in that cell (given as the conservative band, the 95% band none)"]
     lines += _table("SET4_OVER_COVERAGE", "tuple[str, float, int, int]", over, _set4_entry)
     return "\n".join(lines) + "\n"

@@ -28,6 +28,7 @@ from ldp_telemetry.output.records import numeric_estimate_record
 from ldp_telemetry.output.text import CONSERVATIVE_NOTE, format_numeric
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.schemas import load_schema
+from tests.benchmark_scripts import loaded_scripts
 
 HOUR = 3_600_000
 #: the levels `ldp show` prints
@@ -67,7 +68,7 @@ def made():
     return config, n, statistic, result, record
 
 
-def test_the_setting_names_what_the_declarations_confirmed():
+def test_each_conservative_setting_over_covered_pooled_over_set4s_runs():
     """Each conservative (ε, n, level) covered above 0.97 of at least 400 held-out windows of
     a data set pooled over set 4's runs (200 windows each); it has a calibrated margin (not
     declared), and its reason gives the coverage."""
@@ -184,3 +185,33 @@ def test_outside_the_settings_a_square_wave_record_has_no_conservative_band():
     value = numeric_estimate_record(config, result, 0, HOUR).json_value()
     assert "conservative_bands" not in value
     assert BAND_NONE not in {value["band_methods"].get(key) for key in QUANTILE_LEVELS}
+
+
+def test_the_benchmarks_page_counts_a_run_s_conservative_bands_apart_from_its_95_bands():
+    """The benchmarks page's table of the run measured under the pooled rule (the sixth seed)
+    marks a quantile whose band records give as the conservative band `†` and leaves it out of
+    the counts of 95% bands, as the coverage table of the error-bars page does; a level the
+    setting keeps as a 95% band is counted, a declared one is marked `*`."""
+    kept = next(level for level in QUANTILE_LEVELS
+                if level not in LEVELS and level not in band_scales(*CELL)[1])
+    declared = next(level for level in QUANTILE_LEVELS if level in band_scales(*CELL)[1])
+    run = {"statistics": ["mean", "variance", *QUANTILE_LEVELS], "goal": [0.93, 0.97],
+           "parameters": {"windows": 200, "replicates": 20, "seed": 107},
+           "held_out_sets": ["shape"], "range_queries": "none",
+           "cells": [{"dataset": "shape", "epsilon": CELL[0], "n": CELL[1], "buckets": 128,
+                      "windows": 200, "median_band_s": 0.1, "declared_without_band": [declared],
+                      "coverage": {**dict.fromkeys(["mean", "variance", *QUANTILE_LEVELS], 0.95),
+                                   LEVELS[0]: 0.99, kept: 0.96}}]}
+    with loaded_scripts("report") as loaded:
+        report = loaded["report"]
+        render = next(section[3] for section in report.SECTIONS
+                      if section[0] == "coverage_set4_sixth")
+        text = render(run)
+    row = next(line for line in text.splitlines()
+               if line.startswith(f"| shape | {CELL[0]:g} | {CELL[1]:,} |"))
+    assert "| 0.99† |" in row and "| 0.96 |" in row and "| 0.95* |" in row
+    banded = len(QUANTILE_LEVELS) - 1 - len(LEVELS)
+    assert f"{banded} (cell, quantile level) pairs have a 95% band, {len(LEVELS)} a " \
+           "conservative band instead" in text
+    assert next(line for line in text.splitlines() if line.startswith("| all |")).startswith(
+        f"| all | {banded} |")
