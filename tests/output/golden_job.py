@@ -46,7 +46,7 @@ REGISTRY = {"metrics": [
      "postprocess": "norm-sub"},
     {"name": "u.plain", "protocol": "oue", "epsilon": 1.0, "domain": {"labels": LABELS[:5]},
      "integrity": False},
-    {"name": "s.num", "protocol": "sw", "epsilon": 1.0,
+    {"name": "s.num", "protocol": "sw", "epsilon": 2.0,
      "domain": {"low": 0, "high": 1440, "buckets": 48},
      "estimator": {"method": "ems", "bootstrap": 10}},
     {"name": "p.mean", "protocol": "pm", "epsilon": 1.0, "domain": {"low": 0, "high": 100},
