@@ -969,19 +969,18 @@ SECTIONS: list[tuple[str, str, str, Callable[[dict], str], str]] = [
      "--cache /tmp/coverage_set4.pkl"),
     ("coverage_set4_confirm", "Coverage of the numeric 95% bands, set 4 measured again",
      "Set 4's data shapes on windows of another seed (89, W = 200, 128 buckets), in the (ε, n) "
-     "settings where a band set 4 kept covered below 0.93 on one of them. A pair below 0.93 on "
-     "set 4 and again here is declared in its cell (`benchmarks/declare_bands.py`); `*` marks "
-     "what the records declared when these windows were measured (before that).",
+     "settings where a band set 4 kept covered below 0.93 on one of them: one of the runs the "
+     "pooled rule of `benchmarks/declare_bands.py` reads. `*` marks what the records declared "
+     "when these windows were measured (before that).",
      coverage, "python benchmarks/coverage.py --windows 200 --wide-buckets 0 --seed 89 "
      "--cells 0.5:1000,1:1000,2:1000,1:10000,4:10000,1:1000000 "
      "--benchmark coverage_set4_confirm"),
     ("coverage_set4_over",
      "Coverage of the numeric 95% bands, set 4's over-coverage measured again",
      "Set 4's data shapes on windows of a third seed (97, W = 200, 128 buckets), in the (ε, n) "
-     "settings where a band set 4 kept covered above 0.97 on one of them. A pair above 0.97 on "
-     "set 4 and again here is conservative in its cell: records give its band as the "
-     "conservative band, their 95% band none (`benchmarks/declare_bands.py`); `*` marks what "
-     "the records declared when these windows were measured (before that).",
+     "settings where a band set 4 kept covered above 0.97 on one of them: one of the runs the "
+     "pooled rule of `benchmarks/declare_bands.py` reads. `*` marks what the records declared "
+     "when these windows were measured (before that).",
      coverage, "python benchmarks/coverage.py --windows 200 --wide-buckets 0 --seed 97 "
      "--jobs 2 --cells 0.5:1000,0.5:10000,0.5:100000,0.5:1000000,1:1000,1:10000,4:1000,"
      "4:10000,4:100000 --benchmark coverage_set4_over"),

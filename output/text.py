@@ -47,9 +47,8 @@ OUTSIDE_NOTE = "  (the printed value lies outside its band: see band_reasons)"
 SELECTED_NOTE = ("each value's band is its own, not adjusted for the value being among the "
                  "largest: `ldp query --top K` gives each a conservative band (not a 95% "
                  "band), or says why it has none")
-#: What a conservative band is (a top-k answer's, printed `conservative_text`; a CFO-binning or
-#: hierarchical-histogram quantile's, `output.bands.conservative_band`), said once after the
-#: lines that print one.
+#: What a conservative band is (a top-k answer's, printed `conservative_text`; a numeric
+#: statistic's, `output.bands.conservative_band`), said once after the lines that print one.
 CONSERVATIVE_NOTE = (f"{CONSERVATIVE}: a band made to hold the truth in at least 95% of "
                      "windows, measured mostly above that (often far above); not a 95% band")
 

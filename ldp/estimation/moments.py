@@ -314,8 +314,7 @@ def widened_past_share(error: float, bound: float) -> bool:
     """Whether `widening` exceeds CONSERVATIVE_SHARE of Z95 · `error`: then the band holds a
     centred normal error with probability above P(|Z| < 1.1 · Z95) = 0.969, conservative, not a
     95% band (`statistic_bands`; benchmarks/coverage_moments.py counts such windows)."""
-    return bias_aware_half(error, bound) > 0 and widening(error, bound) > (
-        CONSERVATIVE_SHARE * Z95 * error)
+    return widening(error, bound) > CONSERVATIVE_SHARE * Z95 * error
 
 
 def _pad(coefficients: np.ndarray) -> np.ndarray:
@@ -430,11 +429,11 @@ def statistic_bands(model: MomentModel, counts: np.ndarray, low: float, high: fl
         reasons[key] = (None if model.reason is None
                         else model.reason.format(width=span * model.unit[1]))
         if widened_past_share(error, bound):
-            widened = widening(error, bound)
+            half = bias_aware_half(error, bound)
+            widened = half - Z95 * error  # `widening`
             why[key] = CONSERVATIVE_REASON.format(
                 widened=widened * scale, bound=bound * scale,
-                buckets=len(model.bucket_powers), what=key,
-                share=widened / bias_aware_half(error, bound))
+                buckets=len(model.bucket_powers), what=key, share=widened / half)
         if n < MEASURED_REPORTS:
             small = SMALL_WINDOW_REASON.format(n=f"{n:,}")
             reasons[key] = small if reasons[key] is None else f"{reasons[key]}; {small}"

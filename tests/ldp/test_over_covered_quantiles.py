@@ -4,12 +4,8 @@ given, unchanged, as the conservative band (`conservative_bands`), named so by e
 the other quantiles of the window keep their 95% bands."""
 from __future__ import annotations
 
-import io
 import json
 
-import avro.io
-import avro.schema
-import fastavro
 import numpy as np
 import pytest
 
@@ -27,7 +23,7 @@ from ldp_telemetry.output.estimate import EstimateRecord, record_problem
 from ldp_telemetry.output.records import numeric_estimate_record
 from ldp_telemetry.output.text import CONSERVATIVE_NOTE, format_numeric
 from ldp_telemetry.pipelines.cli import main
-from ldp_telemetry.schemas import load_schema
+from tests.record_avro import through_avro
 from tests.benchmark_scripts import loaded_scripts
 
 HOUR = 3_600_000
@@ -157,16 +153,8 @@ def test_the_record_reads_back_through_both_avro_libraries(made):
     """The record with its conservative bands writes and reads back through fastavro, and
     Apache's reference `avro` decodes the same bytes to the same conservative bands."""
     _, _, _, _, record = made
-    schema = load_schema("window_estimate")
-    buffer = io.BytesIO()
-    fastavro.writer(buffer, fastavro.parse_schema(schema), [record.to_avro()])
-    buffer.seek(0)
-    (again,) = list(fastavro.reader(buffer))
-    assert EstimateRecord.from_avro(again).to_json() == record.to_json()
-    writer = io.BytesIO()
-    fastavro.schemaless_writer(writer, fastavro.parse_schema(schema), record.to_avro())
-    reference = avro.io.DatumReader(avro.schema.parse(json.dumps(schema)))
-    decoded = reference.read(avro.io.BinaryDecoder(io.BytesIO(writer.getvalue())))
+    again, decoded = through_avro(record)
+    assert again.to_json() == record.to_json()
     assert decoded["conservative_bands"] == record.to_avro()["conservative_bands"]
 
 

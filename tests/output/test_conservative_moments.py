@@ -6,12 +6,7 @@ standard error are unchanged; a record written before is read as it was written.
 from __future__ import annotations
 
 import dataclasses
-import io
-import json
 
-import avro.io
-import avro.schema
-import fastavro
 import numpy as np
 import pytest
 
@@ -25,7 +20,7 @@ from ldp_telemetry.output.bands import (conservative_band, conservative_method, 
 from ldp_telemetry.output.estimate import EstimateRecord, record_problem
 from ldp_telemetry.output.records import numeric_estimate_record
 from ldp_telemetry.output.text import CONSERVATIVE_NOTE, format_numeric
-from ldp_telemetry.schemas import load_schema
+from tests.record_avro import through_avro
 
 HOUR = 3_600_000
 #: The start of the reason of a band widened past CONSERVATIVE_SHARE (moments.CONSERVATIVE_REASON).
@@ -124,17 +119,8 @@ def test_ldp_show_names_the_variance_band_conservative(widened):
 def test_the_record_round_trips_through_avro_with_both_libraries(widened):
     """fastavro writes and reads it back unchanged; Apache's `avro` reads the conservative
     variance band as written."""
-    schema = load_schema("window_estimate")
-    buffer = io.BytesIO()
-    fastavro.writer(buffer, fastavro.parse_schema(schema), [widened.to_avro()])
-    buffer.seek(0)
-    (again,) = list(fastavro.reader(buffer))
-    assert EstimateRecord.from_avro(again).to_json() == widened.to_json()
-    writer = io.BytesIO()
-    fastavro.schemaless_writer(writer, fastavro.parse_schema(schema), widened.to_avro())
-    parsed = avro.schema.parse(json.dumps(schema))
-    decoded = avro.io.DatumReader(parsed, parsed).read(
-        avro.io.BinaryDecoder(io.BytesIO(writer.getvalue())))
+    again, decoded = through_avro(widened)
+    assert again.to_json() == widened.to_json()
     assert decoded["conservative_bands"]["variance"] == widened.conservative_bands["variance"]
     assert decoded["bands"]["variance"] is None
 
