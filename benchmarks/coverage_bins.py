@@ -53,8 +53,7 @@ from coverage_moments import checked_windows, measured_rows, numbers
 from ldp_telemetry.ldp.estimation.bin_answers import (cfo_statistic_linear, hh_statistic_linear,
                                                       range_weights)
 from ldp_telemetry.ldp.estimation.cfo_moments import (bin_moments, bin_statistic_bands,
-                                                      declared_statistics,
-                                                      hh_declared_statistics)
+                                                      declared_moment_statistics)
 from ldp_telemetry.ldp.estimation.uncertainty import Z95
 from ldp_telemetry.ldp.protocols import make_numeric_protocol
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
@@ -154,8 +153,7 @@ def simulate(name: str, n: int, epsilons: tuple[float, ...], protocols: tuple[st
                                   name, protocol, statistic, n, bins, truth), columns=5)
     rows = []
     for (epsilon, protocol), (covered, z, seconds, own, sides) in results.items():
-        declared = (declared_statistics(epsilon, n) if protocol.startswith("cfo")
-                    else hh_declared_statistics(epsilon, n))
+        declared = declared_moment_statistics(protocol, epsilon, n)
         z_ = np.array(z)
         rows.append({
             "dataset": name, "n": n, "windows": windows, "seed": seed, "epsilon": epsilon,

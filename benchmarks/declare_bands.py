@@ -137,35 +137,45 @@ def declarations(cells: list[dict]) -> tuple[dict, dict, dict]:
     return dict(sorted(misses.items())), pooled, levels
 
 
+def pooled_by_shape(cells: list[dict], key, statistics: tuple[str, ...], skipped: str
+                    ) -> dict:
+    """setting -> statistic -> [(coverage, data set, windows, runs)] ascending: each
+    statistic's coverage pooled over every run of one data set (its windows added; rounded to 4
+    decimals: 188 of 200 windows is 0.94, not below it), a setting being `key(cell)`; a cell's
+    statistic it names in `skipped` (declared there: measured at c = 1, or without a band) is
+    not read."""
+    sums: dict = {}
+    for cell in cells:
+        windows = int(cell["windows"])
+        for statistic in statistics:
+            if statistic in cell.get(skipped, ()):
+                continue
+            total = sums.setdefault(key(cell), {}).setdefault(statistic, {}).setdefault(
+                cell["dataset"], [0, 0, 0])
+            total[0] += round(float(cell["coverage"][statistic]) * windows)
+            total[1] += windows
+            total[2] += 1
+    return {setting: {statistic: sorted((round(hits / windows, 4), dataset, windows, runs)
+                                        for dataset, (hits, windows, runs) in datasets.items())
+                      for statistic, datasets in table.items()}
+            for setting, table in sorted(sums.items())}
+
+
 def set4_pooled(cells: list[dict]) -> tuple[dict, dict]:
     """(misses, over) from the cells of set 4's runs (`cells`, every run's, each data set under
     its own name): (ε, n) -> level -> (data set, coverage, windows, runs) of the level's
-    coverage pooled over every run of one data set (its windows added; a run's cell of a level
+    coverage pooled over every run of one data set (`pooled_by_shape`; a run's cell of a level
     it declares, `declared_without_band`, is not read, nor a cell of another bucket count than
     CALIBRATED_BUCKETS): `misses` where the lowest data set's lies below KEEP_FLOOR, `over`
-    where none does and the highest's lies above GOAL_CEILING (rounded to 4 decimals: 188 of
-    200 windows is 0.94, not below it)."""
-    sums: dict[tuple[float, int], dict[str, dict[str, list[int]]]] = {}
-    for cell in cells:
-        if cell.get("buckets", CALIBRATED_BUCKETS) != CALIBRATED_BUCKETS:
-            continue
-        key = (float(cell["epsilon"]), int(cell["n"]))
-        windows = int(cell["windows"])
-        for level in QUANTILE_LEVELS:
-            if level in cell.get("declared_without_band", ()):
-                continue
-            total = sums.setdefault(key, {}).setdefault(level, {}).setdefault(
-                cell["dataset"], [0, 0, 0])
-            total[0] += round(float(cell["coverage"][level]) * windows)
-            total[1] += windows
-            total[2] += 1
+    where none does and the highest's lies above GOAL_CEILING."""
+    grid = [cell for cell in cells if cell.get("buckets", CALIBRATED_BUCKETS) == CALIBRATED_BUCKETS]
     misses: dict[tuple[float, int], dict[str, tuple[str, float, int, int]]] = {}
     over: dict[tuple[float, int], dict[str, tuple[str, float, int, int]]] = {}
-    for key, levels in sorted(sums.items()):
-        for level, datasets in levels.items():
-            pooled = sorted((round(hits / windows, 4), dataset, windows, runs)
-                            for dataset, (hits, windows, runs) in datasets.items())
-            low, high = pooled[0], pooled[-1]
+    pooled = pooled_by_shape(grid, lambda cell: (float(cell["epsilon"]), int(cell["n"])),
+                             QUANTILE_LEVELS, "declared_without_band")
+    for key, levels in pooled.items():
+        for level, shapes in levels.items():
+            low, high = shapes[0], shapes[-1]
             if low[0] < KEEP_FLOOR:
                 misses.setdefault(key, {})[level] = (low[1], low[0], low[2], low[3])
             elif high[0] > GOAL_CEILING:
@@ -173,12 +183,21 @@ def set4_pooled(cells: list[dict]) -> tuple[dict, dict]:
     return misses, over
 
 
-def _table(name: str, kind: str, table: dict, entry) -> list[str]:
-    lines = [f"{name}: dict[tuple[float, int], dict[str, {kind}]] = {{"]
-    for (epsilon, n), row in table.items():
+def _setting(key: tuple) -> str:
+    """A setting's key as a generated module writes it: (ε, n) or (protocol, ε, n)."""
+    return "(" + ", ".join(f"{part:_}" if isinstance(part, int) else
+                           f'"{part}"' if isinstance(part, str) else repr(part)
+                           for part in key) + ")"
+
+
+def _table(name: str, kind: str, table: dict, entry, key_type: str = "tuple[float, int]",
+           order=float) -> list[str]:
+    """A generated module's table: setting -> statistic (in `order`) -> `entry(value)`."""
+    lines = [f"{name}: dict[{key_type}, dict[str, {kind}]] = {{"]
+    for key, row in table.items():
         entries = [f'"{level}": {entry(value)}'
-                   for level, value in sorted(row.items(), key=lambda item: float(item[0]))]
-        lines.append(f"    ({epsilon!r}, {n:_}): {{")
+                   for level, value in sorted(row.items(), key=lambda item: order(item[0]))]
+        lines.append(f"    {_setting(key)}: {{")
         lines += [f"        {text}," for text in entries[:-1]] + [f"        {entries[-1]}}},"]
     lines.append("}")
     return lines

@@ -22,7 +22,9 @@ with what a page draws added, computed here once so that the page's script compu
   quantile whose band over-covered in its setting — else None:
   `ldp_telemetry.output.bands.conservative_band`; the page draws it dashed, labelled
   "conservative"), `conservative_mean_band` (the mean's, likewise: a Square Wave mean whose
-  band the bucketing bound widened past its share, `moments.statistic_bands`), and `warning`: why
+  band the bucketing bound widened past its share, `moments.statistic_bands`, or a CFO-binning
+  or hierarchical-histogram mean whose band over-covered in its setting,
+  `cfo_moments.bin_moment_bands`), and `warning`: why
   the window's reports are too few for its domain at its ε (`output.resolution`), or None;
 * `integrity_flag`: the window's integrity flag as text (`output.integrity.flag_text`: the
   flagged statistics and the values they implicate), or None; the record's `integrity` section

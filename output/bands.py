@@ -303,7 +303,9 @@ def conservative_band(record: Record, key: str) -> tuple[float | None, float | N
     quantile's bias-corrected band where it over-covered (uncertainty.conservative_statistics),
     or a Square Wave mean's or variance's exact-variance band widened past its share by the
     bucketing bound (moments.statistic_bands; a record written before gave that band as the
-    95% band, its reason saying it over-covers, and is read as written). Its
+    95% band, its reason saying it over-covers, and is read as written), or a CFO-binning or
+    hierarchical-histogram mean's or variance's exact-variance band in a setting where it
+    over-covered (cfo_moments.bin_moment_bands; likewise). Its
     `conservative_bands` entry, or for a CFO-binning or hierarchical-histogram record written
     before that field the quantile's entry in `bands` (the same band, then printed as a 95%
     band); (None, None) for other statistics and records and where it has none."""
@@ -322,8 +324,9 @@ def conservative_method(record: Record, key: str) -> str | None:
     """How the `conservative_band` of statistic `key` was made: a CFO-binning or
     hierarchical-histogram quantile's of whole bins (bin_quantiles.WHOLE_BINS), a Square Wave
     quantile's by the bias-corrected bootstrap (BAND_BIAS_CORRECTED), a mean's or variance's
-    by the exact variance with an allowance for the bucketing bias (BAND_EXACT,
-    moments.statistic_bands); None where the record has none."""
+    by the exact variance (BAND_EXACT: Square Wave's with an allowance for the bucketing bias,
+    moments.statistic_bands; CFO-binning's and HH's, cfo_moments.bin_moment_bands); None where
+    the record has none."""
     if conservative_band(record, key)[0] is None:
         return None
     if key in MOMENT_STATISTICS:

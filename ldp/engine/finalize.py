@@ -14,7 +14,7 @@ from ldp_telemetry.ldp.config.registry import MetricConfig
 from ldp_telemetry.ldp.estimation.bin_answers import hh_combination
 from ldp_telemetry.ldp.estimation.bin_quantiles import (bin_quantile_statistic_bands,
                                                         conservative_quantile_bands)
-from ldp_telemetry.ldp.estimation.cfo_moments import cfo_statistic_bands, hh_statistic_bands
+from ldp_telemetry.ldp.estimation.cfo_moments import bin_moment_bands
 from ldp_telemetry.ldp.estimation.em import (DEFAULT_MAX_ITERATIONS, expectation_maximisation,
                                               paper_tolerance)
 from ldp_telemetry.ldp.estimation.estimators import EstimatorOutput
@@ -221,7 +221,8 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int
     get the exact-variance bands of ldp_telemetry.ldp.estimation.moments (their
     `Band.method`), whatever the bootstrap; a CFO-binning metric's mean and variance get the
     exact-variance bands of ldp_telemetry.ldp.estimation.cfo_moments, and so do a hierarchical
-    histogram's, while their quantiles have no 95% band (band method "none") but the
+    histogram's (as conservative bands in the settings where they over-covered:
+    `bin_moment_bands`), while their quantiles have no 95% band (band method "none") but the
     conservative whole-bins band of ldp_telemetry.ldp.estimation.bin_quantiles beside it
     (`conservative_quantile_bands`); a Square Wave quantile whose band over-covered in the
     window's cell on held-out windows (`conservative_statistics`) has none either, its
@@ -237,12 +238,15 @@ def numeric_bands(config: MetricConfig, counts: np.ndarray, n: int
                          "bootstrap measures the spread, not the bias")
         if isinstance(protocol, (CfoBinning, HierarchicalHistogram)):
             assert config.low is not None and config.high is not None, "a numeric range"
-            bands.update(cfo_statistic_bands(protocol, counts, n, config.low, config.high)
-                         if isinstance(protocol, CfoBinning) else
-                         hh_statistic_bands(protocol, counts, n, config.low, config.high))
+            moments, conservative_moments = bin_moment_bands(protocol, counts, n, config.low,
+                                                             config.high)
+            bands.update(moments)
             bands.update(bin_quantile_statistic_bands(protocol, counts, n, config.low,
                                                       config.high, spec.method))
-            return (BAND_NONE, *conservative_quantile_bands(bands))
+            bands, conservative = conservative_quantile_bands(bands)
+            conservative.update({key: band for key, band in conservative_moments.items()
+                                 if band.lower is not None})
+            return BAND_NONE, bands, conservative
         return BAND_NONE, bands, None
     # `interval_fit` gives a fit only for the Square Wave protocols' EMS and EM
     assert isinstance(protocol, (SquareWave, DiscreteSquareWave)), "a calibrated band's protocol"

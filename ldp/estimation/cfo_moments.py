@@ -46,7 +46,7 @@ from ldp_telemetry.ldp.estimation.moments import (CONSERVATIVE_SHARE, MEASURED_R
 from ldp_telemetry.ldp.estimation.bin_answers import (NO_LEAF_REPORTS_REASON, LinearBins,
                                                       cfo_statistic_linear, hh_statistic_linear)
 from ldp_telemetry.ldp.estimation.uncertainty import (BAND_EXACT, NO_REPORTS_REASON, Z95, Band,
-                                                      coverage_cell)
+                                                      conservative_split, coverage_cell)
 from ldp_telemetry.ldp.protocols.cfo_binning import CfoBinning
 from ldp_telemetry.ldp.protocols.hh import HierarchicalHistogram
 
@@ -75,6 +75,25 @@ HH_VARIANCE_DECLARED_REASON = (
     "no band: a hierarchical histogram's variance band held the truth outside [0.93, 0.97] at "
     "ε ≈ {epsilon:g}, n ≈ {n:,} (measured up to 0.996 on a wide distribution: its "
     "delta-method standard error is conservative where the noise dominates the spread)")
+
+#: Why a CFO-binning or hierarchical-histogram mean or variance whose band held too few
+#: held-out windows has no band (`declared_moment_statistics`).
+BIN_MISS_REASON = (
+    "no band: at ε = {cell_epsilon:g}, n = {cell_n:,} this statistic's {protocol} band "
+    "covered {coverage:.3f} of {windows} held-out windows of {dataset} ({runs} runs of "
+    "benchmarks/coverage_bins.py), below the goal's lower edge, 0.93 "
+    "(benchmarks/declare_bin_bands.py)")
+
+#: Why a CFO-binning or hierarchical-histogram mean or variance whose band over-covered on
+#: held-out windows has no 95% band: its band is given as the conservative band
+#: (`conservative_moment_statistics`).
+BIN_OVER_COVERAGE_REASON = (
+    "no calibrated 95% band at ε = {epsilon:g}, n = {n}: at ε = {cell_epsilon:g}, "
+    "n = {cell_n:,} this statistic's {protocol} band covered {coverage:.3f} of {windows} "
+    "held-out windows of {dataset} ({runs} runs of benchmarks/coverage_bins.py), above 0.97: "
+    "its standard error is larger there than the error it measures (the oracle's noise "
+    "dominates the spread), so the band is conservative; it is given as the conservative band "
+    "(conservative_bands; benchmarks/declare_bin_bands.py)")
 
 CFO_MEAN_REASON = ("band of the values' bin-centre mean ({bins} bins of width w = {width:.4g}): "
                    "the values' own mean can differ by up to w/2 = {gap:.4g}, {share:.0%} of "
@@ -133,12 +152,64 @@ def declared_statistics(epsilon: float, n: int) -> dict[str, str]:
     return {"variance": CFO_VARIANCE_DECLARED_REASON.format(epsilon=cell[0], n=cell[1])}
 
 
+def declared_moment_statistics(protocol: str, epsilon: float, n: int) -> dict[str, str]:
+    """Statistic -> reason, for the mean and variance whose band a CFO-binning or
+    hierarchical-histogram window of protocol `protocol` (its name: "cfo-grr", "cfo-olh",
+    "hh"), ε and n reports does not print: `declared_statistics` (CFO-binning) or
+    `hh_declared_statistics`, and in the window's grid cell (`coverage_cell`) those whose band
+    covered below 0.93 of the held-out windows of one data shape pooled over two runs
+    (BIN_MISSES of ldp_telemetry.ldp.estimation.bin_band_declarations; BIN_MISS_REASON)."""
+    from ldp_telemetry.ldp.estimation.bin_band_declarations import BIN_MISSES
+    declared = (hh_declared_statistics(epsilon, n) if protocol == HierarchicalHistogram.name
+                else declared_statistics(epsilon, n))
+    cell = coverage_cell(epsilon, n)
+    for key, (dataset, coverage, windows, runs) in BIN_MISSES.get((protocol, *cell), {}).items():
+        declared.setdefault(key, BIN_MISS_REASON.format(
+            cell_epsilon=cell[0], cell_n=cell[1], protocol=protocol, coverage=coverage,
+            windows=windows, dataset=dataset, runs=runs))
+    return declared
+
+
+def conservative_moment_statistics(protocol: str, epsilon: float, n: int) -> dict[str, str]:
+    """Statistic -> reason (BIN_OVER_COVERAGE_REASON), for the mean and variance whose band a
+    CFO-binning or hierarchical-histogram window of protocol `protocol` (its name: "cfo-grr",
+    "cfo-olh", "hh"), ε and n reports gives as its conservative band, not its 95% band: in the
+    window's grid cell (`coverage_cell`) the band covered above 0.97 of the held-out windows of
+    one data shape pooled over two runs (BIN_OVER_COVERAGE of
+    ldp_telemetry.ldp.estimation.bin_band_declarations); never a statistic
+    `declared_moment_statistics` declares there."""
+    from ldp_telemetry.ldp.estimation.bin_band_declarations import BIN_OVER_COVERAGE
+    cell = coverage_cell(epsilon, n)
+    return {key: BIN_OVER_COVERAGE_REASON.format(
+                epsilon=epsilon, n=f"{n:,}", cell_epsilon=cell[0], cell_n=cell[1],
+                protocol=protocol, coverage=coverage, windows=windows, dataset=dataset,
+                runs=runs)
+            for key, (dataset, coverage, windows, runs)
+            in BIN_OVER_COVERAGE.get((protocol, *cell), {}).items()}
+
+
+def bin_moment_bands(protocol: CfoBinning | HierarchicalHistogram, statistic: np.ndarray,
+                     n: int, low: float, high: float
+                     ) -> tuple[dict[str, Band], dict[str, Band]]:
+    """(95% bands, conservative bands) of the mean and the variance of a CFO-binning or
+    hierarchical-histogram window, as records give them: `cfo_statistic_bands` or
+    `hh_statistic_bands`, the band of a statistic `conservative_moment_statistics` names moved,
+    as it is, to the conservative bands (uncertainty.conservative_split; none where it has no
+    band)."""
+    bands = (cfo_statistic_bands(protocol, statistic, n, low, high)
+             if isinstance(protocol, CfoBinning) else
+             hh_statistic_bands(protocol, statistic, n, low, high))
+    return conservative_split(bands, conservative_moment_statistics(
+        protocol.name, float(protocol.epsilon), int(n)), BAND_EXACT, keys=MOMENT_STATISTICS)
+
+
 def cfo_statistic_bands(protocol: CfoBinning, statistic: np.ndarray, n: int, low: float,
                         high: float, declare: bool = True) -> dict[str, Band]:
     """The mean's and the variance's 95% bands of a CFO-binning window (`bin_statistic_bands`);
     no band without reports, nor (`declare`, as records do; False to measure it) where
-    `declared_statistics` says so."""
-    declared = declared_statistics(float(protocol.epsilon), int(n)) if declare else {}
+    `declared_moment_statistics` says so."""
+    declared = (declared_moment_statistics(protocol.name, float(protocol.epsilon), int(n))
+                if declare else {})
     return bin_statistic_bands(cfo_statistic_linear(protocol, statistic, int(n)), int(n), low,
                                high, declared)
 
@@ -148,8 +219,9 @@ def hh_statistic_bands(protocol: HierarchicalHistogram, statistic: np.ndarray, n
     """The mean's and the variance's 95% bands of a hierarchical-histogram window
     (`bin_statistic_bands` of its least-squares leaf estimate,
     ldp_telemetry.ldp.estimation.bin_answers); no band without reports at the bucket depth, nor
-    (`declare`) where `hh_declared_statistics` says so."""
-    declared = hh_declared_statistics(float(protocol.epsilon), int(n)) if declare else {}
+    (`declare`) where `declared_moment_statistics` says so."""
+    declared = (declared_moment_statistics(protocol.name, float(protocol.epsilon), int(n))
+                if declare else {})
     model = hh_statistic_linear(protocol, statistic) if n > 0 else None
     if model is None and n > 0:
         return {key: Band(None, None, NO_LEAF_REPORTS_REASON) for key in MOMENT_STATISTICS}
