@@ -161,26 +161,35 @@ def pooled_by_shape(cells: list[dict], key, statistics: tuple[str, ...], skipped
             for setting, table in sorted(sums.items())}
 
 
+def split_pooled(pooled: dict, miss_floor: float, keep_floor: float) -> tuple[dict, dict]:
+    """(misses, over) of `pooled_by_shape`'s coverages: setting -> statistic -> (data set,
+    coverage, windows, runs) of the lowest data set where its coverage lies below
+    `miss_floor`, else of the highest where it lies above GOAL_CEILING and the lowest's not
+    below `keep_floor`."""
+    misses: dict = {}
+    over: dict = {}
+    for key, statistics in pooled.items():
+        for statistic, shapes in statistics.items():
+            low, high = shapes[0], shapes[-1]
+            if low[0] < miss_floor:
+                misses.setdefault(key, {})[statistic] = (low[1], low[0], low[2], low[3])
+            elif low[0] >= keep_floor and high[0] > GOAL_CEILING:
+                over.setdefault(key, {})[statistic] = (high[1], high[0], high[2], high[3])
+    return misses, over
+
+
 def set4_pooled(cells: list[dict]) -> tuple[dict, dict]:
     """(misses, over) from the cells of set 4's runs (`cells`, every run's, each data set under
     its own name): (ε, n) -> level -> (data set, coverage, windows, runs) of the level's
     coverage pooled over every run of one data set (`pooled_by_shape`; a run's cell of a level
     it declares, `declared_without_band`, is not read, nor a cell of another bucket count than
     CALIBRATED_BUCKETS): `misses` where the lowest data set's lies below KEEP_FLOOR, `over`
-    where none does and the highest's lies above GOAL_CEILING."""
-    grid = [cell for cell in cells if cell.get("buckets", CALIBRATED_BUCKETS) == CALIBRATED_BUCKETS]
-    misses: dict[tuple[float, int], dict[str, tuple[str, float, int, int]]] = {}
-    over: dict[tuple[float, int], dict[str, tuple[str, float, int, int]]] = {}
+    where none does and the highest's lies above GOAL_CEILING (`split_pooled`)."""
+    grid = [cell for cell in cells
+            if cell.get("buckets", CALIBRATED_BUCKETS) == CALIBRATED_BUCKETS]
     pooled = pooled_by_shape(grid, lambda cell: (float(cell["epsilon"]), int(cell["n"])),
                              QUANTILE_LEVELS, "declared_without_band")
-    for key, levels in pooled.items():
-        for level, shapes in levels.items():
-            low, high = shapes[0], shapes[-1]
-            if low[0] < KEEP_FLOOR:
-                misses.setdefault(key, {})[level] = (low[1], low[0], low[2], low[3])
-            elif high[0] > GOAL_CEILING:
-                over.setdefault(key, {})[level] = (high[1], high[0], high[2], high[3])
-    return misses, over
+    return split_pooled(pooled, KEEP_FLOOR, KEEP_FLOOR)
 
 
 def _setting(key: tuple) -> str:

@@ -34,7 +34,7 @@ import json
 from pathlib import Path
 
 from declare_bands import (GOAL_CEILING, KEEP_FLOOR, LEVEL_FLOOR, RESULTS_DIR, _table,
-                           pooled_by_shape)
+                           pooled_by_shape, split_pooled)
 
 from ldp_telemetry.ldp.estimation.moments import MOMENT_STATISTICS
 
@@ -50,20 +50,11 @@ def pooled_rule(cells: list[dict]) -> tuple[dict, dict]:
     the mean's and the variance's coverage pooled over every run of one data set
     (`pooled_by_shape`): `misses` where the lowest data set's lies below LEVEL_FLOOR (the
     goal's lower edge), `over` where none lies below KEEP_FLOOR and the highest's above
-    GOAL_CEILING."""
-    misses: dict[tuple[str, float, int], dict[str, tuple[str, float, int, int]]] = {}
-    over: dict[tuple[str, float, int], dict[str, tuple[str, float, int, int]]] = {}
+    GOAL_CEILING (`split_pooled`)."""
     pooled = pooled_by_shape(
         cells, lambda cell: (cell["protocol"], float(cell["epsilon"]), int(cell["n"])),
         MOMENT_STATISTICS, "declared")
-    for key, statistics in pooled.items():
-        for statistic, shapes in statistics.items():
-            low, high = shapes[0], shapes[-1]
-            if low[0] < LEVEL_FLOOR:
-                misses.setdefault(key, {})[statistic] = (low[1], low[0], low[2], low[3])
-            elif low[0] >= KEEP_FLOOR and high[0] > GOAL_CEILING:
-                over.setdefault(key, {})[statistic] = (high[1], high[0], high[2], high[3])
-    return misses, over
+    return split_pooled(pooled, LEVEL_FLOOR, KEEP_FLOOR)
 
 
 def run_cells(paths) -> tuple[list[dict], list[tuple[str, int]]]:
