@@ -109,8 +109,9 @@ def test_the_band_moves_unchanged_to_the_conservative_band(made):
 
 def test_every_reader_names_it_conservative(made, tmp_path, capsys):
     """The record: `bands` null, its band method none (the record's, CFO-binning's and HH's
-    being none), `conservative_bands` the band; output.bands reads no 95% band and the conservative one, made by the exact
-    variance; `ldp show` prints it `[lower, upper] conservative` with CONSERVATIVE_NOTE."""
+    being none), `conservative_bands` the band; output.bands reads no 95% band and the
+    conservative one, made by the exact variance; `ldp show` prints it
+    `[lower, upper] conservative` with CONSERVATIVE_NOTE."""
     _, _, _, result, record = made
     value = record.json_value()
     assert record_problem(value) is None
