@@ -96,18 +96,19 @@ def over_covered(cell: dict, level: str) -> bool:
 def bin_over_covered(cell: dict, statistic: str) -> bool:
     """Whether records give the band of the mean or variance (`statistic`) in a CFO-binning or
     hierarchical-histogram coverage results cell (its protocol, ε and n) as the conservative
-    band, not a 95% band: its setting lists the statistic in BIN_OVER_COVERAGE
-    (ldp_telemetry.ldp.estimation.bin_band_declarations)."""
-    from ldp_telemetry.ldp.estimation.bin_band_declarations import BIN_OVER_COVERAGE
-    from ldp_telemetry.ldp.estimation.uncertainty import coverage_cell
-    setting = (cell["protocol"], *coverage_cell(float(cell["epsilon"]), int(cell["n"])))
-    return statistic in BIN_OVER_COVERAGE.get(setting, {})
+    band, not a 95% band: cfo_moments.conservative_moment_statistics names it there, as it
+    does for records (BIN_OVER_COVERAGE of ldp_telemetry.ldp.estimation.bin_band_declarations,
+    in the cell's grid cell)."""
+    from ldp_telemetry.ldp.estimation.cfo_moments import conservative_moment_statistics
+    return statistic in conservative_moment_statistics(cell["protocol"], float(cell["epsilon"]),
+                                                       int(cell["n"]))
 
 
 def bin_declared(cell: dict) -> set[str]:
     """The statistics records declare without a band in a CFO-binning or hierarchical-histogram
-    coverage results cell: those it names (`declared`, as records did when it was measured)
-    and those records declare today (cfo_moments.declared_moment_statistics)."""
+    coverage results cell: those it names (`declared`: the declarations before the pooled rule, as
+    records made them when it was measured) and those records declare today
+    (cfo_moments.declared_moment_statistics)."""
     from ldp_telemetry.ldp.estimation.cfo_moments import declared_moment_statistics
     return set(cell.get("declared", ())) | set(declared_moment_statistics(
         cell["protocol"], float(cell["epsilon"]), int(cell["n"])))

@@ -37,6 +37,7 @@ from declare_bands import (GOAL_CEILING, KEEP_FLOOR, LEVEL_FLOOR, RESULTS_DIR, _
                            pooled_by_shape, split_pooled)
 
 from ldp_telemetry.ldp.estimation.moments import MOMENT_STATISTICS
+from ldp_telemetry.ldp.estimation.uncertainty import coverage_cell
 
 #: the runs the rule reads: coverage_bins.py on seeds 47 and 109, with their n = 10⁶ cells
 RUNS = tuple(RESULTS_DIR / f"{name}.json" for name in (
@@ -48,11 +49,14 @@ MODULE = Path(__file__).resolve().parents[1] / "ldp" / "estimation" / "bin_band_
 def pooled_rule(cells: list[dict]) -> tuple[dict, dict]:
     """(misses, over): (protocol, ε, n) -> statistic -> (data set, coverage, windows, runs) of
     the mean's and the variance's coverage pooled over every run of one data set
-    (`pooled_by_shape`): `misses` where the lowest data set's lies below LEVEL_FLOOR (the
-    goal's lower edge), `over` where none lies below KEEP_FLOOR and the highest's above
-    GOAL_CEILING (`split_pooled`)."""
+    (`pooled_by_shape`; (ε, n) the cell's grid cell, `coverage_cell`, as records look it up):
+    `misses` where the lowest data set's lies below LEVEL_FLOOR (the goal's lower edge), `over`
+    where none lies below KEEP_FLOOR and the highest's above GOAL_CEILING. A cell's `declared`
+    statistics (the declarations before this rule, cfo_moments.fixed_declared_statistics) are
+    not read (`split_pooled`)."""
     pooled = pooled_by_shape(
-        cells, lambda cell: (cell["protocol"], float(cell["epsilon"]), int(cell["n"])),
+        cells, lambda cell: (cell["protocol"], *coverage_cell(float(cell["epsilon"]),
+                                                              int(cell["n"]))),
         MOMENT_STATISTICS, "declared")
     return split_pooled(pooled, LEVEL_FLOOR, KEEP_FLOOR)
 

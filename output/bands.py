@@ -18,8 +18,10 @@ standard error only for records written before `band_method` existed. A CFO-binn
 hierarchical-histogram record's quantiles have no 95% band but a conservative one beside it
 (`conservative_band`: it holds the quantile in at least 95% of windows by construction, and is
 never shown as a 95% band), and so has a Square Wave quantile in a setting where its band
-over-covered on held-out windows, and a Square Wave mean or variance whose band the bucketing
-bound widened past its share. The store, the
+over-covered on held-out windows, a Square Wave mean or variance whose band the bucketing
+bound widened past its share, and a CFO-binning or hierarchical-histogram mean or variance in a
+setting where its band over-covered (ldp_telemetry.ldp.estimation.cfo_moments
+.bin_moment_bands). The store, the
 dashboard, `ldp show` and `ldp query` all take their bands from here. A record is an
 `output.estimate.EstimateRecord` or its decoded JSON (a stored record read back).
 """

@@ -146,12 +146,13 @@ class EstimateRecord:
     #: the variance is declared without a band (absent where the variance has none, from other
     #: records and from older ones)
     variance_std_error: float | None = None
-    #: statistic (a quantile level; "mean" or "variance") -> its conservative band
-    #: {lower, upper} (or null), of a CFO-binning or hierarchical-histogram record (its
-    #: quantiles) and of a Square Wave record with a quantile whose band over-covered in its
-    #: setting or a mean or variance whose band the bucketing bound widened past its share: it
-    #: holds the statistic in at least 95% of windows and is not a 95% band (`bands` has none
-    #: for it; absent from other records and older ones: `output.bands.conservative_band`)
+    #: statistic (a quantile level; "mean" or "variance") -> its conservative band {lower, upper}
+    #: (or null), of a CFO-binning or hierarchical-histogram record (its quantiles, and its mean or
+    #: variance in a setting where that band over-covered) and of a Square Wave record with a
+    #: quantile whose band over-covered in its setting or a mean or variance whose band the
+    #: bucketing bound widened past its share: it holds the statistic in at least 95% of windows and
+    #: is not a 95% band (`bands` has none for it; absent from other records and older ones:
+    #: `output.bands.conservative_band`)
     conservative_bands: Mapping[str, Any] | None = None
     fields: frozenset[str] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)

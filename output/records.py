@@ -98,7 +98,9 @@ def numeric_estimate_record(config: MetricConfig, result: NumericWindowResult, s
     exact-variance mean and variance; absent where there are none), `band_reasons` says why a
     statistic has none, what its band holds, or that it is extrapolated
     (ldp_telemetry.ldp.estimation.uncertainty, ldp_telemetry.ldp.estimation.moments);
-    `conservative_bands` (a CFO-binning or hierarchical-histogram record, a Square Wave record
+    `conservative_bands` (a CFO-binning or hierarchical-histogram record: its quantiles, and its
+    mean or variance in a setting where that band over-covered, cfo_moments.bin_moment_bands; a
+    Square Wave record
     with a quantile whose band over-covered in its setting or a mean or variance whose band
     the bucketing bound widened past its share; absent from others) the band of each such
     statistic that holds it in at least 95% of windows, not a 95% band: the statistic's own

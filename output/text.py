@@ -182,7 +182,8 @@ def format_numeric(record: EstimateRecord) -> str:
     written before the field shows estimate ± z · bootstrap standard error. A quantile with no
     95% band but a conservative one (a CFO-binning or hierarchical-histogram record, a Square
     Wave quantile whose band over-covered in its setting, a Square Wave mean or variance whose
-    band the bucketing bound widened past its share:
+    band the bucketing bound widened past its share, a CFO-binning or hierarchical-histogram
+    mean or variance in a setting where its band over-covered:
     `output.bands.conservative_band`) shows it as "[lower, upper] conservative"
     (`conservative_text`), and the text ends with what such a band is (CONSERVATIVE_NOTE)."""
     estimator = record.estimator or {}  # every writer's names it; a file may not

@@ -162,7 +162,9 @@ class NumericWindowResult:
     #: quantile in a cell where its band over-covered on held-out windows (its bias-corrected
     #: band, uncertainty.conservative_statistics); and "mean" or "variance" -> a Square Wave
     #: mean's or variance's exact-variance band widened past its share by the bucketing bound
-    #: (moments.statistic_bands); None where no statistic has one
+    #: (moments.statistic_bands), or a CFO-binning or hierarchical-histogram mean's or
+    #: variance's exact-variance band in a setting where it over-covered
+    #: (cfo_moments.bin_moment_bands); None where no statistic has one
     conservative_bands: dict | None = None
 
     @property

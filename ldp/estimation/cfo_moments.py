@@ -152,16 +152,26 @@ def declared_statistics(epsilon: float, n: int) -> dict[str, str]:
     return {"variance": CFO_VARIANCE_DECLARED_REASON.format(epsilon=cell[0], n=cell[1])}
 
 
+def fixed_declared_statistics(protocol: str, epsilon: float, n: int) -> dict[str, str]:
+    """Statistic -> reason, for the mean and variance a CFO-binning or hierarchical-histogram
+    window of protocol `protocol` ("cfo-grr", "cfo-olh", "hh"), ε and n reports declares by the
+    declarations made before the pooled rule (`declared_statistics` or
+    `hh_declared_statistics`): what benchmarks/coverage_bins.py records as a cell's `declared`,
+    so that benchmarks/declare_bin_bands.py, which reads those cells, never reads its own
+    declarations (BIN_MISSES) back as its input."""
+    return (hh_declared_statistics(epsilon, n) if protocol == HierarchicalHistogram.name
+            else declared_statistics(epsilon, n))
+
+
 def declared_moment_statistics(protocol: str, epsilon: float, n: int) -> dict[str, str]:
     """Statistic -> reason, for the mean and variance whose band a CFO-binning or
-    hierarchical-histogram window of protocol `protocol` (its name: "cfo-grr", "cfo-olh",
-    "hh"), ε and n reports does not print: `declared_statistics` (CFO-binning) or
-    `hh_declared_statistics`, and in the window's grid cell (`coverage_cell`) those whose band
-    covered below 0.93 of the held-out windows of one data shape pooled over two runs
-    (BIN_MISSES of ldp_telemetry.ldp.estimation.bin_band_declarations; BIN_MISS_REASON)."""
+    hierarchical-histogram window of protocol `protocol` (its name: "cfo-grr", "cfo-olh", "hh"), ε
+    and n reports does not print: `fixed_declared_statistics`, and in the window's grid cell
+    (`coverage_cell`) those whose band covered below 0.93 of the held-out windows of one data shape
+    pooled over two runs (BIN_MISSES of ldp_telemetry.ldp.estimation.bin_band_declarations;
+    BIN_MISS_REASON)."""
     from ldp_telemetry.ldp.estimation.bin_band_declarations import BIN_MISSES
-    declared = (hh_declared_statistics(epsilon, n) if protocol == HierarchicalHistogram.name
-                else declared_statistics(epsilon, n))
+    declared = fixed_declared_statistics(protocol, epsilon, n)
     cell = coverage_cell(epsilon, n)
     for key, (dataset, coverage, windows, runs) in BIN_MISSES.get((protocol, *cell), {}).items():
         declared.setdefault(key, BIN_MISS_REASON.format(

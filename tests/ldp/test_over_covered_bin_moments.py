@@ -16,6 +16,7 @@ from ldp_telemetry.ldp.estimation.cfo_moments import (BIN_MISS_REASON, BIN_OVER_
                                                       cfo_statistic_bands,
                                                       conservative_moment_statistics,
                                                       declared_moment_statistics,
+                                                      fixed_declared_statistics,
                                                       hh_statistic_bands)
 from ldp_telemetry.ldp.estimation.moments import MOMENT_STATISTICS
 from ldp_telemetry.ldp.estimation.uncertainty import BAND_EXACT, BAND_NONE, coverage_cell
@@ -194,6 +195,10 @@ def test_the_shipped_declarations_are_the_rule_applied_to_both_runs():
         declare = loaded["declare_bin_bands"]
         cells, sources = declare.run_cells(declare.RUNS)
         assert [seed for _, seed in sources] == [47, 47, 109, 109]
+        # the cells declare only what the declarations before the rule declare: the rule never
+        # reads its own declarations back (coverage_bins.py records fixed_declared_statistics)
+        assert all(cell["declared"] == sorted(fixed_declared_statistics(
+            cell["protocol"], float(cell["epsilon"]), int(cell["n"]))) for cell in cells)
         misses, over = declare.pooled_rule(cells)
         assert misses == BIN_MISSES and over == BIN_OVER_COVERAGE
         assert declare.module_text(misses, over, sources) == declare.MODULE.read_text()
