@@ -8,8 +8,8 @@ range bands of pooled-hash windows under a fixed pool), combined_pooled_values (
 pooled-hash versions, value by value),
 coverage_moments and coverage_moments_large (the mean and the variance of Square Wave, n up to
 10⁵ and n = 10⁶), coverage_cfo_moments (those of
-CFO-binning), coverage_bins_held_out and
-coverage_bins_large_held_out (the ranges, mean and variance of CFO-binning and hierarchical
+CFO-binning), coverage_bins_fourth and
+coverage_bins_large_fourth (the ranges, mean and variance of CFO-binning and hierarchical
 histograms on windows of a seed no rule read; coverage_bins and coverage_bins_large without
 them), coverage_bin_quantiles and coverage_bin_quantiles_large (their quantiles),
 coverage_set4 (Square Wave's quantiles on the newest held-out set; coverage, set 3, without it)
@@ -545,7 +545,7 @@ def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict 
             out.append(tally("CFO-binning mean and variance where the band over-covered",
                              CONSERVATIVE_LABEL, conservative, 0,
                              "the same cells' pairs in the (protocol, ε, n) settings where "
-                             "the band covered above 0.97 pooled over two runs of "
+                             "the band covered above 0.97 pooled over three runs of "
                              "coverage_bins.py: records give it as the conservative band"))
     if quantiles:
         levels = [s for s in quantiles["statistics"] if s not in ("mean", "variance")]
@@ -591,7 +591,7 @@ def numeric_rows(moments: dict | None, quantiles: dict | None, likelihood: dict 
 
 def bin_rows(bins: dict | None, large: dict | None = None) -> list[dict]:
     """The exact-variance bands of CFO-binning and hierarchical histograms on held-out windows
-    (`newest_bin_set`: coverage_bins_held_out, and its n = 10⁶ cells): range answers of both,
+    (`newest_bin_set`: coverage_bins_fourth, and its n = 10⁶ cells): range answers of both,
     HH's mean and variance, CFO-binning's mean and variance re-measured, each apart the pairs
     records give as conservative bands (`bin_moment_pairs`)."""
     if not bins:
@@ -626,7 +626,7 @@ def bin_rows(bins: dict | None, large: dict | None = None) -> list[dict]:
             out.append(tally(f"{family} where the band over-covered", CONSERVATIVE_LABEL,
                              conservative, 0,
                              "the same windows' pairs in the (protocol, ε, n) settings where "
-                             "the band covered above 0.97 pooled over two runs of "
+                             "the band covered above 0.97 pooled over three runs of "
                              "coverage_bins.py: records give it as the conservative band"))
     return out
 
@@ -686,7 +686,7 @@ DECLARED = [
      "benchmarks/coverage_moments.py counts those windows)"),
     ("CFO-binning and HH mean and variance in the (protocol, ε, n) settings where the band "
      "over-covered", "none",
-     "no calibrated 95% band: above 0.97 on held-out windows of a data shape, pooled over two "
+     "no calibrated 95% band: above 0.97 on held-out windows of a data shape, pooled over three "
      "runs of benchmarks/coverage_bins.py; the conservative band is given instead "
      "(conservative_bands; benchmarks/declare_bin_bands.py, BIN_OVER_COVERAGE)"),
     ("CFO-binning and HH quantiles", "none",
@@ -710,9 +710,9 @@ def newest_quantile_set(results: Path) -> dict | None:
 
 
 #: benchmarks/coverage_bins.py's results files (n up to 10⁵, n = 10⁶), newest first: the
-#: windows of a seed (113) that benchmarks/declare_bin_bands.py's rule never read, then seed
-#: 47's, one of the two runs it reads
-BIN_SETS = (("coverage_bins_held_out", "coverage_bins_large_held_out"),
+#: windows of a seed (127) that benchmarks/declare_bin_bands.py's rule never read, then seed
+#: 47's, one of the three runs it reads
+BIN_SETS = (("coverage_bins_fourth", "coverage_bins_large_fourth"),
             ("coverage_bins", "coverage_bins_large"))
 
 

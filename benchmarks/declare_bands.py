@@ -163,17 +163,19 @@ def pooled_by_shape(cells: list[dict], key, statistics: tuple[str, ...], skipped
 
 def split_pooled(pooled: dict, miss_floor: float, keep_floor: float) -> tuple[dict, dict]:
     """(misses, over) of `pooled_by_shape`'s coverages: setting -> statistic -> (data set,
-    coverage, windows, runs) of the lowest data set where its coverage lies below
-    `miss_floor`, else of the highest where it lies above GOAL_CEILING and the lowest's not
-    below `keep_floor`."""
+    coverage, windows, runs). A miss, named by its lowest data set, where that one's coverage
+    lies below `miss_floor`, or below `keep_floor` while the highest's lies above GOAL_CEILING
+    (a band neither 95% nor conservative across the shapes); else over-coverage, named by the
+    highest, where that one's lies above GOAL_CEILING."""
     misses: dict = {}
     over: dict = {}
     for key, statistics in pooled.items():
         for statistic, shapes in statistics.items():
             low, high = shapes[0], shapes[-1]
-            if low[0] < miss_floor:
+            above = high[0] > GOAL_CEILING
+            if low[0] < miss_floor or (above and low[0] < keep_floor):
                 misses.setdefault(key, {})[statistic] = (low[1], low[0], low[2], low[3])
-            elif low[0] >= keep_floor and high[0] > GOAL_CEILING:
+            elif above:
                 over.setdefault(key, {})[statistic] = (high[1], high[0], high[2], high[3])
     return misses, over
 

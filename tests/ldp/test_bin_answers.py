@@ -359,10 +359,9 @@ def test_hh_variance_is_declared_where_its_coverage_was_off():
         NO_LEAF_REPORTS_REASON
 
 
-def _record(protocol: str, n: int = 20_000, seed: int = 5, epsilon: float = 2.0
-            ) -> EstimateRecord:
+def _record(protocol: str, n: int = 20_000, seed: int = 5) -> EstimateRecord:
     config = parse_registry({"metrics": [{
-        "name": "latency", "protocol": protocol, "epsilon": epsilon,
+        "name": "latency", "protocol": protocol, "epsilon": 2.0,
         "domain": {"low": 0, "high": 32, "buckets": BINS}}]})["latency"]
     rng = np.random.default_rng(seed)
     values = np.clip(rng.lognormal(1.0, 0.6, n), 0, 32)
@@ -378,9 +377,8 @@ def test_a_record_answers_ranges_with_their_exact_band(protocol):
     answer is the estimate's, with the exact standard error and the score band of the
     unbiased answer (clipped to the values the range can take); a range that cuts bins says
     what its band holds; HH's mean and variance have exact bands, holding the printed
-    values. At ε = 4: CFO-GRR's mean and variance bands at ε = 2, n ≈ 10⁴ are conservative
-    (BIN_OVER_COVERAGE)."""
-    record = _record(protocol, epsilon=4.0)
+    values."""
+    record = _record(protocol)
     assert record.unbiased_estimate is not None and len(record.unbiased_estimate) == BINS
     assert (record.level_reports is not None) == (protocol == "hh")
     window = NumericWindow.from_record(record)
@@ -406,7 +404,7 @@ def test_a_record_answers_ranges_with_their_exact_band(protocol):
     rows = {row[0]: row for row in summary_rows(record)}
     assert rows["q0.5"][3:] == (None, None)
     # the printed mean and variance lie in their bands, the mean at its centre (the variance's
-    # band is clipped at 0 here), and
+    # estimate is below 0 here for CFO-binning, printed 0 at the band's clipped lower end), and
     # the store keeps them with the mean's exact standard error
     for key in ("mean", "variance"):
         band = record.bands[key]
@@ -594,9 +592,8 @@ def test_a_record_written_before_quantile_bands_still_reads(tmp_path, capsys, pr
     """A CFO-binning or HH record of the earlier form (band_method none, the mean and variance
     named exact-variance in band_methods, null quantile bands with their reason) reads as it
     says: `ldp query --quantile` gives no band and `ldp show` prints "(no band)" for the
-    quantiles and the mean's band named exact-variance (at ε = 4, where CFO-GRR's mean band
-    is a 95% band)."""
-    record = _record(protocol, epsilon=4.0)
+    quantiles and the mean's band named exact-variance."""
+    record = _record(protocol)
     reason = ("no calibrated band for estimator 'norm-sub': its bootstrap measures the spread, "
               "not the bias")
     old = dataclasses.replace(
@@ -618,8 +615,8 @@ def test_a_record_written_before_quantile_bands_still_reads(tmp_path, capsys, pr
     assert "(no band)" in next(line for line in shown.splitlines()
                                if line.strip().startswith("q0.5"))
     # the method follows the band; the printed mean is the band's centre (records written
-    # before printed Norm-Sub's, which could lie outside the band, and ldp show then ended the
-    # line with output.text.OUTSIDE_NOTE)
+    # before printed Norm-Sub's, 4.49 here against the band [1.30, 4.21], and ldp show then
+    # ended the line with output.text.OUTSIDE_NOTE)
     assert next(line for line in shown.splitlines()
                 if line.strip().startswith("mean")).endswith(f"]  ({BAND_EXACT})")
     assert old.bands["mean"]["lower"] <= old.mean <= old.bands["mean"]["upper"]

@@ -94,14 +94,9 @@ def test_the_bands_cover_95_percent_of_windows():
     assert np.all(np.abs(held / windows - 0.95) < half), held / windows
 
 
-#: An ε per protocol where a window of 10⁴ reports keeps 95% bands for its mean and variance
-#: (CFO-GRR's at ε = 2 are conservative: BIN_OVER_COVERAGE)
-BANDED_EPSILON = {"cfo-grr": 4.0, "cfo-olh": 2.0}
-
-
 def _config(protocol: str = "cfo-grr"):
     return parse_registry({"metrics": [{
-        "name": "latency", "protocol": protocol, "epsilon": BANDED_EPSILON[protocol],
+        "name": "latency", "protocol": protocol, "epsilon": 2.0,
         "domain": {"low": 0, "high": 32, "buckets": BINS}, "estimator": "norm-sub"}]})["latency"]
 
 
@@ -204,7 +199,7 @@ def test_the_families_coverage_measures_the_histogram_mean_with_its_bootstrap_er
 
 
 @pytest.mark.parametrize(("protocol", "epsilon", "n", "declared"), [
-    ("cfo-grr", 4.0, 10_000, False), ("cfo-grr", 2.0, 1_000, True),
+    ("cfo-grr", 2.0, 10_000, False), ("cfo-grr", 2.0, 1_000, True),
     ("hh", 2.0, 10_000, False), ("hh", 1.0, 1_000, True)])
 def test_a_record_keeps_the_standard_error_its_variance_band_is_made_from(protocol, epsilon, n,
                                                                         declared):
