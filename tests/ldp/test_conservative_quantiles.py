@@ -12,7 +12,6 @@ import json
 import avro.io
 import avro.schema
 import fastavro
-import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.config.registry import parse_registry
@@ -28,6 +27,7 @@ from ldp_telemetry.output.records import numeric_estimate_record
 from ldp_telemetry.output.text import CONSERVATIVE_NOTE, format_numeric
 from ldp_telemetry.pipelines.cli import main
 from ldp_telemetry.schemas import load_schema
+from tests.lognormal_window import lognormal_window
 
 HOUR = 3_600_000
 
@@ -42,17 +42,9 @@ def _config(protocol: str, estimator: str | None = None, output_buckets: int | N
     return parse_registry({"metrics": [metric]})["latency"]
 
 
-def _window(config, n: int, seed: int):
-    rng = np.random.default_rng(seed)
-    values = np.clip(rng.lognormal(1.0, 0.6, n), 0, 32)
-    statistic = config.protocol.new_statistic()
-    config.protocol.accumulate(statistic, config.protocol.perturb(config.to_unit(values), rng))
-    return statistic
-
-
 def _record(protocol: str, n: int = 5_000, seed: int = 3) -> EstimateRecord:
     config = _config(protocol)
-    result = finalize_window(config, _window(config, n, seed), n)
+    result = finalize_window(config, lognormal_window(config, n, seed), n)
     return EstimateRecord.from_json(numeric_estimate_record(config, result, 0, HOUR).to_json())
 
 
@@ -75,7 +67,7 @@ def test_the_quantiles_have_no_95_band_and_carry_the_whole_bins_band_as_conserva
     otherwise); the mean's and variance's 95% bands stay, exact-variance."""
     config = _config(protocol)
     n = 5_000
-    statistic = _window(config, n, 3)
+    statistic = lognormal_window(config, n, 3)
     made = bin_quantile_statistic_bands(config.protocol, statistic, n, 0.0, 32.0,
                                         config.estimator.method)
     record = _record(protocol)
@@ -104,7 +96,7 @@ def test_square_wave_quantiles_keep_their_95_bands_and_have_no_conservative_band
     no `conservative_bands` in its JSON, null in its Avro record (at 1,024 output buckets: at
     16 the variance's band is widened past CONSERVATIVE_SHARE, so conservative)."""
     config = _config("sw", "ems", 1024)
-    statistic = _window(config, 5_000, 4)
+    statistic = lognormal_window(config, 5_000, 4)
     method, bands, conservative = numeric_bands(config, statistic, 5_000)
     assert method == BAND_BIAS_CORRECTED and conservative is None
     result = finalize_window(config, statistic, 5_000)

@@ -6,7 +6,6 @@ statistics keep theirs."""
 from __future__ import annotations
 
 
-import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.config.registry import parse_registry
@@ -28,6 +27,7 @@ from ldp_telemetry.output.text import CONSERVATIVE_NOTE, format_numeric
 from ldp_telemetry.pipelines.cli import main
 from tests.benchmark_scripts import loaded_scripts
 from tests.record_avro import through_avro
+from tests.lognormal_window import lognormal_window
 
 HOUR = 3_600_000
 BINS = 64
@@ -44,21 +44,13 @@ def _config(protocol: str, epsilon: float):
         "domain": {"low": 0, "high": 32, "buckets": BINS}}]})["latency"]
 
 
-def _window(config, n: int, seed: int = 3) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    values = np.clip(rng.lognormal(1.0, 0.6, n), 0, 32)
-    statistic = config.protocol.new_statistic()
-    config.protocol.accumulate(statistic, config.protocol.perturb(config.to_unit(values), rng))
-    return statistic
-
-
 @pytest.fixture(scope="module")
 def made():
     """(config, n, the window's statistic, its result, its record read back from JSON)."""
     protocol, epsilon, n = SETTING
     config = _config(protocol, epsilon)
     assert coverage_cell(epsilon, n) == (epsilon, n)
-    statistic = _window(config, n)
+    statistic = lognormal_window(config, n)
     result = finalize_window(config, statistic, n)
     record = EstimateRecord.from_json(
         numeric_estimate_record(config, result, 0, HOUR).to_json())
@@ -151,7 +143,7 @@ def test_outside_the_settings_the_moments_keep_their_95_bands():
                    if ("cfo-grr", epsilon, 10_000) not in BIN_OVER_COVERAGE
                    and not declared_moment_statistics("cfo-grr", epsilon, 10_000))
     config = _config(*setting[:2])
-    result = finalize_window(config, _window(config, setting[2]), setting[2])
+    result = finalize_window(config, lognormal_window(config, setting[2]), setting[2])
     for key in MOMENT_STATISTICS:
         assert result.bands[key].lower is not None and result.bands[key].method == BAND_EXACT
         assert key not in result.conservative_bands
@@ -222,7 +214,7 @@ def test_a_setting_below_the_goal_prints_no_band():
     protocol, epsilon, n = min((key for key in BIN_MISSES if key[0] in ("cfo-grr", "hh")),
                                key=lambda key: (key[2], key[1]))
     config = _config(protocol, epsilon)
-    result = finalize_window(config, _window(config, n), n)
+    result = finalize_window(config, lognormal_window(config, n), n)
     for statistic in BIN_MISSES[(protocol, epsilon, n)]:
         band = result.bands[statistic]
         assert (band.lower, band.upper) == (None, None)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from ldp_telemetry.ldp.config.registry import parse_registry
@@ -25,6 +24,7 @@ from ldp_telemetry.output.text import CONSERVATIVE_NOTE, format_numeric
 from ldp_telemetry.pipelines.cli import main
 from tests.record_avro import through_avro
 from tests.benchmark_scripts import loaded_scripts
+from tests.lognormal_window import lognormal_window
 
 HOUR = 3_600_000
 #: the levels `ldp show` prints
@@ -43,21 +43,13 @@ def _config():
         "estimator": {"method": "ems", "bootstrap": 20, "seed": 5}}]})["latency"]
 
 
-def _window(config, n: int, seed: int = 3):
-    rng = np.random.default_rng(seed)
-    values = np.clip(rng.lognormal(1.0, 0.6, n), 0, 32)
-    statistic = config.protocol.new_statistic()
-    config.protocol.accumulate(statistic, config.protocol.perturb(config.to_unit(values), rng))
-    return statistic
-
-
 @pytest.fixture(scope="module")
 def made():
     """(config, n, the window's statistic, its result, its record read back from JSON)."""
     config = _config()
     n = CELL[1]
     assert coverage_cell(config.protocol.epsilon, n) == CELL
-    statistic = _window(config, n)
+    statistic = lognormal_window(config, n)
     result = finalize_window(config, statistic, n)
     record = EstimateRecord.from_json(
         numeric_estimate_record(config, result, 0, HOUR).to_json())
@@ -168,7 +160,7 @@ def test_outside_the_settings_a_square_wave_record_has_no_conservative_band():
         "name": "latency", "protocol": "sw", "epsilon": plain[0],
         "domain": {"low": 0, "high": 32, "buckets": 128},
         "estimator": {"method": "ems", "bootstrap": 20, "seed": 5}}]})["latency"]
-    result = finalize_window(config, _window(config, plain[1]), plain[1])
+    result = finalize_window(config, lognormal_window(config, plain[1]), plain[1])
     assert result.conservative_bands is None
     value = numeric_estimate_record(config, result, 0, HOUR).json_value()
     assert "conservative_bands" not in value
