@@ -69,6 +69,18 @@ def served(demo_run):
         source.close()
 
 
+def open_record_page(browser, served, path, record: dict) -> None:
+    """Write one window-estimate record into a fresh store at `path`, serve it and open its
+    metric's page, waiting until that one window's values are loaded."""
+    url_db = f"sqlite:///{path}"
+    with open_store(url_db) as store:
+        store.write_panes([record])
+    url = served(StoreSource(url_db))
+    browser.get(url + metric_page_link(record["metric"]))
+    assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
+    assert wait_loaded(browser)
+
+
 def check_clean(browser):
     assert browser.foreign_requests("127.0.0.1") == []
     assert browser.console_errors() == []
@@ -286,13 +298,8 @@ def test_a_numeric_metric_shows_its_density_with_quantiles(browser, served, tmp_
                         "0.5": {"lower": 0.43, "upper": 0.49}, "0.9": None},
               "band_reasons": {"variance": "no band", "0.9": "no calibrated band"},
               "pane": {"timing": "EARLY", "index": 0, "is_last": False}}
-    url_db = f"sqlite:///{tmp_path}/numeric.db"
-    with open_store(url_db) as store:
-        store.write_panes([record])
-    url = served(StoreSource(url_db))
-    browser.get(url + metric_page_link("latency.seconds"))
-    assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
-    assert wait_loaded(browser)  # the chosen window's values, fetched
+    # the chosen window's values, fetched
+    open_record_page(browser, served, tmp_path / "numeric.db", record)
     quantiles = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#quantiles .quantile-label'))"
         ".map(t => t.textContent)")
@@ -348,13 +355,7 @@ def test_a_conservative_quantile_band_is_drawn_as_such_never_as_a_95_band(browse
               "band_reasons": {"variance": "no band", "0.5": "conservative", "0.9": "none"},
               "conservative_bands": {"0.5": {"lower": 8.0, "upper": 16.0}, "0.9": None},
               "pane": {"timing": "ON_TIME", "index": 0, "is_last": True}}
-    url_db = f"sqlite:///{tmp_path}/conservative.db"
-    with open_store(url_db) as store:
-        store.write_panes([record])
-    url = served(StoreSource(url_db))
-    browser.get(url + metric_page_link("latency.cfo"))
-    assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
-    assert wait_loaded(browser)
+    open_record_page(browser, served, tmp_path / "conservative.db", record)
     intervals = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#quantiles .interval-text'))"
         ".map(t => t.textContent)")
@@ -395,13 +396,7 @@ def test_a_conservative_mean_band_is_drawn_as_such_never_as_a_95_band(browser, s
               "band_reasons": {"mean": "no 95% band: the band is widened by 0.1"},
               "conservative_bands": {"mean": {"lower": 13.2, "upper": 14.0}, "0.5": None},
               "pane": {"timing": "ON_TIME", "index": 0, "is_last": True}}
-    url_db = f"sqlite:///{tmp_path}/conservative-mean.db"
-    with open_store(url_db) as store:
-        store.write_panes([record])
-    url = served(StoreSource(url_db))
-    browser.get(url + metric_page_link("latency.sw"))
-    assert wait_for(browser, "document.body.getAttribute('data-windows')") == "1"
-    assert wait_loaded(browser)
+    open_record_page(browser, served, tmp_path / "conservative-mean.db", record)
     intervals = browser.driver.execute_script(
         "return Array.from(document.querySelectorAll('#quantiles .interval-text'))"
         ".map(t => t.textContent)")
